@@ -1,0 +1,110 @@
+"""BM25 Okapi over fragments, as sparse postings (bm25s-style), equal to rank-bm25's BM25Okapi.
+
+Term frequencies live in segments: immutable CSC matrices (documents x terms) over a range of
+fragment ids. An incremental update appends a segment and marks replaced fragments dead;
+statistics (N, avgdl, df, idf) always cover live fragments only, so scores equal a fresh
+BM25Okapi over the live fragments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from repomem.config import BM25Config
+
+
+@dataclass(frozen=True)
+class TermSegment:
+    first_doc: int  # fragment id of row 0
+    tf: sp.csc_matrix  # shape (n_docs_in_segment, vocabulary size when built), int32 counts
+
+
+@dataclass(frozen=True)
+class BM25Stats:
+    idf: np.ndarray  # float64, shape (n_terms,), rank-bm25's idf with the epsilon floor
+    avgdl: float
+    n_live: int
+
+
+def build_segment(first_doc: int, doc_terms: Sequence[np.ndarray], n_terms: int) -> TermSegment:
+    """`doc_terms[d]` holds the term ids of document first_doc + d (with repeats)."""
+    lengths = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=len(doc_terms))
+    terms = np.concatenate(doc_terms) if doc_terms else np.zeros(0, dtype=np.int64)
+    docs = np.repeat(np.arange(len(doc_terms), dtype=np.int64), lengths)
+    tf = sp.csc_matrix(
+        (np.ones(terms.shape[0], dtype=np.int32), (docs, terms.astype(np.int64))),
+        shape=(len(doc_terms), n_terms),
+    )
+    tf.sum_duplicates()
+    return TermSegment(first_doc, tf)
+
+
+def document_frequencies(segment: TermSegment, n_terms: int, live: np.ndarray) -> np.ndarray:
+    """How many live documents of the segment contain each term, shape (n_terms,)."""
+    tf = segment.tf
+    doc_ids = tf.indices + segment.first_doc
+    alive = live[doc_ids]
+    term_of_entry = np.repeat(np.arange(tf.shape[1], dtype=np.int64), np.diff(tf.indptr))
+    counts = np.bincount(term_of_entry[alive], minlength=n_terms)
+    return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
+
+
+def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config: BM25Config) -> BM25Stats:
+    n_live = int(live.sum())
+    if n_live == 0:
+        return BM25Stats(np.zeros(df.shape[0]), 0.0, 0)
+    avgdl = float(doc_len[live].sum()) / n_live
+    present = df > 0
+    idf = np.zeros(df.shape[0])
+    idf[present] = np.log(n_live - df[present] + 0.5) - np.log(df[present] + 0.5)
+    n_present = int(present.sum())
+    average = float(idf[present].sum()) / n_present if n_present else 0.0
+    idf[present & (idf < 0)] = config.epsilon * average
+    return BM25Stats(idf, avgdl, n_live)
+
+
+def score_query(
+    query_terms: Iterable[int],
+    segments: Sequence[TermSegment],
+    stats: BM25Stats,
+    doc_len: np.ndarray,
+    live: np.ndarray,
+    config: BM25Config,
+) -> np.ndarray:
+    """s_ind for every fragment id, shape (n_docs,); dead fragments score 0.
+
+    Repeated query terms count once per occurrence, as rank-bm25's get_scores does.
+    """
+    n_docs = doc_len.shape[0]
+    if stats.n_live == 0:
+        return np.zeros(n_docs)
+    ids, counts = np.unique(np.fromiter(query_terms, dtype=np.int64), return_counts=True)
+    doc_parts: list[np.ndarray] = []
+    value_parts: list[np.ndarray] = []
+    norm_scale = config.k1 * (1.0 - config.b)
+    length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
+    for segment in segments:
+        tf = segment.tf
+        n_cols = tf.shape[1]
+        for term, count in zip(ids, counts):
+            if term >= n_cols:
+                continue
+            lo, hi = tf.indptr[term], tf.indptr[term + 1]
+            if lo == hi:
+                continue
+            docs = tf.indices[lo:hi].astype(np.int64) + segment.first_doc
+            freq = tf.data[lo:hi].astype(np.float64)
+            denominator = freq + norm_scale + length_scale * doc_len[docs]
+            doc_parts.append(docs)
+            value_parts.append((count * stats.idf[term]) * (freq * (config.k1 + 1.0)) / denominator)
+    if not doc_parts:
+        return np.zeros(n_docs)
+    docs = np.concatenate(doc_parts)
+    values = np.concatenate(value_parts)
+    scores = np.bincount(docs, weights=values, minlength=n_docs)
+    scores[~live] = 0.0
+    return scores

@@ -1,0 +1,251 @@
+"""Command line: `repomem index` and `repomem retrieve` (a thin adapter over RepoService).
+
+Failures a user can cause print one line on stderr and exit with 2; nothing prints a traceback
+unless REPOMEM_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from repomem.failures import Failure
+from repomem.positions import find_repo_root, parse_position
+from repomem.service import IndexReport, RepoService, Retrieval
+
+JSON_VERSION = 1
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A Failure on its way to the top of the CLI."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _ok(value: Any) -> Any:
+    if isinstance(value, Failure):
+        raise UserError(value)
+    return value
+
+
+class RichProgress:
+    """rich progress bars on stderr; silent when stderr is not a terminal."""
+
+    def __init__(self, console: Console):
+        self._progress = Progress(
+            TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=True, disable=not console.is_terminal,
+        )
+        self._task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.__exit__(*exc)
+
+    def start(self, stage: str, total: int) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, visible=False)
+        self._task = self._progress.add_task(stage, total=max(total, 1))
+
+    def advance(self, units: int = 1) -> None:
+        if self._task is not None:
+            self._progress.advance(self._task, units)
+
+
+def _human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def _report_json(report: IndexReport) -> dict[str, Any]:
+    return {
+        "version": JSON_VERSION,
+        "repo": str(report.root),
+        "action": report.action,
+        "reason": report.reason,
+        "files": report.files,
+        "fragments": report.fragments,
+        "nodes": report.nodes,
+        "edges": report.edges,
+        "seconds": round(report.seconds, 3),
+        "index_bytes": report.index_bytes,
+        "changed": report.changed,
+        "removed": report.removed,
+        "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+    }
+
+
+def _open_service(root: Path, err: Console) -> RepoService:
+    service = _ok(RepoService.open(root))
+    for warning in service.warnings:
+        err.print(f"repomem: warning: {warning}", markup=False, highlight=False)
+    return service
+
+
+def _ensure_index(service: RepoService, err: Console, full: bool = False) -> IndexReport:
+    with RichProgress(err) as progress:
+        return _ok(service.ensure_index(progress, full=full))
+
+
+def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
+    service = _open_service(Path(args.path), err)
+    report = _ensure_index(service, err, full=args.full)
+    if args.json:
+        print(json.dumps(_report_json(report), indent=2))
+        return 0
+    table = Table(title=f"repomem index: {report.root}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", justify="right")
+    action = report.action + (f" ({report.reason})" if report.reason and report.action == "built" else "")
+    for name, value in (
+        ("action", action), ("files", f"{report.files:,}"), ("fragments", f"{report.fragments:,}"),
+        ("graph nodes", f"{report.nodes:,}"), ("graph edges", f"{report.edges:,}"),
+        ("changed / removed", f"{report.changed:,} / {report.removed:,}"),
+        ("skipped", f"{len(report.skipped):,}"), ("seconds", f"{report.seconds:.2f}"),
+        ("index size", _human_bytes(report.index_bytes)),
+    ):
+        table.add_row(name, value)
+    out.print(table)
+    if args.verbose:
+        for path, reason in report.skipped:
+            out.print(f"skipped {path}: {reason}", markup=False, highlight=False)
+    return 0
+
+
+def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, float]) -> dict[str, Any]:
+    cursor = result.cursor
+    return {
+        "version": JSON_VERSION,
+        "repo": str(service.root),
+        "file": cursor.path,
+        "line": cursor.line + 1,
+        "column": cursor.column + 1,
+        "alpha": result.alpha,
+        "k": result.k,
+        "query": {"first_line": result.query_first_line + 1, "last_line": cursor.line + 1},
+        "fragments": [
+            {
+                "rank": rank,
+                "path": f.path,
+                "start_line": f.start_line + 1,
+                "end_line": f.end_line,
+                "s_ind": f.s_ind,
+                "s_env": f.s_env,
+                "s_rel": f.s_rel,
+                "text": service.fragment_text(f),
+            }
+            for rank, f in enumerate(result.fragments, start=1)
+        ],
+        "timings_ms": {name: round(value, 3) for name, value in timings.items()},
+    }
+
+
+def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
+    spec = _ok(parse_position(args.position))
+    if args.repo is not None:
+        root = Path(args.repo)
+    else:
+        file_for_root = spec.path if spec.path.exists() else Path.cwd()
+        found = find_repo_root(file_for_root.resolve())
+        if found is None:
+            raise UserError(Failure(
+                "not-a-repo",
+                f"{spec.path} is not inside a repository (no .git, .repomem or repomem.toml above it); "
+                "pass --repo PATH",
+            ))
+        root = found
+    if args.k is not None and args.k < 1:
+        raise UserError(Failure("bad-option", "--k must be at least 1"))
+    service = _open_service(root, err)
+    path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
+    cursor = _ok(service.cursor_at(path, spec.line, spec.column))
+    started = time.perf_counter()
+    _ensure_index(service, err)
+    index_ms = (time.perf_counter() - started) * 1000
+    result = service.retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
+    timings = {"index": index_ms, **result.timings_ms}
+    if args.json:
+        print(json.dumps(_retrieval_json(service, result, timings), indent=2))
+        return 0
+    table = Table(title=f"{cursor.path}:{cursor.line + 1}:{cursor.column + 1}  alpha={result.alpha:g}  k={result.k}")
+    for name, justify in (("#", "right"), ("fragment", "left"), ("s_ind", "right"), ("s_env", "right"),
+                          ("s_rel", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for rank, f in enumerate(result.fragments, start=1):
+        table.add_row(str(rank), f"{f.path}:{f.start_line + 1}-{f.end_line}", f"{f.s_ind:.3f}",
+                      f"{f.s_env:.3f}", f"{f.s_rel:.3f}")
+    out.print(table)
+    if args.code:
+        for rank, f in enumerate(result.fragments, start=1):
+            out.rule(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}")
+            out.print(service.fragment_text(f), markup=False, highlight=False)
+    err.print(f"index {index_ms:.0f} ms, retrieve {result.timings_ms['retrieve']:.1f} ms", style="dim")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="repomem", description="Repository-aware code completion (FragRel).")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    index = commands.add_parser("index", help="build or update the index of a repository")
+    index.add_argument("path", nargs="?", default=".", help="repository folder (default: the current one)")
+    index.add_argument("--full", action="store_true", help="rebuild from scratch")
+    index.add_argument("--json", action="store_true", help="print the summary as JSON")
+    index.add_argument("-v", "--verbose", action="store_true", help="list skipped files with reasons")
+    index.set_defaults(handler=cmd_index)
+
+    retrieve = commands.add_parser("retrieve", help="rank the repository's fragments for a cursor")
+    retrieve.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
+    retrieve.add_argument("--k", type=int, default=None, help="how many fragments (default 10)")
+    retrieve.add_argument("--alpha", type=float, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
+    retrieve.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
+    retrieve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    retrieve.add_argument("--code", action="store_true", help="also print each fragment's code")
+    retrieve.add_argument("--include-visible", action="store_true",
+                          help="keep fragments of the current file that overlap the query lines")
+    retrieve.set_defaults(handler=cmd_retrieve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    out = Console()
+    err = Console(stderr=True)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args, out, err))
+    except UserError as error:
+        err.print(f"repomem: error: {error.failure.message}", markup=False, highlight=False)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.print("repomem: interrupted", markup=False, highlight=False)
+        return 130
+    except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
+        if os.environ.get("REPOMEM_DEBUG"):
+            raise
+        err.print(f"repomem: internal error: {error.__class__.__name__}: {error} (REPOMEM_DEBUG=1 shows details)",
+                  markup=False, highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

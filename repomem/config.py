@@ -1,0 +1,201 @@
+"""The one config tree: every tuning constant of repomem lives here.
+
+Defaults follow DESIGN.md (RepoCoder windows, FragRel eqs. 7-10, BM25 Okapi). A user overrides
+them in ``repomem.toml`` at the repository root; an unknown key or a value of the wrong type falls
+back to the default and is reported (never an exception), as jedi-language-server does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    max_file_bytes: int = 1_000_000  # bytes; larger files are skipped with a reason
+    max_line_chars: int = 10_000  # characters; minified / generated files are skipped
+    binary_sniff_bytes: int = 8192  # a NUL byte in this prefix marks a binary file
+    excluded_dirs: tuple[str, ...] = (
+        ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "node_modules", "__pycache__",
+        "build", "dist", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+        ".repomem", "site-packages", ".eggs", ".idea", ".vscode",
+    )
+    excluded_dir_suffixes: tuple[str, ...] = (".egg-info", ".dist-info")
+    # Secrets are never indexed nor sent to a model (DESIGN.md section 8); fnmatch patterns on the
+    # file name.
+    secret_patterns: tuple[str, ...] = (
+        ".env", ".env.*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks",
+        "*.keystore", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass",
+        "*.kdbx", "credentials*.json", "secrets.*", ".htpasswd",
+    )
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """Code graph of DESIGN.md section 2."""
+
+    # "statement": module roots, statements, definitions and clauses (blocks collapsed into their
+    # owner); "named": every named tree-sitter node, the paper's reading (exact but far larger).
+    granularity: str = "statement"
+    syntax_weight: float = 0.5  # parent <-> child in a syntax tree
+    directory_weight: float = 0.3  # directory <-> sub-directory / file
+    file_root_weight: float = 1.0  # file node <-> root of its syntax tree
+    call_weight: float = 0.8  # call site <-> definition of the callee
+    # tau: node strengths below count as 0. DESIGN.md's example 1e-3 relates nearly every pair of
+    # fragments of a large repository through the 0.3 directory edges (Django: 40k of 51k
+    # fragments per row, hours to build); 1e-2 keeps a few hops around each fragment.
+    strength_cutoff: float = 1e-2
+    # Each node's search stops after this many strongest nodes (0 = exact). Definitions called
+    # from thousands of places reach 30k nodes; the cap halves Django's build (see README).
+    max_reach: int = 2048
+    max_reexport_hops: int = 4  # `from .x import f` chains followed when resolving a name
+    max_base_class_depth: int = 8  # in-repo base classes searched for self.m() / cls.m()
+
+
+@dataclass(frozen=True)
+class FragmentConfig:
+    window_lines: int = 20  # RepoCoder's window
+    stride_lines: int = 10  # RepoCoder's slide
+
+
+@dataclass(frozen=True)
+class RelationConfig:
+    """Fragment relation W (eq. 8, optionally eq. 7)."""
+
+    # "graph" = eq. 8 over the code graph; "context" = eq. 7 gamma^|i-j| between windows of one
+    # file; "graph+context" = elementwise max of both.
+    kind: str = "graph"
+    context_gamma: float = 0.5  # gamma of eq. 7
+    relation_cutoff: float = 1e-3  # fragment relations w_ij below this are dropped (keeps W sparse)
+    # Each fragment keeps its strongest relations only (W = union of every row's top list, so it
+    # stays symmetric): bounds W's size and the query's matrix-vector product.
+    max_relations_per_fragment: int = 64
+    workers: int = 2  # threads for building W (the numba kernel releases the GIL)
+
+
+@dataclass(frozen=True)
+class BM25Config:
+    k1: float = 1.5
+    b: float = 0.75
+    epsilon: float = 0.25  # idf floor factor of rank-bm25's BM25Okapi
+    split_subwords: bool = True  # also index snake_case / camelCase parts of identifiers
+    lowercase: bool = True
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    query_lines: int = 20  # the query is the last N lines before the cursor
+    alpha: float = 0.5  # eq. 10 weight of the environment score (0 = plain BM25)
+    top_k: int = 10
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    dir_name: str = ".repomem"  # index folder under the repository root
+    cache_dir: str = ""  # if set, indexes live here instead, one sub-folder per repository
+    keep_snapshots: int = 1  # older complete snapshots kept besides the current one
+    compact_ratio: float = 0.25  # rebuild W when this share of fragments changed since the base
+    workers: int = 2  # processes parsing files in a full build
+
+
+@dataclass(frozen=True)
+class Config:
+    scan: ScanConfig = field(default_factory=ScanConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    fragments: FragmentConfig = field(default_factory=FragmentConfig)
+    relations: RelationConfig = field(default_factory=RelationConfig)
+    bm25: BM25Config = field(default_factory=BM25Config)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+
+
+CONFIG_FILE_NAME = "repomem.toml"
+
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("graph", "granularity"): ("statement", "named"),
+    ("relations", "kind"): ("graph", "context", "graph+context"),
+}
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    """Return `value` converted to the type of `default`, or raise TypeError."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif isinstance(default, str):
+        if isinstance(value, str):
+            return value
+    elif isinstance(default, tuple):
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    raise TypeError(f"expected {type(default).__name__}, got {type(value).__name__}")
+
+
+def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
+    """Build a Config from a nested mapping; bad entries fall back to defaults with a warning."""
+    warnings: list[str] = []
+    base = Config()
+    sections: dict[str, Any] = {}
+    for section_name, section_value in data.items():
+        if section_name not in {f.name for f in dataclasses.fields(Config)}:
+            warnings.append(f"unknown config section [{section_name}] ignored")
+            continue
+        if not isinstance(section_value, dict):
+            warnings.append(f"config section [{section_name}] must be a table; default kept")
+            continue
+        default_section = getattr(base, section_name)
+        known = {f.name for f in dataclasses.fields(default_section)}
+        changes: dict[str, Any] = {}
+        for key, value in section_value.items():
+            if key not in known:
+                warnings.append(f"unknown config key {section_name}.{key} ignored")
+                continue
+            default_value = getattr(default_section, key)
+            try:
+                coerced = _coerce(value, default_value)
+            except TypeError as error:
+                warnings.append(f"config {section_name}.{key}: {error}; default {default_value!r} kept")
+                continue
+            choices = _CHOICES.get((section_name, key))
+            if choices is not None and coerced not in choices:
+                warnings.append(
+                    f"config {section_name}.{key}={coerced!r} is not one of {', '.join(choices)};"
+                    f" default {default_value!r} kept"
+                )
+                continue
+            if isinstance(coerced, (int, float)) and not isinstance(coerced, bool) and coerced < 0:
+                warnings.append(f"config {section_name}.{key} must be >= 0; default kept")
+                continue
+            changes[key] = coerced
+        sections[section_name] = dataclasses.replace(default_section, **changes)
+    return dataclasses.replace(base, **sections), warnings
+
+
+def load_config(repo_root: Path) -> tuple[Config, list[str]]:
+    """Read ``repomem.toml`` at the repository root if present."""
+    path = repo_root / CONFIG_FILE_NAME
+    if not path.is_file():
+        return Config(), []
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        return Config(), [f"{CONFIG_FILE_NAME}: {error}; defaults used"]
+    return config_from_mapping(data)
+
+
+def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
+    """Return `config` with some fields replaced, e.g. ``retrieval={"alpha": 0.0}``."""
+    replaced = {
+        name: dataclasses.replace(getattr(config, name), **values) for name, values in sections.items()
+    }
+    return dataclasses.replace(config, **replaced)

@@ -1,0 +1,150 @@
+"""The code graph of one repository (DESIGN.md section 2) as typed edge lists and a CSR.
+
+Node numbering: every file's kept syntax nodes, file after file (offsets in `node_offset`), then
+one node per file, then one node per directory (the repository root is directory "").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import numpy as np
+import scipy.sparse as sp
+
+from repomem.config import GraphConfig
+from repomem.resolve import CallEdge
+from repomem.syntax import FileSyntax
+
+SYNTAX, DIRECTORY, FILE_ROOT, CALL = 0, 1, 2, 3
+EDGE_KIND_NAMES = ("syntax", "directory", "file-root", "call")
+
+
+@dataclass(frozen=True)
+class CodeGraph:
+    n_nodes: int
+    node_offset: np.ndarray  # int64, shape (n_files + 1,): first syntax node of each file
+    file_node: np.ndarray  # int64, shape (n_files,): the file node of each file
+    directories: tuple[str, ...]  # directory of each directory node, in node order
+    edge_a: np.ndarray  # int64, shape (n_edges,), undirected edges, deduplicated, a < b
+    edge_b: np.ndarray  # int64
+    edge_weight: np.ndarray  # float64, the strongest edge between a and b
+    edge_kind: np.ndarray  # int8, SYNTAX / DIRECTORY / FILE_ROOT / CALL
+
+    def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Symmetric adjacency with costs -ln w: (indptr, indices, costs)."""
+        rows = np.concatenate([self.edge_a, self.edge_b])
+        cols = np.concatenate([self.edge_b, self.edge_a])
+        costs = np.concatenate([-np.log(self.edge_weight)] * 2)
+        order = np.lexsort((cols, rows))
+        rows, cols, costs = rows[order], cols[order], costs[order]
+        indptr = np.zeros(self.n_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.n_nodes), out=indptr[1:])
+        # Zero-cost edges (weight 1.0) stay: this CSR is never fed to scipy, which drops zeros.
+        return indptr, cols.astype(np.int64), costs.astype(np.float64)
+
+
+def directory_chain(path: str) -> list[str]:
+    """Folders from the root down to the file's own folder: 'a/b/c.py' -> ['', 'a', 'a/b']."""
+    parents = [p.as_posix() for p in PurePosixPath(path).parents]
+    return ["" if p == "." else p for p in reversed(parents)]
+
+
+def build_graph(files: Sequence[FileSyntax | None], calls: Sequence[CallEdge], config: GraphConfig) -> CodeGraph:
+    """`files[i]` is file i's syntax, None for a removed file (it keeps its index, no nodes)."""
+    n_files = len(files)
+    sizes = np.fromiter((0 if f is None else f.n_nodes for f in files), dtype=np.int64, count=n_files)
+    node_offset = np.zeros(n_files + 1, dtype=np.int64)
+    np.cumsum(sizes, out=node_offset[1:])
+    n_syntax = int(node_offset[-1])
+    file_node = n_syntax + np.arange(n_files, dtype=np.int64)
+
+    directory_ids: dict[str, int] = {}
+    dir_edges: list[tuple[int, int]] = []
+    file_dir: list[int] = []
+    live_files: list[int] = []
+    for index, syntax in enumerate(files):
+        if syntax is None:
+            continue
+        live_files.append(index)
+        chain = directory_chain(syntax.path)
+        previous = -1
+        for folder in chain:
+            if folder not in directory_ids:
+                directory_ids[folder] = len(directory_ids)
+                if previous >= 0:
+                    dir_edges.append((previous, directory_ids[folder]))
+            previous = directory_ids[folder]
+        file_dir.append(previous)
+    dir_base = n_syntax + n_files
+    n_nodes = dir_base + len(directory_ids)
+
+    parts_a: list[np.ndarray] = []
+    parts_b: list[np.ndarray] = []
+    parts_w: list[np.ndarray] = []
+    parts_k: list[np.ndarray] = []
+
+    def add(a: np.ndarray, b: np.ndarray, weight: float | np.ndarray, kind: int) -> None:
+        parts_a.append(a.astype(np.int64))
+        parts_b.append(b.astype(np.int64))
+        parts_w.append(np.broadcast_to(np.asarray(weight, dtype=np.float64), a.shape).copy())
+        parts_k.append(np.full(a.shape[0], kind, dtype=np.int8))
+
+    for index, syntax in enumerate(files):
+        if syntax is None:
+            continue
+        offset = node_offset[index]
+        children = np.arange(1, syntax.n_nodes, dtype=np.int64)
+        add(offset + children, offset + syntax.parent[1:].astype(np.int64), config.syntax_weight, SYNTAX)
+    live = np.asarray(live_files, dtype=np.int64)
+    add(file_node[live], node_offset[live], config.file_root_weight, FILE_ROOT)
+    if dir_edges:
+        pairs = np.asarray(dir_edges, dtype=np.int64)
+        add(dir_base + pairs[:, 0], dir_base + pairs[:, 1], config.directory_weight, DIRECTORY)
+    add(file_node[live], dir_base + np.asarray(file_dir, dtype=np.int64), config.directory_weight, DIRECTORY)
+    if calls:
+        call_array = np.asarray(
+            [(c.source_file, c.source_node, c.target_file, c.target_node, c.hops) for c in calls],
+            dtype=np.int64,
+        )
+        # The call expression sits `hops` syntax edges below its kept node: the contracted edge
+        # carries the product of the weights along that path.
+        add(
+            node_offset[call_array[:, 0]] + call_array[:, 1],
+            node_offset[call_array[:, 2]] + call_array[:, 3],
+            config.call_weight * config.syntax_weight ** call_array[:, 4].astype(np.float64),
+            CALL,
+        )
+
+    a = np.concatenate(parts_a)
+    b = np.concatenate(parts_b)
+    weight = np.concatenate(parts_w)
+    kind = np.concatenate(parts_k)
+    keep = a != b
+    a, b, weight, kind = a[keep], b[keep], weight[keep], kind[keep]
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    # Deduplicate undirected pairs keeping the strongest edge (scipy would sum duplicates).
+    order = np.lexsort((-weight, high, low))
+    low, high, weight, kind = low[order], high[order], weight[order], kind[order]
+    first = np.ones(low.shape[0], dtype=bool)
+    first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    directories = tuple(sorted(directory_ids, key=directory_ids.__getitem__))
+    return CodeGraph(
+        n_nodes=n_nodes,
+        node_offset=node_offset,
+        file_node=file_node,
+        directories=directories,
+        edge_a=low[first],
+        edge_b=high[first],
+        edge_weight=weight[first],
+        edge_kind=kind[first],
+    )
+
+
+def adjacency_matrix(graph: CodeGraph) -> sp.csr_matrix:
+    """Weights as a symmetric scipy matrix (for inspection and tests)."""
+    rows = np.concatenate([graph.edge_a, graph.edge_b])
+    cols = np.concatenate([graph.edge_b, graph.edge_a])
+    data = np.concatenate([graph.edge_weight, graph.edge_weight])
+    return sp.csr_matrix((data, (rows, cols)), shape=(graph.n_nodes, graph.n_nodes))

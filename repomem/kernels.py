@@ -1,0 +1,301 @@
+"""Compiled inner loops (numba): window covering, bounded Dijkstra, fragment relations.
+
+Every function here is pure: arrays in, arrays out. They release the GIL so callers can run
+chunks on several threads. Exact Python references live in the tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def cover_windows(parent, start_line, end_line, length, line_chars, window_starts, window_ends):
+    """Nodes covering each window of one file (DESIGN.md section 3).
+
+    A window [a, b) (0-based lines, b exclusive) is covered by its maximal fully contained
+    nodes (weight = node length in bytes) plus, for each remaining non-blank line, the innermost
+    node holding that line (weight = non-whitespace characters of such lines).
+    Returns (window index, node index, weight) triples as three int arrays, sorted by window.
+    """
+    n_nodes = parent.shape[0]
+    n_lines = line_chars.shape[0]
+    owner = np.zeros(n_lines, dtype=np.int32)
+    for node in range(n_nodes):  # pre-order: later (deeper) nodes overwrite their ancestors
+        for line in range(max(start_line[node], 0), min(end_line[node], n_lines - 1) + 1):
+            owner[line] = node
+    capacity = 64 + 8 * window_starts.shape[0]
+    out_window = np.empty(capacity, dtype=np.int32)
+    out_node = np.empty(capacity, dtype=np.int32)
+    out_weight = np.empty(capacity, dtype=np.int64)
+    count = 0
+    covered = np.zeros(n_lines, dtype=np.bool_)
+    partial = np.zeros(n_nodes, dtype=np.int64)
+    for w in range(window_starts.shape[0]):
+        a = window_starts[w]
+        b = window_ends[w]
+        for line in range(a, b):
+            covered[line] = False
+        for node in range(n_nodes):
+            if start_line[node] >= a and end_line[node] <= b - 1:
+                p = parent[node]
+                if p >= 0 and start_line[p] >= a and end_line[p] <= b - 1:
+                    continue
+                if count == capacity:
+                    capacity *= 2
+                    out_window = _grow_i32(out_window, capacity)
+                    out_node = _grow_i32(out_node, capacity)
+                    out_weight = _grow_i64(out_weight, capacity)
+                out_window[count] = w
+                out_node[count] = node
+                out_weight[count] = max(length[node], 1)
+                count += 1
+                for line in range(start_line[node], end_line[node] + 1):
+                    covered[line] = True
+        touched_first = count
+        for line in range(a, b):
+            if covered[line] or line_chars[line] == 0:
+                continue
+            node = owner[line]
+            if partial[node] == 0:
+                if count == capacity:
+                    capacity *= 2
+                    out_window = _grow_i32(out_window, capacity)
+                    out_node = _grow_i32(out_node, capacity)
+                    out_weight = _grow_i64(out_weight, capacity)
+                out_window[count] = w
+                out_node[count] = node
+                out_weight[count] = 0
+                count += 1
+            partial[node] += line_chars[line]
+        for slot in range(touched_first, count):
+            out_weight[slot] = partial[out_node[slot]]
+            partial[out_node[slot]] = 0
+    return out_window[:count].copy(), out_node[:count].copy(), out_weight[:count].copy()
+
+
+@njit(cache=True, nogil=True)
+def _grow_i32(array, capacity):
+    bigger = np.empty(capacity, dtype=np.int32)
+    bigger[: array.shape[0]] = array
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _grow_i64(array, capacity):
+    bigger = np.empty(capacity, dtype=np.int64)
+    bigger[: array.shape[0]] = array
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _grow_f64(array, capacity):
+    bigger = np.empty(capacity, dtype=np.float64)
+    bigger[: array.shape[0]] = array
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap_cost, heap_node, size, cost, node):
+    i = size
+    heap_cost[i] = cost
+    heap_node[i] = node
+    while i > 0:
+        up = (i - 1) >> 1
+        if heap_cost[up] <= heap_cost[i]:
+            break
+        heap_cost[up], heap_cost[i] = heap_cost[i], heap_cost[up]
+        heap_node[up], heap_node[i] = heap_node[i], heap_node[up]
+        i = up
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap_cost, heap_node, size):
+    size -= 1
+    heap_cost[0] = heap_cost[size]
+    heap_node[0] = heap_node[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        child = left
+        if left + 1 < size and heap_cost[left + 1] < heap_cost[left]:
+            child = left + 1
+        if heap_cost[i] <= heap_cost[child]:
+            break
+        heap_cost[child], heap_cost[i] = heap_cost[i], heap_cost[child]
+        heap_node[child], heap_node[i] = heap_node[i], heap_node[child]
+        i = child
+    return size
+
+
+@njit(cache=True, nogil=True)
+def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, settled, stamp, heap_cost,
+                     heap_node, reached):
+    """Shortest costs from `source` up to `limit` (costs = -ln w, so strength = exp(-cost)).
+
+    Stops after `max_settled` nodes when it is > 0: nodes settle strongest first, so what is
+    left out is weaker than everything kept.
+
+    `dist`/`settled` are per-node scratch arrays tagged by `stamp`, so nothing is cleared
+    between calls. Writes the settled nodes to `reached` and returns how many there are; their
+    costs are in `dist`.
+    """
+    size = _heap_push(heap_cost, heap_node, 0, 0.0, source)
+    dist[source] = 0.0
+    settled[source] = -stamp  # negative = seen, positive = settled
+    n_reached = 0
+    while size > 0:
+        cost = heap_cost[0]
+        node = heap_node[0]
+        size = _heap_pop(heap_cost, heap_node, size)
+        if settled[node] == stamp or cost > dist[node]:
+            continue
+        settled[node] = stamp
+        reached[n_reached] = node
+        n_reached += 1
+        if n_reached == max_settled:
+            break
+        for edge in range(indptr[node], indptr[node + 1]):
+            other = indices[edge]
+            if settled[other] == stamp:
+                continue
+            candidate = cost + costs[edge]
+            if candidate > limit:
+                continue
+            if settled[other] != -stamp or candidate < dist[other]:
+                settled[other] = -stamp
+                dist[other] = candidate
+                if size == heap_cost.shape[0]:
+                    return -1  # heap too small; the caller retries with a bigger one
+                size = _heap_push(heap_cost, heap_node, size, candidate, other)
+    return n_reached
+
+
+@njit(cache=True, nogil=True)
+def relation_rows(
+    rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
+    node_indptr, node_frags, node_weights, live,
+    indptr, indices, costs, limit, max_settled, cutoff, keep, heap_capacity,
+):
+    """Rows of W (eq. 8) for the fragments in `rows`.
+
+    w_ij = sum_k sum_l len_k len_l Dis(k, l) / (L_i L_j), k over nodes of fragment i, l over
+    nodes of fragment j, Dis = exp(-shortest cost) when the cost is within `limit`.
+    Each distinct source node is searched once (neighbouring windows share half their nodes).
+    Only live fragments j != i with w_ij >= cutoff are returned, at most `keep` per row (the
+    largest; all when keep <= 0), as (row, col, value) arrays, plus each row's entry bar: the
+    smallest kept value when the row was truncated, else `cutoff`.
+    """
+    n_graph = indptr.shape[0] - 1
+    n_frags = frag_totals.shape[0]
+    dist = np.empty(n_graph, dtype=np.float64)
+    settled = np.zeros(n_graph, dtype=np.int64)
+    reached = np.empty(n_graph, dtype=np.int64)
+    heap_cost = np.empty(heap_capacity, dtype=np.float64)
+    heap_node = np.empty(heap_capacity, dtype=np.int64)
+    acc = np.zeros(n_frags, dtype=np.float64)
+    touched = np.empty(n_frags, dtype=np.int64)
+    is_touched = np.zeros(n_frags, dtype=np.bool_)
+    # Per-source results of this call: source -> slice of (fragment j, len_l * Dis) pairs.
+    source_slot = np.full(n_graph, -1, dtype=np.int64)
+    n_sources = 0
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
+            if source_slot[frag_nodes[slot]] < 0:
+                source_slot[frag_nodes[slot]] = n_sources
+                n_sources += 1
+    source_start = np.zeros(n_sources + 1, dtype=np.int64)
+    pair_capacity = 1024
+    pair_frag = np.empty(pair_capacity, dtype=np.int64)
+    pair_value = np.empty(pair_capacity, dtype=np.float64)
+    n_pairs = 0
+    stamp = 0
+    done = np.zeros(n_sources, dtype=np.bool_)
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
+            source = frag_nodes[slot]
+            k = source_slot[source]
+            if done[k]:
+                continue
+            done[k] = True
+            stamp += 1
+            n_reached = bounded_dijkstra(
+                indptr, indices, costs, source, limit, max_settled, dist, settled, stamp, heap_cost,
+                heap_node, reached,
+            )
+            if n_reached < 0:
+                return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
+                        np.zeros(0, np.float64), False)
+            # Sources are numbered in first-seen order, so their slices are laid out in order.
+            for t in range(n_reached):
+                node = reached[t]
+                strength = np.exp(-dist[node])
+                for s in range(node_indptr[node], node_indptr[node + 1]):
+                    j = node_frags[s]
+                    if not live[j]:
+                        continue
+                    if n_pairs == pair_capacity:
+                        pair_capacity *= 2
+                        pair_frag = _grow_i64(pair_frag, pair_capacity)
+                        pair_value = _grow_f64(pair_value, pair_capacity)
+                    pair_frag[n_pairs] = j
+                    pair_value[n_pairs] = node_weights[s] * strength
+                    n_pairs += 1
+            source_start[k + 1] = n_pairs
+    capacity = 1024
+    out_row = np.empty(capacity, dtype=np.int64)
+    out_col = np.empty(capacity, dtype=np.int64)
+    out_val = np.empty(capacity, dtype=np.float64)
+    bars = np.full(rows.shape[0], cutoff)
+    row_cols = np.empty(n_frags, dtype=np.int64)
+    row_vals = np.empty(n_frags, dtype=np.float64)
+    count = 0
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        n_touched = 0
+        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
+            k = source_slot[frag_nodes[slot]]
+            weight_k = frag_weights[slot]
+            for p in range(source_start[k], source_start[k + 1]):
+                j = pair_frag[p]
+                if not is_touched[j]:
+                    is_touched[j] = True
+                    touched[n_touched] = j
+                    n_touched += 1
+                acc[j] += weight_k * pair_value[p]
+        n_row = 0
+        for t in range(n_touched):
+            j = touched[t]
+            value = acc[j] / (frag_totals[i] * frag_totals[j])
+            acc[j] = 0.0
+            is_touched[j] = False
+            if j == i or value < cutoff:
+                continue
+            row_cols[n_row] = j
+            row_vals[n_row] = value
+            n_row += 1
+        if keep > 0 and n_row > keep:
+            # Largest first, ties by column id, so the result does not depend on visit order.
+            by_col = np.argsort(row_cols[:n_row])
+            by_value = np.argsort(-row_vals[:n_row][by_col], kind="mergesort")
+            order = by_col[by_value][:keep]
+            bars[r] = row_vals[order[keep - 1]]
+        else:
+            order = np.arange(n_row)
+        while count + order.shape[0] > capacity:
+            capacity *= 2
+            out_row = _grow_i64(out_row, capacity)
+            out_col = _grow_i64(out_col, capacity)
+            out_val = _grow_f64(out_val, capacity)
+        for t in range(order.shape[0]):
+            out_row[count] = i
+            out_col[count] = row_cols[order[t]]
+            out_val[count] = row_vals[order[t]]
+            count += 1
+    return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars, True

@@ -1,0 +1,104 @@
+"""Cursor positions: `FILE:LINE[:COL]` as compilers print them (1-based), checked against a repo."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from repomem.failures import Failure
+
+_POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
+REPO_MARKERS = (".git", ".repomem", "repomem.toml")
+
+
+@dataclass(frozen=True)
+class PositionSpec:
+    path: Path  # as given, not yet resolved
+    line: int  # 1-based
+    column: int | None  # 1-based, None = end of the line
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A checked cursor inside a repository. `line` and `column` are 0-based."""
+
+    root: Path
+    path: str  # repository-relative, POSIX
+    line: int
+    column: int
+    text: str  # the file's text (disk or editor buffer)
+
+
+def parse_position(spec: str) -> PositionSpec | Failure:
+    match = _POSITION.match(spec)
+    if match is None:
+        return Failure("bad-position", f"expected FILE:LINE[:COL], got {spec!r}")
+    line = int(match["line"])
+    column = int(match["col"]) if match["col"] is not None else None
+    if line < 1 or (column is not None and column < 1):
+        return Failure("bad-position", f"lines and columns start at 1: {spec!r}")
+    return PositionSpec(Path(match["path"]), line, column)
+
+
+def find_repo_root(start: Path) -> Path | None:
+    """Nearest folder at or above `start` holding .git, .repomem or repomem.toml."""
+    here = start if start.is_dir() else start.parent
+    for folder in (here, *here.parents):
+        if any((folder / marker).exists() for marker in REPO_MARKERS):
+            return folder
+    return None
+
+
+def relative_to_root(root: Path, path: Path) -> str | Failure:
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return Failure("outside-repo", f"{path} is outside the repository {root}")
+
+
+def read_text_file(path: Path) -> str | Failure:
+    """A file's text for a cursor; missing, unreadable or binary files are Failures."""
+    if not path.exists():
+        return Failure("missing-file", f"{path}: no such file")
+    if path.is_dir():
+        return Failure("not-a-file", f"{path} is a folder, not a file")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return Failure("unreadable-file", f"{path}: cannot read ({error.strerror or error})")
+    if b"\0" in data[:8192]:
+        return Failure("binary-file", f"{path} is a binary file")
+    return data.decode("utf-8", errors="replace")
+
+
+def locate(root: Path, relative_path: str, text: str, line: int, column: int | None) -> Cursor | Failure:
+    """Check a 1-based line / column against the text and return a 0-based cursor."""
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()  # the empty string after the final newline is not a line an editor shows
+    n_lines = max(len(lines), 1)
+    if line > n_lines:
+        return Failure("line-out-of-range", f"{relative_path}:{line}: line out of range (the file has {n_lines} lines)")
+    current = lines[line - 1] if lines else ""
+    if column is None:
+        column = len(current) + 1
+    if column > len(current) + 1:
+        return Failure(
+            "column-out-of-range",
+            f"{relative_path}:{line}:{column}: column out of range (the line has {len(current)} characters)",
+        )
+    return Cursor(root, relative_path, line - 1, column - 1, text)
+
+
+def text_before_cursor(cursor: Cursor, n_lines: int) -> tuple[str, int]:
+    """The last `n_lines` lines up to the cursor (the current line cut at the cursor).
+
+    Returns the text and its first line (0-based).
+    """
+    lines = cursor.text.split("\n")
+    first = max(0, cursor.line - n_lines + 1)
+    window = lines[first : cursor.line]
+    window.append(lines[cursor.line][: cursor.column] if cursor.line < len(lines) else "")
+    return "\n".join(window), first

@@ -1,0 +1,106 @@
+"""FragRel scoring (eqs. 9-10): s_ind by BM25, s_env through W, s_rel, top-K.
+
+Fragments the caller must not see (the RepoEval leakage rule, the caller's own visible window)
+are excluded both as candidates and as neighbours: their s_ind feeds no s_env and their
+relation weight leaves the denominator of eq. 9.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from repomem.bm25 import score_query
+from repomem.index import RepoIndex
+from repomem.tokens import tokenize
+
+
+@dataclass(frozen=True)
+class ScoredFragment:
+    fragment: int  # fragment id
+    path: str
+    start_line: int  # 0-based, first line
+    end_line: int  # 0-based, line after the last
+    s_ind: float
+    s_env: float
+    s_rel: float
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Per-fragment scores, shape (n_fragments,) each; excluded or dead fragments are NaN in s_rel."""
+
+    s_ind: np.ndarray
+    s_env: np.ndarray
+    s_rel: np.ndarray
+
+
+def query_terms(index: RepoIndex, query_text: str) -> list[int]:
+    vocabulary = index.vocabulary
+    return [vocabulary[t] for t in tokenize(query_text, index.config.bm25) if t in vocabulary]
+
+
+def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: np.ndarray | None = None) -> Scores:
+    """Eqs. 9-10 for every fragment. `excluded`: bool mask or id array of hidden fragments."""
+    n = index.n_fragments
+    usable = index.live.copy()
+    excluded_ids = np.zeros(0, dtype=np.int64)
+    if excluded is not None and excluded.size:
+        if excluded.dtype == bool:
+            excluded_ids = np.flatnonzero(excluded & index.live)
+        else:
+            excluded_ids = np.unique(excluded.astype(np.int64))
+            excluded_ids = excluded_ids[index.live[excluded_ids]]
+        usable[excluded_ids] = False
+    s_ind = score_query(query_terms(index, query_text), index.segments, index.stats, index.doc_len,
+                        index.live, index.config.bm25)
+    s_ind = np.where(usable, s_ind, 0.0)
+    s_env = np.zeros(n)
+    if alpha != 0.0:
+        n_base = index.w_base.shape[0]
+        numerator = np.zeros(n)
+        numerator[:n_base] = index.w_base @ s_ind[:n_base]
+        numerator += index.w_delta @ s_ind
+        denominator = index.rowsum.copy()
+        if excluded_ids.size:
+            # W is symmetric: column sums over excluded ids are their row sums.
+            base_ids = excluded_ids[excluded_ids < n_base]
+            if base_ids.size:
+                denominator[:n_base] -= np.asarray(index.w_base[base_ids].sum(axis=0)).ravel()
+            denominator -= np.asarray(index.w_delta[excluded_ids].sum(axis=0)).ravel()
+        positive = denominator > 1e-300
+        s_env[positive] = numerator[positive] / denominator[positive]
+    s_rel = s_ind + alpha * s_env
+    s_rel = np.where(usable, s_rel, np.nan)
+    return Scores(s_ind, s_env, s_rel)
+
+
+def top_fragments(index: RepoIndex, scores: Scores, k: int) -> list[ScoredFragment]:
+    """The k best usable fragments by s_rel, best first (ties: lower fragment id first)."""
+    candidates = np.flatnonzero(~np.isnan(scores.s_rel))
+    if candidates.size == 0 or k <= 0:
+        return []
+    values = scores.s_rel[candidates]
+    if candidates.size > k:
+        # argpartition on (-value) picks the k largest; ties at the boundary are settled below.
+        cut = np.partition(-values, k - 1)[k - 1]
+        chosen = candidates[-values <= cut]
+    else:
+        chosen = candidates
+    order = np.lexsort((chosen, -scores.s_rel[chosen]))
+    chosen = chosen[order][:k]
+    out = []
+    for fragment in chosen.tolist():
+        record = index.files[int(index.fragment_file[fragment])]
+        assert record is not None
+        out.append(ScoredFragment(
+            fragment=fragment,
+            path=record.path,
+            start_line=int(index.fragment_start[fragment]),
+            end_line=int(index.fragment_end[fragment]),
+            s_ind=float(scores.s_ind[fragment]),
+            s_env=float(scores.s_env[fragment]),
+            s_rel=float(scores.s_rel[fragment]),
+        ))
+    return out

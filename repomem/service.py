@@ -1,0 +1,324 @@
+"""RepoService: the one object the CLI, the language server and the evaluator talk to.
+
+It owns a repository's index in memory: loads it (or builds it), keeps it current with the
+files on disk and with unsaved editor buffers, saves it atomically, and answers retrievals.
+Expected failures come back as `Failure` values.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from repomem.config import Config, load_config
+from repomem.failures import Failure
+from repomem.index import FileAnalysis, RepoIndex, analyze_file, apply_changes, build_index
+from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
+from repomem.progress import NoProgress, Progress
+from repomem.scan import Candidate, SourceFile, Skipped, list_candidates, read_source, source_from_bytes
+from repomem.scoring import ScoredFragment, score_fragments, top_fragments
+from repomem.store import index_dir, load_index, save_index
+
+# Below this many files a worker pool costs more than it saves.
+PARALLEL_MIN_FILES = 64
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    root: Path
+    files: int
+    fragments: int  # live fragments
+    nodes: int
+    edges: int
+    seconds: float
+    index_bytes: int
+    action: str  # "built", "updated", "unchanged"
+    reason: str  # why a full build happened ("" otherwise)
+    changed: int  # files added or modified in this run
+    removed: int
+    skipped: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    cursor: Cursor
+    query_first_line: int  # 0-based
+    fragments: tuple[ScoredFragment, ...]
+    alpha: float
+    k: int
+    timings_ms: dict[str, float]
+
+
+def _analyze_chunk(args: tuple[list[SourceFile], Config]) -> list[FileAnalysis]:
+    sources, config = args
+    return [analyze_file(source, config) for source in sources]
+
+
+def analyze_sources(sources: Sequence[SourceFile], config: Config, progress: Progress) -> list[FileAnalysis]:
+    """Parse and window files, on `config.index.workers` processes for large repositories."""
+    progress.start("parsing", len(sources))
+    workers = max(1, config.index.workers)
+    if workers == 1 or len(sources) < PARALLEL_MIN_FILES:
+        out = []
+        for source in sources:
+            out.append(analyze_file(source, config))
+            progress.advance()
+        return out
+    chunk = max(8, len(sources) // (workers * 16))
+    parts = [list(sources[i : i + chunk]) for i in range(0, len(sources), chunk)]
+    results: list[FileAnalysis] = []
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for part, analyses in zip(parts, pool.map(_analyze_chunk, [(p, config) for p in parts])):
+            results.extend(analyses)
+            progress.advance(len(part))
+    return results
+
+
+def _directory_bytes(path: Path) -> int:
+    total = 0
+    for item in path.rglob("*"):
+        try:
+            if item.is_file():
+                total += item.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+class RepoService:
+    def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
+        self.root = root
+        self.config = config
+        self.warnings = list(warnings)
+        self.index: RepoIndex | None = None
+        self._buffers: dict[str, str] = {}
+
+    @classmethod
+    def open(cls, root: Path, config: Config | None = None) -> RepoService | Failure:
+        if not root.exists():
+            return Failure("missing-repo", f"{root}: no such folder")
+        if not root.is_dir():
+            return Failure("not-a-folder", f"{root} is not a folder")
+        root = root.resolve()
+        warnings: list[str] = []
+        if config is None:
+            config, warnings = load_config(root)
+        return cls(root, config, warnings)
+
+    # -- indexing ------------------------------------------------------------------------------
+
+    def _read_all(self, candidates: Sequence[Candidate], progress: Progress) -> tuple[list[SourceFile], list[Skipped]]:
+        progress.start("reading", len(candidates))
+        sources, skipped = [], []
+        for candidate in candidates:
+            result = self._read(candidate)
+            (sources if isinstance(result, SourceFile) else skipped).append(result)
+            progress.advance()
+        return sources, skipped
+
+    def _read(self, candidate: Candidate) -> SourceFile | Skipped:
+        buffer = self._buffers.get(candidate.path)
+        if buffer is not None:
+            return source_from_bytes(candidate.path, candidate.language, buffer.encode("utf-8"), 0, self.config.scan)
+        return read_source(self.root, candidate, self.config.scan)
+
+    def _full_build(self, progress: Progress) -> RepoIndex:
+        candidates, skipped = list_candidates(self.root, self.config.scan)
+        sources, unreadable = self._read_all(candidates, progress)
+        analyses = analyze_sources(sorted(sources, key=lambda s: s.path), self.config, progress)
+        reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
+        return build_index(self.root, self.config, sources, reasons, progress, analyses)
+
+    def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int]:
+        """Bring `index` up to date with the disk (and open buffers). Returns (changed, removed)."""
+        candidates, skipped = list_candidates(self.root, self.config.scan)
+        present = {c.path for c in candidates}
+        changed: list[SourceFile] = []
+        unreadable: list[Skipped] = []
+        for candidate in candidates:
+            record = index.record(candidate.path)
+            in_buffer = candidate.path in self._buffers
+            if (record is not None and not in_buffer and record.mtime_ns != 0
+                    and record.size == candidate.size and record.mtime_ns == candidate.mtime_ns):
+                continue
+            result = self._read(candidate)
+            if isinstance(result, Skipped):
+                unreadable.append(result)
+                continue
+            if record is not None and record.digest == result.digest:
+                continue
+            changed.append(result)
+        removed = [r.path for r in index.files if r is not None and (r.path not in present or
+                                                                      r.path in {s.path for s in unreadable})]
+        index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
+        if changed or removed:
+            progress.start("updating", len(changed) + len(removed))
+            apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()))
+            progress.advance(len(changed) + len(removed))
+        return len(changed), len(removed)
+
+    def ensure_index(self, progress: Progress | None = None, full: bool = False) -> IndexReport | Failure:
+        """Load, update or build the index, save it if anything changed, and report."""
+        progress = progress or NoProgress()
+        started = time.perf_counter()
+        directory = index_dir(self.root, self.config)
+        reason = "--full requested" if full else ""
+        index: RepoIndex | None = None
+        if not full:
+            loaded = self.index if self.index is not None else load_index(self.root, self.config)
+            if isinstance(loaded, Failure):
+                reason = loaded.message if loaded.kind != "no-index" else "no index yet"
+            else:
+                index = loaded
+        try:
+            if index is None:
+                index = self._full_build(progress)
+                action, changed, removed = "built", index.n_live_files, 0
+            else:
+                changed, removed = self._refresh(index, progress)
+                action = "updated" if changed or removed else "unchanged"
+                if self._needs_compaction(index):
+                    reason = "many changes since the last full build"
+                    index = self._full_build(progress)
+                    action = "built"
+            if action != "unchanged" or index.snapshot is None:
+                save_index(index, directory, index.snapshot)
+        except OSError as error:
+            return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
+        self.index = index
+        return IndexReport(
+            root=self.root,
+            files=index.n_live_files,
+            fragments=int(index.live.sum()),
+            nodes=index.graph_nodes,
+            edges=index.graph_edges,
+            seconds=time.perf_counter() - started,
+            index_bytes=_directory_bytes(directory),
+            action=action,
+            reason=reason,
+            changed=changed,
+            removed=removed,
+            skipped=tuple(tuple(s) for s in index.skipped),  # type: ignore[misc]
+        )
+
+    def _needs_compaction(self, index: RepoIndex) -> bool:
+        n_base = index.w_base.shape[0]
+        if n_base == 0:
+            return index.n_fragments > 0
+        replaced = index.n_fragments - n_base
+        return replaced > self.config.index.compact_ratio * n_base
+
+    # -- editor buffers ------------------------------------------------------------------------
+
+    def set_buffer(self, path: str, text: str) -> None | Failure:
+        """Index an unsaved editor buffer instead of the file on disk (in memory only)."""
+        if self.index is None:
+            return Failure("no-index", "the index is not loaded")
+        self._buffers[path] = text
+        return self._update_one(path)
+
+    def drop_buffer(self, path: str) -> None | Failure:
+        """Forget a buffer (closed or saved): the file on disk counts again."""
+        if self._buffers.pop(path, None) is None or self.index is None:
+            return None
+        return self._update_one(path)
+
+    def _update_one(self, path: str) -> None | Failure:
+        assert self.index is not None
+        from repomem.languages import language_of
+        from repomem.scan import excluded_reason
+
+        reason = excluded_reason(path, self.config.scan)
+        if reason is not None:
+            return Failure("not-indexed", f"{path}: not indexed ({reason})")
+        language = language_of(path)
+        assert language is not None
+        text = self._buffers.get(path)
+        if text is not None:
+            source = source_from_bytes(path, language, text.encode("utf-8"), 0, self.config.scan)
+        else:
+            full = self.root / path
+            if not full.is_file():
+                apply_changes(self.index, [], [path])
+                return None
+            source = read_source(self.root, Candidate(path, language, full.stat().st_size,
+                                                      full.stat().st_mtime_ns), self.config.scan)
+        if isinstance(source, Skipped):
+            apply_changes(self.index, [], [path])
+            return Failure("not-indexed", f"{path}: {source.reason}")
+        record = self.index.record(path)
+        if record is not None and record.digest == source.digest:
+            return None
+        apply_changes(self.index, [source], [])
+        return None
+
+    # -- retrieval -----------------------------------------------------------------------------
+
+    def cursor_at(self, file: Path, line: int, column: int | None) -> Cursor | Failure:
+        """Check a 1-based FILE:LINE[:COL] against this repository."""
+        relative = relative_to_root(self.root, file)
+        if isinstance(relative, Failure):
+            return relative
+        text = self._buffers.get(relative)
+        if text is None:
+            read = read_text_file(self.root / relative)
+            if isinstance(read, Failure):
+                return read
+            text = read
+        return locate(self.root, relative, text, line, column)
+
+    def retrieve(
+        self,
+        query_text: str,
+        k: int | None = None,
+        alpha: float | None = None,
+        excluded: np.ndarray | None = None,
+    ) -> list[ScoredFragment]:
+        assert self.index is not None, "call ensure_index first"
+        k = self.config.retrieval.top_k if k is None else k
+        alpha = self.config.retrieval.alpha if alpha is None else alpha
+        scores = score_fragments(self.index, query_text, alpha, excluded)
+        return top_fragments(self.index, scores, k)
+
+    def visible_fragments(self, path: str, first_line: int, last_line: int) -> np.ndarray:
+        """Ids of the file's fragments overlapping lines [first_line, last_line] (0-based)."""
+        assert self.index is not None
+        file_id = self.index.file_id(path)
+        if file_id is None:
+            return np.zeros(0, dtype=np.int64)
+        record = self.index.files[file_id]
+        assert record is not None
+        ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
+        starts, ends = self.index.fragment_start[ids], self.index.fragment_end[ids]
+        return ids[(starts <= last_line) & (ends > first_line)]
+
+    def retrieve_at(
+        self,
+        cursor: Cursor,
+        k: int | None = None,
+        alpha: float | None = None,
+        exclude_visible: bool = True,
+    ) -> Retrieval:
+        started = time.perf_counter()
+        query, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        excluded = self.visible_fragments(cursor.path, first_line, cursor.line) if exclude_visible else None
+        k = self.config.retrieval.top_k if k is None else k
+        alpha = self.config.retrieval.alpha if alpha is None else alpha
+        fragments = self.retrieve(query, k, alpha, excluded)
+        elapsed = (time.perf_counter() - started) * 1000
+        return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
+
+    def fragment_text(self, fragment: ScoredFragment) -> str:
+        """The fragment's lines as indexed (editor buffer or disk)."""
+        text = self._buffers.get(fragment.path)
+        if text is None:
+            read = read_text_file(self.root / fragment.path)
+            text = "" if isinstance(read, Failure) else read
+        return "\n".join(text.split("\n")[fragment.start_line : fragment.end_line])
