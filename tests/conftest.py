@@ -91,6 +91,7 @@ PACKAGE_FILES = {
 
 
 def write_repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,144 @@
+"""The on-disk index: round trip, damage and format changes, and a real kill mid-write."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+from repomem.config import Config
+from repomem.failures import Failure
+from repomem.index import RepoIndex
+from repomem.scoring import score_fragments, top_fragments
+from repomem.service import RepoService
+from repomem.store import current_snapshot, index_dir, load_index
+
+from .conftest import synthetic_files, write_repo
+
+QUERY = "def grow(self, amount):\n    total_3 = func4_2(x) + Thing1(total_3).grow(x)"
+
+
+def ranked(index: RepoIndex) -> list[tuple[str, int, float]]:
+    top = top_fragments(index, score_fragments(index, QUERY, alpha=0.5), k=10)
+    return [(f.path, f.start_line, round(f.s_rel, 9)) for f in top]
+
+
+def built(root: Path) -> RepoService:
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    report = service.ensure_index()
+    assert not isinstance(report, Failure)
+    return service
+
+
+def test_round_trip_and_lazy_structure(synthetic_repo):
+    service = built(synthetic_repo)
+    loaded = load_index(synthetic_repo, Config())
+    assert isinstance(loaded, RepoIndex)
+    assert ranked(loaded) == ranked(service.index)
+    assert loaded.structure_loader is not None  # queries do not need the syntax
+    loaded.ensure_structure()
+    fresh = service.index
+    for ours, theirs in zip(loaded.syntax, fresh.syntax):
+        np.testing.assert_array_equal(ours.parent, theirs.parent)
+        assert ours.calls == theirs.calls and ours.definitions == theirs.definitions
+    assert sorted(map(str, loaded.calls.items())) == sorted(map(str, fresh.calls.items()))
+
+
+def test_incremental_save_reuses_base_files(synthetic_repo):
+    service = built(synthetic_repo)
+    first = current_snapshot(index_dir(synthetic_repo, Config()))
+    (synthetic_repo / "lib/part0/mod3.py").write_text("def replaced():\n    return 1\n", encoding="utf-8")
+    again = RepoService.open(synthetic_repo)
+    report = again.ensure_index()
+    assert report.action == "updated" and report.changed == 1
+    second = current_snapshot(index_dir(synthetic_repo, Config()))
+    assert second != first
+    assert os.stat(first / "base.npz").st_ino == os.stat(second / "base.npz").st_ino  # hard link
+    reloaded = load_index(synthetic_repo, Config())
+    assert isinstance(reloaded, RepoIndex)
+    assert ranked(reloaded) == ranked(again.index)
+    assert reloaded.record("lib/part0/mod3.py").n_fragments == 1
+
+
+def test_unknown_format_and_damage_mean_rebuild(synthetic_repo):
+    built(synthetic_repo)
+    directory = index_dir(synthetic_repo, Config())
+    snapshot = current_snapshot(directory)
+    manifest = json.loads((snapshot / "manifest.json").read_text())
+    manifest["format"] = 999
+    (snapshot / "manifest.json").write_text(json.dumps(manifest))
+    assert load_index(synthetic_repo, Config()).kind == "old-index"
+    report = RepoService.open(synthetic_repo).ensure_index()
+    assert report.action == "built" and "format" in report.reason
+
+    snapshot = current_snapshot(directory)
+    (snapshot / "delta.npz").write_bytes(b"not a zip file at all")
+    failure = load_index(synthetic_repo, Config())
+    assert isinstance(failure, Failure) and failure.kind == "damaged-index"
+    report = RepoService.open(synthetic_repo).ensure_index()
+    assert report.action == "built" and "damaged" in report.reason
+
+    (directory / "CURRENT").write_text("../../etc\n")
+    assert load_index(synthetic_repo, Config()).kind == "damaged-index"
+    (directory / "CURRENT").write_text("snap-missing\n")
+    assert load_index(synthetic_repo, Config()).kind == "damaged-index"
+    report = RepoService.open(synthetic_repo).ensure_index()
+    assert report.action == "built"
+    assert isinstance(load_index(synthetic_repo, Config()), RepoIndex)
+
+
+def test_config_change_means_rebuild(synthetic_repo):
+    built(synthetic_repo)
+    (synthetic_repo / "repomem.toml").write_text("[fragments]\nwindow_lines = 30\n")
+    failure = load_index(synthetic_repo, RepoService.open(synthetic_repo).config)
+    assert isinstance(failure, Failure) and failure.kind == "config-changed"
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from repomem.config import Config
+    from repomem.store import index_dir, load_index, save_index
+    root = Path(sys.argv[1])
+    index = load_index(root, Config())
+    index.ensure_structure()
+    print("ready", flush=True)
+    while True:
+        index.generation += 1
+        index.base_id = ""  # force a full rewrite of every file: the longest window to be killed in
+        save_index(index, index_dir(root, Config()), None)
+""")
+
+
+def test_killed_writer_leaves_a_loadable_index(tmp_path):
+    root = write_repo(tmp_path / "big", synthetic_files(30, n_functions=30))
+    service = built(root)
+    expected = ranked(service.index)
+    rng = random.Random(7)
+    for attempt in range(6):
+        process = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.05, 0.6))
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        loaded = load_index(root, Config())
+        assert isinstance(loaded, RepoIndex), f"attempt {attempt}: {loaded}"
+        assert ranked(loaded) == expected
+    directory = index_dir(root, Config())
+    # Evidence that kills landed mid-write: half-written snapshot folders were left behind.
+    assert list(directory.glob("tmp-*"))
+    (root / "lib/part0/mod0.py").write_text("def changed():\n    return 0\n", encoding="utf-8")
+    report = RepoService.open(root).ensure_index()  # the next writer cleans up after the killed ones
+    assert report.action == "updated"
+    assert not list(directory.glob("tmp-*"))
+    assert len(list(directory.glob("snap-*"))) <= 1 + Config().index.keep_snapshots
+    assert isinstance(load_index(root, Config()), RepoIndex)
