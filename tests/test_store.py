@@ -124,18 +124,20 @@ def test_killed_writer_leaves_a_loadable_index(tmp_path):
     service = built(root)
     expected = ranked(service.index)
     rng = random.Random(7)
-    for attempt in range(6):
+    directory = index_dir(root, Config())
+    interrupted_writes = 0
+    for attempt in range(8):
         process = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE, text=True)
         assert process.stdout.readline().strip() == "ready"
         time.sleep(rng.uniform(0.05, 0.6))
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
+        interrupted_writes += bool(list(directory.glob("tmp-*")))
         loaded = load_index(root, Config())
         assert isinstance(loaded, RepoIndex), f"attempt {attempt}: {loaded}"
         assert ranked(loaded) == expected
-    directory = index_dir(root, Config())
     # Evidence that kills landed mid-write: half-written snapshot folders were left behind.
-    assert list(directory.glob("tmp-*"))
+    assert interrupted_writes >= 2
     (root / "lib/part0/mod0.py").write_text("def changed():\n    return 0\n", encoding="utf-8")
     report = RepoService.open(root).ensure_index()  # the next writer cleans up after the killed ones
     assert report.action == "updated"
