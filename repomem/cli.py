@@ -97,7 +97,7 @@ def _report_json(report: IndexReport) -> dict[str, Any]:
 def _open_service(root: Path, err: Console) -> RepoService:
     service = _ok(RepoService.open(root))
     for warning in service.warnings:
-        err.print(f"repomem: warning: {warning}", markup=False, highlight=False)
+        print(f"repomem: warning: {warning}", file=sys.stderr)
     return service
 
 
@@ -164,8 +164,11 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.repo is not None:
         root = Path(args.repo)
     else:
-        file_for_root = spec.path if spec.path.exists() else Path.cwd()
-        found = find_repo_root(file_for_root.resolve())
+        # A missing file still names its repository through its nearest existing folder.
+        existing = spec.path.absolute()
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        found = find_repo_root(existing.resolve())
         if found is None:
             raise UserError(Failure(
                 "not-a-repo",
@@ -234,16 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args, out, err))
     except UserError as error:
-        err.print(f"repomem: error: {error.failure.message}", markup=False, highlight=False)
+        print(f"repomem: error: {error.failure.message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        err.print("repomem: interrupted", markup=False, highlight=False)
+        print("repomem: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
         if os.environ.get("REPOMEM_DEBUG"):
             raise
-        err.print(f"repomem: internal error: {error.__class__.__name__}: {error} (REPOMEM_DEBUG=1 shows details)",
-                  markup=False, highlight=False)
+        print(f"repomem: internal error: {error.__class__.__name__}: {error} (REPOMEM_DEBUG=1 shows details)",
+              file=sys.stderr)
         return 1
 
 
