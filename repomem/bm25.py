@@ -9,7 +9,7 @@ BM25Okapi over the live fragments.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,6 +21,15 @@ from repomem.config import BM25Config
 class TermSegment:
     first_doc: int  # fragment id of row 0
     tf: sp.csc_matrix  # shape (n_docs_in_segment, vocabulary size when built), int32 counts
+    _by_doc: list = field(default_factory=list, compare=False, repr=False)  # cached CSR copy
+
+    def doc_terms(self, local_docs: np.ndarray) -> np.ndarray:
+        """Term ids present in the given segment rows (one entry per row and term)."""
+        if not self._by_doc:
+            self._by_doc.append(self.tf.tocsr())
+        by_doc = self._by_doc[0]
+        parts = [by_doc.indices[by_doc.indptr[d] : by_doc.indptr[d + 1]] for d in local_docs.tolist()]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)

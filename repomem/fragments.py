@@ -68,33 +68,52 @@ class FragmentTable:
         return int(self.file.shape[0])
 
 
-def assemble_fragments(
-    per_file: Sequence[tuple[int, int, FileFragments]], n_fragments: int, node_offset: np.ndarray
-) -> FragmentTable:
-    """Lay files' fragments out at their ids; `per_file` holds (file id, first fragment id, data).
+@dataclass(frozen=True)
+class CoverEntries:
+    """Fragment -> node incidence of a whole index, sorted by fragment id (shape (nnz,) each).
 
-    Ids not covered (fragments of replaced files) get no nodes and belong to file -1. Node
-    indices become global through the graph's node offsets.
+    Nodes are file-local so the entries survive renumbering of the graph; fragment ids only grow,
+    so an update drops dead fragments' rows and appends new ones without re-sorting.
     """
-    file = np.full(n_fragments, -1, dtype=np.int32)
-    start = np.zeros(n_fragments, dtype=np.int32)
-    end = np.zeros(n_fragments, dtype=np.int32)
-    count = np.zeros(n_fragments, dtype=np.int64)
-    slot_frag, slot_node, slot_weight = [], [], []
-    for file_id, first, fragments in per_file:
-        n = fragments.starts.shape[0]
-        file[first : first + n] = file_id
-        start[first : first + n] = fragments.starts
-        end[first : first + n] = fragments.ends
-        count[first : first + n] = np.bincount(fragments.cover_window, minlength=n)
-        slot_frag.append(fragments.cover_window.astype(np.int64) + first)
-        slot_node.append(fragments.cover_node.astype(np.int64) + node_offset[file_id])
-        slot_weight.append(fragments.cover_weight.astype(np.float64))
-    frag = np.concatenate(slot_frag) if slot_frag else np.zeros(0, dtype=np.int64)
-    nodes = np.concatenate(slot_node) if slot_node else np.zeros(0, dtype=np.int64)
-    weights = np.concatenate(slot_weight) if slot_weight else np.zeros(0)
-    order = np.argsort(frag, kind="stable")
+
+    fragment: np.ndarray  # int64
+    file: np.ndarray  # int64
+    local_node: np.ndarray  # int64
+    weight: np.ndarray  # float64, len_k
+
+    @staticmethod
+    def of_files(per_file: Sequence[tuple[int, int, FileFragments]]) -> CoverEntries:
+        """Entries of files given as (file id, first fragment id, windows), in any order."""
+        parts = [
+            (f.cover_window.astype(np.int64) + first, np.full(f.cover_window.shape[0], file_id, dtype=np.int64),
+             f.cover_node.astype(np.int64), f.cover_weight.astype(np.float64))
+            for file_id, first, f in per_file
+        ]
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return CoverEntries(empty, empty, empty, np.zeros(0))
+        fragment, file, local, weight = (np.concatenate(column) for column in zip(*parts))
+        order = np.argsort(fragment, kind="stable")
+        return CoverEntries(fragment[order], file[order], local[order], weight[order])
+
+    def replaced(self, live: np.ndarray, added: CoverEntries) -> CoverEntries:
+        """Drop entries of dead fragments; `added` holds only ids above every current one."""
+        keep = live[self.fragment]
+        return CoverEntries(
+            np.concatenate([self.fragment[keep], added.fragment]),
+            np.concatenate([self.file[keep], added.file]),
+            np.concatenate([self.local_node[keep], added.local_node]),
+            np.concatenate([self.weight[keep], added.weight]),
+        )
+
+
+def fragment_table(
+    entries: CoverEntries, file: np.ndarray, start: np.ndarray, end: np.ndarray, node_offset: np.ndarray
+) -> FragmentTable:
+    """The incidence as a CSR over fragment ids with global node ids from the graph's offsets."""
+    n_fragments = int(file.shape[0])
     indptr = np.zeros(n_fragments + 1, dtype=np.int64)
-    np.cumsum(count, out=indptr[1:])
-    totals = np.bincount(frag, weights=weights, minlength=n_fragments)
-    return FragmentTable(file, start, end, indptr, nodes[order], weights[order], totals)
+    np.cumsum(np.bincount(entries.fragment, minlength=n_fragments), out=indptr[1:])
+    nodes = node_offset[entries.file] + entries.local_node
+    totals = np.bincount(entries.fragment, weights=entries.weight, minlength=n_fragments)
+    return FragmentTable(file, start, end, indptr, nodes, entries.weight, totals)

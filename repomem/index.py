@@ -16,11 +16,11 @@ import scipy.sparse as sp
 
 from repomem.bm25 import BM25Stats, TermSegment, build_segment, compute_stats, document_frequencies
 from repomem.config import Config
-from repomem.fragments import FileFragments, FragmentTable, assemble_fragments, file_fragments
-from repomem.graph import CodeGraph, build_graph
+from repomem.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
+from repomem.graph import CodeGraph, DirectoryLayout, build_graph, directory_layout
 from repomem.progress import NoProgress, Progress
 from repomem.relations import relation_entries, row_thresholds, strongest_per_row, symmetric_union
-from repomem.resolve import CallEdge, CallResolver
+from repomem.resolve import CallResolver, call_array
 from repomem.scan import SourceFile
 from repomem.syntax import FileSyntax, extract_syntax
 from repomem.tokens import tokenize
@@ -78,7 +78,7 @@ class RepoIndex:
     delta_entries: tuple[np.ndarray, np.ndarray, np.ndarray]  # (rows, cols, values) of w_delta
     thresholds: np.ndarray  # float64, shape (n_fragments,): entry bar of each row's top list
     rowsum: np.ndarray  # float64, shape (n_fragments,): sum_j W_ij over live j
-    calls: dict[int, list[CallEdge]]  # outgoing call edges per Python file id
+    calls: dict[int, np.ndarray]  # outgoing call edges per Python file id, rows of resolve.call_array
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     generation: int = 0  # bumped by each change; the store names snapshots after it
     graph_nodes: int = 0  # size of the code graph when W was last extended
@@ -90,6 +90,8 @@ class RepoIndex:
     snapshot: Path | None = None
     structure_loader: Callable[[], None] | None = None  # fills syntax / fragments / calls lazily
     _resolver: CallResolver | None = None
+    _cover: CoverEntries | None = None
+    _layout: DirectoryLayout | None = None
     _path_ids: dict[str, int] | None = None
 
     def ensure_structure(self) -> None:
@@ -125,18 +127,31 @@ class RepoIndex:
                                           self.config.graph.max_base_class_depth)
         return self._resolver
 
-    def graph(self) -> CodeGraph:
+    def graph(self, deduplicate: bool = True) -> CodeGraph:
         self.ensure_structure()
-        edges = [edge for file_edges in self.calls.values() for edge in file_edges]
-        return build_graph(self.syntax, edges, self.config.graph)
+        paths = tuple(None if s is None else s.path for s in self.syntax)
+        if self._layout is None or self._layout.paths != paths:
+            self._layout = directory_layout(paths)
+        return build_graph(self.syntax, self.all_calls(), self.config.graph, deduplicate, self._layout)
+
+    def all_calls(self) -> np.ndarray:
+        """Every call edge, shape (n, 5) (see resolve.call_array)."""
+        parts = [edges for edges in self.calls.values() if edges.shape[0]]
+        return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
+
+    def cover_entries(self) -> CoverEntries:
+        if self._cover is None:
+            self.ensure_structure()
+            self._cover = CoverEntries.of_files([
+                (file_id, record.first_fragment, fragments)
+                for file_id, (record, fragments) in enumerate(zip(self.files, self.file_fragments))
+                if record is not None and fragments is not None
+            ])
+        return self._cover
 
     def fragment_table(self, graph: CodeGraph) -> FragmentTable:
-        per_file = [
-            (file_id, record.first_fragment, fragments)
-            for file_id, (record, fragments) in enumerate(zip(self.files, self.file_fragments))
-            if record is not None and fragments is not None
-        ]
-        return assemble_fragments(per_file, self.n_fragments, graph.node_offset)
+        return fragment_table(self.cover_entries(), self.fragment_file, self.fragment_start, self.fragment_end,
+                              graph.node_offset)
 
     def relation_matrix(self) -> sp.csr_matrix:
         """W as one matrix over all fragment ids (base padded, plus delta)."""
@@ -162,10 +177,11 @@ def _term_ids(vocabulary: dict[str, int], windows: Iterable[Sequence[str]]) -> l
 
 
 def _relation_rows(
-    index: RepoIndex, rows: np.ndarray, progress: Progress, keep: int | None = None
+    index: RepoIndex, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    graph = index.graph()
-    index.graph_nodes, index.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
+    graph = index.graph(deduplicate=full)
+    if full:
+        index.graph_nodes, index.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
     table = index.fragment_table(graph)
     progress.start("relations", int(rows.shape[0]))
     return relation_entries(
@@ -236,7 +252,7 @@ def build_index(
     progress.start("calls", sum(1 for s in index.syntax if s is not None and s.language == "python"))
     for file_id, syntax in enumerate(index.syntax):
         if syntax is not None and syntax.language == "python":
-            index.calls[file_id] = resolver.resolve_file(file_id)
+            index.calls[file_id] = call_array(resolver.resolve_file(file_id))
             progress.advance()
     all_rows = np.arange(n_fragments, dtype=np.int64)
     rows, cols, values, bars = _relation_rows(index, all_rows, progress)
@@ -251,10 +267,7 @@ def _segment_rows_terms(segment: TermSegment, doc_ids: np.ndarray) -> np.ndarray
     """Term ids present in the given documents of a segment (one entry per document and term)."""
     local = doc_ids - segment.first_doc
     local = local[(local >= 0) & (local < segment.tf.shape[0])]
-    if local.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    picked = segment.tf.tocsr()[local]  # small: only the rows of replaced fragments
-    return picked.indices.astype(np.int64)
+    return segment.doc_terms(local)
 
 
 def apply_changes(
@@ -301,6 +314,7 @@ def apply_changes(
     new_ids: list[np.ndarray] = []
     first = index.n_fragments
     new_file_of: list[np.ndarray] = []
+    new_cover: list[tuple[int, int, FileFragments]] = []
     new_starts: list[np.ndarray] = []
     new_ends: list[np.ndarray] = []
     for source, analysis in zip(changed, analyses):
@@ -326,6 +340,7 @@ def apply_changes(
         index.base_files.discard(file_id)
         new_docs.extend(_term_ids(index.vocabulary, analysis.window_tokens))
         new_ids.append(np.arange(first, first + n, dtype=np.int64))
+        new_cover.append((file_id, first, analysis.fragments))
         new_file_of.append(np.full(n, file_id, dtype=np.int32))
         new_starts.append(analysis.fragments.starts)
         new_ends.append(analysis.fragments.ends)
@@ -356,6 +371,8 @@ def apply_changes(
     index.live = live
     index.fragment_file = np.concatenate([index.fragment_file, *new_file_of])
     index.fragment_file[dead_ids] = -1
+    if index._cover is not None:
+        index._cover = index._cover.replaced(live, CoverEntries.of_files(new_cover))
     index.fragment_start = np.concatenate([index.fragment_start, *new_starts])
     index.fragment_end = np.concatenate([index.fragment_end, *new_ends])
     index.stats = compute_stats(df, index.doc_len, live, config.bm25)
@@ -364,11 +381,11 @@ def apply_changes(
     affected = (touched_files | resolver.dependents(touched_files)) & {
         i for i, s in enumerate(index.syntax) if s is not None and s.language == "python"
     }
-    for file_id, edges in index.calls.items():
-        if any(edge.target_file in touched_files for edge in edges):
-            affected.add(file_id)
+    touched = np.asarray(sorted(touched_files), dtype=np.int64)
+    every_call = index.all_calls()
+    affected.update(np.unique(every_call[np.isin(every_call[:, 2], touched), 0]).tolist())
     for file_id in affected:
-        index.calls[file_id] = resolver.resolve_file(file_id)
+        index.calls[file_id] = call_array(resolver.resolve_file(file_id))
 
     # -- W: rows of the new fragments, mirrored into the rows they enter -----------------------
     thresholds = np.concatenate([index.thresholds, np.full(n_added, config.relations.relation_cutoff)])
@@ -378,7 +395,7 @@ def apply_changes(
     if n_added:
         limit = config.relations.max_relations_per_fragment
         n_old = index.n_fragments - n_added
-        rows, cols, values, _ = _relation_rows(index, added, NoProgress(), keep=0)
+        rows, cols, values, _ = _relation_rows(index, added, NoProgress(), keep=0, full=False)
         top_rows, top_cols, top_values = strongest_per_row(rows, cols, values, limit)
         thresholds[added] = row_thresholds(top_rows, top_values, n_total, limit,
                                            config.relations.relation_cutoff)[added]

@@ -299,3 +299,26 @@ def relation_rows(
             out_val[count] = row_vals[order[t]]
             count += 1
     return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars, True
+
+
+@njit(cache=True, nogil=True)
+def symmetric_csr(n_nodes, edge_a, edge_b, edge_cost):
+    """Adjacency lists of an undirected edge list by counting sort: (indptr, indices, costs)."""
+    degree = np.zeros(n_nodes + 1, dtype=np.int64)
+    for e in range(edge_a.shape[0]):
+        degree[edge_a[e] + 1] += 1
+        degree[edge_b[e] + 1] += 1
+    indptr = np.cumsum(degree)
+    fill = indptr[:-1].copy()
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    costs = np.empty(indptr[-1], dtype=np.float64)
+    for e in range(edge_a.shape[0]):
+        a = edge_a[e]
+        b = edge_b[e]
+        indices[fill[a]] = b
+        costs[fill[a]] = edge_cost[e]
+        fill[a] += 1
+        indices[fill[b]] = a
+        costs[fill[b]] = edge_cost[e]
+        fill[b] += 1
+    return indptr, indices, costs

@@ -57,7 +57,8 @@ def graph_relation_entries(
     node_indptr, node_frags, node_weights = node_fragment_index(fragments, graph.n_nodes)
     limit = cost_limit(graph_config.strength_cutoff)
     workers = max(1, relation_config.workers)
-    chunk = 256
+    # Big builds: chunks small enough for a live progress bar; updates: one chunk per thread.
+    chunk = min(256, max(8, -(-rows.shape[0] // workers)))
     chunks = [rows[i : i + chunk] for i in range(0, rows.shape[0], chunk)]
     heap_capacity = max(1024, 2 * indices.shape[0] + 1)
 

@@ -9,8 +9,11 @@ instantiation `C()` to the class. Anything else is left unresolved and gets no e
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+import numpy as np
 
 from repomem.syntax import Definition, FileSyntax
 
@@ -22,6 +25,18 @@ class CallEdge:
     target_file: int
     target_node: int  # file-local node index of the called definition
     hops: int  # syntax edges between the call site's kept node and the call expression
+
+
+def _import_keys(module: str, attribute: str) -> tuple[str, ...]:
+    last = module.rstrip(".").rsplit(".", 1)[-1]
+    return (last, attribute) if attribute else (last,)
+
+
+def call_array(edges: Sequence[CallEdge]) -> np.ndarray:
+    """Edges as rows (source file, source node, target file, target node, hops), int64 (n, 5)."""
+    return np.asarray(
+        [(e.source_file, e.source_node, e.target_file, e.target_node, e.hops) for e in edges], dtype=np.int64
+    ).reshape(-1, 5)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,8 @@ class CallResolver:
         self._top: dict[int, dict[str, Definition]] = {}
         self._members: dict[int, dict[str, dict[str, Definition]]] = {}
         self._imports: dict[int, dict[str, tuple[str, str]]] = {}
+        # last component of an imported module or name -> files importing it (for dependents())
+        self._importers: dict[str, set[int]] = defaultdict(set)
         for file_id in sorted(files):
             self._register(file_id, files[file_id])
 
@@ -75,6 +92,9 @@ class CallResolver:
             tail = self._by_tail.get(".".join(parts[start:]))
             if tail is not None and file_id in tail:
                 tail.remove(file_id)
+        for module, attribute in self._imports.get(file_id, {}).values():
+            for key in _import_keys(module, attribute):
+                self._importers[key].discard(file_id)
         for table in (self._is_package, self._top, self._members, self._imports):
             table.pop(file_id, None)
         del self._files[file_id]
@@ -92,13 +112,9 @@ class CallResolver:
             module = self._module_of.get(file_id)
             if module:
                 names.add(module.rsplit(".", 1)[-1])
-        found = set()
-        for other, bindings in self._imports.items():
-            for module, attribute in bindings.values():
-                last = module.rstrip(".").rsplit(".", 1)[-1]
-                if last in names or attribute in names:
-                    found.add(other)
-                    break
+        found: set[int] = set()
+        for name in names:
+            found |= self._importers.get(name, set())
         return found
 
     def _register(self, file_id: int, syntax: FileSyntax) -> None:
@@ -129,6 +145,9 @@ class CallResolver:
             else:
                 bindings[binding.local] = (binding.module, binding.name)
         self._imports[file_id] = bindings
+        for module, attribute in bindings.values():
+            for key in _import_keys(module, attribute):
+                self._importers[key].add(file_id)
 
     # -- modules -------------------------------------------------------------------------------
 

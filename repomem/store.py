@@ -35,7 +35,6 @@ from repomem.config import Config
 from repomem.failures import Failure
 from repomem.fragments import FileFragments
 from repomem.index import FileRecord, RepoIndex
-from repomem.resolve import CallEdge
 from repomem.syntax import CallSite, Definition, FileSyntax, ImportBinding
 
 FORMAT_VERSION = 1
@@ -141,12 +140,7 @@ def _files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray
     return out
 
 
-def _calls_array(index: RepoIndex) -> np.ndarray:
-    """Every call edge, shape (n_edges, 5): source file, source node, target file, node, hops."""
-    edges = [e for file_edges in index.calls.values() for e in file_edges]
-    return np.asarray(
-        [(e.source_file, e.source_node, e.target_file, e.target_node, e.hops) for e in edges], dtype=np.int64
-    ).reshape(-1, 5)
+
 
 
 def _symbols_json(index: RepoIndex, file_ids: list[int]) -> dict[str, Any]:
@@ -239,7 +233,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 "live": index.live, "fragment_file": index.fragment_file,
                 "fragment_start": index.fragment_start, "fragment_end": index.fragment_end,
                 "doc_len": index.doc_len, "df": index.df, "thresholds": index.thresholds,
-                "rowsum": index.rowsum, "calls": _calls_array(index), "delta_rows": rows, "delta_cols": cols, "delta_values": values,
+                "rowsum": index.rowsum, "calls": index.all_calls(), "delta_rows": rows, "delta_cols": cols, "delta_values": values,
                 "vocabulary": np.frombuffer(vocabulary_blob, dtype=np.uint8),
                 **_segments_arrays("dseg", index.segments[index.base_segments :]),
             })
@@ -391,8 +385,11 @@ def _load_structure(snapshot: Path, index: RepoIndex) -> None:
         for file_id, (syntax, fragments) in decoded.items():
             index.syntax[file_id] = syntax
             index.file_fragments[file_id] = fragments
-            if syntax.language == "python":
-                index.calls.setdefault(file_id, [])
     with np.load(snapshot / "delta.npz") as delta:
-        for row in delta["calls"].tolist():
-            index.calls.setdefault(row[0], []).append(CallEdge(*row))
+        calls = delta["calls"]
+    calls = calls[np.argsort(calls[:, 0], kind="stable")]
+    files, starts = np.unique(calls[:, 0], return_index=True)
+    by_file = dict(zip(files.tolist(), np.split(calls, starts[1:]))) if calls.shape[0] else {}
+    for file_id, syntax in enumerate(index.syntax):
+        if syntax is not None and syntax.language == "python":
+            index.calls[file_id] = by_file.get(file_id, np.zeros((0, 5), dtype=np.int64))

@@ -161,7 +161,9 @@ def naive_vs_fast(tree: Path) -> dict:
         file_id = int(np.searchsorted(graph.node_offset, node, side="right") - 1)
         return ("syntax", file_id, node - int(graph.node_offset[file_id])) if node < n_syntax else None
 
-    calls = [e for edges in index.calls.values() for e in edges]
+    from repomem.resolve import CallEdge
+
+    calls = [CallEdge(*row) for row in index.all_calls().tolist()]
     nx_graph = reference_graph(index.syntax, calls, config.graph)
     dense_w = reference_relation(table, key, nx_graph, config.graph.strength_cutoff, index.live)
     corpus = []

@@ -13,6 +13,7 @@ from repomem.config import Config, with_overrides
 from repomem.index import RepoIndex, analyze_file, apply_changes
 from repomem.kernels import bounded_dijkstra
 from repomem.relations import cost_limit, relation_entries
+from repomem.resolve import CallEdge
 from repomem.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from repomem.tokens import tokenize
@@ -44,7 +45,7 @@ def node_key_for(graph):
 
 
 def all_calls(index: RepoIndex):
-    return [edge for edges in index.calls.values() for edge in edges]
+    return [CallEdge(*row) for row in index.all_calls().tolist()]
 
 
 @pytest.mark.parametrize("granularity", ["statement", "named"])
