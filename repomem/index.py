@@ -20,7 +20,7 @@ from repomem.fragments import CoverEntries, FileFragments, FragmentTable, file_f
 from repomem.graph import CodeGraph, DirectoryLayout, build_graph, directory_layout
 from repomem.progress import NoProgress, Progress
 from repomem.relations import relation_entries, row_thresholds, strongest_per_row, symmetric_union
-from repomem.resolve import CallResolver, call_array
+from repomem.resolve import CallResolver, call_array, module_name
 from repomem.scan import SourceFile
 from repomem.syntax import FileSyntax, extract_syntax
 from repomem.tokens import tokenize
@@ -297,10 +297,12 @@ def apply_changes(
         ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
         dead.append(ids)
 
+    removed_modules: set[str] = set()
     for path in removed:
         file_id = index.file_id(path)
         if file_id is None:
             continue
+        removed_modules.add(module_name(path))
         retire(file_id)
         index.files[file_id] = None
         index.syntax[file_id] = None
@@ -317,6 +319,9 @@ def apply_changes(
     new_cover: list[tuple[int, int, FileFragments]] = []
     new_starts: list[np.ndarray] = []
     new_ends: list[np.ndarray] = []
+    # Old -> new node of each definition, per modified Python file whose symbols kept their shape.
+    node_moves: dict[int, np.ndarray] = {}
+    same_symbols = not removed
     for source, analysis in zip(changed, analyses):
         file_id = index.file_id(source.path)
         if file_id is None:
@@ -324,8 +329,14 @@ def apply_changes(
             index.files.append(None)
             index.syntax.append(None)
             index.file_fragments.append(None)
+            same_symbols = False
         else:
             retire(file_id)
+            moves = definition_moves(index.syntax[file_id], analysis.syntax)
+            if moves is None:
+                same_symbols = False
+            else:
+                node_moves[file_id] = moves
         n = int(analysis.fragments.starts.shape[0])
         index.files[file_id] = FileRecord(source.path, source.language, source.digest, source.size,
                                           source.mtime_ns, first, n)
@@ -378,12 +389,26 @@ def apply_changes(
     index.stats = compute_stats(df, index.doc_len, live, config.bm25)
 
     # -- calls: the changed files and the files that import them -------------------------------
-    affected = (touched_files | resolver.dependents(touched_files)) & {
-        i for i, s in enumerate(index.syntax) if s is not None and s.language == "python"
-    }
-    touched = np.asarray(sorted(touched_files), dtype=np.int64)
-    every_call = index.all_calls()
-    affected.update(np.unique(every_call[np.isin(every_call[:, 2], touched), 0]).tolist())
+    python_files = {i for i, s in enumerate(index.syntax) if s is not None and s.language == "python"}
+    if same_symbols:
+        # Edits inside bodies: other files resolve to the same definitions, which only moved.
+        moved = np.asarray(sorted(node_moves), dtype=np.int64)
+        every_call = index.all_calls()
+        callers = set(np.unique(every_call[np.isin(every_call[:, 2], moved), 0]).tolist()) - touched_files
+        for file_id in callers:
+            edges = index.calls[file_id]
+            into = np.flatnonzero(np.isin(edges[:, 2], moved))
+            if into.size:
+                edges = edges.copy()
+                for row in into.tolist():
+                    edges[row, 3] = node_moves[int(edges[row, 2])][edges[row, 3]]
+                index.calls[file_id] = edges
+        affected = touched_files & python_files
+    else:
+        affected = (touched_files | resolver.dependents(touched_files, removed_modules)) & python_files
+        touched = np.asarray(sorted(touched_files), dtype=np.int64)
+        every_call = index.all_calls()
+        affected.update(np.unique(every_call[np.isin(every_call[:, 2], touched), 0]).tolist())
     for file_id in affected:
         index.calls[file_id] = call_array(resolver.resolve_file(file_id))
 
@@ -416,6 +441,26 @@ def apply_changes(
     index.rowsum = _live_rowsum(index)
     index.generation += 1
     return added.tolist()
+
+
+def definition_moves(old: FileSyntax | None, new: FileSyntax) -> np.ndarray | None:
+    """Map old node -> new node of each definition when a file kept its symbols' shape.
+
+    The shape is what other files' call resolution depends on: definitions (scope, name, kind,
+    nesting, bases) in order and imports. None when it changed (dependents must be re-resolved).
+    """
+    if old is None or old.language != "python" or new.language != "python":
+        return None
+
+    def shape(syntax: FileSyntax):
+        return [(d.scope, d.name, d.kind, d.in_function, d.bases) for d in syntax.definitions]
+
+    if shape(old) != shape(new) or old.imports != new.imports:
+        return None
+    moves = np.full(old.n_nodes, -1, dtype=np.int64)
+    for before, after in zip(old.definitions, new.definitions):
+        moves[before.node] = after.node
+    return moves
 
 
 def _live_rowsum(index: RepoIndex) -> np.ndarray:

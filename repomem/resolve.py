@@ -27,11 +27,6 @@ class CallEdge:
     hops: int  # syntax edges between the call site's kept node and the call expression
 
 
-def _import_keys(module: str, attribute: str) -> tuple[str, ...]:
-    last = module.rstrip(".").rsplit(".", 1)[-1]
-    return (last, attribute) if attribute else (last,)
-
-
 def call_array(edges: Sequence[CallEdge]) -> np.ndarray:
     """Edges as rows (source file, source node, target file, target node, hops), int64 (n, 5)."""
     return np.asarray(
@@ -72,8 +67,9 @@ class CallResolver:
         self._top: dict[int, dict[str, Definition]] = {}
         self._members: dict[int, dict[str, dict[str, Definition]]] = {}
         self._imports: dict[int, dict[str, tuple[str, str]]] = {}
-        # last component of an imported module or name -> files importing it (for dependents())
+        # absolute module a file imports (or module.name) -> importing files (for dependents())
         self._importers: dict[str, set[int]] = defaultdict(set)
+        self._import_keys: dict[int, set[str]] = {}
         for file_id in sorted(files):
             self._register(file_id, files[file_id])
 
@@ -92,9 +88,8 @@ class CallResolver:
             tail = self._by_tail.get(".".join(parts[start:]))
             if tail is not None and file_id in tail:
                 tail.remove(file_id)
-        for module, attribute in self._imports.get(file_id, {}).values():
-            for key in _import_keys(module, attribute):
-                self._importers[key].discard(file_id)
+        for key in self._import_keys.pop(file_id, set()):
+            self._importers[key].discard(file_id)
         for table in (self._is_package, self._top, self._members, self._imports):
             table.pop(file_id, None)
         del self._files[file_id]
@@ -105,13 +100,15 @@ class CallResolver:
         self._files[file_id] = syntax
         self._register(file_id, syntax)
 
-    def dependents(self, file_ids: set[int]) -> set[int]:
-        """Files whose imports may name one of `file_ids` (a cheap over-approximation)."""
+    def dependents(self, file_ids: set[int], modules: set[str] = frozenset()) -> set[int]:
+        """Files importing one of `file_ids` (or one of `modules`, for files since removed).
+
+        Matched on absolute module names and their tails, the way `_find_module` resolves them.
+        """
         names = set()
-        for file_id in file_ids:
-            module = self._module_of.get(file_id)
-            if module:
-                names.add(module.rsplit(".", 1)[-1])
+        for module in {*modules, *(self._module_of[f] for f in file_ids if f in self._module_of)}:
+            parts = module.split(".")
+            names.update(".".join(parts[start:]) for start in range(len(parts)))
         found: set[int] = set()
         for name in names:
             found |= self._importers.get(name, set())
@@ -145,9 +142,15 @@ class CallResolver:
             else:
                 bindings[binding.local] = (binding.module, binding.name)
         self._imports[file_id] = bindings
+        keys = set()
         for module, attribute in bindings.values():
-            for key in _import_keys(module, attribute):
-                self._importers[key].add(file_id)
+            absolute = self._absolute(file_id, module)
+            keys.add(absolute)
+            if attribute:
+                keys.add(f"{absolute}.{attribute}" if absolute else attribute)
+        self._import_keys[file_id] = keys
+        for key in keys:
+            self._importers[key].add(file_id)
 
     # -- modules -------------------------------------------------------------------------------
 
