@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 # Names are tree-sitter-language-pack's. Python gets call edges; every other language gets
 # fragments, syntax and directory edges.
 LANGUAGE_BY_EXTENSION: dict[str, str] = {
@@ -19,4 +17,6 @@ LANGUAGE_BY_EXTENSION: dict[str, str] = {
 
 def language_of(path: str) -> str | None:
     """Grammar name for a repository-relative path, or None when no grammar covers it."""
-    return LANGUAGE_BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return None if dot <= 0 else LANGUAGE_BY_EXTENSION.get(name[dot:].lower())

@@ -10,9 +10,12 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from functools import lru_cache
+from pathlib import Path
+from stat import S_ISREG
 
 from repomem.config import ScanConfig
 from repomem.gitignore import IgnoreRules
@@ -49,9 +52,14 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+@lru_cache(maxsize=8)
+def _secret_pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
 def is_secret(path: str, config: ScanConfig) -> bool:
-    name = PurePosixPath(path).name
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.secret_patterns)
+    name = path.rsplit("/", 1)[-1]
+    return _secret_pattern(config.secret_patterns).match(name) is not None
 
 
 def _excluded_dir(name: str, config: ScanConfig) -> bool:
@@ -60,7 +68,7 @@ def _excluded_dir(name: str, config: ScanConfig) -> bool:
 
 def excluded_reason(path: str, config: ScanConfig) -> str | None:
     """Name-based reason to skip a repository-relative path, or None to keep it."""
-    parts = PurePosixPath(path).parts
+    parts = path.split("/")
     for part in parts[:-1]:
         if _excluded_dir(part, config):
             return f"inside excluded folder {part}"
@@ -96,8 +104,9 @@ def _walk_files(root: Path, config: ScanConfig) -> list[str]:
     """All files under `root` not ignored by .gitignore files; never follows directory symlinks."""
     found: list[str] = []
     rules = IgnoreRules()
-    for directory, dir_names, file_names in os.walk(root, followlinks=False):
-        relative_dir = Path(directory).relative_to(root).as_posix()
+    top = str(root)
+    for directory, dir_names, file_names in os.walk(top, followlinks=False):
+        relative_dir = os.path.relpath(directory, top).replace(os.sep, "/")
         prefix = "" if relative_dir == "." else relative_dir + "/"
         if ".gitignore" in file_names:
             rules.add_file(Path(directory) / ".gitignore", prefix)
@@ -121,24 +130,25 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
     candidates: list[Candidate] = []
     skipped: list[Skipped] = []
     resolved_root = root.resolve()
+    top = str(root)
     for name in names:
         reason = excluded_reason(name, config)
         if reason is not None:
             if reason != "no grammar for this file type":
                 skipped.append(Skipped(name, reason))
             continue
-        full = root / name
+        full = os.path.join(top, name)
         try:
-            if full.is_symlink():
-                target = full.resolve(strict=True)
+            if os.path.islink(full):
+                target = Path(full).resolve(strict=True)
                 if not target.is_relative_to(resolved_root):
                     skipped.append(Skipped(name, "symlink points outside the repository"))
                     continue
-            stat = full.stat()
+            stat = os.stat(full)
         except (OSError, RuntimeError) as error:  # RuntimeError: symlink loop on older Pythons
             skipped.append(Skipped(name, f"unreadable: {error.__class__.__name__}"))
             continue
-        if not full.is_file():
+        if not S_ISREG(stat.st_mode):
             continue
         if stat.st_size > config.max_file_bytes:
             skipped.append(Skipped(name, f"larger than {config.max_file_bytes} bytes"))
