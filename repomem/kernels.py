@@ -44,9 +44,9 @@ def cover_windows(parent, start_line, end_line, length, line_chars, window_start
                     continue
                 if count == capacity:
                     capacity *= 2
-                    out_window = _grow_i32(out_window, capacity)
-                    out_node = _grow_i32(out_node, capacity)
-                    out_weight = _grow_i64(out_weight, capacity)
+                    out_window = _grow(out_window, capacity)
+                    out_node = _grow(out_node, capacity)
+                    out_weight = _grow(out_weight, capacity)
                 out_window[count] = w
                 out_node[count] = node
                 out_weight[count] = max(length[node], 1)
@@ -61,9 +61,9 @@ def cover_windows(parent, start_line, end_line, length, line_chars, window_start
             if partial[node] == 0:
                 if count == capacity:
                     capacity *= 2
-                    out_window = _grow_i32(out_window, capacity)
-                    out_node = _grow_i32(out_node, capacity)
-                    out_weight = _grow_i64(out_weight, capacity)
+                    out_window = _grow(out_window, capacity)
+                    out_node = _grow(out_node, capacity)
+                    out_weight = _grow(out_weight, capacity)
                 out_window[count] = w
                 out_node[count] = node
                 out_weight[count] = 0
@@ -76,22 +76,9 @@ def cover_windows(parent, start_line, end_line, length, line_chars, window_start
 
 
 @njit(cache=True, nogil=True)
-def _grow_i32(array, capacity):
-    bigger = np.empty(capacity, dtype=np.int32)
-    bigger[: array.shape[0]] = array
-    return bigger
-
-
-@njit(cache=True, nogil=True)
-def _grow_i64(array, capacity):
-    bigger = np.empty(capacity, dtype=np.int64)
-    bigger[: array.shape[0]] = array
-    return bigger
-
-
-@njit(cache=True, nogil=True)
-def _grow_f64(array, capacity):
-    bigger = np.empty(capacity, dtype=np.float64)
+def _grow(array, capacity):
+    """A copy of `array` with room for `capacity` items (output buffers double as they fill)."""
+    bigger = np.empty(capacity, dtype=array.dtype)
     bigger[: array.shape[0]] = array
     return bigger
 
@@ -242,8 +229,8 @@ def relation_rows(
                         continue
                     if n_pairs == pair_capacity:
                         pair_capacity *= 2
-                        pair_frag = _grow_i64(pair_frag, pair_capacity)
-                        pair_value = _grow_f64(pair_value, pair_capacity)
+                        pair_frag = _grow(pair_frag, pair_capacity)
+                        pair_value = _grow(pair_value, pair_capacity)
                     pair_frag[n_pairs] = j
                     pair_value[n_pairs] = node_weights[s] * strength
                     n_pairs += 1
@@ -290,9 +277,9 @@ def relation_rows(
             order = np.arange(n_row)
         while count + order.shape[0] > capacity:
             capacity *= 2
-            out_row = _grow_i64(out_row, capacity)
-            out_col = _grow_i64(out_col, capacity)
-            out_val = _grow_f64(out_val, capacity)
+            out_row = _grow(out_row, capacity)
+            out_col = _grow(out_col, capacity)
+            out_val = _grow(out_val, capacity)
         for t in range(order.shape[0]):
             out_row[count] = i
             out_col[count] = row_cols[order[t]]
