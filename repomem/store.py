@@ -185,8 +185,8 @@ def _decode_files(
             length=data["length"][n0:n1],
             line_chars=data["line_chars"][l0:l1],
             definitions=tuple(Definition(d[0], d[1], d[2], d[3], bool(d[4]), tuple(d[5])) for d in entry.get("d", [])),
-            imports=tuple(ImportBinding(*b) for b in entry.get("i", [])),
-            calls=tuple(CallSite(*c) for c in entry.get("c", [])),
+            imports=tuple(map(ImportBinding._make, entry.get("i", []))),
+            calls=tuple(map(CallSite._make, entry.get("c", []))),
         )
         fragments = FileFragments(
             data["win_starts"][w0:w1], data["win_ends"][w0:w1],
