@@ -5,7 +5,7 @@ Granularity (DESIGN.md section 2 leaves it open):
   In Python every ancestor of a statement is such a node, so tree strengths between kept nodes
   equal those of the full named tree; expressions are contracted into their statement, and a
   call edge leaving an expression `h` edges deep weighs call_weight * syntax_weight**h.
-- "named": every named node, the FragRel paper's reading (about 10x more nodes).
+- "named": every named node, the FragRel paper's reading (about 6x more nodes).
 Either way the kept nodes form a tree (each kept node's parent is its nearest kept ancestor).
 """
 
