@@ -200,7 +200,7 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.code:
         for rank, f in enumerate(result.fragments, start=1):
             out.rule(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}")
-            out.print(service.fragment_text(f), markup=False, highlight=False)
+            out.print(service.fragment_text(f), markup=False, highlight=False, soft_wrap=True)
     err.print(f"index {index_ms:.0f} ms, retrieve {result.timings_ms['retrieve']:.1f} ms", style="dim")
     return 0
 

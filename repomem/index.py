@@ -26,6 +26,10 @@ from repomem.syntax import FileSyntax, extract_syntax
 from repomem.tokens import tokenize
 
 
+class StructureUnavailable(Exception):
+    """The per-file structure of a loaded index could not be read (snapshot pruned or damaged)."""
+
+
 @dataclass(frozen=True)
 class FileRecord:
     path: str

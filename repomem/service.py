@@ -7,6 +7,7 @@ Expected failures come back as `Failure` values.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -18,10 +19,19 @@ import numpy as np
 
 from repomem.config import Config, load_config
 from repomem.failures import Failure
-from repomem.index import FileAnalysis, RepoIndex, analyze_file, apply_changes, build_index
+from repomem.index import FileAnalysis, RepoIndex, StructureUnavailable, analyze_file, apply_changes, build_index
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
-from repomem.scan import Candidate, SourceFile, Skipped, list_candidates, read_source, source_from_bytes
+from repomem.languages import language_of
+from repomem.scan import (
+    Candidate,
+    SourceFile,
+    Skipped,
+    excluded_reason,
+    list_candidates,
+    read_source,
+    source_from_bytes,
+)
 from repomem.scoring import ScoredFragment, score_fragments, top_fragments
 from repomem.store import index_dir, load_index, save_index
 
@@ -153,12 +163,19 @@ class RepoService:
                 unreadable.append(result)
                 continue
             if record is not None and record.digest == result.digest:
+                if not in_buffer:  # touched but equal: remember the new stat, skip re-reading next time
+                    file_id = index.file_id(candidate.path)
+                    assert file_id is not None
+                    index.files[file_id] = dataclasses.replace(record, size=candidate.size,
+                                                               mtime_ns=candidate.mtime_ns)
                 continue
             changed.append(result)
-        removed = [r.path for r in index.files if r is not None and (r.path not in present or
-                                                                      r.path in {s.path for s in unreadable})]
+        unreadable_paths = {s.path for s in unreadable}
+        removed = [r.path for r in index.files
+                   if r is not None and (r.path not in present or r.path in unreadable_paths)]
         index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         if changed or removed:
+            index.ensure_structure()
             progress.start("updating", len(changed) + len(removed))
             apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()))
             progress.advance(len(changed) + len(removed))
@@ -182,9 +199,15 @@ class RepoService:
                 index = self._full_build(progress)
                 action, changed, removed = "built", index.n_live_files, 0
             else:
-                changed, removed = self._refresh(index, progress)
-                action = "updated" if changed or removed else "unchanged"
-                if self._needs_compaction(index):
+                try:
+                    changed, removed = self._refresh(index, progress)
+                    action = "updated" if changed or removed else "unchanged"
+                except StructureUnavailable as error:
+                    reason = f"index structure unreadable ({error})"
+                    changed, removed = 0, 0
+                    index = self._full_build(progress)
+                    action = "built"
+                if action != "built" and self._needs_compaction(index):
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
@@ -200,7 +223,7 @@ class RepoService:
             nodes=index.graph_nodes,
             edges=index.graph_edges,
             seconds=time.perf_counter() - started,
-            index_bytes=_directory_bytes(directory),
+            index_bytes=_directory_bytes(index.snapshot) if index.snapshot is not None else 0,
             action=action,
             reason=reason,
             changed=changed,
@@ -231,32 +254,35 @@ class RepoService:
         return self._update_one(path)
 
     def _update_one(self, path: str) -> None | Failure:
+        """Re-index one file from its buffer or the disk (a vanished file leaves the index)."""
         assert self.index is not None
-        from repomem.languages import language_of
-        from repomem.scan import excluded_reason
-
         reason = excluded_reason(path, self.config.scan)
         if reason is not None:
             return Failure("not-indexed", f"{path}: not indexed ({reason})")
         language = language_of(path)
         assert language is not None
         text = self._buffers.get(path)
+        full = self.root / path
         if text is not None:
-            source = source_from_bytes(path, language, text.encode("utf-8"), 0, self.config.scan)
+            source: SourceFile | Skipped = source_from_bytes(path, language, text.encode("utf-8"), 0,
+                                                             self.config.scan)
+        elif full.is_file():
+            stat = full.stat()
+            source = read_source(self.root, Candidate(path, language, stat.st_size, stat.st_mtime_ns),
+                                 self.config.scan)
         else:
-            full = self.root / path
-            if not full.is_file():
-                apply_changes(self.index, [], [path])
-                return None
-            source = read_source(self.root, Candidate(path, language, full.stat().st_size,
-                                                      full.stat().st_mtime_ns), self.config.scan)
-        if isinstance(source, Skipped):
-            apply_changes(self.index, [], [path])
-            return Failure("not-indexed", f"{path}: {source.reason}")
+            source = Skipped(path, "no such file")
         record = self.index.record(path)
-        if record is not None and record.digest == source.digest:
-            return None
-        apply_changes(self.index, [source], [])
+        try:
+            if isinstance(source, Skipped):
+                if record is not None:
+                    apply_changes(self.index, [], [path])
+                return None if source.reason == "no such file" else Failure("not-indexed", f"{path}: {source.reason}")
+            if record is None or record.digest != source.digest:
+                apply_changes(self.index, [source], [])
+        except StructureUnavailable as error:
+            self.index = None
+            return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
         return None
 
     # -- retrieval -----------------------------------------------------------------------------

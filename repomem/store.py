@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import shutil
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from repomem.bm25 import TermSegment, compute_stats
 from repomem.config import Config
 from repomem.failures import Failure
 from repomem.fragments import FileFragments
-from repomem.index import FileRecord, RepoIndex
+from repomem.index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.syntax import CallSite, Definition, FileSyntax, ImportBinding
 
 FORMAT_VERSION = 1
@@ -377,7 +378,18 @@ def _check_consistency(index: RepoIndex) -> None:
 
 
 def _load_structure(snapshot: Path, index: RepoIndex) -> None:
-    """Syntax, windows and call edges: only needed to update the index, so loaded on demand."""
+    """Syntax, windows and call edges: only needed to update the index, so loaded on demand.
+
+    Raises StructureUnavailable when another process pruned the snapshot meanwhile or a file is
+    damaged; the caller rebuilds.
+    """
+    try:
+        _read_structure(snapshot, index)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile) as error:
+        raise StructureUnavailable(f"{error.__class__.__name__}: {error}") from error
+
+
+def _read_structure(snapshot: Path, index: RepoIndex) -> None:
     for files_name, symbols_name in (("files.npz", "symbols.json"), ("changed_files.npz", "changed_symbols.json")):
         symbols = json.loads((snapshot / symbols_name).read_text(encoding="utf-8"))
         with np.load(snapshot / files_name) as data:

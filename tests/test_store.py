@@ -146,3 +146,27 @@ def test_killed_writer_leaves_a_loadable_index(tmp_path):
     assert not list(directory.glob("tmp-*"))
     assert len(list(directory.glob("snap-*"))) <= 1 + Config().index.keep_snapshots
     assert isinstance(load_index(root, Config()), RepoIndex)
+
+
+def test_pruned_snapshot_structure_means_rebuild(synthetic_repo):
+    built(synthetic_repo)
+    service = RepoService.open(synthetic_repo)
+    loaded = load_index(synthetic_repo, Config())
+    assert isinstance(loaded, RepoIndex) and loaded.structure_loader is not None
+    service.index = loaded
+    # Another process replaced and pruned the snapshot this one loaded lazily.
+    for name in ("files.npz", "symbols.json"):
+        (loaded.snapshot / name).unlink()
+    (synthetic_repo / "lib/part0/mod0.py").write_text("def edited():\n    return 1\n", encoding="utf-8")
+    report = service.ensure_index()
+    assert report.action == "built" and "structure unreadable" in report.reason
+    assert report.index_bytes > 0
+    assert service.retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
+
+
+def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path):
+    (synthetic_repo / "repomem.toml").write_text(f'[index]\ncache_dir = "{tmp_path / "cache"}"\n')
+    service = built(synthetic_repo)
+    assert not (synthetic_repo / ".repomem").exists()
+    assert list((tmp_path / "cache").glob("synthetic-*/CURRENT"))
+    assert isinstance(load_index(synthetic_repo, service.config), RepoIndex)
