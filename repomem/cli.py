@@ -160,27 +160,9 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
 
 
 def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
-    spec = _ok(parse_position(args.position))
-    if args.repo is not None:
-        root = Path(args.repo)
-    else:
-        # A missing file still names its repository through its nearest existing folder.
-        existing = spec.path.absolute()
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        found = find_repo_root(existing.resolve())
-        if found is None:
-            raise UserError(Failure(
-                "not-a-repo",
-                f"{spec.path} is not inside a repository (no .git, .repomem or repomem.toml above it); "
-                "pass --repo PATH",
-            ))
-        root = found
     if args.k is not None and args.k < 1:
         raise UserError(Failure("bad-option", "--k must be at least 1"))
-    service = _open_service(root, err)
-    path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
-    cursor = _ok(service.cursor_at(path, spec.line, spec.column))
+    service, cursor = _cursor_from_args(args, err)
     started = time.perf_counter()
     _ensure_index(service, err)
     index_ms = (time.perf_counter() - started) * 1000
@@ -205,6 +187,98 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoService, Any]:
+    """Shared by retrieve and complete: position, repository, checked cursor."""
+    spec = _ok(parse_position(args.position))
+    if args.repo is not None:
+        root = Path(args.repo)
+    else:
+        # A missing file still names its repository through its nearest existing folder.
+        existing = spec.path.absolute()
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        found = find_repo_root(existing.resolve())
+        if found is None:
+            raise UserError(Failure(
+                "not-a-repo",
+                f"{spec.path} is not inside a repository (no .git, .repomem or repomem.toml above it); "
+                "pass --repo PATH",
+            ))
+        root = found
+    service = _open_service(root, err)
+    path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
+    cursor = _ok(service.cursor_at(path, spec.line, spec.column))
+    return service, cursor
+
+
+def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.completion import CompletionEngine, open_backend
+
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UserError(Failure("bad-option", "--max-tokens must be at least 1"))
+    service, cursor = _cursor_from_args(args, err)
+    settings = service.config.completion
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    strategy = args.strategy or settings.strategy
+    if strategy != "infile":
+        _ensure_index(service, err)
+    timings["index"] = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    api_key = os.environ.get(settings.api_key_env, "") if settings.api_key_env else ""
+    with RichProgress(err) as progress:
+        backend = _ok(open_backend(settings, progress, model_path=args.model or "", endpoint=args.endpoint or "",
+                                   api_key=api_key))
+    timings["load_model"] = (time.perf_counter() - started) * 1000
+    try:
+        engine = CompletionEngine(service, backend)
+        result = _ok(engine.complete(cursor, strategy, order=args.order, use_suffix=not args.no_suffix,
+                                     max_new_tokens=args.max_tokens))
+    finally:
+        backend.close()
+    timings.update(result.timings_ms)
+    if args.json:
+        prompt = result.prompt
+        print(json.dumps({
+            "version": JSON_VERSION,
+            "repo": str(service.root), "file": cursor.path, "line": cursor.line + 1, "column": cursor.column + 1,
+            "strategy": result.strategy, "backend": backend.name, "template": prompt.template, "fim": prompt.fim,
+            "completion": result.text, "raw": result.raw, "multiline": result.shape.multiline,
+            "finish_reason": result.generation.finish_reason, "rounds": result.rounds,
+            "prompt": prompt.text,
+            "tokens": {"prompt": result.generation.prompt_tokens, "cached": result.generation.cached_tokens,
+                       "blocks": prompt.block_tokens, "left": prompt.left_tokens, "suffix": prompt.suffix_tokens,
+                       "generated": result.generation.completion_tokens},
+            "fragments": [
+                {"rank": rank, "path": f.path, "start_line": f.start_line + 1, "end_line": f.end_line,
+                 "s_ind": f.s_ind, "s_env": f.s_env, "s_rel": f.s_rel,
+                 "in_prompt": any(b.fragment == f.fragment for b in prompt.blocks)}
+                for rank, f in enumerate(result.fragments, start=1)
+            ],
+            "timings_ms": {name: round(value, 3) for name, value in timings.items()},
+        }, indent=2))
+        return 0
+    print(result.text)
+    err.print(f"{result.strategy} · {backend.name} · prompt {result.generation.prompt_tokens} tokens "
+              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms", style="dim")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.models import default_model_path, pull_default_model, verify_model
+
+    if args.action == "path":
+        print(default_model_path())
+        return 0
+    with RichProgress(err) as progress:
+        if args.action == "verify":
+            path = _ok(verify_model(default_model_path(), progress=progress))
+        else:
+            path = _ok(pull_default_model(force=args.force, progress=progress))
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repomem", description="Repository-aware code completion (FragRel).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -226,6 +300,24 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve.add_argument("--include-visible", action="store_true",
                           help="keep fragments of the current file that overlap the query lines")
     retrieve.set_defaults(handler=cmd_retrieve)
+
+    complete = commands.add_parser("complete", help="complete the code at a cursor with a model")
+    complete.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
+    complete.add_argument("--strategy", choices=("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel"),
+                          default=None, help="how context is retrieved (default: fragrel)")
+    complete.add_argument("--model", default=None, help="a GGUF file (default: the embedded Qwen2.5-Coder 0.5B)")
+    complete.add_argument("--endpoint", default=None, help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM)")
+    complete.add_argument("--order", choices=("score", "stable"), default=None, help="order of retrieved blocks")
+    complete.add_argument("--max-tokens", type=int, default=None, help="new tokens at most (default 64)")
+    complete.add_argument("--no-suffix", action="store_true", help="ignore the code after the cursor (no FIM)")
+    complete.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
+    complete.add_argument("--json", action="store_true", help="prompt, fragments, tokens and timings as JSON")
+    complete.set_defaults(handler=cmd_complete)
+
+    model = commands.add_parser("model", help="the embedded default model")
+    model.add_argument("action", choices=("pull", "path", "verify"), help="fetch it, print its path, or check it")
+    model.add_argument("--force", action="store_true", help="fetch again even if present")
+    model.set_defaults(handler=cmd_model)
     return parser
 
 

@@ -94,6 +94,25 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
+class CompletionConfig:
+    strategy: str = "fragrel"  # infile | vanilla | fragrel | repocoder | repocoder+fragrel
+    max_prompt_tokens: int = 2048  # whole prompt, in the backend's tokens
+    context_share: float = 0.5  # share of the prompt for retrieved blocks (RepoCoder: half)
+    max_suffix_tokens: int = 256  # code after the cursor kept for fill-in-the-middle
+    max_new_tokens: int = 64
+    order: str = "score"  # "score": most similar block last; "stable": by path and line (cache-friendly)
+    style: str = "comments"  # "comments" (RepoCoder) or "repo" (the model family's file-separator form)
+    fill_in_middle: bool = True  # use the code after the cursor when the model supports FIM
+    max_lines: int = 16  # of a block completion
+    deadline_s: float = 60.0  # a generation returns by then
+    context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
+    threads: int = 0  # llama.cpp threads (0 = all cores)
+    model_path: str = ""  # a GGUF file instead of the default model
+    endpoint: str = ""  # an OpenAI-compatible server (vLLM) instead of the embedded model
+    api_key_env: str = "REPOMEM_API_KEY"  # environment variable holding the server's API key
+
+
+@dataclass(frozen=True)
 class IndexConfig:
     dir_name: str = ".repomem"  # index folder under the repository root
     cache_dir: str = ""  # if set, indexes live here instead, one sub-folder per repository
@@ -110,6 +129,7 @@ class Config:
     relations: RelationConfig = field(default_factory=RelationConfig)
     bm25: BM25Config = field(default_factory=BM25Config)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    completion: CompletionConfig = field(default_factory=CompletionConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
 
 
@@ -118,6 +138,9 @@ CONFIG_FILE_NAME = "repomem.toml"
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("graph", "granularity"): ("statement", "named"),
     ("relations", "kind"): ("graph", "context", "graph+context"),
+    ("completion", "strategy"): ("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel"),
+    ("completion", "order"): ("score", "stable"),
+    ("completion", "style"): ("comments", "repo"),
 }
 
 

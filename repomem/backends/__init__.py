@@ -1,0 +1,1 @@
+"""Model backends: one interface, one module per third-party runtime."""

@@ -1,0 +1,116 @@
+"""Adapter for llama-cpp-python: the embedded CPU backend (any GGUF file).
+
+llama.cpp keeps the tokens of the previous prompt in its KV cache and reuses their longest common
+prefix with the next prompt, so prompts that share their beginning (stable block order, a cursor
+moving inside one function) skip most of the prompt processing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from repomem.backends.base import Generation, GenerationRequest
+from repomem.failures import Failure
+from repomem.fim import Template, template_for
+from repomem.models import check_gguf
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class LlamaBackend:
+    def __init__(self, llama, path: Path, template: Template, context_tokens: int):
+        self._llama = llama
+        self._lock = threading.Lock()
+        self._cache: dict[str, int] = {}
+        self.name = f"llama.cpp:{path.name}"
+        self.template = template
+        self.context_tokens = context_tokens
+
+    @classmethod
+    def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0) -> LlamaBackend | Failure:
+        checked = check_gguf(path)
+        if isinstance(checked, Failure):
+            return checked
+        try:
+            from llama_cpp import Llama
+        except ImportError as error:
+            return Failure("backend-missing", f"llama-cpp-python is not installed ({error})")
+        try:
+            llama = Llama(
+                model_path=str(path), n_ctx=context_tokens, n_threads=threads or (os.cpu_count() or 1),
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as error:
+            return Failure("model-load", f"llama.cpp cannot load {path.name}: {error}")
+        metadata = getattr(llama, "metadata", {}) or {}
+        template = template_for(path.name, str(metadata.get("general.name", "")),
+                                str(metadata.get("general.basename", "")))
+        return cls(llama, path, template, context_tokens)
+
+    def _tokens(self, text: str) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def count(self, text: str) -> int | Failure:
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        with self._lock:
+            value = len(self._tokens(text))
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[text] = value
+        return value
+
+    def generate(self, request: GenerationRequest) -> Generation | Failure:
+        started = time.perf_counter()
+        deadline = started + request.deadline_s
+        with self._lock:
+            prompt_tokens = self._tokens(request.prompt)
+            if len(prompt_tokens) + request.max_tokens > self.context_tokens:
+                return Failure("prompt-too-long", f"prompt of {len(prompt_tokens)} tokens plus {request.max_tokens} "
+                                                  f"new ones exceeds the model window of {self.context_tokens}")
+            previous = list(self._llama._input_ids[: self._llama.n_tokens])
+            cached = _common_prefix(previous, prompt_tokens)
+            pieces: list[str] = []
+            finish = "length"
+            count = 0
+            try:
+                stream = self._llama.create_completion(
+                    prompt_tokens, max_tokens=request.max_tokens, temperature=0.0, top_k=1,
+                    stop=list(request.stop) or None, stream=True,
+                )
+                for chunk in stream:
+                    choice = chunk["choices"][0]
+                    pieces.append(choice.get("text", ""))
+                    count += 1
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                        break
+                    if request.cancel is not None and request.cancel():
+                        finish = "cancelled"
+                        break
+                    if time.perf_counter() > deadline:
+                        finish = "deadline"
+                        break
+                stream.close()
+            except (RuntimeError, ValueError) as error:
+                return Failure("generation", f"llama.cpp failed while generating: {error}")
+        return Generation(
+            text="".join(pieces), prompt_tokens=len(prompt_tokens), completion_tokens=count,
+            cached_tokens=min(cached, max(len(prompt_tokens) - 1, 0)), finish_reason=finish,
+            seconds=time.perf_counter() - started,
+        )
+
+    def close(self) -> None:
+        closer = getattr(self._llama, "close", None)
+        if closer is not None:
+            closer()

@@ -1,0 +1,191 @@
+"""Adapter for httpx: any OpenAI-compatible completions server (vLLM in production).
+
+`/v1/completions` with a rendered prompt (vLLM has no `suffix` field, so FIM strings come from
+repomem.fim), streamed so a cancel or a deadline stops between tokens; `/tokenize` (vLLM) or
+`/extras/tokenize` (llama-cpp-python's server) for exact token counts. Every call has a deadline;
+connection failures and 5xx / 429 answers are retried a bounded number of times before any
+token arrived; malformed answers are Failures, not exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+
+import httpx
+
+from repomem.backends.base import Generation, GenerationRequest
+from repomem.failures import Failure
+from repomem.fim import template_for
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class OpenAIBackend:
+    def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
+                 retries: int = 2, context_tokens: int = 4096, template_name: str = ""):
+        self.endpoint = endpoint.rstrip("/")
+        self.model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=httpx.Timeout(30.0, connect=connect_timeout_s), headers=self._headers)
+        self._retries = retries
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._tokenize_path: str | None = None
+        self.name = f"openai:{self.endpoint}"
+        self.template = template_for(template_name or model)
+        self.context_tokens = context_tokens
+
+    @classmethod
+    def connect(cls, endpoint: str, model: str = "", api_key: str = "", deadline_s: float = 10.0,
+                context_tokens: int = 4096) -> OpenAIBackend | Failure:
+        """Reach the server and learn its model name (GET /v1/models) unless one is given."""
+        if not endpoint.startswith(("http://", "https://")):
+            return Failure("bad-endpoint", f"endpoint must be an http(s) URL, got {endpoint!r}")
+        backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens)
+        answer = backend._request("GET", "/v1/models", None, deadline_s)
+        if isinstance(answer, Failure):
+            backend.close()
+            return answer
+        try:
+            served = [entry["id"] for entry in answer["data"]]
+        except (KeyError, TypeError):
+            backend.close()
+            return Failure("bad-response", f"{endpoint}/v1/models answered something that is not a model list")
+        if not model:
+            if not served:
+                backend.close()
+                return Failure("bad-response", f"{endpoint} serves no model")
+            backend.model = served[0]
+            backend.template = template_for(served[0])
+        return backend
+
+    def _request(self, method: str, path: str, payload: dict | None, deadline_s: float) -> dict | Failure:
+        last = ""
+        started = time.perf_counter()
+        for attempt in range(self._retries + 1):
+            remaining = deadline_s - (time.perf_counter() - started)
+            if remaining <= 0:
+                break
+            try:
+                response = self._client.request(method, self.endpoint + path, json=payload,
+                                                timeout=httpx.Timeout(remaining, connect=min(3.0, remaining)))
+            except httpx.TimeoutException:
+                return Failure("backend-timeout", f"{self.endpoint} did not answer within {deadline_s:.0f} s")
+            except httpx.HTTPError as error:
+                last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
+                time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
+                continue
+            if response.status_code in RETRYABLE_STATUS:
+                last = f"{self.endpoint}{path} answered HTTP {response.status_code}"
+                time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
+                continue
+            if response.status_code in (401, 403):
+                return Failure("backend-auth", f"{self.endpoint} refused the API key (HTTP {response.status_code})")
+            if response.status_code >= 400:
+                return Failure("backend-error", f"{self.endpoint}{path} answered HTTP {response.status_code}")
+            try:
+                return response.json()
+            except ValueError:
+                return Failure("bad-response", f"{self.endpoint}{path} answered something that is not JSON")
+        return Failure("backend-unreachable", last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
+
+    def count(self, text: str) -> int | Failure:
+        cached = self._counts.get(text)
+        if cached is not None:
+            return cached
+        paths = [self._tokenize_path] if self._tokenize_path else ["/tokenize", "/extras/tokenize"]
+        for path in paths:
+            payload = {"model": self.model, "prompt": text, "add_special_tokens": False}
+            if path == "/extras/tokenize":
+                payload = {"input": text}
+            answer = self._request("POST", path, payload, 10.0)
+            if isinstance(answer, Failure):
+                if answer.kind == "backend-error":
+                    continue  # this server has the other tokenize route
+                return answer
+            tokens = answer.get("tokens") if isinstance(answer, dict) else None
+            if not isinstance(tokens, list):
+                return Failure("bad-response", f"{self.endpoint}{path} answered without tokens")
+            self._tokenize_path = path
+            self._counts[text] = len(tokens)
+            if len(self._counts) > 4096:
+                self._counts.popitem(last=False)
+            return len(tokens)
+        return Failure("backend-error", f"{self.endpoint} offers neither /tokenize nor /extras/tokenize")
+
+    def generate(self, request: GenerationRequest) -> Generation | Failure:
+        started = time.perf_counter()
+        deadline = started + request.deadline_s
+        payload = {
+            "model": self.model, "prompt": request.prompt, "max_tokens": request.max_tokens,
+            "temperature": 0.0, "stream": True, "stop": list(request.stop) or None,
+        }
+        pieces: list[str] = []
+        finish = "length"
+        usage: dict = {}
+        last = ""
+        for attempt in range(self._retries + 1):
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return Failure("backend-timeout", f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
+            try:
+                with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
+                                         timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
+                    if response.status_code in RETRYABLE_STATUS:
+                        last = f"{self.endpoint} answered HTTP {response.status_code}"
+                        time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
+                        continue
+                    if response.status_code >= 400:
+                        return Failure("backend-error", f"{self.endpoint}/v1/completions answered HTTP "
+                                                        f"{response.status_code}")
+                    for line in response.iter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            break
+                        try:
+                            event = json.loads(data)
+                            choices = event.get("choices") or []
+                            if event.get("usage"):
+                                usage = event["usage"]
+                            if choices:
+                                pieces.append(choices[0].get("text") or "")
+                                if choices[0].get("finish_reason"):
+                                    finish = choices[0]["finish_reason"]
+                        except (ValueError, AttributeError, TypeError):
+                            return Failure("bad-response", f"{self.endpoint} streamed something that is not a completion")
+                        if request.cancel is not None and request.cancel():
+                            finish = "cancelled"
+                            break
+                        if time.perf_counter() > deadline:
+                            finish = "deadline"
+                            break
+                break
+            except httpx.TimeoutException:
+                if pieces:
+                    finish = "deadline"
+                    break
+                return Failure("backend-timeout", f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
+            except httpx.HTTPError as error:
+                if pieces:
+                    return Failure("backend-error", f"{self.endpoint} dropped the stream ({error.__class__.__name__})")
+                last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
+                time.sleep(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
+        else:
+            return Failure("backend-unreachable", last or f"cannot reach {self.endpoint}")
+        prompt_tokens = usage.get("prompt_tokens")
+        if not isinstance(prompt_tokens, int):
+            counted = self.count(request.prompt)
+            prompt_tokens = counted if isinstance(counted, int) else 0
+        details = usage.get("prompt_tokens_details") or {}
+        return Generation(
+            text="".join(pieces), prompt_tokens=prompt_tokens,
+            completion_tokens=int(usage.get("completion_tokens") or len(pieces)),
+            cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+            finish_reason=finish, seconds=time.perf_counter() - started,
+        )
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,67 @@
+"""Adapter for vLLM in process (`vllm.LLM`): batched greedy generation on a GPU for evaluation.
+
+Imported only when asked for; without vllm or a GPU `open` returns a Failure saying so.
+Automatic prefix caching is on, so prompts sharing their beginning share KV blocks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from repomem.backends.base import Generation, GenerationRequest
+from repomem.failures import Failure
+from repomem.fim import template_for
+
+
+class VLLMBackend:
+    def __init__(self, llm, sampling_type, model: str, context_tokens: int):
+        self._llm = llm
+        self._sampling_type = sampling_type
+        self._tokenizer = llm.get_tokenizer()
+        self.name = f"vllm:{model}"
+        self.template = template_for(model)
+        self.context_tokens = context_tokens
+
+    @classmethod
+    def open(cls, model: str, context_tokens: int = 4096, tensor_parallel: int = 1) -> VLLMBackend | Failure:
+        try:
+            import torch
+            import vllm
+        except ImportError as error:
+            return Failure("backend-missing", f"vllm is not installed ({error}); pip install vllm on a GPU machine")
+        if not torch.cuda.is_available():
+            return Failure("backend-missing", "vllm needs a CUDA GPU and none is visible")
+        try:
+            llm = vllm.LLM(model=model, max_model_len=context_tokens, enable_prefix_caching=True,
+                           tensor_parallel_size=tensor_parallel)
+        except Exception as error:  # vLLM raises many types while loading; report them as one value
+            return Failure("model-load", f"vllm cannot load {model}: {error}")
+        return cls(llm, vllm.SamplingParams, model, context_tokens)
+
+    def count(self, text: str) -> int | Failure:
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def generate(self, request: GenerationRequest) -> Generation | Failure:
+        results = self.generate_batch([request])
+        return results[0]
+
+    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation | Failure]:
+        """One vLLM call for many prompts (evaluation); each keeps its own stop strings."""
+        started = time.perf_counter()
+        params = [self._sampling_type(temperature=0.0, max_tokens=r.max_tokens, stop=list(r.stop) or None)
+                  for r in requests]
+        outputs = self._llm.generate([r.prompt for r in requests], params, use_tqdm=False)
+        seconds = time.perf_counter() - started
+        results: list[Generation | Failure] = []
+        for output in outputs:
+            choice = output.outputs[0]
+            results.append(Generation(
+                text=choice.text, prompt_tokens=len(output.prompt_token_ids),
+                completion_tokens=len(choice.token_ids), cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
+                finish_reason=choice.finish_reason or "stop", seconds=seconds / max(len(requests), 1),
+            ))
+        return results
+
+    def close(self) -> None:
+        pass

