@@ -164,6 +164,43 @@ def _coerce(value: Any, default: Any) -> Any:
     raise TypeError(f"expected {type(default).__name__}, got {type(value).__name__}")
 
 
+# Values that must be > 0, and values that must lie in (0, 1].
+_POSITIVE = frozenset({
+    ("scan", "max_file_bytes"), ("scan", "max_line_chars"), ("scan", "binary_sniff_bytes"),
+    ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),
+    ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
+    ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
+    ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
+    ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
+    ("relations", "workers"),
+})
+_UNIT = frozenset({
+    ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),
+    ("graph", "call_weight"), ("graph", "strength_cutoff"), ("relations", "relation_cutoff"),
+    ("completion", "context_share"),
+})
+
+
+def _range_problem(section: str, key: str, value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, str):
+        if (section, key) == ("index", "dir_name") and (
+            value in ("", ".", "..") or "/" in value or "\\" in value
+        ):
+            return "must be a plain folder name"
+        return None
+    if value < 0:
+        return "must be >= 0"
+    if (section, key) in _POSITIVE and value <= 0:
+        return "must be > 0"
+    if (section, key) in _UNIT and not 0 < value <= 1:
+        return "must lie in (0, 1]"
+    if (section, key) == ("relations", "context_gamma") and value > 1:
+        return "must lie in [0, 1]"
+    return None
+
+
 def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
     """Build a Config from a nested mapping; bad entries fall back to defaults with a warning."""
     warnings: list[str] = []
@@ -196,8 +233,9 @@ def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
                     f" default {default_value!r} kept"
                 )
                 continue
-            if isinstance(coerced, (int, float)) and not isinstance(coerced, bool) and coerced < 0:
-                warnings.append(f"config {section_name}.{key} must be >= 0; default kept")
+            problem = _range_problem(section_name, key, coerced)
+            if problem is not None:
+                warnings.append(f"config {section_name}.{key}={coerced!r} {problem}; default {default_value!r} kept")
                 continue
             changes[key] = coerced
         sections[section_name] = dataclasses.replace(default_section, **changes)

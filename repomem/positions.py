@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repomem.failures import Failure
+from repomem.scan import normalize_newlines
 
 _POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
 REPO_MARKERS = (".git", ".repomem", "repomem.toml")
@@ -70,7 +71,7 @@ def read_text_file(path: Path) -> str | Failure:
         return Failure("unreadable-file", f"{path}: cannot read ({error.strerror or error})")
     if b"\0" in data[:8192]:
         return Failure("binary-file", f"{path} is a binary file")
-    return data.decode("utf-8", errors="replace")
+    return normalize_newlines(data.decode("utf-8", errors="replace"))
 
 
 def locate(root: Path, relative_path: str, text: str, line: int, column: int | None) -> Cursor | Failure:

@@ -143,7 +143,8 @@ class CallResolver:
                 bindings[binding.local] = (binding.module, binding.name)
         self._imports[file_id] = bindings
         keys = set()
-        for module, attribute in bindings.values():
+        # Every imported module by its full name (`import a.b.c` binds only `a`, but depends on a.b.c).
+        for module, attribute in [*bindings.values(), *((b.module, b.name) for b in syntax.imports)]:
             absolute = self._absolute(file_id, module)
             keys.add(absolute)
             if attribute:

@@ -48,6 +48,11 @@ class Candidate:
     mtime_ns: int
 
 
+def normalize_newlines(text: str) -> str:
+    """CRLF and lone CR become LF: tree-sitter rows, windows and tokens all count "\n" lines."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
 def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -175,8 +180,8 @@ def source_from_bytes(
         return Skipped(path, f"larger than {config.max_file_bytes} bytes")
     if b"\0" in data[: config.binary_sniff_bytes]:
         return Skipped(path, "binary file")
-    text = data.decode("utf-8", errors="replace")
-    longest = max((len(line) for line in text.splitlines()), default=0)
+    text = normalize_newlines(data.decode("utf-8", errors="replace"))
+    longest = max((len(line) for line in text.split("\n")), default=0)
     if longest > config.max_line_chars:
         return Skipped(path, f"a line is longer than {config.max_line_chars} characters (minified?)")
     return SourceFile(path, language, text, content_digest(data), len(data), mtime_ns)

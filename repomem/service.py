@@ -146,8 +146,12 @@ class RepoService:
         reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         return build_index(self.root, self.config, sources, reasons, progress, analyses)
 
-    def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int]:
-        """Bring `index` up to date with the disk (and open buffers). Returns (changed, removed)."""
+    def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int]:
+        """Bring `index` up to date with the disk (and open buffers).
+
+        Returns (changed, removed, restamped): restamped files were touched without changing.
+        """
+        restamped = 0
         candidates, skipped = list_candidates(self.root, self.config.scan)
         present = {c.path for c in candidates}
         changed: list[SourceFile] = []
@@ -168,6 +172,7 @@ class RepoService:
                     assert file_id is not None
                     index.files[file_id] = dataclasses.replace(record, size=candidate.size,
                                                                mtime_ns=candidate.mtime_ns)
+                    restamped += 1
                 continue
             changed.append(result)
         unreadable_paths = {s.path for s in unreadable}
@@ -179,7 +184,7 @@ class RepoService:
             progress.start("updating", len(changed) + len(removed))
             apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()))
             progress.advance(len(changed) + len(removed))
-        return len(changed), len(removed)
+        return len(changed), len(removed), restamped
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False) -> IndexReport | Failure:
         """Load, update or build the index, save it if anything changed, and report."""
@@ -188,6 +193,7 @@ class RepoService:
         directory = index_dir(self.root, self.config)
         reason = "--full requested" if full else ""
         index: RepoIndex | None = None
+        restamped = 0
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)
             if isinstance(loaded, Failure):
@@ -199,8 +205,9 @@ class RepoService:
                 index = self._full_build(progress)
                 action, changed, removed = "built", index.n_live_files, 0
             else:
+                restamped = 0
                 try:
-                    changed, removed = self._refresh(index, progress)
+                    changed, removed, restamped = self._refresh(index, progress)
                     action = "updated" if changed or removed else "unchanged"
                 except StructureUnavailable as error:
                     reason = f"index structure unreadable ({error})"
@@ -211,7 +218,7 @@ class RepoService:
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
-            if action != "unchanged" or index.snapshot is None:
+            if action != "unchanged" or index.snapshot is None or restamped:
                 save_index(index, directory, index.snapshot)
         except OSError as error:
             return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")

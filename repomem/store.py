@@ -211,12 +211,20 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
         tag = secrets.token_hex(4)
         temporary = directory / f"tmp-{tag}"
         temporary.mkdir()
+        # Snapshot names must keep growing across full builds, which restart at generation 0.
+        index.generation = max(index.generation, _newest_generation(directory) + 1)
         try:
             reuse = base_snapshot is not None and index.base_id != "" and _same_base(base_snapshot, index.base_id)
             if reuse:
-                for name in ("base.npz", "files.npz", "symbols.json"):
-                    os.link(base_snapshot / name, temporary / name)
-            else:
+                assert base_snapshot is not None
+                try:
+                    for name in ("base.npz", "files.npz", "symbols.json"):
+                        os.link(base_snapshot / name, temporary / name)
+                except OSError:  # no hard links here, or the base was pruned meanwhile: write it
+                    for name in ("base.npz", "files.npz", "symbols.json"):
+                        (temporary / name).unlink(missing_ok=True)
+                    reuse = False
+            if not reuse:
                 index.base_id = tag
                 base_files = [i for i, r in enumerate(index.files) if r is not None]
                 index.base_files = set(base_files)
@@ -265,6 +273,16 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
         _prune(directory, keep={final.name}, extra=index.config.index.keep_snapshots)
         index.snapshot = final
         return final
+
+
+def _newest_generation(directory: Path) -> int:
+    newest = -1
+    for snapshot in directory.glob("snap-*"):
+        try:
+            newest = max(newest, int(snapshot.name.split("-")[1]))
+        except (IndexError, ValueError):
+            continue
+    return newest
 
 
 def _same_base(snapshot: Path, base_id: str) -> bool:

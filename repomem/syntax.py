@@ -111,11 +111,18 @@ def _end_row(node: Node) -> int:
     return row - 1 if column == 0 and row > start_row else row
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as editors and RepoCoder count them: a final newline does not start another line."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _line_chars(text: str) -> np.ndarray:
-    return np.fromiter(
-        (len(line) - line.count(" ") - line.count("\t") for line in text.split("\n")),
-        dtype=np.int32,
-    )
+    """Characters of each line without its indentation and trailing blanks, shape (n_lines,)."""
+    lines = split_lines(text)
+    return np.fromiter((len(line.strip()) for line in lines), dtype=np.int32, count=len(lines))
 
 
 def extract_syntax(path: str, language: str, text: str, granularity: str) -> FileSyntax:
@@ -127,7 +134,7 @@ def extract_syntax(path: str, language: str, text: str, granularity: str) -> Fil
 
     parents: list[int] = [-1]
     starts: list[int] = [0]
-    ends: list[int] = [max(_end_row(root), text.count("\n"))]
+    ends: list[int] = [max(len(split_lines(text)) - 1, 0)]
     lengths: list[int] = [len(source)]
     kept_index: dict[int, int] = {root.id: 0}
     definitions: list[Definition] = []
@@ -205,18 +212,24 @@ def _text(node: Node | None) -> str:
     return node.text.decode("utf-8", errors="replace")
 
 
+MAX_DOTTED_PARTS = 32  # longer attribute chains are not resolvable calls anyway
+
+
 def _dotted_name(node: Node) -> str | None:
-    """'a.b.c' for identifier / attribute chains of identifiers, else None."""
-    if node.type == "identifier":
-        return _text(node)
-    if node.type == "attribute":
-        obj = node.child_by_field_name("object")
+    """'a.b.c' for identifier / attribute chains of identifiers, else None (iterative: chains
+    can be thousands of attributes long in generated code)."""
+    parts: list[str] = []
+    while node.type == "attribute":
         attr = node.child_by_field_name("attribute")
-        if obj is None or attr is None:
+        obj = node.child_by_field_name("object")
+        if obj is None or attr is None or len(parts) >= MAX_DOTTED_PARTS:
             return None
-        prefix = _dotted_name(obj)
-        return None if prefix is None else f"{prefix}.{_text(attr)}"
-    return None
+        parts.append(_text(attr))
+        node = obj
+    if node.type != "identifier":
+        return None
+    parts.append(_text(node))
+    return ".".join(reversed(parts))
 
 
 def _python_definition(node: Node, index: int, scope: str, inside_function: bool) -> Definition | None:

@@ -267,6 +267,30 @@ def test_incremental_update_matches_rebuild(tmp_path, synthetic_repo):
     assert checked > 100
 
 
+def test_removing_and_restoring_an_imported_module_restores_its_callers_edges(package_repo):
+    config = with_overrides(Config(), **EXACT)
+    service = RepoService.open(package_repo, config)
+    service.ensure_index()
+    helpers = package_repo / "pkg/helpers.py"
+    text = helpers.read_text(encoding="utf-8")
+    helpers.unlink()
+    service.ensure_index()
+    helpers.write_text(text, encoding="utf-8")
+    service.ensure_index()
+    rebuilt = open_index_full(package_repo, config)
+
+    def edges(index: RepoIndex):
+        out = set()
+        for row in index.all_calls().tolist():
+            source, target = index.files[row[0]].path, index.files[row[2]].path
+            src_line = int(index.syntax[row[0]].start_line[row[1]])
+            dst_line = int(index.syntax[row[2]].start_line[row[3]])
+            out.add((source, src_line, target, dst_line))
+        return out
+
+    assert edges(service.index) == edges(rebuilt)
+
+
 def open_index_full(root: Path, config: Config) -> RepoIndex:
     service = RepoService.open(root, config)
     assert isinstance(service, RepoService)

@@ -170,3 +170,23 @@ def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path):
     assert not (synthetic_repo / ".repomem").exists()
     assert list((tmp_path / "cache").glob("synthetic-*/CURRENT"))
     assert isinstance(load_index(synthetic_repo, service.config), RepoIndex)
+
+
+def test_touched_files_are_not_reread_forever(synthetic_repo):
+    built(synthetic_repo)
+    path = synthetic_repo / "lib/part1/mod1.py"
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    report = RepoService.open(synthetic_repo).ensure_index()
+    assert report.action == "unchanged"
+    loaded = load_index(synthetic_repo, Config())
+    assert loaded.record("lib/part1/mod1.py").mtime_ns == 1_000_000_000  # the new stat was saved
+
+
+def test_snapshot_names_keep_growing_across_full_builds(synthetic_repo):
+    service = built(synthetic_repo)
+    (synthetic_repo / "lib/part0/mod0.py").write_text("a = 1\n")
+    service.ensure_index()
+    before = current_snapshot(index_dir(synthetic_repo, Config()))
+    RepoService.open(synthetic_repo).ensure_index(full=True)
+    after = current_snapshot(index_dir(synthetic_repo, Config()))
+    assert int(after.name.split("-")[1]) > int(before.name.split("-")[1])

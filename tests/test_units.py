@@ -162,7 +162,7 @@ def test_statement_nodes_and_symbols():
     starts = syntax.start_line.tolist()
     # the root, the import, class, its block, methods, their blocks, statements, clauses
     assert starts[0] == 0 and syntax.parent[0] == -1
-    assert syntax.n_lines == SAMPLE.count("\n") + 1
+    assert syntax.n_lines == SAMPLE.count("\n")  # a final newline starts no line
     assert 7 in starts and 9 in starts  # `if name:` and `else:` lines (0-based)
     for node in range(1, syntax.n_nodes):  # every parent encloses its child
         parent = syntax.parent[node]
@@ -295,3 +295,43 @@ def test_find_repo_root(tmp_path):
     lonely = tmp_path / "lonely"
     lonely.mkdir()
     assert find_repo_root(lonely) is None or find_repo_root(lonely) != lonely
+
+
+# -- regressions found in review ------------------------------------------------------------------
+
+def test_config_rejects_values_that_would_break_indexing():
+    config, warnings = config_from_mapping({
+        "index": {"dir_name": ""},
+        "fragments": {"stride_lines": 0},
+        "graph": {"strength_cutoff": 0.0, "call_weight": 1.5},
+    })
+    assert config == Config()
+    assert len(warnings) == 4
+
+
+def test_line_endings_and_final_newline(tmp_path):
+    from repomem.config import FragmentConfig as FC
+    from repomem.fragments import file_fragments
+
+    body = "".join(f"x{i} = {i}\n" for i in range(60))
+    lf = extract_syntax("a.py", "python", body, "statement")
+    assert lf.n_lines == 60
+    windows = file_fragments(lf, FC())
+    assert (int(windows.starts[-1]), int(windows.ends[-1])) == (40, 60)  # centre 50: [40, 60)
+    root = write_repo(tmp_path / "r", {})
+    (root / "crlf.py").write_bytes(body.replace("\n", "\r\n").encode())
+    (root / "cr.py").write_bytes(body.replace("\n", "\r").encode())
+    config = Config().scan
+    candidates, _ = list_candidates(root, config)
+    for candidate in candidates:
+        source = read_source(root, candidate, config)
+        assert isinstance(source, SourceFile) and source.text == body
+
+
+def test_very_long_attribute_chain_does_not_break_indexing(tmp_path):
+    from repomem.service import RepoService
+
+    root = write_repo(tmp_path / "r", {"gen.py": "x" + ".a" * 3000 + "()\n", "ok.py": "def f():\n    return 1\n"})
+    service = RepoService.open(root)
+    report = service.ensure_index()
+    assert not isinstance(report, Failure) and report.files == 2
