@@ -111,6 +111,14 @@ class CompletionEngine:
         lines = cursor.text.split("\n")
         current = lines[cursor.line] if cursor.line < len(lines) else ""
         left_lines = [*lines[: cursor.line], current[: cursor.column]]
+        # Token healing: BPE vocabularies glue a space to the next word (" compute"), so a prompt
+        # ending in "return " steers the model off its usual tokens. The space goes back to the
+        # model, and is taken off the start of what it writes.
+        healed = ""
+        line_prefix = left_lines[-1]
+        if line_prefix.strip() and line_prefix != line_prefix.rstrip(" "):
+            healed = line_prefix[len(line_prefix.rstrip(" ")):]
+            left_lines[-1] = line_prefix.rstrip(" ")
         after = "\n".join([current[cursor.column :], *lines[cursor.line + 1 :]])
         suffix = after if use_suffix and after.strip() and self.backend.template.supports_fim else None
         shape = completion_shape("\n".join(left_lines), after)
@@ -129,7 +137,7 @@ class CompletionEngine:
                 query_lines = (query + draft).split("\n")
                 query = "\n".join(query_lines[-self.config.retrieval.query_lines :])
             result = self._one_round(cursor, strategy, query, alpha, left_lines, suffix, shape, order,
-                                     max_new_tokens, cancel, excluded, timings, round_number + 1)
+                                     max_new_tokens, cancel, excluded, timings, round_number + 1, healed)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
             draft = result.raw if shape.multiline else result.text
@@ -139,7 +147,7 @@ class CompletionEngine:
     def _one_round(
         self, cursor: Cursor, strategy: str, query: str, alpha: float, left_lines: list[str], suffix: str | None,
         shape: CompletionShape, order: str, max_new_tokens: int, cancel: Callable[[], bool] | None,
-        excluded: np.ndarray | None, timings: dict[str, float], rounds: int,
+        excluded: np.ndarray | None, timings: dict[str, float], rounds: int, healed: str = "",
     ) -> Completion | Failure:
         settings = self.config.completion
         started = time.perf_counter()
@@ -187,8 +195,11 @@ class CompletionEngine:
         if isinstance(generation, Failure):
             return generation
         timings["generate"] += generation.seconds * 1000
-        text = clean_completion(generation.text, shape, template.sentinels, suffix or "", settings.max_lines)
+        raw = generation.text
+        if healed:
+            raw = raw[len(healed):] if raw.startswith(healed) else raw.lstrip(" ")
+        text = clean_completion(raw, shape, template.sentinels, suffix or "", settings.max_lines)
         return Completion(
-            text=text, raw=generation.text, strategy=strategy, prompt=prompt, fragments=tuple(fragments),
+            text=text, raw=raw, strategy=strategy, prompt=prompt, fragments=tuple(fragments),
             generation=generation, shape=shape, rounds=rounds, timings_ms=dict(timings),
         )
