@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,12 +84,37 @@ def open_backend(config: CompletionConfig, progress: Progress | None = None, mod
     return LlamaBackend.open(pulled, config.context_tokens, config.threads)
 
 
+_DEFINITION = re.compile(r"^(\s*)(async\s+def|def|class)\s")
+STABLE_MEMO_SIZE = 64
+
+
+def enclosing_definition(lines: list[str], line: int) -> int:
+    """0-based line of the innermost def / class above `line` that contains it (-1 at module level)."""
+    current = lines[line] if line < len(lines) else ""
+    indent = len(current) - len(current.lstrip()) if current.strip() else None
+    for number in range(line, -1, -1):
+        match = _DEFINITION.match(lines[number])
+        if match is None:
+            continue
+        if indent is None or len(match.group(1)) < indent or number == line:
+            return number
+    return -1
+
+
 class CompletionEngine:
+    """Completes cursors of one repository with one backend.
+
+    With order "stable", the blocks are retrieved once per function (at the first completion in
+    it) and reused, ordered by path and line, while the cursor stays in that function: every prompt
+    then shares its whole block section, and the backend's prompt cache skips it.
+    """
+
     def __init__(self, service: RepoService, backend: Backend, config: Config | None = None):
         self.service = service
         self.backend = backend
         self.config = config or service.config
         self._counter = _Counter(backend)
+        self._stable: OrderedDict[tuple[str, int], list[ScoredFragment]] = OrderedDict()
 
     def complete(
         self,
@@ -152,12 +179,26 @@ class CompletionEngine:
         settings = self.config.completion
         started = time.perf_counter()
         fragments: list[ScoredFragment] = []
-        if strategy != "infile" and self.service.index is not None:
-            query_first = max(0, cursor.line - self.config.retrieval.query_lines + 1)
-            hidden = self.service.visible_fragments(cursor.path, query_first, cursor.line)
-            if excluded is not None and excluded.size:
-                hidden = np.union1d(hidden, excluded)
-            fragments = self.service.retrieve(query, alpha=alpha, excluded=hidden)
+        index = self.service.index
+        if strategy != "infile" and index is not None:
+            memo_key = None
+            if order == "stable" and rounds == 1:
+                memo_key = (cursor.path, enclosing_definition(cursor.text.split("\n"), cursor.line))
+                remembered = self._stable.get(memo_key)
+                if remembered is not None and all(f.fragment < index.n_fragments and index.live[f.fragment]
+                                                  for f in remembered):
+                    fragments = remembered
+                    self._stable.move_to_end(memo_key)
+            if not fragments:
+                query_first = max(0, cursor.line - self.config.retrieval.query_lines + 1)
+                hidden = self.service.visible_fragments(cursor.path, query_first, cursor.line)
+                if excluded is not None and excluded.size:
+                    hidden = np.union1d(hidden, excluded)
+                fragments = self.service.retrieve(query, alpha=alpha, excluded=hidden)
+                if memo_key is not None:
+                    self._stable[memo_key] = fragments
+                    while len(self._stable) > STABLE_MEMO_SIZE:
+                        self._stable.popitem(last=False)
         candidates = [
             ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel)
             for f in fragments

@@ -100,6 +100,19 @@ def write_repo(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "shop"
+
+
+def copy_example(target: Path) -> Path:
+    """The bundled example repository, copied without any index it may carry."""
+    for path in EXAMPLE.rglob("*"):
+        if path.is_file() and ".repomem" not in path.parts:
+            destination = target / path.relative_to(EXAMPLE)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(path.read_bytes())
+    return target
+
+
 @pytest.fixture
 def package_repo(tmp_path: Path) -> Path:
     return write_repo(tmp_path / "repo", PACKAGE_FILES)

@@ -12,9 +12,7 @@ import pytest
 
 from repomem.service import RepoService
 
-from .conftest import write_repo
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "shop"
+from .conftest import copy_example, write_repo
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -35,20 +33,14 @@ def assert_user_error(result: subprocess.CompletedProcess, *needles: str) -> Non
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
-    root = tmp_path / "shop"
-    for path in EXAMPLE.rglob("*"):
-        if path.is_file() and ".repomem" not in path.parts:
-            target = root / path.relative_to(EXAMPLE)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
-    return root
+    return copy_example(tmp_path / "shop")
 
 
 def test_index_then_retrieve_json(shop):
     result = run("index", str(shop), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["action"] == "built" and report["files"] == 7 and report["fragments"] > 10
+    assert report["action"] == "built" and report["files"] == 8 and report["fragments"] > 10
     assert report["nodes"] > 100 and report["edges"] > 100 and report["index_bytes"] > 0
 
     result = run("retrieve", "shop/checkout.py:17", "--json", "--k", "3", cwd=shop)

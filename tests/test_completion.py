@@ -23,16 +23,8 @@ from repomem.backends.openai_http import OpenAIBackend
 from repomem.failures import Failure
 from repomem.models import DEFAULT_MODEL, PackagedModel, pull_default_model, verify_model
 
-from .test_cli import EXAMPLE, assert_user_error, run
-
-REPORT = '''"""Order reports."""
-
-from .pricing import compute_tax
-
-
-def tax_for_order(amount_cents: int, tax_class: str) -> int:
-    return 
-'''
+from .conftest import copy_example
+from .test_cli import assert_user_error, run
 
 
 @pytest.fixture(scope="session")
@@ -51,13 +43,8 @@ def llama(model_path) -> LlamaBackend:
 
 @pytest.fixture
 def shop_with_report(tmp_path: Path) -> Path:
-    root = tmp_path / "shop"
-    for path in EXAMPLE.rglob("*"):
-        if path.is_file() and ".repomem" not in path.parts:
-            target = root / path.relative_to(EXAMPLE)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
-    (root / "shop" / "report.py").write_text(REPORT, encoding="utf-8")
+    root = copy_example(tmp_path / "shop")
+    assert (root / "shop" / "report.py").read_text(encoding="utf-8").endswith("    return \n")
     return root
 
 
@@ -87,7 +74,7 @@ def test_default_model_is_the_pinned_file(model_path):
 
 
 def test_complete_names_a_function_from_another_file(shop_with_report):
-    result = run("complete", f"{shop_with_report}/shop/report.py:7", "--json")
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["completion"].startswith("compute_tax("), data["completion"]
@@ -100,7 +87,7 @@ def test_complete_names_a_function_from_another_file(shop_with_report):
 
 
 def test_infile_strategy_and_plain_output(shop_with_report):
-    result = run("complete", f"{shop_with_report}/shop/report.py:7", "--strategy", "infile")
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--strategy", "infile")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()  # the completion alone on stdout
 
@@ -122,7 +109,7 @@ def test_prompt_longer_than_the_window_is_a_failure(llama):
 
 
 def test_bad_model_and_endpoint_inputs(shop_with_report, tmp_path):
-    position = f"{shop_with_report}/shop/report.py:7"
+    position = f"{shop_with_report}/shop/report.py:9"
     assert_user_error(run("complete", position, "--model", str(tmp_path / "nope.gguf")), "does not exist")
     text_file = tmp_path / "notes.gguf"
     text_file.write_text("hello")
@@ -211,7 +198,7 @@ def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_rep
     generation = backend.generate(GenerationRequest("def add(a, b):\n    return", 12, ["\n"], 60.0))
     assert not isinstance(generation, Failure) and "a" in generation.text and generation.prompt_tokens > 0
     backend.close()
-    result = run("complete", f"{shop_with_report}/shop/report.py:7", "--endpoint", url, "--json")
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["backend"] == f"openai:{url}" and data["completion"].startswith("compute_tax(")

@@ -125,3 +125,14 @@ def test_clean_cuts_loops_and_suffix_echo():
     assert clean_completion(loop, shape) == "\n    x += 1\n    x += 1"
     echo = "\n    y = 2\n    return y"
     assert clean_completion(echo, shape, suffix="\n    return y\n") == "\n    y = 2"
+
+
+def test_enclosing_definition():
+    from repomem.completion import enclosing_definition
+
+    lines = ["import os", "", "class A:", "    def m(self):", "        x = 1", "", "        y = 2", "x = 3"]
+    assert enclosing_definition(lines, 4) == 3
+    assert enclosing_definition(lines, 6) == 3
+    assert enclosing_definition(lines, 5) == 3  # a blank line inside the method
+    assert enclosing_definition(lines, 3) == 3
+    assert enclosing_definition(lines, 7) == -1
