@@ -115,6 +115,7 @@ class CompletionEngine:
         self.config = config or service.config
         self._counter = _Counter(backend)
         self._stable: OrderedDict[tuple[str, int], list[ScoredFragment]] = OrderedDict()
+        self._first_lines: dict[tuple[str, int], int] = {}  # where the function's last prompt began
 
     def complete(
         self,
@@ -198,7 +199,8 @@ class CompletionEngine:
                 if memo_key is not None:
                     self._stable[memo_key] = fragments
                     while len(self._stable) > STABLE_MEMO_SIZE:
-                        self._stable.popitem(last=False)
+                        dropped, _ = self._stable.popitem(last=False)
+                        self._first_lines.pop(dropped, None)
         candidates = [
             ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel)
             for f in fragments
@@ -207,12 +209,16 @@ class CompletionEngine:
         started = time.perf_counter()
         budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
         suffix_lines = 0 if suffix is None else suffix.count("\n") + 1
+        stable_key = None
+        if order == "stable":
+            stable_key = (cursor.path, enclosing_definition(cursor.text.split("\n"), cursor.line))
         try:
             while True:
                 prompt = build_prompt(
                     left_lines=left_lines, suffix=suffix, candidates=candidates, tokenizer=self._counter,
                     template=self.backend.template, budget=budget, order=order, style=settings.style,
                     repo=self.service.root.name, path=cursor.path,
+                    first_line_hint=self._first_lines.get(stable_key) if stable_key else None,
                 )
                 if isinstance(prompt, Failure):
                     return prompt
@@ -225,6 +231,8 @@ class CompletionEngine:
                 candidates = [c for c in candidates if c.fragment not in duplicates]
         except _CountFailed as error:
             return error.failure
+        if stable_key is not None:
+            self._first_lines[stable_key] = prompt.left_first_line
         timings["prompt"] += (time.perf_counter() - started) * 1000
         template = self.backend.template
         stops = list(template.stops)

@@ -107,12 +107,15 @@ def build_prompt(
     style: str = "comments",
     repo: str = "",
     path: str = "",
+    first_line_hint: int | None = None,
 ) -> Prompt | Failure:
     """Fit blocks and the current file into the budget.
 
     `left_lines`: the current file up to the cursor, one entry per line (the last one cut at the
     cursor). `candidates`: retrieved blocks, best first. `suffix`: text after the cursor for
-    fill-in-the-middle (None for left-to-right).
+    fill-in-the-middle (None for left-to-right). `first_line_hint`: where the previous prompt of
+    this function started the current file; kept while it fits, so the prompt prefix stays the
+    same as the cursor moves down (when it no longer fits, a quarter of the room is cleared at once).
     """
     use_fim = suffix is not None and template.supports_fim
     suffix_text: str | None = None
@@ -159,6 +162,11 @@ def build_prompt(
                 high = middle
             else:
                 low = middle + 1
+        if first_line_hint is not None and low > 0:
+            if low <= first_line_hint < n_lines:
+                low = first_line_hint
+            else:
+                low = min(n_lines - 1, low + (n_lines - low) // 4)
         text = render(low, blocks)
         left_text = "\n".join(left_lines[low:])
         return Prompt(

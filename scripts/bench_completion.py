@@ -51,7 +51,9 @@ def single(service: RepoService, backend: LlamaBackend, budget: int, path: str, 
     config = with_overrides(service.config, completion={"max_prompt_tokens": budget})
     engine = CompletionEngine(service, backend, config)
     text = (service.root / path).read_text(encoding="utf-8")
-    cursor = locate(service.root, path, text, line, None)
+    # Right after the "= " of an assignment: the model has a real expression to write.
+    column = text.split("\n")[line - 1].index(" = ") + 4
+    cursor = locate(service.root, path, text, line, column)
     assert not isinstance(cursor, Failure)
     flush_cache(backend)
     cold = engine.complete(cursor)
@@ -60,7 +62,8 @@ def single(service: RepoService, backend: LlamaBackend, budget: int, path: str, 
     return {
         "prompt_tokens": cold.generation.prompt_tokens,
         "cold_s": sum(cold.timings_ms.values()) / 1000, "warm_s": sum(warm.timings_ms.values()) / 1000,
-        "warm_cached_tokens": warm.generation.cached_tokens,
+        "warm_cached_tokens": warm.generation.cached_tokens, "generated_tokens": warm.generation.completion_tokens,
+        "completion": warm.text,
     }
 
 
@@ -99,6 +102,8 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=None)
     parser.add_argument("--file", default=WALK_FILE, help="file for the single cursors and the walk")
     parser.add_argument("--walk", type=int, default=50)
+    parser.add_argument("--orders", default="score,stable", help="block orders to walk with")
+    parser.add_argument("--skip-single", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-completion.json")
     args = parser.parse_args()
     console = Console()
@@ -118,12 +123,12 @@ def main() -> None:
     backend = LlamaBackend.open(model, context_tokens=4096)
     assert not isinstance(backend, Failure), backend
     text = (service.root / args.file).read_text(encoding="utf-8").split("\n")
-    line = max(i for i, l in enumerate(text[: len(text) // 2]) if l.strip()) + 1
+    line = max(i for i, l in enumerate(text[: len(text) // 2]) if " = " in l) + 1
     results: dict = {"repo": source.name, "file": args.file, "model": backend.name, "single": {}, "walks": []}
-    for budget in (1024, 2048):
+    for budget in () if args.skip_single else (1024, 2048):
         console.print(f"cold / warm, {budget}-token budget ...")
         results["single"][str(budget)] = single(service, backend, budget, args.file, line)
-    for order in ("score", "stable"):
+    for order in args.orders.split(","):
         console.print(f"walk of {args.walk} cursors, order={order} ...")
         results["walks"].append(walk(service, backend, order, args.walk, args.file))
     results["config"] = dataclasses.asdict(service.config.completion)

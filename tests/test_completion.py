@@ -230,3 +230,20 @@ def test_vllm_in_process_backend():
     assert not isinstance(backend, Failure), backend
     result = backend.generate(GenerationRequest("def add(a, b):\n    return", 8, ["\n"], 60.0))
     assert not isinstance(result, Failure) and result.text.strip()
+
+
+def test_stable_order_shares_the_prompt_prefix_inside_a_function(llama, shop_with_report):
+    from repomem.completion import CompletionEngine
+    from repomem.config import with_overrides
+    from repomem.service import RepoService
+
+    service = RepoService.open(shop_with_report)
+    service.ensure_index()
+    config = with_overrides(service.config, completion={"order": "stable", "max_new_tokens": 8,
+                                                        "max_prompt_tokens": 1024})
+    engine = CompletionEngine(service, llama, config)
+    first = engine.complete(service.cursor_at(shop_with_report / "shop/cart.py", 24, None))
+    second = engine.complete(service.cursor_at(shop_with_report / "shop/cart.py", 25, None))
+    assert not isinstance(first, Failure) and not isinstance(second, Failure)
+    assert [b.fragment for b in first.prompt.blocks] == [b.fragment for b in second.prompt.blocks]
+    assert first.prompt.blocks and second.generation.cached_tokens >= first.prompt.block_tokens
