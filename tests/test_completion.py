@@ -247,3 +247,18 @@ def test_stable_order_shares_the_prompt_prefix_inside_a_function(llama, shop_wit
     assert not isinstance(first, Failure) and not isinstance(second, Failure)
     assert [b.fragment for b in first.prompt.blocks] == [b.fragment for b in second.prompt.blocks]
     assert first.prompt.blocks and second.generation.cached_tokens >= first.prompt.block_tokens
+
+
+def test_repocoder_strategy_runs_two_rounds(shop_with_report):
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--strategy", "repocoder+fragrel", "--json",
+                 "--max-tokens", "16")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["rounds"] == 2 and data["strategy"] == "repocoder+fragrel"
+    assert data["completion"].startswith("compute_tax(")
+
+
+def test_model_command(model_path):
+    result = run("model", "verify")
+    assert result.returncode == 0 and result.stdout.strip() == str(model_path)
+    assert run("model", "path").stdout.strip() == str(model_path)
