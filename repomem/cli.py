@@ -260,7 +260,8 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 0
     print(result.text)
     err.print(f"{result.strategy} · {backend.name} · prompt {result.generation.prompt_tokens} tokens "
-              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms", style="dim")
+              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms", style="dim",
+              soft_wrap=True)
     return 0
 
 
