@@ -265,6 +265,13 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.lsp_server import serve
+
+    serve(args.tcp)
+    return 0
+
+
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.models import default_model_path, pull_default_model, verify_model
 
@@ -314,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
     complete.add_argument("--json", action="store_true", help="prompt, fragments, tokens and timings as JSON")
     complete.set_defaults(handler=cmd_complete)
+
+    serve = commands.add_parser("serve", help="run the language server (stdio, or --tcp on 127.0.0.1)")
+    serve.add_argument("--tcp", type=int, default=None, metavar="PORT", help="listen on 127.0.0.1:PORT instead")
+    serve.set_defaults(handler=cmd_serve)
 
     model = commands.add_parser("model", help="the embedded default model")
     model.add_argument("action", choices=("pull", "path", "verify"), help="fetch it, print its path, or check it")
