@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from repomem.backends.base import GenerationRequest  # noqa: E402
 from repomem.backends.llama import LlamaBackend  # noqa: E402
 from repomem.completion import CompletionEngine  # noqa: E402
-from repomem.config import Config, with_overrides  # noqa: E402
+from repomem.config import with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from repomem.models import pull_default_model  # noqa: E402
 from repomem.packages import package_source  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from repomem.service import RepoService
 
-from .conftest import copy_example, write_repo
+from .conftest import copy_example
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from repomem.config import Config, with_overrides
-from repomem.index import RepoIndex, analyze_file, apply_changes
+from repomem.index import RepoIndex
 from repomem.kernels import bounded_dijkstra
 from repomem.relations import cost_limit, relation_entries
 from repomem.resolve import CallEdge

@@ -56,7 +56,7 @@ def test_round_trip_and_lazy_structure(synthetic_repo):
 
 
 def test_incremental_save_reuses_base_files(synthetic_repo):
-    service = built(synthetic_repo)
+    built(synthetic_repo)
     first = current_snapshot(index_dir(synthetic_repo, Config()))
     (synthetic_repo / "lib/part0/mod3.py").write_text("def replaced():\n    return 1\n", encoding="utf-8")
     again = RepoService.open(synthetic_repo)

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from repomem.config import Config, config_from_mapping, load_config
 from repomem.failures import Failure
