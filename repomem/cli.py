@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from repomem.config import STRATEGIES
 from repomem.failures import Failure
 from repomem.positions import find_repo_root, parse_position
 from repomem.service import IndexReport, RepoService, Retrieval
@@ -311,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     complete = commands.add_parser("complete", help="complete the code at a cursor with a model")
     complete.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
-    complete.add_argument("--strategy", choices=("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel"),
+    complete.add_argument("--strategy", choices=STRATEGIES,
                           default=None, help="how context is retrieved (default: fragrel)")
     complete.add_argument("--model", default=None, help="a GGUF file (default: the embedded Qwen2.5-Coder 0.5B)")
     complete.add_argument("--endpoint", default=None, help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM)")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from repomem.backends.base import Backend, Generation, GenerationRequest
-from repomem.config import CompletionConfig, Config
+from repomem.config import STRATEGIES, CompletionConfig, Config
 from repomem.failures import Failure
 from repomem.positions import Cursor, text_before_cursor
 from repomem.postprocess import CompletionShape, clean_completion, completion_shape
@@ -28,7 +28,6 @@ from repomem.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.scoring import ScoredFragment
 from repomem.service import RepoService
 
-STRATEGIES = ("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel")
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,7 @@ class CompletionEngine:
                     fragments = remembered
                     self._stable.move_to_end(memo_key)
             if not fragments:
-                query_first = max(0, cursor.line - self.config.retrieval.query_lines + 1)
+                _, query_first = text_before_cursor(cursor, self.config.retrieval.query_lines)
                 hidden = self.service.visible_fragments(cursor.path, query_first, cursor.line)
                 if excluded is not None and excluded.size:
                     hidden = np.union1d(hidden, excluded)

@@ -140,10 +140,12 @@ class Config:
 
 CONFIG_FILE_NAME = "repomem.toml"
 
+STRATEGIES = ("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel")
+
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("graph", "granularity"): ("statement", "named"),
     ("relations", "kind"): ("graph", "context", "graph+context"),
-    ("completion", "strategy"): ("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel"),
+    ("completion", "strategy"): STRATEGIES,
     ("completion", "order"): ("score", "stable"),
     ("completion", "style"): ("comments", "repo"),
 }

@@ -10,14 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from repomem.config import GraphConfig
 from repomem.kernels import symmetric_csr
 from repomem.syntax import FileSyntax
 
 SYNTAX, DIRECTORY, FILE_ROOT, CALL = 0, 1, 2, 3
-EDGE_KIND_NAMES = ("syntax", "directory", "file-root", "call")
 
 
 @dataclass(frozen=True)
@@ -167,11 +165,3 @@ def build_graph(
         edge_weight=weight[first],
         edge_kind=kind[first],
     )
-
-
-def adjacency_matrix(graph: CodeGraph) -> sp.csr_matrix:
-    """Weights as a symmetric scipy matrix (for inspection and tests)."""
-    rows = np.concatenate([graph.edge_a, graph.edge_b])
-    cols = np.concatenate([graph.edge_b, graph.edge_a])
-    data = np.concatenate([graph.edge_weight, graph.edge_weight])
-    return sp.csr_matrix((data, (rows, cols)), shape=(graph.n_nodes, graph.n_nodes))

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
 
 from repomem.config import GraphConfig, RelationConfig
 from repomem.fragments import FragmentTable
@@ -158,12 +157,6 @@ def relation_entries(
     size = int(max(fragments.size, 1))
     bars = row_thresholds(r, v, size, keep, relation_config.relation_cutoff)[rows]
     return r, c, v, bars
-
-
-def to_matrix(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, size: int) -> sp.csr_matrix:
-    matrix = sp.csr_matrix((values, (rows, cols)), shape=(size, size))
-    matrix.sum_duplicates()
-    return matrix
 
 
 def strongest_per_row(

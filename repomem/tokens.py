@@ -34,7 +34,3 @@ def tokenize(text: str, config: BM25Config) -> list[str]:
     for word in _WORD.findall(text):
         tokens.extend(_expand(word, config.split_subwords, config.lowercase))
     return tokens
-
-
-def tokenize_lines(lines: list[str], config: BM25Config) -> list[list[str]]:
-    return [tokenize(line, config) for line in lines]
