@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from repomem.config import STRATEGIES
@@ -47,6 +47,7 @@ class RichProgress:
     def __init__(self, console: Console):
         self._progress = Progress(
             TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn(),
             console=console, transient=True, disable=not console.is_terminal,
         )
         self._task: Any = None
@@ -331,6 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("action", choices=("pull", "path", "verify"), help="fetch it, print its path, or check it")
     model.add_argument("--force", action="store_true", help="fetch again even if present")
     model.set_defaults(handler=cmd_model)
+
+    from repomem.evaluation.commands import add_eval_parser
+
+    add_eval_parser(commands)
     return parser
 
 

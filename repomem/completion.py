@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections import OrderedDict
@@ -127,7 +128,15 @@ class CompletionEngine:
         cancel: Callable[[], bool] | None = None,
         excluded: np.ndarray | None = None,
         alpha: float | None = None,
+        visible_from: int = 0,
+        enough: Callable[[str], bool] | None = None,
     ) -> Completion | Failure:
+        """Complete at `cursor` with `strategy`.
+
+        `excluded`: fragment ids retrieval must not offer (the RepoEval leakage rule).
+        `visible_from`: 0-based first line of the current file the prompt may show (RepoEval's
+        context_start_lineno). `enough`: ends generation early (see GenerationRequest).
+        """
         settings = self.config.completion
         strategy = strategy or settings.strategy
         if strategy not in STRATEGIES:
@@ -137,7 +146,8 @@ class CompletionEngine:
         max_new_tokens = max_new_tokens or settings.max_new_tokens
         lines = cursor.text.split("\n")
         current = lines[cursor.line] if cursor.line < len(lines) else ""
-        left_lines = [*lines[: cursor.line], current[: cursor.column]]
+        visible_from = min(max(visible_from, 0), cursor.line)
+        left_lines = [*lines[visible_from : cursor.line], current[: cursor.column]]
         # Token healing: BPE vocabularies glue a space to the next word (" compute"), so a prompt
         # ending in "return " steers the model off its usual tokens. The space goes back to the
         # model, and is taken off the start of what it writes.
@@ -164,7 +174,8 @@ class CompletionEngine:
                 query_lines = (query + draft).split("\n")
                 query = "\n".join(query_lines[-self.config.retrieval.query_lines :])
             result = self._one_round(cursor, strategy, query, alpha, left_lines, suffix, shape, order,
-                                     max_new_tokens, cancel, excluded, timings, round_number + 1, healed)
+                                     max_new_tokens, cancel, excluded, timings, round_number + 1, healed,
+                                     visible_from, enough)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
             draft = result.raw if shape.multiline else result.text
@@ -175,6 +186,7 @@ class CompletionEngine:
         self, cursor: Cursor, strategy: str, query: str, alpha: float, left_lines: list[str], suffix: str | None,
         shape: CompletionShape, order: str, max_new_tokens: int, cancel: Callable[[], bool] | None,
         excluded: np.ndarray | None, timings: dict[str, float], rounds: int, healed: str = "",
+        visible_from: int = 0, enough: Callable[[str], bool] | None = None,
     ) -> Completion | Failure:
         settings = self.config.completion
         started = time.perf_counter()
@@ -190,10 +202,7 @@ class CompletionEngine:
                     fragments = remembered
                     self._stable.move_to_end(memo_key)
             if not fragments:
-                _, query_first = text_before_cursor(cursor, self.config.retrieval.query_lines)
-                hidden = self.service.visible_fragments(cursor.path, query_first, cursor.line)
-                if excluded is not None and excluded.size:
-                    hidden = np.union1d(hidden, excluded)
+                hidden = self.service.hidden_fragments(cursor, excluded)
                 fragments = self.service.retrieve(query, alpha=alpha, excluded=hidden)
                 if memo_key is not None:
                     self._stable[memo_key] = fragments
@@ -211,16 +220,21 @@ class CompletionEngine:
         stable_key = None
         if order == "stable":
             stable_key = (cursor.path, enclosing_definition(cursor.text.split("\n"), cursor.line))
+        hint = self._first_lines.get(stable_key) if stable_key else None
+        if hint is not None:
+            hint = hint - visible_from if hint >= visible_from else None
         try:
             while True:
                 prompt = build_prompt(
                     left_lines=left_lines, suffix=suffix, candidates=candidates, tokenizer=self._counter,
                     template=self.backend.template, budget=budget, order=order, style=settings.style,
                     repo=self.service.root.name, path=cursor.path,
-                    first_line_hint=self._first_lines.get(stable_key) if stable_key else None,
+                    first_line_hint=hint,
                 )
                 if isinstance(prompt, Failure):
                     return prompt
+                # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
+                prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
                 # Blocks repeating what the prompt already shows of the current file are dropped.
                 visible = (prompt.left_first_line, cursor.line + suffix_lines)
                 duplicates = {b.fragment for b in prompt.blocks
@@ -239,6 +253,7 @@ class CompletionEngine:
             stops.append("\n")
         generation = self.backend.generate(GenerationRequest(
             prompt=prompt.text, max_tokens=max_new_tokens, stop=stops, deadline_s=settings.deadline_s, cancel=cancel,
+            enough=enough,
         ))
         if isinstance(generation, Failure):
             return generation

@@ -32,7 +32,7 @@ from repomem.scan import (
     read_source,
     source_from_bytes,
 )
-from repomem.scoring import ScoredFragment, score_fragments, top_fragments
+from repomem.scoring import Lift, ScoredFragment, score_fragments, scored_fragments, strongest_lifts, top_fragments
 from repomem.store import index_dir, load_index, save_index
 
 # Below this many files a worker pool costs more than it saves.
@@ -260,6 +260,24 @@ class RepoService:
             return None
         return self._update_one(path)
 
+    def file_changed(self, path: str) -> None | Failure:
+        """A file changed on disk (saved, created, deleted): re-index it unless a buffer overlays it."""
+        if self.index is None or path in self._buffers:
+            return None
+        return self._update_one(path)
+
+    def save(self) -> None | Failure:
+        """Write the in-memory index as a new snapshot. Files indexed from buffers carry mtime 0,
+        so the next load re-reads them from disk rather than trusting unsaved text."""
+        if self.index is None:
+            return Failure("no-index", "the index is not loaded")
+        directory = index_dir(self.root, self.config)
+        try:
+            save_index(self.index, directory, self.index.snapshot)
+        except OSError as error:
+            return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
+        return None
+
     def _update_one(self, path: str) -> None | Failure:
         """Re-index one file from its buffer or the disk (a vanished file leaves the index)."""
         assert self.index is not None
@@ -317,8 +335,29 @@ class RepoService:
         assert self.index is not None, "call ensure_index first"
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
-        scores = score_fragments(self.index, query_text, alpha, excluded)
+        budget_ms = self.config.retrieval.time_budget_ms
+        deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
+        scores = score_fragments(self.index, query_text, alpha, excluded, deadline)
         return top_fragments(self.index, scores, k)
+
+    def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
+                excluded: np.ndarray | None = None) -> list[tuple[ScoredFragment, Lift | None]]:
+        """Scores of `fragments` (default: the top K) for the cursor's query, each with the
+        neighbour that lifted it most through W (no time budget: an explanation is exact)."""
+        assert self.index is not None, "call ensure_index first"
+        alpha = self.config.retrieval.alpha if alpha is None else alpha
+        query, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        hidden = self.visible_fragments(cursor.path, first_line, cursor.line)
+        if excluded is not None and excluded.size:
+            hidden = np.union1d(hidden, excluded)
+        scores = score_fragments(self.index, query, alpha, hidden)
+        if fragments is None:
+            chosen = top_fragments(self.index, scores, self.config.retrieval.top_k)
+        else:
+            live = [f for f in fragments if 0 <= f < self.index.n_fragments and self.index.live[f]]
+            chosen = scored_fragments(self.index, scores, live)
+        lifts = strongest_lifts(self.index, scores, [f.fragment for f in chosen])
+        return list(zip(chosen, lifts))
 
     def visible_fragments(self, path: str, first_line: int, last_line: int) -> np.ndarray:
         """Ids of the file's fragments overlapping lines [first_line, last_line] (0-based)."""
@@ -331,6 +370,15 @@ class RepoService:
         ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
         starts, ends = self.index.fragment_start[ids], self.index.fragment_end[ids]
         return ids[(starts <= last_line) & (ends > first_line)]
+
+    def hidden_fragments(self, cursor: Cursor, excluded: np.ndarray | None = None) -> np.ndarray:
+        """Fragment ids a retrieval at `cursor` must not offer: the current file's windows over the
+        query lines (the prompt shows them already) plus `excluded` (e.g. RepoEval's leakage rule)."""
+        _, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        hidden = self.visible_fragments(cursor.path, first_line, cursor.line)
+        if excluded is not None and excluded.size:
+            hidden = np.union1d(hidden, excluded)
+        return hidden
 
     def retrieve_at(
         self,

@@ -87,3 +87,14 @@ def reference_relation(
                     denominator += len_k * len_l
             w[i, j] = numerator / denominator if denominator else 0.0
     return w
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance (insert, delete, substitute: cost 1 each) by the textbook dynamic programme."""
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        current = [i]
+        for j, char_b in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        previous = current
+    return previous[-1]

@@ -29,6 +29,10 @@ class GenerationRequest:
     stop: Sequence[str]
     deadline_s: float  # the call returns by then (Failure or what was generated so far)
     cancel: CancelCheck | None = None  # polled between tokens
+    # Polled with the text generated so far; True ends the generation as finished ("stop"). The
+    # evaluator stops once a prediction has as many lines as the scorer will read: greedy
+    # decoding makes the kept text identical to a full-length run's.
+    enough: Callable[[str], bool] | None = None
 
 
 class Backend(Protocol):

@@ -98,6 +98,9 @@ class LlamaBackend:
                     if request.cancel is not None and request.cancel():
                         finish = "cancelled"
                         break
+                    if request.enough is not None and request.enough("".join(pieces)):
+                        finish = "stop"
+                        break
                     if time.perf_counter() > deadline:
                         finish = "deadline"
                         break

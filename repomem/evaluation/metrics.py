@@ -1,0 +1,69 @@
+"""RepoEval scores (DESIGN.md section 6) and retrieval-only metrics.
+
+EM / ES follow RepoCoder's scorer: prediction and ground truth are split into lines, each stripped,
+empty ones dropped, and the prediction keeps as many lines as the ground truth has. EM compares the
+line lists; ES = 1 - Levenshtein / length of the longer string, on the lines joined by newlines
+(rapidfuzz's C implementation; tests check it against a plain dynamic programme).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rapidfuzz.distance import Levenshtein
+
+from repomem.evaluation.tasks import TaskDefinition
+
+
+def scored_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.split("\n") if line.strip()]
+
+
+def truncated_prediction(prediction: str, ground_truth: str) -> list[str]:
+    """The prediction's non-empty stripped lines, as many as the ground truth has."""
+    return scored_lines(prediction)[: len(scored_lines(ground_truth))]
+
+
+def exact_match(prediction: str, ground_truth: str) -> bool:
+    return truncated_prediction(prediction, ground_truth) == scored_lines(ground_truth)
+
+
+def edit_similarity(prediction: str, ground_truth: str) -> float:
+    """In [0, 1]; 1 for identical texts (two empty texts included)."""
+    return float(Levenshtein.normalized_similarity("\n".join(truncated_prediction(prediction, ground_truth)),
+                                                   "\n".join(scored_lines(ground_truth))))
+
+
+def has_enough_lines(ground_truth: str):
+    """A predicate for GenerationRequest.enough: the text already holds every line the scorer reads.
+
+    A line counts once a newline ends it, so a line still being written is never cut short.
+    """
+    wanted = len(scored_lines(ground_truth))
+
+    def enough(text: str) -> bool:
+        complete = text[: text.rfind("\n") + 1] if "\n" in text else ""
+        return len(scored_lines(complete)) >= wanted
+
+    return enough
+
+
+def line_hit_rank(fragment_texts: Sequence[str], ground_truth: str) -> int | None:
+    """1-based rank of the first fragment holding every line of the ground truth (stripped), or None."""
+    wanted = scored_lines(ground_truth)
+    if not wanted:
+        return None
+    for rank, text in enumerate(fragment_texts, start=1):
+        present = set(scored_lines(text))
+        if all(line in present for line in wanted):
+            return rank
+    return None
+
+
+def definition_hit_rank(spans: Sequence[tuple[str, int, int]], definition: TaskDefinition) -> int | None:
+    """1-based rank of the first fragment (path, start, end: 0-based, end exclusive) that contains the
+    definition's def / class line, or None."""
+    for rank, (path, start, end) in enumerate(spans, start=1):
+        if path == definition.path and start <= definition.line < end:
+            return rank
+    return None

@@ -1,0 +1,67 @@
+"""Adapter for matplotlib: the report's PNG figures (headless, Agg)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from repomem.evaluation.report import Report  # noqa: E402
+
+FIGURE_DPI = 120
+
+
+def strategy_bars(report: Report, path: Path) -> Path | None:
+    """EM and ES per strategy, one panel per split (model runs); None without model rows."""
+    if not report.model_rows:
+        return None
+    splits = list(dict.fromkeys(r.split for r in report.model_rows))
+    figure, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4), squeeze=False)
+    for axis, split in zip(axes[0], splits):
+        rows = [r for r in report.model_rows if r.split == split]
+        names = [r.strategy for r in rows]
+        positions = range(len(rows))
+        axis.bar([p - 0.2 for p in positions], [r.em for r in rows], width=0.4, label="EM")
+        axis.bar([p + 0.2 for p in positions], [r.es for r in rows], width=0.4, label="ES")
+        for p, r in zip(positions, rows):
+            if r.em_delta is not None:
+                axis.errorbar(p - 0.2, r.em, yerr=[[r.em_delta[0] - r.em_delta[1]], [r.em_delta[2] - r.em_delta[0]]],
+                              color="black", capsize=3, linewidth=1)
+        axis.set_xticks(list(positions), names, rotation=25, ha="right")
+        axis.set_title(f"{split} (n = {rows[0].n})")
+        axis.set_ylabel("percent")
+        axis.set_ylim(0, 100)
+        axis.legend()
+    figure.suptitle(f"RepoEval-protocol completion, {report.backend}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=FIGURE_DPI)
+    plt.close(figure)
+    return path
+
+
+def alpha_sweep(report: Report, path: Path) -> Path | None:
+    """hit@K and MRR against alpha per split (the FragRel paper's Figure 4, on retrieval)."""
+    points: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    for row in report.retrieval_rows:
+        points[row.split].append((row.alpha, row.hit_at_k, row.mrr * 100))
+    points = {split: sorted(values) for split, values in points.items() if len(values) > 1}
+    if not points:
+        return None
+    figure, axis = plt.subplots(figsize=(6.5, 4))
+    for split, values in points.items():
+        alphas = [v[0] for v in values]
+        axis.plot(alphas, [v[1] for v in values], marker="o", label=f"{split}: hit@{report.k}")
+        axis.plot(alphas, [v[2] for v in values], marker="s", linestyle="--", label=f"{split}: MRR × 100")
+    axis.set_xlabel("α (weight of the environment score, eq. 10; 0 = BM25)")
+    axis.set_ylabel("percent")
+    axis.set_title("FragRel α sweep, retrieval only")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=FIGURE_DPI)
+    plt.close(figure)
+    return path

@@ -1,0 +1,135 @@
+"""RepoEval tasks in the official format (RepoCoder, microsoft/CodeT), read into typed values.
+
+One JSONL line per task: ``{"prompt": ..., "metadata": {"task_id", "ground_truth", "fpath_tuple",
+"context_start_lineno", "lineno" (or RepoCoder's "line_no"), ...}}``. ``fpath_tuple`` is the repository
+name followed by the path parts of the file. Lines are 0-based: the hole starts at ``lineno`` and the
+prompt shows lines ``[context_start_lineno, lineno)``. Tasks built by ``repomem eval build`` also carry
+``split`` and, for API tasks, the ``definition`` the hole calls (for definition recall).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from repomem.failures import Failure
+
+SPLITS = ("line", "api", "function")
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """Where the function or class an API hole calls is defined."""
+
+    path: str  # repository-relative, POSIX
+    line: int  # 0-based line of the def / class statement
+    name: str
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    task_id: str
+    split: str  # "line" | "api" | "function"
+    repo: str  # folder name under the repositories folder
+    path: str  # file of the hole, repository-relative, POSIX
+    prompt: str  # lines [context_start_lineno, lineno) of the file
+    ground_truth: str
+    context_start_lineno: int  # 0-based
+    lineno: int  # 0-based first line of the hole
+    definition: TaskDefinition | None = None
+
+
+def split_of(file_name: str) -> str:
+    """The split an official file name implies ("line_level_completion_2k_...": line)."""
+    lowered = file_name.lower()
+    for split in SPLITS:
+        if lowered.startswith(split) or f"{split}_level" in lowered:
+            return split
+    return "line"
+
+
+def _task_from(record: object, default_split: str) -> EvalTask:
+    if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
+        raise ValueError("expected an object with 'prompt' and 'metadata'")
+    meta = record["metadata"]
+    lineno = meta.get("lineno", meta.get("line_no"))
+    fpath = meta.get("fpath_tuple")
+    if not isinstance(fpath, list) or len(fpath) < 2 or not all(isinstance(p, str) for p in fpath):
+        raise ValueError("metadata.fpath_tuple must list the repository and the file's path parts")
+    fields = {"task_id": meta.get("task_id"), "ground_truth": meta.get("ground_truth"),
+              "prompt": record.get("prompt")}
+    for name, value in fields.items():
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string")
+    start = meta.get("context_start_lineno")
+    if not isinstance(lineno, int) or not isinstance(start, int) or not 0 <= start <= lineno:
+        raise ValueError("context_start_lineno and lineno must be integers with 0 <= context_start_lineno <= lineno")
+    definition = None
+    raw = meta.get("definition")
+    if isinstance(raw, dict) and isinstance(raw.get("path"), str) and isinstance(raw.get("line"), int):
+        definition = TaskDefinition(raw["path"], raw["line"], str(raw.get("name", "")))
+    split = meta.get("split") if meta.get("split") in SPLITS else default_split
+    return EvalTask(
+        task_id=fields["task_id"], split=split, repo=fpath[0], path="/".join(fpath[1:]),
+        prompt=fields["prompt"], ground_truth=fields["ground_truth"], context_start_lineno=start,
+        lineno=lineno, definition=definition,
+    )
+
+
+def load_tasks(path: Path) -> list[EvalTask] | Failure:
+    """All tasks of one JSONL file; the first malformed line is a Failure naming it."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return Failure("missing-tasks", f"{path}: no such file")
+    except (OSError, UnicodeDecodeError) as error:
+        return Failure("unreadable-tasks", f"{path}: cannot read ({error})")
+    default_split = split_of(path.name)
+    tasks: list[EvalTask] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            task = _task_from(json.loads(line), default_split)
+        except (ValueError, TypeError) as error:
+            return Failure("bad-task", f"{path}:{number}: not a RepoEval task ({error})")
+        if task.task_id in seen:
+            return Failure("bad-task", f"{path}:{number}: task_id {task.task_id!r} appears twice")
+        seen.add(task.task_id)
+        tasks.append(task)
+    if not tasks:
+        return Failure("no-tasks", f"{path}: no tasks")
+    return tasks
+
+
+def select_tasks(tasks: Sequence[EvalTask], limit: int | None, seed: int) -> list[EvalTask]:
+    """`limit` tasks per split, drawn by `seed`, balanced over repositories (round robin).
+
+    The same (tasks, limit, seed) always gives the same tasks, so every strategy of a run, and a
+    resumed run, see the same ones. Order: by split, then the draw order.
+    """
+    by_split: dict[str, dict[str, list[EvalTask]]] = defaultdict(lambda: defaultdict(list))
+    for task in tasks:
+        by_split[task.split][task.repo].append(task)
+    chosen: list[EvalTask] = []
+    for split in sorted(by_split):
+        queues = []
+        for repo in sorted(by_split[split]):
+            pool = list(by_split[split][repo])
+            random.Random(f"{seed}:{split}:{repo}").shuffle(pool)
+            queues.append(pool)
+        drawn: list[EvalTask] = []
+        wanted = sum(len(q) for q in queues) if limit is None else limit
+        position = 0
+        while len(drawn) < wanted and any(position < len(q) for q in queues):
+            for queue in queues:
+                if position < len(queue) and len(drawn) < wanted:
+                    drawn.append(queue[position])
+            position += 1
+        chosen.extend(drawn)
+    return chosen
