@@ -91,6 +91,11 @@ class RetrievalConfig:
     query_lines: int = 20  # the query is the last N lines before the cursor
     alpha: float = 0.5  # eq. 10 weight of the environment score (0 = plain BM25)
     top_k: int = 10
+    # Milliseconds; 0 = none. When the BM25 pass alone has used it up, the environment pass
+    # (W · s_ind) is skipped and the ranking is plain BM25 for that query: a late answer is
+    # worth less to an editor than a slightly weaker one. The language server sets it from
+    # server.retrieval_budget_ms; the CLI and the evaluator keep exact FragRel.
+    time_budget_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,23 @@ class IndexConfig:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    """The language server (`repomem serve`); client settings override these per session."""
+
+    # Milliseconds an inline-completion request waits before it starts; a newer request for the
+    # same document within this window answers instead (typing bursts start one generation).
+    debounce_ms: int = 75
+    retrieval_budget_ms: float = 50.0  # copied into retrieval.time_budget_ms for the server
+    completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
+    shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
+    # JSONL of accept / reject events with the fragments that fed each completion; local only.
+    # "" = feedback.jsonl in the repository's index folder.
+    feedback_log: str = ""
+    progress_interval_ms: int = 200  # at most one $/progress report per this many milliseconds
+    backend_retry_s: float = 10.0  # after a model that failed to load or connect, wait this long to retry
+
+
+@dataclass(frozen=True)
 class Config:
     scan: ScanConfig = field(default_factory=ScanConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
@@ -136,6 +158,7 @@ class Config:
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     completion: CompletionConfig = field(default_factory=CompletionConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
 
 
 CONFIG_FILE_NAME = "repomem.toml"
@@ -179,7 +202,8 @@ _POSITIVE = frozenset({
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
     ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
-    ("relations", "workers"),
+    ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
+    ("server", "progress_interval_ms"),
 })
 _UNIT = frozenset({
     ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),

@@ -7,6 +7,8 @@ relation weight leaves the denominator of eq. 9.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +36,20 @@ class Scores:
     s_ind: np.ndarray
     s_env: np.ndarray
     s_rel: np.ndarray
+    environment: bool = True  # False: the time budget ran out before eq. 9, s_env is all 0
+
+
+@dataclass(frozen=True)
+class Lift:
+    """The neighbour j that adds most to fragment i's environment score (eq. 9): largest w_ij * s_ind_j."""
+
+    fragment: int  # j
+    path: str
+    start_line: int  # 0-based
+    end_line: int  # line after the last
+    weight: float  # w_ij, the fragment relation (eq. 8)
+    s_ind: float  # s_ind_j
+    share: float  # w_ij * s_ind_j / sum_j w_ij * s_ind_j: its part of s_env_i
 
 
 def query_terms(index: RepoIndex, query_text: str) -> list[int]:
@@ -41,8 +57,13 @@ def query_terms(index: RepoIndex, query_text: str) -> list[int]:
     return [vocabulary[t] for t in tokenize(query_text, index.config.bm25) if t in vocabulary]
 
 
-def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: np.ndarray | None = None) -> Scores:
-    """Eqs. 9-10 for every fragment. `excluded`: bool mask or id array of hidden fragments."""
+def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: np.ndarray | None = None,
+                    deadline: float | None = None) -> Scores:
+    """Eqs. 9-10 for every fragment. `excluded`: bool mask or id array of hidden fragments.
+
+    `deadline` (a time.perf_counter() value): if the BM25 pass ends after it, eq. 9 is skipped
+    and s_rel = s_ind (plain BM25 ranking), flagged by `Scores.environment = False`.
+    """
     n = index.n_fragments
     usable = index.live.copy()
     excluded_ids = np.zeros(0, dtype=np.int64)
@@ -57,7 +78,8 @@ def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: n
                         index.live, index.config.bm25)
     s_ind = np.where(usable, s_ind, 0.0)
     s_env = np.zeros(n)
-    if alpha != 0.0:
+    environment = deadline is None or time.perf_counter() <= deadline
+    if alpha != 0.0 and environment:
         n_base = index.w_base.shape[0]
         numerator = np.zeros(n)
         numerator[:n_base] = index.w_base @ s_ind[:n_base]
@@ -73,7 +95,39 @@ def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: n
         s_env[positive] = numerator[positive] / denominator[positive]
     s_rel = s_ind + alpha * s_env
     s_rel = np.where(usable, s_rel, np.nan)
-    return Scores(s_ind, s_env, s_rel)
+    return Scores(s_ind, s_env, s_rel, environment)
+
+
+def strongest_lifts(index: RepoIndex, scores: Scores, fragments: Sequence[int]) -> list[Lift | None]:
+    """For each fragment i, the neighbour with the largest w_ij * s_ind_j (None: nothing lifted it).
+
+    Reads row i of W (base + delta) directly: a handful of sparse rows, no full matrix.
+    """
+    n_base = index.w_base.shape[0]
+    out: list[Lift | None] = []
+    for fragment in fragments:
+        weights: dict[int, float] = {}
+        rows = [(index.w_base, fragment)] if fragment < n_base else []
+        rows.append((index.w_delta, fragment))
+        for matrix, row in rows:
+            start, end = matrix.indptr[row], matrix.indptr[row + 1]
+            for column, value in zip(matrix.indices[start:end].tolist(), matrix.data[start:end].tolist()):
+                if column != fragment:
+                    weights[column] = weights.get(column, 0.0) + value
+        contributions = {j: w * float(scores.s_ind[j]) for j, w in weights.items() if index.live[j]}
+        total = sum(contributions.values())
+        best = max(contributions, key=lambda j: (contributions[j], -j), default=None)
+        if best is None or contributions[best] <= 0.0:
+            out.append(None)
+            continue
+        record = index.files[int(index.fragment_file[best])]
+        assert record is not None
+        out.append(Lift(
+            fragment=best, path=record.path, start_line=int(index.fragment_start[best]),
+            end_line=int(index.fragment_end[best]), weight=weights[best], s_ind=float(scores.s_ind[best]),
+            share=contributions[best] / total,
+        ))
+    return out
 
 
 def top_fragments(index: RepoIndex, scores: Scores, k: int) -> list[ScoredFragment]:
@@ -89,9 +143,13 @@ def top_fragments(index: RepoIndex, scores: Scores, k: int) -> list[ScoredFragme
     else:
         chosen = candidates
     order = np.lexsort((chosen, -scores.s_rel[chosen]))
-    chosen = chosen[order][:k]
+    return scored_fragments(index, scores, chosen[order][:k].tolist())
+
+
+def scored_fragments(index: RepoIndex, scores: Scores, fragments: Sequence[int]) -> list[ScoredFragment]:
+    """The given fragment ids with their scores, in the given order."""
     out = []
-    for fragment in chosen.tolist():
+    for fragment in fragments:
         record = index.files[int(index.fragment_file[fragment])]
         assert record is not None
         out.append(ScoredFragment(

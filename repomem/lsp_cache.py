@@ -1,0 +1,99 @@
+"""Completion caches of the language server: no model call when the answer is already known.
+
+- `CompletionCache`: an LRU of finished completions keyed by the document's text on both sides
+  of the cursor (hashed) and the settings generation: asking again at the same place, or coming
+  back to it after an undo, costs nothing.
+- `ForwardTypingCache`: the completion last shown in each document. When the user types the
+  first characters of it, the rest is still the answer (what the model would continue with
+  greedy decoding anyway), so it is returned without a model call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+def text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", errors="surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class CursorState:
+    """A document split at the cursor. `left` is kept whole (the forward-typing check needs its
+    prefix); the right side only as a digest."""
+
+    path: str
+    left: str  # text before the cursor
+    right_digest: bytes  # digest of the text after the cursor
+    settings_generation: int  # bumped by every settings change: cached answers are then stale
+
+    @classmethod
+    def of(cls, path: str, text: str, offset: int, settings_generation: int) -> CursorState:
+        return cls(path, text[:offset], text_digest(text[offset:]), settings_generation)
+
+    def key(self) -> tuple[str, bytes, bytes, int]:
+        return (self.path, text_digest(self.left), self.right_digest, self.settings_generation)
+
+
+@dataclass(frozen=True)
+class CachedCompletion:
+    text: str
+    completion_id: str  # the shown completion it came from (accept / reject / explain)
+
+
+class CompletionCache:
+    def __init__(self, entries: int):
+        self._entries = max(entries, 1)
+        self._items: OrderedDict[tuple[str, bytes, bytes, int], CachedCompletion] = OrderedDict()
+
+    def get(self, state: CursorState) -> CachedCompletion | None:
+        key = state.key()
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def put(self, state: CursorState, completion: CachedCompletion) -> None:
+        key = state.key()
+        self._items[key] = completion
+        self._items.move_to_end(key)
+        while len(self._items) > self._entries:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class ForwardTypingCache:
+    def __init__(self) -> None:
+        self._shown: dict[str, tuple[CursorState, CachedCompletion]] = {}  # by path
+
+    def remember(self, state: CursorState, completion: CachedCompletion) -> None:
+        if completion.text:
+            self._shown[state.path] = (state, completion)
+
+    def continuation(self, state: CursorState) -> CachedCompletion | None:
+        """The rest of the last shown completion if the user has typed a proper prefix of it
+        since (same text after the cursor, same settings), else None."""
+        shown = self._shown.get(state.path)
+        if shown is None:
+            return None
+        before, completion = shown
+        if (before.right_digest != state.right_digest or before.settings_generation != state.settings_generation
+                or len(state.left) <= len(before.left) or not state.left.startswith(before.left)):
+            return None
+        typed = state.left[len(before.left):]
+        if len(typed) >= len(completion.text) or not completion.text.startswith(typed):
+            return None
+        return CachedCompletion(completion.text[len(typed):], completion.completion_id)
+
+    def forget(self, path: str) -> None:
+        self._shown.pop(path, None)
+
+    def clear(self) -> None:
+        self._shown.clear()
