@@ -268,22 +268,30 @@ class CallResolver:
                 return None
         return current
 
+    def resolve_callee(self, file_id: int, callee: str, enclosing_class: str) -> tuple[int, Definition] | None:
+        """The function, method or class a dotted callee of `file_id` names, as (file id, its
+        definition); None when it does not resolve to a definition in the repository.
+
+        `enclosing_class` is the qualified class around the call ("" if none), for self./cls. calls.
+        """
+        target = self._resolve_dotted(file_id, callee, enclosing_class)
+        if isinstance(target, (_Class, _DefinitionRef)):
+            return target.file, target.definition
+        return None
+
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
         syntax = self._files[file_id]
         edges: set[CallEdge] = set()
-        cache: dict[tuple[str, str], object] = {}
+        cache: dict[tuple[str, str], tuple[int, Definition] | None] = {}
         for call in syntax.calls:
             key = (call.callee, call.enclosing_class)
             if key not in cache:
-                cache[key] = self._resolve_dotted(file_id, call.callee, call.enclosing_class)
+                cache[key] = self.resolve_callee(file_id, call.callee, call.enclosing_class)
             target = cache[key]
-            if isinstance(target, _Class):
-                target_file, target_node = target.file, target.definition.node
-            elif isinstance(target, _DefinitionRef):
-                target_file, target_node = target.file, target.definition.node
-            else:
+            if target is None:
                 continue
+            target_file, target_node = target[0], target[1].node
             if (target_file, target_node) == (file_id, call.node):
                 continue
             edges.add(CallEdge(file_id, call.node, target_file, target_node, call.hops))
