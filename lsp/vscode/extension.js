@@ -1,0 +1,54 @@
+// Minimal VS Code client for `repomem serve` (stdio). Inline completion is a proposed feature of
+// vscode-languageclient 9, so it is switched on with registerProposedFeatures().
+const vscode = require("vscode");
+const { LanguageClient } = require("vscode-languageclient/node");
+
+const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxPromptTokens", "debounceMs", "endpoint", "model"];
+let client;
+
+function settings() {
+  const config = vscode.workspace.getConfiguration("repomem");
+  const out = {};
+  for (const key of SETTING_KEYS) out[key] = config.get(key);
+  return { repomem: out };
+}
+
+async function activate(context) {
+  const command = vscode.workspace.getConfiguration("repomem").get("command") || "repomem";
+  client = new LanguageClient("repomem", "repomem",
+    { command, args: ["serve"] },
+    {
+      documentSelector: [{ scheme: "file" }],
+      initializationOptions: settings(),
+      synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*") },
+    });
+  client.registerProposedFeatures();
+  await client.start();
+
+  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((event) => {
+    if (event.affectsConfiguration("repomem")) {
+      client.sendNotification("workspace/didChangeConfiguration", { settings: settings() });
+    }
+  }));
+  context.subscriptions.push(vscode.commands.registerCommand("repomem.explainAtCursor", async () => {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return;
+    const result = await client.sendRequest("workspace/executeCommand", {
+      command: "repomem.explain",
+      arguments: [{ textDocument: { uri: editor.document.uri.toString() },
+                    position: { line: editor.selection.active.line, character: editor.selection.active.character } }],
+    });
+    const channel = vscode.window.createOutputChannel("repomem explain");
+    channel.clear();
+    channel.appendLine(JSON.stringify(result, null, 2));
+    channel.show(true);
+  }));
+  // Accepting an inline completion runs the item's command `repomem.didAccept` on the server,
+  // which logs it (with its fragments) in the repository's .repomem/feedback.jsonl.
+}
+
+function deactivate() {
+  return client ? client.stop() : undefined;
+}
+
+module.exports = { activate, deactivate };
