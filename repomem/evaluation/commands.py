@@ -158,7 +158,7 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
                "retrieval": [row.__dict__ for row in report.retrieval_rows], "k": report.k,
                "backend": report.backend, "order": report.order}
     (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    out.print(text, markup=False, highlight=False)
+    print(text)  # plain: markdown must not be re-wrapped to the terminal width
     err.print(f"wrote {target / 'report.md'}, report.json and {len(figures)} figure(s)", style="dim")
     return 0
 

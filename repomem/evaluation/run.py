@@ -315,7 +315,7 @@ def run_evaluation(
     done = {record_key(r) for r in read_results(results)}
     pending: list[tuple[EvalTask, list[Variant]]] = []
     skipped = 0
-    for task in sorted(tasks, key=lambda t: (t.repo, t.split)):  # one repository's index at a time
+    for task in tasks:  # in the caller's order: select_tasks interleaves splits and repositories
         todo = [v for v in variants if record_key({**evaluator._base_record(task, v)}) not in done]
         skipped += len(variants) - len(todo)
         if todo:

@@ -111,25 +111,31 @@ def select_tasks(tasks: Sequence[EvalTask], limit: int | None, seed: int) -> lis
     """`limit` tasks per split, drawn by `seed`, balanced over repositories (round robin).
 
     The same (tasks, limit, seed) always gives the same tasks, so every strategy of a run, and a
-    resumed run, see the same ones. Order: by split, then the draw order.
+    resumed run, see the same ones. Order: the draw order, splits interleaved, so a run stopped
+    early has as many tasks of every split and repository as possible.
     """
     by_split: dict[str, dict[str, list[EvalTask]]] = defaultdict(lambda: defaultdict(list))
     for task in tasks:
         by_split[task.split][task.repo].append(task)
-    chosen: list[EvalTask] = []
+    drawn_by_split: list[list[EvalTask]] = []
     for split in sorted(by_split):
         queues = []
         for repo in sorted(by_split[split]):
             pool = list(by_split[split][repo])
             random.Random(f"{seed}:{split}:{repo}").shuffle(pool)
             queues.append(pool)
-        drawn: list[EvalTask] = []
-        wanted = sum(len(q) for q in queues) if limit is None else limit
-        position = 0
-        while len(drawn) < wanted and any(position < len(q) for q in queues):
-            for queue in queues:
-                if position < len(queue) and len(drawn) < wanted:
-                    drawn.append(queue[position])
-            position += 1
-        chosen.extend(drawn)
-    return chosen
+        drawn_by_split.append(_round_robin(queues, limit))
+    return _round_robin(drawn_by_split, None)
+
+
+def _round_robin(queues: Sequence[Sequence[EvalTask]], limit: int | None) -> list[EvalTask]:
+    """First items of every queue, then second items, ...; at most `limit` in all."""
+    wanted = sum(len(q) for q in queues) if limit is None else limit
+    out: list[EvalTask] = []
+    position = 0
+    while len(out) < wanted and any(position < len(q) for q in queues):
+        for queue in queues:
+            if position < len(queue) and len(out) < wanted:
+                out.append(queue[position])
+        position += 1
+    return out
