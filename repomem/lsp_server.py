@@ -314,7 +314,11 @@ async def completion_text(ls: RepomemServer, uri: str, position: types.Position)
     if state is None or ls.session is None:
         return ""
     path, text, line, character, cursor_state = state
-    cached = ls.cache.get(cursor_state) or ls.forward.continuation(cursor_state)
+    cached = ls.cache.get(cursor_state)
+    if cached is not None:
+        ls.forward.remember(cursor_state, cached)  # shown again: typing on from here reuses it
+    else:
+        cached = ls.forward.continuation(cursor_state)
     if cached is not None:
         ls.completion_of_state[uri] = cached.completion_id
         return cached.text

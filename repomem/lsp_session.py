@@ -25,7 +25,7 @@ from repomem.failures import Failure
 from repomem.index import RepoIndex
 from repomem.lsp_feedback import FeedbackLog, ShownCompletion, ShownCompletions
 from repomem.lsp_settings import apply_settings, backend_changed
-from repomem.positions import Cursor, locate
+from repomem.positions import locate
 from repomem.progress import Progress
 from repomem.service import IndexReport, RepoService
 from repomem.store import index_dir

@@ -1,10 +1,11 @@
 """Load test of the language server: typing at a steady speed with inline completions.
 
-    python scripts/load_lsp.py [--pairs 1000] [--chars-per-second 8] [--repo DIR]
+    python scripts/load_lsp.py [--pairs 1000] [--chars-per-second 8] [--pause-after-line 1.0] [--repo DIR]
 
 Starts `repomem serve` over stdio with pygls's LanguageClient on a copy of the example repository
 (or --repo), waits for the index, opens a new file and types Python into it one character per
-didChange (incremental), asking for an inline completion after each keystroke as editors do. Like
+didChange (incremental), asking for an inline completion after each keystroke as editors do,
+with a short pause after each line (people stop to read what they wrote, and ghost text). Like
 VS Code, a keystroke arriving while the previous request is still open sends `$/cancelRequest`
 for it. The server's RSS is sampled from /proc every 0.5 s. Reports p50/p95 latency of answered
 requests, how many were cancelled or superseded, errors, and RSS at start / end / peak with the
@@ -19,7 +20,6 @@ import asyncio
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -82,7 +82,8 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-async def run_load(repo: Path, pairs: int, chars_per_second: float, settings: dict) -> dict:
+async def run_load(repo: Path, pairs: int, chars_per_second: float, pause_after_line_s: float,
+                   settings: dict) -> dict:
     client = LanguageClient("repomem-load", "1")
     log_lines: list[types.LogMessageParams] = []
 
@@ -155,9 +156,10 @@ async def run_load(repo: Path, pairs: int, chars_per_second: float, settings: di
     interval = 1.0 / chars_per_second
     typed = "".join(TYPED.format(n=n) for n in range(pairs // len(TYPED) + 2))[:pairs]
     typing_started = time.monotonic()
+    next_at = typing_started
     for number, char in enumerate(typed):
-        next_at = typing_started + number * interval
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        next_at += interval + (pause_after_line_s if char == "\n" else 0.0)
         for request_id in list(pending):  # the editor drops the previous request, as VS Code does
             client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=request_id))
         position = types.Position(line=line, character=character)
@@ -197,7 +199,8 @@ async def run_load(repo: Path, pairs: int, chars_per_second: float, settings: di
     half = len(samples) // 2
     slope = float(np.polyfit(times[half:], values[half:], 1)[0]) * 60 / 2**20 if len(samples) - half >= 4 else 0.0
     return {
-        "pairs": pairs, "chars_per_second": chars_per_second, "settings": settings,
+        "pairs": pairs, "chars_per_second": chars_per_second, "pause_after_line_s": pause_after_line_s,
+        "settings": settings,
         "ready_s": round(ready_s, 1), "typing_s": round(typing_s, 1),
         "latency_ms": {"p50": round(1000 * percentile(latencies, 50), 1),
                        "p95": round(1000 * percentile(latencies, 95), 1),
@@ -222,6 +225,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1000, help="didChange + inlineCompletion pairs")
     parser.add_argument("--chars-per-second", type=float, default=8.0,
                         help="typing speed (8 chars/s is about 100 words per minute)")
+    parser.add_argument("--pause-after-line", type=float, default=1.0, help="seconds after each newline")
     parser.add_argument("--repo", type=Path, default=ROOT / "examples" / "shop",
                         help="repository to copy and type into (default: the bundled example)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -232,7 +236,7 @@ def main() -> int:
         repo = Path(folder) / args.repo.name
         shutil.copytree(args.repo, repo, ignore=shutil.ignore_patterns(".repomem", "__pycache__"))
         settings = {"maxNewTokens": args.max_new_tokens}
-        results = asyncio.run(run_load(repo, args.pairs, args.chars_per_second, settings))
+        results = asyncio.run(run_load(repo, args.pairs, args.chars_per_second, args.pause_after_line, settings))
     results["note"] = args.note
     results["load_average_1m_at_end"] = os.getloadavg()[0]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from .conftest import copy_example
-from .test_completion import free_port, llama_server, model_path  # noqa: F401 - fixtures
+from .test_completion import llama_server, model_path  # noqa: F401 - fixtures used by name
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -207,7 +207,7 @@ async def test_cancel_and_newer_requests_stop_a_generation(client: LanguageClien
     await asyncio.sleep(1.5)
     configure(client, {})
     newer = await asyncio.wait_for(inline(client, uri, line, character), 120)
-    assert (await asyncio.wait_for(older, 60)).items == []
+    assert not (await asyncio.wait_for(older, 60)).items
     await wait_for_log(client, "generation cancelled after", after=logged)
     assert newer is not None
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
@@ -269,7 +269,7 @@ async def test_model_endpoint_killed_keeps_the_server_answering(client: Language
     process.wait(timeout=30)
     logged = len(client.log_messages)
     result = await inline(client, uri, 25, len(lines[25]) - 1)
-    assert result.items == []
+    assert not result.items
     await wait_for_log(client, "no completion", after=logged)
     answer = await explain(client, uri, 25, 12)  # the rest of the server is unaffected
     assert answer["fragments"]
