@@ -42,9 +42,13 @@ def _ok(value: Any) -> Any:
 
 
 class RichProgress:
-    """rich progress bars on stderr; silent when stderr is not a terminal."""
+    """rich progress bars on stderr. When stderr is not a terminal (a log file, CI), a plain line
+    with the count and the estimated time left every `log_every_s` seconds instead."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, log_every_s: float = 60.0):
+        self._console = console
+        self._log_every_s = log_every_s
+        self._logged_at = time.monotonic()
         self._progress = Progress(
             TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn(),
@@ -65,8 +69,15 @@ class RichProgress:
         self._task = self._progress.add_task(stage, total=max(total, 1))
 
     def advance(self, units: int = 1) -> None:
-        if self._task is not None:
-            self._progress.advance(self._task, units)
+        if self._task is None:
+            return
+        self._progress.advance(self._task, units)
+        if self._console.is_terminal or time.monotonic() - self._logged_at < self._log_every_s:
+            return
+        self._logged_at = time.monotonic()
+        task = self._progress.tasks[-1]
+        left = f", about {task.time_remaining / 60:.0f} min left" if task.time_remaining else ""
+        print(f"{task.description}: {task.completed:.0f}/{task.total:.0f}{left}", file=sys.stderr, flush=True)
 
 
 def _human_bytes(count: int) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repomem.cli import RichProgress, UserError, _ok
-from repomem.config import STRATEGIES, Config
+from repomem.config import STRATEGIES, Config, with_overrides
 from repomem.failures import Failure
 
 DEFAULT_DEVSET = Path("../shared/bench/devset.toml")
@@ -108,12 +108,19 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     for path in args.tasks:
         tasks.extend(_ok(load_tasks(Path(path))))
     tasks = select_tasks(tasks, args.limit, args.seed)
+    if args.prompt_tokens is not None and args.prompt_tokens < 64:
+        raise UserError(Failure("bad-option", "--prompt-tokens must be at least 64"))
+    if args.threads is not None and args.threads < 1:
+        raise UserError(Failure("bad-option", "--threads must be at least 1"))
     settings = RunSettings(
         strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
+        max_prompt_tokens=args.prompt_tokens, threads=args.threads,
         retrieval_only=args.retrieval_only, alphas=_parse_floats(args.alphas, "--alphas") if args.alphas else (),
     )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
     config = Config()
+    if args.threads is not None:
+        config = with_overrides(config, completion={"threads": args.threads})
     backend = None if args.retrieval_only else _open_backend(args, config, err)
 
     def log(message: str) -> None:
@@ -156,7 +163,7 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
     (target / "report.md").write_text(text, encoding="utf-8")
     summary = {"model": [row.__dict__ for row in report.model_rows],
                "retrieval": [row.__dict__ for row in report.retrieval_rows], "k": report.k,
-               "backend": report.backend, "order": report.order}
+               "backend": report.backend, "order": report.order, "prompt_tokens": report.prompt_tokens}
     (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(text)  # plain: markdown must not be re-wrapped to the terminal width
     err.print(f"wrote {target / 'report.md'}, report.json and {len(figures)} figure(s)", style="dim")
@@ -190,6 +197,9 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--order", choices=("score", "stable"), default="score",
                      help="block order: score (RepoCoder, most similar last; default) or stable")
     run.add_argument("--max-new-tokens", type=int, default=100, help="generation cap (protocol: 100)")
+    run.add_argument("--prompt-tokens", type=int, default=None,
+                     help="whole prompt budget, blocks get half (default 2048)")
+    run.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     run.add_argument("--retrieval-only", action="store_true", help="no model: retrieval metrics only")
     backend = run.add_mutually_exclusive_group()
     backend.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")

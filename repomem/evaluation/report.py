@@ -64,6 +64,7 @@ class Report:
     k: int
     backend: str
     order: str
+    prompt_tokens: int  # the model runs' whole-prompt budget
 
 
 def paired_bootstrap(values: np.ndarray, baseline: np.ndarray) -> tuple[float, float, float]:
@@ -153,26 +154,27 @@ def _retrieval_rows(records: Sequence[dict[str, Any]], k: int) -> list[Retrieval
 
 
 def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> Report | Failure:
-    """Aggregate results records. Model rows use one backend and order (the most common, unless named)."""
+    """Aggregate results records. Model rows use one backend, order and prompt budget (the most common,
+    unless a backend is named)."""
     if not records:
         return Failure("no-results", "the results hold no records")
     model = [r for r in records if r.get("mode") == "model"]
     if model:
-        counts: dict[tuple[str, str], int] = defaultdict(int)
+        counts: dict[tuple[str, str, int], int] = defaultdict(int)
         for r in model:
-            counts[(r["backend"], r["order"])] += 1
+            counts[(r["backend"], r["order"], r.get("prompt_tokens", 0))] += 1
         candidates = [key for key in counts if backend is None or key[0] == backend]
         if not candidates:
             return Failure("no-results", f"no model results for backend {backend!r}")
         chosen = max(candidates, key=lambda key: counts[key])
-        model = [r for r in model if (r["backend"], r["order"]) == chosen]
+        model = [r for r in model if (r["backend"], r["order"], r.get("prompt_tokens", 0)) == chosen]
     else:
-        chosen = ("", "")
+        chosen = ("", "", 0)
     retrieval = [r for r in records if r.get("mode") == "retrieval"]
     ks = {int(r["k"]) for r in (*model, *retrieval)}
     k = max(ks) if ks else 10
     return Report(tuple(_model_rows(model)), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
-                  k, chosen[0], chosen[1])
+                  k, chosen[0], chosen[1], chosen[2])
 
 
 def _interval(delta: tuple[float, float, float] | None) -> str:
@@ -189,7 +191,8 @@ def _name(strategy: str, alpha: float) -> str:
 def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
     out = [f"# {title}", ""]
     if report.model_rows:
-        out += [f"## Completion (EM / ES), backend `{report.backend}`, block order `{report.order}`", "",
+        out += [f"## Completion (EM / ES), backend `{report.backend}`, block order `{report.order}`, "
+                f"prompt budget {report.prompt_tokens} tokens", "",
                 "EM and ES in percent on the tasks every strategy finished; Δ EM vs vanilla in points with a 95% "
                 "paired-bootstrap interval. Hit: the answer (the hole's line, or the called definition) was among "
                 f"the top-{report.k} retrieved fragments; in prompt: among the blocks that fit the prompt. Latency: "

@@ -44,6 +44,9 @@ from repomem.service import RepoService
 RESULTS_VERSION = 1
 # Consecutive failed tasks after which a run stops (a dead model server fails every task).
 MAX_CONSECUTIVE_FAILURES = 3
+# Seconds one generation may take in an evaluation. The interactive default (60 s) would cut
+# predictions short on a loaded CPU and score the cut text; batch work waits instead.
+EVAL_DEADLINE_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class RunSettings:
     k: int | None = None  # fragments retrieved; None = the config's (10)
     order: str = "score"  # RepoCoder's order (most similar block last); "stable" = by path and line
     max_new_tokens: int = 100  # DESIGN.md section 6
+    max_prompt_tokens: int | None = None  # whole prompt (blocks get half); None = the config's (2048)
+    threads: int | None = None  # llama.cpp threads; None = the config's (all cores)
     retrieval_only: bool = False  # no model: retrieval metrics only
     alphas: tuple[float, ...] = ()  # retrieval-only: also FragRel at each of these alphas (a sweep)
 
@@ -93,7 +98,7 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
 
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
-            record["mode"], record["backend"])
+            record["mode"], record["backend"], record.get("prompt_tokens", 0))
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -162,7 +167,12 @@ class Evaluator:
             config,
             retrieval={"alpha": _fragrel_alpha(config, settings),
                        "top_k": config.retrieval.top_k if settings.k is None else settings.k},
-            completion={"max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order},
+            completion={
+                "max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order,
+                "max_prompt_tokens": settings.max_prompt_tokens or config.completion.max_prompt_tokens,
+                "threads": config.completion.threads if settings.threads is None else settings.threads,
+                "deadline_s": max(config.completion.deadline_s, EVAL_DEADLINE_S),
+            },
         )
         self.settings = settings
         self.backend = MemoBackend(backend) if backend is not None else None
@@ -217,6 +227,7 @@ class Evaluator:
             "strategy": variant.strategy, "alpha": variant.alpha, "k": self.config.retrieval.top_k,
             "order": self.settings.order if not self.settings.retrieval_only else "",
             "mode": "retrieval" if self.settings.retrieval_only else "model", "backend": self.backend_name,
+            "prompt_tokens": 0 if self.settings.retrieval_only else self.config.completion.max_prompt_tokens,
             "ground_truth": task.ground_truth,
         }
 
