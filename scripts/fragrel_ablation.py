@@ -186,7 +186,7 @@ def api_definition_links(services: dict[str, RepoService], tasks: Sequence[EvalT
 
     s_env of the definition fragment can only rise with the query if some neighbour j has s_ind_j > 0;
     the query is the hole's file, so its own fragments are the natural carriers. "visible": hole-file
-    fragments starting above the hole; "usable": those eq. 9 may read (not hidden by the leakage rule nor
+    windows ending at or above the hole (the user sees all of them, none holds the answer); "usable": those eq. 9 may read (not hidden by the leakage rule nor
     by the query window, which the prompt already shows).
     """
     counts = {"tasks": 0, "definition_in_hole_file": 0, "definition_unindexed": 0, "any_relation": 0,
@@ -211,7 +211,7 @@ def api_definition_links(services: dict[str, RepoService], tasks: Sequence[EvalT
             continue
         hole_ids = np.arange(hole.first_fragment, hole.first_fragment + hole.n_fragments)
         hole_ids = hole_ids[index.live[hole_ids]]
-        visible = hole_ids[index.fragment_start[hole_ids] < task.lineno]
+        visible = hole_ids[index.fragment_end[hole_ids] <= task.lineno]
         hidden = service.hidden_fragments(task_cursor(service.root, task, text),
                                           leakage_exclusions(index, task.path, task.context_start_lineno))
         usable = np.setdiff1d(hole_ids, hidden)
@@ -390,7 +390,8 @@ def markdown_report(summary: dict[str, Any], dropped: dict[str, str]) -> str:
                     f"{by_alpha[a]:.1f}" if a in by_alpha else "" for a in (0.0, *FRAGREL_ALPHAS)) + " |")
     out += ["", "## Variants", ""]
     for name, data in variants.items():
-        out.append(f"- `{name}`: {data['description']} ({data['seconds']:.0f} s, index and evaluation)")
+        out.append(f"- `{name}`: {data['description']} ({data['seconds']:.0f} s: index build or load, evaluation "
+                   "of the records not already in its results file)")
     for name, reason in dropped.items():
         out.append(f"- `{name}`: dropped, {reason}")
     out += ["", "## How W is built up", "",
@@ -419,7 +420,7 @@ def markdown_report(summary: dict[str, Any], dropped: dict[str, str]) -> str:
                   "definition_unindexed": "no indexed window holds the def line",
                   "any_relation": "definition fragment has any W neighbour",
                   "to_hole_file": "... a neighbour in the hole's file",
-                  "to_hole_file_visible": "... a neighbour in the hole's file above the hole",
+                  "to_hole_file_visible": "... a neighbour among the hole file's windows ending above the hole",
                   "to_hole_file_usable": "... a neighbour in the hole's file that eq. 9 may read"}
         for key, label in labels.items():
             out.append(f"| {label} | {links[key]} / {n} | {100 * links[key + '_share']:.1f}% |")
