@@ -65,13 +65,13 @@ class RssSampler(threading.Thread):
         self.interval_s = interval_s
         self.samples: list[tuple[float, int]] = []  # (seconds since start, bytes)
         self._stop_event = threading.Event()
-        self._started = time.monotonic()
+        self._origin = time.monotonic()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
             value = rss_bytes(self.pid)
             if value:
-                self.samples.append((time.monotonic() - self._started, value))
+                self.samples.append((time.monotonic() - self._origin, value))
             self._stop_event.wait(self.interval_s)
 
     def stop(self) -> None:
