@@ -75,7 +75,8 @@ class AblationVariant:
 
 VARIANTS = (
     AblationVariant("default", "statement graph, tau 0.01, 64 relations/fragment, kind graph", {}),
-    AblationVariant("tau-0.001", "strength_cutoff tau = 0.001 (DESIGN's example)", {"graph": {"strength_cutoff": 1e-3}}),
+    AblationVariant("tau-0.001", "strength_cutoff tau = 0.001 (DESIGN's example)",
+                    {"graph": {"strength_cutoff": 1e-3}}),
     AblationVariant("tau-0.05", "strength_cutoff tau = 0.05", {"graph": {"strength_cutoff": 0.05}}),
     AblationVariant("named", "graph.granularity = named (every named node, the paper's reading)",
                     {"graph": {"granularity": "named"}}),
@@ -186,8 +187,9 @@ def api_definition_links(services: dict[str, RepoService], tasks: Sequence[EvalT
 
     s_env of the definition fragment can only rise with the query if some neighbour j has s_ind_j > 0;
     the query is the hole's file, so its own fragments are the natural carriers. "visible": hole-file
-    windows ending at or above the hole (the user sees all of them, none holds the answer); "usable": those eq. 9 may read (not hidden by the leakage rule nor
-    by the query window, which the prompt already shows).
+    windows ending at or above the hole (the user sees all of them, none holds the answer); "usable":
+    those eq. 9 may read (not hidden by the leakage rule nor by the query window, which the prompt
+    already shows).
     """
     counts = {"tasks": 0, "definition_in_hole_file": 0, "definition_unindexed": 0, "any_relation": 0,
               "to_hole_file": 0, "to_hole_file_visible": 0, "to_hole_file_usable": 0}
@@ -325,7 +327,8 @@ def gained_and_lost(records: Sequence[dict[str, Any]], k: int) -> dict[str, dict
     hits: dict[tuple[str, float], dict[str, bool]] = {}
     for record in records:
         rank = record.get("hit_rank")
-        hits.setdefault((record["split"], float(record["alpha"])), {})[record["task_id"]] = rank is not None and rank <= k
+        hit = rank is not None and rank <= k
+        hits.setdefault((record["split"], float(record["alpha"])), {})[record["task_id"]] = hit
     out: dict[str, dict[str, list[int]]] = {}
     for (split, alpha), by_task in sorted(hits.items()):
         vanilla = hits.get((split, 0.0))
