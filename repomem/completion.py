@@ -129,11 +129,14 @@ class CompletionEngine:
         excluded: np.ndarray | None = None,
         alpha: float | None = None,
         visible_from: int = 0,
+        unlisted: np.ndarray | None = None,
         enough: Callable[[str], bool] | None = None,
     ) -> Completion | Failure:
         """Complete at `cursor` with `strategy`.
 
-        `excluded`: fragment ids retrieval must not offer (the RepoEval leakage rule).
+        `excluded`: fragment ids retrieval must neither offer nor read (text the user cannot see,
+        e.g. the lines after a RepoEval hole); `unlisted`: ids it must not offer but may read as
+        neighbours (the RepoEval leakage rule on windows holding only lines above the hole).
         `visible_from`: 0-based first line of the current file the prompt may show (RepoEval's
         context_start_lineno). `enough`: ends generation early (see GenerationRequest).
         """
@@ -175,7 +178,7 @@ class CompletionEngine:
                 query = "\n".join(query_lines[-self.config.retrieval.query_lines :])
             result = self._one_round(cursor, strategy, query, alpha, left_lines, suffix, shape, order,
                                      max_new_tokens, cancel, excluded, timings, round_number + 1, healed,
-                                     visible_from, enough)
+                                     visible_from, enough, unlisted)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
             draft = result.raw if shape.multiline else result.text
@@ -187,6 +190,7 @@ class CompletionEngine:
         shape: CompletionShape, order: str, max_new_tokens: int, cancel: Callable[[], bool] | None,
         excluded: np.ndarray | None, timings: dict[str, float], rounds: int, healed: str = "",
         visible_from: int = 0, enough: Callable[[str], bool] | None = None,
+        unlisted: np.ndarray | None = None,
     ) -> Completion | Failure:
         settings = self.config.completion
         started = time.perf_counter()
@@ -202,8 +206,8 @@ class CompletionEngine:
                     fragments = remembered
                     self._stable.move_to_end(memo_key)
             if not fragments:
-                hidden = self.service.hidden_fragments(cursor, excluded)
-                fragments = self.service.retrieve(query, alpha=alpha, excluded=hidden)
+                hidden, unseen = self.service.cursor_masks(cursor, excluded, unlisted)
+                fragments = self.service.retrieve(query, alpha=alpha, excluded=hidden, unlisted=unseen)
                 if memo_key is not None:
                     self._stable[memo_key] = fragments
                     while len(self._stable) > STABLE_MEMO_SIZE:

@@ -74,6 +74,12 @@ class RelationConfig:
     # Each fragment keeps its strongest relations only (W = union of every row's top list, so it
     # stays symmetric): bounds W's size and the query's matrix-vector product.
     max_relations_per_fragment: int = 64
+    # Eq. 8 relations between two windows of one file are multiplied by this (1 = the paper).
+    # Overlapping windows of a file share syntax nodes and carried 80% of W's weight, so s_env
+    # (a weighted mean) was mostly the file's own mean BM25. With 0 the environment is what a
+    # fragment relates to in other files (dev set, alpha 0.5: hit@10 -0.2 -> +0.5 on line tasks,
+    # -1.2 -> +0.7 on API tasks vs BM25, both within noise; eval/README.md). Eq. 7 is not scaled.
+    same_file_weight: float = 0.0
     workers: int = 2  # threads for building W (the numba kernel releases the GIL)
 
 
@@ -91,6 +97,10 @@ class RetrievalConfig:
     query_lines: int = 20  # the query is the last N lines before the cursor
     alpha: float = 0.5  # eq. 10 weight of the environment score (0 = plain BM25)
     top_k: int = 10
+    # The current file's windows over the query lines are never offered (the prompt shows them).
+    # True: they still feed their neighbours' s_env, so the environment starts at the cursor
+    # (what the code being written calls and is called by); False: they are left out of eq. 9.
+    visible_feed_environment: bool = True
     # Milliseconds; 0 = none. When the BM25 pass alone has used it up, the environment pass
     # (W · s_ind) is skipped and the ranking is plain BM25 for that query: a late answer is
     # worth less to an editor than a slightly weaker one. The language server sets it from
@@ -227,7 +237,7 @@ def _range_problem(section: str, key: str, value: Any) -> str | None:
         return "must be > 0"
     if (section, key) in _UNIT and not 0 < value <= 1:
         return "must lie in (0, 1]"
-    if (section, key) == ("relations", "context_gamma") and value > 1:
+    if (section, key) in (("relations", "context_gamma"), ("relations", "same_file_weight")) and value > 1:
         return "must lie in [0, 1]"
     return None
 

@@ -167,12 +167,15 @@ def relation_rows(
     rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
     node_indptr, node_frags, node_weights, live,
     indptr, indices, costs, limit, max_settled, cutoff, keep, heap_capacity,
+    frag_file, same_file_weight,
 ):
     """Rows of W (eq. 8) for the fragments in `rows`.
 
     w_ij = sum_k sum_l len_k len_l Dis(k, l) / (L_i L_j), k over nodes of fragment i, l over
     nodes of fragment j, Dis = exp(-shortest cost) when the cost is within `limit`.
     Each distinct source node is searched once (neighbouring windows share half their nodes).
+    Pairs of one file (`frag_file`, shape (n_frags,)) are scaled by `same_file_weight` before the
+    cutoff and the top-`keep` choice, so a row's slots go to the relations that count.
     Only live fragments j != i with w_ij >= cutoff are returned, at most `keep` per row (the
     largest; all when keep <= 0), as (row, col, value) arrays, plus each row's entry bar: the
     smallest kept value when the row was truncated, else `cutoff`.
@@ -260,6 +263,8 @@ def relation_rows(
         for t in range(n_touched):
             j = touched[t]
             value = acc[j] / (frag_totals[i] * frag_totals[j])
+            if frag_file[j] == frag_file[i]:
+                value *= same_file_weight
             acc[j] = 0.0
             is_touched[j] = False
             if j == i or value < cutoff:

@@ -47,7 +47,8 @@ def graph_relation_entries(
     progress: ProgressCallback | None = None,
     keep: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Eq. 8 entries (row, col, w) for fragment `rows` against every live fragment.
+    """Eq. 8 entries (row, col, w) for fragment `rows` against every live fragment, pairs of one
+    file scaled by `relation_config.same_file_weight`.
 
     At most `keep` strongest entries per row when keep > 0. Also returns each row's entry bar
     (shape (len(rows),)): its weakest kept value if truncated, else the relation cutoff.
@@ -66,7 +67,7 @@ def graph_relation_entries(
             part.astype(np.int64), fragments.indptr, fragments.nodes, fragments.weights, fragments.totals,
             node_indptr, node_frags, node_weights, live,
             indptr, indices, costs, limit, graph_config.max_reach, relation_config.relation_cutoff, keep,
-            heap_capacity,
+            heap_capacity, fragments.file.astype(np.int64), relation_config.same_file_weight,
         )
         if not result[4]:
             raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * edges

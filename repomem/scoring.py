@@ -57,23 +57,32 @@ def query_terms(index: RepoIndex, query_text: str) -> list[int]:
     return [vocabulary[t] for t in tokenize(query_text, index.config.bm25) if t in vocabulary]
 
 
+def _live_ids(index: RepoIndex, chosen: np.ndarray | None) -> np.ndarray:
+    """A bool mask or an id array as sorted live fragment ids."""
+    if chosen is None or not chosen.size:
+        return np.zeros(0, dtype=np.int64)
+    if chosen.dtype == bool:
+        return np.flatnonzero(chosen & index.live)
+    ids = np.unique(chosen.astype(np.int64))
+    return ids[index.live[ids]]
+
+
 def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: np.ndarray | None = None,
-                    deadline: float | None = None) -> Scores:
-    """Eqs. 9-10 for every fragment. `excluded`: bool mask or id array of hidden fragments.
+                    deadline: float | None = None, unlisted: np.ndarray | None = None) -> Scores:
+    """Eqs. 9-10 for every fragment.
+
+    `excluded` (bool mask or id array): fragments that must not be seen at all, neither offered nor
+    feeding a neighbour's s_env (text the caller may not know, e.g. lines after a RepoEval hole).
+    `unlisted`: fragments only kept off the result (the prompt shows them already); their s_ind
+    still feeds their neighbours' s_env, so the code around the cursor lifts what it relates to.
 
     `deadline` (a time.perf_counter() value): if the BM25 pass ends after it, eq. 9 is skipped
     and s_rel = s_ind (plain BM25 ranking), flagged by `Scores.environment = False`.
     """
     n = index.n_fragments
     usable = index.live.copy()
-    excluded_ids = np.zeros(0, dtype=np.int64)
-    if excluded is not None and excluded.size:
-        if excluded.dtype == bool:
-            excluded_ids = np.flatnonzero(excluded & index.live)
-        else:
-            excluded_ids = np.unique(excluded.astype(np.int64))
-            excluded_ids = excluded_ids[index.live[excluded_ids]]
-        usable[excluded_ids] = False
+    excluded_ids = _live_ids(index, excluded)
+    usable[excluded_ids] = False
     s_ind = score_query(query_terms(index, query_text), index.segments, index.stats, index.doc_len,
                         index.live, index.config.bm25)
     s_ind = np.where(usable, s_ind, 0.0)
@@ -94,7 +103,9 @@ def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: n
         positive = denominator > 1e-300
         s_env[positive] = numerator[positive] / denominator[positive]
     s_rel = s_ind + alpha * s_env
-    s_rel = np.where(usable, s_rel, np.nan)
+    offered = usable.copy()
+    offered[_live_ids(index, unlisted)] = False
+    s_rel = np.where(offered, s_rel, np.nan)
     return Scores(s_ind, s_env, s_rel, environment)
 
 

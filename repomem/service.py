@@ -214,7 +214,7 @@ class RepoService:
                     changed, removed = 0, 0
                     index = self._full_build(progress)
                     action = "built"
-                if action != "built" and self._needs_compaction(index):
+                if action != "built" and self.needs_compaction(index):
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
@@ -238,7 +238,7 @@ class RepoService:
             skipped=tuple(tuple(s) for s in index.skipped),  # type: ignore[misc]
         )
 
-    def _needs_compaction(self, index: RepoIndex) -> bool:
+    def needs_compaction(self, index: RepoIndex) -> bool:
         n_base = index.w_base.shape[0]
         if n_base == 0:
             return index.n_fragments > 0
@@ -331,26 +331,27 @@ class RepoService:
         k: int | None = None,
         alpha: float | None = None,
         excluded: np.ndarray | None = None,
+        unlisted: np.ndarray | None = None,
     ) -> list[ScoredFragment]:
+        """Top K for a query; `excluded` / `unlisted` as in scoring.score_fragments."""
         assert self.index is not None, "call ensure_index first"
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
         budget_ms = self.config.retrieval.time_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
-        scores = score_fragments(self.index, query_text, alpha, excluded, deadline)
+        scores = score_fragments(self.index, query_text, alpha, excluded, deadline, unlisted)
         return top_fragments(self.index, scores, k)
 
     def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
-                excluded: np.ndarray | None = None) -> list[tuple[ScoredFragment, Lift | None]]:
+                excluded: np.ndarray | None = None,
+                unlisted: np.ndarray | None = None) -> list[tuple[ScoredFragment, Lift | None]]:
         """Scores of `fragments` (default: the top K) for the cursor's query, each with the
         neighbour that lifted it most through W (no time budget: an explanation is exact)."""
         assert self.index is not None, "call ensure_index first"
         alpha = self.config.retrieval.alpha if alpha is None else alpha
-        query, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        hidden = self.visible_fragments(cursor.path, first_line, cursor.line)
-        if excluded is not None and excluded.size:
-            hidden = np.union1d(hidden, excluded)
-        scores = score_fragments(self.index, query, alpha, hidden)
+        query, _ = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
+        scores = score_fragments(self.index, query, alpha, excluded, None, unlisted)
         if fragments is None:
             chosen = top_fragments(self.index, scores, self.config.retrieval.top_k)
         else:
@@ -371,14 +372,22 @@ class RepoService:
         starts, ends = self.index.fragment_start[ids], self.index.fragment_end[ids]
         return ids[(starts <= last_line) & (ends > first_line)]
 
-    def hidden_fragments(self, cursor: Cursor, excluded: np.ndarray | None = None) -> np.ndarray:
-        """Fragment ids a retrieval at `cursor` must not offer: the current file's windows over the
-        query lines (the prompt shows them already) plus `excluded` (e.g. RepoEval's leakage rule)."""
+    def cursor_masks(self, cursor: Cursor, excluded: np.ndarray | None = None,
+                     unlisted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(excluded, unlisted) fragment ids for a retrieval at `cursor` (see score_fragments).
+
+        The current file's windows over the query lines are never offered: the prompt shows them.
+        With `retrieval.visible_feed_environment` they still feed their neighbours' s_env (the
+        environment starts at the cursor), otherwise they are excluded. `excluded` / `unlisted`
+        add the caller's own (e.g. RepoEval's unseen lines, and its leakage rule).
+        """
         _, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        hidden = self.visible_fragments(cursor.path, first_line, cursor.line)
-        if excluded is not None and excluded.size:
-            hidden = np.union1d(hidden, excluded)
-        return hidden
+        visible = self.visible_fragments(cursor.path, first_line, cursor.line)
+        excluded = np.zeros(0, dtype=np.int64) if excluded is None else excluded.astype(np.int64)
+        unlisted = np.zeros(0, dtype=np.int64) if unlisted is None else unlisted.astype(np.int64)
+        if self.config.retrieval.visible_feed_environment:
+            return excluded, np.union1d(unlisted, visible)
+        return np.union1d(excluded, visible), unlisted
 
     def retrieve_at(
         self,
@@ -389,10 +398,10 @@ class RepoService:
     ) -> Retrieval:
         started = time.perf_counter()
         query, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        excluded = self.visible_fragments(cursor.path, first_line, cursor.line) if exclude_visible else None
+        excluded, unlisted = self.cursor_masks(cursor) if exclude_visible else (None, None)
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
-        fragments = self.retrieve(query, k, alpha, excluded)
+        fragments = self.retrieve(query, k, alpha, excluded, unlisted)
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
 

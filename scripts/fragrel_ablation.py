@@ -5,13 +5,13 @@
 
 Why: on retrieval-only metrics FragRel (alpha 0.5) barely moves plain BM25 (alpha 0). Each variant
 changes one index setting (graph granularity, tau, relation kind, relations kept per fragment,
-tokenizer), or post-processes W in memory (cross-file relations only), and is evaluated
+tokenizer, same-file relation weight, whether the query's own windows seed s_env) and is evaluated
 retrieval-only through `run_evaluation` at alpha 0 (vanilla) and 0.25 / 0.5 / 1. Every variant
 gets its own index folder (corpora/ablation-index/<variant>) and results file
 (corpora/ablation/<variant>.jsonl, resumable); a variant that runs past --variant-timeout is dropped
 and reported. For the default index the script also measures how W is built up (neighbours per
-fragment, same-file vs cross-file weight mass) and whether the called definition of an API task is
-related through W to anything the query can match.
+fragment, same-file vs cross-file weight mass). The evaluation indexes each hole's file cut at the
+hole (repomem.evaluation.run), so nothing after the hole reaches W.
 
 Output: eval/results/ablation.md and eval/results/ablation.json.
 """
@@ -28,7 +28,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,21 +37,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import repomem.evaluation.run as evaluation_run  # noqa: E402
 from repomem.config import Config, with_overrides  # noqa: E402
 from repomem.evaluation.report import RetrievalRow, summarize  # noqa: E402
-from repomem.evaluation.run import (  # noqa: E402
-    Evaluator,
-    RunSettings,
-    leakage_exclusions,
-    read_results,
-    run_evaluation,
-    task_cursor,
-)
+from repomem.evaluation.run import RunSettings, read_results, run_evaluation  # noqa: E402
 from repomem.evaluation.tasks import EvalTask, load_tasks  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from repomem.index import RepoIndex  # noqa: E402
-from repomem.positions import read_text_file  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
 
 DEVSET = ROOT / "corpora" / "devset"
@@ -69,12 +59,12 @@ class AblationVariant:
     name: str
     description: str
     overrides: dict[str, dict[str, Any]]
-    cross_file_only: bool = False  # W post-processed in memory: same-file w_ij set to 0
-    index_of: str = ""  # reuse this variant's index folder (same index settings, nothing saved)
+    index_of: str = ""  # reuse this variant's index folder (same index settings: retrieval-only changes)
 
 
 VARIANTS = (
-    AblationVariant("default", "statement graph, tau 0.01, 64 relations/fragment, kind graph", {}),
+    AblationVariant("default", "statement graph, tau 0.01, 64 relations/fragment, kind graph, same-file "
+                               "weight 0, visible windows seed s_env", {}),
     AblationVariant("tau-0.001", "strength_cutoff tau = 0.001 (DESIGN's example)",
                     {"graph": {"strength_cutoff": 1e-3}}),
     AblationVariant("tau-0.05", "strength_cutoff tau = 0.05", {"graph": {"strength_cutoff": 0.05}}),
@@ -88,9 +78,13 @@ VARIANTS = (
                     {"relations": {"max_relations_per_fragment": 256}}),
     AblationVariant("no-subwords", "bm25.split_subwords = false (whole identifiers only)",
                     {"bm25": {"split_subwords": False}}),
-    # Only the in-memory W differs from default, so its index is default's (loaded, never saved).
-    AblationVariant("cross-file-only", "default W with every same-file w_ij zeroed (diagnostic)", {},
-                    cross_file_only=True, index_of="default"),
+    AblationVariant("same-file-1", "relations.same_file_weight = 1 (eq. 8 as in the paper; visible windows seed)",
+                    {"relations": {"same_file_weight": 1.0}}),
+    AblationVariant("no-visible-seed", "retrieval.visible_feed_environment = false (query windows feed no s_env)",
+                    {"retrieval": {"visible_feed_environment": False}}, index_of="default"),
+    AblationVariant("paper", "same_file_weight 1 and no visible seed (the previous default)",
+                    {"relations": {"same_file_weight": 1.0}, "retrieval": {"visible_feed_environment": False}},
+                    index_of="same-file-1"),
 )
 
 
@@ -105,35 +99,6 @@ def variant_config(variant: AblationVariant) -> Config:
 def same_file_mask(index: RepoIndex, matrix: sp.csr_matrix) -> tuple[sp.coo_matrix, np.ndarray]:
     coo = matrix.tocoo()
     return coo, index.fragment_file[coo.row] == index.fragment_file[coo.col]
-
-
-def keep_cross_file_relations_only(index: RepoIndex) -> None:
-    """Zero every w_ij between fragments of one file, in memory, and recompute the row sums of eq. 9."""
-    for name in ("w_base", "w_delta"):
-        coo, same = same_file_mask(index, getattr(index, name))
-        kept = ~same
-        setattr(index, name, sp.csr_matrix((coo.data[kept], (coo.row[kept], coo.col[kept])), shape=coo.shape))
-    live = index.live.astype(float)
-    n_base = index.w_base.shape[0]
-    rowsum = index.w_delta @ live
-    rowsum[:n_base] += index.w_base @ live[:n_base]
-    index.rowsum = rowsum
-
-
-class CrossFileEvaluator(Evaluator):
-    """An Evaluator whose indexes keep cross-file relations only, applied once per opened repository."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._pruned: set[str] = set()
-
-    def service(self, repo: str) -> RepoService | Failure:
-        service = super().service(repo)
-        if isinstance(service, RepoService) and repo not in self._pruned:
-            assert service.index is not None
-            keep_cross_file_relations_only(service.index)
-            self._pruned.add(repo)
-        return service
 
 
 def w_statistics(index: RepoIndex) -> dict[str, float]:
@@ -173,65 +138,6 @@ def combined_w_statistics(per_repo: dict[str, dict[str, float]]) -> dict[str, fl
     return out
 
 
-def definition_fragments(index: RepoIndex, path: str, line: int) -> np.ndarray:
-    record = index.record(path)
-    if record is None:
-        return np.zeros(0, dtype=np.int64)
-    ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
-    ids = ids[index.live[ids]]
-    return ids[(index.fragment_start[ids] <= line) & (index.fragment_end[ids] > line)]
-
-
-def api_definition_links(services: dict[str, RepoService], tasks: Sequence[EvalTask]) -> dict[str, Any]:
-    """For API tasks: is the called definition's fragment related through W to the hole's file?
-
-    s_env of the definition fragment can only rise with the query if some neighbour j has s_ind_j > 0;
-    the query is the hole's file, so its own fragments are the natural carriers. "visible": hole-file
-    windows ending at or above the hole (the user sees all of them, none holds the answer); "usable":
-    those eq. 9 may read (not hidden by the leakage rule nor by the query window, which the prompt
-    already shows).
-    """
-    counts = {"tasks": 0, "definition_in_hole_file": 0, "definition_unindexed": 0, "any_relation": 0,
-              "to_hole_file": 0, "to_hole_file_visible": 0, "to_hole_file_usable": 0}
-    usable_mass_shares: list[float] = []
-    matrices = {repo: service.index.relation_matrix() for repo, service in services.items() if service.index}
-    for task in tasks:
-        if task.definition is None or task.repo not in services:
-            continue
-        service = services[task.repo]
-        index = service.index
-        assert index is not None
-        counts["tasks"] += 1
-        counts["definition_in_hole_file"] += task.definition.path == task.path
-        targets = definition_fragments(index, task.definition.path, task.definition.line)
-        if targets.size == 0:
-            counts["definition_unindexed"] += 1
-            continue
-        hole = index.record(task.path)
-        text = read_text_file(service.root / task.path)
-        if hole is None or isinstance(text, Failure):
-            continue
-        hole_ids = np.arange(hole.first_fragment, hole.first_fragment + hole.n_fragments)
-        hole_ids = hole_ids[index.live[hole_ids]]
-        visible = hole_ids[index.fragment_end[hole_ids] <= task.lineno]
-        hidden = service.hidden_fragments(task_cursor(service.root, task, text),
-                                          leakage_exclusions(index, task.path, task.context_start_lineno))
-        usable = np.setdiff1d(hole_ids, hidden)
-        rows = matrices[task.repo][targets]
-        neighbours = np.setdiff1d(rows.indices, targets)
-        counts["any_relation"] += neighbours.size > 0
-        counts["to_hole_file"] += np.intersect1d(neighbours, hole_ids).size > 0
-        counts["to_hole_file_visible"] += np.intersect1d(neighbours, visible).size > 0
-        counts["to_hole_file_usable"] += np.intersect1d(neighbours, usable).size > 0
-        row_mass = float(rows.sum())
-        usable_mass = float(rows[:, usable].sum()) if usable.size else 0.0
-        usable_mass_shares.append(usable_mass / row_mass if row_mass else 0.0)
-    n = counts["tasks"] or 1
-    shares = {f"{key}_share": counts[key] / n for key in counts if key != "tasks"}
-    return {**counts, **shares,
-            "usable_hole_file_mass_share_mean": float(np.mean(usable_mass_shares)) if usable_mass_shares else 0.0}
-
-
 # -- running ---------------------------------------------------------------------------------------
 
 
@@ -267,7 +173,7 @@ def time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def open_services(config: Config, repos: Sequence[str], cross_file_only: bool) -> dict[str, RepoService]:
+def open_services(config: Config, repos: Sequence[str]) -> dict[str, RepoService]:
     """The variant's indexes as the evaluation saw them (loaded from its index folder)."""
     services = {}
     for repo in repos:
@@ -275,8 +181,6 @@ def open_services(config: Config, repos: Sequence[str], cross_file_only: bool) -
         if isinstance(service, Failure) or isinstance(service.ensure_index(), Failure):
             continue
         assert service.index is not None
-        if cross_file_only:
-            keep_cross_file_relations_only(service.index)
         services[repo] = service
     return services
 
@@ -292,30 +196,25 @@ def run_variant(variant: AblationVariant, tasks: Sequence[EvalTask], progress: P
         log_lines.append(message)
         console.log(f"[{variant.name}] {message}")
 
-    # run_evaluation builds its Evaluator itself; the diagnostic variant swaps the class for this run only.
-    evaluator_class = CrossFileEvaluator if variant.cross_file_only else Evaluator
     started = time.perf_counter()
-    with mock.patch.object(evaluation_run, "Evaluator", evaluator_class):
-        summary = run_evaluation(tasks, DEVSET / "repositories", results, settings, config=config,
-                                 progress=RichTaskProgress(progress, variant.name), log=log)
+    summary = run_evaluation(tasks, DEVSET / "repositories", results, settings, config=config,
+                             progress=RichTaskProgress(progress, variant.name), log=log)
     if isinstance(summary, Failure):
         raise RuntimeError(f"{variant.name}: {summary.message}")
     records = read_results(results)
     report = summarize(records)
     if isinstance(report, Failure):
         raise RuntimeError(f"{variant.name}: {report.message}")
-    services = open_services(config, sorted({t.repo for t in tasks}), variant.cross_file_only)
+    services = open_services(config, sorted({t.repo for t in tasks}))
     per_repo = {repo: w_statistics(service.index) for repo, service in services.items() if service.index}
     out: dict[str, Any] = {
         "description": variant.description, "overrides": variant.overrides,
-        "cross_file_only": variant.cross_file_only, "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(time.perf_counter() - started, 1),
         "index_log": log_lines, "k": report.k,
         "rows": [dataclasses.asdict(row) for row in report.retrieval_rows],
         "gained_lost": gained_and_lost(records, report.k),
         "w": {"all": combined_w_statistics(per_repo), "per_repo": per_repo} if per_repo else {},
     }
-    if variant.name == "default":
-        out["api_definition_links"] = api_definition_links(services, [t for t in tasks if t.split == "api"])
     return out
 
 
@@ -410,25 +309,6 @@ def markdown_report(summary: dict[str, Any], dropped: dict[str, str]) -> str:
                        f"{w['same_file_neighbours_mean']:.1f} | {100 * w['isolated_share']:.1f}% | "
                        f"{100 * w['same_file_mass_share']:.1f}% | {w['same_file_weight_mean']:.3f} / "
                        f"{w['cross_file_weight_mean']:.3f} |")
-    links = variants.get("default", {}).get("api_definition_links")
-    if links:
-        n = links["tasks"]
-        out += ["", "## API tasks: is the called definition related to the hole's file? (default W)", "",
-                "The definition fragment(s) = indexed windows holding the def line. The query is the hole's file, so "
-                "its fragments are where s_ind is high; eq. 9 can lift the definition only through a w_ij to a "
-                "fragment with s_ind > 0. Usable = hole-file fragments eq. 9 may read (not hidden by the leakage "
-                "rule or the query window).", "",
-                "| measure | tasks | share |", "|---|---:|---:|"]
-        labels = {"definition_in_hole_file": "definition lies in the hole's own file",
-                  "definition_unindexed": "no indexed window holds the def line",
-                  "any_relation": "definition fragment has any W neighbour",
-                  "to_hole_file": "... a neighbour in the hole's file",
-                  "to_hole_file_visible": "... a neighbour among the hole file's windows ending above the hole",
-                  "to_hole_file_usable": "... a neighbour in the hole's file that eq. 9 may read"}
-        for key, label in labels.items():
-            out.append(f"| {label} | {links[key]} / {n} | {100 * links[key + '_share']:.1f}% |")
-        out.append(f"| mean share of the definition row's W mass on usable hole-file fragments | | "
-                   f"{100 * links['usable_hole_file_mass_share_mean']:.1f}% |")
     out.append("")
     return "\n".join(out)
 

@@ -61,9 +61,10 @@ def reference_strengths(graph: nx.Graph, sources, cutoff: float) -> dict:
 
 
 def reference_relation(
-    table: FragmentTable, node_key, graph: nx.Graph, cutoff: float, live: np.ndarray
+    table: FragmentTable, node_key, graph: nx.Graph, cutoff: float, live: np.ndarray, same_file_weight: float = 1.0,
 ) -> np.ndarray:
-    """Dense W of eq. 8 (diagonal 0). `node_key(global id)` maps fast-path ids to graph nodes."""
+    """Dense W of eq. 8 (diagonal 0), pairs of one file times `same_file_weight`.
+    `node_key(global id)` maps fast-path ids to graph nodes."""
     n = table.size
     members = [
         [(node_key(int(table.nodes[s])), float(table.weights[s])) for s in range(table.indptr[i], table.indptr[i + 1])]
@@ -86,6 +87,8 @@ def reference_relation(
                     numerator += len_k * len_l * row.get(key_l, 0.0)
                     denominator += len_k * len_l
             w[i, j] = numerator / denominator if denominator else 0.0
+            if table.file[i] == table.file[j]:
+                w[i, j] *= same_file_weight
     return w
 
 

@@ -91,11 +91,12 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff):
             assert fast[node] == pytest.approx(strength, rel=1e-12)
 
 
-@pytest.mark.parametrize("granularity", ["statement", "named"])
+@pytest.mark.parametrize("granularity, same_file_weight", [("statement", 1.0), ("named", 1.0), ("statement", 0.3)])
 @pytest.mark.parametrize("repo", ["package_repo", "synthetic_repo"])
-def test_relation_matrix_matches_eq8(repo, granularity, request):
+def test_relation_matrix_matches_eq8(repo, granularity, same_file_weight, request):
     config = with_overrides(Config(), graph={"granularity": granularity, "max_reach": 0},
-                            relations={"max_relations_per_fragment": 0, "relation_cutoff": 0.0})
+                            relations={"max_relations_per_fragment": 0, "relation_cutoff": 0.0,
+                                       "same_file_weight": same_file_weight})
     index = open_index(request.getfixturevalue(repo), config)
     graph = index.graph()
     table = index.fragment_table(graph)
@@ -104,7 +105,8 @@ def test_relation_matrix_matches_eq8(repo, granularity, request):
     fast = np.zeros((table.size, table.size))
     fast[r, c] = v
     reference = reference_graph(index.syntax, all_calls(index), config.graph)
-    slow = reference_relation(table, node_key_for(graph), reference, config.graph.strength_cutoff, index.live)
+    slow = reference_relation(table, node_key_for(graph), reference, config.graph.strength_cutoff, index.live,
+                              same_file_weight)
     assert np.count_nonzero(slow) > table.size  # the test repo really has relations
     np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(fast, fast.T, rtol=1e-10, atol=1e-15)  # eq. 8 is symmetric
@@ -200,6 +202,22 @@ def test_excluded_fragments_neither_rank_nor_feed_neighbours(synthetic_repo):
     denominator = w[:, visible].sum(axis=1)
     expected = np.divide(w @ s, denominator, out=np.zeros_like(s), where=denominator > 1e-300)
     np.testing.assert_allclose(scores.s_env[visible], expected[visible], rtol=1e-10)
+
+
+def test_unlisted_fragments_do_not_rank_but_feed_neighbours(synthetic_repo):
+    index = open_index(synthetic_repo, Config())
+    query = QUERIES[1]
+    full = score_fragments(index, query, alpha=0.5)
+    unlisted = np.argsort(-full.s_rel)[:3]
+    scores = score_fragments(index, query, alpha=0.5, unlisted=unlisted)
+    assert np.all(np.isnan(scores.s_rel[unlisted]))
+    assert not {f.fragment for f in top_fragments(index, scores, k=20)} & set(unlisted.tolist())
+    offered = np.ones(index.n_fragments, dtype=bool)
+    offered[unlisted] = False
+    # Their s_ind still reaches every neighbour: s_env is the one of an unrestricted query.
+    np.testing.assert_allclose(scores.s_env, full.s_env, rtol=1e-12)
+    np.testing.assert_allclose(scores.s_rel[offered], full.s_rel[offered], rtol=1e-12)
+    assert np.count_nonzero(full.s_env[offered]) > 0
 
 
 def test_context_relation_is_eq7(synthetic_repo):

@@ -3,7 +3,12 @@ the language server, one record per (task, strategy) appended to a JSONL results
 
 Protocol (DESIGN.md section 6): left context only, greedy decoding of up to 100 tokens, the prompt
 never shows lines above `context_start_lineno`, and the leakage rule: a window of the hole's own
-file is usable only if it ends at or before `context_start_lineno`.
+file is offered only if it ends at or before `context_start_lineno`.
+
+As in an editor, the hole's file is indexed as it stands at the cursor: cut at the hole (an
+unsaved-buffer overlay, re-indexed per task). Indexing the whole file would leak the answer
+through the code graph even where no window is offered: the hole's own call edge relates the
+lines above it to the very definition it calls.
 
 Resumable: a record's key is (task, strategy, alpha, k, order, mode, backend); a rerun skips keys
 already in the results file. Records are appended one whole line at a time and flushed, so Ctrl-C
@@ -130,7 +135,10 @@ def _drop_torn_tail(path: Path) -> None:
 
 
 def leakage_exclusions(index: RepoIndex, path: str, context_start_lineno: int) -> np.ndarray:
-    """Ids of the hole file's fragments that end after `context_start_lineno` (the leakage rule)."""
+    """Ids of the hole file's fragments that end after `context_start_lineno` (the leakage rule).
+
+    With the file cut at the hole they hold only lines the prompt shows: never offered, but free
+    to feed their neighbours' s_env as any visible code does."""
     file_id = index.file_id(path)
     if file_id is None:
         return np.zeros(0, dtype=np.int64)
@@ -241,22 +249,37 @@ class Evaluator:
             return [{**self._base_record(task, v), "error": text.message} for v in variants]
         assert isinstance(service, RepoService) and service.index is not None
         cursor = task_cursor(service.root, task, text)
-        leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
-        out = []
-        for variant in variants:
-            record = self._base_record(task, variant)
-            if self.settings.retrieval_only:
-                record.update(self._retrieval_only(service, task, cursor, leak, variant))
-            else:
-                record.update(self._with_model(service, task, cursor, leak, variant))
-            out.append(record)
+        cut = service.set_buffer(task.path, cursor.text)
+        if isinstance(cut, Failure) and cut.kind != "not-indexed":
+            return [{**self._base_record(task, v), "error": cut.message} for v in variants]
+        try:
+            leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
+            out = []
+            for variant in variants:
+                record = self._base_record(task, variant)
+                if self.settings.retrieval_only:
+                    record.update(self._retrieval_only(service, task, cursor, leak, variant))
+                else:
+                    record.update(self._with_model(service, task, cursor, leak, variant))
+                out.append(record)
+        finally:
+            service.drop_buffer(task.path)
+            self._compact(service)
         return out
+
+    def _compact(self, service: RepoService) -> None:
+        """Each task re-indexes its file twice and ids only grow: rebuild once churn passes the
+        index's compaction ratio, as `repomem index` would, so scoring stays O(live fragments)."""
+        assert service.index is not None
+        if service.needs_compaction(service.index):
+            service.ensure_index()
 
     def _retrieval_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                         variant: Variant) -> dict[str, Any]:
         started = time.perf_counter()
         query, _ = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        fragments = service.retrieve(query, alpha=variant.alpha, excluded=service.hidden_fragments(cursor, leak))
+        excluded, unlisted = service.cursor_masks(cursor, unlisted=leak)
+        fragments = service.retrieve(query, alpha=variant.alpha, excluded=excluded, unlisted=unlisted)
         elapsed = (time.perf_counter() - started) * 1000
         return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
                 "timings_ms": {"retrieve": round(elapsed, 3)}}
@@ -267,7 +290,7 @@ class Evaluator:
         engine = CompletionEngine(service, self.backend, self.config)  # fresh: no memory across tasks
         result = engine.complete(
             cursor, variant.strategy, order=self.settings.order, use_suffix=False,
-            max_new_tokens=self.settings.max_new_tokens, excluded=leak, alpha=variant.alpha,
+            max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
             visible_from=task.context_start_lineno, enough=has_enough_lines(task.ground_truth),
         )
         if isinstance(result, Failure):
