@@ -245,6 +245,7 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
         ls.show("warning", warning)
     ls.session = CompletionSession(root_path, base_config, ls.log)
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
+    ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.apply_options(ls.options)
     ls.model_worker.submit(ls.session.ensure_engine)  # the model loads while the index builds
     ls.start_indexing()

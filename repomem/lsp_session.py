@@ -77,6 +77,11 @@ class CompletionSession:
         self.index_ready = threading.Event()
         # Called (on the model thread) when the index turns out damaged; the server rebuilds it.
         self.on_index_lost: Callable[[], None] = lambda: None
+        # Called (on the model thread) when buffer edits have grown the index past its compaction
+        # ratio: ids only grow, so every keystroke's re-indexed file leaves dead fragments behind.
+        # The server rebuilds in the background; the current index keeps answering meanwhile.
+        self.on_index_churned: Callable[[], None] = lambda: None
+        self._rebuilding = False
 
     # -- settings --------------------------------------------------------------------------------
 
@@ -146,6 +151,7 @@ class CompletionSession:
     def install_index(self, index: RepoIndex) -> None:
         """Make a freshly built index current; open buffers are overlaid on it again."""
         self.service.index = index
+        self._rebuilding = False
         if self.backend is not None:  # the stable-order memo holds fragment ids of the old index
             self.engine = CompletionEngine(self.service, self.backend, self.config)
         with self._dirty_lock:
@@ -177,6 +183,10 @@ class CompletionSession:
                 return
             if isinstance(result, Failure) and result.kind not in ("not-indexed", "no-index"):
                 self.log("warning", result.message)
+        index = self.service.index
+        if index is not None and not self._rebuilding and self.service.needs_compaction(index):
+            self._rebuilding = True
+            self.on_index_churned()
 
     def buffer_closed(self, path: str) -> None:
         self.open_buffers.pop(path, None)
