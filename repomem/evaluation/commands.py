@@ -114,7 +114,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure("bad-option", "--threads must be at least 1"))
     settings = RunSettings(
         strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
-        max_prompt_tokens=args.prompt_tokens, threads=args.threads,
+        max_prompt_tokens=args.prompt_tokens,
         retrieval_only=args.retrieval_only, alphas=_parse_floats(args.alphas, "--alphas") if args.alphas else (),
     )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"

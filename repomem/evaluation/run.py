@@ -62,7 +62,6 @@ class RunSettings:
     order: str = "score"  # RepoCoder's order (most similar block last); "stable" = by path and line
     max_new_tokens: int = 100  # DESIGN.md section 6
     max_prompt_tokens: int | None = None  # whole prompt (blocks get half); None = the config's (2048)
-    threads: int | None = None  # llama.cpp threads; None = the config's (all cores)
     retrieval_only: bool = False  # no model: retrieval metrics only
     alphas: tuple[float, ...] = ()  # retrieval-only: also FragRel at each of these alphas (a sweep)
 
@@ -178,7 +177,6 @@ class Evaluator:
             completion={
                 "max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order,
                 "max_prompt_tokens": settings.max_prompt_tokens or config.completion.max_prompt_tokens,
-                "threads": config.completion.threads if settings.threads is None else settings.threads,
                 "deadline_s": max(config.completion.deadline_s, EVAL_DEADLINE_S),
             },
         )
