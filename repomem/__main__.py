@@ -1,5 +1,5 @@
 import sys
 
-from repomem.cli import main
+from repomem.cli.main import main
 
 sys.exit(main())

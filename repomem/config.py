@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repomem.strategies import STRATEGY_NAMES
+
 
 @dataclass(frozen=True)
 class ScanConfig:
@@ -110,7 +112,7 @@ class RetrievalConfig:
 
 @dataclass(frozen=True)
 class CompletionConfig:
-    strategy: str = "fragrel"  # infile | vanilla | fragrel | repocoder | repocoder+fragrel
+    strategy: str = "fragrel"  # a name of repomem.strategies.STRATEGY_TABLE
     max_prompt_tokens: int = 2048  # whole prompt, in the backend's tokens
     context_share: float = 0.5  # share of the prompt for retrieved blocks (RepoCoder: half)
     # Code after the cursor kept for fill-in-the-middle. Everything after the cursor is re-read by
@@ -173,14 +175,15 @@ class Config:
 
 CONFIG_FILE_NAME = "repomem.toml"
 
-STRATEGIES = ("infile", "vanilla", "fragrel", "repocoder", "repocoder+fragrel")
+BLOCK_ORDERS = ("score", "stable")  # see CompletionConfig.order
+PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("graph", "granularity"): ("statement", "named"),
     ("relations", "kind"): ("graph", "context", "graph+context"),
-    ("completion", "strategy"): STRATEGIES,
-    ("completion", "order"): ("score", "stable"),
-    ("completion", "style"): ("comments", "repo"),
+    ("completion", "strategy"): STRATEGY_NAMES,
+    ("completion", "order"): BLOCK_ORDERS,
+    ("completion", "style"): PROMPT_STYLES,
 }
 
 

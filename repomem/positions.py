@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repomem.failures import Failure
-from repomem.scan import normalize_newlines
+from repomem.index.scan import normalize_newlines
 
 _POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
 REPO_MARKERS = (".git", ".repomem", "repomem.toml")
@@ -98,8 +98,12 @@ def text_before_cursor(cursor: Cursor, n_lines: int) -> tuple[str, int]:
 
     Returns the text and its first line (0-based).
     """
-    lines = cursor.text.split("\n")
-    first = max(0, cursor.line - n_lines + 1)
-    window = lines[first : cursor.line]
-    window.append(lines[cursor.line][: cursor.column] if cursor.line < len(lines) else "")
+    return window_before(cursor.text.split("\n"), cursor.line, cursor.column, n_lines)
+
+
+def window_before(lines: list[str], line: int, column: int, n_lines: int) -> tuple[str, int]:
+    """`text_before_cursor` over a file already split into lines (0-based `line` / `column`)."""
+    first = max(0, line - n_lines + 1)
+    window = lines[first:line]
+    window.append(lines[line][:column] if line < len(lines) else "")
     return "\n".join(window), first

@@ -19,21 +19,35 @@ import numpy as np
 
 from repomem.config import Config, load_config
 from repomem.failures import Failure
-from repomem.index import FileAnalysis, RepoIndex, StructureUnavailable, analyze_file, apply_changes, build_index
-from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
-from repomem.progress import NoProgress, Progress
-from repomem.languages import language_of
-from repomem.scan import (
+from repomem.index.repo_index import (
+    FileAnalysis,
+    RepoIndex,
+    StructureUnavailable,
+    analyze_file,
+    apply_changes,
+    build_index,
+)
+from repomem.index.scan import (
     Candidate,
-    SourceFile,
     Skipped,
+    SourceFile,
     excluded_reason,
     list_candidates,
     read_source,
     source_from_bytes,
 )
-from repomem.scoring import Lift, ScoredFragment, score_fragments, scored_fragments, strongest_lifts, top_fragments
-from repomem.store import index_dir, load_index, save_index
+from repomem.index.store import index_dir, load_index, save_index
+from repomem.languages.registry import language_of
+from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
+from repomem.progress import NoProgress, Progress
+from repomem.retrieval.scoring import (
+    Lift,
+    ScoredFragment,
+    score_fragments,
+    scored_fragments,
+    strongest_lifts,
+    top_fragments,
+)
 
 # Below this many files a worker pool costs more than it saves.
 PARALLEL_MIN_FILES = 64
@@ -395,13 +409,21 @@ class RepoService:
         k: int | None = None,
         alpha: float | None = None,
         exclude_visible: bool = True,
+        *,
+        query: str | None = None,
+        excluded: np.ndarray | None = None,
+        unlisted: np.ndarray | None = None,
     ) -> Retrieval:
+        """Top K for a cursor: the query is the last lines before it (or `query`, e.g. RepoCoder's
+        window slid over a draft); the masks are the cursor's own (see `cursor_masks`) plus
+        `excluded` / `unlisted`."""
         started = time.perf_counter()
-        query, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        excluded, unlisted = self.cursor_masks(cursor) if exclude_visible else (None, None)
+        window, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        if exclude_visible:
+            excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
-        fragments = self.retrieve(query, k, alpha, excluded, unlisted)
+        fragments = self.retrieve(window if query is None else query, k, alpha, excluded, unlisted)
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from repomem.backends.base import GenerationRequest  # noqa: E402
 from repomem.backends.llama import LlamaBackend  # noqa: E402
-from repomem.completion import CompletionEngine  # noqa: E402
+from repomem.backends.models import pull_default_model  # noqa: E402
+from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
-from repomem.models import pull_default_model  # noqa: E402
 from repomem.packages import package_source  # noqa: E402
 from repomem.positions import locate  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
     backend = LlamaBackend.open(model, context_tokens=4096)
     assert not isinstance(backend, Failure), backend
     text = (service.root / args.file).read_text(encoding="utf-8").split("\n")
-    line = max(i for i, l in enumerate(text[: len(text) // 2]) if " = " in l) + 1
+    line = max(i for i, row in enumerate(text[: len(text) // 2]) if " = " in row) + 1
     results: dict = {"repo": source.name, "file": args.file, "model": backend.name, "single": {}, "walks": []}
     for budget in () if args.skip_single else (1024, 2048):
         console.print(f"cold / warm, {budget}-token budget ...")

@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 from repomem.config import Config  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
-from repomem.index import apply_changes  # noqa: E402
+from repomem.index.repo_index import apply_changes  # noqa: E402
+from repomem.index.scan import SourceFile, content_digest  # noqa: E402
+from repomem.index.store import index_dir, load_index, save_index  # noqa: E402
 from repomem.packages import package_source  # noqa: E402
 from repomem.positions import locate  # noqa: E402
-from repomem.scan import SourceFile, content_digest  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
-from repomem.store import index_dir, load_index, save_index  # noqa: E402
 
 DJANGO = "django==5.1.4"
 DJANGO_SHA256 = "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"
@@ -139,7 +139,7 @@ def naive_vs_fast(tree: Path) -> dict:
     from rank_bm25 import BM25Okapi
     from reference import reference_graph, reference_relation  # type: ignore[import-not-found]
 
-    from repomem.tokens import tokenize
+    from repomem.index.tokens import tokenize
 
     work = Path(tempfile.mkdtemp(prefix="repomem-naive-"))
     shutil.copytree(tree, work / "repo")
@@ -161,7 +161,7 @@ def naive_vs_fast(tree: Path) -> dict:
         file_id = int(np.searchsorted(graph.node_offset, node, side="right") - 1)
         return ("syntax", file_id, node - int(graph.node_offset[file_id])) if node < n_syntax else None
 
-    from repomem.resolve import CallEdge
+    from repomem.languages.python.calls import CallEdge
 
     calls = [CallEdge(*row) for row in index.all_calls().tolist()]
     nx_graph = reference_graph(index.syntax, calls, config.graph)

@@ -42,7 +42,7 @@ from repomem.evaluation.report import RetrievalRow, summarize  # noqa: E402
 from repomem.evaluation.run import RunSettings, read_results, run_evaluation  # noqa: E402
 from repomem.evaluation.tasks import EvalTask, load_tasks  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
-from repomem.index import RepoIndex  # noqa: E402
+from repomem.index.repo_index import RepoIndex  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
 
 DEVSET = ROOT / "corpora" / "devset"

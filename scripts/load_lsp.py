@@ -177,7 +177,8 @@ async def run_load(repo: Path, pairs: int, chars_per_second: float, pause_after_
         future = asyncio.ensure_future(client.protocol.send_request_async(
             types.TEXT_DOCUMENT_INLINE_COMPLETION,
             types.InlineCompletionParams(
-                text_document=types.TextDocumentIdentifier(uri), position=types.Position(line=line, character=character),
+                text_document=types.TextDocumentIdentifier(uri),
+                position=types.Position(line=line, character=character),
                 context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)),
             msg_id=request_id))
         pending[request_id] = (sent, future)
@@ -242,7 +243,8 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
 
-    table = Table(title=f"repomem serve: {args.pairs} didChange + inlineCompletion at {args.chars_per_second:g} chars/s")
+    table = Table(title=f"repomem serve: {args.pairs} didChange + inlineCompletion at "
+                        f"{args.chars_per_second:g} chars/s")
     table.add_column("measure")
     table.add_column("value", justify="right")
     latency, rss = results["latency_ms"], results["rss_mb"]

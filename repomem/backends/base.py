@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from repomem.backends.templates import Template
 from repomem.failures import Failure
-from repomem.fim import Template
 
 CancelCheck = Callable[[], bool]
 
@@ -48,3 +49,51 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the model or connection."""
+
+
+def early_stop(request: GenerationRequest, text: str, deadline: float) -> str | None:
+    """Why a streaming generation should end after this token, or None to go on.
+
+    `text` is what was generated so far; `deadline` is a time.perf_counter() value. Every
+    streaming backend asks this between tokens, so cancel, `enough` and the deadline behave alike.
+    """
+    if request.cancel is not None and request.cancel():
+        return "cancelled"
+    if request.enough is not None and request.enough(text):
+        return "stop"
+    if time.perf_counter() > deadline:
+        return "deadline"
+    return None
+
+
+# Failure kinds after which a backend is presumed broken: the language server closes it and
+# opens a new one at the next request. A prompt that does not fit, or a cancelled call, is not.
+BROKEN_BACKEND_KINDS = frozenset({
+    "backend-error", "backend-unreachable", "backend-timeout", "bad-response", "generation", "backend-closed",
+})
+
+
+def backend_broken(failure: Failure) -> bool:
+    return failure.kind in BROKEN_BACKEND_KINDS
+
+
+class TokenCountFailed(Exception):
+    """A backend could not count tokens while a prompt was being fitted (carries the Failure)."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class BackendTokenizer:
+    """A backend's exact token count as completion.prompt.Tokenizer; a failed count raises
+    TokenCountFailed, which the caller turns back into its Failure."""
+
+    def __init__(self, backend: Backend):
+        self._backend = backend
+
+    def count(self, text: str) -> int:
+        value = self._backend.count(text)
+        if isinstance(value, Failure):
+            raise TokenCountFailed(value)
+        return value

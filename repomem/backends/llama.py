@@ -12,10 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-from repomem.backends.base import Generation, GenerationRequest
+from repomem.backends.base import Generation, GenerationRequest, early_stop
+from repomem.backends.models import check_gguf
+from repomem.backends.templates import Template, template_for
 from repomem.failures import Failure
-from repomem.fim import Template, template_for
-from repomem.models import check_gguf
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -99,14 +99,9 @@ class LlamaBackend:
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
                         break
-                    if request.cancel is not None and request.cancel():
-                        finish = "cancelled"
-                        break
-                    if request.enough is not None and request.enough("".join(pieces)):
-                        finish = "stop"
-                        break
-                    if time.perf_counter() > deadline:
-                        finish = "deadline"
+                    stopped = early_stop(request, "".join(pieces), deadline)
+                    if stopped is not None:
+                        finish = stopped
                         break
                 stream.close()
             except (RuntimeError, ValueError) as error:

@@ -1,7 +1,7 @@
 """Adapter for httpx: any OpenAI-compatible completions server (vLLM in production).
 
 `/v1/completions` with a rendered prompt (vLLM has no `suffix` field, so FIM strings come from
-repomem.fim), streamed so a cancel or a deadline stops between tokens; `/tokenize` (vLLM) or
+repomem.backends.templates), streamed so a cancel or a deadline stops between tokens; `/tokenize` (vLLM) or
 `/extras/tokenize` (llama-cpp-python's server) for exact token counts. Every call has a deadline;
 connection failures and 5xx / 429 answers are retried a bounded number of times before any
 token arrived; malformed answers are Failures, not exceptions.
@@ -15,9 +15,9 @@ from collections import OrderedDict
 
 import httpx
 
-from repomem.backends.base import Generation, GenerationRequest
+from repomem.backends.base import Generation, GenerationRequest, early_stop
+from repomem.backends.templates import template_for
 from repomem.failures import Failure
-from repomem.fim import template_for
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -155,15 +155,11 @@ class OpenAIBackend:
                                 if choices[0].get("finish_reason"):
                                     finish = choices[0]["finish_reason"]
                         except (ValueError, AttributeError, TypeError):
-                            return Failure("bad-response", f"{self.endpoint} streamed something that is not a completion")
-                        if request.cancel is not None and request.cancel():
-                            finish = "cancelled"
-                            break
-                        if request.enough is not None and request.enough("".join(pieces)):
-                            finish = "stop"
-                            break
-                        if time.perf_counter() > deadline:
-                            finish = "deadline"
+                            return Failure("bad-response",
+                                           f"{self.endpoint} streamed something that is not a completion")
+                        stopped = early_stop(request, "".join(pieces), deadline)
+                        if stopped is not None:
+                            finish = stopped
                             break
                 break
             except httpx.TimeoutException:

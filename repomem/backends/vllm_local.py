@@ -6,12 +6,13 @@ Automatic prefix caching is on, so prompts sharing their beginning share KV bloc
 
 from __future__ import annotations
 
+import gc
+import sys
 import time
-from collections.abc import Sequence
 
 from repomem.backends.base import Generation, GenerationRequest
+from repomem.backends.templates import template_for
 from repomem.failures import Failure
-from repomem.fim import template_for
 
 
 class VLLMBackend:
@@ -40,28 +41,32 @@ class VLLMBackend:
         return cls(llm, vllm.SamplingParams, model, context_tokens)
 
     def count(self, text: str) -> int | Failure:
+        if self._tokenizer is None:
+            return Failure("backend-closed", "the vLLM engine was closed")
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
-        results = self.generate_batch([request])
-        return results[0]
-
-    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation | Failure]:
-        """One vLLM call for many prompts (evaluation); each keeps its own stop strings."""
+        """One greedy generation. (Batching many requests per call needs an evaluator that
+        gathers them; until then a batch API here would only ever see one request.)"""
+        if self._llm is None:
+            return Failure("backend-closed", "the vLLM engine was closed")
         started = time.perf_counter()
-        params = [self._sampling_type(temperature=0.0, max_tokens=r.max_tokens, stop=list(r.stop) or None)
-                  for r in requests]
-        outputs = self._llm.generate([r.prompt for r in requests], params, use_tqdm=False)
-        seconds = time.perf_counter() - started
-        results: list[Generation | Failure] = []
-        for output in outputs:
-            choice = output.outputs[0]
-            results.append(Generation(
-                text=choice.text, prompt_tokens=len(output.prompt_token_ids),
-                completion_tokens=len(choice.token_ids), cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
-                finish_reason=choice.finish_reason or "stop", seconds=seconds / max(len(requests), 1),
-            ))
-        return results
+        params = self._sampling_type(temperature=0.0, max_tokens=request.max_tokens, stop=list(request.stop) or None)
+        output = self._llm.generate([request.prompt], [params], use_tqdm=False)[0]
+        choice = output.outputs[0]
+        return Generation(
+            text=choice.text, prompt_tokens=len(output.prompt_token_ids), completion_tokens=len(choice.token_ids),
+            cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
+            finish_reason=choice.finish_reason or "stop", seconds=time.perf_counter() - started,
+        )
 
     def close(self) -> None:
-        pass
+        """Drop the engine and hand its GPU memory back (vLLM keeps it until collected)."""
+        if self._llm is None:
+            return
+        self._llm = None
+        self._tokenizer = None
+        gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,227 @@
+"""`repomem eval report`: results records -> markdown tables and PNG plots.
+
+Model runs are compared on the tasks every strategy of the group finished (paired), with a 95%
+paired-bootstrap interval for each strategy's difference to vanilla, so a reader can tell a gain
+from noise. Retrieval-only runs give hit@1/5/K and MRR per variant, and the alpha sweep.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from repomem.failures import Failure
+from repomem.strategies import BASELINE, rank_of, strategy_named
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+SPLIT_ORDER = ("line", "api", "function")
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    split: str
+    strategy: str
+    alpha: float
+    n: int
+    em: float  # percent
+    es: float  # percent
+    hit: float | None  # percent of tasks whose top-K held the answer (None for infile)
+    prompt_hit: float | None  # percent whose prompt held it
+    em_delta: tuple[float, float, float] | None  # vs vanilla: mean, 2.5%, 97.5% (points)
+    latency_p50: float  # seconds, whole completion
+    latency_p95: float
+    generate_p50: float  # seconds in the model (prompt processing + decoding), all rounds
+    generate_p95: float
+    retrieve_p50_ms: float
+    retrieve_p95_ms: float
+    errors: int
+
+
+@dataclass(frozen=True)
+class RetrievalRow:
+    split: str
+    strategy: str
+    alpha: float
+    n: int
+    hit_at_1: float  # percent
+    hit_at_5: float
+    hit_at_k: float
+    mrr: float
+    hit_delta: tuple[float, float, float] | None  # hit@K vs vanilla: mean, 2.5%, 97.5% (points)
+    retrieve_p50_ms: float
+    retrieve_p95_ms: float
+
+
+@dataclass(frozen=True)
+class Report:
+    model_rows: tuple[ModelRow, ...]
+    retrieval_rows: tuple[RetrievalRow, ...]
+    k: int
+    backend: str
+    order: str
+    prompt_tokens: int  # the model runs' whole-prompt budget
+
+
+def paired_bootstrap(values: np.ndarray, baseline: np.ndarray) -> tuple[float, float, float]:
+    """Mean of values - baseline (points) and its 95% percentile interval over resampled tasks."""
+    difference = (values.astype(float) - baseline.astype(float)) * 100
+    if difference.size == 0:
+        return (0.0, 0.0, 0.0)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    samples = rng.integers(0, difference.size, size=(BOOTSTRAP_RESAMPLES, difference.size))
+    means = difference[samples].mean(axis=1)
+    return float(difference.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _split_rank(split: str) -> int:
+    return SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER)
+
+
+def _percent(flags: Iterable[bool]) -> float:
+    values = list(flags)
+    return 100.0 * sum(values) / len(values) if values else 0.0
+
+
+def _paired_groups(records: Sequence[dict[str, Any]]):
+    """Per split (in SPLIT_ORDER): the records of each (strategy, alpha) by task id, and the task ids
+    every group finished (comparisons are paired on those)."""
+    by_split: dict[str, dict[tuple[str, float], dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    for record in records:
+        by_split[record["split"]][(record["strategy"], float(record["alpha"]))][record["task_id"]] = record
+    for split in sorted(by_split, key=_split_rank):
+        groups = by_split[split]
+        yield split, groups, sorted(set.intersection(*(set(g) for g in groups.values())))
+
+
+def _model_rows(records: Sequence[dict[str, Any]]) -> list[ModelRow]:
+    rows = []
+    for split, groups, ids in _paired_groups(records):
+        vanilla = groups.get((BASELINE, 0.0))
+        for (strategy, alpha), group in sorted(groups.items(), key=lambda item: (rank_of(item[0][0]), item[0][1])):
+            chosen = [group[i] for i in ids]
+            ok = [r for r in chosen if "error" not in r]
+            em = np.array([bool(r.get("em")) for r in chosen])
+            delta = None
+            if vanilla is not None and strategy != BASELINE:
+                delta = paired_bootstrap(em, np.array([bool(vanilla[i].get("em")) for i in ids]))
+            totals = [r["timings_ms"]["total"] / 1000 for r in ok] or [0.0]
+            generate = [r["timings_ms"].get("generate", 0.0) / 1000 for r in ok] or [0.0]
+            retrieve = [r["timings_ms"].get("retrieve", 0.0) for r in ok] or [0.0]
+            with_hits = [r for r in ok if r.get("hit_rank", None) is not None or r.get("prompt_hit") is not None]
+            known = strategy_named(strategy)
+            retrieves = known.retrieves if known is not None else True
+            rows.append(ModelRow(
+                split=split, strategy=strategy, alpha=alpha, n=len(chosen),
+                em=_percent(em), es=100.0 * float(np.mean([r.get("es", 0.0) for r in chosen])) if chosen else 0.0,
+                hit=_percent(r.get("hit_rank") is not None for r in ok) if retrieves else None,
+                prompt_hit=_percent(bool(r.get("prompt_hit")) for r in ok) if retrieves and with_hits else None,
+                em_delta=delta, latency_p50=float(np.percentile(totals, 50)),
+                latency_p95=float(np.percentile(totals, 95)), generate_p50=float(np.percentile(generate, 50)),
+                generate_p95=float(np.percentile(generate, 95)), retrieve_p50_ms=float(np.percentile(retrieve, 50)),
+                retrieve_p95_ms=float(np.percentile(retrieve, 95)), errors=len(chosen) - len(ok),
+            ))
+    return rows
+
+
+def _retrieval_rows(records: Sequence[dict[str, Any]], k: int) -> list[RetrievalRow]:
+    rows = []
+    for split, groups, ids in _paired_groups(records):
+        vanilla = groups.get((BASELINE, 0.0))
+        for (strategy, alpha), group in sorted(groups.items(), key=lambda item: (item[0][1], item[0][0])):
+            ranks = [group[i].get("hit_rank") for i in ids]
+            hit_k = np.array([r is not None and r <= k for r in ranks])
+            delta = None
+            if vanilla is not None and (strategy, alpha) != (BASELINE, 0.0):
+                baseline = np.array([(r := vanilla[i].get("hit_rank")) is not None and r <= k for i in ids])
+                delta = paired_bootstrap(hit_k, baseline)
+            times = [group[i]["timings_ms"]["retrieve"] for i in ids] or [0.0]
+            rows.append(RetrievalRow(
+                split=split, strategy=strategy, alpha=alpha, n=len(ids),
+                hit_at_1=_percent(r is not None and r <= 1 for r in ranks),
+                hit_at_5=_percent(r is not None and r <= 5 for r in ranks),
+                hit_at_k=_percent(hit_k), mrr=float(np.mean([1.0 / r if r else 0.0 for r in ranks])) if ranks else 0.0,
+                hit_delta=delta, retrieve_p50_ms=float(np.percentile(times, 50)),
+                retrieve_p95_ms=float(np.percentile(times, 95)),
+            ))
+    return rows
+
+
+def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> Report | Failure:
+    """Aggregate results records. Model rows use one backend, order and prompt budget (the most common,
+    unless a backend is named)."""
+    if not records:
+        return Failure("no-results", "the results hold no records")
+    model = [r for r in records if r.get("mode") == "model"]
+    if model:
+        counts: dict[tuple[str, str, int], int] = defaultdict(int)
+        for r in model:
+            counts[(r["backend"], r["order"], r.get("prompt_tokens", 0))] += 1
+        candidates = [key for key in counts if backend is None or key[0] == backend]
+        if not candidates:
+            return Failure("no-results", f"no model results for backend {backend!r}")
+        chosen = max(candidates, key=lambda key: counts[key])
+        model = [r for r in model if (r["backend"], r["order"], r.get("prompt_tokens", 0)) == chosen]
+    else:
+        chosen = ("", "", 0)
+    retrieval = [r for r in records if r.get("mode") == "retrieval"]
+    ks = {int(r["k"]) for r in (*model, *retrieval)}
+    k = max(ks) if ks else 10
+    return Report(tuple(_model_rows(model)), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
+                  k, chosen[0], chosen[1], chosen[2])
+
+
+def _interval(delta: tuple[float, float, float] | None) -> str:
+    if delta is None:
+        return ""
+    mean, low, high = delta
+    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+
+def _name(strategy: str, alpha: float) -> str:
+    """A row's label: strategies that rank with an alpha show it (a sweep has several)."""
+    known = strategy_named(strategy)
+    shows_alpha = (known is not None and known.environment) or alpha != 0.0
+    return f"{strategy} (α={alpha:g})" if shows_alpha else strategy
+
+
+def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
+    out = [f"# {title}", ""]
+    if report.model_rows:
+        out += [f"## Completion (EM / ES), backend `{report.backend}`, block order `{report.order}`, "
+                f"prompt budget {report.prompt_tokens} tokens", "",
+                "EM and ES in percent on the tasks every strategy finished; Δ EM vs vanilla in points with a 95% "
+                "paired-bootstrap interval. Hit: the answer (the hole's line, or the called definition) was among "
+                f"the top-{report.k} retrieved fragments; in prompt: among the blocks that fit the prompt. Latency: "
+                "seconds per task, whole completion (all rounds); model = prompt processing and decoding, "
+                "all rounds (RepoCoder's first round counted although it is generated once per task).", "",
+                "| split | strategy | n | EM | ES | Δ EM vs vanilla | hit@K | in prompt | latency p50 / p95 (s) "
+                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) |",
+                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|"]
+        for row in report.model_rows:
+            hit = "" if row.hit is None else f"{row.hit:.1f}"
+            prompt_hit = "" if row.prompt_hit is None else f"{row.prompt_hit:.1f}"
+            errors = f" ({row.errors} errors)" if row.errors else ""
+            out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n}{errors} | {row.em:.1f} | "
+                       f"{row.es:.1f} | {_interval(row.em_delta)} | {hit} | {prompt_hit} | "
+                       f"{row.latency_p50:.1f} / {row.latency_p95:.1f} | {row.generate_p50:.1f} / "
+                       f"{row.generate_p95:.1f} | {row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} |")
+        out.append("")
+    if report.retrieval_rows:
+        out += ["## Retrieval only (no model)", "",
+                "Line tasks: a retrieved fragment holds the hole's line (stripped). API tasks (definition recall): "
+                "a retrieved fragment holds the def/class line of the called function or class. Percent of tasks; "
+                f"Δ hit@{report.k} vs vanilla in points with a 95% paired-bootstrap interval.", "",
+                f"| split | retriever | n | hit@1 | hit@5 | hit@{report.k} | MRR | Δ hit@{report.k} vs vanilla | "
+                "retrieve p50 / p95 (ms) |",
+                "|---|---|---:|---:|---:|---:|---:|---|---|"]
+        for row in report.retrieval_rows:
+            out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_1:.1f} | "
+                       f"{row.hit_at_5:.1f} | {row.hit_at_k:.1f} | {row.mrr:.3f} | {_interval(row.hit_delta)} | "
+                       f"{row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} |")
+        out.append("")
+    return "\n".join(out)

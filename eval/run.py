@@ -1,0 +1,386 @@
+"""`repomem eval run`: RepoEval tasks through the same RepoService / CompletionEngine as the CLI and
+the language server, one record per (task, strategy) appended to a JSONL results file.
+
+Protocol (DESIGN.md section 6): left context only, greedy decoding of up to 100 tokens, the prompt
+never shows lines above `context_start_lineno`, and the leakage rule: a window of the hole's own
+file is offered only if it ends at or before `context_start_lineno`.
+
+As in an editor, the hole's file is indexed as it stands at the cursor: cut at the hole (an
+unsaved-buffer overlay, re-indexed per task). Indexing the whole file would leak the answer
+through the code graph even where no window is offered: the hole's own call edge relates the
+lines above it to the very definition it calls.
+
+Resumable: a record's key is (task, strategy, alpha, k, order, mode, backend); a rerun skips keys
+already in the results file. Records are appended one whole line at a time and flushed, so Ctrl-C
+or a kill loses at most the record being written (a torn last line is dropped on the next run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from repomem.backends.base import Backend
+from repomem.backends.memo import MemoBackend
+from repomem.completion.engine import Completion, CompletionEngine
+from repomem.config import Config, with_overrides
+from repomem.evaluation.metrics import (
+    definition_hit_rank,
+    edit_similarity,
+    exact_match,
+    has_enough_lines,
+    line_hit_rank,
+)
+from repomem.evaluation.tasks import EvalTask
+from repomem.failures import Failure
+from repomem.index.repo_index import RepoIndex
+from repomem.positions import Cursor, read_text_file, text_before_cursor
+from repomem.progress import NoProgress, Progress
+from repomem.retrieval.scoring import ScoredFragment
+from repomem.service import RepoService
+from repomem.strategies import BASELINE, STRATEGY_NAMES, strategy_named
+
+RESULTS_VERSION = 1
+# Consecutive failed tasks after which a run stops (a dead model server fails every task).
+MAX_CONSECUTIVE_FAILURES = 3
+# Seconds one generation may take in an evaluation. The interactive default (60 s) would cut
+# predictions short on a loaded CPU and score the cut text; batch work waits instead.
+EVAL_DEADLINE_S = 1800.0
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    strategies: tuple[str, ...] = STRATEGY_NAMES
+    alpha: float | None = None  # FragRel's alpha; None = the config's (0.5)
+    k: int | None = None  # fragments retrieved; None = the config's (10)
+    order: str = "score"  # RepoCoder's order (most similar block last); "stable" = by path and line
+    max_new_tokens: int = 100  # DESIGN.md section 6
+    max_prompt_tokens: int | None = None  # whole prompt (blocks get half); None = the config's (2048)
+    retrieval_only: bool = False  # no model: retrieval metrics only
+    alphas: tuple[float, ...] = ()  # retrieval-only: also FragRel at each of these alphas (a sweep)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of answering a task: a strategy at an alpha."""
+
+    strategy: str
+    alpha: float
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    results: Path
+    written: int  # records this run added
+    skipped: int  # records already in the results file
+    failed: int  # records holding an error
+    reused: int  # generations answered from memory (RepoCoder's first round)
+    seconds: float
+    interrupted: bool
+
+
+def _fragrel_alpha(config: Config, settings: RunSettings) -> float:
+    return config.retrieval.alpha if settings.alpha is None else settings.alpha
+
+
+# Retrieval-only runs rank with one round of the sparse retriever: BM25 (alpha 0) and FragRel.
+RETRIEVAL_ONLY_PLAIN = BASELINE
+RETRIEVAL_ONLY_RELATED = "fragrel"
+
+
+def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
+    alpha = _fragrel_alpha(config, settings)
+    if settings.retrieval_only:
+        plain, related = RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED
+        variants = [Variant(plain, 0.0)] if plain in settings.strategies else []
+        for value in sorted({alpha if related in settings.strategies else None, *settings.alphas} - {None}):
+            if value != 0.0 or not variants:
+                variants.append(Variant(related if value else plain, float(value)))
+        return variants
+    return [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
+
+
+def record_key(record: dict[str, Any]) -> tuple:
+    return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
+            record["mode"], record["backend"], record.get("prompt_tokens", 0))
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Records of a results file; a torn or foreign line is skipped."""
+    if not path.is_file():
+        return []
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("version") == RESULTS_VERSION:
+                records.append(record)
+    return records
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """A writer killed mid-line leaves a last line without newline: cut it before appending."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        data = handle.seek(0) or handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
+
+
+def leakage_exclusions(index: RepoIndex, path: str, context_start_lineno: int) -> np.ndarray:
+    """Ids of the hole file's fragments that end after `context_start_lineno` (the leakage rule).
+
+    With the file cut at the hole they hold only lines the prompt shows: never offered, but free
+    to feed their neighbours' s_env as any visible code does."""
+    file_id = index.file_id(path)
+    if file_id is None:
+        return np.zeros(0, dtype=np.int64)
+    record = index.files[file_id]
+    assert record is not None
+    ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments, dtype=np.int64)
+    return ids[index.fragment_end[ids] > context_start_lineno]
+
+
+def task_cursor(root: Path, task: EvalTask, file_text: str) -> Cursor:
+    """The cursor at the start of the hole, over the file cut there (nothing after it is visible)."""
+    lines = file_text.split("\n")[: task.lineno]
+    return Cursor(root, task.path, task.lineno, 0, "\n".join([*lines, ""]))
+
+
+def _hit_ranks(service: RepoService, task: EvalTask, fragments: Sequence[ScoredFragment]) -> int | None:
+    if task.definition is not None:
+        return definition_hit_rank([(f.path, f.start_line, f.end_line) for f in fragments], task.definition)
+    return line_hit_rank([service.fragment_text(f) for f in fragments], task.ground_truth)
+
+
+def _fragment_rows(fragments: Sequence[ScoredFragment]) -> list[list[Any]]:
+    return [[f.path, f.start_line, f.end_line, round(f.s_ind, 4), round(f.s_env, 4), round(f.s_rel, 4)]
+            for f in fragments]
+
+
+class Evaluator:
+    """Runs tasks of one repositories folder; one RepoService per repository, opened once."""
+
+    def __init__(self, repos_dir: Path, config: Config, settings: RunSettings, backend: Backend | None,
+                 log: Callable[[str], None] = lambda message: None):
+        self.repos_dir = repos_dir
+        self.config = with_overrides(
+            config,
+            retrieval={"alpha": _fragrel_alpha(config, settings),
+                       "top_k": config.retrieval.top_k if settings.k is None else settings.k},
+            completion={
+                "max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order,
+                "max_prompt_tokens": settings.max_prompt_tokens or config.completion.max_prompt_tokens,
+                "deadline_s": max(config.completion.deadline_s, EVAL_DEADLINE_S),
+            },
+        )
+        self.settings = settings
+        self.backend = MemoBackend(backend) if backend is not None else None
+        self.log = log
+        self._services: dict[str, RepoService] = {}
+        self._texts: dict[tuple[str, str], str] = {}
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name if self.backend is not None and not self.settings.retrieval_only else ""
+
+    def check(self, tasks: Sequence[EvalTask]) -> None | Failure:
+        """Every task's repository and file exist (before any work starts)."""
+        if not self.repos_dir.is_dir():
+            return Failure("missing-repos", f"{self.repos_dir}: no such folder (--repos names the folder holding "
+                                            "one folder per repository)")
+        missing = [t for t in tasks if not (self.repos_dir / t.repo / t.path).is_file()]
+        if missing:
+            first = missing[0]
+            return Failure("missing-task-file", f"{len(missing)} of {len(tasks)} tasks name files missing under "
+                                                f"{self.repos_dir}, e.g. {first.repo}/{first.path} ({first.task_id})")
+        return None
+
+    def service(self, repo: str) -> RepoService | Failure:
+        service = self._services.get(repo)
+        if service is not None:
+            return service
+        opened = RepoService.open(self.repos_dir / repo, self.config)
+        if isinstance(opened, Failure):
+            return opened
+        self.log(f"indexing {repo}")
+        report = opened.ensure_index()
+        if isinstance(report, Failure):
+            return report
+        self.log(f"{repo}: {report.action}, {report.files} files, {report.fragments} fragments, "
+                 f"{report.seconds:.1f} s")
+        self._services[repo] = opened
+        return opened
+
+    def _file_text(self, service: RepoService, task: EvalTask) -> str | Failure:
+        key = (task.repo, task.path)
+        if key not in self._texts:
+            text = read_text_file(service.root / task.path)
+            if isinstance(text, Failure):
+                return text
+            self._texts = {key: text}  # tasks come grouped by file often enough; keep one
+        return self._texts[key]
+
+    def _base_record(self, task: EvalTask, variant: Variant) -> dict[str, Any]:
+        return {
+            "version": RESULTS_VERSION, "task_id": task.task_id, "split": task.split, "repo": task.repo,
+            "strategy": variant.strategy, "alpha": variant.alpha, "k": self.config.retrieval.top_k,
+            "order": self.settings.order if not self.settings.retrieval_only else "",
+            "mode": "retrieval" if self.settings.retrieval_only else "model", "backend": self.backend_name,
+            "prompt_tokens": 0 if self.settings.retrieval_only else self.config.completion.max_prompt_tokens,
+            "ground_truth": task.ground_truth,
+        }
+
+    def evaluate(self, task: EvalTask, variants: Sequence[Variant]) -> list[dict[str, Any]]:
+        """Records of one task, one per variant (errors are records too)."""
+        if self.backend is not None:
+            self.backend.forget()
+        service = self.service(task.repo)
+        text = service if isinstance(service, Failure) else self._file_text(service, task)
+        if isinstance(text, Failure):
+            return [{**self._base_record(task, v), "error": text.message} for v in variants]
+        assert isinstance(service, RepoService) and service.index is not None
+        cursor = task_cursor(service.root, task, text)
+        cut = service.set_buffer(task.path, cursor.text)
+        if isinstance(cut, Failure) and cut.kind != "not-indexed":
+            return [{**self._base_record(task, v), "error": cut.message} for v in variants]
+        try:
+            leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
+            out = []
+            for variant in variants:
+                record = self._base_record(task, variant)
+                if self.settings.retrieval_only:
+                    record.update(self._retrieval_only(service, task, cursor, leak, variant))
+                else:
+                    record.update(self._with_model(service, task, cursor, leak, variant))
+                out.append(record)
+        finally:
+            service.drop_buffer(task.path)
+            self._compact(service)
+        return out
+
+    def _compact(self, service: RepoService) -> None:
+        """Each task re-indexes its file twice and ids only grow: rebuild once churn passes the
+        index's compaction ratio, as `repomem index` would, so scoring stays O(live fragments)."""
+        assert service.index is not None
+        if service.needs_compaction(service.index):
+            service.ensure_index()
+
+    def _retrieval_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
+                        variant: Variant) -> dict[str, Any]:
+        started = time.perf_counter()
+        query, _ = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        fragments = service.retrieve_at(cursor, alpha=variant.alpha, query=query, unlisted=leak).fragments
+        elapsed = (time.perf_counter() - started) * 1000
+        return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
+                "timings_ms": {"retrieve": round(elapsed, 3)}}
+
+    def _with_model(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
+                    variant: Variant) -> dict[str, Any]:
+        assert self.backend is not None
+        engine = CompletionEngine(service, self.backend, self.config)  # fresh: no memory across tasks
+        result = engine.complete(
+            cursor, variant.strategy, order=self.settings.order, use_suffix=False,
+            max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
+            visible_from=task.context_start_lineno, enough=has_enough_lines(task.ground_truth),
+        )
+        if isinstance(result, Failure):
+            return {"error": result.message, "error_kind": result.kind}
+        return self._model_fields(service, task, result)
+
+    def _model_fields(self, service: RepoService, task: EvalTask, result: Completion) -> dict[str, Any]:
+        prediction = result.raw
+        prompt = result.prompt
+        in_prompt = {b.fragment for b in prompt.blocks}
+        used = [f for f in result.fragments if f.fragment in in_prompt]
+        timings = {name: round(value, 3) for name, value in result.timings_ms.items()}
+        timings["total"] = round(sum(result.timings_ms.values()), 3)
+        retrieves = strategy_named(result.strategy).retrieves
+        return {
+            "prediction": prediction, "completion": result.text,
+            "em": exact_match(prediction, task.ground_truth), "es": edit_similarity(prediction, task.ground_truth),
+            "hit_rank": _hit_ranks(service, task, result.fragments) if retrieves else None,
+            "prompt_hit": _hit_ranks(service, task, used) is not None if retrieves else None,
+            "fragments": _fragment_rows(result.fragments), "rounds": result.rounds,
+            "prompt_first_line": prompt.left_first_line,
+            "tokens": {"prompt": result.generation.prompt_tokens, "cached": result.generation.cached_tokens,
+                       "blocks": prompt.block_tokens, "left": prompt.left_tokens,
+                       "generated": result.generation.completion_tokens},
+            "finish_reason": result.generation.finish_reason, "timings_ms": timings,
+        }
+
+
+def run_evaluation(
+    tasks: Sequence[EvalTask],
+    repos_dir: Path,
+    results: Path,
+    settings: RunSettings,
+    *,
+    config: Config | None = None,
+    backend: Backend | None = None,
+    progress: Progress | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> RunSummary | Failure:
+    """Evaluate `tasks` with every variant of `settings`, appending records to `results`."""
+    started = time.perf_counter()
+    progress = progress or NoProgress()
+    if not settings.retrieval_only and backend is None:
+        return Failure("no-backend", "a model run needs a backend (or use --retrieval-only)")
+    unknown = [s for s in settings.strategies if strategy_named(s) is None]
+    if unknown:
+        return Failure("bad-strategy", f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
+    evaluator = Evaluator(repos_dir, config or Config(), settings, backend, log)
+    problem = evaluator.check(tasks)
+    if problem is not None:
+        return problem
+    variants = run_variants(evaluator.config, settings)
+    if settings.retrieval_only:
+        variants = [v for v in variants if v.strategy in (RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED)]
+    if not variants:
+        return Failure("bad-strategy", f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN} and "
+                                       f"{RETRIEVAL_ONLY_RELATED}; name at least one")
+    done = {record_key(r) for r in read_results(results)}
+    pending: list[tuple[EvalTask, list[Variant]]] = []
+    skipped = 0
+    for task in tasks:  # in the caller's order: select_tasks interleaves splits and repositories
+        todo = [v for v in variants if record_key({**evaluator._base_record(task, v)}) not in done]
+        skipped += len(variants) - len(todo)
+        if todo:
+            pending.append((task, todo))
+    results.parent.mkdir(parents=True, exist_ok=True)
+    _drop_torn_tail(results)
+    written = failed = consecutive = 0
+    interrupted = False
+    progress.start("tasks", sum(len(todo) for _, todo in pending))
+    try:
+        with open(results, "a", encoding="utf-8") as handle:
+            for task, todo in pending:
+                records = evaluator.evaluate(task, todo)
+                for record in records:
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                handle.flush()
+                written += len(records)
+                errors = [r for r in records if "error" in r]
+                failed += len(errors)
+                progress.advance(len(records))
+                consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
+                if consecutive >= MAX_CONSECUTIVE_FAILURES:
+                    return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
+                                                  f"{errors[-1]['error']} (finished results are kept in {results})")
+    except KeyboardInterrupt:
+        interrupted = True
+    reused = evaluator.backend.reused if evaluator.backend is not None else 0
+    return RunSummary(results, written, skipped, failed, reused, time.perf_counter() - started, interrupted)

@@ -1,0 +1,317 @@
+"""The language server's state and blocking work, free of pygls: one repository, one model.
+
+Everything here runs on the server's single model thread (`RepomemServer.model_worker`), so the
+RepoService, its index and the backend are only ever touched by that thread; the event loop
+hands over plain values (paths, texts, positions) and gets plain values back. The one exception,
+`build_index`, runs on its own thread over a separate RepoService and hands its finished index
+over with `install_index` (on the model thread).
+
+Failures become an empty answer plus a log line (`log`), never an exception out of here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repomem.backends.base import Backend, backend_broken
+from repomem.backends.factory import open_backend
+from repomem.completion.engine import Completion, CompletionEngine
+from repomem.config import Config
+from repomem.failures import Failure
+from repomem.index.repo_index import RepoIndex
+from repomem.index.store import index_dir
+from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
+from repomem.lsp.settings import apply_settings, backend_changed
+from repomem.positions import locate
+from repomem.progress import Progress
+from repomem.records import fragment_record, lift_record
+from repomem.service import IndexReport, RepoService
+from repomem.strategies import strategy_named
+
+# log(level, message): level is one of "error", "warning", "info", "log" (window/logMessage types).
+LogSink = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class EditorRequest:
+    path: str  # repository-relative
+    text: str  # the document as the editor has it, newlines normalized
+    line: int  # 0-based
+    character: int  # 0-based, in code points
+    cancelled: Callable[[], bool]  # polled before the model starts and between its tokens
+
+
+@dataclass(frozen=True)
+class CompletionAnswer:
+    text: str  # "" = nothing to offer
+    shown: ShownCompletion | None
+    finish_reason: str  # "stop" | "length" | "cancelled" | "deadline" | "failed" | "unavailable"
+    generated_tokens: int = 0
+    seconds: float = 0.0
+
+
+EMPTY_FAILED = CompletionAnswer("", None, "failed")
+
+
+def alpha_for(config: Config) -> float:
+    """The eq. 10 alpha the configured strategy ranks with (0 for BM25-only strategies)."""
+    strategy = strategy_named(config.completion.strategy)
+    return strategy.alpha(config.retrieval.alpha) if strategy is not None else 0.0
+
+
+class CompletionSession:
+    def __init__(self, root: Path, base_config: Config, log: LogSink):
+        self.root = root
+        self.base_config = base_config  # repomem.toml (or defaults)
+        self.config, _ = apply_settings(base_config, {})
+        self.log = log
+        self.service = RepoService(root, self.config)
+        self.backend: Backend | None = None
+        self.engine: CompletionEngine | None = None
+        self._backend_failed_at: float | None = None
+        self.shown = ShownCompletions(self.config.server.shown_completions)
+        self.open_buffers: dict[str, str] = {}  # path -> latest text, written by the event loop
+        self._dirty: set[str] = set()  # buffers the index overlay has not seen yet
+        self._dirty_lock = threading.Lock()
+        self.index_ready = threading.Event()
+        # Called (on the model thread) when the index turns out damaged; the server rebuilds it.
+        self.on_index_lost: Callable[[], None] = lambda: None
+        # Called (on the model thread) when buffer edits have grown the index past its compaction
+        # ratio: ids only grow, so every keystroke's re-indexed file leaves dead fragments behind.
+        # The server rebuilds in the background; the current index keeps answering meanwhile.
+        self.on_index_churned: Callable[[], None] = lambda: None
+        self._rebuilding = False
+        self._feedback: FeedbackLog | None = None
+
+    # -- settings --------------------------------------------------------------------------------
+
+    def configure(self, options: Any) -> list[str]:
+        """Apply client settings; returns the problems (for window/showMessage)."""
+        config, problems = apply_settings(self.base_config, options)
+        reopen = backend_changed(self.config, config)
+        self.config = config
+        self.service.config = config
+        if reopen and self.backend is not None:
+            self.backend.close()
+            self.backend = None
+        self._backend_failed_at = None
+        self.engine = CompletionEngine(self.service, self.backend, config) if self.backend is not None else None
+        return problems
+
+    @property
+    def feedback(self) -> FeedbackLog:
+        """The accept / reject log: one object (and one lock) per file, rebuilt only when the
+        configured path changes."""
+        configured = self.config.server.feedback_log
+        path = Path(configured).expanduser() if configured else index_dir(self.root, self.config) / "feedback.jsonl"
+        if self._feedback is None or self._feedback.path != path:
+            self._feedback = FeedbackLog(path)
+        return self._feedback
+
+    # -- model ---------------------------------------------------------------------------------
+
+    def ensure_engine(self) -> CompletionEngine | None:
+        """The engine, opening the backend if needed; after a failure, retried every
+        server.backend_retry_s seconds rather than at every keystroke."""
+        if self.engine is not None:
+            return self.engine
+        if (self._backend_failed_at is not None
+                and time.monotonic() - self._backend_failed_at < self.config.server.backend_retry_s):
+            return None
+        backend = open_backend(self.config.completion)
+        if isinstance(backend, Failure):
+            self._backend_failed_at = time.monotonic()
+            self.log("error", f"model unavailable: {backend.message}")
+            return None
+        self._backend_failed_at = None
+        self.backend = backend
+        self.engine = CompletionEngine(self.service, backend, self.config)
+        self.log("info", f"model ready: {backend.name}")
+        return self.engine
+
+    def drop_backend(self) -> None:
+        """Forget a backend that failed mid-call: the next request opens it again."""
+        if self.backend is not None:
+            try:
+                self.backend.close()
+            except Exception:  # closing a broken backend must not fail the server  # noqa: BLE001
+                pass
+        self.backend = None
+        self.engine = None
+        self._backend_failed_at = time.monotonic()
+
+    # -- index ---------------------------------------------------------------------------------
+
+    def build_index(self, progress: Progress) -> RepoIndex | Failure:
+        """Load, update or build the index on a separate RepoService (runs on its own thread)."""
+        builder = RepoService(self.root, self.config)
+        report = builder.ensure_index(progress)
+        if isinstance(report, Failure):
+            return report
+        assert builder.index is not None
+        self.log("info", _report_line(report))
+        return builder.index
+
+    def install_index(self, index: RepoIndex) -> None:
+        """Make a freshly built index current; open buffers are overlaid on it again."""
+        self.service.index = index
+        self._rebuilding = False
+        if self.backend is not None:  # the stable-order memo holds fragment ids of the old index
+            self.engine = CompletionEngine(self.service, self.backend, self.config)
+        with self._dirty_lock:
+            self._dirty.update(self.open_buffers)
+        self.index_ready.set()
+        self.sync_buffers()
+
+    def buffer_changed(self, path: str, text: str) -> None:
+        """Called on the event loop: remember the text; the model thread indexes it when next needed."""
+        self.open_buffers[path] = text
+        with self._dirty_lock:
+            self._dirty.add(path)
+
+    def sync_buffers(self) -> None:
+        """Overlay every changed open buffer on the index (before retrieval reads it)."""
+        if self.service.index is None:
+            return
+        with self._dirty_lock:
+            paths, self._dirty = self._dirty, set()
+        for path in sorted(paths):
+            text = self.open_buffers.get(path)
+            if text is None:
+                continue
+            result = self.service.set_buffer(path, text)
+            if isinstance(result, Failure) and result.kind == "damaged-index":
+                self.index_ready.clear()
+                self.log("error", f"{result.message}; completing from the open file until it is rebuilt")
+                self.on_index_lost()
+                return
+            if isinstance(result, Failure) and result.kind not in ("not-indexed", "no-index"):
+                self.log("warning", result.message)
+        index = self.service.index
+        if index is not None and not self._rebuilding and self.service.needs_compaction(index):
+            self._rebuilding = True
+            self.on_index_churned()
+
+    def buffer_closed(self, path: str) -> None:
+        self.open_buffers.pop(path, None)
+        with self._dirty_lock:
+            self._dirty.discard(path)
+        if self.service.index is not None:
+            self._report(self.service.drop_buffer(path))
+
+    def buffer_saved(self, path: str) -> None:
+        """The disk has the buffer's text now: index it from disk and persist the index."""
+        with self._dirty_lock:
+            self._dirty.discard(path)
+        if self.service.index is None:
+            return
+        self._report(self.service.drop_buffer(path))
+        self._report(self.service.file_changed(path))
+        self._report(self.service.save())
+
+    def files_changed(self, paths: list[str]) -> None:
+        """File-watcher events: re-index those files from disk (open buffers still win), persist."""
+        if self.service.index is None:
+            return
+        for path in paths:
+            self._report(self.service.file_changed(path))
+        self._report(self.service.save())
+
+    def _report(self, result: None | Failure) -> None:
+        if isinstance(result, Failure) and result.kind != "not-indexed":
+            self.log("warning", result.message)
+
+    # -- completion ----------------------------------------------------------------------------
+
+    def complete(self, request: EditorRequest) -> CompletionAnswer:
+        if request.cancelled():
+            return CompletionAnswer("", None, "cancelled")
+        self.sync_buffers()
+        cursor = locate(self.root, request.path, request.text, request.line + 1, request.character + 1)
+        if isinstance(cursor, Failure):
+            self.log("warning", cursor.message)
+            return EMPTY_FAILED
+        engine = self.ensure_engine()
+        if engine is None:
+            return CompletionAnswer("", None, "unavailable")
+        try:
+            result = engine.complete(cursor, cancel=request.cancelled)
+        except Exception as error:  # a crashing model call must not take the server down  # noqa: BLE001
+            self.log("error", f"completion failed ({error.__class__.__name__}: {error}); the model is reopened "
+                              "at the next request")
+            self.drop_backend()
+            return EMPTY_FAILED
+        if isinstance(result, Failure):
+            self.log("warning", f"no completion: {result.message}")
+            if backend_broken(result):
+                self.log("warning", "the model is reopened at the next request")
+                self.drop_backend()
+            return EMPTY_FAILED
+        generation = result.generation
+        if generation.finish_reason == "cancelled":
+            self.log("log", f"generation cancelled after {generation.completion_tokens} tokens "
+                            f"({generation.seconds:.2f} s)")
+            return CompletionAnswer("", None, "cancelled", generation.completion_tokens, generation.seconds)
+        shown = self._shown(request, result)
+        return CompletionAnswer(result.text, shown, generation.finish_reason, generation.completion_tokens,
+                                generation.seconds)
+
+    def _shown(self, request: EditorRequest, result: Completion) -> ShownCompletion | None:
+        if not result.text:
+            return None
+        shown = ShownCompletion(
+            completion_id=self.shown.new_id(), path=request.path, line=request.line, character=request.character,
+            text=result.text, strategy=result.strategy, backend=self.backend.name if self.backend else "",
+            fragments=result.fragments, in_prompt=frozenset(b.fragment for b in result.prompt.blocks),
+        )
+        self.shown.add(shown)
+        return shown
+
+    # -- explain and feedback -----------------------------------------------------------------
+
+    def explain(self, path: str, text: str, line: int, character: int, completion_id: str | None) -> dict:
+        """The fragments behind a position: those of the completion shown there if known, else a
+        fresh top K; each with s_ind, s_env, s_rel and the neighbour that lifted it most."""
+        self.sync_buffers()
+        cursor = locate(self.root, path, text, line + 1, character + 1)
+        if isinstance(cursor, Failure):
+            return {"error": cursor.message, "fragments": []}
+        shown = self.shown.get(completion_id) if completion_id else None
+        answer: dict[str, Any] = {
+            "path": path, "line": line, "character": character, "strategy": self.config.completion.strategy,
+            "alpha": alpha_for(self.config), "completion_id": shown.completion_id if shown else None,
+            "completion": shown.text if shown else None, "index_ready": self.service.index is not None,
+            "fragments": [],
+        }
+        if self.service.index is None:
+            return answer
+        ids = [f.fragment for f in shown.fragments] if shown else None
+        explained = self.service.explain(cursor, alpha_for(self.config), ids)
+        answer["fragments"] = [_explained_json(rank, fragment, lift, shown)
+                               for rank, (fragment, lift) in enumerate(explained, start=1)]
+        return answer
+
+    def record_feedback(self, event: str, completion_id: str) -> None:
+        shown = self.shown.get(completion_id)
+        if shown is None:
+            self.log("warning", f"{event}: unknown or expired completion id {completion_id!r}")
+            return
+        self._report(self.feedback.append(event, shown))
+
+
+def _explained_json(rank: int, fragment, lift, shown: ShownCompletion | None) -> dict:
+    """One fragment as `repomem retrieve --json` shows it, plus the neighbour that lifted it most."""
+    in_prompt = fragment.fragment in shown.in_prompt if shown is not None else None
+    return {**fragment_record(fragment, rank, in_prompt=in_prompt),
+            "lifted_by": None if lift is None else lift_record(lift)}
+
+
+def _report_line(report: IndexReport) -> str:
+    what = f"index {report.action}: {report.files} files, {report.fragments} fragments in {report.seconds:.1f} s"
+    return what + (f" ({report.reason})" if report.reason else "")
+

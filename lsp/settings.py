@@ -1,0 +1,75 @@
+"""Client settings of the language server: initializationOptions and workspace/didChangeConfiguration.
+
+Editors send flat camelCase settings, optionally under a "repomem" key:
+
+    {"repomem": {"strategy": "fragrel", "alpha": 0.5, "topK": 10, "maxNewTokens": 32}}
+
+Each one maps onto a key of the config tree (repomem/config.py) and is checked by the same
+validator as `repomem.toml`; an unknown or invalid setting keeps the repository's value (its
+`repomem.toml`, else the default) and comes back as a message for `window/showMessage`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repomem.config import Config, config_from_mapping, with_overrides
+
+# Client setting name -> (config section, key).
+SETTINGS: dict[str, tuple[str, str]] = {
+    "model": ("completion", "model_path"),
+    "endpoint": ("completion", "endpoint"),
+    "strategy": ("completion", "strategy"),
+    "order": ("completion", "order"),
+    "alpha": ("retrieval", "alpha"),
+    "topK": ("retrieval", "top_k"),
+    "maxPromptTokens": ("completion", "max_prompt_tokens"),
+    "contextShare": ("completion", "context_share"),
+    "maxSuffixTokens": ("completion", "max_suffix_tokens"),
+    "maxNewTokens": ("completion", "max_new_tokens"),
+    "deadlineSeconds": ("completion", "deadline_s"),
+    "debounceMs": ("server", "debounce_ms"),
+    "retrievalBudgetMs": ("server", "retrieval_budget_ms"),
+    "completionCacheEntries": ("server", "completion_cache_entries"),
+    "feedbackLog": ("server", "feedback_log"),
+}
+
+# Settings whose change means opening another model backend.
+BACKEND_KEYS = frozenset({("completion", "model_path"), ("completion", "endpoint")})
+
+
+def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
+    """`base` (the repository's config) with the client's settings applied, and one message per
+    rejected setting. The server's retrieval budget is copied into retrieval.time_budget_ms."""
+    problems: list[str] = []
+    if isinstance(options, dict) and isinstance(options.get("repomem"), dict):
+        options = options["repomem"]
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        problems.append(f"repomem settings must be an object, got {type(options).__name__}; defaults kept")
+        options = {}
+    changes: dict[str, dict[str, Any]] = {}
+    for name, value in options.items():
+        target = SETTINGS.get(name)
+        if target is None:
+            problems.append(f"unknown repomem setting {name!r} ignored (known: {', '.join(SETTINGS)})")
+            continue
+        if value is None:
+            continue  # an editor's way of saying "not set"
+        section, key = target
+        checked, warnings = config_from_mapping({section: {key: value}})
+        if warnings:
+            kept = getattr(getattr(base, section), key)
+            reason = warnings[0].split(";")[0].removeprefix(f"config {section}.{key}").lstrip(": =")
+            problems.append(f"repomem setting {name}={value!r} is invalid ({reason}); {kept!r} kept")
+            continue
+        changes.setdefault(section, {})[key] = getattr(getattr(checked, section), key)
+    config = with_overrides(base, **changes)
+    config = with_overrides(config, retrieval={"time_budget_ms": config.server.retrieval_budget_ms})
+    return config, problems
+
+
+def backend_changed(old: Config, new: Config) -> bool:
+    return any(getattr(getattr(old, s), k) != getattr(getattr(new, s), k) for s, k in BACKEND_KEYS)
+

@@ -1,0 +1,203 @@
+"""`repomem eval build | run | report`: thin adapters over the evaluation modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from repomem.backends.base import BackendTokenizer, TokenCountFailed
+from repomem.backends.factory import open_backend
+from repomem.cli.errors import UserError, ok
+from repomem.cli.progress_bars import RichProgress
+from repomem.config import BLOCK_ORDERS, Config, with_overrides
+from repomem.failures import Failure
+from repomem.strategies import STRATEGY_NAMES
+
+DEFAULT_DEVSET = Path("../shared/bench/devset.toml")
+DEFAULT_REPORT_DIR = Path("eval/results")
+
+
+def _open_backend(args: argparse.Namespace, config: Config, err: Console):
+    with RichProgress(err) as progress:
+        return ok(open_backend(config.completion, progress, model_path=getattr(args, "model", None) or "",
+                               endpoint=getattr(args, "endpoint", None) or "",
+                               vllm_model=getattr(args, "vllm", None) or ""))
+
+
+def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.evaluation.build import build_benchmark, load_devset
+
+    devset = ok(load_devset(Path(args.devset)))
+    if args.seed is not None or args.tasks_per_repo is not None:
+        import dataclasses
+
+        if args.tasks_per_repo is not None and args.tasks_per_repo < 1:
+            raise UserError(Failure("bad-option", "--tasks-per-repo must be at least 1"))
+        devset = dataclasses.replace(
+            devset, seed=devset.seed if args.seed is None else args.seed,
+            tasks_per_repo=devset.tasks_per_repo if args.tasks_per_repo is None else args.tasks_per_repo)
+    backend = _open_backend(args, Config(), err)
+    try:
+        with RichProgress(err) as progress:
+            report = ok(build_benchmark(devset, Path(args.out), BackendTokenizer(backend), progress,
+                                        max_prompt_tokens=args.prompt_tokens))
+    except TokenCountFailed as error:
+        raise UserError(error.failure) from None
+    finally:
+        backend.close()
+    table = Table(title=f"repomem eval build: {report.out}")
+    table.add_column("repository")
+    splits = sorted(report.tasks)
+    for split in splits:
+        table.add_column(split, justify="right")
+    for repo in sorted({name for name, _ in report.repo_tasks}):
+        table.add_row(repo, *(str(report.repo_tasks.get((repo, split), 0)) for split in splits))
+    table.add_row("all", *(str(report.tasks[split]) for split in splits), style="bold")
+    out.print(table)
+    err.print(f"{report.seconds:.0f} s; tasks in {report.out}/<split>.jsonl, repositories in "
+              f"{report.out}/repositories", style="dim")
+    return 0
+
+
+def _parse_floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UserError(Failure("bad-option", f"{option} takes numbers separated by commas, got {text!r}")) from None
+    if any(v < 0 for v in values):
+        raise UserError(Failure("bad-option", f"{option}: values must be >= 0"))
+    return values
+
+
+def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.evaluation.run import RunSettings, run_evaluation
+    from repomem.evaluation.tasks import load_tasks, select_tasks
+
+    strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
+    unknown = [s for s in strategies if s not in STRATEGY_NAMES]
+    if unknown or not strategies:
+        raise UserError(Failure("bad-option", f"--strategies: unknown {unknown[0] if unknown else 'empty'!r}; "
+                                              f"choose from {', '.join(STRATEGY_NAMES)}"))
+    if args.limit is not None and args.limit < 1:
+        raise UserError(Failure("bad-option", "--limit must be at least 1"))
+    if args.k is not None and args.k < 1:
+        raise UserError(Failure("bad-option", "--k must be at least 1"))
+    if args.alpha is not None and args.alpha < 0:
+        raise UserError(Failure("bad-option", "--alpha must be >= 0"))
+    if args.max_new_tokens < 1:
+        raise UserError(Failure("bad-option", "--max-new-tokens must be at least 1"))
+    tasks = []
+    for path in args.tasks:
+        tasks.extend(ok(load_tasks(Path(path))))
+    tasks = select_tasks(tasks, args.limit, args.seed)
+    if args.prompt_tokens is not None and args.prompt_tokens < 64:
+        raise UserError(Failure("bad-option", "--prompt-tokens must be at least 64"))
+    if args.threads is not None and args.threads < 1:
+        raise UserError(Failure("bad-option", "--threads must be at least 1"))
+    settings = RunSettings(
+        strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
+        max_prompt_tokens=args.prompt_tokens,
+        retrieval_only=args.retrieval_only, alphas=_parse_floats(args.alphas, "--alphas") if args.alphas else (),
+    )
+    results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
+    config = Config()
+    if args.threads is not None:
+        config = with_overrides(config, completion={"threads": args.threads})
+    backend = None if args.retrieval_only else _open_backend(args, config, err)
+
+    def log(message: str) -> None:
+        err.print(message, style="dim", markup=False, highlight=False)
+
+    try:
+        with RichProgress(err) as progress:
+            summary = ok(run_evaluation(tasks, Path(args.repos), results, settings, config=config, backend=backend,
+                                         progress=progress, log=log))
+    finally:
+        if backend is not None:
+            backend.close()
+    print(f"{summary.written} results written, {summary.skipped} already there, {summary.failed} failed, "
+          f"{summary.reused} generations reused, {summary.seconds:.0f} s -> {summary.results}")
+    if summary.interrupted:
+        print(f"repomem: interrupted; finished results are kept in {summary.results} (rerun to resume)",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.evaluation.plots import alpha_sweep, strategy_bars
+    from repomem.evaluation.report import markdown, summarize
+    from repomem.evaluation.run import read_results
+
+    records: list[dict[str, Any]] = []
+    for path in args.results:
+        if not Path(path).is_file():
+            raise UserError(Failure("missing-results", f"{path}: no such file"))
+        records.extend(read_results(Path(path)))
+    report = ok(summarize(records, backend=args.backend))
+    target = Path(args.out)
+    target.mkdir(parents=True, exist_ok=True)
+    text = markdown(report, args.title)
+    figures = [p for p in (strategy_bars(report, target / "strategies.png"),
+                           alpha_sweep(report, target / "alpha-sweep.png")) if p is not None]
+    if figures:
+        text += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in figures) + "\n"
+    (target / "report.md").write_text(text, encoding="utf-8")
+    summary = {"model": [row.__dict__ for row in report.model_rows],
+               "retrieval": [row.__dict__ for row in report.retrieval_rows], "k": report.k,
+               "backend": report.backend, "order": report.order, "prompt_tokens": report.prompt_tokens}
+    (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(text)  # plain: markdown must not be re-wrapped to the terminal width
+    err.print(f"wrote {target / 'report.md'}, report.json and {len(figures)} figure(s)", style="dim")
+    return 0
+
+
+def add_eval_parser(commands: Any) -> None:
+    evaluation = commands.add_parser("eval", help="RepoEval-protocol evaluation: build tasks, run, report")
+    actions = evaluation.add_subparsers(dest="eval_command", required=True)
+
+    build = actions.add_parser("build", help="RepoEval-protocol tasks from pinned package sources")
+    build.add_argument("--devset", default=str(DEFAULT_DEVSET), help="the dev set TOML (default: %(default)s)")
+    build.add_argument("--out", required=True, help="folder for <split>.jsonl and repositories/")
+    build.add_argument("--seed", type=int, default=None, help="override the dev set's seed")
+    build.add_argument("--tasks-per-repo", type=int, default=None, help="override the dev set's count")
+    build.add_argument("--prompt-tokens", type=int, default=2000, help="left context kept, in tokens (default 2000)")
+    build.add_argument("--model", default=None, help="GGUF whose tokenizer counts tokens (default: embedded model)")
+    build.add_argument("--endpoint", default=None, help="or an OpenAI-compatible server's tokenizer")
+    build.set_defaults(handler=cmd_eval_build)
+
+    run = actions.add_parser("run", help="run strategies on RepoEval tasks (resumable)")
+    run.add_argument("--tasks", action="append", required=True, help="a tasks JSONL file (repeat for several splits)")
+    run.add_argument("--repos", required=True, help="folder holding one folder per repository")
+    run.add_argument("--results", default=None, help="results JSONL (default: results.jsonl beside the tasks)")
+    run.add_argument("--strategies", default=",".join(STRATEGY_NAMES), help="comma-separated (default: all)")
+    run.add_argument("--limit", type=int, default=None, help="tasks per split, drawn by --seed, balanced over repos")
+    run.add_argument("--seed", type=int, default=0, help="which tasks --limit draws (default 0)")
+    run.add_argument("--alpha", type=float, default=None, help="FragRel's alpha (default 0.5)")
+    run.add_argument("--alphas", default="", help="retrieval-only alpha sweep, e.g. 0,0.25,0.5,1,2")
+    run.add_argument("--k", type=int, default=None, help="fragments retrieved (default 10)")
+    run.add_argument("--order", choices=BLOCK_ORDERS, default="score",
+                     help="block order: score (RepoCoder, most similar last; default) or stable")
+    run.add_argument("--max-new-tokens", type=int, default=100, help="generation cap (protocol: 100)")
+    run.add_argument("--prompt-tokens", type=int, default=None,
+                     help="whole prompt budget, blocks get half (default 2048)")
+    run.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    run.add_argument("--retrieval-only", action="store_true", help="no model: retrieval metrics only")
+    backend = run.add_mutually_exclusive_group()
+    backend.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
+    backend.add_argument("--endpoint", default=None, help="an OpenAI-compatible server (vLLM)")
+    backend.add_argument("--vllm", default=None, metavar="MODEL", help="vLLM in process (GPU), e.g. a HF model path")
+    run.set_defaults(handler=cmd_eval_run)
+
+    report = actions.add_parser("report", help="markdown tables and PNG plots from results")
+    report.add_argument("results", nargs="+", help="results JSONL file(s)")
+    report.add_argument("--out", default=str(DEFAULT_REPORT_DIR), help="folder for report.md and plots")
+    report.add_argument("--backend", default=None, help="which backend's model results (default: the most common)")
+    report.add_argument("--title", default="RepoEval-protocol results", help="the report's heading")
+    report.set_defaults(handler=cmd_eval_report)

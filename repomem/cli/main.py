@@ -1,0 +1,309 @@
+"""Command line: `repomem index` and `repomem retrieve` (a thin adapter over RepoService).
+
+Failures a user can cause print one line on stderr and exit with 2; nothing prints a traceback
+unless REPOMEM_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from repomem.cli.errors import EXIT_USAGE, UserError, ok
+from repomem.cli.progress_bars import RichProgress
+from repomem.config import BLOCK_ORDERS
+from repomem.failures import Failure
+from repomem.positions import find_repo_root, parse_position
+from repomem.records import JSON_VERSION, fragment_record
+from repomem.service import IndexReport, RepoService, Retrieval
+from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
+
+
+def _human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def _report_json(report: IndexReport) -> dict[str, Any]:
+    return {
+        "version": JSON_VERSION,
+        "repo": str(report.root),
+        "action": report.action,
+        "reason": report.reason,
+        "files": report.files,
+        "fragments": report.fragments,
+        "nodes": report.nodes,
+        "edges": report.edges,
+        "seconds": round(report.seconds, 3),
+        "index_bytes": report.index_bytes,
+        "changed": report.changed,
+        "removed": report.removed,
+        "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+    }
+
+
+def _open_service(root: Path, err: Console) -> RepoService:
+    service = ok(RepoService.open(root))
+    for warning in service.warnings:
+        print(f"repomem: warning: {warning}", file=sys.stderr)
+    return service
+
+
+def _ensure_index(service: RepoService, err: Console, full: bool = False) -> IndexReport:
+    with RichProgress(err) as progress:
+        return ok(service.ensure_index(progress, full=full))
+
+
+def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
+    service = _open_service(Path(args.path), err)
+    report = _ensure_index(service, err, full=args.full)
+    if args.json:
+        print(json.dumps(_report_json(report), indent=2))
+        return 0
+    table = Table(title=f"repomem index: {report.root}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", justify="right")
+    action = report.action + (f" ({report.reason})" if report.reason and report.action == "built" else "")
+    for name, value in (
+        ("action", action), ("files", f"{report.files:,}"), ("fragments", f"{report.fragments:,}"),
+        ("graph nodes", f"{report.nodes:,}"), ("graph edges", f"{report.edges:,}"),
+        ("changed / removed", f"{report.changed:,} / {report.removed:,}"),
+        ("skipped", f"{len(report.skipped):,}"), ("seconds", f"{report.seconds:.2f}"),
+        ("index size", _human_bytes(report.index_bytes)),
+    ):
+        table.add_row(name, value)
+    out.print(table)
+    if args.verbose:
+        for path, reason in report.skipped:
+            out.print(f"skipped {path}: {reason}", markup=False, highlight=False)
+    return 0
+
+
+def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, float]) -> dict[str, Any]:
+    cursor = result.cursor
+    return {
+        "version": JSON_VERSION,
+        "repo": str(service.root),
+        "file": cursor.path,
+        "line": cursor.line + 1,
+        "column": cursor.column + 1,
+        "alpha": result.alpha,
+        "k": result.k,
+        "query": {"first_line": result.query_first_line + 1, "last_line": cursor.line + 1},
+        "fragments": [fragment_record(f, rank, text=service.fragment_text(f))
+                      for rank, f in enumerate(result.fragments, start=1)],
+        "timings_ms": {name: round(value, 3) for name, value in timings.items()},
+    }
+
+
+def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.k is not None and args.k < 1:
+        raise UserError(Failure("bad-option", "--k must be at least 1"))
+    service, cursor = _cursor_from_args(args, err)
+    started = time.perf_counter()
+    _ensure_index(service, err)
+    index_ms = (time.perf_counter() - started) * 1000
+    result = service.retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
+    timings = {"index": index_ms, **result.timings_ms}
+    if args.json:
+        print(json.dumps(_retrieval_json(service, result, timings), indent=2))
+        return 0
+    table = Table(title=f"{cursor.path}:{cursor.line + 1}:{cursor.column + 1}  alpha={result.alpha:g}  k={result.k}")
+    for name, justify in (("#", "right"), ("fragment", "left"), ("s_ind", "right"), ("s_env", "right"),
+                          ("s_rel", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for rank, f in enumerate(result.fragments, start=1):
+        table.add_row(str(rank), f"{f.path}:{f.start_line + 1}-{f.end_line}", f"{f.s_ind:.3f}",
+                      f"{f.s_env:.3f}", f"{f.s_rel:.3f}")
+    out.print(table)
+    if args.code:
+        for rank, f in enumerate(result.fragments, start=1):
+            out.rule(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}")
+            out.print(service.fragment_text(f), markup=False, highlight=False, soft_wrap=True)
+    err.print(f"index {index_ms:.0f} ms, retrieve {result.timings_ms['retrieve']:.1f} ms", style="dim")
+    return 0
+
+
+def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoService, Any]:
+    """Shared by retrieve and complete: position, repository, checked cursor."""
+    spec = ok(parse_position(args.position))
+    if args.repo is not None:
+        root = Path(args.repo)
+    else:
+        # A missing file still names its repository through its nearest existing folder.
+        existing = spec.path.absolute()
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        found = find_repo_root(existing.resolve())
+        if found is None:
+            raise UserError(Failure(
+                "not-a-repo",
+                f"{spec.path} is not inside a repository (no .git, .repomem or repomem.toml above it); "
+                "pass --repo PATH",
+            ))
+        root = found
+    service = _open_service(root, err)
+    path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
+    cursor = ok(service.cursor_at(path, spec.line, spec.column))
+    return service, cursor
+
+
+def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.backends.factory import open_backend
+    from repomem.completion.engine import CompletionEngine
+
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UserError(Failure("bad-option", "--max-tokens must be at least 1"))
+    service, cursor = _cursor_from_args(args, err)
+    settings = service.config.completion
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    strategy = args.strategy or settings.strategy
+    if strategy_named(strategy).retrieves:
+        _ensure_index(service, err)
+    timings["index"] = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    with RichProgress(err) as progress:
+        backend = ok(open_backend(settings, progress, model_path=args.model or "", endpoint=args.endpoint or ""))
+    timings["load_model"] = (time.perf_counter() - started) * 1000
+    try:
+        engine = CompletionEngine(service, backend)
+        result = ok(engine.complete(cursor, strategy, order=args.order, use_suffix=not args.no_suffix,
+                                     max_new_tokens=args.max_tokens))
+    finally:
+        backend.close()
+    timings.update(result.timings_ms)
+    if args.json:
+        prompt = result.prompt
+        in_prompt = {b.fragment for b in prompt.blocks}
+        print(json.dumps({
+            "version": JSON_VERSION,
+            "repo": str(service.root), "file": cursor.path, "line": cursor.line + 1, "column": cursor.column + 1,
+            "strategy": result.strategy, "backend": backend.name, "template": prompt.template, "fim": prompt.fim,
+            "completion": result.text, "raw": result.raw, "multiline": result.shape.multiline,
+            "finish_reason": result.generation.finish_reason, "rounds": result.rounds,
+            "prompt": prompt.text,
+            "tokens": {"prompt": result.generation.prompt_tokens, "cached": result.generation.cached_tokens,
+                       "blocks": prompt.block_tokens, "left": prompt.left_tokens, "suffix": prompt.suffix_tokens,
+                       "generated": result.generation.completion_tokens},
+            "fragments": [fragment_record(f, rank, in_prompt=f.fragment in in_prompt)
+                          for rank, f in enumerate(result.fragments, start=1)],
+            "timings_ms": {name: round(value, 3) for name, value in timings.items()},
+        }, indent=2))
+        return 0
+    print(result.text)
+    err.print(f"{result.strategy} · {backend.name} · prompt {result.generation.prompt_tokens} tokens "
+              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms", style="dim",
+              soft_wrap=True)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.lsp.server import serve
+
+    serve(args.tcp)
+    return 0
+
+
+def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.backends.models import default_model_path, pull_default_model, verify_model
+
+    if args.action == "path":
+        print(default_model_path())
+        return 0
+    with RichProgress(err) as progress:
+        if args.action == "verify":
+            path = ok(verify_model(default_model_path(), progress=progress))
+        else:
+            path = ok(pull_default_model(force=args.force, progress=progress))
+    print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="repomem", description="Repository-aware code completion (FragRel).")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    index = commands.add_parser("index", help="build or update the index of a repository")
+    index.add_argument("path", nargs="?", default=".", help="repository folder (default: the current one)")
+    index.add_argument("--full", action="store_true", help="rebuild from scratch")
+    index.add_argument("--json", action="store_true", help="print the summary as JSON")
+    index.add_argument("-v", "--verbose", action="store_true", help="list skipped files with reasons")
+    index.set_defaults(handler=cmd_index)
+
+    retrieve = commands.add_parser("retrieve", help="rank the repository's fragments for a cursor")
+    retrieve.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
+    retrieve.add_argument("--k", type=int, default=None, help="how many fragments (default 10)")
+    retrieve.add_argument("--alpha", type=float, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
+    retrieve.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
+    retrieve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    retrieve.add_argument("--code", action="store_true", help="also print each fragment's code")
+    retrieve.add_argument("--include-visible", action="store_true",
+                          help="keep fragments of the current file that overlap the query lines")
+    retrieve.set_defaults(handler=cmd_retrieve)
+
+    complete = commands.add_parser("complete", help="complete the code at a cursor with a model")
+    complete.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
+    complete.add_argument("--strategy", choices=STRATEGY_NAMES,
+                          default=None,
+                          help="how context is retrieved (default: completion.strategy, fragrel): "
+                               + "; ".join(f"{s.name}: {s.summary}" for s in STRATEGY_TABLE))
+    complete.add_argument("--model", default=None, help="a GGUF file (default: the embedded Qwen2.5-Coder 0.5B)")
+    complete.add_argument("--endpoint", default=None, help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM)")
+    complete.add_argument("--order", choices=BLOCK_ORDERS, default=None, help="order of retrieved blocks")
+    complete.add_argument("--max-tokens", type=int, default=None, help="new tokens at most (default 64)")
+    complete.add_argument("--no-suffix", action="store_true", help="ignore the code after the cursor (no FIM)")
+    complete.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
+    complete.add_argument("--json", action="store_true", help="prompt, fragments, tokens and timings as JSON")
+    complete.set_defaults(handler=cmd_complete)
+
+    serve = commands.add_parser("serve", help="run the language server (stdio, or --tcp on 127.0.0.1)")
+    serve.add_argument("--tcp", type=int, default=None, metavar="PORT", help="listen on 127.0.0.1:PORT instead")
+    serve.set_defaults(handler=cmd_serve)
+
+    model = commands.add_parser("model", help="the embedded default model")
+    model.add_argument("action", choices=("pull", "path", "verify"), help="fetch it, print its path, or check it")
+    model.add_argument("--force", action="store_true", help="fetch again even if present")
+    model.set_defaults(handler=cmd_model)
+
+    from repomem.cli.eval_commands import add_eval_parser
+
+    add_eval_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    out = Console()
+    err = Console(stderr=True)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args, out, err))
+    except UserError as error:
+        print(f"repomem: error: {error.failure.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("repomem: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
+        if os.environ.get("REPOMEM_DEBUG"):
+            raise
+        print(f"repomem: internal error: {error.__class__.__name__}: {error} (REPOMEM_DEBUG=1 shows details)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

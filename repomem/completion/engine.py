@@ -1,0 +1,212 @@
+"""Completion over one RepoService and one backend, as the strategy table (repomem.strategies) says.
+
+A request goes through small steps: read the cursor once (`request.read_cursor`), then per round
+retrieve (the strategy's retriever), fit the prompt into the token budget, generate and clean up.
+RepoCoder's strategies run a second round whose query slides over the first round's draft.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
+from repomem.completion.postprocess import CompletionShape, clean_completion
+from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
+from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
+from repomem.completion.retrievers import RETRIEVERS, RoundQuery
+from repomem.config import Config
+from repomem.failures import Failure
+from repomem.positions import Cursor
+from repomem.retrieval.scoring import ScoredFragment
+from repomem.service import RepoService
+from repomem.strategies import STRATEGY_NAMES, strategy_named
+
+STABLE_MEMO_SIZE = 64  # functions whose blocks are remembered for --order stable
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str  # what the user sees
+    raw: str  # the model's continuation before post-processing
+    strategy: str
+    prompt: Prompt
+    fragments: tuple[ScoredFragment, ...]  # retrieved (final round), best first
+    generation: Generation
+    shape: CompletionShape
+    rounds: int
+    timings_ms: dict[str, float]
+
+
+class CompletionEngine:
+    """Completes cursors of one repository with one backend.
+
+    With order "stable", the blocks are retrieved once per function (at the first completion in
+    it) and reused, ordered by path and line, while the cursor stays in that function: every prompt
+    then shares its whole block section, and the backend's prompt cache skips it.
+    """
+
+    def __init__(self, service: RepoService, backend: Backend, config: Config | None = None):
+        self.service = service
+        self.backend = backend
+        self.config = config or service.config
+        self._tokenizer = BackendTokenizer(backend)
+        self._stable: OrderedDict[tuple[str, int], list[ScoredFragment]] = OrderedDict()
+        self._first_lines: dict[tuple[str, int], int] = {}  # where the function's last prompt began
+
+    def request(
+        self,
+        cursor: Cursor,
+        strategy: str | None = None,
+        *,
+        order: str | None = None,
+        use_suffix: bool | None = None,
+        max_new_tokens: int | None = None,
+        alpha: float | None = None,
+        visible_from: int = 0,
+        excluded: np.ndarray | None = None,
+        unlisted: np.ndarray | None = None,
+        cancel: Callable[[], bool] | None = None,
+        enough: Callable[[str], bool] | None = None,
+    ) -> CompletionRequest | Failure:
+        """A request at `cursor`, every choice not given taken from the config."""
+        settings = self.config.completion
+        name = strategy or settings.strategy
+        chosen = strategy_named(name)
+        if chosen is None:
+            return Failure("bad-strategy", f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}")
+        return CompletionRequest(
+            cursor=cursor, strategy=chosen,
+            alpha=chosen.alpha(self.config.retrieval.alpha if alpha is None else alpha),
+            order=order or settings.order,
+            use_suffix=settings.fill_in_middle if use_suffix is None else use_suffix,
+            max_new_tokens=max_new_tokens or settings.max_new_tokens,
+            visible_from=visible_from, excluded=excluded, unlisted=unlisted, cancel=cancel, enough=enough,
+        )
+
+    def complete(self, cursor: Cursor, strategy: str | None = None, **choices) -> Completion | Failure:
+        """Complete at `cursor`; `choices` as in `request`."""
+        request = self.request(cursor, strategy, **choices)
+        if isinstance(request, Failure):
+            return request
+        return self.run(request)
+
+    def run(self, request: CompletionRequest) -> Completion | Failure:
+        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim)
+        timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
+        query = context.query
+        result: Completion | Failure | None = None
+        for round_number in range(1, request.strategy.rounds + 1):
+            if result is not None:
+                # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
+                draft = result.raw if context.shape.multiline else result.text
+                query = "\n".join((context.query + draft).split("\n")[-self.config.retrieval.query_lines :])
+            result = self._round(request, context, query, round_number, timings)
+            if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
+                return result
+        assert result is not None
+        return result
+
+    # -- the steps of one round ----------------------------------------------------------------
+
+    def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
+               timings: dict[str, float]) -> Completion | Failure:
+        started = time.perf_counter()
+        fragments = self._fragments(request, context, query, round_number)
+        timings["retrieve"] += (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        prompt = self._fit_prompt(request, context, fragments)
+        if isinstance(prompt, Failure):
+            return prompt
+        timings["prompt"] += (time.perf_counter() - started) * 1000
+        generation = self._generate(request, context, prompt)
+        if isinstance(generation, Failure):
+            return generation
+        timings["generate"] += generation.seconds * 1000
+        raw = generation.text
+        if context.healed:
+            raw = raw[len(context.healed):] if raw.startswith(context.healed) else raw.lstrip(" ")
+        text = clean_completion(raw, context.shape, self.backend.template.sentinels, context.suffix or "",
+                                self.config.completion.max_lines)
+        return Completion(
+            text=text, raw=raw, strategy=request.strategy.name, prompt=prompt, fragments=tuple(fragments),
+            generation=generation, shape=context.shape, rounds=round_number, timings_ms=dict(timings),
+        )
+
+    def _stable_key(self, request: CompletionRequest, context: CursorContext) -> tuple[str, int] | None:
+        return (request.cursor.path, context.definition_line) if request.order == "stable" else None
+
+    def _fragments(self, request: CompletionRequest, context: CursorContext, query: str,
+                   round_number: int) -> list[ScoredFragment]:
+        """The round's fragments: remembered for the function (stable order, first round) or retrieved."""
+        index = self.service.index
+        first_retrieval = round_number == 1 and request.strategy.retrieves
+        memo_key = self._stable_key(request, context) if first_retrieval else None
+        if memo_key is not None and index is not None:
+            remembered = self._stable.get(memo_key)
+            if remembered is not None and all(f.fragment < index.n_fragments and index.live[f.fragment]
+                                              for f in remembered):
+                self._stable.move_to_end(memo_key)
+                return remembered
+        retrieve = RETRIEVERS[request.strategy.retriever]
+        fragments = retrieve(self.service, RoundQuery(request.cursor, query, request.alpha, request.excluded,
+                                                      request.unlisted))
+        if memo_key is not None and fragments:
+            self._stable[memo_key] = fragments
+            while len(self._stable) > STABLE_MEMO_SIZE:
+                dropped, _ = self._stable.popitem(last=False)
+                self._first_lines.pop(dropped, None)
+        return fragments
+
+    def _fit_prompt(self, request: CompletionRequest, context: CursorContext,
+                    fragments: list[ScoredFragment]) -> Prompt | Failure:
+        """Blocks and the current file within the token budget; blocks repeating what the prompt
+        already shows of the current file are dropped and the fit is redone."""
+        settings = self.config.completion
+        cursor = request.cursor
+        candidates = [
+            ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel)
+            for f in fragments
+        ]
+        budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
+        stable_key = self._stable_key(request, context)
+        hint = self._first_lines.get(stable_key) if stable_key else None
+        visible_from = min(max(request.visible_from, 0), cursor.line)
+        if hint is not None:
+            hint = hint - visible_from if hint >= visible_from else None
+        try:
+            while True:
+                prompt = build_prompt(
+                    left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
+                    tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
+                    style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
+                )
+                if isinstance(prompt, Failure):
+                    return prompt
+                # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
+                prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
+                shown = (prompt.left_first_line, cursor.line + context.suffix_lines)
+                duplicates = {b.fragment for b in prompt.blocks
+                              if b.path == cursor.path and b.start_line <= shown[1] and b.end_line > shown[0]}
+                if not duplicates:
+                    break
+                candidates = [c for c in candidates if c.fragment not in duplicates]
+        except TokenCountFailed as error:
+            return error.failure
+        if stable_key is not None:
+            self._first_lines[stable_key] = prompt.left_first_line
+        return prompt
+
+    def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
+        stops = list(self.backend.template.stops)
+        if not context.shape.multiline and context.shape.line_prefix.strip():
+            stops.append("\n")
+        return self.backend.generate(GenerationRequest(
+            prompt=prompt.text, max_tokens=request.max_new_tokens, stop=stops,
+            deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=request.enough,
+        ))

@@ -1,0 +1,128 @@
+"""Turning a model's raw continuation into the completion a user sees.
+
+Single line vs block comes from the syntax at the cursor, parsed with the file's own grammar. In
+languages with indented blocks (Python): after a block opener (`def f():`,
+`if x:`) the completion is the block's body, elsewhere the rest of the current line, and inside
+a string or comment always one line. Generation stops at a dedent below the block, at a line
+starting a new top-level statement, at the model's end strings; leaked FIM sentinels are cut,
+trailing lines that repeat the code after the cursor are dropped, and repetition loops are cut.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from repomem.languages.language import Language
+from repomem.languages.python import PYTHON
+from repomem.languages.treesitter import parse
+
+_TOP_LEVEL = re.compile(r"^(def |class |async def |@|if __name__|import |from )")
+
+
+@dataclass(frozen=True)
+class CompletionShape:
+    multiline: bool
+    block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
+    line_prefix: str  # the cursor line's text before the cursor
+
+
+def _indent(line: str) -> int:
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+
+
+def _opens_block(line: str) -> bool:
+    code = line.split("#", 1)[0].rstrip()
+    return code.endswith(":")
+
+
+def _inside_string_or_comment(prefix: str, suffix: str, language: Language) -> bool:
+    source = (prefix + suffix).encode("utf-8")
+    offset = len(prefix.encode("utf-8"))
+    tree = parse(language.name, source)
+    node = tree.root_node.descendant_for_byte_range(max(offset - 1, 0), max(offset - 1, 0))
+    while node is not None:
+        if node.type in language.string_or_comment_types and node.start_byte < offset:
+            # Right after a closing quote the cursor is outside the string; a comment runs to the
+            # end of its line.
+            if node.end_byte > offset or (node.type == "comment" and node.end_byte >= offset):
+                return True
+        node = node.parent
+    return False
+
+
+def completion_shape(prefix: str, suffix: str = "", language: Language = PYTHON) -> CompletionShape:
+    """Block or single line at the end of `prefix`; languages without indented blocks complete
+    the current line."""
+    lines = prefix.split("\n")
+    current = lines[-1]
+    if not language.indented_blocks:
+        return CompletionShape(False, -1, current)
+    if _inside_string_or_comment(prefix, suffix, language):
+        return CompletionShape(False, -1, current)
+    if current.strip() and _opens_block(current):
+        return CompletionShape(True, _indent(current), current)
+    if not current.strip():
+        previous = next((line for line in reversed(lines[:-1]) if line.strip()), "")
+        if previous and _opens_block(previous):
+            return CompletionShape(True, _indent(previous), current)
+    return CompletionShape(False, -1, current)
+
+
+def clean_completion(
+    raw: str, shape: CompletionShape, sentinels: tuple[str, ...] = (), suffix: str = "", max_lines: int = 16
+) -> str:
+    text = raw
+    for sentinel in sentinels:
+        cut = text.find(sentinel)
+        if cut >= 0:
+            text = text[:cut]
+    text = text.replace("\r\n", "\n")
+    if not shape.multiline:
+        first = text.split("\n", 1)[0]
+        if not first.strip() and not shape.line_prefix.strip():
+            # On a blank line the model may start with a newline: take its first real line.
+            first = next((line for line in text.split("\n") if line.strip()), "")
+            if shape.line_prefix:
+                first = first.lstrip()
+        return first.rstrip()
+    lines = text.split("\n")
+    kept = [lines[0]]
+    for line in lines[1:]:
+        if line.strip():
+            if _indent(line) <= shape.block_indent or _TOP_LEVEL.match(line):
+                break
+        kept.append(line)
+        if len(kept) >= max_lines:
+            break
+    kept = _cut_repetition(kept)
+    kept = _drop_suffix_echo(kept, suffix)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(line.rstrip() for line in kept)
+
+
+def _cut_repetition(lines: list[str], limit: int = 3) -> list[str]:
+    """Stop before a non-blank line shows up for the `limit`-th time (a generation loop)."""
+    seen: dict[str, int] = {}
+    for position, line in enumerate(lines):
+        key = line.strip()
+        if not key:
+            continue
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] >= limit:
+            return lines[:position]
+    return lines
+
+
+def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:
+    """Drop trailing lines that repeat the first lines already after the cursor."""
+    following = [line.strip() for line in suffix.split("\n") if line.strip()]
+    if not following:
+        return lines
+    content = [i for i, line in enumerate(lines) if line.strip()]
+    for size in range(min(len(content), len(following)), 0, -1):
+        tail = [lines[i].strip() for i in content[-size:]]
+        if tail == following[:size]:
+            return lines[: content[-size]]
+    return lines

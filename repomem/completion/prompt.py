@@ -1,0 +1,180 @@
+"""Prompt assembly with exact token budgets (DESIGN.md section 4; RepoCoder / FragRel prompt 2).
+
+    # Here are some relevant code fragments from other files of the repo:
+    # --------------------------------------------------
+    # the below code fragment can be found in:
+    # path/to/file.py
+    # --------------------------------------------------
+    # <each line of the fragment, commented>
+    # --------------------------------------------------
+    <current file: the lines before the cursor>
+
+Retrieved blocks get `context_share` of the budget, best first; the current file's left context
+is trimmed from the top to whole lines. Token counts come from the backend's own tokenizer.
+Block order: "score" puts the most similar block last (RepoCoder); "stable" orders blocks by
+path and line so that neighbouring cursors produce prompts sharing their prefix (prompt caches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from repomem.backends.templates import Template
+from repomem.failures import Failure
+
+HEADER = "# Here are some relevant code fragments from other files of the repo:\n"
+SEPARATOR = "# " + "-" * 50 + "\n"
+
+
+class Tokenizer(Protocol):
+    def count(self, text: str) -> int:
+        """Tokens of `text` as the model sees it (special strings parsed, no BOS)."""
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    max_prompt_tokens: int = 2048
+    context_share: float = 0.5  # share of the prompt for retrieved blocks (RepoCoder: half)
+    max_suffix_tokens: int = 256  # right context kept for fill-in-the-middle
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    fragment: int
+    path: str
+    start_line: int  # 0-based
+    end_line: int  # exclusive
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    n_tokens: int
+    blocks: tuple[ContextBlock, ...]  # in prompt order
+    block_tokens: int
+    left_first_line: int  # first line of the current file kept in the prompt (0-based)
+    left_tokens: int
+    suffix_tokens: int
+    template: str
+    fim: bool
+
+
+def render_block(block: ContextBlock) -> str:
+    lines = block.text.split("\n")
+    commented = "".join(f"# {line}\n" for line in lines)
+    return f"# the below code fragment can be found in:\n# {block.path}\n{SEPARATOR}{commented}{SEPARATOR}"
+
+
+def render_context(blocks: Sequence[ContextBlock]) -> str:
+    if not blocks:
+        return ""
+    return HEADER + SEPARATOR + "".join(render_block(b) for b in blocks)
+
+
+def _ordered(blocks: list[ContextBlock], order: str) -> list[ContextBlock]:
+    if order == "stable":
+        return sorted(blocks, key=lambda b: (b.path, b.start_line))
+    return sorted(blocks, key=lambda b: b.score)  # ascending: the most similar block sits last
+
+
+def _assemble(
+    template: Template, style: str, repo: str, path: str, blocks: Sequence[ContextBlock], left: str,
+    suffix: str | None,
+) -> str:
+    if style == "repo" and template.supports_repo_form:
+        preamble = template.repo_files(repo, [(b.path, b.text) for b in blocks]) + template.current_file(path)
+        body = template.infill(left, suffix) if suffix is not None else left
+        return preamble + body
+    prefix = render_context(blocks) + left
+    return template.infill(prefix, suffix) if suffix is not None else prefix
+
+
+def build_prompt(
+    *,
+    left_lines: Sequence[str],
+    suffix: str | None,
+    candidates: Sequence[ContextBlock],
+    tokenizer: Tokenizer,
+    template: Template,
+    budget: PromptBudget,
+    order: str = "score",
+    style: str = "comments",
+    repo: str = "",
+    path: str = "",
+    first_line_hint: int | None = None,
+) -> Prompt | Failure:
+    """Fit blocks and the current file into the budget.
+
+    `left_lines`: the current file up to the cursor, one entry per line (the last one cut at the
+    cursor). `candidates`: retrieved blocks, best first. `suffix`: text after the cursor for
+    fill-in-the-middle (None for left-to-right). `first_line_hint`: where the previous prompt of
+    this function started the current file; kept while it fits, so the prompt prefix stays the
+    same as the cursor moves down (when it no longer fits, a quarter of the room is cleared at once).
+    """
+    use_fim = suffix is not None and template.supports_fim
+    suffix_text: str | None = None
+    suffix_tokens = 0
+    if use_fim:
+        assert suffix is not None
+        suffix_lines = suffix.split("\n")
+        # Keep whole lines of the right context, nearest first, within max_suffix_tokens.
+        kept = len(suffix_lines)
+        while kept > 0 and tokenizer.count("\n".join(suffix_lines[:kept])) > budget.max_suffix_tokens:
+            kept = kept // 2 if kept > 8 else kept - 1
+        suffix_text = "\n".join(suffix_lines[:kept])
+        suffix_tokens = tokenizer.count(suffix_text) if suffix_text else 0
+
+    block_budget = int(budget.max_prompt_tokens * budget.context_share)
+    chosen: list[ContextBlock] = []
+    spent = 0
+    for block in candidates:
+        cost = tokenizer.count(render_block(block))
+        if spent + cost <= block_budget:
+            chosen.append(block)
+            spent += cost
+    blocks = _ordered(chosen, order)
+
+    def render(first_line: int, with_blocks: list[ContextBlock]) -> str:
+        return _assemble(template, style, repo, path, with_blocks, "\n".join(left_lines[first_line:]), suffix_text)
+
+    n_lines = len(left_lines)
+    while True:
+        # Binary search the first kept line: the fewest lines dropped that fit the budget.
+        low, high = 0, max(n_lines - 1, 0)
+        if tokenizer.count(render(high, blocks)) > budget.max_prompt_tokens:
+            if not blocks:
+                return Failure(
+                    "prompt-too-long",
+                    f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
+                )
+            weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
+            blocks = blocks[:weakest] + blocks[weakest + 1 :]
+            continue
+        while low < high:
+            middle = (low + high) // 2
+            if tokenizer.count(render(middle, blocks)) <= budget.max_prompt_tokens:
+                high = middle
+            else:
+                low = middle + 1
+        if first_line_hint is not None and low > 0:
+            if low <= first_line_hint < n_lines:
+                low = first_line_hint
+            else:
+                low = min(n_lines - 1, low + (n_lines - low) // 4)
+        text = render(low, blocks)
+        left_text = "\n".join(left_lines[low:])
+        return Prompt(
+            text=text,
+            n_tokens=tokenizer.count(text),
+            blocks=tuple(blocks),
+            block_tokens=tokenizer.count(render_context(blocks)) if blocks else 0,
+            left_first_line=low,
+            left_tokens=tokenizer.count(left_text) if left_text else 0,
+            suffix_tokens=suffix_tokens,
+            template=template.family,
+            fim=use_fim,
+        )

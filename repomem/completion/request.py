@@ -1,0 +1,101 @@
+"""One completion request, and what its cursor shows, computed once per request.
+
+`CompletionRequest` carries every choice a caller makes (strategy, order, masks, budgets);
+`CursorContext` is what the engine derives from the cursor before any retrieval: the visible
+left context, the code after the cursor, the completion's shape under the file's own language,
+the retrieval query and the function the cursor sits in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from repomem.completion.postprocess import CompletionShape, completion_shape
+from repomem.languages.registry import language_named, language_of
+from repomem.positions import Cursor, window_before
+from repomem.strategies import Strategy
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    cursor: Cursor
+    strategy: Strategy
+    alpha: float  # eq. 10's alpha this request ranks with (0 for BM25-only strategies)
+    order: str  # "score" (RepoCoder: most similar block last) | "stable" (kept per function)
+    use_suffix: bool  # fill in the middle with the code after the cursor when the model can
+    max_new_tokens: int
+    # 0-based first line of the current file the prompt may show (RepoEval's context_start_lineno).
+    visible_from: int = 0
+    # Fragment ids retrieval must neither offer nor read (text the user cannot see).
+    excluded: np.ndarray | None = None
+    # Fragment ids retrieval must not offer but may read as neighbours (RepoEval's leakage rule).
+    unlisted: np.ndarray | None = None
+    cancel: Callable[[], bool] | None = None  # polled between generated tokens
+    enough: Callable[[str], bool] | None = None  # ends generation early (see GenerationRequest)
+
+
+@dataclass(frozen=True)
+class CursorContext:
+    language: str  # grammar the cursor's file is parsed with
+    left_lines: tuple[str, ...]  # visible lines up to the cursor, the last one cut there (healed)
+    healed: str  # trailing spaces taken off the cursor line, for the model to write back
+    after: str  # everything after the cursor
+    suffix: str | None  # `after` when the prompt fills in the middle, else None
+    shape: CompletionShape
+    query: str  # the last query_lines lines before the cursor
+    definition_line: int  # 0-based line of the enclosing def / class (-1 at module level)
+
+    @property
+    def suffix_lines(self) -> int:
+        return 0 if self.suffix is None else self.suffix.count("\n") + 1
+
+
+_DEFINITION = re.compile(r"^(\s*)(async\s+def|def|class)\s")
+
+
+def enclosing_definition(lines: list[str], line: int) -> int:
+    """0-based line of the innermost def / class above `line` that contains it (-1 at module level)."""
+    current = lines[line] if line < len(lines) else ""
+    indent = len(current) - len(current.lstrip()) if current.strip() else None
+    for number in range(line, -1, -1):
+        match = _DEFINITION.match(lines[number])
+        if match is None:
+            continue
+        if indent is None or len(match.group(1)) < indent or number == line:
+            return number
+    return -1
+
+
+def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool) -> CursorContext:
+    """Everything the engine needs from the cursor, from one split of the file into lines."""
+    cursor = request.cursor
+    lines = cursor.text.split("\n")
+    current = lines[cursor.line] if cursor.line < len(lines) else ""
+    visible_from = min(max(request.visible_from, 0), cursor.line)
+    left_lines = [*lines[visible_from : cursor.line], current[: cursor.column]]
+    # Token healing: BPE vocabularies glue a space to the next word (" compute"), so a prompt
+    # ending in "return " steers the model off its usual tokens. The space goes back to the
+    # model, and is taken off the start of what it writes.
+    healed = ""
+    line_prefix = left_lines[-1]
+    if line_prefix.strip() and line_prefix != line_prefix.rstrip(" "):
+        healed = line_prefix[len(line_prefix.rstrip(" ")):]
+        left_lines[-1] = line_prefix.rstrip(" ")
+    after = "\n".join([current[cursor.column :], *lines[cursor.line + 1 :]])
+    suffix = after if request.use_suffix and after.strip() and supports_fim else None
+    language = language_named(language_of(cursor.path) or "")
+    query, _ = window_before(lines, cursor.line, cursor.column, query_lines)
+    return CursorContext(
+        language=language.name,
+        left_lines=tuple(left_lines),
+        healed=healed,
+        after=after,
+        suffix=suffix,
+        shape=completion_shape("\n".join(left_lines), after, language),
+        query=query,
+        definition_line=enclosing_definition(lines, cursor.line),
+    )

@@ -1,0 +1,167 @@
+"""The code graph of one repository (DESIGN.md section 2) as typed edge lists and a CSR.
+
+Node numbering: every file's kept syntax nodes, file after file (offsets in `node_offset`), then
+one node per file, then one node per directory (the repository root is directory "").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from repomem.config import GraphConfig
+from repomem.index.kernels import symmetric_csr
+from repomem.languages.parsed import FileSyntax
+
+SYNTAX, DIRECTORY, FILE_ROOT, CALL = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class CodeGraph:
+    n_nodes: int
+    node_offset: np.ndarray  # int64, shape (n_files + 1,): first syntax node of each file
+    file_node: np.ndarray  # int64, shape (n_files,): the file node of each file
+    directories: tuple[str, ...]  # directory of each directory node, in node order
+    edge_a: np.ndarray  # int64, shape (n_edges,), undirected edges, deduplicated, a < b
+    edge_b: np.ndarray  # int64
+    edge_weight: np.ndarray  # float64, the strongest edge between a and b
+    edge_kind: np.ndarray  # int8, SYNTAX / DIRECTORY / FILE_ROOT / CALL
+
+    def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Symmetric adjacency with costs -ln w: (indptr, indices, costs)."""
+        # Zero-cost edges (weight 1.0) stay: this CSR is never fed to scipy, which drops zeros.
+        return symmetric_csr(self.n_nodes, self.edge_a, self.edge_b, -np.log(self.edge_weight))
+
+
+def directory_chain(path: str) -> list[str]:
+    """Folders from the root down to the file's own folder: 'a/b/c.py' -> ['', 'a', 'a/b']."""
+    parts = path.split("/")[:-1]
+    return [""] + ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+@dataclass(frozen=True)
+class DirectoryLayout:
+    """The folder tree of a set of files; it changes only when files are added or removed."""
+
+    paths: tuple[str | None, ...]  # by file id, None for removed files
+    directories: tuple[str, ...]  # directory node order
+    dir_pairs: np.ndarray  # int64, shape (n, 2): parent folder, sub-folder (directory indices)
+    live_files: np.ndarray  # int64, ids of present files
+    file_dir: np.ndarray  # int64, folder index of each present file
+
+
+def directory_layout(paths: Sequence[str | None]) -> DirectoryLayout:
+    directory_ids: dict[str, int] = {}
+    dir_edges: list[tuple[int, int]] = []
+    file_dir: list[int] = []
+    live_files: list[int] = []
+    for index, path in enumerate(paths):
+        if path is None:
+            continue
+        live_files.append(index)
+        previous = -1
+        for folder in directory_chain(path):
+            if folder not in directory_ids:
+                directory_ids[folder] = len(directory_ids)
+                if previous >= 0:
+                    dir_edges.append((previous, directory_ids[folder]))
+            previous = directory_ids[folder]
+        file_dir.append(previous)
+    return DirectoryLayout(
+        paths=tuple(paths),
+        directories=tuple(sorted(directory_ids, key=directory_ids.__getitem__)),
+        dir_pairs=np.asarray(dir_edges, dtype=np.int64).reshape(-1, 2),
+        live_files=np.asarray(live_files, dtype=np.int64),
+        file_dir=np.asarray(file_dir, dtype=np.int64),
+    )
+
+
+def build_graph(
+    files: Sequence[FileSyntax | None],
+    calls: np.ndarray,
+    config: GraphConfig,
+    deduplicate: bool = True,
+    layout: DirectoryLayout | None = None,
+) -> CodeGraph:
+    """`files[i]` is file i's syntax, None for a removed file (it keeps its index, no nodes).
+
+    `calls`: call edges as rows of `resolve.call_array`, shape (n_calls, 5).
+    `deduplicate=False` keeps parallel edges (a call edge along a syntax edge, two calls between the
+    same statements): shortest paths are the same, and an update skips the sort.
+    `layout`: the files' folder tree if already known (see `directory_layout`).
+    """
+    n_files = len(files)
+    sizes = np.fromiter((0 if f is None else f.n_nodes for f in files), dtype=np.int64, count=n_files)
+    node_offset = np.zeros(n_files + 1, dtype=np.int64)
+    np.cumsum(sizes, out=node_offset[1:])
+    n_syntax = int(node_offset[-1])
+    file_node = n_syntax + np.arange(n_files, dtype=np.int64)
+
+    paths = tuple(None if f is None else f.path for f in files)
+    if layout is None or layout.paths != paths:
+        layout = directory_layout(paths)
+    live_files = layout.live_files.tolist()
+    dir_base = n_syntax + n_files
+    n_nodes = dir_base + len(layout.directories)
+
+    parts_a: list[np.ndarray] = []
+    parts_b: list[np.ndarray] = []
+    parts_w: list[np.ndarray] = []
+    parts_k: list[np.ndarray] = []
+
+    def add(a: np.ndarray, b: np.ndarray, weight: float | np.ndarray, kind: int) -> None:
+        parts_a.append(a.astype(np.int64))
+        parts_b.append(b.astype(np.int64))
+        parts_w.append(np.broadcast_to(np.asarray(weight, dtype=np.float64), a.shape).copy())
+        parts_k.append(np.full(a.shape[0], kind, dtype=np.int8))
+
+    live = np.asarray(live_files, dtype=np.int64)
+    if live.size:
+        # Every node but each file's root (local index 0) links to its kept parent.
+        parents = np.concatenate([files[i].parent for i in live_files]).astype(np.int64)  # type: ignore[union-attr]
+        offsets = np.repeat(node_offset[live], sizes[live])
+        child = np.arange(parents.shape[0], dtype=np.int64)
+        local = child - np.repeat(np.cumsum(sizes[live]) - sizes[live], sizes[live])
+        not_root = local > 0
+        add(offsets[not_root] + local[not_root], offsets[not_root] + parents[not_root], config.syntax_weight, SYNTAX)
+    add(file_node[live], node_offset[live], config.file_root_weight, FILE_ROOT)
+    add(dir_base + layout.dir_pairs[:, 0], dir_base + layout.dir_pairs[:, 1], config.directory_weight, DIRECTORY)
+    add(file_node[live], dir_base + layout.file_dir, config.directory_weight, DIRECTORY)
+    if calls.shape[0]:
+        call_array = calls
+        # The call expression sits `hops` syntax edges below its kept node: the contracted edge
+        # carries the product of the weights along that path.
+        add(
+            node_offset[call_array[:, 0]] + call_array[:, 1],
+            node_offset[call_array[:, 2]] + call_array[:, 3],
+            config.call_weight * config.syntax_weight ** call_array[:, 4].astype(np.float64),
+            CALL,
+        )
+
+    a = np.concatenate(parts_a)
+    b = np.concatenate(parts_b)
+    weight = np.concatenate(parts_w)
+    kind = np.concatenate(parts_k)
+    keep = a != b
+    a, b, weight, kind = a[keep], b[keep], weight[keep], kind[keep]
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    directories = layout.directories
+    if not deduplicate:
+        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind)
+    # Deduplicate undirected pairs keeping the strongest edge (scipy would sum duplicates).
+    order = np.lexsort((-weight, high, low))
+    low, high, weight, kind = low[order], high[order], weight[order], kind[order]
+    first = np.ones(low.shape[0], dtype=bool)
+    first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    return CodeGraph(
+        n_nodes=n_nodes,
+        node_offset=node_offset,
+        file_node=file_node,
+        directories=directories,
+        edge_a=low[first],
+        edge_b=high[first],
+        edge_weight=weight[first],
+        edge_kind=kind[first],
+    )

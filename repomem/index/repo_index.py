@@ -1,0 +1,478 @@
+"""The repository index: files, fragments, BM25 postings and the relation matrix W.
+
+Ids are stable and append-only: a changed file's old fragments are marked dead and its new ones
+get fresh ids at the end, so W and the postings only grow by small deltas between compactions.
+W = W_base (built in one go) + W_delta (entries of fragments added since), both symmetric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from repomem.config import Config
+from repomem.index.bm25 import BM25Stats, TermSegment, build_segment, compute_stats, document_frequencies
+from repomem.index.calls import CallResolution, resolves_calls
+from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
+from repomem.index.graph import CodeGraph, DirectoryLayout, build_graph, directory_layout
+from repomem.index.relations import relation_entries, row_thresholds, strongest_per_row, symmetric_union
+from repomem.index.scan import SourceFile
+from repomem.index.tokens import tokenize
+from repomem.languages.parsed import FileSyntax, call_array
+from repomem.languages.syntax import extract_syntax
+from repomem.progress import NoProgress, Progress
+
+
+class StructureUnavailable(Exception):
+    """The per-file structure of a loaded index could not be read (snapshot pruned or damaged)."""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    language: str
+    digest: str
+    size: int
+    mtime_ns: int  # 0 for an unsaved editor buffer: the next refresh compares digests
+    first_fragment: int
+    n_fragments: int
+
+
+@dataclass(frozen=True)
+class FileAnalysis:
+    """Everything the index keeps of one file, computed without touching the index."""
+
+    syntax: FileSyntax
+    fragments: FileFragments
+    window_tokens: tuple[tuple[str, ...], ...]  # tokens of each window, in window order
+
+
+def analyze_file(source: SourceFile, config: Config) -> FileAnalysis:
+    syntax = extract_syntax(source.path, source.language, source.text, config.graph.granularity)
+    fragments = file_fragments(syntax, config.fragments)
+    line_tokens = [tokenize(line, config.bm25) for line in source.text.split("\n")]
+    windows = tuple(
+        tuple(token for line in line_tokens[a:b] for token in line)
+        for a, b in zip(fragments.starts.tolist(), fragments.ends.tolist())
+    )
+    return FileAnalysis(syntax, fragments, windows)
+
+
+@dataclass
+class RepoIndex:
+    root: Path
+    config: Config
+    files: list[FileRecord | None]  # by file id; None = removed
+    syntax: list[FileSyntax | None]
+    file_fragments: list[FileFragments | None]
+    live: np.ndarray  # bool, shape (n_fragments,)
+    fragment_file: np.ndarray  # int32, shape (n_fragments,), -1 for dead ids
+    fragment_start: np.ndarray  # int32, first line (0-based)
+    fragment_end: np.ndarray  # int32, line after the last
+    vocabulary: dict[str, int]
+    segments: list[TermSegment]
+    doc_len: np.ndarray  # int64, shape (n_fragments,), tokens per fragment
+    df: np.ndarray  # int64, shape (n_terms,), live documents per term
+    stats: BM25Stats
+    w_base: sp.csr_matrix  # shape (n_base, n_base)
+    w_delta: sp.csr_matrix  # shape (n_fragments, n_fragments)
+    delta_entries: tuple[np.ndarray, np.ndarray, np.ndarray]  # (rows, cols, values) of w_delta
+    thresholds: np.ndarray  # float64, shape (n_fragments,): entry bar of each row's top list
+    rowsum: np.ndarray  # float64, shape (n_fragments,): sum_j W_ij over live j
+    # Outgoing call edges per file id (languages with call resolution), rows of parsed.call_array.
+    calls: dict[int, np.ndarray]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    generation: int = 0  # bumped by each change; the store names snapshots after it
+    graph_nodes: int = 0  # size of the code graph when W was last extended
+    graph_edges: int = 0
+    # Persistence bookkeeping (see store.py): which full build the base files belong to.
+    base_id: str = ""
+    base_segments: int = 1
+    base_files: set[int] = field(default_factory=set)
+    snapshot: Path | None = None
+    structure_loader: Callable[[], None] | None = None  # fills syntax / fragments / calls lazily
+    _resolver: CallResolution | None = None
+    _cover: CoverEntries | None = None
+    _layout: DirectoryLayout | None = None
+    _path_ids: dict[str, int] | None = None
+
+    def ensure_structure(self) -> None:
+        """Load the per-file syntax and windows (needed to update, not to query)."""
+        if self.structure_loader is not None:
+            loader, self.structure_loader = self.structure_loader, None
+            loader()
+
+    # -- shape ---------------------------------------------------------------------------------
+
+    @property
+    def n_fragments(self) -> int:
+        return int(self.live.shape[0])
+
+    @property
+    def n_live_files(self) -> int:
+        return sum(1 for f in self.files if f is not None)
+
+    def file_id(self, path: str) -> int | None:
+        if self._path_ids is None:
+            self._path_ids = {f.path: i for i, f in enumerate(self.files) if f is not None}
+        return self._path_ids.get(path)
+
+    def record(self, path: str) -> FileRecord | None:
+        file_id = self.file_id(path)
+        return None if file_id is None else self.files[file_id]
+
+    def resolver(self) -> CallResolution:
+        self.ensure_structure()
+        if self._resolver is None:
+            self._resolver = CallResolution(self.syntax, self.config.graph)
+        return self._resolver
+
+    def graph(self, deduplicate: bool = True) -> CodeGraph:
+        self.ensure_structure()
+        paths = tuple(None if s is None else s.path for s in self.syntax)
+        if self._layout is None or self._layout.paths != paths:
+            self._layout = directory_layout(paths)
+        return build_graph(self.syntax, self.all_calls(), self.config.graph, deduplicate, self._layout)
+
+    def all_calls(self) -> np.ndarray:
+        """Every call edge, shape (n, 5) (see parsed.call_array)."""
+        parts = [edges for edges in self.calls.values() if edges.shape[0]]
+        return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
+
+    def cover_entries(self) -> CoverEntries:
+        if self._cover is None:
+            self.ensure_structure()
+            self._cover = CoverEntries.of_files([
+                (file_id, record.first_fragment, fragments)
+                for file_id, (record, fragments) in enumerate(zip(self.files, self.file_fragments))
+                if record is not None and fragments is not None
+            ])
+        return self._cover
+
+    def fragment_table(self, graph: CodeGraph) -> FragmentTable:
+        return fragment_table(self.cover_entries(), self.fragment_file, self.fragment_start, self.fragment_end,
+                              graph.node_offset)
+
+    def relation_matrix(self) -> sp.csr_matrix:
+        """W as one matrix over all fragment ids (base padded, plus delta)."""
+        n = self.n_fragments
+        base = self.w_base.copy()
+        base.resize((n, n))
+        return (base + self.w_delta).tocsr()
+
+
+
+def _term_ids(vocabulary: dict[str, int], windows: Iterable[Sequence[str]]) -> list[np.ndarray]:
+    out = []
+    for tokens in windows:
+        ids = np.empty(len(tokens), dtype=np.int64)
+        for position, token in enumerate(tokens):
+            term = vocabulary.get(token)
+            if term is None:
+                term = len(vocabulary)
+                vocabulary[token] = term
+            ids[position] = term
+        out.append(ids)
+    return out
+
+
+def _relation_rows(
+    index: RepoIndex, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    graph = index.graph(deduplicate=full)
+    if full:
+        index.graph_nodes, index.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
+    table = index.fragment_table(graph)
+    progress.start("relations", int(rows.shape[0]))
+    return relation_entries(
+        rows, table, graph, index.live, index.config.graph, index.config.relations, progress.advance, keep
+    )
+
+
+def build_index(
+    root: Path,
+    config: Config,
+    sources: Sequence[SourceFile],
+    skipped: Sequence[tuple[str, str]] = (),
+    progress: Progress | None = None,
+    analyses: Sequence[FileAnalysis] | None = None,
+) -> RepoIndex:
+    """A complete index of `sources` (already read and filtered by the scan)."""
+    progress = progress or NoProgress()
+    sources = sorted(sources, key=lambda s: s.path)
+    if analyses is None:
+        progress.start("parsing", len(sources))
+        analyses_list = []
+        for source in sources:
+            analyses_list.append(analyze_file(source, config))
+            progress.advance()
+        analyses = analyses_list
+    records: list[FileRecord | None] = []
+    first = 0
+    for source, analysis in zip(sources, analyses):
+        n = int(analysis.fragments.starts.shape[0])
+        records.append(FileRecord(source.path, source.language, source.digest, source.size,
+                                  source.mtime_ns, first, n))
+        first += n
+    n_fragments = first
+    vocabulary: dict[str, int] = {}
+    doc_terms = _term_ids(vocabulary, (w for a in analyses for w in a.window_tokens))
+    segment = build_segment(0, doc_terms, len(vocabulary))
+    live = np.ones(n_fragments, dtype=bool)
+    doc_len = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=n_fragments)
+    df = document_frequencies(segment, len(vocabulary), live)
+    index = RepoIndex(
+        root=root,
+        config=config,
+        files=records,
+        syntax=[a.syntax for a in analyses],
+        file_fragments=[a.fragments for a in analyses],
+        live=live,
+        fragment_file=np.concatenate(
+            [np.full(r.n_fragments, i, dtype=np.int32) for i, r in enumerate(records) if r is not None]
+            or [np.zeros(0, dtype=np.int32)]
+        ),
+        fragment_start=np.concatenate([a.fragments.starts for a in analyses] or [np.zeros(0, np.int32)]),
+        fragment_end=np.concatenate([a.fragments.ends for a in analyses] or [np.zeros(0, np.int32)]),
+        vocabulary=vocabulary,
+        segments=[segment],
+        doc_len=doc_len,
+        df=df,
+        stats=compute_stats(df, doc_len, live, config.bm25),
+        w_base=sp.csr_matrix((n_fragments, n_fragments)),
+        w_delta=sp.csr_matrix((n_fragments, n_fragments)),
+        delta_entries=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)),
+        thresholds=np.zeros(n_fragments),
+        rowsum=np.zeros(n_fragments),
+        calls={},
+        skipped=list(skipped),
+        base_files=set(range(len(records))),
+    )
+    resolver = index.resolver()
+    progress.start("calls", sum(1 for s in index.syntax if resolves_calls(s)))
+    for file_id, syntax in enumerate(index.syntax):
+        if resolves_calls(syntax):
+            index.calls[file_id] = call_array(resolver.resolve_file(file_id))
+            progress.advance()
+    all_rows = np.arange(n_fragments, dtype=np.int64)
+    rows, cols, values, bars = _relation_rows(index, all_rows, progress)
+    index.thresholds = bars
+    rows, cols, values = symmetric_union(rows, cols, values)
+    index.w_base = sp.csr_matrix((values, (rows, cols)), shape=(n_fragments, n_fragments))
+    index.rowsum = np.asarray(index.w_base.sum(axis=1)).ravel()
+    return index
+
+
+def _segment_rows_terms(segment: TermSegment, doc_ids: np.ndarray) -> np.ndarray:
+    """Term ids present in the given documents of a segment (one entry per document and term)."""
+    local = doc_ids - segment.first_doc
+    local = local[(local >= 0) & (local < segment.tf.shape[0])]
+    return segment.doc_terms(local)
+
+
+def apply_changes(
+    index: RepoIndex,
+    changed: Sequence[SourceFile],
+    removed: Sequence[str],
+    analyses: Sequence[FileAnalysis] | None = None,
+) -> list[int]:
+    """Replace, add and remove files in place; returns the ids of the new fragments.
+
+    Touches only what the change reaches: the new fragments' postings and W rows (plus their
+    mirrored entries), the changed files' call edges and those of files importing them. Paths
+    routed *through* a changed file between two other files keep their old strength until the
+    next compaction (`repomem index --full`).
+    """
+    config = index.config
+    index.ensure_structure()
+    if analyses is None:
+        analyses = [analyze_file(source, config) for source in changed]
+    resolver = index.resolver()
+    touched_files: set[int] = set()
+    dead: list[np.ndarray] = []
+
+    def retire(file_id: int) -> None:
+        record = index.files[file_id]
+        assert record is not None
+        ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
+        dead.append(ids)
+
+    removed_modules: set[str] = set()
+    for path in removed:
+        file_id = index.file_id(path)
+        if file_id is None:
+            continue
+        module = resolver.module_of(file_id)
+        if module is not None:
+            removed_modules.add(module)
+        retire(file_id)
+        index.files[file_id] = None
+        index.syntax[file_id] = None
+        index.file_fragments[file_id] = None
+        index.calls.pop(file_id, None)
+        resolver.forget(file_id)
+        touched_files.add(file_id)
+        index.base_files.discard(file_id)
+
+    new_docs: list[np.ndarray] = []
+    new_ids: list[np.ndarray] = []
+    first = index.n_fragments
+    new_file_of: list[np.ndarray] = []
+    new_cover: list[tuple[int, int, FileFragments]] = []
+    new_starts: list[np.ndarray] = []
+    new_ends: list[np.ndarray] = []
+    # Old -> new node of each definition, per modified file whose symbols kept their shape.
+    node_moves: dict[int, np.ndarray] = {}
+    same_symbols = not removed
+    for source, analysis in zip(changed, analyses):
+        file_id = index.file_id(source.path)
+        if file_id is None:
+            file_id = len(index.files)
+            index.files.append(None)
+            index.syntax.append(None)
+            index.file_fragments.append(None)
+            same_symbols = False
+        else:
+            retire(file_id)
+            moves = definition_moves(index.syntax[file_id], analysis.syntax)
+            if moves is None:
+                same_symbols = False
+            else:
+                node_moves[file_id] = moves
+        n = int(analysis.fragments.starts.shape[0])
+        index.files[file_id] = FileRecord(source.path, source.language, source.digest, source.size,
+                                          source.mtime_ns, first, n)
+        index.syntax[file_id] = analysis.syntax
+        index.file_fragments[file_id] = analysis.fragments
+        resolver.learn(file_id, analysis.syntax)
+        if not resolver.covers(file_id):
+            index.calls.pop(file_id, None)
+        touched_files.add(file_id)
+        index.base_files.discard(file_id)
+        new_docs.extend(_term_ids(index.vocabulary, analysis.window_tokens))
+        new_ids.append(np.arange(first, first + n, dtype=np.int64))
+        new_cover.append((file_id, first, analysis.fragments))
+        new_file_of.append(np.full(n, file_id, dtype=np.int32))
+        new_starts.append(analysis.fragments.starts)
+        new_ends.append(analysis.fragments.ends)
+        first += n
+    index._path_ids = None
+
+    dead_ids = np.concatenate(dead) if dead else np.zeros(0, dtype=np.int64)
+    added = np.concatenate(new_ids) if new_ids else np.zeros(0, dtype=np.int64)
+    n_added = int(added.shape[0])
+    n_total = index.n_fragments + n_added
+
+    # -- BM25: subtract replaced documents, append a segment for the new ones ------------------
+    n_terms = len(index.vocabulary)
+    df = np.zeros(n_terms, dtype=np.int64)
+    df[: index.df.shape[0]] = index.df
+    for segment in index.segments:
+        terms = _segment_rows_terms(segment, dead_ids[index.live[dead_ids]] if dead_ids.size else dead_ids)
+        df -= np.bincount(terms, minlength=n_terms)[:n_terms]
+    live = np.concatenate([index.live, np.ones(n_added, dtype=bool)])
+    live[dead_ids] = False
+    if n_added:
+        segment = build_segment(index.n_fragments, new_docs, n_terms)
+        index.segments.append(segment)
+        df += document_frequencies(segment, n_terms, live)
+    index.doc_len = np.concatenate([index.doc_len, np.fromiter((d.shape[0] for d in new_docs), dtype=np.int64,
+                                                               count=n_added)])
+    index.df = df
+    index.live = live
+    index.fragment_file = np.concatenate([index.fragment_file, *new_file_of])
+    index.fragment_file[dead_ids] = -1
+    if index._cover is not None:
+        index._cover = index._cover.replaced(live, CoverEntries.of_files(new_cover))
+    index.fragment_start = np.concatenate([index.fragment_start, *new_starts])
+    index.fragment_end = np.concatenate([index.fragment_end, *new_ends])
+    index.stats = compute_stats(df, index.doc_len, live, config.bm25)
+
+    # -- calls: the changed files and the files that import them -------------------------------
+    with_calls = {i for i, s in enumerate(index.syntax) if resolves_calls(s)}
+    if same_symbols:
+        # Edits inside bodies: other files resolve to the same definitions, which only moved.
+        moved = np.asarray(sorted(node_moves), dtype=np.int64)
+        every_call = index.all_calls()
+        callers = set(np.unique(every_call[np.isin(every_call[:, 2], moved), 0]).tolist()) - touched_files
+        for file_id in callers:
+            edges = index.calls[file_id]
+            into = np.flatnonzero(np.isin(edges[:, 2], moved))
+            if into.size:
+                edges = edges.copy()
+                for row in into.tolist():
+                    edges[row, 3] = node_moves[int(edges[row, 2])][edges[row, 3]]
+                index.calls[file_id] = edges
+        affected = touched_files & with_calls
+    else:
+        affected = (touched_files | resolver.dependents(touched_files, removed_modules)) & with_calls
+        touched = np.asarray(sorted(touched_files), dtype=np.int64)
+        every_call = index.all_calls()
+        affected.update(np.unique(every_call[np.isin(every_call[:, 2], touched), 0]).tolist())
+    for file_id in affected:
+        index.calls[file_id] = call_array(resolver.resolve_file(file_id))
+
+    # -- W: rows of the new fragments, mirrored into the rows they enter -----------------------
+    thresholds = np.concatenate([index.thresholds, np.full(n_added, config.relations.relation_cutoff)])
+    old_rows, old_cols, old_values = index.delta_entries
+    keep_old = live[old_rows] & live[old_cols]
+    old_rows, old_cols, old_values = old_rows[keep_old], old_cols[keep_old], old_values[keep_old]
+    if n_added:
+        limit = config.relations.max_relations_per_fragment
+        n_old = index.n_fragments - n_added
+        rows, cols, values, _ = _relation_rows(index, added, NoProgress(), keep=0, full=False)
+        top_rows, top_cols, top_values = strongest_per_row(rows, cols, values, limit)
+        thresholds[added] = row_thresholds(top_rows, top_values, n_total, limit,
+                                           config.relations.relation_cutoff)[added]
+        # W is the union of every row's top list: an old fragment also takes a new neighbour
+        # that beats its weakest kept relation.
+        enters_old = (cols < n_old) & (values >= thresholds[cols])
+        rows, cols, values = symmetric_union(
+            np.concatenate([top_rows, rows[enters_old]]),
+            np.concatenate([top_cols, cols[enters_old]]),
+            np.concatenate([top_values, values[enters_old]]),
+        )
+        old_rows = np.concatenate([old_rows, rows])
+        old_cols = np.concatenate([old_cols, cols])
+        old_values = np.concatenate([old_values, values])
+    index.delta_entries = (old_rows, old_cols, old_values)
+    index.w_delta = sp.csr_matrix((old_values, (old_rows, old_cols)), shape=(n_total, n_total))
+    index.thresholds = thresholds
+    index.rowsum = _live_rowsum(index)
+    index.generation += 1
+    return added.tolist()
+
+
+def definition_moves(old: FileSyntax | None, new: FileSyntax) -> np.ndarray | None:
+    """Map old node -> new node of each definition when a file kept its symbols' shape.
+
+    The shape is what other files' call resolution depends on: definitions (scope, name, kind,
+    nesting, bases) in order and imports. None when it changed (dependents must be re-resolved).
+    """
+    if old is None or old.language != new.language or not resolves_calls(new):
+        return None
+
+    def shape(syntax: FileSyntax):
+        return [(d.scope, d.name, d.kind, d.in_function, d.bases) for d in syntax.definitions]
+
+    if shape(old) != shape(new) or old.imports != new.imports:
+        return None
+    moves = np.full(old.n_nodes, -1, dtype=np.int64)
+    for before, after in zip(old.definitions, new.definitions):
+        moves[before.node] = after.node
+    return moves
+
+
+def _live_rowsum(index: RepoIndex) -> np.ndarray:
+    """sum_j W_ij over live j, for every fragment id."""
+    n = index.n_fragments
+    n_base = index.w_base.shape[0]
+    live = index.live.astype(np.float64)
+    total = np.zeros(n)
+    total[:n_base] = index.w_base @ live[:n_base]
+    total += index.w_delta @ live
+    return total

@@ -1,0 +1,187 @@
+"""Repository scan: which files are indexed, and their text.
+
+`git ls-files` inside a git work tree (tracked plus untracked-but-not-ignored files), otherwise a
+walk that honours every `.gitignore` on the way. Default excludes, secrets, binaries, huge or
+minified files and symlinks leaving the root are skipped, each with a reason a user can read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from stat import S_ISREG
+
+from repomem.config import ScanConfig
+from repomem.index.gitignore import IgnoreRules
+from repomem.languages.registry import language_of
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # repository-relative, POSIX separators
+    language: str  # tree-sitter grammar name
+    text: str  # decoded with replacement of invalid UTF-8
+    digest: str  # blake2b-128 of the raw bytes, hex
+    size: int  # bytes
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file that passed the name-based filters; its content is not read yet."""
+
+    path: str
+    language: str
+    size: int
+    mtime_ns: int
+
+
+def normalize_newlines(text: str) -> str:
+    """CRLF and lone CR become LF: tree-sitter rows, windows and tokens all count "\n" lines."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _secret_pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
+def is_secret(path: str, config: ScanConfig) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return _secret_pattern(config.secret_patterns).match(name) is not None
+
+
+def _excluded_dir(name: str, config: ScanConfig) -> bool:
+    return name in config.excluded_dirs or name.endswith(config.excluded_dir_suffixes)
+
+
+def excluded_reason(path: str, config: ScanConfig) -> str | None:
+    """Name-based reason to skip a repository-relative path, or None to keep it."""
+    parts = path.split("/")
+    for part in parts[:-1]:
+        if _excluded_dir(part, config):
+            return f"inside excluded folder {part}"
+    if is_secret(path, config):
+        return "secret (never indexed)"
+    if language_of(path) is None:
+        return "no grammar for this file type"
+    return None
+
+
+def _git_files(root: Path) -> list[str] | None:
+    """Paths from git, or None when `root` is not the top of a git work tree."""
+    try:
+        top = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, timeout=30,
+        )
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
+            return None
+        listed = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True, timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if listed.returncode != 0:
+        return None
+    names = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    return sorted({name for name in names if name})
+
+
+def _walk_files(root: Path, config: ScanConfig) -> list[str]:
+    """All files under `root` not ignored by .gitignore files; never follows directory symlinks."""
+    found: list[str] = []
+    rules = IgnoreRules()
+    top = str(root)
+    for directory, dir_names, file_names in os.walk(top, followlinks=False):
+        relative_dir = os.path.relpath(directory, top).replace(os.sep, "/")
+        prefix = "" if relative_dir == "." else relative_dir + "/"
+        if ".gitignore" in file_names:
+            rules.add_file(Path(directory) / ".gitignore", prefix)
+        kept_dirs = []
+        for name in sorted(dir_names):
+            if _excluded_dir(name, config) or rules.ignored(prefix + name, is_dir=True):
+                continue
+            kept_dirs.append(name)
+        dir_names[:] = kept_dirs
+        for name in sorted(file_names):
+            if not rules.ignored(prefix + name, is_dir=False):
+                found.append(prefix + name)
+    return sorted(found)
+
+
+def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], list[Skipped]]:
+    """Files that may be indexed, with cheap stat data; nothing is read yet."""
+    names = _git_files(root)
+    if names is None:
+        names = _walk_files(root, config)
+    candidates: list[Candidate] = []
+    skipped: list[Skipped] = []
+    resolved_root = root.resolve()
+    top = str(root)
+    for name in names:
+        reason = excluded_reason(name, config)
+        if reason is not None:
+            if reason != "no grammar for this file type":
+                skipped.append(Skipped(name, reason))
+            continue
+        full = os.path.join(top, name)
+        try:
+            if os.path.islink(full):
+                target = Path(full).resolve(strict=True)
+                if not target.is_relative_to(resolved_root):
+                    skipped.append(Skipped(name, "symlink points outside the repository"))
+                    continue
+            stat = os.stat(full)
+        except (OSError, RuntimeError) as error:  # RuntimeError: symlink loop on older Pythons
+            skipped.append(Skipped(name, f"unreadable: {error.__class__.__name__}"))
+            continue
+        if not S_ISREG(stat.st_mode):
+            continue
+        if stat.st_size > config.max_file_bytes:
+            skipped.append(Skipped(name, f"larger than {config.max_file_bytes} bytes"))
+            continue
+        language = language_of(name)
+        assert language is not None
+        candidates.append(Candidate(name, language, stat.st_size, stat.st_mtime_ns))
+    return candidates, skipped
+
+
+def read_source(root: Path, candidate: Candidate, config: ScanConfig) -> SourceFile | Skipped:
+    """Read and check one file; files may vanish or change while we read, that is a Skipped."""
+    try:
+        data = (root / candidate.path).read_bytes()
+    except OSError as error:
+        return Skipped(candidate.path, f"unreadable: {error.strerror or error.__class__.__name__}")
+    return source_from_bytes(candidate.path, candidate.language, data, candidate.mtime_ns, config)
+
+
+def source_from_bytes(
+    path: str, language: str, data: bytes, mtime_ns: int, config: ScanConfig
+) -> SourceFile | Skipped:
+    if len(data) > config.max_file_bytes:
+        return Skipped(path, f"larger than {config.max_file_bytes} bytes")
+    if b"\0" in data[: config.binary_sniff_bytes]:
+        return Skipped(path, "binary file")
+    text = normalize_newlines(data.decode("utf-8", errors="replace"))
+    longest = max((len(line) for line in text.split("\n")), default=0)
+    if longest > config.max_line_chars:
+        return Skipped(path, f"a line is longer than {config.max_line_chars} characters (minified?)")
+    return SourceFile(path, language, text, content_digest(data), len(data), mtime_ns)

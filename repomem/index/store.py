@@ -1,0 +1,427 @@
+"""On-disk index: immutable snapshots, switched atomically.
+
+    <index dir>/
+      CURRENT            name of the complete snapshot in use (replaced with os.replace)
+      snap-<gen>-<tag>/  manifest.json, base.npz, delta.npz, files.npz, symbols.json
+      lock               serialises writers (flock)
+
+A writer builds a new snapshot in a temporary folder, fsyncs it, renames it into place and only
+then swaps CURRENT, so a process killed at any instant leaves the previous index loadable.
+`base.npz` (W and postings as built by the last full build) never changes between full builds
+and is hard-linked into later snapshots; an incremental save writes only the small files.
+A reader that meets an unknown format, a config change or a damaged file gets a Failure and
+rebuilds; nothing here raises for bad data on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from repomem.config import Config
+from repomem.failures import Failure
+from repomem.index.bm25 import TermSegment, compute_stats
+from repomem.index.calls import resolves_calls
+from repomem.index.fragments import FileFragments
+from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
+from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBinding
+
+FORMAT_VERSION = 1
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+# Sections of the config that shape the index; a change in any of them means a rebuild.
+INDEX_SECTIONS = ("scan", "graph", "fragments", "relations", "bm25")
+
+
+def index_dir(root: Path, config: Config) -> Path:
+    if config.index.cache_dir:
+        key = hashlib.blake2b(str(root.resolve()).encode(), digest_size=8).hexdigest()
+        return Path(config.index.cache_dir).expanduser() / f"{root.resolve().name}-{key}"
+    return root / config.index.dir_name
+
+
+def config_fingerprint(config: Config) -> str:
+    sections = {name: dataclasses.asdict(getattr(config, name)) for name in INDEX_SECTIONS}
+    sections["relations"].pop("workers", None)  # threads do not change the result
+    return hashlib.blake2b(json.dumps(sections, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
+@contextlib.contextmanager
+def writer_lock(directory: Path) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# -- encoding --------------------------------------------------------------------------------
+
+
+def _segments_arrays(prefix: str, segments: list[TermSegment]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {f"{prefix}count": np.asarray([len(segments)])}
+    for number, segment in enumerate(segments):
+        tf = segment.tf
+        out[f"{prefix}{number}_meta"] = np.asarray([segment.first_doc, tf.shape[0], tf.shape[1]], dtype=np.int64)
+        out[f"{prefix}{number}_indptr"] = tf.indptr
+        out[f"{prefix}{number}_indices"] = tf.indices
+        out[f"{prefix}{number}_data"] = tf.data
+    return out
+
+
+def _segments_from(prefix: str, data: Any) -> list[TermSegment]:
+    segments = []
+    for number in range(int(data[f"{prefix}count"][0])):
+        first, rows, cols = (int(v) for v in data[f"{prefix}{number}_meta"])
+        tf = sp.csc_matrix(
+            (data[f"{prefix}{number}_data"], data[f"{prefix}{number}_indices"], data[f"{prefix}{number}_indptr"]),
+            shape=(rows, cols),
+        )
+        segments.append(TermSegment(first, tf))
+    return segments
+
+
+def _files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray]:
+    """Syntax nodes, windows and call edges of some files, concatenated with offsets."""
+    def stack(values: list[np.ndarray], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        sizes = np.fromiter((v.shape[0] for v in values), dtype=np.int64, count=len(values))
+        offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        joined = np.concatenate(values).astype(dtype) if values else np.zeros(0, dtype=dtype)
+        return joined, offsets
+
+    syntaxes = [index.syntax[i] for i in file_ids]
+    fragments = [index.file_fragments[i] for i in file_ids]
+    assert all(s is not None for s in syntaxes) and all(f is not None for f in fragments)
+    out: dict[str, np.ndarray] = {"file_ids": np.asarray(file_ids, dtype=np.int64)}
+    for name in ("parent", "start_line", "end_line", "length"):
+        out[name], out["node_offsets"] = stack([getattr(s, name) for s in syntaxes], np.int32)
+    out["line_chars"], out["line_offsets"] = stack([s.line_chars for s in syntaxes], np.int32)
+    out["win_starts"], out["win_offsets"] = stack([f.starts for f in fragments], np.int32)
+    out["win_ends"], _ = stack([f.ends for f in fragments], np.int32)
+    out["cover_window"], out["cover_offsets"] = stack([f.cover_window for f in fragments], np.int32)
+    out["cover_node"], _ = stack([f.cover_node for f in fragments], np.int32)
+    out["cover_weight"], _ = stack([f.cover_weight for f in fragments], np.int64)
+    return out
+
+
+
+
+
+def _symbols_json(index: RepoIndex, file_ids: list[int]) -> dict[str, Any]:
+    out = {}
+    for file_id in file_ids:
+        syntax = index.syntax[file_id]
+        assert syntax is not None
+        if not resolves_calls(syntax):
+            continue
+        out[str(file_id)] = {
+            "d": [[d.node, d.name, d.kind, d.scope, int(d.in_function), list(d.bases)] for d in syntax.definitions],
+            "i": [[b.local, b.module, b.name] for b in syntax.imports],
+            "c": [[c.node, c.hops, c.callee, c.enclosing_class] for c in syntax.calls],
+        }
+    return out
+
+
+def _decode_files(
+    data: Any, symbols: dict[str, Any], records: list[FileRecord | None]
+) -> dict[int, tuple[FileSyntax, FileFragments]]:
+    out = {}
+    file_ids = data["file_ids"].tolist()
+    node_offsets = data["node_offsets"]
+    line_offsets = data["line_offsets"]
+    win_offsets = data["win_offsets"]
+    cover_offsets = data["cover_offsets"]
+    for position, file_id in enumerate(file_ids):
+        record = records[file_id]
+        if record is None:
+            continue
+        n0, n1 = node_offsets[position], node_offsets[position + 1]
+        l0, l1 = line_offsets[position], line_offsets[position + 1]
+        w0, w1 = win_offsets[position], win_offsets[position + 1]
+        c0, c1 = cover_offsets[position], cover_offsets[position + 1]
+        entry = symbols.get(str(file_id), {})
+        syntax = FileSyntax(
+            path=record.path,
+            language=record.language,
+            parent=data["parent"][n0:n1],
+            start_line=data["start_line"][n0:n1],
+            end_line=data["end_line"][n0:n1],
+            length=data["length"][n0:n1],
+            line_chars=data["line_chars"][l0:l1],
+            definitions=tuple(Definition(d[0], d[1], d[2], d[3], bool(d[4]), tuple(d[5])) for d in entry.get("d", [])),
+            imports=tuple(map(ImportBinding._make, entry.get("i", []))),
+            calls=tuple(map(CallSite._make, entry.get("c", []))),
+        )
+        fragments = FileFragments(
+            data["win_starts"][w0:w1], data["win_ends"][w0:w1],
+            data["cover_window"][c0:c1], data["cover_node"][c0:c1], data["cover_weight"][c0:c1],
+        )
+        out[file_id] = (syntax, fragments)
+    return out
+
+
+# -- saving ----------------------------------------------------------------------------------
+
+
+def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = None) -> Path:
+    """Write a new snapshot and make it current; returns its folder.
+
+    `base_snapshot`: a previous snapshot of the same full build whose base files can be
+    hard-linked instead of rewritten (set by `load_index`).
+    """
+    with writer_lock(directory):
+        _write_text(directory / ".gitignore", "*\n")
+        tag = secrets.token_hex(4)
+        temporary = directory / f"tmp-{tag}"
+        temporary.mkdir()
+        # Snapshot names must keep growing across full builds, which restart at generation 0.
+        index.generation = max(index.generation, _newest_generation(directory) + 1)
+        try:
+            reuse = base_snapshot is not None and index.base_id != "" and _same_base(base_snapshot, index.base_id)
+            if reuse:
+                assert base_snapshot is not None
+                try:
+                    for name in ("base.npz", "files.npz", "symbols.json"):
+                        os.link(base_snapshot / name, temporary / name)
+                except OSError:  # no hard links here, or the base was pruned meanwhile: write it
+                    for name in ("base.npz", "files.npz", "symbols.json"):
+                        (temporary / name).unlink(missing_ok=True)
+                    reuse = False
+            if not reuse:
+                index.base_id = tag
+                base_files = [i for i, r in enumerate(index.files) if r is not None]
+                index.base_files = set(base_files)
+                _write_npz(temporary / "base.npz", {
+                    "w_indptr": index.w_base.indptr, "w_indices": index.w_base.indices,
+                    "w_data": index.w_base.data, "w_shape": np.asarray(index.w_base.shape),
+                    **_segments_arrays("seg", index.segments[: index.base_segments]),
+                })
+                _write_npz(temporary / "files.npz", _files_arrays(index, base_files))
+                _write_text(temporary / "symbols.json", json.dumps(_symbols_json(index, base_files)))
+            changed_files = [i for i, r in enumerate(index.files) if r is not None and i not in index.base_files]
+            rows, cols, values = index.delta_entries
+            vocabulary_blob = "\n".join(index.vocabulary).encode("utf-8")
+            _write_npz(temporary / "delta.npz", {
+                "live": index.live, "fragment_file": index.fragment_file,
+                "fragment_start": index.fragment_start, "fragment_end": index.fragment_end,
+                "doc_len": index.doc_len, "df": index.df, "thresholds": index.thresholds,
+                "rowsum": index.rowsum, "calls": index.all_calls(), "delta_rows": rows, "delta_cols": cols,
+                "delta_values": values,
+                "vocabulary": np.frombuffer(vocabulary_blob, dtype=np.uint8),
+                **_segments_arrays("dseg", index.segments[index.base_segments :]),
+            })
+            _write_npz(temporary / "changed_files.npz", _files_arrays(index, changed_files))
+            _write_text(temporary / "changed_symbols.json", json.dumps(_symbols_json(index, changed_files)))
+            manifest = {
+                "format": FORMAT_VERSION,
+                "config": config_fingerprint(index.config),
+                "generation": index.generation,
+                "graph": [index.graph_nodes, index.graph_edges],
+                "base_id": index.base_id,
+                "base_segments": index.base_segments,
+                "base_files": sorted(index.base_files),
+                "files": [None if r is None else dataclasses.asdict(r) for r in index.files],
+                "skipped": index.skipped,
+            }
+            _write_text(temporary / MANIFEST, json.dumps(manifest))
+            _fsync_dir(temporary)
+            final = directory / f"snap-{index.generation:06d}-{tag}"
+            os.rename(temporary, final)
+            _fsync_dir(directory)
+            _write_text(directory / f"{CURRENT}.tmp", final.name + "\n")
+            os.replace(directory / f"{CURRENT}.tmp", directory / CURRENT)
+            _fsync_dir(directory)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        _prune(directory, keep={final.name}, extra=index.config.index.keep_snapshots)
+        index.snapshot = final
+        return final
+
+
+def _newest_generation(directory: Path) -> int:
+    newest = -1
+    for snapshot in directory.glob("snap-*"):
+        try:
+            newest = max(newest, int(snapshot.name.split("-")[1]))
+        except (IndexError, ValueError):
+            continue
+    return newest
+
+
+def _same_base(snapshot: Path, base_id: str) -> bool:
+    try:
+        manifest = json.loads((snapshot / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return manifest.get("base_id") == base_id and all((snapshot / n).is_file() for n in ("base.npz", "files.npz"))
+
+
+def _prune(directory: Path, keep: set[str], extra: int) -> None:
+    """Remove old snapshots beyond the newest `extra` ones, and leftovers of killed writers."""
+    snapshots = sorted((p for p in directory.glob("snap-*") if p.is_dir()), key=lambda p: p.name, reverse=True)
+    kept = 0
+    for snapshot in snapshots:
+        if snapshot.name in keep:
+            continue
+        if kept < extra:
+            kept += 1
+            continue
+        shutil.rmtree(snapshot, ignore_errors=True)
+    for leftover in directory.glob("tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def current_snapshot(directory: Path) -> Path | Failure:
+    try:
+        name = (directory / CURRENT).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return Failure("no-index", f"no index in {directory}")
+    except (OSError, UnicodeDecodeError) as error:
+        return Failure("damaged-index", f"index pointer unreadable: {error}")
+    if not name.startswith("snap-") or "/" in name:
+        return Failure("damaged-index", "index pointer is damaged")
+    return directory / name
+
+
+def load_index(root: Path, config: Config) -> RepoIndex | Failure:
+    """The current snapshot for `root`, or why it cannot be used (then rebuild)."""
+    directory = index_dir(root, config)
+    snapshot = current_snapshot(directory)
+    if isinstance(snapshot, Failure):
+        return snapshot
+    try:
+        manifest = json.loads((snapshot / MANIFEST).read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+            return Failure("old-index", "index format is unknown to this version")
+        if manifest.get("config") != config_fingerprint(config):
+            return Failure("config-changed", "index settings changed")
+        records: list[FileRecord | None] = [None if r is None else FileRecord(**r) for r in manifest["files"]]
+        with np.load(snapshot / "base.npz") as base, np.load(snapshot / "delta.npz") as delta:
+            w_base = sp.csr_matrix(
+                (base["w_data"], base["w_indices"], base["w_indptr"]), shape=tuple(base["w_shape"].tolist())
+            )
+            segments = _segments_from("seg", base) + _segments_from("dseg", delta)
+            arrays = {name: delta[name] for name in (
+                "live", "fragment_file", "fragment_start", "fragment_end", "doc_len", "df",
+                "thresholds", "rowsum", "delta_rows", "delta_cols", "delta_values", "vocabulary")}
+        words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
+        vocabulary = {word: number for number, word in enumerate(words)}
+        n = int(arrays["live"].shape[0])
+        rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"]
+        index = RepoIndex(
+            root=root,
+            config=config,
+            files=records,
+            syntax=[None] * len(records),
+            file_fragments=[None] * len(records),
+            live=arrays["live"].astype(bool),
+            fragment_file=arrays["fragment_file"],
+            fragment_start=arrays["fragment_start"],
+            fragment_end=arrays["fragment_end"],
+            vocabulary=vocabulary,
+            segments=segments,
+            doc_len=arrays["doc_len"],
+            df=arrays["df"],
+            stats=compute_stats(arrays["df"], arrays["doc_len"], arrays["live"].astype(bool), config.bm25),
+            w_base=w_base,
+            w_delta=sp.csr_matrix((values, (rows, cols)), shape=(n, n)),
+            delta_entries=(rows, cols, values),
+            thresholds=arrays["thresholds"],
+            rowsum=arrays["rowsum"],
+            calls={},
+            skipped=[tuple(s) for s in manifest.get("skipped", [])],
+            generation=int(manifest["generation"]),
+            graph_nodes=int(manifest["graph"][0]),
+            graph_edges=int(manifest["graph"][1]),
+        )
+        index.base_id = manifest["base_id"]
+        index.base_segments = int(manifest["base_segments"])
+        index.base_files = set(manifest["base_files"])
+        index.snapshot = snapshot
+        index.structure_loader = lambda: _load_structure(snapshot, index)
+        _check_consistency(index)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, IndexError, AssertionError) as error:
+        return Failure("damaged-index", f"index is damaged ({error.__class__.__name__}: {error})")
+    except Exception as error:  # zipfile.BadZipFile and other decoder errors of a torn file
+        return Failure("damaged-index", f"index is damaged ({error.__class__.__name__})")
+    return index
+
+
+def _check_consistency(index: RepoIndex) -> None:
+    n = index.n_fragments
+    for name in ("fragment_file", "fragment_start", "fragment_end", "doc_len", "thresholds", "rowsum"):
+        assert getattr(index, name).shape == (n,), f"{name} has the wrong shape"
+    assert index.w_base.shape[0] <= n
+    assert index.df.shape[0] == len(index.vocabulary), "vocabulary and df disagree"
+
+
+def _load_structure(snapshot: Path, index: RepoIndex) -> None:
+    """Syntax, windows and call edges: only needed to update the index, so loaded on demand.
+
+    Raises StructureUnavailable when another process pruned the snapshot meanwhile or a file is
+    damaged; the caller rebuilds.
+    """
+    try:
+        _read_structure(snapshot, index)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile) as error:
+        raise StructureUnavailable(f"{error.__class__.__name__}: {error}") from error
+
+
+def _read_structure(snapshot: Path, index: RepoIndex) -> None:
+    for files_name, symbols_name in (("files.npz", "symbols.json"), ("changed_files.npz", "changed_symbols.json")):
+        symbols = json.loads((snapshot / symbols_name).read_text(encoding="utf-8"))
+        with np.load(snapshot / files_name) as data:
+            decoded = _decode_files({k: data[k] for k in data.files}, symbols, index.files)
+        for file_id, (syntax, fragments) in decoded.items():
+            index.syntax[file_id] = syntax
+            index.file_fragments[file_id] = fragments
+    with np.load(snapshot / "delta.npz") as delta:
+        calls = delta["calls"]
+    calls = calls[np.argsort(calls[:, 0], kind="stable")]
+    files, starts = np.unique(calls[:, 0], return_index=True)
+    by_file = dict(zip(files.tolist(), np.split(calls, starts[1:]))) if calls.shape[0] else {}
+    for file_id, syntax in enumerate(index.syntax):
+        if resolves_calls(syntax):
+            index.calls[file_id] = by_file.get(file_id, np.zeros((0, 5), dtype=np.int64))

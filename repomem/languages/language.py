@@ -1,0 +1,65 @@
+"""What repomem knows about one programming language, as plain data plus two optional hooks.
+
+Every language tree-sitter-language-pack parses gets fragments, syntax and directory edges from
+its grammar alone. A language that also provides `symbols` and `call_resolver` gets call edges
+(DESIGN.md section 2); today that is Python (`repomem.languages.python`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBinding
+from repomem.languages.treesitter import Node
+
+
+class SymbolCollector(Protocol):
+    """Collects one file's symbols during the syntax walk (one collector per file)."""
+
+    def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
+        """Visit `node` (its nearest kept node is `kept_index`); returns the class scope and the
+        inside-a-function flag its children see."""
+
+    def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
+               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], tuple[CallSite, ...]]:
+        """Definitions, import bindings and call sites, once the walk is over. `kept_index` maps
+        tree-sitter node ids to kept-node indexes; `class_scope` is each kept node's class scope."""
+
+
+class CallResolver(Protocol):
+    """Resolves call sites of one language's files to definitions in the repository."""
+
+    def learn(self, file_id: int, syntax: FileSyntax) -> None: ...
+
+    def forget(self, file_id: int) -> None: ...
+
+    def module_of(self, file_id: int) -> str | None: ...
+
+    def dependents(self, file_ids: set[int], modules: set[str] = frozenset()) -> set[int]: ...
+
+    def resolve_file(self, file_id: int) -> list: ...
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str  # tree-sitter-language-pack's grammar name
+    extensions: tuple[str, ...]  # lower-case, with the dot
+    # Statement granularity (DESIGN.md section 2): node types ending in one of these, clause types
+    # and everything inside a statement container (see syntax.py) are graph nodes.
+    statement_suffixes: tuple[str, ...] = ("_statement", "_definition", "_declaration", "_item")
+    clause_types: frozenset[str] = frozenset()
+    # False where statements never hide inside expressions (Python), so the walk can skip them.
+    statements_in_expressions: bool = True
+    symbols: Callable[[], SymbolCollector] | None = None
+    # (files by id, max re-export hops, max base-class depth) -> resolver
+    call_resolver: Callable[[dict[int, FileSyntax], int, int], CallResolver] | None = None
+    # Completion: blocks open with a trailing ':' and end by dedent, so after an opener the model
+    # writes the block's body (several lines); elsewhere it completes the current line.
+    indented_blocks: bool = False
+    string_or_comment_types: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def resolves_calls(self) -> bool:
+        return self.symbols is not None and self.call_resolver is not None

@@ -1,0 +1,304 @@
+"""Python call resolution across a repository (DESIGN.md section 2).
+
+Resolved: plain calls to functions and classes of the same module; `from x import f` and
+`import x` / `x.f` across files, relative imports included, following re-exports a few hops;
+`self.m()` / `cls.m()` to methods of the enclosing class and its in-repo bases; `C.m()`;
+instantiation `C()` to the class. Anything else is left unresolved and gets no edge.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax
+from repomem.languages.python.syntax import LANGUAGE_NAME
+
+
+@dataclass(frozen=True)
+class _Module:
+    file: int
+
+
+@dataclass(frozen=True)
+class _Class:
+    file: int
+    definition: Definition
+
+
+def module_name(path: str) -> str:
+    """'pkg/sub/mod.py' -> 'pkg.sub.mod'; 'pkg/__init__.py' -> 'pkg'."""
+    parts = list(PurePosixPath(path).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+class PythonCallResolver:
+    """Resolves the calls of Python files against each other's definitions and imports."""
+
+    def __init__(self, files: dict[int, FileSyntax], max_reexport_hops: int, max_base_depth: int):
+        self._files = dict(files)
+        self._hops = max_reexport_hops
+        self._base_depth = max_base_depth
+        self._module_of: dict[int, str] = {}
+        self._is_package: dict[int, bool] = {}
+        self._by_full: dict[str, int] = {}
+        self._by_tail: dict[str, list[int]] = defaultdict(list)
+        self._top: dict[int, dict[str, Definition]] = {}
+        self._members: dict[int, dict[str, dict[str, Definition]]] = {}
+        self._imports: dict[int, dict[str, tuple[str, str]]] = {}
+        # absolute module a file imports (or module.name) -> importing files (for dependents())
+        self._importers: dict[str, set[int]] = defaultdict(set)
+        self._import_keys: dict[int, set[str]] = {}
+        for file_id in sorted(files):
+            self._register(file_id, files[file_id])
+
+    def forget(self, file_id: int) -> None:
+        """Drop a file's tables (before re-registering its new version or after its removal)."""
+        if file_id not in self._files:
+            return
+        name = self._module_of.pop(file_id)
+        if self._by_full.get(name) == file_id:
+            del self._by_full[name]
+            for other, other_name in self._module_of.items():  # another file may claim the name
+                if other_name == name:
+                    self._by_full.setdefault(name, other)
+        parts = name.split(".")
+        for start in range(1, len(parts)):
+            tail = self._by_tail.get(".".join(parts[start:]))
+            if tail is not None and file_id in tail:
+                tail.remove(file_id)
+        for key in self._import_keys.pop(file_id, set()):
+            self._importers[key].discard(file_id)
+        for table in (self._is_package, self._top, self._members, self._imports):
+            table.pop(file_id, None)
+        del self._files[file_id]
+
+    def module_of(self, file_id: int) -> str | None:
+        """The dotted module name a file was registered under (None if unknown)."""
+        return self._module_of.get(file_id)
+
+    def learn(self, file_id: int, syntax: FileSyntax) -> None:
+        """Add (or replace) one file's tables."""
+        self.forget(file_id)
+        self._files[file_id] = syntax
+        self._register(file_id, syntax)
+
+    def dependents(self, file_ids: set[int], modules: set[str] = frozenset()) -> set[int]:
+        """Files importing one of `file_ids` (or one of `modules`, for files since removed).
+
+        Matched on absolute module names and their tails, the way `_find_module` resolves them.
+        """
+        names = set()
+        for module in {*modules, *(self._module_of[f] for f in file_ids if f in self._module_of)}:
+            parts = module.split(".")
+            names.update(".".join(parts[start:]) for start in range(len(parts)))
+        found: set[int] = set()
+        for name in names:
+            found |= self._importers.get(name, set())
+        return found
+
+    def _register(self, file_id: int, syntax: FileSyntax) -> None:
+        name = module_name(syntax.path)
+        self._module_of[file_id] = name
+        self._is_package[file_id] = PurePosixPath(syntax.path).stem == "__init__"
+        self._by_full.setdefault(name, file_id)
+        parts = name.split(".")
+        for start in range(1, len(parts)):
+            self._by_tail[".".join(parts[start:])].append(file_id)
+        top: dict[str, Definition] = {}
+        members: dict[str, dict[str, Definition]] = defaultdict(dict)
+        for definition in syntax.definitions:
+            if definition.in_function:
+                continue
+            if definition.scope == "":
+                top[definition.name] = definition  # the last definition wins, as at run time
+            else:
+                members[definition.scope][definition.name] = definition
+        self._top[file_id] = top
+        self._members[file_id] = members
+        bindings: dict[str, tuple[str, str]] = {}
+        for binding in syntax.imports:
+            if binding.name == "" and "." in binding.local and binding.local == binding.module:
+                # `import a.b.c` binds `a`; deeper parts are reached as submodules.
+                first = binding.local.split(".")[0]
+                bindings[first] = (first, "")
+            else:
+                bindings[binding.local] = (binding.module, binding.name)
+        self._imports[file_id] = bindings
+        keys = set()
+        # Every imported module by its full name (`import a.b.c` binds only `a`, but depends on a.b.c).
+        for module, attribute in [*bindings.values(), *((b.module, b.name) for b in syntax.imports)]:
+            absolute = self._absolute(file_id, module)
+            keys.add(absolute)
+            if attribute:
+                keys.add(f"{absolute}.{attribute}" if absolute else attribute)
+        self._import_keys[file_id] = keys
+        for key in keys:
+            self._importers[key].add(file_id)
+
+    # -- modules -------------------------------------------------------------------------------
+
+    def _absolute(self, file_id: int, module: str) -> str:
+        if not module.startswith("."):
+            return module
+        level = len(module) - len(module.lstrip("."))
+        rest = module[level:]
+        package = self._module_of[file_id].split(".")
+        if not self._is_package[file_id]:
+            package = package[:-1]
+        if level > 1:
+            package = package[: len(package) - (level - 1)] if level - 1 <= len(package) else []
+        return ".".join([*package, rest] if rest else package)
+
+    def _find_module(self, file_id: int, module: str) -> int | None:
+        absolute = self._absolute(file_id, module)
+        if not absolute:
+            return None
+        exact = self._by_full.get(absolute)
+        if exact is not None:
+            return exact
+        candidates = self._by_tail.get(absolute)
+        if not candidates:
+            return None
+        # Prefer the candidate sharing the longest folder prefix with the importing file.
+        here = PurePosixPath(self._files[file_id].path).parts
+
+        def shared(candidate: int) -> int:
+            there = PurePosixPath(self._files[candidate].path).parts
+            count = 0
+            for a, b in zip(here, there):
+                if a != b:
+                    break
+                count += 1
+            return count
+
+        return max(candidates, key=lambda c: (shared(c), -c))
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def _resolve_name(self, file_id: int, name: str, hops: int) -> _Module | _Class | Definition | None:
+        definition = self._top[file_id].get(name)
+        if definition is not None:
+            return _Class(file_id, definition) if definition.kind == "class" else definition_ref(file_id, definition)
+        binding = self._imports[file_id].get(name)
+        if binding is None or hops < 0:
+            return None
+        module, attribute = binding
+        if attribute == "":
+            target = self._find_module(file_id, module)
+            return None if target is None else _Module(target)
+        target = self._find_module(file_id, module)
+        if target is not None and target != file_id:
+            found = self._resolve_name(target, attribute, hops - 1)
+            if found is not None:
+                return found
+        base = self._absolute(file_id, module)
+        sub = self._find_module(file_id, f"{base}.{attribute}" if base else attribute)
+        return None if sub is None else _Module(sub)
+
+    def _member(self, file_id: int, class_def: Definition, name: str) -> _Class | Definition | None:
+        """Look `name` up in a class and its in-repo bases (breadth first, bounded)."""
+        queue: list[tuple[int, Definition, int]] = [(file_id, class_def, 0)]
+        seen: set[tuple[int, int]] = set()
+        while queue:
+            owner_file, owner, depth = queue.pop(0)
+            if (owner_file, owner.node) in seen:
+                continue
+            seen.add((owner_file, owner.node))
+            qualified = f"{owner.scope}.{owner.name}" if owner.scope else owner.name
+            found = self._members[owner_file].get(qualified, {}).get(name)
+            if found is not None:
+                return _Class(owner_file, found) if found.kind == "class" else definition_ref(owner_file, found)
+            if depth >= self._base_depth:
+                continue
+            for base in owner.bases:
+                resolved = self._resolve_dotted(owner_file, base, owner.scope)
+                if isinstance(resolved, _Class):
+                    queue.append((resolved.file, resolved.definition, depth + 1))
+        return None
+
+    def _class_by_qualname(self, file_id: int, qualified: str) -> Definition | None:
+        scope, _, name = qualified.rpartition(".")
+        if scope:
+            found = self._members[file_id].get(scope, {}).get(name)
+        else:
+            found = self._top[file_id].get(name)
+        return found if found is not None and found.kind == "class" else None
+
+    def _resolve_dotted(self, file_id: int, dotted: str, enclosing_class: str):
+        parts = dotted.split(".")
+        if parts[0] in ("self", "cls") and len(parts) >= 2:
+            if not enclosing_class:
+                return None
+            owner = self._class_by_qualname(file_id, enclosing_class)
+            if owner is None:
+                return None
+            current = self._member(file_id, owner, parts[1])
+            rest = parts[2:]
+        else:
+            current = self._resolve_name(file_id, parts[0], self._hops)
+            rest = parts[1:]
+        for part in rest:
+            if isinstance(current, _Module):
+                found = self._resolve_name(current.file, part, self._hops)
+                if found is None:
+                    sub = self._find_module(current.file, f"{self._module_of[current.file]}.{part}")
+                    found = None if sub is None else _Module(sub)
+                current = found
+            elif isinstance(current, _Class):
+                current = self._member(current.file, current.definition, part)
+            else:
+                return None
+        return current
+
+    def resolve_callee(self, file_id: int, callee: str, enclosing_class: str) -> tuple[int, Definition] | None:
+        """The function, method or class a dotted callee of `file_id` names, as (file id, its
+        definition); None when it does not resolve to a definition in the repository.
+
+        `enclosing_class` is the qualified class around the call ("" if none), for self./cls. calls.
+        """
+        target = self._resolve_dotted(file_id, callee, enclosing_class)
+        if isinstance(target, (_Class, _DefinitionRef)):
+            return target.file, target.definition
+        return None
+
+    def resolve_file(self, file_id: int) -> list[CallEdge]:
+        """Call edges whose call site lies in `file_id`."""
+        syntax = self._files[file_id]
+        edges: set[CallEdge] = set()
+        cache: dict[tuple[str, str], tuple[int, Definition] | None] = {}
+        for call in syntax.calls:
+            key = (call.callee, call.enclosing_class)
+            if key not in cache:
+                cache[key] = self.resolve_callee(file_id, call.callee, call.enclosing_class)
+            target = cache[key]
+            if target is None:
+                continue
+            target_file, target_node = target[0], target[1].node
+            if (target_file, target_node) == (file_id, call.node):
+                continue
+            edges.add(CallEdge(file_id, call.node, target_file, target_node, call.hops))
+        return sorted(edges, key=lambda e: (e.source_node, e.target_file, e.target_node, e.hops))
+
+
+@dataclass(frozen=True)
+class _DefinitionRef:
+    file: int
+    definition: Definition
+
+
+def definition_ref(file_id: int, definition: Definition) -> _DefinitionRef:
+    return _DefinitionRef(file_id, definition)
+
+
+def resolve_calls(files: dict[int, FileSyntax], max_reexport_hops: int, max_base_depth: int) -> list[CallEdge]:
+    """All call edges of the Python files in `files` (keyed by file index)."""
+    python = {fid: s for fid, s in files.items() if s.language == LANGUAGE_NAME}
+    resolver = PythonCallResolver(python, max_reexport_hops, max_base_depth)
+    edges: list[CallEdge] = []
+    for file_id in sorted(python):
+        edges.extend(resolver.resolve_file(file_id))
+    return edges

@@ -1,0 +1,117 @@
+"""Python's symbols: definitions, import bindings and call sites, collected during the syntax walk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from repomem.languages.parsed import CallSite, Definition, ImportBinding
+from repomem.languages.treesitter import Node, capture_nodes
+
+LANGUAGE_NAME = "python"  # tree-sitter-language-pack grammar
+CLAUSE_TYPES = frozenset({
+    "elif_clause", "else_clause", "except_clause", "except_group_clause", "finally_clause",
+    "case_clause",
+})
+STRING_OR_COMMENT_TYPES = frozenset({"string", "string_content", "comment", "concatenated_string"})
+CALL_QUERY = "(call function: [(identifier) (attribute)] @callee)"
+
+
+class PythonSymbols:
+    """One file's definitions and imports as the walk meets them, then its calls (SymbolCollector)."""
+
+    def __init__(self) -> None:
+        self.definitions: list[Definition] = []
+        self.imports: list[ImportBinding] = []
+
+    def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
+        node_type = node.type
+        if node_type in ("function_definition", "class_definition"):
+            definition = _definition(node, kept_index, scope, in_function)
+            if definition is not None:
+                self.definitions.append(definition)
+                if node_type == "class_definition":
+                    return (f"{scope}.{definition.name}" if scope else definition.name), in_function
+                return scope, True
+        elif node_type in ("import_statement", "import_from_statement"):
+            self.imports.extend(_imports(node))
+        return scope, in_function
+
+    def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
+               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], tuple[CallSite, ...]]:
+        calls: list[CallSite] = []
+        for callee in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
+            dotted = dotted_name(callee)
+            if dotted is None:
+                continue
+            owner = callee.parent
+            hops = 0
+            while owner is not None and owner.id not in kept_index:
+                owner = owner.parent
+                hops += 1
+            owner_index = kept_index[owner.id] if owner is not None else 0
+            calls.append(CallSite(owner_index, hops, dotted, class_scope[owner_index]))
+        return tuple(self.definitions), tuple(self.imports), tuple(calls)
+
+
+def _text(node: Node | None) -> str:
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", errors="replace")
+
+
+MAX_DOTTED_PARTS = 32  # longer attribute chains are not resolvable calls anyway
+
+
+def dotted_name(node: Node) -> str | None:
+    """'a.b.c' for identifier / attribute chains of identifiers, else None (iterative: chains
+    can be thousands of attributes long in generated code)."""
+    parts: list[str] = []
+    while node.type == "attribute":
+        attr = node.child_by_field_name("attribute")
+        obj = node.child_by_field_name("object")
+        if obj is None or attr is None or len(parts) >= MAX_DOTTED_PARTS:
+            return None
+        parts.append(_text(attr))
+        node = obj
+    if node.type != "identifier":
+        return None
+    parts.append(_text(node))
+    return ".".join(reversed(parts))
+
+
+def _definition(node: Node, index: int, scope: str, inside_function: bool) -> Definition | None:
+    name = _text(node.child_by_field_name("name"))
+    if not name:
+        return None
+    if node.type == "class_definition":
+        bases: list[str] = []
+        superclasses = node.child_by_field_name("superclasses")
+        if superclasses is not None:
+            for argument in superclasses.named_children:
+                dotted = dotted_name(argument)
+                if dotted is not None:
+                    bases.append(dotted)
+        return Definition(index, name, "class", scope, inside_function, tuple(bases))
+    return Definition(index, name, "function", scope, inside_function, ())
+
+
+def _imports(node: Node) -> list[ImportBinding]:
+    bindings: list[ImportBinding] = []
+    if node.type == "import_statement":
+        for item in node.children_by_field_name("name"):
+            if item.type == "aliased_import":
+                module = _text(item.child_by_field_name("name"))
+                bindings.append(ImportBinding(_text(item.child_by_field_name("alias")), module, ""))
+            else:
+                module = _text(item)
+                bindings.append(ImportBinding(module, module, ""))
+        return bindings
+    module = _text(node.child_by_field_name("module_name")).replace(" ", "")
+    for item in node.children_by_field_name("name"):
+        if item.type == "aliased_import":
+            name = _text(item.child_by_field_name("name"))
+            bindings.append(ImportBinding(_text(item.child_by_field_name("alias")), module, name))
+        else:
+            name = _text(item)
+            bindings.append(ImportBinding(name, module, name))
+    return bindings

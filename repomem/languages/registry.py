@@ -1,0 +1,39 @@
+"""The languages repomem indexes, by file-name extension (grammar names are
+tree-sitter-language-pack's). Adding a language is one entry here; giving it call edges is one
+module beside `python/`."""
+
+from __future__ import annotations
+
+from repomem.languages.language import Language
+from repomem.languages.python import PYTHON
+
+_GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
+    "javascript": (".js", ".mjs", ".cjs", ".jsx"),
+    "typescript": (".ts", ".mts", ".cts"),
+    "tsx": (".tsx",),
+    "go": (".go",), "rust": (".rs",), "java": (".java",), "kotlin": (".kt",), "scala": (".scala",),
+    "c": (".c", ".h"), "cpp": (".cc", ".cpp", ".cxx", ".hpp", ".hh"),
+    "csharp": (".cs",), "ruby": (".rb",), "php": (".php",), "swift": (".swift",), "lua": (".lua",),
+    "bash": (".sh", ".bash"),
+}
+
+LANGUAGES: tuple[Language, ...] = (
+    PYTHON,
+    *(Language(name, extensions) for name, extensions in _GRAMMARS_BY_EXTENSION.items()),
+)
+
+_BY_NAME = {language.name: language for language in LANGUAGES}
+_BY_EXTENSION = {extension: language.name for language in LANGUAGES for extension in language.extensions}
+
+
+def language_of(path: str) -> str | None:
+    """Grammar name for a repository-relative path, or None when no grammar covers it."""
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return None if dot <= 0 else _BY_EXTENSION.get(name[dot:].lower())
+
+
+def language_named(name: str) -> Language:
+    """The rules for a grammar name; a name repomem has no entry for gets the generic rules."""
+    language = _BY_NAME.get(name)
+    return language if language is not None else Language(name, ())

@@ -1,0 +1,113 @@
+"""One file's syntax: the graph nodes its tree contributes, and its symbols where its language has them.
+
+Granularity (DESIGN.md section 2 leaves it open):
+- "statement": the root, every statement / definition / clause and the blocks holding them.
+  In Python every ancestor of a statement is such a node, so tree strengths between kept nodes
+  equal those of the full named tree; expressions are contracted into their statement, and a
+  call edge leaving an expression `h` edges deep weighs call_weight * syntax_weight**h.
+- "named": every named node, the FragRel paper's reading (about 6x more nodes).
+Either way the kept nodes form a tree (each kept node's parent is its nearest kept ancestor).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from repomem.languages.language import Language
+from repomem.languages.parsed import FileSyntax, split_lines
+from repomem.languages.registry import language_named
+from repomem.languages.treesitter import Node, parse
+
+# Node types whose named children are statements, per grammar family.
+_CONTAINERS = frozenset({
+    "module", "block", "program", "source_file", "translation_unit", "statement_block",
+    "compound_statement", "class_body", "declaration_list", "field_declaration_list",
+    "interface_body", "enum_body", "switch_body", "switch_block", "body_statement", "chunk",
+    "template_body", "function_body", "namespace_body", "declaration_block",
+})
+_NEVER_KEPT = frozenset({"comment", "line_comment", "block_comment", "ERROR"})
+
+
+def _is_kept(node: Node, parent_type: str, granularity: str, language: Language) -> bool:
+    node_type = node.type
+    if node_type in _NEVER_KEPT:
+        return False
+    if granularity == "named":
+        return True
+    if parent_type in _CONTAINERS or node_type in _CONTAINERS:
+        return True
+    return node_type in language.clause_types or node_type.endswith(language.statement_suffixes)
+
+
+def _descend(node: Node, kept: bool, granularity: str, language: Language) -> bool:
+    """Whether kept nodes can lie below `node` (not inside expressions, where the language says so)."""
+    if granularity == "named" or language.statements_in_expressions:
+        return True
+    return kept or node.type in _CONTAINERS or node.type == "ERROR"
+
+
+def _end_row(node: Node) -> int:
+    row, column = node.end_point
+    start_row = node.start_point[0]
+    return row - 1 if column == 0 and row > start_row else row
+
+
+def _line_chars(text: str) -> np.ndarray:
+    """Characters of each line without its indentation and trailing blanks, shape (n_lines,)."""
+    lines = split_lines(text)
+    return np.fromiter((len(line.strip()) for line in lines), dtype=np.int32, count=len(lines))
+
+
+def extract_syntax(path: str, language_name: str, text: str, granularity: str) -> FileSyntax:
+    """Parse one file with its own grammar and collect its kept nodes (and symbols, where the
+    language has them)."""
+    language = language_named(language_name)
+    source = text.encode("utf-8")
+    root = parse(language.name, source).root_node
+    symbols = language.symbols() if language.symbols is not None else None
+
+    parents: list[int] = [-1]
+    starts: list[int] = [0]
+    ends: list[int] = [max(len(split_lines(text)) - 1, 0)]
+    lengths: list[int] = [len(source)]
+    kept_index: dict[int, int] = {root.id: 0}
+    # Class scope of every kept node, to resolve self.m() later.
+    class_scope: list[str] = [""]
+
+    # Explicit stack: (node, kept parent index, parent type, class scope, inside a function)
+    stack: list[tuple[Node, int, str, str, bool]] = [
+        (child, 0, root.type, "", False) for child in reversed(root.named_children)
+    ]
+    while stack:
+        node, kept_parent, parent_type, scope, inside_function = stack.pop()
+        kept = _is_kept(node, parent_type, granularity, language)
+        own_index = kept_parent
+        if kept:
+            own_index = len(parents)
+            parents.append(kept_parent)
+            starts.append(node.start_point[0])
+            ends.append(_end_row(node))
+            lengths.append(node.end_byte - node.start_byte)
+            kept_index[node.id] = own_index
+            class_scope.append(scope)
+        child_scope, child_in_function = scope, inside_function
+        if symbols is not None:
+            child_scope, child_in_function = symbols.enter(node, own_index, scope, inside_function)
+        if _descend(node, kept, granularity, language):
+            node_type = node.type
+            for child in reversed(node.named_children):
+                stack.append((child, own_index, node_type, child_scope, child_in_function))
+
+    definitions, imports, calls = symbols.finish(root, kept_index, class_scope) if symbols else ((), (), ())
+    return FileSyntax(
+        path=path,
+        language=language.name,
+        parent=np.asarray(parents, dtype=np.int32),
+        start_line=np.asarray(starts, dtype=np.int32),
+        end_line=np.asarray(ends, dtype=np.int32),
+        length=np.asarray(lengths, dtype=np.int32),
+        line_chars=_line_chars(text),
+        definitions=definitions,
+        imports=imports,
+        calls=calls,
+    )

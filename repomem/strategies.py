@@ -1,0 +1,62 @@
+"""The one table of completion strategies.
+
+The CLI (`--strategy`), the language server (`strategy` setting), `repomem.toml`
+(`completion.strategy`), `eval run --strategies` and `eval report` all read this table; nothing
+else compares strategy names. A strategy is a way of choosing the context a model sees:
+
+- `retriever` names how fragments are found (see `repomem.completion.retrievers`, which maps each
+  name to its implementation): "none" shows the model the current file only, "sparse" ranks
+  windows by BM25 over the index's postings and, when `environment` is on, by FragRel's eq. 10.
+- `environment`: rank with eq. 10's alpha from the config (FragRel); off means alpha = 0, which
+  is plain BM25 (RepoCoder's sparse retriever) exactly.
+- `rounds`: 2 is RepoCoder's iterative retrieval: the second round queries with the last lines
+  before the cursor plus the first round's draft.
+
+Adding a strategy is one line here (and, for a new way of retrieving, one retriever module).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    summary: str  # one line for --help, the language server's settings and reports
+    retriever: str  # a key of repomem.completion.retrievers.RETRIEVERS
+    environment: bool  # eq. 10 with the configured alpha; False = alpha 0 (plain BM25)
+    rounds: int  # generation rounds; RepoCoder's iterative retrieval uses 2
+
+    @property
+    def retrieves(self) -> bool:
+        """Whether the prompt carries fragments of other files."""
+        return self.retriever != "none"
+
+    def alpha(self, configured: float) -> float:
+        """Eq. 10's alpha this strategy ranks with, given the configured (or requested) one."""
+        return configured if self.environment else 0.0
+
+
+STRATEGY_TABLE: tuple[Strategy, ...] = (
+    Strategy("infile", "the current file only", "none", False, 1),
+    Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1),
+    Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10)", "sparse", True, 1),
+    Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2),
+    Strategy("repocoder+fragrel", "two rounds of FragRel, the second querying with the first draft",
+             "sparse", True, 2),
+)
+
+STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in STRATEGY_TABLE)
+_BY_NAME = {s.name: s for s in STRATEGY_TABLE}
+
+BASELINE = "vanilla"  # what reports measure every other strategy against
+
+
+def strategy_named(name: str) -> Strategy | None:
+    return _BY_NAME.get(name)
+
+
+def rank_of(name: str) -> int:
+    """Position in the table (reports list strategies in this order; unknown names last)."""
+    return STRATEGY_NAMES.index(name) if name in _BY_NAME else len(STRATEGY_NAMES)

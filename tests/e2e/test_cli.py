@@ -1,0 +1,130 @@
+"""End to end: the `repomem` command as a user runs it, bad input included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repomem.service import RepoService
+from tests.cli_process import assert_user_error, run
+from tests.repos import copy_example
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return copy_example(tmp_path / "shop")
+
+
+def test_index_then_retrieve_json(shop):
+    result = run("index", str(shop), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["action"] == "built" and report["files"] == 8 and report["fragments"] > 10
+    assert report["nodes"] > 100 and report["edges"] > 100 and report["index_bytes"] > 0
+
+    result = run("retrieve", "shop/checkout.py:17", "--json", "--k", "3", cwd=shop)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["version"] == 1 and data["file"] == "shop/checkout.py" and data["line"] == 17
+    assert data["query"] == {"first_line": 1, "last_line": 17}
+    assert len(data["fragments"]) == 3
+    first = data["fragments"][0]
+    assert set(first) == {"rank", "path", "start_line", "end_line", "s_ind", "s_env", "s_rel", "text"}
+    assert first["s_rel"] == pytest.approx(first["s_ind"] + 0.5 * first["s_env"])
+    # the current file's visible lines are not offered back
+    assert all(f["path"] != "shop/checkout.py" or f["start_line"] > 17 for f in data["fragments"])
+    scores = [f["s_rel"] for f in data["fragments"]]
+    assert scores == sorted(scores, reverse=True)
+
+    again = run("index", str(shop), "--json")
+    assert json.loads(again.stdout)["action"] == "unchanged"
+
+
+def test_retrieve_finds_the_called_definition(shop):
+    # Cursor in Cart.total_cents(): the next line calls PriceCalculator.line_total (pricing.py)
+    # and Catalog.find_product (catalog.py).
+    data = json.loads(run("retrieve", f"{shop}/shop/cart.py:24", "--json", "--k", "3").stdout)
+    texts = " ".join(f["text"] for f in data["fragments"])
+    assert "def line_total" in texts and "def find_product" in texts
+    assert all(f["s_env"] > 0 for f in data["fragments"])
+
+
+def test_alpha_zero_is_bm25_order(shop):
+    data = json.loads(run("retrieve", f"{shop}/shop/cart.py:25", "--json", "--alpha", "0").stdout)
+    assert all(f["s_rel"] == f["s_ind"] for f in data["fragments"])
+
+
+def test_human_output_is_a_table(shop):
+    result = run("retrieve", f"{shop}/shop/cart.py:25:10", "--code")
+    assert result.returncode == 0
+    assert "s_rel" in result.stdout and "shop/" in result.stdout
+
+
+def test_edit_is_picked_up_incrementally(shop):
+    assert run("index", str(shop)).returncode == 0
+    (shop / "shop" / "shipping.py").write_text(
+        "def shipping_cost_cents(weight_grams):\n    return 500 + weight_grams // 10\n", encoding="utf-8")
+    (shop / "shop" / "payments.py").unlink()
+    report = json.loads(run("index", str(shop), "--json").stdout)
+    assert report["action"] == "updated" and report["changed"] == 1 and report["removed"] == 1
+    data = json.loads(run("retrieve", f"{shop}/shop/cart.py:25", "--json", "--k", "30").stdout)
+    paths = {f["path"] for f in data["fragments"]}
+    assert "shop/payments.py" not in paths
+
+
+def test_bad_inputs(shop, tmp_path):
+    assert_user_error(run("retrieve", f"{shop}/shop/missing.py:3"), "no such file")
+    assert_user_error(run("retrieve", f"{shop}/shop/cart.py:999"), "line out of range")
+    assert_user_error(run("retrieve", f"{shop}/shop/cart.py:3:500"), "column out of range")
+    assert_user_error(run("retrieve", f"{shop}/shop/cart.py"), "FILE:LINE")
+    assert_user_error(run("retrieve", f"{shop}/shop/cart.py:0"), "start at 1")
+    assert_user_error(run("retrieve", f"{shop}/shop/cart.py:3", "--k", "0"), "--k")
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("x = 1\n")
+    assert_user_error(run("retrieve", f"{outside}:1", "--repo", str(shop)), "outside the repository")
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    (lonely / "a.py").write_text("x = 1\n")
+    assert_user_error(run("retrieve", f"{lonely}/a.py:1"), "not inside a repository")
+    assert_user_error(run("index", str(tmp_path / "nope")), "no such folder")
+    assert_user_error(run("index", str(outside)), "not a folder")
+    (shop / "blob.py").write_bytes(b"\x00\x01\x02binary")
+    assert_user_error(run("retrieve", f"{shop}/blob.py:1"), "binary")
+    (shop / "folder.py").mkdir()
+    assert_user_error(run("retrieve", f"{shop}/folder.py:1"), "folder")
+
+
+def test_damaged_index_is_rebuilt_not_fatal(shop):
+    assert run("index", str(shop)).returncode == 0
+    current = (shop / ".repomem" / "CURRENT").read_text().strip()
+    (shop / ".repomem" / current / "base.npz").write_bytes(b"garbage")
+    result = run("index", str(shop), "--json")
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report["action"] == "built" and "damaged" in report["reason"]
+
+
+def test_secrets_never_indexed(shop):
+    (shop / ".env").write_text("API_KEY=sk-live-123\n")
+    (shop / "server.key").write_text("-----BEGIN PRIVATE KEY-----\n")
+    report = json.loads(run("index", str(shop), "--json", "--verbose").stdout)
+    skipped = {s["path"]: s["reason"] for s in report["skipped"]}
+    assert skipped[".env"].startswith("secret") and skipped["server.key"].startswith("secret")
+
+
+def test_unsaved_buffer_overlay(shop):
+    service = RepoService.open(shop)
+    service.ensure_index()
+    before = service.retrieve("estimate_delivery_days", k=5)
+    assert all(f.s_ind == 0 for f in before)
+    text = (shop / "shop" / "cart.py").read_text() + "\n\ndef estimate_delivery_days(zone):\n    return 2\n"
+    assert service.set_buffer("shop/cart.py", text) is None
+    after = service.retrieve("estimate_delivery_days", k=1)
+    assert after[0].path == "shop/cart.py" and after[0].s_ind > 0
+    assert "estimate_delivery_days" in service.fragment_text(after[0])
+    # the disk copy did not change, and dropping the buffer restores it
+    assert "estimate_delivery_days" not in (shop / "shop" / "cart.py").read_text()
+    service.drop_buffer("shop/cart.py")
+    assert service.retrieve("estimate_delivery_days", k=1)[0].s_ind == 0

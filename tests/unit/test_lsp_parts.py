@@ -1,0 +1,174 @@
+"""Unit tests of the language server's parts (settings, caches, feedback log) and of the core
+additions it needs (explain's strongest lifts, the retrieval time budget, file events, save)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from repomem.config import Config, load_config, with_overrides
+from repomem.index.store import load_index
+from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
+from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
+from repomem.lsp.settings import apply_settings, backend_changed
+from repomem.positions import locate
+from repomem.retrieval.scoring import ScoredFragment, score_fragments, strongest_lifts, top_fragments
+from repomem.service import RepoService
+
+QUERY = "def rename(self, name):\n    self.name = name\n    self.save()\n    slugify(name)"
+
+
+# -- settings ----------------------------------------------------------------------------------------
+
+
+def test_settings_apply_and_bad_ones_fall_back_with_a_message():
+    base = with_overrides(Config(), retrieval={"top_k": 7})  # as if from repomem.toml
+    config, problems = apply_settings(base, {"repomem": {
+        "alpha": 0.25, "maxNewTokens": 12, "debounceMs": 5, "retrievalBudgetMs": 20,
+        "topK": -3, "strategy": "psychic", "contextShare": "half", "colour": "blue", "endpoint": None,
+    }})
+    assert config.retrieval.alpha == 0.25 and config.completion.max_new_tokens == 12
+    assert config.server.debounce_ms == 5
+    assert config.retrieval.time_budget_ms == 20  # the server's budget reaches the core's retrieval
+    assert config.retrieval.top_k == 7  # the repository's value, not the library default
+    assert config.completion.strategy == "fragrel" and config.completion.context_share == 0.5
+    assert len(problems) == 4
+    assert any("topK=-3" in p and "7 kept" in p for p in problems)
+    assert any("strategy='psychic'" in p for p in problems)
+    assert any("unknown repomem setting 'colour'" in p for p in problems)
+    _, problems = apply_settings(Config(), ["not", "an", "object"])
+    assert problems and "must be an object" in problems[0]
+    assert backend_changed(Config(), apply_settings(Config(), {"endpoint": "http://127.0.0.1:1"})[0])
+    assert not backend_changed(Config(), apply_settings(Config(), {"alpha": 0.1})[0])
+
+
+# -- caches --------------------------------------------------------------------------------------------
+
+
+def test_completion_cache_is_an_lru_keyed_by_text_around_the_cursor_and_settings():
+    cache = CompletionCache(entries=2)
+    text = "def f():\n    return \n"
+    first = CursorState.of("a.py", text, 20, settings_generation=1)
+    cache.put(first, CachedCompletion("1", "c1"))
+    assert cache.get(CursorState.of("a.py", text, 20, 1)).text == "1"
+    assert cache.get(CursorState.of("a.py", text, 20, 2)) is None  # settings changed
+    assert cache.get(CursorState.of("a.py", text + "x = 1\n", 20, 1)) is None  # text after the cursor changed
+    cache.put(CursorState.of("b.py", text, 20, 1), CachedCompletion("2", "c2"))
+    cache.get(first)  # touch: first is now the most recent
+    cache.put(CursorState.of("c.py", text, 20, 1), CachedCompletion("3", "c3"))
+    assert len(cache) == 2
+    assert cache.get(first) is not None and cache.get(CursorState.of("b.py", text, 20, 1)) is None
+
+
+def test_forward_typing_reuses_the_rest_of_a_shown_completion():
+    forward = ForwardTypingCache()
+    before = "x = compute_"
+    after = "\n\nprint(x)\n"
+    shown = CursorState.of("a.py", before + after, len(before), 1)
+    forward.remember(shown, CachedCompletion("tax(amount, kind)", "c7"))
+    typed = before + "ta"
+    rest = forward.continuation(CursorState.of("a.py", typed + after, len(typed), 1))
+    assert rest == CachedCompletion("x(amount, kind)", "c7")
+    wrong = before + "to"
+    assert forward.continuation(CursorState.of("a.py", wrong + after, len(wrong), 1)) is None
+    assert forward.continuation(CursorState.of("a.py", typed + after + "y\n", len(typed), 1)) is None
+    assert forward.continuation(CursorState.of("a.py", before + after, len(before), 1)) is None  # nothing typed
+    whole = before + "tax(amount, kind)"  # typed it all: nothing left to offer
+    assert forward.continuation(CursorState.of("a.py", whole + after, len(whole), 1)) is None
+    assert forward.continuation(CursorState.of("a.py", typed + after, len(typed), 2)) is None
+
+
+# -- feedback ---------------------------------------------------------------------------------------------
+
+
+def test_feedback_log_appends_json_lines_with_the_fragments(tmp_path: Path):
+    shown_completions = ShownCompletions(entries=1)
+    fragments = (ScoredFragment(3, "pkg/helpers.py", 0, 20, 4.0, 2.0, 5.0),
+                 ScoredFragment(9, "pkg/models.py", 10, 30, 3.0, 1.0, 3.5))
+    first = ShownCompletion(shown_completions.new_id(), "pkg/sub/service.py", 4, 8, "slugify(name)", "fragrel",
+                            "llama.cpp:m.gguf", fragments, frozenset({3}))
+    shown_completions.add(first)
+    second = ShownCompletion(shown_completions.new_id(), "a.py", 0, 0, "y", "infile", "b", (), frozenset())
+    shown_completions.add(second)
+    assert shown_completions.get(first.completion_id) is None  # only the last one is remembered
+    log = FeedbackLog(tmp_path / "deep" / "feedback.jsonl")
+    assert log.append("accept", first) is None
+    assert log.append("reject", second) is None
+    lines = [json.loads(line) for line in log.path.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["accept", "reject"]
+    assert lines[0]["completion"] == "slugify(name)" and lines[0]["path"] == "pkg/sub/service.py"
+    assert [(f["path"], f["in_prompt"]) for f in lines[0]["fragments"]] == [("pkg/helpers.py", True),
+                                                                             ("pkg/models.py", False)]
+    assert lines[0]["fragments"][0]["s_rel"] == 5.0
+
+
+# -- core additions ---------------------------------------------------------------------------------------
+
+
+def _indexed(root: Path) -> RepoService:
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    report = service.ensure_index()
+    assert report.fragments > 0
+    return service
+
+
+def test_strongest_lift_is_the_largest_term_of_eq_9(package_repo: Path):
+    service = _indexed(package_repo)
+    index = service.index
+    scores = score_fragments(index, QUERY, alpha=0.5)
+    top = top_fragments(index, scores, 5)
+    w = index.relation_matrix().toarray()
+    lifts = strongest_lifts(index, scores, [f.fragment for f in top])
+    assert any(lift is not None for lift in lifts)
+    for fragment, lift in zip(top, lifts):
+        terms = w[fragment.fragment] * np.where(index.live, scores.s_ind, 0.0)
+        terms[fragment.fragment] = 0.0
+        if terms.max() <= 0:
+            assert lift is None
+            continue
+        assert lift.fragment == int(np.argmax(terms))
+        assert lift.weight == w[fragment.fragment, lift.fragment]
+        assert np.isclose(lift.share, terms.max() / terms.sum())
+
+
+def test_retrieval_time_budget_degrades_to_bm25(package_repo: Path):
+    service = _indexed(package_repo)
+    index = service.index
+    late = score_fragments(index, QUERY, alpha=0.5, deadline=time.perf_counter() - 1.0)
+    on_time = score_fragments(index, QUERY, alpha=0.5, deadline=time.perf_counter() + 60.0)
+    assert not late.environment and on_time.environment
+    assert not late.s_env.any() and on_time.s_env.any()
+    usable = ~np.isnan(late.s_rel)
+    assert np.array_equal(late.s_rel[usable], late.s_ind[usable])
+    assert np.array_equal(on_time.s_rel, score_fragments(index, QUERY, alpha=0.5).s_rel, equal_nan=True)
+
+
+def test_explain_scores_given_fragments_with_lifts(package_repo: Path):
+    service = _indexed(package_repo)
+    text = (package_repo / "pkg/sub/service.py").read_text()
+    cursor = locate(service.root, "pkg/sub/service.py", text, 12, None)
+    fresh = service.explain(cursor, alpha=0.5)
+    assert 3 <= len(fresh) <= service.config.retrieval.top_k
+    chosen = [fresh[2][0].fragment, fresh[0][0].fragment]
+    again = service.explain(cursor, alpha=0.5, fragments=chosen)
+    assert [f.fragment for f, _ in again] == chosen  # in the order asked, same scores
+    assert again[1][0].s_rel == fresh[0][0].s_rel
+
+
+def test_file_events_reindex_from_disk_and_save_persists(package_repo: Path):
+    service = _indexed(package_repo)
+    helpers = package_repo / "pkg" / "helpers.py"
+    helpers.write_text(helpers.read_text() + "\n\ndef zebra_crossing_total(x):\n    return x\n")
+    assert service.file_changed("pkg/helpers.py") is None
+    assert any(f.path == "pkg/helpers.py" for f in service.retrieve("zebra_crossing_total", k=3))
+    service.set_buffer("pkg/models.py", "def only_in_buffer():\n    pass\n")
+    (package_repo / "pkg" / "models.py").write_text("def on_disk():\n    pass\n")
+    service.file_changed("pkg/models.py")  # the open buffer wins over the disk
+    assert service.retrieve("only_in_buffer", k=1)[0].path == "pkg/models.py"
+    assert service.save() is None
+    loaded = load_index(package_repo, load_config(package_repo)[0])
+    assert "zebra" in loaded.vocabulary

@@ -1,0 +1,138 @@
+"""Prompt templates, budgets and post-processing: exact strings, with a simple exact tokenizer."""
+
+from __future__ import annotations
+
+from repomem.backends.templates import CODELLAMA, PLAIN, QWEN, STARCODER, template_for
+from repomem.completion.postprocess import clean_completion, completion_shape
+from repomem.completion.prompt import HEADER, SEPARATOR, ContextBlock, PromptBudget, build_prompt, render_block
+from repomem.failures import Failure
+
+
+class WordTokenizer:
+    """One token per whitespace-separated word plus one per newline: exact and easy to reason about."""
+
+    def count(self, text: str) -> int:
+        return len(text.split()) + text.count("\n")
+
+
+def test_fim_strings_are_exact():
+    assert CODELLAMA.infill("def f(", "):\n") == "<PRE> def f( <SUF>):\n <MID>"
+    assert QWEN.infill("a = ", "\nb") == "<|fim_prefix|>a = <|fim_suffix|>\nb<|fim_middle|>"
+    assert STARCODER.infill("x", "y") == "<fim_prefix>x<fim_suffix>y<fim_middle>"
+    assert PLAIN.infill("x", "y") == "x"
+    assert QWEN.repo_files("shop", [("a.py", "x = 1")]) + QWEN.current_file("b.py") == (
+        "<|repo_name|>shop\n<|file_sep|>a.py\nx = 1\n<|file_sep|>b.py\n"
+    )
+    assert "<EOT>" in CODELLAMA.stops and "<|endoftext|>" in QWEN.stops
+
+
+def test_template_from_names():
+    assert template_for("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf") is QWEN
+    assert template_for("codellama-7b.Q4_K_M.gguf") is CODELLAMA
+    assert template_for("meta-llama/CodeLlama-13b-hf") is CODELLAMA
+    assert template_for("bigcode/starcoder2-3b") is STARCODER
+    assert template_for("gpt2") is PLAIN
+
+
+def block(fragment: int, path: str, text: str, score: float) -> ContextBlock:
+    return ContextBlock(fragment, path, 0, text.count("\n") + 1, text, score)
+
+
+def test_prompt_layout_and_order():
+    blocks = [block(1, "b.py", "def best():\n    pass", 9.0), block(2, "a.py", "def second():\n    pass", 5.0)]
+    left = ["import os", "x = best("]
+    prompt = build_prompt(left_lines=left, suffix=None, candidates=blocks, tokenizer=WordTokenizer(),
+                          template=PLAIN, budget=PromptBudget(1000), order="score")
+    assert not isinstance(prompt, Failure)
+    expected = (HEADER + SEPARATOR + render_block(blocks[1]) + render_block(blocks[0]) + "import os\nx = best(")
+    assert prompt.text == expected  # the most similar block sits last, nearest the cursor
+    assert render_block(blocks[0]) == (
+        "# the below code fragment can be found in:\n# b.py\n" + SEPARATOR
+        + "# def best():\n#     pass\n" + SEPARATOR
+    )
+    stable = build_prompt(left_lines=left, suffix=None, candidates=blocks, tokenizer=WordTokenizer(),
+                          template=PLAIN, budget=PromptBudget(1000), order="stable")
+    assert [b.path for b in stable.blocks] == ["a.py", "b.py"]
+    assert prompt.n_tokens == WordTokenizer().count(prompt.text) <= 1000
+
+
+def test_budgets_trim_blocks_and_left_context():
+    tokenizer = WordTokenizer()
+    blocks = [block(i, f"f{i}.py", "\n".join(f"line_{i}_{j} = {j}" for j in range(20)), 10.0 - i) for i in range(5)]
+    left = [f"value_{i} = compute({i})" for i in range(300)]
+    budget = PromptBudget(max_prompt_tokens=400, context_share=0.5)
+    prompt = build_prompt(left_lines=left, suffix=None, candidates=blocks, tokenizer=tokenizer,
+                          template=PLAIN, budget=budget)
+    assert not isinstance(prompt, Failure)
+    assert prompt.n_tokens <= 400
+    assert tokenizer.count("".join(render_block(b) for b in prompt.blocks)) <= 200
+    assert [b.fragment for b in prompt.blocks] == sorted([b.fragment for b in prompt.blocks], reverse=True)
+    assert prompt.text.endswith("value_299 = compute(299)")
+    # one more line would not have fit
+    assert prompt.left_first_line > 0
+    longer = prompt.text.replace(left[prompt.left_first_line], left[prompt.left_first_line - 1] + "\n"
+                                 + left[prompt.left_first_line])
+    assert tokenizer.count(longer) > 400
+
+
+def test_fim_prompt_and_too_long():
+    prompt = build_prompt(left_lines=["def f(x):", "    return "], suffix="\n\nprint(f(2))", candidates=[],
+                          tokenizer=WordTokenizer(), template=QWEN, budget=PromptBudget(100))
+    assert prompt.text == "<|fim_prefix|>def f(x):\n    return <|fim_suffix|>\n\nprint(f(2))<|fim_middle|>"
+    assert prompt.fim
+    failure = build_prompt(left_lines=["word " * 500], suffix=None, candidates=[], tokenizer=WordTokenizer(),
+                           template=PLAIN, budget=PromptBudget(100))
+    assert isinstance(failure, Failure) and failure.kind == "prompt-too-long"
+
+
+def test_repo_style_prompt():
+    blocks = [block(1, "lib/a.py", "def helper():\n    return 1", 3.0)]
+    prompt = build_prompt(left_lines=["x = helper("], suffix=")", candidates=blocks, tokenizer=WordTokenizer(),
+                          template=QWEN, budget=PromptBudget(500), style="repo", repo="shop", path="main.py")
+    assert prompt.text == ("<|repo_name|>shop\n<|file_sep|>lib/a.py\ndef helper():\n    return 1\n"
+                           "<|file_sep|>main.py\n<|fim_prefix|>x = helper(<|fim_suffix|>)<|fim_middle|>")
+
+
+def test_shape_from_syntax():
+    assert completion_shape("def f(x):").multiline
+    assert completion_shape("if x:\n    ").multiline
+    assert not completion_shape("x = compute(").multiline
+    assert not completion_shape("x = 1\n").multiline
+    assert not completion_shape('s = "abc:', '"\n').multiline  # inside a string
+    assert not completion_shape("# note:").multiline  # a comment
+
+
+def test_clean_single_line():
+    shape = completion_shape("total = compute(")
+    assert clean_completion("a, b)\nprint(total)\n", shape) == "a, b)"
+    assert clean_completion("a)<|fim_pad|>junk", shape, QWEN.sentinels) == "a)"
+    blank = completion_shape("def f():\n    x = 1\n    ")
+    assert clean_completion("\n    return x\n", blank) == "return x"
+
+
+def test_clean_block_stops_at_dedent_and_top_level():
+    shape = completion_shape("def area(r):")
+    raw = "\n    pi = 3.14\n    return pi * r * r\n\ndef other():\n    pass\n"
+    assert clean_completion(raw, shape) == "\n    pi = 3.14\n    return pi * r * r"
+    nested = completion_shape("class A:\n    def m(self):")
+    raw = "\n        return 1\n    def n(self):\n        return 2\n"
+    assert clean_completion(raw, nested) == "\n        return 1"
+
+
+def test_clean_cuts_loops_and_suffix_echo():
+    shape = completion_shape("def f():")
+    loop = "\n    x += 1\n    x += 1\n    x += 1\n    x += 1\n"
+    assert clean_completion(loop, shape) == "\n    x += 1\n    x += 1"
+    echo = "\n    y = 2\n    return y"
+    assert clean_completion(echo, shape, suffix="\n    return y\n") == "\n    y = 2"
+
+
+def test_enclosing_definition():
+    from repomem.completion.request import enclosing_definition
+
+    lines = ["import os", "", "class A:", "    def m(self):", "        x = 1", "", "        y = 2", "x = 3"]
+    assert enclosing_definition(lines, 4) == 3
+    assert enclosing_definition(lines, 6) == 3
+    assert enclosing_definition(lines, 5) == 3  # a blank line inside the method
+    assert enclosing_definition(lines, 3) == 3
+    assert enclosing_definition(lines, 7) == -1
