@@ -52,8 +52,16 @@ def test_retrieve_finds_the_called_definition(shop):
 
 
 def test_alpha_zero_is_bm25_order(shop):
-    data = json.loads(run("retrieve", f"{shop}/shop/cart.py:25", "--json", "--alpha", "0").stdout)
-    assert all(f["s_rel"] == f["s_ind"] for f in data["fragments"])
+    plain = json.loads(run("retrieve", f"{shop}/shop/cart.py:25", "--json", "--alpha", "0", "--k", "30").stdout)
+    fragments = plain["fragments"]
+    assert all(f["s_rel"] == f["s_ind"] for f in fragments)
+    ranked = [f["s_ind"] for f in fragments]
+    assert ranked == sorted(ranked, reverse=True)  # ranked by BM25 alone
+    related = json.loads(run("retrieve", f"{shop}/shop/cart.py:25", "--json", "--k", "30").stdout)["fragments"]
+    assert len(related) == len(fragments) < 30  # every fragment of the example, so the sets are equal
+    by_relevance = [(f["path"], f["start_line"]) for f in sorted(related, key=lambda f: -f["s_ind"])]
+    assert [(f["path"], f["start_line"]) for f in fragments] == by_relevance  # same fragments, BM25 order
+    assert [(f["path"], f["start_line"]) for f in related] != by_relevance  # which alpha 0.5 changes
 
 
 def test_human_output_is_a_table(shop):

@@ -182,6 +182,9 @@ def test_environment_score_is_eq9(synthetic_repo):
     s = scores.s_ind
     denominator = w.sum(axis=1)
     expected = np.divide(w @ s, denominator, out=np.zeros_like(s), where=denominator > 0)
+    # Not vacuous: many fragments have a non-zero environment, and it is not their own score.
+    assert np.count_nonzero(expected) >= index.n_fragments // 4
+    assert not np.allclose(expected, s)
     np.testing.assert_allclose(scores.s_env, expected, rtol=1e-10)
     np.testing.assert_allclose(scores.s_rel, s + 0.5 * expected, rtol=1e-10)
 
@@ -201,6 +204,11 @@ def test_excluded_fragments_neither_rank_nor_feed_neighbours(synthetic_repo):
     denominator = w[:, visible].sum(axis=1)
     expected = np.divide(w @ s, denominator, out=np.zeros_like(s), where=denominator > 1e-300)
     np.testing.assert_allclose(scores.s_env[visible], expected[visible], rtol=1e-10)
+    # Not vacuous: the hidden fragments did feed neighbours, whose environment now changed.
+    neighbours = np.flatnonzero(w[:, hidden].sum(axis=1) > 0)
+    neighbours = neighbours[visible[neighbours]]
+    assert neighbours.size > 0
+    assert np.any(np.abs(scores.s_env[neighbours] - full.s_env[neighbours]) > 1e-9)
 
 
 def test_unlisted_fragments_do_not_rank_but_feed_neighbours(synthetic_repo):

@@ -103,6 +103,8 @@ def test_feedback_log_appends_json_lines_with_the_fragments(tmp_path: Path):
     assert [(f["path"], f["in_prompt"]) for f in lines[0]["fragments"]] == [("pkg/helpers.py", True),
                                                                              ("pkg/models.py", False)]
     assert lines[0]["fragments"][0]["s_rel"] == 5.0
+    # Lines as every other JSON output writes them: 1-based, inclusive (the fragment holds 0..19).
+    assert (lines[0]["fragments"][0]["start_line"], lines[0]["fragments"][0]["end_line"]) == (1, 20)
 
 
 # -- core additions ---------------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""Defects the layout issue found, each pinned by a test that failed before its fix."""
+
+from __future__ import annotations
+
+import gc
+import http.server
+import json
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+
+from repomem.backends.vllm_local import VLLMBackend
+from repomem.completion.request import CompletionRequest, read_cursor
+from repomem.config import Config
+from repomem.failures import Failure
+from repomem.lsp.session import CompletionSession, EditorRequest
+from repomem.positions import locate
+from repomem.strategies import strategy_named
+
+# -- the cursor's file is read with its own grammar ------------------------------------------------
+
+
+def cursor_context(tmp_path: Path, path: str, text: str):
+    lines = text.split("\n")
+    cursor = locate(tmp_path, path, text, len(lines), None)
+    assert not isinstance(cursor, Failure)
+    request = CompletionRequest(cursor, strategy_named("infile"), 0.0, "score", False, 16)
+    return read_cursor(request, 20, supports_fim=False)
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    # A comment ending in ':' reads as a block opener to Python's rules ('//' is not a comment there).
+    ("web/cart.js", "function total(items) {\n  // TODO: handle refunds:"),
+    # `case 1:` would open an indented block under Python's rules.
+    ("cmd/main.go", "package main\n\nfunc f(x int) int {\n\tswitch x {\n\tcase 1:"),
+])
+def test_a_cursor_outside_python_is_not_completed_with_python_rules(tmp_path, path, text):
+    context = cursor_context(tmp_path, path, text)
+    assert context.language == path.rsplit(".", 1)[1].replace("js", "javascript")
+    assert not context.shape.multiline  # one line, as the language's own rules say
+
+
+def test_python_cursors_still_open_blocks(tmp_path):
+    context = cursor_context(tmp_path, "pkg/mod.py", "def total(items):\n    for item in items:")
+    assert context.language == "python" and context.shape.multiline
+
+
+# -- the language server keeps one feedback log (and its lock) ------------------------------------
+
+
+def test_the_session_keeps_one_feedback_log(tmp_path):
+    session = CompletionSession(tmp_path, Config(), lambda level, message: None)
+    first = session.feedback
+    assert session.feedback is first  # one object, so its lock serialises concurrent appends
+    session.configure({"feedbackLog": str(tmp_path / "elsewhere.jsonl")})
+    assert session.feedback is not first and session.feedback.path == tmp_path / "elsewhere.jsonl"
+
+
+# -- a backend that fails mid-call is reopened, whatever the failure's wording -------------------
+
+
+class _GarbageCompletions(http.server.BaseHTTPRequestHandler):
+    """A server that lists a model and counts tokens, then streams garbage for completions."""
+
+    model_lists = 0
+
+    def _json(self, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        type(self).model_lists += 1
+        self._json({"data": [{"id": "qwen2.5-coder-0.5b"}]})
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        payload = json.loads(self.rfile.read(length) or b"{}")
+        if self.path == "/tokenize":
+            self._json({"tokens": [0] * max(1, len(str(payload.get("prompt", "")).split()))})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: {this is not json\n\n")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_garbage_answer_makes_the_session_reopen_the_model(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _GarbageCompletions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    logs: list[tuple[str, str]] = []
+    try:
+        session = CompletionSession(tmp_path, Config(), lambda level, message: logs.append((level, message)))
+        assert session.configure({"endpoint": f"http://127.0.0.1:{server.server_address[1]}",
+                                  "strategy": "infile"}) == []
+        request = EditorRequest("a.py", "def f(x):\n    return ", 1, 11, lambda: False)
+        answer = session.complete(request)
+        assert answer.finish_reason == "failed" and answer.text == ""
+        assert session.engine is None and session.backend is None  # dropped: bad-response means broken
+        assert any("reopened" in message for _, message in logs)
+        assert _GarbageCompletions.model_lists == 1
+    finally:
+        server.shutdown()
+
+
+# -- vLLM's close() gives the engine back ------------------------------------------------------------
+
+
+class _StandInLLM:
+    """Stands in for vllm.LLM, which needs a GPU and cannot be installed here; the backend's own
+    code (close, and what it does after) is what runs."""
+
+    def get_tokenizer(self):
+        return self
+
+    def encode(self, text, add_special_tokens=False):
+        return text.split()
+
+
+def test_vllm_close_releases_the_engine():
+    llm = _StandInLLM()
+    alive = weakref.ref(llm)
+    backend = VLLMBackend(llm, dict, "codellama/CodeLlama-7b-hf", 4096)
+    assert backend.count("a b c") == 3
+    del llm
+    backend.close()
+    gc.collect()
+    assert alive() is None  # nothing keeps the engine (and its GPU memory) alive
+    closed = backend.count("a b c")
+    assert isinstance(closed, Failure) and closed.kind == "backend-closed"
+    backend.close()  # twice is harmless

@@ -1,0 +1,178 @@
+"""The package layout keeps data flowing one way (docs/design.md section 1): every import, at
+module level or inside a function, points to a lower layer or to the same package, and no import
+cycle exists. Read from the source files, so a new module is checked the day it lands."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE
+
+ROOT = Path(__file__).resolve().parents[2]
+# Source folder -> the package it is installed as (pyproject.toml's package-dir).
+SOURCES = {"repomem": "repomem", "lsp": "repomem.lsp", "eval": "repomem.evaluation"}
+
+# Lower layers never import higher ones. Modules of one package may import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("repomem.failures", "repomem.progress", "repomem.strategies"),
+    ("repomem.config", "repomem.packages"),
+    ("repomem.languages",),
+    ("repomem.index",),
+    ("repomem.retrieval",),
+    ("repomem.positions", "repomem.records"),
+    ("repomem.service", "repomem.backends"),
+    ("repomem.completion",),
+    ("repomem.lsp", "repomem.evaluation"),
+    ("repomem.cli",),
+    ("repomem.__main__",),
+)
+
+
+def module_files() -> dict[str, Path]:
+    modules = {}
+    for folder, package in SOURCES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+def group_of(module: str) -> tuple[int, str]:
+    """(layer, group prefix) of a module: the longest prefix named in LAYERS."""
+    if module == "repomem":
+        return 0, module  # the package's own (empty) __init__
+    best: tuple[int, str] | None = None
+    for layer, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (layer, prefix)
+    assert best is not None, f"{module} belongs to no layer: add it to LAYERS"
+    return best
+
+
+def imports_of(path: Path, module: str) -> list[tuple[str, int, bool]]:
+    """(imported repomem module, line, at module level) for every import in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top_level = {id(node) for node in tree.body}
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            names = [base]
+        else:
+            continue
+        for name in names:
+            if name == "repomem" or name.startswith("repomem."):
+                found.append((name, node.lineno, id(node) in top_level))
+    return found
+
+
+def resolve(name: str, modules: dict[str, Path]) -> str:
+    """`from repomem.x import y` names module repomem.x (or repomem.x.y when y is a module)."""
+    while name not in modules and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def test_every_import_points_down_or_within_its_package():
+    modules = module_files()
+    problems = []
+    for module, path in modules.items():
+        layer, group = group_of(module)
+        for name, line, _ in imports_of(path, module):
+            target = resolve(name, modules)
+            target_layer, target_group = group_of(target)
+            if target_group != group and target_layer >= layer:
+                problems.append(f"{path.relative_to(ROOT)}:{line}: {module} (layer {layer}) imports {target} "
+                                f"(layer {target_layer})")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles():
+    modules = module_files()
+    graph = {module: {resolve(name, modules) for name, _, top in imports_of(path, module) if top} - {module}
+             for module, path in modules.items()}
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    cycles = []
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if target.startswith(module + "."):
+                continue  # a package's __init__ importing its own submodule is not a cycle
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(target):], target]))
+            elif target not in state:
+                visit(target, [*stack, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_no_top_level_lsp_or_eval_package_is_installed():
+    import importlib.util
+
+    assert importlib.util.find_spec("repomem.lsp.server") is not None
+    assert importlib.util.find_spec("repomem.evaluation.run") is not None
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    packages = pyproject.split("packages = [", 1)[1].split("]", 1)[0]
+    assert '"lsp"' not in packages and '"eval"' not in packages
+
+
+# -- the strategy table is the one source of strategy names ---------------------------------------
+
+
+def test_every_strategy_has_a_retriever_and_a_sane_shape():
+    from repomem.completion.retrievers import RETRIEVERS
+
+    assert len(set(STRATEGY_NAMES)) == len(STRATEGY_NAMES)
+    for strategy in STRATEGY_TABLE:
+        assert strategy.retriever in RETRIEVERS, strategy
+        assert strategy.rounds >= 1
+        assert strategy.alpha(0.7) == (0.7 if strategy.environment else 0.0)
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_adapter_accepts_every_strategy(strategy):
+    from repomem.cli.main import build_parser
+    from repomem.config import config_from_mapping
+    from repomem.lsp.settings import apply_settings
+
+    parsed = build_parser().parse_args(["complete", "f.py:1", "--strategy", strategy])
+    assert parsed.strategy == strategy
+    config, warnings = config_from_mapping({"completion": {"strategy": strategy}})
+    assert not warnings and config.completion.strategy == strategy
+    config, problems = apply_settings(config, {"strategy": strategy})
+    assert not problems and config.completion.strategy == strategy
+
+
+def test_no_module_compares_strategy_names_outside_the_table():
+    """Names as string literals appear only in the table (and as configured defaults)."""
+    allowed = {ROOT / "repomem" / "strategies.py"}
+    offenders = []
+    for path in module_files().values():
+        if path in allowed:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    elements = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                    for element in elements:
+                        if isinstance(element, ast.Constant) and element.value in STRATEGY_NAMES:
+                            offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares {element.value!r}")
+    assert not offenders, "\n".join(offenders)
