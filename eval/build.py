@@ -1,4 +1,4 @@
-"""Build RepoEval-protocol tasks from pinned package sources (DESIGN.md section 6).
+"""Build RepoEval-protocol tasks from pinned package sources (docs/design.md section 6).
 
 Follows RepoCoder's `random_benchmark.py` (line holes) and `api_benchmark.py` (API holes):
 

@@ -1,4 +1,4 @@
-"""RepoEval scores (DESIGN.md section 6) and retrieval-only metrics.
+"""RepoEval scores (docs/design.md section 6) and retrieval-only metrics.
 
 EM / ES follow RepoCoder's scorer: prediction and ground truth are split into lines, each stripped,
 empty ones dropped, and the prediction keeps as many lines as the ground truth has. EM compares the

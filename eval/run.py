@@ -1,7 +1,7 @@
 """`repomem eval run`: RepoEval tasks through the same RepoService / CompletionEngine as the CLI and
 the language server, one record per (task, strategy) appended to a JSONL results file.
 
-Protocol (DESIGN.md section 6): left context only, greedy decoding of up to 100 tokens, the prompt
+Protocol (docs/design.md section 6): left context only, greedy decoding of up to 100 tokens, the prompt
 never shows lines above `context_start_lineno`, and the leakage rule: a window of the hole's own
 file is offered only if it ends at or before `context_start_lineno`.
 
@@ -61,7 +61,7 @@ class RunSettings:
     alpha: float | None = None  # FragRel's alpha; None = the config's (0.5)
     k: int | None = None  # fragments retrieved; None = the config's (10)
     order: str = "score"  # RepoCoder's order (most similar block last); "stable" = by path and line
-    max_new_tokens: int = 100  # DESIGN.md section 6
+    max_new_tokens: int = 100  # docs/design.md section 6
     max_prompt_tokens: int | None = None  # whole prompt (blocks get half); None = the config's (2048)
     retrieval_only: bool = False  # no model: retrieval metrics only
     alphas: tuple[float, ...] = ()  # retrieval-only: also FragRel at each of these alphas (a sweep)

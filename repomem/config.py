@@ -1,6 +1,6 @@
 """The one config tree: every tuning constant of repomem lives here.
 
-Defaults follow DESIGN.md (RepoCoder windows, FragRel eqs. 7-10, BM25 Okapi). A user overrides
+Defaults follow docs/design.md (RepoCoder windows, FragRel eqs. 7-10, BM25 Okapi). A user overrides
 them in ``repomem.toml`` at the repository root; an unknown key or a value of the wrong type falls
 back to the default and is reported (never an exception), as jedi-language-server does.
 """
@@ -27,7 +27,7 @@ class ScanConfig:
         ".repomem", "site-packages", ".eggs", ".idea", ".vscode",
     )
     excluded_dir_suffixes: tuple[str, ...] = (".egg-info", ".dist-info")
-    # Secrets are never indexed nor sent to a model (DESIGN.md section 8); fnmatch patterns on the
+    # Secrets are never indexed nor sent to a model (docs/design.md section 8); fnmatch patterns on the
     # file name.
     secret_patterns: tuple[str, ...] = (
         ".env", ".env.*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks",
@@ -38,7 +38,7 @@ class ScanConfig:
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """Code graph of DESIGN.md section 2."""
+    """Code graph of docs/design.md section 2."""
 
     # "statement": module roots, statements, definitions and clauses (blocks collapsed into their
     # owner); "named": every named tree-sitter node, the paper's reading (exact but far larger).
@@ -47,7 +47,7 @@ class GraphConfig:
     directory_weight: float = 0.3  # directory <-> sub-directory / file
     file_root_weight: float = 1.0  # file node <-> root of its syntax tree
     call_weight: float = 0.8  # call site <-> definition of the callee
-    # tau: node strengths below count as 0. DESIGN.md's example 1e-3 relates nearly every pair of
+    # tau: node strengths below count as 0. docs/design.md's example 1e-3 relates nearly every pair of
     # fragments of a large repository through the 0.3 directory edges (Django: 40k of 51k
     # fragments per row, hours to build); 1e-2 keeps a few hops around each fragment.
     strength_cutoff: float = 1e-2

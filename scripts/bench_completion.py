@@ -1,4 +1,4 @@
-"""Completion latency with the embedded model (DESIGN.md section 7: warm p50 <= 1 s).
+"""Completion latency with the embedded model (docs/design.md section 7: warm p50 <= 1 s).
 
     python scripts/bench_completion.py [--repo DIR] [--walk 50]
 

@@ -1,4 +1,4 @@
-"""Benchmark of the retrieval core against DESIGN.md section 7 (not a test: machines are noisy).
+"""Benchmark of the retrieval core against docs/design.md section 7 (not a test: machines are noisy).
 
     python scripts/bench_retrieval.py                 # Django 5.1.4 from the package index
     python scripts/bench_retrieval.py --repo DIR      # any other tree

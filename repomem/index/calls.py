@@ -1,4 +1,4 @@
-"""Call edges of a repository: one resolver per language that has call resolution (DESIGN.md
+"""Call edges of a repository: one resolver per language that has call resolution (docs/design.md
 section 2), behind one interface the index updates incrementally."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fragments: sliding windows over each file and the syntax nodes covering them.
 
-Windows are RepoCoder's centred ones (DESIGN.md section 6): for i in 0, stride, 2*stride, ...
+Windows are RepoCoder's centred ones (docs/design.md section 6): for i in 0, stride, 2*stride, ...
 the window is lines [max(0, i - window/2), min(n, i + window/2)); identical windows merge and
 blank windows are dropped.
 """

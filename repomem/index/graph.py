@@ -1,4 +1,4 @@
-"""The code graph of one repository (DESIGN.md section 2) as typed edge lists and a CSR.
+"""The code graph of one repository (docs/design.md section 2) as typed edge lists and a CSR.
 
 Node numbering: every file's kept syntax nodes, file after file (offsets in `node_offset`), then
 one node per file, then one node per directory (the repository root is directory "").

@@ -12,7 +12,7 @@ from numba import njit
 
 @njit(cache=True, nogil=True)
 def cover_windows(parent, start_line, end_line, length, line_chars, window_starts, window_ends):
-    """Nodes covering each window of one file (DESIGN.md section 3).
+    """Nodes covering each window of one file (docs/design.md section 3).
 
     A window [a, b) (0-based lines, b exclusive) is covered by its maximal fully contained
     nodes (weight = node length in bytes) plus, for each remaining non-blank line, the innermost

@@ -2,7 +2,7 @@
 
 Every language tree-sitter-language-pack parses gets fragments, syntax and directory edges from
 its grammar alone. A language that also provides `symbols` and `call_resolver` gets call edges
-(DESIGN.md section 2); today that is Python (`repomem.languages.python`).
+(docs/design.md section 2); today that is Python (`repomem.languages.python`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class CallResolver(Protocol):
 class Language:
     name: str  # tree-sitter-language-pack's grammar name
     extensions: tuple[str, ...]  # lower-case, with the dot
-    # Statement granularity (DESIGN.md section 2): node types ending in one of these, clause types
+    # Statement granularity (docs/design.md section 2): node types ending in one of these, clause types
     # and everything inside a statement container (see syntax.py) are graph nodes.
     statement_suffixes: tuple[str, ...] = ("_statement", "_definition", "_declaration", "_item")
     clause_types: frozenset[str] = frozenset()

@@ -1,6 +1,6 @@
 """One file's syntax: the graph nodes its tree contributes, and its symbols where its language has them.
 
-Granularity (DESIGN.md section 2 leaves it open):
+Granularity (docs/design.md section 2 leaves it open):
 - "statement": the root, every statement / definition / clause and the blocks holding them.
   In Python every ancestor of a statement is such a node, so tree strengths between kept nodes
   equal those of the full named tree; expressions are contracted into their statement, and a

@@ -1,6 +1,6 @@
 """Slow, exact reference implementations the fast paths are checked against.
 
-networkx builds the code graph edge by edge straight from DESIGN.md section 2 and runs its own
+networkx builds the code graph edge by edge straight from docs/design.md section 2 and runs its own
 Dijkstra; eq. 8 is summed with plain loops over node pairs.
 """
 

@@ -1,4 +1,4 @@
-"""Python call resolution across a repository (DESIGN.md section 2).
+"""Python call resolution across a repository (docs/design.md section 2).
 
 Resolved: plain calls to functions and classes of the same module; `from x import f` and
 `import x` / `x.f` across files, relative imports included, following re-exports a few hops;
