@@ -18,9 +18,11 @@ from repomem.languages.treesitter import Node
 class SymbolCollector(Protocol):
     """Collects one file's symbols during the syntax walk (one collector per file)."""
 
+    watched_types: frozenset[str]  # node types `enter` is called for
+
     def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
-        """Visit `node` (its nearest kept node is `kept_index`); returns the class scope and the
-        inside-a-function flag its children see."""
+        """Visit a node of a watched type (its nearest kept node is `kept_index`); returns the class
+        scope and the inside-a-function flag its children see."""
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
                ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], tuple[CallSite, ...]]:

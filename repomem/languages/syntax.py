@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from repomem.languages.language import Language
 from repomem.languages.parsed import FileSyntax, split_lines
 from repomem.languages.registry import language_named
 from repomem.languages.treesitter import Node, parse
@@ -26,24 +25,6 @@ _CONTAINERS = frozenset({
     "template_body", "function_body", "namespace_body", "declaration_block",
 })
 _NEVER_KEPT = frozenset({"comment", "line_comment", "block_comment", "ERROR"})
-
-
-def _is_kept(node: Node, parent_type: str, granularity: str, language: Language) -> bool:
-    node_type = node.type
-    if node_type in _NEVER_KEPT:
-        return False
-    if granularity == "named":
-        return True
-    if parent_type in _CONTAINERS or node_type in _CONTAINERS:
-        return True
-    return node_type in language.clause_types or node_type.endswith(language.statement_suffixes)
-
-
-def _descend(node: Node, kept: bool, granularity: str, language: Language) -> bool:
-    """Whether kept nodes can lie below `node` (not inside expressions, where the language says so)."""
-    if granularity == "named" or language.statements_in_expressions:
-        return True
-    return kept or node.type in _CONTAINERS or node.type == "ERROR"
 
 
 def _end_row(node: Node) -> int:
@@ -78,9 +59,20 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str) -
     stack: list[tuple[Node, int, str, str, bool]] = [
         (child, 0, root.type, "", False) for child in reversed(root.named_children)
     ]
+    # The loop runs once per visited node (about 1M on Django): rules are bound to locals and the
+    # symbol collector is called only for the node types it watches.
+    named = granularity == "named"
+    clause_types, suffixes = language.clause_types, language.statement_suffixes
+    descend_everywhere = named or language.statements_in_expressions
+    watched = symbols.watched_types if symbols is not None else frozenset()
     while stack:
         node, kept_parent, parent_type, scope, inside_function = stack.pop()
-        kept = _is_kept(node, parent_type, granularity, language)
+        node_type = node.type
+        # Kept: every named node ("named"), else statements, clauses and whatever sits in or is a
+        # statement container; comments and error nodes never.
+        kept = node_type not in _NEVER_KEPT and (
+            named or parent_type in _CONTAINERS or node_type in _CONTAINERS
+            or node_type in clause_types or node_type.endswith(suffixes))
         own_index = kept_parent
         if kept:
             own_index = len(parents)
@@ -91,10 +83,10 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str) -
             kept_index[node.id] = own_index
             class_scope.append(scope)
         child_scope, child_in_function = scope, inside_function
-        if symbols is not None:
+        if node_type in watched:
             child_scope, child_in_function = symbols.enter(node, own_index, scope, inside_function)
-        if _descend(node, kept, granularity, language):
-            node_type = node.type
+        # Kept nodes can lie below `node` unless the language keeps statements out of expressions.
+        if descend_everywhere or kept or node_type in _CONTAINERS or node_type == "ERROR":
             for child in reversed(node.named_children):
                 stack.append((child, own_index, node_type, child_scope, child_in_function))
 

@@ -28,7 +28,7 @@ from repomem.failures import Failure
 from repomem.languages.parsed import split_lines
 from repomem.languages.python.calls import PythonCallResolver
 from repomem.languages.syntax import extract_syntax
-from tests.repos import synthetic_files, write_repo
+from tests.repos import write_repo
 
 
 class WordTokenizer:
@@ -119,11 +119,6 @@ def devset(seed: int = 7, tasks: int = 20, splits: tuple[str, ...] = ("line", "a
 @pytest.fixture
 def api_repo(tmp_path: Path) -> Path:
     return write_repo(tmp_path / "api_repo", API_FILES)
-
-
-@pytest.fixture
-def synthetic(tmp_path: Path) -> Path:
-    return write_repo(tmp_path / "synthetic", synthetic_files(9))
 
 
 # -- dev set file --------------------------------------------------------------------------------
@@ -225,8 +220,8 @@ def test_draw_skips_duplicate_stripped_lines():
     assert sorted(h.ground_truth.strip() for h in drawn) == ["last = 2", "return total", "total += 1"]
 
 
-def test_line_tasks_are_deterministic_and_seed_sensitive(synthetic):
-    files = read_python_files(synthetic)
+def test_line_tasks_are_deterministic_and_seed_sensitive(synthetic_repo):
+    files = read_python_files(synthetic_repo)
     first = line_tasks("syn", files, 1, 30, WORDS, 200)
     again = line_tasks("syn", files, 1, 30, WORDS, 200)
     other = line_tasks("syn", files, 2, 30, WORDS, 200)
@@ -360,15 +355,15 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_build_writes_repoeval_files(tmp_path, synthetic):
+def test_build_writes_repoeval_files(tmp_path, synthetic_repo):
     out = tmp_path / "bench"
-    report = build_benchmark(devset(tasks=15), out, WORDS, max_prompt_tokens=60, sources={"syn": synthetic})
+    report = build_benchmark(devset(tasks=15), out, WORDS, max_prompt_tokens=60, sources={"syn": synthetic_repo})
     assert isinstance(report, BuildReport)
     assert report.tasks == {"line": 15, "api": 15}
     assert report.repo_tasks == {("syn", "line"): 15, ("syn", "api"): 15}
     copied = out / "repositories" / "syn"
     assert sorted(p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file()) == sorted(
-        p.relative_to(synthetic).as_posix() for p in synthetic.rglob("*") if p.is_file()
+        p.relative_to(synthetic_repo).as_posix() for p in synthetic_repo.rglob("*") if p.is_file()
     )
     for split in ("line", "api"):
         tasks = read_jsonl(out / f"{split}.jsonl")
@@ -398,23 +393,23 @@ def test_build_writes_repoeval_files(tmp_path, synthetic):
                 }
 
 
-def test_build_is_byte_identical_for_a_seed_and_differs_across_seeds(tmp_path, synthetic):
+def test_build_is_byte_identical_for_a_seed_and_differs_across_seeds(tmp_path, synthetic_repo):
     outputs = {}
     for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-        report = build_benchmark(devset(seed=seed), tmp_path / name, WORDS, sources={"syn": synthetic})
+        report = build_benchmark(devset(seed=seed), tmp_path / name, WORDS, sources={"syn": synthetic_repo})
         assert isinstance(report, BuildReport)
         outputs[name] = [(tmp_path / name / f"{split}.jsonl").read_bytes() for split in ("line", "api")]
     assert outputs["a"] == outputs["b"]
     assert outputs["a"][0] != outputs["c"][0] and outputs["a"][1] != outputs["c"][1]
 
 
-def test_rebuild_replaces_files_and_a_failed_write_keeps_the_old_ones(tmp_path, synthetic, monkeypatch):
+def test_rebuild_replaces_files_and_a_failed_write_keeps_the_old_ones(tmp_path, synthetic_repo, monkeypatch):
     out = tmp_path / "bench"
-    assert isinstance(build_benchmark(devset(seed=1), out, WORDS, sources={"syn": synthetic}), BuildReport)
+    assert isinstance(build_benchmark(devset(seed=1), out, WORDS, sources={"syn": synthetic_repo}), BuildReport)
     (out / "repositories" / "syn" / "stale.py").write_text("gone = True\n")
-    assert isinstance(build_benchmark(devset(seed=2), out, WORDS, sources={"syn": synthetic}), BuildReport)
+    assert isinstance(build_benchmark(devset(seed=2), out, WORDS, sources={"syn": synthetic_repo}), BuildReport)
     fresh = tmp_path / "fresh"
-    assert isinstance(build_benchmark(devset(seed=2), fresh, WORDS, sources={"syn": synthetic}), BuildReport)
+    assert isinstance(build_benchmark(devset(seed=2), fresh, WORDS, sources={"syn": synthetic_repo}), BuildReport)
     assert (out / "line.jsonl").read_bytes() == (fresh / "line.jsonl").read_bytes()
     assert not (out / "repositories" / "syn" / "stale.py").exists()
 
@@ -424,15 +419,15 @@ def test_rebuild_replaces_files_and_a_failed_write_keeps_the_old_ones(tmp_path, 
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(build.os, "fsync", failing_fsync)
-    failed = build_benchmark(devset(seed=3), out, WORDS, sources={"syn": synthetic})
+    failed = build_benchmark(devset(seed=3), out, WORDS, sources={"syn": synthetic_repo})
     assert isinstance(failed, Failure) and failed.kind == "write-failed"
     assert (out / "line.jsonl").read_bytes() == before  # never truncated or half written
     leftovers = [p.name for p in out.rglob("*") if "partial" in p.name or "stale" in p.name]
     assert leftovers == []
 
 
-def test_build_failures_are_values(tmp_path, synthetic):
-    missing = build_benchmark(devset(name="other"), tmp_path / "out", WORDS, sources={"syn": synthetic})
+def test_build_failures_are_values(tmp_path, synthetic_repo):
+    missing = build_benchmark(devset(name="other"), tmp_path / "out", WORDS, sources={"syn": synthetic_repo})
     assert isinstance(missing, Failure) and missing.kind == "missing-source"
     empty = tmp_path / "empty"
     empty.mkdir()

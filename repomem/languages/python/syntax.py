@@ -19,6 +19,9 @@ CALL_QUERY = "(call function: [(identifier) (attribute)] @callee)"
 class PythonSymbols:
     """One file's definitions and imports as the walk meets them, then its calls (SymbolCollector)."""
 
+    watched_types = frozenset({"function_definition", "class_definition", "import_statement",
+                               "import_from_statement"})
+
     def __init__(self) -> None:
         self.definitions: list[Definition] = []
         self.imports: list[ImportBinding] = []
