@@ -67,3 +67,35 @@ def definition_hit_rank(spans: Sequence[tuple[str, int, int]], definition: TaskD
         if path == definition.path and start <= definition.line < end:
             return rank
     return None
+
+
+# -- prompt-level metrics: what the model is shown, not what retrieval ranked ---------------------
+
+# A block line this similar to the hole's line (normalized Levenshtein) nearly gives the answer away.
+NEAR_LINE_SIMILARITY = 0.9
+
+
+def near_line_hit(block_texts: Sequence[str], ground_truth: str, threshold: float = NEAR_LINE_SIMILARITY) -> bool:
+    """Whether some block line is within `threshold` similarity of the ground truth's first line."""
+    wanted = scored_lines(ground_truth)
+    if not wanted:
+        return False
+    target = wanted[0]
+    return any(Levenshtein.normalized_similarity(line, target) >= threshold
+               for text in block_texts for line in scored_lines(text))
+
+
+def duplicate_block_tokens(block_texts: Sequence[str], visible_text: str, count) -> tuple[int, int]:
+    """(duplicated, total) tokens of the blocks' lines, in prompt order: a non-empty line is a
+    duplicate when the visible file or an earlier block already shows it (stripped). `count` is
+    the backend's token counter for one line."""
+    seen = set(scored_lines(visible_text))
+    duplicated = total = 0
+    for text in block_texts:
+        for line in scored_lines(text):
+            tokens = count(line)
+            total += tokens
+            if line in seen:
+                duplicated += tokens
+            seen.add(line)
+    return duplicated, total

@@ -58,6 +58,22 @@ class RetrievalRow:
 
 
 @dataclass(frozen=True)
+class PromptRow:
+    """What the model is shown (eval run --prompt-only, or a model run's prompts)."""
+
+    split: str
+    strategy: str
+    alpha: float
+    n: int
+    hit_at_k: float  # percent: a top-K fragment holds the answer
+    prompt_hit: float  # percent: a block that fit the prompt holds it
+    prompt_hit_delta: tuple[float, float, float] | None  # vs vanilla, points
+    near_hit: float | None  # line tasks: a prompt block line within ES >= 0.9 of the hole's line
+    blocks: float  # mean blocks in the prompt
+    duplicate_share: float  # percent of block-line tokens already shown by the file or another block
+
+
+@dataclass(frozen=True)
 class Report:
     model_rows: tuple[ModelRow, ...]
     retrieval_rows: tuple[RetrievalRow, ...]
@@ -65,6 +81,7 @@ class Report:
     backend: str
     order: str
     prompt_tokens: int  # the model runs' whole-prompt budget
+    prompt_rows: tuple[PromptRow, ...] = ()
 
 
 def paired_bootstrap(values: np.ndarray, baseline: np.ndarray) -> tuple[float, float, float]:
@@ -87,12 +104,18 @@ def _percent(flags: Iterable[bool]) -> float:
     return 100.0 * sum(values) / len(values) if values else 0.0
 
 
+def _label(record: dict[str, Any]) -> str:
+    """A strategy, with the run's config overrides if any (`eval run --set`)."""
+    config = record.get("config") or ""
+    return f"{record['strategy']} [{config}]" if config else record["strategy"]
+
+
 def _paired_groups(records: Sequence[dict[str, Any]]):
     """Per split (in SPLIT_ORDER): the records of each (strategy, alpha) by task id, and the task ids
     every group finished (comparisons are paired on those)."""
     by_split: dict[str, dict[tuple[str, float], dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for record in records:
-        by_split[record["split"]][(record["strategy"], float(record["alpha"]))][record["task_id"]] = record
+        by_split[record["split"]][(_label(record), float(record["alpha"]))][record["task_id"]] = record
     for split in sorted(by_split, key=_split_rank):
         groups = by_split[split]
         yield split, groups, sorted(set.intersection(*(set(g) for g in groups.values())))
@@ -151,6 +174,32 @@ def _retrieval_rows(records: Sequence[dict[str, Any]], k: int) -> list[Retrieval
     return rows
 
 
+def _prompt_rows(records: Sequence[dict[str, Any]], k: int) -> list[PromptRow]:
+    rows = []
+    for split, groups, ids in _paired_groups([r for r in records if "prompt_blocks" in r and "error" not in r]):
+        vanilla = groups.get((BASELINE, 0.0))
+        for (strategy, alpha), group in sorted(groups.items(), key=lambda item: (rank_of(item[0][0]), item[0][1],
+                                                                                 item[0][0])):
+            chosen = [group[i] for i in ids]
+            if not chosen or chosen[0].get("prompt_hit") is None:
+                continue  # the current file only: nothing retrieved
+            hits = np.array([bool(r.get("prompt_hit")) for r in chosen])
+            delta = None
+            if vanilla is not None and (strategy, alpha) != (BASELINE, 0.0):
+                delta = paired_bootstrap(hits, np.array([bool(vanilla[i].get("prompt_hit")) for i in ids]))
+            near = [r.get("prompt_near_hit") for r in chosen if r.get("prompt_near_hit") is not None]
+            duplicated = sum(r.get("duplicate_block_tokens", 0) for r in chosen)
+            total = sum(r.get("block_line_tokens", 0) for r in chosen)
+            rows.append(PromptRow(
+                split=split, strategy=strategy, alpha=alpha, n=len(chosen),
+                hit_at_k=_percent((r.get("hit_rank") or k + 1) <= k for r in chosen), prompt_hit=_percent(hits),
+                prompt_hit_delta=delta, near_hit=_percent(near) if near else None,
+                blocks=float(np.mean([r["prompt_blocks"] for r in chosen])),
+                duplicate_share=100.0 * duplicated / total if total else 0.0,
+            ))
+    return rows
+
+
 def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> Report | Failure:
     """Aggregate results records. Model rows use one backend, order and prompt budget (the most common,
     unless a backend is named)."""
@@ -171,8 +220,11 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     retrieval = [r for r in records if r.get("mode") == "retrieval"]
     ks = {int(r["k"]) for r in (*model, *retrieval)}
     k = max(ks) if ks else 10
+    prompts = [r for r in records if r.get("mode") == "prompt"]
+    k = max({k, *(int(r["k"]) for r in prompts)})
     return Report(tuple(_model_rows(model)), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
-                  k, chosen[0], chosen[1], chosen[2])
+                  k, chosen[0], chosen[1], chosen[2],
+                  tuple(_prompt_rows([r for r in (*prompts, *model) if int(r["k"]) == k], k)))
 
 
 def _interval(delta: tuple[float, float, float] | None) -> str:
@@ -223,5 +275,21 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_1:.1f} | "
                        f"{row.hit_at_5:.1f} | {row.hit_at_k:.1f} | {row.mrr:.3f} | {_interval(row.hit_delta)} | "
                        f"{row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} |")
+        out.append("")
+    if report.prompt_rows:
+        out += ["## What enters the prompt", "",
+                f"Hit@{report.k}: a retrieved fragment holds the answer (the hole's line, or the called definition's "
+                "def line); in prompt: a block that fit the prompt's block budget holds it (Δ vs vanilla in points, "
+                "95% paired bootstrap); near: a prompt block has a line within edit similarity 0.9 of the hole's "
+                "line (line tasks); duplicated: share of block-line tokens the visible file or an earlier block "
+                "already shows.", "",
+                f"| split | strategy | n | hit@{report.k} | in prompt | Δ in prompt vs vanilla | near | blocks | "
+                "duplicated % |",
+                "|---|---|---:|---:|---:|---|---:|---:|---:|"]
+        for row in report.prompt_rows:
+            near = "" if row.near_hit is None else f"{row.near_hit:.1f}"
+            out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_k:.1f} | "
+                       f"{row.prompt_hit:.1f} | {_interval(row.prompt_hit_delta)} | {near} | {row.blocks:.2f} | "
+                       f"{row.duplicate_share:.1f} |")
         out.append("")
     return "\n".join(out)

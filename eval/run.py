@@ -30,13 +30,16 @@ import numpy as np
 from repomem.backends.base import Backend
 from repomem.backends.memo import MemoBackend
 from repomem.completion.engine import Completion, CompletionEngine
-from repomem.config import Config, with_overrides
+from repomem.completion.prompt import Prompt
+from repomem.config import Config, with_assignments, with_overrides
 from repomem.evaluation.metrics import (
     definition_hit_rank,
+    duplicate_block_tokens,
     edit_similarity,
     exact_match,
     has_enough_lines,
     line_hit_rank,
+    near_line_hit,
 )
 from repomem.evaluation.tasks import EvalTask
 from repomem.failures import Failure
@@ -64,6 +67,20 @@ class RunSettings:
     max_new_tokens: int = 100  # docs/design.md section 6
     max_prompt_tokens: int | None = None  # whole prompt (blocks get half); None = the config's (2048)
     retrieval_only: bool = False  # no model: retrieval metrics only
+    # Build each task's prompt with the backend's tokenizer but run no model: retrieval and
+    # prompt-level metrics (is the answer in the blocks that fit, how much of them repeats).
+    prompt_only: bool = False
+    # Config overrides as "section.key=value" (e.g. "relations.same_file_weight=1"): a named
+    # configuration, recorded in every record and its resume key.
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def mode(self) -> str:
+        return "retrieval" if self.retrieval_only else "prompt" if self.prompt_only else "model"
+
+    @property
+    def without_model(self) -> bool:
+        return self.retrieval_only or self.prompt_only
     alphas: tuple[float, ...] = ()  # retrieval-only: also FragRel at each of these alphas (a sweep)
 
 
@@ -97,7 +114,7 @@ RETRIEVAL_ONLY_RELATED = "fragrel"
 
 def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
     alpha = _fragrel_alpha(config, settings)
-    if settings.retrieval_only:
+    if settings.without_model:
         plain, related = RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED
         variants = [Variant(plain, 0.0)] if plain in settings.strategies else []
         for value in sorted({alpha if related in settings.strategies else None, *settings.alphas} - {None}):
@@ -109,7 +126,7 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
 
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
-            record["mode"], record["backend"], record.get("prompt_tokens", 0))
+            record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""))
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -195,7 +212,7 @@ class Evaluator:
 
     @property
     def backend_name(self) -> str:
-        return self.backend.name if self.backend is not None and not self.settings.retrieval_only else ""
+        return self.backend.name if self.backend is not None and self.settings.mode == "model" else ""
 
     def check(self, tasks: Sequence[EvalTask]) -> None | Failure:
         """Every task's repository and file exist (before any work starts)."""
@@ -239,8 +256,9 @@ class Evaluator:
             "version": RESULTS_VERSION, "task_id": task.task_id, "split": task.split, "repo": task.repo,
             "strategy": variant.strategy, "alpha": variant.alpha, "k": self.config.retrieval.top_k,
             "order": self.settings.order if not self.settings.retrieval_only else "",
-            "mode": "retrieval" if self.settings.retrieval_only else "model", "backend": self.backend_name,
+            "mode": self.settings.mode, "backend": self.backend_name,
             "prompt_tokens": 0 if self.settings.retrieval_only else self.config.completion.max_prompt_tokens,
+            "config": ",".join(self.settings.overrides),
             "ground_truth": task.ground_truth,
         }
 
@@ -264,6 +282,8 @@ class Evaluator:
                 record = self._base_record(task, variant)
                 if self.settings.retrieval_only:
                     record.update(self._retrieval_only(service, task, cursor, leak, variant))
+                elif self.settings.prompt_only:
+                    record.update(self._prompt_only(service, task, cursor, leak, variant))
                 else:
                     record.update(self._with_model(service, task, cursor, leak, variant))
                 out.append(record)
@@ -288,24 +308,66 @@ class Evaluator:
         return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
                 "timings_ms": {"retrieve": round(elapsed, 3)}}
 
+    def _engine_request(self, engine: CompletionEngine, task: EvalTask, cursor: Cursor, leak: np.ndarray,
+                        variant: Variant, **choices):
+        return engine.request(cursor, variant.strategy, order=self.settings.order, use_suffix=False,
+                              max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
+                              visible_from=task.context_start_lineno, **choices)
+
+    def _prompt_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
+                     variant: Variant) -> dict[str, Any]:
+        assert self.backend is not None
+        engine = CompletionEngine(service, self.backend, self.config)
+        request = self._engine_request(engine, task, cursor, leak, variant)
+        prepared = request if isinstance(request, Failure) else engine.prepare(request)
+        if isinstance(prepared, Failure):
+            return {"error": prepared.message, "error_kind": prepared.kind}
+        strategy = strategy_named(variant.strategy)
+        return {
+            "hit_rank": _hit_ranks(service, task, prepared.fragments) if strategy.retrieves else None,
+            "fragments": _fragment_rows(prepared.fragments),
+            **self._prompt_fields(service, task, cursor, prepared.fragments, prepared.prompt, strategy.retrieves),
+        }
+
+    def _prompt_fields(self, service: RepoService, task: EvalTask, cursor: Cursor,
+                       fragments: Sequence[ScoredFragment], prompt: Prompt, retrieves: bool) -> dict[str, Any]:
+        """What the model is shown: whether the answer is in the blocks that fit the prompt, and how
+        many block tokens repeat the visible file or another block."""
+        assert self.backend is not None
+        in_prompt = prompt.fragment_ids
+        used = [f for f in fragments if f.fragment in in_prompt]
+        texts = [b.text for b in prompt.blocks]
+        visible = "\n".join(cursor.text.split("\n")[prompt.left_first_line : cursor.line + 1])
+        duplicated, total = duplicate_block_tokens(texts, visible, self._line_tokens)
+        fields: dict[str, Any] = {
+            "prompt_hit": _hit_ranks(service, task, used) is not None if retrieves else None,
+            "prompt_blocks": len(prompt.blocks), "prompt_first_line": prompt.left_first_line,
+            "block_tokens": prompt.block_tokens, "duplicate_block_tokens": duplicated,
+            "block_line_tokens": total,
+        }
+        if task.definition is None:
+            fields["prompt_near_hit"] = near_line_hit(texts, task.ground_truth) if retrieves else None
+        return fields
+
+    def _line_tokens(self, line: str) -> int:
+        assert self.backend is not None
+        counted = self.backend.count(line)
+        return counted if isinstance(counted, int) else 0
+
     def _with_model(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                     variant: Variant) -> dict[str, Any]:
         assert self.backend is not None
         engine = CompletionEngine(service, self.backend, self.config)  # fresh: no memory across tasks
-        result = engine.complete(
-            cursor, variant.strategy, order=self.settings.order, use_suffix=False,
-            max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
-            visible_from=task.context_start_lineno, enough=has_enough_lines(task.ground_truth),
-        )
+        request = self._engine_request(engine, task, cursor, leak, variant, enough=has_enough_lines(task.ground_truth))
+        result = request if isinstance(request, Failure) else engine.run(request)
         if isinstance(result, Failure):
             return {"error": result.message, "error_kind": result.kind}
-        return self._model_fields(service, task, result)
+        return self._model_fields(service, task, cursor, result)
 
-    def _model_fields(self, service: RepoService, task: EvalTask, result: Completion) -> dict[str, Any]:
+    def _model_fields(self, service: RepoService, task: EvalTask, cursor: Cursor, result: Completion
+                      ) -> dict[str, Any]:
         prediction = result.raw
         prompt = result.prompt
-        in_prompt = {b.fragment for b in prompt.blocks}
-        used = [f for f in result.fragments if f.fragment in in_prompt]
         timings = {name: round(value, 3) for name, value in result.timings_ms.items()}
         timings["total"] = round(sum(result.timings_ms.values()), 3)
         retrieves = strategy_named(result.strategy).retrieves
@@ -313,9 +375,8 @@ class Evaluator:
             "prediction": prediction, "completion": result.text,
             "em": exact_match(prediction, task.ground_truth), "es": edit_similarity(prediction, task.ground_truth),
             "hit_rank": _hit_ranks(service, task, result.fragments) if retrieves else None,
-            "prompt_hit": _hit_ranks(service, task, used) is not None if retrieves else None,
             "fragments": _fragment_rows(result.fragments), "rounds": result.rounds,
-            "prompt_first_line": prompt.left_first_line,
+            **self._prompt_fields(service, task, cursor, result.fragments, prompt, retrieves),
             "tokens": {"prompt": result.generation.prompt_tokens, "cached": result.generation.cached_tokens,
                        "blocks": prompt.block_tokens, "left": prompt.left_tokens,
                        "generated": result.generation.completion_tokens},
@@ -342,12 +403,15 @@ def run_evaluation(
     unknown = [s for s in settings.strategies if strategy_named(s) is None]
     if unknown:
         return Failure("bad-strategy", f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
-    evaluator = Evaluator(repos_dir, config or Config(), settings, backend, log)
+    config, problems = with_assignments(config or Config(), settings.overrides)
+    if problems:
+        return Failure("bad-option", f"--set: {problems[0]}")
+    evaluator = Evaluator(repos_dir, config, settings, backend, log)
     problem = evaluator.check(tasks)
     if problem is not None:
         return problem
     variants = run_variants(evaluator.config, settings)
-    if settings.retrieval_only:
+    if settings.without_model:
         variants = [v for v in variants if v.strategy in (RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED)]
     if not variants:
         return Failure("bad-strategy", f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN} and "

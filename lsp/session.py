@@ -267,7 +267,7 @@ class CompletionSession:
         shown = ShownCompletion(
             completion_id=self.shown.new_id(), path=request.path, line=request.line, character=request.character,
             text=result.text, strategy=result.strategy, backend=self.backend.name if self.backend else "",
-            fragments=result.fragments, in_prompt=frozenset(b.fragment for b in result.prompt.blocks),
+            fragments=result.fragments, in_prompt=result.prompt.fragment_ids,
         )
         self.shown.add(shown)
         return shown

@@ -126,6 +126,10 @@ class CompletionConfig:
     style: str = "comments"  # "comments" (RepoCoder) or "repo" (the model family's file-separator form)
     fill_in_middle: bool = True  # use the code after the cursor when the model supports FIM
     max_lines: int = 16  # of a block completion
+    # Show each retrieved line once: windows overlapping a better block of the same file lose the
+    # shared lines and join it (completion/packing.py). Off until an EM run decides (eval/README.md).
+    pack_blocks: bool = False
+    pack_max_lines: int = 40  # a packed block grows to at most this many lines (two windows)
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)
@@ -214,6 +218,7 @@ _POSITIVE = frozenset({
     ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
     ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
+    ("completion", "pack_max_lines"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
     ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
     ("server", "progress_interval_ms"),
@@ -304,3 +309,27 @@ def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
         name: dataclasses.replace(getattr(config, name), **values) for name, values in sections.items()
     }
     return dataclasses.replace(config, **replaced)
+
+
+def with_assignments(config: Config, assignments: list[str] | tuple[str, ...]) -> tuple[Config, list[str]]:
+    """`config` with "section.key=value" assignments applied (values in TOML syntax; a bare word
+    is a string), each checked as repomem.toml's keys are. Returns the problems, one per bad one."""
+    problems: list[str] = []
+    mapping: dict[str, dict[str, Any]] = {}
+    for assignment in assignments:
+        name, sep, raw = assignment.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not sep or not dot or not key:
+            problems.append(f"{assignment!r}: expected section.key=value")
+            continue
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        mapping.setdefault(section, {})[key] = value
+    checked, warnings = config_from_mapping(mapping)
+    problems.extend(warnings)
+    if problems:
+        return config, problems
+    return with_overrides(config, **{section: {key: getattr(getattr(checked, section), key) for key in keys}
+                                     for section, keys in mapping.items()}), []

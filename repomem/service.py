@@ -429,8 +429,12 @@ class RepoService:
 
     def fragment_text(self, fragment: ScoredFragment) -> str:
         """The fragment's lines as indexed (editor buffer or disk)."""
-        text = self._buffers.get(fragment.path)
+        return self.span_text(fragment.path, fragment.start_line, fragment.end_line)
+
+    def span_text(self, path: str, start_line: int, end_line: int) -> str:
+        """Lines [start_line, end_line) (0-based) of a file, from its editor buffer or the disk."""
+        text = self._buffers.get(path)
         if text is None:
-            read = read_text_file(self.root / fragment.path)
+            read = read_text_file(self.root / path)
             text = "" if isinstance(read, Failure) else read
-        return "\n".join(text.split("\n")[fragment.start_line : fragment.end_line])
+        return "\n".join(text.split("\n")[start_line:end_line])

@@ -104,7 +104,10 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
         max_prompt_tokens=args.prompt_tokens,
         retrieval_only=args.retrieval_only, alphas=_parse_floats(args.alphas, "--alphas") if args.alphas else (),
+        prompt_only=args.prompt_only, overrides=tuple(args.set),
     )
+    if args.retrieval_only and args.prompt_only:
+        raise UserError(Failure("bad-option", "--retrieval-only and --prompt-only exclude each other"))
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
     config = Config()
     if args.threads is not None:
@@ -150,7 +153,8 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
         text += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in figures) + "\n"
     (target / "report.md").write_text(text, encoding="utf-8")
     summary = {"model": [row.__dict__ for row in report.model_rows],
-               "retrieval": [row.__dict__ for row in report.retrieval_rows], "k": report.k,
+               "retrieval": [row.__dict__ for row in report.retrieval_rows],
+               "prompt": [row.__dict__ for row in report.prompt_rows], "k": report.k,
                "backend": report.backend, "order": report.order, "prompt_tokens": report.prompt_tokens}
     (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(text)  # plain: markdown must not be re-wrapped to the terminal width
@@ -189,6 +193,12 @@ def add_eval_parser(commands: Any) -> None:
                      help="whole prompt budget, blocks get half (default 2048)")
     run.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     run.add_argument("--retrieval-only", action="store_true", help="no model: retrieval metrics only")
+    run.add_argument("--prompt-only", action="store_true",
+                     help="build each prompt with the model's tokenizer but generate nothing: retrieval and "
+                          "prompt-level metrics (answer in the blocks that fit, duplicated block tokens)")
+    run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                     help="a config override for this run, e.g. relations.same_file_weight=1 (repeatable; "
+                          "recorded with every result)")
     backend = run.add_mutually_exclusive_group()
     backend.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
     backend.add_argument("--endpoint", default=None, help="an OpenAI-compatible server (vLLM)")

@@ -187,7 +187,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     timings.update(result.timings_ms)
     if args.json:
         prompt = result.prompt
-        in_prompt = {b.fragment for b in prompt.blocks}
+        in_prompt = prompt.fragment_ids
         print(json.dumps({
             "version": JSON_VERSION,
             "repo": str(service.root), "file": cursor.path, "line": cursor.line + 1, "column": cursor.column + 1,

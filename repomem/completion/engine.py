@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
+from repomem.completion.packing import pack_blocks
 from repomem.completion.postprocess import CompletionShape, clean_completion
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
@@ -41,6 +42,15 @@ class Completion:
     shape: CompletionShape
     rounds: int
     timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class PreparedPrompt:
+    """A round's context before the model runs: what the cursor shows, what was retrieved, what fit."""
+
+    context: CursorContext
+    fragments: tuple[ScoredFragment, ...]  # retrieved, best first
+    prompt: Prompt
 
 
 class CompletionEngine:
@@ -114,8 +124,13 @@ class CompletionEngine:
 
     # -- the steps of one round ----------------------------------------------------------------
 
-    def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-               timings: dict[str, float]) -> Completion | Failure:
+    def prepare(self, request: CompletionRequest) -> PreparedPrompt | Failure:
+        """The first round's prompt without running the model (prompt-level evaluation, explain)."""
+        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim)
+        return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0})
+
+    def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
+                 timings: dict[str, float]) -> PreparedPrompt | Failure:
         started = time.perf_counter()
         fragments = self._fragments(request, context, query, round_number)
         timings["retrieve"] += (time.perf_counter() - started) * 1000
@@ -124,6 +139,14 @@ class CompletionEngine:
         if isinstance(prompt, Failure):
             return prompt
         timings["prompt"] += (time.perf_counter() - started) * 1000
+        return PreparedPrompt(context, tuple(fragments), prompt)
+
+    def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
+               timings: dict[str, float]) -> Completion | Failure:
+        prepared = self._prepare(request, context, query, round_number, timings)
+        if isinstance(prepared, Failure):
+            return prepared
+        prompt = prepared.prompt
         generation = self._generate(request, context, prompt)
         if isinstance(generation, Failure):
             return generation
@@ -134,7 +157,7 @@ class CompletionEngine:
         text = clean_completion(raw, context.shape, self.backend.template.sentinels, context.suffix or "",
                                 self.config.completion.max_lines)
         return Completion(
-            text=text, raw=raw, strategy=request.strategy.name, prompt=prompt, fragments=tuple(fragments),
+            text=text, raw=raw, strategy=request.strategy.name, prompt=prompt, fragments=prepared.fragments,
             generation=generation, shape=context.shape, rounds=round_number, timings_ms=dict(timings),
         )
 
@@ -173,6 +196,10 @@ class CompletionEngine:
             ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel)
             for f in fragments
         ]
+        select = None
+        if settings.pack_blocks:
+            def select(chosen, block_budget, cost):
+                return pack_blocks(chosen, settings.pack_max_lines, self.service.span_text, block_budget, cost)
         budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
         stable_key = self._stable_key(request, context)
         hint = self._first_lines.get(stable_key) if stable_key else None
@@ -185,17 +212,18 @@ class CompletionEngine:
                     left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
+                    select=select,
                 )
                 if isinstance(prompt, Failure):
                     return prompt
                 # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
                 prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
                 shown = (prompt.left_first_line, cursor.line + context.suffix_lines)
-                duplicates = {b.fragment for b in prompt.blocks
+                duplicates = {id(b) for b in prompt.blocks
                               if b.path == cursor.path and b.start_line <= shown[1] and b.end_line > shown[0]}
                 if not duplicates:
                     break
-                candidates = [c for c in candidates if c.fragment not in duplicates]
+                candidates = [c for c in candidates if id(c) not in duplicates]
         except TokenCountFailed as error:
             return error.failure
         if stable_key is not None:

@@ -17,7 +17,7 @@ path and line so that neighbouring cursors produce prompts sharing their prefix 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -42,12 +42,22 @@ class PromptBudget:
 
 @dataclass(frozen=True)
 class ContextBlock:
-    fragment: int
+    fragment: int  # the best-ranked fragment this block shows
     path: str
     start_line: int  # 0-based
     end_line: int  # exclusive
     text: str
     score: float
+    # Every fragment whose lines this block shows (packing merges overlapping windows); () = `fragment`.
+    members: tuple[int, ...] = ()
+
+    @property
+    def fragments(self) -> tuple[int, ...]:
+        return self.members or (self.fragment,)
+
+
+# (candidates best first, block budget in tokens, cost of one rendered block) -> chosen blocks
+BlockSelection = Callable[[Sequence[ContextBlock], int, Callable[[ContextBlock], int]], list[ContextBlock]]
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,11 @@ class Prompt:
     suffix_tokens: int
     template: str
     fim: bool
+
+    @property
+    def fragment_ids(self) -> frozenset[int]:
+        """Ids of every fragment whose lines are in the prompt's blocks."""
+        return frozenset(f for block in self.blocks for f in block.fragments)
 
 
 def render_block(block: ContextBlock) -> str:
@@ -106,6 +121,7 @@ def build_prompt(
     repo: str = "",
     path: str = "",
     first_line_hint: int | None = None,
+    select: BlockSelection | None = None,
 ) -> Prompt | Failure:
     """Fit blocks and the current file into the budget.
 
@@ -114,6 +130,7 @@ def build_prompt(
     fill-in-the-middle (None for left-to-right). `first_line_hint`: where the previous prompt of
     this function started the current file; kept while it fits, so the prompt prefix stays the
     same as the cursor moves down (when it no longer fits, a quarter of the room is cleared at once).
+    `select`: chooses the blocks within the block budget (default: best first, each block whole).
     """
     use_fim = suffix is not None and template.supports_fim
     suffix_text: str | None = None
@@ -129,13 +146,16 @@ def build_prompt(
         suffix_tokens = tokenizer.count(suffix_text) if suffix_text else 0
 
     block_budget = int(budget.max_prompt_tokens * budget.context_share)
-    chosen: list[ContextBlock] = []
-    spent = 0
-    for block in candidates:
-        cost = tokenizer.count(render_block(block))
-        if spent + cost <= block_budget:
-            chosen.append(block)
-            spent += cost
+    if select is not None:
+        chosen = select(candidates, block_budget, lambda block: tokenizer.count(render_block(block)))
+    else:
+        chosen = []
+        spent = 0
+        for block in candidates:  # best first; a block that does not fit leaves room for smaller ones
+            cost = tokenizer.count(render_block(block))
+            if spent + cost <= block_budget:
+                chosen.append(block)
+                spent += cost
     blocks = _ordered(chosen, order)
 
     def render(first_line: int, with_blocks: list[ContextBlock]) -> str:

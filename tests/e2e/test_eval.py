@@ -308,6 +308,32 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     assert len(read_results(results)) == 6
 
 
+def test_prompt_only_runs_measure_what_enters_the_prompt(shop_benchmark: tuple[Path, Path]):
+    base, repos = shop_benchmark
+    results = base / "results-prompt.jsonl"
+    common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+              "--repos", str(repos), "--results", str(results), "--prompt-only", "--prompt-tokens", "512"]
+    for extra in ([], ["--set", "completion.pack_blocks=true"]):
+        run = _repomem(*common, *extra)
+        assert run.returncode == 0, run.stderr
+        assert "4 results written" in run.stdout, run.stdout  # vanilla and fragrel on two tasks
+    records = read_results(results)
+    assert {r["mode"] for r in records} == {"prompt"} and {r["config"] for r in records} == {
+        "", "completion.pack_blocks=true"}
+    for record in records:
+        assert "prediction" not in record and record["prompt_blocks"] >= 1, record
+        assert 0 <= record["duplicate_block_tokens"] <= record["block_line_tokens"]
+    api = [r for r in records if r["split"] == "api"]
+    assert all(r["prompt_hit"] for r in api)  # compute_tax's definition fits a 256-token block budget
+    plain = {(r["task_id"], r["strategy"]): r for r in records if not r["config"]}
+    packed = {(r["task_id"], r["strategy"]): r for r in records if r["config"]}
+    for key, record in packed.items():
+        assert record["duplicate_block_tokens"] <= plain[key]["duplicate_block_tokens"]
+    report = _repomem("eval", "report", str(results), "--out", str(base / "prompt-report"))
+    assert report.returncode == 0, report.stderr
+    assert "What enters the prompt" in report.stdout and "pack_blocks=true" in report.stdout
+
+
 def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path], tmp_path: Path):
     base, repos = shop_benchmark
     cases = [
@@ -318,6 +344,10 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
          "unknown 'magic'"),
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--limit", "0"], "--limit"),
         (["eval", "report", str(tmp_path / "none.jsonl")], "no such file"),
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
+          "--set", "pack_blocks"], "expected section.key=value"),
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
+          "--set", "completion.pack_max_lines=0"], "must be > 0"),
     ]
     for args, expected in cases:
         result = _repomem(*args)
