@@ -254,6 +254,7 @@ class Evaluator:
     def _base_record(self, task: EvalTask, variant: Variant) -> dict[str, Any]:
         return {
             "version": RESULTS_VERSION, "task_id": task.task_id, "split": task.split, "repo": task.repo,
+            "path": task.path,
             "strategy": variant.strategy, "alpha": variant.alpha, "k": self.config.retrieval.top_k,
             "order": self.settings.order if not self.settings.retrieval_only else "",
             "mode": self.settings.mode, "backend": self.backend_name,
@@ -342,6 +343,8 @@ class Evaluator:
         fields: dict[str, Any] = {
             "prompt_hit": _hit_ranks(service, task, used) is not None if retrieves else None,
             "prompt_blocks": len(prompt.blocks), "prompt_first_line": prompt.left_first_line,
+            # 0-based positions in `fragments` of those whose lines reached the prompt
+            "in_prompt": [rank for rank, f in enumerate(fragments) if f.fragment in in_prompt],
             "block_tokens": prompt.block_tokens, "duplicate_block_tokens": duplicated,
             "block_line_tokens": total,
         }

@@ -108,6 +108,12 @@ class RetrievalConfig:
     # worth less to an editor than a slightly weaker one. The language server sets it from
     # server.retrieval_budget_ms; the CLI and the evaluator keep exact FragRel.
     time_budget_ms: float = 0.0
+    # Relations that add context instead of re-ranking it: this many definitions that the cursor's
+    # file imports or calls (resolved through import and call edges, other files only) join the
+    # retrieved fragments as compact signature blocks (header and docstring line), those whose
+    # names share most words with the query first. 0 = off (the paper's retrieval).
+    definition_blocks: int = 0
+    definition_lines: int = 8  # lines of one signature block at most
 
 
 @dataclass(frozen=True)
@@ -218,7 +224,7 @@ _POSITIVE = frozenset({
     ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
     ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
-    ("completion", "pack_max_lines"),
+    ("completion", "pack_max_lines"), ("retrieval", "definition_lines"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
     ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
     ("server", "progress_interval_ms"),

@@ -40,6 +40,7 @@ from repomem.index.store import index_dir, load_index, save_index
 from repomem.languages.registry import language_of
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
+from repomem.retrieval.definitions import reachable_definitions, signature_span
 from repomem.retrieval.scoring import (
     Lift,
     ScoredFragment,
@@ -426,6 +427,21 @@ class RepoService:
         fragments = self.retrieve(window if query is None else query, k, alpha, excluded, unlisted)
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
+
+    def definitions_at(self, cursor: Cursor, query: str) -> list[ScoredFragment]:
+        """Signature blocks of the definitions the cursor's file imports or calls in other files
+        (retrieval.definition_blocks of them, best first; see retrieval/definitions.py). Each
+        carries the id of the window holding its def line and s_rel = its rank score."""
+        settings = self.config.retrieval
+        if self.index is None or settings.definition_blocks <= 0:
+            return []
+        out = []
+        for site in reachable_definitions(self.index, cursor.path, query, self.config.bm25,
+                                          settings.definition_blocks):
+            lines = self.span_text(site.path, 0, site.end_line + 1).split("\n")
+            start, stop = signature_span(lines, site.start_line, site.end_line, settings.definition_lines)
+            out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
+        return out
 
     def fragment_text(self, fragment: ScoredFragment) -> str:
         """The fragment's lines as indexed (editor buffer or disk)."""

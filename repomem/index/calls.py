@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from repomem.config import GraphConfig
 from repomem.languages.language import CallResolver
-from repomem.languages.parsed import CallEdge, FileSyntax
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax
 from repomem.languages.registry import language_named
 
 
@@ -70,3 +70,8 @@ class CallResolution:
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         name = self._language_of.get(file_id)
         return [] if name is None else self._resolvers[name].resolve_file(file_id)
+
+    def resolve_name(self, file_id: int, dotted: str) -> tuple[int, Definition] | None:
+        """The definition a dotted name of `file_id` names at module level (file id, definition)."""
+        name = self._language_of.get(file_id)
+        return None if name is None else self._resolvers[name].resolve_callee(file_id, dotted, "")

@@ -43,6 +43,8 @@ class CallResolver(Protocol):
 
     def resolve_file(self, file_id: int) -> list: ...
 
+    def resolve_callee(self, file_id: int, callee: str, enclosing_class: str) -> tuple[int, Definition] | None: ...
+
 
 @dataclass(frozen=True)
 class Language:

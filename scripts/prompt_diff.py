@@ -1,0 +1,122 @@
+"""Per-task diff of what FragRel and plain BM25 put into the prompt (the quality issue's question
+"why does it lose?"), from `repomem eval run --prompt-only` (or model) records.
+
+    python scripts/prompt_diff.py corpora/devset/results-prompt-diff.jsonl --out eval/results/prompt-diff.md
+
+For every task where exactly one of the two prompts holds the answer, the blocks FragRel brought
+into the prompt ("lifted") and the ones it pushed out ("displaced") are sorted into kinds: a window
+of the hole's own file, a window overlapping another block of the prompt, a test file, the hole's
+folder, anything else. For lifted blocks it also reports how much of their s_rel came from s_env.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path, PurePosixPath
+
+from rich.console import Console
+from rich.table import Table
+
+from repomem.evaluation.run import read_results
+
+KINDS = ("hole's file", "overlaps a prompt block", "test file", "hole's folder", "other")
+
+
+def kind_of(row: list, hole: str, others: list[list]) -> str:
+    path, start, end = row[0], row[1], row[2]
+    if path == hole:
+        return KINDS[0]
+    if any(o is not row and o[0] == path and o[1] < end and start < o[2] for o in others):
+        return KINDS[1]
+    if any(part.startswith("test") for part in PurePosixPath(path).parts):
+        return KINDS[2]
+    if PurePosixPath(path).parent == PurePosixPath(hole).parent:
+        return KINDS[3]
+    return KINDS[4]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--alpha", type=float, default=0.5)
+    parser.add_argument("--config", default="", help="the runs' --set label (default: none)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the tables as markdown here")
+    args = parser.parse_args(argv)
+    records = [r for r in read_results(args.results) if r.get("config", "") == args.config and "in_prompt" in r]
+    by_task: dict[str, dict[str, dict]] = defaultdict(dict)
+    for record in records:
+        if record["strategy"] == "vanilla" and record["alpha"] == 0:
+            by_task[record["task_id"]]["vanilla"] = record
+        elif record["strategy"] == "fragrel" and abs(record["alpha"] - args.alpha) < 1e-9:
+            by_task[record["task_id"]]["fragrel"] = record
+    pairs = {task: pair for task, pair in by_task.items() if len(pair) == 2}
+    if not pairs:
+        print("prompt_diff: no task has both a vanilla and a fragrel record with in_prompt", file=sys.stderr)
+        return 2
+    lines = [f"# What FragRel (α={args.alpha:g}) changes in the prompt, against BM25", "",
+             f"{len(pairs)} tasks from `{args.results.name}`.", ""]
+    console = Console()
+    for split in ("line", "api"):
+        split_pairs = {t: p for t, p in pairs.items() if p["vanilla"]["split"] == split}
+        if not split_pairs:
+            continue
+        outcome = Counter()
+        lifted: Counter = Counter()
+        displaced: Counter = Counter()
+        env_share: list[float] = []
+        changed = 0
+        for pair in split_pairs.values():
+            vanilla, fragrel = pair["vanilla"], pair["fragrel"]
+            v_rows = [vanilla["fragments"][i] for i in vanilla["in_prompt"]]
+            f_rows = [fragrel["fragments"][i] for i in fragrel["in_prompt"]]
+            v_keys = {(r[0], r[1]) for r in v_rows}
+            f_keys = {(r[0], r[1]) for r in f_rows}
+            changed += v_keys != f_keys
+            key = (bool(vanilla["prompt_hit"]), bool(fragrel["prompt_hit"]))
+            outcome[key] += 1
+            if key not in ((True, False), (False, True)):
+                continue
+            label = "won" if key == (False, True) else "lost"
+            hole = vanilla["path"]
+            for row in f_rows:
+                if (row[0], row[1]) not in v_keys:
+                    lifted[(label, kind_of(row, hole, f_rows))] += 1
+                    if row[5] > 0:
+                        env_share.append(args.alpha * row[4] / row[5])
+            for row in v_rows:
+                if (row[0], row[1]) not in f_keys:
+                    displaced[(label, kind_of(row, hole, v_rows))] += 1
+        n = len(split_pairs)
+        table = Table(title=f"{split}: {n} tasks; the prompt's blocks changed in {changed} "
+                            f"({100 * changed / n:.0f}%); answer in prompt: FragRel won {outcome[(False, True)]}, "
+                            f"lost {outcome[(True, False)]}")
+        table.add_column("kind of block")
+        for column in ("lifted, won", "lifted, lost", "displaced, won", "displaced, lost"):
+            table.add_column(column, justify="right")
+        lines += [f"## {split} ({n} tasks)", "",
+                  f"Blocks in the prompt changed in {changed} tasks ({100 * changed / n:.0f}%). The answer reached "
+                  f"the prompt with FragRel and not with BM25 in {outcome[(False, True)]} tasks (won) and the other "
+                  f"way round in {outcome[(True, False)]} (lost); both in {outcome[(True, True)]}, neither in "
+                  f"{outcome[(False, False)]}.", "",
+                  "| kind of block | lifted, won | lifted, lost | displaced, won | displaced, lost |",
+                  "|---|---:|---:|---:|---:|"]
+        for kind in KINDS:
+            cells = [lifted[("won", kind)], lifted[("lost", kind)], displaced[("won", kind)],
+                     displaced[("lost", kind)]]
+            table.add_row(kind, *map(str, cells))
+            lines.append(f"| {kind} | " + " | ".join(map(str, cells)) + " |")
+        if env_share:
+            share = sum(env_share) / len(env_share)
+            lines += ["", f"Lifted blocks owed {100 * share:.0f}% of their s_rel to the environment on average."]
+        lines.append("")
+        console.print(table)
+    if args.out is not None:
+        args.out.write_text("\n".join(lines), encoding="utf-8")
+        console.print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
