@@ -66,3 +66,35 @@ def alpha_sweep(report: Report, path: Path) -> Path | None:
     figure.savefig(path, dpi=FIGURE_DPI)
     plt.close(figure)
     return path
+
+
+def prompt_bars(report: Report, path: Path) -> Path | None:
+    """Share of tasks whose prompt holds the answer, per configuration and split (prompt rows)."""
+    if not report.prompt_rows:
+        return None
+    splits = list(dict.fromkeys(r.split for r in report.prompt_rows))
+    labels = list(dict.fromkeys(f"{r.strategy} α={r.alpha:g}" for r in report.prompt_rows))
+    figure, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 0.45 * len(labels) + 1.5),
+                                squeeze=False, sharey=True)
+    for axis, split in zip(axes[0], splits):
+        rows = {f"{r.strategy} α={r.alpha:g}": r for r in report.prompt_rows if r.split == split}
+        values = [rows[label].prompt_hit if label in rows else 0.0 for label in labels]
+        axis.barh(range(len(labels)), values, color="tab:blue")
+        for position, label in enumerate(labels):
+            row = rows.get(label)
+            if row is not None and row.prompt_hit_delta is not None:
+                low, high = row.prompt_hit_delta[1], row.prompt_hit_delta[2]
+                axis.errorbar(row.prompt_hit, position, xerr=[[row.prompt_hit_delta[0] - low],
+                                                              [high - row.prompt_hit_delta[0]]],
+                              color="black", capsize=3, linewidth=1)
+        axis.set_yticks(range(len(labels)), labels, fontsize=8)
+        axis.invert_yaxis()
+        axis.set_xlabel("percent of tasks whose prompt holds the answer")
+        axis.set_title(f"{split} (n = {next(iter(rows.values())).n})")
+        axis.grid(axis="x", alpha=0.3)
+    figure.suptitle("What enters the prompt (error bars: 95% paired-bootstrap interval of the difference "
+                    "to vanilla)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=FIGURE_DPI)
+    plt.close(figure)
+    return path

@@ -134,7 +134,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.evaluation.plots import alpha_sweep, strategy_bars
+    from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars
     from repomem.evaluation.report import markdown, summarize
     from repomem.evaluation.run import read_results
 
@@ -148,7 +148,8 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
     target.mkdir(parents=True, exist_ok=True)
     text = markdown(report, args.title)
     figures = [p for p in (strategy_bars(report, target / "strategies.png"),
-                           alpha_sweep(report, target / "alpha-sweep.png")) if p is not None]
+                           alpha_sweep(report, target / "alpha-sweep.png"),
+                           prompt_bars(report, target / "prompt.png")) if p is not None]
     if figures:
         text += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in figures) + "\n"
     (target / "report.md").write_text(text, encoding="utf-8")
