@@ -44,7 +44,7 @@ from repomem.evaluation.metrics import (
 from repomem.evaluation.tasks import EvalTask
 from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex
-from repomem.positions import Cursor, read_text_file, text_before_cursor
+from repomem.positions import Cursor, read_text_file
 from repomem.progress import NoProgress, Progress
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
@@ -303,8 +303,7 @@ class Evaluator:
     def _retrieval_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                         variant: Variant) -> dict[str, Any]:
         started = time.perf_counter()
-        query, _ = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        fragments = service.retrieve_at(cursor, alpha=variant.alpha, query=query, unlisted=leak).fragments
+        fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak).fragments
         elapsed = (time.perf_counter() - started) * 1000
         return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
                 "timings_ms": {"retrieve": round(elapsed, 3)}}

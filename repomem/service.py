@@ -436,9 +436,12 @@ class RepoService:
         if self.index is None or settings.definition_blocks <= 0:
             return []
         out = []
+        lines_of: dict[str, list[str]] = {}  # each file read once, however many of its definitions
         for site in reachable_definitions(self.index, cursor.path, query, self.config.bm25,
                                           settings.definition_blocks):
-            lines = self.span_text(site.path, 0, site.end_line + 1).split("\n")
+            if site.path not in lines_of:
+                lines_of[site.path] = self._file_lines(site.path)
+            lines = lines_of[site.path]
             start, stop = signature_span(lines, site.start_line, site.end_line, settings.definition_lines)
             out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
         return out
@@ -449,8 +452,12 @@ class RepoService:
 
     def span_text(self, path: str, start_line: int, end_line: int) -> str:
         """Lines [start_line, end_line) (0-based) of a file, from its editor buffer or the disk."""
+        return "\n".join(self._file_lines(path)[start_line:end_line])
+
+    def _file_lines(self, path: str) -> list[str]:
+        """A file's lines as indexed: its editor buffer, else the disk ([] when unreadable)."""
         text = self._buffers.get(path)
         if text is None:
             read = read_text_file(self.root / path)
             text = "" if isinstance(read, Failure) else read
-        return "\n".join(text.split("\n")[start_line:end_line])
+        return text.split("\n")

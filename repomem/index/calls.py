@@ -25,7 +25,7 @@ class CallResolution:
         self._language_of: dict[int, str] = {}
         by_language: dict[str, dict[int, FileSyntax]] = {}
         for file_id, syntax in enumerate(files):
-            if syntax is not None and resolves_calls(syntax):
+            if resolves_calls(syntax):
                 by_language.setdefault(syntax.language, {})[file_id] = syntax
                 self._language_of[file_id] = syntax.language
         for name, group in by_language.items():
