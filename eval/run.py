@@ -6,8 +6,9 @@ never shows lines above `context_start_lineno`, and the leakage rule: a window o
 file is offered only if it ends at or before `context_start_lineno`.
 
 As in an editor, the hole's file is indexed as it stands at the cursor: cut at the hole (an
-unsaved-buffer overlay, re-indexed per task). Indexing the whole file would leak the answer
-through the code graph even where no window is offered: the hole's own call edge relates the
+unsaved-buffer overlay, per task; the index is rolled back to the repository's checkpoint after
+each task, so a record does not depend on the tasks before it nor on `--workers`). Indexing the
+whole file would leak the answer through the code graph even where no window is offered: the hole's own call edge relates the
 lines above it to the very definition it calls.
 
 Resumable: a record's key is (task, strategy, alpha, k, order, mode, backend); a rerun skips keys
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from repomem.backends.base import Backend
+from repomem.backends.batching import BatchingBackend, supports_batches
 from repomem.backends.memo import MemoBackend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.prompt import Prompt
@@ -105,6 +109,20 @@ class RunSummary:
 
 def _fragrel_alpha(config: Config, settings: RunSettings) -> float:
     return config.retrieval.alpha if settings.alpha is None else settings.alpha
+
+
+def evaluation_config(config: Config, settings: RunSettings) -> Config:
+    """The protocol's choices (docs/design.md section 6) over the user's config."""
+    return with_overrides(
+        config,
+        retrieval={"alpha": _fragrel_alpha(config, settings),
+                   "top_k": config.retrieval.top_k if settings.k is None else settings.k},
+        completion={
+            "max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order,
+            "max_prompt_tokens": settings.max_prompt_tokens or config.completion.max_prompt_tokens,
+            "deadline_s": max(config.completion.deadline_s, EVAL_DEADLINE_S),
+        },
+    )
 
 
 # Retrieval-only runs rank with one round of the sparse retriever: BM25 (alpha 0) and FragRel.
@@ -188,26 +206,88 @@ def _fragment_rows(fragments: Sequence[ScoredFragment]) -> list[list[Any]]:
             for f in fragments]
 
 
+class ServicePool:
+    """RepoService copies per repository, shared by the evaluation workers.
+
+    A task checks a copy out for its whole evaluation, so the buffer overlay of its file (cut at
+    the hole) is seen by that task alone, and the copy is rolled back to the repository's checkpoint
+    before it is checked in: every task sees the index `prepare` built plus its own overlay, so
+    records do not depend on the order tasks ran in nor on the number of workers. A copy is opened
+    only when every copy of its repository is busy.
+    """
+
+    def __init__(self, repos_dir: Path, config: Config, log: Callable[[str], None] = lambda message: None):
+        self.repos_dir = repos_dir
+        self.config = config
+        self.log = log
+        self._checkpoints: dict[str, bytes | Failure] = {}
+        self._idle: dict[str, list[RepoService]] = {}
+        self._lock = threading.Lock()
+        self._preparing = threading.Lock()
+        self.copies = 0  # services opened, every repository together
+
+    def prepare(self, repo: str) -> None:
+        """Build or update the repository's index on disk and keep its checkpoint (once, before
+        workers start; a Failure is kept and becomes the error of that repository's tasks)."""
+        with self._preparing:
+            if repo not in self._checkpoints:
+                self._prepare(repo)
+
+    def _prepare(self, repo: str) -> None:
+        opened = RepoService.open(self.repos_dir / repo, self.config)
+        if isinstance(opened, Failure):
+            self._checkpoints[repo] = opened
+            return
+        self.log(f"indexing {repo}")
+        report = opened.ensure_index()
+        if isinstance(report, Failure):
+            self._checkpoints[repo] = report
+            return
+        self.log(f"{repo}: {report.action}, {report.files} files, {report.fragments} fragments, "
+                 f"{report.seconds:.1f} s")
+        self._checkpoints[repo] = opened.checkpoint()
+        self.checkin(repo, opened)
+        self.copies += 1
+
+    def checkout(self, repo: str) -> RepoService | Failure:
+        self.prepare(repo)
+        with self._lock:
+            idle = self._idle.get(repo)
+            if idle:
+                return idle.pop()
+            self.copies += 1
+        checkpoint = self._checkpoints[repo]
+        if isinstance(checkpoint, Failure):
+            return checkpoint
+        opened = RepoService.open(self.repos_dir / repo, self.config)
+        if isinstance(opened, Failure):
+            return opened
+        opened.rollback(checkpoint)
+        return opened
+
+    def checkin(self, repo: str, service: RepoService) -> None:
+        """Take a copy back, rolled back to the repository's checkpoint."""
+        checkpoint = self._checkpoints[repo]
+        assert not isinstance(checkpoint, Failure)
+        service.rollback(checkpoint)
+        with self._lock:
+            self._idle.setdefault(repo, []).append(service)
+
+
 class Evaluator:
-    """Runs tasks of one repositories folder; one RepoService per repository, opened once."""
+    """Runs tasks of one repositories folder with one backend; services come from a pool, so
+    several evaluators (one per worker thread) can share it."""
 
     def __init__(self, repos_dir: Path, config: Config, settings: RunSettings, backend: Backend | None,
-                 log: Callable[[str], None] = lambda message: None):
+                 log: Callable[[str], None] = lambda message: None, pool: ServicePool | None = None,
+                 cancel: Callable[[], bool] | None = None):
         self.repos_dir = repos_dir
-        self.config = with_overrides(
-            config,
-            retrieval={"alpha": _fragrel_alpha(config, settings),
-                       "top_k": config.retrieval.top_k if settings.k is None else settings.k},
-            completion={
-                "max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order,
-                "max_prompt_tokens": settings.max_prompt_tokens or config.completion.max_prompt_tokens,
-                "deadline_s": max(config.completion.deadline_s, EVAL_DEADLINE_S),
-            },
-        )
+        self.config = evaluation_config(config, settings)
         self.settings = settings
         self.backend = MemoBackend(backend) if backend is not None else None
         self.log = log
-        self._services: dict[str, RepoService] = {}
+        self.pool = pool or ServicePool(repos_dir, self.config, log)
+        self.cancel = cancel
         self._texts: dict[tuple[str, str], str] = {}
 
     @property
@@ -225,22 +305,6 @@ class Evaluator:
             return Failure("missing-task-file", f"{len(missing)} of {len(tasks)} tasks name files missing under "
                                                 f"{self.repos_dir}, e.g. {first.repo}/{first.path} ({first.task_id})")
         return None
-
-    def service(self, repo: str) -> RepoService | Failure:
-        service = self._services.get(repo)
-        if service is not None:
-            return service
-        opened = RepoService.open(self.repos_dir / repo, self.config)
-        if isinstance(opened, Failure):
-            return opened
-        self.log(f"indexing {repo}")
-        report = opened.ensure_index()
-        if isinstance(report, Failure):
-            return report
-        self.log(f"{repo}: {report.action}, {report.files} files, {report.fragments} fragments, "
-                 f"{report.seconds:.1f} s")
-        self._services[repo] = opened
-        return opened
 
     def _file_text(self, service: RepoService, task: EvalTask) -> str | Failure:
         key = (task.repo, task.path)
@@ -267,38 +331,35 @@ class Evaluator:
         """Records of one task, one per variant (errors are records too)."""
         if self.backend is not None:
             self.backend.forget()
-        service = self.service(task.repo)
-        text = service if isinstance(service, Failure) else self._file_text(service, task)
+        service = self.pool.checkout(task.repo)
+        if isinstance(service, Failure):
+            return [{**self._base_record(task, v), "error": service.message} for v in variants]
+        try:
+            return self._evaluate(service, task, variants)
+        finally:
+            self.pool.checkin(task.repo, service)
+
+    def _evaluate(self, service: RepoService, task: EvalTask, variants: Sequence[Variant]) -> list[dict[str, Any]]:
+        text = self._file_text(service, task)
         if isinstance(text, Failure):
             return [{**self._base_record(task, v), "error": text.message} for v in variants]
-        assert isinstance(service, RepoService) and service.index is not None
+        assert service.index is not None
         cursor = task_cursor(service.root, task, text)
         cut = service.set_buffer(task.path, cursor.text)
         if isinstance(cut, Failure) and cut.kind != "not-indexed":
             return [{**self._base_record(task, v), "error": cut.message} for v in variants]
-        try:
-            leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
-            out = []
-            for variant in variants:
-                record = self._base_record(task, variant)
-                if self.settings.retrieval_only:
-                    record.update(self._retrieval_only(service, task, cursor, leak, variant))
-                elif self.settings.prompt_only:
-                    record.update(self._prompt_only(service, task, cursor, leak, variant))
-                else:
-                    record.update(self._with_model(service, task, cursor, leak, variant))
-                out.append(record)
-        finally:
-            service.drop_buffer(task.path)
-            self._compact(service)
-        return out
-
-    def _compact(self, service: RepoService) -> None:
-        """Each task re-indexes its file twice and ids only grow: rebuild once churn passes the
-        index's compaction ratio, as `repomem index` would, so scoring stays O(live fragments)."""
-        assert service.index is not None
-        if service.needs_compaction(service.index):
-            service.ensure_index()
+        leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
+        out = []
+        for variant in variants:
+            record = self._base_record(task, variant)
+            if self.settings.retrieval_only:
+                record.update(self._retrieval_only(service, task, cursor, leak, variant))
+            elif self.settings.prompt_only:
+                record.update(self._prompt_only(service, task, cursor, leak, variant))
+            else:
+                record.update(self._with_model(service, task, cursor, leak, variant))
+            out.append(record)
+        return out  # the pool rolls the service back (buffer and all) when it is checked in
 
     def _retrieval_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                         variant: Variant) -> dict[str, Any]:
@@ -312,7 +373,7 @@ class Evaluator:
                         variant: Variant, **choices):
         return engine.request(cursor, variant.strategy, order=self.settings.order, use_suffix=False,
                               max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
-                              visible_from=task.context_start_lineno, **choices)
+                              visible_from=task.context_start_lineno, cancel=self.cancel, **choices)
 
     def _prompt_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                      variant: Variant) -> dict[str, Any]:
@@ -393,26 +454,56 @@ def run_evaluation(
     settings: RunSettings,
     *,
     config: Config | None = None,
-    backend: Backend | None = None,
+    backends: Sequence[Backend] = (),
+    workers: int = 1,
     progress: Progress | None = None,
     log: Callable[[str], None] = lambda message: None,
 ) -> RunSummary | Failure:
-    """Evaluate `tasks` with every variant of `settings`, appending records to `results`."""
+    """Evaluate `tasks` with every variant of `settings`, appending records to `results`.
+
+    `workers` threads evaluate tasks at once; worker i generates through `backends[i % len]` (several
+    servers of one model), and an in-process backend that batches (transformers, vLLM) gathers the
+    workers' requests into batches. Records are written in task order whatever `workers` is.
+    """
     started = time.perf_counter()
     progress = progress or NoProgress()
-    if not settings.retrieval_only and backend is None:
+    if not settings.retrieval_only and not backends:
         return Failure("no-backend", "a model run needs a backend (or use --retrieval-only)")
+    if workers < 1:
+        return Failure("bad-option", "--workers must be at least 1")
+    models = sorted({b.name for b in backends})
+    if len(models) > 1:
+        return Failure("mixed-models", f"the endpoints serve different models ({', '.join(models)}); one run "
+                                       "evaluates one model")
     unknown = [s for s in settings.strategies if strategy_named(s) is None]
     if unknown:
         return Failure("bad-strategy", f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
     config, problems = with_assignments(config or Config(), settings.overrides)
     if problems:
         return Failure("bad-option", f"--set: {problems[0]}")
-    evaluator = Evaluator(repos_dir, config, settings, backend, log)
-    problem = evaluator.check(tasks)
+    stop = threading.Event()
+    batchers = [BatchingBackend(b, max_batch=config.completion.batch_size,
+                                gather_s=config.completion.batch_gather_ms / 1000)
+                if workers > 1 and supports_batches(b) else None for b in backends]
+    shared = [batcher or backend for batcher, backend in zip(batchers, backends)]
+    pool = ServicePool(repos_dir, evaluation_config(config, settings), log)
+    evaluators = [Evaluator(repos_dir, config, settings, shared[i % len(shared)] if shared else None, log, pool,
+                            stop.is_set) for i in range(workers)]
+    try:
+        return _run(tasks, results, settings, evaluators, pool, progress, stop, started)
+    finally:
+        for batcher in batchers:
+            if batcher is not None:
+                batcher.stop()
+
+
+def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evaluators: list[Evaluator],
+         pool: ServicePool, progress: Progress, stop: threading.Event, started: float) -> RunSummary | Failure:
+    first = evaluators[0]
+    problem = first.check(tasks)
     if problem is not None:
         return problem
-    variants = run_variants(evaluator.config, settings)
+    variants = run_variants(first.config, settings)
     if settings.without_model:
         variants = [v for v in variants if v.strategy in (RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED)]
     if not variants:
@@ -422,31 +513,71 @@ def run_evaluation(
     pending: list[tuple[EvalTask, list[Variant]]] = []
     skipped = 0
     for task in tasks:  # in the caller's order: select_tasks interleaves splits and repositories
-        todo = [v for v in variants if record_key({**evaluator._base_record(task, v)}) not in done]
+        todo = [v for v in variants if record_key({**first._base_record(task, v)}) not in done]
         skipped += len(variants) - len(todo)
         if todo:
             pending.append((task, todo))
+    for repo in dict.fromkeys(task.repo for task, _ in pending):
+        pool.prepare(repo)  # indexes are built here, once, before any worker runs (a Failure is a task error)
     results.parent.mkdir(parents=True, exist_ok=True)
     _drop_torn_tail(results)
     written = failed = consecutive = 0
     interrupted = False
+    jobs: queue.SimpleQueue[tuple[int, EvalTask, list[Variant]]] = queue.SimpleQueue()
+    for position, (task, todo) in enumerate(pending):
+        jobs.put((position, task, todo))
+    finished: queue.SimpleQueue[tuple[int, list[dict[str, Any]] | BaseException]] = queue.SimpleQueue()
+
+    def work(evaluator: Evaluator) -> None:
+        while not stop.is_set():
+            try:
+                position, task, todo = jobs.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                finished.put((position, evaluator.evaluate(task, todo)))
+            except BaseException as error:  # handed to the writer, which raises it  # noqa: BLE001
+                finished.put((position, error))
+                return
+
+    threads = [threading.Thread(target=work, args=(e,), name=f"eval-worker-{i}", daemon=True)
+               for i, e in enumerate(evaluators[: max(1, min(len(evaluators), len(pending)))])]
+    for thread in threads:
+        thread.start()
     progress.start("tasks", sum(len(todo) for _, todo in pending))
+    held: dict[int, list[dict[str, Any]]] = {}  # finished out of order, written once their turn comes
+    next_position = 0
     try:
         with open(results, "a", encoding="utf-8") as handle:
-            for task, todo in pending:
-                records = evaluator.evaluate(task, todo)
-                for record in records:
-                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                handle.flush()
-                written += len(records)
-                errors = [r for r in records if "error" in r]
-                failed += len(errors)
-                progress.advance(len(records))
-                consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
-                if consecutive >= MAX_CONSECUTIVE_FAILURES:
-                    return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
-                                                  f"{errors[-1]['error']} (finished results are kept in {results})")
+            while next_position < len(pending):
+                try:
+                    position, outcome = finished.get(timeout=0.2)  # a timeout lets Ctrl-C through
+                except queue.Empty:
+                    if not any(thread.is_alive() for thread in threads) and finished.empty():
+                        break
+                    continue
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                held[position] = outcome
+                while next_position in held:
+                    records = held.pop(next_position)
+                    next_position += 1
+                    for record in records:
+                        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    handle.flush()
+                    written += len(records)
+                    errors = [r for r in records if "error" in r]
+                    failed += len(errors)
+                    progress.advance(len(records))
+                    consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
+                    if consecutive >= MAX_CONSECUTIVE_FAILURES:
+                        return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
+                                                      f"{errors[-1]['error']} (finished results are kept in {results})")
     except KeyboardInterrupt:
         interrupted = True
-    reused = evaluator.backend.reused if evaluator.backend is not None else 0
+    finally:
+        stop.set()  # workers take no new task; generations in flight end at their next token
+        for thread in threads:
+            thread.join()
+    reused = sum(e.backend.reused for e in evaluators if e.backend is not None)
     return RunSummary(results, written, skipped, failed, reused, time.perf_counter() - started, interrupted)

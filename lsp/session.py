@@ -131,11 +131,13 @@ class CompletionSession:
         self._backend_failed_at = None
         self.backend = backend
         self.engine = CompletionEngine(self.service, backend, self.config)
-        self.log("info", f"model ready: {backend.name}")
+        started = getattr(backend, "start_seconds", None)
+        self.log("info", f"model ready: {backend.name}" + (f" (started in {started:.1f} s)" if started else ""))
         return self.engine
 
-    def drop_backend(self) -> None:
-        """Forget a backend that failed mid-call: the next request opens it again."""
+    def drop_backend(self, retry_at_once: bool = False) -> None:
+        """Forget a backend that failed mid-call: the next request opens it again (at once, or after
+        server.backend_retry_s)."""
         if self.backend is not None:
             try:
                 self.backend.close()
@@ -143,7 +145,7 @@ class CompletionSession:
                 pass
         self.backend = None
         self.engine = None
-        self._backend_failed_at = time.monotonic()
+        self._backend_failed_at = None if retry_at_once else time.monotonic()
 
     # -- index ---------------------------------------------------------------------------------
 
@@ -241,6 +243,14 @@ class CompletionSession:
             return CompletionAnswer("", None, "unavailable")
         try:
             result = engine.complete(cursor, cancel=request.cancelled)
+            if isinstance(result, Failure) and result.kind == "model-crashed" and not request.cancelled():
+                # The model's child process died: start a new one now and answer this request with it.
+                self.log("warning", f"{result.message}; restarting the model")
+                self.drop_backend(retry_at_once=True)
+                engine = self.ensure_engine()
+                if engine is None:
+                    return CompletionAnswer("", None, "unavailable")
+                result = engine.complete(cursor, cancel=request.cancelled)
         except Exception as error:  # a crashing model call must not take the server down  # noqa: BLE001
             self.log("error", f"completion failed ({error.__class__.__name__}: {error}); the model is reopened "
                               "at the next request")

@@ -19,6 +19,8 @@ from repomem.config import Config, config_from_mapping, with_overrides
 SETTINGS: dict[str, tuple[str, str]] = {
     "model": ("completion", "model_path"),
     "endpoint": ("completion", "endpoint"),
+    "hfModel": ("completion", "hf_model"),
+    "gpuLayers": ("completion", "gpu_layers"),
     "strategy": ("completion", "strategy"),
     "order": ("completion", "order"),
     "alpha": ("retrieval", "alpha"),
@@ -35,7 +37,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 # Settings whose change means opening another model backend.
-BACKEND_KEYS = frozenset({("completion", "model_path"), ("completion", "endpoint")})
+BACKEND_KEYS = frozenset({("completion", key) for key in (
+    "model_path", "endpoint", "hf_model", "gpu_layers", "isolate_model", "threads", "context_tokens")})
 
 
 def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:

@@ -139,7 +139,19 @@ class CompletionConfig:
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)
+    # Layers of the embedded model offloaded to a GPU: -1 = all (a CPU-only build of llama.cpp
+    # ignores it), 0 = none.
+    gpu_layers: int = -1
+    # Run the embedded model in a child process (llama.cpp's server on loopback): a crash there
+    # never takes repomem down, and llama.cpp's CUDA build cannot share a process with numba.
+    # False loads it in this process (CPU builds only; saves ~1 s of start-up).
+    isolate_model: bool = True
     model_path: str = ""  # a GGUF file instead of the default model
+    hf_model: str = ""  # a Hugging Face checkpoint folder or GGUF file, run by transformers
+    # Evaluation with several workers and an in-process batching backend (transformers, vLLM):
+    # prompts per forward pass, and how long the first waits for others to join (milliseconds).
+    batch_size: int = 16
+    batch_gather_ms: float = 50.0
     endpoint: str = ""  # an OpenAI-compatible server (vLLM) instead of the embedded model
     api_key_env: str = "REPOMEM_API_KEY"  # environment variable holding the server's API key
 

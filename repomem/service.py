@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import pickle
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -201,8 +202,9 @@ class RepoService:
             progress.advance(len(changed) + len(removed))
         return len(changed), len(removed), restamped
 
-    def ensure_index(self, progress: Progress | None = None, full: bool = False) -> IndexReport | Failure:
-        """Load, update or build the index, save it if anything changed, and report."""
+    def ensure_index(self, progress: Progress | None = None, full: bool = False,
+                     save: bool = True) -> IndexReport | Failure:
+        """Load, update or build the index, save it if anything changed (and `save`), and report."""
         progress = progress or NoProgress()
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
@@ -233,7 +235,7 @@ class RepoService:
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
-            if action != "unchanged" or index.snapshot is None or restamped:
+            if save and (action != "unchanged" or index.snapshot is None or restamped):
                 save_index(index, directory, index.snapshot)
         except OSError as error:
             return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
@@ -259,6 +261,25 @@ class RepoService:
             return index.n_fragments > 0
         replaced = index.n_fragments - n_base
         return replaced > self.config.index.compact_ratio * n_base
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def checkpoint(self) -> bytes | Failure:
+        """The in-memory index as it is now, to come back to with `rollback`.
+
+        Buffer updates are incremental: paths routed through a changed file keep their strength
+        until the next full build (index/repo_index.apply_changes), so an index that overlaid and
+        dropped a buffer differs slightly from one that never did. An evaluation rolls back after
+        every task, so each task sees the index plus its own buffer only, whatever ran before."""
+        if self.index is None:
+            return Failure("no-index", "the index is not loaded")
+        self.index.ensure_structure()
+        return pickle.dumps(self.index, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def rollback(self, checkpoint: bytes) -> None:
+        """Back to a `checkpoint`: its index, and no editor buffers."""
+        self.index = pickle.loads(checkpoint)
+        self._buffers.clear()
 
     # -- editor buffers ------------------------------------------------------------------------
 

@@ -66,10 +66,28 @@ def early_stop(request: GenerationRequest, text: str, deadline: float) -> str | 
     return None
 
 
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the common beginning of two token lists: what a prompt cache can reuse."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def window_overflow(prompt_tokens: int, max_tokens: int, context_tokens: int) -> Failure | None:
+    """A Failure when the prompt plus the tokens to generate do not fit the model's window."""
+    if prompt_tokens + max_tokens <= context_tokens:
+        return None
+    return Failure("prompt-too-long", f"prompt of {prompt_tokens} tokens plus {max_tokens} new ones exceeds "
+                                      f"the model window of {context_tokens}")
+
+
 # Failure kinds after which a backend is presumed broken: the language server closes it and
 # opens a new one at the next request. A prompt that does not fit, or a cancelled call, is not.
 BROKEN_BACKEND_KINDS = frozenset({
     "backend-error", "backend-unreachable", "backend-timeout", "bad-response", "generation", "backend-closed",
+    "model-crashed",
 })
 
 

@@ -19,27 +19,46 @@ def api_key_from_environment(settings: CompletionConfig) -> str:
 
 
 def open_backend(settings: CompletionConfig, progress: Progress | None = None, *, model_path: str = "",
-                 endpoint: str = "", vllm_model: str = "") -> Backend | Failure:
-    """An OpenAI-compatible endpoint, vLLM in process, a GGUF file, or the default model
-    (pulled if needed). Arguments win over settings; the API key comes from `api_key_env`."""
+                 endpoint: str = "", vllm_model: str = "", hf_model: str = "") -> Backend | Failure:
+    """vLLM in process, transformers, an OpenAI-compatible endpoint, a GGUF file, or the default
+    model (pulled if needed), in that order. Arguments win over settings; the API key comes from
+    `api_key_env`; a GGUF runs in a child process unless `isolate_model` is off."""
     if vllm_model:
         from repomem.backends.vllm_local import VLLMBackend
 
         return VLLMBackend.open(vllm_model, settings.context_tokens)
+    hf_model = hf_model or settings.hf_model
+    if hf_model:
+        from repomem.backends.transformers_hf import TransformersBackend
+
+        return TransformersBackend.open(hf_model, settings.context_tokens, settings.threads)
     endpoint = endpoint or settings.endpoint
     if endpoint:
-        from repomem.backends.openai_http import OpenAIBackend
+        return connect_endpoint(endpoint, settings)
+    path = Path(model_path or settings.model_path).expanduser() if (model_path or settings.model_path) else None
+    if path is None:
+        from repomem.backends.models import pull_default_model
 
-        return OpenAIBackend.connect(endpoint, api_key=api_key_from_environment(settings),
-                                     deadline_s=min(settings.deadline_s, CONNECT_DEADLINE_S),
-                                     context_tokens=settings.context_tokens)
+        pulled = pull_default_model(progress=progress)
+        if isinstance(pulled, Failure):
+            return pulled
+        path = pulled
+    return open_gguf(path, settings)
+
+
+def connect_endpoint(endpoint: str, settings: CompletionConfig) -> Backend | Failure:
+    from repomem.backends.openai_http import OpenAIBackend
+
+    return OpenAIBackend.connect(endpoint, api_key=api_key_from_environment(settings),
+                                 deadline_s=min(settings.deadline_s, CONNECT_DEADLINE_S),
+                                 context_tokens=settings.context_tokens)
+
+
+def open_gguf(path: Path, settings: CompletionConfig) -> Backend | Failure:
+    if settings.isolate_model:
+        from repomem.backends.llama_process import LlamaProcessBackend
+
+        return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers)
     from repomem.backends.llama import LlamaBackend
-    from repomem.backends.models import pull_default_model
 
-    path = model_path or settings.model_path
-    if path:
-        return LlamaBackend.open(Path(path).expanduser(), settings.context_tokens, settings.threads)
-    pulled = pull_default_model(progress=progress)
-    if isinstance(pulled, Failure):
-        return pulled
-    return LlamaBackend.open(pulled, settings.context_tokens, settings.threads)
+    return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers)

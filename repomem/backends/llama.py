@@ -1,4 +1,5 @@
-"""Adapter for llama-cpp-python: the embedded CPU backend (any GGUF file).
+"""Adapter for llama-cpp-python in this process: the embedded model when `completion.isolate_model`
+is off (the default runs it in a child process, repomem.backends.llama_process).
 
 llama.cpp keeps the tokens of the previous prompt in its KV cache and reuses their longest common
 prefix with the next prompt, so prompts that share their beginning (stable block order, a cursor
@@ -12,18 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from repomem.backends.base import Generation, GenerationRequest, early_stop
+from repomem.backends.base import Generation, GenerationRequest, common_prefix, early_stop, window_overflow
 from repomem.backends.models import check_gguf
 from repomem.backends.templates import Template, template_for
 from repomem.failures import Failure
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 class LlamaBackend:
@@ -36,7 +29,8 @@ class LlamaBackend:
         self.context_tokens = context_tokens
 
     @classmethod
-    def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0) -> LlamaBackend | Failure:
+    def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0,
+             gpu_layers: int = 0) -> LlamaBackend | Failure:
         checked = check_gguf(path)
         if isinstance(checked, Failure):
             return checked
@@ -51,7 +45,7 @@ class LlamaBackend:
         try:
             llama = Llama(
                 model_path=str(path), n_ctx=context_tokens, n_threads=workers, n_threads_batch=workers,
-                verbose=False,
+                n_gpu_layers=gpu_layers, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as error:
             return Failure("model-load", f"llama.cpp cannot load {path.name}: {error}")
@@ -79,11 +73,11 @@ class LlamaBackend:
         deadline = started + request.deadline_s
         with self._lock:
             prompt_tokens = self._tokens(request.prompt)
-            if len(prompt_tokens) + request.max_tokens > self.context_tokens:
-                return Failure("prompt-too-long", f"prompt of {len(prompt_tokens)} tokens plus {request.max_tokens} "
-                                                  f"new ones exceeds the model window of {self.context_tokens}")
+            overflow = window_overflow(len(prompt_tokens), request.max_tokens, self.context_tokens)
+            if overflow is not None:
+                return overflow
             previous = list(self._llama._input_ids[: self._llama.n_tokens])
-            cached = _common_prefix(previous, prompt_tokens)
+            cached = common_prefix(previous, prompt_tokens)
             pieces: list[str] = []
             finish = "length"
             count = 0

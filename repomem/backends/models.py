@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -159,3 +160,47 @@ def check_gguf(path: Path) -> Path | Failure:
     if magic != GGUF_MAGIC:
         return Failure("model-format", f"{path} is not a GGUF model file")
     return path
+
+
+# GGUF metadata value types (gguf spec): fixed-size scalars by struct format, 8 = string, 9 = array.
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+MAX_GGUF_KEYS = 64  # general.* keys come first; stop long before the tokenizer's arrays
+
+
+def gguf_names(path: Path) -> tuple[str, ...]:
+    """`general.name` and `general.basename` of a GGUF file, read from its header without loading
+    the model (the prompt template is chosen from them); () when absent or unreadable."""
+    names: dict[str, str] = {}
+    try:
+        with open(path, "rb") as handle:
+            def read(fmt: str):
+                size = struct.calcsize("<" + fmt)
+                data = handle.read(size)
+                if len(data) != size:
+                    raise EOFError
+                return struct.unpack("<" + fmt, data)[0]
+
+            def string() -> str:
+                length = read("Q")
+                if length > 1 << 20:
+                    raise ValueError("string too long")
+                return handle.read(length).decode("utf-8", "replace")
+
+            if handle.read(4) != GGUF_MAGIC:
+                return ()
+            read("I"), read("Q")  # version, tensor count
+            for _ in range(min(read("Q"), MAX_GGUF_KEYS)):
+                key = string()
+                kind = read("I")
+                if kind == _GGUF_STRING:
+                    value = string()
+                    if key in ("general.name", "general.basename"):
+                        names[key] = value
+                elif kind in _GGUF_SCALARS:
+                    read(_GGUF_SCALARS[kind])
+                else:  # an array: the general.* keys are behind us
+                    break
+    except (OSError, EOFError, ValueError, struct.error):
+        pass
+    return tuple(names[key] for key in ("general.name", "general.basename") if key in names)

@@ -10,6 +10,7 @@ token arrived; malformed answers are Failures, not exceptions.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import OrderedDict
 
@@ -22,6 +23,15 @@ from repomem.failures import Failure
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
+def model_label(model: str, endpoint: str) -> str:
+    """The backend's name in results: the served model, not the URL, so shards run against
+    several servers of one model are one group in a report. A model id that is a file path (how
+    llama-cpp-python's server names a GGUF) keeps its file name only."""
+    if not model:
+        return f"openai:{endpoint.rstrip('/')}"
+    return f"openai:{model.rsplit('/', 1)[-1] if model.startswith(('/', '.', '~')) else model}"
+
+
 class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
                  retries: int = 2, context_tokens: int = 4096, template_name: str = ""):
@@ -31,8 +41,9 @@ class OpenAIBackend:
         self._client = httpx.Client(timeout=httpx.Timeout(30.0, connect=connect_timeout_s), headers=self._headers)
         self._retries = retries
         self._counts: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()  # guards _counts: evaluation workers share one backend
         self._tokenize_path: str | None = None
-        self.name = f"openai:{self.endpoint}"
+        self.name = model_label(model, self.endpoint)
         self.template = template_for(template_name or model)
         self.context_tokens = context_tokens
 
@@ -58,6 +69,7 @@ class OpenAIBackend:
                 return Failure("bad-response", f"{endpoint} serves no model")
             backend.model = served[0]
             backend.template = template_for(served[0])
+            backend.name = model_label(served[0], endpoint)
         return backend
 
     def _request(self, method: str, path: str, payload: dict | None, deadline_s: float) -> dict | Failure:
@@ -91,9 +103,21 @@ class OpenAIBackend:
         return Failure("backend-unreachable", last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
 
     def count(self, text: str) -> int | Failure:
-        cached = self._counts.get(text)
+        with self._lock:
+            cached = self._counts.get(text)
         if cached is not None:
             return cached
+        tokens = self.tokens(text)
+        if isinstance(tokens, Failure):
+            return tokens
+        with self._lock:
+            self._counts[text] = len(tokens)
+            if len(self._counts) > 4096:
+                self._counts.popitem(last=False)
+        return len(tokens)
+
+    def tokens(self, text: str) -> list[int] | Failure:
+        """The server's token ids for `text` (no special tokens added)."""
         paths = [self._tokenize_path] if self._tokenize_path else ["/tokenize", "/extras/tokenize"]
         for path in paths:
             payload = {"model": self.model, "prompt": text, "add_special_tokens": False}
@@ -108,10 +132,7 @@ class OpenAIBackend:
             if not isinstance(tokens, list):
                 return Failure("bad-response", f"{self.endpoint}{path} answered without tokens")
             self._tokenize_path = path
-            self._counts[text] = len(tokens)
-            if len(self._counts) > 4096:
-                self._counts.popitem(last=False)
-            return len(tokens)
+            return tokens
         return Failure("backend-error", f"{self.endpoint} offers neither /tokenize nor /extras/tokenize")
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:

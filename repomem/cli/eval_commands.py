@@ -13,6 +13,7 @@ from rich.table import Table
 
 from repomem.backends.base import BackendTokenizer, TokenCountFailed
 from repomem.backends.factory import open_backend
+from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS, Config, with_overrides
@@ -112,17 +113,19 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     config = Config()
     if args.threads is not None:
         config = with_overrides(config, completion={"threads": args.threads})
-    backend = None if args.retrieval_only else _open_backend(args, config, err)
+    if args.workers < 1:
+        raise UserError(Failure("bad-option", "--workers must be at least 1"))
+    backends = [] if args.retrieval_only else open_chosen_backends(args, config.completion, err)
 
     def log(message: str) -> None:
         err.print(message, style="dim", markup=False, highlight=False)
 
     try:
         with RichProgress(err) as progress:
-            summary = ok(run_evaluation(tasks, Path(args.repos), results, settings, config=config, backend=backend,
-                                         progress=progress, log=log))
+            summary = ok(run_evaluation(tasks, Path(args.repos), results, settings, config=config, backends=backends,
+                                         workers=args.workers, progress=progress, log=log))
     finally:
-        if backend is not None:
+        for backend in backends:
             backend.close()
     print(f"{summary.written} results written, {summary.skipped} already there, {summary.failed} failed, "
           f"{summary.reused} generations reused, {summary.seconds:.0f} s -> {summary.results}")
@@ -200,10 +203,10 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="a config override for this run, e.g. relations.same_file_weight=1 (repeatable; "
                           "recorded with every result)")
-    backend = run.add_mutually_exclusive_group()
-    backend.add_argument("--model", default=None, help="a GGUF file (default: the embedded model)")
-    backend.add_argument("--endpoint", default=None, help="an OpenAI-compatible server (vLLM)")
-    backend.add_argument("--vllm", default=None, metavar="MODEL", help="vLLM in process (GPU), e.g. a HF model path")
+    run.add_argument("--workers", type=int, default=1,
+                     help="tasks evaluated at once (threads): requests in flight against the servers, or the "
+                          "batch an in-process model gathers (default 1); records are the same for any number")
+    add_backend_options(run, endpoints=True)
     run.set_defaults(handler=cmd_eval_run)
 
     report = actions.add_parser("report", help="markdown tables and PNG plots from results")

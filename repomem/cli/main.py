@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import EXIT_USAGE, UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
@@ -161,7 +162,6 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
 
 
 def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.backends.factory import open_backend
     from repomem.completion.engine import CompletionEngine
 
     if args.max_tokens is not None and args.max_tokens < 1:
@@ -175,8 +175,8 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
         _ensure_index(service, err)
     timings["index"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    with RichProgress(err) as progress:
-        backend = ok(open_backend(settings, progress, model_path=args.model or "", endpoint=args.endpoint or ""))
+    backend = open_chosen_backends(args, settings, err)[0]
+    # starting the model: the child process and its model load, or the connection to a server
     timings["load_model"] = (time.perf_counter() - started) * 1000
     try:
         engine = CompletionEngine(service, backend)
@@ -260,8 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                           default=None,
                           help="how context is retrieved (default: completion.strategy, fragrel): "
                                + "; ".join(f"{s.name}: {s.summary}" for s in STRATEGY_TABLE))
-    complete.add_argument("--model", default=None, help="a GGUF file (default: the embedded Qwen2.5-Coder 0.5B)")
-    complete.add_argument("--endpoint", default=None, help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM)")
+    add_backend_options(complete)
     complete.add_argument("--order", choices=BLOCK_ORDERS, default=None, help="order of retrieved blocks")
     complete.add_argument("--max-tokens", type=int, default=None, help="new tokens at most (default 64)")
     complete.add_argument("--no-suffix", action="store_true", help="ignore the code after the cursor (no FIM)")

@@ -1,0 +1,198 @@
+"""The embedded model out of process: a GGUF file served by llama-cpp-python's OpenAI-compatible
+server in a child process that repomem starts, watches and stops.
+
+Why a child (docs/design.md section 5): a crash inside llama.cpp (a damaged model, a GPU fault) ends
+the child, not the CLI or the language server, which reports it and starts a new one; and
+llama.cpp's CUDA build and numba's LLVM segfault when they share a process, whichever loads first.
+The child listens on 127.0.0.1 at a free port and is reached through the same HTTP client as a
+vLLM server. It keeps llama.cpp's prompt cache: the KV cache of the previous request is reused for
+the longest common prefix of the next prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
+from repomem.backends.models import check_gguf, gguf_names
+from repomem.backends.openai_http import OpenAIBackend
+from repomem.backends.templates import template_for
+from repomem.failures import Failure
+
+START_DEADLINE_S = 180.0  # seconds for the child to load the model and answer (a cold disk, a big GGUF)
+POLL_S = 0.1  # seconds between readiness checks while it starts
+STOP_GRACE_S = 5.0  # seconds between SIGTERM and SIGKILL when closing
+LOG_TAIL_LINES = 40  # lines of the child's stderr kept to explain a crash
+PORT_ATTEMPTS = 3  # a free port can be taken between choosing it and the child binding it
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+class LlamaProcessBackend:
+    """A GGUF model in a child llama.cpp server. Thread-safe: the child answers one request at a
+    time, so concurrent callers queue there."""
+
+    def __init__(self, process: subprocess.Popen, client: OpenAIBackend, path: Path, start_seconds: float,
+                 log_tail: deque[str]):
+        self._process = process
+        self._client = client
+        self._log_tail = log_tail
+        self._lock = threading.Lock()
+        self._previous: list[int] = []  # token ids of the last prompt: what the child's cache holds
+        self.path = path
+        self.start_seconds = start_seconds  # child start + model load, seconds
+        self.name = f"llama.cpp:{path.name}"
+        self.template = template_for(path.name, *gguf_names(path))
+        self.context_tokens = client.context_tokens
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @classmethod
+    def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
+             start_deadline_s: float = START_DEADLINE_S) -> LlamaProcessBackend | Failure:
+        checked = check_gguf(path)
+        if isinstance(checked, Failure):
+            return checked
+        workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
+        last: Failure | None = None
+        for _ in range(PORT_ATTEMPTS):
+            opened = cls._start(path, context_tokens, workers, gpu_layers, start_deadline_s)
+            if not isinstance(opened, Failure):
+                return opened
+            last = opened
+            if opened.kind != "port-taken":
+                break
+        assert last is not None
+        return Failure("model-load", last.message) if last.kind == "port-taken" else last
+
+    @classmethod
+    def _start(cls, path: Path, context_tokens: int, threads: int, gpu_layers: int,
+               start_deadline_s: float) -> LlamaProcessBackend | Failure:
+        port = free_port()
+        command = [
+            sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path),
+            "--model_alias", path.name, "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(context_tokens), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+            # -1 = every layer on the GPU; a CPU-only build ignores it.
+            "--n_gpu_layers", str(gpu_layers),
+        ]
+        environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid())}
+        started = time.perf_counter()
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, env=environment, cwd=tempfile.gettempdir())
+        except OSError as error:
+            return Failure("model-load", f"cannot start the model process: {error.strerror or error}")
+        log_tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        threading.Thread(target=_drain, args=(process, log_tail), name="llama-child-log", daemon=True).start()
+        url = f"http://127.0.0.1:{port}"
+        deadline = started + start_deadline_s
+        while True:
+            code = process.poll()
+            if code is not None:
+                process.wait()
+                text = "\n".join(log_tail)
+                if "address already in use" in text.lower():
+                    return Failure("port-taken", f"port {port} was taken before the model process could use it")
+                return Failure("model-load", f"the model process exited while loading {path.name} "
+                                             f"({_exit_reason(code)}){_last_line(log_tail)}")
+            client = OpenAIBackend.connect(url, model=path.name, deadline_s=1.0, context_tokens=context_tokens)
+            if not isinstance(client, Failure):
+                break
+            if time.perf_counter() > deadline:
+                _stop(process)
+                return Failure("model-load", f"the model process did not answer within {start_deadline_s:.0f} s")
+            time.sleep(POLL_S)
+        return cls(process, client, path, time.perf_counter() - started, log_tail)
+
+    def _crashed(self) -> Failure | None:
+        code = self._process.poll()
+        if code is None:
+            return None
+        return Failure("model-crashed", f"the model process stopped ({_exit_reason(code)})"
+                                        f"{_last_line(self._log_tail)}")
+
+    def count(self, text: str) -> int | Failure:
+        crashed = self._crashed()
+        if crashed is not None:
+            return crashed
+        counted = self._client.count(text)
+        if isinstance(counted, Failure):
+            return self._crashed() or counted
+        return counted
+
+    def generate(self, request: GenerationRequest) -> Generation | Failure:
+        crashed = self._crashed()
+        if crashed is not None:
+            return crashed
+        tokens = self._client.tokens(request.prompt)
+        if isinstance(tokens, Failure):
+            return self._crashed() or tokens
+        overflow = window_overflow(len(tokens), request.max_tokens, self.context_tokens)
+        if overflow is not None:
+            return overflow
+        answer = self._client.generate(request)
+        if isinstance(answer, Failure):
+            return self._crashed() or answer
+        with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
+            cached = common_prefix(self._previous, tokens)
+            self._previous = tokens
+        return Generation(answer.text, len(tokens), answer.completion_tokens, min(cached, max(len(tokens) - 1, 0)),
+                          answer.finish_reason, answer.seconds)
+
+    def close(self) -> None:
+        self._client.close()
+        _stop(self._process)
+
+
+def _drain(process: subprocess.Popen, tail: deque[str]) -> None:
+    """Keep the child's stderr flowing (a full pipe would block it) and its last lines at hand."""
+    assert process.stderr is not None
+    for raw in process.stderr:
+        line = raw.decode("utf-8", "replace").rstrip()
+        if line:
+            tail.append(line)
+
+
+def _last_line(tail: deque[str]) -> str:
+    """The child's last meaningful stderr line, as ': <line>' (uvicorn's access log is noise)."""
+    for line in reversed(tail):
+        if '" 200' not in line and not line.startswith("INFO:"):
+            return f": {line[-300:]}"
+    return ""
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,219 @@
+"""Adapter for Hugging Face transformers (optional extra `repomem[hf]`): a checkpoint folder, a hub
+id already in the local cache, or a GGUF file (dequantized by transformers' GGUF support).
+
+On CUDA when torch sees a GPU (bfloat16), else on the CPU (float32). Greedy decoding; token counts
+from the model's own tokenizer; stop strings, `enough`, cancel and the deadline are checked after
+every token. `generate_batch` runs many prompts in one forward pass per token (left padding), for
+evaluation through repomem.backends.batching.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from repomem.backends.base import Generation, GenerationRequest, window_overflow
+from repomem.backends.models import check_gguf, gguf_names
+from repomem.backends.templates import template_for
+from repomem.failures import Failure
+from repomem.packages import cache_root
+
+
+def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """`text` up to its earliest stop string, and whether one was found."""
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def _converted_folder(path: Path, dtype: str) -> Path:
+    """Where a GGUF's dequantized checkpoint is kept: transformers converts the tokenizer and
+    dequantizes every tensor at each load (69 s for the embedded 0.5B model on 2 cores), a saved
+    checkpoint loads in seconds. Keyed by the file's name, size and mtime, and the dtype."""
+    stat = path.stat()
+    return cache_root() / "transformers" / f"{path.stem}-{stat.st_size}-{stat.st_mtime_ns}-{dtype}"
+
+
+def _save_converted(model, tokenizer, folder: Path) -> None:
+    """Best effort (a full disk only costs the next load its conversion): written aside, then renamed."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".convert-", dir=folder.parent))
+    try:
+        tokenizer.save_pretrained(scratch)
+        model.save_pretrained(scratch)
+        os.replace(scratch, folder)
+    except OSError:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _SequenceState:
+    """One request's progress inside a batch: decided once, then only reported."""
+
+    def __init__(self, request: GenerationRequest, deadline: float):
+        self.request = request
+        self.deadline = deadline
+        self.text = ""
+        self.tokens = 0
+        self.finish: str | None = None
+
+
+class TransformersBackend:
+    def __init__(self, model, tokenizer, torch, name: str, template, context_tokens: int, device: str):
+        self._model = model
+        self._tokenizer = tokenizer
+        self._torch = torch
+        self._lock = threading.Lock()  # one forward pass at a time; the Rust tokenizer is not re-entrant
+        self.name = name
+        self.template = template
+        self.context_tokens = context_tokens
+        self.device = device
+        self.max_batch = 0  # 0 = no limit; repomem.backends.batching sets the batch size
+        eos = tokenizer.eos_token_id
+        self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+        self._eos_id = eos
+
+    @classmethod
+    def open(cls, model: str, context_tokens: int = 4096, threads: int = 0) -> TransformersBackend | Failure:
+        try:
+            import torch
+            import transformers
+        except ImportError as error:
+            return Failure("backend-missing", f"the transformers backend needs torch and transformers ({error}); "
+                                              "pip install 'repomem[hf]'")
+        path = Path(model).expanduser()
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32
+        if threads:
+            torch.set_num_threads(threads)
+        converted: Path | None = None
+        options: dict = {}
+        if path.suffix == ".gguf":
+            checked = check_gguf(path)
+            if isinstance(checked, Failure):
+                return checked
+            names = (path.name, *gguf_names(path))
+            converted = _converted_folder(path, str(dtype).removeprefix("torch."))
+            if (converted / "config.json").is_file():
+                source = str(converted)
+            else:
+                source, options["gguf_file"] = str(path.parent), path.name
+        elif path.is_dir():
+            source, names = str(path), (path.name,)
+        else:
+            source, names = model, (model,)  # a hub id: found only in the local cache when offline
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(source, **options)
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **options)
+        except (OSError, ValueError, RuntimeError, ImportError, KeyError) as error:
+            return Failure("model-load", f"transformers cannot load {model}: {str(error).splitlines()[0][:300]}")
+        if converted is not None and "gguf_file" in options:
+            _save_converted(loaded, tokenizer, converted)
+        loaded = loaded.to(device).eval()
+        label = path.name if path.exists() else model
+        return cls(loaded, tokenizer, torch, f"transformers:{label}", template_for(*names), context_tokens, device)
+
+    def _encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False)
+
+    def count(self, text: str) -> int | Failure:
+        if self._model is None:
+            return Failure("backend-closed", "the transformers model was closed")
+        with self._lock:
+            return len(self._encode(text))
+
+    def generate(self, request: GenerationRequest) -> Generation | Failure:
+        return self.generate_batch([request])[0]
+
+    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation | Failure]:
+        """Greedy continuations of many prompts, padded on the left into one batch."""
+        if self._model is None:
+            return [Failure("backend-closed", "the transformers model was closed") for _ in requests]
+        with self._lock:
+            started = time.perf_counter()
+            encoded = [self._encode(r.prompt) for r in requests]
+            answers: list[Generation | Failure | None] = [None] * len(requests)
+            runnable = []
+            for i, (request, ids) in enumerate(zip(requests, encoded)):
+                answers[i] = window_overflow(len(ids), request.max_tokens, self.context_tokens)
+                if answers[i] is None:
+                    runnable.append(i)
+            if runnable:
+                states = self._run([requests[i] for i in runnable], [encoded[i] for i in runnable], started)
+                seconds = time.perf_counter() - started
+                for i, state in zip(runnable, states):
+                    answers[i] = state if isinstance(state, Failure) else Generation(
+                        state.text, len(encoded[i]), state.tokens, 0, state.finish or "length", seconds)
+        return [a for a in answers if a is not None]
+
+    def _run(self, requests: list[GenerationRequest], encoded: list[list[int]],
+             started: float) -> list[_SequenceState] | list[Failure]:
+        torch = self._torch
+        width = max(len(ids) for ids in encoded)
+        # input_ids, attention_mask: (batch, width); prompts right-aligned so every row's next token
+        # is at the same position.
+        input_ids = torch.full((len(encoded), width), self._pad_id, dtype=torch.long)
+        attention = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            if ids:
+                input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+                attention[row, width - len(ids):] = 1
+        states = [_SequenceState(r, started + r.deadline_s) for r in requests]
+        criteria = self._stopping(states, width)
+        try:
+            with torch.inference_mode():
+                self._model.generate(
+                    input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                    max_new_tokens=max(r.max_tokens for r in requests), do_sample=False, num_beams=1,
+                    temperature=None, top_p=None, top_k=None, pad_token_id=self._pad_id,
+                    eos_token_id=self._eos_id, stopping_criteria=[criteria],
+                )
+        except (RuntimeError, ValueError) as error:
+            return [Failure("generation", f"transformers failed while generating: {str(error).splitlines()[0][:300]}")
+                    for _ in requests]
+        return states
+
+    def _stopping(self, states: list[_SequenceState], width: int):
+        """A transformers StoppingCriteria deciding each row after every token: (batch,) bools."""
+        import transformers
+
+        torch = self._torch
+        tokenizer = self._tokenizer
+        eos = self._eos_id
+
+        class Stops(transformers.StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                now = time.perf_counter()
+                for row, state in enumerate(states):
+                    if state.finish is not None:
+                        continue
+                    request = state.request
+                    new = input_ids[row, width:].tolist()
+                    state.tokens = len(new)
+                    ended = bool(new) and new[-1] == eos
+                    shown = new[:-1] if ended else new
+                    text, stopped = _cut_at_stop(tokenizer.decode(shown, skip_special_tokens=False), request.stop)
+                    state.text = text
+                    if stopped or ended:
+                        state.finish = "stop"
+                    elif request.enough is not None and request.enough(text):
+                        state.finish = "stop"
+                    elif len(new) >= request.max_tokens:
+                        state.finish = "length"
+                    elif request.cancel is not None and request.cancel():
+                        state.finish = "cancelled"
+                    elif now > state.deadline:
+                        state.finish = "deadline"
+                return torch.tensor([s.finish is not None for s in states], device=input_ids.device)
+
+        return Stops()
+
+    def close(self) -> None:
+        with self._lock:
+            self._model = None
+            torch = self._torch
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()

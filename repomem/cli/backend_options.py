@@ -1,0 +1,61 @@
+"""The model options `complete` and `eval run` share, and opening what they name."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from rich.console import Console
+
+from repomem.backends.base import Backend
+from repomem.backends.factory import connect_endpoint, open_backend
+from repomem.cli.errors import UserError, ok
+from repomem.cli.progress_bars import RichProgress
+from repomem.config import CompletionConfig
+from repomem.failures import Failure
+
+
+def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False) -> None:
+    """The model choices of `complete` and `eval run` (one of them; default: the embedded GGUF)."""
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--model", default=None, help="a GGUF file run by llama.cpp in a child process "
+                                                      "(default: the embedded Qwen2.5-Coder 0.5B)")
+    if endpoints:
+        choice.add_argument("--endpoint", action="append", default=None,
+                            help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM); repeat for several "
+                                 "servers of one model (workers are spread over them)")
+    else:
+        choice.add_argument("--endpoint", default=None,
+                            help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM)")
+    choice.add_argument("--hf", default=None, metavar="MODEL",
+                        help="transformers (pip install 'repomem[hf]'): a checkpoint folder or a GGUF file; "
+                             "CUDA when available")
+    choice.add_argument("--vllm", default=None, metavar="MODEL", help="vLLM in process (GPU), e.g. a HF model path")
+    parser.add_argument("--gpu-layers", type=int, default=None,
+                        help="layers of a GGUF model on the GPU (default completion.gpu_layers: -1 = all)")
+
+
+def chosen_settings(args: argparse.Namespace, settings: CompletionConfig) -> CompletionConfig:
+    if args.gpu_layers is not None:
+        return dataclasses.replace(settings, gpu_layers=args.gpu_layers)
+    return settings
+
+
+def open_chosen_backends(args: argparse.Namespace, settings: CompletionConfig, err: Console) -> list[Backend]:
+    """One backend, or one per `--endpoint` when several are given (all must serve one model)."""
+    settings = chosen_settings(args, settings)
+    endpoints = args.endpoint if isinstance(args.endpoint, list) else [args.endpoint] if args.endpoint else []
+    if len(endpoints) > 1:
+        opened: list[Backend] = []
+        for endpoint in endpoints:
+            backend = connect_endpoint(endpoint, settings)
+            if isinstance(backend, Failure):
+                for previous in opened:
+                    previous.close()
+                raise UserError(backend)
+            opened.append(backend)
+        return opened
+    with RichProgress(err) as progress:
+        return [ok(open_backend(settings, progress, model_path=args.model or "",
+                                endpoint=endpoints[0] if endpoints else "", hf_model=args.hf or "",
+                                vllm_model=args.vllm or ""))]

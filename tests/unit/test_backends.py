@@ -1,0 +1,121 @@
+"""Backend parts that need no model: the batching gatherer, GGUF header names, result labels."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from pathlib import Path
+
+from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
+from repomem.backends.batching import BatchingBackend, supports_batches
+from repomem.backends.models import gguf_names
+from repomem.backends.openai_http import model_label
+from repomem.backends.templates import PLAIN
+from repomem.failures import Failure
+
+
+class ReversingModel:
+    """A batch backend whose answer is a pure function of the prompt (the prompt reversed), so a
+    caller can tell whether it got its own answer back; it records each batch it ran."""
+
+    name = "reverse"
+    template = PLAIN
+    context_tokens = 100
+
+    def __init__(self, seconds_per_batch: float = 0.05):
+        self.batches: list[list[str]] = []
+        self.seconds_per_batch = seconds_per_batch
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def generate_batch(self, requests):
+        self.batches.append([r.prompt for r in requests])
+        time.sleep(self.seconds_per_batch)
+        return [window_overflow(len(r.prompt), r.max_tokens, self.context_tokens)
+                or Generation(r.prompt[::-1], len(r.prompt), 1, 0, "stop", self.seconds_per_batch) for r in requests]
+
+    def close(self) -> None:
+        pass
+
+
+def _request(prompt: str, max_tokens: int = 4) -> GenerationRequest:
+    return GenerationRequest(prompt=prompt, max_tokens=max_tokens, stop=(), deadline_s=10)
+
+
+def test_concurrent_callers_are_gathered_into_batches_and_get_their_own_answers():
+    model = ReversingModel()
+    batcher = BatchingBackend(model, max_batch=4, gather_s=0.2)
+    prompts = [f"prompt-{i:02d}" for i in range(10)]
+    answers: dict[str, Generation | Failure] = {}
+
+    def call(prompt: str) -> None:
+        answers[prompt] = batcher.generate(_request(prompt))
+
+    threads = [threading.Thread(target=call, args=(p,)) for p in prompts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    batcher.close()
+    assert {p: a.text for p, a in answers.items()} == {p: p[::-1] for p in prompts}
+    assert sorted(p for batch in model.batches for p in batch) == prompts  # each prompt ran once
+    assert max(len(b) for b in model.batches) == 4 and len(model.batches) <= 4  # 10 callers, batches of <= 4
+    assert batcher.batch_sizes == [len(b) for b in model.batches]
+
+
+def test_a_lone_caller_waits_only_the_gather_window_and_failures_stay_per_request():
+    model = ReversingModel(seconds_per_batch=0.0)
+    batcher = BatchingBackend(model, max_batch=8, gather_s=0.05)
+    started = time.perf_counter()
+    answer = batcher.generate(_request("x" * 10))
+    assert isinstance(answer, Generation) and time.perf_counter() - started < 2.0
+    too_long = batcher.generate(_request("x" * 99, max_tokens=4))
+    assert isinstance(too_long, Failure) and too_long.kind == "prompt-too-long"
+    batcher.stop()
+    closed = batcher.generate(_request("late"))
+    assert isinstance(closed, Failure) and closed.kind == "backend-closed"
+    assert supports_batches(model) and not supports_batches(batcher)
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def _gguf_header(path: Path, entries: list[tuple[str, int, bytes]]) -> None:
+    body = b"GGUF" + struct.pack("<IQQ", 3, 0, len(entries))
+    for key, kind, value in entries:
+        body += _string(key) + struct.pack("<I", kind) + value
+    path.write_bytes(body)
+
+
+def test_gguf_names_come_from_the_header(tmp_path: Path):
+    model = tmp_path / "m.gguf"
+    _gguf_header(model, [
+        ("general.architecture", 8, _string("qwen2")),
+        ("general.alignment", 4, struct.pack("<I", 32)),
+        ("general.name", 8, _string("Qwen2.5 Coder 0.5B Instruct")),
+        ("general.basename", 8, _string("Qwen2.5-Coder")),
+    ])
+    assert gguf_names(model) == ("Qwen2.5 Coder 0.5B Instruct", "Qwen2.5-Coder")
+    truncated = tmp_path / "t.gguf"
+    truncated.write_bytes(model.read_bytes()[:40])
+    assert gguf_names(truncated) == ()
+    (tmp_path / "n.gguf").write_bytes(b"not a model")
+    assert gguf_names(tmp_path / "n.gguf") == ()
+    assert gguf_names(tmp_path / "absent.gguf") == ()
+
+
+def test_results_name_the_model_not_the_server():
+    assert model_label("qwen.gguf", "http://127.0.0.1:8001") == model_label("qwen.gguf", "http://127.0.0.1:8002")
+    assert model_label("/models/qwen.gguf", "http://a") == "openai:qwen.gguf"
+    assert model_label("codellama/CodeLlama-7b-hf", "http://a") == "openai:codellama/CodeLlama-7b-hf"
+    assert model_label("", "http://a:1/") == "openai:http://a:1"
+
+
+def test_common_prefix_and_window_overflow():
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix([], [1]) == 0
+    assert window_overflow(90, 10, 100) is None
+    assert window_overflow(91, 10, 100).kind == "prompt-too-long"
