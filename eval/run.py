@@ -8,8 +8,8 @@ file is offered only if it ends at or before `context_start_lineno`.
 As in an editor, the hole's file is indexed as it stands at the cursor: cut at the hole (an
 unsaved-buffer overlay, per task; the index is rolled back to the repository's checkpoint after
 each task, so a record does not depend on the tasks before it nor on `--workers`). Indexing the
-whole file would leak the answer through the code graph even where no window is offered: the hole's own call edge relates the
-lines above it to the very definition it calls.
+whole file would leak the answer through the code graph even where no window is offered: the
+hole's own call edge relates the lines above it to the very definition it calls.
 
 Resumable: a record's key is (task, strategy, alpha, k, order, mode, backend); a rerun skips keys
 already in the results file. Records are appended one whole line at a time and flushed, so Ctrl-C
