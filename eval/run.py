@@ -18,6 +18,7 @@ or a kill loses at most the record being written (a torn last line is dropped on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -105,6 +106,7 @@ class RunSummary:
     reused: int  # generations answered from memory (RepoCoder's first round)
     seconds: float
     interrupted: bool
+    batch_sizes: tuple[int, ...] = ()  # generations per batch, when an in-process model batched them
 
 
 def _fragrel_alpha(config: Config, settings: RunSettings) -> float:
@@ -482,7 +484,8 @@ def run_evaluation(
     if problems:
         return Failure("bad-option", f"--set: {problems[0]}")
     stop = threading.Event()
-    batchers = [BatchingBackend(b, max_batch=config.completion.batch_size,
+    # A batch never waits for more requests than there are workers to send them.
+    batchers = [BatchingBackend(b, max_batch=min(config.completion.batch_size, workers),
                                 gather_s=config.completion.batch_gather_ms / 1000)
                 if workers > 1 and supports_batches(b) else None for b in backends]
     shared = [batcher or backend for batcher, backend in zip(batchers, backends)]
@@ -490,11 +493,14 @@ def run_evaluation(
     evaluators = [Evaluator(repos_dir, config, settings, shared[i % len(shared)] if shared else None, log, pool,
                             stop.is_set) for i in range(workers)]
     try:
-        return _run(tasks, results, settings, evaluators, pool, progress, stop, started)
+        summary = _run(tasks, results, settings, evaluators, pool, progress, stop, started)
     finally:
         for batcher in batchers:
             if batcher is not None:
                 batcher.stop()
+    if isinstance(summary, Failure):
+        return summary
+    return dataclasses.replace(summary, batch_sizes=tuple(n for b in batchers if b is not None for n in b.batch_sizes))
 
 
 def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evaluators: list[Evaluator],

@@ -100,6 +100,9 @@ class LlamaProcessBackend:
             "--n_ctx", str(context_tokens), "--n_threads", str(threads), "--n_threads_batch", str(threads),
             # -1 = every layer on the GPU; a CPU-only build ignores it.
             "--n_gpu_layers", str(gpu_layers),
+            # By default the server ends a streaming answer early, as if finished, when another
+            # request arrives: concurrent evaluation workers would score cut predictions.
+            "--interrupt_requests", "False",
         ]
         environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid())}
         started = time.perf_counter()

@@ -143,7 +143,7 @@ class OpenAIBackend:
             "temperature": 0.0, "stream": True, "stop": list(request.stop) or None,
         }
         pieces: list[str] = []
-        finish = "length"
+        finish = ""  # a stream that ends without a finish reason was cut by the server
         usage: dict = {}
         last = ""
         for attempt in range(self._retries + 1):
@@ -195,6 +195,10 @@ class OpenAIBackend:
                 time.sleep(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
         else:
             return Failure("backend-unreachable", last or f"cannot reach {self.endpoint}")
+        if not finish:
+            return Failure("backend-interrupted", f"{self.endpoint} ended the answer without a finish reason (a "
+                                                  "llama-cpp-python server interrupts a request when another "
+                                                  "arrives unless started with --interrupt_requests False)")
         prompt_tokens = usage.get("prompt_tokens")
         if not isinstance(prompt_tokens, int):
             counted = self.count(request.prompt)

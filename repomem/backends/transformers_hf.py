@@ -42,12 +42,23 @@ def _save_converted(model, tokenizer, folder: Path) -> None:
     """Best effort (a full disk only costs the next load its conversion): written aside, then renamed."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".convert-", dir=folder.parent))
+    # The tensors are plain (dequantized) by now, but the model still carries the GGUF quantizer,
+    # which refuses to serialize: save it as the ordinary checkpoint it is.
+    quantizer = getattr(model, "hf_quantizer", None)
+    quantization = getattr(model.config, "quantization_config", None)
     try:
+        model.hf_quantizer = None
+        if quantization is not None:
+            del model.config.quantization_config
         tokenizer.save_pretrained(scratch)
         model.save_pretrained(scratch)
         os.replace(scratch, folder)
-    except OSError:
+    except (OSError, ValueError, RuntimeError):
         shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        model.hf_quantizer = quantizer
+        if quantization is not None:
+            model.config.quantization_config = quantization
 
 
 class _SequenceState:

@@ -129,6 +129,10 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
             backend.close()
     print(f"{summary.written} results written, {summary.skipped} already there, {summary.failed} failed, "
           f"{summary.reused} generations reused, {summary.seconds:.0f} s -> {summary.results}")
+    if summary.batch_sizes:
+        sizes = summary.batch_sizes
+        print(f"{sum(sizes)} generations in {len(sizes)} batches (mean {sum(sizes) / len(sizes):.1f}, "
+              f"largest {max(sizes)})")
     if summary.interrupted:
         print(f"repomem: interrupted; finished results are kept in {summary.results} (rerun to resume)",
               file=sys.stderr)

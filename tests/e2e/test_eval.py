@@ -308,6 +308,28 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     assert len(read_results(results)) == 6
 
 
+@pytest.mark.slow
+def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tuple[Path, Path], llama_server):
+    """Three workers over two clients of a real server write, in the same order, the records one
+    worker writes (timings aside); results name the model, not the server's URL."""
+    base, repos = shop_benchmark
+    url, _ = llama_server
+    common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+              "--repos", str(repos), "--strategies", "vanilla,fragrel,repocoder", "--max-new-tokens", "16",
+              "--prompt-tokens", "512"]
+    runs = {}
+    for workers, endpoints in ((1, [url]), (3, [url, url])):
+        results = base / f"workers-{workers}.jsonl"
+        run = _repomem(*common, "--results", str(results), "--workers", str(workers),
+                       *[arg for endpoint in endpoints for arg in ("--endpoint", endpoint)])
+        assert run.returncode == 0, run.stderr
+        assert "6 results written" in run.stdout, run.stdout
+        runs[workers] = [{k: v for k, v in r.items() if k != "timings_ms"} for r in read_results(results)]
+    assert runs[1] == runs[3]
+    assert all("error" not in r for r in runs[1]), runs[1]
+    assert {r["backend"] for r in runs[1]} == {"openai:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"}
+
+
 def test_prompt_only_runs_measure_what_enters_the_prompt(shop_benchmark: tuple[Path, Path]):
     base, repos = shop_benchmark
     results = base / "results-prompt.jsonl"

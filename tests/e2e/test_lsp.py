@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -252,6 +254,41 @@ async def test_a_file_deleted_while_open_still_completes(client: LanguageClient,
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     answer = await explain(client, (workspace / "shop" / "report.py").as_uri(), 8, 11)
     assert answer["fragments"] and all(f["path"] != "shop/doomed.py" for f in answer["fragments"])
+
+
+def model_children() -> list[int]:
+    """Pids of model processes whose parent is a language server this test process started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            parent = int((entry / "stat").read_text().split(")")[-1].split()[1])
+            grandparent = int(Path(f"/proc/{parent}/stat").read_text().split(")")[-1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"repomem.backends.llama_child" in command and grandparent == os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+async def test_a_crashed_model_process_is_restarted_and_the_request_answered(client: LanguageClient,
+                                                                           workspace: Path):
+    report = (workspace / "shop" / "report.py").as_uri()
+    result = await inline(client, report, 8, 11)
+    assert result.items and result.items[0].insert_text.startswith("compute_tax(")
+    children = model_children()
+    assert len(children) == 1, children  # the embedded model runs beside the server, not inside it
+    os.kill(children[0], signal.SIGKILL)
+    logged = len(client.log_messages)
+    result = await inline(client, report, 8, 10)
+    assert result.items and result.items[0].insert_text.strip(), [m.message for m in client.log_messages[logged:]]
+    message = await wait_for_log(client, "restarting the model", after=logged)
+    assert "SIGKILL" in message
+    await wait_for_log(client, "model ready", after=logged)
+    restarted = model_children()
+    assert len(restarted) == 1 and restarted[0] != children[0]
 
 
 async def test_model_endpoint_killed_keeps_the_server_answering(client: LanguageClient, workspace: Path,

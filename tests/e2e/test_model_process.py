@@ -1,0 +1,112 @@
+"""The embedded model in a child process (llama-cpp-python's server), with the real GGUF: same
+answers as llama.cpp in process, the prompt cache kept, a crash reported as a value, the child tied
+to its parent's life, and llama.cpp never loaded into repomem's own process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from repomem.backends.base import GenerationRequest, backend_broken
+from repomem.backends.llama_process import LlamaProcessBackend
+from repomem.failures import Failure
+
+PROMPT = "def add(a, b):\n    return"
+
+
+@pytest.fixture(scope="module")
+def child(model_path: Path):
+    backend = LlamaProcessBackend.open(model_path, context_tokens=2048, threads=2)
+    assert not isinstance(backend, Failure), backend
+    yield backend
+    backend.close()
+
+
+def _request(prompt: str, max_tokens: int = 12) -> GenerationRequest:
+    return GenerationRequest(prompt=prompt, max_tokens=max_tokens, stop=("\n",), deadline_s=120)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie has exited
+        return handle.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_child_answers_as_llama_cpp_in_process_and_keeps_its_prompt_cache(child, llama):
+    assert child.name == llama.name and child.template == llama.template
+    assert child.count(PROMPT) == llama.count(PROMPT)
+    first = child.generate(_request(PROMPT))
+    in_process = llama.generate(_request(PROMPT))
+    assert not isinstance(first, Failure) and not isinstance(in_process, Failure)
+    assert first.text == in_process.text and first.text.strip()  # same build, greedy: the same tokens
+    longer = PROMPT + first.text + "\n\ndef sub(a, b):\n    return"
+    second = child.generate(_request(longer))
+    assert not isinstance(second, Failure)
+    assert second.cached_tokens >= first.prompt_tokens - 1  # the previous prompt is reused, not re-read
+    overflow = child.generate(_request("x " * 3000))
+    assert isinstance(overflow, Failure) and overflow.kind == "prompt-too-long"
+
+
+def test_a_killed_child_is_a_failure_that_marks_the_backend_broken(model_path: Path):
+    backend = LlamaProcessBackend.open(model_path, context_tokens=1024, threads=1)
+    assert not isinstance(backend, Failure), backend
+    try:
+        os.kill(backend.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        failure = backend.generate(_request(PROMPT))
+        assert isinstance(failure, Failure) and failure.kind == "model-crashed", failure
+        assert "SIGKILL" in failure.message and backend_broken(failure)
+        assert isinstance(backend.count("x"), Failure)
+    finally:
+        backend.close()
+
+
+def test_the_child_dies_with_its_parent_and_llama_cpp_stays_out_of_repomem(model_path: Path, tmp_path: Path):
+    """A parent that imported numba (the index kernels) opens the default backend, completes, and
+    reports whether llama_cpp entered its own process; then it is killed, and its child must go."""
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        import repomem.index.kernels  # numba first: the import order that crashes with a CUDA build
+        from repomem.backends.base import GenerationRequest
+        from repomem.backends.factory import open_backend
+        from repomem.config import CompletionConfig
+        backend = open_backend(CompletionConfig(model_path={str(model_path)!r}, threads=1, context_tokens=1024))
+        answer = backend.generate(GenerationRequest({PROMPT!r}, 4, ("\\n",), 120))
+        print(backend.pid, "llama_cpp" in sys.modules, type(answer).__name__, flush=True)
+        time.sleep(600)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline().split()
+        assert len(line) == 3, line
+        child_pid, imported, answer = int(line[0]), line[1], line[2]
+        assert answer == "Generation" and imported == "False"
+        assert _alive(child_pid)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(child_pid):
+        time.sleep(0.2)
+    assert not _alive(child_pid), "the model process outlived repomem"
+
+
+def test_a_model_that_crashes_while_loading_is_one_clear_failure(tmp_path: Path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + os.urandom(4096))
+    started = time.monotonic()
+    failure = LlamaProcessBackend.open(broken, context_tokens=512, threads=1)
+    assert isinstance(failure, Failure) and failure.kind == "model-load", failure
+    assert "exited while loading broken.gguf" in failure.message
+    assert time.monotonic() - started < 60

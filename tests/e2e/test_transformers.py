@@ -1,0 +1,88 @@
+"""The transformers backend on the CPU with the embedded GGUF (dequantized by transformers; the
+converted checkpoint is cached, so only the first load pays the conversion): exact token counts,
+greedy generation with stop strings, batched generation equal to one prompt at a time, and the
+CLI and the evaluator driving it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repomem.backends.base import GenerationRequest
+from repomem.backends.transformers_hf import TransformersBackend
+from repomem.config import Config, with_overrides
+from repomem.evaluation.run import RunSettings, read_results, run_evaluation
+from repomem.evaluation.tasks import load_tasks
+from repomem.failures import Failure
+from tests.repos import copy_example
+
+PROMPTS = (
+    "def fibonacci(n):\n    ",
+    "import os\n\ndef list_files(path):\n    return ",
+    "class Stack:\n    def push(self, item):\n        self.",
+)
+
+
+@pytest.fixture(scope="module")
+def hf(model_path: Path):
+    backend = TransformersBackend.open(str(model_path), context_tokens=2048, threads=2)
+    assert not isinstance(backend, Failure), backend
+    yield backend
+    backend.close()
+
+
+def _request(prompt: str, max_tokens: int = 24) -> GenerationRequest:
+    return GenerationRequest(prompt=prompt, max_tokens=max_tokens, stop=("\n\n", "<|endoftext|>"), deadline_s=300)
+
+
+@pytest.mark.slow
+def test_counts_match_llama_cpp_and_batches_match_single_prompts(hf, llama):
+    assert hf.name == "transformers:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" and hf.template.family == "qwen"
+    for text in (*PROMPTS, "    return {'a': [1, 2]}  # ünïcode\n"):
+        assert hf.count(text) == llama.count(text), text  # the GGUF's own vocabulary, two tokenizers
+    single = [hf.generate(_request(p)) for p in PROMPTS]
+    batch = hf.generate_batch([_request(p) for p in PROMPTS])
+    assert [s.text for s in single] == [b.text for b in batch]  # left padding changes nothing (float32)
+    for answer in single:
+        assert not isinstance(answer, Failure) and answer.text.strip()
+        assert "\n\n" not in answer.text and answer.completion_tokens <= 24
+        assert answer.finish_reason in ("stop", "length")
+    short = hf.generate(_request(PROMPTS[0], max_tokens=3))
+    assert short.completion_tokens == 3 and short.finish_reason == "length"
+    overflow = hf.generate_batch([_request("x " * 3000), _request(PROMPTS[1])])
+    assert isinstance(overflow[0], Failure) and overflow[0].kind == "prompt-too-long"
+    assert overflow[1].text == single[1].text  # one bad prompt does not spoil its batch
+
+
+@pytest.mark.slow
+def test_complete_with_the_hf_backend(model_path: Path, tmp_path: Path):
+    repo = copy_example(tmp_path / "shop")
+    run = subprocess.run([sys.executable, "-m", "repomem", "complete", str(repo / "shop" / "report.py") + ":9",
+                          "--hf", str(model_path)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith("compute_tax("), run.stdout
+
+
+@pytest.mark.slow
+def test_evaluation_batches_workers_requests(hf, tmp_path: Path):
+    """Two workers on two tasks: their generations share forward passes."""
+    from tests.e2e.test_eval import _task_line
+
+    repos = tmp_path / "repositories"
+    copy_example(repos / "shop")
+    checkout = (repos / "shop" / "shop" / "checkout.py").read_text().split("\n")
+    lines = [i for i, line in enumerate(checkout) if line.startswith("    ") and line.strip()][-2:]
+    tasks = [_task_line(f"shop/line/{n}", "shop", "shop/checkout.py", checkout, line) for n, line in enumerate(lines)]
+    (tmp_path / "line.jsonl").write_text("\n".join(tasks) + "\n")
+    results = tmp_path / "results.jsonl"
+    summary = run_evaluation(load_tasks(tmp_path / "line.jsonl"), repos, results,
+                             RunSettings(strategies=("vanilla",), max_new_tokens=12, max_prompt_tokens=256),
+                             config=with_overrides(Config(), completion={"batch_gather_ms": 5000.0}),
+                             backends=[hf], workers=2)
+    assert not isinstance(summary, Failure), summary
+    assert summary.written == 2 and summary.failed == 0
+    assert sum(summary.batch_sizes) == 2 and max(summary.batch_sizes) == 2, summary.batch_sizes
+    assert {r["backend"] for r in read_results(results)} == {hf.name}
