@@ -144,6 +144,16 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
     return [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
 
 
+def comparable_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without what depends on the run rather than the task: wall times, and the prompt
+    tokens the server's cache held from whichever request it served before. The rest is the same
+    for any order of tasks and any number of workers."""
+    out = {k: v for k, v in record.items() if k != "timings_ms"}
+    if isinstance(out.get("tokens"), dict):
+        out["tokens"] = {k: v for k, v in out["tokens"].items() if k != "cached"}
+    return out
+
+
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
             record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""))

@@ -1,24 +1,36 @@
-"""Entry point of the model's child process: llama-cpp-python's OpenAI-compatible server, tied to
-its parent's life.
+"""Entry point of the model's child process: llama-cpp-python's OpenAI-compatible server for one
+GGUF, tied to its parent's life.
 
-`python -m repomem.backends.llama_child <llama_cpp.server arguments>`. The child must not outlive
-repomem (a killed CLI or language server would leave a 500 MB process holding a port): on Linux the
-kernel sends it SIGTERM when the parent dies (PR_SET_DEATHSIG); everywhere, a thread watches the
-parent id and exits when it changes. Nothing of repomem's engine is imported here, numba included:
-llama.cpp's CUDA build and numba's LLVM cannot share a process.
+`python -m repomem.backends.llama_child --model FILE [--alias NAME] [--context N] [--threads N]
+[--gpu-layers N]`, with the API key in REPOMEM_CHILD_KEY. The child binds a free port on 127.0.0.1
+itself and prints `repomem-port <port>` on stdout once the model is loaded (no race for a port
+between choosing and binding it). Besides llama-cpp-python's routes it serves
+`POST /repomem/tokenize` from a vocabulary-only copy of the model: the server's own tokenize route
+waits behind the generation in progress, so a parent counting prompt tokens while other requests
+generate (evaluation workers) would stall for seconds.
+
+The child must not outlive repomem (a killed CLI or language server would leave a 500 MB process):
+on Linux the kernel sends it SIGTERM when the parent dies (PR_SET_DEATHSIG); everywhere, a thread
+watches the parent id and exits when it changes. Nothing of repomem's engine is imported here,
+numba included: llama.cpp's CUDA build and numba's LLVM cannot share a process.
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PARENT_POLL_S = 1.0
+PORT_LINE = "repomem-port"
+TOKENIZE_PATH = "/repomem/tokenize"
+KEY_VARIABLE = "REPOMEM_CHILD_KEY"
 
 
 def _die_with_parent(parent: int) -> None:
@@ -36,12 +48,50 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="repomem.backends.llama_child")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--alias", default="")
+    parser.add_argument("--context", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--gpu-layers", type=int, default=-1)
+    return parser.parse_args()
+
+
 def main() -> None:
     _die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
-    from llama_cpp.server.__main__ import main as serve
+    args = _arguments()
+    import uvicorn
+    from fastapi import Body, Header, HTTPException
+    from llama_cpp import Llama
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    sys.argv = ["llama_cpp.server", *sys.argv[1:]]
-    serve()
+    key = os.environ.get(KEY_VARIABLE) or None
+    # interrupt_requests: by default the server ends a streaming answer early, as if finished, when
+    # another request arrives; concurrent evaluation workers would score cut predictions.
+    server = ServerSettings(host="127.0.0.1", port=0, interrupt_requests=False, api_key=key)
+    model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
+                          n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
+                          verbose=False)
+    app = create_app(server_settings=server, model_settings=[model])
+    vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
+    vocabulary_lock = threading.Lock()
+
+    @app.post(TOKENIZE_PATH)
+    def tokenize(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
+        if key and authorization != f"Bearer {key}":
+            raise HTTPException(status_code=401, detail="bad key")
+        text = body.get("input")
+        if not isinstance(text, str):
+            raise HTTPException(status_code=400, detail="input must be a string")
+        with vocabulary_lock:
+            return {"tokens": vocabulary.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    print(f"{PORT_LINE} {listener.getsockname()[1]}", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 
 if __name__ == "__main__":

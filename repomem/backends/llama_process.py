@@ -12,6 +12,8 @@ the longest common prefix of the next prompt.
 from __future__ import annotations
 
 import os
+import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from collections import deque
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
+from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, TOKENIZE_PATH
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.backends.templates import template_for
@@ -31,15 +34,6 @@ START_DEADLINE_S = 180.0  # seconds for the child to load the model and answer (
 POLL_S = 0.1  # seconds between readiness checks while it starts
 STOP_GRACE_S = 5.0  # seconds between SIGTERM and SIGKILL when closing
 LOG_TAIL_LINES = 40  # lines of the child's stderr kept to explain a crash
-PORT_ATTEMPTS = 3  # a free port can be taken between choosing it and the child binding it
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _exit_reason(code: int) -> str:
@@ -79,58 +73,47 @@ class LlamaProcessBackend:
         if isinstance(checked, Failure):
             return checked
         workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
-        last: Failure | None = None
-        for _ in range(PORT_ATTEMPTS):
-            opened = cls._start(path, context_tokens, workers, gpu_layers, start_deadline_s)
-            if not isinstance(opened, Failure):
-                return opened
-            last = opened
-            if opened.kind != "port-taken":
-                break
-        assert last is not None
-        return Failure("model-load", last.message) if last.kind == "port-taken" else last
-
-    @classmethod
-    def _start(cls, path: Path, context_tokens: int, threads: int, gpu_layers: int,
-               start_deadline_s: float) -> LlamaProcessBackend | Failure:
-        port = free_port()
+        key = secrets.token_urlsafe(24)  # only repomem may use the child, though it listens on loopback
         command = [
-            sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path),
-            "--model_alias", path.name, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(context_tokens), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-            # -1 = every layer on the GPU; a CPU-only build ignores it.
-            "--n_gpu_layers", str(gpu_layers),
-            # By default the server ends a streaming answer early, as if finished, when another
-            # request arrives: concurrent evaluation workers would score cut predictions.
-            "--interrupt_requests", "False",
+            sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
+            "--context", str(context_tokens), "--threads", str(workers),
+            "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
         ]
-        environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid())}
+        environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid()), KEY_VARIABLE: key}
         started = time.perf_counter()
         try:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, env=environment, cwd=tempfile.gettempdir())
         except OSError as error:
             return Failure("model-load", f"cannot start the model process: {error.strerror or error}")
         log_tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        ports: queue.SimpleQueue[int] = queue.SimpleQueue()
         threading.Thread(target=_drain, args=(process, log_tail), name="llama-child-log", daemon=True).start()
-        url = f"http://127.0.0.1:{port}"
+        threading.Thread(target=_read_port, args=(process, ports), name="llama-child-port", daemon=True).start()
         deadline = started + start_deadline_s
+        port: int | None = None
+        client: OpenAIBackend | Failure | None = None
         while True:
             code = process.poll()
             if code is not None:
                 process.wait()
-                text = "\n".join(log_tail)
-                if "address already in use" in text.lower():
-                    return Failure("port-taken", f"port {port} was taken before the model process could use it")
                 return Failure("model-load", f"the model process exited while loading {path.name} "
                                              f"({_exit_reason(code)}){_last_line(log_tail)}")
-            client = OpenAIBackend.connect(url, model=path.name, deadline_s=1.0, context_tokens=context_tokens)
-            if not isinstance(client, Failure):
-                break
+            if port is None:
+                try:
+                    port = ports.get(timeout=POLL_S)
+                except queue.Empty:
+                    pass
+            if port is not None:
+                client = OpenAIBackend.connect(f"http://127.0.0.1:{port}", model=path.name, api_key=key,
+                                               deadline_s=1.0, context_tokens=context_tokens,
+                                               tokenize_path=TOKENIZE_PATH)
+                if not isinstance(client, Failure):
+                    break
+                time.sleep(POLL_S)
             if time.perf_counter() > deadline:
                 _stop(process)
                 return Failure("model-load", f"the model process did not answer within {start_deadline_s:.0f} s")
-            time.sleep(POLL_S)
         return cls(process, client, path, time.perf_counter() - started, log_tail)
 
     def _crashed(self) -> Failure | None:
@@ -171,6 +154,15 @@ class LlamaProcessBackend:
     def close(self) -> None:
         self._client.close()
         _stop(self._process)
+
+
+def _read_port(process: subprocess.Popen, ports: queue.SimpleQueue[int]) -> None:
+    """The child prints the port it bound once its model is loaded; nothing else on stdout counts."""
+    assert process.stdout is not None
+    for raw in process.stdout:
+        words = raw.decode("utf-8", "replace").split()
+        if len(words) == 2 and words[0] == PORT_LINE and words[1].isdigit():
+            ports.put(int(words[1]))
 
 
 def _drain(process: subprocess.Popen, tail: deque[str]) -> None:

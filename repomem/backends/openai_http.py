@@ -34,7 +34,7 @@ def model_label(model: str, endpoint: str) -> str:
 
 class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
-                 retries: int = 2, context_tokens: int = 4096, template_name: str = ""):
+                 retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = ""):
         self.endpoint = endpoint.rstrip("/")
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -42,18 +42,21 @@ class OpenAIBackend:
         self._retries = retries
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()  # guards _counts: evaluation workers share one backend
-        self._tokenize_path: str | None = None
+        # "/tokenize" (vLLM, {"prompt"}), else a route taking {"input"} ("/extras/tokenize" of
+        # llama-cpp-python's server); found at the first count unless given.
+        self._tokenize_path: str | None = tokenize_path or None
         self.name = model_label(model, self.endpoint)
         self.template = template_for(template_name or model)
         self.context_tokens = context_tokens
 
     @classmethod
     def connect(cls, endpoint: str, model: str = "", api_key: str = "", deadline_s: float = 10.0,
-                context_tokens: int = 4096) -> OpenAIBackend | Failure:
+                context_tokens: int = 4096, tokenize_path: str = "") -> OpenAIBackend | Failure:
         """Reach the server and learn its model name (GET /v1/models) unless one is given."""
         if not endpoint.startswith(("http://", "https://")):
             return Failure("bad-endpoint", f"endpoint must be an http(s) URL, got {endpoint!r}")
-        backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens)
+        backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
+                      tokenize_path=tokenize_path)
         answer = backend._request("GET", "/v1/models", None, deadline_s)
         if isinstance(answer, Failure):
             backend.close()
@@ -121,7 +124,7 @@ class OpenAIBackend:
         paths = [self._tokenize_path] if self._tokenize_path else ["/tokenize", "/extras/tokenize"]
         for path in paths:
             payload = {"model": self.model, "prompt": text, "add_special_tokens": False}
-            if path == "/extras/tokenize":
+            if path != "/tokenize":
                 payload = {"input": text}
             answer = self._request("POST", path, payload, 10.0)
             if isinstance(answer, Failure):

@@ -21,7 +21,7 @@ from repomem.evaluation.metrics import (
     has_enough_lines,
     line_hit_rank,
 )
-from repomem.evaluation.run import RunSettings, read_results, run_evaluation
+from repomem.evaluation.run import RunSettings, comparable_record, read_results, run_evaluation
 from repomem.evaluation.tasks import EvalTask, TaskDefinition, load_tasks, select_tasks
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
@@ -311,7 +311,7 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
 @pytest.mark.slow
 def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tuple[Path, Path], llama_server):
     """Three workers over two clients of a real server write, in the same order, the records one
-    worker writes (timings aside); results name the model, not the server's URL."""
+    worker writes (wall times and cache hits aside); results name the model, not the server's URL."""
     base, repos = shop_benchmark
     url, _ = llama_server
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
@@ -324,7 +324,7 @@ def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tu
                        *[arg for endpoint in endpoints for arg in ("--endpoint", endpoint)])
         assert run.returncode == 0, run.stderr
         assert "6 results written" in run.stdout, run.stdout
-        runs[workers] = [{k: v for k, v in r.items() if k != "timings_ms"} for r in read_results(results)]
+        runs[workers] = [comparable_record(r) for r in read_results(results)]
     assert runs[1] == runs[3]
     assert all("error" not in r for r in runs[1]), runs[1]
     assert {r["backend"] for r in runs[1]} == {"openai:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"}

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import struct
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
 from repomem.backends.batching import BatchingBackend, supports_batches
 from repomem.backends.models import gguf_names
-from repomem.backends.openai_http import model_label
+from repomem.backends.openai_http import OpenAIBackend, model_label
 from repomem.backends.templates import PLAIN
 from repomem.failures import Failure
 
@@ -119,3 +123,52 @@ def test_common_prefix_and_window_overflow():
     assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix([], [1]) == 0
     assert window_overflow(90, 10, 100) is None
     assert window_overflow(91, 10, 100).kind == "prompt-too-long"
+
+
+class _CutStream(http.server.BaseHTTPRequestHandler):
+    """A completions server that ends its stream early, without a finish reason, as
+    llama-cpp-python's server does to a request when another arrives (interrupt_requests)."""
+
+    finish_reason: str | None = None
+
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({"data": [{"id": "m.gguf"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for text in ("re", "turn"):
+            chunk = {"choices": [{"text": text, "finish_reason": None}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        last = {"choices": [{"text": " a", "finish_reason": type(self).finish_reason}]}
+        self.wfile.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("finish_reason", [None, "length"])
+def test_a_stream_cut_without_finish_reason_is_a_failure_not_a_short_answer(finish_reason):
+    handler = type("Handler", (_CutStream,), {"finish_reason": finish_reason})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backend = OpenAIBackend.connect(f"http://127.0.0.1:{server.server_port}", deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        assert backend.name == "openai:m.gguf"
+        answer = backend.generate(_request("x", max_tokens=3))
+        backend.close()
+    finally:
+        server.shutdown()
+    if finish_reason is None:
+        assert isinstance(answer, Failure) and answer.kind == "backend-interrupted", answer
+        assert "--interrupt_requests False" in answer.message
+    else:
+        assert isinstance(answer, Generation) and answer.text == "return a" and answer.finish_reason == "length"
