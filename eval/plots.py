@@ -17,12 +17,14 @@ FIGURE_DPI = 120
 
 def strategy_bars(report: Report, path: Path) -> Path | None:
     """EM and ES per strategy, one panel per split (model runs); None without model rows."""
-    if not report.model_rows:
+    primary = [r for r in report.model_rows if r.backend == report.backend and r.order == report.order
+               and r.prompt_tokens == report.prompt_tokens]  # the report's first run
+    if not primary:
         return None
-    splits = list(dict.fromkeys(r.split for r in report.model_rows))
+    splits = list(dict.fromkeys(r.split for r in primary))
     figure, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 4), squeeze=False)
     for axis, split in zip(axes[0], splits):
-        rows = [r for r in report.model_rows if r.split == split]
+        rows = [r for r in primary if r.split == split]
         names = [r.strategy for r in rows]
         positions = range(len(rows))
         axis.bar([p - 0.2 for p in positions], [r.em for r in rows], width=0.4, label="EM")

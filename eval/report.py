@@ -40,6 +40,10 @@ class ModelRow:
     retrieve_p50_ms: float
     retrieve_p95_ms: float
     errors: int
+    # The run these rows come from (a report shows one table per model, order and prompt budget).
+    backend: str = ""
+    order: str = ""
+    prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,7 @@ def _paired_groups(records: Sequence[dict[str, Any]]):
         yield split, groups, sorted(set.intersection(*(set(g) for g in groups.values())))
 
 
-def _model_rows(records: Sequence[dict[str, Any]]) -> list[ModelRow]:
+def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = ("", "", 0)) -> list[ModelRow]:
     rows = []
     for split, groups, ids in _paired_groups(records):
         vanilla = groups.get((BASELINE, 0.0))
@@ -147,6 +151,7 @@ def _model_rows(records: Sequence[dict[str, Any]]) -> list[ModelRow]:
                 latency_p95=float(np.percentile(totals, 95)), generate_p50=float(np.percentile(generate, 50)),
                 generate_p95=float(np.percentile(generate, 95)), retrieve_p50_ms=float(np.percentile(retrieve, 50)),
                 retrieve_p95_ms=float(np.percentile(retrieve, 95)), errors=len(chosen) - len(ok),
+                backend=run[0], order=run[1], prompt_tokens=run[2],
             ))
     return rows
 
@@ -200,31 +205,35 @@ def _prompt_rows(records: Sequence[dict[str, Any]], k: int) -> list[PromptRow]:
     return rows
 
 
+def run_of(record: dict[str, Any]) -> tuple[str, str, int]:
+    """What makes model results comparable: the model (results name it, not a server's URL, so
+    shards run against several servers group together), the block order and the prompt budget."""
+    return (record["backend"], record["order"], record.get("prompt_tokens", 0))
+
+
 def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> Report | Failure:
-    """Aggregate results records. Model rows use one backend, order and prompt budget (the most common,
-    unless a backend is named)."""
+    """Aggregate results records. Model rows come per run (model, order, prompt budget), the most
+    common first; `backend` keeps one model only. Report.backend/order/prompt_tokens name the first."""
     if not records:
         return Failure("no-results", "the results hold no records")
-    model = [r for r in records if r.get("mode") == "model"]
-    if model:
-        counts: dict[tuple[str, str, int], int] = defaultdict(int)
-        for r in model:
-            counts[(r["backend"], r["order"], r.get("prompt_tokens", 0))] += 1
-        candidates = [key for key in counts if backend is None or key[0] == backend]
-        if not candidates:
-            return Failure("no-results", f"no model results for backend {backend!r}")
-        chosen = max(candidates, key=lambda key: counts[key])
-        model = [r for r in model if (r["backend"], r["order"], r.get("prompt_tokens", 0)) == chosen]
-    else:
-        chosen = ("", "", 0)
+    model = [r for r in records if r.get("mode") == "model" and (backend is None or r["backend"] == backend)]
+    if backend is not None and not model:
+        return Failure("no-results", f"no model results for backend {backend!r}")
+    counts: dict[tuple[str, str, int], int] = defaultdict(int)
+    for r in model:
+        counts[run_of(r)] += 1
+    runs = sorted(counts, key=lambda run: (-counts[run], run))
+    chosen = runs[0] if runs else ("", "", 0)
+    model_rows = [row for run in runs for row in _model_rows([r for r in model if run_of(r) == run], run)]
     retrieval = [r for r in records if r.get("mode") == "retrieval"]
     ks = {int(r["k"]) for r in (*model, *retrieval)}
     k = max(ks) if ks else 10
     prompts = [r for r in records if r.get("mode") == "prompt"]
     k = max({k, *(int(r["k"]) for r in prompts)})
-    return Report(tuple(_model_rows(model)), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
+    primary = [r for r in model if run_of(r) == chosen]
+    return Report(tuple(model_rows), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
                   k, chosen[0], chosen[1], chosen[2],
-                  tuple(_prompt_rows([r for r in (*prompts, *model) if int(r["k"]) == k], k)))
+                  tuple(_prompt_rows([r for r in (*prompts, *primary) if int(r["k"]) == k], k)))
 
 
 def _interval(delta: tuple[float, float, float] | None) -> str:
@@ -243,9 +252,9 @@ def _name(strategy: str, alpha: float) -> str:
 
 def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
     out = [f"# {title}", ""]
-    if report.model_rows:
-        out += [f"## Completion (EM / ES), backend `{report.backend}`, block order `{report.order}`, "
-                f"prompt budget {report.prompt_tokens} tokens", "",
+    for run in dict.fromkeys((row.backend, row.order, row.prompt_tokens) for row in report.model_rows):
+        out += [f"## Completion (EM / ES), model `{run[0]}`, block order `{run[1]}`, prompt budget {run[2]} tokens",
+                "",
                 "EM and ES in percent on the tasks every strategy finished; Δ EM vs vanilla in points with a 95% "
                 "paired-bootstrap interval. Hit: the answer (the hole's line, or the called definition) was among "
                 f"the top-{report.k} retrieved fragments; in prompt: among the blocks that fit the prompt. Latency: "
@@ -255,6 +264,8 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "| model p50 / p95 (s) | retrieve p50 / p95 (ms) |",
                 "|---|---|---:|---:|---:|---|---:|---:|---|---|---|"]
         for row in report.model_rows:
+            if (row.backend, row.order, row.prompt_tokens) != run:
+                continue
             hit = "" if row.hit is None else f"{row.hit:.1f}"
             prompt_hit = "" if row.prompt_hit is None else f"{row.prompt_hit:.1f}"
             errors = f" ({row.errors} errors)" if row.errors else ""

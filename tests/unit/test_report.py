@@ -1,0 +1,31 @@
+"""`eval report` aggregation: model results grouped by run (model, order, prompt budget)."""
+
+from __future__ import annotations
+
+from repomem.evaluation.report import markdown, summarize
+
+
+def _record(task: int, strategy: str, backend: str, em: bool, prompt_tokens: int = 2048) -> dict:
+    return {"version": 1, "task_id": f"r/line/{task}", "split": "line", "repo": "r", "strategy": strategy,
+            "alpha": 0.5 if strategy == "fragrel" else 0.0, "k": 10, "order": "score", "mode": "model",
+            "backend": backend, "prompt_tokens": prompt_tokens, "em": em, "es": 1.0 if em else 0.5,
+            "hit_rank": 1, "prompt_hit": True, "timings_ms": {"total": 1000.0, "generate": 900.0, "retrieve": 2.0}}
+
+
+def test_shards_of_one_model_are_one_table_and_other_models_their_own():
+    # Two shards of one model (run against two servers: the records name the model, not the URL).
+    shard_a = [_record(t, s, "openai:qwen.gguf", em=t % 2 == 0) for t in range(0, 4) for s in ("vanilla", "fragrel")]
+    shard_b = [_record(t, s, "openai:qwen.gguf", em=True) for t in range(4, 6) for s in ("vanilla", "fragrel")]
+    other = [_record(t, "vanilla", "openai:codellama", em=False) for t in range(3)]
+    report = summarize(shard_a + shard_b + other)
+    assert report.backend == "openai:qwen.gguf"  # the largest run comes first
+    qwen = [r for r in report.model_rows if r.backend == "openai:qwen.gguf"]
+    assert {r.n for r in qwen} == {6} and {r.strategy for r in qwen} == {"vanilla", "fragrel"}
+    assert qwen[0].em == 100.0 * 4 / 6
+    llama = [r for r in report.model_rows if r.backend == "openai:codellama"]
+    assert len(llama) == 1 and llama[0].n == 3 and llama[0].em == 0.0
+    text = markdown(report)
+    assert text.count("## Completion") == 2 and "model `openai:codellama`" in text
+    only = summarize(shard_a + other, backend="openai:codellama")
+    assert {r.backend for r in only.model_rows} == {"openai:codellama"}
+    assert summarize(other, backend="nope").kind == "no-results"
