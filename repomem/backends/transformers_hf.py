@@ -30,6 +30,12 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
+def _looks_like_hub_id(name: str) -> bool:
+    """`org/name` (Hugging Face's form), not a path someone meant as a file."""
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "~")) and not name.endswith(".gguf")
+
+
 def _converted_folder(path: Path, dtype: str) -> Path:
     """Where a GGUF's dequantized checkpoint is kept: transformers converts the tokenizer and
     dequantizes every tensor at each load (69 s for the embedded 0.5B model on 2 cores), a saved
@@ -114,8 +120,11 @@ class TransformersBackend:
                 source, options["gguf_file"] = str(path.parent), path.name
         elif path.is_dir():
             source, names = str(path), (path.name,)
+        elif _looks_like_hub_id(model):
+            # A hub id is looked up in the local Hugging Face cache only: no network is assumed.
+            source, names, options["local_files_only"] = model, (model,), True
         else:
-            source, names = model, (model,)  # a hub id: found only in the local cache when offline
+            return Failure("model-missing", f"{model}: no such model file or folder")
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(source, **options)
             loaded = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **options)

@@ -1,4 +1,5 @@
-"""Adapter for vLLM in process (`vllm.LLM`): batched greedy generation on a GPU for evaluation.
+"""Adapter for vLLM in process (`vllm.LLM`): batched greedy generation on a GPU for evaluation
+(`generate_batch`, fed by repomem.backends.batching when `eval run --workers N`).
 
 Imported only when asked for; without vllm or a GPU `open` returns a Failure saying so.
 Automatic prefix caching is on, so prompts sharing their beginning share KV blocks.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
+from collections.abc import Sequence
 
 from repomem.backends.base import Generation, GenerationRequest
 from repomem.backends.templates import template_for
@@ -46,19 +48,31 @@ class VLLMBackend:
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
-        """One greedy generation. (Batching many requests per call needs an evaluator that
-        gathers them; until then a batch API here would only ever see one request.)"""
+        return self.generate_batch([request])[0]
+
+    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation | Failure]:
+        """Greedy generations of many prompts in one `LLM.generate` call (vLLM schedules them
+        together). `enough`, cancel and the deadline are not polled inside a batch: the scorer
+        reads the same lines either way, greedy decoding being deterministic per sequence."""
         if self._llm is None:
-            return Failure("backend-closed", "the vLLM engine was closed")
+            return [Failure("backend-closed", "the vLLM engine was closed") for _ in requests]
         started = time.perf_counter()
-        params = self._sampling_type(temperature=0.0, max_tokens=request.max_tokens, stop=list(request.stop) or None)
-        output = self._llm.generate([request.prompt], [params], use_tqdm=False)[0]
-        choice = output.outputs[0]
-        return Generation(
-            text=choice.text, prompt_tokens=len(output.prompt_token_ids), completion_tokens=len(choice.token_ids),
-            cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
-            finish_reason=choice.finish_reason or "stop", seconds=time.perf_counter() - started,
-        )
+        params = [self._sampling_type(temperature=0.0, max_tokens=r.max_tokens, stop=list(r.stop) or None)
+                  for r in requests]
+        try:
+            outputs = self._llm.generate([r.prompt for r in requests], params, use_tqdm=False)
+        except Exception as error:  # vLLM raises many types; one value for the whole batch  # noqa: BLE001
+            return [Failure("generation", f"vllm failed while generating: {error}") for _ in requests]
+        seconds = time.perf_counter() - started
+        answers: list[Generation | Failure] = []
+        for output in outputs:
+            choice = output.outputs[0]
+            answers.append(Generation(
+                text=choice.text, prompt_tokens=len(output.prompt_token_ids), completion_tokens=len(choice.token_ids),
+                cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
+                finish_reason=choice.finish_reason or "stop", seconds=seconds,
+            ))
+        return answers
 
     def close(self) -> None:
         """Drop the engine and hand its GPU memory back (vLLM keeps it until collected)."""

@@ -36,6 +36,8 @@ def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False
 
 
 def chosen_settings(args: argparse.Namespace, settings: CompletionConfig) -> CompletionConfig:
+    if args.gpu_layers is not None and args.gpu_layers < -1:
+        raise UserError(Failure("bad-option", "--gpu-layers takes -1 (all layers), 0 (none) or a layer count"))
     if args.gpu_layers is not None:
         return dataclasses.replace(settings, gpu_layers=args.gpu_layers)
     return settings

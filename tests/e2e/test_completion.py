@@ -92,6 +92,13 @@ def test_bad_model_and_endpoint_inputs(shop_with_report, tmp_path):
     assert_user_error(run("complete", position, "--endpoint", f"http://127.0.0.1:{free_port()}"), "cannot reach")
     assert_user_error(run("complete", position, "--endpoint", "ftp://host"), "http")
     assert_user_error(run("complete", position, "--max-tokens", "0"), "--max-tokens")
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + bytes(range(256)) * 16)
+    assert_user_error(run("complete", position, "--model", str(broken)), "exited while loading broken.gguf")
+    assert_user_error(run("complete", position, "--gpu-layers", "-3"), "--gpu-layers")
+    assert_user_error(run("complete", position, "--hf", str(tmp_path / "absent")), "no such model")
+    assert_user_error(run("complete", position, "--hf", "nobody/no-such-model"), "cannot load nobody/no-such-model")
+    assert_user_error(run("complete", position, "--hf", str(text_file)), "not a GGUF")
 
 
 class _Garbage(http.server.BaseHTTPRequestHandler):
@@ -178,6 +185,10 @@ def test_vllm_in_process_backend():
     assert not isinstance(backend, Failure), backend
     result = backend.generate(GenerationRequest("def add(a, b):\n    return", 8, ["\n"], 60.0))
     assert not isinstance(result, Failure) and result.text.strip()
+    prompts = ["def add(a, b):\n    return", "import os\n\ndef home():\n    return os."]
+    batch = backend.generate_batch([GenerationRequest(p, 8, ["\n"], 60.0) for p in prompts])
+    assert batch[0].text == result.text and batch[1].text.strip()
+    backend.close()
 
 
 def test_stable_order_shares_the_prompt_prefix_inside_a_function(llama, shop_with_report):
