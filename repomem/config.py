@@ -8,11 +8,13 @@ back to the default and is reported (never an exception), as jedi-language-serve
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repomem.regular_files import read_regular
 from repomem.strategies import STRATEGY_NAMES
 
 
@@ -34,6 +36,11 @@ class ScanConfig:
         "*.keystore", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass",
         "*.kdbx", "credentials*.json", "secrets.*", ".htpasswd",
     )
+    # Secrets written inside code (provider keys, private-key blocks, tokens, high-entropy strings
+    # assigned to secret-sounding names) are masked before indexing and in every prompt.
+    mask_secrets: bool = True
+    secret_min_length: int = 12  # characters of an assigned value before its entropy is judged
+    secret_min_entropy: float = 3.5  # bits per character (detect-secrets: hex 3.0, base64 4.5)
 
 
 @dataclass(frozen=True)
@@ -257,6 +264,10 @@ def _range_problem(section: str, key: str, value: Any) -> str | None:
         ):
             return "must be a plain folder name"
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"  # NaN / inf would pass every comparison below, or print as invalid JSON
+    if (section, key) == ("completion", "gpu_layers"):
+        return "must be -1 (all layers) or more" if value < -1 else None
     if value < 0:
         return "must be >= 0"
     if (section, key) in _POSITIVE and value <= 0:
@@ -315,7 +326,7 @@ def load_config(repo_root: Path) -> tuple[Config, list[str]]:
     if not path.is_file():
         return Config(), []
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         return Config(), [f"{CONFIG_FILE_NAME}: {error}; defaults used"]
     return config_from_mapping(data)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from repomem.failures import Failure
 from repomem.index.scan import normalize_newlines
+from repomem.regular_files import read_regular
 
 _POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
 REPO_MARKERS = (".git", ".repomem", "repomem.toml")
@@ -52,7 +53,10 @@ def find_repo_root(start: Path) -> Path | None:
 
 
 def relative_to_root(root: Path, path: Path) -> str | Failure:
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return Failure("symlink-loop", f"{path}: a symbolic link loop, not a file")
     try:
         return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
@@ -66,7 +70,7 @@ def read_text_file(path: Path) -> str | Failure:
     if path.is_dir():
         return Failure("not-a-file", f"{path} is a folder, not a file")
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as error:
         return Failure("unreadable-file", f"{path}: cannot read ({error.strerror or error})")
     if b"\0" in data[:8192]:

@@ -37,7 +37,8 @@ from repomem.index.scan import (
     read_source,
     source_from_bytes,
 )
-from repomem.index.store import index_dir, load_index, save_index
+from repomem.index.secrets import mask_secrets
+from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
 from repomem.languages.registry import language_of
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
@@ -69,6 +70,7 @@ class IndexReport:
     changed: int  # files added or modified in this run
     removed: int
     skipped: tuple[tuple[str, str], ...]
+    masked: tuple[tuple[str, int], ...] = ()  # (path, secrets masked) of files holding any
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class RepoService:
         warnings: list[str] = []
         if config is None:
             config, warnings = load_config(root)
+        if index_outside_repo(root, config):
+            warnings.append(f"{root} is read-only: its index lives in {index_dir(root, config)}")
         return cls(root, config, warnings)
 
     # -- indexing ------------------------------------------------------------------------------
@@ -253,6 +257,7 @@ class RepoService:
             changed=changed,
             removed=removed,
             skipped=tuple(tuple(s) for s in index.skipped),  # type: ignore[misc]
+            masked=tuple((r.path, r.masked) for r in index.files if r is not None and r.masked),
         )
 
     def needs_compaction(self, index: RepoIndex) -> bool:
@@ -481,4 +486,9 @@ class RepoService:
         if text is None:
             read = read_text_file(self.root / path)
             text = "" if isinstance(read, Failure) else read
-        return text.split("\n")
+        return self.mask(text).split("\n")
+
+    def mask(self, text: str) -> str:
+        """`text` with secrets masked (as indexed): fragments and prompts never carry one."""
+        scan = self.config.scan
+        return mask_secrets(text, scan.secret_min_length, scan.secret_min_entropy)[0] if scan.mask_secrets else text

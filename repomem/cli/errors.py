@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 from typing import TypeVar
 
 from repomem.failures import Failure
@@ -23,3 +25,24 @@ def ok(value: T | Failure) -> T:
     if isinstance(value, Failure):
         raise UserError(value)
     return value
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a number, not NaN or infinity (they print as invalid JSON)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (the usage itself is a `--help` away), exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        import sys
+
+        sys.stderr.write(f"repomem: error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(EXIT_USAGE)

@@ -14,7 +14,7 @@ from rich.table import Table
 from repomem.backends.base import BackendTokenizer, TokenCountFailed
 from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
-from repomem.cli.errors import UserError, ok
+from repomem.cli.errors import UserError, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS, Config, with_overrides
 from repomem.failures import Failure
@@ -68,9 +68,10 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _parse_floats(text: str, option: str) -> tuple[float, ...]:
     try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise UserError(Failure("bad-option", f"{option} takes numbers separated by commas, got {text!r}")) from None
+        values = tuple(finite_float(v) for v in text.split(",") if v.strip())
+    except argparse.ArgumentTypeError:
+        raise UserError(Failure("bad-option", f"{option} takes finite numbers separated by commas, "
+                                              f"got {text!r}")) from None
     if any(v < 0 for v in values):
         raise UserError(Failure("bad-option", f"{option}: values must be >= 0"))
     return values
@@ -191,7 +192,7 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--strategies", default=",".join(STRATEGY_NAMES), help="comma-separated (default: all)")
     run.add_argument("--limit", type=int, default=None, help="tasks per split, drawn by --seed, balanced over repos")
     run.add_argument("--seed", type=int, default=0, help="which tasks --limit draws (default 0)")
-    run.add_argument("--alpha", type=float, default=None, help="FragRel's alpha (default 0.5)")
+    run.add_argument("--alpha", type=finite_float, default=None, help="FragRel's alpha (default 0.5)")
     run.add_argument("--alphas", default="", help="retrieval-only alpha sweep, e.g. 0,0.25,0.5,1,2")
     run.add_argument("--k", type=int, default=None, help="fragments retrieved (default 10)")
     run.add_argument("--order", choices=BLOCK_ORDERS, default="score",

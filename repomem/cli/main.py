@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
-from repomem.cli.errors import EXIT_USAGE, UserError, ok
+from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure
@@ -52,6 +52,7 @@ def _report_json(report: IndexReport) -> dict[str, Any]:
         "changed": report.changed,
         "removed": report.removed,
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+        "secrets_masked": [{"path": p, "count": n} for p, n in report.masked],
     }
 
 
@@ -81,7 +82,9 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
         ("action", action), ("files", f"{report.files:,}"), ("fragments", f"{report.fragments:,}"),
         ("graph nodes", f"{report.nodes:,}"), ("graph edges", f"{report.edges:,}"),
         ("changed / removed", f"{report.changed:,} / {report.removed:,}"),
-        ("skipped", f"{len(report.skipped):,}"), ("seconds", f"{report.seconds:.2f}"),
+        ("skipped", f"{len(report.skipped):,}"),
+        ("secrets masked", f"{sum(n for _, n in report.masked):,} in {len(report.masked):,} files"),
+        ("seconds", f"{report.seconds:.2f}"),
         ("index size", _human_bytes(report.index_bytes)),
     ):
         table.add_row(name, value)
@@ -89,6 +92,8 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.verbose:
         for path, reason in report.skipped:
             out.print(f"skipped {path}: {reason}", markup=False, highlight=False)
+        for path, count in report.masked:
+            out.print(f"masked {count} secret{'s' if count > 1 else ''} in {path}", markup=False, highlight=False)
     return 0
 
 
@@ -233,7 +238,7 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="repomem", description="Repository-aware code completion (FragRel).")
+    parser = OneLineParser(prog="repomem", description="Repository-aware code completion (FragRel).")
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="build or update the index of a repository")
@@ -246,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve = commands.add_parser("retrieve", help="rank the repository's fragments for a cursor")
     retrieve.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
     retrieve.add_argument("--k", type=int, default=None, help="how many fragments (default 10)")
-    retrieve.add_argument("--alpha", type=float, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
+    retrieve.add_argument("--alpha", type=finite_float, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
     retrieve.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
     retrieve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     retrieve.add_argument("--code", action="store_true", help="also print each fragment's code")

@@ -107,7 +107,8 @@ class CompletionEngine:
         return self.run(request)
 
     def run(self, request: CompletionRequest) -> Completion | Failure:
-        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim)
+        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
+                              self.service.mask)
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
         result: Completion | Failure | None = None
@@ -126,7 +127,8 @@ class CompletionEngine:
 
     def prepare(self, request: CompletionRequest) -> PreparedPrompt | Failure:
         """The first round's prompt without running the model (prompt-level evaluation, explain)."""
-        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim)
+        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
+                              self.service.mask)
         return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0})
 
     def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
@@ -235,6 +237,7 @@ class CompletionEngine:
         if not context.shape.multiline and context.shape.line_prefix.strip():
             stops.append("\n")
         return self.backend.generate(GenerationRequest(
-            prompt=prompt.text, max_tokens=request.max_new_tokens, stop=stops,
+            prompt=self.service.mask(prompt.text),  # the last gate before text leaves repomem
+            max_tokens=request.max_new_tokens, stop=stops,
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=request.enough,
         ))

@@ -70,13 +70,24 @@ def enclosing_definition(lines: list[str], line: int) -> int:
     return -1
 
 
-def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool) -> CursorContext:
-    """Everything the engine needs from the cursor, from one split of the file into lines."""
+def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool,
+                mask: Callable[[str], str] = lambda text: text) -> CursorContext:
+    """Everything the engine needs from the cursor, from one split of the file into lines.
+
+    `mask` hides secrets (repomem.index.secrets). It keeps line breaks, so it runs on the lines
+    above the cursor, on each half of the current line and on the lines below: the cursor's line
+    stays put, its column moves by what the left half lost."""
     cursor = request.cursor
-    lines = cursor.text.split("\n")
-    current = lines[cursor.line] if cursor.line < len(lines) else ""
+    raw = cursor.text.split("\n")
+    current_raw = raw[cursor.line] if cursor.line < len(raw) else ""
+    left_of_cursor = mask(current_raw[: cursor.column])
+    current = left_of_cursor + mask(current_raw[cursor.column :])
+    column = len(left_of_cursor)
+    above = mask("\n".join(raw[: cursor.line])).split("\n") if cursor.line else []
+    below = mask("\n".join(raw[cursor.line + 1 :])).split("\n") if cursor.line + 1 < len(raw) else []
+    lines = [*above, current, *below]
     visible_from = min(max(request.visible_from, 0), cursor.line)
-    left_lines = [*lines[visible_from : cursor.line], current[: cursor.column]]
+    left_lines = [*lines[visible_from : cursor.line], current[:column]]
     # Token healing: BPE vocabularies glue a space to the next word (" compute"), so a prompt
     # ending in "return " steers the model off its usual tokens. The space goes back to the
     # model, and is taken off the start of what it writes.
@@ -85,10 +96,10 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     if line_prefix.strip() and line_prefix != line_prefix.rstrip(" "):
         healed = line_prefix[len(line_prefix.rstrip(" ")):]
         left_lines[-1] = line_prefix.rstrip(" ")
-    after = "\n".join([current[cursor.column :], *lines[cursor.line + 1 :]])
+    after = "\n".join([current[column:], *lines[cursor.line + 1 :]])
     suffix = after if request.use_suffix and after.strip() and supports_fim else None
     language = language_named(language_of(cursor.path) or "")
-    query, _ = window_before(lines, cursor.line, cursor.column, query_lines)
+    query, _ = window_before(lines, cursor.line, column, query_lines)
     return CursorContext(
         language=language.name,
         left_lines=tuple(left_lines),

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pathspec
 
+from repomem.regular_files import read_regular_text
+
 
 class IgnoreRules:
     """The .gitignore files met so far on a walk, each applying below its own folder."""
@@ -16,7 +18,7 @@ class IgnoreRules:
     def add_file(self, path: Path, prefix: str) -> None:
         """Add the rules of one .gitignore; `prefix` is its folder, relative, with a trailing '/'."""
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = read_regular_text(path).splitlines()
         except OSError:
             return
         self._specs.append((prefix, pathspec.GitIgnoreSpec.from_lines(lines)))

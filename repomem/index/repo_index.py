@@ -40,6 +40,7 @@ class FileRecord:
     mtime_ns: int  # 0 for an unsaved editor buffer: the next refresh compares digests
     first_fragment: int
     n_fragments: int
+    masked: int = 0  # secrets masked in the indexed text (repomem.index.secrets)
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def build_index(
     for source, analysis in zip(sources, analyses):
         n = int(analysis.fragments.starts.shape[0])
         records.append(FileRecord(source.path, source.language, source.digest, source.size,
-                                  source.mtime_ns, first, n))
+                                  source.mtime_ns, first, n, source.masked))
         first += n
     n_fragments = first
     vocabulary: dict[str, int] = {}
@@ -345,7 +346,7 @@ def apply_changes(
                 node_moves[file_id] = moves
         n = int(analysis.fragments.starts.shape[0])
         index.files[file_id] = FileRecord(source.path, source.language, source.digest, source.size,
-                                          source.mtime_ns, first, n)
+                                          source.mtime_ns, first, n, source.masked)
         index.syntax[file_id] = analysis.syntax
         index.file_fragments[file_id] = analysis.fragments
         resolver.learn(file_id, analysis.syntax)

@@ -7,6 +7,7 @@ minified files and symlinks leaving the root are skipped, each with a reason a u
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
@@ -19,7 +20,9 @@ from stat import S_ISREG
 
 from repomem.config import ScanConfig
 from repomem.index.gitignore import IgnoreRules
+from repomem.index.secrets import mask_secrets
 from repomem.languages.registry import language_of
+from repomem.regular_files import read_regular
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class SourceFile:
     digest: str  # blake2b-128 of the raw bytes, hex
     size: int  # bytes
     mtime_ns: int
+    masked: int = 0  # secrets replaced in `text` (repomem.index.secrets)
 
 
 @dataclass(frozen=True)
@@ -150,8 +154,12 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
                     skipped.append(Skipped(name, "symlink points outside the repository"))
                     continue
             stat = os.stat(full)
-        except (OSError, RuntimeError) as error:  # RuntimeError: symlink loop on older Pythons
-            skipped.append(Skipped(name, f"unreadable: {error.__class__.__name__}"))
+        except RuntimeError:  # a symlink loop (Python < 3.13 raises RuntimeError, later ones OSError)
+            skipped.append(Skipped(name, "symbolic link loop"))
+            continue
+        except OSError as error:
+            loop = error.errno == errno.ELOOP
+            skipped.append(Skipped(name, "symbolic link loop" if loop else f"unreadable: {error.strerror or error}"))
             continue
         if not S_ISREG(stat.st_mode):
             continue
@@ -167,7 +175,7 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
 def read_source(root: Path, candidate: Candidate, config: ScanConfig) -> SourceFile | Skipped:
     """Read and check one file; files may vanish or change while we read, that is a Skipped."""
     try:
-        data = (root / candidate.path).read_bytes()
+        data = read_regular(root / candidate.path)
     except OSError as error:
         return Skipped(candidate.path, f"unreadable: {error.strerror or error.__class__.__name__}")
     return source_from_bytes(candidate.path, candidate.language, data, candidate.mtime_ns, config)
@@ -184,4 +192,7 @@ def source_from_bytes(
     longest = max((len(line) for line in text.split("\n")), default=0)
     if longest > config.max_line_chars:
         return Skipped(path, f"a line is longer than {config.max_line_chars} characters (minified?)")
-    return SourceFile(path, language, text, content_digest(data), len(data), mtime_ns)
+    masked = 0
+    if config.mask_secrets:
+        text, masked = mask_secrets(text, config.secret_min_length, config.secret_min_entropy)
+    return SourceFile(path, language, text, content_digest(data), len(data), mtime_ns, masked)

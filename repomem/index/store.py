@@ -38,6 +38,7 @@ from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBinding
+from repomem.packages import cache_root
 
 FORMAT_VERSION = 1
 CURRENT = "CURRENT"
@@ -46,11 +47,30 @@ MANIFEST = "manifest.json"
 INDEX_SECTIONS = ("scan", "graph", "fragments", "relations", "bm25")
 
 
+def _cache_folder(base: Path, root: Path) -> Path:
+    key = hashlib.blake2b(str(root.resolve()).encode(), digest_size=8).hexdigest()
+    return base / f"{root.resolve().name}-{key}"
+
+
 def index_dir(root: Path, config: Config) -> Path:
+    """Where the repository's index lives: `index.cache_dir` if set; else `.repomem` in the
+    repository; else, when the repository cannot be written (a read-only mount or checkout), a
+    folder in the user cache keyed by the repository's path (`index_outside_repo` says so)."""
     if config.index.cache_dir:
-        key = hashlib.blake2b(str(root.resolve()).encode(), digest_size=8).hexdigest()
-        return Path(config.index.cache_dir).expanduser() / f"{root.resolve().name}-{key}"
-    return root / config.index.dir_name
+        return _cache_folder(Path(config.index.cache_dir).expanduser(), root)
+    inside = root / config.index.dir_name
+    if index_outside_repo(root, config):
+        return _cache_folder(cache_root() / "indexes", root)
+    return inside
+
+
+def index_outside_repo(root: Path, config: Config) -> bool:
+    """True when the repository is read-only and the index falls back to the user cache."""
+    if config.index.cache_dir:
+        return False
+    inside = root / config.index.dir_name
+    target = inside if inside.is_dir() else root
+    return not os.access(target, os.W_OK | os.X_OK)
 
 
 def config_fingerprint(config: Config) -> str:

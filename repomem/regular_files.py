@@ -1,0 +1,37 @@
+"""Reading a file that must be a regular file: never blocks on a named pipe, a socket or a device.
+
+Opening a FIFO for reading waits for a writer forever; `Path.read_bytes` on a FIFO in a repository,
+a `.gitignore` or a cursor file hung repomem. The file is opened non-blocking and checked with
+fstat (the same open file, so a swap between check and read cannot slip a pipe in).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class NotRegularFile(OSError):
+    """The path names a pipe, socket, device or folder: nothing to read."""
+
+    def __init__(self, path: Path):
+        super().__init__(errno.EINVAL, "not a regular file", str(path))
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; NotRegularFile (an OSError) for anything else."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotRegularFile(path)
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(descriptor)
+
+
+def read_regular_text(path: Path) -> str:
+    """UTF-8 text of a regular file, undecodable bytes replaced."""
+    return read_regular(path).decode("utf-8", errors="replace")

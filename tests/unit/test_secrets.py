@@ -1,0 +1,60 @@
+"""Secrets inside code are found by shape and masked, keeping line breaks."""
+
+from __future__ import annotations
+
+import pytest
+
+from repomem.index.secrets import MASK, mask_secrets, shannon_entropy
+
+# Planted values: shaped like real credentials, valid for nothing.
+AWS_ID = "AKIA" + "Q3EXAMPLE7Z2KXMPLE"[:16]
+GITHUB = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+OPENAI = "sk-live-" + "Zx81QpLm29VbNc74TyRu0Ws5"
+GOOGLE = "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"
+JWT = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+RANDOM = "9fK2pX7qLmN4vB8wR1tY6zH3"
+
+
+@pytest.mark.parametrize("line, secret", [
+    (f'AWS_ACCESS_KEY_ID = "{AWS_ID}"', AWS_ID),
+    (f"token = '{GITHUB}'", GITHUB),
+    (f"stripe.api_key = {STRIPE!r}", STRIPE),
+    (f'API_KEY = "{OPENAI}"', OPENAI),
+    (f"maps = Client(key='{GOOGLE}')", GOOGLE),
+    (f"headers = {{'Authorization': 'Bearer {JWT}'}}", JWT),
+    (f'DATABASE_URL = "postgres://admin:{RANDOM}@db.internal:5432/app"', RANDOM),
+    (f'client_secret = "{RANDOM}"', RANDOM),
+    (f'"password": "{RANDOM}",', RANDOM),
+    (f"DB_PASSWORD: str = '{RANDOM}'", RANDOM),
+])
+def test_secret_shapes_are_masked(line: str, secret: str):
+    masked, count = mask_secrets(line)
+    assert secret not in masked and MASK in masked and count == 1, masked
+    assert mask_secrets(masked) == (masked, 0)  # masking is idempotent
+
+
+@pytest.mark.parametrize("line", [
+    'password = "changeme"',  # short, low entropy: a placeholder
+    'API_KEY = os.environ["API_KEY"]',  # no literal
+    'token = "${GITHUB_TOKEN}"',  # a template variable
+    'secret_name = "production-database-password"',  # words, not random
+    'def get_token(self, key: str) -> str:',
+    'skip = "sk-" + name',
+    'url = "https://example.com/path:8080@x"',
+])
+def test_ordinary_code_is_left_alone(line: str):
+    assert mask_secrets(line) == (line, 0)
+
+
+def test_a_private_key_block_keeps_its_line_count():
+    text = "KEY = '''\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow" + "A" * 60 + "\nQ2xhc3M" + "B" * 60 + \
+        "\n-----END RSA PRIVATE KEY-----\n'''\nx = 1\n"
+    masked, count = mask_secrets(text)
+    assert count == 1 and masked.count("\n") == text.count("\n")
+    assert "MIIEow" not in masked and "Q2xhc3M" not in masked and masked.endswith("x = 1\n")
+
+
+def test_entropy():
+    assert shannon_entropy("aaaa") == 0.0 and shannon_entropy("ab") == 1.0
+    assert shannon_entropy(RANDOM) > 4.0
