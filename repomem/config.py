@@ -323,8 +323,10 @@ def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
 def load_config(repo_root: Path) -> tuple[Config, list[str]]:
     """Read ``repomem.toml`` at the repository root if present."""
     path = repo_root / CONFIG_FILE_NAME
-    if not path.is_file():
+    if not path.exists():
         return Config(), []
+    if not path.is_file():
+        return Config(), [f"{CONFIG_FILE_NAME} is not a regular file; defaults used"]
     try:
         data = tomllib.loads(read_regular(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:

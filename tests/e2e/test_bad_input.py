@@ -1,0 +1,169 @@
+"""The bad-input matrix: what a new user gets wrong, through the CLI as they run it, in
+repomem.toml, and against model files and model servers. Each case: the exit code, exactly one line
+on stderr (`repomem: error: ...`, or one warning for a bad setting that falls back to its default),
+no traceback, and the repository's index still loads with every file in it afterwards. The language
+server's share of the matrix is in test_lsp_bad_input.py."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from repomem.config import load_config
+from repomem.failures import Failure
+from repomem.index.store import load_index
+from tests.cli_process import free_port, run
+from tests.repos import copy_example
+
+
+class _Garbage(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"<html>not json</html>")
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def garbage_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory) -> Path:
+    """The example repository, indexed, with the odd files a real checkout can hold."""
+    repo = copy_example(tmp_path_factory.mktemp("bad-input") / "shop")
+    (repo / "blob.py").write_bytes(b"\x00\x01binary\x00" * 10)
+    os.mkfifo(repo / "pipe.py")
+    os.symlink("loop_b.py", repo / "loop_a.py")
+    os.symlink("loop_a.py", repo / "loop_b.py")
+    (repo / "folder.py").mkdir()
+    (repo / "notes.gguf").write_text("not a model")
+    (repo / "broken.gguf").write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + bytes(range(256)) * 16)
+    (repo / "tasks.jsonl").write_text("{not json\n")
+    indexed = run("index", str(repo))
+    assert indexed.returncode == 0, indexed.stderr
+    return repo
+
+
+def _files_indexed(repo: Path) -> int:
+    config, _ = load_config(repo)
+    index = load_index(repo, config)
+    assert not isinstance(index, Failure), index
+    return index.n_live_files
+
+
+REPORT = "{repo}/shop/report.py"
+# (kind, arguments, expected exit code, a needle of the one stderr line)
+CLI_CASES = [
+    ("position without a line", ["retrieve", REPORT], 2, "FILE:LINE"),
+    ("line 0", ["retrieve", REPORT + ":0"], 2, "start at 1"),
+    ("line past the end", ["retrieve", REPORT + ":9999"], 2, "out of range"),
+    ("column past the end", ["retrieve", REPORT + ":1:999"], 2, "out of range"),
+    ("negative line", ["retrieve", REPORT + ":-3"], 2, ""),
+    ("missing file", ["retrieve", "{repo}/shop/absent.py:1"], 2, "no such file"),
+    ("a folder as the file", ["retrieve", "{repo}/folder.py:1"], 2, "folder"),
+    ("a binary file", ["retrieve", "{repo}/blob.py:1"], 2, "binary"),
+    ("a named pipe", ["retrieve", "{repo}/pipe.py:1"], 2, "not a regular file"),
+    ("a symlink loop", ["retrieve", "{repo}/loop_a.py:1"], 2, "symbolic link loop"),
+    ("a file outside the repository", ["retrieve", "/etc/hostname:1", "--repo", "{repo}"], 2, "outside"),
+    ("--alpha nan", ["retrieve", REPORT + ":9", "--alpha", "nan"], 2, "finite"),
+    ("--alpha=-inf", ["retrieve", REPORT + ":9", "--alpha=-inf"], 2, "finite"),
+    ("--alpha 1e999", ["retrieve", REPORT + ":9", "--alpha", "1e999"], 2, "finite"),
+    ("--k 0", ["retrieve", REPORT + ":9", "--k", "0"], 2, "--k"),
+    ("--k abc", ["retrieve", REPORT + ":9", "--k", "abc"], 2, "invalid int"),
+    ("an unknown strategy", ["complete", REPORT + ":9", "--strategy", "magic"], 2, "invalid choice"),
+    ("--max-tokens 0", ["complete", REPORT + ":9", "--max-tokens", "0"], 2, "--max-tokens"),
+    ("--gpu-layers -3", ["complete", REPORT + ":9", "--gpu-layers", "-3"], 2, "--gpu-layers"),
+    ("a missing model file", ["complete", REPORT + ":9", "--model", "{repo}/absent.gguf"], 2, "does not exist"),
+    ("a model that is not GGUF", ["complete", REPORT + ":9", "--model", "{repo}/notes.gguf"], 2, "not a GGUF"),
+    ("a model that crashes while loading", ["complete", REPORT + ":9", "--model", "{repo}/broken.gguf"], 2,
+     "exited while loading"),
+    ("--hf with a missing path", ["complete", REPORT + ":9", "--hf", "{repo}/absent-model"], 2, "no such model"),
+    ("--model and --endpoint together", ["complete", REPORT + ":9", "--model", "a.gguf", "--endpoint", "http://x"],
+     2, "not allowed with"),
+    ("an unreachable server", ["complete", REPORT + ":9", "--endpoint", "http://127.0.0.1:{port}"], 2,
+     "cannot reach"),
+    ("a server URL that is not http", ["complete", REPORT + ":9", "--endpoint", "ftp://host"], 2, "http"),
+    ("a server answering garbage", ["complete", REPORT + ":9", "--endpoint", "{garbage}"], 2, ""),
+    ("index of a missing folder", ["index", "{repo}/nowhere"], 2, "no such folder"),
+    ("index of a file", ["index", REPORT], 2, "not a folder"),
+    ("an unknown command", ["frobnicate"], 2, "invalid choice"),
+    ("eval run --workers 0", ["eval", "run", "--tasks", "{repo}/tasks.jsonl", "--repos", "{repo}", "--workers", "0",
+                              "--retrieval-only"], 2, ""),
+    ("eval run with a broken tasks file", ["eval", "run", "--tasks", "{repo}/tasks.jsonl", "--repos", "{repo}",
+                                           "--retrieval-only"], 2, "tasks.jsonl"),
+    ("eval run --alphas nan", ["eval", "run", "--tasks", "{repo}/tasks.jsonl", "--repos", "{repo}",
+                               "--retrieval-only", "--alphas", "0,nan"], 2, ""),
+    ("eval report of a missing file", ["eval", "report", "{repo}/absent.jsonl"], 2, "no such file"),
+]
+
+
+@pytest.mark.parametrize("kind, arguments, code, needle", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_cli_bad_input(shop: Path, garbage_server: str, kind: str, arguments: list[str], code: int, needle: str):
+    before = _files_indexed(shop)
+    values = {"repo": str(shop), "port": str(free_port()), "garbage": garbage_server}
+    result = run(*[a.format(**values) for a in arguments])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == code, (kind, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("repomem: error: "), (kind, result.stderr)
+    assert "Traceback" not in result.stderr and needle in lines[0], (kind, lines)
+    assert _files_indexed(shop) == before  # the index still loads, whole
+
+
+# (kind, repomem.toml text, a needle of the one warning)
+SETTINGS_CASES = [
+    ("a TOML syntax error", "[retrieval\nalpha = 1", "defaults used"),
+    ("alpha = nan", "[retrieval]\nalpha = nan", "finite"),
+    ("alpha = inf", "[retrieval]\nalpha = inf", "finite"),
+    ("a negative top_k", "[retrieval]\ntop_k = -4", ">"),
+    ("a string where a number goes", "[retrieval]\ntop_k = 'ten'", "expected int"),
+    ("an unknown key", "[retrieval]\ncolour = 'blue'", "unknown config key"),
+    ("an unknown section", "[colours]\nred = 1", "unknown config section"),
+    ("gpu_layers below -1", "[completion]\ngpu_layers = -5", "-1"),
+    ("an index folder outside the repository", "[index]\ndir_name = '../elsewhere'", "plain folder name"),
+    ("an unknown strategy", "[completion]\nstrategy = 'magic'", "not one of"),
+]
+
+
+@pytest.mark.parametrize("kind, text, needle", SETTINGS_CASES, ids=[c[0] for c in SETTINGS_CASES])
+def test_bad_settings_fall_back_with_one_warning(tmp_path: Path, kind: str, text: str, needle: str):
+    repo = copy_example(tmp_path / "shop")
+    (repo / "repomem.toml").write_text(text)
+    result = run("retrieve", f"{repo}/shop/report.py:9")
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "repomem:" in line]
+    assert result.returncode == 0, (kind, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("repomem: warning: ") and needle in lines[0], (kind, lines)
+    assert "Traceback" not in result.stderr
+    assert _files_indexed(repo) > 0
+
+
+def test_a_named_pipe_as_settings_file_is_one_warning(tmp_path: Path):
+    repo = copy_example(tmp_path / "shop")
+    (repo / "repomem.toml").unlink()
+    os.mkfifo(repo / "repomem.toml")
+    result = run("retrieve", f"{repo}/shop/report.py:9", "--repo", str(repo))
+    assert result.returncode == 0, result.stderr
+    assert "not a regular file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_damaged_index_is_rebuilt_not_trusted(tmp_path: Path):
+    repo = copy_example(tmp_path / "shop")
+    assert run("index", str(repo)).returncode == 0
+    for snapshot in (repo / ".repomem").glob("snap-*"):
+        for part in snapshot.glob("*.npz"):
+            part.write_bytes(b"garbage")
+    result = run("retrieve", f"{repo}/shop/report.py:9")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert _files_indexed(repo) > 0
