@@ -32,10 +32,11 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from repomem.config import load_config
+from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
+from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 
 EXPLAIN_COMMAND = "repomem.explain"
@@ -158,6 +159,10 @@ class RepomemServer(LanguageServer):
         """(path, text, line, character in code points, CursorState) for a position, or None."""
         path = self.relative(uri)
         if path is None:
+            return None
+        if uri not in self.workspace.text_documents:
+            # Not opened by the client: pygls would read the disk here, in the event loop (a
+            # missing file is an exception, a named pipe blocks forever). No answer instead.
             return None
         document = self.workspace.get_text_document(uri)
         text = normalize_newlines(document.source)
@@ -439,8 +444,28 @@ def protocol_stdout() -> BinaryIO:
     return private
 
 
+def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own."""
+    from pygls.io_ import StdinAsyncReader, StdoutWriter
+
+    quiet_pygls_logs()
+    ls._stop_event = threading.Event()
+    reader = StdinAsyncReader(stdin, ls.thread_pool)
+    writer = StdoutWriter(stdout)
+    ls.protocol.set_writer(writer)
+    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
+    try:
+        asyncio.run(loop.run(ls._stop_event, reader))
+    except BrokenPipeError:
+        complain("the client closed the connection")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        ls.shutdown()
+
+
 def serve(tcp_port: int | None = None) -> None:
     if tcp_port is None:
-        server.start_io(sys.stdin.buffer, protocol_stdout())
+        serve_stdio(server, sys.stdin.buffer, protocol_stdout())
     else:
         server.start_tcp("127.0.0.1", tcp_port)  # loopback only: completions show repository code

@@ -187,6 +187,9 @@ class ServerConfig:
     feedback_log: str = ""
     progress_interval_ms: int = 200  # at most one $/progress report per this many milliseconds
     backend_retry_s: float = 10.0  # after a model that failed to load or connect, wait this long to retry
+    # A message claiming more bytes than this is dropped (the stdio loop, lsp/framing.py); read
+    # before any repository is known, so only the default applies.
+    max_message_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,233 @@
+"""The language server's share of the bad-input matrix, over stdio with raw bytes (a well-behaved
+LSP client library cannot send a wrong Content-Length): each case gets the specified JSON-RPC error
+or an empty answer, one stderr line at most and no traceback, and the server answers the next
+request. The index still loads afterwards."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from repomem.config import load_config
+from repomem.failures import Failure
+from repomem.index.store import load_index
+from tests.repos import copy_example
+
+SETTINGS = {"maxNewTokens": 4, "maxPromptTokens": 256, "debounceMs": 0}
+
+
+class RawClient:
+    """Bytes in, parsed frames out (on a reader thread)."""
+
+    def __init__(self, root: Path):
+        self.process = subprocess.Popen([sys.executable, "-m", "repomem", "serve"], cwd=root, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.messages: queue.Queue[dict] = queue.Queue()
+        self.stderr: list[str] = []
+        self._next_id = 1000
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.process.stdout
+        while True:
+            headers = {}
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                if not line.strip():
+                    break
+                key, _, value = line.decode().partition(":")
+                headers[key.strip().lower()] = value.strip()
+            self.messages.put(json.loads(out.read(int(headers["content-length"]))))
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr.append(line.decode("utf-8", "replace"))
+
+    def raw(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def send(self, message: dict) -> None:
+        body = json.dumps(message).encode()
+        self.raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    def request(self, method: str, params: dict | None = None) -> int:
+        self._next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
+        return self._next_id
+
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def answer(self, message_id: int | None, timeout_s: float = 60.0, required: bool = True) -> dict | None:
+        """The response to `message_id` (None: the next error without an id); other messages skipped."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                message = self.messages.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if "method" in message:
+                continue  # a notification or a request from the server (progress, log)
+            if message.get("id") == message_id:
+                return message
+        if required:
+            pytest.fail(f"no answer to {message_id}; stderr: {''.join(self.stderr[-5:])}")
+        return None
+
+    def alive(self, probes: int = 3) -> None:
+        """The server still answers: an unknown method gets MethodNotFound (a body longer than its
+        Content-Length swallows the start of the next message, so a second probe may be needed)."""
+        for _ in range(probes):
+            probe = self.request("repomem/noSuchMethod")
+            answer = self.answer(probe, timeout_s=5, required=False)
+            if answer is not None:
+                assert answer["error"]["code"] == -32601, answer
+                assert self.process.poll() is None
+                return
+        pytest.fail(f"the server stopped answering; stderr: {''.join(self.stderr[-5:])}")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    return copy_example(tmp_path_factory.mktemp("lsp-bad") / "shop")
+
+
+def _initialize(client: RawClient, workspace: Path) -> None:
+    answer = client.answer(client.request("initialize", {"capabilities": {}, "rootUri": workspace.as_uri(),
+                                                         "initializationOptions": SETTINGS}))
+    assert "capabilities" in answer["result"], answer
+    client.notify("initialized", {})
+
+
+def _wait_until_ready(client: RawClient, timeout_s: float = 240.0) -> None:
+    """Until the server logs `repomem: ready` (its index is built)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            message = client.messages.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if message.get("method") == "window/logMessage" and "ready" in message["params"]["message"]:
+            return
+    pytest.fail("the server never became ready")
+
+
+@pytest.fixture(scope="module")
+def client(workspace: Path):
+    client = RawClient(workspace)
+    _initialize(client, workspace)
+    _wait_until_ready(client)
+    yield client
+    client.process.kill()
+    client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+    config, _ = load_config(workspace)
+    index = load_index(workspace, config)
+    assert not isinstance(index, Failure) and index.n_live_files > 0, index
+
+
+def _inline_params(uri: str, line: int, character: int) -> dict:
+    return {"textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+            "context": {"triggerKind": 2}}
+
+
+def test_a_request_before_initialize_is_server_not_initialized(workspace: Path):
+    client = RawClient(workspace)
+    try:
+        uri = (workspace / "shop" / "report.py").as_uri()
+        answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 11)))
+        assert answer["error"]["code"] == -32002
+        client.notify("textDocument/didOpen", {})  # a notification before initialize is dropped
+        _initialize(client, workspace)
+        client.alive()
+    finally:
+        client.process.kill()
+        client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
+@pytest.mark.parametrize("kind, data", [
+    ("a body that is not JSON", b'Content-Length: 17\r\n\r\n{"jsonrpc": "2.0"'),
+    ("a Content-Length shorter than the body", b'Content-Length: 20\r\n\r\n{"jsonrpc": "2.0", "id": 5, "method": "x"}'),
+    ("a Content-Length longer than the body", b'Content-Length: 60\r\n\r\n{"jsonrpc": "2.0", "id": 6, "method": "x"}'),
+    ("an unreadable Content-Length", b'Content-Length: lots\r\n\r\n{"jsonrpc": "2.0", "id": 7, "method": "x"}'),
+    ("no Content-Length at all", b'Content-Type: application/json\r\n\r\n{"jsonrpc": "2.0"}'),
+    ("a huge Content-Length", b'Content-Length: 99999999999\r\n\r\n{"jsonrpc": "2.0", "id": 8}'),
+    ("JSON that is not JSON-RPC", b'Content-Length: 6\r\n\r\n[1, 2]'),
+    ("a request without a method name", b'Content-Length: 28\r\n\r\n{"jsonrpc": "2.0", "id": 9}  '),
+    ("binary garbage", b"\x00\xff\xfe garbage \r\n\r\n"),
+])
+def test_broken_frames_never_end_the_session(client: RawClient, kind: str, data: bytes):
+    client.raw(data)
+    client.alive()  # the next well-formed request is answered (a too-long body may swallow one more)
+
+
+def test_invalid_params_are_an_error_answer(client: RawClient):
+    answer = client.answer(client.request("textDocument/inlineCompletion", {"position": {"line": "x"}}))
+    assert "error" in answer, answer
+    client.alive()
+
+
+def test_documents_and_positions_that_do_not_exist_get_empty_answers(client: RawClient, workspace: Path):
+    unopened = (workspace / "shop" / "never_opened.py").as_uri()
+    answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(unopened, 0, 0)))
+    assert answer.get("result", {}).get("items") == [], answer
+    report = workspace / "shop" / "report.py"
+    uri = report.as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": report.read_text()}})
+    for line, character in ((999, 0), (-1, 0)):
+        answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(uri, line, character)))
+        assert "error" in answer or answer["result"]["items"] == [], answer
+    # A character past the line's end means the line's end (LSP 3.17, Position).
+    answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 999)))
+    assert "result" in answer, answer
+    # An edit whose range lies past the end of the document.
+    client.notify("textDocument/didChange", {
+        "textDocument": {"uri": uri, "version": 2},
+        "contentChanges": [{"range": {"start": {"line": 500, "character": 3}, "end": {"line": 900, "character": 0}},
+                            "text": "x = 1\n"}]})
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 3},
+                                             "contentChanges": [{"range": "nonsense", "text": 5}]})
+    client.alive()
+
+
+def test_a_2_mb_buffer_and_200_rapid_edits(client: RawClient, workspace: Path):
+    big = workspace / "shop" / "big.py"
+    text = "".join(f"def function_{i}(value):\n    return value + {i}\n\n" for i in range(40_000))
+    assert len(text) > 2_000_000
+    uri = big.as_uri()
+    started = time.monotonic()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": text}})
+    answer = client.answer(client.request("workspace/executeCommand", {
+        "command": "repomem.explain",
+        "arguments": [{"textDocument": {"uri": uri}, "position": {"line": 3, "character": 4}}]}), timeout_s=120)
+    # More than scan.max_file_bytes: the buffer is not indexed, the answer says so or ranks the rest.
+    assert "result" in answer, answer
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    assert time.monotonic() - started < 120
+    report = workspace / "shop" / "report.py"
+    uri = report.as_uri()
+    lines = report.read_text().split("\n")
+    for version in range(4, 204):
+        lines.append(f"# edit {version}")
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                                 "contentChanges": [{"text": "\n".join(lines)}]})
+    last_line = len(lines) - 1
+    answer = client.answer(client.request("workspace/executeCommand", {
+        "command": "repomem.explain",
+        "arguments": [{"textDocument": {"uri": uri}, "position": {"line": last_line, "character": 0}}]}))
+    assert "result" in answer and answer["result"] is not None, answer  # the last line exists: every edit landed
+    client.alive()
