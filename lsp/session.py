@@ -243,10 +243,13 @@ class CompletionSession:
             return CompletionAnswer("", None, "unavailable")
         try:
             result = engine.complete(cursor, cancel=request.cancelled)
-            if isinstance(result, Failure) and result.kind == "model-crashed" and not request.cancelled():
-                # The model's child process died: start a new one now and answer this request with it.
+            if isinstance(result, Failure) and result.kind == "model-crashed":
+                # The model's child process died: start a new one now (no retry delay) and answer
+                # this request with it, unless a newer request already replaced this one.
                 self.log("warning", f"{result.message}; restarting the model")
                 self.drop_backend(retry_at_once=True)
+                if request.cancelled():
+                    return CompletionAnswer("", None, "cancelled")
                 engine = self.ensure_engine()
                 if engine is None:
                     return CompletionAnswer("", None, "unavailable")

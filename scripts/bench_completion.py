@@ -27,8 +27,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from repomem.backends.base import GenerationRequest  # noqa: E402
-from repomem.backends.llama import LlamaBackend  # noqa: E402
+from repomem.backends.base import Backend, GenerationRequest  # noqa: E402
+from repomem.backends.factory import open_gguf  # noqa: E402
 from repomem.backends.models import pull_default_model  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import with_overrides  # noqa: E402
@@ -42,12 +42,12 @@ DJANGO_SHA256 = "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82
 WALK_FILE = "django/contrib/auth/models.py"
 
 
-def flush_cache(backend: LlamaBackend) -> None:
+def flush_cache(backend: Backend) -> None:
     """Make the next prompt cold: evaluate an unrelated prompt first."""
     backend.generate(GenerationRequest("# unrelated\n" * 4, 1, [], 60.0))
 
 
-def single(service: RepoService, backend: LlamaBackend, budget: int, path: str, line: int) -> dict:
+def single(service: RepoService, backend: Backend, budget: int, path: str, line: int) -> dict:
     config = with_overrides(service.config, completion={"max_prompt_tokens": budget})
     engine = CompletionEngine(service, backend, config)
     text = (service.root / path).read_text(encoding="utf-8")
@@ -67,7 +67,7 @@ def single(service: RepoService, backend: LlamaBackend, budget: int, path: str, 
     }
 
 
-def walk(service: RepoService, backend: LlamaBackend, order: str, n_positions: int, path: str) -> dict:
+def walk(service: RepoService, backend: Backend, order: str, n_positions: int, path: str) -> dict:
     config = with_overrides(service.config, completion={"order": order})
     engine = CompletionEngine(service, backend, config)
     text = (service.root / path).read_text(encoding="utf-8")
@@ -104,6 +104,9 @@ def main() -> None:
     parser.add_argument("--walk", type=int, default=50)
     parser.add_argument("--orders", default="score,stable", help="block orders to walk with")
     parser.add_argument("--skip-single", action="store_true")
+    parser.add_argument("--in-process", action="store_true",
+                        help="llama.cpp in this process (completion.isolate_model = false) instead of the default "
+                             "child process")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-completion.json")
     args = parser.parse_args()
     console = Console()
@@ -120,11 +123,15 @@ def main() -> None:
     model = pull_default_model()
     if isinstance(model, Failure):
         raise SystemExit(model.message)
-    backend = LlamaBackend.open(model, context_tokens=4096)
+    settings = dataclasses.replace(service.config.completion, context_tokens=4096, isolate_model=not args.in_process)
+    started = time.perf_counter()
+    backend = open_gguf(model, settings)
     assert not isinstance(backend, Failure), backend
+    start_s = time.perf_counter() - started
     text = (service.root / args.file).read_text(encoding="utf-8").split("\n")
     line = max(i for i, row in enumerate(text[: len(text) // 2]) if " = " in row) + 1
-    results: dict = {"repo": source.name, "file": args.file, "model": backend.name, "single": {}, "walks": []}
+    results: dict = {"repo": source.name, "file": args.file, "model": backend.name, "single": {}, "walks": [],
+                     "model_process": "in-process" if args.in_process else "child", "start_s": round(start_s, 2)}
     for budget in () if args.skip_single else (1024, 2048):
         console.print(f"cold / warm, {budget}-token budget ...")
         results["single"][str(budget)] = single(service, backend, budget, args.file, line)
@@ -134,8 +141,10 @@ def main() -> None:
     results["config"] = dataclasses.asdict(service.config.completion)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
+    backend.close()
 
-    table = Table(title=f"completion latency, {backend.name}, {source.name}")
+    table = Table(title=f"completion latency, {backend.name} ({results['model_process']}, started in "
+                        f"{start_s:.1f} s), {source.name}")
     for column in ("measure", "value"):
         table.add_column(column)
     for budget, row in results["single"].items():

@@ -1,6 +1,7 @@
 """Load test of the language server: typing at a steady speed with inline completions.
 
     python scripts/load_lsp.py [--pairs 1000] [--chars-per-second 8] [--pause-after-line 1.0] [--repo DIR]
+                               [--kill-model 10 --out eval/results/bench-lsp-soak.json]
 
 Starts `repomem serve` over stdio with pygls's LanguageClient on a copy of the example repository
 (or --repo), waits for the index, opens a new file and types Python into it one character per
@@ -9,7 +10,10 @@ with a short pause after each line (people stop to read what they wrote, and gho
 VS Code, a keystroke arriving while the previous request is still open sends `$/cancelRequest`
 for it. The server's RSS is sampled from /proc every 0.5 s. Reports p50/p95 latency of answered
 requests, how many were cancelled or superseded, errors, and RSS at start / end / peak with the
-slope of a line fitted to the second half (flat memory: close to 0 MB/min).
+slope of a line fitted to the second half (flat memory: close to 0 MB/min). With --kill-model N
+(the soak), the model's child process is killed with SIGKILL N times, evenly over the typing; after
+each kill the user pauses on one request, which the server must answer with a completion from a
+restarted model (typing at 8 chars/s on 2 cores supersedes nearly every other request).
 Results: eval/results/bench-lsp.json and a table.
 """
 
@@ -78,12 +82,28 @@ class RssSampler(threading.Thread):
         self._stop_event.set()
 
 
+def model_children(server_pid: int) -> list[int]:
+    """Pids of the server's model processes (repomem.backends.llama_child)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().split(")")[-1].split()[1]) != server_pid:
+                continue
+            if b"repomem.backends.llama_child" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
 async def run_load(repo: Path, pairs: int, chars_per_second: float, pause_after_line_s: float,
-                   settings: dict) -> dict:
+                   settings: dict, kills: int = 0) -> dict:
     client = LanguageClient("repomem-load", "1")
     log_lines: list[types.LogMessageParams] = []
 
@@ -155,10 +175,28 @@ async def run_load(repo: Path, pairs: int, chars_per_second: float, pause_after_
 
     interval = 1.0 / chars_per_second
     typed = "".join(TYPED.format(n=n) for n in range(pairs // len(TYPED) + 2))[:pairs]
+    kill_at = {int(pairs * (k + 1) / (kills + 1)) for k in range(kills)}
+    killed: list[dict] = []  # when, which pid, and requests answered with text before it
     typing_started = time.monotonic()
     next_at = typing_started
     for number, char in enumerate(typed):
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        if number in kill_at:
+            children = model_children(pid)
+            for child in children:
+                os.kill(child, 9)
+            # The user pauses: one request is left to finish, so the restart is seen to answer.
+            kill_started = time.monotonic()
+            answer = await client.protocol.send_request_async(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                types.InlineCompletionParams(
+                    text_document=types.TextDocumentIdentifier(uri),
+                    position=types.Position(line=line, character=character),
+                    context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked)))
+            killed.append({"at_request": number, "pids": children, "with_text_before": outcome["with_text"],
+                           "answer_after_kill_s": round(time.monotonic() - kill_started, 2),
+                           "answer_after_kill_has_text": bool(answer is not None and answer.items)})
+            next_at = time.monotonic()
         next_at += interval + (pause_after_line_s if char == "\n" else 0.0)
         for request_id in list(pending):  # the editor drops the previous request, as VS Code does
             client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=request_id))
@@ -212,6 +250,9 @@ async def run_load(repo: Path, pairs: int, chars_per_second: float, pause_after_
         "server_errors_logged": [m.message for m in log_lines if m.type == types.MessageType.Error][:10],
         "generations_cancelled_logged": sum("generation cancelled" in m.message for m in log_lines),
         "server_alive": alive,
+        "model_kills": killed,
+        "model_restarts_logged": sum("restarting the model" in m.message for m in log_lines),
+
         "rss_mb": {"start": round(values[0] / 2**20, 1) if len(values) else None,
                    "end": round(values[-1] / 2**20, 1) if len(values) else None,
                    "peak": round(values.max() / 2**20, 1) if len(values) else None,
@@ -230,6 +271,8 @@ def main() -> int:
     parser.add_argument("--repo", type=Path, default=ROOT / "examples" / "shop",
                         help="repository to copy and type into (default: the bundled example)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--kill-model", type=int, default=0, metavar="N",
+                        help="kill the model's child process N times during the run (the soak)")
     parser.add_argument("--note", default="", help="free text stored with the results (e.g. other load)")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-lsp.json")
     args = parser.parse_args()
@@ -237,7 +280,8 @@ def main() -> int:
         repo = Path(folder) / args.repo.name
         shutil.copytree(args.repo, repo, ignore=shutil.ignore_patterns(".repomem", "__pycache__"))
         settings = {"maxNewTokens": args.max_new_tokens}
-        results = asyncio.run(run_load(repo, args.pairs, args.chars_per_second, args.pause_after_line, settings))
+        results = asyncio.run(run_load(repo, args.pairs, args.chars_per_second, args.pause_after_line, settings,
+                                       args.kill_model))
     results["note"] = args.note
     results["load_average_1m_at_end"] = os.getloadavg()[0]
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -256,6 +300,13 @@ def main() -> int:
         ("generations stopped mid-call (server log)", str(results["generations_cancelled_logged"])),
         ("errors / unanswered", f"{results['errors']} / {results['unanswered']}"),
         ("server alive at the end", str(results["server_alive"])),
+        ("model processes killed / restarts logged", f"{len(results['model_kills'])} / "
+                                                     f"{results['model_restarts_logged']}"),
+        ("completions right after a kill (with text / kills)",
+         f"{sum(k['answer_after_kill_has_text'] for k in results['model_kills'])} / {len(results['model_kills'])}"),
+        ("answer right after a kill, p50 / max (s)",
+         f"{percentile([k['answer_after_kill_s'] for k in results['model_kills']], 50):.1f} / "
+         f"{max((k['answer_after_kill_s'] for k in results['model_kills']), default=0):.1f}"),
         ("RSS start / end / peak (MB)", f"{rss['start']} / {rss['end']} / {rss['peak']}"),
         ("RSS slope, second half (MB/min)", str(rss["slope_second_half_mb_per_min"])),
         ("index ready after (s) / typing took (s)", f"{results['ready_s']} / {results['typing_s']}"),
@@ -263,7 +314,8 @@ def main() -> int:
         table.add_row(name, value)
     Console().print(table)
     print(f"results: {args.out}")
-    return 0 if results["errors"] == 0 and results["server_alive"] else 1
+    recovered = all(k["answer_after_kill_has_text"] for k in results["model_kills"])
+    return 0 if results["errors"] == 0 and results["server_alive"] and recovered else 1
 
 
 if __name__ == "__main__":
