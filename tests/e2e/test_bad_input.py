@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import http.server
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -167,3 +169,33 @@ def test_a_damaged_index_is_rebuilt_not_trusted(tmp_path: Path):
     result = run("retrieve", f"{repo}/shop/report.py:9")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert _files_indexed(repo) > 0
+
+
+@pytest.fixture
+def read_only_repo(tmp_path: Path):
+    """The example on a read-only bind mount (root ignores permission bits, so chmod proves nothing)."""
+    source = copy_example(tmp_path / "source")
+    target = tmp_path / "mounted"
+    target.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(target)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], capture_output=True)
+
+
+def test_a_read_only_repository_indexes_into_the_user_cache(read_only_repo: Path, tmp_path: Path):
+    cache = tmp_path / "cache"
+    env = {**os.environ, "REPOMEM_CACHE": str(cache)}
+    for _ in range(2):  # built, then loaded from the same place
+        result = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{read_only_repo}/shop/report.py:9"],
+                                capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert "is read-only: its index lives in" in result.stderr and "Traceback" not in result.stderr
+        assert "compute_tax" in result.stdout or "pricing.py" in result.stdout
+    assert not (read_only_repo / ".repomem").exists()
+    assert list((cache / "indexes").glob("mounted-*/CURRENT"))
