@@ -248,7 +248,7 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
     results = base / "results.jsonl"
     run = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
                    "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",
-                   "--max-new-tokens", "24")
+                   "--max-new-tokens", "24", "--prompt-tokens", "512")
     assert run.returncode == 0, run.stderr
     assert "6 results written" in run.stdout, run.stdout
     # RepoCoder's first round is the vanilla completion: generated once per task (on this tiny repo
@@ -269,7 +269,7 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
 
     again = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
                      "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",
-                     "--max-new-tokens", "24")
+                     "--max-new-tokens", "24", "--prompt-tokens", "512")
     assert again.returncode == 0 and "0 results written, 6 already there" in again.stdout, again.stdout
 
     out = base / "report"
@@ -288,7 +288,7 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     results = base / "interrupted.jsonl"
     command = [sys.executable, "-m", "repomem", "eval", "run", "--tasks", str(base / "line.jsonl"),
                "--tasks", str(base / "api.jsonl"), "--repos", str(repos), "--results", str(results),
-               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "48"]
+               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "48", "--prompt-tokens", "512"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 3):
