@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ class ScanConfig:
     secret_patterns: tuple[str, ...] = (
         ".env", ".env.*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks",
         "*.keystore", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass",
-        "*.kdbx", "credentials*.json", "secrets.*", ".htpasswd",
+        "*.kdbx", "credentials*.json", "credentials.*", "secrets.*", "secret.*", ".htpasswd",
     )
     # Secrets written inside code (provider keys, private-key blocks, tokens, high-entropy strings
     # assigned to secret-sounding names) are masked before indexing and in every prompt.
@@ -323,18 +324,70 @@ def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
     return dataclasses.replace(base, **sections), warnings
 
 
-def load_config(repo_root: Path) -> tuple[Config, list[str]]:
-    """Read ``repomem.toml`` at the repository root if present."""
-    path = repo_root / CONFIG_FILE_NAME
+# Keys a repository's own repomem.toml may not set: they send its code or the user's keys to a
+# server, or name a file or folder outside the repository to read or write. They come from the
+# user's config (user_config_path), the command line or the editor; or the user trusts the
+# repository by listing it in `[trust] repositories` of the user's config.
+REPOSITORY_FORBIDDEN_KEYS = frozenset({
+    ("completion", "endpoint"), ("completion", "api_key_env"), ("completion", "model_path"),
+    ("completion", "hf_model"), ("server", "feedback_log"), ("index", "cache_dir"),
+})
+TRUST_SECTION = "trust"
+
+
+def user_config_path() -> Path:
+    """REPOMEM_CONFIG, else $XDG_CONFIG_HOME/repomem/config.toml, else ~/.config/repomem/config.toml."""
+    if os.environ.get("REPOMEM_CONFIG"):
+        return Path(os.environ["REPOMEM_CONFIG"]).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "repomem" / "config.toml"
+
+
+def _read_toml(path: Path, label: str) -> tuple[dict[str, Any], list[str]]:
     if not path.exists():
-        return Config(), []
+        return {}, []
     if not path.is_file():
-        return Config(), [f"{CONFIG_FILE_NAME} is not a regular file; defaults used"]
+        return {}, [f"{label} is not a regular file; defaults used"]
     try:
         data = tomllib.loads(read_regular(path).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        return Config(), [f"{CONFIG_FILE_NAME}: {error}; defaults used"]
-    return config_from_mapping(data)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as error:
+        return {}, [f"{label}: {str(error).splitlines()[0] if str(error) else error.__class__.__name__}; "
+                    "defaults used"]
+    return data, []
+
+
+def _trusted(user: dict[str, Any], repo_root: Path) -> bool:
+    listed = user.get(TRUST_SECTION, {}).get("repositories", []) if isinstance(user.get(TRUST_SECTION), dict) else []
+    if not isinstance(listed, list):
+        return False
+    root = repo_root.resolve()
+    return any(isinstance(entry, str) and Path(entry).expanduser().resolve() == root for entry in listed)
+
+
+def load_config(repo_root: Path) -> tuple[Config, list[str]]:
+    """The user's config (user_config_path), then the repository's ``repomem.toml`` over it, minus
+    the keys a repository may not set unless the user trusts it (REPOSITORY_FORBIDDEN_KEYS)."""
+    user, warnings = _read_toml(user_config_path(), str(user_config_path()))
+    repo, repo_warnings = _read_toml(repo_root / CONFIG_FILE_NAME, CONFIG_FILE_NAME)
+    warnings += repo_warnings
+    trusted = _trusted(user, repo_root)
+    merged: dict[str, Any] = {name: dict(value) if isinstance(value, dict) else value
+                              for name, value in user.items() if name != TRUST_SECTION}
+    for section, values in repo.items():
+        if not isinstance(values, dict) or not isinstance(merged.get(section, {}), dict):
+            merged[section] = values
+            continue
+        kept = {}
+        for key, value in values.items():
+            if (section, key) in REPOSITORY_FORBIDDEN_KEYS and not trusted:
+                warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key} ignored: a repository's own settings may not "
+                                f"send data elsewhere or name paths outside it (set it in {user_config_path()} or "
+                                f"on the command line, or trust the repository there under [{TRUST_SECTION}])")
+                continue
+            kept[key] = value
+        merged[section] = {**merged.get(section, {}), **kept}
+    config, problems = config_from_mapping(merged)
+    return config, warnings + problems
 
 
 def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:

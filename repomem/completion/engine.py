@@ -23,6 +23,7 @@ from repomem.completion.request import CompletionRequest, CursorContext, read_cu
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
 from repomem.config import Config
 from repomem.failures import Failure
+from repomem.index.scan import is_secret
 from repomem.positions import Cursor
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
@@ -86,6 +87,9 @@ class CompletionEngine:
     ) -> CompletionRequest | Failure:
         """A request at `cursor`, every choice not given taken from the config."""
         settings = self.config.completion
+        if is_secret(cursor.path, self.config.scan):
+            return Failure("secret-file", f"{cursor.path} matches a secret file pattern (scan.secret_patterns): "
+                                          "repomem never completes in it, nor sends its text to a model")
         name = strategy or settings.strategy
         chosen = strategy_named(name)
         if chosen is None:

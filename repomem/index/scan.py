@@ -63,7 +63,11 @@ def content_digest(data: bytes) -> str:
 
 @lru_cache(maxsize=8)
 def _secret_pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+    """File names matching any pattern, whatever their case (`Secrets.py` is `secrets.*`). No
+    pattern matches nothing (an empty alternation would match every name)."""
+    if not patterns:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.IGNORECASE)
 
 
 def is_secret(path: str, config: ScanConfig) -> bool:
@@ -88,17 +92,22 @@ def excluded_reason(path: str, config: ScanConfig) -> str | None:
     return None
 
 
+# git as a reader only: a repository's own config must not make it run a program (core.fsmonitor
+# names a command git runs on every status-like call; hooks are not run by these commands anyway).
+GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+
 def _git_files(root: Path) -> list[str] | None:
     """Paths from git, or None when `root` is not the top of a git work tree."""
     try:
         top = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+            [*GIT, "-C", str(root), "rev-parse", "--show-toplevel"],
             capture_output=True, text=True, timeout=30,
         )
         if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
             return None
         listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            [*GIT, "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             capture_output=True, timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired):

@@ -163,8 +163,10 @@ def test_pruned_snapshot_structure_means_rebuild(synthetic_repo):
     assert service.retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
 
 
-def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path):
-    (synthetic_repo / "repomem.toml").write_text(f'[index]\ncache_dir = "{tmp_path / "cache"}"\n')
+def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path, monkeypatch):
+    user_config = tmp_path / "user.toml"  # a path setting: the user's own config, not the repository's
+    user_config.write_text(f'[index]\ncache_dir = "{tmp_path / "cache"}"\n')
+    monkeypatch.setenv("REPOMEM_CONFIG", str(user_config))
     service = built(synthetic_repo)
     assert not (synthetic_repo / ".repomem").exists()
     assert list((tmp_path / "cache").glob("synthetic-*/CURRENT"))
