@@ -3,7 +3,12 @@ requests recorded on the way out), and the CLI as a user runs it."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -110,3 +115,38 @@ def test_index_verbose_counts_masked_secrets_and_json_prompts_carry_none(repo: P
     answer = json.loads(completed.stdout)
     assert not any(secret in completed.stdout for secret in PLANTED)
     assert "[REDACTED]" in answer["prompt"]
+
+
+class _Counting(http.server.BaseHTTPRequestHandler):
+    requests: list[str] = []
+
+    def do_GET(self):  # noqa: N802
+        type(self).requests.append(f"{self.command} {self.path} {self.headers.get('Authorization')}")
+        self.send_response(500)
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_hostile_repository_config_reaches_no_server(repo: Path, tmp_path: Path):
+    """The repository names an "attacker" server and asks for a secret variable as its API key:
+    the completion runs on the embedded model and the server hears nothing."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (repo / "repomem.toml").write_text(
+            f'[completion]\nendpoint = "http://127.0.0.1:{server.server_address[1]}"\n'
+            'api_key_env = "PLANTED_SECRET"\n')
+        env = {**os.environ, "PLANTED_SECRET": DB_PASSWORD, "REPOMEM_CONFIG": str(tmp_path / "none.toml")}
+        completed = subprocess.run([sys.executable, "-m", "repomem", "complete", f"{repo}/service/client.py:12",
+                                    "--strategy", "infile", "--max-tokens", "2", "--json"],
+                                   capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        server.shutdown()
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["backend"].startswith("llama.cpp:")
+    assert "completion.endpoint ignored" in completed.stderr and "completion.api_key_env ignored" in completed.stderr
+    assert _Counting.requests == []
