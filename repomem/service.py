@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import os
 import pickle
 import time
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repomem.child_processes import die_with_parent
 from repomem.config import Config, load_config
 from repomem.failures import Failure
 from repomem.index.repo_index import (
@@ -102,7 +104,8 @@ def analyze_sources(sources: Sequence[SourceFile], config: Config, progress: Pro
     parts = [list(sources[i : i + chunk]) for i in range(0, len(sources), chunk)]
     results: list[FileAnalysis] = []
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         for part, analyses in zip(parts, pool.map(_analyze_chunk, [(p, config) for p in parts])):
             results.extend(analyses)
             progress.advance(len(part))

@@ -10,42 +10,22 @@ waits behind the generation in progress, so a parent counting prompt tokens whil
 generate (evaluation workers) would stall for seconds.
 
 The child must not outlive repomem (a killed CLI or language server would leave a 500 MB process):
-on Linux the kernel sends it SIGTERM when the parent dies (PR_SET_DEATHSIG); everywhere, a thread
-watches the parent id and exits when it changes. Nothing of repomem's engine is imported here,
+repomem.child_processes ties it to its parent. Nothing of repomem's engine is imported here,
 numba included: llama.cpp's CUDA build and numba's LLVM cannot share a process.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import signal
 import socket
-import sys
 import threading
-import time
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-PARENT_POLL_S = 1.0
+from repomem.child_processes import die_with_parent
+
 PORT_LINE = "repomem-port"
 TOKENIZE_PATH = "/repomem/tokenize"
 KEY_VARIABLE = "REPOMEM_CHILD_KEY"
-
-
-def _die_with_parent(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _arguments() -> argparse.Namespace:
@@ -59,7 +39,7 @@ def _arguments() -> argparse.Namespace:
 
 
 def main() -> None:
-    _die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
+    die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
     args = _arguments()
     import uvicorn
     from fastapi import Body, Header, HTTPException

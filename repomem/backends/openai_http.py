@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 
 import httpx
 
@@ -21,6 +22,36 @@ from repomem.backends.templates import template_for
 from repomem.failures import Failure
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+# Caps on a streamed answer, whatever the server does: chunks beyond max_tokens (each event carries
+# about one token; a little slack for servers that send an empty first or last event), characters
+# per requested token, and bytes of one line (an answer without line breaks must not fill memory).
+STREAM_SLACK_CHUNKS = 8
+MAX_CHARS_PER_TOKEN = 64
+MAX_LINE_BYTES = 1 << 20
+
+
+class _OversizedLine(Exception):
+    pass
+
+
+def _sse_lines(response: httpx.Response, deadline: float) -> Iterator[str | None]:
+    """The lines of a server-sent event stream, with a cap on a line's length (bad-response) and
+    the deadline checked at every chunk received (None: it passed while a line was arriving)."""
+    pending = b""
+    for chunk in response.iter_bytes():
+        pending += chunk
+        while (end := pending.find(b"\n")) >= 0:
+            line, pending = pending[:end], pending[end + 1 :]
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+        if len(pending) > MAX_LINE_BYTES:
+            raise _OversizedLine
+        if pending and time.perf_counter() > deadline:
+            yield None
+            return
+    if pending:
+        yield pending.decode("utf-8", "replace")
 
 
 def model_label(model: str, endpoint: str) -> str:
@@ -163,8 +194,15 @@ class OpenAIBackend:
                     if response.status_code >= 400:
                         return Failure("backend-error", f"{self.endpoint}/v1/completions answered HTTP "
                                                         f"{response.status_code}")
-                    for line in response.iter_lines():
+                    received = 0  # characters of completion text
+                    for line in _sse_lines(response, deadline):
+                        if line is None:  # the deadline passed inside a line
+                            finish = "deadline"
+                            break
                         if not line.startswith("data:"):
+                            if time.perf_counter() > deadline:
+                                finish = "deadline"
+                                break
                             continue
                         data = line[5:].strip()
                         if data == "[DONE]":
@@ -176,16 +214,25 @@ class OpenAIBackend:
                                 usage = event["usage"]
                             if choices:
                                 pieces.append(choices[0].get("text") or "")
+                                received += len(pieces[-1])
                                 if choices[0].get("finish_reason"):
                                     finish = choices[0]["finish_reason"]
                         except (ValueError, AttributeError, TypeError):
                             return Failure("bad-response",
                                            f"{self.endpoint} streamed something that is not a completion")
+                        if len(pieces) > request.max_tokens + STREAM_SLACK_CHUNKS or \
+                                received > MAX_CHARS_PER_TOKEN * request.max_tokens:
+                            # A server that ignores max_tokens (or sends one endless chunk) is cut here.
+                            text = "".join(pieces)[: MAX_CHARS_PER_TOKEN * request.max_tokens]
+                            pieces, finish = [text], "length"
+                            break
                         stopped = early_stop(request, "".join(pieces), deadline)
                         if stopped is not None:
                             finish = stopped
                             break
                 break
+            except _OversizedLine:
+                return Failure("bad-response", f"{self.endpoint} streamed a line longer than {MAX_LINE_BYTES} bytes")
             except httpx.TimeoutException:
                 if pieces:
                     finish = "deadline"

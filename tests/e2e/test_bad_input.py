@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from repomem.config import load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
 from tests.cli_process import free_port, run
-from tests.repos import copy_example
+from tests.repos import copy_example, synthetic_files, write_repo
 
 
 class _Garbage(http.server.BaseHTTPRequestHandler):
@@ -199,3 +200,40 @@ def test_a_read_only_repository_indexes_into_the_user_cache(read_only_repo: Path
         assert "compute_tax" in result.stdout or "pricing.py" in result.stdout
     assert not (read_only_repo / ".repomem").exists()
     assert list((cache / "indexes").glob("mounted-*/CURRENT"))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().split(")")[-1].split()[1]) == pid:
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killing_a_full_index_leaves_no_worker_behind(tmp_path: Path):
+    repo = write_repo(tmp_path / "big", synthetic_files(400, n_functions=40))
+    process = subprocess.Popen([sys.executable, "-m", "repomem", "index", str(repo), "--full"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2 and process.poll() is None:
+        workers = _children(process.pid)
+        time.sleep(0.05)
+    if process.poll() is not None:
+        pytest.skip("the build finished before its parse workers were seen")
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_running(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_running(w) for w in workers), workers

@@ -172,3 +172,43 @@ def test_a_stream_cut_without_finish_reason_is_a_failure_not_a_short_answer(fini
         assert "--interrupt_requests False" in answer.message
     else:
         assert isinstance(answer, Generation) and answer.text == "return a" and answer.finish_reason == "length"
+
+
+class _Runaway(_CutStream):
+    """A server that never stops: endless events of 1,000 characters, or one endless line."""
+
+    one_line = False
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"choices": [{"text": "x" * 1000, "finish_reason": None}]}
+        event = b"data: " + json.dumps(chunk).encode() + (b"" if type(self).one_line else b"\n\n")
+        try:
+            for _ in range(200_000):  # ~200 MB if nobody stops reading
+                self.wfile.write(event)
+        except OSError:
+            pass  # the client hung up, as it should
+
+
+@pytest.mark.parametrize("one_line", [False, True])
+def test_a_server_that_never_stops_is_cut_by_size_not_memory(one_line):
+    handler = type("Handler", (_Runaway,), {"one_line": one_line})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backend = OpenAIBackend.connect(f"http://127.0.0.1:{server.server_port}", deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        started = time.perf_counter()
+        answer = backend.generate(GenerationRequest(prompt="x", max_tokens=16, stop=(), deadline_s=5))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert time.perf_counter() - started < 5
+    if one_line:
+        assert isinstance(answer, Failure) and answer.kind == "bad-response", answer
+    else:
+        assert isinstance(answer, Generation) and answer.finish_reason == "length"
+        assert len(answer.text) <= 64 * 16

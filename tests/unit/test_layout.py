@@ -17,7 +17,8 @@ SOURCES = {"repomem": "repomem", "lsp": "repomem.lsp", "eval": "repomem.evaluati
 
 # Lower layers never import higher ones. Modules of one package may import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("repomem.failures", "repomem.progress", "repomem.strategies", "repomem.regular_files"),
+    ("repomem.failures", "repomem.progress", "repomem.strategies", "repomem.regular_files",
+     "repomem.child_processes"),
     ("repomem.config", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),
