@@ -8,8 +8,9 @@ but:
 - a header is found anywhere on its line, so the stream resynchronises after a body that was
   shorter or longer than its `Content-Length` said;
 - a body that is not JSON is answered with a JSON-RPC parse error (-32700), a message that is not a
-  JSON-RPC request or notification with an invalid-request error (-32600), and a request sent
-  before `initialize` with ServerNotInitialized (-32002), as the specification asks;
+  JSON-RPC request or notification with an invalid-request error (-32600), a request sent before
+  `initialize` with ServerNotInitialized (-32002) and one after `shutdown` with InvalidRequest, as
+  the specification asks (pygls itself ends the process at `exit`: 0 after `shutdown`, else 1);
 - a `Content-Length` that is missing, unreadable or larger than `max_message_bytes` drops that
   message, never the session;
 - every one of these is one line on stderr, never a traceback.
@@ -33,7 +34,7 @@ INVALID_REQUEST = -32600
 SERVER_NOT_INITIALIZED = -32002
 INTERNAL_ERROR = -32603
 # Before `initialize`, only these may come (the client may also give up and exit).
-ALLOWED_BEFORE_INITIALIZE = frozenset({"initialize", "exit", "shutdown"})
+ALLOWED_BEFORE_INITIALIZE = frozenset({"initialize", "exit"})
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -75,6 +76,7 @@ class MessageLoop:
         self.write = write
         self.max_message_bytes = max_message_bytes
         self.initialized = False
+        self.shut_down = False
 
     def error(self, message_id: Any, code: int, text: str) -> None:
         self.write(frame({"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": text}}))
@@ -98,8 +100,14 @@ class MessageLoop:
             if message_id is not None:
                 self.error(message_id, SERVER_NOT_INITIALIZED, f"{method} before initialize")
             return
+        if self.shut_down and method is not None and method != "exit":
+            if message_id is not None:  # LSP: requests after shutdown are InvalidRequest
+                self.error(message_id, INVALID_REQUEST, f"{method} after shutdown")
+            return
         if method == "initialize":
             self.initialized = True
+        if method == "shutdown":
+            self.shut_down = True
         try:
             message = json.loads(body, object_hook=self.protocol.structure_message)
             self.protocol.handle_message(message)

@@ -444,8 +444,9 @@ def protocol_stdout() -> BinaryIO:
     return private
 
 
-def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own."""
+def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own; the
+    exit code: 0 after shutdown + exit or a closed stream, 1 for an exit without shutdown."""
     from pygls.io_ import StdinAsyncReader, StdoutWriter
 
     quiet_pygls_logs()
@@ -454,18 +455,22 @@ def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
     writer = StdoutWriter(stdout)
     ls.protocol.set_writer(writer)
     loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
+    code = 0
     try:
         asyncio.run(loop.run(ls._stop_event, reader))
     except BrokenPipeError:
         complain("the client closed the connection")
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
+    except SystemExit as stop:  # pygls's `exit` handler: 0 after shutdown, else 1 (LSP 3.17)
+        code = stop.code if isinstance(stop.code, int) else 1
     finally:
         ls.shutdown()
+    return code
 
 
-def serve(tcp_port: int | None = None) -> None:
+def serve(tcp_port: int | None = None) -> int:
     if tcp_port is None:
-        serve_stdio(server, sys.stdin.buffer, protocol_stdout())
-    else:
-        server.start_tcp("127.0.0.1", tcp_port)  # loopback only: completions show repository code
+        return serve_stdio(server, sys.stdin.buffer, protocol_stdout())
+    server.start_tcp("127.0.0.1", tcp_port)  # loopback only: completions show repository code
+    return 0

@@ -218,8 +218,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.lsp.server import serve
 
-    serve(args.tcp)
-    return 0
+    return serve(args.tcp)
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:

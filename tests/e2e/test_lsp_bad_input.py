@@ -231,3 +231,25 @@ def test_a_2_mb_buffer_and_200_rapid_edits(client: RawClient, workspace: Path):
         "arguments": [{"textDocument": {"uri": uri}, "position": {"line": last_line, "character": 0}}]}))
     assert "result" in answer and answer["result"] is not None, answer  # the last line exists: every edit landed
     client.alive()
+
+
+@pytest.mark.parametrize("shutdown_first, code", [(True, 0), (False, 1)])
+def test_life_cycle_follows_the_specification(workspace: Path, shutdown_first: bool, code: int):
+    """shutdown before initialize is ServerNotInitialized; requests after shutdown are
+    InvalidRequest; exit ends the process with 0 after shutdown, 1 without."""
+    client = RawClient(workspace)
+    try:
+        early = client.answer(client.request("shutdown"))
+        assert early["error"]["code"] == -32002, early
+        _initialize(client, workspace)
+        if shutdown_first:
+            assert client.answer(client.request("shutdown")).get("result", "missing") is None
+            late = client.answer(client.request("repomem/noSuchMethod"))
+            assert late["error"]["code"] == -32600, late
+        client.notify("exit", {})
+        assert client.process.wait(timeout=30) == code
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
