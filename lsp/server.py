@@ -203,7 +203,10 @@ class RepomemServer(LanguageServer):
                 self.log("error", f"no index ({index.message}); completing from the open file only")
                 return
             progress.end("done")
-            self.model_worker.submit(session.install_index, index).result()
+            try:
+                self.model_worker.submit(session.install_index, index).result()
+            except RuntimeError:  # the server is exiting (exit arrived while the index was built)
+                return
             self.log("info", "ready")
 
         def begin() -> None:
