@@ -10,6 +10,7 @@ describes; `server.feedback_log` names another file.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -83,7 +84,9 @@ class FeedbackLog:
         line = json.dumps(feedback_record(event, shown), ensure_ascii=False)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            # Owner-only (0600): the log holds completions and the code they came from.
+            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with self._lock, os.fdopen(descriptor, "a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
         except OSError as error:
             return Failure("feedback-write", f"cannot append to {self.path}: {error.strerror or error}")

@@ -79,6 +79,44 @@ def config_fingerprint(config: Config) -> str:
     return hashlib.blake2b(json.dumps(sections, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
+MARKER = "REPOMEM-INDEX"  # written into every index folder repomem creates: what it may delete in
+
+
+class IndexFolderRefused(OSError):
+    """The index folder is not repomem's to write in (the message says why)."""
+
+
+def _looks_like_an_old_index(directory: Path) -> bool:
+    """An index written before folders carried MARKER: its pointer and its own .gitignore."""
+    try:
+        return (directory / CURRENT).is_file() and (directory / ".gitignore").read_text() == "*\n"
+    except OSError:
+        return False
+
+
+def claim_index_folder(directory: Path, root: Path) -> None:
+    """Make sure `directory` is repomem's before anything is written or deleted there.
+
+    A folder named by `index.dir_name` that already holds other things (`dir_name = "tests"`) is
+    refused, not filled with snapshots and pruned; a symlinked index folder leading out of the
+    repository is refused (a repository must not make repomem write elsewhere); an index folder
+    is created owner-only (0700: it holds the code's tokens)."""
+    if directory.is_symlink():
+        target = directory.resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise IndexFolderRefused(f"the index folder {directory} is a symbolic link out of the repository "
+                                     f"(to {target}); remove it or set index.cache_dir in your own config")
+    if directory.is_dir():
+        if (directory / MARKER).is_file():
+            return
+        if any(directory.iterdir()) and not _looks_like_an_old_index(directory):
+            raise IndexFolderRefused(f"{directory} exists and is not a repomem index; choose another "
+                                     "index.dir_name (repomem only writes in folders it created)")
+    else:
+        directory.mkdir(parents=True, mode=0o700)
+    _write_text(directory / MARKER, "repomem index folder: repomem may replace or delete what is in it\n")
+
+
 @contextlib.contextmanager
 def writer_lock(directory: Path) -> Iterator[None]:
     directory.mkdir(parents=True, exist_ok=True)
@@ -98,15 +136,21 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _private(path: Path, mode: str):
+    """A new file readable by its owner only (0600): index files hold the repository's tokens."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    return os.fdopen(os.open(path, flags, 0o600), mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with open(path, "wb") as handle:
+    with _private(path, "wb") as handle:
         np.savez(handle, **arrays)
         handle.flush()
         os.fsync(handle.fileno())
 
 
 def _write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
+    with _private(path, "w") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
@@ -227,6 +271,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
     `base_snapshot`: a previous snapshot of the same full build whose base files can be
     hard-linked instead of rewritten (set by `load_index`).
     """
+    claim_index_folder(directory, index.root)
     with writer_lock(directory):
         _write_text(directory / ".gitignore", "*\n")
         tag = secrets.token_hex(4)

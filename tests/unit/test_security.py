@@ -93,3 +93,39 @@ def test_git_runs_no_fsmonitor_of_the_repository(tmp_path: Path):
     candidates, _ = list_candidates(repo, Config().scan)
     assert [c.path for c in candidates] == ["app.py"]
     assert not marker.exists()
+
+
+def test_an_existing_folder_named_as_the_index_is_never_written_in(tmp_path: Path, no_user_config: Path):
+    repo = write_repo(tmp_path / "repo", {"app.py": "x = 1\n", "tests/test_app.py": "def test(): pass\n",
+                                          "tests/.gitignore": "*.log\n"})
+    (repo / "tests" / "snap-000001-keep").mkdir()
+    (repo / "repomem.toml").write_text('[index]\ndir_name = "tests"\n')
+    before = sorted(p.relative_to(repo) for p in (repo / "tests").rglob("*"))
+    report = RepoService.open(repo).ensure_index()
+    assert isinstance(report, Failure) and "is not a repomem index" in report.message, report
+    assert sorted(p.relative_to(repo) for p in (repo / "tests").rglob("*")) == before
+    assert (repo / "tests" / ".gitignore").read_text() == "*.log\n"
+
+
+def test_a_symlinked_index_folder_leading_out_is_refused(tmp_path: Path, no_user_config: Path):
+    repo = write_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "snap-000003-theirs").mkdir(parents=True)
+    (repo / ".repomem").symlink_to(elsewhere)
+    report = RepoService.open(repo).ensure_index()
+    assert isinstance(report, Failure) and "symbolic link out of the repository" in report.message, report
+    assert [p.name for p in elsewhere.iterdir()] == ["snap-000003-theirs"]
+
+
+def test_index_files_are_owner_only_and_old_indexes_are_adopted(tmp_path: Path, no_user_config: Path):
+    repo = write_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    assert not isinstance(RepoService.open(repo).ensure_index(), Failure)
+    folder = repo / ".repomem"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    files = [p for p in folder.rglob("*") if p.is_file() and p.name != "lock"]
+    assert files and all(p.stat().st_mode & 0o077 == 0 for p in files), [oct(p.stat().st_mode) for p in files]
+    (folder / "REPOMEM-INDEX").unlink()  # an index written before folders were marked
+    (repo / "app.py").write_text("x = 2\n")
+    report = RepoService.open(repo).ensure_index()
+    assert not isinstance(report, Failure) and report.action in ("updated", "built"), report  # one file: a rebuild
+    assert (folder / "REPOMEM-INDEX").is_file()
