@@ -86,6 +86,11 @@ class OpenAIBackend:
         """Reach the server and learn its model name (GET /v1/models) unless one is given."""
         if not endpoint.startswith(("http://", "https://")):
             return Failure("bad-endpoint", f"endpoint must be an http(s) URL, got {endpoint!r}")
+        try:
+            if not httpx.URL(endpoint).host:
+                raise httpx.InvalidURL("no host")
+        except httpx.InvalidURL as error:
+            return Failure("bad-endpoint", f"endpoint {endpoint!r} is not a valid URL ({error})")
         backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
                       tokenize_path=tokenize_path)
         answer = backend._request("GET", "/v1/models", None, deadline_s)

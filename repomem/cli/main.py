@@ -218,7 +218,13 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.lsp.server import serve
 
-    return serve(args.tcp)
+    if args.tcp is not None and not 1 <= args.tcp <= 65535:
+        raise UserError(Failure("bad-option", f"--tcp takes a port from 1 to 65535, got {args.tcp}"))
+    try:
+        return serve(args.tcp)
+    except OSError as error:  # the port is taken, or not ours to bind
+        raise UserError(Failure("serve-failed", f"cannot listen on 127.0.0.1:{args.tcp}: "
+                                                f"{error.strerror or error}")) from None
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -99,6 +99,10 @@ CLI_CASES = [
     ("an unreachable server", ["complete", REPORT + ":9", "--endpoint", "http://127.0.0.1:{port}"], 2,
      "cannot reach"),
     ("a server URL that is not http", ["complete", REPORT + ":9", "--endpoint", "ftp://host"], 2, "http"),
+    ("a server URL that does not parse", ["complete", REPORT + ":9", "--endpoint", "http://[::1"], 2,
+     "not a valid URL"),
+    ("serve --tcp 70000", ["serve", "--tcp", "70000"], 2, "1 to 65535"),
+    ("serve --tcp -1", ["serve", "--tcp", "-1"], 2, "1 to 65535"),
     ("a server answering garbage", ["complete", REPORT + ":9", "--endpoint", "{garbage}"], 2, ""),
     ("index of a missing folder", ["index", "{repo}/nowhere"], 2, "no such folder"),
     ("index of a file", ["index", REPORT], 2, "not a folder"),
@@ -137,6 +141,8 @@ SETTINGS_CASES = [
     ("gpu_layers below -1", "[completion]\ngpu_layers = -5", "-1"),
     ("an index folder outside the repository", "[index]\ndir_name = '../elsewhere'", "plain folder name"),
     ("an unknown strategy", "[completion]\nstrategy = 'magic'", "not one of"),
+    ("an int key given 1e23", "[fragments]\nwindow_lines = 1e23", "expected int"),
+    ("TOML nested 5,000 deep", "a = " + "[" * 5000 + "]" * 5000, "defaults used"),
 ]
 
 
