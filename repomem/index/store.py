@@ -454,12 +454,36 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     return index
 
 
+def _check_compressed(matrix: sp.spmatrix, name: str) -> None:
+    """Index bounds of a CSR/CSC matrix read from disk. scipy does not check them, and the numba
+    kernels read these arrays unchecked: one entry past the end was a segfault, not an error."""
+    compressed_axis = 0 if matrix.format == "csr" else 1
+    indptr, indices = matrix.indptr, matrix.indices
+    assert indptr.shape == (matrix.shape[compressed_axis] + 1,), f"{name}: index pointer of the wrong length"
+    assert indptr[0] == 0 and indptr[-1] == indices.shape[0] == matrix.data.shape[0], f"{name}: sizes disagree"
+    assert bool((np.diff(indptr) >= 0).all()), f"{name}: index pointer goes backwards"
+    if indices.size:
+        assert 0 <= int(indices.min()) and int(indices.max()) < matrix.shape[1 - compressed_axis], \
+            f"{name}: an index points past the end"
+
+
 def _check_consistency(index: RepoIndex) -> None:
+    """Cheap checks of everything the retrieval kernels index into; a failure means a rebuild."""
     n = index.n_fragments
     for name in ("fragment_file", "fragment_start", "fragment_end", "doc_len", "thresholds", "rowsum"):
         assert getattr(index, name).shape == (n,), f"{name} has the wrong shape"
     assert index.w_base.shape[0] <= n
     assert index.df.shape[0] == len(index.vocabulary), "vocabulary and df disagree"
+    _check_compressed(index.w_base, "W")
+    assert index.w_base.shape[1] <= n, "W is wider than the fragments"
+    rows, cols, _ = index.delta_entries
+    assert rows.shape == cols.shape and (rows.size == 0 or (0 <= rows.min() and max(rows.max(), cols.max()) < n
+                                                            and cols.min() >= 0)), "W's updates point past the end"
+    for number, segment in enumerate(index.segments):
+        _check_compressed(segment.tf, f"postings segment {number}")
+        assert 0 <= segment.first_doc and segment.first_doc + segment.tf.shape[0] <= n, \
+            f"postings segment {number} covers fragments that do not exist"
+        assert segment.tf.shape[1] <= len(index.vocabulary), f"postings segment {number} has unknown terms"
 
 
 def _load_structure(snapshot: Path, index: RepoIndex) -> None:

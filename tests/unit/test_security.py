@@ -4,6 +4,7 @@ elsewhere, secret files are never completed in, git runs no program of the repos
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,25 @@ def test_index_files_are_owner_only_and_old_indexes_are_adopted(tmp_path: Path, 
     report = RepoService.open(repo).ensure_index()
     assert not isinstance(report, Failure) and report.action in ("updated", "built"), report  # one file: a rebuild
     assert (folder / "REPOMEM-INDEX").is_file()
+
+
+@pytest.mark.parametrize("array, shift", [("seg0_indices", 10_000_000), ("w_indices", 10_000_000),
+                                          ("seg0_indptr", -5)])
+def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Path, array: str, shift: int,
+                                                                  no_user_config: Path):
+    """Postings or relations pointing past the end were read unchecked by compiled kernels (SIGSEGV)."""
+    import numpy as np
+
+    repo = write_repo(tmp_path / "repo", {f"pkg/m{i}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(6)})
+    assert not isinstance(RepoService.open(repo).ensure_index(), Failure)
+    snapshot = next((repo / ".repomem").glob("snap-*"))
+    with np.load(snapshot / "base.npz") as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays[array] = arrays[array].copy()
+    arrays[array][-1] += shift
+    with open(snapshot / "base.npz", "wb") as handle:
+        np.savez(handle, **arrays)
+    run = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{repo}/pkg/m1.py:2"], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stderr)  # -11 was the segfault
+    assert "m1.py" in run.stdout or "m0.py" in run.stdout
