@@ -36,7 +36,7 @@ from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
-from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
+from repomem.lsp.framing import MessageLoop, SessionRefused, complain, quiet_pygls_logs
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 
 EXPLAIN_COMMAND = "repomem.explain"
@@ -450,30 +450,52 @@ def protocol_stdout() -> BinaryIO:
 def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own; the
     exit code: 0 after shutdown + exit or a closed stream, 1 for an exit without shutdown."""
-    from pygls.io_ import StdinAsyncReader, StdoutWriter
+    from pygls.io_ import StdoutWriter
+
+    code = run_session(ls, stdin, StdoutWriter(stdout))
+    return 0 if code is None else code
+
+
+def run_session(ls: RepomemServer, stream: BinaryIO, writer: Any,
+                admit: Callable[[dict[str, Any]], str | None] | None = None) -> int | None:
+    """One client's session over a byte stream: its exit code, or None when `admit` refused the
+    client (or the stream failed) before `initialize` was accepted; the server then lives on for
+    the next client. A session that was admitted ends the server when it ends, as pygls's does."""
+    from pygls.io_ import StdinAsyncReader
 
     quiet_pygls_logs()
     ls._stop_event = threading.Event()
-    reader = StdinAsyncReader(stdin, ls.thread_pool)
-    writer = StdoutWriter(stdout)
+    reader = StdinAsyncReader(stream, ls.thread_pool)
     ls.protocol.set_writer(writer)
-    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
-    code = 0
+    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes, admit)
+    code: int | None = 0
     try:
         asyncio.run(loop.run(ls._stop_event, reader))
-    except BrokenPipeError:
+    except SessionRefused:
+        code = None
+    except (BrokenPipeError, ConnectionResetError):
         complain("the client closed the connection")
+    except OSError as error:  # a socket client that sent nothing in time
+        complain(f"the connection failed: {error.__class__.__name__}: {error}")
     except KeyboardInterrupt:
         pass
     except SystemExit as stop:  # pygls's `exit` handler: 0 after shutdown, else 1 (LSP 3.17)
         code = stop.code if isinstance(stop.code, int) else 1
     finally:
-        ls.shutdown()
-    return code
+        # A socket client refused or gone before `initialize` leaves nothing to shut down; the
+        # server lives on for the next one.
+        admitted = admit is None or (loop.initialized and code is not None)
+        if admitted:
+            ls.shutdown()
+    return code if admitted else None
 
 
-def serve(tcp_port: int | None = None) -> int:
-    if tcp_port is None:
+def serve(tcp_port: int | None = None, socket_path: Path | None = None, token_file: Path | None = None) -> int:
+    """stdio by default; `--tcp PORT` (loopback, clients need the token) or `--socket PATH`
+    (a Unix socket only its owner can open)."""
+    if tcp_port is None and socket_path is None:
         return serve_stdio(server, sys.stdin.buffer, protocol_stdout())
-    server.start_tcp("127.0.0.1", tcp_port)  # loopback only: completions show repository code
-    return 0
+    from repomem.lsp.listen import serve_socket, tcp_listener, unix_listener
+
+    listener = tcp_listener(tcp_port, token_file) if tcp_port is not None else unix_listener(socket_path)
+    return serve_socket(listener, lambda stream, writer, admit: run_session(server, stream, writer, admit))

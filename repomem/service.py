@@ -73,6 +73,7 @@ class IndexReport:
     removed: int
     skipped: tuple[tuple[str, str], ...]
     masked: tuple[tuple[str, int], ...] = ()  # (path, secrets masked) of files holding any
+    over_node_limit: tuple[str, ...] = ()  # files searched as text only (graph.max_file_nodes)
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ class RepoService:
             removed=removed,
             skipped=tuple(tuple(s) for s in index.skipped),  # type: ignore[misc]
             masked=tuple((r.path, r.masked) for r in index.files if r is not None and r.masked),
+            over_node_limit=tuple(r.path for r in index.files if r is not None and r.over_node_limit),
         )
 
     def needs_compaction(self, index: RepoIndex) -> bool:

@@ -53,6 +53,7 @@ def _report_json(report: IndexReport) -> dict[str, Any]:
         "removed": report.removed,
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
         "secrets_masked": [{"path": p, "count": n} for p, n in report.masked],
+        "outside_graph": list(report.over_node_limit),
     }
 
 
@@ -84,6 +85,7 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
         ("changed / removed", f"{report.changed:,} / {report.removed:,}"),
         ("skipped", f"{len(report.skipped):,}"),
         ("secrets masked", f"{sum(n for _, n in report.masked):,} in {len(report.masked):,} files"),
+        ("text only (too large for the graph)", f"{len(report.over_node_limit):,}"),
         ("seconds", f"{report.seconds:.2f}"),
         ("index size", _human_bytes(report.index_bytes)),
     ):
@@ -94,6 +96,10 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
             out.print(f"skipped {path}: {reason}", markup=False, highlight=False)
         for path, count in report.masked:
             out.print(f"masked {count} secret{'s' if count > 1 else ''} in {path}", markup=False, highlight=False)
+        limit = service.config.graph.max_file_nodes
+        for path in report.over_node_limit:
+            out.print(f"text only {path}: more than {limit:,} syntax nodes (graph.max_file_nodes), "
+                      "searched but outside the code graph", markup=False, highlight=False)
     return 0
 
 
@@ -216,15 +222,20 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.lsp.listen import ListenError
     from repomem.lsp.server import serve
 
     if args.tcp is not None and not 1 <= args.tcp <= 65535:
         raise UserError(Failure("bad-option", f"--tcp takes a port from 1 to 65535, got {args.tcp}"))
+    if args.token_file is not None and args.tcp is None:
+        raise UserError(Failure("bad-option", "--token-file goes with --tcp (a Unix socket needs no token)"))
+    where = f"127.0.0.1:{args.tcp}" if args.tcp is not None else str(args.socket)
     try:
-        return serve(args.tcp)
-    except OSError as error:  # the port is taken, or not ours to bind
-        raise UserError(Failure("serve-failed", f"cannot listen on 127.0.0.1:{args.tcp}: "
-                                                f"{error.strerror or error}")) from None
+        return serve(args.tcp, args.socket, args.token_file)
+    except ListenError as error:
+        raise UserError(error.failure) from None
+    except OSError as error:  # the port is taken, or not ours to bind; the socket's folder is missing
+        raise UserError(Failure("serve-failed", f"cannot listen on {where}: {error.strerror or error}")) from None
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -278,8 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--json", action="store_true", help="prompt, fragments, tokens and timings as JSON")
     complete.set_defaults(handler=cmd_complete)
 
-    serve = commands.add_parser("serve", help="run the language server (stdio, or --tcp on 127.0.0.1)")
-    serve.add_argument("--tcp", type=int, default=None, metavar="PORT", help="listen on 127.0.0.1:PORT instead")
+    serve = commands.add_parser("serve", help="run the language server (stdio, --tcp or --socket)")
+    listen = serve.add_mutually_exclusive_group()
+    listen.add_argument("--tcp", type=int, default=None, metavar="PORT",
+                        help="listen on 127.0.0.1:PORT; a client must send the token (see --token-file) "
+                             "as initializationOptions.token")
+    listen.add_argument("--socket", type=Path, default=None, metavar="PATH",
+                        help="listen on a Unix socket only you can open (mode 0600)")
+    serve.add_argument("--token-file", type=Path, default=None, metavar="FILE",
+                       help="the --tcp token, created 0600 if missing (default: "
+                            "$XDG_CONFIG_HOME/repomem/serve-token)")
     serve.set_defaults(handler=cmd_serve)
 
     model = commands.add_parser("model", help="the embedded default model")

@@ -41,6 +41,8 @@ class FileRecord:
     first_fragment: int
     n_fragments: int
     masked: int = 0  # secrets masked in the indexed text (repomem.index.secrets)
+    # More kept syntax nodes than graph.max_file_nodes: searched as text, outside the code graph.
+    over_node_limit: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class FileAnalysis:
 
 
 def analyze_file(source: SourceFile, config: Config) -> FileAnalysis:
-    syntax = extract_syntax(source.path, source.language, source.text, config.graph.granularity)
+    syntax = extract_syntax(source.path, source.language, source.text, config.graph.granularity,
+                            config.graph.max_file_nodes)
     fragments = file_fragments(syntax, config.fragments)
     line_tokens = [tokenize(line, config.bm25) for line in source.text.split("\n")]
     windows = tuple(
@@ -217,7 +220,7 @@ def build_index(
     for source, analysis in zip(sources, analyses):
         n = int(analysis.fragments.starts.shape[0])
         records.append(FileRecord(source.path, source.language, source.digest, source.size,
-                                  source.mtime_ns, first, n, source.masked))
+                                  source.mtime_ns, first, n, source.masked, analysis.syntax.over_node_limit))
         first += n
     n_fragments = first
     vocabulary: dict[str, int] = {}
@@ -346,7 +349,8 @@ def apply_changes(
                 node_moves[file_id] = moves
         n = int(analysis.fragments.starts.shape[0])
         index.files[file_id] = FileRecord(source.path, source.language, source.digest, source.size,
-                                          source.mtime_ns, first, n, source.masked)
+                                          source.mtime_ns, first, n, source.masked,
+                                          analysis.syntax.over_node_limit)
         index.syntax[file_id] = analysis.syntax
         index.file_fragments[file_id] = analysis.fragments
         resolver.learn(file_id, analysis.syntax)

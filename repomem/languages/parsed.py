@@ -51,6 +51,9 @@ class FileSyntax:
     definitions: tuple[Definition, ...] = ()
     imports: tuple[ImportBinding, ...] = ()
     calls: tuple[CallSite, ...] = ()
+    # The file had more kept nodes than graph.max_file_nodes and keeps only its root: it is
+    # searched as text but takes no part in the code graph (no symbols, no relations).
+    over_node_limit: bool = False
 
     @property
     def n_nodes(self) -> int:

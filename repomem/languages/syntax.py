@@ -11,8 +11,11 @@ Either way the kept nodes form a tree (each kept node's parent is its nearest ke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from repomem.languages.language import Language, SymbolCollector
 from repomem.languages.parsed import FileSyntax, split_lines
 from repomem.languages.registry import language_named
 from repomem.languages.treesitter import Node, parse
@@ -39,22 +42,62 @@ def _line_chars(text: str) -> np.ndarray:
     return np.fromiter((len(line.strip()) for line in lines), dtype=np.int32, count=len(lines))
 
 
-def extract_syntax(path: str, language_name: str, text: str, granularity: str) -> FileSyntax:
+@dataclass
+class KeptTree:
+    """The kept nodes of one parsed file, in walk order (index 0 is the root)."""
+
+    parents: list[int]
+    starts: list[int]  # first line of each kept node
+    ends: list[int]  # last line
+    lengths: list[int]  # bytes
+    kept_index: dict[int, int]  # tree-sitter node id -> kept index
+    class_scope: list[str]  # each kept node's class scope, to resolve self.m() later
+    symbols: SymbolCollector | None
+    over_limit: bool = False  # the walk stopped at its node limit: the lists are incomplete
+
+
+def extract_syntax(path: str, language_name: str, text: str, granularity: str, max_nodes: int = 0) -> FileSyntax:
     """Parse one file with its own grammar and collect its kept nodes (and symbols, where the
-    language has them)."""
+    language has them). A file with more than `max_nodes` kept nodes (0: no limit) keeps only its
+    root: its text is still windowed and searched, but it takes no part in the code graph."""
     language = language_named(language_name)
     source = text.encode("utf-8")
     root = parse(language.name, source).root_node
-    symbols = language.symbols() if language.symbols is not None else None
+    kept = walk_tree(root, language, granularity, max(len(split_lines(text)) - 1, 0), len(source), max_nodes)
+    if kept.over_limit:
+        return FileSyntax(path=path, language=language.name, parent=np.full(1, -1, dtype=np.int32),
+                          start_line=np.zeros(1, dtype=np.int32), end_line=np.asarray(kept.ends[:1], dtype=np.int32),
+                          length=np.asarray(kept.lengths[:1], dtype=np.int32), line_chars=_line_chars(text),
+                          over_node_limit=True)
+    symbols = kept.symbols
+    definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope) if symbols else ((), (), ())
+    return FileSyntax(
+        path=path,
+        language=language.name,
+        parent=np.asarray(kept.parents, dtype=np.int32),
+        start_line=np.asarray(kept.starts, dtype=np.int32),
+        end_line=np.asarray(kept.ends, dtype=np.int32),
+        length=np.asarray(kept.lengths, dtype=np.int32),
+        line_chars=_line_chars(text),
+        definitions=definitions,
+        imports=imports,
+        calls=calls,
+    )
 
+
+def walk_tree(root: Node, language: Language, granularity: str, last_line: int, source_bytes: int,
+              max_nodes: int = 0) -> KeptTree:
+    """The kept nodes under `root` (the root spans the whole file: lines 0..`last_line`,
+    `source_bytes` bytes); the language's symbol collector has seen the nodes it watches. The walk
+    stops once more than `max_nodes` are kept (0: no limit) and says so (`over_limit`)."""
+    limit = max_nodes if max_nodes > 0 else -1
+    symbols = language.symbols() if language.symbols is not None else None
     parents: list[int] = [-1]
     starts: list[int] = [0]
-    ends: list[int] = [max(len(split_lines(text)) - 1, 0)]
-    lengths: list[int] = [len(source)]
+    ends: list[int] = [last_line]
+    lengths: list[int] = [source_bytes]
     kept_index: dict[int, int] = {root.id: 0}
-    # Class scope of every kept node, to resolve self.m() later.
     class_scope: list[str] = [""]
-
     # Explicit stack: (node, kept parent index, parent type, class scope, inside a function)
     stack: list[tuple[Node, int, str, str, bool]] = [
         (child, 0, root.type, "", False) for child in reversed(root.named_children)
@@ -82,6 +125,8 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str) -
             lengths.append(node.end_byte - node.start_byte)
             kept_index[node.id] = own_index
             class_scope.append(scope)
+            if own_index == limit:
+                return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols, over_limit=True)
         child_scope, child_in_function = scope, inside_function
         if node_type in watched:
             child_scope, child_in_function = symbols.enter(node, own_index, scope, inside_function)
@@ -90,16 +135,4 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str) -
             for child in reversed(node.named_children):
                 stack.append((child, own_index, node_type, child_scope, child_in_function))
 
-    definitions, imports, calls = symbols.finish(root, kept_index, class_scope) if symbols else ((), (), ())
-    return FileSyntax(
-        path=path,
-        language=language.name,
-        parent=np.asarray(parents, dtype=np.int32),
-        start_line=np.asarray(starts, dtype=np.int32),
-        end_line=np.asarray(ends, dtype=np.int32),
-        length=np.asarray(lengths, dtype=np.int32),
-        line_chars=_line_chars(text),
-        definitions=definitions,
-        imports=imports,
-        calls=calls,
-    )
+    return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols)

@@ -243,3 +243,26 @@ def test_killing_a_full_index_leaves_no_worker_behind(tmp_path: Path):
     while time.monotonic() < deadline and any(_running(w) for w in workers):
         time.sleep(0.1)
     assert not any(_running(w) for w in workers), workers
+
+
+def test_pathological_files_index_in_bounded_time(tmp_path: Path):
+    """Issue 15 item 9: a 9 KB `y = f(f(...))` 3,000 calls deep (minutes before: every call walked
+    up its statement through tree-sitter parents) and 100k one-line statements (112 s before: a
+    relation row per statement) index in seconds; the long file is searched as text and reported."""
+    import json
+
+    repo = tmp_path / "odd"
+    repo.mkdir()
+    (repo / "deep.py").write_text("def f(v):\n    return v\n\n\ny = " + "f(" * 3000 + "1" + ")" * 3000 + "\n")
+    (repo / "long.py").write_text("x = f(1)\n" * 100_000)  # 900 KB: under scan.max_file_bytes
+    (repo / "ok.py").write_text("from deep import f\n\n\ndef g():\n    return f(2)\n")
+    result = subprocess.run([sys.executable, "-m", "repomem", "index", str(repo), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["outside_graph"] == ["long.py"] and report["files"] == 3
+    verbose = run("index", str(repo), "-v", "--full")
+    assert "text only long.py: more than 10,000 syntax nodes" in " ".join(verbose.stdout.split())
+    found = run("retrieve", f"{repo}/ok.py:5", "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["fragments"]

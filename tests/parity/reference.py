@@ -101,3 +101,21 @@ def levenshtein(a: str, b: str) -> int:
             current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
         previous = current
     return previous[-1]
+
+
+def reference_call_owners(root, kept_index: dict[int, int]) -> list[tuple[int, int]]:
+    """(nearest kept ancestor of each call's `function` child, parent steps from the call up to it),
+    walking tree-sitter parents one at a time for every call: the definition of `CallSite.node`
+    and `CallSite.hops` (the fast path remembers the ancestors it has placed)."""
+    from repomem.languages.python.syntax import CALL_QUERY, LANGUAGE_NAME, dotted_name
+    from repomem.languages.treesitter import capture_nodes
+
+    owners = []
+    for callee in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
+        if dotted_name(callee) is None:
+            continue
+        owner, hops = callee.parent, 0
+        while owner is not None and owner.id not in kept_index:
+            owner, hops = owner.parent, hops + 1
+        owners.append((kept_index[owner.id] if owner is not None else 0, hops))
+    return owners

@@ -322,3 +322,40 @@ def open_index_full(root: Path, config: Config) -> RepoIndex:
     service.ensure_index(full=True)
     assert service.index is not None
     return service.index
+
+
+NESTED_CALLS = '''
+import os
+
+
+def outer(values):
+    total = sum(len(str(abs(v))) for v in values) + max(map(int, values), default=0)
+    if check(os.path.join(base(), name(first(values)))):
+        return {"k": wrap(dict(a=inner(x=deep(1))))}[key(values)]
+    return [f(g(h(i(j(k(z)))))) for z in values if ok(z)]
+
+
+class Box:
+    def method(self):
+        return self.helper(lambda q: transform(q, other(q)))
+'''
+
+
+@pytest.mark.parametrize("granularity", ["statement", "named"])
+def test_call_sites_match_a_parent_by_parent_walk(granularity):
+    """Every call's kept node and depth below it (which sets the call edge's weight) equal a plain
+    walk up the tree, on ordinary code and on a call nested 400 deep."""
+    from repomem.languages.registry import language_named
+    from repomem.languages.syntax import walk_tree
+    from repomem.languages.treesitter import parse
+    from tests.parity.reference import reference_call_owners
+
+    language = language_named("python")
+    for text in (NESTED_CALLS, "y = " + "f(" * 400 + "1" + ")" * 400 + "\n"):
+        root = parse("python", text.encode()).root_node
+        kept = walk_tree(root, language, granularity, text.count("\n"), len(text))
+        _, _, calls = kept.symbols.finish(root, kept.kept_index, kept.class_scope)
+        assert len(calls) >= (14 if text is NESTED_CALLS else 400)
+        assert [(c.node, c.hops) for c in calls] == reference_call_owners(root, kept.kept_index)
+        if granularity == "statement":
+            assert max(c.hops for c in calls) >= 6  # deep calls are really below their statement

@@ -42,18 +42,38 @@ class PythonSymbols:
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
                ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], tuple[CallSite, ...]]:
         calls: list[CallSite] = []
+        # Each expression node's nearest kept ancestor and its distance in parent steps, found
+        # once per node: tree-sitter's `parent` walks down from the root (cost ~ depth), so walking
+        # every call up to its statement would cost calls * depth**2 on deeply nested expressions
+        # (a 9 KB `f(f(...))` 3,000 deep took minutes); with the memo each call stops at the first
+        # ancestor already placed.
+        placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
         for callee in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
             dotted = dotted_name(callee)
             if dotted is None:
                 continue
-            owner = callee.parent
-            hops = 0
-            while owner is not None and owner.id not in kept_index:
-                owner = owner.parent
-                hops += 1
-            owner_index = kept_index[owner.id] if owner is not None else 0
+            owner_index, hops = _nearest_kept(callee.parent, kept_index, placed)
             calls.append(CallSite(owner_index, hops, dotted, class_scope[owner_index]))
         return tuple(self.definitions), tuple(self.imports), tuple(calls)
+
+
+def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
+                  ) -> tuple[int, int]:
+    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it); remembers the
+    answer for every node passed on the way."""
+    path: list[int] = []
+    while node is not None and node.id not in kept_index and node.id not in placed:
+        path.append(node.id)
+        node = node.parent
+    if node is None:
+        owner_index, hops = 0, 0  # above the root (never: the root is kept): count as the root
+    elif node.id in kept_index:
+        owner_index, hops = kept_index[node.id], 0
+    else:
+        owner_index, hops = placed[node.id]
+    for distance, node_id in enumerate(reversed(path), start=1):
+        placed[node_id] = (owner_index, hops + distance)
+    return owner_index, hops + len(path)
 
 
 def _text(node: Node | None) -> str:

@@ -1,0 +1,171 @@
+"""`repomem serve --tcp` and `--socket` as another local user would try them (issue 15, item 3):
+a TCP client without the user's token gets one error answer and a closed connection, the server
+goes on listening, and only the token's holder gets a session; a Unix socket is its owner's (0600)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from repomem.lsp import listen
+from repomem.lsp.server import run_session, server
+from tests.cli_process import assert_user_error, free_port, run
+from tests.repos import copy_example
+
+
+def _frame(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _read_message(stream) -> dict | None:
+    length = None
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if not line.strip():
+            break
+        key, _, value = line.decode().partition(":")
+        if key.strip().lower() == "content-length":
+            length = int(value)
+    return json.loads(stream.read(length))
+
+
+def _initialize(conn: socket.socket, root: Path, options: dict) -> tuple[dict | None, bool]:
+    """The answer to `initialize`, and whether the server closed the connection after it."""
+    conn.sendall(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                         "params": {"capabilities": {}, "rootUri": root.as_uri(), "initializationOptions": options}}))
+    conn.settimeout(30)
+    stream = conn.makefile("rb")
+    answer = _read_message(stream)
+    while answer is not None and "method" in answer:  # log messages before the answer
+        answer = _read_message(stream)
+    conn.settimeout(1)
+    try:
+        closed = stream.read(1) == b""
+    except TimeoutError:
+        closed = False
+    return answer, closed
+
+
+def _end_session(conn: socket.socket) -> None:
+    conn.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+    conn.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
+
+
+class Server:
+    def __init__(self, root: Path, config_home: Path, *args: str):
+        env = {**{k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"}, "XDG_CONFIG_HOME": str(config_home)}
+        self.process = subprocess.Popen([sys.executable, "-m", "repomem", "serve", *args], cwd=root, env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
+        self.stderr: list[str] = []
+        listening = threading.Event()
+
+        def read() -> None:
+            for line in self.process.stderr:
+                self.stderr.append(line)
+                if "listening on" in line:
+                    listening.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        assert listening.wait(60), "".join(self.stderr)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        assert not any("Traceback" in line for line in self.stderr), "".join(self.stderr)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    return copy_example(tmp_path_factory.mktemp("serve-socket") / "shop")
+
+
+def test_tcp_admits_only_the_holder_of_the_token(workspace: Path, tmp_path: Path):
+    port = free_port()
+    server_process = Server(workspace, tmp_path / "config", "--tcp", str(port))
+    try:
+        token_file = tmp_path / "config" / "repomem" / "serve-token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+        token = token_file.read_text().strip()
+        assert len(token) >= listen.MIN_TOKEN_CHARS
+
+        for options, reason in (({}, "no token"), ({"token": "x" * len(token)}, "wrong token"),
+                                ({"token": token[:-1]}, "wrong token")):
+            with socket.create_connection(("127.0.0.1", port)) as conn:
+                answer, closed = _initialize(conn, workspace, options)
+            assert answer["error"]["code"] == -32600 and reason in answer["error"]["message"], answer
+            assert "result" not in answer and closed
+        assert server_process.process.poll() is None  # still listening
+
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            answer, closed = _initialize(conn, workspace, {"token": token, "debounceMs": 0})
+            assert "capabilities" in answer["result"] and not closed, answer
+            _end_session(conn)
+            assert server_process.process.wait(timeout=60) == 0
+    finally:
+        server_process.stop()
+    assert sum("was refused" in line for line in server_process.stderr) == 3
+
+
+def test_a_unix_socket_is_its_owners_and_is_removed_at_the_end(workspace: Path, tmp_path: Path):
+    path = tmp_path / "repomem.sock"
+    server_process = Server(workspace, tmp_path / "config", "--socket", str(path))
+    try:
+        assert stat.S_ISSOCK(path.lstat().st_mode) and stat.S_IMODE(path.lstat().st_mode) == 0o600
+        assert_user_error(run("serve", "--socket", str(path)), "another server is listening")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(path))
+            answer, closed = _initialize(conn, workspace, {"debounceMs": 0})
+            assert "capabilities" in answer["result"] and not closed, answer
+            _end_session(conn)
+            assert server_process.process.wait(timeout=60) == 0
+    finally:
+        server_process.stop()
+    assert not path.exists()
+    assert not (tmp_path / "config").exists()  # a Unix socket needs no token
+
+
+def test_token_files_others_can_read_are_refused(tmp_path: Path):
+    token_file = tmp_path / "token"
+    token_file.write_text("a-long-enough-token-of-the-user\n")
+    token_file.chmod(0o644)
+    assert_user_error(run("serve", "--tcp", str(free_port()), "--token-file", str(token_file)),
+                      "can be read by other users", "chmod 600")
+    token_file.chmod(0o600)
+    token_file.write_text("short\n")
+    assert_user_error(run("serve", "--tcp", str(free_port()), "--token-file", str(token_file)), "at least")
+    (tmp_path / "not-a-socket").write_text("keep me")
+    assert_user_error(run("serve", "--socket", str(tmp_path / "not-a-socket")), "not a socket")
+    assert (tmp_path / "not-a-socket").read_text() == "keep me"
+    assert_user_error(run("serve", "--socket", str(tmp_path / "s.sock"), "--token-file", str(token_file)),
+                      "goes with --tcp")
+
+
+def test_a_silent_client_is_closed_after_the_admission_timeout(monkeypatch):
+    """A client that connects and says nothing cannot hold the only session slot for long."""
+    monkeypatch.setattr(listen, "AUTH_TIMEOUT_S", 0.3)
+    ours, theirs = socket.socketpair()
+    listener = listen.Listener(sock=socket.socket(), description="test", token="t" * 20)
+    started = time.monotonic()
+    try:
+        code = listen._serve_client(listener, ours,
+                                    lambda stream, writer, admit: run_session(server, stream, writer, admit))
+    finally:
+        theirs.close()
+        listener.sock.close()
+    assert code is None  # refused: the server listens for the next client
+    assert time.monotonic() - started < 10
