@@ -241,7 +241,19 @@ def _coerce(value: Any, default: Any) -> Any:
     elif isinstance(default, tuple):
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
-    raise TypeError(f"expected {type(default).__name__}, got {type(value).__name__}")
+        if isinstance(value, list):
+            odd = next(v for v in value if not isinstance(v, str))
+            raise TypeError(f"expected a list of strings, got {_toml_type(odd)} {odd!r} in it")
+        raise TypeError(f"expected a list of strings, got {_toml_type(value)}")
+    raise TypeError(f"expected {_toml_type(default)}, got {_toml_type(value)}")
+
+
+def _toml_type(value: Any) -> str:
+    """A value's type as a TOML file's author knows it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {int: "an integer", float: "a number", str: "a string", list: "a list", tuple: "a list",
+            dict: "a table"}.get(type(value), type(value).__name__)
 
 
 # Values that must be > 0, and values that must lie in (0, 1].

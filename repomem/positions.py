@@ -11,7 +11,8 @@ from repomem.index.scan import normalize_newlines
 from repomem.regular_files import read_regular
 
 _POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
-REPO_MARKERS = (".git", ".repomem", "repomem.toml")
+REPOSITORY_MARKERS = (".git", "repomem.toml")  # a folder holding one is a repository's root
+INDEX_MARKER = ".repomem"  # an index's default folder: a root only where no repository is found
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,17 @@ def parse_position(spec: str) -> PositionSpec | Failure:
 
 
 def find_repo_root(start: Path) -> Path | None:
-    """Nearest folder at or above `start` holding .git, .repomem or repomem.toml."""
+    """The repository around `start`: the nearest folder at or above it holding .git or
+    repomem.toml; only where there is none, the nearest holding an index (.repomem). An index
+    built in a subfolder (`cd pkg && repomem index`) must not make that subfolder the repository
+    for every later command, silently leaving out the rest of it."""
     here = start if start.is_dir() else start.parent
-    for folder in (here, *here.parents):
-        if any((folder / marker).exists() for marker in REPO_MARKERS):
+    folders = (here, *here.parents)
+    for folder in folders:
+        if any((folder / marker).exists() for marker in REPOSITORY_MARKERS):
+            return folder
+    for folder in folders:
+        if (folder / INDEX_MARKER).exists():
             return folder
     return None
 
@@ -60,6 +68,8 @@ def relative_to_root(root: Path, path: Path) -> str | Failure:
     try:
         return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
+        if path.is_symlink():
+            return Failure("outside-repo", f"{path} is a symbolic link to {resolved}, outside the repository {root}")
         return Failure("outside-repo", f"{path} is outside the repository {root}")
 
 

@@ -144,6 +144,10 @@ class RepoService:
             config, warnings = load_config(root)
         if index_outside_repo(root, config):
             warnings.append(f"{root} is read-only: its index lives in {index_dir(root, config)}")
+        pointer = index_dir(root, config) / "CURRENT"
+        if pointer.is_dir() and not pointer.is_symlink():
+            warnings.append(f"{pointer} is a folder, not the index pointer: the index is rebuilt and the folder "
+                            "moved aside")
         return cls(root, config, warnings)
 
     # -- indexing ------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // vscode-languageclient 9, so it is switched on with registerProposedFeatures().
 const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
+const { isSecretDocument } = require("./secret_files");
 
 const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxPromptTokens", "debounceMs", "endpoint", "model"];
 let client;
@@ -19,6 +20,18 @@ async function activate(context) {
     { command, args: ["serve"] },
     {
       documentSelector: [{ scheme: "file" }],
+      // A selector cannot exclude names, so secret files (.env, keys, secrets.*) are held back here:
+      // the server never sees their text, not even when they are open.
+      middleware: {
+        didOpen: (document, next) => (isSecretDocument(document) ? Promise.resolve() : next(document)),
+        didChange: (event, next) => (isSecretDocument(event.document) ? Promise.resolve() : next(event)),
+        didSave: (document, next) => (isSecretDocument(document) ? Promise.resolve() : next(document)),
+        didClose: (document, next) => (isSecretDocument(document) ? Promise.resolve() : next(document)),
+        provideInlineCompletionItems: (document, position, context, token, next) =>
+          (isSecretDocument(document) ? null : next(document, position, context, token)),
+        provideCompletionItem: (document, position, context, token, next) =>
+          (isSecretDocument(document) ? null : next(document, position, context, token)),
+      },
       initializationOptions: settings(),
       synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*") },
     });

@@ -69,8 +69,22 @@ def _ensure_index(service: RepoService, err: Console, full: bool = False) -> Ind
         return ok(service.ensure_index(progress, full=full))
 
 
+def _index_root(path: str | None) -> Path:
+    """`index` with no folder indexes the repository around the current one (not the subfolder);
+    an explicit folder inside another repository is indexed as asked, with a warning."""
+    if path is None:
+        return find_repo_root(Path.cwd()) or Path.cwd()
+    asked = Path(path)
+    enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
+    if enclosing is not None and enclosing != asked.resolve():
+        print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "
+              f"{enclosing}'s index (run `repomem index {enclosing}`), this one serves {asked} alone "
+              "(--repo)", file=sys.stderr)
+    return asked
+
+
 def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
-    service = _open_service(Path(args.path), err)
+    service = _open_service(_index_root(args.path), err)
     report = _ensure_index(service, err, full=args.full)
     if args.json:
         print(json.dumps(_report_json(report), indent=2))
@@ -158,11 +172,13 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
         existing = spec.path.absolute()
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
-        found = find_repo_root(existing.resolve())
+        # The folder holding the file, not a symlink's target: a link leaving the repository is
+        # still inside it (and refused as such, with its target named).
+        found = find_repo_root(existing.parent.resolve() if existing.is_symlink() else existing.resolve())
         if found is None:
             raise UserError(Failure(
                 "not-a-repo",
-                f"{spec.path} is not inside a repository (no .git, .repomem or repomem.toml above it); "
+                f"{spec.path} is not inside a repository (no .git or repomem.toml above it, nor an index); "
                 "pass --repo PATH",
             ))
         root = found
@@ -258,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="build or update the index of a repository")
-    index.add_argument("path", nargs="?", default=".", help="repository folder (default: the current one)")
+    index.add_argument("path", nargs="?", default=None,
+                       help="repository folder (default: the repository around the current folder)")
     index.add_argument("--full", action="store_true", help="rebuild from scratch")
     index.add_argument("--json", action="store_true", help="print the summary as JSON")
     index.add_argument("-v", "--verbose", action="store_true", help="list skipped files with reasons")

@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,7 @@ from repomem.index.fragments import FileFragments
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBinding
 from repomem.packages import cache_root
+from repomem.regular_files import read_regular
 
 FORMAT_VERSION = 1
 CURRENT = "CURRENT"
@@ -332,6 +334,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
             os.rename(temporary, final)
             _fsync_dir(directory)
             _write_text(directory / f"{CURRENT}.tmp", final.name + "\n")
+            _clear_pointer_path(directory)
             os.replace(directory / f"{CURRENT}.tmp", directory / CURRENT)
             _fsync_dir(directory)
         except BaseException:
@@ -378,9 +381,18 @@ def _prune(directory: Path, keep: set[str], extra: int) -> None:
 # -- loading ---------------------------------------------------------------------------------
 
 
+def _clear_pointer_path(directory: Path) -> None:
+    """os.replace cannot put the pointer over a folder: a folder named CURRENT (not repomem's: it
+    only ever writes a file there) is moved aside, never deleted, so the next save repairs the index."""
+    pointer = directory / CURRENT
+    if pointer.is_dir() and not pointer.is_symlink():
+        aside = directory / f"{CURRENT}.not-a-file-{time.time_ns()}"
+        os.rename(pointer, aside)
+
+
 def current_snapshot(directory: Path) -> Path | Failure:
     try:
-        name = (directory / CURRENT).read_text(encoding="utf-8").strip()
+        name = read_regular(directory / CURRENT).decode("utf-8").strip()
     except FileNotFoundError:
         return Failure("no-index", f"no index in {directory}")
     except (OSError, UnicodeDecodeError) as error:

@@ -55,6 +55,8 @@ def shop(tmp_path_factory) -> Path:
     (repo / "notes.gguf").write_text("not a model")
     (repo / "broken.gguf").write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + bytes(range(256)) * 16)
     (repo / "tasks.jsonl").write_text("{not json\n")
+    (repo.parent / "outside.py").write_text("x = 1\n")
+    os.symlink(repo.parent / "outside.py", repo / "away.py")
     indexed = run("index", str(repo))
     assert indexed.returncode == 0, indexed.stderr
     return repo
@@ -104,6 +106,8 @@ CLI_CASES = [
     ("serve --tcp 70000", ["serve", "--tcp", "70000"], 2, "1 to 65535"),
     ("serve --tcp -1", ["serve", "--tcp", "-1"], 2, "1 to 65535"),
     ("a server answering garbage", ["complete", REPORT + ":9", "--endpoint", "{garbage}"], 2, ""),
+    ("a cursor in a link leaving the repository", ["retrieve", "{repo}/away.py:1"], 2,
+     "symbolic link to"),
     ("index of a missing folder", ["index", "{repo}/nowhere"], 2, "no such folder"),
     ("index of a file", ["index", REPORT], 2, "not a folder"),
     ("an unknown command", ["frobnicate"], 2, "invalid choice"),
@@ -135,13 +139,16 @@ SETTINGS_CASES = [
     ("alpha = nan", "[retrieval]\nalpha = nan", "finite"),
     ("alpha = inf", "[retrieval]\nalpha = inf", "finite"),
     ("a negative top_k", "[retrieval]\ntop_k = -4", ">"),
-    ("a string where a number goes", "[retrieval]\ntop_k = 'ten'", "expected int"),
+    ("a string where a number goes", "[retrieval]\ntop_k = 'ten'", "expected an integer, got a string"),
     ("an unknown key", "[retrieval]\ncolour = 'blue'", "unknown config key"),
     ("an unknown section", "[colours]\nred = 1", "unknown config section"),
     ("gpu_layers below -1", "[completion]\ngpu_layers = -5", "-1"),
     ("an index folder outside the repository", "[index]\ndir_name = '../elsewhere'", "plain folder name"),
     ("an unknown strategy", "[completion]\nstrategy = 'magic'", "not one of"),
-    ("an int key given 1e23", "[fragments]\nwindow_lines = 1e23", "expected int"),
+    ("an int key given 1e23", "[fragments]\nwindow_lines = 1e23", "expected an integer"),
+    ("a list of numbers where names go", "[scan]\nexcluded_dirs = [1, 2]",
+     "expected a list of strings, got an integer 1"),
+    ("one name where a list goes", "[scan]\nexcluded_dirs = 'build'", "expected a list of strings, got a string"),
     ("TOML nested 5,000 deep", "a = " + "[" * 5000 + "]" * 5000, "defaults used"),
 ]
 
@@ -266,3 +273,40 @@ def test_pathological_files_index_in_bounded_time(tmp_path: Path):
     found = run("retrieve", f"{repo}/ok.py:5", "--json")
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["fragments"]
+
+
+def test_a_folder_named_current_in_the_index_is_repaired(tmp_path: Path):
+    """Issue 15 item 13: `.repomem/CURRENT` as a folder broke every command (the pointer could not
+    be replaced). It is moved aside, never deleted, and the index is rebuilt."""
+    repo = copy_example(tmp_path / "shop")
+    assert run("index", str(repo)).returncode == 0
+    (repo / ".repomem" / "CURRENT").unlink()
+    (repo / ".repomem" / "CURRENT").mkdir()
+    (repo / ".repomem" / "CURRENT" / "keep.txt").write_text("someone's file")
+    result = run("retrieve", f"{repo}/shop/report.py:9")
+    assert result.returncode == 0, result.stderr
+    assert "is a folder, not the index pointer" in result.stderr and "Traceback" not in result.stderr
+    assert (repo / ".repomem" / "CURRENT").is_file()
+    assert [p.read_text() for p in (repo / ".repomem").glob("CURRENT.not-a-file-*/keep.txt")] == ["someone's file"]
+    assert _files_indexed(repo) > 0
+    again = run("retrieve", f"{repo}/shop/report.py:9")
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+
+
+def test_an_index_built_in_a_subfolder_does_not_shrink_the_repository(tmp_path: Path):
+    """Issue 15 item 13: `cd pkg && repomem index` made pkg/.repomem, and every later command found
+    pkg as the repository: the rest of it silently disappeared from retrieval."""
+    import json
+
+    repo = copy_example(tmp_path / "shop")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    inside = run("index", cwd=repo / "shop")  # no folder: the repository around the current one
+    assert inside.returncode == 0, inside.stderr
+    assert not (repo / "shop" / ".repomem").exists() and (repo / ".repomem").is_dir()
+    explicit = run("index", ".", cwd=repo / "shop")  # asked for: built, with a warning
+    assert explicit.returncode == 0 and "lies inside the repository" in explicit.stderr, explicit.stderr
+    assert (repo / "shop" / ".repomem").is_dir()
+    found = run("retrieve", "shop/report.py:9", "--json", cwd=repo)
+    assert found.returncode == 0, found.stderr
+    paths = [f["path"] for f in json.loads(found.stdout)["fragments"]]
+    assert paths and all(p.startswith(("shop/", "tests/")) for p in paths), paths  # paths from the top

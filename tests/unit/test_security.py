@@ -86,6 +86,33 @@ def test_no_secret_pattern_means_no_secret_file():
     assert not is_secret("app.py", empty) and is_secret("app.pem", scan)
 
 
+VSCODE = Path(__file__).resolve().parents[2] / "lsp" / "vscode"
+NAMES = [".env", ".env.local", "prod.env", "id_rsa", "id_rsa.pub", "server.pem", "secrets.py", "Secrets.py",
+         "SECRETS.yaml", "credentials.py", "Credentials.json", "credentials-prod.json", "secret.py", "app.py",
+         "environment.py", "env.py", "keys.py", "my.key.py", "README.md", "secretary.py", "a.crt", ".netrc",
+         "notes.txt", "credentials", "x.PEM", "id_ed25519_sk", "tokens.json"]
+
+
+@pytest.mark.skipif(subprocess.run(["which", "node"], capture_output=True).returncode != 0,
+                    reason="node is not installed: the VS Code extension's filter cannot run")
+def test_the_vscode_extension_holds_back_the_same_secret_files():
+    """The extension keeps secret files' text in the editor (no didOpen, no completion request): its
+    list is the default scan.secret_patterns and it matches exactly the names the server refuses."""
+    script = (f"const s = require({str(VSCODE / 'secret_files.js')!r});"
+              f"console.log(JSON.stringify({{patterns: s.SECRET_PATTERNS, secret: {NAMES!r}.map(s.isSecretPath)}}));")
+    result = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    answer = json.loads(result.stdout)
+    assert tuple(answer["patterns"]) == Config().scan.secret_patterns
+    expected = [is_secret(f"src/{name}", Config().scan) for name in NAMES]
+    assert answer["secret"] == expected and any(expected) and not all(expected)
+    extension = (VSCODE / "extension.js").read_text()
+    for hook in ("didOpen", "didChange", "provideInlineCompletionItems"):
+        assert f"{hook}: (" in extension and "isSecretDocument" in extension.split(f"{hook}: (", 1)[1][:160]
+
+
 def test_git_runs_no_fsmonitor_of_the_repository(tmp_path: Path):
     repo = write_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
     marker = tmp_path / "ran"

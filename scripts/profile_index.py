@@ -1,0 +1,262 @@
+"""Where the seconds of indexing go: the cold build and the edit path, phase by phase (issue 13).
+
+    python scripts/profile_index.py                 # Django 5.1.4 from the package index
+    python scripts/profile_index.py --repo DIR      # any other tree
+
+Not a test and not cProfile (its per-call overhead inflates the Python-heavy phases): each phase's
+function is wrapped with a wall-clock timer in this process, so the phases add up to the build.
+Three parts:
+
+1. the cold build as `repomem index --full` runs it (parse workers included);
+2. the per-file analysis split into tree-sitter parse, syntax walk, symbols (the call query),
+   windows and tokens, measured on one process over every file (the parse workers run this code);
+3. one edited ~500-line file applied to the loaded index (the language server's save path), and
+   saved.
+
+Writes eval/results/profile-index.json and profile-index.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import repomem.index.repo_index as repo_index_module  # noqa: E402
+import repomem.index.store as store_module  # noqa: E402
+import repomem.languages.syntax as syntax_module  # noqa: E402
+import repomem.service as service_module  # noqa: E402
+from repomem.config import Config  # noqa: E402
+from repomem.index.calls import CallResolution  # noqa: E402
+from repomem.index.fragments import file_fragments  # noqa: E402
+from repomem.index.scan import SourceFile, content_digest, list_candidates, read_source  # noqa: E402
+from repomem.index.tokens import tokenize  # noqa: E402
+from repomem.languages.registry import language_named  # noqa: E402
+from repomem.languages.treesitter import parse  # noqa: E402
+from repomem.packages import package_source  # noqa: E402
+from repomem.service import RepoService  # noqa: E402
+
+DJANGO = "django==5.1.4"
+
+
+class Phases:
+    """Seconds per phase; a phase entered inside another is subtracted from the outer one."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._stack: list[list[Any]] = []  # [name, started, inner seconds]
+
+    def wrap(self, owner: Any, attribute: str, name: str) -> Callable[[], None]:
+        original = getattr(owner, attribute)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._stack.append([name, time.perf_counter(), 0.0])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                phase, started, inner = self._stack.pop()
+                spent = time.perf_counter() - started
+                self.seconds[phase] += spent - inner
+                self.calls[phase] += 1
+                if self._stack:
+                    self._stack[-1][2] += spent
+
+        setattr(owner, attribute, timed)
+        return lambda: setattr(owner, attribute, original)
+
+
+COLD_PHASES = [
+    (service_module, "list_candidates", "scan: list files (git ls-files / walk)"),
+    (service_module.RepoService, "_read_all", "read + secret masking"),
+    (service_module, "analyze_sources", "parse + syntax + windows + tokens (workers)"),
+    (repo_index_module, "_term_ids", "BM25: term ids"),
+    (repo_index_module, "build_segment", "BM25: postings segment"),
+    (repo_index_module, "document_frequencies", "BM25: document frequencies"),
+    (repo_index_module.RepoIndex, "resolver", "calls: resolver tables"),
+    (CallResolution, "resolve_file", "calls: resolve (per file)"),
+    (repo_index_module.RepoIndex, "graph", "graph: edges"),
+    (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
+    (repo_index_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
+    (repo_index_module, "symmetric_union", "W: symmetric union"),
+    (service_module, "save_index", "save snapshot"),
+]
+
+
+def timed_build(work: Path) -> tuple[dict[str, float], float]:
+    phases = Phases()
+    undo = [phases.wrap(*spec) for spec in COLD_PHASES]
+    try:
+        service = RepoService.open(work)
+        assert not isinstance(service, type(None))
+        started = time.perf_counter()
+        report = service.ensure_index(full=True)
+        total = time.perf_counter() - started
+    finally:
+        for restore in reversed(undo):
+            restore()
+    assert not hasattr(report, "kind"), report
+    seconds = dict(phases.seconds)
+    seconds["other (W matrix, records, arrays)"] = total - sum(seconds.values())
+    return seconds, total
+
+
+def analysis_split(work: Path, config: Config) -> dict[str, float]:
+    """The per-file work of the parse workers, one process, split by step (seconds summed over files)."""
+    candidates, _ = list_candidates(work, config.scan)
+    seconds: dict[str, float] = defaultdict(float)
+    for candidate in candidates:
+        source = read_source(work, candidate, config.scan)
+        if not isinstance(source, SourceFile):
+            continue
+        language = language_named(source.language)
+        data = source.text.encode("utf-8")
+        started = time.perf_counter()
+        root = parse(language.name, data).root_node
+        parsed = time.perf_counter()
+        kept = syntax_module.walk_tree(root, language, config.graph.granularity, source.text.count("\n"), len(data),
+                                       config.graph.max_file_nodes)
+        walked = time.perf_counter()
+        if kept.symbols is not None and not kept.over_limit:
+            kept.symbols.finish(root, kept.kept_index, kept.class_scope)
+        finished = time.perf_counter()
+        syntax = syntax_module.extract_syntax(source.path, source.language, source.text, config.graph.granularity,
+                                              config.graph.max_file_nodes)
+        extracted = time.perf_counter()
+        fragments = file_fragments(syntax, config.fragments)
+        windowed = time.perf_counter()
+        line_tokens = [tokenize(line, config.bm25) for line in source.text.split("\n")]
+        [tuple(t for line in line_tokens[a:b] for t in line)
+         for a, b in zip(fragments.starts.tolist(), fragments.ends.tolist())]
+        tokenized = time.perf_counter()
+        seconds["tree-sitter parse"] += parsed - started
+        seconds["syntax walk (kept nodes, definitions, imports)"] += walked - parsed
+        seconds["symbols: call query + owners"] += finished - walked
+        seconds["(extract_syntax again, whole: check)"] += extracted - finished
+        seconds["windows"] += windowed - extracted
+        seconds["tokens per window"] += tokenized - windowed
+    return dict(seconds)
+
+
+EDIT_PHASES = [
+    (repo_index_module, "analyze_file", "parse + syntax + windows of the file"),
+    (repo_index_module.RepoIndex, "ensure_structure", "load per-file structure"),
+    (repo_index_module.RepoIndex, "resolver", "calls: resolver tables"),
+    (CallResolution, "resolve_file", "calls: resolve (per file)"),
+    (repo_index_module.RepoIndex, "graph", "graph: edges"),
+    (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
+    (repo_index_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
+    (repo_index_module, "build_segment", "BM25: postings segment"),
+]
+
+
+def timed_edit(work: Path, repeats: int) -> tuple[dict[str, float], float, float, str]:
+    service = RepoService.open(work)
+    report = service.ensure_index()
+    assert not hasattr(report, "kind"), report
+    index = service.index
+    assert index is not None
+    sizes = [(abs((work / r.path).read_text(errors="replace").count("\n") - 500), r.path)
+             for r in index.files if r is not None and r.language == "python"]
+    _, path = min(sizes)
+    original = (work / path).read_text(encoding="utf-8")
+    lines = original.split("\n")
+    per_phase: dict[str, list[float]] = defaultdict(list)
+    totals, saves = [], []
+    for attempt in range(repeats):
+        middle = len(lines) // 2
+        edited = "\n".join(lines[:middle] + [f"_edited_{attempt} = {attempt}"] + lines[middle:])
+        source = SourceFile(path, "python", edited, content_digest(edited.encode()), len(edited.encode()), 1)
+        phases = Phases()
+        undo = [phases.wrap(*spec) for spec in EDIT_PHASES]
+        try:
+            started = time.perf_counter()
+            repo_index_module.apply_changes(index, [source], [])
+            total = time.perf_counter() - started
+        finally:
+            for restore in reversed(undo):
+                restore()
+        for name, value in phases.seconds.items():
+            per_phase[name].append(value)
+        per_phase["other (postings merge, W rows, arrays)"].append(total - sum(phases.seconds.values()))
+        totals.append(total)
+        started = time.perf_counter()
+        store_module.save_index(index, store_module.index_dir(work, service.config), index.snapshot)
+        saves.append(time.perf_counter() - started)
+    return ({name: statistics.median(values) for name, values in per_phase.items()}, statistics.median(totals),
+            statistics.median(saves), f"{path} ({len(lines)} lines)")
+
+
+def table(title: str, rows: dict[str, float], total: float, unit: str = "s") -> tuple[Table, list[str]]:
+    scale = 1000.0 if unit == "ms" else 1.0
+    out = Table(title=title)
+    out.add_column("phase")
+    out.add_column(unit, justify="right")
+    out.add_column("share", justify="right")
+    markdown = [f"| phase | {unit} | share |", "|---|---:|---:|"]
+    for name, value in sorted(rows.items(), key=lambda item: -item[1]):
+        share = f"{100 * value / total:.0f}%" if total > 0 else ""
+        out.add_row(name, f"{value * scale:.2f}", share)
+        markdown.append(f"| {name} | {value * scale:.2f} | {share} |")
+    out.add_row("total", f"{total * scale:.2f}", "100%", style="bold")
+    markdown.append(f"| **total** | **{total * scale:.2f}** | |")
+    return out, markdown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", type=Path, default=None, help="tree to index (default: Django 5.1.4)")
+    parser.add_argument("--edits", type=int, default=5, help="edits of one file timed (median)")
+    parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "profile-index")
+    args = parser.parse_args()
+    console = Console()
+    source_tree = args.repo or package_source(DJANGO)
+    with tempfile.TemporaryDirectory(prefix="repomem-profile-") as scratch:
+        work = Path(scratch) / source_tree.name
+        shutil.copytree(source_tree, work, ignore=shutil.ignore_patterns(".repomem"))
+        config = Config()
+        cold, cold_total = timed_build(work)
+        split = analysis_split(work, config)
+        edit, edit_total, save_seconds, edited = timed_edit(work, args.edits)
+    parts = []
+    cold_table, cold_md = table(f"cold build of {source_tree.name}: {cold_total:.1f} s", cold, cold_total)
+    split_total = sum(v for k, v in split.items() if not k.startswith("("))
+    split_table, split_md = table("per-file analysis, one process (what the parse workers run)",
+                                  split, split_total)
+    edit_table, edit_md = table(f"one edited file, in memory: {edited}", edit, edit_total, "ms")
+    for rendered in (cold_table, split_table, edit_table):
+        console.print(rendered)
+        parts.append(rendered)
+    console.print(f"saving the snapshot after the edit: {save_seconds * 1000:.0f} ms")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps({
+        "repo": source_tree.name, "cold_seconds": cold_total, "cold_phases": cold,
+        "analysis_phases_one_process": split, "edit_file": edited, "edit_ms": edit_total * 1000,
+        "edit_phases_ms": {k: v * 1000 for k, v in edit.items()}, "save_after_edit_ms": save_seconds * 1000,
+    }, indent=2))
+    args.out.with_suffix(".md").write_text("\n".join([
+        f"# Index profile: {source_tree.name} (`python scripts/profile_index.py`)", "",
+        f"## Cold build, {cold_total:.1f} s", "", *cold_md, "",
+        "## Per-file analysis on one process (the parse workers run this; the cold build splits it over "
+        "`index.workers`)", "", *split_md, "",
+        f"## One edited file in memory: {edited}, {edit_total * 1000:.0f} ms (median of {args.edits}); "
+        f"saving the snapshot: {save_seconds * 1000:.0f} ms", "", *edit_md, "",
+    ]))
+
+
+if __name__ == "__main__":
+    main()
