@@ -66,11 +66,13 @@ def test_assignments_found_from_secret_words_equal_a_scan_of_every_position():
     from repomem.index.secrets import _ASSIGNED, assignments
 
     text = "\n".join([
-        'API_KEY = "Zq8kL2vN9xR4aB3d"', "x.token_value: str = 'aB3dE5fG7hJ9kL1m'", '"client_secret": "9f8e7d6c5b4a3f2e"',
+        'API_KEY = "Zq8kL2vN9xR4aB3d"', "x.token_value: str = 'aB3dE5fG7hJ9kL1m'",
+        '"client_secret": "9f8e7d6c5b4a3f2e"',
         "password_hint = 'not here'", "my-password=>'s3cr3t-V4lue-X9q'", "tokens = count_tokens(text)",
         "İstanbul PASSWORD = 'Zq8#kL2$vN9@xR4!'", "secretsecret_token='abcABC123xyzXYZ9'",
         'passwd = "a" + "b"', "credential:'x1y2z3w4v5u6t7s8' # token = 'q1w2e3r4t5y6u7i8'",
-        "access-key := 'AAAAbbbbCCCCdddd'", "pwd", "auth_key =", "private_key = '''", "a.b.c.secret = 'X9y8Z7w6V5u4T3s2'",
+        "access-key := 'AAAAbbbbCCCCdddd'", "pwd", "auth_key =", "private_key = '''",
+        "a.b.c.secret = 'X9y8Z7w6V5u4T3s2'",
     ] * 3)
     assert [m.span() for m in assignments(text)] == [m.span() for m in _ASSIGNED.finditer(text)]
     assert len(assignments(text)) >= 24
