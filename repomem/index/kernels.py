@@ -206,8 +206,12 @@ def relation_rows(
     n_pairs = 0
     stamp = 0
     done = np.zeros(n_sources, dtype=np.bool_)
+    # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
+    # (> 0), so they are not collected: in big files most of a search stays in its own file.
+    skip_own_file = same_file_weight == 0.0
     for r in range(rows.shape[0]):
         i = rows[r]
+        own_file = frag_file[i]
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
             source = frag_nodes[slot]
             k = source_slot[source]
@@ -228,7 +232,7 @@ def relation_rows(
                 strength = np.exp(-dist[node])
                 for s in range(node_indptr[node], node_indptr[node + 1]):
                     j = node_frags[s]
-                    if not live[j]:
+                    if not live[j] or (skip_own_file and frag_file[j] == own_file):
                         continue
                     if n_pairs == pair_capacity:
                         pair_capacity *= 2
