@@ -159,7 +159,7 @@ def test_index_files_are_owner_only_and_old_indexes_are_adopted(tmp_path: Path, 
     assert (folder / "REPOMEM-INDEX").is_file()
 
 
-@pytest.mark.parametrize("array, shift", [("seg0_indices", 10_000_000), ("w_indices", 10_000_000),
+@pytest.mark.parametrize("array, shift", [("seg0_indices", 10_000_000), ("wu_indices", 10_000_000),
                                           ("seg0_indptr", -5)])
 def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Path, array: str, shift: int,
                                                                   no_user_config: Path):

@@ -43,6 +43,10 @@ def test_round_trip_and_lazy_structure(synthetic_repo):
     loaded = load_index(synthetic_repo, Config())
     assert isinstance(loaded, RepoIndex)
     assert ranked(loaded) == ranked(service.index)
+    # W is stored as its upper triangle: the loaded matrix is the built one, array for array.
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(loaded.w_base, part), getattr(service.index.w_base, part))
+    assert loaded.w_base.nnz > 0 and (loaded.w_base != loaded.w_base.T).nnz == 0
     assert loaded.structure_loader is not None  # queries do not need the syntax
     loaded.ensure_structure()
     fresh = service.index
@@ -154,7 +158,7 @@ def test_pruned_snapshot_structure_means_rebuild(synthetic_repo):
     assert isinstance(loaded, RepoIndex) and loaded.structure_loader is not None
     service.index = loaded
     # Another process replaced and pruned the snapshot this one loaded lazily.
-    for name in ("files.npz", "symbols.json"):
+    for name in ("files.npz", "symbols.json.gz"):
         (loaded.snapshot / name).unlink()
     (synthetic_repo / "lib/part0/mod0.py").write_text("def edited():\n    return 1\n", encoding="utf-8")
     report = service.ensure_index()
