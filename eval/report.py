@@ -160,7 +160,10 @@ def _retrieval_rows(records: Sequence[dict[str, Any]], k: int) -> list[Retrieval
     rows = []
     for split, groups, ids in _paired_groups(records):
         vanilla = groups.get((BASELINE, 0.0))
-        for (strategy, alpha), group in sorted(groups.items(), key=lambda item: (item[0][1], item[0][0])):
+        # The alpha sweep in alpha order, then strategies with their own retriever in table order.
+        for (strategy, alpha), group in sorted(groups.items(), key=lambda item: (
+                strategy_named(item[0][0]) is not None and strategy_named(item[0][0]).retriever != "sparse",
+                item[0][1], rank_of(item[0][0]))):
             ranks = [group[i].get("hit_rank") for i in ids]
             hit_k = np.array([r is not None and r <= k for r in ranks])
             delta = None

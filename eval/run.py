@@ -36,6 +36,7 @@ from repomem.backends.batching import BatchingBackend, supports_batches
 from repomem.backends.memo import MemoBackend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.prompt import Prompt
+from repomem.completion.retrievers import RETRIEVERS, RoundQuery
 from repomem.config import Config, with_assignments, with_overrides
 from repomem.evaluation.metrics import (
     definition_hit_rank,
@@ -49,7 +50,7 @@ from repomem.evaluation.metrics import (
 from repomem.evaluation.tasks import EvalTask
 from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex
-from repomem.positions import Cursor, read_text_file
+from repomem.positions import Cursor, read_text_file, text_before_cursor
 from repomem.progress import NoProgress, Progress
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
@@ -140,6 +141,11 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
         for value in sorted({alpha if related in settings.strategies else None, *settings.alphas} - {None}):
             if value != 0.0 or not variants:
                 variants.append(Variant(related if value else plain, float(value)))
+        # Strategies that retrieve another way (the summary tree) are measured as they are.
+        for name in settings.strategies:
+            strategy = strategy_named(name)
+            if strategy is not None and strategy.retriever not in ("sparse", "none") and strategy.rounds == 1:
+                variants.append(Variant(name, strategy.alpha(alpha)))
         return variants
     return [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
 
@@ -376,7 +382,13 @@ class Evaluator:
     def _retrieval_only(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                         variant: Variant) -> dict[str, Any]:
         started = time.perf_counter()
-        fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak).fragments
+        strategy = strategy_named(variant.strategy)
+        if strategy is not None and strategy.retriever not in ("sparse", "none"):
+            query, _ = text_before_cursor(cursor, service.config.retrieval.query_lines)
+            fragments = RETRIEVERS[strategy.retriever](service, RoundQuery(cursor, query, variant.alpha, None, leak))
+            fragments = fragments[: service.config.retrieval.top_k]
+        else:
+            fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak).fragments
         elapsed = (time.perf_counter() - started) * 1000
         return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
                 "timings_ms": {"retrieve": round(elapsed, 3)}}
@@ -520,11 +532,10 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
     if problem is not None:
         return problem
     variants = run_variants(first.config, settings)
-    if settings.without_model:
-        variants = [v for v in variants if v.strategy in (RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED)]
     if not variants:
-        return Failure("bad-strategy", f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN} and "
-                                       f"{RETRIEVAL_ONLY_RELATED}; name at least one")
+        return Failure("bad-strategy", f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN}, "
+                                       f"{RETRIEVAL_ONLY_RELATED} and strategies with their own retriever (hat); "
+                                       "name at least one")
     done = {record_key(r) for r in read_results(results)}
     pending: list[tuple[EvalTask, list[Variant]]] = []
     skipped = 0

@@ -126,6 +126,10 @@ class RetrievalConfig:
     # names share most words with the query first. 0 = off (the paper's retrieval).
     definition_blocks: int = 0
     definition_lines: int = 8  # lines of one signature block at most
+    # Strategy "hat": the summary tree's best-first walk stops after reaching this many files or
+    # expanding this many folders (repomem/memory/summary_tree.py).
+    summary_walk_files: int = 8
+    summary_walk_steps: int = 64
 
 
 @dataclass(frozen=True)
@@ -263,7 +267,8 @@ _POSITIVE = frozenset({
     ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
     ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
-    ("completion", "pack_max_lines"), ("retrieval", "definition_lines"),
+    ("completion", "pack_max_lines"), ("retrieval", "definition_lines"), ("retrieval", "summary_walk_files"),
+    ("retrieval", "summary_walk_steps"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
     ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
     ("server", "progress_interval_ms"),

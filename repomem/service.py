@@ -41,7 +41,9 @@ from repomem.index.scan import (
 )
 from repomem.index.secrets import mask_secrets
 from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
+from repomem.languages.parsed import FileSyntax
 from repomem.languages.registry import language_of
+from repomem.memory.summary_tree import SummaryTree
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
 from repomem.retrieval.definitions import reachable_definitions, signature_span
@@ -128,6 +130,7 @@ class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
         self.root = root
         self.config = config
+        self._summary_tree: SummaryTree | None = None  # built on first use (strategy "hat")
         self.warnings = list(warnings)
         self.index: RepoIndex | None = None
         self._buffers: dict[str, str] = {}
@@ -480,6 +483,31 @@ class RepoService:
             start, stop = signature_span(lines, site.start_line, site.end_line, settings.definition_lines)
             out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
         return out
+
+    def summary_tree(self) -> SummaryTree:
+        """The repository's summary tree (repomem/memory/summary_tree.py), brought up to date with
+        the index: only files whose content changed since the last call are re-summarised, and
+        the folders above them."""
+        index = self.index
+        assert index is not None, "call ensure_index first"
+        index.ensure_structure()
+        files = {r.path: r.digest for r in index.files if r is not None}
+
+        def source(path: str) -> tuple[FileSyntax | None, list[str]]:
+            file_id = index.file_id(path)
+            return (index.syntax[file_id] if file_id is not None else None), self._file_lines(path)
+
+        if self._summary_tree is None:
+            self._summary_tree = SummaryTree.build(files, source)
+        else:
+            self._summary_tree.update(files, source)
+        return self._summary_tree
+
+    def fragments_of_files(self, paths: set[str]) -> np.ndarray:
+        """Bool mask, shape (n_fragments,): fragments of the given files."""
+        assert self.index is not None
+        ids = [i for i in (self.index.file_id(p) for p in paths) if i is not None]
+        return np.isin(self.index.fragment_file, np.asarray(ids, dtype=self.index.fragment_file.dtype))
 
     def fragment_text(self, fragment: ScoredFragment) -> str:
         """The fragment's lines as indexed (editor buffer or disk)."""

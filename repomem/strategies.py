@@ -6,7 +6,8 @@ else compares strategy names. A strategy is a way of choosing the context a mode
 
 - `retriever` names how fragments are found (see `repomem.completion.retrievers`, which maps each
   name to its implementation): "none" shows the model the current file only, "sparse" ranks
-  windows by BM25 over the index's postings and, when `environment` is on, by FragRel's eq. 10.
+  windows by BM25 over the index's postings and, when `environment` is on, by FragRel's eq. 10;
+  "summary-tree" walks the repository's summary tree to a few files first (HAT, issue 14).
 - `environment`: rank with eq. 10's alpha from the config (FragRel); off means alpha = 0, which
   is plain BM25 (RepoCoder's sparse retriever) exactly.
 - `rounds`: 2 is RepoCoder's iterative retrieval: the second round queries with the last lines
@@ -45,6 +46,8 @@ STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2),
     Strategy("repocoder+fragrel", "two rounds of FragRel, the second querying with the first draft",
              "sparse", True, 2),
+    Strategy("hat", "a summary tree walked best-first to the best-matching files (HAT), then BM25 in them",
+             "summary-tree", False, 1),
 )
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in STRATEGY_TABLE)

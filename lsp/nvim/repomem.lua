@@ -7,7 +7,7 @@
 
 local settings = {
   -- Every key is optional; an invalid value is reported and the default kept.
-  strategy = "fragrel",   -- infile | vanilla | fragrel | repocoder | repocoder+fragrel
+  strategy = "fragrel",   -- infile | vanilla | fragrel | repocoder | repocoder+fragrel | hat
   alpha = 0.5,            -- FragRel eq. 10 weight of the environment score
   topK = 10,              -- fragments retrieved
   maxNewTokens = 64,

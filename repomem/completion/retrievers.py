@@ -43,7 +43,25 @@ def sparse_windows(service: RepoService, query: RoundQuery) -> list[ScoredFragme
     return [*service.definitions_at(query.cursor, query.text), *found.fragments]
 
 
+def summary_tree_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
+    """HAT: walk the summary tree best-first from the root to the files whose summaries match the
+    query best, then rank only their windows (and the current file's) by BM25."""
+    if service.index is None:
+        return []
+    settings = service.config.retrieval
+    walk = service.summary_tree().walk(query.text, service.config.bm25, settings.summary_walk_files,
+                                       settings.summary_walk_steps)
+    reached = {path for path, _ in walk.files} | {query.cursor.path}
+    outside = np.flatnonzero(~service.fragments_of_files(reached))  # fragment ids, as retrieve_at takes them
+    if query.excluded is not None:
+        caller = np.flatnonzero(query.excluded) if query.excluded.dtype == bool else query.excluded.astype(np.int64)
+        outside = np.union1d(outside, caller)
+    found = service.retrieve_at(query.cursor, query=query.text, alpha=0.0, excluded=outside, unlisted=query.unlisted)
+    return list(found.fragments)
+
+
 RETRIEVERS: dict[str, Retriever] = {
     "none": current_file_only,
     "sparse": sparse_windows,
+    "summary-tree": summary_tree_walk,
 }

@@ -210,6 +210,17 @@ def test_stable_order_shares_the_prompt_prefix_inside_a_function(llama, shop_wit
     assert first.prompt.blocks and second.generation.cached_tokens >= first.prompt.block_tokens
 
 
+def test_hat_walks_the_summary_tree_to_the_definition(shop_with_report):
+    """Strategy "hat" (issue 14): the summary tree's walk reaches pricing.py, whose signature line
+    `def compute_tax(amount_cents, tax_class)` matches the cursor's lines, and the model uses it."""
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--strategy", "hat", "--json",
+                 "--max-tokens", "16")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["strategy"] == "hat" and data["completion"].startswith("compute_tax(")
+    assert data["fragments"][0]["path"] == "shop/pricing.py" and data["fragments"][0]["in_prompt"]
+
+
 def test_repocoder_strategy_runs_two_rounds(shop_with_report):
     result = run("complete", f"{shop_with_report}/shop/report.py:9", "--strategy", "repocoder+fragrel", "--json",
                  "--max-tokens", "16")
