@@ -145,10 +145,12 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     results = tmp_path / "results.jsonl"
     settings = RunSettings(retrieval_only=True, alphas=(0.0, 0.5, 2.0))
     summary = run_evaluation(tasks, repos, results, settings)
-    assert summary.written == 3 * len(tasks) and summary.failed == 0
+    assert summary.written == 4 * len(tasks) and summary.failed == 0
     records = read_results(results)
     by_task = {t.task_id: t for t in tasks}
-    assert {(r["strategy"], r["alpha"]) for r in records} == {("vanilla", 0.0), ("fragrel", 0.5), ("fragrel", 2.0)}
+    # The alpha sweep, and the strategy with its own retriever (the summary tree) obeys the rule too.
+    assert {(r["strategy"], r["alpha"]) for r in records} == {("vanilla", 0.0), ("fragrel", 0.5), ("fragrel", 2.0),
+                                                             ("hat", 0.0)}
     for record in records:
         task = by_task[record["task_id"]]
         assert record["fragments"], record
@@ -162,8 +164,8 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     data = results.read_bytes()
     results.write_bytes(data[: len(data) - 40])
     again = run_evaluation(tasks, repos, results, settings)
-    assert (again.written, again.skipped) == (1, 3 * len(tasks) - 1)
-    assert len(read_results(results)) == 3 * len(tasks)
+    assert (again.written, again.skipped) == (1, 4 * len(tasks) - 1)
+    assert len(read_results(results)) == 4 * len(tasks)
     assert all(json.loads(line) for line in results.read_text().splitlines())
 
 
@@ -338,7 +340,7 @@ def test_prompt_only_runs_measure_what_enters_the_prompt(shop_benchmark: tuple[P
     for extra in ([], ["--set", "completion.pack_blocks=true"]):
         run = _repomem(*common, *extra)
         assert run.returncode == 0, run.stderr
-        assert "4 results written" in run.stdout, run.stdout  # vanilla and fragrel on two tasks
+        assert "6 results written" in run.stdout, run.stdout  # vanilla, fragrel and hat on two tasks
     records = read_results(results)
     assert {r["mode"] for r in records} == {"prompt"} and {r["config"] for r in records} == {
         "", "completion.pack_blocks=true"}

@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.config", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),
-    ("repomem.retrieval",),
+    ("repomem.retrieval", "repomem.memory"),
     ("repomem.positions", "repomem.records"),
     ("repomem.service", "repomem.backends"),
     ("repomem.completion",),
