@@ -386,7 +386,6 @@ class Evaluator:
         if strategy is not None and strategy.retriever not in ("sparse", "none"):
             query, _ = text_before_cursor(cursor, service.config.retrieval.query_lines)
             fragments = RETRIEVERS[strategy.retriever](service, RoundQuery(cursor, query, variant.alpha, None, leak))
-            fragments = fragments[: service.config.retrieval.top_k]
         else:
             fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak).fragments
         elapsed = (time.perf_counter() - started) * 1000

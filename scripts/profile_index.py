@@ -80,6 +80,14 @@ class Phases:
         return lambda: setattr(owner, attribute, original)
 
 
+# The phases a cold build and an edit share: call resolution, the graph and the relation rows.
+GRAPH_PHASES = [
+    (repo_index_module.RepoIndex, "resolver", "calls: resolver tables"),
+    (CallResolution, "resolve_file", "calls: resolve (per file)"),
+    (repo_index_module.RepoIndex, "graph", "graph: edges"),
+    (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
+    (repo_index_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
+]
 COLD_PHASES = [
     (service_module, "list_candidates", "scan: list files (git ls-files / walk)"),
     (service_module.RepoService, "_read_all", "read + secret masking"),
@@ -87,11 +95,7 @@ COLD_PHASES = [
     (repo_index_module, "_term_ids", "BM25: term ids"),
     (repo_index_module, "build_segment", "BM25: postings segment"),
     (repo_index_module, "document_frequencies", "BM25: document frequencies"),
-    (repo_index_module.RepoIndex, "resolver", "calls: resolver tables"),
-    (CallResolution, "resolve_file", "calls: resolve (per file)"),
-    (repo_index_module.RepoIndex, "graph", "graph: edges"),
-    (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
-    (repo_index_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
+    *GRAPH_PHASES,
     (repo_index_module, "symmetric_union", "W: symmetric union"),
     (service_module, "save_index", "save snapshot"),
 ]
@@ -102,7 +106,7 @@ def timed_build(work: Path) -> tuple[dict[str, float], float]:
     undo = [phases.wrap(*spec) for spec in COLD_PHASES]
     try:
         service = RepoService.open(work)
-        assert not isinstance(service, type(None))
+        assert isinstance(service, RepoService), service
         started = time.perf_counter()
         report = service.ensure_index(full=True)
         total = time.perf_counter() - started
@@ -154,11 +158,7 @@ def analysis_split(work: Path, config: Config) -> dict[str, float]:
 EDIT_PHASES = [
     (repo_index_module, "analyze_file", "parse + syntax + windows of the file"),
     (repo_index_module.RepoIndex, "ensure_structure", "load per-file structure"),
-    (repo_index_module.RepoIndex, "resolver", "calls: resolver tables"),
-    (CallResolution, "resolve_file", "calls: resolve (per file)"),
-    (repo_index_module.RepoIndex, "graph", "graph: edges"),
-    (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
-    (repo_index_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
+    *GRAPH_PHASES,
     (repo_index_module, "build_segment", "BM25: postings segment"),
 ]
 

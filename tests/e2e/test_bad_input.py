@@ -6,11 +6,9 @@ server's share of the matrix is in test_lsp_bad_input.py."""
 
 from __future__ import annotations
 
-import http.server
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,26 +18,14 @@ from repomem.config import load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
 from tests.cli_process import free_port, run
+from tests.http_servers import GarbageHandler, serve_http
 from tests.repos import copy_example, synthetic_files, write_repo
-
-
-class _Garbage(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"<html>not json</html>")
-
-    do_POST = do_GET
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")
 def garbage_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server, url = serve_http(GarbageHandler)
+    yield url
     server.shutdown()
 
 

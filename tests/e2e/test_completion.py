@@ -5,10 +5,8 @@ standing in for vLLM (which needs a GPU), and small misbehaving HTTP servers for
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from repomem.backends.models import DEFAULT_MODEL, PackagedModel, verify_model
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.failures import Failure
 from tests.cli_process import assert_user_error, free_port, run
+from tests.http_servers import GarbageHandler, serve_http
 from tests.repos import copy_example
 
 
@@ -101,19 +100,7 @@ def test_bad_model_and_endpoint_inputs(shop_with_report, tmp_path):
     assert_user_error(run("complete", position, "--hf", str(text_file)), "not a GGUF")
 
 
-class _Garbage(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"<html>not json</html>")
-
-    do_POST = do_GET
-
-    def log_message(self, *args):
-        pass
-
-
-class _Slow(_Garbage):
+class _Slow(GarbageHandler):
     def do_GET(self):  # noqa: N802
         time.sleep(5)
         super().do_GET()
@@ -121,20 +108,14 @@ class _Slow(_Garbage):
     do_POST = do_GET
 
 
-def serve(handler) -> tuple[http.server.ThreadingHTTPServer, str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
 def test_garbage_and_slow_servers_are_failures():
-    server, url = serve(_Garbage)
+    server, url = serve_http(GarbageHandler)
     try:
         result = OpenAIBackend.connect(url, deadline_s=5)
         assert isinstance(result, Failure) and result.kind == "bad-response"
     finally:
         server.shutdown()
-    server, url = serve(_Slow)
+    server, url = serve_http(_Slow)
     try:
         started = time.perf_counter()
         result = OpenAIBackend.connect(url, deadline_s=1.0)

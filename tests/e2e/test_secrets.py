@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from repomem.failures import Failure
 from repomem.positions import locate
 from repomem.service import RepoService
 from tests.cli_process import run
+from tests.http_servers import serve_http
 from tests.repos import write_repo
 
 OPENAI = "sk-live-" + "Zx81QpLm29VbNc74TyRu0Ws5"
@@ -134,11 +134,10 @@ class _Counting(http.server.BaseHTTPRequestHandler):
 def test_a_hostile_repository_config_reaches_no_server(repo: Path, tmp_path: Path):
     """The repository names an "attacker" server and asks for a secret variable as its API key:
     the completion runs on the embedded model and the server hears nothing."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, url = serve_http(_Counting)
     try:
         (repo / "repomem.toml").write_text(
-            f'[completion]\nendpoint = "http://127.0.0.1:{server.server_address[1]}"\n'
+            f'[completion]\nendpoint = "{url}"\n'
             'api_key_env = "PLANTED_SECRET"\n')
         env = {**os.environ, "PLANTED_SECRET": DB_PASSWORD, "REPOMEM_CONFIG": str(tmp_path / "none.toml")}
         completed = subprocess.run([sys.executable, "-m", "repomem", "complete", f"{repo}/service/client.py:12",

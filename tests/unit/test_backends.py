@@ -17,6 +17,7 @@ from repomem.backends.models import gguf_names
 from repomem.backends.openai_http import OpenAIBackend, model_label
 from repomem.backends.templates import PLAIN
 from repomem.failures import Failure
+from tests.http_servers import serve_http
 
 
 class ReversingModel:
@@ -157,10 +158,9 @@ class _CutStream(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("finish_reason", [None, "length"])
 def test_a_stream_cut_without_finish_reason_is_a_failure_not_a_short_answer(finish_reason):
     handler = type("Handler", (_CutStream,), {"finish_reason": finish_reason})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, url = serve_http(handler)
     try:
-        backend = OpenAIBackend.connect(f"http://127.0.0.1:{server.server_port}", deadline_s=5)
+        backend = OpenAIBackend.connect(url, deadline_s=5)
         assert not isinstance(backend, Failure), backend
         assert backend.name == "openai:m.gguf"
         answer = backend.generate(_request("x", max_tokens=3))
@@ -196,10 +196,9 @@ class _Runaway(_CutStream):
 @pytest.mark.parametrize("one_line", [False, True])
 def test_a_server_that_never_stops_is_cut_by_size_not_memory(one_line):
     handler = type("Handler", (_Runaway,), {"one_line": one_line})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, url = serve_http(handler)
     try:
-        backend = OpenAIBackend.connect(f"http://127.0.0.1:{server.server_port}", deadline_s=5)
+        backend = OpenAIBackend.connect(url, deadline_s=5)
         assert not isinstance(backend, Failure), backend
         started = time.perf_counter()
         answer = backend.generate(GenerationRequest(prompt="x", max_tokens=16, stop=(), deadline_s=5))

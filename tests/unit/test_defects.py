@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import http.server
 import json
-import threading
 import weakref
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from repomem.failures import Failure
 from repomem.lsp.session import CompletionSession, EditorRequest
 from repomem.positions import locate
 from repomem.strategies import strategy_named
+from tests.http_servers import serve_http
 
 # -- the cursor's file is read with its own grammar ------------------------------------------------
 
@@ -94,12 +94,11 @@ class _GarbageCompletions(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_garbage_answer_makes_the_session_reopen_the_model(tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _GarbageCompletions)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, url = serve_http(_GarbageCompletions)
     logs: list[tuple[str, str]] = []
     try:
         session = CompletionSession(tmp_path, Config(), lambda level, message: logs.append((level, message)))
-        assert session.configure({"endpoint": f"http://127.0.0.1:{server.server_address[1]}",
+        assert session.configure({"endpoint": url,
                                   "strategy": "infile"}) == []
         request = EditorRequest("a.py", "def f(x):\n    return ", 1, 11, lambda: False)
         answer = session.complete(request)

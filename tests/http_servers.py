@@ -1,0 +1,28 @@
+"""Local HTTP servers the tests point backends at: real sockets, answers of our choosing."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+
+class GarbageHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every request with HTML where JSON is expected."""
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"<html>not json</html>")
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def serve_http(handler: type[http.server.BaseHTTPRequestHandler]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A server on a free loopback port, answering on a daemon thread, and its base URL; the
+    caller shuts it down."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
