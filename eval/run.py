@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import queue
 import threading
 import time
@@ -52,6 +51,7 @@ from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex
 from repomem.positions import Cursor, read_text_file, text_before_cursor
 from repomem.progress import NoProgress, Progress
+from repomem.regular_files import drop_torn_tail
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 from repomem.strategies import BASELINE, STRATEGY_NAMES, strategy_named
@@ -179,18 +179,6 @@ def read_results(path: Path) -> list[dict[str, Any]]:
             if isinstance(record, dict) and record.get("version") == RESULTS_VERSION:
                 records.append(record)
     return records
-
-
-def _drop_torn_tail(path: Path) -> None:
-    """A writer killed mid-line leaves a last line without newline: cut it before appending."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    with open(path, "rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return
-        data = handle.seek(0) or handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
 
 
 def leakage_exclusions(index: RepoIndex, path: str, context_start_lineno: int) -> np.ndarray:
@@ -546,7 +534,7 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
     for repo in dict.fromkeys(task.repo for task, _ in pending):
         pool.prepare(repo)  # indexes are built here, once, before any worker runs (a Failure is a task error)
     results.parent.mkdir(parents=True, exist_ok=True)
-    _drop_torn_tail(results)
+    drop_torn_tail(results)
     written = failed = consecutive = 0
     interrupted = False
     jobs: queue.SimpleQueue[tuple[int, EvalTask, list[Variant]]] = queue.SimpleQueue()

@@ -133,6 +133,37 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
+class MemoryConfig:
+    """The memory strategies of issue 14 (repomem/memory/): MemWalker, ReadAgent, QRMeM and the
+    summaries they read. Each model call costs a prompt of a few hundred tokens and an answer of a
+    few; `max_calls` bounds them per completion."""
+
+    # "extractive": signatures and docstrings (instant, the default); "model": the summaries
+    # `repomem summarise` wrote into the index (per content hash), extractive where none exists.
+    summaries: str = "extractive"
+    max_calls: int = 6  # model calls per completion at most, every memory strategy
+    answer_tokens: int = 12  # tokens of one navigation, look-up or reflection answer at most
+    # MemWalker: children listed per step (the node's children best first by BM25 of their
+    # summaries against the query: a folder of 300 files would not fit a small model's prompt),
+    # and windows the walk collects before it stops.
+    walk_children: int = 10
+    walk_leaves: int = 3
+    summary_lines: int = 2  # lines of each child's summary shown to the model
+    # ReadAgent: pages end at a syntax boundary (a top-level definition or statement) once they
+    # hold this many lines; gists of this many pages (the best by BM25 of their text) are shown,
+    # and the model looks up at most `lookup_pages` of them in full.
+    page_lines: int = 40
+    gist_pages: int = 12
+    lookup_pages: int = 3
+    # QRMeM: names at the cursor looked up in the entity graph at first, evidence kept per round,
+    # and reflections (one model call each) before the walk stops.
+    entity_names: int = 6
+    entity_evidence: int = 4
+    reflect_rounds: int = 2
+    summary_tokens: int = 60  # tokens of one model-written summary at most
+
+
+@dataclass(frozen=True)
 class CompletionConfig:
     strategy: str = "fragrel"  # a name of repomem.strategies.STRATEGY_TABLE
     max_prompt_tokens: int = 2048  # whole prompt, in the backend's tokens
@@ -210,6 +241,7 @@ class Config:
     bm25: BM25Config = field(default_factory=BM25Config)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     completion: CompletionConfig = field(default_factory=CompletionConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
 
@@ -218,6 +250,7 @@ CONFIG_FILE_NAME = "repomem.toml"
 
 BLOCK_ORDERS = ("score", "stable")  # see CompletionConfig.order
 PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
+SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("graph", "granularity"): ("statement", "named"),
@@ -225,6 +258,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("completion", "strategy"): STRATEGY_NAMES,
     ("completion", "order"): BLOCK_ORDERS,
     ("completion", "style"): PROMPT_STYLES,
+    ("memory", "summaries"): SUMMARY_KINDS,
 }
 
 
@@ -268,7 +302,10 @@ _POSITIVE = frozenset({
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
     ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
     ("completion", "pack_max_lines"), ("retrieval", "definition_lines"), ("retrieval", "summary_walk_files"),
-    ("retrieval", "summary_walk_steps"),
+    ("retrieval", "summary_walk_steps"), ("memory", "max_calls"), ("memory", "answer_tokens"),
+    ("memory", "walk_children"), ("memory", "walk_leaves"), ("memory", "summary_lines"), ("memory", "page_lines"),
+    ("memory", "gist_pages"), ("memory", "lookup_pages"), ("memory", "entity_names"), ("memory", "entity_evidence"),
+    ("memory", "summary_tokens"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
     ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
     ("server", "progress_interval_ms"),

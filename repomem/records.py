@@ -24,6 +24,8 @@ def fragment_record(fragment: ScoredFragment, rank: int | None = None, *, text: 
     })
     if text is not None:
         record["text"] = text
+    if fragment.text is not None:
+        record["summarised"] = True  # shown as a summary (gist) of these lines, not the lines
     if in_prompt is not None:
         record["in_prompt"] = in_prompt
     return record

@@ -35,3 +35,15 @@ def read_regular(path: Path) -> bytes:
 def read_regular_text(path: Path) -> str:
     """UTF-8 text of a regular file, undecodable bytes replaced."""
     return read_regular(path).decode("utf-8", errors="replace")
+
+
+def drop_torn_tail(path: Path) -> None:
+    """A writer killed mid-line leaves a last line without newline: cut it before appending."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        data = handle.seek(0) or handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)

@@ -12,7 +12,7 @@ import multiprocessing
 import os
 import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +43,10 @@ from repomem.index.secrets import mask_secrets
 from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
 from repomem.languages.parsed import FileSyntax
 from repomem.languages.registry import language_of
+from repomem.memory.entities import EntityMemory
+from repomem.memory.gists import GistMemory
 from repomem.memory.summary_tree import SummaryTree
+from repomem.memory.written_summaries import WrittenSummaries
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
 from repomem.retrieval.definitions import reachable_definitions, signature_span
@@ -130,7 +133,10 @@ class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
         self.root = root
         self.config = config
-        self._summary_tree: SummaryTree | None = None  # built on first use (strategy "hat")
+        self._summary_tree: SummaryTree | None = None  # built on first use (strategies "hat", "memwalker")
+        self._gists: GistMemory | None = None  # built on first use (strategy "readagent")
+        self._entities: tuple[object, EntityMemory] | None = None  # (state of the index, memory): "qrmem"
+        self._written: WrittenSummaries | None = None  # with memory.summaries = "model"
         self.warnings = list(warnings)
         self.index: RepoIndex | None = None
         self._buffers: dict[str, str] = {}
@@ -488,6 +494,47 @@ class RepoService:
         """The repository's summary tree (repomem/memory/summary_tree.py), brought up to date with
         the index: only files whose content changed since the last call are re-summarised, and
         the folders above them."""
+        files, source = self._memory_sources()
+        written = self.written_summaries()
+        lookup = written.get if written is not None else None
+        if self._summary_tree is None:
+            self._summary_tree = SummaryTree.build(files, source, lookup)
+        else:
+            self._summary_tree.update(files, source, lookup)
+        return self._summary_tree
+
+    def gist_memory(self) -> GistMemory:
+        """ReadAgent's pages and gists (repomem/memory/gists.py), re-paginated per changed file."""
+        files, source = self._memory_sources()
+        written = self.written_summaries()
+        if self._gists is None or self._gists.page_lines != self.config.memory.page_lines:
+            self._gists = GistMemory(self.config.memory.page_lines)
+        self._gists.update(files, source, written.get if written is not None else None)
+        return self._gists
+
+    def entity_memory(self) -> EntityMemory:
+        """QRMeM's entity memory (repomem/memory/entities.py), rebuilt when an indexed file changed."""
+        assert self.index is not None, "call ensure_index first"
+        state = (id(self.index), hash(frozenset((r.path, r.digest) for r in self.index.files if r is not None)))
+        if self._entities is None or self._entities[0] != state:
+            self._entities = (state, EntityMemory(self.index))
+        return self._entities[1]
+
+    def written_summaries(self) -> WrittenSummaries | None:
+        """Model-written summaries when memory.summaries = "model" (re-read after `summarise`
+        appended to them; the memories built from the old ones are rebuilt)."""
+        if self.config.memory.summaries != "model":
+            return None
+        if self._written is None or not self._written.current():
+            self._written = self.open_written_summaries()
+            self._summary_tree = self._gists = None
+        return self._written
+
+    def open_written_summaries(self) -> WrittenSummaries:
+        return WrittenSummaries.load(index_dir(self.root, self.config))
+
+    def _memory_sources(self) -> tuple[dict[str, str], Callable[[str], tuple[FileSyntax | None, list[str]]]]:
+        """(path -> content digest of every indexed file, path -> (syntax, masked lines))."""
         index = self.index
         assert index is not None, "call ensure_index first"
         index.ensure_structure()
@@ -497,11 +544,7 @@ class RepoService:
             file_id = index.file_id(path)
             return (index.syntax[file_id] if file_id is not None else None), self._file_lines(path)
 
-        if self._summary_tree is None:
-            self._summary_tree = SummaryTree.build(files, source)
-        else:
-            self._summary_tree.update(files, source)
-        return self._summary_tree
+        return files, source
 
     def fragments_of_files(self, paths: set[str]) -> np.ndarray:
         """Bool mask, shape (n_fragments,): fragments of the given files."""
@@ -510,7 +553,9 @@ class RepoService:
         return np.isin(self.index.fragment_file, np.asarray(ids, dtype=self.index.fragment_file.dtype))
 
     def fragment_text(self, fragment: ScoredFragment) -> str:
-        """The fragment's lines as indexed (editor buffer or disk)."""
+        """The fragment's lines as indexed (editor buffer or disk), or the summary it carries."""
+        if fragment.text is not None:
+            return fragment.text
         return self.span_text(fragment.path, fragment.start_line, fragment.end_line)
 
     def span_text(self, path: str, start_line: int, end_line: int) -> str:

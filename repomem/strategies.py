@@ -7,7 +7,9 @@ else compares strategy names. A strategy is a way of choosing the context a mode
 - `retriever` names how fragments are found (see `repomem.completion.retrievers`, which maps each
   name to its implementation): "none" shows the model the current file only, "sparse" ranks
   windows by BM25 over the index's postings and, when `environment` is on, by FragRel's eq. 10;
-  "summary-tree" walks the repository's summary tree to a few files first (HAT, issue 14).
+  "summary-tree" walks the repository's summary tree to a few files first (HAT, issue 14);
+  "memory-walk", "gist-lookup" and "entity-walk" are the memories that ask the model while they
+  retrieve (MemWalker, ReadAgent, QRMeM; repomem/completion/memory_retrievers.py).
 - `environment`: rank with eq. 10's alpha from the config (FragRel); off means alpha = 0, which
   is plain BM25 (RepoCoder's sparse retriever) exactly.
 - `rounds`: 2 is RepoCoder's iterative retrieval: the second round queries with the last lines
@@ -28,6 +30,7 @@ class Strategy:
     retriever: str  # a key of repomem.completion.retrievers.RETRIEVERS
     environment: bool  # eq. 10 with the configured alpha; False = alpha 0 (plain BM25)
     rounds: int  # generation rounds; RepoCoder's iterative retrieval uses 2
+    asks_model: bool = False  # the retriever itself calls the model (memory.max_calls per completion)
 
     @property
     def retrieves(self) -> bool:
@@ -48,6 +51,12 @@ STRATEGY_TABLE: tuple[Strategy, ...] = (
              "sparse", True, 2),
     Strategy("hat", "a summary tree walked best-first to the best-matching files (HAT), then BM25 in them",
              "summary-tree", False, 1),
+    Strategy("memwalker", "the model navigates the summary tree from the root to windows (MemWalker)",
+             "memory-walk", False, 1, asks_model=True),
+    Strategy("readagent", "gists of the best pages; the model looks a few up in full (ReadAgent)",
+             "gist-lookup", False, 1, asks_model=True),
+    Strategy("qrmem", "definitions of the names at the cursor from the entity graph, expanded while the "
+             "model says it needs more (QRMeM)", "entity-walk", False, 1, asks_model=True),
 )
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in STRATEGY_TABLE)

@@ -49,6 +49,17 @@ class Template:
     def current_file(self, path: str) -> str:
         return f"{self.file_sep}{path}\n" if self.supports_repo_form else ""
 
+    def instruction(self, question: str) -> str:
+        """`question` as the family's instruction turn, the model's answer to follow (memory
+        strategies ask the model to navigate or reflect). Families without an instruction form
+        get the question and an "Answer:" line that a base model continues."""
+        if self.family == "qwen":
+            return (f"<|im_start|>system\nYou are a careful assistant for a code completion engine. "
+                    f"Answer briefly.<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n")
+        if self.family == "codellama":
+            return f"[INST] {question} [/INST] "  # Code Llama Instruct's turn; a base model reads it as text
+        return f"{question}\nAnswer: "
+
 
 CODELLAMA = Template(
     family="codellama", fim_prefix="<PRE>", fim_suffix="<SUF>", fim_middle="<MID>",

@@ -227,13 +227,16 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
                        "generated": result.generation.completion_tokens},
             "fragments": [fragment_record(f, rank, in_prompt=f.fragment in in_prompt)
                           for rank, f in enumerate(result.fragments, start=1)],
+            "model_calls": [call.record() for call in result.model_calls],
             "timings_ms": {name: round(value, 3) for name, value in timings.items()},
         }, indent=2))
         return 0
     print(result.text)
+    memory = (f" · {len(result.model_calls)} memory calls {timings.get('memory_model', 0.0):.0f} ms"
+              if result.model_calls else "")
     err.print(f"{result.strategy} · {backend.name} · prompt {result.generation.prompt_tokens} tokens "
-              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms", style="dim",
-              soft_wrap=True)
+              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms{memory}",
+              style="dim", soft_wrap=True)
     return 0
 
 
@@ -324,7 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.set_defaults(handler=cmd_model)
 
     from repomem.cli.eval_commands import add_eval_parser
+    from repomem.cli.summarise_command import add_summarise_parser
 
+    add_summarise_parser(commands)
     add_eval_parser(commands)
     return parser
 

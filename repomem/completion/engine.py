@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
+from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.packing import pack_blocks
 from repomem.completion.postprocess import CompletionShape, clean_completion
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
@@ -43,6 +44,7 @@ class Completion:
     shape: CompletionShape
     rounds: int
     timings_ms: dict[str, float]
+    model_calls: tuple[ModelCall, ...] = ()  # a memory strategy's calls while retrieving, in order
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class PreparedPrompt:
     context: CursorContext
     fragments: tuple[ScoredFragment, ...]  # retrieved, best first
     prompt: Prompt
+    model_calls: tuple[ModelCall, ...] = ()
 
 
 class CompletionEngine:
@@ -115,17 +118,25 @@ class CompletionEngine:
                               self.service.mask)
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
+        model = self._memory_model(request)
         result: Completion | Failure | None = None
         for round_number in range(1, request.strategy.rounds + 1):
             if result is not None:
                 # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
                 draft = result.raw if context.shape.multiline else result.text
                 query = "\n".join((context.query + draft).split("\n")[-self.config.retrieval.query_lines :])
-            result = self._round(request, context, query, round_number, timings)
+            result = self._round(request, context, query, round_number, timings, model)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
         assert result is not None
         return result
+
+    def _memory_model(self, request: CompletionRequest) -> MemoryModel | None:
+        """The request's budgeted access to the model, for strategies that ask it while retrieving."""
+        if not request.strategy.asks_model:
+            return None
+        return MemoryModel(self.backend, self.service.mask, self.config.memory.max_calls,
+                           self.config.completion.deadline_s, request.cancel)
 
     # -- the steps of one round ----------------------------------------------------------------
 
@@ -133,23 +144,26 @@ class CompletionEngine:
         """The first round's prompt without running the model (prompt-level evaluation, explain)."""
         context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
                               self.service.mask)
-        return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0})
+        return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0},
+                             self._memory_model(request))
 
     def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-                 timings: dict[str, float]) -> PreparedPrompt | Failure:
+                 timings: dict[str, float], model: MemoryModel | None) -> PreparedPrompt | Failure:
         started = time.perf_counter()
-        fragments = self._fragments(request, context, query, round_number)
+        fragments = self._fragments(request, context, query, round_number, model)
         timings["retrieve"] += (time.perf_counter() - started) * 1000
+        if model is not None:  # part of "retrieve": what the memory's own model calls cost
+            timings["memory_model"] = sum(call.seconds for call in model.calls) * 1000
         started = time.perf_counter()
         prompt = self._fit_prompt(request, context, fragments)
         if isinstance(prompt, Failure):
             return prompt
         timings["prompt"] += (time.perf_counter() - started) * 1000
-        return PreparedPrompt(context, tuple(fragments), prompt)
+        return PreparedPrompt(context, tuple(fragments), prompt, tuple(model.calls) if model is not None else ())
 
     def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-               timings: dict[str, float]) -> Completion | Failure:
-        prepared = self._prepare(request, context, query, round_number, timings)
+               timings: dict[str, float], model: MemoryModel | None) -> Completion | Failure:
+        prepared = self._prepare(request, context, query, round_number, timings, model)
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt
@@ -165,13 +179,14 @@ class CompletionEngine:
         return Completion(
             text=text, raw=raw, strategy=request.strategy.name, prompt=prompt, fragments=prepared.fragments,
             generation=generation, shape=context.shape, rounds=round_number, timings_ms=dict(timings),
+            model_calls=prepared.model_calls,
         )
 
     def _stable_key(self, request: CompletionRequest, context: CursorContext) -> tuple[str, int] | None:
         return (request.cursor.path, context.definition_line) if request.order == "stable" else None
 
     def _fragments(self, request: CompletionRequest, context: CursorContext, query: str,
-                   round_number: int) -> list[ScoredFragment]:
+                   round_number: int, model: MemoryModel | None) -> list[ScoredFragment]:
         """The round's fragments: remembered for the function (stable order, first round) or retrieved."""
         index = self.service.index
         first_retrieval = round_number == 1 and request.strategy.retrieves
@@ -184,7 +199,7 @@ class CompletionEngine:
                 return remembered
         retrieve = RETRIEVERS[request.strategy.retriever]
         fragments = retrieve(self.service, RoundQuery(request.cursor, query, request.alpha, request.excluded,
-                                                      request.unlisted))
+                                                      request.unlisted, model))
         if memo_key is not None and fragments:
             self._stable[memo_key] = fragments
             while len(self._stable) > STABLE_MEMO_SIZE:
@@ -199,7 +214,8 @@ class CompletionEngine:
         settings = self.config.completion
         cursor = request.cursor
         candidates = [
-            ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel)
+            ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel,
+                         summary=f.text is not None)
             for f in fragments
         ]
         select = None
@@ -226,7 +242,8 @@ class CompletionEngine:
                 prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
                 shown = (prompt.left_first_line, cursor.line + context.suffix_lines)
                 duplicates = {id(b) for b in prompt.blocks
-                              if b.path == cursor.path and b.start_line <= shown[1] and b.end_line > shown[0]}
+                              if b.path == cursor.path and not b.summary
+                              and b.start_line <= shown[1] and b.end_line > shown[0]}
                 if not duplicates:
                     break
                 candidates = [c for c in candidates if id(c) not in duplicates]

@@ -43,10 +43,18 @@ def pack_blocks(candidates: Sequence[ContextBlock], max_lines: int, span_text: S
     packed: list[ContextBlock] = []
     costs: list[int] = []
     for candidate in candidates:
+        if candidate.summary:  # a gist is not the lines it covers: never cut nor merged
+            summary_cost = cost(candidate) if cost is not None else 0
+            if budget is None or sum(costs) + summary_cost <= budget:
+                packed.append(candidate)
+                costs.append(summary_cost)
+            continue
         for start, end in _uncovered(candidate.start_line, candidate.end_line,
-                                     [(b.start_line, b.end_line) for b in packed if b.path == candidate.path]):
+                                     [(b.start_line, b.end_line) for b in packed
+                                      if b.path == candidate.path and not b.summary]):
             neighbour = next((i for i, b in enumerate(packed)
-                              if b.path == candidate.path and b.end_line >= start and b.start_line <= end
+                              if b.path == candidate.path and not b.summary
+                              and b.end_line >= start and b.start_line <= end
                               and max(b.end_line, end) - min(b.start_line, start) <= max_lines), None)
             if neighbour is not None:
                 old = packed[neighbour]

@@ -50,6 +50,7 @@ class ContextBlock:
     score: float
     # Every fragment whose lines this block shows (packing merges overlapping windows); () = `fragment`.
     members: tuple[int, ...] = ()
+    summary: bool = False  # `text` summarises the lines (a gist), so packing keeps it whole
 
     @property
     def fragments(self) -> tuple[int, ...]:

@@ -7,23 +7,13 @@ a way of retrieving is one function here (or a module of its own) and one entry 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
-
-from repomem.positions import Cursor
+from repomem.completion.memory_retrievers import entity_walk, gist_lookup, memory_walk
+from repomem.completion.retrieval_round import RoundQuery, bm25_within
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 
-
-@dataclass(frozen=True)
-class RoundQuery:
-    cursor: Cursor
-    text: str  # the query window (round 2 of RepoCoder: the window slid over the draft)
-    alpha: float
-    excluded: np.ndarray | None
-    unlisted: np.ndarray | None
-
+__all__ = ["RETRIEVERS", "Retriever", "RoundQuery"]
 
 Retriever = Callable[[RepoService, RoundQuery], list[ScoredFragment]]
 
@@ -51,17 +41,14 @@ def summary_tree_walk(service: RepoService, query: RoundQuery) -> list[ScoredFra
     settings = service.config.retrieval
     walk = service.summary_tree().walk(query.text, service.config.bm25, settings.summary_walk_files,
                                        settings.summary_walk_steps)
-    reached = {path for path, _ in walk.files} | {query.cursor.path}
-    outside = np.flatnonzero(~service.fragments_of_files(reached))  # fragment ids, as retrieve_at takes them
-    if query.excluded is not None:
-        caller = np.flatnonzero(query.excluded) if query.excluded.dtype == bool else query.excluded.astype(np.int64)
-        outside = np.union1d(outside, caller)
-    found = service.retrieve_at(query.cursor, query=query.text, alpha=0.0, excluded=outside, unlisted=query.unlisted)
-    return list(found.fragments)
+    return bm25_within(service, query, {path for path, _ in walk.files} | {query.cursor.path}, settings.top_k)
 
 
 RETRIEVERS: dict[str, Retriever] = {
     "none": current_file_only,
     "sparse": sparse_windows,
     "summary-tree": summary_tree_walk,
+    "memory-walk": memory_walk,  # MemWalker
+    "gist-lookup": gist_lookup,  # ReadAgent
+    "entity-walk": entity_walk,  # QRMeM
 }

@@ -80,6 +80,21 @@ def folder_summary(path: str, children: Sequence[SummaryNode]) -> str:
 
 
 FileSource = Callable[[str], tuple[FileSyntax | None, Sequence[str]]]  # path -> (syntax, lines)
+WrittenSummary = Callable[[str], str | None]  # digest of a file's extractive summary -> a model's, if any
+
+
+def summary_key(extractive: str) -> str:
+    """What a model-written file summary is stored under: the hash of the extractive summary it
+    was written from (written_summaries.py)."""
+    return _digest(extractive)
+
+
+def with_written(extractive: str, written: str | None) -> str:
+    """The extractive summary with a model's one-line summary after the path line."""
+    if not written:
+        return extractive
+    path, _, rest = extractive.partition("\n")
+    return "\n".join(part for part in (path, " ".join(written.split()), rest) if part)
 
 
 @dataclass
@@ -91,13 +106,13 @@ class SummaryTree:
     _scorer: _SummaryScorer | None = None  # BM25 statistics over the summaries, rebuilt after a change
 
     @classmethod
-    def build(cls, files: Mapping[str, str], source: FileSource) -> SummaryTree:
+    def build(cls, files: Mapping[str, str], source: FileSource, written: WrittenSummary | None = None) -> SummaryTree:
         """`files`: path -> content digest of every indexed file."""
         tree = cls()
-        tree.update(files, source)
+        tree.update(files, source, written)
         return tree
 
-    def update(self, files: Mapping[str, str], source: FileSource) -> int:
+    def update(self, files: Mapping[str, str], source: FileSource, written: WrittenSummary | None = None) -> int:
         """Bring the tree to `files` (path -> content digest): changed and new files are
         re-summarised, removed ones dropped, and each folder on their paths re-aggregated at most
         once (not at all when its children's summaries did not change). Returns the number of
@@ -114,6 +129,8 @@ class SummaryTree:
         for path in changed:
             syntax, lines = source(path)
             text = file_summary(path, syntax, lines)
+            if written is not None:
+                text = with_written(text, written(summary_key(text)))
             self.nodes[path] = SummaryNode(path, "file", (), text, _digest(text))
             self.file_digests[path] = files[path]
             for parent, child in _ancestor_pairs(path):
@@ -151,15 +168,33 @@ class SummaryTree:
                 return
             del self.kids[parent]
 
+    def _scorer_for(self, config: BM25Config) -> _SummaryScorer:
+        if self._scorer is None or self._scorer.config != config:
+            self._scorer = _SummaryScorer(self.nodes.values(), config, self._scorer)
+        return self._scorer
+
+    def ranked_children(self, path: str, query: str, config: BM25Config) -> list[tuple[SummaryNode, float]]:
+        """A folder's children, best first by BM25 of their summaries against `query` (ties in path order)."""
+        scorer = self._scorer_for(config)
+        terms = Counter(tokenize(query, config))
+        scored = [(self.nodes[child], scorer.score(terms, child)) for child in self.nodes[path].children]
+        return sorted(scored, key=lambda pair: -pair[1])
+
+    def files_under(self, path: str) -> list[str]:
+        """Every file at or below a node."""
+        node = self.nodes.get(path)
+        if node is None:
+            return []
+        if node.kind == "file":
+            return [path]
+        return [f for child in node.children for f in self.files_under(child)]
+
     def walk(self, query: str, config: BM25Config, want_files: int, max_steps: int) -> WalkResult:
         """Best-first from the root: pop the best-scoring node, score its children's summaries by
         BM25 against the query, push them; a file popped is reached. Stops at `want_files` files
         or `max_steps` folders expanded."""
         query_terms = Counter(tokenize(query, config))
-        if self._scorer is None or self._scorer.config != config:
-            previous = self._scorer
-            self._scorer = _SummaryScorer(self.nodes.values(), config, previous)
-        scorer = self._scorer
+        scorer = self._scorer_for(config)
         frontier: list[tuple[float, str]] = [(-0.0, "")]
         reached: list[tuple[str, float]] = []
         steps = scored = 0

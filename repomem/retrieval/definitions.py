@@ -39,7 +39,8 @@ def _definition_at(index: RepoIndex, file_id: int, node: int) -> Definition | No
     return next((d for d in syntax.definitions if d.node == node), None)
 
 
-def _window_holding(index: RepoIndex, file_id: int, line: int) -> int | None:
+def window_holding(index: RepoIndex, file_id: int, line: int) -> int | None:
+    """A live window of the file holding a 0-based line (the first by id), or None."""
     record = index.files[file_id]
     if record is None:
         return None
@@ -86,7 +87,7 @@ def reachable_definitions(index: RepoIndex, path: str, query: str, bm25: BM25Con
         if target_syntax is None or record is None:
             continue
         start, end = int(target_syntax.start_line[node]), int(target_syntax.end_line[node])
-        fragment = _window_holding(index, target_file, start)
+        fragment = window_holding(index, target_file, start)
         if fragment is None:
             continue
         parts = set(tokenize(" ".join({definition.name, *aliases}), bm25))

@@ -27,6 +27,9 @@ class ScoredFragment:
     s_ind: float
     s_env: float
     s_rel: float
+    # Shown instead of the lines [start_line, end_line): a summary or gist of them (the memory
+    # strategies' compressed context). None: the lines themselves.
+    text: str | None = None
 
 
 @dataclass(frozen=True)

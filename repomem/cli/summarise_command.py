@@ -1,0 +1,99 @@
+"""`repomem summarise`: model-written summaries of a repository, kept in its index (issue 14).
+
+Says what it will cost (units, prompt tokens, time at the measured rate of one call) before it
+starts, asks on a terminal (or takes --yes), shows progress, and resumes after an interruption:
+every summary is on disk as soon as the model wrote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from repomem.cli.backend_options import add_backend_options, open_chosen_backends
+from repomem.cli.errors import UserError
+from repomem.cli.main import _ensure_index, _index_root, _open_service
+from repomem.cli.progress_bars import RichProgress
+from repomem.completion import summarise
+from repomem.failures import Failure
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+
+
+def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UserError(Failure("bad-option", "--limit must be at least 1"))
+    kinds = summarise.SUMMARY_KINDS if args.kind == "all" else (args.kind,)
+    service = _open_service(_index_root(args.path), err)
+    _ensure_index(service, err)
+    backend = open_chosen_backends(args, service.config.completion, err)[0]
+    store = service.open_written_summaries()
+    try:
+        with RichProgress(err) as progress:
+            work, answered = summarise.plan(service, backend, store, kinds, args.limit, progress)
+        estimate = {"to_write": len(work.units), "already_written": work.already, "prompt_tokens": work.prompt_tokens,
+                    "seconds_per_call": round(work.seconds_per_call, 2), "estimated_s": round(work.estimated_s, 1),
+                    "model": backend.name}
+        if args.json and args.dry_run:
+            print(json.dumps(estimate, indent=2))
+            return 0
+        table = Table(title=f"repomem summarise: {service.root}", show_header=False)
+        table.add_column("what", style="bold")
+        table.add_column("value", justify="right")
+        for name, value in (("model", backend.name), ("summaries to write", f"{len(work.units):,}"),
+                            ("already written (skipped)", f"{work.already:,}"),
+                            ("prompt tokens", f"{work.prompt_tokens:,}"),
+                            ("one call (mean of two measured)", f"{work.seconds_per_call:.1f} s"),
+                            ("estimated time", _minutes(work.estimated_s))):
+            table.add_row(name, value)
+        err.print(table)
+        if args.dry_run or not work.units:
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UserError(Failure("needs-confirmation", "add --yes to write these summaries "
+                                                              "(stdin is not a terminal to ask on)"))
+            if input("write them? [y/N] ").strip().lower() not in ("y", "yes"):
+                return 0
+        try:
+            with RichProgress(err) as progress:
+                report = summarise.run(service, backend, store, work, answered, progress)
+        except KeyboardInterrupt:
+            done = sum(1 for unit in work.units if store.has(backend.name, unit.key))
+            print(f"repomem: interrupted after {done:,} of {len(work.units):,} summaries; they are kept, and "
+                  "`repomem summarise` again goes on from there", file=sys.stderr)
+            return 130
+    finally:
+        backend.close()
+    summary = {"written": report.written, "failed": report.failed, "seconds": round(report.seconds, 1),
+               "file": str(store.path)}
+    if args.json:
+        print(json.dumps({**estimate, **summary}, indent=2))
+    else:
+        out.print(f"wrote {report.written:,} summaries in {_minutes(report.seconds)} to {store.path}"
+                  + (f"; {report.failed:,} failed ({report.first_failure})" if report.failed else ""),
+                  markup=False, highlight=False)
+        if service.config.memory.summaries != "model":
+            out.print('set memory.summaries = "model" in repomem.toml to use them', markup=False, highlight=False)
+    return 1 if report.failed and not report.written else 0
+
+
+def add_summarise_parser(commands) -> None:
+    parser = commands.add_parser("summarise", help="write model summaries of files and pages into the index")
+    parser.add_argument("path", nargs="?", default=None,
+                        help="repository folder (default: the repository around the current folder)")
+    parser.add_argument("--kind", choices=("files", "pages", "all"), default="files",
+                        help="files (the summary tree's leaves), pages (ReadAgent's gists) or all (default files)")
+    parser.add_argument("--limit", type=int, default=None, help="write at most this many now (the rest later)")
+    parser.add_argument("--dry-run", action="store_true", help="say what it would cost, write nothing")
+    parser.add_argument("--yes", action="store_true", help="do not ask before writing")
+    parser.add_argument("--json", action="store_true", help="the estimate and the outcome as JSON")
+    add_backend_options(parser)
+    parser.set_defaults(handler=cmd_summarise)

@@ -1,0 +1,49 @@
+"""One round's query, as every retriever takes it, and the BM25 ranking the retrievers share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from repomem.completion.model_calls import MemoryModel
+from repomem.positions import Cursor
+from repomem.retrieval.scoring import ScoredFragment
+from repomem.service import RepoService
+
+
+@dataclass(frozen=True)
+class RoundQuery:
+    cursor: Cursor
+    text: str  # the query window (round 2 of RepoCoder: the window slid over the draft)
+    alpha: float
+    excluded: np.ndarray | None
+    unlisted: np.ndarray | None
+    model: MemoryModel | None = None  # strategies that ask the model while retrieving (issue 14)
+
+    def offers(self, fragment: int) -> bool:
+        """Whether the caller's masks let this fragment be shown (not excluded nor unlisted)."""
+        return not any(_holds(mask, fragment) for mask in (self.excluded, self.unlisted))
+
+
+def _holds(mask: np.ndarray | None, fragment: int) -> bool:
+    if mask is None or mask.size == 0:
+        return False
+    if mask.dtype == bool:
+        return fragment < mask.shape[0] and bool(mask[fragment])
+    return bool(np.any(mask == fragment))
+
+
+def bm25_within(service: RepoService, query: RoundQuery, files: set[str] | None, k: int) -> list[ScoredFragment]:
+    """The best `k` windows by BM25 (alpha 0) among `files` (None: every file), with the query's
+    own masks (leakage rule, caller's exclusions) and the cursor's (visible lines)."""
+    excluded = query.excluded
+    if files is not None:
+        outside = np.flatnonzero(~service.fragments_of_files(files))  # fragment ids, as retrieve_at takes them
+        if excluded is not None:
+            caller = np.flatnonzero(excluded) if excluded.dtype == bool else excluded.astype(np.int64)
+            outside = np.union1d(outside, caller)
+        excluded = outside
+    found = service.retrieve_at(query.cursor, k=k, query=query.text, alpha=0.0, excluded=excluded,
+                                unlisted=query.unlisted)
+    return list(found.fragments)

@@ -1,0 +1,154 @@
+"""Writing model summaries of a repository into its index (`repomem summarise`, issue 14).
+
+What is summarised: every file (from its extractive summary: path, docstring, signatures) and,
+with `kinds` including "pages", every ReadAgent page (from its text). Each unit is keyed by the
+hash of what the model reads, so a unit already written by the same model is skipped: an
+interrupted run resumes where it stopped, and after edits only what changed is summarised again.
+
+The cost is said before the work starts: units to write, their prompt tokens (counted with the
+backend's tokenizer) and the time measured on two calibration calls (`plan`); `run` then writes
+one summary per call, durably, with progress.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from repomem.backends.base import Backend, GenerationRequest
+from repomem.failures import Failure
+from repomem.memory.summary_tree import file_summary, summary_key
+from repomem.memory.written_summaries import WrittenSummaries
+from repomem.progress import NoProgress, Progress
+from repomem.service import RepoService
+
+SUMMARY_KINDS = ("files", "pages")
+PAGE_QUESTION_LINES = 80  # lines of a page shown to the model at most
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str  # "file" | "page"
+    key: str
+    label: str  # "pkg/m.py" or "pkg/m.py:40-79"
+    question: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    units: tuple[Unit, ...]  # to write
+    already: int  # units this model has written before (skipped)
+    prompt_tokens: int  # of every unit to write, counted by the backend
+    seconds_per_call: float  # mean of the two calibration calls (0 when nothing to write)
+    estimated_s: float
+
+
+def _file_question(extractive: str) -> str:
+    return ("Below are the path, docstring and definitions of a source file.\n" + extractive +
+            "\nIn one sentence, what does this file provide? Do not repeat the path.")
+
+
+def _page_question(path: str, text: str) -> str:
+    return (f"Below is part of the source file {path}.\n```\n{text}\n```\n"
+            "In one sentence, what does this code do? Name its main functions or classes.")
+
+
+def units_of(service: RepoService, kinds: tuple[str, ...]) -> list[Unit]:
+    """Every unit of the repository, files first, in path order."""
+    index = service.index
+    assert index is not None
+    index.ensure_structure()
+    out: list[Unit] = []
+    paths = sorted(r.path for r in index.files if r is not None)
+    if "files" in kinds:
+        for path in paths:
+            file_id = index.file_id(path)
+            extractive = file_summary(path, index.syntax[file_id], service.span_text(path, 0, 1 << 30).split("\n"))
+            out.append(Unit("file", summary_key(extractive), path, _file_question(extractive)))
+    if "pages" in kinds:
+        memory = service.gist_memory()
+        for path in paths:
+            for page in memory.pages_of(path):
+                text = service.span_text(path, page.start_line, min(page.end_line,
+                                                                    page.start_line + PAGE_QUESTION_LINES))
+                out.append(Unit("page", page.digest, f"{path}:{page.start_line + 1}-{page.end_line}",
+                                _page_question(path, text)))
+    return out
+
+
+def ask_summary(backend: Backend, mask: Callable[[str], str], unit: Unit, max_tokens: int,
+                deadline_s: float) -> str | Failure:
+    answer = backend.generate(GenerationRequest(
+        prompt=mask(backend.template.instruction(unit.question)), max_tokens=max_tokens,
+        stop=[*backend.template.stops, "\n\n"], deadline_s=deadline_s,
+    ))
+    if isinstance(answer, Failure):
+        return answer
+    text = " ".join(answer.text.split())
+    return text or Failure("empty-summary", f"the model wrote nothing for {unit.label}")
+
+
+def plan(service: RepoService, backend: Backend, store: WrittenSummaries, kinds: tuple[str, ...],
+         limit: int | None, progress: Progress | None = None) -> tuple[Plan, dict[str, str]]:
+    """What `run` would do and cost. Two real calls, on the shortest and the longest prompt,
+    measure the time of a call as a line in its prompt tokens (a fixed part for the answer, a
+    part per prompt token); their summaries (key -> text) are returned for `run` to keep."""
+    progress = progress or NoProgress()
+    every = units_of(service, kinds)
+    todo = [u for u in every if not store.has(backend.name, u.key)]
+    already = len(every) - len(todo)
+    if limit is not None:
+        todo = todo[:limit]
+    progress.start("counting", len(todo))
+    tokens: list[int] = []
+    for unit in todo:
+        counted = backend.count(backend.template.instruction(unit.question))
+        tokens.append(counted if isinstance(counted, int) else len(unit.question) // 3)
+        progress.advance()
+    if not todo:
+        return Plan((), already, 0, 0.0, 0.0), {}
+    ends = sorted({min(range(len(todo)), key=tokens.__getitem__), max(range(len(todo)), key=tokens.__getitem__)})
+    measured: list[tuple[int, float]] = []
+    answers: dict[str, str] = {}
+    for position in ends:
+        started = time.perf_counter()
+        text = ask_summary(backend, service.mask, todo[position], service.config.memory.summary_tokens,
+                           service.config.completion.deadline_s)
+        measured.append((tokens[position], time.perf_counter() - started))
+        if isinstance(text, str):
+            answers[todo[position].key] = text
+    (low_tokens, low_s), (high_tokens, high_s) = measured[0], measured[-1]
+    per_token = max(0.0, (high_s - low_s) / (high_tokens - low_tokens)) if high_tokens > low_tokens else 0.0
+    fixed = max(0.0, low_s - per_token * low_tokens)
+    estimated = sum(fixed + per_token * n for n in tokens)
+    return Plan(tuple(todo), already, sum(tokens), sum(s for _, s in measured) / len(measured), estimated), answers
+
+
+@dataclass(frozen=True)
+class SummariseReport:
+    written: int
+    failed: int
+    seconds: float
+    first_failure: str = ""
+
+
+def run(service: RepoService, backend: Backend, store: WrittenSummaries, work: Plan, answered: dict[str, str],
+        progress: Progress | None = None) -> SummariseReport:
+    """Write the plan's summaries, each appended durably as soon as the model answers."""
+    progress = progress or NoProgress()
+    progress.start("summarise", len(work.units))
+    started = time.perf_counter()
+    written = failed = 0
+    first_failure = ""
+    for unit in work.units:
+        text = answered.get(unit.key) or ask_summary(
+            backend, service.mask, unit, service.config.memory.summary_tokens, service.config.completion.deadline_s)
+        if isinstance(text, Failure):
+            failed += 1
+            first_failure = first_failure or text.message
+        else:
+            store.append(unit.key, unit.kind, backend.name, text)
+            written += 1
+        progress.advance()
+    return SummariseReport(written, failed, time.perf_counter() - started, first_failure)
