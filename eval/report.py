@@ -40,6 +40,7 @@ class ModelRow:
     retrieve_p50_ms: float
     retrieve_p95_ms: float
     errors: int
+    memory_calls: float = 0.0  # mean model calls per completion made while retrieving (memory strategies)
     # The run these rows come from (a report shows one table per model, order and prompt budget).
     backend: str = ""
     order: str = ""
@@ -75,6 +76,8 @@ class PromptRow:
     near_hit: float | None  # line tasks: a prompt block line within ES >= 0.9 of the hole's line
     blocks: float  # mean blocks in the prompt
     duplicate_share: float  # percent of block-line tokens already shown by the file or another block
+    memory_calls: float = 0.0  # mean model calls per task made while retrieving (memory strategies)
+    retrieve_p50_ms: float = 0.0  # retrieval, the memory's model calls included
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
                 latency_p95=float(np.percentile(totals, 95)), generate_p50=float(np.percentile(generate, 50)),
                 generate_p95=float(np.percentile(generate, 95)), retrieve_p50_ms=float(np.percentile(retrieve, 50)),
                 retrieve_p95_ms=float(np.percentile(retrieve, 95)), errors=len(chosen) - len(ok),
+                memory_calls=float(np.mean([r.get("memory_calls", 0) for r in ok])) if ok else 0.0,
                 backend=run[0], order=run[1], prompt_tokens=run[2],
             ))
     return rows
@@ -204,6 +208,8 @@ def _prompt_rows(records: Sequence[dict[str, Any]], k: int) -> list[PromptRow]:
                 prompt_hit_delta=delta, near_hit=_percent(near) if near else None,
                 blocks=float(np.mean([r["prompt_blocks"] for r in chosen])),
                 duplicate_share=100.0 * duplicated / total if total else 0.0,
+                memory_calls=float(np.mean([r.get("memory_calls", 0) for r in chosen])),
+                retrieve_p50_ms=float(np.median([r.get("timings_ms", {}).get("retrieve", 0.0) for r in chosen])),
             ))
     return rows
 
@@ -262,10 +268,11 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "paired-bootstrap interval. Hit: the answer (the hole's line, or the called definition) was among "
                 f"the top-{report.k} retrieved fragments; in prompt: among the blocks that fit the prompt. Latency: "
                 "seconds per task, whole completion (all rounds); model = prompt processing and decoding, "
-                "all rounds (RepoCoder's first round counted although it is generated once per task).", "",
+                "all rounds (RepoCoder's first round counted although it is generated once per task); retrieve "
+                "includes a memory strategy's own model calls (calls: their mean number per task).", "",
                 "| split | strategy | n | EM | ES | Δ EM vs vanilla | hit@K | in prompt | latency p50 / p95 (s) "
-                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) |",
-                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|"]
+                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) | calls |",
+                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---:|"]
         for row in report.model_rows:
             if (row.backend, row.order, row.prompt_tokens) != run:
                 continue
@@ -275,7 +282,8 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n}{errors} | {row.em:.1f} | "
                        f"{row.es:.1f} | {_interval(row.em_delta)} | {hit} | {prompt_hit} | "
                        f"{row.latency_p50:.1f} / {row.latency_p95:.1f} | {row.generate_p50:.1f} / "
-                       f"{row.generate_p95:.1f} | {row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} |")
+                       f"{row.generate_p95:.1f} | {row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} | "
+                       f"{row.memory_calls:.1f} |")
         out.append("")
     if report.retrieval_rows:
         out += ["## Retrieval only (no model)", "",
@@ -296,14 +304,15 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "def line); in prompt: a block that fit the prompt's block budget holds it (Δ vs vanilla in points, "
                 "95% paired bootstrap); near: a prompt block has a line within edit similarity 0.9 of the hole's "
                 "line (line tasks); duplicated: share of block-line tokens the visible file or an earlier block "
-                "already shows.", "",
+                "already shows; calls: a memory strategy's model calls per task while retrieving; retrieve: "
+                "p50 time to the prompt, those calls included.", "",
                 f"| split | strategy | n | hit@{report.k} | in prompt | Δ in prompt vs vanilla | near | blocks | "
-                "duplicated % |",
-                "|---|---|---:|---:|---:|---|---:|---:|---:|"]
+                "duplicated % | calls | retrieve p50 (ms) |",
+                "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
         for row in report.prompt_rows:
             near = "" if row.near_hit is None else f"{row.near_hit:.1f}"
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_k:.1f} | "
                        f"{row.prompt_hit:.1f} | {_interval(row.prompt_hit_delta)} | {near} | {row.blocks:.2f} | "
-                       f"{row.duplicate_share:.1f} |")
+                       f"{row.duplicate_share:.1f} | {row.memory_calls:.1f} | {row.retrieve_p50_ms:.0f} |")
         out.append("")
     return "\n".join(out)

@@ -34,6 +34,7 @@ from repomem.backends.base import Backend
 from repomem.backends.batching import BatchingBackend, supports_batches
 from repomem.backends.memo import MemoBackend
 from repomem.completion.engine import Completion, CompletionEngine
+from repomem.completion.model_calls import ModelCall
 from repomem.completion.prompt import Prompt
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
 from repomem.config import Config, with_assignments, with_overrides
@@ -141,10 +142,12 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
         for value in sorted({alpha if related in settings.strategies else None, *settings.alphas} - {None}):
             if value != 0.0 or not variants:
                 variants.append(Variant(related if value else plain, float(value)))
-        # Strategies that retrieve another way (the summary tree) are measured as they are.
+        # Strategies that retrieve another way (the summary tree) are measured as they are; those
+        # that ask the model while retrieving need one, so only prompt-only runs (which load it) do.
         for name in settings.strategies:
             strategy = strategy_named(name)
-            if strategy is not None and strategy.retriever not in ("sparse", "none") and strategy.rounds == 1:
+            if strategy is not None and strategy.retriever not in ("sparse", "none") and strategy.rounds == 1 \
+                    and (settings.prompt_only or not strategy.asks_model):
                 variants.append(Variant(name, strategy.alpha(alpha)))
         return variants
     return [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
@@ -205,6 +208,11 @@ def _hit_ranks(service: RepoService, task: EvalTask, fragments: Sequence[ScoredF
     if task.definition is not None:
         return definition_hit_rank([(f.path, f.start_line, f.end_line) for f in fragments], task.definition)
     return line_hit_rank([service.fragment_text(f) for f in fragments], task.ground_truth)
+
+
+def _model_call_fields(calls: Sequence[ModelCall]) -> dict[str, Any]:
+    """A memory strategy's model calls while it retrieved: how many, and each prompt and answer."""
+    return {"memory_calls": len(calls), "model_calls": [call.record() for call in calls]} if calls else {}
 
 
 def _fragment_rows(fragments: Sequence[ScoredFragment]) -> list[list[Any]]:
@@ -399,6 +407,8 @@ class Evaluator:
             "hit_rank": _hit_ranks(service, task, prepared.fragments) if strategy.retrieves else None,
             "fragments": _fragment_rows(prepared.fragments),
             **self._prompt_fields(service, task, cursor, prepared.fragments, prepared.prompt, strategy.retrieves),
+            **_model_call_fields(prepared.model_calls),
+            "timings_ms": {name: round(value, 3) for name, value in prepared.timings_ms.items()},
         }
 
     def _prompt_fields(self, service: RepoService, task: EvalTask, cursor: Cursor,
@@ -455,6 +465,7 @@ class Evaluator:
                        "blocks": prompt.block_tokens, "left": prompt.left_tokens,
                        "generated": result.generation.completion_tokens},
             "finish_reason": result.generation.finish_reason, "timings_ms": timings,
+            **_model_call_fields(result.model_calls),
         }
 
 

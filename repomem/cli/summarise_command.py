@@ -30,6 +30,9 @@ def _minutes(seconds: float) -> str:
 def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(Failure("bad-option", "--limit must be at least 1"))
+    if not (args.yes or args.dry_run or sys.stdin.isatty()):
+        raise UserError(Failure("needs-confirmation", "add --yes to write summaries, or --dry-run to see what "
+                                                      "they would cost (stdin is not a terminal to ask on)"))
     kinds = summarise.SUMMARY_KINDS if args.kind == "all" else (args.kind,)
     service = _open_service(_index_root(args.path), err)
     _ensure_index(service, err)
@@ -56,12 +59,8 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
         err.print(table)
         if args.dry_run or not work.units:
             return 0
-        if not args.yes:
-            if not sys.stdin.isatty():
-                raise UserError(Failure("needs-confirmation", "add --yes to write these summaries "
-                                                              "(stdin is not a terminal to ask on)"))
-            if input("write them? [y/N] ").strip().lower() not in ("y", "yes"):
-                return 0
+        if not args.yes and input("write them? [y/N] ").strip().lower() not in ("y", "yes"):
+            return 0
         try:
             with RichProgress(err) as progress:
                 report = summarise.run(service, backend, store, work, answered, progress)

@@ -55,6 +55,7 @@ class PreparedPrompt:
     fragments: tuple[ScoredFragment, ...]  # retrieved, best first
     prompt: Prompt
     model_calls: tuple[ModelCall, ...] = ()
+    timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # so far: retrieve, prompt, memory_model
 
 
 class CompletionEngine:
@@ -159,7 +160,8 @@ class CompletionEngine:
         if isinstance(prompt, Failure):
             return prompt
         timings["prompt"] += (time.perf_counter() - started) * 1000
-        return PreparedPrompt(context, tuple(fragments), prompt, tuple(model.calls) if model is not None else ())
+        return PreparedPrompt(context, tuple(fragments), prompt, tuple(model.calls) if model is not None else (),
+                              dict(timings))
 
     def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
                timings: dict[str, float], model: MemoryModel | None) -> Completion | Failure:

@@ -1,0 +1,205 @@
+"""The memories of MemWalker, ReadAgent and QRMeM (issue 14) over a real index of the bundled
+example: the navigation's rules (backtracking, budget, fallback) with a scripted chooser standing
+for the model's answers, pages at real syntax boundaries kept live against a rebuild, the entity
+graph's edges checked against a plain scan of every call edge, and the model-written summary
+store's resume and torn-tail rules. The model's own answers are exercised end to end in
+tests/e2e/test_memories.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repomem.backends.templates import CODELLAMA, PLAIN, QWEN
+from repomem.completion.model_calls import chosen_numbers, says_yes
+from repomem.completion.packing import pack_blocks
+from repomem.completion.prompt import ContextBlock
+from repomem.memory.entities import names_at_cursor
+from repomem.memory.gists import page_bounds
+from repomem.memory.memwalker import Option, walk
+from repomem.memory.summary_tree import parent_of
+from repomem.memory.written_summaries import FILE_NAME, WrittenSummaries
+from repomem.service import RepoService
+from tests.repos import copy_example
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> RepoService:
+    service = RepoService.open(copy_example(tmp_path / "shop"))
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    return service
+
+
+# -- MemWalker's navigation ------------------------------------------------------------------------
+
+TREE = {"": ["a", "b"], "a": ["a/x.py", "a/y.py"], "b": ["b/z.py"],
+        "a/x.py": ["#1", "#2"], "a/y.py": ["#3"], "b/z.py": ["#4", "#5"]}
+
+
+def _children(node: str) -> list[Option]:
+    return [Option(key, key, "", 0.0, int(key[1:]) if key.startswith("#") else None) for key in TREE[node]]
+
+
+def _scripted(answers: list[int | None]):
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def choose(node: str, options) -> int | None:
+        asked.append((node, tuple(o.key for o in options)))
+        return answers.pop(0)
+    return choose, asked
+
+
+def test_the_walk_descends_collects_a_window_and_resumes_from_its_folder():
+    choose, asked = _scripted([1, 2, 1, 1, 1, 2])
+    outcome = walk("", _children, choose, want_windows=2, max_steps=10, parent_of=parent_of, width=10)
+    # root -> a -> a/y.py -> #3 collected, back at a -> a/x.py -> #1 collected: two windows, done.
+    assert outcome.windows == (3, 1)
+    assert [node for node, _ in asked] == ["", "a", "a/y.py", "a", "a/x.py"]
+
+
+def test_going_back_never_offers_that_node_again_and_the_budget_stops_the_walk():
+    choose, asked = _scripted([1, 0, 1, 1])
+    outcome = walk("", _children, choose, want_windows=3, max_steps=4, parent_of=parent_of, width=10)
+    # root -> a, back (a is spent) -> root offers b only -> b -> b/z.py: the fourth call is the last.
+    assert asked[2] == ("", ("b",)) and len(asked) == 4 and outcome.windows == ()
+    assert outcome.steps[1].picked == 0 and outcome.last_node == "b/z.py"
+
+
+def test_an_answer_without_a_valid_number_takes_the_best_option():
+    choose, _ = _scripted([None, 7, 1])
+    outcome = walk("", _children, choose, want_windows=1, max_steps=3, parent_of=parent_of, width=10)
+    assert [s.fallback for s in outcome.steps] == [True, True, False] and outcome.windows == (1,)
+
+
+def test_answers_are_read_as_numbers_and_yes_or_no():
+    assert chosen_numbers("Pages 3, 1 and 3 again; 9", range(1, 5), 3) == [3, 1]
+    assert chosen_numbers("none", range(0, 3), 1) == [] and chosen_numbers(None, range(3), 1) == []
+    assert says_yes("Yes.") is True and says_yes("no, look up `Cart`") is False and says_yes("maybe") is None
+
+
+def test_each_family_gets_its_instruction_form():
+    assert QWEN.instruction("Q?").startswith("<|im_start|>system") and QWEN.instruction("Q?").endswith(
+        "<|im_start|>assistant\n")
+    assert CODELLAMA.instruction("Q?") == "[INST] Q? [/INST] " and PLAIN.instruction("Q?") == "Q?\nAnswer: "
+
+
+# -- ReadAgent's pages ------------------------------------------------------------------------------
+
+def test_pages_cover_each_file_and_end_at_syntax_boundaries(shop: RepoService):
+    index = shop.index
+    for record in (r for r in index.files if r is not None):
+        syntax = index.syntax[index.file_id(record.path)]
+        lines = shop.span_text(record.path, 0, 1 << 30).split("\n")
+        for page_lines in (5, 12):
+            pages = page_bounds(syntax, len(lines), page_lines)
+            assert pages[0][0] == 0 and pages[-1][1] == len(lines)
+            assert all(a[1] == b[0] for a, b in zip(pages, pages[1:]))  # contiguous, no overlap
+            starts = {int(line) for line in syntax.start_line[syntax.parent == 0]} | {
+                int(syntax.start_line[d.node]) for d in syntax.definitions if not d.in_function}
+            for before, (start, _) in zip(pages, pages[1:]):  # a boundary, or a cut after a full page
+                assert start in starts or before[1] - before[0] == 2 * page_lines, (record.path, start)
+            assert all(end - start <= 2 * page_lines for start, end in pages)
+
+
+def test_gists_name_the_definitions_and_follow_edits_like_a_rebuild(shop: RepoService):
+    memory = shop.gist_memory()
+    pricing = memory.pages_of("shop/pricing.py")
+    assert "def compute_tax(amount_cents: int, tax_class: str) -> int:" in pricing[0].gist
+    assert memory.page_at("shop/pricing.py", 5) == pricing[0]
+    text = (shop.root / "shop/pricing.py").read_text(encoding="utf-8")
+    shop.set_buffer("shop/pricing.py", text.replace("def compute_tax(", "def compute_levy("))
+    assert shop.gist_memory().paginated == 1  # the edited file alone
+    live = {path: pages for path, (_, pages) in shop.gist_memory().pages.items()}
+    shop._gists = None
+    assert live == {path: pages for path, (_, pages) in shop.gist_memory().pages.items()}
+    assert "compute_levy" in live["shop/pricing.py"][0].gist
+
+
+def test_a_gist_block_is_kept_whole_and_covers_no_lines():
+    gist = ContextBlock(7, "m.py", 0, 30, "lines 1-30: def f(x):", 2.0, summary=True)
+    window = ContextBlock(8, "m.py", 0, 20, "", 1.0)
+    packed = pack_blocks([gist, window], 40, lambda path, a, b: f"{path}:{a}-{b}")
+    assert packed[0] is gist and (packed[1].start_line, packed[1].end_line, packed[1].text) == (0, 20, "m.py:0-20")
+
+
+# -- QRMeM's entity graph ---------------------------------------------------------------------------
+
+def test_names_at_the_cursor_skip_strings_comments_and_keywords():
+    code = '"""Tax owed on an order."""\nfrom .pricing import compute_tax  # the tax\nreturn compute_tax(a, "b c").x'
+    assert names_at_cursor(code, 10) == ["x", "a", "compute_tax", "pricing"]
+
+
+def test_names_resolve_through_the_files_imports_first(shop: RepoService):
+    memory = shop.entity_memory()
+    (found,) = memory.look_up("compute_tax", "shop/report.py")
+    assert (found.path, found.start_line, found.name) == ("shop/pricing.py", 5, "compute_tax")
+    assert memory.look_up("no_such_name", "shop/report.py") == []
+
+
+def test_callees_and_usages_equal_a_scan_of_every_call_edge(shop: RepoService):
+    memory = shop.entity_memory()
+    index = shop.index
+    edges = index.all_calls()
+    assert edges.shape[0] > 5
+    for sites in memory.by_name.values():
+        for file_id, node in sites:
+            entity = memory.entity(file_id, node)
+            expected_usages = []
+            expected_callees = []
+            for source_file, source_node, target_file, target_node, _ in edges.tolist():
+                line = int(index.syntax[source_file].start_line[source_node])
+                if (target_file, target_node) == (file_id, node):
+                    expected_usages.append((index.files[source_file].path, line))
+                if source_file == file_id and entity.start_line <= line <= entity.end_line \
+                        and (target_file, target_node) != (file_id, node):
+                    expected_callees.append((target_file, target_node))
+            assert [(u.path, u.line) for u in memory.usages(entity, 99)] == list(dict.fromkeys(expected_usages))
+            assert [(c.file_id, c.node) for c in memory.callees(entity, 99)] == list(dict.fromkeys(expected_callees))
+
+
+def test_the_entity_memory_follows_an_edit(shop: RepoService):
+    before = shop.entity_memory()
+    assert shop.entity_memory() is before  # unchanged index: the same memory
+    text = (shop.root / "shop/pricing.py").read_text(encoding="utf-8")
+    shop.set_buffer("shop/pricing.py", text.replace("def compute_tax(", "def compute_levy("))
+    after = shop.entity_memory()
+    assert after is not before and "compute_levy" in after.by_name and "compute_tax" not in after.by_name
+
+
+# -- model-written summaries --------------------------------------------------------------------------
+
+def test_written_summaries_resume_per_model_and_survive_a_torn_line(tmp_path: Path):
+    store = WrittenSummaries.load(tmp_path)
+    store.append("k1", "file", "model-a", "  Carts and their totals. ")
+    store.append("k2", "page", "model-a", "Tax rounding.")
+    with open(tmp_path / FILE_NAME, "a", encoding="utf-8") as handle:
+        handle.write('{"key": "k3", "kind": "page", "mod')  # a writer killed mid-line
+    again = WrittenSummaries.load(tmp_path)
+    assert again.get("k1") == "Carts and their totals." and again.has("model-a", "k2")
+    assert not again.has("model-b", "k1") and again.get("k3") is None and again.skipped == 1
+    again.append("k3", "page", "model-b", "Payments.")  # the torn tail is cut before appending
+    final = WrittenSummaries.load(tmp_path)
+    assert final.skipped == 0 and final.get("k3") == "Payments." and final.has("model-b", "k3")
+    lines = (tmp_path / FILE_NAME).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 and (tmp_path / FILE_NAME).stat().st_mode & 0o077 == 0
+
+
+def test_model_summaries_replace_extractive_ones_only_for_the_text_they_were_written_for(shop: RepoService):
+    from repomem.config import with_overrides
+    from repomem.memory.summary_tree import file_summary, summary_key
+
+    index = shop.index
+    path = "shop/cart.py"
+    extractive = file_summary(path, index.syntax[index.file_id(path)], shop.span_text(path, 0, 1 << 30).split("\n"))
+    shop.open_written_summaries().append(summary_key(extractive), "file", "m", "Keeps a cart of products.")
+    assert "Keeps a cart" not in shop.summary_tree().nodes[path].text  # extractive unless asked
+    shop.config = with_overrides(shop.config, memory={"summaries": "model"})
+    assert shop.summary_tree().nodes[path].text.split("\n")[:2] == [path, "Keeps a cart of products."]
+    assert "Keeps a cart of products." in shop.summary_tree().nodes["shop"].text  # the folder aggregates it
+    text = (shop.root / path).read_text(encoding="utf-8")
+    shop.set_buffer(path, text.replace("def add_item(", "def put_item("))  # a signature changed: stale
+    assert "Keeps a cart" not in shop.summary_tree().nodes[path].text
+    assert np.all(np.asarray([len(n.text) for n in shop.summary_tree().nodes.values()]) > 0)
