@@ -177,3 +177,11 @@ def test_no_module_compares_strategy_names_outside_the_table():
                         if isinstance(element, ast.Constant) and element.value in STRATEGY_NAMES:
                             offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares {element.value!r}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_vscode_extension_offers_every_strategy_of_the_table():
+    import json
+
+    settings = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
+    offered = settings["contributes"]["configuration"]["properties"]["repomem.strategy"]["enum"]
+    assert tuple(offered) == STRATEGY_NAMES
