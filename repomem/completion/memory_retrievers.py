@@ -31,13 +31,14 @@ def question_code(query_text: str) -> str:
 
 
 def _ask_number(model: MemoryModel | None, purpose: str, question: str, allowed: range, limit: int,
-                answer_tokens: int) -> list[int] | None:
-    """Numbers the model chose, or None when it was not asked or gave none."""
+                answer_tokens: int) -> tuple[list[int], bool]:
+    """(numbers the model chose, whether a call was made): nothing when it was not asked (no
+    model, budget spent, cancelled) or named no allowed number."""
     if model is None:
-        return None
+        return [], False
+    before = len(model.calls)
     answer = model.ask(purpose, question, answer_tokens)
-    picks = chosen_numbers(answer, allowed, limit)
-    return picks or None
+    return chosen_numbers(answer, allowed, limit), len(model.calls) > before
 
 
 # -- MemWalker -----------------------------------------------------------------------------------
@@ -76,10 +77,10 @@ def memory_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
         label = f"the file {node}" if tree.nodes[node].kind == "file" else (
             f"the folder {node}/" if node else "the repository")
         question = navigation_question(query.cursor.path, question_code(query.text), label, options, True)
-        picks = _ask_number(query.model, "navigate", question, range(0, len(options) + 1), 1,
-                            settings.answer_tokens)
+        picks, asked = _ask_number(query.model, "navigate", question, range(0, len(options) + 1), 1,
+                                   settings.answer_tokens)
         number = picks[0] if picks else None
-        if query.model is not None and query.model.calls:
+        if asked:
             query.model.decided("back" if number == 0 else f"{number}: {options[number - 1].label}" if number
                                 else f"fallback: {options[0].label} (best BM25)")
         return number
@@ -114,9 +115,9 @@ def gist_lookup(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
     if not ranked:
         return []
     question = lookup_question(query.cursor.path, question_code(query.text), ranked, settings.lookup_pages)
-    picks = _ask_number(query.model, "look-up", question, range(1, len(ranked) + 1), settings.lookup_pages,
-                        settings.answer_tokens)
-    if query.model is not None and query.model.calls:
+    picks, asked = _ask_number(query.model, "look-up", question, range(1, len(ranked) + 1), settings.lookup_pages,
+                               settings.answer_tokens)
+    if asked:
         query.model.decided(f"read pages {', '.join(map(str, picks))}" if picks else "fallback: the best page")
     looked_up = [ranked[n - 1] for n in (picks or [1])]
 

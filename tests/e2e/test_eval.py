@@ -336,12 +336,16 @@ def test_prompt_only_runs_measure_what_enters_the_prompt(shop_benchmark: tuple[P
     base, repos = shop_benchmark
     results = base / "results-prompt.jsonl"
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
-              "--repos", str(repos), "--results", str(results), "--prompt-only", "--prompt-tokens", "512"]
+              "--repos", str(repos), "--results", str(results), "--prompt-only", "--prompt-tokens", "512",
+              "--strategies", "vanilla,fragrel,hat,qrmem"]
     for extra in ([], ["--set", "completion.pack_blocks=true"]):
         run = _repomem(*common, *extra)
         assert run.returncode == 0, run.stderr
-        assert "6 results written" in run.stdout, run.stdout  # vanilla, fragrel and hat on two tasks
+        assert "8 results written" in run.stdout, run.stdout  # four strategies on two tasks
     records = read_results(results)
+    asked = [r for r in records if r["strategy"] == "qrmem" and r.get("memory_calls")]
+    assert asked and all(len(r["model_calls"]) == r["memory_calls"] and r["model_calls"][0]["prompt"]
+                         and r["timings_ms"]["memory_model"] > 0 for r in asked)  # QRMeM's reflections, recorded
     assert {r["mode"] for r in records} == {"prompt"} and {r["config"] for r in records} == {
         "", "completion.pack_blocks=true"}
     for record in records:
