@@ -73,7 +73,7 @@ class PromptRow:
     hit_at_k: float  # percent: a top-K fragment holds the answer
     prompt_hit: float  # percent: a block that fit the prompt holds it
     prompt_hit_delta: tuple[float, float, float] | None  # vs vanilla, points
-    near_hit: float | None  # line tasks: a prompt block line within ES >= 0.9 of the hole's line
+    near_hit: float | None  # a prompt block line within ES >= 0.9 of the answer's first line
     blocks: float  # mean blocks in the prompt
     duplicate_share: float  # percent of block-line tokens already shown by the file or another block
     memory_calls: float = 0.0  # mean model calls per task made while retrieving (memory strategies)
@@ -302,8 +302,9 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
         out += ["## What enters the prompt", "",
                 f"Hit@{report.k}: a retrieved fragment holds the answer (the hole's line, or the called definition's "
                 "def line); in prompt: a block that fit the prompt's block budget holds it (Δ vs vanilla in points, "
-                "95% paired bootstrap); near: a prompt block has a line within edit similarity 0.9 of the hole's "
-                "line (line tasks); duplicated: share of block-line tokens the visible file or an earlier block "
+                "95% paired bootstrap); near: a prompt block has a line within edit similarity 0.9 of the answer's "
+                "first line (for an API task: another call like it); "
+                "duplicated: share of block-line tokens the visible file or an earlier block "
                 "already shows; calls: a memory strategy's model calls per task while retrieving; retrieve: "
                 "p50 time to the prompt, those calls included.", "",
                 f"| split | strategy | n | hit@{report.k} | in prompt | Δ in prompt vs vanilla | near | blocks | "

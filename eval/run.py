@@ -429,8 +429,9 @@ class Evaluator:
             "block_tokens": prompt.block_tokens, "duplicate_block_tokens": duplicated,
             "block_line_tokens": total,
         }
-        if task.definition is None:
-            fields["prompt_near_hit"] = near_line_hit(texts, task.ground_truth) if retrieves else None
+        # A block line within ES 0.9 of the answer's first line: what a small model copies (for an API
+        # task, another call of the same function with the same arguments).
+        fields["prompt_near_hit"] = near_line_hit(texts, task.ground_truth) if retrieves else None
         return fields
 
     def _line_tokens(self, line: str) -> int:

@@ -111,6 +111,10 @@ class RetrievalConfig:
     query_lines: int = 20  # the query is the last N lines before the cursor
     alpha: float = 0.5  # eq. 10 weight of the environment score (0 = plain BM25)
     top_k: int = 10
+    # The first this-many of the top K are BM25's best matches whatever eq. 10 says; the rest follow
+    # by s_rel. Relations then add to the lexical best match instead of displacing it (0 = the
+    # paper's ranking). See eval/README.md, "Why FragRel lost".
+    anchor_matches: int = 0
     # The current file's windows over the query lines are never offered (the prompt shows them).
     # True: they still feed their neighbours' s_env, so the environment starts at the cursor
     # (what the code being written calls and is called by); False: they are left out of eq. 9.
@@ -174,7 +178,9 @@ class CompletionConfig:
     max_new_tokens: int = 64
     # "stable" (default): a function's blocks are retrieved at its first completion and kept, by path
     # and line, so prompts inside it share their prefix (warm p50 0.66 s vs 16.7 s); "score": RepoCoder's
-    # most-similar-last order, re-retrieved at every cursor.
+    # most-similar-last order, re-retrieved at every cursor, where "most similar" is the retriever's
+    # score (s_rel for FragRel); "similarity": the same, but blocks ordered by BM25 similarity (s_ind)
+    # alone, so the block nearest the code is the most lexically similar one whatever ranked it in.
     order: str = "stable"
     style: str = "comments"  # "comments" (RepoCoder) or "repo" (the model family's file-separator form)
     fill_in_middle: bool = True  # use the code after the cursor when the model supports FIM
@@ -248,7 +254,7 @@ class Config:
 
 CONFIG_FILE_NAME = "repomem.toml"
 
-BLOCK_ORDERS = ("score", "stable")  # see CompletionConfig.order
+BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
 PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
 SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
 

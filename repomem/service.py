@@ -399,7 +399,7 @@ class RepoService:
         budget_ms = self.config.retrieval.time_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
         scores = score_fragments(self.index, query_text, alpha, excluded, deadline, unlisted)
-        return top_fragments(self.index, scores, k)
+        return top_fragments(self.index, scores, k, self.config.retrieval.anchor_matches if alpha else 0)
 
     def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
                 excluded: np.ndarray | None = None,
@@ -412,7 +412,8 @@ class RepoService:
         excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
         scores = score_fragments(self.index, query, alpha, excluded, None, unlisted)
         if fragments is None:
-            chosen = top_fragments(self.index, scores, self.config.retrieval.top_k)
+            chosen = top_fragments(self.index, scores, self.config.retrieval.top_k,
+                                   self.config.retrieval.anchor_matches if alpha else 0)
         else:
             live = [f for f in fragments if 0 <= f < self.index.n_fragments and self.index.live[f]]
             chosen = scored_fragments(self.index, scores, live)

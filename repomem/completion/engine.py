@@ -217,7 +217,7 @@ class CompletionEngine:
         cursor = request.cursor
         candidates = [
             ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel,
-                         summary=f.text is not None)
+                         summary=f.text is not None, similarity=f.s_ind)
             for f in fragments
         ]
         select = None

@@ -27,9 +27,10 @@ def _uncovered(start: int, end: int, covered: list[tuple[int, int]]) -> list[tup
 
 
 def _block(candidate: ContextBlock, start: int, end: int, members: tuple[int, ...], score: float,
-           span_text: SpanText, fragment: int | None = None) -> ContextBlock:
+           span_text: SpanText, fragment: int | None = None, similarity: float | None = None) -> ContextBlock:
     return ContextBlock(candidate.fragment if fragment is None else fragment, candidate.path, start, end,
-                        span_text(candidate.path, start, end), score, members)
+                        span_text(candidate.path, start, end), score, members,
+                        similarity=candidate.similarity if similarity is None else similarity)
 
 
 def pack_blocks(candidates: Sequence[ContextBlock], max_lines: int, span_text: SpanText,
@@ -61,7 +62,8 @@ def pack_blocks(candidates: Sequence[ContextBlock], max_lines: int, span_text: S
                 members = old.fragments if candidate.fragment in old.fragments else (*old.fragments,
                                                                                      candidate.fragment)
                 grown = _block(old, min(old.start_line, start), max(old.end_line, end), members,
-                               max(old.score, candidate.score), span_text, old.fragment)
+                               max(old.score, candidate.score), span_text, old.fragment,
+                               max(old.similarity_key, candidate.similarity_key))
                 grown_cost = cost(grown) if cost is not None else 0
                 if budget is None or sum(costs) - costs[neighbour] + grown_cost <= budget:
                     packed[neighbour], costs[neighbour] = grown, grown_cost

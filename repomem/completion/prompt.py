@@ -11,7 +11,8 @@
 
 Retrieved blocks get `context_share` of the budget, best first; the current file's left context
 is trimmed from the top to whole lines. Token counts come from the backend's own tokenizer.
-Block order: "score" puts the most similar block last (RepoCoder); "stable" orders blocks by
+Block order: "score" puts the best-scored block last (RepoCoder); "similarity" puts the most
+lexically similar block (BM25's s_ind) last whatever ranked the blocks in; "stable" orders blocks by
 path and line so that neighbouring cursors produce prompts sharing their prefix (prompt caches).
 """
 
@@ -51,6 +52,11 @@ class ContextBlock:
     # Every fragment whose lines this block shows (packing merges overlapping windows); () = `fragment`.
     members: tuple[int, ...] = ()
     summary: bool = False  # `text` summarises the lines (a gist), so packing keeps it whole
+    similarity: float | None = None  # BM25 s_ind of the block's best window (order "similarity"); None = score
+
+    @property
+    def similarity_key(self) -> float:
+        return self.score if self.similarity is None else self.similarity
 
     @property
     def fragments(self) -> tuple[int, ...]:
@@ -94,7 +100,9 @@ def render_context(blocks: Sequence[ContextBlock]) -> str:
 def _ordered(blocks: list[ContextBlock], order: str) -> list[ContextBlock]:
     if order == "stable":
         return sorted(blocks, key=lambda b: (b.path, b.start_line))
-    return sorted(blocks, key=lambda b: b.score)  # ascending: the most similar block sits last
+    if order == "similarity":
+        return sorted(blocks, key=lambda b: (b.similarity_key, b.score))  # the most similar block sits last
+    return sorted(blocks, key=lambda b: b.score)  # ascending: the best-scored block sits last
 
 
 def _assemble(

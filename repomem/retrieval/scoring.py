@@ -144,20 +144,31 @@ def strongest_lifts(index: RepoIndex, scores: Scores, fragments: Sequence[int]) 
     return out
 
 
-def top_fragments(index: RepoIndex, scores: Scores, k: int) -> list[ScoredFragment]:
-    """The k best usable fragments by s_rel, best first (ties: lower fragment id first)."""
+def _best(candidates: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """The k candidates with the largest values, best first (ties: lower fragment id first)."""
+    if candidates.size > k:
+        # np.partition on (-value) finds the k-th largest; ties at the boundary are settled below.
+        cut = np.partition(-values, k - 1)[k - 1]
+        keep = -values <= cut
+        candidates, values = candidates[keep], values[keep]
+    return candidates[np.lexsort((candidates, -values))][:k]
+
+
+def top_fragments(index: RepoIndex, scores: Scores, k: int, anchored: int = 0) -> list[ScoredFragment]:
+    """The k best usable fragments by s_rel, best first (ties: lower fragment id first).
+
+    `anchored`: the first this-many places go to the best fragments by s_ind (BM25) whatever their
+    s_rel, in s_ind order; the rest follow by s_rel. Relations then add to the lexical best match
+    instead of displacing it (retrieval.anchor_matches; 0 is the paper's ranking).
+    """
     candidates = np.flatnonzero(~np.isnan(scores.s_rel))
     if candidates.size == 0 or k <= 0:
         return []
-    values = scores.s_rel[candidates]
-    if candidates.size > k:
-        # argpartition on (-value) picks the k largest; ties at the boundary are settled below.
-        cut = np.partition(-values, k - 1)[k - 1]
-        chosen = candidates[-values <= cut]
-    else:
-        chosen = candidates
-    order = np.lexsort((chosen, -scores.s_rel[chosen]))
-    return scored_fragments(index, scores, chosen[order][:k].tolist())
+    anchors = _best(candidates, scores.s_ind[candidates], min(anchored, k)) if anchored > 0 else candidates[:0]
+    if anchors.size:
+        candidates = np.setdiff1d(candidates, anchors, assume_unique=True)
+    rest = _best(candidates, scores.s_rel[candidates], k - anchors.size)
+    return scored_fragments(index, scores, [*anchors.tolist(), *rest.tolist()])
 
 
 def scored_fragments(index: RepoIndex, scores: Scores, fragments: Sequence[int]) -> list[ScoredFragment]:

@@ -359,3 +359,27 @@ def test_call_sites_match_a_parent_by_parent_walk(granularity):
         assert [(c.node, c.hops) for c in calls] == reference_call_owners(root, kept.kept_index)
         if granularity == "statement":
             assert max(c.hops for c in calls) >= 6  # deep calls are really below their statement
+
+
+def test_anchored_ranking_keeps_bm25s_best_first(synthetic_repo):
+    """retrieval.anchor_matches: the N best by s_ind come first (in s_ind order), then the rest by
+    s_rel, checked against a plain sort of every offered fragment."""
+    index = open_index(synthetic_repo, Config())
+    for query in QUERIES:
+        scores = score_fragments(index, query, alpha=2.0)
+        offered = [i for i in range(index.n_fragments) if not np.isnan(scores.s_rel[i])]
+        by_ind = sorted(offered, key=lambda i: (-scores.s_ind[i], i))
+        by_rel = sorted(offered, key=lambda i: (-scores.s_rel[i], i))
+        assert [f.fragment for f in top_fragments(index, scores, k=10, anchored=0)] == by_rel[:10]
+        for anchored in (1, 3):
+            anchors = by_ind[:anchored]
+            expected = anchors + [i for i in by_rel if i not in anchors][: 10 - anchored]
+            assert [f.fragment for f in top_fragments(index, scores, k=10, anchored=anchored)] == expected
+        assert [f.fragment for f in top_fragments(index, scores, k=2, anchored=5)] == by_ind[:2]
+    # Not vacuous: at alpha 2 the environment moves some query's BM25 best off first place.
+    moved = 0
+    for query in QUERIES:
+        scores = score_fragments(index, query, alpha=2.0)
+        paper, anchored = top_fragments(index, scores, k=1), top_fragments(index, scores, k=1, anchored=1)
+        moved += paper[0].fragment != anchored[0].fragment
+    assert moved > 0

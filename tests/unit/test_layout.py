@@ -132,6 +132,9 @@ def test_no_top_level_lsp_or_eval_package_is_installed():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     packages = pyproject.split("packages = [", 1)[1].split("]", 1)[0]
     assert '"lsp"' not in packages and '"eval"' not in packages
+    # Every engine package is listed: an editable install finds an unlisted one, a wheel would not.
+    engine = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "repomem").rglob("__init__.py")}
+    assert engine <= {name.strip().strip('"') for name in packages.split(",")}
 
 
 # -- the strategy table is the one source of strategy names ---------------------------------------

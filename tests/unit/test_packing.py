@@ -52,3 +52,11 @@ def test_within_a_budget_a_growth_never_crowds_out_its_window():
     assert [(b.path, b.start_line, b.end_line) for b in blocks] == [("a.py", 0, 20), ("b.py", 0, 5)]
     roomy = pack_blocks(candidates, 40, span_text, budget=35, cost=cost)
     assert [(b.path, b.start_line, b.end_line) for b in roomy] == [("a.py", 0, 30), ("b.py", 0, 5)]
+
+
+def test_a_merged_block_keeps_its_members_best_similarity():
+    first = ContextBlock(1, "a.py", 0, 20, span_text("a.py", 0, 20), 9.0, similarity=2.0)
+    neighbour = ContextBlock(2, "a.py", 10, 30, span_text("a.py", 10, 30), 8.0, similarity=6.0)
+    alone = ContextBlock(3, "b.py", 0, 20, span_text("b.py", 0, 20), 7.0, similarity=4.0)
+    blocks = pack_blocks([first, neighbour, alone], 40, span_text)
+    assert [(b.fragments, b.similarity) for b in blocks] == [((1, 2), 6.0), ((3,), 4.0)]

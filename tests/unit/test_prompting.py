@@ -136,3 +136,18 @@ def test_enclosing_definition():
     assert enclosing_definition(lines, 5) == 3  # a blank line inside the method
     assert enclosing_definition(lines, 3) == 3
     assert enclosing_definition(lines, 7) == -1
+
+
+def test_similarity_order_puts_the_most_similar_block_nearest_the_code():
+    # Ranked by relevance (score), but the second block is the lexically closer one (similarity).
+    blocks = [ContextBlock(1, "a.py", 0, 2, "def related():\n    pass", 9.0, similarity=3.0),
+              ContextBlock(2, "b.py", 0, 2, "def similar():\n    pass", 5.0, similarity=7.0),
+              ContextBlock(3, "c.py", 0, 2, "def third():\n    pass", 4.0)]  # no similarity: its score
+    left = ["x = 1"]
+    common = dict(left_lines=left, suffix=None, candidates=blocks, tokenizer=WordTokenizer(), template=PLAIN,
+                  budget=PromptBudget(1000))
+    by_score = build_prompt(**common, order="score")
+    by_similarity = build_prompt(**common, order="similarity")
+    assert [b.fragment for b in by_score.blocks] == [3, 2, 1]
+    assert [b.fragment for b in by_similarity.blocks] == [1, 3, 2]
+    assert by_similarity.text.endswith(render_block(blocks[1]) + "x = 1")
