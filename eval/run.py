@@ -459,6 +459,8 @@ class Evaluator:
         return {
             "prediction": prediction, "completion": result.text,
             "em": exact_match(prediction, task.ground_truth), "es": edit_similarity(prediction, task.ground_truth),
+            # Every round's exact match, first round first (RepoCoder's oracle is the best of them).
+            "round_em": [exact_match(raw, task.ground_truth) for raw in (*result.drafts, prediction)],
             "hit_rank": _hit_ranks(service, task, result.fragments) if retrieves else None,
             "fragments": _fragment_rows(result.fragments), "rounds": result.rounds,
             **self._prompt_fields(service, task, cursor, result.fragments, prompt, retrieves),

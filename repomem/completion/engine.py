@@ -45,6 +45,7 @@ class Completion:
     rounds: int
     timings_ms: dict[str, float]
     model_calls: tuple[ModelCall, ...] = ()  # a memory strategy's calls while retrieving, in order
+    drafts: tuple[str, ...] = ()  # raw continuations of the earlier rounds (RepoCoder), first round first
 
 
 @dataclass(frozen=True)
@@ -121,16 +122,18 @@ class CompletionEngine:
         query = context.query
         model = self._memory_model(request)
         result: Completion | Failure | None = None
+        drafts: list[str] = []
         for round_number in range(1, request.strategy.rounds + 1):
             if result is not None:
                 # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
                 draft = result.raw if context.shape.multiline else result.text
                 query = "\n".join((context.query + draft).split("\n")[-self.config.retrieval.query_lines :])
+                drafts.append(result.raw)
             result = self._round(request, context, query, round_number, timings, model)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
         assert result is not None
-        return result
+        return dataclasses.replace(result, drafts=tuple(drafts)) if drafts else result
 
     def _memory_model(self, request: CompletionRequest) -> MemoryModel | None:
         """The request's budgeted access to the model, for strategies that ask it while retrieving."""

@@ -268,6 +268,10 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
     assert api["hit_rank"] is not None and api["prompt_hit"], api  # compute_tax's definition reached the prompt
     assert records[("shop/api/0", "infile")]["hit_rank"] is None
     assert records[("shop/api/0", "repocoder")]["rounds"] == 2
+    for task in ("shop/api/0", "shop/line/0"):  # both rounds scored, the last being the prediction's
+        repocoder = records[(task, "repocoder")]
+        assert len(repocoder["round_em"]) == 2 and repocoder["round_em"][-1] == repocoder["em"]
+        assert records[(task, "vanilla")]["round_em"] == [records[(task, "vanilla")]["em"]]
 
     again = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
                      "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",

@@ -29,3 +29,14 @@ def test_shards_of_one_model_are_one_table_and_other_models_their_own():
     only = summarize(shard_a + other, backend="openai:codellama")
     assert {r.backend for r in only.model_rows} == {"openai:codellama"}
     assert summarize(other, backend="nope").kind == "no-results"
+
+
+def test_repocoder_oracle_counts_a_task_right_in_any_round():
+    # Task 0 right in round 1 only, task 1 in round 2 only, task 2 in neither, task 3 in both.
+    rounds = [[True, False], [False, True], [False, False], [True, True]]
+    records = [_record(t, "vanilla", "m", em=r[0]) for t, r in enumerate(rounds)]
+    records += [{**_record(t, "repocoder", "m", em=r[-1]), "round_em": r} for t, r in enumerate(rounds)]
+    rows = {r.strategy: r for r in summarize(records).model_rows}
+    assert rows["repocoder"].em == 50.0 and rows["repocoder"].oracle_em == 75.0
+    assert rows["vanilla"].oracle_em is None  # one round: no oracle
+    assert "| 75.0 |" in markdown(summarize(records))
