@@ -142,12 +142,13 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
         for value in sorted({alpha if related in settings.strategies else None, *settings.alphas} - {None}):
             if value != 0.0 or not variants:
                 variants.append(Variant(related if value else plain, float(value)))
-        # Strategies that retrieve another way (the summary tree) are measured as they are; those
-        # that ask the model while retrieving need one, so only prompt-only runs (which load it) do.
+        # Strategies that retrieve another way (the summary tree), and FragRel as published, are
+        # measured as they are; those that ask the model while retrieving need one, so only
+        # prompt-only runs (which load it) do.
         for name in settings.strategies:
             strategy = strategy_named(name)
-            if strategy is not None and strategy.retriever not in ("sparse", "none") and strategy.rounds == 1 \
-                    and (settings.prompt_only or not strategy.asks_model):
+            if strategy is not None and (strategy.retriever not in ("sparse", "none") or strategy.as_published) \
+                    and strategy.rounds == 1 and (settings.prompt_only or not strategy.asks_model):
                 variants.append(Variant(name, strategy.alpha(alpha)))
         return variants
     return [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
@@ -383,7 +384,8 @@ class Evaluator:
             query, _ = text_before_cursor(cursor, service.config.retrieval.query_lines)
             fragments = RETRIEVERS[strategy.retriever](service, RoundQuery(cursor, query, variant.alpha, None, leak))
         else:
-            fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak).fragments
+            anchored = 0 if strategy is not None and strategy.as_published else None
+            fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak, anchored=anchored).fragments
         elapsed = (time.perf_counter() - started) * 1000
         return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
                 "timings_ms": {"retrieve": round(elapsed, 3)}}

@@ -391,15 +391,18 @@ class RepoService:
         alpha: float | None = None,
         excluded: np.ndarray | None = None,
         unlisted: np.ndarray | None = None,
+        anchored: int | None = None,
     ) -> list[ScoredFragment]:
-        """Top K for a query; `excluded` / `unlisted` as in scoring.score_fragments."""
+        """Top K for a query; `excluded` / `unlisted` as in scoring.score_fragments; `anchored`: BM25's
+        best matches kept at the head of the list when alpha > 0 (None: retrieval.anchor_matches)."""
         assert self.index is not None, "call ensure_index first"
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
         budget_ms = self.config.retrieval.time_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
         scores = score_fragments(self.index, query_text, alpha, excluded, deadline, unlisted)
-        return top_fragments(self.index, scores, k, self.config.retrieval.anchor_matches if alpha else 0)
+        anchored = self.config.retrieval.anchor_matches if anchored is None else anchored
+        return top_fragments(self.index, scores, k, anchored if alpha else 0)
 
     def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
                 excluded: np.ndarray | None = None,
@@ -459,6 +462,7 @@ class RepoService:
         query: str | None = None,
         excluded: np.ndarray | None = None,
         unlisted: np.ndarray | None = None,
+        anchored: int | None = None,
     ) -> Retrieval:
         """Top K for a cursor: the query is the last lines before it (or `query`, e.g. RepoCoder's
         window slid over a draft); the masks are the cursor's own (see `cursor_masks`) plus
@@ -469,7 +473,7 @@ class RepoService:
             excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
-        fragments = self.retrieve(window if query is None else query, k, alpha, excluded, unlisted)
+        fragments = self.retrieve(window if query is None else query, k, alpha, excluded, unlisted, anchored)
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
 

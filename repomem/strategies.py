@@ -14,6 +14,8 @@ else compares strategy names. A strategy is a way of choosing the context a mode
   is plain BM25 (RepoCoder's sparse retriever) exactly.
 - `rounds`: 2 is RepoCoder's iterative retrieval: the second round queries with the last lines
   before the cursor plus the first round's draft.
+- `as_published`: ignore repomem's own ranking levers (`retrieval.anchor_matches`, the
+  "similarity" block order) and rank and order exactly as the FragRel paper does.
 
 Adding a strategy is one line here (and, for a new way of retrieving, one retriever module).
 """
@@ -31,6 +33,9 @@ class Strategy:
     environment: bool  # eq. 10 with the configured alpha; False = alpha 0 (plain BM25)
     rounds: int  # generation rounds; RepoCoder's iterative retrieval uses 2
     asks_model: bool = False  # the retriever itself calls the model (memory.max_calls per completion)
+    # FragRel exactly as published: eq. 10's top K and blocks ordered by s_rel, whatever
+    # retrieval.anchor_matches and the "similarity" block order say (the paper, one setting away).
+    as_published: bool = False
 
     @property
     def retrieves(self) -> bool:
@@ -45,7 +50,10 @@ class Strategy:
 STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("infile", "the current file only", "none", False, 1),
     Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1),
-    Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10)", "sparse", True, 1),
+    Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10), BM25's best match kept "
+             "nearest the code", "sparse", True, 1),
+    Strategy("fragrel-paper", "FragRel exactly as published: eq. 10's ranking and block order", "sparse", True, 1,
+             as_published=True),
     Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2),
     Strategy("repocoder+fragrel", "two rounds of FragRel, the second querying with the first draft",
              "sparse", True, 2),

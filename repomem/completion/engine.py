@@ -99,10 +99,13 @@ class CompletionEngine:
         chosen = strategy_named(name)
         if chosen is None:
             return Failure("bad-strategy", f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}")
+        order = order or settings.order
+        if chosen.as_published and order == "similarity":
+            order = "score"  # the paper's prompt: the best block by s_rel sits nearest the code
         return CompletionRequest(
             cursor=cursor, strategy=chosen,
             alpha=chosen.alpha(self.config.retrieval.alpha if alpha is None else alpha),
-            order=order or settings.order,
+            order=order,
             use_suffix=settings.fill_in_middle if use_suffix is None else use_suffix,
             max_new_tokens=max_new_tokens or settings.max_new_tokens,
             visible_from=visible_from, excluded=excluded, unlisted=unlisted, cancel=cancel, enough=enough,
@@ -204,7 +207,8 @@ class CompletionEngine:
                 return remembered
         retrieve = RETRIEVERS[request.strategy.retriever]
         fragments = retrieve(self.service, RoundQuery(request.cursor, query, request.alpha, request.excluded,
-                                                      request.unlisted, model))
+                                                      request.unlisted, model,
+                                                      0 if request.strategy.as_published else None))
         if memo_key is not None and fragments:
             self._stable[memo_key] = fragments
             while len(self._stable) > STABLE_MEMO_SIZE:

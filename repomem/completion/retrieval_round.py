@@ -20,6 +20,7 @@ class RoundQuery:
     excluded: np.ndarray | None
     unlisted: np.ndarray | None
     model: MemoryModel | None = None  # strategies that ask the model while retrieving (issue 14)
+    anchored: int | None = None  # BM25's best matches kept at the head (None: retrieval.anchor_matches)
 
     def offers(self, fragment: int) -> bool:
         """Whether the caller's masks let this fragment be shown (not excluded nor unlisted)."""

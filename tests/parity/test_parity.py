@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
+from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
 from repomem.index.kernels import bounded_dijkstra
 from repomem.index.relations import cost_limit, relation_entries
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 from repomem.languages.python.calls import CallEdge
+from repomem.positions import locate
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.parity.reference import reference_graph, reference_relation, reference_strengths
@@ -383,3 +385,31 @@ def test_anchored_ranking_keeps_bm25s_best_first(synthetic_repo):
         paper, anchored = top_fragments(index, scores, k=1), top_fragments(index, scores, k=1, anchored=1)
         moved += paper[0].fragment != anchored[0].fragment
     assert moved > 0
+
+
+def test_fragrel_as_published_ignores_the_anchor_and_the_similarity_order(synthetic_repo):
+    config = with_overrides(Config(), retrieval={"anchor_matches": 1})
+    service = RepoService.open(synthetic_repo, config)
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    index = service.index
+    moved = [q for q in QUERIES if top_fragments(index, score_fragments(index, q, alpha=2.0), k=1)[0].fragment
+             != top_fragments(index, score_fragments(index, q, alpha=2.0), k=1, anchored=1)[0].fragment]
+    assert moved  # a query whose BM25 best match eq. 10 moves off first place
+    query = moved[0]
+    paper = [f.fragment for f in service.retrieve(query, 10, 2.0, anchored=0)]
+    assert paper == [f.fragment for f in top_fragments(index, score_fragments(index, query, alpha=2.0), k=10)]
+    assert [f.fragment for f in service.retrieve(query, 10, 2.0)][0] != paper[0]  # the config's anchor
+
+    class Words:  # token counts only; request() never generates
+        name, template, context_tokens = "words", None, 4096
+
+        def count(self, text):
+            return len(text.split())
+
+    engine = CompletionEngine(service, Words(), config)
+    path = max(sorted(synthetic_repo.rglob("*.py")), key=lambda p: p.stat().st_size)
+    text = path.read_text()
+    cursor = locate(synthetic_repo, str(path.relative_to(synthetic_repo)), text, 2, None)
+    assert engine.request(cursor, "fragrel", order="similarity").order == "similarity"
+    assert engine.request(cursor, "fragrel-paper", order="similarity").order == "score"
+    assert engine.request(cursor, "fragrel-paper", order="stable").order == "stable"
