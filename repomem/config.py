@@ -130,6 +130,11 @@ class RetrievalConfig:
     # names share most words with the query first. 0 = off (the paper's retrieval).
     definition_blocks: int = 0
     definition_lines: int = 8  # lines of one signature block at most
+    # Names in scope: when the prompt's left context no longer shows the current file's import
+    # statements that bind repository code (resolved through the index's import edges), up to this
+    # many of their lines are shown above the retrieved blocks, taken from the left context's room.
+    # A small model otherwise calls a similar-looking name (eval/README.md). 0 = off.
+    scope_imports: int = 0
     # Strategy "hat": the summary tree's best-first walk stops after reaching this many files or
     # expanding this many folders (repomem/memory/summary_tree.py).
     summary_walk_files: int = 8

@@ -25,7 +25,9 @@ from repomem.completion.retrievers import RETRIEVERS, RoundQuery
 from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.scan import is_secret
+from repomem.languages.registry import language_named
 from repomem.positions import Cursor
+from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, strategy_named
@@ -237,13 +239,14 @@ class CompletionEngine:
         visible_from = min(max(request.visible_from, 0), cursor.line)
         if hint is not None:
             hint = hint - visible_from if hint >= visible_from else None
+        scope = self._scope_imports(request, context)
         try:
             while True:
                 prompt = build_prompt(
                     left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
-                    select=select,
+                    select=select, pinned=[self._scope_block(cursor, scope)] if scope else (),
                 )
                 if isinstance(prompt, Failure):
                     return prompt
@@ -253,14 +256,37 @@ class CompletionEngine:
                 duplicates = {id(b) for b in prompt.blocks
                               if b.path == cursor.path and not b.summary
                               and b.start_line <= shown[1] and b.end_line > shown[0]}
-                if not duplicates:
+                # Import statements the left context shows after all are not repeated above it.
+                still_hidden = [span for span in scope if span[1] <= prompt.left_first_line]
+                if not duplicates and still_hidden == scope:
                     break
                 candidates = [c for c in candidates if id(c) not in duplicates]
+                scope = still_hidden
         except TokenCountFailed as error:
             return error.failure
         if stable_key is not None:
             self._first_lines[stable_key] = prompt.left_first_line
         return prompt
+
+    def _scope_imports(self, request: CompletionRequest, context: CursorContext) -> list[tuple[int, int]]:
+        """Line spans of the cursor file's imports of repository code above the cursor (or above
+        what the request may show), retrieval.scope_imports lines at most; [] when off."""
+        limit = self.config.retrieval.scope_imports
+        index = self.service.index
+        if limit <= 0 or index is None or not request.strategy.retrieves:
+            return []
+        language = language_named(context.language)
+        if not language.import_prefixes:
+            return []
+        lines = request.cursor.text.split("\n")
+        return repository_imports(index, request.cursor.path, lines, language.import_prefixes, request.cursor.line,
+                                  limit)
+
+    def _scope_block(self, cursor: Cursor, spans: list[tuple[int, int]]) -> ContextBlock:
+        """The import statements as one block of the current file (its lines, not a window: id -1)."""
+        lines = cursor.text.split("\n")
+        text = "\n".join(line for start, end in spans for line in lines[start:end])
+        return ContextBlock(-1, cursor.path, spans[0][0], spans[-1][1], text, float("inf"), summary=True)
 
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)

@@ -131,6 +131,7 @@ def build_prompt(
     path: str = "",
     first_line_hint: int | None = None,
     select: BlockSelection | None = None,
+    pinned: Sequence[ContextBlock] = (),
 ) -> Prompt | Failure:
     """Fit blocks and the current file into the budget.
 
@@ -140,6 +141,8 @@ def build_prompt(
     this function started the current file; kept while it fits, so the prompt prefix stays the
     same as the cursor moves down (when it no longer fits, a quarter of the room is cleared at once).
     `select`: chooses the blocks within the block budget (default: best first, each block whole).
+    `pinned`: blocks shown first, outside the block budget (their room comes from the current
+    file's left context); dropped only when the line at the cursor would not fit otherwise.
     """
     use_fim = suffix is not None and template.supports_fim
     suffix_text: str | None = None
@@ -166,15 +169,20 @@ def build_prompt(
                 chosen.append(block)
                 spent += cost
     blocks = _ordered(chosen, order)
+    pinned = list(pinned)
 
     def render(first_line: int, with_blocks: list[ContextBlock]) -> str:
-        return _assemble(template, style, repo, path, with_blocks, "\n".join(left_lines[first_line:]), suffix_text)
+        return _assemble(template, style, repo, path, [*pinned, *with_blocks], "\n".join(left_lines[first_line:]),
+                         suffix_text)
 
     n_lines = len(left_lines)
     while True:
         # Binary search the first kept line: the fewest lines dropped that fit the budget.
         low, high = 0, max(n_lines - 1, 0)
         if tokenizer.count(render(high, blocks)) > budget.max_prompt_tokens:
+            if not blocks and pinned:
+                pinned = []
+                continue
             if not blocks:
                 return Failure(
                     "prompt-too-long",
@@ -196,11 +204,12 @@ def build_prompt(
                 low = min(n_lines - 1, low + (n_lines - low) // 4)
         text = render(low, blocks)
         left_text = "\n".join(left_lines[low:])
+        shown = [*pinned, *blocks]
         return Prompt(
             text=text,
             n_tokens=tokenizer.count(text),
-            blocks=tuple(blocks),
-            block_tokens=tokenizer.count(render_context(blocks)) if blocks else 0,
+            blocks=tuple(shown),
+            block_tokens=tokenizer.count(render_context(shown)) if shown else 0,
             left_first_line=low,
             left_tokens=tokenizer.count(left_text) if left_text else 0,
             suffix_tokens=suffix_tokens,

@@ -16,4 +16,5 @@ PYTHON = Language(
     call_resolver=PythonCallResolver,
     indented_blocks=True,
     string_or_comment_types=STRING_OR_COMMENT_TYPES,
+    import_prefixes=("import ", "from "),
 )

@@ -1,0 +1,69 @@
+"""Names in scope: the current file's import statements that bind repository code.
+
+The RepoEval prompt keeps the lines just before the cursor; in a long file the import header is
+cut away, and with it the names the code may call. On the dev set the called function's name was
+in the prompt of every API task the embedded model got right, and for most of those it got wrong
+the name was only in the part of the file the budget cut (eval/README.md). These spans give the
+prompt that header back, limited to imports of the repository's own modules (relative imports,
+or modules the index holds), which are what an API completion calls.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from repomem.index.repo_index import RepoIndex
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int) -> list[tuple[int, int]]:
+    """[start, end) line spans of the top-level import statements that start before line `before`
+    (0-based): a line at column 0 opening with one of `prefixes`, continued while a bracket stays
+    open or a line ends in a backslash."""
+    spans: list[tuple[int, int]] = []
+    line = 0
+    stop = min(before, len(lines))
+    while line < stop:
+        if not lines[line].startswith(tuple(prefixes)):
+            line += 1
+            continue
+        start, depth = line, 0
+        while line < len(lines):
+            code = lines[line].split("#", 1)[0]
+            depth += code.count("(") + code.count("[") + code.count("{")
+            depth -= code.count(")") + code.count("]") + code.count("}")
+            line += 1
+            if depth <= 0 and not code.rstrip().endswith("\\"):
+                break
+        spans.append((start, line))
+    return spans
+
+
+def repository_imports(index: RepoIndex, path: str, lines: Sequence[str], prefixes: Sequence[str], before: int,
+                       max_lines: int) -> list[tuple[int, int]]:
+    """Spans of import statements before line `before` that bind a module or definition of the
+    repository, the last ones first kept, `max_lines` lines in all (whole statements only)."""
+    file_id = index.file_id(path)
+    if file_id is None or max_lines <= 0 or not prefixes:
+        return []
+    index.ensure_structure()
+    syntax = index.syntax[file_id]
+    resolution = index.resolver()
+    if syntax is None or not resolution.covers(file_id):
+        return []
+    packages = {module.split(".", 1)[0] for other in range(len(index.syntax))
+                if index.syntax[other] is not None and (module := resolution.module_of(other))}
+    bound = {binding.local.split(".", 1)[0] for binding in syntax.imports
+             if binding.module.startswith(".") or binding.module.split(".", 1)[0] in packages
+             or resolution.resolve_name(file_id, binding.local) is not None}
+    chosen: list[tuple[int, int]] = []
+    room = max_lines
+    for start, end in reversed(import_statements(lines, prefixes, before)):
+        if end - start > room:
+            continue
+        if bound & set(_WORD.findall("\n".join(lines[start:end]))):
+            chosen.append((start, end))
+            room -= end - start
+    return sorted(chosen)
