@@ -8,6 +8,7 @@ line lists; ES = 1 - Levenshtein / length of the longer string, on the lines joi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rapidfuzz.distance import Levenshtein
@@ -83,6 +84,11 @@ def near_line_hit(block_texts: Sequence[str], ground_truth: str, threshold: floa
     target = wanted[0]
     return any(Levenshtein.normalized_similarity(line, target) >= threshold
                for text in block_texts for line in scored_lines(text))
+
+
+def names_the_call(prompt_text: str, name: str) -> bool:
+    """Whether the called definition's name appears in the prompt as a whole word."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", prompt_text) is not None
 
 
 def duplicate_block_tokens(block_texts: Sequence[str], visible_text: str, count) -> tuple[int, int]:

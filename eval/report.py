@@ -81,6 +81,7 @@ class PromptRow:
     duplicate_share: float  # percent of block-line tokens already shown by the file or another block
     memory_calls: float = 0.0  # mean model calls per task made while retrieving (memory strategies)
     retrieve_p50_ms: float = 0.0  # retrieval, the memory's model calls included
+    name_hit: float | None = None  # API tasks: the called name appears in the prompt (blocks or visible file)
 
 
 @dataclass(frozen=True)
@@ -210,12 +211,14 @@ def _prompt_rows(records: Sequence[dict[str, Any]], k: int) -> list[PromptRow]:
             if vanilla is not None and (strategy, alpha) != (BASELINE, 0.0):
                 delta = paired_bootstrap(hits, np.array([bool(vanilla[i].get("prompt_hit")) for i in ids]))
             near = [r.get("prompt_near_hit") for r in chosen if r.get("prompt_near_hit") is not None]
+            named = [r["prompt_name_hit"] for r in chosen if r.get("prompt_name_hit") is not None]
             duplicated = sum(r.get("duplicate_block_tokens", 0) for r in chosen)
             total = sum(r.get("block_line_tokens", 0) for r in chosen)
             rows.append(PromptRow(
                 split=split, strategy=strategy, alpha=alpha, n=len(chosen),
                 hit_at_k=_percent((r.get("hit_rank") or k + 1) <= k for r in chosen), prompt_hit=_percent(hits),
                 prompt_hit_delta=delta, near_hit=_percent(near) if near else None,
+                name_hit=_percent(named) if named else None,
                 blocks=float(np.mean([r["prompt_blocks"] for r in chosen])),
                 duplicate_share=100.0 * duplicated / total if total else 0.0,
                 memory_calls=float(np.mean([r.get("memory_calls", 0) for r in chosen])),
@@ -315,17 +318,19 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 f"Hit@{report.k}: a retrieved fragment holds the answer (the hole's line, or the called definition's "
                 "def line); in prompt: a block that fit the prompt's block budget holds it (Δ vs vanilla in points, "
                 "95% paired bootstrap); near: a prompt block has a line within edit similarity 0.9 of the answer's "
-                "first line (for an API task: another call like it); "
-                "duplicated: share of block-line tokens the visible file or an earlier block "
-                "already shows; calls: a memory strategy's model calls per task while retrieving; retrieve: "
-                "p50 time to the prompt, those calls included.", "",
-                f"| split | strategy | n | hit@{report.k} | in prompt | Δ in prompt vs vanilla | near | blocks | "
-                "duplicated % | calls | retrieve p50 (ms) |",
-                "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+                "first line (for an API task: another call like it); name: the called function's name appears "
+                "anywhere in the prompt (API tasks); duplicated: share of block-line tokens the visible file or an "
+                "earlier block already shows; calls: a memory strategy's model calls per task while retrieving; "
+                "retrieve: p50 time to the prompt, those calls included.", "",
+                f"| split | strategy | n | hit@{report.k} | in prompt | Δ in prompt vs vanilla | near | name | "
+                "blocks | duplicated % | calls | retrieve p50 (ms) |",
+                "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
         for row in report.prompt_rows:
             near = "" if row.near_hit is None else f"{row.near_hit:.1f}"
+            named = "" if row.name_hit is None else f"{row.name_hit:.1f}"
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_k:.1f} | "
-                       f"{row.prompt_hit:.1f} | {_interval(row.prompt_hit_delta)} | {near} | {row.blocks:.2f} | "
-                       f"{row.duplicate_share:.1f} | {row.memory_calls:.1f} | {row.retrieve_p50_ms:.0f} |")
+                       f"{row.prompt_hit:.1f} | {_interval(row.prompt_hit_delta)} | {near} | {named} | "
+                       f"{row.blocks:.2f} | {row.duplicate_share:.1f} | {row.memory_calls:.1f} | "
+                       f"{row.retrieve_p50_ms:.0f} |")
         out.append("")
     return "\n".join(out)

@@ -45,6 +45,7 @@ from repomem.evaluation.metrics import (
     exact_match,
     has_enough_lines,
     line_hit_rank,
+    names_the_call,
     near_line_hit,
 )
 from repomem.evaluation.tasks import EvalTask
@@ -434,6 +435,10 @@ class Evaluator:
         # A block line within ES 0.9 of the answer's first line: what a small model copies (for an API
         # task, another call of the same function with the same arguments).
         fields["prompt_near_hit"] = near_line_hit(texts, task.ground_truth) if retrieves else None
+        if task.definition is not None and task.definition.name:
+            # The called name anywhere in the prompt (blocks or the visible file): the embedded model
+            # got no API task right without it on the dev set (eval/README.md).
+            fields["prompt_name_hit"] = names_the_call(prompt.text, task.definition.name)
         return fields
 
     def _line_tokens(self, line: str) -> int:

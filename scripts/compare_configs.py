@@ -47,6 +47,7 @@ class ConfigRow:
     lost: int
     prompt_hit: float | None  # percent: a prompt block holds the answer
     near_hit: float | None  # percent: a prompt block line within ES 0.9 of the answer's first line
+    name_hit: float | None  # percent of API tasks: the called name appears in the prompt
     by_repo: dict[str, tuple[int, float]]  # repository -> (tasks, Δ EM in points)
 
 
@@ -99,6 +100,7 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
                 won=int(np.sum(em & ~base_em)), lost=int(np.sum(~em & base_em)),
                 prompt_hit=_percent([r.get("prompt_hit") for r in records]),
                 near_hit=_percent([r.get("prompt_near_hit") for r in records]),
+                name_hit=_percent([r.get("prompt_name_hit") for r in records]),
                 by_repo={repo: (len(d), 100.0 * float(np.mean(d))) for repo, d in sorted(by_repo.items())},
             ))
     return rows
@@ -117,14 +119,15 @@ def markdown(rows: list[ConfigRow], sources: list[tuple[str, Path, str]]) -> str
            "Paired on the tasks every configuration finished. Δ vs the first row of each split, in points, "
            "with a 95% paired-bootstrap interval; won / lost: tasks right where the baseline was wrong, and "
            "the reverse. In prompt: a block that fit holds the answer (the hole's line, or the called "
-           "definition); near: a block line within edit similarity 0.9 of the answer's first line.", "",
-           "| split | configuration | n | EM | ES | Δ EM | Δ ES | won / lost | in prompt | near |",
-           "|---|---|---:|---:|---:|---|---:|---|---:|---:|"]
+           "definition); near: a block line within edit similarity 0.9 of the answer's first line; name: the "
+           "called function's name appears in the prompt (API tasks).", "",
+           "| split | configuration | n | EM | ES | Δ EM | Δ ES | won / lost | in prompt | near | name |",
+           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|"]
     for r in rows:
         es_delta = "" if r.es_delta is None else f"{r.es_delta:+.1f}"
         won_lost = "" if r.em_delta is None else f"{r.won} / {r.lost}"
         out.append(f"| {r.split} | {r.config} | {r.n} | {r.em:.1f} | {r.es:.1f} | {_interval(r.em_delta)} | "
-                   f"{es_delta} | {won_lost} | {_cell(r.prompt_hit)} | {_cell(r.near_hit)} |")
+                   f"{es_delta} | {won_lost} | {_cell(r.prompt_hit)} | {_cell(r.near_hit)} | {_cell(r.name_hit)} |")
     repos = sorted({repo for r in rows for repo in r.by_repo})
     out += ["", "## Δ EM vs the baseline per repository (points; tasks in brackets)", "",
             "| split | configuration | " + " | ".join(repos) + " |", "|---|---|" + "---:|" * len(repos)]
@@ -175,11 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         print("compare_configs: no task finished by every configuration", file=sys.stderr)
         return 2
     table = Table(title="EM on the same tasks")
-    for column in ("split", "configuration", "n", "EM", "ES", "Δ EM [95%]", "won / lost", "in prompt", "near"):
+    for column in ("split", "configuration", "n", "EM", "ES", "Δ EM [95%]", "won / lost", "in prompt", "near", "name"):
         table.add_column(column)
     for r in rows:
         table.add_row(r.split, r.config, str(r.n), f"{r.em:.1f}", f"{r.es:.1f}", _interval(r.em_delta),
-                      "" if r.em_delta is None else f"{r.won} / {r.lost}", _cell(r.prompt_hit), _cell(r.near_hit))
+                      "" if r.em_delta is None else f"{r.won} / {r.lost}", _cell(r.prompt_hit), _cell(r.near_hit),
+                      _cell(r.name_hit))
     Console().print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

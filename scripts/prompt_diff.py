@@ -3,10 +3,16 @@
 
     python scripts/prompt_diff.py corpora/devset/results-prompt-diff.jsonl --out eval/results/prompt-diff.md
 
-For every task where exactly one of the two prompts holds the answer, the blocks FragRel brought
-into the prompt ("lifted") and the ones it pushed out ("displaced") are sorted into kinds: a window
-of the hole's own file, a window overlapping another block of the prompt, a test file, the hole's
-folder, anything else. For lifted blocks it also reports how much of their s_rel came from s_env.
+For every task where exactly one of the two prompts holds the answer (`--by prompt`), or, for model
+records, exactly one prediction is right (`--by em`), the blocks FragRel brought into the prompt
+("lifted") and the ones it pushed out ("displaced") are sorted into kinds: a window of the hole's
+own file, a window overlapping another block of the prompt, a test file, the hole's folder,
+anything else. For lifted blocks it also reports how much of their s_rel came from s_env, and for
+every split how often the block nearest the code (the one a small model copies from) changed.
+
+    python scripts/prompt_diff.py corpora/em/paper.jsonl --by em            # vanilla vs fragrel, EM flips
+    python scripts/prompt_diff.py corpora/em/anchored.jsonl --by em \
+        --config completion.pack_blocks=true,retrieval.anchor_matches=1
 """
 
 from __future__ import annotations
@@ -22,6 +28,17 @@ from rich.table import Table
 from repomem.evaluation.run import read_results
 
 KINDS = ("hole's file", "overlaps a prompt block", "test file", "hole's folder", "other")
+
+
+def nearest_block(record: dict) -> tuple | None:
+    """(path, first line) of the prompt block nearest the code: the best in-prompt fragment by the
+    record's block order (s_rel for "score", s_ind for "similarity"); None for "stable" or no block."""
+    rows = [record["fragments"][i] for i in record["in_prompt"]]
+    if not rows or record.get("order") not in ("score", "similarity"):
+        return None
+    column = 3 if record["order"] == "similarity" else 5  # fragment rows: path, start, end, s_ind, s_env, s_rel
+    best = max(rows, key=lambda row: row[column])
+    return (best[0], best[1])
 
 
 def kind_of(row: list, hole: str, others: list[list]) -> str:
@@ -43,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--config", default="", help="the runs' --set label (default: none)")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables as markdown here")
+    parser.add_argument("--by", choices=("prompt", "em"), default="prompt",
+                        help="what makes a task won or lost: the answer in the prompt, or exact match (model runs)")
     args = parser.parse_args(argv)
     records = [r for r in read_results(args.results) if r.get("config", "") == args.config and "in_prompt" in r]
     by_task: dict[str, dict[str, dict]] = defaultdict(dict)
@@ -67,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         displaced: Counter = Counter()
         env_share: list[float] = []
         changed = 0
+        nearest_changed = Counter()  # by outcome key
+        # Model records: did the prediction change, when the nearest block changed and when only others did?
+        prediction_changed = Counter()  # "nearest", "others" -> tasks whose prediction changed
+        prompt_changed = Counter()  # "nearest", "others" -> tasks
         for pair in split_pairs.values():
             vanilla, fragrel = pair["vanilla"], pair["fragrel"]
             v_rows = [vanilla["fragments"][i] for i in vanilla["in_prompt"]]
@@ -74,8 +97,15 @@ def main(argv: list[str] | None = None) -> int:
             v_keys = {(r[0], r[1]) for r in v_rows}
             f_keys = {(r[0], r[1]) for r in f_rows}
             changed += v_keys != f_keys
-            key = (bool(vanilla["prompt_hit"]), bool(fragrel["prompt_hit"]))
+            field = "em" if args.by == "em" else "prompt_hit"
+            key = (bool(vanilla.get(field)), bool(fragrel.get(field)))
             outcome[key] += 1
+            nearest_moved = nearest_block(vanilla) != nearest_block(fragrel)
+            nearest_changed[key] += nearest_moved
+            if "prediction" in vanilla and "prediction" in fragrel and (nearest_moved or v_keys != f_keys):
+                where = "nearest" if nearest_moved else "others"
+                prompt_changed[where] += 1
+                prediction_changed[where] += vanilla["prediction"] != fragrel["prediction"]
             if key not in ((True, False), (False, True)):
                 continue
             label = "won" if key == (False, True) else "lost"
@@ -90,16 +120,24 @@ def main(argv: list[str] | None = None) -> int:
                     displaced[(label, kind_of(row, hole, v_rows))] += 1
         n = len(split_pairs)
         table = Table(title=f"{split}: {n} tasks; the prompt's blocks changed in {changed} "
-                            f"({100 * changed / n:.0f}%); answer in prompt: FragRel won {outcome[(False, True)]}, "
-                            f"lost {outcome[(True, False)]}")
+                            f"({100 * changed / n:.0f}%), the nearest block in {sum(nearest_changed.values())}; "
+                            f"{args.by}: FragRel won {outcome[(False, True)]}, lost {outcome[(True, False)]}")
         table.add_column("kind of block")
         for column in ("lifted, won", "lifted, lost", "displaced, won", "displaced, lost"):
             table.add_column(column, justify="right")
+        what = "the prediction was right" if args.by == "em" else "the answer reached the prompt"
+        names = {(False, True): "won", (True, False): "lost", (True, True): "both", (False, False): "neither"}
+        near = ", ".join(f"{names[key]} {nearest_changed[key]} of {outcome[key]}" for key in names if outcome[key])
         lines += [f"## {split} ({n} tasks)", "",
-                  f"Blocks in the prompt changed in {changed} tasks ({100 * changed / n:.0f}%). The answer reached "
-                  f"the prompt with FragRel and not with BM25 in {outcome[(False, True)]} tasks (won) and the other "
+                  f"Blocks in the prompt changed in {changed} tasks ({100 * changed / n:.0f}%). {what.capitalize()} "
+                  f"with FragRel and not with BM25 in {outcome[(False, True)]} tasks (won) and the other "
                   f"way round in {outcome[(True, False)]} (lost); both in {outcome[(True, True)]}, neither in "
                   f"{outcome[(False, False)]}.", "",
+                  f"The block nearest the code changed in {sum(nearest_changed.values())} tasks "
+                  f"({100 * sum(nearest_changed.values()) / n:.0f}%): {near}.", "",
+                  *([f"The prediction changed in {prediction_changed['nearest']} of the {prompt_changed['nearest']} "
+                     f"tasks whose nearest block changed, and in {prediction_changed['others']} of the "
+                     f"{prompt_changed['others']} whose other blocks alone changed.", ""] if prompt_changed else []),
                   "| kind of block | lifted, won | lifted, lost | displaced, won | displaced, lost |",
                   "|---|---:|---:|---:|---:|"]
         for kind in KINDS:

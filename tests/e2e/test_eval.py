@@ -266,6 +266,7 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
         assert record["prompt_first_line"] >= 0
     api = records[("shop/api/0", "vanilla")]
     assert api["hit_rank"] is not None and api["prompt_hit"], api  # compute_tax's definition reached the prompt
+    assert api["prompt_name_hit"] and "prompt_name_hit" not in records[("shop/line/0", "vanilla")]
     assert records[("shop/api/0", "infile")]["hit_rank"] is None
     assert records[("shop/api/0", "repocoder")]["rounds"] == 2
     for task in ("shop/api/0", "shop/line/0"):  # both rounds scored, the last being the prediction's

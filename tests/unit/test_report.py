@@ -40,3 +40,13 @@ def test_repocoder_oracle_counts_a_task_right_in_any_round():
     assert rows["repocoder"].em == 50.0 and rows["repocoder"].oracle_em == 75.0
     assert rows["vanilla"].oracle_em is None  # one round: no oracle
     assert "| 75.0 |" in markdown(summarize(records))
+
+
+def test_the_called_name_counts_as_a_whole_word_only():
+    from repomem.evaluation.metrics import names_the_call
+
+    assert names_the_call("x = compute_tax(a)\n", "compute_tax")
+    assert names_the_call("from .pricing import compute_tax", "compute_tax")
+    assert not names_the_call("x = compute_taxes(a)", "compute_tax")
+    assert not names_the_call("x = _compute_tax(a)", "compute_tax")
+    assert not names_the_call("", "compute_tax")
