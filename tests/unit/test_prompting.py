@@ -151,3 +151,19 @@ def test_similarity_order_puts_the_most_similar_block_nearest_the_code():
     assert [b.fragment for b in by_score.blocks] == [3, 2, 1]
     assert [b.fragment for b in by_similarity.blocks] == [1, 3, 2]
     assert by_similarity.text.endswith(render_block(blocks[1]) + "x = 1")
+
+
+def test_pinned_blocks_come_first_outside_the_block_budget():
+    tokenizer = WordTokenizer()
+    header = ContextBlock(-1, "cur.py", 0, 1, "from .a import best", float("inf"), summary=True)
+    blocks = [block(1, "a.py", "def best():\n    pass", 9.0)]
+    left = [f"v{i} = best({i})" for i in range(40)]
+    common = dict(left_lines=left, suffix=None, candidates=blocks, tokenizer=tokenizer, template=PLAIN)
+    plain = build_prompt(**common, budget=PromptBudget(120))
+    pinned = build_prompt(**common, budget=PromptBudget(120), pinned=[header])
+    assert [b.fragment for b in pinned.blocks] == [-1, 1]  # first, and the retrieved block still fits
+    assert pinned.text.index("from .a import best") < pinned.text.index("def best():")
+    assert pinned.n_tokens <= 120 and pinned.left_first_line > plain.left_first_line  # its room: the left's
+    # When only the cursor's line fits, the pinned block goes too rather than failing.
+    tight = build_prompt(**common, budget=PromptBudget(8, context_share=0.0), pinned=[header])
+    assert not isinstance(tight, Failure) and tight.blocks == () and tight.text.endswith("v39 = best(39)")
