@@ -29,6 +29,23 @@ def exact_match(prediction: str, ground_truth: str) -> bool:
     return truncated_prediction(prediction, ground_truth) == scored_lines(ground_truth)
 
 
+_CALL = re.compile(r"([A-Za-z_][A-Za-z_0-9.]*)\s*\(")
+
+
+def called_name(text: str) -> str | None:
+    """The function the first scored line calls first (last part of a dotted name), or None."""
+    lines = scored_lines(text)
+    found = _CALL.search(lines[0]) if lines else None
+    return found.group(1).rsplit(".", 1)[-1] if found else None
+
+
+def same_call(prediction: str, ground_truth: str) -> bool:
+    """API tasks: the prediction calls the function the ground truth calls, whatever the arguments
+    (exact match also needs every argument; this shows whether the right API was chosen)."""
+    wanted = called_name(ground_truth)
+    return wanted is not None and called_name(prediction) == wanted
+
+
 def edit_similarity(prediction: str, ground_truth: str) -> float:
     """In [0, 1]; 1 for identical texts (two empty texts included)."""
     return float(Levenshtein.normalized_similarity("\n".join(truncated_prediction(prediction, ground_truth)),

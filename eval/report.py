@@ -44,6 +44,8 @@ class ModelRow:
     # Multi-round strategies (RepoCoder): percent of tasks right in at least one round, the oracle the
     # FragRel paper reports beside the last round. None: one round, or records without round_em.
     oracle_em: float | None = None
+    # API tasks: percent whose prediction calls the function the ground truth calls (any arguments).
+    call_match: float | None = None
     # The run these rows come from (a report shows one table per model, order and prompt budget).
     backend: str = ""
     order: str = ""
@@ -166,7 +168,9 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
                 generate_p95=float(np.percentile(generate, 95)), retrieve_p50_ms=float(np.percentile(retrieve, 50)),
                 retrieve_p95_ms=float(np.percentile(retrieve, 95)), errors=len(chosen) - len(ok),
                 memory_calls=float(np.mean([r.get("memory_calls", 0) for r in ok])) if ok else 0.0,
-                oracle_em=_oracle_em(chosen, known), backend=run[0], order=run[1], prompt_tokens=run[2],
+                oracle_em=_oracle_em(chosen, known),
+                call_match=_percent(r["call_match"] for r in ok) if ok and all("call_match" in r for r in ok) else None,
+                backend=run[0], order=run[1], prompt_tokens=run[2],
             ))
     return rows
 
@@ -284,10 +288,11 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "all rounds (RepoCoder's first round counted although it is generated once per task); retrieve "
                 "includes a memory strategy's own model calls (calls: their mean number per task). EM best "
                 "round: RepoCoder's oracle, right in at least one of its rounds (the FragRel paper reports it "
-                "beside the last round).", "",
+                "beside the last round). Right function: API tasks whose prediction calls the function the "
+                "ground truth calls, whatever the arguments.", "",
                 "| split | strategy | n | EM | ES | Δ EM vs vanilla | hit@K | in prompt | latency p50 / p95 (s) "
-                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) | calls | EM best round |",
-                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---:|---:|"]
+                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) | calls | EM best round | right function |",
+                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---:|---:|---:|"]
         for row in report.model_rows:
             if (row.backend, row.order, row.prompt_tokens) != run:
                 continue
@@ -298,7 +303,8 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                        f"{row.es:.1f} | {_interval(row.em_delta)} | {hit} | {prompt_hit} | "
                        f"{row.latency_p50:.1f} / {row.latency_p95:.1f} | {row.generate_p50:.1f} / "
                        f"{row.generate_p95:.1f} | {row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} | "
-                       f"{row.memory_calls:.1f} | {'' if row.oracle_em is None else f'{row.oracle_em:.1f}'} |")
+                       f"{row.memory_calls:.1f} | {'' if row.oracle_em is None else f'{row.oracle_em:.1f}'} | "
+                       f"{'' if row.call_match is None else f'{row.call_match:.1f}'} |")
         out.append("")
     if report.retrieval_rows:
         out += ["## Retrieval only (no model)", "",

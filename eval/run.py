@@ -47,6 +47,7 @@ from repomem.evaluation.metrics import (
     line_hit_rank,
     names_the_call,
     near_line_hit,
+    same_call,
 )
 from repomem.evaluation.tasks import EvalTask
 from repomem.failures import Failure
@@ -468,6 +469,7 @@ class Evaluator:
             "em": exact_match(prediction, task.ground_truth), "es": edit_similarity(prediction, task.ground_truth),
             # Every round's exact match, first round first (RepoCoder's oracle is the best of them).
             "round_em": [exact_match(raw, task.ground_truth) for raw in (*result.drafts, prediction)],
+            **({"call_match": same_call(prediction, task.ground_truth)} if task.definition is not None else {}),
             "hit_rank": _hit_ranks(service, task, result.fragments) if retrieves else None,
             "fragments": _fragment_rows(result.fragments), "rounds": result.rounds,
             **self._prompt_fields(service, task, cursor, result.fragments, prompt, retrieves),

@@ -30,6 +30,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from repomem.evaluation.metrics import same_call
 from repomem.evaluation.report import paired_bootstrap
 from repomem.evaluation.run import read_results
 
@@ -48,6 +49,8 @@ class ConfigRow:
     prompt_hit: float | None  # percent: a prompt block holds the answer
     near_hit: float | None  # percent: a prompt block line within ES 0.9 of the answer's first line
     name_hit: float | None  # percent of API tasks: the called name appears in the prompt
+    call_match: float | None  # percent of API tasks whose prediction calls the right function
+    call_delta: tuple[float, float, float] | None  # its difference to the baseline (points)
     by_repo: dict[str, tuple[int, float]]  # repository -> (tasks, Δ EM in points)
 
 
@@ -85,6 +88,8 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
             continue
         base = [by_config[names[0]][t] for t in ids]
         base_em = np.array([bool(r["em"]) for r in base])
+        api = split == "api"
+        base_call = np.array([same_call(r["prediction"], r["ground_truth"]) for r in base])
         for name in names:
             records = [by_config[name][t] for t in ids]
             em = np.array([bool(r["em"]) for r in records])
@@ -101,6 +106,9 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
                 prompt_hit=_percent([r.get("prompt_hit") for r in records]),
                 near_hit=_percent([r.get("prompt_near_hit") for r in records]),
                 name_hit=_percent([r.get("prompt_name_hit") for r in records]),
+                call_match=100.0 * float(np.mean(calls := np.array([same_call(r["prediction"], r["ground_truth"])
+                                                                     for r in records]))) if api else None,
+                call_delta=None if is_base or not api else paired_bootstrap(calls, base_call),
                 by_repo={repo: (len(d), 100.0 * float(np.mean(d))) for repo, d in sorted(by_repo.items())},
             ))
     return rows
@@ -120,14 +128,17 @@ def markdown(rows: list[ConfigRow], sources: list[tuple[str, Path, str]]) -> str
            "with a 95% paired-bootstrap interval; won / lost: tasks right where the baseline was wrong, and "
            "the reverse. In prompt: a block that fit holds the answer (the hole's line, or the called "
            "definition); near: a block line within edit similarity 0.9 of the answer's first line; name: the "
-           "called function's name appears in the prompt (API tasks).", "",
-           "| split | configuration | n | EM | ES | Δ EM | Δ ES | won / lost | in prompt | near | name |",
-           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|"]
+           "called function's name appears in the prompt (API tasks); right function: the prediction calls the "
+           "function the answer calls, whatever the arguments (API tasks), with its Δ.", "",
+           "| split | configuration | n | EM | ES | Δ EM | Δ ES | won / lost | in prompt | near | name | "
+           "right function | Δ right function |",
+           "|---|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|"]
     for r in rows:
         es_delta = "" if r.es_delta is None else f"{r.es_delta:+.1f}"
         won_lost = "" if r.em_delta is None else f"{r.won} / {r.lost}"
         out.append(f"| {r.split} | {r.config} | {r.n} | {r.em:.1f} | {r.es:.1f} | {_interval(r.em_delta)} | "
-                   f"{es_delta} | {won_lost} | {_cell(r.prompt_hit)} | {_cell(r.near_hit)} | {_cell(r.name_hit)} |")
+                   f"{es_delta} | {won_lost} | {_cell(r.prompt_hit)} | {_cell(r.near_hit)} | {_cell(r.name_hit)} | "
+                   f"{_cell(r.call_match)} | {_interval(r.call_delta)} |")
     repos = sorted({repo for r in rows for repo in r.by_repo})
     out += ["", "## Δ EM vs the baseline per repository (points; tasks in brackets)", "",
             "| split | configuration | " + " | ".join(repos) + " |", "|---|---|" + "---:|" * len(repos)]
@@ -178,12 +189,14 @@ def main(argv: list[str] | None = None) -> int:
         print("compare_configs: no task finished by every configuration", file=sys.stderr)
         return 2
     table = Table(title="EM on the same tasks")
-    for column in ("split", "configuration", "n", "EM", "ES", "Δ EM [95%]", "won / lost", "in prompt", "near", "name"):
+    columns = ("split", "configuration", "n", "EM", "ES", "Δ EM [95%]", "won / lost", "in prompt", "near", "name",
+               "right fn", "Δ right fn")
+    for column in columns:
         table.add_column(column)
     for r in rows:
         table.add_row(r.split, r.config, str(r.n), f"{r.em:.1f}", f"{r.es:.1f}", _interval(r.em_delta),
                       "" if r.em_delta is None else f"{r.won} / {r.lost}", _cell(r.prompt_hit), _cell(r.near_hit),
-                      _cell(r.name_hit))
+                      _cell(r.name_hit), _cell(r.call_match), _interval(r.call_delta))
     Console().print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -50,3 +50,12 @@ def test_the_called_name_counts_as_a_whole_word_only():
     assert not names_the_call("x = compute_taxes(a)", "compute_tax")
     assert not names_the_call("x = _compute_tax(a)", "compute_tax")
     assert not names_the_call("", "compute_tax")
+
+
+def test_the_right_function_is_the_first_call_of_the_first_line_whatever_its_arguments():
+    from repomem.evaluation.metrics import called_name, same_call
+
+    assert called_name("    x = self.pkg.compute_tax(\n        a, b)") == "compute_tax"
+    assert same_call("return compute_tax(total, 'A')", "return compute_tax(\n    amount, tax_class)")
+    assert not same_call("return _accuracy_reduce(tp, fp)", "return _precision_recall_reduce(tp)")
+    assert not same_call("x = 1", "x = f(1)") and not same_call("f(1)", "x = 1")  # no call to compare
