@@ -72,7 +72,9 @@ class RunSettings:
     strategies: tuple[str, ...] = STRATEGY_NAMES
     alpha: float | None = None  # FragRel's alpha; None = the config's (0.5)
     k: int | None = None  # fragments retrieved; None = the config's (10)
-    order: str = "score"  # RepoCoder's order (most similar block last); "stable" = by path and line
+    # "similarity": the most BM25-similar block last (RepoCoder's order; for FragRel, its anchored best
+    # match nearest the code); "score": the best-scored block last; "stable": by path and line.
+    order: str = "similarity"
     max_new_tokens: int = 100  # docs/design.md section 6
     max_prompt_tokens: int | None = None  # whole prompt (blocks get half); None = the config's (2048)
     retrieval_only: bool = False  # no model: retrieval metrics only

@@ -195,9 +195,9 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--alpha", type=finite_float, default=None, help="FragRel's alpha (default 0.5)")
     run.add_argument("--alphas", default="", help="retrieval-only alpha sweep, e.g. 0,0.25,0.5,1,2")
     run.add_argument("--k", type=int, default=None, help="fragments retrieved (default 10)")
-    run.add_argument("--order", choices=BLOCK_ORDERS, default="score",
-                     help="block order: score (RepoCoder, best-scored last; default), similarity (most similar by "
-                          "BM25 last) or stable")
+    run.add_argument("--order", choices=BLOCK_ORDERS, default="similarity",
+                     help="block order: similarity (the most BM25-similar block last; default, RepoCoder's order "
+                          "for BM25), score (the best-scored block last: FragRel as published) or stable")
     run.add_argument("--max-new-tokens", type=int, default=100, help="generation cap (protocol: 100)")
     run.add_argument("--prompt-tokens", type=int, default=None,
                      help="whole prompt budget, blocks get half (default 2048)")

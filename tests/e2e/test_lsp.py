@@ -23,7 +23,8 @@ from tests.repos import copy_example
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10}
+# FragRel, not the default BM25: these tests read its scores (explain's s_env and lifts).
+SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10, "strategy": "fragrel"}
 BAD_SETTINGS = {"colour": "blue", "topK": -1}
 
 
