@@ -74,8 +74,10 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
 
 
 def _percent(values: list[bool | None]) -> float | None:
-    known = [bool(v) for v in values if v is not None]
-    return 100.0 * sum(known) / len(known) if known else None
+    """Percent true; None unless every record has the field (a rate over some records would mislead)."""
+    if not values or any(v is None for v in values):
+        return None
+    return 100.0 * sum(bool(v) for v in values) / len(values)
 
 
 def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
