@@ -129,6 +129,19 @@ class RepoIndex:
         file_id = self.file_id(path)
         return None if file_id is None else self.files[file_id]
 
+    def resolved_file(self, path: str) -> tuple[int, FileSyntax, CallResolution] | None:
+        """A file's id and syntax with the call resolution covering it; None for an unknown path or a
+        language that resolves no names (what import- and call-based context needs)."""
+        file_id = self.file_id(path)
+        if file_id is None:
+            return None
+        self.ensure_structure()
+        syntax = self.syntax[file_id]
+        resolution = self.resolver()
+        if syntax is None or not resolution.covers(file_id):
+            return None
+        return file_id, syntax, resolution
+
     def resolver(self) -> CallResolution:
         self.ensure_structure()
         if self._resolver is None:

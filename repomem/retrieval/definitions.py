@@ -52,14 +52,10 @@ def window_holding(index: RepoIndex, file_id: int, line: int) -> int | None:
 def reachable_definitions(index: RepoIndex, path: str, query: str, bm25: BM25Config, limit: int
                           ) -> list[DefinitionSite]:
     """Up to `limit` definitions in other files that `path` imports or calls, best first."""
-    file_id = index.file_id(path)
-    if file_id is None or limit <= 0:
+    resolved = index.resolved_file(path) if limit > 0 else None
+    if resolved is None:
         return []
-    index.ensure_structure()
-    syntax = index.syntax[file_id]
-    resolution = index.resolver()
-    if syntax is None or not resolution.covers(file_id):
-        return []
+    file_id, syntax, resolution = resolved
     # (file, node) -> (definition, order, called, names the file knows it by)
     found: dict[tuple[int, int], tuple[Definition, int, bool, frozenset[str]]] = {}
     for order, binding in enumerate(syntax.imports):

@@ -45,14 +45,10 @@ def repository_imports(index: RepoIndex, path: str, lines: Sequence[str], prefix
                        max_lines: int) -> list[tuple[int, int]]:
     """Spans of import statements before line `before` that bind a module or definition of the
     repository, the last ones first kept, `max_lines` lines in all (whole statements only)."""
-    file_id = index.file_id(path)
-    if file_id is None or max_lines <= 0 or not prefixes:
+    resolved = index.resolved_file(path) if max_lines > 0 and prefixes else None
+    if resolved is None:
         return []
-    index.ensure_structure()
-    syntax = index.syntax[file_id]
-    resolution = index.resolver()
-    if syntax is None or not resolution.covers(file_id):
-        return []
+    file_id, syntax, resolution = resolved
     packages = {module.split(".", 1)[0] for other in range(len(index.syntax))
                 if index.syntax[other] is not None and (module := resolution.module_of(other))}
     bound = {binding.local.split(".", 1)[0] for binding in syntax.imports
