@@ -262,7 +262,7 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
                   tuple(_prompt_rows([r for r in (*prompts, *primary) if int(r["k"]) == k], k)))
 
 
-def _interval(delta: tuple[float, float, float] | None) -> str:
+def format_interval(delta: tuple[float, float, float] | None) -> str:
     if delta is None:
         return ""
     mean, low, high = delta
@@ -300,7 +300,7 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
             prompt_hit = "" if row.prompt_hit is None else f"{row.prompt_hit:.1f}"
             errors = f" ({row.errors} errors)" if row.errors else ""
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n}{errors} | {row.em:.1f} | "
-                       f"{row.es:.1f} | {_interval(row.em_delta)} | {hit} | {prompt_hit} | "
+                       f"{row.es:.1f} | {format_interval(row.em_delta)} | {hit} | {prompt_hit} | "
                        f"{row.latency_p50:.1f} / {row.latency_p95:.1f} | {row.generate_p50:.1f} / "
                        f"{row.generate_p95:.1f} | {row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} | "
                        f"{row.memory_calls:.1f} | {'' if row.oracle_em is None else f'{row.oracle_em:.1f}'} | "
@@ -316,7 +316,7 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "|---|---|---:|---:|---:|---:|---:|---|---|"]
         for row in report.retrieval_rows:
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_1:.1f} | "
-                       f"{row.hit_at_5:.1f} | {row.hit_at_k:.1f} | {row.mrr:.3f} | {_interval(row.hit_delta)} | "
+                       f"{row.hit_at_5:.1f} | {row.hit_at_k:.1f} | {row.mrr:.3f} | {format_interval(row.hit_delta)} | "
                        f"{row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} |")
         out.append("")
     if report.prompt_rows:
@@ -335,7 +335,7 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
             near = "" if row.near_hit is None else f"{row.near_hit:.1f}"
             named = "" if row.name_hit is None else f"{row.name_hit:.1f}"
             out.append(f"| {row.split} | {_name(row.strategy, row.alpha)} | {row.n} | {row.hit_at_k:.1f} | "
-                       f"{row.prompt_hit:.1f} | {_interval(row.prompt_hit_delta)} | {near} | {named} | "
+                       f"{row.prompt_hit:.1f} | {format_interval(row.prompt_hit_delta)} | {near} | {named} | "
                        f"{row.blocks:.2f} | {row.duplicate_share:.1f} | {row.memory_calls:.1f} | "
                        f"{row.retrieve_p50_ms:.0f} |")
         out.append("")

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repomem.evaluation.metrics import same_call
-from repomem.evaluation.report import paired_bootstrap
+from repomem.evaluation.report import format_interval, paired_bootstrap
 from repomem.evaluation.run import read_results
 
 
@@ -116,10 +116,6 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
     return rows
 
 
-def _interval(delta: tuple[float, float, float] | None) -> str:
-    return "" if delta is None else f"{delta[0]:+.1f} [{delta[1]:+.1f}, {delta[2]:+.1f}]"
-
-
 def _cell(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
@@ -138,9 +134,9 @@ def markdown(rows: list[ConfigRow], sources: list[tuple[str, Path, str]]) -> str
     for r in rows:
         es_delta = "" if r.es_delta is None else f"{r.es_delta:+.1f}"
         won_lost = "" if r.em_delta is None else f"{r.won} / {r.lost}"
-        out.append(f"| {r.split} | {r.config} | {r.n} | {r.em:.1f} | {r.es:.1f} | {_interval(r.em_delta)} | "
+        out.append(f"| {r.split} | {r.config} | {r.n} | {r.em:.1f} | {r.es:.1f} | {format_interval(r.em_delta)} | "
                    f"{es_delta} | {won_lost} | {_cell(r.prompt_hit)} | {_cell(r.near_hit)} | {_cell(r.name_hit)} | "
-                   f"{_cell(r.call_match)} | {_interval(r.call_delta)} |")
+                   f"{_cell(r.call_match)} | {format_interval(r.call_delta)} |")
     repos = sorted({repo for r in rows for repo in r.by_repo})
     out += ["", "## Δ EM vs the baseline per repository (points; tasks in brackets)", "",
             "| split | configuration | " + " | ".join(repos) + " |", "|---|---|" + "---:|" * len(repos)]
@@ -196,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     for column in columns:
         table.add_column(column)
     for r in rows:
-        table.add_row(r.split, r.config, str(r.n), f"{r.em:.1f}", f"{r.es:.1f}", _interval(r.em_delta),
+        table.add_row(r.split, r.config, str(r.n), f"{r.em:.1f}", f"{r.es:.1f}", format_interval(r.em_delta),
                       "" if r.em_delta is None else f"{r.won} / {r.lost}", _cell(r.prompt_hit), _cell(r.near_hit),
-                      _cell(r.name_hit), _cell(r.call_match), _interval(r.call_delta))
+                      _cell(r.name_hit), _cell(r.call_match), format_interval(r.call_delta))
     Console().print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

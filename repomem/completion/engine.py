@@ -239,14 +239,15 @@ class CompletionEngine:
         visible_from = min(max(request.visible_from, 0), cursor.line)
         if hint is not None:
             hint = hint - visible_from if hint >= visible_from else None
-        scope = self._scope_imports(request, context)
+        file_lines = cursor.text.split("\n")
+        scope = self._scope_imports(request, context, file_lines)
         try:
             while True:
                 prompt = build_prompt(
                     left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
-                    select=select, pinned=[self._scope_block(cursor, scope)] if scope else (),
+                    select=select, pinned=[_scope_block(cursor.path, file_lines, scope)] if scope else (),
                 )
                 if isinstance(prompt, Failure):
                     return prompt
@@ -268,7 +269,8 @@ class CompletionEngine:
             self._first_lines[stable_key] = prompt.left_first_line
         return prompt
 
-    def _scope_imports(self, request: CompletionRequest, context: CursorContext) -> list[tuple[int, int]]:
+    def _scope_imports(self, request: CompletionRequest, context: CursorContext,
+                       file_lines: list[str]) -> list[tuple[int, int]]:
         """Line spans of the cursor file's imports of repository code above the cursor (or above
         what the request may show), retrieval.scope_imports lines at most; [] when off."""
         limit = self.config.retrieval.scope_imports
@@ -278,15 +280,8 @@ class CompletionEngine:
         language = language_named(context.language)
         if not language.import_prefixes:
             return []
-        lines = request.cursor.text.split("\n")
-        return repository_imports(index, request.cursor.path, lines, language.import_prefixes, request.cursor.line,
-                                  limit)
-
-    def _scope_block(self, cursor: Cursor, spans: list[tuple[int, int]]) -> ContextBlock:
-        """The import statements as one block of the current file (its lines, not a window: id -1)."""
-        lines = cursor.text.split("\n")
-        text = "\n".join(line for start, end in spans for line in lines[start:end])
-        return ContextBlock(-1, cursor.path, spans[0][0], spans[-1][1], text, float("inf"), summary=True)
+        return repository_imports(index, request.cursor.path, file_lines, language.import_prefixes,
+                                  request.cursor.line, limit)
 
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)
@@ -297,3 +292,9 @@ class CompletionEngine:
             max_tokens=request.max_new_tokens, stop=stops,
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=request.enough,
         ))
+
+
+def _scope_block(path: str, file_lines: list[str], spans: list[tuple[int, int]]) -> ContextBlock:
+    """The import statements as one block of the current file (its lines, not a window: id -1)."""
+    text = "\n".join(line for start, end in spans for line in file_lines[start:end])
+    return ContextBlock(-1, path, spans[0][0], spans[-1][1], text, float("inf"), summary=True)

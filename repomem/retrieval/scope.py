@@ -45,7 +45,8 @@ def repository_imports(index: RepoIndex, path: str, lines: Sequence[str], prefix
                        max_lines: int) -> list[tuple[int, int]]:
     """Spans of import statements before line `before` that bind a module or definition of the
     repository, the last ones first kept, `max_lines` lines in all (whole statements only)."""
-    resolved = index.resolved_file(path) if max_lines > 0 and prefixes else None
+    statements = import_statements(lines, prefixes, before) if max_lines > 0 and prefixes else []
+    resolved = index.resolved_file(path) if statements else None
     if resolved is None:
         return []
     file_id, syntax, resolution = resolved
@@ -56,7 +57,7 @@ def repository_imports(index: RepoIndex, path: str, lines: Sequence[str], prefix
              or resolution.resolve_name(file_id, binding.local) is not None}
     chosen: list[tuple[int, int]] = []
     room = max_lines
-    for start, end in reversed(import_statements(lines, prefixes, before)):
+    for start, end in reversed(statements):
         if end - start > room:
             continue
         if bound & set(_WORD.findall("\n".join(lines[start:end]))):

@@ -166,7 +166,9 @@ def top_fragments(index: RepoIndex, scores: Scores, k: int, anchored: int = 0) -
         return []
     anchors = _best(candidates, scores.s_ind[candidates], min(anchored, k)) if anchored > 0 else candidates[:0]
     if anchors.size:
-        candidates = np.setdiff1d(candidates, anchors, assume_unique=True)
+        keep = np.ones(candidates.size, dtype=bool)
+        keep[np.searchsorted(candidates, anchors)] = False  # candidates are sorted ids (flatnonzero)
+        candidates = candidates[keep]
     rest = _best(candidates, scores.s_rel[candidates], k - anchors.size)
     return scored_fragments(index, scores, [*anchors.tolist(), *rest.tolist()])
 
