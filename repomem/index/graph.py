@@ -28,6 +28,18 @@ class CodeGraph:
     edge_b: np.ndarray  # int64
     edge_weight: np.ndarray  # float64, the strongest edge between a and b
     edge_kind: np.ndarray  # int8, SYNTAX / DIRECTORY / FILE_ROOT / CALL
+    # int64, shape (n_nodes,): each syntax node's kept parent (a lower id: files number their nodes in
+    # pre-order), -1 for syntax roots, file and directory nodes.
+    syntax_parent: np.ndarray
+
+    def portals(self) -> np.ndarray:
+        """bool, shape (n_nodes,): nodes with an edge that is not a syntax edge (file roots, call
+        sites, called definitions, file and directory nodes); every path out of a file passes one."""
+        crossing = self.edge_kind != SYNTAX
+        portal = np.zeros(self.n_nodes, dtype=bool)
+        portal[self.edge_a[crossing]] = True
+        portal[self.edge_b[crossing]] = True
+        return portal
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Symmetric adjacency with costs -ln w: (indptr, indices, costs)."""
@@ -118,6 +130,7 @@ def build_graph(
         parts_k.append(np.full(a.shape[0], kind, dtype=np.int8))
 
     live = np.asarray(live_files, dtype=np.int64)
+    syntax_parent = np.full(n_nodes, -1, dtype=np.int64)
     if live.size:
         # Every node but each file's root (local index 0) links to its kept parent.
         parents = np.concatenate([files[i].parent for i in live_files]).astype(np.int64)  # type: ignore[union-attr]
@@ -126,6 +139,7 @@ def build_graph(
         local = child - np.repeat(np.cumsum(sizes[live]) - sizes[live], sizes[live])
         not_root = local > 0
         add(offsets[not_root] + local[not_root], offsets[not_root] + parents[not_root], config.syntax_weight, SYNTAX)
+        syntax_parent[offsets[not_root] + local[not_root]] = offsets[not_root] + parents[not_root]
     add(file_node[live], node_offset[live], config.file_root_weight, FILE_ROOT)
     add(dir_base + layout.dir_pairs[:, 0], dir_base + layout.dir_pairs[:, 1], config.directory_weight, DIRECTORY)
     add(file_node[live], dir_base + layout.file_dir, config.directory_weight, DIRECTORY)
@@ -149,7 +163,7 @@ def build_graph(
     low, high = np.minimum(a, b), np.maximum(a, b)
     directories = layout.directories
     if not deduplicate:
-        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind)
+        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind, syntax_parent)
     # Deduplicate undirected pairs keeping the strongest edge (scipy would sum duplicates).
     order = np.lexsort((-weight, high, low))
     low, high, weight, kind = low[order], high[order], weight[order], kind[order]
@@ -164,4 +178,5 @@ def build_graph(
         edge_b=high[first],
         edge_weight=weight[first],
         edge_kind=kind[first],
+        syntax_parent=syntax_parent,
     )

@@ -121,15 +121,20 @@ def _heap_pop(heap_cost, heap_node, size):
 
 @njit(cache=True, nogil=True)
 def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, settled, stamp, heap_cost,
-                     heap_node, reached):
+                     heap_node, reached, prune_first, prune_end, exit_cost):
     """Shortest costs from `source` up to `limit` (costs = -ln w, so strength = exp(-cost)).
 
     Stops after `max_settled` nodes when it is > 0: nodes settle strongest first, so what is
     left out is weaker than everything kept.
 
+    Nodes in [prune_first, prune_end) (the source's own file, whose nodes the caller does not
+    want) are entered only while they can still lead out: cost so far + `exit_cost[node]` (the
+    cheapest way from that node to one with a non-syntax edge) within `limit`. That drops only
+    dead ends, so every node outside the range keeps its exact cost.
+
     `dist`/`settled` are per-node scratch arrays tagged by `stamp`, so nothing is cleared
-    between calls. Writes the settled nodes to `reached` and returns how many there are; their
-    costs are in `dist`.
+    between calls. Writes the settled nodes to `reached` in settling order (cost ascending) and
+    returns how many there are; their costs are in `dist`.
     """
     size = _heap_push(heap_cost, heap_node, 0, 0.0, source)
     dist[source] = 0.0
@@ -153,6 +158,8 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
             candidate = cost + costs[edge]
             if candidate > limit:
                 continue
+            if prune_first <= other < prune_end and candidate + exit_cost[other] > limit:
+                continue
             if settled[other] != -stamp or candidate < dist[other]:
                 settled[other] = -stamp
                 dist[other] = candidate
@@ -163,19 +170,75 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
 
 
 @njit(cache=True, nogil=True)
+def tree_anchors(parent, portal, step_cost):
+    """Where each syntax node's searches can start instead (exact when own-file pairs are unwanted).
+
+    `parent` (int64, shape (n,)): kept syntax parent, -1 for roots and non-syntax nodes, numbered
+    so that a parent comes before its children. `portal` (bool, shape (n,)): the node has an edge
+    that is not a syntax edge (file root, call site, called definition). A node whose subtree holds
+    no portal has one way out of its file: up through its parent, each step costing `step_cost`.
+    So its strength to any node of another file is exp(-cost) times its anchor's, the nearest
+    ancestor-or-self whose subtree holds a portal.
+    Returns (anchor node, cost up to it), shapes (n,).
+    """
+    n = parent.shape[0]
+    holds = portal.copy()
+    for node in range(n - 1, -1, -1):
+        if holds[node] and parent[node] >= 0:
+            holds[parent[node]] = True
+    anchor = np.arange(n)
+    cost = np.zeros(n)
+    for node in range(n):
+        if not holds[node] and parent[node] >= 0:
+            anchor[node] = anchor[parent[node]]
+            cost[node] = cost[parent[node]] + step_cost
+    return anchor, cost
+
+
+@njit(cache=True, nogil=True)
+def exit_costs(parent, portal, step_cost):
+    """Cheapest tree walk from each node to a portal of its own file (inf when there is none).
+
+    Same inputs as `tree_anchors`: min over the subtree (bottom-up), then over the way through
+    the parent (top-down).
+    """
+    n = parent.shape[0]
+    best = np.full(n, np.inf)
+    for node in range(n):
+        if portal[node]:
+            best[node] = 0.0
+    for node in range(n - 1, -1, -1):
+        p = parent[node]
+        if p >= 0 and best[node] + step_cost < best[p]:
+            best[p] = best[node] + step_cost
+    for node in range(n):
+        p = parent[node]
+        if p >= 0 and best[p] + step_cost < best[node]:
+            best[node] = best[p] + step_cost
+    return best
+
+
+@njit(cache=True, nogil=True)
 def relation_rows(
     rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
     node_indptr, node_frags, node_weights, live,
     indptr, indices, costs, limit, max_settled, cutoff, keep, heap_capacity,
-    frag_file, same_file_weight,
+    frag_file, same_file_weight, node_offset, anchor, anchor_cost, exit_cost,
 ):
     """Rows of W (eq. 8) for the fragments in `rows`.
 
     w_ij = sum_k sum_l len_k len_l Dis(k, l) / (L_i L_j), k over nodes of fragment i, l over
     nodes of fragment j, Dis = exp(-shortest cost) when the cost is within `limit`.
-    Each distinct source node is searched once (neighbouring windows share half their nodes).
     Pairs of one file (`frag_file`, shape (n_frags,)) are scaled by `same_file_weight` before the
     cutoff and the top-`keep` choice, so a row's slots go to the relations that count.
+
+    Each distinct search start is searched once (neighbouring windows share half their nodes).
+    When `same_file_weight` is 0, only other files' nodes count, and a node k searches from
+    `anchor[k]` instead (see `tree_anchors`): Dis(k, l) = exp(-anchor_cost[k]) Dis(anchor, l),
+    keeping the anchor's nodes whose cost is within limit - anchor_cost[k]; the search also skips
+    its own file's dead ends (`exit_cost`, see `bounded_dijkstra`). `node_offset` (shape
+    (n_files + 1,)) gives each file's syntax nodes. Otherwise every node is its own anchor.
+
     Only live fragments j != i with w_ij >= cutoff are returned, at most `keep` per row (the
     largest; all when keep <= 0), as (row, col, value) arrays, plus each row's entry bar: the
     smallest kept value when the row was truncated, else `cutoff`.
@@ -190,44 +253,49 @@ def relation_rows(
     acc = np.zeros(n_frags, dtype=np.float64)
     touched = np.empty(n_frags, dtype=np.int64)
     is_touched = np.zeros(n_frags, dtype=np.bool_)
-    # Per-source results of this call: source -> slice of (fragment j, len_l * Dis) pairs.
+    # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
+    # (> 0), so they are not collected: in big files most of a search stays in its own file.
+    skip_own_file = same_file_weight == 0.0
+    # Per-start results of this call: start -> slice of (fragment j, len_l * Dis, cost) triples.
     source_slot = np.full(n_graph, -1, dtype=np.int64)
     n_sources = 0
     for r in range(rows.shape[0]):
         i = rows[r]
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            if source_slot[frag_nodes[slot]] < 0:
-                source_slot[frag_nodes[slot]] = n_sources
+            start = anchor[frag_nodes[slot]] if skip_own_file else frag_nodes[slot]
+            if source_slot[start] < 0:
+                source_slot[start] = n_sources
                 n_sources += 1
-    source_start = np.zeros(n_sources + 1, dtype=np.int64)
+    source_first = np.zeros(n_sources, dtype=np.int64)
+    source_end = np.zeros(n_sources, dtype=np.int64)
     pair_capacity = 1024
     pair_frag = np.empty(pair_capacity, dtype=np.int64)
     pair_value = np.empty(pair_capacity, dtype=np.float64)
+    pair_cost = np.empty(pair_capacity, dtype=np.float64)
     n_pairs = 0
     stamp = 0
     done = np.zeros(n_sources, dtype=np.bool_)
-    # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
-    # (> 0), so they are not collected: in big files most of a search stays in its own file.
-    skip_own_file = same_file_weight == 0.0
     for r in range(rows.shape[0]):
         i = rows[r]
         own_file = frag_file[i]
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            source = frag_nodes[slot]
-            k = source_slot[source]
+            start = anchor[frag_nodes[slot]] if skip_own_file else frag_nodes[slot]
+            k = source_slot[start]
             if done[k]:
                 continue
             done[k] = True
             stamp += 1
+            prune_first = node_offset[own_file] if skip_own_file else 0
+            prune_end = node_offset[own_file + 1] if skip_own_file else 0
             n_reached = bounded_dijkstra(
-                indptr, indices, costs, source, limit, max_settled, dist, settled, stamp, heap_cost,
-                heap_node, reached,
+                indptr, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
+                heap_node, reached, prune_first, prune_end, exit_cost,
             )
             if n_reached < 0:
                 return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
                         np.zeros(0, np.float64), False)
-            # Sources are numbered in first-seen order, so their slices are laid out in order.
-            for t in range(n_reached):
+            source_first[k] = n_pairs
+            for t in range(n_reached):  # settling order: costs ascending within the slice
                 node = reached[t]
                 strength = np.exp(-dist[node])
                 for s in range(node_indptr[node], node_indptr[node + 1]):
@@ -238,10 +306,12 @@ def relation_rows(
                         pair_capacity *= 2
                         pair_frag = _grow(pair_frag, pair_capacity)
                         pair_value = _grow(pair_value, pair_capacity)
+                        pair_cost = _grow(pair_cost, pair_capacity)
                     pair_frag[n_pairs] = j
                     pair_value[n_pairs] = node_weights[s] * strength
+                    pair_cost[n_pairs] = dist[node]
                     n_pairs += 1
-            source_start[k + 1] = n_pairs
+            source_end[k] = n_pairs
     capacity = 1024
     out_row = np.empty(capacity, dtype=np.int64)
     out_col = np.empty(capacity, dtype=np.int64)
@@ -254,9 +324,16 @@ def relation_rows(
         i = rows[r]
         n_touched = 0
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            k = source_slot[frag_nodes[slot]]
-            weight_k = frag_weights[slot]
-            for p in range(source_start[k], source_start[k + 1]):
+            node = frag_nodes[slot]
+            offset = anchor_cost[node] if skip_own_file else 0.0
+            if offset > limit:
+                continue
+            k = source_slot[anchor[node] if skip_own_file else node]
+            weight_k = frag_weights[slot] * np.exp(-offset)
+            budget = limit - offset
+            for p in range(source_first[k], source_end[k]):
+                if pair_cost[p] > budget:
+                    break
                 j = pair_frag[p]
                 if not is_touched[j]:
                     is_touched[j] = True

@@ -15,7 +15,7 @@ import numpy as np
 from repomem.config import GraphConfig, RelationConfig
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
-from repomem.index.kernels import relation_rows
+from repomem.index.kernels import exit_costs, relation_rows, tree_anchors
 
 # Costs within this much of the limit still count: products such as 0.8^3 * 0.5^9 hit tau
 # exactly, and float sums of -ln w differ in the last bits between implementations.
@@ -56,6 +56,15 @@ def graph_relation_entries(
     indptr, indices, costs = graph.csr()
     node_indptr, node_frags, node_weights = node_fragment_index(fragments, graph.n_nodes)
     limit = cost_limit(graph_config.strength_cutoff)
+    if relation_config.same_file_weight == 0.0:
+        # Only other files count: searches start at the nodes a file is left through (kernels).
+        portal = graph.portals()
+        step = -math.log(graph_config.syntax_weight)
+        anchor, anchor_cost = tree_anchors(graph.syntax_parent, portal, step)
+        exit_cost = exit_costs(graph.syntax_parent, portal, step)
+    else:
+        anchor, anchor_cost = np.arange(graph.n_nodes, dtype=np.int64), np.zeros(graph.n_nodes)
+        exit_cost = np.zeros(graph.n_nodes)
     workers = max(1, relation_config.workers)
     # Big builds: chunks small enough for a live progress bar; updates: one chunk per thread.
     chunk = min(256, max(8, -(-rows.shape[0] // workers)))
@@ -68,6 +77,7 @@ def graph_relation_entries(
             node_indptr, node_frags, node_weights, live,
             indptr, indices, costs, limit, graph_config.max_reach, relation_config.relation_cutoff, keep,
             heap_capacity, fragments.file.astype(np.int64), relation_config.same_file_weight,
+            graph.node_offset, anchor, anchor_cost, exit_cost,
         )
         if not result[4]:
             raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * edges

@@ -11,7 +11,7 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
-from repomem.index.kernels import bounded_dijkstra
+from repomem.index.kernels import bounded_dijkstra, exit_costs
 from repomem.index.relations import cost_limit, relation_entries
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
@@ -67,14 +67,20 @@ def test_graph_edges_match_reference(repo, granularity, request):
 
 
 @pytest.mark.parametrize("cutoff", [1e-3, 1e-2, 0.05])
-def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff):
+@pytest.mark.parametrize("prune_own_file", [False, True])
+def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_file):
+    """Exact strengths; with the source's own file pruned to what can still lead out of it, every
+    node of other files keeps its exact strength."""
     config = with_overrides(Config(), graph={"strength_cutoff": cutoff, "max_reach": 0})
     index = open_index(synthetic_repo, config)
     graph = index.graph()
     indptr, indices, costs = graph.csr()
+    step = -math.log(config.graph.syntax_weight)
+    exit_cost = exit_costs(graph.syntax_parent, graph.portals(), step)
     reference = reference_graph(index.syntax, all_calls(index), config.graph)
     key = node_key_for(graph)
     n = graph.n_nodes
+    n_syntax = int(graph.node_offset[-1])
     dist = np.empty(n)
     settled = np.zeros(n, dtype=np.int64)
     reached = np.empty(n, dtype=np.int64)
@@ -82,17 +88,29 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff):
     heap_node = np.empty(2 * indices.shape[0] + 1, dtype=np.int64)
     sources = list(range(0, n, max(1, n // 150)))
     slow = reference_strengths(reference, [key(s) for s in sources], cutoff)
+    pruned_somewhere = False
     for stamp, source in enumerate(sources, start=1):
+        first = end = 0
+        if prune_own_file and source < n_syntax:
+            file_id = int(np.searchsorted(graph.node_offset, source, side="right") - 1)
+            first, end = int(graph.node_offset[file_id]), int(graph.node_offset[file_id + 1])
         count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), 0, dist, settled, stamp,
-                                 heap_cost, heap_node, reached)
+                                 heap_cost, heap_node, reached, first, end, exit_cost)
         fast = {key(int(node)): math.exp(-dist[node]) for node in reached[:count]}
         expected = slow[key(source)]
+        if first < end:
+            own = {key(node) for node in range(first, end) if node != source}
+            pruned_somewhere |= len(expected.keys() & own) > len(fast.keys() & own)  # it did skip some
+            expected = {node: value for node, value in expected.items() if node not in own}
+            fast = {node: value for node, value in fast.items() if node not in own}
         assert fast.keys() == expected.keys()
         for node, strength in expected.items():
             assert fast[node] == pytest.approx(strength, rel=1e-12)
+    assert pruned_somewhere == prune_own_file
 
 
-@pytest.mark.parametrize("granularity, same_file_weight", [("statement", 1.0), ("named", 1.0), ("statement", 0.3)])
+@pytest.mark.parametrize("granularity, same_file_weight",
+                         [("statement", 1.0), ("named", 1.0), ("statement", 0.3), ("statement", 0.0), ("named", 0.0)])
 @pytest.mark.parametrize("repo", ["package_repo", "synthetic_repo"])
 def test_relation_matrix_matches_eq8(repo, granularity, same_file_weight, request):
     config = with_overrides(Config(), graph={"granularity": granularity, "max_reach": 0},
