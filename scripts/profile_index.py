@@ -96,7 +96,7 @@ COLD_PHASES = [
     (repo_index_module, "build_segment", "BM25: postings segment"),
     (repo_index_module, "document_frequencies", "BM25: document frequencies"),
     *GRAPH_PHASES,
-    (repo_index_module, "symmetric_union", "W: symmetric union"),
+    (repo_index_module, "symmetric_matrix", "W: symmetric union (max with its transpose)"),
     (service_module, "save_index", "save snapshot"),
 ]
 

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import BM25Config
+from repomem.index.kernels import add_bm25_scores
 
 
 @dataclass(frozen=True)
@@ -89,31 +90,16 @@ def score_query(
     Repeated query terms count once per occurrence, as rank-bm25's get_scores does.
     """
     n_docs = doc_len.shape[0]
+    scores = np.zeros(n_docs)
     if stats.n_live == 0:
-        return np.zeros(n_docs)
+        return scores
     ids, counts = np.unique(np.fromiter(query_terms, dtype=np.int64), return_counts=True)
-    doc_parts: list[np.ndarray] = []
-    value_parts: list[np.ndarray] = []
     norm_scale = config.k1 * (1.0 - config.b)
     length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
+    term_weights = counts * stats.idf[ids] if ids.size else np.zeros(0)
     for segment in segments:
         tf = segment.tf
-        n_cols = tf.shape[1]
-        for term, count in zip(ids, counts):
-            if term >= n_cols:
-                continue
-            lo, hi = tf.indptr[term], tf.indptr[term + 1]
-            if lo == hi:
-                continue
-            docs = tf.indices[lo:hi].astype(np.int64) + segment.first_doc
-            freq = tf.data[lo:hi].astype(np.float64)
-            denominator = freq + norm_scale + length_scale * doc_len[docs]
-            doc_parts.append(docs)
-            value_parts.append((count * stats.idf[term]) * (freq * (config.k1 + 1.0)) / denominator)
-    if not doc_parts:
-        return np.zeros(n_docs)
-    docs = np.concatenate(doc_parts)
-    values = np.concatenate(value_parts)
-    scores = np.bincount(docs, weights=values, minlength=n_docs)
+        add_bm25_scores(tf.indptr, tf.indices, tf.data, segment.first_doc, ids, term_weights, doc_len,
+                        config.k1, norm_scale, length_scale, scores)
     scores[~live] = 0.0
     return scores

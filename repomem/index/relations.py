@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import scipy.sparse as sp
 
 from repomem.config import GraphConfig, RelationConfig
 from repomem.index.fragments import FragmentTable
@@ -65,8 +66,9 @@ def graph_relation_entries(
     else:
         anchor, anchor_cost = np.arange(graph.n_nodes, dtype=np.int64), np.zeros(graph.n_nodes)
         exit_cost = np.zeros(graph.n_nodes)
-    workers = max(1, relation_config.workers)
-    # Big builds: chunks small enough for a live progress bar; updates: one chunk per thread.
+    # A few hundred rows (an edited file) take milliseconds: starting threads would cost as much.
+    workers = max(1, relation_config.workers) if rows.shape[0] > 512 else 1
+    # Big builds: chunks small enough for a live progress bar; updates: one chunk.
     chunk = min(256, max(8, -(-rows.shape[0] // workers)))
     chunks = [rows[i : i + chunk] for i in range(0, rows.shape[0], chunk)]
     heap_capacity = max(1024, 2 * indices.shape[0] + 1)
@@ -212,3 +214,17 @@ def symmetric_union(
     first = np.ones(r.shape[0], dtype=bool)
     first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
     return r[first], c[first], v[first]
+
+
+def symmetric_matrix(
+    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, size: int, dtype: type = np.float32
+) -> sp.csr_matrix:
+    """`symmetric_union` as a canonical CSR matrix of shape (size, size), for a whole build.
+
+    (row, col) pairs must be distinct. scipy's elementwise maximum of the matrix and its transpose
+    takes 0.1 s on Django's 2.5M entries where sorting the triplets took 2.3 s.
+    """
+    upper_or_lower = sp.csr_matrix((values.astype(dtype), (rows, cols)), shape=(size, size))
+    matrix = upper_or_lower.maximum(upper_or_lower.T.tocsr()).tocsr()
+    matrix.sort_indices()
+    return matrix

@@ -26,6 +26,7 @@ import secrets
 import shutil
 import time
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBin
 from repomem.packages import cache_root
 from repomem.regular_files import read_regular
 
-FORMAT_VERSION = 2  # 2: W's base stored as its upper triangle, symbol tables gzipped
+FORMAT_VERSION = 3  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files
+# deflated, integers narrowed and sparse index arrays delta coded by row (see _write_npz)
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 # Sections of the config that shape the index; a change in any of them means a rebuild.
@@ -145,11 +147,142 @@ def _private(path: Path, mode: str):
     return os.fdopen(os.open(path, flags, 0o600), mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
-def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+# -- array files: a zip of .npy members, integers delta coded and narrowed ----------------------
+#
+# Most of an index is integers far narrower than their int32/int64 arrays: column and document
+# ids that grow along each row of a sparse matrix, term counts, line numbers. Each array is
+# written in the narrowest integer dtype that holds its values, sparse index arrays first as
+# differences within each row, and the zip is deflated at level 1 (Django: 55.8 MB of arrays
+# -> 12.9 MB on disk; 0.40 s to write instead of 0.05 s, 0.15 s to read instead of 0.03 s;
+# W's float32 values barely compress and are most of what is left). CODEC_MEMBER records, per
+# array, its dtype in memory and the pointer array its rows are delta coded by, so reading gives
+# back the arrays exactly as they were written.
+
+CODEC_MEMBER = "__codec__"
+# Tried in this order, narrowest first; only those that cast back to the array's own dtype
+# without loss are used, so a decoded array can always be cast back.
+_INTEGER_DTYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16,
+                                                  np.uint32, np.int32, np.uint64, np.int64))
+
+
+def _narrowest_integer_dtype(values: np.ndarray, original: np.dtype) -> np.dtype:
+    """The narrowest integer dtype that holds `values` and casts safely to `original`."""
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    for candidate in _INTEGER_DTYPES:
+        limits = np.iinfo(candidate)
+        if limits.min <= low and high <= limits.max and np.can_cast(candidate, original, "safe"):
+            return candidate
+    return original
+
+
+def _check_row_pointer(pointer: np.ndarray, entries: int, name: str) -> None:
+    """A CSR/CSC index pointer that splits exactly `entries` values into rows (ValueError if not)."""
+    if pointer.ndim != 1 or pointer.dtype.kind not in "iu" or pointer.size == 0:
+        raise ValueError(f"{name}: row pointer is not a non-empty integer vector")
+    if int(pointer[0]) != 0 or int(pointer[-1]) != entries:
+        raise ValueError(f"{name}: row pointer ends at {int(pointer[-1])}, not at its {entries} entries")
+    if not bool((np.diff(pointer) >= 0).all()):
+        raise ValueError(f"{name}: row pointer goes backwards")
+
+
+def _delta_by_row(values: np.ndarray, pointer: np.ndarray) -> np.ndarray:
+    """int64 differences within each row; the first entry of each row stays absolute. Rows need
+    not be sorted: a decreasing step is a negative difference (and int64 arithmetic wraps the same
+    way both ways, so even extreme values come back exactly)."""
+    values = values.astype(np.int64)
+    coded = np.empty_like(values)
+    coded[:1] = values[:1]
+    np.subtract(values[1:], values[:-1], out=coded[1:])
+    row_starts = pointer[:-1][np.diff(pointer) > 0]
+    coded[row_starts] = values[row_starts]
+    return coded
+
+
+def _undelta_by_row(coded: np.ndarray, pointer: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Inverse of `_delta_by_row` without a loop over rows: one running sum over all entries, less
+    the running sum reached before each row began. Summed in the array's own integer `dtype`:
+    sums that wrap around are still exact modulo 2**bits, and every original value fits in it
+    (Django's int32 indices: 10 ms less than summing in int64)."""
+    running = np.zeros(coded.shape[0] + 1, dtype=dtype)
+    np.cumsum(coded.astype(dtype, copy=False), out=running[1:])
+    row_sizes = np.diff(pointer)
+    return running[1:] - np.repeat(running[pointer[:-1]], row_sizes)
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str] | None = None) -> None:
+    """Write `arrays` as a zip of .npy members, readable with `_read_npz`.
+
+    `deltas` maps an index array's name to its row pointer's name (`indices` -> `indptr` of a
+    CSR/CSC matrix): that array is stored as differences within each row."""
+    deltas = deltas or {}
+    for name, pointer_name in deltas.items():
+        if pointer_name in deltas or arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
+            raise ValueError(f"{name}: only a 1-d integer array can be delta coded, by an uncoded pointer")
+        _check_row_pointer(np.asarray(arrays[pointer_name]), arrays[name].shape[0], name)
+    codec: dict[str, dict[str, str | None]] = {}
+    stored: dict[str, np.ndarray] = {}
+    for name, array in arrays.items():
+        array = np.asarray(array)
+        pointer_name = deltas.get(name)
+        codec[name] = {"dtype": array.dtype.str, "delta": pointer_name}
+        if pointer_name is not None:
+            array = _delta_by_row(array, np.asarray(arrays[pointer_name]))
+        if array.dtype.kind in "iu":  # bool and float arrays are written as they are
+            array = array.astype(_narrowest_integer_dtype(array, array.dtype), copy=False)
+        stored[name] = array
+    stored[CODEC_MEMBER] = np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8)
     with _private(path, "wb") as handle:
-        np.savez(handle, **arrays)
+        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+            for name, array in stored.items():
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _read_codec(stored: dict[str, np.ndarray]) -> dict[str, tuple[np.dtype, str | None]]:
+    """Each array's dtype in memory and delta pointer; ValueError/KeyError if the member is damaged."""
+    try:
+        codec = json.loads(stored.pop(CODEC_MEMBER).tobytes().decode("utf-8"))
+        entries = {name: (np.dtype(entry["dtype"]), entry["delta"]) for name, entry in codec.items()}
+        if entries.keys() != stored.keys():
+            raise ValueError("array codec and stored arrays disagree")
+        for name, (original, pointer_name) in entries.items():
+            array = stored[name]
+            if original.kind not in "biuf" or (pointer_name is None and not np.can_cast(array.dtype, original)):
+                raise ValueError(f"{name}: stored as {array.dtype}, cannot be {original}")
+            if pointer_name is not None and (array.dtype.kind not in "iu" or array.ndim != 1
+                                             or original.kind not in "iu" or entries[pointer_name][1] is not None):
+                raise ValueError(f"{name}: delta coding recorded for an array that cannot have it")
+    except (TypeError, AttributeError, UnicodeDecodeError) as error:  # JSON of the wrong shape
+        raise ValueError(f"array codec unreadable: {error.__class__.__name__}: {error}") from error
+    return entries
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a file written by `_write_npz`, as it was in memory.
+
+    Bad data raises what the callers treat as a damaged index: zipfile.BadZipFile (also for a torn
+    deflate stream), ValueError, KeyError, OSError or EOFError."""
+    stored: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                with archive.open(member) as handle:
+                    stored[member.removesuffix(".npy")] = np.lib.format.read_array(handle, allow_pickle=False)
+    except zlib.error as error:
+        raise zipfile.BadZipFile(f"{path.name}: {error}") from error
+    entries = _read_codec(stored)
+    arrays: dict[str, np.ndarray] = {}
+    for name, (original, pointer_name) in entries.items():
+        if pointer_name is None:
+            arrays[name] = stored[name].astype(original, copy=False)
+    for name, (original, pointer_name) in entries.items():
+        if pointer_name is not None:
+            pointer = arrays[pointer_name]
+            _check_row_pointer(pointer, stored[name].shape[0], name)
+            arrays[name] = _undelta_by_row(stored[name], pointer, original)
+    return arrays
 
 
 def _write_json_gz(path: Path, value: Any) -> None:
@@ -184,6 +317,11 @@ def _segments_arrays(prefix: str, segments: list[TermSegment]) -> dict[str, np.n
         out[f"{prefix}{number}_indices"] = tf.indices
         out[f"{prefix}{number}_data"] = tf.data
     return out
+
+
+def _segments_deltas(prefix: str, segments: list[TermSegment]) -> dict[str, str]:
+    """Postings' document ids, delta coded within each term (column of the CSC matrix)."""
+    return {f"{prefix}{number}_indices": f"{prefix}{number}_indptr" for number in range(len(segments))}
 
 
 def _segments_from(prefix: str, data: Any) -> list[TermSegment]:
@@ -313,11 +451,12 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty
                 # diagonal: its upper triangle is all of it, at half the bytes.
                 upper = sp.triu(index.w_base, k=1, format="csr")
+                base_segments = index.segments[: index.base_segments]
                 _write_npz(temporary / "base.npz", {
                     "wu_indptr": upper.indptr, "wu_indices": upper.indices,
                     "wu_data": upper.data, "w_shape": np.asarray(index.w_base.shape),
-                    **_segments_arrays("seg", index.segments[: index.base_segments]),
-                })
+                    **_segments_arrays("seg", base_segments),
+                }, deltas={"wu_indices": "wu_indptr", **_segments_deltas("seg", base_segments)})
                 _write_npz(temporary / "files.npz", _files_arrays(index, base_files))
                 _write_json_gz(temporary / "symbols.json.gz", _symbols_json(index, base_files))
             changed_files = [i for i, r in enumerate(index.files) if r is not None and i not in index.base_files]
@@ -331,7 +470,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 "delta_values": values,
                 "vocabulary": np.frombuffer(vocabulary_blob, dtype=np.uint8),
                 **_segments_arrays("dseg", index.segments[index.base_segments :]),
-            })
+            }, deltas=_segments_deltas("dseg", index.segments[index.base_segments :]))
             _write_npz(temporary / "changed_files.npz", _files_arrays(index, changed_files))
             _write_json_gz(temporary / "changed_symbols.json.gz", _symbols_json(index, changed_files))
             manifest = {
@@ -432,16 +571,13 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         if manifest.get("config") != config_fingerprint(config):
             return Failure("config-changed", "index settings changed")
         records: list[FileRecord | None] = [None if r is None else FileRecord(**r) for r in manifest["files"]]
-        with np.load(snapshot / "base.npz") as base, np.load(snapshot / "delta.npz") as delta:
-            upper = sp.csr_matrix(
-                (base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=tuple(base["w_shape"].tolist())
-            )
-            _check_compressed(upper, "W")
-            w_base = _symmetric_from_upper(upper)
-            segments = _segments_from("seg", base) + _segments_from("dseg", delta)
-            arrays = {name: delta[name] for name in (
-                "live", "fragment_file", "fragment_start", "fragment_end", "doc_len", "df",
-                "thresholds", "rowsum", "delta_rows", "delta_cols", "delta_values", "vocabulary")}
+        base, arrays = _read_npz(snapshot / "base.npz"), _read_npz(snapshot / "delta.npz")
+        upper = sp.csr_matrix(
+            (base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=tuple(base["w_shape"].tolist())
+        )
+        _check_compressed(upper, "W")
+        w_base = _symmetric_from_upper(upper)
+        segments = _segments_from("seg", base) + _segments_from("dseg", arrays)
         words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
         vocabulary = {word: number for number, word in enumerate(words)}
         n = int(arrays["live"].shape[0])
@@ -540,13 +676,11 @@ def _read_structure(snapshot: Path, index: RepoIndex) -> None:
     for files_name, symbols_name in (("files.npz", "symbols.json.gz"),
                                      ("changed_files.npz", "changed_symbols.json.gz")):
         symbols = _read_json_gz(snapshot / symbols_name)
-        with np.load(snapshot / files_name) as data:
-            decoded = _decode_files({k: data[k] for k in data.files}, symbols, index.files)
+        decoded = _decode_files(_read_npz(snapshot / files_name), symbols, index.files)
         for file_id, (syntax, fragments) in decoded.items():
             index.syntax[file_id] = syntax
             index.file_fragments[file_id] = fragments
-    with np.load(snapshot / "delta.npz") as delta:
-        calls = delta["calls"]
+    calls = _read_npz(snapshot / "delta.npz")["calls"]
     calls = calls[np.argsort(calls[:, 0], kind="stable")]
     files, starts = np.unique(calls[:, 0], return_index=True)
     by_file = dict(zip(files.tolist(), np.split(calls, starts[1:]))) if calls.shape[0] else {}

@@ -92,17 +92,10 @@ def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: n
     s_env = np.zeros(n)
     environment = deadline is None or time.perf_counter() <= deadline
     if alpha != 0.0 and environment:
-        n_base = index.w_base.shape[0]
-        numerator = np.zeros(n)
-        numerator[:n_base] = index.w_base @ s_ind[:n_base]
-        numerator += index.w_delta @ s_ind
+        numerator = index.relation_times(s_ind)
         denominator = index.rowsum.copy()
         if excluded_ids.size:
-            # W is symmetric: column sums over excluded ids are their row sums.
-            base_ids = excluded_ids[excluded_ids < n_base]
-            if base_ids.size:
-                denominator[:n_base] -= np.asarray(index.w_base[base_ids].sum(axis=0)).ravel()
-            denominator -= np.asarray(index.w_delta[excluded_ids].sum(axis=0)).ravel()
+            denominator -= index.relation_rows_sum(excluded_ids)
         positive = denominator > 1e-300
         s_env[positive] = numerator[positive] / denominator[positive]
     s_rel = s_ind + alpha * s_env

@@ -6,18 +6,21 @@ import json
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from repomem.config import Config
 from repomem.failures import Failure
-from repomem.index.repo_index import RepoIndex
-from repomem.index.store import current_snapshot, index_dir, load_index
+from repomem.index.repo_index import RepoIndex, StructureUnavailable
+from repomem.index.store import _read_npz, _write_npz, current_snapshot, index_dir, load_index
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.repos import synthetic_files, write_repo
@@ -195,3 +198,110 @@ def test_snapshot_names_keep_growing_across_full_builds(synthetic_repo):
     RepoService.open(synthetic_repo).ensure_index(full=True)
     after = current_snapshot(index_dir(synthetic_repo, Config()))
     assert int(after.name.split("-")[1]) > int(before.name.split("-")[1])
+
+
+def test_array_codec_round_trip_is_exact(tmp_path):
+    arrays = {
+        # Rows: [], [9, 2, 5] (unsorted), [], [-4, 2**40, -2**40] (negative, beyond int32), [7]
+        "indptr": np.asarray([0, 0, 3, 3, 6, 7], dtype=np.int32),
+        "indices": np.asarray([9, 2, 5, -4, 2**40, -(2**40), 7], dtype=np.int64),
+        "ids": np.arange(1000, dtype=np.int32) * 3,  # small values: narrowed to uint16
+        "counts": np.asarray([[1, -2, 3], [4, 5, -129]], dtype=np.int64),
+        "huge": np.asarray([2**63 + 5, 0], dtype=np.uint64),
+        "empty": np.zeros(0, dtype=np.int32),
+        "empty_indices": np.zeros(0, dtype=np.int32),
+        "empty_indptr": np.zeros(4, dtype=np.int64),  # three empty rows
+        # Unsigned and unsorted: decoding sums differences of both signs in uint32.
+        "unsigned_indices": np.asarray([4_000_000_000, 5, 3_999_999_999, 0], dtype=np.uint32),
+        "unsigned_indptr": np.asarray([0, 3, 4], dtype=np.uint32),
+        "live": np.asarray([True, False, True]),
+        "weights": np.asarray([0.1, -2.5, 1e-30], dtype=np.float32),
+        "rowsum": np.asarray([np.pi, -np.e], dtype=np.float64),
+    }
+    path = tmp_path / "arrays.npz"
+    _write_npz(path, arrays, deltas={
+        "indices": "indptr", "empty_indices": "empty_indptr", "unsigned_indices": "unsigned_indptr"})
+    back = _read_npz(path)
+    assert back.keys() == arrays.keys()
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype, name
+        assert back[name].shape == array.shape, name
+        np.testing.assert_array_equal(back[name], array, err_msg=name)
+    # What was stored: deflated members, narrowed integers, floats and bools untouched.
+    with zipfile.ZipFile(path) as archive:
+        assert {info.compress_type for info in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+    with np.load(path) as stored:
+        assert stored["ids"].dtype == np.uint16 and stored["counts"].dtype == np.int16
+        assert stored["weights"].dtype == np.float32 and stored["live"].dtype == np.bool_
+        # Row 1 [9, 2, 5] is stored as 9, -7, 3: the first entry of each row absolute.
+        np.testing.assert_array_equal(stored["indices"][:3], [9, -7, 3])
+
+
+def test_array_codec_sorted_rows_shrink(tmp_path):
+    # Like a term's postings: ids up to 200,000 (four bytes each, two of them varying at random),
+    # ~100 apart within a row (one byte).
+    rng = np.random.default_rng(3)
+    rows = [np.sort(rng.choice(200_000, size=2000, replace=False)) for _ in range(50)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32)
+    indices = np.concatenate(rows).astype(np.int32)
+    _write_npz(tmp_path / "plain.npz", {"indptr": indptr, "indices": indices})
+    _write_npz(tmp_path / "delta.npz", {"indptr": indptr, "indices": indices}, deltas={"indices": "indptr"})
+    np.testing.assert_array_equal(_read_npz(tmp_path / "delta.npz")["indices"], indices)
+    assert (tmp_path / "delta.npz").stat().st_size < 0.75 * (tmp_path / "plain.npz").stat().st_size
+
+
+def _rewrite_stored(path: Path, change) -> None:
+    """Rewrite an array file member for member as stored (narrowed, delta coded) after `change`."""
+    with np.load(path) as data:
+        stored = {name: data[name] for name in data.files}
+    change(stored)
+    with open(path, "wb") as handle:
+        np.savez(handle, **stored)
+
+
+def test_damaged_array_codec_means_rebuild(synthetic_repo):
+    built(synthetic_repo)
+    snapshot = current_snapshot(index_dir(synthetic_repo, Config()))
+
+    def shorten_pointer(stored):
+        stored["wu_indptr"] = stored["wu_indptr"].copy()
+        stored["wu_indptr"][-1] -= 1  # the last row pointer no longer covers every column index
+    _rewrite_stored(snapshot / "base.npz", shorten_pointer)
+    failure = load_index(synthetic_repo, Config())
+    assert isinstance(failure, Failure) and failure.kind == "damaged-index"
+    assert "wu_indices" in failure.message and "ValueError" in failure.message
+    report = RepoService.open(synthetic_repo).ensure_index()
+    assert report.action == "built" and "damaged" in report.reason
+    assert isinstance(load_index(synthetic_repo, Config()), RepoIndex)
+
+    damages = {
+        "codec member missing": lambda stored: stored.pop("__codec__"),
+        "codec not JSON": lambda stored: stored.update(__codec__=np.frombuffer(b"[1, 2", dtype=np.uint8)),
+        "codec of the wrong shape": lambda stored: stored.update(__codec__=np.frombuffer(b"[1, 2]", dtype=np.uint8)),
+        "array not in codec": lambda stored: stored.update(extra=np.zeros(3)),
+        "pointer missing": lambda stored: stored.pop("seg0_indptr"),
+    }
+    for what, damage in damages.items():
+        built(synthetic_repo)
+        snapshot = current_snapshot(index_dir(synthetic_repo, Config()))
+        _rewrite_stored(snapshot / "base.npz", damage)
+        failure = load_index(synthetic_repo, Config())
+        assert isinstance(failure, Failure) and failure.kind == "damaged-index", what
+
+
+def test_torn_deflate_stream_means_structure_unavailable(synthetic_repo):
+    built(synthetic_repo)
+    loaded = load_index(synthetic_repo, Config())
+    assert isinstance(loaded, RepoIndex) and loaded.structure_loader is not None
+    path = loaded.snapshot / "files.npz"
+    with zipfile.ZipFile(path) as archive:
+        offset = archive.getinfo("parent.npy").header_offset
+    raw = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack("<HH", raw[offset + 26 : offset + 30])
+    # 0xFF opens a deflate block of the reserved type 3: zlib refuses the stream (zlib.error).
+    raw[offset + 30 + name_length + extra_length] = 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(zipfile.BadZipFile):
+        _read_npz(path)
+    with pytest.raises(StructureUnavailable):
+        loaded.ensure_structure()
