@@ -398,21 +398,6 @@ def symmetric_csr(n_nodes, edge_a, edge_b, edge_cost):
 
 
 @njit(cache=True, nogil=True)
-def add_weighted_sums(indptr, indices, weights, x, out):
-    """out[i] += sum_j W_ij x_j over the rows of a CSR matrix, shape (n_rows,).
-
-    W's weights are float32 (half the bytes to stream: the product is memory-bound); each one is
-    widened to float64 before it is multiplied, so the sums equal float64 arithmetic on the
-    stored weights.
-    """
-    for row in range(indptr.shape[0] - 1):
-        total = 0.0
-        for slot in range(indptr[row], indptr[row + 1]):
-            total += np.float64(weights[slot]) * x[indices[slot]]
-        out[row] += total
-
-
-@njit(cache=True, nogil=True)
 def add_bm25_scores(indptr, indices, counts, first_doc, terms, term_weights, doc_len, k1, norm_scale,
                     length_scale, scores):
     """BM25 Okapi of one postings segment (CSC: documents of each term) into `scores`.

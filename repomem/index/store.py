@@ -454,7 +454,8 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 base_segments = index.segments[: index.base_segments]
                 _write_npz(temporary / "base.npz", {
                     "wu_indptr": upper.indptr, "wu_indices": upper.indices,
-                    "wu_data": upper.data, "w_shape": np.asarray(index.w_base.shape),
+                    # Weights are float32 values held as float64 (repo_index.stored_weights): lossless.
+                    "wu_data": upper.data.astype(np.float32), "w_shape": np.asarray(index.w_base.shape),
                     **_segments_arrays("seg", base_segments),
                 }, deltas={"wu_indices": "wu_indptr", **_segments_deltas("seg", base_segments)})
                 _write_npz(temporary / "files.npz", _files_arrays(index, base_files))
@@ -467,7 +468,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 "fragment_start": index.fragment_start, "fragment_end": index.fragment_end,
                 "doc_len": index.doc_len, "df": index.df, "thresholds": index.thresholds,
                 "rowsum": index.rowsum, "calls": index.all_calls(), "delta_rows": rows, "delta_cols": cols,
-                "delta_values": values,
+                "delta_values": values.astype(np.float32),
                 "vocabulary": np.frombuffer(vocabulary_blob, dtype=np.uint8),
                 **_segments_arrays("dseg", index.segments[index.base_segments :]),
             }, deltas=_segments_deltas("dseg", index.segments[index.base_segments :]))
@@ -573,7 +574,8 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         records: list[FileRecord | None] = [None if r is None else FileRecord(**r) for r in manifest["files"]]
         base, arrays = _read_npz(snapshot / "base.npz"), _read_npz(snapshot / "delta.npz")
         upper = sp.csr_matrix(
-            (base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=tuple(base["w_shape"].tolist())
+            (base["wu_data"].astype(np.float64), base["wu_indices"], base["wu_indptr"]),
+            shape=tuple(base["w_shape"].tolist()),
         )
         _check_compressed(upper, "W")
         w_base = _symmetric_from_upper(upper)
@@ -581,7 +583,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
         vocabulary = {word: number for number, word in enumerate(words)}
         n = int(arrays["live"].shape[0])
-        rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"]
+        rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"].astype(np.float64)
         index = RepoIndex(
             root=root,
             config=config,
