@@ -96,7 +96,7 @@ def score_query(
     ids, counts = np.unique(np.fromiter(query_terms, dtype=np.int64), return_counts=True)
     norm_scale = config.k1 * (1.0 - config.b)
     length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
-    term_weights = counts * stats.idf[ids] if ids.size else np.zeros(0)
+    term_weights = counts * stats.idf[ids]  # per query term: occurrences x idf
     for segment in segments:
         tf = segment.tf
         add_bm25_scores(tf.indptr, tf.indices, tf.data, segment.first_doc, ids, term_weights, doc_len,

@@ -197,18 +197,6 @@ class RepoIndex:
         out += self.w_delta @ x
         return out
 
-    def relation_rows_sum(self, rows: np.ndarray) -> np.ndarray:
-        """Sum of W's rows `rows` (sorted fragment ids), float64, shape (n_fragments,); W is
-        symmetric, so this is also the sum of those columns."""
-        out = np.zeros(self.n_fragments)
-        n_base = self.w_base.shape[0]
-        for matrix, chosen in ((self.w_base, rows[rows < n_base]), (self.w_delta, rows)):
-            if chosen.size:
-                part = matrix[chosen]
-                out[: matrix.shape[1]] += np.bincount(part.indices, weights=part.data.astype(np.float64),
-                                                      minlength=matrix.shape[1])
-        return out
-
     def relation_matrix(self) -> sp.csr_matrix:
         """W as one matrix over all fragment ids (base padded, plus delta)."""
         n = self.n_fragments

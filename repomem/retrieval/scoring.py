@@ -95,7 +95,12 @@ def score_fragments(index: RepoIndex, query_text: str, alpha: float, excluded: n
         numerator = index.relation_times(s_ind)
         denominator = index.rowsum.copy()
         if excluded_ids.size:
-            denominator -= index.relation_rows_sum(excluded_ids)
+            # W is symmetric: column sums over excluded ids are their row sums.
+            n_base = index.w_base.shape[0]
+            base_ids = excluded_ids[excluded_ids < n_base]
+            if base_ids.size:
+                denominator[:n_base] -= np.asarray(index.w_base[base_ids].sum(axis=0)).ravel()
+            denominator -= np.asarray(index.w_delta[excluded_ids].sum(axis=0)).ravel()
         positive = denominator > 1e-300
         s_env[positive] = numerator[positive] / denominator[positive]
     s_rel = s_ind + alpha * s_env
