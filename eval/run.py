@@ -32,7 +32,7 @@ import numpy as np
 
 from repomem.backends.base import Backend
 from repomem.backends.batching import BatchingBackend, supports_batches
-from repomem.backends.memo import MemoBackend
+from repomem.backends.memo import GenerationStore, MemoBackend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.model_calls import ModelCall
 from repomem.completion.prompt import Prompt
@@ -109,10 +109,11 @@ class RunSummary:
     written: int  # records this run added
     skipped: int  # records already in the results file
     failed: int  # records holding an error
-    reused: int  # generations answered from memory (RepoCoder's first round)
+    reused: int  # generations answered from memory (RepoCoder's first round) or the generation store
     seconds: float
     interrupted: bool
     batch_sizes: tuple[int, ...] = ()  # generations per batch, when an in-process model batched them
+    recalled: int = 0  # of `reused`, answered by the generation store (an earlier run's generation)
 
 
 def _fragrel_alpha(config: Config, settings: RunSettings) -> float:
@@ -299,11 +300,11 @@ class Evaluator:
 
     def __init__(self, repos_dir: Path, config: Config, settings: RunSettings, backend: Backend | None,
                  log: Callable[[str], None] = lambda message: None, pool: ServicePool | None = None,
-                 cancel: Callable[[], bool] | None = None):
+                 cancel: Callable[[], bool] | None = None, store: GenerationStore | None = None):
         self.repos_dir = repos_dir
         self.config = evaluation_config(config, settings)
         self.settings = settings
-        self.backend = MemoBackend(backend) if backend is not None else None
+        self.backend = MemoBackend(backend, store) if backend is not None else None
         self.log = log
         self.pool = pool or ServicePool(repos_dir, self.config, log)
         self.cancel = cancel
@@ -349,7 +350,7 @@ class Evaluator:
     def evaluate(self, task: EvalTask, variants: Sequence[Variant]) -> list[dict[str, Any]]:
         """Records of one task, one per variant (errors are records too)."""
         if self.backend is not None:
-            self.backend.forget()
+            self.backend.forget(task.task_id)
         service = self.pool.checkout(task.repo)
         if isinstance(service, Failure):
             return [{**self._base_record(task, v), "error": service.message} for v in variants]
@@ -494,12 +495,15 @@ def run_evaluation(
     workers: int = 1,
     progress: Progress | None = None,
     log: Callable[[str], None] = lambda message: None,
+    generations: Path | None = None,
 ) -> RunSummary | Failure:
     """Evaluate `tasks` with every variant of `settings`, appending records to `results`.
 
     `workers` threads evaluate tasks at once; worker i generates through `backends[i % len]` (several
     servers of one model), and an in-process backend that batches (transformers, vLLM) gathers the
     workers' requests into batches. Records are written in task order whatever `workers` is.
+    `generations`: a JSONL generation store shared with earlier and later runs (see
+    repomem.backends.memo.GenerationStore); a prompt it already answered for the task costs nothing.
     """
     started = time.perf_counter()
     progress = progress or NoProgress()
@@ -523,12 +527,19 @@ def run_evaluation(
                                 gather_s=config.completion.batch_gather_ms / 1000)
                 if workers > 1 and supports_batches(b) else None for b in backends]
     shared = [batcher or backend for batcher, backend in zip(batchers, backends)]
+    store = None
+    if generations is not None and not settings.without_model:
+        store = GenerationStore.open(generations)
+        if isinstance(store, Failure):
+            return store
     pool = ServicePool(repos_dir, evaluation_config(config, settings), log)
     evaluators = [Evaluator(repos_dir, config, settings, shared[i % len(shared)] if shared else None, log, pool,
-                            stop.is_set) for i in range(workers)]
+                            stop.is_set, store) for i in range(workers)]
     try:
         summary = _run(tasks, results, settings, evaluators, pool, progress, stop, started)
     finally:
+        if store is not None:
+            store.close()
         for batcher in batchers:
             if batcher is not None:
                 batcher.stop()
@@ -619,4 +630,6 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
         for thread in threads:
             thread.join()
     reused = sum(e.backend.reused for e in evaluators if e.backend is not None)
-    return RunSummary(results, written, skipped, failed, reused, time.perf_counter() - started, interrupted)
+    recalled = sum(e.backend.recalled for e in evaluators if e.backend is not None)
+    return RunSummary(results, written, skipped, failed, reused, time.perf_counter() - started, interrupted,
+                      recalled=recalled)

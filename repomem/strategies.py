@@ -14,6 +14,9 @@ else compares strategy names. A strategy is a way of choosing the context a mode
   is plain BM25 (RepoCoder's sparse retriever) exactly.
 - `rounds`: 2 is RepoCoder's iterative retrieval: the second round queries with the last lines
   before the cursor plus the first round's draft.
+- `names_in_scope`: the code graph also adds context: the current file's import statements that bind
+  repository code (its import edges), shown above the blocks when the left context no longer shows
+  them (`retrieval.scope_imports` lines). Off for RepoCoder's and the paper's exact prompts.
 - `as_published`: ignore repomem's own ranking levers (`retrieval.anchor_matches`, the
   "similarity" block order) and rank and order exactly as the FragRel paper does.
 
@@ -36,6 +39,8 @@ class Strategy:
     # FragRel exactly as published: eq. 10's top K and blocks ordered by s_rel, whatever
     # retrieval.anchor_matches and the "similarity" block order say (the paper, one setting away).
     as_published: bool = False
+    # The import edges add the cursor file's hidden imports of repository code above the blocks.
+    names_in_scope: bool = False
 
     @property
     def retrieves(self) -> bool:
@@ -51,12 +56,13 @@ STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("infile", "the current file only", "none", False, 1),
     Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1),
     Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10), BM25's best match kept "
-             "nearest the code", "sparse", True, 1),
+             "nearest the code, the file's imports of repository code in scope", "sparse", True, 1,
+             names_in_scope=True),
     Strategy("fragrel-paper", "FragRel exactly as published: eq. 10's ranking and block order", "sparse", True, 1,
              as_published=True),
     Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2),
     Strategy("repocoder+fragrel", "two rounds of FragRel, the second querying with the first draft",
-             "sparse", True, 2),
+             "sparse", True, 2, names_in_scope=True),
     Strategy("hat", "a summary tree walked best-first to the best-matching files (HAT), then BM25 in them",
              "summary-tree", False, 1),
     Strategy("memwalker", "the model navigates the summary tree from the root to windows (MemWalker)",

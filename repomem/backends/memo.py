@@ -4,22 +4,107 @@ The evaluator runs every strategy on one task in turn: RepoCoder's first round i
 vanilla (or FragRel) completion, same prompt, same decoding, so it is generated once. Greedy
 decoding makes the remembered answer the one a second call would give. The memory is cleared
 between tasks (`forget`), which also keeps the `enough` predicate of one task from serving another.
+
+A `GenerationStore` keeps answers across runs in one JSONL file (`eval run --generations`): two
+configurations that build the same prompt for a task (most tasks, for a lever that changes a few
+prompts) then cost one generation, which on a CPU is what decides how many tasks a comparison can
+afford. Its key is the task (its `enough` predicate), the model, the prompt as sent, the token cap
+and the stop strings.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import IO
+
 from repomem.backends.base import Backend, Generation, GenerationRequest
 from repomem.failures import Failure
+from repomem.regular_files import drop_torn_tail
+
+_KEPT = ("stop", "length")  # finish reasons worth keeping: a cut or cancelled answer is not the answer
+
+
+class GenerationStore:
+    """Greedy answers by (task, model, prompt, cap, stops), in memory and appended to one JSONL file."""
+
+    def __init__(self, path: Path, answers: dict[str, Generation], handle: IO[str]):
+        self.path = path
+        self._answers = answers
+        self._handle = handle
+        self._lock = threading.Lock()  # evaluator threads share one store
+
+    @classmethod
+    def open(cls, path: Path) -> GenerationStore | Failure:
+        """Load the answers a file holds (a torn last line is dropped) and append to it from now on."""
+        if path.exists() and not path.is_file():
+            return Failure("bad-option", f"--generations {path}: not a file")
+        answers: dict[str, Generation] = {}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_file():
+                drop_torn_tail(path)
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    for line in handle:
+                        entry = _parse(line)
+                        if entry is not None:
+                            answers[entry[0]] = entry[1]
+            handle = open(path, "a", encoding="utf-8")
+        except OSError as error:
+            return Failure("bad-option", f"--generations {path}: {error.strerror or error}")
+        return cls(path, answers, handle)
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    @staticmethod
+    def key(scope: str, model: str, request: GenerationRequest) -> str:
+        payload = json.dumps([scope, model, request.prompt, request.max_tokens, list(request.stop)])
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> Generation | None:
+        with self._lock:
+            return self._answers.get(key)
+
+    def put(self, key: str, answer: Generation) -> None:
+        if answer.finish_reason not in _KEPT:
+            return
+        line = json.dumps({"key": key, "text": answer.text, "prompt_tokens": answer.prompt_tokens,
+                           "completion_tokens": answer.completion_tokens, "finish_reason": answer.finish_reason,
+                           "seconds": round(answer.seconds, 3)})
+        with self._lock:
+            self._answers[key] = answer
+            self._handle.write(line + "\n")
+            self._handle.flush()  # an interrupted run keeps every answer it paid for
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
+def _parse(line: str) -> tuple[str, Generation] | None:
+    try:
+        entry = json.loads(line)
+        return entry["key"], Generation(str(entry["text"]), int(entry["prompt_tokens"]),
+                                        int(entry["completion_tokens"]), 0, str(entry["finish_reason"]),
+                                        float(entry["seconds"]))
+    except (ValueError, KeyError, TypeError):
+        return None  # a foreign or damaged line costs one generation, nothing else
 
 
 class MemoBackend:
-    def __init__(self, inner: Backend):
+    def __init__(self, inner: Backend, store: GenerationStore | None = None):
         self.inner = inner
         self.name = inner.name
         self.template = inner.template
         self.context_tokens = inner.context_tokens
+        self.store = store
         self._answers: dict[tuple[str, int, tuple[str, ...]], Generation] = {}
-        self.reused = 0  # requests answered from memory since construction
+        self._scope = ""  # the task being evaluated: what the `enough` predicate depends on
+        self.reused = 0  # requests answered from memory or the store since construction
+        self.recalled = 0  # of those, answered by the store (an earlier run)
 
     def count(self, text: str) -> int | Failure:
         return self.inner.count(text)
@@ -30,13 +115,25 @@ class MemoBackend:
         if remembered is not None:
             self.reused += 1
             return remembered  # its own seconds: a strategy's latency is what it would have cost
+        stored_key = GenerationStore.key(self._scope, self.name, request) if self.store is not None else ""
+        if self.store is not None:
+            stored = self.store.get(stored_key)
+            if stored is not None:
+                self.reused += 1
+                self.recalled += 1
+                self._answers[key] = stored
+                return stored
         answer = self.inner.generate(request)
         if isinstance(answer, Generation) and answer.finish_reason not in ("cancelled", "deadline"):
             self._answers[key] = answer
+            if self.store is not None:
+                self.store.put(stored_key, answer)
         return answer
 
-    def forget(self) -> None:
+    def forget(self, scope: str = "") -> None:
+        """Start a new task: `scope` names it (the store's answers are per task)."""
         self._answers.clear()
+        self._scope = scope
 
     def close(self) -> None:
         self.inner.close()

@@ -124,12 +124,14 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         with RichProgress(err) as progress:
             summary = ok(run_evaluation(tasks, Path(args.repos), results, settings, config=config, backends=backends,
-                                         workers=args.workers, progress=progress, log=log))
+                                         workers=args.workers, progress=progress, log=log,
+                                         generations=Path(args.generations) if args.generations else None))
     finally:
         for backend in backends:
             backend.close()
     print(f"{summary.written} results written, {summary.skipped} already there, {summary.failed} failed, "
-          f"{summary.reused} generations reused, {summary.seconds:.0f} s -> {summary.results}")
+          f"{summary.reused} generations reused ({summary.recalled} from the generation store), "
+          f"{summary.seconds:.0f} s -> {summary.results}")
     if summary.batch_sizes:
         sizes = summary.batch_sizes
         print(f"{sum(sizes)} generations in {len(sizes)} batches (mean {sum(sizes) / len(sizes):.1f}, "
@@ -209,6 +211,9 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="a config override for this run, e.g. relations.same_file_weight=1 (repeatable; "
                           "recorded with every result)")
+    run.add_argument("--generations", default=None, metavar="JSONL",
+                     help="a generation store kept across runs: a task's prompt answered by an earlier run (same "
+                          "model, cap and stops) is not generated again (greedy decoding gives the same answer)")
     run.add_argument("--workers", type=int, default=1,
                      help="tasks evaluated at once (threads): requests in flight against the servers, or the "
                           "batch an in-process model gathers (default 1); records are the same for any number")

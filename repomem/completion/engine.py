@@ -272,10 +272,11 @@ class CompletionEngine:
     def _scope_imports(self, request: CompletionRequest, context: CursorContext,
                        file_lines: list[str]) -> list[tuple[int, int]]:
         """Line spans of the cursor file's imports of repository code above the cursor (or above
-        what the request may show), retrieval.scope_imports lines at most; [] when off."""
+        what the request may show), retrieval.scope_imports lines at most; [] when off or when the
+        strategy's prompt is RepoCoder's or the paper's exactly."""
         limit = self.config.retrieval.scope_imports
         index = self.service.index
-        if limit <= 0 or index is None or not request.strategy.retrieves:
+        if limit <= 0 or index is None or not request.strategy.names_in_scope:
             return []
         language = language_named(context.language)
         if not language.import_prefixes:

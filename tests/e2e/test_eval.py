@@ -249,11 +249,12 @@ def shop_benchmark(tmp_path_factory) -> tuple[Path, Path]:
 def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path, Path]):
     base, repos = shop_benchmark
     results = base / "results.jsonl"
+    store = base / "generations.jsonl"
     run = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
                    "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",
-                   "--max-new-tokens", "24", "--prompt-tokens", "512")
+                   "--max-new-tokens", "24", "--prompt-tokens", "512", "--generations", str(store))
     assert run.returncode == 0, run.stderr
-    assert "6 results written" in run.stdout, run.stdout
+    assert "6 results written" in run.stdout and "(0 from the generation store)" in run.stdout, run.stdout
     # RepoCoder's first round is the vanilla completion: generated once per task (on this tiny repo
     # the vanilla prompt may even equal the in-file one, hence "at least").
     assert int(re.search(r"(\d+) generations reused", run.stdout).group(1)) >= 2, run.stdout
@@ -279,6 +280,23 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
                      "--repos", str(repos), "--results", str(results), "--strategies", "infile,vanilla,repocoder",
                      "--max-new-tokens", "24", "--prompt-tokens", "512")
     assert again.returncode == 0 and "0 results written, 6 already there" in again.stdout, again.stdout
+
+    # Another results file (another configuration) with the same generation store: every prompt was
+    # answered for its task already, so nothing is generated and the predictions are the same.
+    stored = len(store.read_text().splitlines())
+    # Per task: infile, vanilla (also RepoCoder's first round) and RepoCoder's second round, fewer
+    # where two prompts coincide.
+    assert 2 <= stored <= 6
+    replay = base / "replayed.jsonl"
+    third = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+                     "--repos", str(repos), "--results", str(replay), "--strategies", "infile,vanilla,repocoder",
+                     "--max-new-tokens", "24", "--prompt-tokens", "512", "--generations", str(store))
+    assert third.returncode == 0, third.stderr
+    recalled = int(re.search(r"\((\d+) from the generation store\)", third.stdout).group(1))
+    assert recalled == stored, third.stdout
+    assert len(store.read_text().splitlines()) == stored
+    replayed = {(r["task_id"], r["strategy"]): r for r in read_results(replay)}
+    assert {key: r["prediction"] for key, r in replayed.items()} == {key: r["prediction"] for key, r in records.items()}
 
     out = base / "report"
     report = _repomem("eval", "report", str(results), "--out", str(out))

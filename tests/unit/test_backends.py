@@ -1,4 +1,5 @@
-"""Backend parts that need no model: the batching gatherer, GGUF header names, result labels."""
+"""Backend parts that need no model: the batching gatherer, the generation store, GGUF header names,
+result labels."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
 from repomem.backends.batching import BatchingBackend, supports_batches
+from repomem.backends.memo import GenerationStore, MemoBackend
 from repomem.backends.models import gguf_names
 from repomem.backends.openai_http import OpenAIBackend, model_label
 from repomem.backends.templates import PLAIN
@@ -211,3 +213,66 @@ def test_a_server_that_never_stops_is_cut_by_size_not_memory(one_line):
     else:
         assert isinstance(answer, Generation) and answer.finish_reason == "length"
         assert len(answer.text) <= 64 * 16
+
+
+class _CountingModel:
+    """Answers a prompt by reversing it and counts the calls (the wrapper's logic is what is tested;
+    the embedded model replays through the store in tests/e2e/test_eval.py)."""
+
+    name = "counting"
+    template = PLAIN
+    context_tokens = 4096
+
+    def __init__(self, finish_reason: str = "stop"):
+        self.calls = 0
+        self.finish_reason = finish_reason
+
+    def generate(self, request: GenerationRequest) -> Generation:
+        self.calls += 1
+        return Generation(request.prompt[::-1], 3, 2, 0, self.finish_reason, 0.5)
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_generation_store_answers_a_later_run_per_task_and_survives_a_torn_line(tmp_path: Path):
+    path = tmp_path / "store" / "generations.jsonl"
+    store = GenerationStore.open(path)
+    model = _CountingModel()
+    memo = MemoBackend(model, store)
+    memo.forget("task/1")
+    first = memo.generate(_request("abc"))
+    assert memo.generate(_request("abc")) == first and model.calls == 1  # the task's own memory
+    memo.forget("task/2")
+    memo.generate(_request("abc"))  # another task: its `enough` predicate may differ, so no reuse
+    memo.generate(_request("abc", max_tokens=8))  # another cap
+    assert model.calls == 3 and len(store) == 3
+    store.close()
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"key": "torn')  # a run killed mid-write
+    reopened = GenerationStore.open(path)
+    later = MemoBackend(_CountingModel(), reopened)
+    later.forget("task/1")
+    answer = later.generate(_request("abc"))
+    assert answer.text == first.text and answer.finish_reason == "stop" and later.recalled == 1
+    assert later.inner.calls == 0
+    later.forget("task/9")
+    later.generate(_request("abc"))
+    assert later.inner.calls == 1 and later.recalled == 1
+    reopened.close()
+    assert all(line.endswith("}") for line in path.read_text().splitlines())
+
+
+def test_cut_answers_are_not_stored_and_a_folder_is_not_a_store(tmp_path: Path):
+    store = GenerationStore.open(tmp_path / "g.jsonl")
+    memo = MemoBackend(_CountingModel("deadline"), store)
+    memo.forget("t")
+    memo.generate(_request("abc"))
+    memo.generate(_request("abc"))
+    assert memo.inner.calls == 2 and len(store) == 0  # a deadline cut is not the answer
+    store.close()
+    failure = GenerationStore.open(tmp_path)
+    assert isinstance(failure, Failure) and "not a file" in failure.message

@@ -68,7 +68,7 @@ def test_the_prompt_shows_hidden_imports_above_the_blocks_and_not_visible_ones(t
         config = with_overrides(service.config, retrieval={"scope_imports": scope},
                                 completion={"max_prompt_tokens": 300, "fill_in_middle": False})
         engine = CompletionEngine(service, Words(), config)
-        prepared = engine.prepare(engine.request(cursor, "vanilla", order="score"))
+        prepared = engine.prepare(engine.request(cursor, "fragrel", order="score"))
         prompt = prepared.prompt
         assert prompt.left_first_line > 3 and prompt.n_tokens <= 300  # the imports are cut from the left
         shows = "from .pricing import compute_tax" in prompt.text
@@ -82,5 +82,19 @@ def test_the_prompt_shows_hidden_imports_above_the_blocks_and_not_visible_ones(t
     config = with_overrides(service.config, retrieval={"scope_imports": 12},
                             completion={"max_prompt_tokens": 4000, "fill_in_middle": False})
     engine = CompletionEngine(service, Words(), config)
-    prompt = engine.prepare(engine.request(cursor, "vanilla", order="score")).prompt
+    prompt = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt
     assert prompt.left_first_line == 0 and prompt.text.count("from .pricing import compute_tax") == 1
+
+
+def test_repocoder_and_paper_prompts_never_show_the_imports(tmp_path):
+    """vanilla, repocoder and fragrel-paper are the published prompts exactly, whatever the setting."""
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    config = with_overrides(service.config, retrieval={"scope_imports": 12},
+                            completion={"max_prompt_tokens": 300, "fill_in_middle": False})
+    engine = CompletionEngine(service, Words(), config)
+    for strategy in ("vanilla", "fragrel-paper", "repocoder"):
+        prompt = engine.prepare(engine.request(cursor, strategy, order="score")).prompt
+        assert prompt.left_first_line > 3
+        assert "from .pricing import compute_tax" not in prompt.text
+        assert all(block.fragment != -1 for block in prompt.blocks)
