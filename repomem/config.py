@@ -95,6 +95,11 @@ class RelationConfig:
     # -1.2 -> +0.7 on API tasks vs BM25, both within noise; eval/README.md). Eq. 7 is not scaled.
     same_file_weight: float = 0.0
     workers: int = 2  # threads for building W (the numba kernel releases the GIL)
+    # A query's W @ s_ind runs on this many threads (row blocks; scipy releases the GIL) once W
+    # holds at least `parallel_product_entries` entries: Django 3.6 -> 2.4 ms on two threads.
+    # Below it a thread's hand-off costs more than it saves.
+    product_threads: int = 2
+    parallel_product_entries: int = 500_000
 
 
 @dataclass(frozen=True)

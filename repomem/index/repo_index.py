@@ -27,6 +27,7 @@ from repomem.index.relations import (
     symmetric_union,
 )
 from repomem.index.scan import SourceFile
+from repomem.index.split_product import RowBlocks
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import FileSyntax, call_array
 from repomem.languages.syntax import extract_syntax
@@ -118,6 +119,7 @@ class RepoIndex:
     _cover: CoverEntries | None = None
     _layout: DirectoryLayout | None = None
     _path_ids: dict[str, int] | None = None
+    _w_blocks: RowBlocks | None = None
 
     def ensure_structure(self) -> None:
         """Load the per-file syntax and windows (needed to update, not to query)."""
@@ -193,9 +195,19 @@ class RepoIndex:
         """W @ x (base + delta) for x of shape (n_fragments,), float64."""
         out = np.zeros(self.n_fragments)
         n_base = self.w_base.shape[0]
-        out[:n_base] = self.w_base @ x[:n_base]
-        out += self.w_delta @ x
+        self._base_blocks().times(x[:n_base], out)
+        if self.w_delta.nnz:
+            out += self.w_delta @ x
         return out
+
+    def _base_blocks(self) -> RowBlocks:
+        """w_base as row blocks for a parallel product (rebuilt when w_base is replaced)."""
+        blocks = self._w_blocks
+        if blocks is None or blocks.matrix is not self.w_base:
+            settings = self.config.relations
+            parts = settings.product_threads if self.w_base.nnz >= settings.parallel_product_entries else 1
+            blocks = self._w_blocks = RowBlocks(self.w_base, max(1, parts))
+        return blocks
 
     def relation_matrix(self) -> sp.csr_matrix:
         """W as one matrix over all fragment ids (base padded, plus delta)."""

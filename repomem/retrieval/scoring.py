@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.index.bm25 import score_query
+from repomem.index.kernels import top_k_positions
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 
@@ -143,13 +144,10 @@ def strongest_lifts(index: RepoIndex, scores: Scores, fragments: Sequence[int]) 
 
 
 def _best(candidates: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
-    """The k candidates with the largest values, best first (ties: lower fragment id first)."""
-    if candidates.size > k:
-        # np.partition on (-value) finds the k-th largest; ties at the boundary are settled below.
-        cut = np.partition(-values, k - 1)[k - 1]
-        keep = -values <= cut
-        candidates, values = candidates[keep], values[keep]
-    return candidates[np.lexsort((candidates, -values))][:k]
+    """The k candidates (sorted ids) with the largest values, best first (ties: lower id first)."""
+    if k <= 0:
+        return candidates[:0]
+    return candidates[top_k_positions(np.ascontiguousarray(values, dtype=np.float64), k)]
 
 
 def top_fragments(index: RepoIndex, scores: Scores, k: int, anchored: int = 0) -> list[ScoredFragment]:

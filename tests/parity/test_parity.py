@@ -11,7 +11,7 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
-from repomem.index.kernels import bounded_dijkstra, exit_costs
+from repomem.index.kernels import bounded_dijkstra, exit_costs, top_k_positions
 from repomem.index.relations import cost_limit, relation_entries
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
@@ -194,8 +194,12 @@ def test_alpha_zero_ranks_exactly_like_bm25(synthetic_repo):
     assert [f.fragment for f in top] == order
 
 
-def test_environment_score_is_eq9(synthetic_repo):
-    index = open_index(synthetic_repo, Config())
+@pytest.mark.parametrize("threads", [1, 3])
+def test_environment_score_is_eq9(synthetic_repo, threads):
+    # threads 3: W @ s_ind as three row blocks on three threads (a large repository's path).
+    config = with_overrides(Config(), relations={"product_threads": threads, "parallel_product_entries": 1})
+    index = open_index(synthetic_repo, config)
+    assert len(index._base_blocks().blocks) == threads
     w = index.relation_matrix().toarray().astype(np.float64)  # stored float32, summed in float64
     query = QUERIES[1]
     scores = score_fragments(index, query, alpha=0.5)
@@ -431,3 +435,19 @@ def test_fragrel_as_published_ignores_the_anchor_and_the_similarity_order(synthe
     assert engine.request(cursor, "fragrel", order="similarity").order == "similarity"
     assert engine.request(cursor, "fragrel-paper", order="similarity").order == "score"
     assert engine.request(cursor, "fragrel-paper", order="stable").order == "stable"
+
+
+def _top_k_reference(values: np.ndarray, k: int) -> list[int]:
+    return sorted(range(len(values)), key=lambda i: (-values[i], i))[:k]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_k_matches_a_full_sort_ties_included(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    # Few distinct values: ties at the k-th place are the rule, not the exception.
+    values = rng.integers(0, 7, size=n).astype(np.float64) if seed % 2 else rng.random(n)
+    for k in (1, 3, 10, n, n + 5):
+        assert top_k_positions(values, k).tolist() == _top_k_reference(values, k), (n, k)
+    ascending = np.sort(values)  # every value replaces a kept one: the slow case stays exact
+    assert top_k_positions(ascending, 10).tolist() == _top_k_reference(ascending, 10)
