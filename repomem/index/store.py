@@ -80,7 +80,8 @@ def index_outside_repo(root: Path, config: Config) -> bool:
 
 def config_fingerprint(config: Config) -> str:
     sections = {name: dataclasses.asdict(getattr(config, name)) for name in INDEX_SECTIONS}
-    sections["relations"].pop("workers", None)  # threads do not change the result
+    for threads in ("workers", "product_threads", "parallel_product_entries"):
+        sections["relations"].pop(threads, None)  # threads do not change the result
     return hashlib.blake2b(json.dumps(sections, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 

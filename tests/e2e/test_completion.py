@@ -52,7 +52,7 @@ def test_complete_names_a_function_from_another_file(shop_with_report):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["completion"].startswith("compute_tax("), data["completion"]
-    assert data["strategy"] == "vanilla" and data["template"] == "qwen"  # the default
+    assert data["strategy"] == "fragrel" and data["template"] == "qwen"  # the default
     assert any(f["path"] == "shop/pricing.py" and f["in_prompt"] for f in data["fragments"])
     assert "def compute_tax" in data["prompt"]
     tokens = data["tokens"]

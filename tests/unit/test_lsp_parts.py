@@ -34,7 +34,7 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
     assert config.server.debounce_ms == 5
     assert config.retrieval.time_budget_ms == 20  # the server's budget reaches the core's retrieval
     assert config.retrieval.top_k == 7  # the repository's value, not the library default
-    assert config.completion.strategy == "vanilla" and config.completion.context_share == 0.5
+    assert config.completion.strategy == "fragrel" and config.completion.context_share == 0.5
     assert len(problems) == 4
     assert any("topK=-3" in p and "7 kept" in p for p in problems)
     assert any("strategy='psychic'" in p for p in problems)

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from repomem.config import Config
+from repomem.config import Config, with_overrides
 from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
-from repomem.index.store import _read_npz, _write_npz, current_snapshot, index_dir, load_index
+from repomem.index.store import _read_npz, _write_npz, config_fingerprint, current_snapshot, index_dir, load_index
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.repos import synthetic_files, write_repo
@@ -305,3 +305,10 @@ def test_torn_deflate_stream_means_structure_unavailable(synthetic_repo):
         _read_npz(path)
     with pytest.raises(StructureUnavailable):
         loaded.ensure_structure()
+
+
+def test_thread_counts_do_not_change_the_fingerprint_but_relation_settings_do():
+    base = config_fingerprint(Config())
+    threads = with_overrides(Config(), relations={"workers": 1, "product_threads": 4, "parallel_product_entries": 1})
+    assert config_fingerprint(threads) == base  # no rebuild for a thread count
+    assert config_fingerprint(with_overrides(Config(), relations={"relation_cutoff": 0.01})) != base
