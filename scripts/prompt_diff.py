@@ -41,6 +41,11 @@ def nearest_block(record: dict) -> tuple | None:
     return (best[0], best[1])
 
 
+def shows_scope(record: dict) -> bool:
+    """The prompt carries the names-in-scope block (a block that is no retrieved fragment)."""
+    return int(record.get("prompt_blocks", 0)) > len(record.get("in_prompt", ()))
+
+
 def kind_of(row: list, hole: str, others: list[list]) -> str:
     path, start, end = row[0], row[1], row[2]
     if path == hole:
@@ -90,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         # Model records: did the prediction change, when the nearest block changed and when only others did?
         prediction_changed = Counter()  # "nearest", "others" -> tasks whose prediction changed
         prompt_changed = Counter()  # "nearest", "others" -> tasks
+        scope_shown = Counter()  # outcome key -> tasks whose FragRel prompt showed the names in scope
+        scope_only = Counter()  # outcome key -> tasks whose blocks were the same: only the names differ
         for pair in split_pairs.values():
             vanilla, fragrel = pair["vanilla"], pair["fragrel"]
             v_rows = [vanilla["fragments"][i] for i in vanilla["in_prompt"]]
@@ -100,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             field = "em" if args.by == "em" else "prompt_hit"
             key = (bool(vanilla.get(field)), bool(fragrel.get(field)))
             outcome[key] += 1
+            scope_shown[key] += shows_scope(fragrel) and not shows_scope(vanilla)
+            scope_only[key] += v_keys == f_keys and shows_scope(fragrel) != shows_scope(vanilla)
             nearest_moved = nearest_block(vanilla) != nearest_block(fragrel)
             nearest_changed[key] += nearest_moved
             if "prediction" in vanilla and "prediction" in fragrel and (nearest_moved or v_keys != f_keys):
@@ -135,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{outcome[(False, False)]}.", "",
                   f"The block nearest the code changed in {sum(nearest_changed.values())} tasks "
                   f"({100 * sum(nearest_changed.values()) / n:.0f}%): {near}.", "",
+                  f"FragRel's prompt showed the names in scope (and BM25's did not) in "
+                  f"{sum(scope_shown.values())} tasks: won {scope_shown[(False, True)]} of {outcome[(False, True)]}, "
+                  f"lost {scope_shown[(True, False)]} of {outcome[(True, False)]}. Tasks whose blocks were the same "
+                  f"and only the names in scope differed: {sum(scope_only.values())}, of them won "
+                  f"{scope_only[(False, True)]} and lost {scope_only[(True, False)]}.", "",
                   *([f"The prediction changed in {prediction_changed['nearest']} of the {prompt_changed['nearest']} "
                      f"tasks whose nearest block changed, and in {prediction_changed['others']} of the "
                      f"{prompt_changed['others']} whose other blocks alone changed.", ""] if prompt_changed else []),
