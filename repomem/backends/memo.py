@@ -116,13 +116,12 @@ class MemoBackend:
             self.reused += 1
             return remembered  # its own seconds: a strategy's latency is what it would have cost
         stored_key = GenerationStore.key(self._scope, self.name, request) if self.store is not None else ""
-        if self.store is not None:
-            stored = self.store.get(stored_key)
-            if stored is not None:
-                self.reused += 1
-                self.recalled += 1
-                self._answers[key] = stored
-                return stored
+        stored = self.store.get(stored_key) if self.store is not None else None
+        if stored is not None:
+            self.reused += 1
+            self.recalled += 1
+            self._answers[key] = stored
+            return stored
         answer = self.inner.generate(request)
         if isinstance(answer, Generation) and answer.finish_reason not in ("cancelled", "deadline"):
             self._answers[key] = answer

@@ -34,9 +34,8 @@ class RowBlocks:
         indptr = matrix.indptr
         n_rows, n_cols = matrix.shape
         # Row boundaries where the running entry count crosses each 1/parts share of the entries.
-        targets = (np.arange(1, parts) * indptr[-1]) // max(parts, 1)
-        cuts = [0, *np.searchsorted(indptr, targets).tolist(), n_rows]
-        cuts = sorted(set(min(max(c, 0), n_rows) for c in cuts))
+        targets = (np.arange(1, parts) * indptr[-1]) // parts
+        cuts = sorted({0, *np.searchsorted(indptr, targets).tolist(), n_rows})  # no empty blocks
         self.rows: list[tuple[int, int]] = list(zip(cuts[:-1], cuts[1:]))
         self.blocks = [
             sp.csr_matrix((matrix.data[indptr[a]:indptr[b]], matrix.indices[indptr[a]:indptr[b]],
@@ -45,10 +44,7 @@ class RowBlocks:
         ]
 
     def times(self, x: np.ndarray, out: np.ndarray) -> None:
-        """out[:n_rows] = matrix @ x."""
-        if len(self.blocks) == 1:
-            out[: self.matrix.shape[0]] = self.matrix @ x
-            return
+        """out[:n_rows] = matrix @ x (the first block on the calling thread, the others on helpers)."""
         pending: list[Future] = [_helpers().submit(block.__matmul__, x) for block in self.blocks[1:]]
         first_end = self.rows[0][1]
         out[:first_end] = self.blocks[0] @ x
