@@ -44,7 +44,7 @@ from repomem.config import Config  # noqa: E402
 from repomem.index.calls import CallResolution  # noqa: E402
 from repomem.index.fragments import file_fragments  # noqa: E402
 from repomem.index.scan import SourceFile, content_digest, list_candidates, read_source  # noqa: E402
-from repomem.index.tokens import tokenize  # noqa: E402
+from repomem.index.tokens import LineTokens, line_tokens  # noqa: E402
 from repomem.languages.registry import language_named  # noqa: E402
 from repomem.languages.treesitter import parse  # noqa: E402
 from repomem.packages import package_source  # noqa: E402
@@ -92,7 +92,7 @@ COLD_PHASES = [
     (service_module, "list_candidates", "scan: list files (git ls-files / walk)"),
     (service_module.RepoService, "_read_all", "read + secret masking"),
     (service_module, "analyze_sources", "parse + syntax + windows + tokens (workers)"),
-    (repo_index_module, "_term_ids", "BM25: term ids"),
+    (LineTokens, "window_term_ids", "BM25: term ids"),
     (repo_index_module, "build_segment", "BM25: postings segment"),
     (repo_index_module, "document_frequencies", "BM25: document frequencies"),
     *GRAPH_PHASES,
@@ -141,17 +141,15 @@ def analysis_split(work: Path, config: Config) -> dict[str, float]:
         syntax = syntax_module.extract_syntax(source.path, source.language, source.text, config.graph.granularity,
                                               config.graph.max_file_nodes)
         extracted = time.perf_counter()  # the same steps again, to get the FileSyntax: not counted
-        fragments = file_fragments(syntax, config.fragments)
+        file_fragments(syntax, config.fragments)
         windowed = time.perf_counter()
-        line_tokens = [tokenize(line, config.bm25) for line in source.text.split("\n")]
-        [tuple(t for line in line_tokens[a:b] for t in line)
-         for a, b in zip(fragments.starts.tolist(), fragments.ends.tolist())]
+        line_tokens(source.text.split("\n"), config.bm25)
         tokenized = time.perf_counter()
         seconds["tree-sitter parse"] += parsed - started
         seconds["syntax walk (kept nodes, definitions, imports)"] += walked - parsed
         seconds["symbols: call query + owners"] += finished - walked
         seconds["windows"] += windowed - extracted
-        seconds["tokens per window"] += tokenized - windowed
+        seconds["tokens by line"] += tokenized - windowed
     return dict(seconds)
 
 

@@ -222,8 +222,10 @@ def exit_costs(parent, portal, step_cost):
 def relation_rows(
     rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
     node_indptr, node_frags, node_weights, live,
-    indptr, indices, costs, limit, max_settled, cutoff, keep, heap_capacity,
+    indptr, indices, costs, limit, max_settled, cutoff, keep,
     frag_file, same_file_weight, node_offset, anchor, anchor_cost, exit_cost,
+    dist, settled, reached, heap_cost, heap_node, source_slot, acc, touched, is_touched, row_cols, row_vals,
+    stamp_box,
 ):
     """Rows of W (eq. 8) for the fragments in `rows`.
 
@@ -241,23 +243,20 @@ def relation_rows(
 
     Only live fragments j != i with w_ij >= cutoff are returned, at most `keep` per row (the
     largest; all when keep <= 0), as (row, col, value) arrays, plus each row's entry bar: the
-    smallest kept value when the row was truncated, else `cutoff`.
+    smallest kept value when the row is full (`keep` entries or more), else `cutoff`.
+
+    Scratch (see `relation_scratch`; one set per thread, reused across calls, so a cold build
+    neither re-allocates nor re-faults graph-sized arrays per chunk): `dist`, `settled`,
+    `reached`, `source_slot` by graph node, `heap_cost`/`heap_node`, `acc`, `touched`,
+    `is_touched`, `row_cols`, `row_vals` by fragment, and `stamp_box` (shape (1,)), the last search
+    stamp used in `settled`. A call leaves them ready for the next one.
     """
-    n_graph = indptr.shape[0] - 1
-    n_frags = frag_totals.shape[0]
-    dist = np.empty(n_graph, dtype=np.float64)
-    settled = np.zeros(n_graph, dtype=np.int64)
-    reached = np.empty(n_graph, dtype=np.int64)
-    heap_cost = np.empty(heap_capacity, dtype=np.float64)
-    heap_node = np.empty(heap_capacity, dtype=np.int64)
-    acc = np.zeros(n_frags, dtype=np.float64)
-    touched = np.empty(n_frags, dtype=np.int64)
-    is_touched = np.zeros(n_frags, dtype=np.bool_)
+    stamp = stamp_box[0]
     # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
     # (> 0), so they are not collected: in big files most of a search stays in its own file.
     skip_own_file = same_file_weight == 0.0
     # Per-start results of this call: start -> slice of (fragment j, len_l * Dis, cost) triples.
-    source_slot = np.full(n_graph, -1, dtype=np.int64)
+    # source_slot is -1 everywhere on entry; the starts this call numbers are reset before it returns.
     n_sources = 0
     for r in range(rows.shape[0]):
         i = rows[r]
@@ -273,7 +272,6 @@ def relation_rows(
     pair_value = np.empty(pair_capacity, dtype=np.float64)
     pair_cost = np.empty(pair_capacity, dtype=np.float64)
     n_pairs = 0
-    stamp = 0
     done = np.zeros(n_sources, dtype=np.bool_)
     for r in range(rows.shape[0]):
         i = rows[r]
@@ -292,6 +290,8 @@ def relation_rows(
                 heap_node, reached, prune_first, prune_end, exit_cost,
             )
             if n_reached < 0:
+                _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot)
+                stamp_box[0] = stamp
                 return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
                         np.zeros(0, np.float64), False)
             source_first[k] = n_pairs
@@ -317,8 +317,6 @@ def relation_rows(
     out_col = np.empty(capacity, dtype=np.int64)
     out_val = np.empty(capacity, dtype=np.float64)
     bars = np.full(rows.shape[0], cutoff)
-    row_cols = np.empty(n_frags, dtype=np.int64)
-    row_vals = np.empty(n_frags, dtype=np.float64)
     count = 0
     for r in range(rows.shape[0]):
         i = rows[r]
@@ -353,11 +351,12 @@ def relation_rows(
             row_cols[n_row] = j
             row_vals[n_row] = value
             n_row += 1
-        if keep > 0 and n_row > keep:
+        if keep > 0 and n_row >= keep:
             # Largest first, ties by column id, so the result does not depend on visit order.
             by_col = np.argsort(row_cols[:n_row])
             by_value = np.argsort(-row_vals[:n_row][by_col], kind="mergesort")
             order = by_col[by_value][:keep]
+            # A full row: a new entry must beat its weakest kept one to enter.
             bars[r] = row_vals[order[keep - 1]]
         else:
             order = np.arange(n_row)
@@ -371,7 +370,38 @@ def relation_rows(
             out_col[count] = row_cols[order[t]]
             out_val[count] = row_vals[order[t]]
             count += 1
+    _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot)
+    stamp_box[0] = stamp
     return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars, True
+
+
+@njit(cache=True, nogil=True)
+def _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot):
+    """Set source_slot back to -1 at every search start of `rows`."""
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
+            source_slot[anchor[frag_nodes[slot]] if skip_own_file else frag_nodes[slot]] = -1
+
+
+def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> tuple[np.ndarray, ...]:
+    """Fresh scratch for `relation_rows`, in its argument order (after `exit_cost`). Graph-sized
+    arrays are int32 (node ids and search stamps stay far below 2^31) to halve what a thread holds;
+    np.empty pages are only made resident where a search writes."""
+    return (
+        np.empty(n_graph, dtype=np.float64),  # dist
+        np.zeros(n_graph, dtype=np.int32),  # settled: search stamp, negative while only seen
+        np.empty(n_graph, dtype=np.int32),  # reached
+        np.empty(heap_capacity, dtype=np.float64),  # heap_cost
+        np.empty(heap_capacity, dtype=np.int32),  # heap_node
+        np.full(n_graph, -1, dtype=np.int64),  # source_slot
+        np.zeros(n_frags, dtype=np.float64),  # acc
+        np.empty(n_frags, dtype=np.int64),  # touched
+        np.zeros(n_frags, dtype=np.bool_),  # is_touched
+        np.empty(n_frags, dtype=np.int64),  # row_cols
+        np.empty(n_frags, dtype=np.float64),  # row_vals
+        np.zeros(1, dtype=np.int32),  # stamp_box
+    )
 
 
 @njit(cache=True, nogil=True)

@@ -7,7 +7,7 @@ W = W_base (built in one go) + W_delta (entries of fragments added since), both 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from repomem.index.relations import (
 )
 from repomem.index.scan import SourceFile
 from repomem.index.split_product import RowBlocks
-from repomem.index.tokens import tokenize
+from repomem.index.tokens import LineTokens, line_tokens
 from repomem.languages.parsed import FileSyntax, call_array
 from repomem.languages.syntax import extract_syntax
 from repomem.progress import NoProgress, Progress
@@ -67,19 +67,17 @@ class FileAnalysis:
 
     syntax: FileSyntax
     fragments: FileFragments
-    window_tokens: tuple[tuple[str, ...], ...]  # tokens of each window, in window order
+    tokens: LineTokens  # the file's BM25 tokens by line (a window's tokens are its lines')
+
+    def window_term_ids(self, vocabulary: dict[str, int]) -> list[np.ndarray]:
+        return self.tokens.window_term_ids(vocabulary, self.fragments.starts, self.fragments.ends)
 
 
 def analyze_file(source: SourceFile, config: Config) -> FileAnalysis:
     syntax = extract_syntax(source.path, source.language, source.text, config.graph.granularity,
                             config.graph.max_file_nodes)
     fragments = file_fragments(syntax, config.fragments)
-    line_tokens = [tokenize(line, config.bm25) for line in source.text.split("\n")]
-    windows = tuple(
-        tuple(token for line in line_tokens[a:b] for token in line)
-        for a, b in zip(fragments.starts.tolist(), fragments.ends.tolist())
-    )
-    return FileAnalysis(syntax, fragments, windows)
+    return FileAnalysis(syntax, fragments, line_tokens(source.text.split("\n"), config.bm25))
 
 
 @dataclass
@@ -218,20 +216,6 @@ class RepoIndex:
 
 
 
-def _term_ids(vocabulary: dict[str, int], windows: Iterable[Sequence[str]]) -> list[np.ndarray]:
-    out = []
-    for tokens in windows:
-        ids = np.empty(len(tokens), dtype=np.int64)
-        for position, token in enumerate(tokens):
-            term = vocabulary.get(token)
-            if term is None:
-                term = len(vocabulary)
-                vocabulary[token] = term
-            ids[position] = term
-        out.append(ids)
-    return out
-
-
 def _relation_rows(
     index: RepoIndex, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -272,10 +256,11 @@ def build_index(
         first += n
     n_fragments = first
     vocabulary: dict[str, int] = {}
-    doc_terms = _term_ids(vocabulary, (w for a in analyses for w in a.window_tokens))
+    doc_terms = [terms for a in analyses for terms in a.window_term_ids(vocabulary)]
     segment = build_segment(0, doc_terms, len(vocabulary))
     live = np.ones(n_fragments, dtype=bool)
     doc_len = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=n_fragments)
+    del doc_terms  # Django: 7.6M term ids, not needed past the segment (the relations need the room)
     df = document_frequencies(segment, len(vocabulary), live)
     index = RepoIndex(
         root=root,
@@ -313,7 +298,8 @@ def build_index(
     all_rows = np.arange(n_fragments, dtype=np.int64)
     rows, cols, values, bars = _relation_rows(index, all_rows, progress)
     index.thresholds = bars
-    index.w_base = symmetric_matrix(rows, cols, stored_weights(values), n_fragments)
+    values = stored_weights(values)
+    index.w_base = symmetric_matrix(rows, cols, values, n_fragments)
     index.rowsum = index.relation_times(np.ones(n_fragments))
     return index
 
@@ -405,7 +391,7 @@ def apply_changes(
             index.calls.pop(file_id, None)
         touched_files.add(file_id)
         index.base_files.discard(file_id)
-        new_docs.extend(_term_ids(index.vocabulary, analysis.window_tokens))
+        new_docs.extend(analysis.window_term_ids(index.vocabulary))
         new_ids.append(np.arange(first, first + n, dtype=np.int64))
         new_cover.append((file_id, first, analysis.fragments))
         new_file_of.append(np.full(n, file_id, dtype=np.int32))

@@ -8,7 +8,10 @@ parts `get`, `user`, `name`; `HTTPResponseRedirect` yields itself and `http`, `r
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
+
+import numpy as np
 
 from repomem.config import BM25Config
 
@@ -34,3 +37,43 @@ def tokenize(text: str, config: BM25Config) -> list[str]:
     for word in _WORD.findall(text):
         tokens.extend(_expand(word, config.split_subwords, config.lowercase))
     return tokens
+
+
+@dataclass(frozen=True)
+class LineTokens:
+    """One file's tokens, line by line, compactly: each distinct token once, every occurrence as
+    an index into them. A parse worker sends this instead of one string per token per window (a
+    window's tokens are a slice: windows are line ranges), which keeps the cold build's memory and
+    the workers' pickles small (Django: 7.6M window tokens, 48k distinct)."""
+
+    words: tuple[str, ...]  # distinct tokens, in order of first appearance
+    ids: np.ndarray  # int32, shape (n_tokens,): index into `words` of each token, line after line
+    line_offsets: np.ndarray  # int64, shape (n_lines + 1,): line l's tokens are ids[offsets[l]:offsets[l + 1]]
+
+    def window_term_ids(self, vocabulary: dict[str, int], starts: np.ndarray, ends: np.ndarray) -> list[np.ndarray]:
+        """Term ids of each window [starts[w], ends[w]) (0-based lines, end exclusive), adding
+        unseen tokens to `vocabulary` in order of first appearance in the windows (views into
+        one int32 array)."""
+        first_token = self.line_offsets[starts]
+        last_token = self.line_offsets[ends]
+        covered = np.zeros(self.ids.shape[0] + 1, dtype=np.int64)
+        np.add.at(covered, first_token, 1)
+        np.add.at(covered, last_token, -1)
+        seen = self.ids[np.cumsum(covered[:-1]) > 0]
+        # First appearance of each local word among the covered tokens, in token order.
+        local, first_at = np.unique(seen, return_index=True)
+        lookup = np.full(len(self.words), -1, dtype=np.int32)
+        for word in local[np.argsort(first_at, kind="stable")].tolist():
+            lookup[word] = vocabulary.setdefault(self.words[word], len(vocabulary))
+        terms = lookup[self.ids]
+        return [terms[a:b] for a, b in zip(first_token.tolist(), last_token.tolist())]
+
+
+def line_tokens(lines: list[str], config: BM25Config) -> LineTokens:
+    local: dict[str, int] = {}
+    ids: list[int] = []
+    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+    for number, line in enumerate(lines):
+        ids.extend(local.setdefault(token, len(local)) for token in tokenize(line, config))
+        offsets[number + 1] = len(ids)
+    return LineTokens(tuple(local), np.asarray(ids, dtype=np.int32), offsets)

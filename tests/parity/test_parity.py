@@ -12,7 +12,7 @@ from rank_bm25 import BM25Okapi
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
 from repomem.index.kernels import bounded_dijkstra, exit_costs, top_k_positions
-from repomem.index.relations import cost_limit, relation_entries
+from repomem.index.relations import cost_limit, relation_entries, row_thresholds, strongest_per_row
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 from repomem.languages.python.calls import CallEdge
@@ -149,6 +149,28 @@ def test_stored_matrix_is_symmetric_union_of_row_tops(synthetic_repo):
         kept = np.sort(w[i][w[i] > 0])[::-1]
         # every row keeps at least its own top 5 (more when others chose it), stored at float32
         assert np.all(np.isin(strongest.astype(np.float32), kept.astype(np.float32)))
+
+
+@pytest.mark.parametrize("quantile", [0.25, 0.5, 0.9])
+def test_rows_kept_by_the_kernel_match_a_sort_of_all_entries(synthetic_repo, quantile):
+    """The kernel's per-row top `keep` and entry bars (a full row's weakest kept value, else the
+    cutoff) against sorting every entry of eq. 8 and reading the bars off the sorted rows. `keep`
+    is a row length that occurs, so rows longer than it, shorter and exactly as long all exist."""
+    config = Config()
+    index = open_index(synthetic_repo, config)
+    graph = index.graph()
+    table = index.fragment_table(graph)
+    rows = np.arange(table.size)
+    all_r, all_c, all_v, _ = relation_entries(rows, table, graph, index.live, config.graph, config.relations, keep=0)
+    lengths = np.bincount(all_r, minlength=table.size)
+    keep = int(np.quantile(lengths[lengths > 0], quantile, method="lower"))
+    assert (lengths > keep).any() and (lengths == keep).any() and (lengths < keep).any()
+    r, c, v, bars = relation_entries(rows, table, graph, index.live, config.graph, config.relations, keep=keep)
+    ref_r, ref_c, ref_v = strongest_per_row(all_r, all_c, all_v, keep)
+    ref_bars = row_thresholds(ref_r, ref_v, table.size, keep, config.relations.relation_cutoff)
+    assert sorted(zip(r.tolist(), c.tolist(), v.tolist())) == sorted(zip(ref_r.tolist(), ref_c.tolist(),
+                                                                           ref_v.tolist()))
+    np.testing.assert_array_equal(bars, ref_bars)
 
 
 def window_corpus(index: RepoIndex, root: Path) -> list[list[str]]:

@@ -11,7 +11,7 @@ from repomem.config import Config, FragmentConfig, config_from_mapping, load_con
 from repomem.failures import Failure
 from repomem.index.fragments import window_bounds
 from repomem.index.scan import Skipped, SourceFile, list_candidates, read_source
-from repomem.index.tokens import tokenize
+from repomem.index.tokens import line_tokens, tokenize
 from repomem.languages.python.calls import module_name, resolve_calls
 from repomem.languages.syntax import extract_syntax
 from repomem.positions import find_repo_root, locate, parse_position, text_before_cursor
@@ -127,6 +127,22 @@ def test_tokenizer_splits_identifiers():
         "user", "get_user_name", "get", "user", "name", "httpresponse", "http", "response", "42",
     ]
     assert tokenize("a.b -> c", config) == ["a", "b", "c"]
+
+
+def test_window_term_ids_are_the_windows_tokens_and_skip_uncovered_lines():
+    config = Config().bm25
+    lines = ["alpha beta", "", "gamma alpha", "uncovered", "beta delta"]
+    tokens = line_tokens(lines, config)
+    assert tokens.words == ("alpha", "beta", "gamma", "uncovered", "delta")
+    vocabulary = {"delta": 0}
+    starts, ends = np.array([0, 4, 1]), np.array([3, 5, 3])
+    windows = tokens.window_term_ids(vocabulary, starts, ends)
+    words = {term: word for word, term in vocabulary.items()}
+    for window, (a, b) in zip(windows, zip(starts, ends)):
+        assert [words[t] for t in window.tolist()] == [t for line in lines[a:b] for t in tokenize(line, config)]
+    # Only tokens some window shows join the vocabulary, after those it had, in order of appearance.
+    assert list(vocabulary) == ["delta", "alpha", "beta", "gamma"]
+    assert tokens.window_term_ids({}, np.array([1]), np.array([2]))[0].shape == (0,)  # a blank line
 
 
 # -- syntax --------------------------------------------------------------------------------------
