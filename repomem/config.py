@@ -140,6 +140,12 @@ class RetrievalConfig:
     # many of their lines are shown above the retrieved blocks, taken from the left context's room.
     # A small model otherwise calls a similar-looking name (eval/README.md). 0 = off (RepoCoder's prompt).
     scope_imports: int = 12
+    # Beside those imports, one compact signature line (parameters and defaults, no annotations;
+    # a class's __init__) for up to this many of the repository functions and classes they bind,
+    # leaving out names the visible code already calls: a small model that names the right
+    # function still misses its arguments (retrieval/signatures.py). 0 = off.
+    scope_signatures: int = 0
+    scope_signature_chars: int = 120  # characters of one signature line at most
     # Strategy "hat": the summary tree's best-first walk stops after reaching this many files or
     # expanding this many folders (repomem/memory/summary_tree.py).
     summary_walk_files: int = 8

@@ -489,7 +489,7 @@ class RepoService:
         for site in reachable_definitions(self.index, cursor.path, query, self.config.bm25,
                                           settings.definition_blocks):
             if site.path not in lines_of:
-                lines_of[site.path] = self._file_lines(site.path)
+                lines_of[site.path] = self.file_lines(site.path)
             lines = lines_of[site.path]
             start, stop = signature_span(lines, site.start_line, site.end_line, settings.definition_lines)
             out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
@@ -547,7 +547,7 @@ class RepoService:
 
         def source(path: str) -> tuple[FileSyntax | None, list[str]]:
             file_id = index.file_id(path)
-            return (index.syntax[file_id] if file_id is not None else None), self._file_lines(path)
+            return (index.syntax[file_id] if file_id is not None else None), self.file_lines(path)
 
         return files, source
 
@@ -565,9 +565,9 @@ class RepoService:
 
     def span_text(self, path: str, start_line: int, end_line: int) -> str:
         """Lines [start_line, end_line) (0-based) of a file, from its editor buffer or the disk."""
-        return "\n".join(self._file_lines(path)[start_line:end_line])
+        return "\n".join(self.file_lines(path)[start_line:end_line])
 
-    def _file_lines(self, path: str) -> list[str]:
+    def file_lines(self, path: str) -> list[str]:
         """A file's lines as indexed: its editor buffer, else the disk ([] when unreadable)."""
         text = self._buffers.get(path)
         if text is None:

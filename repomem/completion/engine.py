@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,7 @@ from repomem.languages.registry import language_named
 from repomem.positions import Cursor
 from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import ScoredFragment
+from repomem.retrieval.signatures import imported_signatures
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, strategy_named
 
@@ -241,13 +242,16 @@ class CompletionEngine:
             hint = hint - visible_from if hint >= visible_from else None
         file_lines = cursor.text.split("\n")
         scope = self._scope_imports(request, context, file_lines)
+        # None until the first fit shows what the left context keeps (names it calls need no signature).
+        signatures: list[str] | None = None if scope and self.config.retrieval.scope_signatures > 0 else []
         try:
             while True:
                 prompt = build_prompt(
                     left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
-                    select=select, pinned=[_scope_block(cursor.path, file_lines, scope)] if scope else (),
+                    select=select,
+                    pinned=[_scope_block(cursor.path, file_lines, scope, signatures or ())] if scope else (),
                 )
                 if isinstance(prompt, Failure):
                     return prompt
@@ -259,10 +263,15 @@ class CompletionEngine:
                               and b.start_line <= shown[1] and b.end_line > shown[0]}
                 # Import statements the left context shows after all are not repeated above it.
                 still_hidden = [span for span in scope if span[1] <= prompt.left_first_line]
-                if not duplicates and still_hidden == scope:
-                    break
-                candidates = [c for c in candidates if id(c) not in duplicates]
-                scope = still_hidden
+                if duplicates or still_hidden != scope:
+                    candidates = [c for c in candidates if id(c) not in duplicates]
+                    scope = still_hidden
+                    continue
+                if signatures is None:
+                    signatures = self._scope_signatures(cursor, file_lines, scope, prompt.left_first_line)
+                    if signatures:
+                        continue
+                break
         except TokenCountFailed as error:
             return error.failure
         if stable_key is not None:
@@ -284,6 +293,18 @@ class CompletionEngine:
         return repository_imports(index, request.cursor.path, file_lines, language.import_prefixes,
                                   request.cursor.line, limit)
 
+    def _scope_signatures(self, cursor: Cursor, file_lines: list[str], scope: list[tuple[int, int]],
+                          left_first_line: int) -> list[str]:
+        """Signature lines for what the shown import statements bind (retrieval.scope_signatures)."""
+        settings = self.config.retrieval
+        index = self.service.index
+        if index is None:
+            return []
+        shown = "\n".join(line for start, end in scope for line in file_lines[start:end])
+        visible = "\n".join(file_lines[left_first_line : cursor.line + 1])
+        return imported_signatures(index, cursor.path, shown, visible, settings.scope_signatures,
+                                   settings.scope_signature_chars, self.service.file_lines, self.config.bm25)
+
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)
         if not context.shape.multiline and context.shape.line_prefix.strip():
@@ -295,7 +316,10 @@ class CompletionEngine:
         ))
 
 
-def _scope_block(path: str, file_lines: list[str], spans: list[tuple[int, int]]) -> ContextBlock:
-    """The import statements as one block of the current file (its lines, not a window: id -1)."""
-    text = "\n".join(line for start, end in spans for line in file_lines[start:end])
+def _scope_block(path: str, file_lines: list[str], spans: list[tuple[int, int]],
+                 signatures: Sequence[str] = ()) -> ContextBlock:
+    """The import statements (and the signatures of what they bind) as one block of the current
+    file (its lines, not a window: id -1)."""
+    imports = [line for start, end in spans for line in file_lines[start:end]]
+    text = "\n".join([*imports, *signatures])
     return ContextBlock(-1, path, spans[0][0], spans[-1][1], text, float("inf"), summary=True)

@@ -10,6 +10,7 @@ from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
 from repomem.positions import locate
 from repomem.retrieval.scope import import_statements, repository_imports
+from repomem.retrieval.signatures import definition_signature, parameter_list
 from repomem.service import RepoService
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
@@ -98,3 +99,60 @@ def test_repocoder_and_paper_prompts_never_show_the_imports(tmp_path):
         assert prompt.left_first_line > 3
         assert "from .pricing import compute_tax" not in prompt.text
         assert all(block.fragment != -1 for block in prompt.blocks)
+
+
+# -- signatures of what the imports bind (retrieval.scope_signatures) ----------------------------
+
+def test_parameter_list_drops_annotations_and_self_and_keeps_defaults():
+    header = ('def reduce(\n    self,\n    stat: Literal["precision", "recall"],  # which one\n'
+              '    weights: Optional[Dict[str, Tuple[int, int]]] = None,\n    *args,\n'
+              '    sep: str = ", ",\n    **kwargs: Any,\n) -> Tensor:')
+    assert parameter_list(header) == 'stat, weights=None, *args, sep=", ", **kwargs'
+    assert parameter_list("def f():") == ""
+    assert parameter_list("def f(a, b") is None  # an unfinished header
+
+
+def test_definition_signature_of_a_function_a_class_and_a_class_without_init():
+    lines = ["class Cart(Base):", '    """Doc."""', "    x = 1", "    def __init__(self, catalog: Catalog,",
+             "                 discount_percent: float = 0.0):", "        self.catalog = catalog",
+             "class Empty:", "    pass", "def f(a: int = 1) -> int:", "    return a"]
+    assert definition_signature(lines, "class", "Cart", 0, 5) == "class Cart(catalog, discount_percent=0.0): ..."
+    assert definition_signature(lines, "class", "Empty", 6, 7) == "class Empty: ..."
+    assert definition_signature(lines, "function", "f", 8, 9) == "def f(a=1): ..."
+
+
+def test_the_prompt_shows_signatures_of_hidden_imports_the_visible_code_does_not_use(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+
+    def prompt_with(signatures: int, chars: int = 120):
+        config = with_overrides(service.config, retrieval={"scope_imports": 12, "scope_signatures": signatures,
+                                                           "scope_signature_chars": chars},
+                                completion={"max_prompt_tokens": 300, "fill_in_middle": False})
+        engine = CompletionEngine(service, Words(), config)
+        return engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt
+
+    assert "def compute_tax(" not in prompt_with(0).text
+    prompt = prompt_with(4)
+    header = prompt.blocks[0]
+    assert header.fragment == -1
+    # Both imports are hidden and unused by the visible code: both signatures, annotations dropped.
+    assert "def compute_tax(amount_cents, tax_class): ..." in header.text
+    assert "class Cart(catalog, discount_percent=0.0): ..." in header.text
+    assert prompt.n_tokens <= 300
+    assert "def compute_tax(amount_cents, ...): ..." in prompt_with(4, chars=40).blocks[0].text
+    assert len([line for line in prompt_with(1).blocks[0].text.split("\n") if line.endswith(": ...")]) == 1
+
+
+def test_no_signature_for_a_name_the_visible_code_already_uses(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    text = text.replace("    return ", "    total = compute_tax(amount_cents, tax_class)\n    return ")
+    (service.root / "shop" / "report.py").write_text(text)
+    service.ensure_index()
+    cursor = locate(service.root, "shop/report.py", text, text.count("\n") + 1, None)
+    config = with_overrides(service.config, retrieval={"scope_imports": 12, "scope_signatures": 4},
+                            completion={"max_prompt_tokens": 300, "fill_in_middle": False})
+    engine = CompletionEngine(service, Words(), config)
+    header = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt.blocks[0]
+    assert "from .pricing import compute_tax" in header.text
+    assert "def compute_tax(" not in header.text and "class Cart(" in header.text
