@@ -170,7 +170,7 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
 
 
 @njit(cache=True, nogil=True)
-def tree_anchors(parent, portal, step_cost):
+def tree_anchors(parent, portal, step_cost, first, end):
     """Where each syntax node's searches can start instead (exact when own-file pairs are unwanted).
 
     `parent` (int64, shape (n,)): kept syntax parent, -1 for roots and non-syntax nodes, numbered
@@ -179,16 +179,17 @@ def tree_anchors(parent, portal, step_cost):
     no portal has one way out of its file: up through its parent, each step costing `step_cost`.
     So its strength to any node of another file is exp(-cost) times its anchor's, the nearest
     ancestor-or-self whose subtree holds a portal.
-    Returns (anchor node, cost up to it), shapes (n,).
+    Only nodes in [first, end) are computed (whole files: parents stay within a file); the others
+    are their own anchors at cost 0. Returns (anchor node, cost up to it), shapes (n,).
     """
     n = parent.shape[0]
     holds = portal.copy()
-    for node in range(n - 1, -1, -1):
+    for node in range(end - 1, first - 1, -1):
         if holds[node] and parent[node] >= 0:
             holds[parent[node]] = True
     anchor = np.arange(n)
     cost = np.zeros(n)
-    for node in range(n):
+    for node in range(first, end):
         if not holds[node] and parent[node] >= 0:
             anchor[node] = anchor[parent[node]]
             cost[node] = cost[parent[node]] + step_cost
@@ -196,22 +197,21 @@ def tree_anchors(parent, portal, step_cost):
 
 
 @njit(cache=True, nogil=True)
-def exit_costs(parent, portal, step_cost):
+def exit_costs(parent, portal, step_cost, first, end):
     """Cheapest tree walk from each node to a portal of its own file (inf when there is none).
 
     Same inputs as `tree_anchors`: min over the subtree (bottom-up), then over the way through
-    the parent (top-down).
+    the parent (top-down). Nodes outside [first, end) get 0 (never pruned).
     """
     n = parent.shape[0]
-    best = np.full(n, np.inf)
-    for node in range(n):
-        if portal[node]:
-            best[node] = 0.0
-    for node in range(n - 1, -1, -1):
+    best = np.zeros(n)
+    for node in range(first, end):
+        best[node] = 0.0 if portal[node] else np.inf
+    for node in range(end - 1, first - 1, -1):
         p = parent[node]
         if p >= 0 and best[node] + step_cost < best[p]:
             best[p] = best[node] + step_cost
-    for node in range(n):
+    for node in range(first, end):
         p = parent[node]
         if p >= 0 and best[p] + step_cost < best[node]:
             best[node] = best[p] + step_cost

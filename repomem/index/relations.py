@@ -60,14 +60,18 @@ def graph_relation_entries(
     limit = cost_limit(graph_config.strength_cutoff)
     if relation_config.same_file_weight == 0.0:
         # Only other files count: searches start at the nodes a file is left through (kernels).
+        # Anchors and exit costs are needed for the rows' own files only (an edit: one file's nodes).
         portal = graph.portals()
         step = -math.log(graph_config.syntax_weight)
-        anchor, anchor_cost = tree_anchors(graph.syntax_parent, portal, step)
-        exit_cost = exit_costs(graph.syntax_parent, portal, step)
+        files = fragments.file[rows] if rows.shape[0] else np.zeros(1, dtype=np.int64)
+        first, end = int(graph.node_offset[files.min()]), int(graph.node_offset[files.max() + 1])
+        anchor, anchor_cost = tree_anchors(graph.syntax_parent, portal, step, first, end)
+        exit_cost = exit_costs(graph.syntax_parent, portal, step, first, end)
     else:
         anchor, anchor_cost = np.arange(graph.n_nodes, dtype=np.int64), np.zeros(graph.n_nodes)
         exit_cost = np.zeros(graph.n_nodes)
-    # A few hundred rows (an edited file) take milliseconds: starting threads would cost as much.
+    # An edited file's rows stay on one thread: its windows share most search starts, which a
+    # second chunk would search again (two threads measured no faster on Django's models.py).
     workers = max(1, relation_config.workers) if rows.shape[0] > 512 else 1
     # Big builds: chunks small enough for a live progress bar; updates: one chunk.
     chunk = min(256, max(8, -(-rows.shape[0] // workers)))

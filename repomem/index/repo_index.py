@@ -7,7 +7,7 @@ W = W_base (built in one go) + W_delta (entries of fragments added since), both 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -431,7 +431,10 @@ def apply_changes(
     index.stats = compute_stats(df, index.doc_len, live, config.bm25)
 
     # -- calls: the changed files and the files that import them -------------------------------
-    with_calls = {i for i, s in enumerate(index.syntax) if resolves_calls(s)}
+
+    def with_calls(file_ids: Iterable[int]) -> set[int]:
+        return {i for i in file_ids if resolves_calls(index.syntax[i])}
+
     if same_symbols:
         # Edits inside bodies: other files resolve to the same definitions, which only moved.
         moved = np.asarray(sorted(node_moves), dtype=np.int64)
@@ -445,9 +448,9 @@ def apply_changes(
                 for row in into.tolist():
                     edges[row, 3] = node_moves[int(edges[row, 2])][edges[row, 3]]
                 index.calls[file_id] = edges
-        affected = touched_files & with_calls
+        affected = with_calls(touched_files)
     else:
-        affected = (touched_files | resolver.dependents(touched_files, removed_modules)) & with_calls
+        affected = with_calls(touched_files | resolver.dependents(touched_files, removed_modules))
         touched = np.asarray(sorted(touched_files), dtype=np.int64)
         every_call = index.all_calls()
         affected.update(np.unique(every_call[np.isin(every_call[:, 2], touched), 0]).tolist())

@@ -76,7 +76,7 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
     graph = index.graph()
     indptr, indices, costs = graph.csr()
     step = -math.log(config.graph.syntax_weight)
-    exit_cost = exit_costs(graph.syntax_parent, graph.portals(), step)
+    exit_cost = exit_costs(graph.syntax_parent, graph.portals(), step, 0, graph.n_nodes)
     reference = reference_graph(index.syntax, all_calls(index), config.graph)
     key = node_key_for(graph)
     n = graph.n_nodes
