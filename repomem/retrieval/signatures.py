@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from repomem.config import BM25Config
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
+from repomem.languages.parsed import Definition
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _OPENING = {"(": ")", "[": "]", "{": "}"}
@@ -157,7 +158,9 @@ def imported_signatures(index: RepoIndex, path: str, shown_imports: str, visible
     words = set(_WORD.findall(shown_imports))
     used = set(_WORD.findall(visible))
     visible_tokens = set(tokenize(visible, bm25))
-    ranked: list[tuple[float, int, int, str]] = []
+    # (rank key, name, file, definition): ranked before any target file is read (each read costs
+    # a file's text and its secret masking; only the chosen few are read).
+    candidates: list[tuple[tuple[float, int, int], str, int, Definition]] = []
     seen: set[tuple[int, int]] = set()
     for order, binding in enumerate(syntax.imports):
         if not binding.name or binding.local not in words or binding.local in used:
@@ -166,15 +169,19 @@ def imported_signatures(index: RepoIndex, path: str, shown_imports: str, visible
         if target is None or target[0] == file_id or (target[0], target[1].node) in seen:
             continue
         seen.add((target[0], target[1].node))
-        target_syntax, record = index.syntax[target[0]], index.files[target[0]]
-        if target_syntax is None or record is None:
-            continue
-        node = target[1].node
-        line = definition_signature(lines_of(record.path), target[1].kind, binding.local,
-                                    int(target_syntax.start_line[node]), int(target_syntax.end_line[node]))
-        if line is None:
-            continue
         parts = set(tokenize(binding.local, bm25))
         overlap = len(parts & visible_tokens) / max(len(parts), 1)
-        ranked.append((-overlap, 0 if target[1].kind == "function" else 1, order, _fit(line, max_chars)))
-    return [line for *_, line in sorted(ranked)[:limit]]
+        candidates.append(((-overlap, 0 if target[1].kind == "function" else 1, order), binding.local, *target))
+    out: list[str] = []
+    for _, name, target_file, definition in sorted(candidates, key=lambda c: c[0]):
+        if len(out) >= limit:
+            break
+        target_syntax, record = index.syntax[target_file], index.files[target_file]
+        if target_syntax is None or record is None:
+            continue
+        node = definition.node
+        line = definition_signature(lines_of(record.path), definition.kind, name,
+                                    int(target_syntax.start_line[node]), int(target_syntax.end_line[node]))
+        if line is not None:
+            out.append(_fit(line, max_chars))
+    return out
