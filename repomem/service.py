@@ -569,11 +569,19 @@ class RepoService:
 
     def file_lines(self, path: str) -> list[str]:
         """A file's lines as indexed: its editor buffer, else the disk ([] when unreadable)."""
+        return self.mask(self._raw_text(path)).split("\n")
+
+    def unmasked_lines(self, path: str) -> list[str]:
+        """`file_lines` before secret masking, for a caller that masks the few lines it keeps
+        (masking a whole file costs milliseconds; a signature is one line of it)."""
+        return self._raw_text(path).split("\n")
+
+    def _raw_text(self, path: str) -> str:
         text = self._buffers.get(path)
         if text is None:
             read = read_text_file(self.root / path)
             text = "" if isinstance(read, Failure) else read
-        return self.mask(text).split("\n")
+        return text
 
     def mask(self, text: str) -> str:
         """`text` with secrets masked (as indexed): fragments and prompts never carry one."""

@@ -302,8 +302,9 @@ class CompletionEngine:
             return []
         shown = "\n".join(line for start, end in scope for line in file_lines[start:end])
         visible = "\n".join(file_lines[left_first_line : cursor.line + 1])
-        return imported_signatures(index, cursor.path, shown, visible, settings.scope_signatures,
-                                   settings.scope_signature_chars, self.service.file_lines, self.config.bm25)
+        lines = imported_signatures(index, cursor.path, shown, visible, settings.scope_signatures,
+                                    settings.scope_signature_chars, self.service.unmasked_lines, self.config.bm25)
+        return [self.service.mask(line) for line in lines]
 
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)

@@ -156,3 +156,19 @@ def test_no_signature_for_a_name_the_visible_code_already_uses(tmp_path):
     header = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt.blocks[0]
     assert "from .pricing import compute_tax" in header.text
     assert "def compute_tax(" not in header.text and "class Cart(" in header.text
+
+
+def test_a_secret_in_a_signature_default_is_masked(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    pricing = service.root / "shop" / "pricing.py"
+    key = "AKIA" + "ABCDEFGHIJKLMNOP"  # an AWS access key id shape, split so no scanner flags this file
+    pricing.write_text(pricing.read_text().replace("def compute_tax(amount_cents: int, tax_class: str)",
+                                                   f'def compute_tax(amount_cents: int, tax_class: str, key="{key}")'))
+    service.ensure_index()
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    config = with_overrides(service.config, retrieval={"scope_imports": 12, "scope_signatures": 4},
+                            completion={"max_prompt_tokens": 300, "fill_in_middle": False})
+    engine = CompletionEngine(service, Words(), config)
+    header = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt.blocks[0]
+    assert "def compute_tax(amount_cents, tax_class, key=" in header.text
+    assert key not in header.text
