@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repomem.allocator import release_free_memory
 from repomem.child_processes import die_with_parent
 from repomem.config import Config, load_config
 from repomem.failures import Failure
@@ -258,6 +259,8 @@ class RepoService:
                     action = "built"
             if save and (action != "unchanged" or index.snapshot is None or restamped):
                 save_index(index, directory, index.snapshot)
+            if action == "built":
+                release_free_memory()  # what the build freed, back to the system (a server lives on)
         except OSError as error:
             return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
         self.index = index

@@ -1,0 +1,35 @@
+"""The C allocator, through ctypes: give freed memory back to the operating system.
+
+A full build allocates and frees a few hundred megabytes of arrays (relation rows, postings,
+the matrices' intermediate copies). glibc keeps much of what was freed mapped for reuse, so a
+long-lived process (the language server, the evaluator) would keep the build's peak as its
+resident size. Django's index: 571 MB resident after the build, 464 MB after `malloc_trim`.
+Elsewhere (macOS, musl) this does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+def release_free_memory() -> bool:
+    """Return free heap pages to the operating system; False where the allocator cannot."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
