@@ -146,6 +146,13 @@ class RetrievalConfig:
     # function still misses its arguments (retrieval/signatures.py). 0 = off.
     scope_signatures: int = 0
     scope_signature_chars: int = 120  # characters of one signature line at most
+    # A second generation guided by the first: when the draft calls a repository function or class
+    # that the file imports (resolved through the import edges, defined in another file) and the
+    # prompt does not show its definition, the draft is generated again with that one signature
+    # beside the names in scope (only the name the model already chose: shown signatures of other
+    # names drew calls to them, eval/README.md). Single-round graph-aware strategies; off = one
+    # generation.
+    draft_signature: bool = False
     # Strategy "hat": the summary tree's best-first walk stops after reaching this many files or
     # expanding this many folders (repomem/memory/summary_tree.py).
     summary_walk_files: int = 8

@@ -8,6 +8,7 @@ RepoCoder's strategies run a second round whose query slides over the first roun
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from repomem.languages.registry import language_named
 from repomem.positions import Cursor
 from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import ScoredFragment
-from repomem.retrieval.signatures import imported_signatures
+from repomem.retrieval.signatures import called_signature, imported_signatures
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, strategy_named
 
@@ -139,7 +140,34 @@ class CompletionEngine:
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
         assert result is not None
+        called = self._draft_call(request, result)
+        if called is not None:
+            # Same query, same blocks; the one signature joins the names in scope. A second
+            # generation that fails or is cut leaves the first draft standing.
+            second = self._round(request, context, query, 2, timings, model, draft_signature=called)
+            if not isinstance(second, Failure) and second.generation.finish_reason in ("stop", "length"):
+                drafts.append(result.raw)
+                result = second
         return dataclasses.replace(result, drafts=tuple(drafts)) if drafts else result
+
+    def _draft_call(self, request: CompletionRequest, draft: Completion) -> str | None:
+        """The signature line for retrieval.draft_signature: of the first repository function or
+        class the draft's first line calls through the file's imports, unless the prompt already
+        shows its definition; None when off or nothing qualifies."""
+        index = self.service.index
+        if (not self.config.retrieval.draft_signature or index is None or not request.strategy.names_in_scope
+                or request.strategy.rounds != 1 or draft.generation.finish_reason not in ("stop", "length")):
+            return None
+        first_line = next((line for line in draft.raw.split("\n") if line.strip()), "")
+        called = called_signature(index, request.cursor.path, first_line,
+                                  self.config.retrieval.scope_signature_chars, self.service.unmasked_lines)
+        if called is None:
+            return None
+        name, line = called
+        kind = "def" if line.startswith("def ") else "class"
+        if re.search(rf"\b{kind} {re.escape(name)}\b", draft.prompt.text):
+            return None  # a block (or the visible file) shows the definition itself
+        return self.service.mask(line)
 
     def _memory_model(self, request: CompletionRequest) -> MemoryModel | None:
         """The request's budgeted access to the model, for strategies that ask it while retrieving."""
@@ -158,14 +186,15 @@ class CompletionEngine:
                              self._memory_model(request))
 
     def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-                 timings: dict[str, float], model: MemoryModel | None) -> PreparedPrompt | Failure:
+                 timings: dict[str, float], model: MemoryModel | None,
+                 draft_signature: str | None = None) -> PreparedPrompt | Failure:
         started = time.perf_counter()
         fragments = self._fragments(request, context, query, round_number, model)
         timings["retrieve"] += (time.perf_counter() - started) * 1000
         if model is not None:  # part of "retrieve": what the memory's own model calls cost
             timings["memory_model"] = sum(call.seconds for call in model.calls) * 1000
         started = time.perf_counter()
-        prompt = self._fit_prompt(request, context, fragments)
+        prompt = self._fit_prompt(request, context, fragments, draft_signature)
         if isinstance(prompt, Failure):
             return prompt
         timings["prompt"] += (time.perf_counter() - started) * 1000
@@ -173,8 +202,9 @@ class CompletionEngine:
                               dict(timings))
 
     def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-               timings: dict[str, float], model: MemoryModel | None) -> Completion | Failure:
-        prepared = self._prepare(request, context, query, round_number, timings, model)
+               timings: dict[str, float], model: MemoryModel | None,
+               draft_signature: str | None = None) -> Completion | Failure:
+        prepared = self._prepare(request, context, query, round_number, timings, model, draft_signature)
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt
@@ -220,9 +250,10 @@ class CompletionEngine:
         return fragments
 
     def _fit_prompt(self, request: CompletionRequest, context: CursorContext,
-                    fragments: list[ScoredFragment]) -> Prompt | Failure:
+                    fragments: list[ScoredFragment], draft_signature: str | None = None) -> Prompt | Failure:
         """Blocks and the current file within the token budget; blocks repeating what the prompt
-        already shows of the current file are dropped and the fit is redone."""
+        already shows of the current file are dropped and the fit is redone. `draft_signature`
+        joins the names in scope (shown even when no import statement is hidden)."""
         settings = self.config.completion
         cursor = request.cursor
         candidates = [
@@ -244,6 +275,7 @@ class CompletionEngine:
         scope = self._scope_imports(request, context, file_lines)
         # None until the first fit shows what the left context keeps (names it calls need no signature).
         signatures: list[str] | None = None if scope and self.config.retrieval.scope_signatures > 0 else []
+        forced = [draft_signature] if draft_signature else []
         try:
             while True:
                 prompt = build_prompt(
@@ -251,7 +283,8 @@ class CompletionEngine:
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
                     select=select,
-                    pinned=[_scope_block(cursor.path, file_lines, scope, signatures or ())] if scope else (),
+                    pinned=[_scope_block(cursor.path, file_lines, scope, [*(signatures or ()), *forced])]
+                    if scope or forced else (),
                 )
                 if isinstance(prompt, Failure):
                     return prompt
@@ -322,5 +355,6 @@ def _scope_block(path: str, file_lines: list[str], spans: list[tuple[int, int]],
     """The import statements (and the signatures of what they bind) as one block of the current
     file (its lines, not a window: id -1)."""
     imports = [line for start, end in spans for line in file_lines[start:end]]
-    text = "\n".join([*imports, *signatures])
-    return ContextBlock(-1, path, spans[0][0], spans[-1][1], text, float("inf"), summary=True)
+    text = "\n".join([*imports, *dict.fromkeys(signatures)])  # each signature once
+    first, end = (spans[0][0], spans[-1][1]) if spans else (0, 0)
+    return ContextBlock(-1, path, first, end, text, float("inf"), summary=True)

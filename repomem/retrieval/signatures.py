@@ -176,12 +176,44 @@ def imported_signatures(index: RepoIndex, path: str, shown_imports: str, visible
     for _, name, target_file, definition in sorted(candidates, key=lambda c: c[0]):
         if len(out) >= limit:
             break
-        target_syntax, record = index.syntax[target_file], index.files[target_file]
-        if target_syntax is None or record is None:
-            continue
-        node = definition.node
-        line = definition_signature(lines_of(record.path), definition.kind, name,
-                                    int(target_syntax.start_line[node]), int(target_syntax.end_line[node]))
+        line = _signature_in(index, target_file, definition, name, lines_of, max_chars)
         if line is not None:
-            out.append(_fit(line, max_chars))
+            out.append(line)
     return out
+
+
+def _signature_in(index: RepoIndex, file_id: int, definition: Definition, shown_name: str,
+                  lines_of: Callable[[str], Sequence[str]], max_chars: int) -> str | None:
+    syntax, record = index.syntax[file_id], index.files[file_id]
+    if syntax is None or record is None:
+        return None
+    node = definition.node
+    line = definition_signature(lines_of(record.path), definition.kind, shown_name,
+                                int(syntax.start_line[node]), int(syntax.end_line[node]))
+    return None if line is None else _fit(line, max_chars)
+
+
+_CALLED = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
+
+
+def called_signature(index: RepoIndex, path: str, code: str, max_chars: int,
+                     lines_of: Callable[[str], Sequence[str]]) -> tuple[str, str] | None:
+    """(name, signature line) of the first name `code` calls that file `path` reaches through its
+    imports (a name it imports, or an attribute of a module it imports) and that is defined in
+    another file of the repository; None when there is none. `self.` / `cls.` calls are methods of
+    the file's own classes and are skipped."""
+    resolved = index.resolved_file(path)
+    if resolved is None:
+        return None
+    file_id, _, resolution = resolved
+    for dotted in _CALLED.findall(code):
+        if dotted.split(".", 1)[0] in ("self", "cls", "super"):
+            continue
+        target = resolution.resolve_name(file_id, dotted)
+        if target is None or target[0] == file_id:
+            continue
+        name = dotted.rsplit(".", 1)[-1]
+        line = _signature_in(index, target[0], target[1], name, lines_of, max_chars)
+        if line is not None:
+            return name, line
+    return None

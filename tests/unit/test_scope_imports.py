@@ -172,3 +172,65 @@ def test_a_secret_in_a_signature_default_is_masked(tmp_path):
     header = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt.blocks[0]
     assert "def compute_tax(amount_cents, tax_class, key=" in header.text
     assert key not in header.text
+
+
+# -- a second generation guided by the draft's call (retrieval.draft_signature) ------------------
+
+class Scripted(Words):
+    """Answers with the next scripted text and keeps every prompt (the engine's logic is what is
+    tested; the embedded model runs this path in tests/e2e)."""
+
+    def __init__(self, answers: list[str]):
+        super().__init__()
+        self.answers, self.prompts = list(answers), []
+
+    def generate(self, request):
+        from repomem.backends.base import Generation
+
+        self.prompts.append(request.prompt)
+        return Generation(self.answers.pop(0), self.count(request.prompt), 3, 0, "stop", 0.01)
+
+
+def draft_engine(service, answers, on=True, tokens=300):
+    config = with_overrides(service.config, retrieval={"scope_imports": 12, "draft_signature": on},
+                            completion={"max_prompt_tokens": tokens, "fill_in_middle": False})
+    backend = Scripted(answers)
+    return CompletionEngine(service, backend, config), backend
+
+
+def test_a_draft_calling_an_imported_function_is_regenerated_with_its_signature(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    engine, backend = draft_engine(service, ["compute_tax(amount)\n", "compute_tax(amount_cents, tax_class)\n"])
+    result = engine.complete(cursor, "fragrel", order="score")
+    assert len(backend.prompts) == 2
+    assert "compute_tax(amount_cents, tax_class): ..." not in backend.prompts[0]
+    assert "def compute_tax(amount_cents, tax_class): ..." in backend.prompts[1]
+    assert result.drafts == ("compute_tax(amount)\n",) and result.text.startswith("compute_tax(amount_cents")
+    assert result.rounds == 2
+    # A class's signature is its __init__'s parameters.
+    engine, backend = draft_engine(service, ["Cart(catalog)\n", "Cart(catalog, 10)\n"])
+    engine.complete(cursor, "fragrel", order="score")
+    assert "class Cart(catalog, discount_percent=0.0): ..." in backend.prompts[1]
+
+
+def test_no_second_generation_without_a_resolvable_call_or_when_off_or_for_published_prompts(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    for answers, strategy, on in ((["helper_3(amount)\n"], "fragrel", True),  # defined in this file
+                                  (["json.dumps(amount)\n"], "fragrel", True),  # not repository code
+                                  (["self.compute_tax(amount)\n"], "fragrel", True),  # a method
+                                  (["compute_tax(amount)\n"], "fragrel", False),  # off
+                                  (["compute_tax(amount)\n"], "vanilla", True)):  # RepoCoder's prompt
+        engine, backend = draft_engine(service, answers, on)
+        result = engine.complete(cursor, strategy, order="score")
+        assert len(backend.prompts) == 1 and result.drafts == (), (answers, strategy, on)
+
+
+def test_no_second_generation_when_the_prompt_shows_the_definition(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    # A roomy prompt: the retrieved blocks include pricing.py's `def compute_tax`.
+    engine, backend = draft_engine(service, ["compute_tax(amount)\n"], tokens=4000)
+    engine.complete(cursor, "fragrel", order="score")
+    assert "def compute_tax(" in backend.prompts[0] and len(backend.prompts) == 1
