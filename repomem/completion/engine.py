@@ -164,6 +164,9 @@ class CompletionEngine:
         if called is None:
             return None
         name, line = called
+        if f"{name}()" in line or f"{name}(" not in line:
+            return None  # no parameters to show: the draft's arguments cannot improve (and a bare
+            # `def name(): ...` got copied as a def line on the dev set)
         kind = "def" if line.startswith("def ") else "class"
         if re.search(rf"\b{kind} {re.escape(name)}\b", draft.prompt.text):
             return None  # a block (or the visible file) shows the definition itself

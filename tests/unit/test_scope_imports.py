@@ -227,6 +227,19 @@ def test_no_second_generation_without_a_resolvable_call_or_when_off_or_for_publi
         assert len(backend.prompts) == 1 and result.drafts == (), (answers, strategy, on)
 
 
+def test_no_second_generation_for_a_callee_without_parameters(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    (service.root / "shop" / "pricing.py").write_text(
+        (service.root / "shop" / "pricing.py").read_text() + "\n\ndef rates_loaded():\n    return True\n")
+    report = service.root / "shop" / "report.py"
+    report.write_text(text.replace("import compute_tax", "import compute_tax, rates_loaded"))
+    service.ensure_index()
+    text = report.read_text()
+    cursor = locate(service.root, "shop/report.py", text, text.count("\n") + 1, None)
+    engine, backend = draft_engine(service, ["rates_loaded()\n"])
+    assert engine.complete(cursor, "fragrel", order="score").drafts == () and len(backend.prompts) == 1
+
+
 def test_no_second_generation_when_the_prompt_shows_the_definition(tmp_path):
     service, text, n_lines = long_report(tmp_path)
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
