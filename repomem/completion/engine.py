@@ -144,7 +144,8 @@ class CompletionEngine:
         if called is not None:
             # Same query, same blocks; the one signature joins the names in scope. A second
             # generation that fails or is cut leaves the first draft standing.
-            second = self._round(request, context, query, 2, timings, model, draft_signature=called)
+            second = self._round(request, context, query, 2, timings, model, draft_signature=called,
+                                 fragments=result.fragments)
             if not isinstance(second, Failure) and second.generation.finish_reason in ("stop", "length"):
                 drafts.append(result.raw)
                 result = second
@@ -189,10 +190,13 @@ class CompletionEngine:
                              self._memory_model(request))
 
     def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-                 timings: dict[str, float], model: MemoryModel | None,
-                 draft_signature: str | None = None) -> PreparedPrompt | Failure:
+                 timings: dict[str, float], model: MemoryModel | None, draft_signature: str | None = None,
+                 fragments: Sequence[ScoredFragment] | None = None) -> PreparedPrompt | Failure:
+        """`fragments`: the round's blocks when already known (the draft-signature round keeps the
+        first round's, which `--order stable` may have remembered rather than retrieved)."""
         started = time.perf_counter()
-        fragments = self._fragments(request, context, query, round_number, model)
+        fragments = list(fragments) if fragments is not None else self._fragments(request, context, query,
+                                                                                  round_number, model)
         timings["retrieve"] += (time.perf_counter() - started) * 1000
         if model is not None:  # part of "retrieve": what the memory's own model calls cost
             timings["memory_model"] = sum(call.seconds for call in model.calls) * 1000
@@ -205,9 +209,9 @@ class CompletionEngine:
                               dict(timings))
 
     def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-               timings: dict[str, float], model: MemoryModel | None,
-               draft_signature: str | None = None) -> Completion | Failure:
-        prepared = self._prepare(request, context, query, round_number, timings, model, draft_signature)
+               timings: dict[str, float], model: MemoryModel | None, draft_signature: str | None = None,
+               fragments: Sequence[ScoredFragment] | None = None) -> Completion | Failure:
+        prepared = self._prepare(request, context, query, round_number, timings, model, draft_signature, fragments)
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt

@@ -298,7 +298,7 @@ def build_index(
     all_rows = np.arange(n_fragments, dtype=np.int64)
     rows, cols, values, bars = _relation_rows(index, all_rows, progress)
     index.thresholds = bars
-    values = stored_weights(values)
+    values = stored_weights(values)  # rebound: the unrounded copy is freed before the matrix is built
     index.w_base = symmetric_matrix(rows, cols, values, n_fragments)
     index.rowsum = index.relation_times(np.ones(n_fragments))
     return index

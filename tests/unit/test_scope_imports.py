@@ -208,10 +208,15 @@ def test_a_draft_calling_an_imported_function_is_regenerated_with_its_signature(
     assert "def compute_tax(amount_cents, tax_class): ..." in backend.prompts[1]
     assert result.drafts == ("compute_tax(amount)\n",) and result.text.startswith("compute_tax(amount_cents")
     assert result.rounds == 2
-    # A class's signature is its __init__'s parameters.
+    # A class's signature is its __init__'s parameters; the second round shows the first round's
+    # blocks (here remembered for the function by --order stable, not retrieved again).
     engine, backend = draft_engine(service, ["Cart(catalog)\n", "Cart(catalog, 10)\n"])
-    engine.complete(cursor, "fragrel", order="score")
+    result = engine.complete(cursor, "fragrel", order="stable")
     assert "class Cart(catalog, discount_percent=0.0): ..." in backend.prompts[1]
+    first_blocks = [block for block in engine.prepare(engine.request(cursor, "fragrel", order="stable")).prompt.blocks
+                    if block.fragment >= 0]
+    assert first_blocks and [b.fragment for b in result.prompt.blocks if b.fragment >= 0] == \
+        [b.fragment for b in first_blocks]
 
 
 def test_no_second_generation_without_a_resolvable_call_or_when_off_or_for_published_prompts(tmp_path):
