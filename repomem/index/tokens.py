@@ -56,9 +56,9 @@ class LineTokens:
         one int32 array)."""
         first_token = self.line_offsets[starts]
         last_token = self.line_offsets[ends]
-        covered = np.zeros(self.ids.shape[0] + 1, dtype=np.int64)
-        np.add.at(covered, first_token, 1)
-        np.add.at(covered, last_token, -1)
+        # Windows over each token: +1 where a window starts, -1 where it ends, summed along.
+        size = self.ids.shape[0] + 1
+        covered = np.bincount(first_token, minlength=size) - np.bincount(last_token, minlength=size)
         seen = self.ids[np.cumsum(covered[:-1]) > 0]
         # First appearance of each local word among the covered tokens, in token order.
         local, first_at = np.unique(seen, return_index=True)

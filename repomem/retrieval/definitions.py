@@ -10,6 +10,7 @@ them), then by whether the file already calls them, then by import order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,7 +96,7 @@ def reachable_definitions(index: RepoIndex, path: str, query: str, bm25: BM25Con
     return sites[:limit]
 
 
-def _header_end(lines: list[str], start: int, last: int) -> int:
+def header_end(lines: Sequence[str], start: int, last: int) -> int:
     """Line after the header starting at `start`: through the first line whose code ends in ':'."""
     line = start
     while line <= last and not lines[line].split("#", 1)[0].rstrip().endswith(":"):
@@ -108,13 +109,13 @@ def signature_span(lines: list[str], start: int, end: int, max_lines: int) -> tu
     first line and, for a class, its __init__ header when it comes early; at most max_lines lines
     (a class with __init__: twice that)."""
     last = min(end, len(lines) - 1)
-    stop = _header_end(lines, start, last)
+    stop = header_end(lines, start, last)
     if stop <= last and lines[stop].strip().startswith(('"""', "'''", 'r"""', "r'''")):
         stop += 1
     cap = max_lines
     if lines[start].lstrip().startswith("class "):
         for number in range(stop, min(last + 1, start + 2 * max_lines)):
             if lines[number].lstrip().startswith("def __init__"):
-                stop, cap = _header_end(lines, number, last), 2 * max_lines
+                stop, cap = header_end(lines, number, last), 2 * max_lines
                 break
     return start, max(min(stop, start + cap), start + 1)

@@ -22,6 +22,7 @@ from repomem.config import BM25Config
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import Definition
+from repomem.retrieval.definitions import header_end
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _OPENING = {"(": ")", "[": "]", "{": "}"}
@@ -99,11 +100,9 @@ def parameter_list(header: str) -> str | None:
 
 
 def _header_text(lines: Sequence[str], start: int, last: int, max_lines: int) -> str:
-    """Lines of a header from `start` up to the first whose code ends in ':' (at most max_lines)."""
-    stop = start
-    while stop <= last and stop < start + max_lines and not lines[stop].split("#", 1)[0].rstrip().endswith(":"):
-        stop += 1
-    return "\n".join(lines[start : min(stop, last) + 1])
+    """Lines of a header from `start` through the first whose code ends in ':' (at most
+    max_lines + 1 lines)."""
+    return "\n".join(lines[start : min(header_end(lines, start, last), start + max_lines + 1)])
 
 
 def definition_signature(lines: Sequence[str], kind: str, name: str, start: int, end: int,
