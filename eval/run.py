@@ -426,10 +426,14 @@ class Evaluator:
         in_prompt = prompt.fragment_ids
         used = [f for f in fragments if f.fragment in in_prompt]
         texts = [b.text for b in prompt.blocks]
+        window_texts = [b.text for b in prompt.blocks if not b.summary]  # not the names in scope
         visible = "\n".join(cursor.text.split("\n")[prompt.left_first_line : cursor.line + 1])
         duplicated, total = duplicate_block_tokens(texts, visible, self._line_tokens)
         fields: dict[str, Any] = {
-            "prompt_hit": _hit_ranks(service, task, used) is not None if retrieves else None,
+            # The blocks' own lines for a line task (a block may show more or other lines than its
+            # window: packing, continuation); the called definition's span for an API task.
+            "prompt_hit": (line_hit_rank(window_texts, task.ground_truth) if task.definition is None
+                           else _hit_ranks(service, task, used)) is not None if retrieves else None,
             "prompt_blocks": len(prompt.blocks), "prompt_first_line": prompt.left_first_line,
             # 0-based positions in `fragments` of those whose lines reached the prompt
             "in_prompt": [rank for rank, f in enumerate(fragments) if f.fragment in in_prompt],

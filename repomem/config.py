@@ -215,6 +215,14 @@ class CompletionConfig:
     # shared lines and join it (completion/packing.py). Off until an EM run decides (eval/README.md).
     pack_blocks: bool = False
     pack_max_lines: int = 40  # a packed block grows to at most this many lines (two windows)
+    # Blocks that show what followed the match (completion/continuation.py): a window of another
+    # file whose lines match the visible code's last `continuation_match_lines` non-blank lines
+    # (mean token Jaccard >= continuation_min_similarity) slides down, keeping its length, until it
+    # shows this many non-blank lines past the match. Graph-aware strategies only (RepoCoder's and
+    # the paper's prompts stay exact); 0 = off.
+    continuation_lines: int = 0
+    continuation_match_lines: int = 3
+    continuation_min_similarity: float = 0.5
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)
@@ -333,7 +341,8 @@ _POSITIVE = frozenset({
     ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
     ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
-    ("completion", "pack_max_lines"), ("retrieval", "definition_lines"), ("retrieval", "summary_walk_files"),
+    ("completion", "pack_max_lines"), ("completion", "continuation_match_lines"),
+    ("retrieval", "definition_lines"), ("retrieval", "summary_walk_files"),
     ("retrieval", "summary_walk_steps"), ("memory", "max_calls"), ("memory", "answer_tokens"),
     ("memory", "walk_children"), ("memory", "walk_leaves"), ("memory", "summary_lines"), ("memory", "page_lines"),
     ("memory", "gist_pages"), ("memory", "lookup_pages"), ("memory", "entity_names"), ("memory", "entity_evidence"),
@@ -368,7 +377,8 @@ def _range_problem(section: str, key: str, value: Any) -> str | None:
         return "must be > 0"
     if (section, key) in _UNIT and not 0 < value <= 1:
         return "must lie in (0, 1]"
-    if (section, key) in (("relations", "context_gamma"), ("relations", "same_file_weight")) and value > 1:
+    if (section, key) in (("relations", "context_gamma"), ("relations", "same_file_weight"),
+                          ("completion", "continuation_min_similarity")) and value > 1:
         return "must lie in [0, 1]"
     return None
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
+from repomem.completion.continuation import continued_blocks
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.packing import pack_blocks
 from repomem.completion.postprocess import CompletionShape, clean_completion
@@ -268,6 +269,11 @@ class CompletionEngine:
                          summary=f.text is not None, similarity=f.s_ind)
             for f in fragments
         ]
+        if settings.continuation_lines > 0 and request.strategy.names_in_scope:
+            # the visible code's last non-blank lines before the cursor line
+            tail = [line for line in context.left_lines[:-1] if line.strip()][-settings.continuation_match_lines :]
+            candidates = continued_blocks(candidates, self.service.file_lines, cursor.path, tail,
+                                          settings.continuation_lines, settings.continuation_min_similarity)
         select = None
         if settings.pack_blocks:
             def select(chosen, block_budget, cost):
