@@ -99,3 +99,32 @@ def continued_blocks(candidates: Sequence[ContextBlock], file_lines: Callable[[s
             shown.add(span)
         continued.append(block)
     return continued
+
+
+# fragment id -> the span its block showed, None where the block was dropped (a repeated span)
+ContinuedSpans = dict[int, tuple[int, int] | None]
+
+
+def spans_of(candidates: Sequence[ContextBlock], continued: Sequence[ContextBlock]) -> ContinuedSpans:
+    """What `continued_blocks` made of each candidate window, to show the same lines again."""
+    kept = {block.fragment: (block.start_line, block.end_line) for block in continued if not block.summary}
+    return {block.fragment: kept.get(block.fragment) for block in candidates if not block.summary}
+
+
+def blocks_at(candidates: Sequence[ContextBlock], spans: ContinuedSpans,
+              file_lines: Callable[[str], Sequence[str]]) -> list[ContextBlock] | None:
+    """The candidates shown at remembered spans (a function's later completions keep the lines its
+    first one showed, so their prompts share the block section); None when a candidate window is
+    not among the remembered ones (the blocks were retrieved again)."""
+    if any(block.fragment not in spans for block in candidates if not block.summary):
+        return None
+    shown: list[ContextBlock] = []
+    for block in candidates:
+        span = None if block.summary else spans[block.fragment]
+        if block.summary or span == (block.start_line, block.end_line):
+            shown.append(block)
+        elif span is not None:
+            lines = file_lines(block.path)
+            shown.append(dataclasses.replace(block, start_line=span[0], end_line=span[1],
+                                             text="\n".join(lines[span[0] : span[1]])))
+    return shown

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
-from repomem.completion.continuation import continued_blocks
+from repomem.completion.continuation import ContinuedSpans, blocks_at, continued_blocks, spans_of
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.packing import pack_blocks
 from repomem.completion.postprocess import CompletionShape, clean_completion
@@ -79,6 +79,7 @@ class CompletionEngine:
         self._tokenizer = BackendTokenizer(backend)
         self._stable: OrderedDict[tuple[str, int], list[ScoredFragment]] = OrderedDict()
         self._first_lines: dict[tuple[str, int], int] = {}  # where the function's last prompt began
+        self._continued: dict[tuple[str, int], ContinuedSpans] = {}  # the lines its blocks first showed
 
     def request(
         self,
@@ -255,6 +256,7 @@ class CompletionEngine:
             while len(self._stable) > STABLE_MEMO_SIZE:
                 dropped, _ = self._stable.popitem(last=False)
                 self._first_lines.pop(dropped, None)
+                self._continued.pop(dropped, None)
         return fragments
 
     def _fit_prompt(self, request: CompletionRequest, context: CursorContext,
@@ -269,17 +271,14 @@ class CompletionEngine:
                          summary=f.text is not None, similarity=f.s_ind)
             for f in fragments
         ]
+        stable_key = self._stable_key(request, context)
         if settings.continuation_lines > 0 and request.strategy.names_in_scope:
-            # the visible code's last non-blank lines before the cursor line
-            tail = [line for line in context.left_lines[:-1] if line.strip()][-settings.continuation_match_lines :]
-            candidates = continued_blocks(candidates, self.service.file_lines, cursor.path, tail,
-                                          settings.continuation_lines, settings.continuation_min_similarity)
+            candidates = self._continued_blocks(candidates, context, cursor.path, stable_key)
         select = None
         if settings.pack_blocks:
             def select(chosen, block_budget, cost):
                 return pack_blocks(chosen, settings.pack_max_lines, self.service.span_text, block_budget, cost)
         budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
-        stable_key = self._stable_key(request, context)
         hint = self._first_lines.get(stable_key) if stable_key else None
         visible_from = min(max(request.visible_from, 0), cursor.line)
         if hint is not None:
@@ -323,6 +322,24 @@ class CompletionEngine:
         if stable_key is not None:
             self._first_lines[stable_key] = prompt.left_first_line
         return prompt
+
+    def _continued_blocks(self, candidates: list[ContextBlock], context: CursorContext, cursor_path: str,
+                          stable_key: tuple[str, int] | None) -> list[ContextBlock]:
+        """The candidates slid to show what followed their match (completion.continuation_lines).
+        With order "stable" a function's first completion decides the lines and later ones show
+        the same, so their prompts keep sharing the block section as the cursor moves."""
+        if stable_key is not None and stable_key in self._continued:
+            shown = blocks_at(candidates, self._continued[stable_key], self.service.file_lines)
+            if shown is not None:
+                return shown
+        settings = self.config.completion
+        # the visible code's last non-blank lines before the cursor line
+        tail = [line for line in context.left_lines[:-1] if line.strip()][-settings.continuation_match_lines :]
+        continued = continued_blocks(candidates, self.service.file_lines, cursor_path, tail,
+                                     settings.continuation_lines, settings.continuation_min_similarity)
+        if stable_key is not None:
+            self._continued[stable_key] = spans_of(candidates, continued)
+        return continued
 
     def _scope_imports(self, request: CompletionRequest, context: CursorContext,
                        file_lines: list[str]) -> list[tuple[int, int]]:

@@ -94,3 +94,21 @@ def test_the_prompt_shows_the_line_after_the_clone_for_graph_aware_strategies_on
     assert shown["fragrel", 0][0] is False  # the window [0, 20) of records.py ends on the clone's last line
     assert shown["fragrel", 4] == (True, shown["fragrel", 0][1] + 5)
     assert shown["vanilla", 4] == shown["fragrel", 0]  # RepoCoder's prompt stays exact
+
+
+def test_stable_order_keeps_the_first_completions_lines_while_the_cursor_stays_in_the_function(tmp_path):
+    service, text, line = clone_repository(tmp_path)
+    config = with_overrides(service.config, completion={"continuation_lines": 4, "max_prompt_tokens": 400,
+                                                        "fill_in_middle": False})
+
+    def spans(engine: CompletionEngine, at: int) -> list[tuple[str, int, int]]:
+        cursor = locate(service.root, "shop/main.py", text, at, None)
+        prompt = engine.prepare(engine.request(cursor, "fragrel", order="stable")).prompt
+        return [(b.path, b.start_line, b.end_line) for b in prompt.blocks if b.path == "shop/records.py"]
+
+    earlier = line - 2  # the clone's first line only: a weaker match, shown where the window was
+    alone = spans(CompletionEngine(service, Words(), config), earlier)
+    engine = CompletionEngine(service, Words(), config)
+    first = spans(engine, line)
+    assert first != alone
+    assert spans(engine, earlier) == first  # same function: the first completion's lines
