@@ -27,7 +27,7 @@ import shutil
 import time
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,10 +187,10 @@ def _check_row_pointer(pointer: np.ndarray, entries: int, name: str) -> None:
 
 
 def _delta_by_row(values: np.ndarray, pointer: np.ndarray) -> np.ndarray:
-    """int64 differences within each row; the first entry of each row stays absolute. Rows need
-    not be sorted: a decreasing step is a negative difference (and int64 arithmetic wraps the same
-    way both ways, so even extreme values come back exactly)."""
-    values = values.astype(np.int64)
+    """Differences within each row, in the array's own integer dtype; the first entry of each row
+    stays absolute. Rows need not be sorted: a decreasing step is a negative difference (and the
+    dtype's arithmetic wraps the same way both ways, `_undelta_by_row` sums in it, so even extreme
+    values come back exactly). No int64 copy: a full build's save was its peak of memory."""
     coded = np.empty_like(values)
     coded[:1] = values[:1]
     np.subtract(values[1:], values[:-1], out=coded[1:])
@@ -220,23 +220,27 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str]
         if pointer_name in deltas or arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
             raise ValueError(f"{name}: only a 1-d integer array can be delta coded, by an uncoded pointer")
         _check_row_pointer(np.asarray(arrays[pointer_name]), arrays[name].shape[0], name)
-    codec: dict[str, dict[str, str | None]] = {}
-    stored: dict[str, np.ndarray] = {}
-    for name, array in arrays.items():
-        array = np.asarray(array)
+    codec = {name: {"dtype": np.asarray(array).dtype.str, "delta": deltas.get(name)} for name, array in arrays.items()}
+
+    def coded(name: str) -> np.ndarray:
+        array = np.asarray(arrays[name])
         pointer_name = deltas.get(name)
-        codec[name] = {"dtype": array.dtype.str, "delta": pointer_name}
         if pointer_name is not None:
             array = _delta_by_row(array, np.asarray(arrays[pointer_name]))
         if array.dtype.kind in "iu":  # bool and float arrays are written as they are
             array = array.astype(_narrowest_integer_dtype(array, array.dtype), copy=False)
-        stored[name] = array
-    stored[CODEC_MEMBER] = np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8)
+        return array
+
     with _private(path, "wb") as handle:
         with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-            for name, array in stored.items():
+            members = [CODEC_MEMBER, *arrays]
+            for name in members:
+                # One coded copy alive at a time: a full build's save was its peak of memory.
+                array = (np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8) if name == CODEC_MEMBER
+                         else coded(name))
                 with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, array, allow_pickle=False)
+                del array
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -286,11 +290,21 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _write_json_gz(path: Path, value: Any) -> None:
-    """JSON, gzip level 1: symbol tables are names and numbers (Django: 11.4 MB -> ~1.5 MB)."""
-    data = gzip.compress(json.dumps(value, separators=(",", ":")).encode("utf-8"), compresslevel=1, mtime=0)
+def _write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:
+    """A JSON object of `members` (key, value), gzip level 1: symbol tables are names and numbers
+    (Django: 11.4 MB -> ~1.5 MB). Written member by member: the whole text (and the objects behind
+    it) at once were tens of MB at a full build's peak of memory, its save."""
+    encode = json.JSONEncoder(separators=(",", ":")).encode
     with _private(path, "wb") as handle:
-        handle.write(data)
+        with gzip.GzipFile(fileobj=handle, mode="wb", compresslevel=1, mtime=0) as packed:
+            pieces: list[str] = []
+            for key, value in members:
+                pieces.append(f"{',' if pieces or packed.tell() else '{'}{encode(key)}:{encode(value)}")
+                if len(pieces) >= 256:
+                    packed.write("".join(pieces).encode("utf-8"))
+                    pieces.clear()
+            pieces.append("}" if pieces or packed.tell() else "{}")
+            packed.write("".join(pieces).encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -364,19 +378,18 @@ def _files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray
 
 
 
-def _symbols_json(index: RepoIndex, file_ids: list[int]) -> dict[str, Any]:
-    out = {}
+def _symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The symbols.json object's members, one per file whose language resolves calls."""
     for file_id in file_ids:
         syntax = index.syntax[file_id]
         assert syntax is not None
         if not resolves_calls(syntax):
             continue
-        out[str(file_id)] = {
+        yield str(file_id), {
             "d": [[d.node, d.name, d.kind, d.scope, int(d.in_function), list(d.bases)] for d in syntax.definitions],
             "i": [[b.local, b.module, b.name] for b in syntax.imports],
             "c": [[c.node, c.hops, c.callee, c.enclosing_class] for c in syntax.calls],
         }
-    return out
 
 
 def _decode_files(

@@ -20,7 +20,16 @@ import pytest
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
-from repomem.index.store import _read_npz, _write_npz, config_fingerprint, current_snapshot, index_dir, load_index
+from repomem.index.store import (
+    _read_json_gz,
+    _read_npz,
+    _write_json_gz,
+    _write_npz,
+    config_fingerprint,
+    current_snapshot,
+    index_dir,
+    load_index,
+)
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.repos import synthetic_files, write_repo
@@ -235,6 +244,15 @@ def test_array_codec_round_trip_is_exact(tmp_path):
         assert stored["weights"].dtype == np.float32 and stored["live"].dtype == np.bool_
         # Row 1 [9, 2, 5] is stored as 9, -7, 3: the first entry of each row absolute.
         np.testing.assert_array_equal(stored["indices"][:3], [9, -7, 3])
+
+
+def test_symbol_tables_are_written_member_by_member_as_one_json_object(tmp_path):
+    # The writer flushes every 256 members: the object must stay one object across flushes.
+    for count in (0, 1, 255, 256, 257, 600):
+        members = [(str(i), {"d": [[i, "caf\u00e9", "function", "", 0, ["Base"]]], "i": [], "c": []})
+                   for i in range(count)]
+        _write_json_gz(tmp_path / "symbols.json.gz", iter(members))
+        assert _read_json_gz(tmp_path / "symbols.json.gz") == dict(members)
 
 
 def test_array_codec_sorted_rows_shrink(tmp_path):
