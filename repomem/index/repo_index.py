@@ -298,8 +298,9 @@ def build_index(
     all_rows = np.arange(n_fragments, dtype=np.int64)
     rows, cols, values, bars = _relation_rows(index, all_rows, progress)
     index.thresholds = bars
-    values = stored_weights(values)  # rebound: the unrounded copy is freed before the matrix is built
-    index.w_base = symmetric_matrix(rows, cols, values, n_fragments)
+    one_sided = sp.csr_matrix((stored_weights(values), (rows, cols)), shape=(n_fragments, n_fragments))
+    del rows, cols, values  # the entries are not resident beside the matrices made of them
+    index.w_base = symmetric_matrix(one_sided)
     index.rowsum = index.relation_times(np.ones(n_fragments))
     return index
 
