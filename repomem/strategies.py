@@ -16,7 +16,9 @@ else compares strategy names. A strategy is a way of choosing the context a mode
   before the cursor plus the first round's draft.
 - `names_in_scope`: the code graph also adds context: the current file's import statements that bind
   repository code (its import edges), shown above the blocks when the left context no longer shows
-  them (`retrieval.scope_imports` lines). Off for RepoCoder's and the paper's exact prompts.
+  them (`retrieval.scope_imports` lines); and repomem's own prompt levers apply, such as blocks
+  slid to show what followed their match (`completion.continuation_lines`). Off for RepoCoder's and
+  the paper's exact prompts.
 - `as_published`: ignore repomem's own ranking levers (`retrieval.anchor_matches`, the
   "similarity" block order) and rank and order exactly as the FragRel paper does.
 
@@ -56,8 +58,8 @@ STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("infile", "the current file only", "none", False, 1),
     Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1),
     Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10), BM25's best match kept "
-             "nearest the code, the file's imports of repository code in scope", "sparse", True, 1,
-             names_in_scope=True),
+             "nearest the code, the file's imports of repository code in scope, blocks showing what "
+             "followed their match", "sparse", True, 1, names_in_scope=True),
     Strategy("fragrel-paper", "FragRel exactly as published: eq. 10's ranking and block order", "sparse", True, 1,
              as_published=True),
     Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2),
