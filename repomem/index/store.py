@@ -378,6 +378,20 @@ def _files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray
 
 
 
+def _upper_triangle(matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, indices, float32 data) of a CSR matrix's entries above the diagonal. Weights are
+    float32 values held as float64 (repo_index.stored_weights), so float32 is lossless. Selected in
+    place rather than by scipy's triu, whose COO copies of all of W were a cold build's peak of memory."""
+    n_rows = matrix.shape[0]
+    rows = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(matrix.indptr))  # row of each entry
+    above = matrix.indices > rows
+    counts = np.bincount(rows[above], minlength=n_rows)
+    del rows
+    indptr = np.zeros(n_rows + 1, dtype=matrix.indptr.dtype)
+    np.cumsum(counts, out=indptr[1:])
+    return indptr, matrix.indices[above], matrix.data[above].astype(np.float32)
+
+
 def _symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The symbols.json object's members, one per file whose language resolves calls."""
     for file_id in file_ids:
@@ -464,12 +478,11 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 index.base_files = set(base_files)
                 # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty
                 # diagonal: its upper triangle is all of it, at half the bytes.
-                upper = sp.triu(index.w_base, k=1, format="csr")
+                upper_indptr, upper_indices, upper_data = _upper_triangle(index.w_base)
                 base_segments = index.segments[: index.base_segments]
                 _write_npz(temporary / "base.npz", {
-                    "wu_indptr": upper.indptr, "wu_indices": upper.indices,
-                    # Weights are float32 values held as float64 (repo_index.stored_weights): lossless.
-                    "wu_data": upper.data.astype(np.float32), "w_shape": np.asarray(index.w_base.shape),
+                    "wu_indptr": upper_indptr, "wu_indices": upper_indices,
+                    "wu_data": upper_data, "w_shape": np.asarray(index.w_base.shape),
                     **_segments_arrays("seg", base_segments),
                 }, deltas={"wu_indices": "wu_indptr", **_segments_deltas("seg", base_segments)})
                 _write_npz(temporary / "files.npz", _files_arrays(index, base_files))

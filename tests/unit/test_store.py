@@ -23,6 +23,7 @@ from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.store import (
     _read_json_gz,
     _read_npz,
+    _upper_triangle,
     _write_json_gz,
     _write_npz,
     config_fingerprint,
@@ -244,6 +245,22 @@ def test_array_codec_round_trip_is_exact(tmp_path):
         assert stored["weights"].dtype == np.float32 and stored["live"].dtype == np.bool_
         # Row 1 [9, 2, 5] is stored as 9, -7, 3: the first entry of each row absolute.
         np.testing.assert_array_equal(stored["indices"][:3], [9, -7, 3])
+
+
+def test_the_saved_upper_triangle_is_scipys(tmp_path):
+    import scipy.sparse as sp
+
+    for size, density in ((1, 1.0), (7, 0.0), (60, 0.2)):
+        half = sp.random(size, size, density=density, random_state=size, format="csr")
+        matrix = (half + half.T).tocsr()
+        matrix.setdiag(0)
+        matrix.eliminate_zeros()
+        matrix.data = matrix.data.astype(np.float32).astype(np.float64)  # as the index holds W
+        indptr, indices, data = _upper_triangle(matrix)
+        expected = sp.triu(matrix, k=1, format="csr")
+        np.testing.assert_array_equal(indptr, expected.indptr)
+        np.testing.assert_array_equal(indices, expected.indices)
+        assert data.dtype == np.float32 and np.array_equal(data.astype(np.float64), expected.data)
 
 
 def test_symbol_tables_are_written_member_by_member_as_one_json_object(tmp_path):
