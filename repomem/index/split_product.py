@@ -37,11 +37,7 @@ class RowBlocks:
         targets = (np.arange(1, parts) * indptr[-1]) // parts
         cuts = sorted({0, *np.searchsorted(indptr, targets).tolist(), n_rows})  # no empty blocks
         self.rows: list[tuple[int, int]] = list(zip(cuts[:-1], cuts[1:]))
-        self.blocks = [
-            sp.csr_matrix((matrix.data[indptr[a]:indptr[b]], matrix.indices[indptr[a]:indptr[b]],
-                           indptr[a:b + 1] - indptr[a]), shape=(b - a, n_cols))
-            for a, b in self.rows
-        ]
+        self.blocks = [_row_block(matrix, a, b) for a, b in self.rows]
 
     def times(self, x: np.ndarray, out: np.ndarray) -> None:
         """out[:n_rows] = matrix @ x (the first block on the calling thread, the others on helpers)."""
@@ -50,3 +46,15 @@ class RowBlocks:
         out[:first_end] = self.blocks[0] @ x
         for (start, end), future in zip(self.rows[1:], pending):
             out[start:end] = future.result()
+
+
+def _row_block(matrix: sp.csr_matrix, first: int, end: int) -> sp.csr_matrix:
+    """Rows [first, end) of `matrix` as a CSR matrix over views of its arrays. Built through the
+    constructor, scipy copies a slice whose base is much larger (its `prune`), which kept a second
+    copy of most of W resident (Django: tens of MB) and raised a cold build's peak of memory."""
+    indptr = matrix.indptr
+    block = sp.csr_matrix((end - first, matrix.shape[1]), dtype=matrix.dtype)
+    block.indptr = (indptr[first : end + 1] - indptr[first]).astype(matrix.indices.dtype)
+    block.indices = matrix.indices[indptr[first] : indptr[end]]
+    block.data = matrix.data[indptr[first] : indptr[end]]
+    return block

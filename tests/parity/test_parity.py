@@ -221,7 +221,10 @@ def test_environment_score_is_eq9(synthetic_repo, threads):
     # threads 3: W @ s_ind as three row blocks on three threads (a large repository's path).
     config = with_overrides(Config(), relations={"product_threads": threads, "parallel_product_entries": 1})
     index = open_index(synthetic_repo, config)
-    assert len(index._base_blocks().blocks) == threads
+    blocks = index._base_blocks().blocks
+    assert len(blocks) == threads
+    # The blocks are views of W, not copies of it (scipy's constructor copies such slices).
+    assert all(np.shares_memory(block.data, index.w_base.data) for block in blocks)
     w = index.relation_matrix().toarray().astype(np.float64)  # stored float32, summed in float64
     query = QUERIES[1]
     scores = score_fragments(index, query, alpha=0.5)
