@@ -117,18 +117,25 @@ def _percent(flags: Iterable[bool]) -> float:
     return 100.0 * sum(values) / len(values) if values else 0.0
 
 
-def _label(record: dict[str, Any]) -> str:
-    """A strategy, with the run's config overrides if any (`eval run --set`)."""
+def _label(record: dict[str, Any], mixed: set[str] = frozenset()) -> str:
+    """A strategy, with the run's config overrides if any (`eval run --set`), and the settings
+    fingerprint where records of that label were made under different settings (`mixed`)."""
     config = record.get("config") or ""
-    return f"{record['strategy']} [{config}]" if config else record["strategy"]
+    label = f"{record['strategy']} [{config}]" if config else record["strategy"]
+    return f"{label} (settings {record.get('settings') or 'unrecorded'})" if label in mixed else label
 
 
 def _paired_groups(records: Sequence[dict[str, Any]]):
     """Per split (in SPLIT_ORDER): the records of each (strategy, alpha) by task id, and the task ids
-    every group finished (comparisons are paired on those)."""
+    every group finished (comparisons are paired on those). Records of one strategy and overrides
+    made under different settings (a changed default) are kept apart, never pooled."""
+    fingerprints: dict[str, set[str]] = defaultdict(set)
+    for record in records:
+        fingerprints[_label(record)].add(record.get("settings") or "")
+    mixed = {label for label, seen in fingerprints.items() if len(seen) > 1}
     by_split: dict[str, dict[tuple[str, float], dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for record in records:
-        by_split[record["split"]][(_label(record), float(record["alpha"]))][record["task_id"]] = record
+        by_split[record["split"]][(_label(record, mixed), float(record["alpha"]))][record["task_id"]] = record
     for split in sorted(by_split, key=_split_rank):
         groups = by_split[split]
         yield split, groups, sorted(set.intersection(*(set(g) for g in groups.values())))

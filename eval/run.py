@@ -19,6 +19,7 @@ or a kill loses at most the record being written (a torn last line is dropped on
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import queue
 import threading
@@ -169,9 +170,35 @@ def comparable_record(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Settings that change how a run is carried out, not what it produces (threads, where the model
+# runs, how long to wait); every other setting of these sections shapes the records.
+_RUN_ONLY_SETTINGS = {
+    "completion": {"threads", "endpoint", "api_key_env", "deadline_s", "isolate_model", "gpu_layers",
+                   "batch_size", "batch_gather_ms", "context_tokens"},
+    "relations": {"workers", "product_threads", "parallel_product_entries"},
+    "index": None,  # where the index lives and how it is built in parallel
+    "server": None,
+}
+
+
+def settings_fingerprint(config: Config) -> str:
+    """A short hash of every setting that shapes a record, defaults included: `config` in a record
+    holds only the `--set` overrides, so without this a changed default (or repomem.toml) would
+    resume into, and be reported with, records made under other settings."""
+    sections = {}
+    for field in dataclasses.fields(config):
+        skipped = _RUN_ONLY_SETTINGS.get(field.name, set())
+        if skipped is None:
+            continue
+        values = dataclasses.asdict(getattr(config, field.name))
+        sections[field.name] = {key: value for key, value in values.items() if key not in skipped}
+    return hashlib.blake2b(json.dumps(sections, sort_keys=True, default=str).encode(), digest_size=4).hexdigest()
+
+
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
-            record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""))
+            record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""),
+            record.get("settings", ""))
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -304,6 +331,7 @@ class Evaluator:
         self.repos_dir = repos_dir
         self.config = evaluation_config(config, settings)
         self.settings = settings
+        self.settings_id = settings_fingerprint(self.config)
         self.backend = MemoBackend(backend, store) if backend is not None else None
         self.log = log
         self.pool = pool or ServicePool(repos_dir, self.config, log)
@@ -343,7 +371,7 @@ class Evaluator:
             "order": self.settings.order if not self.settings.retrieval_only else "",
             "mode": self.settings.mode, "backend": self.backend_name,
             "prompt_tokens": 0 if self.settings.retrieval_only else self.config.completion.max_prompt_tokens,
-            "config": ",".join(self.settings.overrides),
+            "config": ",".join(self.settings.overrides), "settings": self.settings_id,
             "ground_truth": task.ground_truth,
         }
 

@@ -68,8 +68,14 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
     cache: dict[Path, list[dict]] = {}
     for name, path, strategy in configs:
         records = cache.setdefault(path, read_results(path))
-        out[name] = {r["task_id"]: r for r in records
-                     if r.get("mode") == "model" and r["strategy"] == strategy and "error" not in r}
+        chosen = [r for r in records if r.get("mode") == "model" and r["strategy"] == strategy and "error" not in r]
+        settings = {(r.get("config") or "", r.get("settings") or "") for r in chosen}
+        if len(settings) > 1:
+            seen = ", ".join(sorted(f"{overrides or 'defaults'} / {fingerprint or 'unrecorded'}"
+                                    for overrides, fingerprint in settings))
+            raise SystemExit(f"compare_configs: {name}: the {strategy} records of {path} were made under "
+                             f"{len(settings)} different settings ({seen}); keep one run per file")
+        out[name] = {r["task_id"]: r for r in chosen}
     return out
 
 

@@ -59,3 +59,30 @@ def test_the_right_function_is_the_first_call_of_the_first_line_whatever_its_arg
     assert same_call("return compute_tax(total, 'A')", "return compute_tax(\n    amount, tax_class)")
     assert not same_call("return _accuracy_reduce(tp, fp)", "return _precision_recall_reduce(tp)")
     assert not same_call("x = 1", "x = f(1)") and not same_call("f(1)", "x = 1")  # no call to compare
+
+
+def test_records_made_under_other_settings_are_reported_apart_never_pooled():
+    # A default changed between two runs into one file: `config` (the --set overrides) is the same.
+    before = [{**_record(t, "fragrel", "m", em=False), "settings": "aaaa"} for t in range(4)]
+    after = [{**_record(t, "fragrel", "m", em=True), "settings": "bbbb"} for t in range(4)]
+    vanilla = [{**_record(t, "vanilla", "m", em=False), "settings": "aaaa"} for t in range(4)]
+    rows = {r.strategy: r for r in summarize(before + after + vanilla).model_rows}
+    assert rows["fragrel (settings aaaa)"].em == 0.0 and rows["fragrel (settings bbbb)"].em == 100.0
+    assert "vanilla" in rows  # one setting throughout: its label is unchanged
+    assert {r.strategy for r in summarize(after + vanilla).model_rows} == {"fragrel", "vanilla"}
+
+
+def test_the_settings_fingerprint_follows_what_shapes_a_record_not_how_it_runs():
+    from repomem.config import Config, with_overrides
+    from repomem.evaluation.run import record_key, settings_fingerprint
+
+    config = Config()
+    same = [with_overrides(config, completion={"threads": 1, "endpoint": "http://x", "deadline_s": 5}),
+            with_overrides(config, relations={"workers": 1}), with_overrides(config, index={"workers": 1})]
+    assert {settings_fingerprint(c) for c in same} == {settings_fingerprint(config)}
+    other = [with_overrides(config, completion={"continuation_lines": 0}),
+             with_overrides(config, retrieval={"alpha": 1}), with_overrides(config, bm25={"k1": 1.2})]
+    assert len({settings_fingerprint(c) for c in [config, *other]}) == 4
+    # A run resumes only from records made under its own settings.
+    record = {**_record(0, "fragrel", "m", em=True), "settings": settings_fingerprint(config)}
+    assert record_key(record) != record_key({**record, "settings": settings_fingerprint(other[0])})
