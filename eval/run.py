@@ -19,7 +19,6 @@ or a kill loses at most the record being written (a torn last line is dropped on
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import queue
 import threading
@@ -38,7 +37,7 @@ from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.model_calls import ModelCall
 from repomem.completion.prompt import Prompt
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
-from repomem.config import Config, with_assignments, with_overrides
+from repomem.config import Config, settings_digest, with_assignments, with_overrides
 from repomem.evaluation.metrics import (
     definition_hit_rank,
     duplicate_block_tokens,
@@ -170,29 +169,11 @@ def comparable_record(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# Settings that change how a run is carried out, not what it produces (threads, where the model
-# runs, how long to wait); every other setting of these sections shapes the records.
-_RUN_ONLY_SETTINGS = {
-    "completion": {"threads", "endpoint", "api_key_env", "deadline_s", "isolate_model", "gpu_layers",
-                   "batch_size", "batch_gather_ms", "context_tokens"},
-    "relations": {"workers", "product_threads", "parallel_product_entries"},
-    "index": None,  # where the index lives and how it is built in parallel
-    "server": None,
-}
-
-
 def settings_fingerprint(config: Config) -> str:
     """A short hash of every setting that shapes a record, defaults included: `config` in a record
     holds only the `--set` overrides, so without this a changed default (or repomem.toml) would
     resume into, and be reported with, records made under other settings."""
-    sections = {}
-    for field in dataclasses.fields(config):
-        skipped = _RUN_ONLY_SETTINGS.get(field.name, set())
-        if skipped is None:
-            continue
-        values = dataclasses.asdict(getattr(config, field.name))
-        sections[field.name] = {key: value for key, value in values.items() if key not in skipped}
-    return hashlib.blake2b(json.dumps(sections, sort_keys=True, default=str).encode(), digest_size=4).hexdigest()
+    return settings_digest(config, digest_size=4)
 
 
 def record_key(record: dict[str, Any]) -> tuple:

@@ -8,9 +8,12 @@ back to the default and is reported (never an exception), as jedi-language-serve
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -521,3 +524,29 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...]) -
         return config, problems
     return with_overrides(config, **{section: {key: getattr(getattr(checked, section), key) for key in keys}
                                      for section, keys in mapping.items()}), []
+
+
+# Settings that change how work is carried out, not what it produces (threads, where the model
+# runs, how long to wait); None: the whole section. Fingerprints of an index or of evaluation
+# records leave them out, so a different thread count neither rebuilds nor re-runs anything.
+RUN_ONLY_SETTINGS: dict[str, frozenset[str] | None] = {
+    "relations": frozenset({"workers", "product_threads", "parallel_product_entries"}),
+    "completion": frozenset({"threads", "endpoint", "api_key_env", "deadline_s", "isolate_model", "gpu_layers",
+                             "batch_size", "batch_gather_ms", "context_tokens"}),
+    "index": None,  # where the index lives and how many processes build it
+    "server": None,
+}
+
+
+def settings_digest(config: Config, sections: Iterable[str] | None = None, digest_size: int = 16) -> str:
+    """A hex hash of the settings of `sections` (default: every section not wholly run-only),
+    defaults included, run-only settings left out."""
+    names = [f.name for f in dataclasses.fields(config)] if sections is None else list(sections)
+    chosen = {}
+    for name in names:
+        skipped = RUN_ONLY_SETTINGS.get(name, frozenset())
+        if skipped is None:
+            continue
+        values = dataclasses.asdict(getattr(config, name))
+        chosen[name] = {key: value for key, value in values.items() if key not in skipped}
+    return hashlib.blake2b(json.dumps(chosen, sort_keys=True).encode(), digest_size=digest_size).hexdigest()

@@ -8,6 +8,7 @@ RepoCoder's strategies run a second round whose query slides over the first roun
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections import OrderedDict
@@ -335,7 +336,8 @@ class CompletionEngine:
         settings = self.config.completion
         # the visible code's last non-blank lines before the cursor line
         tail = [line for line in context.left_lines[:-1] if line.strip()][-settings.continuation_match_lines :]
-        continued = continued_blocks(candidates, self.service.file_lines, cursor_path, tail,
+        # Several windows of one file are common among the candidates: read (and mask) it once.
+        continued = continued_blocks(candidates, functools.cache(self.service.file_lines), cursor_path, tail,
                                      settings.continuation_lines, settings.continuation_min_similarity)
         if stable_key is not None:
             self._continued[stable_key] = spans_of(candidates, continued)

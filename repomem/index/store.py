@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from repomem.config import Config
+from repomem.config import Config, settings_digest
 from repomem.failures import Failure
 from repomem.index.bm25 import TermSegment, compute_stats
 from repomem.index.calls import resolves_calls
@@ -79,10 +79,7 @@ def index_outside_repo(root: Path, config: Config) -> bool:
 
 
 def config_fingerprint(config: Config) -> str:
-    sections = {name: dataclasses.asdict(getattr(config, name)) for name in INDEX_SECTIONS}
-    for threads in ("workers", "product_threads", "parallel_product_entries"):
-        sections["relations"].pop(threads, None)  # threads do not change the result
-    return hashlib.blake2b(json.dumps(sections, sort_keys=True).encode(), digest_size=16).hexdigest()
+    return settings_digest(config, INDEX_SECTIONS)  # threads do not change the result
 
 
 MARKER = "REPOMEM-INDEX"  # written into every index folder repomem creates: what it may delete in
@@ -233,14 +230,12 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str]
 
     with _private(path, "wb") as handle:
         with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-            members = [CODEC_MEMBER, *arrays]
-            for name in members:
+            with archive.open(f"{CODEC_MEMBER}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8))
+            for name in arrays:
                 # One coded copy alive at a time: a full build's save was its peak of memory.
-                array = (np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8) if name == CODEC_MEMBER
-                         else coded(name))
                 with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, array, allow_pickle=False)
-                del array
+                    np.lib.format.write_array(member, coded(name), allow_pickle=False)
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -297,14 +292,11 @@ def _write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:
     encode = json.JSONEncoder(separators=(",", ":")).encode
     with _private(path, "wb") as handle:
         with gzip.GzipFile(fileobj=handle, mode="wb", compresslevel=1, mtime=0) as packed:
-            pieces: list[str] = []
+            separator = "{"
             for key, value in members:
-                pieces.append(f"{',' if pieces or packed.tell() else '{'}{encode(key)}:{encode(value)}")
-                if len(pieces) >= 256:
-                    packed.write("".join(pieces).encode("utf-8"))
-                    pieces.clear()
-            pieces.append("}" if pieces or packed.tell() else "{}")
-            packed.write("".join(pieces).encode("utf-8"))
+                packed.write(f"{separator}{encode(key)}:{encode(value)}".encode())
+                separator = ","
+            packed.write(b"{}" if separator == "{" else b"}")
         handle.flush()
         os.fsync(handle.fileno())
 
