@@ -17,11 +17,14 @@ import scipy.sparse as sp
 from repomem.config import GraphConfig, RelationConfig
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
-from repomem.index.kernels import exit_costs, relation_rows, relation_scratch, tree_anchors
-
-# Costs within this much of the limit still count: products such as 0.8^3 * 0.5^9 hit tau
-# exactly, and float sums of -ln w differ in the last bits between implementations.
-COST_TOLERANCE = 1e-9
+from repomem.index.kernels import (
+    COST_TOLERANCE,
+    exit_costs,
+    most_common_cost,
+    relation_rows,
+    relation_scratch,
+    tree_anchors,
+)
 
 ProgressCallback = Callable[[int], None]
 
@@ -56,6 +59,7 @@ def graph_relation_entries(
     (shape (len(rows),)): its weakest kept value if truncated, else the relation cutoff.
     """
     indptr, indices, costs = graph.csr()
+    queued_cost = most_common_cost(costs)
     node_indptr, node_frags, node_weights = node_fragment_index(fragments, graph.n_nodes)
     limit = cost_limit(graph_config.strength_cutoff)
     if relation_config.same_file_weight == 0.0:
@@ -89,7 +93,8 @@ def graph_relation_entries(
             result = relation_rows(
                 part.astype(np.int64), fragments.indptr, fragments.nodes, fragments.weights, fragments.totals,
                 node_indptr, node_frags, node_weights, live,
-                indptr, indices, costs, limit, graph_config.max_reach, relation_config.relation_cutoff, keep,
+                indptr, indices, costs, queued_cost, limit, graph_config.max_reach,
+                relation_config.relation_cutoff, keep,
                 frag_file, relation_config.same_file_weight, graph.node_offset, anchor, anchor_cost, exit_cost,
                 *buffers,
             )

@@ -44,8 +44,9 @@ from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBin
 from repomem.packages import cache_root
 from repomem.regular_files import read_regular
 
-FORMAT_VERSION = 3  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files
-# deflated, integers narrowed and sparse index arrays delta coded by row (see _write_npz)
+FORMAT_VERSION = 4  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files
+# deflated, integers narrowed and sparse index arrays delta coded by row (see _write_npz); 4: a capped
+# search leaves out the cost level the cap cuts (W changes where it cut one: rebuild)
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 # Sections of the config that shape the index; a change in any of them means a rebuild.

@@ -50,12 +50,21 @@ def reference_graph(files: Sequence[FileSyntax | None], calls: Sequence[CallEdge
     return graph
 
 
-def reference_strengths(graph: nx.Graph, sources, cutoff: float) -> dict:
-    """Dis(a, b) for a in sources: max-product path strength, 0 below the cutoff."""
+def reference_strengths(graph: nx.Graph, sources, cutoff: float, max_reach: int = 0) -> dict:
+    """Dis(a, b) for a in sources: max-product path strength, 0 below the cutoff. With
+    `max_reach` > 0, the max_reach nearest, less the cost level the cut falls in, if it does
+    (costs within COST_TOLERANCE tie)."""
     limit = -math.log(cutoff) + COST_TOLERANCE
     out = {}
     for source in sources:
         lengths = nx.single_source_dijkstra_path_length(graph, source, cutoff=limit, weight="cost")
+        if 0 < max_reach < len(lengths):
+            ordered = sorted(lengths.values())
+            last_kept, first_left = ordered[max_reach - 1], ordered[max_reach]
+            if first_left - last_kept <= COST_TOLERANCE:  # the cap cuts a cost level: it all goes
+                lengths = {target: cost for target, cost in lengths.items() if cost < last_kept - COST_TOLERANCE}
+            else:
+                lengths = {target: cost for target, cost in lengths.items() if cost <= last_kept}
         out[source] = {target: math.exp(-cost) for target, cost in lengths.items()}
     return out
 

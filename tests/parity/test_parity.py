@@ -11,7 +11,7 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
-from repomem.index.kernels import bounded_dijkstra, exit_costs, top_k_positions
+from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
 from repomem.index.relations import cost_limit, relation_entries, row_thresholds, strongest_per_row
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
@@ -68,9 +68,11 @@ def test_graph_edges_match_reference(repo, granularity, request):
 
 @pytest.mark.parametrize("cutoff", [1e-3, 1e-2, 0.05])
 @pytest.mark.parametrize("prune_own_file", [False, True])
-def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_file):
+@pytest.mark.parametrize("queued", ["most common", "least common", "none"])
+def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_file, queued):
     """Exact strengths; with the source's own file pruned to what can still lead out of it, every
-    node of other files keeps its exact strength."""
+    node of other files keeps its exact strength. The same whichever edge cost goes through the
+    FIFO (or none: the heap alone)."""
     config = with_overrides(Config(), graph={"strength_cutoff": cutoff, "max_reach": 0})
     index = open_index(synthetic_repo, config)
     graph = index.graph()
@@ -86,6 +88,13 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
     reached = np.empty(n, dtype=np.int64)
     heap_cost = np.empty(2 * indices.shape[0] + 1)
     heap_node = np.empty(2 * indices.shape[0] + 1, dtype=np.int64)
+    queue_cost, queue_node = np.empty_like(heap_cost), np.empty_like(heap_node)
+    values, counts = np.unique(costs, return_counts=True)
+    assert len(values) > 2  # the FIFO and the heap both carry edges
+    queued_cost = {"most common": most_common_cost(costs), "least common": float(values[np.argmin(counts)]),
+                   "none": float("nan")}[queued]
+    if queued == "most common":
+        assert queued_cost == values[np.argmax(counts)]
     sources = list(range(0, n, max(1, n // 150)))
     slow = reference_strengths(reference, [key(s) for s in sources], cutoff)
     pruned_somewhere = False
@@ -95,7 +104,8 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
             file_id = int(np.searchsorted(graph.node_offset, source, side="right") - 1)
             first, end = int(graph.node_offset[file_id]), int(graph.node_offset[file_id + 1])
         count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), 0, dist, settled, stamp,
-                                 heap_cost, heap_node, reached, first, end, exit_cost)
+                                 heap_cost, heap_node, reached, first, end, exit_cost, queued_cost, queue_cost,
+                                 queue_node)
         fast = {key(int(node)): math.exp(-dist[node]) for node in reached[:count]}
         expected = slow[key(source)]
         if first < end:
@@ -107,6 +117,45 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
         for node, strength in expected.items():
             assert fast[node] == pytest.approx(strength, rel=1e-12)
     assert pruned_somewhere == prune_own_file
+
+
+@pytest.mark.parametrize("max_reach", [3, 25, 120])
+def test_a_capped_search_keeps_whole_cost_levels(synthetic_repo, max_reach):
+    """The cap keeps the max_reach strongest (networkx, sorted) less the cost level it cuts, if
+    it cuts one, so which of equally strong nodes stay does not depend on which queue carries
+    which edges."""
+    cutoff = 1e-3
+    config = with_overrides(Config(), graph={"strength_cutoff": cutoff})
+    index = open_index(synthetic_repo, config)
+    graph = index.graph()
+    indptr, indices, costs = graph.csr()
+    reference = reference_graph(index.syntax, all_calls(index), config.graph)
+    key = node_key_for(graph)
+    n = graph.n_nodes
+    scratch = [np.empty(n), np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64)]
+    heap = [np.empty(2 * indices.shape[0] + 1), np.empty(2 * indices.shape[0] + 1, dtype=np.int64)]
+    fifo = [np.empty(2 * indices.shape[0] + 1), np.empty(2 * indices.shape[0] + 1, dtype=np.int64)]
+    values = np.unique(costs)
+    sources = list(range(0, n, max(1, n // 100)))
+    slow = reference_strengths(reference, [key(s) for s in sources], cutoff, max_reach)
+    slow_all = reference_strengths(reference, [key(s) for s in sources], cutoff)
+    cut_a_level = 0
+    stamp = 0
+    for source in sources:
+        kept = []
+        for queued_cost in (float(values[0]), float(values[-1]), most_common_cost(costs), float("nan")):
+            stamp += 1
+            dist, settled, reached = scratch
+            count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), max_reach, dist, settled,
+                                     stamp, *heap, reached, 0, 0, np.zeros(n), queued_cost, *fifo)
+            kept.append({key(int(node)): math.exp(-dist[node]) for node in reached[:count]})
+        assert all(k == kept[0] for k in kept[1:])
+        expected = slow[key(source)]
+        assert kept[0].keys() == expected.keys()
+        for node, strength in expected.items():
+            assert kept[0][node] == pytest.approx(strength, rel=1e-12)
+        cut_a_level += 0 < len(expected) < max_reach and len(slow_all[key(source)]) > max_reach
+    assert cut_a_level  # some cut fell inside a cost level
 
 
 @pytest.mark.parametrize("granularity, same_file_weight",
