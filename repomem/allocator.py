@@ -19,11 +19,12 @@ from functools import lru_cache
 def _malloc_trim():
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
+    for name in ("libc.so.6", ctypes.util.find_library("c")):  # the first without running ldconfig
+        try:
+            return ctypes.CDLL(name).malloc_trim
+        except (OSError, AttributeError, TypeError):  # not glibc (TypeError: no name found)
+            continue
+    return None
 
 
 def release_free_memory() -> bool:

@@ -143,7 +143,7 @@ def analysis_split(work: Path, config: Config) -> dict[str, float]:
         extracted = time.perf_counter()  # the same steps again, to get the FileSyntax: not counted
         file_fragments(syntax, config.fragments)
         windowed = time.perf_counter()
-        line_tokens(source.text.split("\n"), config.bm25)
+        line_tokens(source.text, config.bm25)
         tokenized = time.perf_counter()
         seconds["tree-sitter parse"] += parsed - started
         seconds["syntax walk (kept nodes, definitions, imports)"] += walked - parsed

@@ -584,3 +584,91 @@ def top_k_positions(values, k):
         slot_pos[b + 1] = pos
         slot_val[b + 1] = val
     return slot_pos
+
+
+@njit(cache=True, nogil=True)
+def _column_slot(indptr, cols, row, col):
+    """Position of `col` in `row` of a CSR matrix whose rows are sorted by column, else -1."""
+    low, high = indptr[row], indptr[row + 1]
+    while low < high:
+        middle = (low + high) >> 1
+        if cols[middle] < col:
+            low = middle + 1
+        else:
+            high = middle
+    return low if low < indptr[row + 1] and cols[low] == col else -1
+
+
+@njit(cache=True, nogil=True)
+def sort_rows_by_column(indptr, cols, values):
+    """Sort each CSR row's entries by column, in place (no column twice in a row)."""
+    for row in range(indptr.shape[0] - 1):
+        first, end = indptr[row], indptr[row + 1]
+        if end - first > 1:
+            order = np.argsort(cols[first:end])
+            cols[first:end] = cols[first:end][order]
+            values[first:end] = values[first:end][order]
+
+
+@njit(cache=True, nogil=True)
+def symmetric_max_csr(indptr, cols, values):
+    """max(A, A^T) of a square CSR matrix A (rows sorted by column, values > 0), as CSR arrays
+    (indptr int64, cols int32, values float64) with rows sorted by column.
+
+    Counts each row's entries first (a pair present both ways once: a binary search for the
+    mirror), so the result is allocated at its exact size and nothing else graph-sized is made:
+    scipy's maximum held A, A^T and an unpruned result of both at once (Django: +70 MB at the
+    cold build's peak).
+    """
+    n = indptr.shape[0] - 1
+    count = np.zeros(n + 1, dtype=np.int64)
+    for row in range(n):
+        for slot in range(indptr[row], indptr[row + 1]):
+            col = cols[slot]
+            count[row + 1] += 1
+            if _column_slot(indptr, cols, col, row) < 0:
+                count[col + 1] += 1
+    out_indptr = np.cumsum(count)
+    out_cols = np.empty(out_indptr[n], dtype=np.int32)
+    out_values = np.empty(out_indptr[n], dtype=np.float64)
+    fill = out_indptr[:-1].copy()
+    for row in range(n):
+        for slot in range(indptr[row], indptr[row + 1]):
+            col = cols[slot]
+            value = values[slot]
+            mirror = _column_slot(indptr, cols, col, row)
+            if mirror >= 0:
+                value = max(value, values[mirror])
+            else:
+                out_cols[fill[col]] = row
+                out_values[fill[col]] = value
+                fill[col] += 1
+            out_cols[fill[row]] = col
+            out_values[fill[row]] = value
+            fill[row] += 1
+    sort_rows_by_column(out_indptr, out_cols, out_values)
+    return out_indptr, out_cols, out_values
+
+
+@njit(cache=True, nogil=True)
+def upper_triangle(indptr, indices, data):
+    """(indptr, indices, float32 data) of a CSR matrix's entries above the diagonal, allocated at
+    their exact size (a count pass first): no array as long as the whole matrix is made."""
+    n_rows = indptr.shape[0] - 1
+    out_indptr = np.zeros(n_rows + 1, dtype=indptr.dtype)
+    for row in range(n_rows):
+        kept = 0
+        for slot in range(indptr[row], indptr[row + 1]):
+            if indices[slot] > row:
+                kept += 1
+        out_indptr[row + 1] = out_indptr[row] + kept
+    out_indices = np.empty(out_indptr[n_rows], dtype=indices.dtype)
+    out_data = np.empty(out_indptr[n_rows], dtype=np.float32)
+    at = 0
+    for row in range(n_rows):
+        for slot in range(indptr[row], indptr[row + 1]):
+            if indices[slot] > row:
+                out_indices[at] = indices[slot]
+                out_data[at] = data[slot]
+                at += 1
+    return out_indptr, out_indices, out_data

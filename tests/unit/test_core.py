@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from repomem.config import Config, FragmentConfig, config_from_mapping, load_config
 from repomem.failures import Failure
@@ -132,7 +133,7 @@ def test_tokenizer_splits_identifiers():
 def test_window_term_ids_are_the_windows_tokens_and_skip_uncovered_lines():
     config = Config().bm25
     lines = ["alpha beta", "", "gamma alpha", "uncovered", "beta delta"]
-    tokens = line_tokens(lines, config)
+    tokens = line_tokens("\n".join(lines), config)
     assert tokens.words == ("alpha", "beta", "gamma", "uncovered", "delta")
     vocabulary = {"delta": 0}
     starts, ends = np.array([0, 4, 1]), np.array([3, 5, 3])
@@ -143,6 +144,17 @@ def test_window_term_ids_are_the_windows_tokens_and_skip_uncovered_lines():
     # Only tokens some window shows join the vocabulary, after those it had, in order of appearance.
     assert list(vocabulary) == ["delta", "alpha", "beta", "gamma"]
     assert tokens.window_term_ids({}, np.array([1]), np.array([2]))[0].shape == (0,)  # a blank line
+
+
+@pytest.mark.parametrize("text", ["", "\n", "x = getUserName(a_b)\r\n\n  HTTPServer 42\n", "tail without break"])
+def test_line_tokens_are_each_lines_tokens(text):
+    config = Config().bm25
+    tokens = line_tokens(text, config)
+    lines = text.split("\n")
+    assert tokens.line_offsets.shape == (len(lines) + 1,)
+    for number, line in enumerate(lines):
+        a, b = tokens.line_offsets[number], tokens.line_offsets[number + 1]
+        assert [tokens.words[i] for i in tokens.ids[a:b].tolist()] == tokenize(line, config)
 
 
 # -- syntax --------------------------------------------------------------------------------------
