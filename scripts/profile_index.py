@@ -90,8 +90,7 @@ GRAPH_PHASES = [
 ]
 COLD_PHASES = [
     (service_module, "list_candidates", "scan: list files (git ls-files / walk)"),
-    (service_module.RepoService, "_read_all", "read + secret masking"),
-    (service_module, "analyze_sources", "parse + syntax + windows + tokens (workers)"),
+    (service_module, "read_and_analyze", "read + masking + parse + syntax + windows + tokens (workers)"),
     (LineTokens, "window_term_ids", "BM25: term ids"),
     (repo_index_module, "build_segment", "BM25: postings segment"),
     (repo_index_module, "document_frequencies", "BM25: document frequencies"),

@@ -601,13 +601,22 @@ def _column_slot(indptr, cols, row, col):
 
 @njit(cache=True, nogil=True)
 def sort_rows_by_column(indptr, cols, values):
-    """Sort each CSR row's entries by column, in place (no column twice in a row)."""
+    """Sort each CSR row's entries by column, in place (no column twice in a row). Rows of up to
+    64 entries (a relation row's top list) by insertion, which allocates nothing."""
     for row in range(indptr.shape[0] - 1):
         first, end = indptr[row], indptr[row + 1]
-        if end - first > 1:
+        if end - first > 64:
             order = np.argsort(cols[first:end])
             cols[first:end] = cols[first:end][order]
             values[first:end] = values[first:end][order]
+            continue
+        for at in range(first + 1, end):
+            col, value = cols[at], values[at]
+            to = at
+            while to > first and cols[to - 1] > col:
+                cols[to], values[to] = cols[to - 1], values[to - 1]
+                to -= 1
+            cols[to], values[to] = col, value
 
 
 @njit(cache=True, nogil=True)
@@ -618,35 +627,57 @@ def symmetric_max_csr(indptr, cols, values):
     Counts each row's entries first (a pair present both ways once: a binary search for the
     mirror), so the result is allocated at its exact size and nothing else graph-sized is made:
     scipy's maximum held A, A^T and an unpruned result of both at once (Django: +70 MB at the
-    cold build's peak).
+    cold build's peak). A row of the result merges A's row (sorted) with the pairs only A^T has,
+    which arrive in ascending order as the rows are scanned: no sort.
     """
     n = indptr.shape[0] - 1
     count = np.zeros(n + 1, dtype=np.int64)
+    only_mirrored = np.zeros(n, dtype=np.int64)
+    mirrored = np.zeros(cols.shape[0], dtype=np.bool_)  # A has the pair both ways
     for row in range(n):
         for slot in range(indptr[row], indptr[row + 1]):
             col = cols[slot]
             count[row + 1] += 1
             if _column_slot(indptr, cols, col, row) < 0:
                 count[col + 1] += 1
+                only_mirrored[col] += 1
+            else:
+                mirrored[slot] = True
     out_indptr = np.cumsum(count)
     out_cols = np.empty(out_indptr[n], dtype=np.int32)
     out_values = np.empty(out_indptr[n], dtype=np.float64)
-    fill = out_indptr[:-1].copy()
+    # Pairs only A^T has go to the tail of their row, in ascending column order (rows scanned in order).
+    fill = out_indptr[1:] - only_mirrored
     for row in range(n):
         for slot in range(indptr[row], indptr[row + 1]):
             col = cols[slot]
-            value = values[slot]
-            mirror = _column_slot(indptr, cols, col, row)
-            if mirror >= 0:
-                value = max(value, values[mirror])
-            else:
+            if not mirrored[slot]:
                 out_cols[fill[col]] = row
-                out_values[fill[col]] = value
+                out_values[fill[col]] = values[slot]
                 fill[col] += 1
-            out_cols[fill[row]] = col
-            out_values[fill[row]] = value
-            fill[row] += 1
-    sort_rows_by_column(out_indptr, out_cols, out_values)
+    # Merge from the front: A's row (from the input) with the tail. The write position never
+    # passes the tail's read position, so nothing unread is overwritten.
+    for row in range(n):
+        write = out_indptr[row]
+        tail, tail_end = out_indptr[row + 1] - only_mirrored[row], out_indptr[row + 1]
+        for slot in range(indptr[row], indptr[row + 1]):
+            col = cols[slot]
+            while tail < tail_end and out_cols[tail] < col:
+                out_cols[write] = out_cols[tail]
+                out_values[write] = out_values[tail]
+                write += 1
+                tail += 1
+            value = values[slot]
+            if mirrored[slot]:
+                value = max(value, values[_column_slot(indptr, cols, col, row)])
+            out_cols[write] = col
+            out_values[write] = value
+            write += 1
+        while tail < tail_end:
+            out_cols[write] = out_cols[tail]
+            out_values[write] = out_values[tail]
+            write += 1
+            tail += 1
     return out_indptr, out_cols, out_values
 
 
