@@ -11,6 +11,7 @@ import dataclasses
 import multiprocessing
 import os
 import pickle
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -24,6 +25,7 @@ from repomem.allocator import release_free_memory
 from repomem.child_processes import die_with_parent
 from repomem.config import Config, ScanConfig, load_config
 from repomem.failures import Failure
+from repomem.index.kernels import warm_up
 from repomem.index.repo_index import (
     FileAnalysis,
     RepoIndex,
@@ -220,7 +222,10 @@ class RepoService:
         return read_candidate(self.root, candidate, self._buffers, self.config.scan)
 
     def _full_build(self, progress: Progress) -> RepoIndex:
+        warming = threading.Thread(target=warm_up, name="warm-kernels", daemon=True)
+        warming.start()
         candidates, skipped = list_candidates(self.root, self.config.scan)
+        warming.join()  # before the parse workers fork: no thread may be mid-compile then
         sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config, progress)
         reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         return build_index(self.root, self.config, sources, reasons, progress, analyses)

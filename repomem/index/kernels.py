@@ -10,6 +10,13 @@ import numpy as np
 from numba import njit
 
 
+def warm_up() -> None:
+    """Load the compiled-kernel machinery (numba's first call in a process costs ~0.3 s, later
+    ones load their cached code in milliseconds). A cold build does it on a thread while the
+    files are listed, so the parse workers it forks next inherit it instead of each paying it."""
+    top_k_positions(np.zeros(2), 1)
+
+
 @njit(cache=True, nogil=True)
 def cover_windows(parent, start_line, end_line, length, line_chars, window_starts, window_ends):
     """Nodes covering each window of one file (docs/design.md section 3).

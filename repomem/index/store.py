@@ -28,6 +28,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -450,65 +451,73 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
         # Snapshot names must keep growing across full builds, which restart at generation 0.
         index.generation = max(index.generation, _newest_generation(directory) + 1)
         try:
-            reuse = base_snapshot is not None and index.base_id != "" and _same_base(base_snapshot, index.base_id)
-            if reuse:
-                assert base_snapshot is not None
-                try:
-                    for name in ("base.npz", "files.npz", "symbols.json.gz"):
-                        os.link(base_snapshot / name, temporary / name)
-                except OSError:  # no hard links here, or the base was pruned meanwhile: write it
-                    for name in ("base.npz", "files.npz", "symbols.json.gz"):
-                        (temporary / name).unlink(missing_ok=True)
-                    reuse = False
-            if not reuse:
-                index.base_id = tag
-                base_files = [i for i, r in enumerate(index.files) if r is not None]
-                index.base_files = set(base_files)
-                # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty
-                # diagonal: its upper triangle is all of it, at half the bytes.
-                upper_indptr, upper_indices, upper_data = _upper_triangle(index.w_base)
-                base_segments = index.segments[: index.base_segments]
-                _write_npz(temporary / "base.npz", {
-                    "wu_indptr": upper_indptr, "wu_indices": upper_indices,
-                    "wu_data": upper_data, "w_shape": np.asarray(index.w_base.shape),
-                    **_segments_arrays("seg", base_segments),
-                }, deltas={"wu_indices": "wu_indptr", **_segments_deltas("seg", base_segments)})
-                _write_npz(temporary / "files.npz", _files_arrays(index, base_files))
-                _write_json_gz(temporary / "symbols.json.gz", _symbols_json(index, base_files))
-            changed_files = [i for i, r in enumerate(index.files) if r is not None and i not in index.base_files]
-            rows, cols, values = index.delta_entries
-            vocabulary_blob = "\n".join(index.vocabulary).encode("utf-8")
-            _write_npz(temporary / "delta.npz", {
-                "live": index.live, "fragment_file": index.fragment_file,
-                "fragment_start": index.fragment_start, "fragment_end": index.fragment_end,
-                "doc_len": index.doc_len, "df": index.df, "thresholds": index.thresholds,
-                "rowsum": index.rowsum, "calls": index.all_calls(), "delta_rows": rows, "delta_cols": cols,
-                "delta_values": values.astype(np.float32),
-                "vocabulary": np.frombuffer(vocabulary_blob, dtype=np.uint8),
-                **_segments_arrays("dseg", index.segments[index.base_segments :]),
-            }, deltas=_segments_deltas("dseg", index.segments[index.base_segments :]))
-            _write_npz(temporary / "changed_files.npz", _files_arrays(index, changed_files))
-            _write_json_gz(temporary / "changed_symbols.json.gz", _symbols_json(index, changed_files))
-            manifest = {
-                "format": FORMAT_VERSION,
-                "config": config_fingerprint(index.config),
-                "generation": index.generation,
-                "graph": [index.graph_nodes, index.graph_edges],
-                "base_id": index.base_id,
-                "base_segments": index.base_segments,
-                "base_files": sorted(index.base_files),
-                "files": [None if r is None else dataclasses.asdict(r) for r in index.files],
-                "skipped": index.skipped,
-            }
-            _write_text(temporary / MANIFEST, json.dumps(manifest))
-            _fsync_dir(temporary)
-            final = directory / f"snap-{index.generation:06d}-{tag}"
-            os.rename(temporary, final)
-            _fsync_dir(directory)
-            _write_text(directory / f"{CURRENT}.tmp", final.name + "\n")
-            _clear_pointer_path(directory)
-            os.replace(directory / f"{CURRENT}.tmp", directory / CURRENT)
-            _fsync_dir(directory)
+            # Leaving the block waits for the helper, so a failed save never removes the folder under it.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="save-base") as helper:
+                base_written: Future | None = None
+                reuse = base_snapshot is not None and index.base_id != "" and _same_base(base_snapshot, index.base_id)
+                if reuse:
+                    assert base_snapshot is not None
+                    try:
+                        for name in ("base.npz", "files.npz", "symbols.json.gz"):
+                            os.link(base_snapshot / name, temporary / name)
+                    except OSError:  # no hard links here, or the base was pruned meanwhile: write it
+                        for name in ("base.npz", "files.npz", "symbols.json.gz"):
+                            (temporary / name).unlink(missing_ok=True)
+                        reuse = False
+                if not reuse:
+                    index.base_id = tag
+                    base_files = [i for i, r in enumerate(index.files) if r is not None]
+                    index.base_files = set(base_files)
+                    # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty
+                    # diagonal: its upper triangle is all of it, at half the bytes.
+                    upper_indptr, upper_indices, upper_data = _upper_triangle(index.w_base)
+                    base_segments = index.segments[: index.base_segments]
+                    # On a helper thread: deflate and numpy release the GIL, so W and the postings are
+                    # coded while this thread writes the symbols (Python) and the rest.
+                    base_written = helper.submit(_write_npz, temporary / "base.npz", {
+                        "wu_indptr": upper_indptr, "wu_indices": upper_indices,
+                        "wu_data": upper_data, "w_shape": np.asarray(index.w_base.shape),
+                        **_segments_arrays("seg", base_segments),
+                    }, deltas={"wu_indices": "wu_indptr", **_segments_deltas("seg", base_segments)})
+                    del upper_indptr, upper_indices, upper_data
+                    _write_npz(temporary / "files.npz", _files_arrays(index, base_files))
+                    _write_json_gz(temporary / "symbols.json.gz", _symbols_json(index, base_files))
+                changed_files = [i for i, r in enumerate(index.files) if r is not None and i not in index.base_files]
+                rows, cols, values = index.delta_entries
+                vocabulary_blob = "\n".join(index.vocabulary).encode("utf-8")
+                _write_npz(temporary / "delta.npz", {
+                    "live": index.live, "fragment_file": index.fragment_file,
+                    "fragment_start": index.fragment_start, "fragment_end": index.fragment_end,
+                    "doc_len": index.doc_len, "df": index.df, "thresholds": index.thresholds,
+                    "rowsum": index.rowsum, "calls": index.all_calls(), "delta_rows": rows, "delta_cols": cols,
+                    "delta_values": values.astype(np.float32),
+                    "vocabulary": np.frombuffer(vocabulary_blob, dtype=np.uint8),
+                    **_segments_arrays("dseg", index.segments[index.base_segments :]),
+                }, deltas=_segments_deltas("dseg", index.segments[index.base_segments :]))
+                _write_npz(temporary / "changed_files.npz", _files_arrays(index, changed_files))
+                _write_json_gz(temporary / "changed_symbols.json.gz", _symbols_json(index, changed_files))
+                if base_written is not None:
+                    base_written.result()  # its error, if any, is this save's
+                manifest = {
+                    "format": FORMAT_VERSION,
+                    "config": config_fingerprint(index.config),
+                    "generation": index.generation,
+                    "graph": [index.graph_nodes, index.graph_edges],
+                    "base_id": index.base_id,
+                    "base_segments": index.base_segments,
+                    "base_files": sorted(index.base_files),
+                    "files": [None if r is None else dataclasses.asdict(r) for r in index.files],
+                    "skipped": index.skipped,
+                }
+                _write_text(temporary / MANIFEST, json.dumps(manifest))
+                _fsync_dir(temporary)
+                final = directory / f"snap-{index.generation:06d}-{tag}"
+                os.rename(temporary, final)
+                _fsync_dir(directory)
+                _write_text(directory / f"{CURRENT}.tmp", final.name + "\n")
+                _clear_pointer_path(directory)
+                os.replace(directory / f"{CURRENT}.tmp", directory / CURRENT)
+                _fsync_dir(directory)
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
