@@ -710,3 +710,38 @@ def upper_triangle(indptr, indices, data):
                 out_data[at] = data[slot]
                 at += 1
     return out_indptr, out_indices, out_data
+
+
+@njit(cache=True, nogil=True)
+def invert_incidence(indptr, nodes, weights, n_nodes):
+    """Transpose of a fragment -> node incidence (CSR: `indptr` by fragment, `nodes`, `weights`):
+    (indptr by node, fragment ids, weights), each node's fragments in fragment order. A counting
+    sort: a stable argsort of Django's 318k slots took 5 ms of every edit."""
+    node_indptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    for slot in range(nodes.shape[0]):
+        node_indptr[nodes[slot] + 1] += 1
+    for node in range(n_nodes):
+        node_indptr[node + 1] += node_indptr[node]
+    fill = node_indptr[:-1].copy()
+    out_frags = np.empty(nodes.shape[0], dtype=np.int64)
+    out_weights = np.empty(nodes.shape[0], dtype=weights.dtype)
+    for fragment in range(indptr.shape[0] - 1):
+        for slot in range(indptr[fragment], indptr[fragment + 1]):
+            node = nodes[slot]
+            out_frags[fill[node]] = fragment
+            out_weights[fill[node]] = weights[slot]
+            fill[node] += 1
+    return node_indptr, out_frags, out_weights
+
+
+@njit(cache=True, nogil=True)
+def rows_times(indptr, indices, data, rows, x):
+    """(A @ x)[rows] for a CSR matrix A, each row summed in stored order (as scipy's product)."""
+    out = np.zeros(rows.shape[0])
+    for at in range(rows.shape[0]):
+        row = rows[at]
+        total = 0.0
+        for slot in range(indptr[row], indptr[row + 1]):
+            total += data[slot] * x[indices[slot]]
+        out[at] = total
+    return out

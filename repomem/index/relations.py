@@ -20,6 +20,7 @@ from repomem.index.graph import CodeGraph
 from repomem.index.kernels import (
     COST_TOLERANCE,
     exit_costs,
+    invert_incidence,
     most_common_cost,
     relation_rows,
     relation_scratch,
@@ -37,11 +38,7 @@ def cost_limit(strength_cutoff: float) -> float:
 
 def node_fragment_index(fragments: FragmentTable, n_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Transpose of the fragment -> node incidence: (indptr, fragment ids, weights) per node."""
-    frag_of_slot = np.repeat(np.arange(fragments.size, dtype=np.int64), np.diff(fragments.indptr))
-    order = np.argsort(fragments.nodes, kind="stable")
-    indptr = np.zeros(n_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(fragments.nodes, minlength=n_nodes), out=indptr[1:])
-    return indptr, frag_of_slot[order], fragments.weights[order]
+    return invert_incidence(fragments.indptr, fragments.nodes, fragments.weights, n_nodes)
 
 
 def graph_relation_entries(

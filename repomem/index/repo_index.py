@@ -20,6 +20,7 @@ from repomem.index.bm25 import BM25Stats, TermSegment, build_segment, compute_st
 from repomem.index.calls import CallResolution, resolves_calls
 from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
 from repomem.index.graph import CodeGraph, DirectoryLayout, build_graph, directory_layout
+from repomem.index.kernels import rows_times
 from repomem.index.relations import (
     relation_entries,
     row_thresholds,
@@ -119,6 +120,8 @@ class RepoIndex:
     _layout: DirectoryLayout | None = None
     _path_ids: dict[str, int] | None = None
     _w_blocks: RowBlocks | None = None
+    # w_base @ live (base rows), kept across edits: an edit changes few of its rows (see live_rowsum).
+    _base_rowsum: tuple[sp.csr_matrix, np.ndarray] | None = None
 
     def ensure_structure(self) -> None:
         """Load the per-file syntax and windows (needed to update, not to query)."""
@@ -417,6 +420,7 @@ def apply_changes(
     index._path_ids = None
 
     dead_ids = np.concatenate(dead) if dead else np.zeros(0, dtype=np.int64)
+    newly_dead = dead_ids[index.live[dead_ids]]
     added = np.concatenate(new_ids) if new_ids else np.zeros(0, dtype=np.int64)
     n_added = int(added.shape[0])
     n_total = index.n_fragments + n_added
@@ -500,7 +504,7 @@ def apply_changes(
     index.delta_entries = (old_rows, old_cols, old_values)
     index.w_delta = sp.csr_matrix((old_values, (old_rows, old_cols)), shape=(n_total, n_total))
     index.thresholds = thresholds
-    index.rowsum = _live_rowsum(index)
+    index.rowsum = _live_rowsum(index, newly_dead)
     index.generation += 1
     return added.tolist()
 
@@ -525,6 +529,31 @@ def definition_moves(old: FileSyntax | None, new: FileSyntax) -> np.ndarray | No
     return moves
 
 
-def _live_rowsum(index: RepoIndex) -> np.ndarray:
-    """sum_j W_ij over live j, for every fragment id."""
-    return index.relation_times(index.live.astype(np.float64))
+def _live_rowsum(index: RepoIndex, newly_dead: np.ndarray | None = None) -> np.ndarray:
+    """sum_j W_ij over live j, for every fragment id.
+
+    The base part (w_base @ live) is kept between edits: when `newly_dead` fragments are all an
+    edit changed about it, only the rows holding them (W is symmetric: their neighbours) are
+    summed again, in stored order, so the result is what the whole product gives (Django: 4 ms of
+    every edit became ~0.2)."""
+    base = index.w_base
+    n_base = base.shape[0]
+    live = index.live.astype(np.float64)
+    kept = index._base_rowsum
+    if kept is None or kept[0] is not base or newly_dead is None:
+        base_sum = np.zeros(n_base)
+        index._base_blocks().times(live[:n_base], base_sum)
+    else:
+        base_sum = kept[1].copy()
+        dead = newly_dead[newly_dead < n_base]
+        if dead.size:
+            starts, ends = base.indptr[dead], base.indptr[dead + 1]
+            touched = np.unique(base.indices[np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])])
+            base_sum[touched] = rows_times(base.indptr, base.indices, base.data, touched.astype(np.int64),
+                                           live[:n_base])
+    index._base_rowsum = (base, base_sum)
+    out = np.zeros(index.n_fragments)
+    out[:n_base] = base_sum
+    if index.w_delta.nnz:
+        out += index.w_delta @ live
+    return out

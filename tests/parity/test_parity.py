@@ -15,12 +15,14 @@ from repomem.config import Config, with_overrides
 from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
 from repomem.index.relations import (
     cost_limit,
+    node_fragment_index,
     relation_entries,
     row_thresholds,
     strongest_per_row,
     symmetric_matrix,
 )
-from repomem.index.repo_index import RepoIndex
+from repomem.index.repo_index import RepoIndex, apply_changes
+from repomem.index.scan import SourceFile, content_digest
 from repomem.index.tokens import tokenize
 from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
@@ -185,6 +187,20 @@ def test_relation_matrix_matches_eq8(repo, granularity, same_file_weight, reques
     assert np.count_nonzero(slow) > table.size  # the test repo really has relations
     np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(fast, fast.T, rtol=1e-10, atol=1e-15)  # eq. 8 is symmetric
+
+
+def test_node_fragment_index_is_a_stable_sort_of_the_incidence(synthetic_repo):
+    index = open_index(synthetic_repo, Config())
+    graph = index.graph()
+    table = index.fragment_table(graph)
+    node_indptr, node_frags, node_weights = node_fragment_index(table, graph.n_nodes)
+    frag_of_slot = np.repeat(np.arange(table.size), np.diff(table.indptr))
+    order = np.argsort(table.nodes, kind="stable")
+    np.testing.assert_array_equal(node_indptr, np.concatenate([[0], np.cumsum(np.bincount(table.nodes,
+                                                                                          minlength=graph.n_nodes))]))
+    np.testing.assert_array_equal(node_frags, frag_of_slot[order])
+    np.testing.assert_array_equal(node_weights, table.weights[order])
+    assert (np.diff(node_indptr) > 1).any()  # some node lies in several fragments
 
 
 @pytest.mark.parametrize("seed, rows_ascending", [(0, True), (1, True), (2, False)])
@@ -378,6 +394,22 @@ def test_context_relation_is_eq7(synthetic_repo):
 def fragment_key(index: RepoIndex, fragment: int):
     record = index.files[int(index.fragment_file[fragment])]
     return record.path, int(index.fragment_start[fragment]), int(index.fragment_end[fragment])
+
+
+def test_row_sums_kept_across_edits_are_the_whole_product(synthetic_repo):
+    """An edit sums again only the rows its dead fragments sit in; after a series of edits (one
+    file twice, another once, one removed) the row sums are what the whole product of W and the
+    live mask gives."""
+    index = open_index(synthetic_repo, Config())
+    for round_number, name in enumerate(["lib/part1/mod4.py", "lib/part0/mod3.py", "lib/part1/mod4.py"]):
+        text = (synthetic_repo / name).read_text(encoding="utf-8") + f"\n\ndef edit_{round_number}(q):\n    return q\n"
+        source = SourceFile(name, "python", text, content_digest(text.encode()), len(text.encode()), 1)
+        apply_changes(index, [source], [])
+        assert index._base_rowsum is not None and index._base_rowsum[0] is index.w_base  # the kept sums were used
+    apply_changes(index, [], ["lib/part2/mod8.py"])
+    whole = index.relation_times(index.live.astype(np.float64))
+    assert (~index.live).sum() > 0 and (whole > 0).sum() > 10
+    np.testing.assert_allclose(index.rowsum, whole, rtol=1e-12, atol=0)
 
 
 def test_incremental_update_matches_rebuild(tmp_path, synthetic_repo):
