@@ -157,6 +157,21 @@ def test_line_tokens_are_each_lines_tokens(text):
         assert [tokens.words[i] for i in tokens.ids[a:b].tolist()] == tokenize(line, config)
 
 
+@pytest.mark.parametrize("source, expected", [
+    ("self.save()", "self.save"), ("save()", "save"), ("a . b ()", "a.b"), ("a.\\\n    b()", "a.b"),
+    ("a.b(c).d()", None), ("a[0].b()", None), ("ünïcode.call()", "ünïcode.call"),
+    ("x" + ".y" * 32 + "()", "x" + ".y" * 32), ("x" + ".y" * 33 + "()", None),
+])
+def test_callee_names_read_from_text_or_walked_agree(source, expected):
+    """Plainly written callees are read off their text, others walked down the attribute chain;
+    both give the dotted name, and chains past MAX_DOTTED_PARTS attributes are not names."""
+    from repomem.languages.python.syntax import CALL_QUERY, dotted_name
+    from repomem.languages.treesitter import capture_nodes, parse
+    root = parse("python", source.encode("utf-8")).root_node
+    outermost = max(capture_nodes("python", CALL_QUERY, root, "callee"), key=lambda callee: len(callee.text))
+    assert dotted_name(outermost) == expected
+
+
 # -- syntax --------------------------------------------------------------------------------------
 
 SAMPLE = '''import os

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from repomem.languages.parsed import CallSite, Definition, ImportBinding
@@ -85,9 +86,18 @@ def _text(node: Node | None) -> str:
 MAX_DOTTED_PARTS = 32  # longer attribute chains are not resolvable calls anyway
 
 
+_PLAIN_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 def dotted_name(node: Node) -> str | None:
     """'a.b.c' for identifier / attribute chains of identifiers, else None (iterative: chains
     can be thousands of attributes long in generated code)."""
+    if node.type in ("identifier", "attribute"):
+        # Most callees are written plainly (`self.save`): their text is the answer, without a walk
+        # down the chain. Text with anything else in it (spaces, calls, subscripts) is walked.
+        text = node.text.decode("utf-8", errors="replace") if node.text is not None else ""
+        if _PLAIN_DOTTED.fullmatch(text) and text.count(".") <= MAX_DOTTED_PARTS:
+            return text
     parts: list[str] = []
     while node.type == "attribute":
         attr = node.child_by_field_name("attribute")
