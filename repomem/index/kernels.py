@@ -745,3 +745,42 @@ def rows_times(indptr, indices, data, rows, x):
             total += data[slot] * x[indices[slot]]
         out[at] = total
     return out
+
+
+@njit(cache=True, nogil=True)
+def strongest_in_row_runs(rows, cols, values, keep):
+    """Which entries are among their row's `keep` largest (ties to the lower column id), for
+    entries whose rows come in runs (each row's entries next to each other, as relation rows come
+    out). bool, shape (n,). A partition per row where a sort of all entries took 2.5 ms an edit."""
+    n = rows.shape[0]
+    kept = np.zeros(n, dtype=np.bool_)
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and rows[end] == rows[start]:
+            end += 1
+        count = end - start
+        if count <= keep:
+            kept[start:end] = True
+        else:
+            bar = np.partition(values[start:end], count - keep)[count - keep]
+            needed = keep
+            tied = 0
+            for at in range(start, end):
+                if values[at] > bar:
+                    kept[at] = True
+                    needed -= 1
+                elif values[at] == bar:
+                    tied += 1
+            tie_at = np.empty(tied, dtype=np.int64)
+            tie_col = np.empty(tied, dtype=cols.dtype)
+            tied = 0
+            for at in range(start, end):
+                if values[at] == bar:
+                    tie_at[tied] = at
+                    tie_col[tied] = cols[at]
+                    tied += 1
+            for position in np.argsort(tie_col)[:needed]:
+                kept[tie_at[position]] = True
+        start = end
+    return kept

@@ -25,6 +25,7 @@ from repomem.index.kernels import (
     relation_rows,
     relation_scratch,
     sort_rows_by_column,
+    strongest_in_row_runs,
     symmetric_max_csr,
     tree_anchors,
 )
@@ -221,6 +222,18 @@ def strongest_per_row(
     """Keep each row's `limit` largest entries (ties broken by column id)."""
     if limit <= 0 or rows.shape[0] == 0:
         return rows, cols, values
+    if np.all(rows[1:] >= rows[:-1]):  # rows in runs (relation rows): a partition per row
+        kept = strongest_in_row_runs(rows, cols, values, limit)
+        return rows[kept], cols[kept], values[kept]
+    return strongest_per_row_by_sort(rows, cols, values, limit)
+
+
+def strongest_per_row_by_sort(
+    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`strongest_per_row` for entries in any order, by sorting them all (the reference)."""
+    if limit <= 0 or rows.shape[0] == 0:
+        return rows, cols, values
     order = np.lexsort((cols, -values, rows))
     rows, cols, values = rows[order], cols[order], values[order]
     starts = np.ones(rows.shape[0], dtype=bool)
@@ -232,16 +245,16 @@ def strongest_per_row(
 
 
 def row_thresholds(rows: np.ndarray, values: np.ndarray, size: int, limit: int, cutoff: float) -> np.ndarray:
-    """Smallest value a new entry needs to enter each row's top list, shape (size,)."""
+    """Smallest value a new entry needs to enter each row's top list, shape (size,): a full row's
+    weakest kept value (entries from strongest_per_row, in any order), else the cutoff."""
     threshold = np.full(size, cutoff)
     if limit <= 0 or rows.shape[0] == 0:
         return threshold
     counts = np.bincount(rows, minlength=size)
     full = counts >= limit
-    # rows/values come from strongest_per_row: each row's last kept entry is its smallest.
-    last = np.zeros(size, dtype=np.int64)
-    np.maximum.at(last, rows, np.arange(rows.shape[0]))
-    threshold[full] = np.maximum(values[last[full]], cutoff)
+    weakest = np.full(size, np.inf)
+    np.minimum.at(weakest, rows, values)
+    threshold[full] = np.maximum(weakest[full], cutoff)
     return threshold
 
 

@@ -19,7 +19,7 @@ from repomem.config import Config
 from repomem.index.bm25 import BM25Stats, TermSegment, build_segment, compute_stats, document_frequencies
 from repomem.index.calls import CallResolution, resolves_calls
 from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
-from repomem.index.graph import CodeGraph, DirectoryLayout, build_graph, directory_layout
+from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_graph, directory_layout, syntax_edges
 from repomem.index.kernels import rows_times
 from repomem.index.relations import (
     relation_entries,
@@ -118,6 +118,7 @@ class RepoIndex:
     _resolver: CallResolution | None = None
     _cover: CoverEntries | None = None
     _layout: DirectoryLayout | None = None
+    _syntax_edges: SyntaxEdges | None = None
     _path_ids: dict[str, int] | None = None
     _w_blocks: RowBlocks | None = None
     # w_base @ live (base rows), kept across edits: an edit changes few of its rows (see live_rowsum).
@@ -172,7 +173,10 @@ class RepoIndex:
         paths = tuple(None if s is None else s.path for s in self.syntax)
         if self._layout is None or self._layout.paths != paths:
             self._layout = directory_layout(paths)
-        return build_graph(self.syntax, self.all_calls(), self.config.graph, deduplicate, self._layout)
+        # Kept between calls: an edit changes one file's syntax edges and shifts the rest.
+        self._syntax_edges = syntax_edges(self.syntax, self._syntax_edges)
+        return build_graph(self.syntax, self.all_calls(), self.config.graph, deduplicate, self._layout,
+                           self._syntax_edges)
 
     def all_calls(self) -> np.ndarray:
         """Every call edge, shape (n, 5) (see parsed.call_array)."""

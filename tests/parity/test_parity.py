@@ -12,6 +12,7 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
+from repomem.index.graph import syntax_edges
 from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
 from repomem.index.relations import (
     cost_limit,
@@ -19,6 +20,7 @@ from repomem.index.relations import (
     relation_entries,
     row_thresholds,
     strongest_per_row,
+    strongest_per_row_by_sort,
     symmetric_matrix,
 )
 from repomem.index.repo_index import RepoIndex, apply_changes
@@ -56,6 +58,25 @@ def node_key_for(graph):
 
 def all_calls(index: RepoIndex):
     return [CallEdge(*row) for row in index.all_calls().tolist()]
+
+
+def test_spliced_syntax_edges_are_the_rebuilt_ones(synthetic_repo):
+    """An edit's syntax edges come from the last ones (the changed files replaced, the others
+    shifted): the same arrays as building them from scratch, with files grown, shrunk and removed."""
+    index = open_index(synthetic_repo, Config())
+    index.ensure_structure()
+    files = list(index.syntax)
+    previous = syntax_edges(files)
+    sizes = [f.n_nodes for f in files if f is not None]
+    assert len(set(sizes)) > 1
+    changed = list(files)
+    changed[1], changed[4] = files[4], files[1]  # two files swap sizes: one grows, one shrinks
+    changed[len(files) - 1] = None  # the last removed
+    spliced = syntax_edges(changed, previous)
+    rebuilt = syntax_edges(changed)
+    for name in ("sizes", "node_offset", "child", "parent", "edge_offset"):
+        np.testing.assert_array_equal(getattr(spliced, name), getattr(rebuilt, name))
+    assert spliced.child.shape[0] > 0 and not np.array_equal(spliced.node_offset, previous.node_offset)
 
 
 @pytest.mark.parametrize("granularity", ["statement", "named"])
@@ -203,6 +224,23 @@ def test_node_fragment_index_is_a_stable_sort_of_the_incidence(synthetic_repo):
     assert (np.diff(node_indptr) > 1).any()  # some node lies in several fragments
 
 
+@pytest.mark.parametrize("keep", [8, 14, 20])
+def test_strongest_per_row_by_partition_is_the_sort(keep):
+    """Rows in runs take a partition per row; the same entries as sorting all of them, ties
+    (many equal values) to the lower column, rows shorter, as long as and longer than `keep`."""
+    rng = np.random.default_rng(keep)
+    rows = np.sort(rng.integers(0, 40, 600))
+    cols = rng.permutation(600) % 97
+    values = rng.integers(1, 6, 600) / 8.0  # few distinct values: ties at every bar
+    fast = strongest_per_row(rows, cols, values, keep)
+    slow = strongest_per_row_by_sort(rows, cols, values, keep)
+    assert sorted(zip(*(a.tolist() for a in fast))) == sorted(zip(*(a.tolist() for a in slow)))
+    lengths = np.bincount(rows)
+    assert (lengths > keep).any() and (lengths <= keep).any()
+    np.testing.assert_array_equal(row_thresholds(fast[0], fast[2], 40, keep, 0.01),
+                                  row_thresholds(slow[0], slow[2], 40, keep, 0.01))
+
+
 @pytest.mark.parametrize("seed, rows_ascending", [(0, True), (1, True), (2, False)])
 def test_symmetric_matrix_is_scipys_maximum_with_the_transpose(seed, rows_ascending):
     """The cold build's W from its one-sided rows: same as scipy's max(A, A^T), canonical CSR.
@@ -266,7 +304,7 @@ def test_rows_kept_by_the_kernel_match_a_sort_of_all_entries(synthetic_repo, qua
     keep = int(np.quantile(lengths[lengths > 0], quantile, method="lower"))
     assert (lengths > keep).any() and (lengths == keep).any() and (lengths < keep).any()
     r, c, v, bars = relation_entries(rows, table, graph, index.live, config.graph, config.relations, keep=keep)
-    ref_r, ref_c, ref_v = strongest_per_row(all_r, all_c, all_v, keep)
+    ref_r, ref_c, ref_v = strongest_per_row_by_sort(all_r, all_c, all_v, keep)
     ref_bars = row_thresholds(ref_r, ref_v, table.size, keep, config.relations.relation_cutoff)
     assert sorted(zip(r.tolist(), c.tolist(), v.tolist())) == sorted(zip(ref_r.tolist(), ref_c.tolist(),
                                                                            ref_v.tolist()))
