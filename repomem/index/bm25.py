@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import BM25Config
-from repomem.index.kernels import add_bm25_scores
+from repomem.index.kernels import add_bm25_scores, term_postings
 
 
 @dataclass(frozen=True)
@@ -42,16 +42,15 @@ class BM25Stats:
 
 def build_segment(first_doc: int, doc_terms: Sequence[np.ndarray], n_terms: int) -> TermSegment:
     """`doc_terms[d]` holds the term ids of document first_doc + d (with repeats)."""
-    lengths = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=len(doc_terms))
-    # int32 ids (documents and terms stay far below 2^31): the COO triplets of Django's 7.6M
-    # tokens are the cold build's largest transient after the relations.
+    doc_offsets = np.zeros(len(doc_terms) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=len(doc_terms)),
+              out=doc_offsets[1:])
     terms = np.concatenate(doc_terms).astype(np.int32, copy=False) if doc_terms else np.zeros(0, dtype=np.int32)
-    docs = np.repeat(np.arange(len(doc_terms), dtype=np.int32), lengths)
-    tf = sp.csc_matrix(
-        (np.ones(terms.shape[0], dtype=np.int32), (docs, terms)),
-        shape=(len(doc_terms), n_terms),
-    )
-    tf.sum_duplicates()
+    indptr, docs, counts = term_postings(terms, doc_offsets, n_terms)
+    index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
+    tf = sp.csc_matrix((len(doc_terms), n_terms), dtype=np.int32)
+    tf.indptr, tf.indices, tf.data = indptr.astype(index_dtype), docs.astype(index_dtype, copy=False), counts
+    tf.has_sorted_indices = True
     return TermSegment(first_doc, tf)
 
 

@@ -12,6 +12,7 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
+from repomem.index.bm25 import build_segment
 from repomem.index.graph import syntax_edges
 from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
 from repomem.index.relations import (
@@ -330,6 +331,25 @@ QUERIES = [
     "no_such_token_anywhere",
     "",
 ]
+
+
+def test_postings_segment_is_scipys_csc_of_the_token_counts():
+    """Postings by two counting passes against scipy's COO -> CSC with duplicates summed: term
+    counts per document, documents ascending per term, empty documents and unused terms."""
+    rng = np.random.default_rng(7)
+    n_terms = 50
+    doc_terms = [rng.integers(0, n_terms - 5, rng.integers(0, 30)).astype(np.int32) for _ in range(80)]
+    assert any(d.shape[0] == 0 for d in doc_terms)
+    segment = build_segment(3, doc_terms, n_terms)
+    lengths = [d.shape[0] for d in doc_terms]
+    docs = np.repeat(np.arange(len(doc_terms)), lengths)
+    expected = sp.csc_matrix((np.ones(docs.shape[0], dtype=np.int32), (docs, np.concatenate(doc_terms))),
+                             shape=(len(doc_terms), n_terms))
+    expected.sum_duplicates()
+    assert segment.first_doc == 3 and segment.tf.has_canonical_format
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(segment.tf, name), getattr(expected, name))
+    assert segment.tf.data.max() > 1
 
 
 @pytest.mark.parametrize("query", QUERIES)
