@@ -113,6 +113,8 @@ def syntax_edges(files: Sequence[FileSyntax | None], previous: SyntaxEdges | Non
     files = tuple(files)
     if previous is not None and len(previous.files) == len(files):
         changed = [i for i, (now, before) in enumerate(zip(files, previous.files)) if now is not before]
+        if not changed:
+            return previous
         if len(changed) <= SPLICE_MAX_FILES:
             return _spliced(files, previous, changed)
     sizes = np.fromiter((0 if f is None else f.n_nodes for f in files), dtype=np.int64, count=len(files))
@@ -175,15 +177,14 @@ def build_graph(
     syntax edges if already known (see `syntax_edges`).
     """
     n_files = len(files)
-    if syntax is None or len(syntax.files) != n_files or any(a is not b for a, b in zip(syntax.files, files)):
-        syntax = syntax_edges(files, syntax)
+    syntax = syntax_edges(files, syntax)  # `syntax` itself when it was made of these files
     node_offset = syntax.node_offset
     n_syntax = int(node_offset[-1])
     file_node = n_syntax + np.arange(n_files, dtype=np.int64)
 
-    if layout is None or len(layout.paths) != n_files or any(
-            layout.paths[i] != (None if f is None else f.path) for i, f in enumerate(files)):
-        layout = directory_layout(tuple(None if f is None else f.path for f in files))
+    paths = tuple(None if f is None else f.path for f in files)
+    if layout is None or layout.paths != paths:
+        layout = directory_layout(paths)
     dir_base = n_syntax + n_files
     n_nodes = dir_base + len(layout.directories)
 

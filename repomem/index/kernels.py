@@ -275,6 +275,21 @@ def exit_costs(parent, portal, step_cost, first, end):
 
 
 @njit(cache=True, nogil=True)
+def _strongest_of_row(cols, values, keep):
+    """One row's `keep` largest entries (at least `keep` given): (bool mask, the keep-th largest
+    value). Every larger value, then values equal to it by column id, so the order the entries
+    came in never decides. A partition, not a sort."""
+    count = values.shape[0]
+    bar = np.partition(values, count - keep)[count - keep]
+    kept = values > bar
+    needed = keep - int(kept.sum())
+    tied = np.flatnonzero(values == bar)
+    for position in np.argsort(cols[tied])[:needed]:
+        kept[tied[position]] = True
+    return kept, bar
+
+
+@njit(cache=True, nogil=True)
 def relation_rows(
     rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
     node_indptr, node_frags, node_weights, live,
@@ -437,43 +452,22 @@ def relation_rows(
             row_cols[n_row] = j
             row_vals[n_row] = value
             n_row += 1
-        n_out = n_row
-        bar = cutoff
+        kept = np.ones(n_row, dtype=np.bool_)
         if keep > 0 and n_row >= keep:
-            # The keep-th largest value is the row's bar: a new entry must beat it to enter. Kept:
-            # every larger value, then values equal to it by column id (visit order never decides).
-            bar = np.partition(row_vals[:n_row], n_row - keep)[n_row - keep]
+            # The keep-th largest value is the row's bar: a new entry must beat it to enter.
+            kept, bar = _strongest_of_row(row_cols[:n_row], row_vals[:n_row], keep)
             bars[r] = bar
-            n_out = keep
-        while count + n_out > capacity:
+        while count + n_row > capacity:
             capacity *= 2
             out_row = _grow(out_row, capacity)
             out_col = _grow(out_col, capacity)
             out_val = _grow(out_val, capacity)
-        if n_out == n_row:
-            for t in range(n_row):
-                out_row[count] = i
-                out_col[count] = row_cols[t]
-                out_val[count] = row_vals[t]
-                count += 1
-            continue
-        n_ties = 0
         for t in range(n_row):
-            if row_vals[t] > bar:
+            if kept[t]:
                 out_row[count] = i
                 out_col[count] = row_cols[t]
                 out_val[count] = row_vals[t]
                 count += 1
-                n_out -= 1
-            elif row_vals[t] == bar:
-                touched[n_ties] = row_cols[t]  # free again: reused for the tied columns
-                n_ties += 1
-        tied = np.sort(touched[:n_ties])
-        for t in range(n_out):
-            out_row[count] = i
-            out_col[count] = tied[t]
-            out_val[count] = bar
-            count += 1
     _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot)
     stamp_box[0] = stamp
     return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars, True
@@ -763,25 +757,7 @@ def strongest_in_row_runs(rows, cols, values, keep):
         if count <= keep:
             kept[start:end] = True
         else:
-            bar = np.partition(values[start:end], count - keep)[count - keep]
-            needed = keep
-            tied = 0
-            for at in range(start, end):
-                if values[at] > bar:
-                    kept[at] = True
-                    needed -= 1
-                elif values[at] == bar:
-                    tied += 1
-            tie_at = np.empty(tied, dtype=np.int64)
-            tie_col = np.empty(tied, dtype=cols.dtype)
-            tied = 0
-            for at in range(start, end):
-                if values[at] == bar:
-                    tie_at[tied] = at
-                    tie_col[tied] = cols[at]
-                    tied += 1
-            for position in np.argsort(tie_col)[:needed]:
-                kept[tie_at[position]] = True
+            kept[start:end] = _strongest_of_row(cols[start:end], values[start:end], keep)[0]
         start = end
     return kept
 

@@ -373,14 +373,6 @@ def _files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray
 
 
 
-def _upper_triangle(matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr, indices, float32 data) of a CSR matrix's entries above the diagonal. Weights are
-    float32 values held as float64 (repo_index.stored_weights), so float32 is lossless. A kernel
-    rather than scipy's triu, whose COO copies of all of W were a cold build's peak of memory, or
-    a mask over every entry's row id (+47 MB on Django while the snapshot was written)."""
-    return upper_triangle(matrix.indptr, matrix.indices, matrix.data)
-
-
 def _symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The symbols.json object's members, one per file whose language resolves calls."""
     for file_id in file_ids:
@@ -470,7 +462,10 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     index.base_files = set(base_files)
                     # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty
                     # diagonal: its upper triangle is all of it, at half the bytes.
-                    upper_indptr, upper_indices, upper_data = _upper_triangle(index.w_base)
+                    # A kernel, not scipy's triu (its COO copies of all of W were a cold build's peak of
+                    # memory); float32 is lossless: weights are float32 values (stored_weights).
+                    w = index.w_base
+                    upper_indptr, upper_indices, upper_data = upper_triangle(w.indptr, w.indices, w.data)
                     base_segments = index.segments[: index.base_segments]
                     # On a helper thread: deflate and numpy release the GIL, so W and the postings are
                     # coded while this thread writes the symbols (Python) and the rest.

@@ -19,11 +19,11 @@ import pytest
 
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
+from repomem.index.kernels import upper_triangle
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.store import (
     _read_json_gz,
     _read_npz,
-    _upper_triangle,
     _write_json_gz,
     _write_npz,
     config_fingerprint,
@@ -256,7 +256,7 @@ def test_the_saved_upper_triangle_is_scipys(tmp_path):
         matrix.setdiag(0)
         matrix.eliminate_zeros()
         matrix.data = matrix.data.astype(np.float32).astype(np.float64)  # as the index holds W
-        indptr, indices, data = _upper_triangle(matrix)
+        indptr, indices, data = upper_triangle(matrix.indptr, matrix.indices, matrix.data)
         expected = sp.triu(matrix, k=1, format="csr")
         np.testing.assert_array_equal(indptr, expected.indptr)
         np.testing.assert_array_equal(indices, expected.indices)
