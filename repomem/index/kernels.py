@@ -39,12 +39,32 @@ def cover_windows(parent, start_line, end_line, length, line_chars, window_start
     count = 0
     covered = np.zeros(n_lines, dtype=np.bool_)
     partial = np.zeros(n_nodes, dtype=np.int64)
+    # A window holds only nodes starting inside it. Walk order is document order, so start lines
+    # never decrease and those nodes are one run of indices, found by a pointer that only moves
+    # forward (windows sorted by first line): about linear, where every node against every window
+    # was quadratic (Django's 9,002-line file 112 -> 0.5 ms; all its files 0.7 -> 0.04 s).
+    # Any other order: all nodes, as before.
+    in_order = True
+    for node in range(1, n_nodes):
+        if start_line[node] < start_line[node - 1]:
+            in_order = False
+            break
+    for w in range(1, window_starts.shape[0]):
+        if window_starts[w] < window_starts[w - 1]:
+            in_order = False
+            break
+    first_candidate = 0
     for w in range(window_starts.shape[0]):
         a = window_starts[w]
         b = window_ends[w]
         for line in range(a, b):
             covered[line] = False
-        for node in range(n_nodes):
+        if in_order:
+            while first_candidate < n_nodes and start_line[first_candidate] < a:
+                first_candidate += 1
+        for node in range(first_candidate if in_order else 0, n_nodes):
+            if in_order and start_line[node] > b - 1:
+                break
             if start_line[node] >= a and end_line[node] <= b - 1:
                 p = parent[node]
                 if p >= 0 and start_line[p] >= a and end_line[p] <= b - 1:

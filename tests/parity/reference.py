@@ -128,3 +128,29 @@ def reference_call_owners(root, kept_index: dict[int, int]) -> list[tuple[int, i
             owner, hops = owner.parent, hops + 1
         owners.append((kept_index[owner.id] if owner is not None else 0, hops))
     return owners
+
+
+def reference_cover(syntax: FileSyntax, starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int, int]]:
+    """(window, node, weight) covering each window [a, b) as docs/design.md section 3 defines it,
+    every node tried against every window: its maximal whole nodes (weight: bytes), then, for each
+    non-blank line no whole node holds, the innermost node spanning it (weight: the non-blank
+    characters of all such lines it owns), in order of first such line."""
+    n_lines = int(syntax.line_chars.shape[0])
+    start, end, parent = syntax.start_line.tolist(), syntax.end_line.tolist(), syntax.parent.tolist()
+    owner = [0] * n_lines
+    for node in range(syntax.n_nodes):  # deeper nodes come later in walk order and win
+        for line in range(max(start[node], 0), min(end[node], n_lines - 1) + 1):
+            owner[line] = node
+    out = []
+    for w, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+        inside = [start[node] >= a and end[node] <= b - 1 for node in range(syntax.n_nodes)]
+        whole = [node for node in range(syntax.n_nodes)
+                 if inside[node] and not (parent[node] >= 0 and inside[parent[node]])]
+        out += [(w, node, max(int(syntax.length[node]), 1)) for node in whole]
+        covered = {line for node in whole for line in range(start[node], end[node] + 1)}
+        partial: dict[int, int] = {}
+        for line in range(a, b):
+            if line not in covered and syntax.line_chars[line] > 0:
+                partial[owner[line]] = partial.get(owner[line], 0) + int(syntax.line_chars[line])
+        out += [(w, node, chars) for node, chars in partial.items()]
+    return out

@@ -31,7 +31,7 @@ from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
-from tests.parity.reference import reference_graph, reference_relation, reference_strengths
+from tests.parity.reference import reference_cover, reference_graph, reference_relation, reference_strengths
 
 EXACT = {"graph": {"max_reach": 0}, "relations": {"max_relations_per_fragment": 0, "relation_cutoff": 0.0}}
 
@@ -650,3 +650,38 @@ def test_top_k_matches_a_full_sort_ties_included(seed):
         assert top_k_positions(values, k).tolist() == _top_k_reference(values, k), (n, k)
     ascending = np.sort(values)  # every value replaces a kept one: the slow case stays exact
     assert top_k_positions(ascending, 10).tolist() == _top_k_reference(ascending, 10)
+
+
+@pytest.mark.parametrize("granularity", ["statement", "named"])
+def test_window_cover_matches_every_node_against_every_window(granularity):
+    """The kernel visits only the nodes starting inside a window; the reference tries them all.
+    Real files of this repository (classes, decorators, blank runs, long functions), then the same
+    nodes in a shuffled order, where the kernel cannot rely on walk order and scans them all."""
+    from repomem.config import FragmentConfig
+    from repomem.index.fragments import file_fragments, window_bounds
+    from repomem.index.kernels import cover_windows
+    from repomem.languages.parsed import FileSyntax
+    from repomem.languages.syntax import extract_syntax
+
+    root = Path(__file__).resolve().parents[2] / "repomem"
+    paths = sorted(root.rglob("*.py"))[:: 3 if granularity == "named" else 1]
+    rng = np.random.default_rng(0)
+    for path in paths:
+        syntax = extract_syntax(path.name, "python", path.read_text(), granularity)
+        fragments = file_fragments(syntax, FragmentConfig())
+        found = zip(fragments.cover_window.tolist(), fragments.cover_node.tolist(), fragments.cover_weight.tolist())
+        assert list(found) == reference_cover(syntax, fragments.starts, fragments.ends), path
+        if syntax.n_nodes < 3:
+            continue
+        order = np.concatenate([[0], 1 + rng.permutation(syntax.n_nodes - 1)])  # the root stays first
+        new_id = np.empty_like(order)
+        new_id[order] = np.arange(order.shape[0])
+        parent = np.where(syntax.parent[order] >= 0, new_id[np.maximum(syntax.parent[order], 0)], -1).astype(np.int32)
+        shuffled = FileSyntax(path=syntax.path, language=syntax.language, parent=parent,
+                              start_line=syntax.start_line[order], end_line=syntax.end_line[order],
+                              length=syntax.length[order], line_chars=syntax.line_chars)
+        starts, ends = window_bounds(shuffled.line_chars, FragmentConfig())
+        window, node, weight = cover_windows(shuffled.parent, shuffled.start_line, shuffled.end_line,
+                                             shuffled.length.astype(np.int64), shuffled.line_chars.astype(np.int64),
+                                             starts, ends)
+        assert list(zip(window.tolist(), node.tolist(), weight.tolist())) == reference_cover(shuffled, starts, ends)
