@@ -227,6 +227,14 @@ class CompletionConfig:
     continuation_lines: int = 4
     continuation_match_lines: int = 3
     continuation_min_similarity: float = 0.5
+    # The candidate that best matches the visible code's last lines (the continuation's match, with
+    # a line shown after it) moves up to this place in the candidates' order (0 = first; only ever
+    # up), so a clone ranked below what the block budget holds is shown. -1 = off. Graph-aware
+    # strategies, with the continuation on.
+    clone_position: int = -1
+    # With clone_position on: this many more candidates, retrieved by a query of those last lines
+    # alone (clones the whole query window ranks below top-k), for the clone to be chosen from.
+    clone_search: int = 0
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)
@@ -375,6 +383,8 @@ def _range_problem(section: str, key: str, value: Any) -> str | None:
         return "must be a finite number"  # NaN / inf would pass every comparison below, or print as invalid JSON
     if (section, key) == ("completion", "gpu_layers"):
         return "must be -1 (all layers) or more" if value < -1 else None
+    if (section, key) == ("completion", "clone_position"):
+        return "must be -1 (off) or more" if value < -1 else None
     if value < 0:
         return "must be >= 0"
     if (section, key) in _POSITIVE and value <= 0:

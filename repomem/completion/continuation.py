@@ -101,14 +101,47 @@ def continued_blocks(candidates: Sequence[ContextBlock], file_lines: Callable[[s
     return continued
 
 
+def strongest_clone(blocks: Sequence[ContextBlock], file_lines: Callable[[str], Sequence[str]], cursor_path: str,
+                    tail: Sequence[str], min_similarity: float) -> int | None:
+    """Index of the block of another file whose lines best match `tail` with a non-blank line
+    shown after the match (the line a clone suggests next), at least `min_similarity`; the first
+    such block on ties; None when there is none."""
+    best: tuple[float, int] | None = None
+    for position, block in enumerate(blocks):
+        if block.summary or block.path == cursor_path or not tail:
+            continue
+        lines = file_lines(block.path)
+        matched = match_line(lines, block.start_line, block.end_line, tail)
+        if matched is None or matched[1] < min_similarity:
+            continue
+        if not any(line.strip() for line in lines[matched[0] + 1 : block.end_line]):
+            continue
+        if best is None or matched[1] > best[0]:
+            best = (matched[1], position)
+    return None if best is None else best[1]
+
+
+def with_clone_at(blocks: Sequence[ContextBlock], clone: int | None, position: int) -> list[ContextBlock]:
+    """`blocks` with the one at index `clone` moved to `position` (never later than it was)."""
+    ordered = list(blocks)
+    if clone is not None and clone > position:
+        ordered.insert(position, ordered.pop(clone))
+    return ordered
+
+
 # fragment id -> the span its block showed, None where the block was dropped (a repeated span)
 ContinuedSpans = dict[int, tuple[int, int] | None]
 
 
 def spans_of(candidates: Sequence[ContextBlock], continued: Sequence[ContextBlock]) -> ContinuedSpans:
-    """What `continued_blocks` made of each candidate window, to show the same lines again."""
-    kept = {block.fragment: (block.start_line, block.end_line) for block in continued if not block.summary}
-    return {block.fragment: kept.get(block.fragment) for block in candidates if not block.summary}
+    """What `continued_blocks` made of each candidate window, to show the same lines again, in
+    the order they were shown (a promoted clone keeps its place)."""
+    spans: ContinuedSpans = {block.fragment: (block.start_line, block.end_line)
+                             for block in continued if not block.summary}
+    for block in candidates:
+        if not block.summary:
+            spans.setdefault(block.fragment, None)
+    return spans
 
 
 def blocks_at(candidates: Sequence[ContextBlock], spans: ContinuedSpans,
@@ -127,4 +160,6 @@ def blocks_at(candidates: Sequence[ContextBlock], spans: ContinuedSpans,
             lines = file_lines(block.path)
             shown.append(dataclasses.replace(block, start_line=span[0], end_line=span[1],
                                              text="\n".join(lines[span[0] : span[1]])))
-    return shown
+    place = {fragment: rank for rank, fragment in enumerate(spans)}
+    windows = iter(sorted((block for block in shown if not block.summary), key=lambda block: place[block.fragment]))
+    return [block if block.summary else next(windows) for block in shown]

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
-from repomem.completion.continuation import ContinuedSpans, blocks_at, continued_blocks, spans_of
+from repomem.completion.continuation import (
+    ContinuedSpans,
+    blocks_at,
+    continued_blocks,
+    spans_of,
+    strongest_clone,
+    with_clone_at,
+)
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.packing import pack_blocks
 from repomem.completion.postprocess import CompletionShape, clean_completion
@@ -63,6 +70,11 @@ class PreparedPrompt:
     prompt: Prompt
     model_calls: tuple[ModelCall, ...] = ()
     timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # so far: retrieve, prompt, memory_model
+
+
+def _tail_lines(context: CursorContext, count: int) -> list[str]:
+    """The visible code's last `count` non-blank lines before the cursor line."""
+    return [line for line in context.left_lines[:-1] if line.strip()][-count:]
 
 
 class CompletionEngine:
@@ -249,9 +261,19 @@ class CompletionEngine:
                 self._stable.move_to_end(memo_key)
                 return remembered
         retrieve = RETRIEVERS[request.strategy.retriever]
+        anchored = 0 if request.strategy.as_published else None
         fragments = retrieve(self.service, RoundQuery(request.cursor, query, request.alpha, request.excluded,
-                                                      request.unlisted, model,
-                                                      0 if request.strategy.as_published else None))
+                                                      request.unlisted, model, anchored))
+        settings = self.config.completion
+        if settings.clone_search > 0 and settings.clone_position >= 0 and request.strategy.names_in_scope:
+            # Clones of the code just above the cursor, for the clone the blocks move up: a query
+            # of those lines alone finds them where the whole query window ranks them below top-k.
+            tail = _tail_lines(context, settings.continuation_match_lines)
+            if tail:
+                found = retrieve(self.service, RoundQuery(request.cursor, "\n".join(tail), request.alpha,
+                                                          request.excluded, request.unlisted, model, anchored))
+                have = {f.fragment for f in fragments}
+                fragments = [*fragments, *(f for f in found[: settings.clone_search] if f.fragment not in have)]
         if memo_key is not None and fragments:
             self._stable[memo_key] = fragments
             while len(self._stable) > STABLE_MEMO_SIZE:
@@ -334,11 +356,14 @@ class CompletionEngine:
             if shown is not None:
                 return shown
         settings = self.config.completion
-        # the visible code's last non-blank lines before the cursor line
-        tail = [line for line in context.left_lines[:-1] if line.strip()][-settings.continuation_match_lines :]
+        tail = _tail_lines(context, settings.continuation_match_lines)
         # Several windows of one file are common among the candidates: read (and mask) it once.
-        continued = continued_blocks(candidates, functools.cache(self.service.file_lines), cursor_path, tail,
+        file_lines = functools.cache(self.service.file_lines)
+        continued = continued_blocks(candidates, file_lines, cursor_path, tail,
                                      settings.continuation_lines, settings.continuation_min_similarity)
+        if settings.clone_position >= 0:
+            clone = strongest_clone(continued, file_lines, cursor_path, tail, settings.continuation_min_similarity)
+            continued = with_clone_at(continued, clone, settings.clone_position)
         if stable_key is not None:
             self._continued[stable_key] = spans_of(candidates, continued)
         return continued

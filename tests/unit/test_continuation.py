@@ -5,7 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from repomem.completion.continuation import continued_blocks, continued_span, match_line
+from repomem.completion.continuation import (
+    blocks_at,
+    continued_blocks,
+    continued_span,
+    match_line,
+    spans_of,
+    strongest_clone,
+    with_clone_at,
+)
 from repomem.completion.engine import CompletionEngine
 from repomem.completion.prompt import ContextBlock
 from repomem.config import Config, with_overrides
@@ -112,3 +120,72 @@ def test_stable_order_keeps_the_first_completions_lines_while_the_cursor_stays_i
     first = spans(engine, line)
     assert first != alone
     assert spans(engine, earlier) == first  # same function: the first completion's lines
+
+
+def test_the_strongest_clone_with_a_line_after_it_moves_up_never_down():
+    files = {"other.py": clone_file(), "here.py": clone_file(), "far.py": [f"zeta_{i} = omega({i})" for i in range(40)]}
+    text = "\n".join
+
+    def block(fragment: int, path: str, start: int, end: int, summary: bool = False) -> ContextBlock:
+        return ContextBlock(fragment, path, start, end, text(files[path][start:end]), 1.0, summary=summary)
+
+    ending_on_the_clone = block(1, "other.py", 0, 20)  # the match is its last line: nothing after it
+    showing_what_followed = block(2, "other.py", 5, 25)
+    blocks = [block(0, "far.py", 0, 20), ending_on_the_clone, block(4, "here.py", 0, 25),
+              block(5, "other.py", 0, 25, summary=True), showing_what_followed]
+    assert strongest_clone(blocks, files.__getitem__, "here.py", CLONE, 0.5) == 4
+    assert strongest_clone(blocks, files.__getitem__, "here.py", CLONE, 1.01) is None
+    assert strongest_clone(blocks, files.__getitem__, "here.py", [], 0.5) is None
+    assert [b.fragment for b in with_clone_at(blocks, 4, 1)] == [0, 2, 1, 4, 5]
+    assert [b.fragment for b in with_clone_at(blocks, 4, 0)] == [2, 0, 1, 4, 5]
+    assert with_clone_at(blocks, 0, 1) == blocks and with_clone_at(blocks, None, 0) == blocks
+    # The order shown is what a stable completion shows again (windows only: gists keep their place).
+    windows = [b for b in blocks if not b.summary]
+    promoted = with_clone_at(windows, 3, 1)
+    assert [b.fragment for b in promoted] == [0, 2, 1, 4]
+    assert blocks_at(windows, spans_of(windows, promoted), files.__getitem__) == promoted
+
+
+def test_a_clone_ranked_below_the_budget_reaches_the_prompt_when_promoted(tmp_path):
+    service, text, line = clone_repository(tmp_path)
+    (service.root / "shop" / "records.py").write_text(
+        "\n".join(["def publish_all(source):", *clone_file()[:-1]]).replace("compute_alpha", "compute_beta") + "\n")
+    # Windows that match the query's first lines better than the clone's file does.
+    for n in range(3):
+        (service.root / "shop" / f"alpha_{n}.py").write_text("\n".join(
+            ["def other(source):", *[f"    value_{i} = compute_alpha(source, {i})" for i in range(5)]] * 2) + "\n")
+    assert not hasattr(service.ensure_index(), "kind")
+    cursor = locate(service.root, "shop/main.py", text, line, None)
+    shown = {}
+    for position in (-1, 0):
+        config = with_overrides(service.config, completion={"continuation_lines": 4, "max_prompt_tokens": 300,
+                                                            "fill_in_middle": False, "clone_position": position})
+        engine = CompletionEngine(service, Words(), config)
+        request = engine.request(cursor, "fragrel")
+        prepared = engine.prepare(request)
+        shown[position] = NEXT.strip() in prepared.prompt.text
+        assert any(f.path == "shop/records.py" for f in prepared.fragments), "the clone is among the candidates"
+    assert shown == {-1: False, 0: True}
+
+
+def test_the_clone_search_finds_a_clone_the_query_window_ranks_below_top_k(tmp_path):
+    service, text, line = clone_repository(tmp_path)
+    (service.root / "shop" / "records.py").write_text(
+        "\n".join(["def publish_all(source):", *clone_file()[:-1]]).replace("compute_alpha", "compute_beta") + "\n")
+    for n in range(3):  # windows that match the query window's first lines better than the clone's file
+        (service.root / "shop" / f"alpha_{n}.py").write_text("\n".join(
+            ["def other(source):", *[f"    value_{i} = compute_alpha(source, {i})" for i in range(5)]] * 2) + "\n")
+    service = RepoService.open(service.root, with_overrides(Config(), retrieval={"top_k": 1}))
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    cursor = locate(service.root, "shop/main.py", text, line, None)
+    found = {}
+    for search in (0, 3):
+        config = with_overrides(service.config, completion={
+            "continuation_lines": 4, "max_prompt_tokens": 400, "fill_in_middle": False, "clone_position": 0,
+            "clone_search": search})
+        engine = CompletionEngine(service, Words(), config)
+        prepared = engine.prepare(engine.request(cursor, "fragrel"))
+        found[search] = ([f.path for f in prepared.fragments], NEXT.strip() in prepared.prompt.text)
+    assert len(found[0][0]) == 1 and found[0][0][0].startswith("shop/alpha_") and found[0][1] is False
+    assert found[3][0][0] == found[0][0][0]  # the query window's own top-k comes first, unchanged
+    assert "shop/records.py" in found[3][0][1:] and found[3][1] is True
