@@ -219,6 +219,8 @@ def task_cursor(root: Path, task: EvalTask, file_text: str) -> Cursor:
 
 
 def _hit_ranks(service: RepoService, task: EvalTask, fragments: Sequence[ScoredFragment]) -> int | None:
+    # The retrieval's top k only: a completion's candidates may go on with the clone search's.
+    fragments = fragments[: service.config.retrieval.top_k]
     if task.definition is not None:
         return definition_hit_rank([(f.path, f.start_line, f.end_line) for f in fragments], task.definition)
     return line_hit_rank([service.fragment_text(f) for f in fragments], task.ground_truth)

@@ -265,7 +265,8 @@ class CompletionEngine:
         fragments = retrieve(self.service, RoundQuery(request.cursor, query, request.alpha, request.excluded,
                                                       request.unlisted, model, anchored))
         settings = self.config.completion
-        if settings.clone_search > 0 and settings.clone_position >= 0 and request.strategy.names_in_scope:
+        if (settings.clone_search > 0 and settings.clone_position >= 0 and settings.continuation_lines > 0
+                and request.strategy.names_in_scope):
             # Clones of the code just above the cursor, for the clone the blocks move up: a query
             # of those lines alone finds them where the whole query window ranks them below top-k.
             tail = _tail_lines(context, settings.continuation_match_lines)
