@@ -293,6 +293,8 @@ class RepoService:
                 restamped = 0
                 try:
                     changed, removed, restamped = self._refresh(index, progress)
+                    if restamped and save:
+                        index.ensure_structure()  # the save writes it (index/store.save_index)
                     action = "updated" if changed or removed else "unchanged"
                 except StructureUnavailable as error:
                     reason = f"index structure unreadable ({error})"
@@ -345,7 +347,21 @@ class RepoService:
         every task, so each task sees the index plus its own buffer only, whatever ran before."""
         if self.index is None:
             return Failure("no-index", "the index is not loaded")
-        self.index.ensure_structure()
+        try:
+            self.index.ensure_structure()
+        except StructureUnavailable:
+            # The structure is read lazily from the snapshot this index was loaded from; another
+            # process saved newer ones meanwhile and pruned it (evaluations started side by side on
+            # one repositories folder). The current snapshot, or a rebuild, has it.
+            self.index = None
+            report = self.ensure_index()
+            if isinstance(report, Failure):
+                return report
+            assert self.index is not None
+            try:
+                self.index.ensure_structure()
+            except StructureUnavailable as error:
+                return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
         return pickle.dumps(self.index, protocol=pickle.HIGHEST_PROTOCOL)
 
     def rollback(self, checkpoint: bytes) -> None:
@@ -384,6 +400,9 @@ class RepoService:
             save_index(self.index, directory, self.index.snapshot)
         except OSError as error:
             return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
+        except StructureUnavailable as error:  # another process pruned the snapshot it would read
+            self.index = None
+            return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
         return None
 
     def _update_one(self, path: str) -> None | Failure:

@@ -435,6 +435,10 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
     hard-linked instead of rewritten (set by `load_index`).
     """
     claim_index_folder(directory, index.root)
+    # The call edges and the changed files' structure are written from memory: an index loaded
+    # lazily (only its files restamped since) must read them first, or the snapshot saved would
+    # lose them (and with them every later update's call edges).
+    index.ensure_structure()
     with writer_lock(directory):
         _write_text(directory / ".gitignore", "*\n")
         tag = secrets.token_hex(4)

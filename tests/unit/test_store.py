@@ -180,6 +180,54 @@ def test_pruned_snapshot_structure_means_rebuild(synthetic_repo):
     assert service.retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
 
 
+def test_a_restamping_save_keeps_the_call_edges(synthetic_repo):
+    """Files touched but unchanged (a copy, a checkout) are restamped and the index saved again
+    without re-analysing them; the index was loaded lazily, so its call edges were not in memory.
+    The snapshot saved must still hold them: an edit afterwards relates through them. (A saved
+    snapshot without them once gave the evaluation's cut-at-the-hole files no call edges.)"""
+    built(synthetic_repo)
+    edited = "lib/part0/mod0.py"
+    text = (synthetic_repo / edited).read_text(encoding="utf-8") + "\n\ndef grow_more(x):\n    return func4_2(x)\n"
+
+    def ranked_after_edit() -> list[tuple[str, int, float]]:
+        service = RepoService.open(synthetic_repo)
+        service.ensure_index()
+        assert service.set_buffer(edited, text) is None
+        return ranked(service.index)
+
+    before = load_index(synthetic_repo, Config())
+    before.ensure_structure()
+    assert before.all_calls().shape[0] > 0
+    expected = ranked_after_edit()
+    for path in synthetic_repo.rglob("*.py"):
+        os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    assert RepoService.open(synthetic_repo).ensure_index().action == "unchanged"
+    after = load_index(synthetic_repo, Config())
+    assert after.snapshot != before.snapshot  # the restamped records were saved
+    with np.load(after.snapshot / "delta.npz") as saved:
+        assert np.array_equal(np.sort(saved["calls"], axis=0), np.sort(before.all_calls(), axis=0))
+    assert ranked_after_edit() == expected
+
+
+def test_checkpoint_survives_a_snapshot_pruned_by_another_process(synthetic_repo):
+    """Evaluations started side by side on one repositories folder: one loaded a snapshot (its
+    structure lazily), another saved newer ones and pruned it before the first's checkpoint read it."""
+    built(synthetic_repo)
+    reader = RepoService.open(synthetic_repo)
+    assert reader.ensure_index().action == "unchanged" and reader.index.structure_loader is not None
+    first_snapshot = reader.index.snapshot
+    writer = RepoService.open(synthetic_repo)
+    for number in range(Config().index.keep_snapshots + 1):
+        (synthetic_repo / "lib/part0/mod0.py").write_text(f"def edited_{number}():\n    return 1\n", encoding="utf-8")
+        assert writer.ensure_index().action == "updated"
+    assert not first_snapshot.exists()
+    checkpoint = reader.checkpoint()
+    assert isinstance(checkpoint, bytes)
+    reader.rollback(checkpoint)
+    assert reader.index.snapshot != first_snapshot  # the current one, with the writer's files
+    assert reader.retrieve("edited_1", k=1)[0].path == "lib/part0/mod0.py"
+
+
 def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path, monkeypatch):
     user_config = tmp_path / "user.toml"  # a path setting: the user's own config, not the repository's
     user_config.write_text(f'[index]\ncache_dir = "{tmp_path / "cache"}"\n')
