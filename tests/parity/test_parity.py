@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
-from repomem.config import Config, with_overrides
+from repomem.config import BM25Config, Config, with_overrides
 from repomem.index.bm25 import build_segment
 from repomem.index.graph import syntax_edges
 from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
@@ -26,7 +26,7 @@ from repomem.index.relations import (
 )
 from repomem.index.repo_index import RepoIndex, apply_changes
 from repomem.index.scan import SourceFile, content_digest
-from repomem.index.tokens import tokenize
+from repomem.index.tokens import _line_tokens_by_regex, line_tokens, tokenize
 from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
 from repomem.retrieval.scoring import score_fragments, top_fragments
@@ -331,6 +331,39 @@ QUERIES = [
     "no_such_token_anywhere",
     "",
 ]
+
+
+TOKEN_TEXTS = [
+    "", "\n", "a", "x1 = 1_000\r\n  fooBar(HTTPResponse, 12abc)\n\n__init__", "123abc def9 _ 9_9 0x1F\n\n",
+    "caf\u00e9 = na\u00efve(x\u00b2) + \U0001d518x  # \u00e9t\u00e9\n\tgetHTTPResponseCode\n",  # non-ASCII, no digit
+    "x = \u0663\u0664 + 5  # Arabic-Indic digits: \\d takes them\nnext_line\n",
+    "a\udc80b = 1\n",  # a lone surrogate (surrogateescape text)
+]
+
+
+@pytest.mark.parametrize("split_subwords", [True, False])
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_line_tokens_by_kernel_are_the_regex_pass(split_subwords, lowercase):
+    """The word-table kernel against the regex pass it replaced (and that still takes text with
+    non-ASCII digits): the same distinct tokens in the same order, ids and line offsets, on edge
+    cases and on every Python file of this repository; and against tokenizing each line alone.
+    More distinct words than the first table holds (its rehash) are included."""
+    config = BM25Config(split_subwords=split_subwords, lowercase=lowercase)
+    root = Path(__file__).resolve().parents[2]
+    texts = [*TOKEN_TEXTS, *(f.read_text(encoding="utf-8") for f in sorted(root.glob("repomem/**/*.py")))]
+    texts.append(" ".join(f"name_{i} Word{i}x {i}" for i in range(6000)) + "\n" * 3)
+    for text in texts:
+        fast, slow = line_tokens(text, config), _line_tokens_by_regex(text, config)
+        assert fast.words == slow.words
+        for got, want in ((fast.ids, slow.ids), (fast.line_offsets, slow.line_offsets)):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+        words = np.asarray(fast.words, dtype=object)
+        lines = text.split("\n")
+        assert fast.line_offsets.shape[0] == len(lines) + 1
+        for number, line in enumerate(lines):
+            ids = fast.ids[fast.line_offsets[number] : fast.line_offsets[number + 1]]
+            assert words[ids].tolist() == tokenize(line, config)
 
 
 def test_postings_segment_is_scipys_csc_of_the_token_counts():
