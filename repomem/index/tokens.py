@@ -7,6 +7,7 @@ parts `get`, `user`, `name`; `HTTPResponseRedirect` yields itself and `http`, `r
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -160,6 +161,17 @@ _word_tables: dict[tuple[bool, bool], _WordTable] = {}
 # The tables change in place (the kernel writes them without the GIL): one file at a time, whichever
 # thread tokenizes it (a language server's edits).
 _tables_lock = threading.Lock()
+
+
+def _fresh_tables_in_child() -> None:
+    """A forked parse worker starts with empty tables and a free lock: another thread of the parent
+    may have held the lock, mid-change, when it forked."""
+    global _tables_lock
+    _tables_lock = threading.Lock()
+    _word_tables.clear()
+
+
+os.register_at_fork(after_in_child=_fresh_tables_in_child)
 
 
 def line_tokens(text: str, config: BM25Config) -> LineTokens:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import repomem.index.tokens as tokens_module
 from repomem.config import Config, FragmentConfig, config_from_mapping, load_config
 from repomem.failures import Failure
 from repomem.index.fragments import window_bounds
@@ -144,6 +146,28 @@ def test_window_term_ids_are_the_windows_tokens_and_skip_uncovered_lines():
     # Only tokens some window shows join the vocabulary, after those it had, in order of appearance.
     assert list(vocabulary) == ["delta", "alpha", "beta", "gamma"]
     assert tokens.window_term_ids({}, np.array([1]), np.array([2]))[0].shape == (0,)  # a blank line
+
+
+def test_a_forked_worker_tokenizes_while_the_parent_holds_the_word_table():
+    """A parse worker forked while another thread of the parent is inside the word table (its lock
+    held) starts with fresh tables instead of waiting for a lock nobody will release."""
+    config = Config().bm25
+    tokens_module.line_tokens("warm_table = 1", config)
+    with tokens_module._tables_lock:
+        pid = os.fork()
+        if pid == 0:  # the child: its own tables, a free lock
+            got = tokens_module.line_tokens("hello_world = fooBar", config)
+            os._exit(0 if got.words[:3] == ("hello_world", "hello", "world") else 3)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child blocked on the parent's word-table lock")
 
 
 @pytest.mark.parametrize("text", ["", "\n", "x = getUserName(a_b)\r\n\n  HTTPServer 42\n", "tail without break"])
