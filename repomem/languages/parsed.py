@@ -55,6 +55,25 @@ class FileSyntax:
     # searched as text but takes no part in the code graph (no symbols, no relations).
     over_node_limit: bool = False
 
+    # A parse worker sends its files' syntax to the indexing process by pickle. Call sites travel as
+    # columns: unpickling Django's 169k CallSite tuples one by one took 0.5 s of that process's CPU
+    # while the workers parsed (each calls the NamedTuple's constructor); columns take a tenth.
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        calls = self.calls
+        state["calls"] = (
+            np.fromiter((c.node for c in calls), dtype=np.int64, count=len(calls)),
+            np.fromiter((c.hops for c in calls), dtype=np.int64, count=len(calls)),
+            [c.callee for c in calls],
+            [c.enclosing_class for c in calls],
+        )
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        nodes, hops, callees, classes = state["calls"]
+        self.__dict__.update(state)
+        self.__dict__["calls"] = tuple(map(CallSite._make, zip(nodes.tolist(), hops.tolist(), callees, classes)))
+
     @property
     def n_nodes(self) -> int:
         return int(self.parent.shape[0])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from repomem.failures import Failure
 from repomem.index.fragments import window_bounds
 from repomem.index.scan import Skipped, SourceFile, list_candidates, read_source
 from repomem.index.tokens import line_tokens, tokenize
+from repomem.languages.parsed import CallSite
 from repomem.languages.python.calls import module_name, resolve_calls
 from repomem.languages.syntax import extract_syntax
 from repomem.positions import find_repo_root, locate, parse_position, text_before_cursor
@@ -240,6 +243,22 @@ def test_statement_nodes_and_symbols():
     assert ("self.format", "Greeter") in callees
     assert ("os.getcwd", "") in callees and ("g.greet", "") in callees
     assert ("name.title", "Greeter") in callees
+
+
+def test_file_syntax_pickles_its_call_sites_as_columns():
+    """What a parse worker sends back: every field equal after a pickle round trip, call sites
+    CallSite tuples again (with plain ints), and the calls travel as columns, not one tuple each."""
+    syntax = extract_syntax("m.py", "python", SAMPLE, "statement")
+    assert syntax.calls and syntax.definitions
+    blob = pickle.dumps(syntax, protocol=pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(blob)
+    for name in ("path", "language", "definitions", "imports", "calls", "over_node_limit"):
+        assert getattr(back, name) == getattr(syntax, name)
+    for name in ("parent", "start_line", "end_line", "length", "line_chars"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(syntax, name))
+    assert all(isinstance(c, CallSite) and type(c.node) is int and type(c.hops) is int for c in back.calls)
+    assert b"CallSite" not in blob
+    assert pickle.loads(pickle.dumps(dataclasses.replace(syntax, calls=()))).calls == ()
 
 
 def test_named_granularity_is_larger_and_syntax_errors_still_parse():
