@@ -96,15 +96,23 @@ class CoverEntries:
         order = np.argsort(fragment, kind="stable")
         return CoverEntries(fragment[order], file[order], local[order], weight[order])
 
-    def replaced(self, live: np.ndarray, added: CoverEntries) -> CoverEntries:
-        """Drop entries of dead fragments; `added` holds only ids above every current one."""
-        keep = live[self.fragment]
-        return CoverEntries(
-            np.concatenate([self.fragment[keep], added.fragment]),
-            np.concatenate([self.file[keep], added.file]),
-            np.concatenate([self.local_node[keep], added.local_node]),
-            np.concatenate([self.weight[keep], added.weight]),
-        )
+    def replaced(self, dead: np.ndarray, added: CoverEntries) -> CoverEntries:
+        """Drop the entries of fragments `dead` (ids, any order) and append `added`, which holds
+        only ids above every current one. Entries are sorted by fragment, so each dead fragment's
+        are one run: the kept runs are copied once (a mask over every entry copied them twice and
+        gathered a flag per entry: Django 3.3 -> ~1 ms an edit)."""
+        dead = np.unique(dead)
+        first = np.searchsorted(self.fragment, dead, side="left")
+        end = np.searchsorted(self.fragment, dead, side="right")
+        # Kept runs: from each dead run's end to the next dead run's start.
+        starts = np.concatenate([[0], end])
+        stops = np.concatenate([first, [self.fragment.shape[0]]])
+
+        def kept(column: np.ndarray, extra: np.ndarray) -> np.ndarray:
+            return np.concatenate([*(column[a:b] for a, b in zip(starts.tolist(), stops.tolist()) if b > a), extra])
+
+        return CoverEntries(kept(self.fragment, added.fragment), kept(self.file, added.file),
+                            kept(self.local_node, added.local_node), kept(self.weight, added.weight))
 
 
 def fragment_table(

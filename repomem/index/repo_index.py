@@ -449,7 +449,7 @@ def apply_changes(
     index.fragment_file = np.concatenate([index.fragment_file, *new_file_of])
     index.fragment_file[dead_ids] = -1
     if index._cover is not None:
-        index._cover = index._cover.replaced(live, CoverEntries.of_files(new_cover))
+        index._cover = index._cover.replaced(newly_dead, CoverEntries.of_files(new_cover))
     index.fragment_start = np.concatenate([index.fragment_start, *new_starts])
     index.fragment_end = np.concatenate([index.fragment_end, *new_ends])
     index.stats = compute_stats(df, index.doc_len, live, config.bm25)

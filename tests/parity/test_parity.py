@@ -13,6 +13,7 @@ from rank_bm25 import BM25Okapi
 from repomem.completion.engine import CompletionEngine
 from repomem.config import BM25Config, Config, with_overrides
 from repomem.index.bm25 import build_segment
+from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
 from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
 from repomem.index.relations import (
@@ -59,6 +60,26 @@ def node_key_for(graph):
 
 def all_calls(index: RepoIndex):
     return [CallEdge(*row) for row in index.all_calls().tolist()]
+
+
+def test_cover_entries_replaced_by_runs_are_the_masked_ones(synthetic_repo):
+    """An edit drops its dead fragments' cover entries run by run: the same arrays as keeping the
+    entries of live fragments by a mask, with dead ids given in any order, repeated, at either end
+    and without entries; then the added entries follow."""
+    index = open_index(synthetic_repo, Config())
+    cover = index.cover_entries()
+    n = index.n_fragments
+    added = CoverEntries(np.array([n, n, n + 1]), np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([1.0, 2.0, 3.0]))
+    rng = np.random.default_rng(3)
+    for dead in (np.array([0, n - 1]), rng.permutation(n)[: n // 3], np.array([5, 5, 4, n + 7]), np.zeros(0, np.int64),
+                 np.arange(n)):
+        live = np.ones(n + 8, dtype=bool)
+        live[dead] = False
+        keep = live[cover.fragment]
+        got = cover.replaced(dead, added)
+        for name in ("fragment", "file", "local_node", "weight"):
+            want = np.concatenate([getattr(cover, name)[keep], getattr(added, name)])
+            np.testing.assert_array_equal(getattr(got, name), want)
 
 
 def test_spliced_syntax_edges_are_the_rebuilt_ones(synthetic_repo):
