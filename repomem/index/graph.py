@@ -101,6 +101,9 @@ class SyntaxEdges:
     child: np.ndarray  # int64, shape (n_edges,)
     parent: np.ndarray  # int64, shape (n_edges,)
     edge_offset: np.ndarray  # int64, shape (n_files + 1,): each file's slice of child / parent
+    # int64, shape (n_files,): id() of each syntax object (they stay alive in `files`, so an equal
+    # id is the same object): which files changed is one array comparison, not a Python loop.
+    object_ids: np.ndarray
 
 
 # An edit of more files than this rebuilds the syntax edges instead of splicing them.
@@ -111,12 +114,13 @@ def syntax_edges(files: Sequence[FileSyntax | None], previous: SyntaxEdges | Non
     """The files' syntax edges; from `previous` (made of the same number of files) by replacing
     the files whose syntax object changed and shifting the others' ids, when few did."""
     files = tuple(files)
+    object_ids = np.fromiter(map(id, files), dtype=np.int64, count=len(files))
     if previous is not None and len(previous.files) == len(files):
-        changed = [i for i, (now, before) in enumerate(zip(files, previous.files)) if now is not before]
+        changed = np.flatnonzero(object_ids != previous.object_ids).tolist()
         if not changed:
             return previous
         if len(changed) <= SPLICE_MAX_FILES:
-            return _spliced(files, previous, changed)
+            return _spliced(files, previous, changed, object_ids)
     sizes = np.fromiter((0 if f is None else f.n_nodes for f in files), dtype=np.int64, count=len(files))
     node_offset = np.zeros(len(files) + 1, dtype=np.int64)
     np.cumsum(sizes, out=node_offset[1:])
@@ -129,10 +133,11 @@ def syntax_edges(files: Sequence[FileSyntax | None], previous: SyntaxEdges | Non
     edge_offset = np.zeros(len(files) + 1, dtype=np.int64)
     np.cumsum(edge_counts, out=edge_offset[1:])
     return SyntaxEdges(files, sizes, node_offset, (first + local)[not_root], (first + parents)[not_root],
-                       edge_offset)
+                       edge_offset, object_ids)
 
 
-def _spliced(files: tuple[FileSyntax | None, ...], previous: SyntaxEdges, changed: list[int]) -> SyntaxEdges:
+def _spliced(files: tuple[FileSyntax | None, ...], previous: SyntaxEdges, changed: list[int],
+             object_ids: np.ndarray) -> SyntaxEdges:
     sizes = previous.sizes.copy()
     for i in changed:
         sizes[i] = 0 if files[i] is None else files[i].n_nodes  # type: ignore[union-attr]
@@ -157,7 +162,7 @@ def _spliced(files: tuple[FileSyntax | None, ...], previous: SyntaxEdges, change
             parent_parts.append(node_offset[i] + syntax.parent[1:].astype(np.int64))
         unchanged_from = i + 1
     return SyntaxEdges(files, sizes, node_offset, np.concatenate(child_parts), np.concatenate(parent_parts),
-                       edge_offset)
+                       edge_offset, object_ids)
 
 
 def build_graph(
@@ -173,8 +178,8 @@ def build_graph(
     `calls`: call edges as rows of `resolve.call_array`, shape (n_calls, 5).
     `deduplicate=False` keeps parallel edges (a call edge along a syntax edge, two calls between the
     same statements): shortest paths are the same, and an update skips the sort.
-    `layout`: the files' folder tree if already known (see `directory_layout`); `syntax`: their
-    syntax edges if already known (see `syntax_edges`).
+    `layout`: the files' folder tree if already known (see `directory_layout`; made of these files'
+    paths: it is not checked again); `syntax`: their syntax edges if already known (see `syntax_edges`).
     """
     n_files = len(files)
     syntax = syntax_edges(files, syntax)  # `syntax` itself when it was made of these files
@@ -182,9 +187,8 @@ def build_graph(
     n_syntax = int(node_offset[-1])
     file_node = n_syntax + np.arange(n_files, dtype=np.int64)
 
-    paths = tuple(None if f is None else f.path for f in files)
-    if layout is None or layout.paths != paths:
-        layout = directory_layout(paths)
+    if layout is None:
+        layout = directory_layout(tuple(None if f is None else f.path for f in files))
     dir_base = n_syntax + n_files
     n_nodes = dir_base + len(layout.directories)
 

@@ -371,6 +371,8 @@ def apply_changes(
             removed_modules.add(module)
         retire(file_id)
         index.files[file_id] = None
+        if index._path_ids is not None:
+            index._path_ids.pop(path, None)
         index.syntax[file_id] = None
         index.file_fragments[file_id] = None
         index.calls.pop(file_id, None)
@@ -392,6 +394,8 @@ def apply_changes(
         file_id = index.file_id(source.path)
         if file_id is None:
             file_id = len(index.files)
+            if index._path_ids is not None:
+                index._path_ids[source.path] = file_id
             index.files.append(None)
             index.syntax.append(None)
             index.file_fragments.append(None)
@@ -421,7 +425,6 @@ def apply_changes(
         new_starts.append(analysis.fragments.starts)
         new_ends.append(analysis.fragments.ends)
         first += n
-    index._path_ids = None
 
     dead_ids = np.concatenate(dead) if dead else np.zeros(0, dtype=np.int64)
     newly_dead = dead_ids[index.live[dead_ids]]
