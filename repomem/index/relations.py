@@ -261,7 +261,27 @@ def row_thresholds(rows: np.ndarray, values: np.ndarray, size: int, limit: int, 
 def symmetric_union(
     rows: np.ndarray, cols: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Entries plus their transposes; a pair present twice keeps its larger value."""
+    """Entries plus their transposes; a pair present twice keeps its larger value. Sorted by row,
+    then column (as `symmetric_union_by_lexsort`, the reference). One sort of a combined int64 key
+    and a maximum per run of equal keys: a three-key lexsort took 2 ms of every edit on Django."""
+    r = np.concatenate([rows, cols])
+    c = np.concatenate([cols, rows])
+    v = np.concatenate([values, values])
+    if r.shape[0] == 0:
+        return r, c, v
+    key = r.astype(np.int64) * (int(c.max()) + 1) + c
+    order = np.argsort(key, kind="stable")
+    key, v = key[order], v[order]
+    first = np.ones(key.shape[0], dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    starts = np.flatnonzero(first)
+    return r[order][starts], c[order][starts], np.maximum.reduceat(v, starts)
+
+
+def symmetric_union_by_lexsort(
+    rows: np.ndarray, cols: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`symmetric_union` by sorting on (row, column, -value): the reference."""
     r = np.concatenate([rows, cols])
     c = np.concatenate([cols, rows])
     v = np.concatenate([values, values])

@@ -24,6 +24,8 @@ from repomem.index.relations import (
     strongest_per_row,
     strongest_per_row_by_sort,
     symmetric_matrix,
+    symmetric_union,
+    symmetric_union_by_lexsort,
 )
 from repomem.index.repo_index import RepoIndex, apply_changes
 from repomem.index.scan import SourceFile, content_digest
@@ -60,6 +62,25 @@ def node_key_for(graph):
 
 def all_calls(index: RepoIndex):
     return [CallEdge(*row) for row in index.all_calls().tolist()]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_symmetric_union_by_one_key_is_the_lexsort(seed):
+    """An edit's entries and their transposes, a pair present twice keeping its larger value:
+    one sort of a combined key against the three-key lexsort, duplicates, ties and both dtypes."""
+    rng = np.random.default_rng(seed)
+    for dtype in (np.int32, np.int64):
+        rows = rng.integers(0, 40, 300).astype(dtype)
+        cols = rng.integers(0, 60, 300).astype(dtype)
+        values = rng.choice([0.25, 0.5, 0.75, 1.0], 300)
+        got = symmetric_union(rows, cols, values)
+        want = symmetric_union_by_lexsort(rows, cols, values)
+        for fast, slow in zip(got, want):
+            assert fast.dtype == slow.dtype
+            np.testing.assert_array_equal(fast, slow)
+        assert got[0].shape[0] < 600  # duplicates were merged
+    empty = np.zeros(0, dtype=np.int32)
+    assert all(a.shape == (0,) for a in symmetric_union(empty, empty, np.zeros(0)))
 
 
 def test_cover_entries_replaced_by_runs_are_the_masked_ones(synthetic_repo):
