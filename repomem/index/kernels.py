@@ -844,6 +844,29 @@ def rehash_words(size, word_first, word_end, word_bytes, n_words):
 
 
 @njit(cache=True, nogil=True)
+def count_words(data):
+    """How many words `known_words` finds in `data` (the room it may need for new ones)."""
+    n = data.shape[0]
+    count = 0
+    at = 0
+    while at < n:
+        byte = data[at]
+        if (97 <= byte <= 122) or (65 <= byte <= 90) or byte == 95:
+            count += 1
+            at += 1
+            while at < n and _word_byte(data[at]):
+                at += 1
+        elif 48 <= byte <= 57:
+            count += 1
+            at += 1
+            while at < n and 48 <= data[at] <= 57:
+                at += 1
+        else:
+            at += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
 def known_words(data, table, word_first, word_end, word_bytes, n_words, n_bytes):
     """The words of UTF-8 text (uint8, shape (n,)) as tokens.py's `[A-Za-z_][A-Za-z0-9_]*|\\d+`
     finds them in ASCII (any other byte separates words), each as its id in a process-wide table.
@@ -851,8 +874,8 @@ def known_words(data, table, word_first, word_end, word_bytes, n_words, n_bytes)
     The table: `table` (int64, a power of two long, -1 = empty) maps FNV-1a hashes of a word's
     bytes to its id, probing linearly; word w's bytes are word_bytes[word_first[w]:word_end[w]].
     Words not seen before are added (ids n_words, n_words + 1, ...): the caller gives room for
-    n / 2 + 1 more words and n more bytes and keeps the table at most half full. Comparisons are
-    byte by byte, so ids are exact.
+    `count_words(data)` more words and n more bytes and keeps the table at most half full with them.
+    Comparisons are byte by byte, so ids are exact.
 
     Returns (word id of each occurrence (int64, shape (n_occurrences,)), occurrences before each
     line (int64, shape (n_lines + 1,), lines split at "\\n"), the new count of words, of bytes).

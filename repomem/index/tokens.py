@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from repomem.config import BM25Config
-from repomem.index.kernels import first_appearance_ids, known_words, rehash_words
+from repomem.index.kernels import count_words, first_appearance_ids, known_words, rehash_words
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _WORD_OR_LINE_BREAK = re.compile(_WORD.pattern + r"|\n")
@@ -109,7 +109,7 @@ class _WordTable:
 
     def words_of(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(word id of each occurrence, occurrences before each line) of UTF-8 bytes `data`."""
-        most = data.shape[0] // 2 + 1  # words the text can add
+        most = count_words(data)  # words the text can add (a quick pass: n / 2 would be the bound)
         if 2 * (self.n_words + most) > self.table.shape[0]:
             self._rehash(2 * (self.n_words + most))
         self.word_first = _doubled(self.word_first, self.n_words + most)
