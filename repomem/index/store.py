@@ -16,7 +16,6 @@ rebuilds; nothing here raises for bad data on disk.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import gzip
 import hashlib
@@ -505,7 +504,9 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     "base_id": index.base_id,
                     "base_segments": index.base_segments,
                     "base_files": sorted(index.base_files),
-                    "files": [None if r is None else dataclasses.asdict(r) for r in index.files],
+                    # A record's fields are plain values: its __dict__ is what dataclasses.asdict gives,
+                    # without asdict's recursive deep copy (Django: ~45 ms of every save).
+                    "files": [None if r is None else vars(r) for r in index.files],
                     "skipped": index.skipped,
                 }
                 _write_text(temporary / MANIFEST, json.dumps(manifest))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -69,6 +70,10 @@ def test_round_trip_and_lazy_structure(synthetic_repo):
     assert loaded.calls.keys() == fresh.calls.keys()
     for file_id, edges in fresh.calls.items():
         np.testing.assert_array_equal(loaded.calls[file_id], edges)
+    # The manifest writes each file record's fields as they are (no deep copy): the same records back.
+    assert loaded.files == fresh.files and any(r is not None for r in loaded.files)
+    manifest = json.loads((fresh.snapshot / "manifest.json").read_text())
+    assert manifest["files"] == [None if r is None else dataclasses.asdict(r) for r in fresh.files]
 
 
 def test_incremental_save_reuses_base_files(synthetic_repo):
