@@ -867,15 +867,15 @@ def count_words(data):
 
 
 @njit(cache=True, nogil=True)
-def known_words(data, table, word_first, word_end, word_bytes, n_words, n_bytes):
+def known_words(data, n_occurrences, table, word_first, word_end, word_bytes, n_words, n_bytes):
     """The words of UTF-8 text (uint8, shape (n,)) as tokens.py's `[A-Za-z_][A-Za-z0-9_]*|\\d+`
     finds them in ASCII (any other byte separates words), each as its id in a process-wide table.
 
     The table: `table` (int64, a power of two long, -1 = empty) maps FNV-1a hashes of a word's
     bytes to its id, probing linearly; word w's bytes are word_bytes[word_first[w]:word_end[w]].
-    Words not seen before are added (ids n_words, n_words + 1, ...): the caller gives room for
-    `count_words(data)` more words and n more bytes and keeps the table at most half full with them.
-    Comparisons are byte by byte, so ids are exact.
+    `n_occurrences` is `count_words(data)`. Words not seen before are added (ids n_words,
+    n_words + 1, ...): the caller gives room for that many more words and n more bytes and keeps the
+    table at most half full with them. Comparisons are byte by byte, so ids are exact.
 
     Returns (word id of each occurrence (int64, shape (n_occurrences,)), occurrences before each
     line (int64, shape (n_lines + 1,), lines split at "\\n"), the new count of words, of bytes).
@@ -885,7 +885,9 @@ def known_words(data, table, word_first, word_end, word_bytes, n_words, n_bytes)
     for at in range(n):
         if data[at] == 10:
             n_lines += 1
-    occurrence = np.empty(n // 2 + 1, dtype=np.int64)
+    # Exactly as many as there are (a digit run and a word need no space between them: "1a 1a" holds
+    # four words in five bytes, so n / 2 is no bound).
+    occurrence = np.empty(n_occurrences, dtype=np.int64)
     line_words = np.zeros(n_lines + 1, dtype=np.int64)
     mask = table.shape[0] - 1
     n_found = 0

@@ -109,7 +109,7 @@ class _WordTable:
 
     def words_of(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(word id of each occurrence, occurrences before each line) of UTF-8 bytes `data`."""
-        most = count_words(data)  # words the text can add (a quick pass: n / 2 would be the bound)
+        most = count_words(data)  # occurrences: at most this many new words
         if 2 * (self.n_words + most) > self.table.shape[0]:
             self._rehash(2 * (self.n_words + most))
         self.word_first = _doubled(self.word_first, self.n_words + most)
@@ -117,7 +117,7 @@ class _WordTable:
         self.word_bytes = _doubled(self.word_bytes, self.n_bytes + data.shape[0])
         known = self.n_words
         occurrence, line_words, self.n_words, self.n_bytes = known_words(
-            data, self.table, self.word_first, self.word_end, self.word_bytes, self.n_words, self.n_bytes)
+            data, most, self.table, self.word_first, self.word_end, self.word_bytes, self.n_words, self.n_bytes)
         if self.n_words > known:
             self._expand_words(known)
         return occurrence, line_words

@@ -380,6 +380,7 @@ TOKEN_TEXTS = [
     "caf\u00e9 = na\u00efve(x\u00b2) + \U0001d518x  # \u00e9t\u00e9\n\tgetHTTPResponseCode\n",  # non-ASCII, no digit
     "x = \u0663\u0664 + 5  # Arabic-Indic digits: \\d takes them\nnext_line\n",
     "a\udc80b = 1\n",  # a lone surrogate (surrogateescape text)
+    "1a 1a 1a " * 500 + "\n9z9 0_0 x",  # more words than half the bytes: a digit run needs no space after it
 ]
 
 
