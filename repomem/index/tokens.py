@@ -75,14 +75,18 @@ class LineTokens:
         return [terms[a:b] for a, b in zip(first_token.tolist(), last_token.tolist())]
 
 
+def _doubled_length(length: int, size: int) -> int:
+    """`length` doubled until it is at least `size`."""
+    while length < size:
+        length *= 2
+    return length
+
+
 def _doubled(array: np.ndarray, size: int, fill: int = 0) -> np.ndarray:
     """`array` grown by doubling to at least `size` items (new items = fill)."""
     if array.shape[0] >= size:
         return array
-    length = array.shape[0]
-    while length < size:
-        length *= 2
-    out = np.full(length, fill, dtype=array.dtype)
+    out = np.full(_doubled_length(array.shape[0], size), fill, dtype=array.dtype)
     out[: array.shape[0]] = array
     return out
 
@@ -123,10 +127,8 @@ class _WordTable:
         return occurrence, line_words
 
     def _rehash(self, size: int) -> None:
-        length = self.table.shape[0]
-        while length < size:
-            length *= 2
-        self.table = rehash_words(length, self.word_first, self.word_end, self.word_bytes, self.n_words)
+        self.table = rehash_words(_doubled_length(self.table.shape[0], size), self.word_first, self.word_end,
+                                  self.word_bytes, self.n_words)
 
     def _expand_words(self, first_new: int) -> None:
         """Tokens of words first_new.. (just added: their bytes are the end of word_bytes)."""
