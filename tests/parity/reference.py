@@ -154,3 +154,38 @@ def reference_cover(syntax: FileSyntax, starts: np.ndarray, ends: np.ndarray) ->
                 partial[owner[line]] = partial.get(owner[line], 0) + int(syntax.line_chars[line])
         out += [(w, node, chars) for node, chars in partial.items()]
     return out
+
+
+def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> tuple[str, int]:
+    """Secrets masked by running each pattern over the whole text, every position tried: what
+    `mask_secrets` must equal without its prefilters (key literals, lines holding "://", name runs
+    holding a secret word's literal)."""
+    from repomem.index import secrets
+
+    found = 0
+
+    def count(replacement):
+        def replace(match):
+            nonlocal found
+            result = replacement(match)
+            found += result != match.group(0)
+            return result
+        return replace
+
+    def private(match):
+        body = match["body"]
+        return match.group(0).replace(body, "\n".join(secrets.MASK if line.strip() else line
+                                                       for line in body.split("\n")), 1)
+
+    text = secrets._PRIVATE_KEY.sub(count(private), text)
+    text = secrets._PROVIDER_KEYS.sub(count(lambda match: secrets.MASK), text)
+    text = secrets._URL_PASSWORD.sub(
+        count(lambda m: m.group(0) if m["secret"] == secrets.MASK else m["head"] + secrets.MASK), text)
+
+    def assigned(match):
+        if not secrets._looks_random(match["secret"], min_length, min_entropy):
+            return match.group(0)
+        start, end = match.span("secret")
+        return match.string[match.start():start] + secrets.MASK + match.string[end:match.end()]
+
+    return secrets._ASSIGNED.sub(count(assigned), text), found

@@ -761,3 +761,35 @@ def test_window_cover_matches_every_node_against_every_window(granularity):
                                              shuffled.length.astype(np.int64), shuffled.line_chars.astype(np.int64),
                                              starts, ends)
         assert list(zip(window.tolist(), node.tolist(), weight.tolist())) == reference_cover(shuffled, starts, ends)
+
+
+def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
+    """`mask_secrets` skips what cannot match (files without a key's literal, lines without "://",
+    name runs without a secret word's literal): the result must equal running every pattern over
+    every position, on this repository's source and on text planted with each shape."""
+    from repomem.index.secrets import mask_secrets
+    from tests.parity.reference import reference_mask_secrets
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [path.read_text(encoding="utf-8") for path in sorted(root.glob("[rt]*/**/*.py"))]
+    keys = ["AKIA" + "Q3EXAMPLE7Z2KXMP", "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+            "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "sk-proj-" + "Zx81QpLm29VbNc74TyRu0Ws5",
+            "xoxb-" + "1234-abcd-5678",
+            "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"]
+    planted = [
+        "postgres://admin:9fK2pX7qLmN4vB8wR1tY6zH3@db:5432/app",  # the first line
+        "x = 1\nurl='redis://u:pw-Zq8kL2vN9@h' ; mysql://root:[REDACTED]@h\nhttps://example.com/a:b@c",
+        *(f"x = 1\n{name} = '{key}'\n" for name, key in zip(["AWS_KEY", "token", "k", "api_key", "s", "jwt"], keys)),
+        "_postgres://u:9fK2pX7qLm@h\nok",  # no word boundary before the scheme: not a URL password
+        "no newline at the end: ftp://a:b1c2d3e4@host",
+        "monkey = 'aB3dE5fG7hJ9kL1mQ' ; keys.api_key='aB3dE5fG7hJ9kL1mQ'; passport='aB3dE5fG7hJ9kL1m'",
+        "İstanbul PASSWORD = 'Zq8#kL2$vN9@xR4!' and api_key = 'aB3dE5fG7hJ9kL1mQ'",  # lower() grows the text
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow" + "A" * 60 + "\n-----END RSA PRIVATE KEY-----\nsk-" + "a" * 19,
+        "task-" + "b" * 30 + " ask-" + "c" * 30 + " sk-" + "d" * 30 + "\nAKIA" + "2" * 15 + " XAKIA" + "2" * 16,
+    ]
+    masked_any = 0
+    for text in texts + planted:
+        expected = reference_mask_secrets(text)
+        assert mask_secrets(text) == expected, text[:200]
+        masked_any += expected[1] > 0
+    assert masked_any >= len(planted) - 1  # the planted texts do hold secrets (all but the near misses)

@@ -76,3 +76,60 @@ def test_assignments_found_from_secret_words_equal_a_scan_of_every_position():
     ] * 3)
     assert [m.span() for m in assignments(text)] == [m.span() for m in _ASSIGNED.finditer(text)]
     assert len(assignments(text)) >= 24
+
+
+def spellings(pattern: str) -> set[str]:
+    """Every string a regex of literals, alternations, groups, character sets and ? matches."""
+    import re._parser as parser  # noqa: PLC0415 (the standard library's own regex parser)
+
+    def expand(items) -> set[str]:
+        out = {""}
+        for op, value in items:
+            name = str(op)
+            if name == "LITERAL":
+                options = {chr(value)}
+            elif name == "IN":
+                options = {chr(v) for kind, v in value if str(kind) == "LITERAL"}
+            elif name == "SUBPATTERN":
+                options = expand(value[-1])
+            elif name == "BRANCH":
+                options = set().union(*(expand(branch) for branch in value[1]))
+            elif name == "MAX_REPEAT" and value[:2] == (0, 1):
+                options = {""} | expand(value[2])
+            else:
+                raise AssertionError(f"not a finite pattern: {name}")
+            out = {head + tail for head in out for tail in options}
+        return out
+
+    return expand(parser.parse(pattern))
+
+
+def test_every_secret_word_holds_one_of_the_literals_the_scan_looks_for():
+    from repomem.index.secrets import _SECRET_WORD, _SECRET_WORD_LITERALS
+
+    words = spellings(_SECRET_WORD)
+    assert {"api_key", "apikey", "password", "passwd", "pwd", "access-key"} <= words and len(words) == 18
+    assert [word for word in words if not any(literal in word for literal in _SECRET_WORD_LITERALS)] == []
+
+
+def test_every_provider_key_shape_holds_one_of_its_literals():
+    """The literal prefilter skips a file holding none of them: each shape's matches must hold one
+    (every spelling of each shape's fixed head, planted as a key)."""
+    import re
+
+    from repomem.index.secrets import _PROVIDER_KEY_SHAPES, _PROVIDER_KEYS
+
+    planted = {
+        "(?:A3T": ["A3TX" + "A" * 16, "AKIA" + "B" * 16, "ASIA" + "C" * 16, "ABIA" + "2" * 16, "ACCA" + "Z" * 16],
+        "gh[": [f"gh{kind}_" + "a1" * 18 for kind in "pousr"], "github_pat_": ["github_pat_" + "x" * 60],
+        "glpat-": ["glpat-" + "y" * 20], "xox[": [f"xox{kind}-" + "z" * 10 for kind in "abposr"],
+        "(?:sk|rk|pk)": [f"{a}_{b}_" + "q" * 16 for a in ("sk", "rk", "pk") for b in ("live", "test")],
+        "sk-ant-": ["sk-ant-" + "w" * 20], "sk-(?:": ["sk-" + "v" * 20, "sk-proj-" + "v" * 20],
+        "AIza": ["AIza" + "u" * 35], "hf_": ["hf_" + "t" * 30], "npm_": ["npm_" + "s" * 36],
+        "pypi-": ["pypi-AgEIcHlwaS5vcmc" + "r" * 50], "eyJ": ["eyJ" + "a" * 10 + ".eyJ" + "b" * 10 + "." + "c" * 10],
+    }
+    for literals, shape in _PROVIDER_KEY_SHAPES:
+        samples = next(keys for start, keys in planted.items() if shape.startswith(start))
+        for key in samples:
+            assert re.fullmatch(shape, key) and _PROVIDER_KEYS.search(f"x = '{key}'"), key
+            assert any(literal in key for literal in literals), (key, literals)
