@@ -25,6 +25,7 @@ from repomem.allocator import release_free_memory
 from repomem.child_processes import die_with_parent
 from repomem.config import Config, ScanConfig, load_config
 from repomem.failures import Failure
+from repomem.index.batch import AnalysisBatch, pack_analyses, unpack_analyses
 from repomem.index.kernels import warm_up
 from repomem.index.repo_index import (
     FileAnalysis,
@@ -143,9 +144,46 @@ def _in_chunks(function: Callable[[Any], list[Any]], items: Sequence[Any], make_
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
-        for part, results in zip(parts, pool.map(function, [make_args(p) for p in parts])):
-            out.extend(results)
+        for part, results in zip(parts, pool.map(_packed_call, [(function, make_args(p)) for p in parts])):
+            out.extend(_unpacked(results))
             progress.advance(len(part))
+    return out
+
+
+# A worker's results: each FileAnalysis (alone or the second of a pair) replaced by its position in
+# one AnalysisBatch, which pickles as a few long arrays (repomem.index.batch).
+_PackedResults = tuple[list[Any], AnalysisBatch]
+
+
+def _packed_call(args: tuple[Callable[[Any], list[Any]], Any]) -> _PackedResults:
+    """`function(function_args)` in a worker, its analyses packed (see `_unpacked`)."""
+    function, function_args = args
+    shells: list[Any] = []  # ("analysis", i), ("pair", first item, i) or ("item", anything else)
+    analyses: list[FileAnalysis] = []
+    for item in function(function_args):
+        if isinstance(item, FileAnalysis):
+            shells.append(("analysis", len(analyses)))
+            analyses.append(item)
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], FileAnalysis):
+            shells.append(("pair", item[0], len(analyses)))
+            analyses.append(item[1])
+        else:
+            shells.append(("item", item))
+    return shells, pack_analyses(analyses)
+
+
+def _unpacked(results: _PackedResults) -> list[Any]:
+    """The results `_packed_call` packed, in their order."""
+    shells, batch = results
+    analyses = unpack_analyses(batch)
+    out: list[Any] = []
+    for shell in shells:
+        if shell[0] == "analysis":
+            out.append(analyses[shell[1]])
+        elif shell[0] == "pair":
+            out.append((shell[1], analyses[shell[2]]))
+        else:
+            out.append(shell[1])
     return out
 
 

@@ -41,7 +41,7 @@ from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
 from repomem.index.kernels import upper_triangle
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
-from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBinding
+from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
 from repomem.packages import cache_root
 from repomem.regular_files import read_regular
 
@@ -388,7 +388,7 @@ def _symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, 
         yield str(file_id), {
             "d": [[d.node, d.name, d.kind, d.scope, int(d.in_function), list(d.bases)] for d in syntax.definitions],
             "i": [[b.local, b.module, b.name] for b in syntax.imports],
-            "c": [[c.node, c.hops, c.callee, c.enclosing_class] for c in syntax.calls],
+            "c": list(map(list, syntax.calls.rows())),
         }
 
 
@@ -420,7 +420,7 @@ def _decode_files(
             line_chars=data["line_chars"][l0:l1],
             definitions=tuple(Definition(d[0], d[1], d[2], d[3], bool(d[4]), tuple(d[5])) for d in entry.get("d", [])),
             imports=tuple(map(ImportBinding._make, entry.get("i", []))),
-            calls=tuple(map(CallSite._make, entry.get("c", []))),
+            calls=CallSites.of_rows(entry.get("c", [])),
         )
         fragments = FileFragments(
             data["win_starts"][w0:w1], data["win_ends"][w0:w1],

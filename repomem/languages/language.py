@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from repomem.languages.parsed import CallSite, Definition, FileSyntax, ImportBinding
+from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
 from repomem.languages.treesitter import Node
 
 
@@ -25,7 +25,7 @@ class SymbolCollector(Protocol):
         scope and the inside-a-function flag its children see."""
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
-               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], tuple[CallSite, ...]]:
+               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
         """Definitions, import bindings and call sites, once the walk is over. `kept_index` maps
         tree-sitter node ids to kept-node indexes; `class_scope` is each kept node's class scope."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.languages.language import Language, SymbolCollector
-from repomem.languages.parsed import FileSyntax, split_lines
+from repomem.languages.parsed import CallSites, FileSyntax, split_lines
 from repomem.languages.registry import language_named
 from repomem.languages.treesitter import Node, parse
 
@@ -70,7 +70,8 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
                           length=np.asarray(kept.lengths[:1], dtype=np.int32), line_chars=_line_chars(text),
                           over_node_limit=True)
     symbols = kept.symbols
-    definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope) if symbols else ((), (), ())
+    definitions, imports, calls = ((), (), CallSites()) if symbols is None else symbols.finish(
+        root, kept.kept_index, kept.class_scope)
     return FileSyntax(
         path=path,
         language=language.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import pickletools
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from repomem.failures import Failure
 from repomem.index.fragments import window_bounds
 from repomem.index.scan import Skipped, SourceFile, list_candidates, read_source
 from repomem.index.tokens import line_tokens, tokenize
-from repomem.languages.parsed import CallSite
+from repomem.languages.parsed import CallSite, CallSites
 from repomem.languages.python.calls import module_name, resolve_calls
 from repomem.languages.syntax import extract_syntax
 from repomem.positions import find_repo_root, locate, parse_position, text_before_cursor
@@ -245,11 +246,11 @@ def test_statement_nodes_and_symbols():
     assert ("name.title", "Greeter") in callees
 
 
-def test_file_syntax_pickles_its_call_sites_as_columns():
-    """What a parse worker sends back: every field equal after a pickle round trip, call sites
-    CallSite tuples again (with plain ints), and the calls travel as columns, not one tuple each."""
+def test_file_syntax_keeps_its_call_sites_as_columns():
+    """What a parse worker sends back: every field equal after a pickle round trip, the call sites
+    columns (no CallSite tuple in the pickle), iterating as CallSite tuples with plain ints."""
     syntax = extract_syntax("m.py", "python", SAMPLE, "statement")
-    assert syntax.calls and syntax.definitions
+    assert syntax.calls and syntax.definitions and isinstance(syntax.calls, CallSites)
     blob = pickle.dumps(syntax, protocol=pickle.HIGHEST_PROTOCOL)
     back = pickle.loads(blob)
     for name in ("path", "language", "definitions", "imports", "calls", "over_node_limit"):
@@ -257,8 +258,12 @@ def test_file_syntax_pickles_its_call_sites_as_columns():
     for name in ("parent", "start_line", "end_line", "length", "line_chars"):
         np.testing.assert_array_equal(getattr(back, name), getattr(syntax, name))
     assert all(isinstance(c, CallSite) and type(c.node) is int and type(c.hops) is int for c in back.calls)
-    assert b"CallSite" not in blob
-    assert pickle.loads(pickle.dumps(dataclasses.replace(syntax, calls=()))).calls == ()
+    assert len(back.calls) == len(list(back.calls)) == len(list(back.calls.rows()))
+    assert [tuple(c) for c in back.calls] == list(back.calls.rows())
+    assert CallSites.of_rows(list(back.calls)) == back.calls and CallSites.of_rows([]) == CallSites()
+    names = {argument for _, argument, _ in pickletools.genops(blob) if isinstance(argument, str)}
+    assert "CallSites" in names and "CallSite" not in names  # only the columns' class is named
+    assert pickle.loads(pickle.dumps(dataclasses.replace(syntax, calls=CallSites()))).calls == CallSites()
 
 
 def test_named_granularity_is_larger_and_syntax_errors_still_parse():
@@ -271,7 +276,7 @@ def test_named_granularity_is_larger_and_syntax_errors_still_parse():
 
 def test_other_languages_get_statement_nodes():
     syntax = extract_syntax("a.js", "javascript", "function f(x) {\n  if (x) {\n    return 1;\n  }\n}\n", "statement")
-    assert syntax.n_nodes >= 4 and syntax.calls == ()
+    assert syntax.n_nodes >= 4 and syntax.calls == CallSites() and len(syntax.calls) == 0
 
 
 # -- call resolution -----------------------------------------------------------------------------

@@ -270,17 +270,17 @@ class PythonCallResolver:
         syntax = self._files[file_id]
         edges: set[CallEdge] = set()
         cache: dict[tuple[str, str], tuple[int, Definition] | None] = {}
-        for call in syntax.calls:
-            key = (call.callee, call.enclosing_class)
+        for node, hops, callee, enclosing_class in syntax.calls.rows():
+            key = (callee, enclosing_class)
             if key not in cache:
-                cache[key] = self.resolve_callee(file_id, call.callee, call.enclosing_class)
+                cache[key] = self.resolve_callee(file_id, callee, enclosing_class)
             target = cache[key]
             if target is None:
                 continue
             target_file, target_node = target[0], target[1].node
-            if (target_file, target_node) == (file_id, call.node):
+            if (target_file, target_node) == (file_id, node):
                 continue
-            edges.add(CallEdge(file_id, call.node, target_file, target_node, call.hops))
+            edges.add(CallEdge(file_id, node, target_file, target_node, hops))
         return sorted(edges, key=lambda e: (e.source_node, e.target_file, e.target_node, e.hops))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from repomem.languages.parsed import CallSite, Definition, ImportBinding
+from repomem.languages.parsed import CallSites, Definition, ImportBinding
 from repomem.languages.treesitter import Node, capture_nodes
 
 LANGUAGE_NAME = "python"  # tree-sitter-language-pack grammar
@@ -41,8 +41,8 @@ class PythonSymbols:
         return scope, in_function
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
-               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], tuple[CallSite, ...]]:
-        calls: list[CallSite] = []
+               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
+        calls: list[tuple[int, int, str, str]] = []
         # Each expression node's nearest kept ancestor and its distance in parent steps, found
         # once per node: tree-sitter's `parent` walks down from the root (cost ~ depth), so walking
         # every call up to its statement would cost calls * depth**2 on deeply nested expressions
@@ -54,8 +54,8 @@ class PythonSymbols:
             if dotted is None:
                 continue
             owner_index, hops = _nearest_kept(callee.parent, kept_index, placed)
-            calls.append(CallSite(owner_index, hops, dotted, class_scope[owner_index]))
-        return tuple(self.definitions), tuple(self.imports), tuple(calls)
+            calls.append((owner_index, hops, dotted, class_scope[owner_index]))
+        return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
 
 
 def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
