@@ -189,3 +189,41 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
         return match.string[match.start():start] + secrets.MASK + match.string[end:match.end()]
 
     return secrets._ASSIGNED.sub(count(assigned), text), found
+
+
+def reference_kept_tree(root, language, granularity: str, last_line: int, source_bytes: int):
+    """The kept nodes by the rules of `repomem.languages.syntax` applied to every named node the
+    walk reaches, with no shortcut: each child of a descended node is visited and judged on its
+    own. Returns (parents, starts, ends, lengths, class scopes, definitions, imports)."""
+    from repomem.languages.syntax import _CONTAINERS, _NEVER_KEPT
+
+    symbols = language.symbols() if language.symbols is not None else None
+    watched = symbols.watched_types if symbols is not None else frozenset()
+    named = granularity == "named"
+    parents, starts, ends, lengths, scopes = [-1], [0], [last_line], [source_bytes], [""]
+
+    def visit(node, kept_parent: int, parent_type: str, scope: str, inside_function: bool) -> None:
+        kind = node.type
+        kept = kind not in _NEVER_KEPT and (
+            named or parent_type in _CONTAINERS or kind in _CONTAINERS or kind in language.clause_types
+            or kind.endswith(language.statement_suffixes))
+        own = kept_parent
+        if kept:
+            own = len(parents)
+            parents.append(kept_parent)
+            starts.append(node.start_point[0])
+            end_row, end_column = node.end_point
+            ends.append(end_row - 1 if end_column == 0 and end_row > node.start_point[0] else end_row)
+            lengths.append(node.end_byte - node.start_byte)
+            scopes.append(scope)
+        if kind in watched:
+            scope, inside_function = symbols.enter(node, own, scope, inside_function)
+        if named or language.statements_in_expressions or kept or kind in _CONTAINERS or kind == "ERROR":
+            for child in node.named_children:
+                visit(child, own, kind, scope, inside_function)
+
+    for child in root.named_children:
+        visit(child, 0, root.type, "", False)
+    definitions = tuple(symbols.definitions) if symbols is not None else ()
+    imports = tuple(symbols.imports) if symbols is not None else ()
+    return parents, starts, ends, lengths, scopes, definitions, imports

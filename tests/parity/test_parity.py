@@ -793,3 +793,47 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
         assert mask_secrets(text) == expected, text[:200]
         masked_any += expected[1] > 0
     assert masked_any >= len(planted) - 1  # the planted texts do hold secrets (all but the near misses)
+
+
+@pytest.mark.parametrize("granularity", ["statement", "named"])
+def test_the_syntax_walk_keeps_what_visiting_every_child_keeps(granularity: str):
+    """`walk_tree` leaves unpushed the children that could only be popped to no effect; the kept
+    nodes, their class scopes and the symbols must equal a walk that visits each of them, on this
+    repository's source, broken code (ERROR nodes) and a language with statements in expressions."""
+    import sys
+
+    from repomem.languages.registry import language_named
+    from repomem.languages.syntax import walk_tree
+    from repomem.languages.treesitter import parse
+    from tests.parity.reference import reference_kept_tree
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [("python", path.read_text(encoding="utf-8")) for path in sorted(root.glob("[rt]*/**/*.py"))]
+    texts = texts[:: 4 if granularity == "named" else 1]
+    texts += [
+        ("python", "def f(:\n    return g(\nclass\nif x:\n    import os\n    def h(): pass\nelse:\n    y = [\n"),
+        # An ERROR node under a statement, holding a block (found by mutating this repository's files).
+        ("python", "    def assigned(match: re.Match) -> str:\n        :onlocal found\n"
+                   "        value = match[\"secret\"]\n"
+                   "        if not _looks_random(value, min_length, min_entropy):\n            return match.group(0)"),
+        ("python", "class A(B):\n    @dec\n    def m(self):\n        try:\n            pass\n        except E as e:\n"
+                   "            raise\n        finally:\n            return lambda: (yield)\nmatch p:\n    case 1:\n"
+                   "        from . import x as y\n"),
+        ("javascript", "function f(x) {\n  const g = () => { if (x) { return 1; } };\n  return [1].map(function (y) {"
+                       "\n    while (y) { y--; }\n    return y;\n  });\n}\n"),
+    ]
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20_000))  # the reference recurses once per tree level
+    try:
+        for language_name, text in texts:
+            language = language_named(language_name)
+            source = text.encode("utf-8")
+            tree_root = parse(language.name, source).root_node
+            last_line = max(text.count("\n") - (1 if text.endswith("\n") else 0), 0)
+            kept = walk_tree(tree_root, language, granularity, last_line, len(source))
+            ours = (kept.parents, kept.starts, kept.ends, kept.lengths, kept.class_scope,
+                    tuple(kept.symbols.definitions) if kept.symbols else (),
+                    tuple(kept.symbols.imports) if kept.symbols else ())
+            assert ours == reference_kept_tree(tree_root, language, granularity, last_line, len(source)), text[:80]
+    finally:
+        sys.setrecursionlimit(old_limit)
