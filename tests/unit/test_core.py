@@ -423,3 +423,58 @@ def test_very_long_attribute_chain_does_not_break_indexing(tmp_path):
     service = RepoService.open(root)
     report = service.ensure_index()
     assert not isinstance(report, Failure) and report.files == 2
+
+
+def test_an_edits_relation_scratch_is_kept_grown_and_handed_to_one_caller_at_a_time():
+    from repomem.index.relations import KeptScratch
+
+    kept = KeptScratch()
+    first = kept.take(100, 10, 1024)
+    assert first is not None and first[0].shape[0] >= 100 and first[8].shape[0] >= 10
+    assert kept.take(100, 10, 1024) is None  # held: another caller makes its own set
+    kept.give_back()
+    assert kept.take(90, 10, 1024) is first  # fits: the same arrays, pages already resident
+    first[-1][0] = KeptScratch.STAMP_LIMIT + 1  # stamps near the int32 limit: start over
+    first[1][:5] = 7
+    kept.give_back()
+    again = kept.take(100, 10, 1024)
+    assert again is first and again[-1][0] == 0 and not again[1].any()
+    kept.give_back()
+    grown = kept.take(1000, 10, 1024)  # the graph grew past the headroom
+    assert grown is not first and grown[0].shape[0] >= 1000 and grown[7].min() == -1
+    kept.give_back()
+
+
+def test_edits_with_the_kept_scratch_give_what_a_fresh_scratch_gives(tmp_path: Path, monkeypatch):
+    """An edit's relation rows reuse the kept scratch; rows computed again with it, after other
+    searches have stamped it, equal rows computed with fresh arrays."""
+    import repomem.index.relations as relations
+    from repomem.service import RepoService
+
+    for n in range(6):
+        (tmp_path / f"m{n}.py").write_text(
+            f"from m{(n + 1) % 6} import f{(n + 1) % 6}\n\n\ndef f{n}(x):\n    return f{(n + 1) % 6}(x) + {n}\n")
+    service = RepoService.open(tmp_path, Config())
+    assert isinstance(service, RepoService)
+    service.ensure_index(save=False)
+    index = service.index
+    graph = index.graph()
+    table = index.fragment_table(graph)
+    config = index.config
+
+    def entries(rows: np.ndarray):
+        return relations.relation_entries(rows, table, graph, index.live, config.graph, config.relations)
+
+    rows = np.arange(table.size, dtype=np.int64)
+    with monkeypatch.context() as patch:
+        patch.setattr(relations._EDIT_SCRATCH, "take", lambda *sizes: None)  # a fresh set each call
+        fresh = entries(rows)
+    assert fresh[0].shape[0] > 0
+    expected = np.lexsort((fresh[1], fresh[0]))
+    for part in (rows, rows[::-1].copy(), rows[:1], rows):
+        again = entries(part)
+        if part.shape[0] < rows.shape[0]:
+            continue  # stamps the kept set with other searches before the next full comparison
+        order = np.lexsort((again[1], again[0]))
+        for ours, theirs in zip(again[:3], fresh[:3]):
+            np.testing.assert_array_equal(ours[order], theirs[expected])
