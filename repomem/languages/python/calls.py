@@ -42,6 +42,12 @@ class PythonCallResolver:
         self._files = dict(files)
         self._hops = max_reexport_hops
         self._base_depth = max_base_depth
+        # Answers that depend only on the tables, kept until a file is learned or forgotten: the
+        # same imported names and classes are looked up from thousands of call sites (Django: 93k
+        # name and 18k member lookups for 169k calls; resolving them all took 0.35 s).
+        self._names_memo: dict[tuple[int, str, int], _Module | _Class | _DefinitionRef | None] = {}
+        self._members_memo: dict[tuple[int, int, str], _Class | _DefinitionRef | None] = {}
+        self._modules_memo: dict[tuple[int, str], int | None] = {}
         self._module_of: dict[int, str] = {}
         self._is_package: dict[int, bool] = {}
         self._by_full: dict[str, int] = {}
@@ -59,6 +65,7 @@ class PythonCallResolver:
         """Drop a file's tables (before re-registering its new version or after its removal)."""
         if file_id not in self._files:
             return
+        self._forget_answers()
         name = self._module_of.pop(file_id)
         if self._by_full.get(name) == file_id:
             del self._by_full[name]
@@ -76,6 +83,11 @@ class PythonCallResolver:
             table.pop(file_id, None)
         del self._files[file_id]
 
+    def _forget_answers(self) -> None:
+        self._names_memo.clear()
+        self._members_memo.clear()
+        self._modules_memo.clear()
+
     def module_of(self, file_id: int) -> str | None:
         """The dotted module name a file was registered under (None if unknown)."""
         return self._module_of.get(file_id)
@@ -83,6 +95,7 @@ class PythonCallResolver:
     def learn(self, file_id: int, syntax: FileSyntax) -> None:
         """Add (or replace) one file's tables."""
         self.forget(file_id)
+        self._forget_answers()
         self._files[file_id] = syntax
         self._register(file_id, syntax)
 
@@ -154,6 +167,12 @@ class PythonCallResolver:
         return ".".join([*package, rest] if rest else package)
 
     def _find_module(self, file_id: int, module: str) -> int | None:
+        key = (file_id, module)
+        if key not in self._modules_memo:
+            self._modules_memo[key] = self._find_module_now(file_id, module)
+        return self._modules_memo[key]
+
+    def _find_module_now(self, file_id: int, module: str) -> int | None:
         absolute = self._absolute(file_id, module)
         if not absolute:
             return None
@@ -179,7 +198,13 @@ class PythonCallResolver:
 
     # -- names ---------------------------------------------------------------------------------
 
-    def _resolve_name(self, file_id: int, name: str, hops: int) -> _Module | _Class | Definition | None:
+    def _resolve_name(self, file_id: int, name: str, hops: int) -> _Module | _Class | _DefinitionRef | None:
+        key = (file_id, name, hops)
+        if key not in self._names_memo:
+            self._names_memo[key] = self._resolve_name_now(file_id, name, hops)
+        return self._names_memo[key]
+
+    def _resolve_name_now(self, file_id: int, name: str, hops: int) -> _Module | _Class | _DefinitionRef | None:
         definition = self._top[file_id].get(name)
         if definition is not None:
             return _Class(file_id, definition) if definition.kind == "class" else definition_ref(file_id, definition)
@@ -199,8 +224,14 @@ class PythonCallResolver:
         sub = self._find_module(file_id, f"{base}.{attribute}" if base else attribute)
         return None if sub is None else _Module(sub)
 
-    def _member(self, file_id: int, class_def: Definition, name: str) -> _Class | Definition | None:
+    def _member(self, file_id: int, class_def: Definition, name: str) -> _Class | _DefinitionRef | None:
         """Look `name` up in a class and its in-repo bases (breadth first, bounded)."""
+        key = (file_id, class_def.node, name)
+        if key not in self._members_memo:
+            self._members_memo[key] = self._member_now(file_id, class_def, name)
+        return self._members_memo[key]
+
+    def _member_now(self, file_id: int, class_def: Definition, name: str) -> _Class | _DefinitionRef | None:
         queue: list[tuple[int, Definition, int]] = [(file_id, class_def, 0)]
         seen: set[tuple[int, int]] = set()
         while queue:
