@@ -172,6 +172,12 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
     pushed in cost order too: the FIFO is sorted without sorting, and the next node to settle is
     the cheaper of the two heads. Same costs as a heap alone, half the time on Django.
 
+    A level the cap will cut is not settled at all: when the next node starts a new level (its
+    cost clear of the last kept one's) and the nodes already queued at that level, counted
+    exactly, overflow the cap, the search stops. The cap would cut the whole level anyway, so the
+    nodes kept are the same; on Django 63% of searches reach the cap and 30% of the nodes they
+    settled were then cut. (Zero-cost edges can only add to a level, so the count never overstates.)
+
     `dist`/`settled` are per-node scratch arrays tagged by `stamp`, so nothing is cleared
     between calls. Writes the settled nodes to `reached` in settling order (cost ascending) and
     returns how many there are; their costs are in `dist`. `queue_cost`/`queue_node` hold the
@@ -194,6 +200,11 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
             size = _heap_pop(heap_cost, heap_node, size)
         if settled[node] == stamp or cost > dist[node]:
             continue
+        if (max_settled > 0 and n_reached > 0 and cost > dist[reached[n_reached - 1]] + 4 * COST_TOLERANCE
+                and n_reached + 1 + (tail - head) + size > max_settled
+                and _level_overflows(cost, n_reached, max_settled, settled, dist, stamp, heap_cost, heap_node,
+                                     size, queue_cost, queue_node, head, tail)):
+            break
         if n_reached == max_settled and max_settled > 0:
             # The cap is reached and `node` would be the next to settle. If it ties with the last
             # one kept, the cap cuts a cost level (a folder's thousand files tie): which of them
@@ -230,6 +241,34 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
                         return -1  # heap too small; the caller retries with a bigger one
                     size = _heap_push(heap_cost, heap_node, size, candidate, other)
     return n_reached
+
+
+@njit(cache=True, nogil=True)
+def _level_overflows(cost, n_reached, max_settled, settled, dist, stamp, heap_cost, heap_node, size, queue_cost,
+                     queue_node, head, tail):
+    """Whether the node just taken (at `cost`) and the distinct nodes queued within COST_TOLERANCE
+    of it would take the settled count past `max_settled`. A queued entry counts when its node is
+    seen but not settled and the entry holds the node's current cost (a node has one such entry:
+    an entry is only pushed below the node's current cost)."""
+    room = max_settled - n_reached - 1  # after the node just taken
+    level_end = cost + COST_TOLERANCE
+    count = 0
+    for at in range(head, tail):  # the FIFO is sorted: its level is a prefix
+        if queue_cost[at] > level_end:
+            break
+        node = queue_node[at]
+        if settled[node] == -stamp and dist[node] == queue_cost[at]:
+            count += 1
+            if count > room:
+                return True
+    for at in range(size):
+        if heap_cost[at] <= level_end:
+            node = heap_node[at]
+            if settled[node] == -stamp and dist[node] == heap_cost[at]:
+                count += 1
+                if count > room:
+                    return True
+    return False
 
 
 def most_common_cost(costs: np.ndarray) -> float:
