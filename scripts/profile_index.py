@@ -239,12 +239,13 @@ def main() -> None:
         parts.append(rendered)
     console.print(f"saving the snapshot after the edit: {save_seconds * 1000:.0f} ms")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({
+    # Suffixes appended, not swapped: "--out eval/results/profile-index-1.5M" keeps its ".5M".
+    args.out.parent.joinpath(args.out.name + ".json").write_text(json.dumps({
         "repo": source_tree.name, "cold_seconds": cold_total, "cold_phases": cold,
         "analysis_phases_one_process": split, "edit_file": edited, "edit_ms": edit_total * 1000,
         "edit_phases_ms": {k: v * 1000 for k, v in edit.items()}, "save_after_edit_ms": save_seconds * 1000,
     }, indent=2))
-    args.out.with_suffix(".md").write_text("\n".join([
+    args.out.parent.joinpath(args.out.name + ".md").write_text("\n".join([
         f"# Index profile: {source_tree.name} (`python scripts/profile_index.py`)", "",
         f"## Cold build, {cold_total:.1f} s", "", *cold_md, "",
         "## Per-file analysis on one process (the parse workers run this; the cold build splits it over "
