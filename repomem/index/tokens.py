@@ -65,12 +65,19 @@ class LineTokens:
         # Windows over each token: +1 where a window starts, -1 where it ends, summed along.
         size = self.ids.shape[0] + 1
         covered = np.bincount(first_token, minlength=size) - np.bincount(last_token, minlength=size)
-        seen = self.ids[np.cumsum(covered[:-1]) > 0]
-        # First appearance of each local word among the covered tokens, in token order.
-        local, first_at = np.unique(seen, return_index=True)
-        lookup = np.full(len(self.words), -1, dtype=np.int32)
-        for word in local[np.argsort(first_at, kind="stable")].tolist():
-            lookup[word] = vocabulary.setdefault(self.words[word], len(vocabulary))
+        is_covered = np.cumsum(covered[:-1]) > 0
+        setdefault = vocabulary.setdefault
+        if is_covered.all():
+            # Every token in some window (windows tile a file): local ids already number the words
+            # by first appearance, so they join the vocabulary in id order (Django: 0.44 -> 0.15 s
+            # for all files, without a sort of each file's tokens).
+            lookup = np.asarray([setdefault(word, len(vocabulary)) for word in self.words], dtype=np.int32)
+        else:
+            # First appearance of each local word among the covered tokens, in token order.
+            local, first_at = np.unique(self.ids[is_covered], return_index=True)
+            order = local[np.argsort(first_at, kind="stable")].tolist()
+            lookup = np.full(len(self.words), -1, dtype=np.int32)
+            lookup[order] = [setdefault(self.words[word], len(vocabulary)) for word in order]
         terms = lookup[self.ids]
         return [terms[a:b] for a, b in zip(first_token.tolist(), last_token.tolist())]
 

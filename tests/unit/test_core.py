@@ -150,6 +150,16 @@ def test_window_term_ids_are_the_windows_tokens_and_skip_uncovered_lines():
     # Only tokens some window shows join the vocabulary, after those it had, in order of appearance.
     assert list(vocabulary) == ["delta", "alpha", "beta", "gamma"]
     assert tokens.window_term_ids({}, np.array([1]), np.array([2]))[0].shape == (0,)  # a blank line
+    # Windows covering every token (as a file's windows do) take the path without a sort: the same
+    # terms, the vocabulary grown in order of first appearance after what it had.
+    vocabulary = {"gamma": 0, "zeta": 1}
+    starts, ends = np.array([0, 2]), np.array([3, 5])
+    windows = tokens.window_term_ids(vocabulary, starts, ends)
+    words = {term: word for word, term in vocabulary.items()}
+    for window, (a, b) in zip(windows, zip(starts, ends)):
+        assert [words[t] for t in window.tolist()] == [t for line in lines[a:b] for t in tokenize(line, config)]
+    assert list(vocabulary) == ["gamma", "zeta", "alpha", "beta", "uncovered", "delta"]
+    assert windows[0].dtype == np.int32
 
 
 def test_a_forked_worker_tokenizes_while_the_parent_holds_the_word_table():
