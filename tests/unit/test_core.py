@@ -331,6 +331,33 @@ def test_call_resolution_across_files(tmp_path):
     assert not any(f[0] == "pkg/helpers.py" and f[1] == 13 for f in found)
 
 
+def test_a_module_name_claimed_by_several_files_passes_to_the_earliest_left():
+    """`a.py` and `a/__init__.py` are both module `a`: the first registered holds the name, and
+    when it is forgotten the earliest registered of the others takes it (then the next, on and on)."""
+    from repomem.languages.python.calls import PythonCallResolver
+
+    def syntax(path: str, text: str):
+        return extract_syntax(path, "python", text, "statement")
+
+    files = {0: syntax("a.py", "def f():\n    pass\n"), 1: syntax("b.py", "from a import f\n\nf()\n"),
+             2: syntax("a/__init__.py", "def f():\n    pass\n"), 3: syntax("src/a.py", "def g():\n    pass\n")}
+    resolver = PythonCallResolver(files, 4, 8)
+
+    def target() -> int | None:
+        found = resolver.resolve_callee(1, "f", "")
+        return None if found is None else found[0]
+
+    assert target() == 0
+    resolver.forget(0)
+    assert target() == 2
+    resolver.learn(0, files[0])  # back, now registered after file 2
+    assert target() == 2
+    resolver.forget(2)
+    assert target() == 0
+    resolver.forget(0)
+    assert target() is None  # src/a.py is module "src.a", not "a"
+
+
 # -- windows -------------------------------------------------------------------------------------
 
 def test_windows_are_repocoder_centred():

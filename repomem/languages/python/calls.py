@@ -49,6 +49,9 @@ class PythonCallResolver:
         self._members_memo: dict[tuple[int, int, str], _Class | _DefinitionRef | None] = {}
         self._modules_memo: dict[tuple[int, str], int | None] = {}
         self._module_of: dict[int, str] = {}
+        # Files registered under each module name, in registration order (the first one holds the
+        # name in _by_full): a forgotten file's successor, without a pass over every file per edit.
+        self._claimants: dict[str, list[int]] = defaultdict(list)
         self._is_package: dict[int, bool] = {}
         self._by_full: dict[str, int] = {}
         self._by_tail: dict[str, list[int]] = defaultdict(list)
@@ -67,11 +70,14 @@ class PythonCallResolver:
             return
         self._forget_answers()
         name = self._module_of.pop(file_id)
+        claimants = self._claimants[name]
+        claimants.remove(file_id)
         if self._by_full.get(name) == file_id:
             del self._by_full[name]
-            for other, other_name in self._module_of.items():  # another file may claim the name
-                if other_name == name:
-                    self._by_full.setdefault(name, other)
+            if claimants:  # another file may claim the name: the earliest registered
+                self._by_full[name] = claimants[0]
+        if not claimants:
+            del self._claimants[name]
         parts = name.split(".")
         for start in range(1, len(parts)):
             tail = self._by_tail.get(".".join(parts[start:]))
@@ -116,6 +122,7 @@ class PythonCallResolver:
     def _register(self, file_id: int, syntax: FileSyntax) -> None:
         name = module_name(syntax.path)
         self._module_of[file_id] = name
+        self._claimants[name].append(file_id)
         self._is_package[file_id] = PurePosixPath(syntax.path).stem == "__init__"
         self._by_full.setdefault(name, file_id)
         parts = name.split(".")
