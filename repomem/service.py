@@ -24,6 +24,7 @@ import numpy as np
 from repomem.allocator import release_free_memory
 from repomem.child_processes import die_with_parent
 from repomem.config import Config, ScanConfig, load_config
+from repomem.cyclic_gc import rarer_collections
 from repomem.failures import Failure
 from repomem.index.batch import AnalysisBatch, pack_analyses, unpack_analyses
 from repomem.index.kernels import warm_up
@@ -264,9 +265,11 @@ class RepoService:
         warming.start()
         candidates, skipped = list_candidates(self.root, self.config.scan)
         warming.join()  # before the parse workers fork: no thread may be mid-compile then
-        sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config, progress)
-        reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
-        return build_index(self.root, self.config, sources, reasons, progress, analyses)
+        with rarer_collections(self.config.index.gc_young_threshold):  # the workers inherit it
+            sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config,
+                                                             progress)
+            reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
+            return build_index(self.root, self.config, sources, reasons, progress, analyses)
 
     def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int]:
         """Bring `index` up to date with the disk (and open buffers).

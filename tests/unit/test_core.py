@@ -515,3 +515,36 @@ def test_edits_with_the_kept_scratch_give_what_a_fresh_scratch_gives(tmp_path: P
         order = np.lexsort((again[1], again[0]))
         for ours, theirs in zip(again[:3], fresh[:3]):
             np.testing.assert_array_equal(ours[order], theirs[expected])
+
+
+def test_a_full_build_collects_less_often_and_puts_the_thresholds_back(tmp_path: Path, monkeypatch):
+    import gc
+
+    import repomem.service as service_module
+    from repomem.config import with_overrides
+    from repomem.cyclic_gc import rarer_collections
+    from repomem.service import RepoService
+
+    before = gc.get_threshold()
+    with rarer_collections(12_345):
+        assert gc.get_threshold()[0] == 12_345
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), rarer_collections(999):
+        raise RuntimeError("a build that fails")
+    assert gc.get_threshold() == before
+    with rarer_collections(0):
+        assert gc.get_threshold() == before
+
+    seen = []
+    real_build = service_module.build_index
+
+    def spy(*args, **kwargs):
+        seen.append(gc.get_threshold()[0])
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "build_index", spy)
+    (tmp_path / "m.py").write_text("def f():\n    return 1\n")
+    service = RepoService.open(tmp_path, with_overrides(Config(), index={"gc_young_threshold": 4321}))
+    assert isinstance(service, RepoService)
+    service.ensure_index(full=True, save=False)
+    assert seen == [4321] and gc.get_threshold() == before
