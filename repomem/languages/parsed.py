@@ -61,7 +61,7 @@ class CallSites:
         return len(self.node)
 
     def __iter__(self) -> Iterator[CallSite]:
-        return map(CallSite._make, zip(self.node, self.hops, self.callee, self.enclosing_class))
+        return map(CallSite._make, self.rows())
 
     def rows(self) -> Iterator[tuple[int, int, str, str]]:
         """(node, hops, callee, enclosing class) per call site, as plain tuples."""
