@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from repomem.completion.rounds import choose_round
 from repomem.failures import Failure
 from repomem.strategies import BASELINE, rank_of, strategy_named
 
@@ -44,6 +45,11 @@ class ModelRow:
     # Multi-round strategies (RepoCoder): percent of tasks right in at least one round, the oracle the
     # FragRel paper reports beside the last round. None: one round, or records without round_em.
     oracle_em: float | None = None
+    # Records of several rounds with every round's log-probability: EM had the most confident round
+    # been shown (completion.round_choice = "confident"), and its Δ vs vanilla (paired, as em_delta).
+    # Single-round records count as they are. None when no record has more than one round.
+    confident_em: float | None = None
+    confident_delta: tuple[float, float, float] | None = None
     # API tasks: percent whose prediction calls the function the ground truth calls (any arguments).
     call_match: float | None = None
     # The run these rows come from (a report shows one table per model, order and prompt budget).
@@ -148,6 +154,21 @@ def _oracle_em(records: Sequence[dict[str, Any]], strategy: Any) -> float | None
     return _percent(any(r["round_em"]) for r in records)
 
 
+def _confident_hits(records: Sequence[dict[str, Any]]) -> np.ndarray | None:
+    """Per record, whether the most confident round was right (completion.round_choice =
+    "confident"), or None when no record ran several rounds with known log-probabilities; a record
+    without them counts as shown."""
+    hits, chose = [], False
+    for record in records:
+        rounds, logprobs = record.get("round_em") or [], record.get("round_logprob") or []
+        if len(rounds) > 1 and len(logprobs) == len(rounds) and all(v is not None for v in logprobs):
+            hits.append(bool(rounds[choose_round(logprobs, "confident")]))
+            chose = True
+        else:
+            hits.append(bool(record.get("em")))
+    return np.array(hits) if chose else None
+
+
 def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = ("", "", 0)) -> list[ModelRow]:
     rows = []
     for split, groups, ids in _paired_groups(records):
@@ -159,6 +180,10 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
             delta = None
             if vanilla is not None and strategy != BASELINE:
                 delta = paired_bootstrap(em, np.array([bool(vanilla[i].get("em")) for i in ids]))
+            confident = _confident_hits(chosen)
+            confident_delta = None
+            if confident is not None and vanilla is not None:
+                confident_delta = paired_bootstrap(confident, np.array([bool(vanilla[i].get("em")) for i in ids]))
             totals = [r["timings_ms"]["total"] / 1000 for r in ok] or [0.0]
             generate = [r["timings_ms"].get("generate", 0.0) / 1000 for r in ok] or [0.0]
             retrieve = [r["timings_ms"].get("retrieve", 0.0) for r in ok] or [0.0]
@@ -176,6 +201,7 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
                 retrieve_p95_ms=float(np.percentile(retrieve, 95)), errors=len(chosen) - len(ok),
                 memory_calls=float(np.mean([r.get("memory_calls", 0) for r in ok])) if ok else 0.0,
                 oracle_em=_oracle_em(chosen, known),
+                confident_em=None if confident is None else _percent(confident), confident_delta=confident_delta,
                 call_match=_percent(r["call_match"] for r in ok) if ok and all("call_match" in r for r in ok) else None,
                 backend=run[0], order=run[1], prompt_tokens=run[2],
             ))
@@ -283,6 +309,13 @@ def _name(strategy: str, alpha: float) -> str:
     return f"{strategy} (α={alpha:g})" if shows_alpha else strategy
 
 
+def _confident_cell(row: ModelRow) -> str:
+    if row.confident_em is None:
+        return ""
+    delta = f", {format_interval(row.confident_delta)}" if row.confident_delta is not None else ""
+    return f"{row.confident_em:.1f}{delta}"
+
+
 def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
     out = [f"# {title}", ""]
     for run in dict.fromkeys((row.backend, row.order, row.prompt_tokens) for row in report.model_rows):
@@ -295,11 +328,14 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "all rounds (RepoCoder's first round counted although it is generated once per task); retrieve "
                 "includes a memory strategy's own model calls (calls: their mean number per task). EM best "
                 "round: RepoCoder's oracle, right in at least one of its rounds (the FragRel paper reports it "
-                "beside the last round). Right function: API tasks whose prediction calls the function the "
+                "beside the last round). EM confident round: had the round whose answer has the highest mean "
+                "log-probability per token been shown (completion.round_choice = confident), with its Δ vs "
+                "vanilla. Right function: API tasks whose prediction calls the function the "
                 "ground truth calls, whatever the arguments.", "",
                 "| split | strategy | n | EM | ES | Δ EM vs vanilla | hit@K | in prompt | latency p50 / p95 (s) "
-                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) | calls | EM best round | right function |",
-                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---:|---:|---:|"]
+                "| model p50 / p95 (s) | retrieve p50 / p95 (ms) | calls | EM best round | EM confident round "
+                "| right function |",
+                "|---|---|---:|---:|---:|---|---:|---:|---|---|---|---:|---:|---|---:|"]
         for row in report.model_rows:
             if (row.backend, row.order, row.prompt_tokens) != run:
                 continue
@@ -311,7 +347,7 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                        f"{row.latency_p50:.1f} / {row.latency_p95:.1f} | {row.generate_p50:.1f} / "
                        f"{row.generate_p95:.1f} | {row.retrieve_p50_ms:.1f} / {row.retrieve_p95_ms:.1f} | "
                        f"{row.memory_calls:.1f} | {'' if row.oracle_em is None else f'{row.oracle_em:.1f}'} | "
-                       f"{'' if row.call_match is None else f'{row.call_match:.1f}'} |")
+                       f"{_confident_cell(row)} | {'' if row.call_match is None else f'{row.call_match:.1f}'} |")
         out.append("")
     if report.retrieval_rows:
         out += ["## Retrieval only (no model)", "",

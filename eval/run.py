@@ -485,8 +485,14 @@ class Evaluator:
         return {
             "prediction": prediction, "completion": result.text,
             "em": exact_match(prediction, task.ground_truth), "es": edit_similarity(prediction, task.ground_truth),
-            # Every round's exact match, first round first (RepoCoder's oracle is the best of them).
-            "round_em": [exact_match(raw, task.ground_truth) for raw in (*result.drafts, prediction)],
+            # Every round's exact match and mean log-probability per token, first round first
+            # (RepoCoder's oracle is the best of them; the report chooses by confidence from them
+            # whatever completion.round_choice showed), and the round shown.
+            "round_em": [exact_match(a.raw, task.ground_truth) for a in result.round_answers]
+            if result.round_answers else [exact_match(prediction, task.ground_truth)],
+            "round_logprob": [a.mean_logprob for a in result.round_answers]
+            if result.round_answers else [result.generation.mean_logprob],
+            "chosen_round": result.chosen_round,
             **({"call_match": same_call(prediction, task.ground_truth)} if task.definition is not None else {}),
             "hit_rank": _hit_ranks(service, task, result.fragments) if retrieves else None,
             "fragments": _fragment_rows(result.fragments), "rounds": result.rounds,

@@ -237,6 +237,13 @@ class CompletionConfig:
     # Both on: line EM +1.8 over the continuation alone on all 600 dev line tasks (eval/README.md,
     # seventh round); 0 = off.
     clone_search: int = 10
+    # Which of a multi-round strategy's answers is shown (RepoCoder's rounds, the draft-signature
+    # round): "last" is RepoCoder's (the last round's); "confident" is the round whose answer the
+    # model gave the highest mean log-probability per token, the last on a tie or when the backend
+    # reports no log-probabilities (transformers and vLLM in process do; llama.cpp and servers do
+    # not yet). On the dev set the second round wins and loses about as many tasks as it changes
+    # (eval/README.md, issue 11).
+    round_choice: str = "last"
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)
@@ -307,6 +314,7 @@ CONFIG_FILE_NAME = "repomem.toml"
 
 BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
 PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
+ROUND_CHOICES = ("last", "confident")  # see CompletionConfig.round_choice
 SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -315,6 +323,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("completion", "strategy"): STRATEGY_NAMES,
     ("completion", "order"): BLOCK_ORDERS,
     ("completion", "style"): PROMPT_STYLES,
+    ("completion", "round_choice"): ROUND_CHOICES,
     ("memory", "summaries"): SUMMARY_KINDS,
 }
 

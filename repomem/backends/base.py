@@ -21,6 +21,18 @@ class Generation:
     cached_tokens: int  # prompt tokens served from the backend's prefix cache (0 if unknown)
     finish_reason: str  # "stop" | "length" | "cancelled" | "deadline"
     seconds: float  # wall time of the call
+    # Sum of the natural-log probabilities of the generated tokens (greedy: each the most likely),
+    # the stop token included; None when the backend does not report them. Per token
+    # (logprob / completion_tokens) it is the model's confidence in its answer, which chooses
+    # between RepoCoder's rounds (completion.round_choice).
+    logprob: float | None = None
+
+    @property
+    def mean_logprob(self) -> float | None:
+        """Mean log-probability per generated token (nats), or None when not reported."""
+        if self.logprob is None or self.completion_tokens <= 0:
+            return None
+        return self.logprob / self.completion_tokens
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ class _SequenceState:
         self.text = ""
         self.tokens = 0
         self.finish: str | None = None
+        self.logprob = 0.0  # natural-log probability of the tokens generated until `finish`
 
 
 class TransformersBackend:
@@ -166,7 +167,8 @@ class TransformersBackend:
                 seconds = time.perf_counter() - started
                 for i, state in zip(runnable, states):
                     answers[i] = state if isinstance(state, Failure) else Generation(
-                        state.text, len(encoded[i]), state.tokens, 0, state.finish or "length", seconds)
+                        state.text, len(encoded[i]), state.tokens, 0, state.finish or "length", seconds,
+                        state.logprob)
         return [a for a in answers if a is not None]
 
     def _run(self, requests: list[GenerationRequest], encoded: list[list[int]],
@@ -183,14 +185,16 @@ class TransformersBackend:
                 attention[row, width - len(ids):] = 1
         states = [_SequenceState(r, started + r.deadline_s) for r in requests]
         criteria = self._stopping(states, width)
+        confidence = self._confidence(states)
         try:
             with torch.inference_mode():
                 self._model.generate(
                     input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                     max_new_tokens=max(r.max_tokens for r in requests), do_sample=False, num_beams=1,
                     temperature=None, top_p=None, top_k=None, pad_token_id=self._pad_id,
-                    eos_token_id=self._eos_id, stopping_criteria=[criteria],
+                    eos_token_id=self._eos_id, stopping_criteria=[criteria], logits_processor=[confidence],
                 )
+                confidence.settle()
         except (RuntimeError, ValueError) as error:
             return [Failure("generation", f"transformers failed while generating: {str(error).splitlines()[0][:300]}")
                     for _ in requests]
@@ -230,6 +234,36 @@ class TransformersBackend:
                 return torch.tensor([s.finish is not None for s in states], device=input_ids.device)
 
         return Stops()
+
+    def _confidence(self, states: list[_SequenceState]):
+        """A transformers LogitsProcessor that leaves the scores as they are and sums, per row still
+        generating, the log-probability of the token greedy decoding picks (the highest score).
+
+        The sums stay on the device, (batch,) float32, until `settle` copies them into the states
+        once: a copy per token would make every step wait for the GPU."""
+        import transformers
+
+        torch = self._torch
+
+        class Confidence(transformers.LogitsProcessor):
+            def __init__(self):
+                self.sums = None  # (batch,) float32 on the model's device
+
+            def __call__(self, input_ids, scores):
+                # scores: (batch, vocabulary) for the next token. A row that finished after the
+                # previous token is not counted (its state says so: the stopping criteria ran).
+                live = torch.tensor([s.finish is None for s in states], device=scores.device)
+                chosen = scores.max(dim=-1).values - torch.logsumexp(scores.float(), dim=-1)
+                step = torch.where(live, chosen.float(), torch.zeros_like(chosen, dtype=torch.float32))
+                self.sums = step if self.sums is None else self.sums + step
+                return scores
+
+            def settle(self):
+                if self.sums is not None:
+                    for state, total in zip(states, self.sums.tolist()):
+                        state.logprob = float(total)
+
+        return Confidence()
 
     def close(self) -> None:
         with self._lock:

@@ -57,7 +57,9 @@ class VLLMBackend:
         if self._llm is None:
             return [Failure("backend-closed", "the vLLM engine was closed") for _ in requests]
         started = time.perf_counter()
-        params = [self._sampling_type(temperature=0.0, max_tokens=r.max_tokens, stop=list(r.stop) or None)
+        # logprobs=0: the picked token's log-probability only (vLLM then fills cumulative_logprob).
+        params = [self._sampling_type(temperature=0.0, max_tokens=r.max_tokens, stop=list(r.stop) or None,
+                                      logprobs=0)
                   for r in requests]
         try:
             outputs = self._llm.generate([r.prompt for r in requests], params, use_tqdm=False)
@@ -71,6 +73,7 @@ class VLLMBackend:
                 text=choice.text, prompt_tokens=len(output.prompt_token_ids), completion_tokens=len(choice.token_ids),
                 cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
                 finish_reason=choice.finish_reason or "stop", seconds=seconds,
+                logprob=_cumulative_logprob(choice),
             ))
         return answers
 
@@ -84,3 +87,9 @@ class VLLMBackend:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def _cumulative_logprob(choice) -> float | None:
+    """The answer's summed log-probability, when vLLM computed it (it does when logprobs is set)."""
+    value = getattr(choice, "cumulative_logprob", None)
+    return float(value) if isinstance(value, int | float) else None

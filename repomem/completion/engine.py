@@ -32,6 +32,7 @@ from repomem.completion.postprocess import CompletionShape, clean_completion
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
+from repomem.completion.rounds import RoundAnswer, choose_round
 from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.scan import is_secret
@@ -52,13 +53,21 @@ class Completion:
     raw: str  # the model's continuation before post-processing
     strategy: str
     prompt: Prompt
-    fragments: tuple[ScoredFragment, ...]  # retrieved (final round), best first
+    fragments: tuple[ScoredFragment, ...]  # retrieved for the round shown, best first
     generation: Generation
     shape: CompletionShape
     rounds: int
     timings_ms: dict[str, float]
     model_calls: tuple[ModelCall, ...] = ()  # a memory strategy's calls while retrieving, in order
-    drafts: tuple[str, ...] = ()  # raw continuations of the earlier rounds (RepoCoder), first round first
+    # Every round's answer, first round first, when more than one ran (RepoCoder's rounds, the
+    # draft-signature round); `chosen_round` indexes the one shown (completion.round_choice).
+    round_answers: tuple[RoundAnswer, ...] = ()
+    chosen_round: int = 0
+
+    @property
+    def drafts(self) -> tuple[str, ...]:
+        """Raw continuations of the rounds before the last, first round first."""
+        return tuple(answer.raw for answer in self.round_answers[:-1])
 
 
 @dataclass(frozen=True)
@@ -143,28 +152,31 @@ class CompletionEngine:
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
         model = self._memory_model(request)
-        result: Completion | Failure | None = None
-        drafts: list[str] = []
+        rounds: list[Completion] = []
         for round_number in range(1, request.strategy.rounds + 1):
-            if result is not None:
+            if rounds:
                 # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
-                draft = result.raw if context.shape.multiline else result.text
+                draft = rounds[-1].raw if context.shape.multiline else rounds[-1].text
                 query = "\n".join((context.query + draft).split("\n")[-self.config.retrieval.query_lines :])
-                drafts.append(result.raw)
             result = self._round(request, context, query, round_number, timings, model)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
-        assert result is not None
-        called = self._draft_call(request, result)
+            rounds.append(result)
+        called = self._draft_call(request, rounds[-1])
         if called is not None:
             # Same query, same blocks; the one signature joins the names in scope. A second
             # generation that fails or is cut leaves the first draft standing.
             second = self._round(request, context, query, 2, timings, model, draft_signature=called,
-                                 fragments=result.fragments)
+                                 fragments=rounds[-1].fragments)
             if not isinstance(second, Failure) and second.generation.finish_reason in ("stop", "length"):
-                drafts.append(result.raw)
-                result = second
-        return dataclasses.replace(result, drafts=tuple(drafts)) if drafts else result
+                rounds.append(second)
+        if len(rounds) == 1:
+            return rounds[0]
+        answers = tuple(RoundAnswer(r.raw, r.generation.mean_logprob) for r in rounds)
+        chosen = choose_round([a.mean_logprob for a in answers], self.config.completion.round_choice)
+        # The shown round's prompt, blocks and answer; the whole request's timings and round count.
+        return dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
+                                   round_answers=answers, chosen_round=chosen)
 
     def _draft_call(self, request: CompletionRequest, draft: Completion) -> str | None:
         """The signature line for retrieval.draft_signature: of the first repository function or

@@ -86,3 +86,31 @@ def test_evaluation_batches_workers_requests(hf, tmp_path: Path):
     assert summary.written == 2 and summary.failed == 0
     assert sum(summary.batch_sizes) == 2 and max(summary.batch_sizes) == 2, summary.batch_sizes
     assert {r["backend"] for r in read_results(results)} == {hf.name}
+
+
+@pytest.mark.slow
+def test_logprob_is_the_sum_over_the_greedy_tokens_by_hand(hf):
+    """The log-probability the backend reports against a greedy loop written out: the whole sequence
+    through the model at each step (no cache), log-softmax, the best token taken and its value summed.
+    In a batch, a row that stopped early counts only its own tokens."""
+    import torch
+
+    model, tokenizer = hf._model, hf._tokenizer
+    for prompt, steps in ((PROMPTS[0], 6), (PROMPTS[2], 4)):
+        ids = tokenizer.encode(prompt, add_special_tokens=False)
+        total = 0.0
+        with torch.inference_mode():
+            for _ in range(steps):
+                logits = model(torch.tensor([ids])).logits[0, -1].float()
+                logprobs = torch.log_softmax(logits, dim=-1)
+                token = int(torch.argmax(logits))
+                total += float(logprobs[token])
+                ids.append(token)
+        answer = hf.generate(GenerationRequest(prompt=prompt, max_tokens=steps, stop=(), deadline_s=300))
+        assert answer.completion_tokens == steps and answer.finish_reason == "length"
+        assert answer.logprob is not None and answer.logprob < 0
+        assert abs(answer.logprob - total) < 1e-3 * steps, (answer.logprob, total)
+    short, long = hf.generate_batch([_request(PROMPTS[0], max_tokens=2), _request(PROMPTS[1], max_tokens=8)])
+    alone = hf.generate(_request(PROMPTS[0], max_tokens=2))
+    assert short.completion_tokens == 2 and abs(short.logprob - alone.logprob) < 1e-3
+    assert abs(short.mean_logprob - alone.logprob / 2) < 1e-3 and long.completion_tokens > 2

@@ -1,0 +1,101 @@
+"""Which round a multi-round completion shows (completion.round_choice): RepoCoder's last round, or
+the round the model was most confident in (mean log-probability per token), and the report's
+column that replays that choice from the records."""
+
+from __future__ import annotations
+
+from repomem.backends.base import Generation
+from repomem.completion.engine import CompletionEngine
+from repomem.completion.rounds import choose_round
+from repomem.config import with_overrides
+from repomem.evaluation.report import _confident_hits
+from repomem.positions import locate
+from tests.unit.test_scope_imports import Words, long_report
+
+
+class Confident(Words):
+    """Answers with scripted (text, logprob) pairs, three tokens each, and keeps every prompt."""
+
+    def __init__(self, answers: list[tuple[str, float | None]]):
+        super().__init__()
+        self.answers, self.prompts = list(answers), []
+
+    def generate(self, request):
+        self.prompts.append(request.prompt)
+        text, logprob = self.answers.pop(0)
+        return Generation(text, self.count(request.prompt), 3, 0, "stop", 0.01, logprob)
+
+
+def test_choose_round_takes_the_most_confident_the_later_on_a_tie_and_the_last_when_unknown():
+    assert choose_round([-0.1, -0.5], "confident") == 0
+    assert choose_round([-0.5, -0.1], "confident") == 1
+    assert choose_round([-0.3, -0.3], "confident") == 1
+    assert choose_round([-0.1, -0.9, -0.05], "confident") == 2
+    assert choose_round([-0.1, None], "confident") == 1
+    assert choose_round([-0.1, -0.5], "last") == 1
+    assert choose_round([-0.1], "confident") == 0
+
+
+def _engine(service, answers, choice):
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False,
+                                                        "round_choice": choice})
+    backend = Confident(answers)
+    return CompletionEngine(service, backend, config), backend
+
+
+def test_repocoder_shows_the_confident_round_with_its_own_prompt(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    # First draft: 3 tokens at -0.375 in all (mean -0.125); second: mean -0.5.
+    for choice, shown in (("confident", 0), ("last", 1)):
+        engine, backend = _engine(service, [("compute_tax(amount_cents, tax_class)\n", -0.375),
+                                            ("compute_tax(amount)\n", -1.5)], choice)
+        result = engine.complete(cursor, "repocoder+fragrel", order="score")
+        assert len(backend.prompts) == 2 and result.rounds == 2
+        assert [a.raw for a in result.round_answers] == ["compute_tax(amount_cents, tax_class)\n",
+                                                         "compute_tax(amount)\n"]
+        assert [a.mean_logprob for a in result.round_answers] == [-0.125, -0.5]
+        assert result.chosen_round == shown
+        assert result.raw == result.round_answers[shown].raw
+        assert result.prompt.text == backend.prompts[shown]  # the shown answer's own prompt
+        assert result.drafts == ("compute_tax(amount_cents, tax_class)\n",)
+        assert result.timings_ms["generate"] > 0
+
+
+def test_without_log_probabilities_the_last_round_is_shown(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    engine, _ = _engine(service, [("compute_tax(amount_cents)\n", -0.3), ("compute_tax(amount)\n", None)],
+                        "confident")
+    result = engine.complete(cursor, "repocoder", order="score")
+    assert result.chosen_round == 1 and result.raw == "compute_tax(amount)\n"
+    engine, _ = _engine(service, [("compute_tax(amount_cents)\n", -0.3)], "confident")
+    single = engine.complete(cursor, "fragrel", order="score")
+    assert single.round_answers == () and single.chosen_round == 0
+
+
+def test_the_report_replays_the_confident_choice_from_the_records():
+    records = [
+        {"em": False, "round_em": [True, False], "round_logprob": [-0.1, -0.4]},  # confident: right
+        {"em": True, "round_em": [False, True], "round_logprob": [-0.4, -0.1]},
+        {"em": True, "round_em": [True, True], "round_logprob": [-0.2, -0.2]},
+        {"em": False, "round_em": [True, False], "round_logprob": [-0.1, None]},  # unknown: as shown
+        {"em": True, "round_em": [True], "round_logprob": [-0.3]},  # one round: as shown
+    ]
+    assert _confident_hits(records).tolist() == [True, True, True, False, True]
+    assert _confident_hits([{"em": True, "round_em": [True], "round_logprob": [None]}]) is None
+
+
+def test_the_generation_store_keeps_the_log_probability(tmp_path):
+    from repomem.backends.base import GenerationRequest
+    from repomem.backends.memo import GenerationStore
+
+    request = GenerationRequest(prompt="x = ", max_tokens=4, stop=("\n",), deadline_s=5)
+    store = GenerationStore.open(tmp_path / "gen.jsonl")
+    store.put(GenerationStore.key("t", "m", request), Generation("1", 2, 2, 0, "stop", 0.1, -0.75))
+    store.put(GenerationStore.key("u", "m", request), Generation("2", 2, 2, 0, "stop", 0.1))
+    store.close()
+    again = GenerationStore.open(tmp_path / "gen.jsonl")
+    assert again.get(GenerationStore.key("t", "m", request)).mean_logprob == -0.375
+    assert again.get(GenerationStore.key("u", "m", request)).logprob is None
+    again.close()
