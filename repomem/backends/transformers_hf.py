@@ -84,7 +84,12 @@ class TransformersBackend:
         self._model = model
         self._tokenizer = tokenizer
         self._torch = torch
-        self._lock = threading.Lock()  # one forward pass at a time; the Rust tokenizer is not re-entrant
+        # One generation at a time (the model), and one tokenizer call at a time (the Rust tokenizer
+        # is not re-entrant). Two locks: evaluation workers count their prompts' tokens while a
+        # batch generates; with one lock every count waited for the running batch, and on a GPU the
+        # batches stayed at about 2 prompts of 16 (eval/README.md, ninth round).
+        self._lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()
         self.name = name
         self.template = template
         self.context_tokens = context_tokens
@@ -138,13 +143,17 @@ class TransformersBackend:
         return cls(loaded, tokenizer, torch, f"transformers:{label}", template_for(*names), context_tokens, device)
 
     def _encode(self, text: str) -> list[int]:
-        return self._tokenizer.encode(text, add_special_tokens=False)
+        with self._tokenizer_lock:
+            return self._tokenizer.encode(text, add_special_tokens=False)
+
+    def _decode(self, ids: list[int]) -> str:
+        with self._tokenizer_lock:
+            return self._tokenizer.decode(ids, skip_special_tokens=False)
 
     def count(self, text: str) -> int | Failure:
         if self._model is None:
             return Failure("backend-closed", "the transformers model was closed")
-        with self._lock:
-            return len(self._encode(text))
+        return len(self._encode(text))
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
         return self.generate_batch([request])[0]
@@ -205,7 +214,7 @@ class TransformersBackend:
         import transformers
 
         torch = self._torch
-        tokenizer = self._tokenizer
+        decode = self._decode
         eos = self._eos_id
 
         class Stops(transformers.StoppingCriteria):
@@ -219,7 +228,7 @@ class TransformersBackend:
                     state.tokens = len(new)
                     ended = bool(new) and new[-1] == eos
                     shown = new[:-1] if ended else new
-                    text, stopped = _cut_at_stop(tokenizer.decode(shown, skip_special_tokens=False), request.stop)
+                    text, stopped = _cut_at_stop(decode(shown), request.stop)
                     state.text = text
                     if stopped or ended:
                         state.finish = "stop"

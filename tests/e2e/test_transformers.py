@@ -114,3 +114,36 @@ def test_logprob_is_the_sum_over_the_greedy_tokens_by_hand(hf):
     alone = hf.generate(_request(PROMPTS[0], max_tokens=2))
     assert short.completion_tokens == 2 and abs(short.logprob - alone.logprob) < 1e-3
     assert abs(short.mean_logprob - alone.logprob / 2) < 1e-3 and long.completion_tokens > 2
+
+
+@pytest.mark.slow
+def test_counting_tokens_does_not_wait_for_a_running_generation(hf):
+    """Evaluation workers count their prompts' tokens while a batch generates (with one lock for
+    both, every count waited for the batch, and GPU batches stayed small)."""
+    import threading
+    import time
+
+    gate = threading.Event()
+    real = hf._model.generate
+
+    def held(*args, **kwargs):  # the generation is under way, holding the model, until the gate opens
+        gate.wait(30)
+        return real(*args, **kwargs)
+
+    hf._model.generate = held
+    try:
+        generating = threading.Thread(target=hf.generate, args=(_request(PROMPTS[0], max_tokens=2),))
+        generating.start()
+        deadline = time.monotonic() + 30
+        while not hf._lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        counted: list[int] = []
+        counter = threading.Thread(target=lambda: counted.append(hf.count("x = 1\n")))
+        counter.start()
+        counter.join(5)
+        during = list(counted)
+    finally:
+        gate.set()
+        generating.join()
+        del hf._model.generate
+    assert hf._lock.locked() is False and during == [hf.count("x = 1\n")], during
