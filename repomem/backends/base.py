@@ -21,18 +21,10 @@ class Generation:
     cached_tokens: int  # prompt tokens served from the backend's prefix cache (0 if unknown)
     finish_reason: str  # "stop" | "length" | "cancelled" | "deadline"
     seconds: float  # wall time of the call
-    # Sum of the natural-log probabilities of the generated tokens (greedy: each the most likely),
-    # the stop token included; None when the backend does not report them. Per token
-    # (logprob / completion_tokens) it is the model's confidence in its answer, which chooses
-    # between RepoCoder's rounds (completion.round_choice).
-    logprob: float | None = None
-
-    @property
-    def mean_logprob(self) -> float | None:
-        """Mean log-probability per generated token (nats), or None when not reported."""
-        if self.logprob is None or self.completion_tokens <= 0:
-            return None
-        return self.logprob / self.completion_tokens
+    # Mean natural-log probability per generated token (greedy: each the most likely one), the
+    # stop token included; None when the backend does not report it. The model's confidence in its
+    # answer, which chooses between RepoCoder's rounds (completion.round_choice).
+    mean_logprob: float | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +53,21 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the model or connection."""
+
+
+def mean_of(values: Sequence[float]) -> float | None:
+    """Mean of the tokens' log-probabilities, None when none was reported (or one is not a number)."""
+    if not values or not all(isinstance(v, int | float) for v in values):
+        return None
+    return float(sum(values)) / len(values)
+
+
+def token_logprobs(choice: dict) -> list:
+    """The log-probabilities an OpenAI-style completion choice (or streamed chunk) carries for its
+    tokens (`logprobs.token_logprobs`: llama-cpp-python, vLLM), [] when it carries none."""
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+    return list(values) if isinstance(values, list) else []
 
 
 def early_stop(request: GenerationRequest, text: str, deadline: float) -> str | None:

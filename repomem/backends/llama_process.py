@@ -107,7 +107,7 @@ class LlamaProcessBackend:
             if port is not None:
                 client = OpenAIBackend.connect(f"http://127.0.0.1:{port}", model=path.name, api_key=key,
                                                deadline_s=1.0, context_tokens=context_tokens,
-                                               tokenize_path=TOKENIZE_PATH)
+                                               tokenize_path=TOKENIZE_PATH, asks_logprobs=False)
                 if not isinstance(client, Failure):
                     break
                 time.sleep(POLL_S)
@@ -149,7 +149,7 @@ class LlamaProcessBackend:
             cached = common_prefix(self._previous, tokens)
             self._previous = tokens
         return Generation(answer.text, len(tokens), answer.completion_tokens, min(cached, max(len(tokens) - 1, 0)),
-                          answer.finish_reason, answer.seconds)
+                          answer.finish_reason, answer.seconds, answer.mean_logprob)
 
     def close(self) -> None:
         self._client.close()

@@ -74,7 +74,7 @@ class GenerationStore:
         line = json.dumps({"key": key, "text": answer.text, "prompt_tokens": answer.prompt_tokens,
                            "completion_tokens": answer.completion_tokens, "finish_reason": answer.finish_reason,
                            "seconds": round(answer.seconds, 3),
-                           **({"logprob": answer.logprob} if answer.logprob is not None else {})})
+                           **({"mean_logprob": answer.mean_logprob} if answer.mean_logprob is not None else {})})
         with self._lock:
             self._answers[key] = answer
             self._handle.write(line + "\n")
@@ -88,11 +88,14 @@ class GenerationStore:
 def _parse(line: str) -> tuple[str, Generation] | None:
     try:
         entry = json.loads(line)
-        logprob = entry.get("logprob")
-        return entry["key"], Generation(str(entry["text"]), int(entry["prompt_tokens"]),
-                                        int(entry["completion_tokens"]), 0, str(entry["finish_reason"]),
-                                        float(entry["seconds"]),
-                                        float(logprob) if isinstance(logprob, int | float) else None)
+        tokens = int(entry["completion_tokens"])
+        mean = entry.get("mean_logprob")
+        total = entry.get("logprob")  # the sum, as the first stores with log-probabilities kept it
+        if not isinstance(mean, int | float) and isinstance(total, int | float) and tokens > 0:
+            mean = total / tokens
+        return entry["key"], Generation(str(entry["text"]), int(entry["prompt_tokens"]), tokens, 0,
+                                        str(entry["finish_reason"]), float(entry["seconds"]),
+                                        float(mean) if isinstance(mean, int | float) else None)
     except (ValueError, KeyError, TypeError):
         return None  # a foreign or damaged line costs one generation, nothing else
 

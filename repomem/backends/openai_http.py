@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from repomem.backends.base import Generation, GenerationRequest, early_stop
+from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
 from repomem.backends.templates import template_for
 from repomem.failures import Failure
 
@@ -65,7 +65,8 @@ def model_label(model: str, endpoint: str) -> str:
 
 class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
-                 retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = ""):
+                 retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = "",
+                 asks_logprobs: bool = True):
         self.endpoint = endpoint.rstrip("/")
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -76,13 +77,18 @@ class OpenAIBackend:
         # "/tokenize" (vLLM, {"prompt"}), else a route taking {"input"} ("/extras/tokenize" of
         # llama-cpp-python's server); found at the first count unless given.
         self._tokenize_path: str | None = tokenize_path or None
+        # Ask for each token's log-probability (`logprobs: 0`; vLLM and llama-cpp-python's server
+        # stream them) until the server refuses the field once (HTTP 400, 422 or 500): the answer's
+        # confidence chooses between RepoCoder's rounds (completion.round_choice).
+        self._asks_logprobs = asks_logprobs
         self.name = model_label(model, self.endpoint)
         self.template = template_for(template_name or model)
         self.context_tokens = context_tokens
 
     @classmethod
     def connect(cls, endpoint: str, model: str = "", api_key: str = "", deadline_s: float = 10.0,
-                context_tokens: int = 4096, tokenize_path: str = "") -> OpenAIBackend | Failure:
+                context_tokens: int = 4096, tokenize_path: str = "", asks_logprobs: bool = True
+                ) -> OpenAIBackend | Failure:
         """Reach the server and learn its model name (GET /v1/models) unless one is given."""
         if not endpoint.startswith(("http://", "https://")):
             return Failure("bad-endpoint", f"endpoint must be an http(s) URL, got {endpoint!r}")
@@ -92,7 +98,7 @@ class OpenAIBackend:
         except httpx.InvalidURL as error:
             return Failure("bad-endpoint", f"endpoint {endpoint!r} is not a valid URL ({error})")
         backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
-                      tokenize_path=tokenize_path)
+                      tokenize_path=tokenize_path, asks_logprobs=asks_logprobs)
         answer = backend._request("GET", "/v1/models", None, deadline_s)
         if isinstance(answer, Failure):
             backend.close()
@@ -180,18 +186,27 @@ class OpenAIBackend:
         payload = {
             "model": self.model, "prompt": request.prompt, "max_tokens": request.max_tokens,
             "temperature": 0.0, "stream": True, "stop": list(request.stop) or None,
+            **({"logprobs": 0} if self._asks_logprobs else {}),
         }
         pieces: list[str] = []
+        logprobs: list = []
         finish = ""  # a stream that ends without a finish reason was cut by the server
         usage: dict = {}
         last = ""
-        for attempt in range(self._retries + 1):
+        # One more try than the retries when the server refuses the log-probabilities field.
+        for attempt in range(self._retries + 1 + int(self._asks_logprobs)):
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 return Failure("backend-timeout", f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
             try:
                 with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
+                    if response.status_code in (400, 422, 500) and "logprobs" in payload:
+                        # A server without them (llama-cpp-python's with logits_all off answers
+                        # 500): ask no more, and ask again at once without them.
+                        self._asks_logprobs = False
+                        del payload["logprobs"]
+                        continue
                     if response.status_code in RETRYABLE_STATUS:
                         last = f"{self.endpoint} answered HTTP {response.status_code}"
                         time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
@@ -219,6 +234,7 @@ class OpenAIBackend:
                                 usage = event["usage"]
                             if choices:
                                 pieces.append(choices[0].get("text") or "")
+                                logprobs.extend(token_logprobs(choices[0]))
                                 received += len(pieces[-1])
                                 if choices[0].get("finish_reason"):
                                     finish = choices[0]["finish_reason"]
@@ -263,7 +279,7 @@ class OpenAIBackend:
             text="".join(pieces), prompt_tokens=prompt_tokens,
             completion_tokens=int(usage.get("completion_tokens") or len(pieces)),
             cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
-            finish_reason=finish, seconds=time.perf_counter() - started,
+            finish_reason=finish, seconds=time.perf_counter() - started, mean_logprob=mean_of(logprobs),
         )
 
     def close(self) -> None:

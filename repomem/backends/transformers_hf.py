@@ -177,7 +177,7 @@ class TransformersBackend:
                 for i, state in zip(runnable, states):
                     answers[i] = state if isinstance(state, Failure) else Generation(
                         state.text, len(encoded[i]), state.tokens, 0, state.finish or "length", seconds,
-                        state.logprob)
+                        state.logprob / state.tokens if state.tokens else None)
         return [a for a in answers if a is not None]
 
     def _run(self, requests: list[GenerationRequest], encoded: list[list[int]],

@@ -73,7 +73,7 @@ class VLLMBackend:
                 text=choice.text, prompt_tokens=len(output.prompt_token_ids), completion_tokens=len(choice.token_ids),
                 cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
                 finish_reason=choice.finish_reason or "stop", seconds=seconds,
-                logprob=_cumulative_logprob(choice),
+                mean_logprob=_mean_logprob(choice),
             ))
         return answers
 
@@ -89,7 +89,8 @@ class VLLMBackend:
             torch.cuda.empty_cache()
 
 
-def _cumulative_logprob(choice) -> float | None:
-    """The answer's summed log-probability, when vLLM computed it (it does when logprobs is set)."""
+def _mean_logprob(choice) -> float | None:
+    """The answer's log-probability per token, when vLLM computed it (it does when logprobs is set)."""
     value = getattr(choice, "cumulative_logprob", None)
-    return float(value) if isinstance(value, int | float) else None
+    tokens = len(getattr(choice, "token_ids", ()) or ())
+    return float(value) / tokens if isinstance(value, int | float) and tokens else None

@@ -131,8 +131,16 @@ def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_rep
     assert not isinstance(backend, Failure)
     text = "def compute_tax(amount_cents: int, tax_class: str) -> int:"
     assert backend.count(text) == llama.count(text)  # the server's tokenizer, exactly
-    generation = backend.generate(GenerationRequest("def add(a, b):\n    return", 12, ["\n"], 60.0))
+    request = GenerationRequest("def add(a, b):\n    return", 12, ["\n"], 60.0)
+    generation = backend.generate(request)
     assert not isinstance(generation, Failure) and "a" in generation.text and generation.prompt_tokens > 0
+    # The answer's confidence, streamed by the server (its default logits_all is on): the same on a
+    # second request, and none from llama.cpp in process (logits_all off, asked for nothing).
+    again = backend.generate(request)
+    in_process = llama.generate(request)
+    assert generation.text == in_process.text == again.text and in_process.mean_logprob is None
+    assert generation.mean_logprob is not None and -5 < generation.mean_logprob < 0
+    assert again.mean_logprob == pytest.approx(generation.mean_logprob, abs=0.01)  # its prompt cache: other batches
     backend.close()
     result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
     assert result.returncode == 0, result.stderr

@@ -176,6 +176,65 @@ def test_a_stream_cut_without_finish_reason_is_a_failure_not_a_short_answer(fini
         assert isinstance(answer, Generation) and answer.text == "return a" and answer.finish_reason == "length"
 
 
+class _NoLogprobs(_CutStream):
+    """A server that refuses the `logprobs` field (HTTP 400) and streams plain chunks without it."""
+
+    finish_reason = "stop"
+    asked: list[bool] = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        if self.path.endswith("/v1/completions"):
+            type(self).asked.append("logprobs" in body)
+        if "logprobs" in body:
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"choices": [{"text": "return a", "finish_reason": "stop"}]}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+
+
+class _WithLogprobs(_CutStream):
+    """Chunks carrying `logprobs.token_logprobs` (vLLM, llama-cpp-python), one or two tokens each."""
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for text, values, finish in (("re", [-0.5], None), ("turn a", [-0.25, -1.25], "stop")):
+            chunk = {"choices": [{"text": text, "logprobs": {"tokens": [], "token_logprobs": values},
+                                  "finish_reason": finish}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+def test_log_probabilities_are_averaged_per_token_and_a_server_refusing_them_is_asked_once():
+    server, url = serve_http(_WithLogprobs)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        answer = backend.generate(_request("x", max_tokens=8))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert answer.text == "return a" and answer.mean_logprob == pytest.approx(-2.0 / 3)
+    _NoLogprobs.asked = []
+    server, url = serve_http(_NoLogprobs)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        first = backend.generate(_request("x", max_tokens=8))
+        second = backend.generate(_request("y", max_tokens=8))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert first.text == second.text == "return a" and first.mean_logprob is None
+    assert _NoLogprobs.asked == [True, False, False]  # refused once, then never asked again
+
+
 class _Runaway(_CutStream):
     """A server that never stops: endless events of 1,000 characters, or one endless line."""
 

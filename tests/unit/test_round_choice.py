@@ -14,7 +14,8 @@ from tests.unit.test_scope_imports import Words, long_report
 
 
 class Confident(Words):
-    """Answers with scripted (text, logprob) pairs, three tokens each, and keeps every prompt."""
+    """Answers with scripted (text, summed log-probability) pairs, three tokens each, and keeps
+    every prompt."""
 
     def __init__(self, answers: list[tuple[str, float | None]]):
         super().__init__()
@@ -23,7 +24,8 @@ class Confident(Words):
     def generate(self, request):
         self.prompts.append(request.prompt)
         text, logprob = self.answers.pop(0)
-        return Generation(text, self.count(request.prompt), 3, 0, "stop", 0.01, logprob)
+        return Generation(text, self.count(request.prompt), 3, 0, "stop", 0.01,
+                          None if logprob is None else logprob / 3)
 
 
 def test_choose_round_takes_the_most_confident_the_later_on_a_tie_and_the_last_when_unknown():
@@ -92,10 +94,10 @@ def test_the_generation_store_keeps_the_log_probability(tmp_path):
 
     request = GenerationRequest(prompt="x = ", max_tokens=4, stop=("\n",), deadline_s=5)
     store = GenerationStore.open(tmp_path / "gen.jsonl")
-    store.put(GenerationStore.key("t", "m", request), Generation("1", 2, 2, 0, "stop", 0.1, -0.75))
+    store.put(GenerationStore.key("t", "m", request), Generation("1", 2, 2, 0, "stop", 0.1, -0.375))
     store.put(GenerationStore.key("u", "m", request), Generation("2", 2, 2, 0, "stop", 0.1))
     store.close()
     again = GenerationStore.open(tmp_path / "gen.jsonl")
     assert again.get(GenerationStore.key("t", "m", request)).mean_logprob == -0.375
-    assert again.get(GenerationStore.key("u", "m", request)).logprob is None
+    assert again.get(GenerationStore.key("u", "m", request)).mean_logprob is None
     again.close()
