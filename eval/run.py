@@ -160,10 +160,12 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
 
 
 def comparable_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A record without what depends on the run rather than the task: wall times, and the prompt
-    tokens the server's cache held from whichever request it served before. The rest is the same
-    for any order of tasks and any number of workers."""
-    out = {k: v for k, v in record.items() if k != "timings_ms"}
+    """A record without what depends on the run rather than the task: wall times, the prompt
+    tokens the server's cache held from whichever request it served before, and the answers'
+    log-probabilities (a prompt evaluated from another cached prefix sums in other batches: the
+    same greedy answer, its log-probability in the third decimal). The rest is the same for any
+    order of tasks and any number of workers."""
+    out = {k: v for k, v in record.items() if k not in ("timings_ms", "round_logprob")}
     if isinstance(out.get("tokens"), dict):
         out["tokens"] = {k: v for k, v in out["tokens"].items() if k != "cached"}
     return out
