@@ -221,6 +221,10 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
             "strategy": result.strategy, "backend": backend.name, "template": prompt.template, "fim": prompt.fim,
             "completion": result.text, "raw": result.raw, "multiline": result.shape.multiline,
             "finish_reason": result.generation.finish_reason, "rounds": result.rounds,
+            "confidence": result.generation.mean_logprob,
+            "round_answers": [{"round": number, "raw": answer.raw, "confidence": answer.mean_logprob,
+                               "shown": number - 1 == result.chosen_round}
+                              for number, answer in enumerate(result.round_answers, start=1)],
             "prompt": prompt.text,
             "tokens": {"prompt": result.generation.prompt_tokens, "cached": result.generation.cached_tokens,
                        "blocks": prompt.block_tokens, "left": prompt.left_tokens, "suffix": prompt.suffix_tokens,

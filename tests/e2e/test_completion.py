@@ -217,6 +217,10 @@ def test_repocoder_strategy_runs_two_rounds(shop_with_report):
     data = json.loads(result.stdout)
     assert data["rounds"] == 2 and data["strategy"] == "repocoder+fragrel"
     assert data["completion"].startswith("compute_tax(")
+    # The embedded model's child reports no log-probabilities: the last round is shown.
+    answers = data["round_answers"]
+    assert [a["round"] for a in answers] == [1, 2] and [a["shown"] for a in answers] == [False, True]
+    assert data["raw"] == answers[1]["raw"] and data["confidence"] is None
 
 
 def test_model_command(model_path):
