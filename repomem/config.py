@@ -237,12 +237,13 @@ class CompletionConfig:
     # Both on: line EM +1.8 over the continuation alone on all 600 dev line tasks (eval/README.md,
     # seventh round); 0 = off.
     clone_search: int = 10
-    # Which of a multi-round strategy's answers is shown (RepoCoder's rounds, the draft-signature
-    # round): "last" is RepoCoder's (the last round's); "confident" is the round whose answer the
-    # model gave the highest mean log-probability per token, the last on a tie or when the backend
-    # reports no log-probabilities (llama.cpp's server without logits_all). On the dev set
-    # (transformers on a GPU) "confident" won 22 and lost 10 of the tasks where it differs from
-    # "last", over repocoder and repocoder+fragrel on both splits (eval/README.md, ninth round).
+    # Which of a graph-aware multi-round strategy's answers is shown (repocoder+fragrel's rounds,
+    # the draft-signature round): "last" is RepoCoder's (the last round's); "confident" is the round
+    # whose answer the model gave the highest mean log-probability per token, the last on a tie or
+    # when the backend reports none (the embedded model's child). `repocoder` itself always shows
+    # its last round, as published. On the dev set (transformers on a GPU) "confident" won 22 and
+    # lost 10 of the tasks where it differs from "last", over repocoder and repocoder+fragrel on
+    # both splits (eval/README.md, ninth round).
     round_choice: str = "confident"
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)

@@ -173,7 +173,10 @@ class CompletionEngine:
         if len(rounds) == 1:
             return rounds[0]
         answers = tuple(RoundAnswer(r.raw, r.generation.mean_logprob) for r in rounds)
-        chosen = choose_round([a.mean_logprob for a in answers], self.config.completion.round_choice)
+        # RepoCoder's own strategy stays as published (its last round); the choice is one of
+        # repomem's levers, for the graph-aware strategies.
+        choice = self.config.completion.round_choice if request.strategy.names_in_scope else "last"
+        chosen = choose_round([a.mean_logprob for a in answers], choice)
         # The shown round's prompt, blocks and answer; the whole request's timings and round count.
         return dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
                                    round_answers=answers, chosen_round=chosen)

@@ -64,12 +64,22 @@ def test_repocoder_shows_the_confident_round_with_its_own_prompt(tmp_path):
         assert result.timings_ms["generate"] > 0
 
 
+def test_repocoder_as_published_shows_its_last_round_whatever_the_confidence(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    engine, _ = _engine(service, [("compute_tax(amount_cents)\n", -0.375), ("compute_tax(amount)\n", -3.0)],
+                        "confident")
+    result = engine.complete(cursor, "repocoder", order="score")
+    assert result.chosen_round == 1 and result.raw == "compute_tax(amount)\n"
+    assert [a.mean_logprob for a in result.round_answers] == [-0.125, -1.0]  # recorded all the same
+
+
 def test_without_log_probabilities_the_last_round_is_shown(tmp_path):
     service, text, n_lines = long_report(tmp_path)
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
     engine, _ = _engine(service, [("compute_tax(amount_cents)\n", -0.3), ("compute_tax(amount)\n", None)],
                         "confident")
-    result = engine.complete(cursor, "repocoder", order="score")
+    result = engine.complete(cursor, "repocoder+fragrel", order="score")
     assert result.chosen_round == 1 and result.raw == "compute_tax(amount)\n"
     engine, _ = _engine(service, [("compute_tax(amount_cents)\n", -0.3)], "confident")
     single = engine.complete(cursor, "fragrel", order="score")
