@@ -176,32 +176,47 @@ def build_prompt(
                          suffix_text)
 
     n_lines = len(left_lines)
+
+    def fits(first_line: int) -> bool:
+        return tokenizer.count(render(first_line, blocks)) <= budget.max_prompt_tokens
+
     while True:
-        # Binary search the first kept line: the fewest lines dropped that fit the budget.
-        low, high = 0, max(n_lines - 1, 0)
-        if tokenizer.count(render(high, blocks)) > budget.max_prompt_tokens:
-            if not blocks and pinned:
-                pinned = []
+        # A hint inside the left context decides the first kept line from at most two counts of the
+        # prompt instead of ~log2(lines) + 1, and gives what the search below would: 0 when all of
+        # it fits, else the hint when the lines from it on fit (the prompt grows with every line
+        # kept, which the search relies on too). A cursor moving down a function keeps its hint
+        # until it no longer fits.
+        hinted = first_line_hint is not None and 0 < first_line_hint < n_lines
+        if hinted and fits(0):
+            low = 0
+        elif hinted and fits(first_line_hint):
+            low = first_line_hint
+        else:
+            # Binary search the first kept line: the fewest lines dropped that fit the budget.
+            low, high = 0, max(n_lines - 1, 0)
+            if not fits(high):
+                if not blocks and pinned:
+                    pinned = []
+                    continue
+                if not blocks:
+                    return Failure(
+                        "prompt-too-long",
+                        f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
+                    )
+                weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
+                blocks = blocks[:weakest] + blocks[weakest + 1 :]
                 continue
-            if not blocks:
-                return Failure(
-                    "prompt-too-long",
-                    f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
-                )
-            weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
-            blocks = blocks[:weakest] + blocks[weakest + 1 :]
-            continue
-        while low < high:
-            middle = (low + high) // 2
-            if tokenizer.count(render(middle, blocks)) <= budget.max_prompt_tokens:
-                high = middle
-            else:
-                low = middle + 1
-        if first_line_hint is not None and low > 0:
-            if low <= first_line_hint < n_lines:
-                low = first_line_hint
-            else:
-                low = min(n_lines - 1, low + (n_lines - low) // 4)
+            while low < high:
+                middle = (low + high) // 2
+                if fits(middle):
+                    high = middle
+                else:
+                    low = middle + 1
+            if first_line_hint is not None and low > 0:
+                if low <= first_line_hint < n_lines:
+                    low = first_line_hint
+                else:
+                    low = min(n_lines - 1, low + (n_lines - low) // 4)
         text = render(low, blocks)
         left_text = "\n".join(left_lines[low:])
         shown = [*pinned, *blocks]

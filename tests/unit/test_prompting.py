@@ -167,3 +167,51 @@ def test_pinned_blocks_come_first_outside_the_block_budget():
     # When only the cursor's line fits, the pinned block goes too rather than failing.
     tight = build_prompt(**common, budget=PromptBudget(8, context_share=0.0), pinned=[header])
     assert not isinstance(tight, Failure) and tight.blocks == () and tight.text.endswith("v39 = best(39)")
+
+
+def _first_line_by_search(left: list[str], fits, hint: int | None) -> int:
+    """The first kept line as build_prompt chose it before the hint shortcut: a binary search for
+    the fewest dropped lines, then the hint (kept while the search ends at or before it, else a
+    quarter of the room cleared)."""
+    low, high = 0, max(len(left) - 1, 0)
+    while low < high:
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    if hint is not None and low > 0:
+        low = hint if low <= hint < len(left) else min(len(left) - 1, low + (len(left) - low) // 4)
+    return low
+
+
+def test_a_first_line_hint_gives_what_the_search_gives_with_fewer_counts():
+    import random
+
+    rng = random.Random(7)
+    tokenizer = WordTokenizer()
+    blocks = [block(1, "b.py", "def best():\n    return helper(1, 2)", 9.0)]
+    for _ in range(300):
+        left = [" ".join(["w"] * rng.randint(0, 6)) for _ in range(rng.randint(1, 60))]
+        budget = PromptBudget(rng.randint(20, 200), context_share=0.5)
+        hint = rng.choice([None, 0, rng.randint(0, len(left) + 3), rng.randint(0, len(left) - 1)])
+
+        class Counting(WordTokenizer):
+            calls = 0
+
+            def count(self, text: str) -> int:
+                type(self).calls += 1
+                return super().count(text)
+
+        prompt = build_prompt(left_lines=left, suffix=None, candidates=blocks, tokenizer=Counting(), template=PLAIN,
+                              budget=budget, order="score", first_line_hint=hint)
+        if isinstance(prompt, Failure):
+            continue
+        shown = list(prompt.blocks)
+        # The reference search over the same blocks (the fit above may have dropped the block).
+        fits = [tokenizer.count(build_prompt(left_lines=left[first:], suffix=None, candidates=shown, tokenizer=tokenizer,
+                                             template=PLAIN, budget=PromptBudget(10**6), order="score").text)
+                <= budget.max_prompt_tokens for first in range(len(left))]
+        assert prompt.left_first_line == _first_line_by_search(left, fits.__getitem__, hint), (left, budget, hint)
+        if hint is not None and 0 < hint < len(left) and (fits[0] or fits[hint]):
+            assert Counting.calls <= 8  # the search alone would count the prompt ~log2(lines) times more
