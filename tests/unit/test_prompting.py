@@ -209,9 +209,11 @@ def test_a_first_line_hint_gives_what_the_search_gives_with_fewer_counts():
             continue
         shown = list(prompt.blocks)
         # The reference search over the same blocks (the fit above may have dropped the block).
-        fits = [tokenizer.count(build_prompt(left_lines=left[first:], suffix=None, candidates=shown, tokenizer=tokenizer,
-                                             template=PLAIN, budget=PromptBudget(10**6), order="score").text)
-                <= budget.max_prompt_tokens for first in range(len(left))]
+        unbounded = PromptBudget(10**6)
+        fits = [tokenizer.count(build_prompt(left_lines=left[first:], suffix=None, candidates=shown,
+                                             tokenizer=tokenizer, template=PLAIN, budget=unbounded,
+                                             order="score").text) <= budget.max_prompt_tokens
+                for first in range(len(left))]
         assert prompt.left_first_line == _first_line_by_search(left, fits.__getitem__, hint), (left, budget, hint)
         if hint is not None and 0 < hint < len(left) and (fits[0] or fits[hint]):
             assert Counting.calls <= 8  # the search alone would count the prompt ~log2(lines) times more
