@@ -245,6 +245,9 @@ class CompletionConfig:
     # lost 10 of the tasks where it differs from "last", over repocoder and repocoder+fragrel on
     # both splits (eval/README.md, ninth round).
     round_choice: str = "confident"
+    # Generation rounds of the iterative strategies (repocoder, repocoder+fragrel): 0 = the
+    # strategy's own (RepoCoder's 2); each later round queries with the previous round's draft.
+    iterative_rounds: int = 0
     deadline_s: float = 60.0  # a generation returns by then
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)

@@ -42,7 +42,7 @@ from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.retrieval.signatures import called_signature, imported_signatures
 from repomem.service import RepoService
-from repomem.strategies import STRATEGY_NAMES, strategy_named
+from repomem.strategies import STRATEGY_NAMES, Strategy, strategy_named
 
 STABLE_MEMO_SIZE = 64  # functions whose blocks are remembered for --order stable
 
@@ -153,7 +153,7 @@ class CompletionEngine:
         query = context.query
         model = self._memory_model(request)
         rounds: list[Completion] = []
-        for round_number in range(1, request.strategy.rounds + 1):
+        for round_number in range(1, self._round_count(request.strategy) + 1):
             if rounds:
                 # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
                 draft = rounds[-1].raw if context.shape.multiline else rounds[-1].text
@@ -180,6 +180,11 @@ class CompletionEngine:
         # The shown round's prompt, blocks and answer; the whole request's timings and round count.
         return dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
                                    round_answers=answers, chosen_round=chosen)
+
+    def _round_count(self, strategy: Strategy) -> int:
+        """Generation rounds: the strategy's own, or completion.iterative_rounds for an iterative one."""
+        configured = self.config.completion.iterative_rounds
+        return configured if strategy.rounds > 1 and configured > 0 else strategy.rounds
 
     def _draft_call(self, request: CompletionRequest, draft: Completion) -> str | None:
         """The signature line for retrieval.draft_signature: of the first repository function or

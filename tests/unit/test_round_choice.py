@@ -86,6 +86,22 @@ def test_without_log_probabilities_the_last_round_is_shown(tmp_path):
     assert single.round_answers == () and single.chosen_round == 0
 
 
+def test_iterative_rounds_sets_how_many_rounds_an_iterative_strategy_runs(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    answers = [("compute_tax(amount)\n", -1.5), ("compute_tax(amount_cents)\n", -0.9),
+               ("compute_tax(amount_cents, tax_class)\n", -0.3)]
+    engine, backend = _engine(service, answers, "confident")
+    engine = CompletionEngine(service, backend, with_overrides(engine.config, completion={"iterative_rounds": 3}))
+    result = engine.complete(cursor, "repocoder+fragrel", order="score")
+    assert len(backend.prompts) == 3 and len(result.round_answers) == 3 and result.chosen_round == 2
+    assert result.drafts == ("compute_tax(amount)\n", "compute_tax(amount_cents)\n")
+    engine, backend = _engine(service, answers[:1], "confident")
+    engine = CompletionEngine(service, backend, with_overrides(engine.config, completion={"iterative_rounds": 3}))
+    assert engine.complete(cursor, "fragrel", order="score").round_answers == ()  # single-round: unchanged
+    assert len(backend.prompts) == 1
+
+
 def test_the_report_replays_the_confident_choice_from_the_records():
     records = [
         {"em": False, "round_em": [True, False], "round_logprob": [-0.1, -0.4]},  # confident: right
