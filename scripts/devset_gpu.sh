@@ -16,6 +16,7 @@
 #     records are written in task order, so TASK_ORDER=shuffled (tasks shuffled with a fixed seed
 #     into OUT_DIR) keeps an interrupted run's finished tasks a sample of every repository.
 #   TASKS: the dev set folder (default corpora/devset).
+#   EVAL_OPTIONS: more options for every `eval run`, e.g. "--set completion.iterative_rounds=3".
 #
 # Writes OUT_DIR/{line,api}-GROUP.jsonl (records; rerunning resumes them), gen-*.jsonl (each
 # process's generation store), *.log, and report.md with its plots.
@@ -63,7 +64,7 @@ for group in "${groups[@]}"; do
         name="$split-${group//,/_}"
         "${limit[@]}" repomem eval run --tasks "$(task_file "$split")" --repos "$tasks/repositories" \
             --results "$out/$name.jsonl" --strategies "$group" --order "$order" --prompt-tokens "$tokens" \
-            --generations "$out/gen-$name.jsonl" "${model_options[@]}" > "$out/$name.log" 2>&1 &
+            --generations "$out/gen-$name.jsonl" "${model_options[@]}" ${EVAL_OPTIONS:-} > "$out/$name.log" 2>&1 &
         pids+=($!)
     done
 done
