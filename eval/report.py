@@ -188,7 +188,8 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
             generate = [r["timings_ms"].get("generate", 0.0) / 1000 for r in ok] or [0.0]
             retrieve = [r["timings_ms"].get("retrieve", 0.0) for r in ok] or [0.0]
             with_hits = [r for r in ok if r.get("hit_rank", None) is not None or r.get("prompt_hit") is not None]
-            known = strategy_named(strategy)
+            # The label may carry the run's overrides ("repocoder+fragrel [completion.iterative_rounds=3]").
+            known = strategy_named(chosen[0]["strategy"]) if chosen else None
             retrieves = known.retrieves if known is not None else True
             rows.append(ModelRow(
                 split=split, strategy=strategy, alpha=alpha, n=len(chosen),

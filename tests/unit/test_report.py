@@ -40,6 +40,10 @@ def test_repocoder_oracle_counts_a_task_right_in_any_round():
     assert rows["repocoder"].em == 50.0 and rows["repocoder"].oracle_em == 75.0
     assert rows["vanilla"].oracle_em is None  # one round: no oracle
     assert "| 75.0 |" in markdown(summarize(records))
+    # A run with overrides is labelled with them; its oracle is still the strategy's.
+    overridden = [{**r, "config": "completion.iterative_rounds=3"} for r in records if r["strategy"] == "repocoder"]
+    rows = {r.strategy: r for r in summarize(records[:4] + overridden).model_rows}
+    assert rows["repocoder [completion.iterative_rounds=3]"].oracle_em == 75.0
 
 
 def test_the_called_name_counts_as_a_whole_word_only():
