@@ -28,6 +28,7 @@ class CodeGraph:
     edge_b: np.ndarray  # int64
     edge_weight: np.ndarray  # float64, the strongest edge between a and b
     edge_kind: np.ndarray  # int8, SYNTAX / DIRECTORY / FILE_ROOT / CALL
+    edge_cost: np.ndarray  # float64, -ln edge_weight (the search's step cost)
     # int64, shape (n_nodes,): each syntax node's kept parent (a lower id: files number their nodes in
     # pre-order), -1 for syntax roots, file and directory nodes.
     syntax_parent: np.ndarray
@@ -44,7 +45,7 @@ class CodeGraph:
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Symmetric adjacency with costs -ln w: (indptr, indices, costs)."""
         # Zero-cost edges (weight 1.0) stay: this CSR is never fed to scipy, which drops zeros.
-        return symmetric_csr(self.n_nodes, self.edge_a, self.edge_b, -np.log(self.edge_weight))
+        return symmetric_csr(self.n_nodes, self.edge_a, self.edge_b, self.edge_cost)
 
 
 def directory_chain(path: str) -> list[str]:
@@ -196,11 +197,15 @@ def build_graph(
     parts_b: list[np.ndarray] = []
     parts_w: list[np.ndarray] = []
     parts_k: list[np.ndarray] = []
+    parts_c: list[np.ndarray] = []
 
     def add(a: np.ndarray, b: np.ndarray, weight: float | np.ndarray, kind: int) -> None:
         parts_a.append(a.astype(np.int64, copy=False))
         parts_b.append(b.astype(np.int64, copy=False))
-        parts_w.append(np.broadcast_to(np.asarray(weight, dtype=np.float64), a.shape).copy())
+        weights = np.asarray(weight, dtype=np.float64)
+        parts_w.append(np.broadcast_to(weights, a.shape).copy())
+        # One logarithm per kind's weight, not per edge (Django: 724k edges, a few ms of every edit).
+        parts_c.append(np.broadcast_to(-np.log(weights), a.shape).copy())
         parts_k.append(np.full(a.shape[0], kind, dtype=np.int8))
 
     live = layout.live_files
@@ -225,13 +230,14 @@ def build_graph(
     b = np.concatenate(parts_b)
     weight = np.concatenate(parts_w)
     kind = np.concatenate(parts_k)
+    cost = np.concatenate(parts_c)
     low, high = np.minimum(a, b), np.maximum(a, b)
     directories = layout.directories
     if not deduplicate:
-        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind, syntax_parent)
+        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind, cost, syntax_parent)
     # Deduplicate undirected pairs keeping the strongest edge (scipy would sum duplicates).
     order = np.lexsort((-weight, high, low))
-    low, high, weight, kind = low[order], high[order], weight[order], kind[order]
+    low, high, weight, kind, cost = low[order], high[order], weight[order], kind[order], cost[order]
     first = np.ones(low.shape[0], dtype=bool)
     first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
     return CodeGraph(
@@ -243,5 +249,6 @@ def build_graph(
         edge_b=high[first],
         edge_weight=weight[first],
         edge_kind=kind[first],
+        edge_cost=cost[first],
         syntax_parent=syntax_parent,
     )
