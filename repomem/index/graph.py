@@ -32,6 +32,9 @@ class CodeGraph:
     # int64, shape (n_nodes,): each syntax node's kept parent (a lower id: files number their nodes in
     # pre-order), -1 for syntax roots, file and directory nodes.
     syntax_parent: np.ndarray
+    # No two edges join the same pair (deduplicated): the searches may then count a node's
+    # neighbours to skip the levels their cap cuts (kernels.bounded_dijkstra).
+    distinct_edges: bool = True
 
     def portals(self) -> np.ndarray:
         """bool, shape (n_nodes,): nodes with an edge that is not a syntax edge (file roots, call
@@ -234,7 +237,8 @@ def build_graph(
     low, high = np.minimum(a, b), np.maximum(a, b)
     directories = layout.directories
     if not deduplicate:
-        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind, cost, syntax_parent)
+        return CodeGraph(n_nodes, node_offset, file_node, directories, low, high, weight, kind, cost, syntax_parent,
+                         distinct_edges=False)
     # Deduplicate undirected pairs keeping the strongest edge (scipy would sum duplicates).
     order = np.lexsort((-weight, high, low))
     low, high, weight, kind, cost = low[order], high[order], weight[order], kind[order], cost[order]

@@ -99,7 +99,7 @@ def graph_relation_entries(
                 part.astype(np.int64), fragments.indptr, fragments.nodes, fragments.weights, fragments.totals,
                 node_indptr, node_frags, node_weights, live,
                 indptr, indices, costs, queued_cost, limit, graph_config.max_reach,
-                relation_config.relation_cutoff, keep,
+                relation_config.relation_cutoff, keep, graph.distinct_edges,
                 frag_file, relation_config.same_file_weight, graph.node_offset, anchor, anchor_cost, exit_cost,
                 *buffers,
             )

@@ -178,7 +178,7 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
             first, end = int(graph.node_offset[file_id]), int(graph.node_offset[file_id + 1])
         count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), 0, dist, settled, stamp,
                                  heap_cost, heap_node, reached, first, end, exit_cost, queued_cost, queue_cost,
-                                 queue_node)
+                                 queue_node, True)
         fast = {key(int(node)): math.exp(-dist[node]) for node in reached[:count]}
         expected = slow[key(source)]
         if first < end:
@@ -216,12 +216,16 @@ def test_a_capped_search_keeps_whole_cost_levels(synthetic_repo, max_reach):
     stamp = 0
     for source in sources:
         kept = []
+        # Every choice of queued cost, with and without skipping the levels a hub's neighbours
+        # fill past the cap (the graph is deduplicated: each neighbour is counted once).
         for queued_cost in (float(values[0]), float(values[-1]), most_common_cost(costs), float("nan")):
-            stamp += 1
-            dist, settled, reached = scratch
-            count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), max_reach, dist, settled,
-                                     stamp, *heap, reached, 0, 0, np.zeros(n), queued_cost, *fifo)
-            kept.append({key(int(node)): math.exp(-dist[node]) for node in reached[:count]})
+            for distinct_neighbours in (False, True):
+                stamp += 1
+                dist, settled, reached = scratch
+                count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), max_reach, dist,
+                                         settled, stamp, *heap, reached, 0, 0, np.zeros(n), queued_cost, *fifo,
+                                         distinct_neighbours)
+                kept.append({key(int(node)): math.exp(-dist[node]) for node in reached[:count]})
         assert all(k == kept[0] for k in kept[1:])
         expected = slow[key(source)]
         assert kept[0].keys() == expected.keys()
@@ -229,6 +233,7 @@ def test_a_capped_search_keeps_whole_cost_levels(synthetic_repo, max_reach):
             assert kept[0][node] == pytest.approx(strength, rel=1e-12)
         cut_a_level += 0 < len(expected) < max_reach and len(slow_all[key(source)]) > max_reach
     assert cut_a_level  # some cut fell inside a cost level
+    assert (np.diff(indptr) > max_reach).any() or max_reach > 3  # hubs: nodes with more neighbours than the cap
 
 
 @pytest.mark.parametrize("granularity, same_file_weight",
