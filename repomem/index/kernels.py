@@ -237,13 +237,10 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
             stop_cost = min(stop_cost, skip_from)
         for edge in range(indptr[node], indptr[node + 1]):
             other = indices[edge]
-            if settled[other] == stamp:
-                continue
             step = costs[edge]
             candidate = cost + step
-            if candidate > limit or candidate >= skip_from - COST_TOLERANCE:
-                continue
-            if prune_first <= other < prune_end and candidate + exit_cost[other] > limit:
+            if candidate >= skip_from - COST_TOLERANCE or not _may_enter(
+                    other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost):
                 continue
             if settled[other] != -stamp or candidate < dist[other]:
                 settled[other] = -stamp
@@ -259,6 +256,15 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
                         return -1  # heap too small; the caller retries with a bigger one
                     size = _heap_push(heap_cost, heap_node, size, candidate, other)
     return n_reached
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost):
+    """Whether a search may reach `other` at `candidate`: not settled yet, within `limit`, and
+    not a dead end of the source's own file (see bounded_dijkstra)."""
+    if settled[other] == stamp or candidate > limit:
+        return False
+    return not (prune_first <= other < prune_end and candidate + exit_cost[other] > limit)
 
 
 @njit(cache=True, nogil=True)
@@ -277,13 +283,9 @@ def _cut_level(indptr, indices, costs, node, cost, limit, room, dist, settled, s
     n_steps = 0
     for edge in range(indptr[node], indptr[node + 1]):
         other = indices[edge]
-        if settled[other] == stamp:
-            continue
         step = costs[edge]
         candidate = cost + step
-        if candidate > limit:
-            continue
-        if prune_first <= other < prune_end and candidate + exit_cost[other] > limit:
+        if not _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost):
             continue
         if settled[other] == -stamp and dist[other] < candidate:
             continue  # already queued cheaper: settles at a lower level, if at all
