@@ -96,6 +96,19 @@ class CoverEntries:
         order = np.argsort(fragment, kind="stable")
         return CoverEntries(fragment[order], file[order], local[order], weight[order])
 
+    @staticmethod
+    def joined(parts: Sequence[CoverEntries]) -> CoverEntries:
+        """Entries of several updates end to end (each update's ids above the one before's)."""
+        if not parts:
+            return CoverEntries.of_files([])
+        return CoverEntries(*(np.concatenate([getattr(p, name) for p in parts])
+                              for name in ("fragment", "file", "local_node", "weight")))
+
+    def without(self, dead: np.ndarray) -> CoverEntries:
+        """The entries of fragments not in `dead`."""
+        keep = ~np.isin(self.fragment, dead)
+        return CoverEntries(self.fragment[keep], self.file[keep], self.local_node[keep], self.weight[keep])
+
     def replaced(self, dead: np.ndarray, added: CoverEntries) -> CoverEntries:
         """Drop the entries of fragments `dead` (ids, any order) and append `added`, which holds
         only ids above every current one. Entries are sorted by fragment, so each dead fragment's

@@ -169,6 +169,26 @@ def _spliced(files: tuple[FileSyntax | None, ...], previous: SyntaxEdges, change
                        edge_offset, object_ids)
 
 
+def step_cost(weight: float | np.ndarray) -> np.ndarray:
+    """A search's step cost along edges of `weight`: -ln w, float64 (one formula, so a graph built
+    whole and one kept between edits hold the same bits)."""
+    return -np.log(np.asarray(weight, dtype=np.float64))
+
+
+def call_edges(calls: np.ndarray, block_start: np.ndarray, config: GraphConfig
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Call rows (see `parsed.call_array`, shape (n, 5)) as graph edges (source node, target
+    node, weight), file f's syntax nodes starting at block_start[f]. The call expression sits
+    `hops` syntax edges below its kept node: the contracted edge carries the product of the
+    weights along that path. A call inside the node it calls (recursion on the def line) would be
+    a loop: the only edges that can be one, and they are left out."""
+    source = block_start[calls[:, 0]] + calls[:, 1]
+    target = block_start[calls[:, 2]] + calls[:, 3]
+    no_loop = source != target
+    weight = config.call_weight * config.syntax_weight ** calls[:, 4].astype(np.float64)
+    return source[no_loop], target[no_loop], weight[no_loop]
+
+
 def build_graph(
     files: Sequence[FileSyntax | None],
     calls: np.ndarray,
@@ -208,7 +228,7 @@ def build_graph(
         weights = np.asarray(weight, dtype=np.float64)
         parts_w.append(np.broadcast_to(weights, a.shape).copy())
         # One logarithm per kind's weight, not per edge (Django: 724k edges, a few ms of every edit).
-        parts_c.append(np.broadcast_to(-np.log(weights), a.shape).copy())
+        parts_c.append(np.broadcast_to(step_cost(weights), a.shape).copy())
         parts_k.append(np.full(a.shape[0], kind, dtype=np.int8))
 
     live = layout.live_files
@@ -219,15 +239,7 @@ def build_graph(
     add(dir_base + layout.dir_pairs[:, 0], dir_base + layout.dir_pairs[:, 1], config.directory_weight, DIRECTORY)
     add(file_node[live], dir_base + layout.file_dir, config.directory_weight, DIRECTORY)
     if calls.shape[0]:
-        call_array = calls
-        # The call expression sits `hops` syntax edges below its kept node: the contracted edge
-        # carries the product of the weights along that path. A call inside the node it calls
-        # (recursion on the def line) would be a loop: the only edges that can be one.
-        source = node_offset[call_array[:, 0]] + call_array[:, 1]
-        target = node_offset[call_array[:, 2]] + call_array[:, 3]
-        no_loop = source != target
-        add(source[no_loop], target[no_loop],
-            (config.call_weight * config.syntax_weight ** call_array[:, 4].astype(np.float64))[no_loop], CALL)
+        add(*call_edges(calls, node_offset, config), CALL)
 
     a = np.concatenate(parts_a)
     b = np.concatenate(parts_b)

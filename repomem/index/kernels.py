@@ -152,10 +152,15 @@ def _heap_pop(heap_cost, heap_node, size):
 
 
 @njit(cache=True, nogil=True)
-def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, settled, stamp, heap_cost,
-                     heap_node, reached, prune_first, prune_end, exit_cost, queued_cost, queue_cost, queue_node,
-                     distinct_neighbours):
+def bounded_dijkstra(row_start, row_end, indices, costs, source, limit, max_settled, dist, settled, stamp,
+                     heap_cost, heap_node, reached, prune_first, prune_end, exit_cost, exit_first, queued_cost,
+                     queue_cost, queue_node, distinct_neighbours):
     """Shortest costs from `source` up to `limit` (costs = -ln w, so strength = exp(-cost)).
+
+    A node's neighbours are indices[row_start[node]:row_end[node]] with step costs at the same
+    slots (a CSR's indptr[:-1] and indptr[1:], or the rows of `edit_graph.EditGraph`, which
+    patches a node's row in place or moves it when an edit changes its edges; a step of inf
+    cost is a freed slot, never taken).
 
     With `max_settled` > 0, keeps at most that many nodes, and only whole cost levels (costs
     within `COST_TOLERANCE` tie): when the cap falls inside a level, that level is left out.
@@ -163,8 +168,8 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
     nodes are kept does not depend on the order of the queues.
 
     Nodes in [prune_first, prune_end) (the source's own file, whose nodes the caller does not
-    want) are entered only while they can still lead out: cost so far + `exit_cost[node]` (the
-    cheapest way from that node to one with a non-syntax edge) within `limit`. That drops only
+    want) are entered only while they can still lead out: cost so far + `exit_cost[node - exit_first]`
+    (the cheapest way from that node to one with a non-syntax edge) within `limit`. That drops only
     dead ends, so every node outside the range keeps its exact cost.
 
     Two queues: edges whose cost is exactly `queued_cost` (the graph's most common edge cost,
@@ -231,16 +236,16 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
         reached[n_reached] = node
         n_reached += 1
         skip_from = np.inf
-        if distinct_neighbours and max_settled > 0 and indptr[node + 1] - indptr[node] > max_settled - n_reached:
-            skip_from = _cut_level(indptr, indices, costs, node, cost, limit, max_settled - n_reached, dist,
-                                   settled, stamp, prune_first, prune_end, exit_cost)
+        if distinct_neighbours and max_settled > 0 and row_end[node] - row_start[node] > max_settled - n_reached:
+            skip_from = _cut_level(row_start, row_end, indices, costs, node, cost, limit, max_settled - n_reached,
+                                   dist, settled, stamp, prune_first, prune_end, exit_cost, exit_first)
             stop_cost = min(stop_cost, skip_from)
-        for edge in range(indptr[node], indptr[node + 1]):
+        for edge in range(row_start[node], row_end[node]):
             other = indices[edge]
             step = costs[edge]
             candidate = cost + step
             if candidate >= skip_from - COST_TOLERANCE or not _may_enter(
-                    other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost):
+                    other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost, exit_first):
                 continue
             if settled[other] != -stamp or candidate < dist[other]:
                 settled[other] = -stamp
@@ -259,17 +264,17 @@ def bounded_dijkstra(indptr, indices, costs, source, limit, max_settled, dist, s
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost):
+def _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost, exit_first):
     """Whether a search may reach `other` at `candidate`: not settled yet, within `limit`, and
     not a dead end of the source's own file (see bounded_dijkstra)."""
     if settled[other] == stamp or candidate > limit:
         return False
-    return not (prune_first <= other < prune_end and candidate + exit_cost[other] > limit)
+    return not (prune_first <= other < prune_end and candidate + exit_cost[other - exit_first] > limit)
 
 
 @njit(cache=True, nogil=True)
-def _cut_level(indptr, indices, costs, node, cost, limit, room, dist, settled, stamp, prune_first, prune_end,
-               exit_cost):
+def _cut_level(row_start, row_end, indices, costs, node, cost, limit, room, dist, settled, stamp, prune_first,
+               prune_end, exit_cost, exit_first):
     """The cost of the first level of `node`'s neighbours that the cap must cut, or inf.
 
     Counts the neighbours a search settling `node` (at `cost`) would queue or finds queued at
@@ -281,11 +286,11 @@ def _cut_level(indptr, indices, costs, node, cost, limit, room, dist, settled, s
     steps = np.empty(16, dtype=np.float64)
     counts = np.zeros(16, dtype=np.int64)
     n_steps = 0
-    for edge in range(indptr[node], indptr[node + 1]):
+    for edge in range(row_start[node], row_end[node]):
         other = indices[edge]
         step = costs[edge]
         candidate = cost + step
-        if not _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost):
+        if not _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost, exit_first):
             continue
         if settled[other] == -stamp and dist[other] < candidate:
             continue  # already queued cheaper: settles at a lower level, if at all
@@ -379,20 +384,22 @@ def tree_anchors(parent, portal, step_cost, first, end):
     no portal has one way out of its file: up through its parent, each step costing `step_cost`.
     So its strength to any node of another file is exp(-cost) times its anchor's, the nearest
     ancestor-or-self whose subtree holds a portal.
-    Only nodes in [first, end) are computed (whole files: parents stay within a file); the others
-    are their own anchors at cost 0. Returns (anchor node, cost up to it), shapes (n,).
+    Computed for the nodes [first, end) (whole files: parents stay within a file). Returns (anchor
+    node, cost up to it), shapes (end - first,): entry t is node first + t's.
     """
-    n = parent.shape[0]
-    holds = portal.copy()
-    for node in range(end - 1, first - 1, -1):
-        if holds[node] and parent[node] >= 0:
-            holds[parent[node]] = True
-    anchor = np.arange(n)
-    cost = np.zeros(n)
-    for node in range(first, end):
-        if not holds[node] and parent[node] >= 0:
-            anchor[node] = anchor[parent[node]]
-            cost[node] = cost[parent[node]] + step_cost
+    span = end - first
+    holds = portal[first:end].copy()
+    for t in range(span - 1, -1, -1):
+        p = parent[first + t]
+        if holds[t] and p >= 0:
+            holds[p - first] = True
+    anchor = np.arange(first, end)
+    cost = np.zeros(span)
+    for t in range(span):
+        p = parent[first + t]
+        if not holds[t] and p >= 0:
+            anchor[t] = anchor[p - first]
+            cost[t] = cost[p - first] + step_cost
     return anchor, cost
 
 
@@ -401,20 +408,20 @@ def exit_costs(parent, portal, step_cost, first, end):
     """Cheapest tree walk from each node to a portal of its own file (inf when there is none).
 
     Same inputs as `tree_anchors`: min over the subtree (bottom-up), then over the way through
-    the parent (top-down). Nodes outside [first, end) get 0 (never pruned).
+    the parent (top-down). Shape (end - first,): entry t is node first + t's.
     """
-    n = parent.shape[0]
-    best = np.zeros(n)
-    for node in range(first, end):
-        best[node] = 0.0 if portal[node] else np.inf
-    for node in range(end - 1, first - 1, -1):
-        p = parent[node]
-        if p >= 0 and best[node] + step_cost < best[p]:
-            best[p] = best[node] + step_cost
-    for node in range(first, end):
-        p = parent[node]
-        if p >= 0 and best[p] + step_cost < best[node]:
-            best[node] = best[p] + step_cost
+    span = end - first
+    best = np.empty(span)
+    for t in range(span):
+        best[t] = 0.0 if portal[first + t] else np.inf
+    for t in range(span - 1, -1, -1):
+        p = parent[first + t]
+        if p >= 0 and best[t] + step_cost < best[p - first]:
+            best[p - first] = best[t] + step_cost
+    for t in range(span):
+        p = parent[first + t]
+        if p >= 0 and best[p - first] + step_cost < best[t]:
+            best[t] = best[p - first] + step_cost
     return best
 
 
@@ -437,8 +444,8 @@ def _strongest_of_row(cols, values, keep):
 def relation_rows(
     rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
     node_indptr, node_frags, node_weights, live,
-    indptr, indices, costs, queued_cost, limit, max_settled, cutoff, keep, distinct_neighbours,
-    frag_file, same_file_weight, node_offset, anchor, anchor_cost, exit_cost,
+    row_start, row_end, indices, costs, queued_cost, limit, max_settled, cutoff, keep, distinct_neighbours,
+    frag_file, same_file_weight, block_start, block_end, span_first, anchor, anchor_cost, exit_cost,
     dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node, source_slot, acc, touched, is_touched,
     row_cols, row_vals, stamp_box,
 ):
@@ -453,8 +460,11 @@ def relation_rows(
     When `same_file_weight` is 0, only other files' nodes count, and a node k searches from
     `anchor[k]` instead (see `tree_anchors`): Dis(k, l) = exp(-anchor_cost[k]) Dis(anchor, l),
     keeping the anchor's nodes whose cost is within limit - anchor_cost[k]; the search also skips
-    its own file's dead ends (`exit_cost`, see `bounded_dijkstra`). `node_offset` (shape
-    (n_files + 1,)) gives each file's syntax nodes. Otherwise every node is its own anchor.
+    its own file's dead ends (`exit_cost`, see `bounded_dijkstra`). File f's syntax nodes are
+    [block_start[f], block_end[f]) (shapes (n_files,)). Otherwise every node is its own anchor.
+    `anchor`, `anchor_cost` and `exit_cost` cover the nodes [span_first, span_first + len) only,
+    which hold every node of `rows` (their files' nodes: an edit's, or the whole graph's).
+    The graph's rows are `row_start`/`row_end` into `indices`/`costs` (see `bounded_dijkstra`).
     Each start's reached nodes are summed per fragment and budget band as they are walked; a
     row's nodes that share a start read those sums once per band, with the summed weight of the
     row's nodes whose budget covers the band.
@@ -490,11 +500,11 @@ def relation_rows(
         most_slots = max(most_slots, frag_indptr[i + 1] - frag_indptr[i])
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
             node = frag_nodes[slot]
-            start = anchor[node] if skip_own_file else node
+            start = anchor[node - span_first] if skip_own_file else node
             if source_slot[start] < 0:
                 source_slot[start] = n_sources
                 n_sources += 1
-            offset = anchor_cost[node] if skip_own_file else 0.0
+            offset = anchor_cost[node - span_first] if skip_own_file else 0.0
             if offset <= limit:
                 n_budgets = _add_budget(budgets, n_budgets, limit - offset)
                 if n_budgets > budgets.shape[0] - 1:
@@ -516,21 +526,21 @@ def relation_rows(
         i = rows[r]
         own_file = frag_file[i]
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            start = anchor[frag_nodes[slot]] if skip_own_file else frag_nodes[slot]
+            start = anchor[frag_nodes[slot] - span_first] if skip_own_file else frag_nodes[slot]
             k = source_slot[start]
             if done[k]:
                 continue
             done[k] = True
             stamp += 1
-            prune_first = node_offset[own_file] if skip_own_file else 0
-            prune_end = node_offset[own_file + 1] if skip_own_file else 0
+            prune_first = block_start[own_file] if skip_own_file else 0
+            prune_end = block_end[own_file] if skip_own_file else 0
             n_reached = bounded_dijkstra(
-                indptr, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
-                heap_node, reached, prune_first, prune_end, exit_cost, queued_cost, queue_cost, queue_node,
-                distinct_neighbours,
+                row_start, row_end, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
+                heap_node, reached, prune_first, prune_end, exit_cost, span_first, queued_cost, queue_cost,
+                queue_node, distinct_neighbours,
             )
             if n_reached < 0:
-                _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot)
+                _release_sources(rows, frag_indptr, frag_nodes, anchor, span_first, skip_own_file, source_slot)
                 stamp_box[0] = stamp
                 return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
                         np.zeros(0, np.float64), False)
@@ -590,10 +600,10 @@ def relation_rows(
         n_group = 0
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
             node = frag_nodes[slot]
-            offset = anchor_cost[node] if skip_own_file else 0.0
+            offset = anchor_cost[node - span_first] if skip_own_file else 0.0
             if offset > limit:
                 continue
-            k = source_slot[anchor[node] if skip_own_file else node]
+            k = source_slot[anchor[node - span_first] if skip_own_file else node]
             budget = limit - offset
             own_band = 0
             while budgets[own_band] != budget:
@@ -665,7 +675,7 @@ def relation_rows(
                 out_col[count] = row_cols[t]
                 out_val[count] = row_vals[t]
                 count += 1
-    _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot)
+    _release_sources(rows, frag_indptr, frag_nodes, anchor, span_first, skip_own_file, source_slot)
     stamp_box[0] = stamp
     return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars, True
 
@@ -703,12 +713,13 @@ def _flush_band(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pa
 
 
 @njit(cache=True, nogil=True)
-def _release_sources(rows, frag_indptr, frag_nodes, anchor, skip_own_file, source_slot):
+def _release_sources(rows, frag_indptr, frag_nodes, anchor, span_first, skip_own_file, source_slot):
     """Set source_slot back to -1 at every search start of `rows`."""
     for r in range(rows.shape[0]):
         i = rows[r]
         for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            source_slot[anchor[frag_nodes[slot]] if skip_own_file else frag_nodes[slot]] = -1
+            node = frag_nodes[slot]
+            source_slot[anchor[node - span_first] if skip_own_file else node] = -1
 
 
 def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> tuple[np.ndarray, ...]:
@@ -754,6 +765,70 @@ def symmetric_csr(n_nodes, edge_a, edge_b, edge_cost):
         costs[fill[b]] = edge_cost[e]
         fill[b] += 1
     return indptr, indices, costs
+
+
+@njit(cache=True, nogil=True)
+def patch_rows(row_start, row_end, indices, costs, n_slots, dead, nodes, drop_first, drop_other, drop_cost,
+               add_first, add_other, add_cost):
+    """Change the adjacency rows of `nodes` (distinct) in place where they have room.
+
+    Node nodes[t] loses its entries to `dead` nodes and one entry per (other, cost) in
+    drop_other/drop_cost[drop_first[t]:drop_first[t + 1]]: their cost becomes inf (a search
+    never steps over it). It gains the entries in add_other/add_cost[add_first[t]:add_first[t + 1]]
+    in those slots; when it gains more than it has, the row moves to the end of `indices`/`costs`
+    from slot `n_slots` (the caller made room for every added entry and every moved row).
+    Returns (slots in use, drops that matched no entry: 0 unless the lists disagree with the rows,
+    the change in slots holding no entry).
+    """
+    unmatched = 0
+    unused = 0
+    for t in range(nodes.shape[0]):
+        node = nodes[t]
+        start, end = row_start[node], row_end[node]
+        free = 0
+        for slot in range(start, end):
+            if costs[slot] == np.inf:
+                free += 1
+            elif dead[indices[slot]]:
+                costs[slot] = np.inf
+                free += 1
+                unused += 1
+        for d in range(drop_first[t], drop_first[t + 1]):
+            found = False
+            for slot in range(start, end):
+                if costs[slot] == drop_cost[d] and indices[slot] == drop_other[d]:
+                    costs[slot] = np.inf
+                    free += 1
+                    unused += 1
+                    found = True
+                    break
+            if not found:
+                unmatched += 1
+        n_add = add_first[t + 1] - add_first[t]
+        if n_add > free:
+            # Too few free slots: the kept entries and the added ones move to the end.
+            moved = n_slots
+            for slot in range(start, end):
+                if costs[slot] != np.inf:
+                    indices[n_slots] = indices[slot]
+                    costs[n_slots] = costs[slot]
+                    n_slots += 1
+            unused += (end - start) - free  # the old slots left behind (free ones counted already)
+            for a in range(add_first[t], add_first[t + 1]):
+                indices[n_slots] = add_other[a]
+                costs[n_slots] = add_cost[a]
+                n_slots += 1
+            row_start[node] = moved
+            row_end[node] = n_slots
+            continue
+        slot = start
+        for a in range(add_first[t], add_first[t + 1]):
+            while costs[slot] != np.inf:
+                slot += 1
+            indices[slot] = add_other[a]
+            costs[slot] = add_cost[a]
+            unused -= 1
+    return n_slots, unmatched, unused
 
 
 @njit(cache=True, nogil=True)

@@ -30,6 +30,7 @@ from repomem.index.kernels import (
     symmetric_max_csr,
     tree_anchors,
 )
+from repomem.index.search_graph import SearchGraph, search_graph
 
 ProgressCallback = Callable[[int], None]
 
@@ -46,7 +47,7 @@ def node_fragment_index(fragments: FragmentTable, n_nodes: int) -> tuple[np.ndar
 def graph_relation_entries(
     rows: np.ndarray,
     fragments: FragmentTable,
-    graph: CodeGraph,
+    graph: SearchGraph,
     live: np.ndarray,
     graph_config: GraphConfig,
     relation_config: RelationConfig,
@@ -59,29 +60,27 @@ def graph_relation_entries(
     At most `keep` strongest entries per row when keep > 0. Also returns each row's entry bar
     (shape (len(rows),)): its weakest kept value if truncated, else the relation cutoff.
     """
-    indptr, indices, costs = graph.csr()
-    queued_cost = most_common_cost(costs)
-    node_indptr, node_frags, node_weights = node_fragment_index(fragments, graph.n_nodes)
+    queued_cost = most_common_cost(graph.costs[: graph.n_slots])
     limit = cost_limit(graph_config.strength_cutoff)
+    # Anchors and exit costs cover the rows' files' nodes only (an edit: one file's).
+    files = fragments.file[rows] if rows.shape[0] else np.zeros(0, dtype=np.int64)
+    first = int(graph.block_start[files].min()) if files.shape[0] else 0
+    end = max(first, int(graph.block_end[files].max())) if files.shape[0] else 0
     if relation_config.same_file_weight == 0.0:
         # Only other files count: searches start at the nodes a file is left through (kernels).
-        # Anchors and exit costs are needed for the rows' own files only (an edit: one file's nodes).
-        portal = graph.portals()
         step = -math.log(graph_config.syntax_weight)
-        files = fragments.file[rows] if rows.shape[0] else np.zeros(1, dtype=np.int64)
-        first, end = int(graph.node_offset[files.min()]), int(graph.node_offset[files.max() + 1])
-        anchor, anchor_cost = tree_anchors(graph.syntax_parent, portal, step, first, end)
-        exit_cost = exit_costs(graph.syntax_parent, portal, step, first, end)
+        anchor, anchor_cost = tree_anchors(graph.syntax_parent, graph.portal, step, first, end)
+        exit_cost = exit_costs(graph.syntax_parent, graph.portal, step, first, end)
     else:
-        anchor, anchor_cost = np.arange(graph.n_nodes, dtype=np.int64), np.zeros(graph.n_nodes)
-        exit_cost = np.zeros(graph.n_nodes)
+        anchor, anchor_cost = np.arange(first, end, dtype=np.int64), np.zeros(end - first)
+        exit_cost = np.zeros(end - first)
     # An edited file's rows stay on one thread: its windows share most search starts, which a
     # second chunk would search again (two threads measured no faster on Django's models.py).
     workers = max(1, relation_config.workers) if rows.shape[0] > 512 else 1
     # Big builds: chunks small enough for a live progress bar; updates: one chunk.
     chunk = min(128, max(8, -(-rows.shape[0] // workers)))
     chunks = [rows[i : i + chunk] for i in range(0, rows.shape[0], chunk)]
-    heap_capacity = max(1024, 2 * indices.shape[0] + 1)
+    heap_capacity = max(1024, 2 * graph.n_slots + 1)
     frag_file = fragments.file.astype(np.int64)
     # One scratch set per thread, handed from chunk to chunk; an edit's rows take the kept set.
     scratch: queue.SimpleQueue = queue.SimpleQueue()
@@ -97,10 +96,11 @@ def graph_relation_entries(
         try:
             result = relation_rows(
                 part.astype(np.int64), fragments.indptr, fragments.nodes, fragments.weights, fragments.totals,
-                node_indptr, node_frags, node_weights, live,
-                indptr, indices, costs, queued_cost, limit, graph_config.max_reach,
-                relation_config.relation_cutoff, keep, graph.distinct_edges,
-                frag_file, relation_config.same_file_weight, graph.node_offset, anchor, anchor_cost, exit_cost,
+                graph.node_indptr, graph.node_frags, graph.node_weights, live,
+                graph.row_start, graph.row_end, graph.indices, graph.costs, queued_cost, limit,
+                graph_config.max_reach, relation_config.relation_cutoff, keep, graph.distinct_edges,
+                frag_file, relation_config.same_file_weight, graph.block_start, graph.block_end,
+                first, anchor, anchor_cost, exit_cost,
                 *buffers,
             )
         finally:
@@ -218,7 +218,7 @@ def context_relation_entries(
 def relation_entries(
     rows: np.ndarray,
     fragments: FragmentTable,
-    graph: CodeGraph,
+    graph: CodeGraph | SearchGraph,
     live: np.ndarray,
     graph_config: GraphConfig,
     relation_config: RelationConfig,
@@ -229,11 +229,14 @@ def relation_entries(
 
     Graph (eq. 8), context (eq. 7), or their elementwise max; each row keeps its
     `max_relations_per_fragment` largest entries (or `keep`; 0 keeps all), and its bar is the
-    weakest one kept (the relation cutoff when the row was not full).
+    weakest one kept (the relation cutoff when the row was not full). A `CodeGraph` is made
+    into its `SearchGraph` with `fragments` (when the relation kind reads the graph).
     """
     kind = relation_config.kind
     if keep is None:
         keep = relation_config.max_relations_per_fragment
+    if isinstance(graph, CodeGraph) and kind != "context":
+        graph = search_graph(graph, fragments)
     if kind == "graph":
         # The kernel already keeps each row's `keep` strongest and knows their bars: sorting 2.5M
         # entries again took 1 s of Django's cold build (the parity tests check both ways agree).

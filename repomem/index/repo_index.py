@@ -17,7 +17,9 @@ import scipy.sparse as sp
 from repomem.allocator import release_free_memory
 from repomem.config import Config
 from repomem.index.bm25 import BM25Stats, TermSegment, build_segment, compute_stats, document_frequencies
+from repomem.index.caller_map import CallerMap, rows_of
 from repomem.index.calls import CallResolution, resolves_calls
+from repomem.index.edit_graph import EditGraph
 from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
 from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_graph, directory_layout, syntax_edges
 from repomem.index.kernels import rows_times
@@ -29,6 +31,7 @@ from repomem.index.relations import (
     symmetric_union,
 )
 from repomem.index.scan import SourceFile
+from repomem.index.search_graph import SearchGraph
 from repomem.index.split_product import RowBlocks
 from repomem.index.tokens import LineTokens, line_tokens
 from repomem.languages.parsed import FileSyntax, call_array
@@ -117,12 +120,16 @@ class RepoIndex:
     structure_loader: Callable[[], None] | None = None  # fills syntax / fragments / calls lazily
     _resolver: CallResolution | None = None
     _cover: CoverEntries | None = None
+    _cover_changes: list[tuple[np.ndarray, CoverEntries]] = field(default_factory=list)  # not yet in _cover
     _layout: DirectoryLayout | None = None
     _syntax_edges: SyntaxEdges | None = None
     _path_ids: dict[str, int] | None = None
+    _callers: CallerMap | None = None  # who calls into each file, made at the first edit
     _w_blocks: RowBlocks | None = None
     # w_base @ live (base rows), kept across edits: an edit changes few of its rows (see live_rowsum).
     _base_rowsum: tuple[sp.csr_matrix, np.ndarray] | None = None
+    # The code graph with stable node ids that edits search (made at the first edit, then synced).
+    _edit_graph: EditGraph | None = None
 
     def ensure_structure(self) -> None:
         """Load the per-file syntax and windows (needed to update, not to query)."""
@@ -178,13 +185,50 @@ class RepoIndex:
         return build_graph(self.syntax, self.all_calls(), self.config.graph, deduplicate, self._layout,
                            self._syntax_edges)
 
+    def edit_graph(self) -> EditGraph:
+        """The graph an edit's relation rows search, brought to the index's current files."""
+        self.ensure_structure()
+        if self._edit_graph is None or not self._edit_graph.sync(self):
+            self._edit_graph = None  # a graph that could not follow goes before the new one is made
+            self._edit_graph = EditGraph(self)
+        return self._edit_graph
+
+    def callers_of(self, file_ids: Iterable[int]) -> set[int]:
+        """Files with a call into any of `file_ids`."""
+        if self._callers is None:
+            self._callers = CallerMap(self.calls)
+        return self._callers.callers_of(file_ids)
+
+    def replace_calls(self, changes: dict[int, np.ndarray | None]) -> None:
+        """Set files' call rows (None: the file has none), keeping the caller map current."""
+        if not changes:
+            return
+        old = rows_of(self.calls.get(file_id) for file_id in changes)
+        for file_id, rows in changes.items():
+            if rows is None:
+                self.calls.pop(file_id, None)
+            else:
+                self.calls[file_id] = rows
+        if self._callers is not None:
+            self._callers.replace(old, rows_of(changes.values()), len(self.files))
+        if self._edit_graph is not None:
+            self._edit_graph.calls_replaced.update(changes)
+
     def all_calls(self) -> np.ndarray:
         """Every call edge, shape (n, 5) (see parsed.call_array)."""
         parts = [edges for edges in self.calls.values() if edges.shape[0]]
         return np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
 
     def cover_entries(self) -> CoverEntries:
+        if self._cover is not None and self._cover_changes:
+            # Edits since the entries were last read, applied in one pass (edits search the
+            # graph kept between them, which does not read these).
+            changes, self._cover_changes = self._cover_changes, []
+            dead = np.concatenate([d for d, _ in changes])
+            added = CoverEntries.joined([a for _, a in changes])
+            self._cover = self._cover.replaced(dead, added.without(dead))
         if self._cover is None:
+            self._cover_changes = []
             self.ensure_structure()
             self._cover = CoverEntries.of_files([
                 (file_id, record.first_fragment, fragments)
@@ -227,10 +271,16 @@ class RepoIndex:
 def _relation_rows(
     index: RepoIndex, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    graph = index.graph(deduplicate=full)
-    if full:
-        index.graph_nodes, index.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
-    table = index.fragment_table(graph)
+    graph: CodeGraph | SearchGraph
+    if full or index.config.relations.kind == "context":
+        graph = index.graph(deduplicate=full)
+        if full:
+            index.graph_nodes, index.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
+        table = index.fragment_table(graph)
+    else:
+        # An edit: the graph kept between edits, which pays for the files changed only.
+        edit = index.edit_graph()
+        graph, table = edit.view(), edit.fragment_table(index)
     progress.start("relations", int(rows.shape[0]))
     return relation_entries(
         rows, table, graph, index.live, index.config.graph, index.config.relations, progress.advance, keep
@@ -362,6 +412,7 @@ def apply_changes(
         dead.append(ids)
 
     removed_modules: set[str] = set()
+    gone_calls: dict[int, np.ndarray | None] = {}  # files whose call rows go (removed, or no resolution)
     for path in removed:
         file_id = index.file_id(path)
         if file_id is None:
@@ -375,7 +426,7 @@ def apply_changes(
             index._path_ids.pop(path, None)
         index.syntax[file_id] = None
         index.file_fragments[file_id] = None
-        index.calls.pop(file_id, None)
+        gone_calls[file_id] = None
         resolver.forget(file_id)
         touched_files.add(file_id)
         index.base_files.discard(file_id)
@@ -415,7 +466,7 @@ def apply_changes(
         index.file_fragments[file_id] = analysis.fragments
         resolver.learn(file_id, analysis.syntax)
         if not resolver.covers(file_id):
-            index.calls.pop(file_id, None)
+            gone_calls[file_id] = None
         touched_files.add(file_id)
         index.base_files.discard(file_id)
         new_docs.extend(analysis.window_term_ids(index.vocabulary))
@@ -436,9 +487,14 @@ def apply_changes(
     n_terms = len(index.vocabulary)
     df = np.zeros(n_terms, dtype=np.int64)
     df[: index.df.shape[0]] = index.df
-    for segment in index.segments:
-        terms = _segment_rows_terms(segment, dead_ids[index.live[dead_ids]] if dead_ids.size else dead_ids)
-        df -= np.bincount(terms, minlength=n_terms)[:n_terms]
+    if newly_dead.size:
+        # One count over every segment's dead terms (a count per segment, each the vocabulary's
+        # length, grew with every edit's segment).
+        low, high = int(newly_dead.min()), int(newly_dead.max())
+        terms = [_segment_rows_terms(segment, newly_dead) for segment in index.segments
+                 if segment.first_doc <= high and low < segment.first_doc + segment.tf.shape[0]]
+        if terms:
+            df -= np.bincount(np.concatenate(terms), minlength=n_terms)[:n_terms]
     live = np.concatenate([index.live, np.ones(n_added, dtype=bool)])
     live[dead_ids] = False
     if n_added:
@@ -452,7 +508,7 @@ def apply_changes(
     index.fragment_file = np.concatenate([index.fragment_file, *new_file_of])
     index.fragment_file[dead_ids] = -1
     if index._cover is not None:
-        index._cover = index._cover.replaced(newly_dead, CoverEntries.of_files(new_cover))
+        index._cover_changes.append((newly_dead, CoverEntries.of_files(new_cover)))
     index.fragment_start = np.concatenate([index.fragment_start, *new_starts])
     index.fragment_end = np.concatenate([index.fragment_end, *new_ends])
     index.stats = compute_stats(df, index.doc_len, live, config.bm25)
@@ -462,27 +518,26 @@ def apply_changes(
     def with_calls(file_ids: Iterable[int]) -> set[int]:
         return {i for i in file_ids if resolves_calls(index.syntax[i])}
 
+    index.replace_calls(gone_calls)
     if same_symbols:
         # Edits inside bodies: other files resolve to the same definitions, which only moved.
-        moved = np.asarray(sorted(node_moves), dtype=np.int64)
-        every_call = index.all_calls()
-        callers = set(np.unique(every_call[np.isin(every_call[:, 2], moved), 0]).tolist()) - touched_files
-        for file_id in callers:
+        moved = np.zeros(len(index.files), dtype=bool)
+        moved[list(node_moves)] = True
+        remapped: dict[int, np.ndarray | None] = {}
+        for file_id in index.callers_of(node_moves) - touched_files:
             edges = index.calls[file_id]
-            into = np.flatnonzero(np.isin(edges[:, 2], moved))
+            into = np.flatnonzero(moved[edges[:, 2]])
             if into.size:
                 edges = edges.copy()
                 for row in into.tolist():
                     edges[row, 3] = node_moves[int(edges[row, 2])][edges[row, 3]]
-                index.calls[file_id] = edges
+                remapped[file_id] = edges
+        index.replace_calls(remapped)
         affected = with_calls(touched_files)
     else:
         affected = with_calls(touched_files | resolver.dependents(touched_files, removed_modules))
-        touched = np.asarray(sorted(touched_files), dtype=np.int64)
-        every_call = index.all_calls()
-        affected.update(np.unique(every_call[np.isin(every_call[:, 2], touched), 0]).tolist())
-    for file_id in affected:
-        index.calls[file_id] = call_array(resolver.resolve_file(file_id))
+        affected.update(index.callers_of(touched_files))
+    index.replace_calls({file_id: call_array(resolver.resolve_file(file_id)) for file_id in affected})
 
     # -- W: rows of the new fragments, mirrored into the rows they enter -----------------------
     thresholds = np.concatenate([index.thresholds, np.full(n_added, config.relations.relation_cutoff)])

@@ -176,9 +176,9 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
         if prune_own_file and source < n_syntax:
             file_id = int(np.searchsorted(graph.node_offset, source, side="right") - 1)
             first, end = int(graph.node_offset[file_id]), int(graph.node_offset[file_id + 1])
-        count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), 0, dist, settled, stamp,
-                                 heap_cost, heap_node, reached, first, end, exit_cost, queued_cost, queue_cost,
-                                 queue_node, True)
+        count = bounded_dijkstra(indptr[:-1], indptr[1:], indices, costs, source, cost_limit(cutoff), 0, dist,
+                                 settled, stamp, heap_cost, heap_node, reached, first, end, exit_cost, 0,
+                                 queued_cost, queue_cost, queue_node, True)
         fast = {key(int(node)): math.exp(-dist[node]) for node in reached[:count]}
         expected = slow[key(source)]
         if first < end:
@@ -222,9 +222,9 @@ def test_a_capped_search_keeps_whole_cost_levels(synthetic_repo, max_reach):
             for distinct_neighbours in (False, True):
                 stamp += 1
                 dist, settled, reached = scratch
-                count = bounded_dijkstra(indptr, indices, costs, source, cost_limit(cutoff), max_reach, dist,
-                                         settled, stamp, *heap, reached, 0, 0, np.zeros(n), queued_cost, *fifo,
-                                         distinct_neighbours)
+                count = bounded_dijkstra(indptr[:-1], indptr[1:], indices, costs, source, cost_limit(cutoff),
+                                         max_reach, dist, settled, stamp, *heap, reached, 0, 0, np.zeros(n), 0,
+                                         queued_cost, *fifo, distinct_neighbours)
                 kept.append({key(int(node)): math.exp(-dist[node]) for node in reached[:count]})
         assert all(k == kept[0] for k in kept[1:])
         expected = slow[key(source)]

@@ -1,0 +1,349 @@
+"""The code graph kept between edits, so an edit pays for what it changed and not for the repository.
+
+A whole graph (`graph.build_graph`) numbers every file's syntax nodes back to back: an edit that
+adds one node to a file shifts every later id, and rebuilding the edge list, the adjacency, the
+fragment table and the node -> fragment index cost Django ~25 of an edit's ~50 ms. Here ids are
+stable instead:
+
+- an edited file's nodes get new ids at the end of the numbering; its old ids are dead (no
+  edges, never reached) until the next rebuild;
+- a node whose edges change (the file node, call sites and called definitions) gets its row
+  written again at the end of the adjacency arrays, the old slots left unused;
+- fragments already have stable ids (new ones are appended), so the fragment table and the node
+  -> fragment index only grow by the new fragments' entries and the new nodes' rows.
+
+The graph it holds is `build_graph(deduplicate=False)` of the index as last synced, renumbered
+(a parity test compares the two edge for edge). Adding or removing a file, or enough dead nodes
+and unused slots, rebuilds it whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from repomem.config import GraphConfig
+from repomem.index.caller_map import CallerMap, rows_of
+from repomem.index.fragments import FragmentTable
+from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, step_cost
+from repomem.index.kernels import patch_rows
+from repomem.index.search_graph import SearchGraph, search_graph
+from repomem.languages.parsed import FileSyntax
+
+if TYPE_CHECKING:
+    from repomem.index.repo_index import RepoIndex
+
+# Rebuild whole once dead nodes pass this share of the ids, or unused slots this share of the
+# adjacency arrays: the searches' scratch is sized by ids, their heap by slots.
+REBUILD_DEAD_SHARE = 0.25
+REBUILD_UNUSED_SHARE = 0.5
+GROWTH = 1.5  # arrays grow to this multiple of what they must hold, so appends are amortised
+
+
+def _room(array: np.ndarray, needed: int) -> np.ndarray:
+    """`array` when it holds `needed` items, else a copy with room for GROWTH times as many."""
+    if array.shape[0] >= needed:
+        return array
+    bigger = np.zeros(int(needed * GROWTH) + 16, dtype=array.dtype)
+    bigger[: array.shape[0]] = array
+    return bigger
+
+
+@dataclass(frozen=True)
+class _Edges:
+    """Undirected edges (a, b, cost), int64 / int64 / float64, shape (n,) each."""
+
+    a: np.ndarray
+    b: np.ndarray
+    cost: np.ndarray
+
+    @staticmethod
+    def join(parts: list[_Edges]) -> _Edges:
+        if not parts:
+            return _Edges(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        return _Edges(*(np.concatenate(column) for column in zip(*((p.a, p.b, p.cost) for p in parts))))
+
+    def directed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Both directions as (node, other, cost), sorted by node (stable)."""
+        node = np.concatenate([self.a, self.b])
+        other = np.concatenate([self.b, self.a])
+        cost = np.concatenate([self.cost, self.cost])
+        order = np.argsort(node, kind="stable")
+        return node[order], other[order], cost[order]
+
+
+def _multiset_difference(old: np.ndarray, new: np.ndarray, moving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows of `old` are not in `new` and which of `new` not in `old`, counted with
+    multiplicity (bool masks): a row with an end in a `moving` file is never the same."""
+    old_moves = np.isin(old[:, 0], moving) | np.isin(old[:, 2], moving)
+    new_moves = np.isin(new[:, 0], moving) | np.isin(new[:, 2], moving)
+    if np.array_equal(old[~old_moves], new[~new_moves]):
+        # The usual edit: the other rows are the same rows in the same order (callers' rows into
+        # a changed file were rewritten, the rest copied), so no sort is needed.
+        return old_moves, new_moves
+    n_old = old.shape[0]
+    both = np.concatenate([old, new])
+    label = np.concatenate([np.zeros(n_old, np.int8), np.ones(new.shape[0], np.int8)])
+    order = np.lexsort((label, *both.T[::-1]))
+    ordered = both[order]
+    first = np.ones(ordered.shape[0], dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    group = np.cumsum(first) - 1
+    # Within a group the old rows come first: the k-th old row is matched when k < the new count.
+    is_old = label[order] == 0
+    n_groups = int(group[-1]) + 1 if group.size else 0
+    olds = np.bincount(group, weights=is_old.astype(np.float64), minlength=n_groups).astype(np.int64)
+    news = np.bincount(group, weights=(~is_old).astype(np.float64), minlength=n_groups).astype(np.int64)
+    rank = np.arange(ordered.shape[0]) - np.flatnonzero(first)[group]
+    matched = np.where(is_old, rank < news[group], rank - olds[group] < olds[group])
+    stays = np.zeros(both.shape[0], dtype=bool)
+    stays[order] = matched
+    differs = ~stays | np.concatenate([old_moves, new_moves])
+    return differs[:n_old], differs[n_old:]
+
+
+class EditGraph:
+    """The graph of `index` as of the last `sync`, with stable node ids (see the module's doc)."""
+
+    def __init__(self, index: RepoIndex) -> None:
+        graph = index.graph(deduplicate=False)
+        table = index.fragment_table(graph)
+        whole = search_graph(graph, table)
+        self.config: GraphConfig = index.config.graph
+        self.syntax: list[FileSyntax | None] = list(index.syntax)
+        self.calls: dict[int, np.ndarray] = dict(index.calls)
+        self.callers = CallerMap(self.calls)
+        # Files whose call rows the index replaced since the last sync (`RepoIndex.replace_calls`
+        # tells: the only way an index changes its call rows once built).
+        self.calls_replaced: set[int] = set()
+        # -- nodes (arrays by node id, `n_nodes` of them in use) --
+        self.n_nodes = graph.n_nodes
+        self.n_dead = 0
+        self.row_start = whole.row_start.copy()
+        self.row_end = whole.row_end.copy()
+        self.syntax_parent = graph.syntax_parent.copy()
+        self.dead = np.zeros(graph.n_nodes, dtype=bool)
+        # A node is a portal when it has a file-root or directory edge, or any call edge.
+        self.fixed_portal = np.zeros(graph.n_nodes, dtype=bool)
+        structural = (graph.edge_kind == FILE_ROOT) | (graph.edge_kind == DIRECTORY)
+        self.fixed_portal[graph.edge_a[structural]] = True
+        self.fixed_portal[graph.edge_b[structural]] = True
+        calls = graph.edge_kind == CALL
+        self.call_degree = (np.bincount(graph.edge_a[calls], minlength=graph.n_nodes)
+                            + np.bincount(graph.edge_b[calls], minlength=graph.n_nodes)).astype(np.int64)
+        self.portal = whole.portal.copy()
+        self.node_indptr = whole.node_indptr.copy()
+        self.node_frags, self.node_weights = whole.node_frags, whole.node_weights
+        self.n_node_entries = int(whole.node_frags.shape[0])
+        # -- adjacency slots --
+        self.indices, self.costs = whole.indices, whole.costs
+        self.n_slots = whole.n_slots
+        self.unused_slots = 0
+        # -- files --
+        self.block_start = graph.node_offset[:-1].copy()
+        self.block_end = graph.node_offset[1:].copy()
+        self.file_node = graph.file_node.copy()
+        # -- fragments (the table of every fragment id, `n_frags` of them) --
+        self.n_frags = table.size
+        self.frag_indptr = table.indptr.copy()
+        self.frag_nodes, self.frag_weights = table.nodes, table.weights
+        self.n_frag_entries = int(table.nodes.shape[0])
+        self.frag_totals = table.totals.copy()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def view(self) -> SearchGraph:
+        n = self.n_nodes
+        return SearchGraph(
+            n_nodes=n, row_start=self.row_start[:n], row_end=self.row_end[:n],
+            indices=self.indices, costs=self.costs, block_start=self.block_start, block_end=self.block_end,
+            syntax_parent=self.syntax_parent[:n], portal=self.portal[:n],
+            node_indptr=self.node_indptr[: n + 1], node_frags=self.node_frags, node_weights=self.node_weights,
+            distinct_edges=False, n_slots=self.n_slots,
+        )
+
+    def fragment_table(self, index: RepoIndex) -> FragmentTable:
+        n = self.n_frags
+        return FragmentTable(index.fragment_file, index.fragment_start, index.fragment_end,
+                             self.frag_indptr[: n + 1], self.frag_nodes[: self.n_frag_entries],
+                             self.frag_weights[: self.n_frag_entries], self.frag_totals[:n])
+
+    def follows(self, index: RepoIndex) -> bool:
+        """Whether `sync` may bring this graph to `index`: the same files (none added; a removed
+        one shows in `sync` as syntax gone), the same settings, and not so many dead nodes or
+        unused slots that a rebuild is due."""
+        return (index.config.graph == self.config and len(index.files) == len(self.syntax)
+                and self.n_dead <= REBUILD_DEAD_SHARE * self.n_nodes
+                and self.unused_slots <= REBUILD_UNUSED_SHARE * self.n_slots)
+
+    # -- syncing ---------------------------------------------------------------------------------
+
+    def sync(self, index: RepoIndex) -> bool:
+        """Bring the graph to `index` (its files' syntax and calls, its fragments); False when the
+        change is not one this graph can follow (then it must be rebuilt: see `follows`)."""
+        if not self.follows(index):
+            return False
+        # Which files changed: a new syntax object (an edit makes one; a removal leaves None).
+        now = np.fromiter(map(id, index.syntax), dtype=np.int64, count=len(index.syntax))
+        then = np.fromiter(map(id, self.syntax), dtype=np.int64, count=len(self.syntax))
+        changed = np.flatnonzero(now != then).tolist()
+        if any(index.syntax[f] is None or index.files[f] is None for f in changed):
+            return False
+        appended = sum(index.files[f].n_fragments for f in changed)  # type: ignore[union-attr]
+        if any(index.files[f].first_fragment < self.n_frags for f in changed) \
+                or self.n_frags + appended != index.n_fragments:  # type: ignore[union-attr]
+            return False
+        # Files whose call rows may differ: those the index said it replaced (`calls_replaced`),
+        # the changed files and their callers (whose rows point at nodes that moved).
+        recalled = self.calls_replaced | set(changed)
+        recalled.update(self.callers.callers_of(changed))
+        recalled_files = sorted(recalled)
+        old_rows = rows_of([self.calls.get(g) for g in recalled_files])
+        new_rows = rows_of([index.calls.get(g) for g in recalled_files])
+        # Calls that stay (same files and nodes, neither end in a changed file) stay in the rows.
+        moving = np.asarray(changed, dtype=np.int64)
+        old_go, new_come = _multiset_difference(old_rows, new_rows, moving)
+
+        # Edges that go, at the old ids; the changed files' old nodes then die, new ones come.
+        old_calls = self._call_edges(old_rows[old_go])
+        self._move_blocks(changed, index)
+        new_calls = self._call_edges(new_rows[new_come])
+        added = _Edges.join([*self._block_edges(changed, index), new_calls])
+        # An edge to a dead node goes with it (the node's row is swept): only edges between live
+        # nodes are listed to drop, but both ends' rows are patched.
+        both_live = ~(self.dead[old_calls.a] | self.dead[old_calls.b])
+        dropped = _Edges(old_calls.a[both_live], old_calls.b[both_live], old_calls.cost[both_live])
+        nodes = np.unique(np.concatenate([old_calls.a, old_calls.b, self.file_node[changed], added.a, added.b]))
+        nodes = nodes[~self.dead[nodes]]
+        if not self._patch(nodes, dropped, added):
+            return False
+        np.subtract.at(self.call_degree, old_calls.a, 1)
+        np.subtract.at(self.call_degree, old_calls.b, 1)
+        np.add.at(self.call_degree, new_calls.a, 1)
+        np.add.at(self.call_degree, new_calls.b, 1)
+        self.portal[nodes] = self.fixed_portal[nodes] | (self.call_degree[nodes] > 0)
+        self._append_fragments(sorted(changed, key=lambda f: index.files[f].first_fragment),  # type: ignore
+                               index)
+        self.callers.replace(old_rows, new_rows, len(self.syntax))
+        for g in recalled_files:
+            if g in index.calls:
+                self.calls[g] = index.calls[g]
+            else:
+                self.calls.pop(g, None)
+        for f in changed:
+            self.syntax[f] = index.syntax[f]
+        self.calls_replaced = set()
+        return True
+
+    def _call_edges(self, rows: np.ndarray) -> _Edges:
+        source, target, weight = call_edges(rows, self.block_start, self.config)
+        return _Edges(source, target, step_cost(weight))
+
+    def _move_blocks(self, changed: list[int], index: RepoIndex) -> None:
+        """Kill the changed files' nodes and give them new ones at the end of the ids."""
+        first = self.n_nodes
+        end = first + sum(index.syntax[f].n_nodes for f in changed)  # type: ignore[union-attr]
+        for name in ("row_start", "row_end", "syntax_parent", "dead", "fixed_portal", "call_degree", "portal"):
+            setattr(self, name, _room(getattr(self, name), end))
+        self.node_indptr = _room(self.node_indptr, end + 1)
+        at = first
+        for f in changed:
+            old_first, old_end = int(self.block_start[f]), int(self.block_end[f])
+            self.dead[old_first:old_end] = True
+            self.unused_slots += int((self.row_end[old_first:old_end] - self.row_start[old_first:old_end]).sum())
+            self.row_end[old_first:old_end] = self.row_start[old_first:old_end]
+            self.portal[old_first:old_end] = False
+            self.n_dead += old_end - old_first
+            syntax = index.syntax[f]
+            assert syntax is not None
+            n = syntax.n_nodes
+            parent = syntax.parent.astype(np.int64)
+            self.syntax_parent[at : at + n] = np.where(parent >= 0, parent + at, -1)
+            self.dead[at : at + n] = False
+            self.fixed_portal[at : at + n] = False
+            self.fixed_portal[at] = n > 0  # the file-root edge
+            self.call_degree[at : at + n] = 0
+            self.portal[at : at + n] = False
+            self.row_start[at : at + n] = 0
+            self.row_end[at : at + n] = 0
+            self.block_start[f], self.block_end[f] = at, at + n
+            at += n
+        self.n_nodes = end
+
+    def _block_edges(self, changed: list[int], index: RepoIndex) -> list[_Edges]:
+        """The new nodes' syntax edges (child -> kept parent) and file-root edges."""
+        syntax_cost = step_cost(self.config.syntax_weight)
+        root_cost = step_cost(self.config.file_root_weight)
+        out = []
+        for f in changed:
+            syntax = index.syntax[f]
+            assert syntax is not None
+            at = int(self.block_start[f])
+            child = at + np.arange(1, syntax.n_nodes, dtype=np.int64)
+            parent = at + syntax.parent[1:].astype(np.int64)
+            out.append(_Edges(child, parent, np.full(child.shape[0], syntax_cost)))
+            if syntax.n_nodes:
+                out.append(_Edges(self.file_node[[f]], np.asarray([at], dtype=np.int64), np.full(1, root_cost)))
+        return out
+
+    def _patch(self, nodes: np.ndarray, dropped: _Edges, added: _Edges) -> bool:
+        drop_node, drop_other, drop_cost = dropped.directed()
+        add_node, add_other, add_cost = added.directed()
+        # Every listed node is among `nodes` (the touched live nodes): each one's entries are the
+        # run between two consecutive positions.
+        drop_first = np.searchsorted(drop_node, np.append(nodes, self.n_nodes), side="left")
+        add_first = np.searchsorted(add_node, np.append(nodes, self.n_nodes), side="left")
+        # Room for the worst case: every touched row moves to the end.
+        needed = self.n_slots + int((self.row_end[nodes] - self.row_start[nodes]).sum()) + add_node.shape[0]
+        self.indices = _room(self.indices, needed)
+        self.costs = _room(self.costs, needed)
+        self.n_slots, unmatched, unused = patch_rows(
+            self.row_start, self.row_end, self.indices, self.costs, self.n_slots, self.dead, nodes,
+            drop_first, drop_other, drop_cost, add_first, add_other, add_cost)
+        self.unused_slots += unused
+        return unmatched == 0
+
+    def _append_fragments(self, files: list[int], index: RepoIndex) -> None:
+        """The new fragments' rows of the fragment table and the new nodes' rows of the node ->
+        fragment index (both only grow: fragment ids and the new node ids are above all others)."""
+        parts = []
+        for f in files:
+            record, fragments = index.files[f], index.file_fragments[f]
+            assert record is not None and fragments is not None
+            parts.append((fragments.cover_window.astype(np.int64) + record.first_fragment,
+                          fragments.cover_node.astype(np.int64) + self.block_start[f],
+                          fragments.cover_weight.astype(np.float64)))
+        if parts:
+            fragment, node, weight = (np.concatenate(column) for column in zip(*parts))
+        else:
+            fragment, node, weight = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        order = np.argsort(fragment, kind="stable")
+        fragment, node, weight = fragment[order], node[order], weight[order]
+        n_old, n_new = self.n_frags, index.n_fragments
+        counts = np.bincount(fragment - n_old, minlength=n_new - n_old)
+        self.frag_indptr = _room(self.frag_indptr, n_new + 1)
+        self.frag_indptr[n_old + 1 : n_new + 1] = self.frag_indptr[n_old] + np.cumsum(counts)
+        self.frag_totals = _room(self.frag_totals, n_new)
+        self.frag_totals[n_old:n_new] = np.bincount(fragment - n_old, weights=weight, minlength=n_new - n_old)
+        entries = self.n_frag_entries + fragment.shape[0]
+        self.frag_nodes = _room(self.frag_nodes, entries)
+        self.frag_weights = _room(self.frag_weights, entries)
+        self.frag_nodes[self.n_frag_entries : entries] = node
+        self.frag_weights[self.n_frag_entries : entries] = weight
+        self.n_frag_entries = entries
+        self.n_frags = n_new
+        # Node-major, fragments in order within a node (as `invert_incidence`). The new nodes are
+        # the files' blocks, at the end of the ids.
+        first = int(self.block_start[files].min()) if files else self.n_nodes
+        end = self.n_nodes
+        by_node = np.argsort(node, kind="stable")
+        counts = np.bincount(node - first, minlength=end - first)
+        self.node_indptr[first + 1 : end + 1] = self.node_indptr[first] + np.cumsum(counts)
+        entries = self.n_node_entries + node.shape[0]
+        self.node_frags = _room(self.node_frags, entries)
+        self.node_weights = _room(self.node_weights, entries)
+        self.node_frags[self.n_node_entries : entries] = fragment[by_node]
+        self.node_weights[self.n_node_entries : entries] = weight[by_node]
+        self.n_node_entries = entries

@@ -1,0 +1,202 @@
+"""The graph kept between edits (stable node ids) against the graph built whole from the same index."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repomem.config import Config, with_overrides
+from repomem.index.caller_map import CallerMap
+from repomem.index.edit_graph import EditGraph
+from repomem.index.graph import build_graph
+from repomem.index.relations import node_fragment_index, relation_entries
+from repomem.index.repo_index import RepoIndex, apply_changes
+from repomem.index.scan import SourceFile, content_digest
+from tests.parity.test_parity import EXACT, node_key_for, open_index
+
+
+def edit_file(index: RepoIndex, root: Path, path: str, text: str) -> list[int]:
+    (root / path).write_text(text, encoding="utf-8")
+    source = SourceFile(path, "python", text, content_digest(text.encode()), len(text.encode()), 1)
+    return apply_changes(index, [source], [])
+
+
+def edit_graph_keys(edit: EditGraph, index: RepoIndex, build_directories: tuple[str, ...], dir_base: int):
+    """Node id -> the key `node_key_for` gives the same node in a whole graph (dead ids: None)."""
+    key: dict[int, tuple] = {}
+    for f, record in enumerate(index.files):
+        if record is None:
+            continue
+        for node in range(int(edit.block_start[f]), int(edit.block_end[f])):
+            key[node] = ("syntax", f, node - int(edit.block_start[f]))
+        key[int(edit.file_node[f])] = ("file", f)
+    for offset, name in enumerate(build_directories):
+        key[dir_base + offset] = ("dir", name)
+    return key
+
+
+def assert_same_graph(index: RepoIndex, build_directories: tuple[str, ...], dir_base: int) -> None:
+    edit = index._edit_graph
+    assert edit is not None
+    whole = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
+    whole_key = node_key_for(whole)
+    ours_key = edit_graph_keys(edit, index, build_directories, dir_base)
+
+    # Edges: every live row's entries (inf = a freed slot) against both directions of each edge.
+    expected = Counter()
+    for a, b, cost in zip(whole.edge_a.tolist(), whole.edge_b.tolist(), whole.edge_cost.tolist()):
+        expected[(whole_key(a), whole_key(b), cost)] += 1
+        expected[(whole_key(b), whole_key(a), cost)] += 1
+    ours = Counter()
+    covered = freed = 0
+    for node in range(edit.n_nodes):
+        start, end = int(edit.row_start[node]), int(edit.row_end[node])
+        covered += end - start
+        if edit.dead[node]:
+            assert start == end
+            continue
+        for slot in range(start, end):
+            cost = float(edit.costs[slot])
+            if cost == np.inf:
+                freed += 1
+                continue
+            other = int(edit.indices[slot])
+            assert not edit.dead[other]
+            ours[(ours_key[node], ours_key[other], cost)] += 1
+    assert ours == expected
+    assert edit.unused_slots == edit.n_slots - covered + freed
+
+    # Portals, syntax parents and the node -> fragment rows of every live syntax node.
+    whole_portal = whole.portals()
+    for f, record in enumerate(index.files):
+        if record is None:
+            continue
+        first, end = int(edit.block_start[f]), int(edit.block_end[f])
+        offset = int(whole.node_offset[f])
+        assert end - first == int(whole.node_offset[f + 1]) - offset
+        np.testing.assert_array_equal(edit.portal[first:end], whole_portal[offset : offset + end - first])
+        parents = edit.syntax_parent[first:end]
+        np.testing.assert_array_equal(np.where(parents >= 0, parents - first, -1),
+                                      np.where(whole.syntax_parent[offset : offset + end - first] >= 0,
+                                               whole.syntax_parent[offset : offset + end - first] - offset, -1))
+    table = index.fragment_table(whole)
+    ours_table = edit.fragment_table(index)
+    for fragment in np.flatnonzero(index.live).tolist():
+        a, b = table.indptr[fragment], table.indptr[fragment + 1]
+        c, d = ours_table.indptr[fragment], ours_table.indptr[fragment + 1]
+        want = [whole_key(n) for n in table.nodes[a:b].tolist()]
+        assert want == [ours_key[n] for n in ours_table.nodes[c:d].tolist()]
+        np.testing.assert_array_equal(table.weights[a:b], ours_table.weights[c:d])
+        assert table.totals[fragment] == ours_table.totals[fragment]
+    view = edit.view()
+    node_indptr, node_frags, _ = node_fragment_index(table, whole.n_nodes)
+    for node, node_key in ours_key.items():
+        if node_key[0] == "syntax":
+            whole_node = int(whole.node_offset[node_key[1]]) + node_key[2]
+            got = view.node_frags[view.node_indptr[node] : view.node_indptr[node + 1]].tolist()
+            assert got == node_frags[node_indptr[whole_node] : node_indptr[whole_node + 1]].tolist()
+
+
+@pytest.mark.parametrize("same_file_weight", [0.0, 0.5])
+def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file_weight):
+    """A run of edits (a body edit that moves called definitions, a new function with new calls
+    and a new import, the same file twice, calls removed) syncs the kept graph, never rebuilding
+    it; after each, its live edges, portals, parents and fragment rows are the whole graph's, and
+    the new fragments' relation rows searched on it equal those searched on the whole graph."""
+    config = with_overrides(Config(), graph=EXACT["graph"],
+                            relations={**EXACT["relations"], "same_file_weight": same_file_weight})
+    index = open_index(synthetic_repo, config)
+    callers = CallerMap(index.calls)
+    paths = [r.path for r in index.files if r is not None and r.path.endswith(".py") and "mod" in r.path]
+    most_called = max(paths, key=lambda p: len(callers.callers_of([index.file_id(p)])))
+    assert callers.callers_of([index.file_id(most_called)])
+    caller = sorted(p for p in paths if p != most_called)[-1]
+    texts = {p: (synthetic_repo / p).read_text(encoding="utf-8") for p in paths}
+    module = most_called[:-3].replace("/", ".")
+    thing = "Thing" + most_called.rsplit("mod", 1)[1][:-3]
+
+    edits = [
+        (most_called, texts[most_called].replace("        self.value = value",
+                                                 "        self.value = value\n        self.extra = [value]\n"
+                                                 "        self.more = len(self.extra)", 1)),
+        (caller, texts[caller] + f"\n\nfrom {module} import {thing}\n\n"
+                                 f"def brand_new(q):\n    return {thing}(q).grow(q) + brand_new(q - 1)\n"),
+        (most_called, texts[most_called].replace("    def shrink(self, amount):",
+                                                 "    def shrink(self, amount):\n        amount = abs(amount)", 1)),
+        (caller, texts[caller].replace("func", "renamed_func")),
+    ]
+    edit = None
+    for path, text in edits:
+        assert text != (synthetic_repo / path).read_text(encoding="utf-8")
+        added = edit_file(index, synthetic_repo, path, text)
+        if edit is None:
+            edit = index._edit_graph
+            build = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
+            # The first edit built it; its directory nodes keep the ids they had then.
+            directories = build.directories
+            dir_base = int(edit.file_node.max()) + 1
+        assert index._edit_graph is edit  # synced, not rebuilt
+        assert_same_graph(index, directories, dir_base)
+        rows = np.asarray(added, dtype=np.int64)
+        whole = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
+        expected = relation_entries(rows, index.fragment_table(whole), whole, index.live, config.graph,
+                                    config.relations, keep=0)
+        got = relation_entries(rows, edit.fragment_table(index), edit.view(), index.live, config.graph,
+                               config.relations, keep=0)
+        assert expected[0].shape[0] > 0
+        want = {(r, c): v for r, c, v in zip(*(a.tolist() for a in expected[:3]))}
+        have = {(r, c): v for r, c, v in zip(*(a.tolist() for a in got[:3]))}
+        assert have.keys() == want.keys()
+        for pair, value in want.items():
+            assert have[pair] == pytest.approx(value, rel=1e-12, abs=0)
+    assert edit.n_dead > 0 and edit.unused_slots > 0
+
+    # Removing a file is not followed: the next edit builds the graph again, which matches too.
+    apply_changes(index, [], [caller])
+    edit_file(index, synthetic_repo, most_called, texts[most_called] + "\n\nX = 1\n")
+    assert index._edit_graph is not edit and index._edit_graph is not None
+    rebuilt = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
+    assert_same_graph(index, rebuilt.directories, int(index._edit_graph.file_node.max()) + 1)
+
+
+def test_the_caller_map_follows_replaced_calls(synthetic_repo):
+    """The index's map of who calls into each file, kept through edits, is the one made afresh."""
+    index = open_index(synthetic_repo, Config())
+    paths = sorted(r.path for r in index.files if r is not None and "mod" in r.path)
+    index.callers_of([0])  # made now, then kept current
+    for number, path in enumerate(paths[:4]):
+        text = (synthetic_repo / path).read_text(encoding="utf-8")
+        text = text.replace("func", f"f{number}_") if number % 2 else text + "\n\nY = 2\n"
+        edit_file(index, synthetic_repo, path, text)
+    fresh = CallerMap(index.calls)
+    for file_id in range(len(index.files)):
+        assert index.callers_of([file_id]) == fresh.callers_of([file_id])
+
+
+def test_calls_between_unchanged_files_that_resolve_elsewhere_are_dropped(tmp_path):
+    """A re-export that changes where a name comes from changes the calls of a file that was not
+    edited, between two files that were not edited either: that edge goes and the new one comes."""
+    files = {
+        "a.py": "def helper(x):\n    return x\n",
+        "b.py": "def helper(x):\n    return x * 2\n",
+        "reexport.py": "from a import helper\n",
+        "user.py": "from reexport import helper\n\n\ndef use(q):\n    return helper(q) + helper(q + 1)\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    config = with_overrides(Config(), graph=EXACT["graph"], relations=EXACT["relations"])
+    index = open_index(tmp_path, config)
+    targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
+    assert targets == {"a.py"}
+    edit_file(index, tmp_path, "a.py", files["a.py"] + "\n\ndef other():\n    return helper(1)\n")
+    edit = index._edit_graph
+    assert edit is not None
+    whole = build_graph(index.syntax, index.all_calls(), config.graph, deduplicate=False)
+    directories, dir_base = whole.directories, int(edit.file_node.max()) + 1
+    edit_file(index, tmp_path, "reexport.py", "from b import helper\n")
+    targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
+    assert targets == {"b.py"} and index._edit_graph is edit
+    assert_same_graph(index, directories, dir_base)
