@@ -474,25 +474,57 @@ def relation_rows(
     each row's entry bar: the smallest kept value when the row is full (`keep` entries or more),
     else `cutoff`.
 
+    Three steps, which a caller may also run apart (an edit's searches on two threads):
+    `number_starts`, `search_bands` over the starts, `assemble_rows`.
+
     Scratch (see `relation_scratch`; one set per thread, reused across calls, so a cold build
     neither re-allocates nor re-faults graph-sized arrays per chunk): `dist`, `settled`,
     `reached`, `source_slot` by graph node, `heap_cost`/`heap_node`, `queue_cost`/`queue_node`,
     `acc`, `touched`, `is_touched`, `row_cols`, `row_vals` by fragment, and `stamp_box` (shape
     (1,)), the last search stamp used in `settled`. A call leaves them ready for the next one.
     """
-    stamp = stamp_box[0]
     # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
     # (> 0), so they are not collected: in big files most of a search stays in its own file.
     skip_own_file = same_file_weight == 0.0
-    # Budgets: a node k of a row counts the nodes its start reached within limit - offset(k). The
-    # offsets are whole numbers of syntax steps (tree_anchors), so a chunk has a handful of
-    # distinct budgets (Django: at most 7). `budgets` holds them in descending order, the first
-    # always `limit`; a reached node's band is the last budget its cost is still within.
+    starts, start_file, budgets, most_slots = number_starts(
+        rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit, source_slot)
+    band_first = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
+    band_end = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
+    pair_frag, pair_value, ok = search_bands(
+        np.arange(starts.shape[0]), starts, start_file, budgets, node_indptr, node_frags, node_weights, live,
+        row_start, row_end, indices, costs, queued_cost, limit, max_settled, distinct_neighbours, frag_file,
+        skip_own_file, block_start, block_end, span_first, exit_cost, dist, settled, reached, heap_cost, heap_node,
+        queue_cost, queue_node, acc, touched, is_touched, stamp_box, band_first, band_end)
+    if not ok:
+        source_slot[starts] = -1
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.float64),
+                False)
+    out_row, out_col, out_val, bars = assemble_rows(
+        rows, frag_indptr, frag_nodes, frag_weights, frag_totals, frag_file, same_file_weight, limit, cutoff, keep,
+        span_first, anchor, anchor_cost, source_slot, budgets, most_slots, band_first, band_end, pair_frag,
+        pair_value, acc, touched, is_touched, row_cols, row_vals)
+    source_slot[starts] = -1
+    return out_row, out_col, out_val, bars, True
+
+
+@njit(cache=True, nogil=True)
+def number_starts(rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit,
+                  source_slot):
+    """The distinct search starts of `rows` (see `relation_rows`), numbered in `source_slot` (by
+    graph node, -1 everywhere on entry; the caller sets the starts back to -1 when done).
+
+    Returns (start nodes by number, int64; the file of each, whose nodes its search prunes;
+    the distinct budgets, descending, the first `limit`; the most nodes any row has).
+    Budgets: a node k of a row counts the nodes its start reached within limit - offset(k). The
+    offsets are whole numbers of syntax steps (tree_anchors), so a chunk has a handful of
+    distinct budgets (Django: at most 7); a reached node's band is the last budget its cost is
+    still within.
+    """
     budgets = np.empty(8, dtype=np.float64)
     budgets[0] = limit
     n_budgets = 1
-    # Search starts of this call: source_slot is -1 everywhere on entry; the starts this call
-    # numbers are reset before it returns.
+    starts = np.empty(64, dtype=np.int64)
+    start_file = np.empty(64, dtype=np.int64)
     n_sources = 0
     most_slots = 0
     for r in range(rows.shape[0]):
@@ -503,86 +535,108 @@ def relation_rows(
             start = anchor[node - span_first] if skip_own_file else node
             if source_slot[start] < 0:
                 source_slot[start] = n_sources
+                if n_sources == starts.shape[0]:
+                    starts = _grow(starts, 2 * n_sources)
+                    start_file = _grow(start_file, 2 * n_sources)
+                starts[n_sources] = start
+                start_file[n_sources] = frag_file[i]  # a start is a node of its row's file
                 n_sources += 1
             offset = anchor_cost[node - span_first] if skip_own_file else 0.0
             if offset <= limit:
                 n_budgets = _add_budget(budgets, n_budgets, limit - offset)
                 if n_budgets > budgets.shape[0] - 1:
                     budgets = _grow(budgets, 2 * budgets.shape[0])
-    # Per start and band: the reached other-file fragments j with sum_l len_l Dis(start, l) over
-    # the start's reached nodes l of j in that band, as slices of (pair_frag, pair_value). Summed
-    # per fragment while the search's nodes are walked (in cost order, so bands come one after
-    # the other): neighbouring statements share windows, so this is a fraction of the
-    # (node, fragment) pairs it replaces, which two rows then read again (Django: 6.6 of 12.3
-    # CPU-seconds were those pairs).
-    band_first = np.zeros((n_sources, n_budgets), dtype=np.int64)
-    band_end = np.zeros((n_sources, n_budgets), dtype=np.int64)
+    return starts[:n_sources].copy(), start_file[:n_sources].copy(), budgets[:n_budgets].copy(), most_slots
+
+
+@njit(cache=True, nogil=True)
+def search_bands(which, starts, start_file, budgets, node_indptr, node_frags, node_weights, live,
+                 row_start, row_end, indices, costs, queued_cost, limit, max_settled, distinct_neighbours, frag_file,
+                 skip_own_file, block_start, block_end, span_first, exit_cost, dist, settled, reached, heap_cost,
+                 heap_node, queue_cost, queue_node, acc, touched, is_touched, stamp_box, band_first, band_end):
+    """Search from starts[k] for each k in `which` and sum what each reaches per fragment and band.
+
+    Per start and band: the reached other-file fragments j with sum_l len_l Dis(start, l) over
+    the start's reached nodes l of j in that band, as the slice band_first[k, b]:band_end[k, b]
+    of the returned (pair_frag, pair_value). Summed per fragment while the search's nodes are
+    walked (in cost order, so bands come one after the other): neighbouring statements share
+    windows, so this is a fraction of the (node, fragment) pairs it replaces, which two rows then
+    read again (Django: 6.6 of 12.3 CPU-seconds were those pairs). Writes only rows `which` of
+    band_first/band_end, so callers may search disjoint sets of starts on several threads, each
+    with its own scratch. Returns (pair_frag, pair_value, ok); ok is False when the heap was too
+    small.
+    """
+    stamp = stamp_box[0]
+    n_budgets = budgets.shape[0]
     pair_capacity = 1024
     pair_frag = np.empty(pair_capacity, dtype=np.int32)  # fragment ids: half the bytes
     pair_value = np.empty(pair_capacity, dtype=np.float64)
     n_pairs = 0
-    done = np.zeros(n_sources, dtype=np.bool_)
-    for r in range(rows.shape[0]):
-        i = rows[r]
-        own_file = frag_file[i]
-        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            start = anchor[frag_nodes[slot] - span_first] if skip_own_file else frag_nodes[slot]
-            k = source_slot[start]
-            if done[k]:
-                continue
-            done[k] = True
-            stamp += 1
-            prune_first = block_start[own_file] if skip_own_file else 0
-            prune_end = block_end[own_file] if skip_own_file else 0
-            n_reached = bounded_dijkstra(
-                row_start, row_end, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
-                heap_node, reached, prune_first, prune_end, exit_cost, span_first, queued_cost, queue_cost,
-                queue_node, distinct_neighbours,
-            )
-            if n_reached < 0:
-                _release_sources(rows, frag_indptr, frag_nodes, anchor, span_first, skip_own_file, source_slot)
-                stamp_box[0] = stamp
-                return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
-                        np.zeros(0, np.float64), False)
-            # Nodes settle in cost order and whole levels share a cost: exp once per level (4% of
-            # a cold build's relation rows), the same value as per node.
-            level_cost = -1.0
-            strength = 0.0
-            band = n_budgets - 1
-            n_touched = 0
-            for t in range(n_reached):  # settling order: costs ascending
-                node = reached[t]
-                if prune_first <= node < prune_end:
-                    continue  # the source's own file: its fragments are all own-file pairs
-                cost = dist[node]
-                if cost != level_cost:
-                    level_cost = cost
-                    strength = np.exp(-cost)
-                    if cost > budgets[band]:
-                        # Costs only grow: the band's sums are complete.
-                        n_pairs, pair_frag, pair_value = _flush_band(
-                            acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
-                        band_first[k, band] = n_pairs - n_touched
-                        band_end[k, band] = n_pairs
-                        n_touched = 0
-                        while band >= 0 and cost > budgets[band]:
-                            band -= 1
-                        if band < 0:
-                            break  # beyond every budget (no node of these rows has `limit`)
-                for s in range(node_indptr[node], node_indptr[node + 1]):
-                    j = node_frags[s]
-                    if not live[j] or (skip_own_file and frag_file[j] == own_file):
-                        continue
-                    if not is_touched[j]:
-                        is_touched[j] = True
-                        touched[n_touched] = j
-                        n_touched += 1
-                    acc[j] += node_weights[s] * strength
-            if band >= 0:
-                n_pairs, pair_frag, pair_value = _flush_band(
-                    acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
-                band_first[k, band] = n_pairs - n_touched
-                band_end[k, band] = n_pairs
+    for at in range(which.shape[0]):
+        k = which[at]
+        start = starts[k]
+        own_file = start_file[k]
+        stamp += 1
+        prune_first = block_start[own_file] if skip_own_file else 0
+        prune_end = block_end[own_file] if skip_own_file else 0
+        n_reached = bounded_dijkstra(
+            row_start, row_end, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
+            heap_node, reached, prune_first, prune_end, exit_cost, span_first, queued_cost, queue_cost,
+            queue_node, distinct_neighbours,
+        )
+        if n_reached < 0:
+            stamp_box[0] = stamp
+            return pair_frag[:0].copy(), pair_value[:0].copy(), False
+        # Nodes settle in cost order and whole levels share a cost: exp once per level (4% of
+        # a cold build's relation rows), the same value as per node.
+        level_cost = -1.0
+        strength = 0.0
+        band = n_budgets - 1
+        n_touched = 0
+        for t in range(n_reached):  # settling order: costs ascending
+            node = reached[t]
+            if prune_first <= node < prune_end:
+                continue  # the source's own file: its fragments are all own-file pairs
+            cost = dist[node]
+            if cost != level_cost:
+                level_cost = cost
+                strength = np.exp(-cost)
+                if cost > budgets[band]:
+                    # Costs only grow: the band's sums are complete.
+                    n_pairs, pair_frag, pair_value = _flush_band(
+                        acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
+                    band_first[k, band] = n_pairs - n_touched
+                    band_end[k, band] = n_pairs
+                    n_touched = 0
+                    while band >= 0 and cost > budgets[band]:
+                        band -= 1
+                    if band < 0:
+                        break  # beyond every budget (no node of these rows has `limit`)
+            for s in range(node_indptr[node], node_indptr[node + 1]):
+                j = node_frags[s]
+                if not live[j] or (skip_own_file and frag_file[j] == own_file):
+                    continue
+                if not is_touched[j]:
+                    is_touched[j] = True
+                    touched[n_touched] = j
+                    n_touched += 1
+                acc[j] += node_weights[s] * strength
+        if band >= 0:
+            n_pairs, pair_frag, pair_value = _flush_band(
+                acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
+            band_first[k, band] = n_pairs - n_touched
+            band_end[k, band] = n_pairs
+    stamp_box[0] = stamp
+    return pair_frag[:n_pairs].copy(), pair_value[:n_pairs].copy(), True
+
+
+@njit(cache=True, nogil=True)
+def assemble_rows(rows, frag_indptr, frag_nodes, frag_weights, frag_totals, frag_file, same_file_weight, limit,
+                  cutoff, keep, span_first, anchor, anchor_cost, source_slot, budgets, most_slots, band_first,
+                  band_end, pair_frag, pair_value, acc, touched, is_touched, row_cols, row_vals):
+    """The rows of W from the starts' band sums (see `relation_rows`): (row, col, value, bars)."""
+    skip_own_file = same_file_weight == 0.0
+    n_budgets = budgets.shape[0]
     capacity = 1024
     out_row = np.empty(capacity, dtype=np.int64)
     out_col = np.empty(capacity, dtype=np.int64)
@@ -675,9 +729,7 @@ def relation_rows(
                 out_col[count] = row_cols[t]
                 out_val[count] = row_vals[t]
                 count += 1
-    _release_sources(rows, frag_indptr, frag_nodes, anchor, span_first, skip_own_file, source_slot)
-    stamp_box[0] = stamp
-    return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars, True
+    return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars
 
 
 @njit(cache=True, nogil=True)
@@ -710,16 +762,6 @@ def _flush_band(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pa
         acc[j] = 0.0
         is_touched[j] = False
     return n_pairs, pair_frag, pair_value
-
-
-@njit(cache=True, nogil=True)
-def _release_sources(rows, frag_indptr, frag_nodes, anchor, span_first, skip_own_file, source_slot):
-    """Set source_slot back to -1 at every search start of `rows`."""
-    for r in range(rows.shape[0]):
-        i = rows[r]
-        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
-            node = frag_nodes[slot]
-            source_slot[anchor[node - span_first] if skip_own_file else node] = -1
 
 
 def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> tuple[np.ndarray, ...]:

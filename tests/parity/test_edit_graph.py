@@ -200,3 +200,27 @@ def test_calls_between_unchanged_files_that_resolve_elsewhere_are_dropped(tmp_pa
     targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
     assert targets == {"b.py"} and index._edit_graph is edit
     assert_same_graph(index, directories, dir_base)
+
+
+@pytest.mark.parametrize("same_file_weight", [0.0, 0.5])
+def test_an_edits_searches_on_two_threads_give_what_one_thread_gives(synthetic_repo, same_file_weight):
+    """An edit's rows with their searches split between two threads (`relations.workers` 2) are
+    the one-thread rows bit for bit, and the split was taken (each thread's scratch was stamped)."""
+    import repomem.index.relations as relations
+
+    config = with_overrides(Config(), relations={"same_file_weight": same_file_weight, "workers": 2})
+    index = open_index(synthetic_repo, config)
+    path = sorted(r.path for r in index.files if r is not None and "mod" in r.path)[3]
+    text = (synthetic_repo / path).read_text(encoding="utf-8")
+    rows = np.asarray(edit_file(index, synthetic_repo, path, text + "\n\nZ = 3\n"), dtype=np.int64)
+    assert rows.shape[0] >= relations.TWO_THREAD_MIN_ROWS
+    edit = index._edit_graph
+    table, view = edit.fragment_table(index), edit.view()
+    stamps_before = int(relations._SECOND_EDIT_SCRATCH._buffers[-1][0])
+    two = relation_entries(rows, table, view, index.live, config.graph, config.relations)
+    assert int(relations._SECOND_EDIT_SCRATCH._buffers[-1][0]) > stamps_before
+    one_config = with_overrides(config, relations={"workers": 1})
+    one = relation_entries(rows, table, view, index.live, config.graph, one_config.relations)
+    assert one[0].shape[0] > 0
+    for ours, theirs in zip(two, one):
+        np.testing.assert_array_equal(ours, theirs)
