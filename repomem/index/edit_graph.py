@@ -263,7 +263,8 @@ class EditGraph:
             self.syntax_parent[at : at + n] = np.where(parent >= 0, parent + at, -1)
             self.dead[at : at + n] = False
             self.fixed_portal[at : at + n] = False
-            self.fixed_portal[at] = n > 0  # the file-root edge
+            if n:
+                self.fixed_portal[at] = True  # the file-root edge
             self.call_degree[at : at + n] = 0
             self.portal[at : at + n] = False
             self.row_start[at : at + n] = 0
