@@ -40,6 +40,14 @@ if TYPE_CHECKING:
 REBUILD_DEAD_SHARE = 0.25
 REBUILD_UNUSED_SHARE = 0.5
 GROWTH = 1.5  # arrays grow to this multiple of what they must hold, so appends are amortised
+BUILT_ROOM = 1.1  # a graph built whole holds this multiple of its size: dozens of edits before a growth
+
+
+def _with_room(array: np.ndarray) -> np.ndarray:
+    """A copy of `array` with room to grow (the first edits then append in place)."""
+    out = np.zeros(int(array.shape[0] * BUILT_ROOM) + 16, dtype=array.dtype)
+    out[: array.shape[0]] = array
+    return out
 
 
 def _room(array: np.ndarray, needed: int) -> np.ndarray:
@@ -121,24 +129,25 @@ class EditGraph:
         # -- nodes (arrays by node id, `n_nodes` of them in use) --
         self.n_nodes = graph.n_nodes
         self.n_dead = 0
-        self.row_start = whole.row_start.copy()
-        self.row_end = whole.row_end.copy()
-        self.syntax_parent = graph.syntax_parent.copy()
-        self.dead = np.zeros(graph.n_nodes, dtype=bool)
+        self.row_start = _with_room(whole.row_start)
+        self.row_end = _with_room(whole.row_end)
+        self.syntax_parent = _with_room(graph.syntax_parent)
+        self.dead = _with_room(np.zeros(graph.n_nodes, dtype=bool))
         # A node is a portal when it has a file-root or directory edge, or any call edge.
-        self.fixed_portal = np.zeros(graph.n_nodes, dtype=bool)
+        fixed_portal = np.zeros(graph.n_nodes, dtype=bool)
         structural = (graph.edge_kind == FILE_ROOT) | (graph.edge_kind == DIRECTORY)
-        self.fixed_portal[graph.edge_a[structural]] = True
-        self.fixed_portal[graph.edge_b[structural]] = True
+        fixed_portal[graph.edge_a[structural]] = True
+        fixed_portal[graph.edge_b[structural]] = True
+        self.fixed_portal = _with_room(fixed_portal)
         calls = graph.edge_kind == CALL
-        self.call_degree = (np.bincount(graph.edge_a[calls], minlength=graph.n_nodes)
-                            + np.bincount(graph.edge_b[calls], minlength=graph.n_nodes)).astype(np.int64)
-        self.portal = whole.portal.copy()
-        self.node_indptr = whole.node_indptr.copy()
-        self.node_frags, self.node_weights = whole.node_frags, whole.node_weights
+        self.call_degree = _with_room((np.bincount(graph.edge_a[calls], minlength=graph.n_nodes)
+                                       + np.bincount(graph.edge_b[calls], minlength=graph.n_nodes)).astype(np.int64))
+        self.portal = _with_room(whole.portal)
+        self.node_indptr = _with_room(whole.node_indptr)
+        self.node_frags, self.node_weights = _with_room(whole.node_frags), _with_room(whole.node_weights)
         self.n_node_entries = int(whole.node_frags.shape[0])
         # -- adjacency slots --
-        self.indices, self.costs = whole.indices, whole.costs
+        self.indices, self.costs = _with_room(whole.indices), _with_room(whole.costs)
         self.n_slots = whole.n_slots
         self.unused_slots = 0
         # -- files --
@@ -147,10 +156,10 @@ class EditGraph:
         self.file_node = graph.file_node.copy()
         # -- fragments (the table of every fragment id, `n_frags` of them) --
         self.n_frags = table.size
-        self.frag_indptr = table.indptr.copy()
-        self.frag_nodes, self.frag_weights = table.nodes, table.weights
+        self.frag_indptr = _with_room(table.indptr)
+        self.frag_nodes, self.frag_weights = _with_room(table.nodes), _with_room(table.weights)
         self.n_frag_entries = int(table.nodes.shape[0])
-        self.frag_totals = table.totals.copy()
+        self.frag_totals = _with_room(table.totals)
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -224,3 +224,24 @@ def test_an_edits_searches_on_two_threads_give_what_one_thread_gives(synthetic_r
     assert one[0].shape[0] > 0
     for ours, theirs in zip(two, one):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_prepared_index_edits_on_what_it_prepared_and_gives_the_same_index(synthetic_repo):
+    """`prepare_edits` (the language server runs it after loading) loads the structure and makes
+    the call tables and the kept graph; the first edit then uses them, and the index it leaves is
+    the one an unprepared index leaves after the same edit."""
+    open_index(synthetic_repo, Config())  # built and saved; the next two are loaded from disk
+    prepared, plain = open_index(synthetic_repo, Config()), open_index(synthetic_repo, Config())
+    assert prepared.structure_loader is not None and prepared._edit_graph is None
+    prepared.prepare_edits()
+    assert prepared.structure_loader is None and prepared._resolver is not None
+    edit = prepared._edit_graph
+    assert edit is not None
+    path = sorted(r.path for r in prepared.files if r is not None and "mod" in r.path)[2]
+    text = (synthetic_repo / path).read_text(encoding="utf-8") + "\n\ndef later(q):\n    return later(q)\n"
+    for index in (prepared, plain):
+        edit_file(index, synthetic_repo, path, text)
+    assert prepared._edit_graph is edit
+    for name in ("live", "thresholds", "rowsum", "df"):
+        np.testing.assert_array_equal(getattr(prepared, name), getattr(plain, name))
+    assert (prepared.relation_matrix() != plain.relation_matrix()).nnz == 0
