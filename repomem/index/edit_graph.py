@@ -12,9 +12,10 @@ stable instead:
 - fragments already have stable ids (new ones are appended), so the fragment table and the node
   -> fragment index only grow by the new fragments' entries and the new nodes' rows.
 
-The graph it holds is `build_graph(deduplicate=False)` of the index as last synced, renumbered
-(a parity test compares the two edge for edge). Adding or removing a file, or enough dead nodes
-and unused slots, rebuilds it whole.
+Files added or removed get or lose their file node and the folders only they kept, as
+`graph.directory_layout` would make them. The graph it holds is `build_graph(deduplicate=False)`
+of the index as last synced, renumbered (a parity test compares the two edge for edge). Enough
+dead nodes or unused slots rebuild it whole.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from repomem.config import GraphConfig
 from repomem.index.caller_map import CallerMap, rows_of
 from repomem.index.fragments import FragmentTable
-from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, step_cost
+from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, directory_chain, step_cost
 from repomem.index.kernels import patch_rows
 from repomem.index.search_graph import SearchGraph, search_graph
 from repomem.languages.parsed import FileSyntax
@@ -154,6 +155,14 @@ class EditGraph:
         self.block_start = graph.node_offset[:-1].copy()
         self.block_end = graph.node_offset[1:].copy()
         self.file_node = graph.file_node.copy()
+        self.paths: list[str | None] = [None if record is None else record.path for record in index.files]
+        # -- folders: each one's node, and how many present files lie under it (at 0 it goes) --
+        dir_base = int(graph.node_offset[-1]) + len(index.files)
+        self.dir_node = {name: dir_base + at for at, name in enumerate(graph.directories)}
+        self.dir_files: dict[str, int] = {}
+        for path in self.paths:
+            for folder in directory_chain(path) if path is not None else ():
+                self.dir_files[folder] = self.dir_files.get(folder, 0) + 1
         # -- fragments (the table of every fragment id, `n_frags` of them) --
         self.n_frags = table.size
         self.frag_indptr = _with_room(table.indptr)
@@ -180,10 +189,10 @@ class EditGraph:
                              self.frag_weights[: self.n_frag_entries], self.frag_totals[:n])
 
     def follows(self, index: RepoIndex) -> bool:
-        """Whether `sync` may bring this graph to `index`: the same files (none added; a removed
-        one shows in `sync` as syntax gone), the same settings, and not so many dead nodes or
-        unused slots that a rebuild is due."""
-        return (index.config.graph == self.config and len(index.files) == len(self.syntax)
+        """Whether `sync` may bring this graph to `index`: the same settings, file ids only added
+        (a removed file keeps its id, its syntax gone), and not so many dead nodes or unused
+        slots that a rebuild is due."""
+        return (index.config.graph == self.config and len(index.files) >= len(self.syntax)
                 and self.n_dead <= REBUILD_DEAD_SHARE * self.n_nodes
                 and self.unused_slots <= REBUILD_UNUSED_SHARE * self.n_slots)
 
@@ -194,37 +203,45 @@ class EditGraph:
         change is not one this graph can follow (then it must be rebuilt: see `follows`)."""
         if not self.follows(index):
             return False
-        # Which files changed: a new syntax object (an edit makes one; a removal leaves None).
+        self._add_file_ids(len(index.files))
+        # Which files changed: a new syntax object (an edit or a new file makes one; a removal
+        # leaves None).
         now = np.fromiter(map(id, index.syntax), dtype=np.int64, count=len(index.syntax))
         then = np.fromiter(map(id, self.syntax), dtype=np.int64, count=len(self.syntax))
-        changed = np.flatnonzero(now != then).tolist()
-        if any(index.syntax[f] is None or index.files[f] is None for f in changed):
+        touched_files = np.flatnonzero(now != then).tolist()
+        if any((index.syntax[f] is None) != (index.files[f] is None) for f in touched_files):
             return False
+        changed = [f for f in touched_files if index.syntax[f] is not None]  # edited or new
+        removed = [f for f in touched_files if index.syntax[f] is None]
         appended = sum(index.files[f].n_fragments for f in changed)  # type: ignore[union-attr]
         if any(index.files[f].first_fragment < self.n_frags for f in changed) \
                 or self.n_frags + appended != index.n_fragments:  # type: ignore[union-attr]
             return False
+        first_new_node = self.n_nodes
         # Files whose call rows may differ: those the index said it replaced (`calls_replaced`),
         # the changed files and their callers (whose rows point at nodes that moved).
-        recalled = self.calls_replaced | set(changed)
-        recalled.update(self.callers.callers_of(changed))
+        recalled = self.calls_replaced | set(touched_files)
+        recalled.update(self.callers.callers_of(touched_files))
         recalled_files = sorted(recalled)
         old_rows = rows_of([self.calls.get(g) for g in recalled_files])
         new_rows = rows_of([index.calls.get(g) for g in recalled_files])
         # Calls that stay (same files and nodes, neither end in a changed file) stay in the rows.
-        moving = np.asarray(changed, dtype=np.int64)
+        moving = np.asarray(touched_files, dtype=np.int64)
         old_go, new_come = _multiset_difference(old_rows, new_rows, moving)
 
         # Edges that go, at the old ids; the changed files' old nodes then die, new ones come.
         old_calls = self._call_edges(old_rows[old_go])
-        self._move_blocks(changed, index)
+        swept = self._remove_files(removed)  # live nodes that had an edge to a removed file's
+        structure = self._add_files([f for f in changed if self.file_node[f] < 0], index)
+        self._move_blocks(touched_files, index)
         new_calls = self._call_edges(new_rows[new_come])
-        added = _Edges.join([*self._block_edges(changed, index), new_calls])
+        added = _Edges.join([*self._block_edges(changed, index), *structure, new_calls])
         # An edge to a dead node goes with it (the node's row is swept): only edges between live
         # nodes are listed to drop, but both ends' rows are patched.
         both_live = ~(self.dead[old_calls.a] | self.dead[old_calls.b])
         dropped = _Edges(old_calls.a[both_live], old_calls.b[both_live], old_calls.cost[both_live])
-        nodes = np.unique(np.concatenate([old_calls.a, old_calls.b, self.file_node[changed], added.a, added.b]))
+        nodes = np.unique(np.concatenate([old_calls.a, old_calls.b, self.file_node[changed], swept,
+                                          added.a, added.b]))
         nodes = nodes[~self.dead[nodes]]
         if not self._patch(nodes, dropped, added):
             return False
@@ -234,14 +251,14 @@ class EditGraph:
         np.add.at(self.call_degree, new_calls.b, 1)
         self.portal[nodes] = self.fixed_portal[nodes] | (self.call_degree[nodes] > 0)
         self._append_fragments(sorted(changed, key=lambda f: index.files[f].first_fragment),  # type: ignore
-                               index)
+                               index, first_new_node)
         self.callers.replace(old_rows, new_rows, len(self.syntax))
         for g in recalled_files:
             if g in index.calls:
                 self.calls[g] = index.calls[g]
             else:
                 self.calls.pop(g, None)
-        for f in changed:
+        for f in touched_files:
             self.syntax[f] = index.syntax[f]
         self.calls_replaced = set()
         return True
@@ -251,36 +268,108 @@ class EditGraph:
         return _Edges(source, target, step_cost(weight))
 
     def _move_blocks(self, changed: list[int], index: RepoIndex) -> None:
-        """Kill the changed files' nodes and give them new ones at the end of the ids."""
-        first = self.n_nodes
-        end = first + sum(index.syntax[f].n_nodes for f in changed)  # type: ignore[union-attr]
-        for name in ("row_start", "row_end", "syntax_parent", "dead", "fixed_portal", "call_degree", "portal"):
-            setattr(self, name, _room(getattr(self, name), end))
-        self.node_indptr = _room(self.node_indptr, end + 1)
-        at = first
+        """Kill the changed files' nodes and give those still present new ones at the end."""
+        at = self._new_nodes(sum(0 if index.syntax[f] is None else index.syntax[f].n_nodes  # type: ignore
+                                 for f in changed))
         for f in changed:
             old_first, old_end = int(self.block_start[f]), int(self.block_end[f])
-            self.dead[old_first:old_end] = True
-            self.unused_slots += int((self.row_end[old_first:old_end] - self.row_start[old_first:old_end]).sum())
-            self.row_end[old_first:old_end] = self.row_start[old_first:old_end]
-            self.portal[old_first:old_end] = False
-            self.n_dead += old_end - old_first
+            self._kill(np.arange(old_first, old_end))
             syntax = index.syntax[f]
-            assert syntax is not None
+            if syntax is None:  # removed
+                self.block_start[f] = self.block_end[f] = 0
+                continue
             n = syntax.n_nodes
             parent = syntax.parent.astype(np.int64)
             self.syntax_parent[at : at + n] = np.where(parent >= 0, parent + at, -1)
-            self.dead[at : at + n] = False
-            self.fixed_portal[at : at + n] = False
             if n:
                 self.fixed_portal[at] = True  # the file-root edge
-            self.call_degree[at : at + n] = 0
-            self.portal[at : at + n] = False
-            self.row_start[at : at + n] = 0
-            self.row_end[at : at + n] = 0
             self.block_start[f], self.block_end[f] = at, at + n
             at += n
+
+    def _new_nodes(self, count: int) -> int:
+        """Room for `count` nodes at the end of the ids, blank (live, no edges); returns the first."""
+        first = self.n_nodes
+        end = first + count
+        for name in ("row_start", "row_end", "syntax_parent", "dead", "fixed_portal", "call_degree", "portal"):
+            setattr(self, name, _room(getattr(self, name), end))
+        self.node_indptr = _room(self.node_indptr, end + 1)
+        self.row_start[first:end] = 0
+        self.row_end[first:end] = 0
+        self.syntax_parent[first:end] = -1
+        self.dead[first:end] = False
+        self.fixed_portal[first:end] = False
+        self.call_degree[first:end] = 0
+        self.portal[first:end] = False
         self.n_nodes = end
+        return first
+
+    def _kill(self, nodes: np.ndarray) -> None:
+        """Nodes die: their rows empty (their slots unused), no portal."""
+        self.dead[nodes] = True
+        self.unused_slots += int((self.row_end[nodes] - self.row_start[nodes]).sum())
+        self.row_end[nodes] = self.row_start[nodes]
+        self.portal[nodes] = False
+        self.n_dead += int(nodes.shape[0])
+
+    def _add_file_ids(self, n_files: int) -> None:
+        """Per-file state for file ids the index added since (no nodes yet)."""
+        extra = n_files - len(self.syntax)
+        if extra <= 0:
+            return
+        self.syntax.extend([None] * extra)
+        self.paths.extend([None] * extra)
+        self.block_start = np.concatenate([self.block_start, np.zeros(extra, dtype=np.int64)])
+        self.block_end = np.concatenate([self.block_end, np.zeros(extra, dtype=np.int64)])
+        self.file_node = np.concatenate([self.file_node, np.full(extra, -1, dtype=np.int64)])
+
+    def _remove_files(self, removed: list[int]) -> np.ndarray:
+        """Removed files' file nodes die, and folders no present file lies under any more; returns
+        the live folder nodes whose rows held an edge to one of them (their blocks die with
+        `_move_blocks`)."""
+        dying: list[int] = []
+        swept: list[int] = []
+        for f in removed:
+            path = self.paths[f]
+            if path is None or self.file_node[f] < 0:
+                continue  # never had nodes here (added and removed between two syncs)
+            dying.append(int(self.file_node[f]))
+            self.file_node[f] = -1
+            self.paths[f] = None
+            for folder in directory_chain(path):
+                self.dir_files[folder] -= 1
+                if self.dir_files[folder] == 0:
+                    dying.append(self.dir_node.pop(folder))
+                    del self.dir_files[folder]
+                else:
+                    swept.append(self.dir_node[folder])
+        self._kill(np.asarray(dying, dtype=np.int64))
+        return np.asarray(swept, dtype=np.int64)
+
+    def _add_files(self, added: list[int], index: RepoIndex) -> list[_Edges]:
+        """New files' file nodes and the folders not in the graph yet, with their directory edges
+        (a folder's edge to its parent, a file's to its folder), as `directory_layout` makes them."""
+        folder_cost = step_cost(self.config.directory_weight)
+        pairs: list[tuple[int, int]] = []
+        for f in added:
+            record = index.files[f]
+            assert record is not None
+            self.paths[f] = record.path
+            self.file_node[f] = node = self._new_nodes(1)
+            self.fixed_portal[node] = True
+            parent = -1
+            for folder in directory_chain(record.path):
+                if folder not in self.dir_node:
+                    self.dir_node[folder] = self._new_nodes(1)
+                    self.fixed_portal[self.dir_node[folder]] = True
+                    if parent >= 0:
+                        pairs.append((parent, self.dir_node[folder]))
+                self.dir_files[folder] = self.dir_files.get(folder, 0) + 1
+                parent = self.dir_node[folder]
+            pairs.append((node, parent))
+        if not pairs:
+            return []
+        a, b = np.asarray(pairs, dtype=np.int64).T
+        return [_Edges(a, b, np.full(a.shape[0], folder_cost))]
 
     def _block_edges(self, changed: list[int], index: RepoIndex) -> list[_Edges]:
         """The new nodes' syntax edges (child -> kept parent) and file-root edges."""
@@ -315,7 +404,7 @@ class EditGraph:
         self.unused_slots += unused
         return unmatched == 0
 
-    def _append_fragments(self, files: list[int], index: RepoIndex) -> None:
+    def _append_fragments(self, files: list[int], index: RepoIndex, first_new_node: int) -> None:
         """The new fragments' rows of the fragment table and the new nodes' rows of the node ->
         fragment index (both only grow: fragment ids and the new node ids are above all others)."""
         parts = []
@@ -344,10 +433,9 @@ class EditGraph:
         self.frag_weights[self.n_frag_entries : entries] = weight
         self.n_frag_entries = entries
         self.n_frags = n_new
-        # Node-major, fragments in order within a node (as `invert_incidence`). The new nodes are
-        # the files' blocks, at the end of the ids.
-        first = int(self.block_start[files].min()) if files else self.n_nodes
-        end = self.n_nodes
+        # Node-major, fragments in order within a node (as `invert_incidence`). The new nodes (the
+        # files' blocks, new file and folder nodes) are the ids from `first_new_node` on.
+        first, end = first_new_node, self.n_nodes
         by_node = np.argsort(node, kind="stable")
         counts = np.bincount(node - first, minlength=end - first)
         self.node_indptr[first + 1 : end + 1] = self.node_indptr[first] + np.cumsum(counts)

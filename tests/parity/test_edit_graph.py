@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import repomem.index.edit_graph as edit_graph_module
 from repomem.config import Config, with_overrides
 from repomem.index.caller_map import CallerMap
 from repomem.index.edit_graph import EditGraph
@@ -19,31 +20,35 @@ from tests.parity.test_parity import EXACT, node_key_for, open_index
 
 
 def edit_file(index: RepoIndex, root: Path, path: str, text: str) -> list[int]:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_text(text, encoding="utf-8")
     source = SourceFile(path, "python", text, content_digest(text.encode()), len(text.encode()), 1)
     return apply_changes(index, [source], [])
 
 
-def edit_graph_keys(edit: EditGraph, index: RepoIndex, build_directories: tuple[str, ...], dir_base: int):
-    """Node id -> the key `node_key_for` gives the same node in a whole graph (dead ids: None)."""
+def edit_graph_keys(edit: EditGraph, index: RepoIndex):
+    """Live node id -> the key `node_key_for` gives the same node in a whole graph."""
     key: dict[int, tuple] = {}
     for f, record in enumerate(index.files):
-        if record is None:
-            continue
-        for node in range(int(edit.block_start[f]), int(edit.block_end[f])):
-            key[node] = ("syntax", f, node - int(edit.block_start[f]))
-        key[int(edit.file_node[f])] = ("file", f)
-    for offset, name in enumerate(build_directories):
-        key[dir_base + offset] = ("dir", name)
+        if record is not None:
+            for node in range(int(edit.block_start[f]), int(edit.block_end[f])):
+                key[node] = ("syntax", f, node - int(edit.block_start[f]))
+        # A file removed before the graph was built keeps an isolated node, as in a whole graph.
+        if edit.file_node[f] >= 0 and not edit.dead[edit.file_node[f]]:
+            key[int(edit.file_node[f])] = ("file", f)
+    for name, node in edit.dir_node.items():
+        key[node] = ("dir", name)
+    assert not any(edit.dead[node] for node in key)
+    assert len(key) == edit.n_nodes - int(edit.dead[: edit.n_nodes].sum())  # every other id is dead
     return key
 
 
-def assert_same_graph(index: RepoIndex, build_directories: tuple[str, ...], dir_base: int) -> None:
+def assert_same_graph(index: RepoIndex) -> None:
     edit = index._edit_graph
     assert edit is not None
     whole = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
     whole_key = node_key_for(whole)
-    ours_key = edit_graph_keys(edit, index, build_directories, dir_base)
+    ours_key = edit_graph_keys(edit, index)
 
     # Edges: every live row's entries (inf = a freed slot) against both directions of each edge.
     expected = Counter()
@@ -101,7 +106,7 @@ def assert_same_graph(index: RepoIndex, build_directories: tuple[str, ...], dir_
 
 
 @pytest.mark.parametrize("same_file_weight", [0.0, 0.5])
-def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file_weight):
+def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file_weight, monkeypatch):
     """A run of edits (a body edit that moves called definitions, a new function with new calls
     and a new import, the same file twice, calls removed) syncs the kept graph, never rebuilding
     it; after each, its live edges, portals, parents and fragment rows are the whole graph's, and
@@ -109,6 +114,9 @@ def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file
     config = with_overrides(Config(), graph=EXACT["graph"],
                             relations={**EXACT["relations"], "same_file_weight": same_file_weight})
     index = open_index(synthetic_repo, config)
+    # Nine small files: a few edits kill a quarter of the ids. Followed here; rebuilds below.
+    monkeypatch.setattr(edit_graph_module, "REBUILD_DEAD_SHARE", 1.0)
+    monkeypatch.setattr(edit_graph_module, "REBUILD_UNUSED_SHARE", 1.0)
     callers = CallerMap(index.calls)
     paths = [r.path for r in index.files if r is not None and r.path.endswith(".py") and "mod" in r.path]
     most_called = max(paths, key=lambda p: len(callers.callers_of([index.file_id(p)])))
@@ -133,33 +141,58 @@ def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file
         assert text != (synthetic_repo / path).read_text(encoding="utf-8")
         added = edit_file(index, synthetic_repo, path, text)
         if edit is None:
-            edit = index._edit_graph
-            build = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
-            # The first edit built it; its directory nodes keep the ids they had then.
-            directories = build.directories
-            dir_base = int(edit.file_node.max()) + 1
+            edit = index._edit_graph  # the first edit built it
         assert index._edit_graph is edit  # synced, not rebuilt
-        assert_same_graph(index, directories, dir_base)
-        rows = np.asarray(added, dtype=np.int64)
-        whole = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
-        expected = relation_entries(rows, index.fragment_table(whole), whole, index.live, config.graph,
-                                    config.relations, keep=0)
-        got = relation_entries(rows, edit.fragment_table(index), edit.view(), index.live, config.graph,
-                               config.relations, keep=0)
-        assert expected[0].shape[0] > 0
-        want = {(r, c): v for r, c, v in zip(*(a.tolist() for a in expected[:3]))}
-        have = {(r, c): v for r, c, v in zip(*(a.tolist() for a in got[:3]))}
-        assert have.keys() == want.keys()
-        for pair, value in want.items():
-            assert have[pair] == pytest.approx(value, rel=1e-12, abs=0)
+        assert_same_graph(index)
+        assert_same_rows(index, added)
     assert edit.n_dead > 0 and edit.unused_slots > 0
 
-    # Removing a file is not followed: the next edit builds the graph again, which matches too.
-    apply_changes(index, [], [caller])
-    edit_file(index, synthetic_repo, most_called, texts[most_called] + "\n\nX = 1\n")
+    # Files removed and added: a file of an existing folder goes, one comes in two new folders
+    # (calling into the most called file), the most called file is edited, the new one goes (its
+    # folders with it), another comes into an existing folder. Followed, never rebuilt.
+    newcomer = "lib/fresh/deep/newcomer.py"
+    newcomer_text = f"from {module} import {thing}\n\n\ndef fresh(q):\n    return {thing}(q).grow(q)\n"
+    steps = [
+        lambda: apply_changes(index, [], [caller]),
+        lambda: edit_file(index, synthetic_repo, newcomer, newcomer_text),
+        lambda: edit_file(index, synthetic_repo, most_called, texts[most_called] + "\n\nX = 1\n"),
+        lambda: apply_changes(index, [], [newcomer]),
+        lambda: edit_file(index, synthetic_repo, "lib/part1/another.py", newcomer_text.replace("fresh", "other")),
+    ]
+    for step in steps:
+        added = step()
+        if added:  # an edit syncs the graph; a removal alone adds no rows and waits for the next
+            assert index._edit_graph is edit
+            assert_same_graph(index)
+            assert_same_rows(index, added)
+    assert "lib/fresh" not in edit.dir_node and "lib/part1" in edit.dir_node
+
+    # Past the share of dead ids the next edit builds the graph whole again, which matches too.
+    monkeypatch.setattr(edit_graph_module, "REBUILD_DEAD_SHARE", 0.25)
+    assert edit.n_dead > 0.25 * edit.n_nodes
+    added = edit_file(index, synthetic_repo, most_called, texts[most_called] + "\n\nY = 2\n")
     assert index._edit_graph is not edit and index._edit_graph is not None
-    rebuilt = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
-    assert_same_graph(index, rebuilt.directories, int(index._edit_graph.file_node.max()) + 1)
+    assert index._edit_graph.n_dead == 0
+    assert_same_graph(index)
+    assert_same_rows(index, added)
+
+
+def assert_same_rows(index: RepoIndex, added: list[int]) -> None:
+    """The new fragments' relation rows searched on the kept graph are those of the whole graph."""
+    edit, config = index._edit_graph, index.config
+    assert edit is not None
+    rows = np.asarray(added, dtype=np.int64)
+    whole = build_graph(index.syntax, index.all_calls(), config.graph, deduplicate=False)
+    expected = relation_entries(rows, index.fragment_table(whole), whole, index.live, config.graph,
+                                config.relations, keep=0)
+    got = relation_entries(rows, edit.fragment_table(index), edit.view(), index.live, config.graph,
+                           config.relations, keep=0)
+    assert expected[0].shape[0] > 0
+    want = {(r, c): v for r, c, v in zip(*(a.tolist() for a in expected[:3]))}
+    have = {(r, c): v for r, c, v in zip(*(a.tolist() for a in got[:3]))}
+    assert have.keys() == want.keys()
+    for pair, value in want.items():
+        assert have[pair] == pytest.approx(value, rel=1e-12, abs=0)
 
 
 def test_the_caller_map_follows_replaced_calls(synthetic_repo):
@@ -194,12 +227,10 @@ def test_calls_between_unchanged_files_that_resolve_elsewhere_are_dropped(tmp_pa
     edit_file(index, tmp_path, "a.py", files["a.py"] + "\n\ndef other():\n    return helper(1)\n")
     edit = index._edit_graph
     assert edit is not None
-    whole = build_graph(index.syntax, index.all_calls(), config.graph, deduplicate=False)
-    directories, dir_base = whole.directories, int(edit.file_node.max()) + 1
     edit_file(index, tmp_path, "reexport.py", "from b import helper\n")
     targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
     assert targets == {"b.py"} and index._edit_graph is edit
-    assert_same_graph(index, directories, dir_base)
+    assert_same_graph(index)
 
 
 @pytest.mark.parametrize("same_file_weight", [0.0, 0.5])
