@@ -223,10 +223,14 @@ class RepoIndex:
     def edit_graph(self) -> EditGraph:
         """The graph an edit's relation rows search, brought to the index's current files."""
         self.ensure_structure()
-        if self._edit_graph is None or not self._edit_graph.sync(self):
-            self._edit_graph = None  # a graph that could not follow goes before the new one is made
-            self._edit_graph = EditGraph(self)
-        return self._edit_graph
+        # Not held while it syncs: a sync that raises half-way leaves no half-synced graph behind
+        # (the next edit builds one whole).
+        graph, self._edit_graph = self._edit_graph, None
+        if graph is None or not graph.sync(self):
+            graph = None  # a graph that could not follow goes before the new one is made
+            graph = EditGraph(self)
+        self._edit_graph = graph
+        return graph
 
     def callers_of(self, file_ids: Iterable[int]) -> set[int]:
         """Files with a call into any of `file_ids`."""
