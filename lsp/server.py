@@ -447,6 +447,19 @@ def protocol_stdout() -> BinaryIO:
     return private
 
 
+def protocol_stdin() -> BinaryIO:
+    """A private reader of stdin for the protocol; `sys.stdin` then reads /dev/null.
+
+    A full build forks parse workers, and every process multiprocessing starts closes
+    `sys.stdin` first: closing a buffered reader takes its lock, which the fork copied held by
+    the thread blocked reading the next message, so each worker hung before it parsed a file (a
+    repository of 64 files or more, indexed by the language server, never became ready).
+    """
+    private = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - the process's stdin from now on
+    return private
+
+
 def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own; the
     exit code: 0 after shutdown + exit or a closed stream, 1 for an exit without shutdown."""
@@ -494,7 +507,7 @@ def serve(tcp_port: int | None = None, socket_path: Path | None = None, token_fi
     """stdio by default; `--tcp PORT` (loopback, clients need the token) or `--socket PATH`
     (a Unix socket only its owner can open)."""
     if tcp_port is None and socket_path is None:
-        return serve_stdio(server, sys.stdin.buffer, protocol_stdout())
+        return serve_stdio(server, protocol_stdin(), protocol_stdout())
     from repomem.lsp.listen import serve_socket, tcp_listener, unix_listener
 
     listener = tcp_listener(tcp_port, token_file) if tcp_port is not None else unix_listener(socket_path)
