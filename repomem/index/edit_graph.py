@@ -306,7 +306,13 @@ class EditGraph:
     def _kill(self, nodes: np.ndarray) -> None:
         """Nodes die: their rows empty (their slots unused), no portal."""
         self.dead[nodes] = True
-        self.unused_slots += int((self.row_end[nodes] - self.row_start[nodes]).sum())
+        starts = self.row_start[nodes]
+        lengths = self.row_end[nodes] - starts
+        # Every slot of those rows, in one array: row i's are starts[i] + 0 .. lengths[i] - 1.
+        before = np.cumsum(lengths) - lengths
+        slots = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+        # A freed slot (inf) was counted unused when it was freed.
+        self.unused_slots += int(np.isfinite(self.costs[slots]).sum())
         self.row_end[nodes] = self.row_start[nodes]
         self.portal[nodes] = False
         self.n_dead += int(nodes.shape[0])

@@ -276,3 +276,25 @@ def test_a_prepared_index_edits_on_what_it_prepared_and_gives_the_same_index(syn
     for name in ("live", "thresholds", "rowsum", "df"):
         np.testing.assert_array_equal(getattr(prepared, name), getattr(plain, name))
     assert (prepared.relation_matrix() != plain.relation_matrix()).nnz == 0
+
+
+def test_a_row_that_lost_an_edge_and_then_dies_counts_its_slots_once(tmp_path, monkeypatch):
+    """A call site loses its edge when the function it called is deleted (a freed slot stays in
+    its row); when its own file is edited next, its row dies: the unused-slot count takes the
+    row's other slots, not the freed one again."""
+    files = {
+        "b.py": "def helper(x):\n    return x\n\n\ndef other(y):\n    return y\n",
+        "c.py": "from b import helper, other\n\n\ndef use(q):\n    return helper(q) + other(q)\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    config = with_overrides(Config(), graph=EXACT["graph"], relations=EXACT["relations"])
+    index = open_index(tmp_path, config)
+    monkeypatch.setattr(edit_graph_module, "REBUILD_DEAD_SHARE", 1.0)  # two files: followed anyway
+    edit_file(index, tmp_path, "b.py", files["b.py"] + "\n\nX = 1\n")
+    edit = index._edit_graph
+    edit_file(index, tmp_path, "b.py", "def helper(x):\n    return x\n")  # `other` goes
+    assert_same_graph(index)
+    edit_file(index, tmp_path, "c.py", files["c.py"] + "\n\nY = 2\n")
+    assert index._edit_graph is edit
+    assert_same_graph(index)
