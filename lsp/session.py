@@ -158,8 +158,13 @@ class CompletionSession:
         assert builder.index is not None
         self.log("info", _report_line(report))
         # Before the index is shared: the first keystroke then does not load the structure, the
-        # call tables, the kept edit graph and the edit kernels (~1 s on Django).
-        builder.index.prepare_edits()
+        # call tables, the kept edit graph and the edit kernels (~1 s on Django). Only a head start:
+        # if it fails, the first edit does the same work (and reports what it meets).
+        try:
+            builder.index.prepare_edits()
+        except Exception as error:  # noqa: BLE001
+            self.log("warning", f"index not prepared for edits ({error.__class__.__name__}: {error}); "
+                                "the first edit prepares it")
         return builder.index
 
     def install_index(self, index: RepoIndex) -> None:

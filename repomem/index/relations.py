@@ -91,7 +91,11 @@ def graph_relation_entries(
     if kept is not None:
         second = None
         if relation_config.workers > 1 and rows.shape[0] >= TWO_THREAD_MIN_ROWS:
-            second = _SECOND_EDIT_SCRATCH.take(graph.n_nodes, fragments.size, heap_capacity)
+            try:
+                second = _SECOND_EDIT_SCRATCH.take(graph.n_nodes, fragments.size, heap_capacity)
+            except BaseException:
+                _EDIT_SCRATCH.give_back()
+                raise
         if second is not None:
             # An edit's searches on two threads (each start searched once, by one of them).
             try:
@@ -156,6 +160,7 @@ def _rows_searched_on_two_threads(
     on one thread (the same searches and sums, in the same order per start)."""
     skip_own_file = relation_config.same_file_weight == 0.0
     frag_file = fragments.file.astype(np.int64)
+    rows = rows.astype(np.int64)
     source_slot = kept[7]
     starts, start_file, budgets, most_slots = number_starts(
         rows, fragments.indptr, fragments.nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit,
@@ -186,7 +191,7 @@ def _rows_searched_on_two_threads(
         band_end[halves[1]] += offset
         acc, touched, is_touched, row_cols, row_vals = kept[8:13]
         out_row, out_col, out_val, bars = assemble_rows(
-            rows.astype(np.int64), fragments.indptr, fragments.nodes, fragments.weights, fragments.totals, frag_file,
+            rows, fragments.indptr, fragments.nodes, fragments.weights, fragments.totals, frag_file,
             relation_config.same_file_weight, limit, relation_config.relation_cutoff, keep, span_first, anchor,
             anchor_cost, source_slot, budgets, most_slots, band_first, band_end,
             np.concatenate([mine[0], theirs[0]]), np.concatenate([mine[1], theirs[1]]),
@@ -217,7 +222,11 @@ class KeptScratch:
         if self._buffers is None or any(need > have for need, have in zip(needed, self._sizes)):
             self._sizes = tuple(int(need * self.HEADROOM) + 1 for need in needed)  # type: ignore[assignment]
             self._buffers = None  # the old set goes before the new one is made
-            self._buffers = relation_scratch(*self._sizes)
+            try:
+                self._buffers = relation_scratch(*self._sizes)
+            except BaseException:  # out of memory: not held, the next caller tries again
+                self._lock.release()
+                raise
         settled, stamp_box = self._buffers[1], self._buffers[-1]
         if stamp_box[0] > self.STAMP_LIMIT:
             settled[:] = 0

@@ -482,6 +482,23 @@ def test_an_edits_relation_scratch_is_kept_grown_and_handed_to_one_caller_at_a_t
     kept.give_back()
 
 
+def test_a_kept_scratch_that_could_not_be_made_is_not_left_held(monkeypatch):
+    import repomem.index.relations as relations
+
+    kept = relations.KeptScratch()
+
+    def out_of_memory(*sizes):
+        raise MemoryError
+
+    with monkeypatch.context() as patch:
+        patch.setattr(relations, "relation_scratch", out_of_memory)
+        with pytest.raises(MemoryError):
+            kept.take(100, 10, 1024)
+    made = kept.take(100, 10, 1024)  # not held by the failed call: this one makes the set
+    assert made is not None and made[0].shape[0] >= 100
+    kept.give_back()
+
+
 def test_edits_with_the_kept_scratch_give_what_a_fresh_scratch_gives(tmp_path: Path, monkeypatch):
     """An edit's relation rows reuse the kept scratch; rows computed again with it, after other
     searches have stamped it, equal rows computed with fresh arrays."""

@@ -136,3 +136,23 @@ def test_vllm_close_releases_the_engine():
     closed = backend.count("a b c")
     assert isinstance(closed, Failure) and closed.kind == "backend-closed"
     backend.close()  # twice is harmless
+
+
+# -- the language server keeps its index when preparing it for edits fails ---------------------------
+
+
+def test_an_index_that_could_not_be_prepared_for_edits_is_still_installed(tmp_path, monkeypatch):
+    from repomem.index.repo_index import RepoIndex
+    from repomem.progress import NoProgress
+
+    (tmp_path / "a.py").write_text("def f(x):\n    return x\n", encoding="utf-8")
+    logs: list[tuple[str, str]] = []
+    session = CompletionSession(tmp_path, Config(), lambda level, message: logs.append((level, message)))
+
+    def broken(self):
+        raise MemoryError("no room for the edit graph")
+
+    monkeypatch.setattr(RepoIndex, "prepare_edits", broken)
+    index = session.build_index(NoProgress())
+    assert isinstance(index, RepoIndex) and index.n_fragments > 0
+    assert any(level == "warning" and "not prepared for edits" in message for level, message in logs), logs
