@@ -43,6 +43,13 @@ def edit_graph_keys(edit: EditGraph, index: RepoIndex):
     return key
 
 
+def exact_index_of(root: Path, files: dict[str, str]) -> RepoIndex:
+    """The files written under `root` and indexed with exact relations (no caps, no cutoff)."""
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return open_index(root, with_overrides(Config(), graph=EXACT["graph"], relations=EXACT["relations"]))
+
+
 def assert_same_graph(index: RepoIndex) -> None:
     edit = index._edit_graph
     assert edit is not None
@@ -218,10 +225,7 @@ def test_calls_between_unchanged_files_that_resolve_elsewhere_are_dropped(tmp_pa
         "reexport.py": "from a import helper\n",
         "user.py": "from reexport import helper\n\n\ndef use(q):\n    return helper(q) + helper(q + 1)\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    config = with_overrides(Config(), graph=EXACT["graph"], relations=EXACT["relations"])
-    index = open_index(tmp_path, config)
+    index = exact_index_of(tmp_path, files)
     targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
     assert targets == {"a.py"}
     edit_file(index, tmp_path, "a.py", files["a.py"] + "\n\ndef other():\n    return helper(1)\n")
@@ -286,10 +290,7 @@ def test_a_row_that_lost_an_edge_and_then_dies_counts_its_slots_once(tmp_path, m
         "b.py": "def helper(x):\n    return x\n\n\ndef other(y):\n    return y\n",
         "c.py": "from b import helper, other\n\n\ndef use(q):\n    return helper(q) + other(q)\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    config = with_overrides(Config(), graph=EXACT["graph"], relations=EXACT["relations"])
-    index = open_index(tmp_path, config)
+    index = exact_index_of(tmp_path, files)
     monkeypatch.setattr(edit_graph_module, "REBUILD_DEAD_SHARE", 1.0)  # two files: followed anyway
     edit_file(index, tmp_path, "b.py", files["b.py"] + "\n\nX = 1\n")
     edit = index._edit_graph
