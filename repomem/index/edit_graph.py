@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from repomem.config import GraphConfig
-from repomem.index.caller_map import CallerMap, rows_of
+from repomem.index.caller_map import rows_of
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, directory_chain, step_cost
 from repomem.index.kernels import patch_rows
@@ -123,7 +123,6 @@ class EditGraph:
         self.config: GraphConfig = index.config.graph
         self.syntax: list[FileSyntax | None] = list(index.syntax)
         self.calls: dict[int, np.ndarray] = dict(index.calls)
-        self.callers = CallerMap(self.calls)
         # Files whose call rows the index replaced since the last sync (`RepoIndex.replace_calls`
         # tells: the only way an index changes its call rows once built).
         self.calls_replaced: set[int] = set()
@@ -219,9 +218,11 @@ class EditGraph:
             return False
         first_new_node = self.n_nodes
         # Files whose call rows may differ: those the index said it replaced (`calls_replaced`),
-        # the changed files and their callers (whose rows point at nodes that moved).
+        # the changed files and their callers (whose rows point at nodes that moved). A file that
+        # called a changed one when this graph last synced either still does (the index's caller
+        # map has it) or had its rows replaced since (`calls_replaced` has it).
         recalled = self.calls_replaced | set(touched_files)
-        recalled.update(self.callers.callers_of(touched_files))
+        recalled.update(index.callers_of(touched_files))
         recalled_files = sorted(recalled)
         old_rows = rows_of([self.calls.get(g) for g in recalled_files])
         new_rows = rows_of([index.calls.get(g) for g in recalled_files])
@@ -252,7 +253,6 @@ class EditGraph:
         self.portal[nodes] = self.fixed_portal[nodes] | (self.call_degree[nodes] > 0)
         self._append_fragments(sorted(changed, key=lambda f: index.files[f].first_fragment),  # type: ignore
                                index, first_new_node)
-        self.callers.replace(old_rows, new_rows, len(self.syntax))
         for g in recalled_files:
             if g in index.calls:
                 self.calls[g] = index.calls[g]
