@@ -29,7 +29,7 @@ from repomem.config import GraphConfig
 from repomem.index.caller_map import rows_of
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, directory_chain, step_cost
-from repomem.index.kernels import patch_rows
+from repomem.index.kernels import patch_rows, row_slots
 from repomem.index.search_graph import SearchGraph, search_graph
 from repomem.languages.parsed import FileSyntax
 
@@ -306,12 +306,8 @@ class EditGraph:
     def _kill(self, nodes: np.ndarray) -> None:
         """Nodes die: their rows empty (their slots unused), no portal."""
         self.dead[nodes] = True
-        starts = self.row_start[nodes]
-        lengths = self.row_end[nodes] - starts
-        # Every slot of those rows, in one array: row i's are starts[i] + 0 .. lengths[i] - 1.
-        before = np.cumsum(lengths) - lengths
-        slots = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
         # A freed slot (inf) was counted unused when it was freed.
+        slots = row_slots(self.row_start[nodes], self.row_end[nodes])
         self.unused_slots += int(np.isfinite(self.costs[slots]).sum())
         self.row_end[nodes] = self.row_start[nodes]
         self.portal[nodes] = False

@@ -1075,6 +1075,21 @@ def invert_incidence(indptr, nodes, weights, n_nodes):
 
 
 @njit(cache=True, nogil=True)
+def row_slots(starts, ends):
+    """Every slot of the rows [starts[i], ends[i]) of a CSR-like array, end to end (int64)."""
+    total = 0
+    for i in range(starts.shape[0]):
+        total += ends[i] - starts[i]
+    out = np.empty(total, dtype=np.int64)
+    at = 0
+    for i in range(starts.shape[0]):
+        for slot in range(starts[i], ends[i]):
+            out[at] = slot
+            at += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
 def rows_times(indptr, indices, data, rows, x):
     """(A @ x)[rows] for a CSR matrix A, each row summed in stored order (as scipy's product)."""
     out = np.zeros(rows.shape[0])

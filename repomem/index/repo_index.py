@@ -22,7 +22,7 @@ from repomem.index.calls import CallResolution, resolves_calls
 from repomem.index.edit_graph import EditGraph
 from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
 from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_graph, directory_layout, syntax_edges
-from repomem.index.kernels import rows_times, strongest_in_row_runs
+from repomem.index.kernels import row_slots, rows_times, strongest_in_row_runs
 from repomem.index.relations import (
     relation_entries,
     row_thresholds,
@@ -648,8 +648,8 @@ def _live_rowsum(index: RepoIndex, newly_dead: np.ndarray | None = None) -> np.n
         base_sum = kept[1].copy()
         dead = newly_dead[newly_dead < n_base]
         if dead.size:
-            starts, ends = base.indptr[dead], base.indptr[dead + 1]
-            touched = np.unique(base.indices[np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])])
+            slots = row_slots(base.indptr[dead].astype(np.int64), base.indptr[dead + 1].astype(np.int64))
+            touched = np.unique(base.indices[slots])
             base_sum[touched] = rows_times(base.indptr, base.indices, base.data, touched.astype(np.int64),
                                            live[:n_base])
     index._base_rowsum = (base, base_sum)
