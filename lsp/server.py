@@ -10,15 +10,18 @@ never waits on the model, so the server keeps answering while it generates.
 - Open buffers are what retrieval and prompts see: each change is remembered and overlaid on the
   index right before the next retrieval. Saves and watched-file events re-index from disk and
   persist the index.
-- Latency: an LRU cache and a forward-typing cache answer without the model; otherwise a request
-  waits `debounce_ms` and starts only if no newer one came for its document. A newer request or
-  `$/cancelRequest` stops a running generation between tokens.
-- Failures are an empty answer plus `window/logMessage`; bad settings a `window/showMessage`.
+- Which request reaches the model and which answer reaches the editor is decided in one place,
+  `CompletionScheduler` (lsp/scheduler.py): caches, debounce, joining an identical request,
+  superseding, cancelling, the answer budget and dropping answers for a document that moved on.
+- Items replace the word being typed (lsp/items.py).
+- Failures are an empty answer plus `window/logMessage`; bad settings a `window/showMessage`;
+  readiness (index and model in) or a failure to get there one `window/showMessage`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import sys
 import threading
@@ -35,14 +38,18 @@ from pygls.lsp.server import LanguageServer
 from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.scan import normalize_newlines
-from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
+from repomem.lsp.cache import CursorState
 from repomem.lsp.framing import MessageLoop, SessionRefused, complain, quiet_pygls_logs
+from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
+from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 
 EXPLAIN_COMMAND = "repomem.explain"
-ACCEPT_COMMAND = "repomem.didAccept"  # also a command, so an item's `command` can report acceptance
 ACCEPT_NOTIFICATION = "repomem/didAccept"
 REJECT_NOTIFICATION = "repomem/didReject"
+# params {textDocument: {uri}, position}: where the editor's cursor now rests (sent by the shipped
+# editor set-ups after a short idle); the server may start the completion there speculatively.
+CURSOR_NOTIFICATION = "repomem/didMoveCursor"
 LOG_LEVELS = {"error": types.MessageType.Error, "warning": types.MessageType.Warning,
               "info": types.MessageType.Info, "log": types.MessageType.Log}
 
@@ -63,9 +70,10 @@ def field(value: Any, *names: str) -> Any:
 class LspProgress:
     """core Progress -> `$/progress` work-done reports, throttled, sent from any thread."""
 
-    def __init__(self, server: RepomemServer, token: str, interval_ms: int):
+    def __init__(self, server: RepomemServer, token: str, title: str, interval_ms: int):
         self._server = server
         self._token = token
+        self._title = title
         self._interval_s = interval_ms / 1000
         self._stage = ""
         self._total = 1
@@ -78,7 +86,7 @@ class LspProgress:
         if self.enabled:
             self._began = True
             self._server.call_from_thread(self._server.work_done_progress.begin, self._token,
-                                          types.WorkDoneProgressBegin(title="repomem: indexing", message=message,
+                                          types.WorkDoneProgressBegin(title=self._title, message=message,
                                                                       percentage=0, cancellable=False))
 
     def start(self, stage: str, total: int) -> None:
@@ -104,19 +112,52 @@ class LspProgress:
                                           types.WorkDoneProgressEnd(message=message))
 
 
+class Readiness:
+    """Says once, with `window/showMessage`, that the server is ready (index and model in) or
+    what keeps it from being so; later rebuilds and model restarts only log."""
+
+    def __init__(self, show: Callable[[str, str], None]):
+        self._show = show
+        self._lock = threading.Lock()
+        self._index: str | None = None  # what the index said, once it is in
+        self._model: str | None = None
+        self._said = False
+
+    def index_in(self, summary: str) -> None:
+        with self._lock:
+            self._index = summary
+        self._maybe_ready()
+
+    def model_in(self, summary: str) -> None:
+        with self._lock:
+            self._model = summary
+        self._maybe_ready()
+
+    def failed(self, message: str) -> None:
+        with self._lock:
+            if self._said:
+                return
+            self._said = True
+        self._show("error", message)
+
+    def _maybe_ready(self) -> None:
+        with self._lock:
+            if self._said or self._index is None or self._model is None:
+                return
+            self._said = True
+        self._show("info", f"ready ({self._index}; model {self._model})")
+
+
 class RepomemServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("repomem", "0.1.0")
+        super().__init__("repomem", _version())
         self.session: CompletionSession | None = None
         self.options: Any = None  # initializationOptions, applied once the workspace is known
         self.model_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repomem-model")
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.newest_request: dict[str, int] = {}  # document uri -> number of its newest request
-        self.request_counter = 0
-        self.cache = CompletionCache(1)
-        self.forward = ForwardTypingCache()
+        self.scheduler = CompletionScheduler(self.run_model, 0.0, 1.0, 1, self.log)
+        self.readiness = Readiness(self.show)
         self.settings_generation = 0
-        self.completion_of_state: dict[str, str] = {}  # uri -> id of the completion shown at its current state
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -155,8 +196,8 @@ class RepomemServer(LanguageServer):
         except (ValueError, OSError):
             return None
 
-    def document_state(self, uri: str, position: types.Position) -> tuple[str, str, int, int, CursorState] | None:
-        """(path, text, line, character in code points, CursorState) for a position, or None."""
+    def ask_at(self, uri: str, position: types.Position) -> CompletionAsk | None:
+        """The request at a position of an open document of the workspace, or None."""
         path = self.relative(uri)
         if path is None:
             return None
@@ -172,7 +213,14 @@ class RepomemServer(LanguageServer):
         server_position = document.position_from_client_units(position)
         character = min(server_position.character, len(lines[position.line]))
         offset = sum(len(line) + 1 for line in lines[: position.line]) + character
-        return path, text, position.line, character, CursorState.of(path, text, offset, self.settings_generation)
+        state = CursorState.of(path, text, offset, self.settings_generation)
+        return CompletionAsk(uri, document.version, state, text, position.line, character)
+
+    async def run_model(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
+        """The scheduler's way to the model: the request on the model thread, stopped by `stop`."""
+        assert self.session is not None
+        request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set)
+        return await self.on_model_thread(self.session.complete, request)
 
     def apply_options(self, options: Any) -> None:
         """New client settings (on the model thread); caches keyed by the old ones go stale."""
@@ -181,40 +229,24 @@ class RepomemServer(LanguageServer):
             self.show("warning", problem)
         server = self.session.config.server
         self.settings_generation += 1
-        self.cache = CompletionCache(server.completion_cache_entries)
-        self.forward.clear()
+        self.scheduler.configure(server.debounce_ms / 1000, server.answer_within_ms / 1000,
+                                 server.completion_cache_entries, server.warm_after_ms / 1000)
 
-    # -- the index, on its own thread ------------------------------------------------------------
+    # -- long work with work-done progress -------------------------------------------------------
 
-    def start_indexing(self) -> None:
-        session = self.session
-        assert session is not None
-        token = f"repomem-index-{time.monotonic_ns()}"
-        progress = LspProgress(self, token, session.config.server.progress_interval_ms)
-
-        def run() -> None:
-            progress.open("loading the index")
-            try:
-                index = session.build_index(progress)
-            except Exception as error:  # an index that cannot be built leaves in-file completion  # noqa: BLE001
-                index = Failure("index", f"{error.__class__.__name__}: {error}")
-            if isinstance(index, Failure):
-                progress.end("failed")
-                self.log("error", f"no index ({index.message}); completing from the open file only")
-                return
-            progress.end("done")
-            try:
-                self.model_worker.submit(session.install_index, index).result()
-            except RuntimeError:  # the server is exiting (exit arrived while the index was built)
-                return
-            self.log("info", "ready")
+    def with_progress(self, title: str, work: Callable[[LspProgress], None]) -> None:
+        """Run `work(progress)` on a thread of its own, reporting `$/progress` under a
+        server-created token when the client accepts one."""
+        assert self.session is not None
+        token = f"repomem-{title.split()[-1]}-{time.monotonic_ns()}"
+        progress = LspProgress(self, token, f"repomem: {title}", self.session.config.server.progress_interval_ms)
 
         def begin() -> None:
-            threading.Thread(target=run, daemon=True, name="repomem-index").start()
+            threading.Thread(target=work, args=(progress,), daemon=True, name=f"repomem-{title}").start()
 
         def created(future: Any) -> None:
             if future.cancelled() or future.exception() is not None:
-                progress.enabled = False  # the client refused the token: index without reports
+                progress.enabled = False  # the client refused the token: work without reports
             begin()
 
         if field(self.client_capabilities, "window", "work_done_progress"):
@@ -223,9 +255,66 @@ class RepomemServer(LanguageServer):
             progress.enabled = False
             begin()
 
+    def start_indexing(self) -> None:
+        session = self.session
+        assert session is not None
+
+        def run(progress: LspProgress) -> None:
+            progress.open("loading the index")
+            try:
+                index = session.build_index(progress)
+            except Exception as error:  # an index that cannot be built leaves in-file completion  # noqa: BLE001
+                index = Failure("index", f"{error.__class__.__name__}: {error}")
+            if isinstance(index, Failure):
+                progress.end("failed")
+                message = f"no index ({index.message}); completing from the open file only"
+                self.log("error", message)
+                self.readiness.failed(message)
+                return
+            progress.end("done")
+            try:
+                self.model_worker.submit(session.install_index, index).result()
+            except RuntimeError:  # the server is exiting (exit arrived while the index was built)
+                return
+            self.log("info", "ready")
+            self.readiness.index_in(f"{index.n_live_files} files indexed")
+
+        self.with_progress("indexing", run)
+
+    def start_model(self) -> None:
+        """Open the model on the model thread (it loads while the index builds)."""
+        session = self.session
+        assert session is not None
+
+        def load() -> None:
+            engine = session.ensure_engine()
+            if engine is None:
+                self.readiness.failed(f"model unavailable ({session.backend_problem}); no completions until it "
+                                      f"loads (retried every {session.config.server.backend_retry_s:g} s)")
+            else:
+                self.readiness.model_in(session.backend.name if session.backend is not None else "")
+
+        def run(progress: LspProgress) -> None:
+            progress.open("starting the model")
+            try:
+                self.model_worker.submit(load).result()
+            except RuntimeError:  # the server is exiting
+                return
+            finally:
+                progress.end("done")
+
+        self.with_progress("model", run)
+
     @property
     def client_capabilities(self) -> types.ClientCapabilities | None:
         return getattr(self.protocol, "client_capabilities", None)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("repomem")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "0+unknown"
 
 
 server = RepomemServer()
@@ -254,7 +343,7 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.apply_options(ls.options)
-    ls.model_worker.submit(ls.session.ensure_engine)  # the model loads while the index builds
+    ls.start_model()  # the model loads while the index builds
     ls.start_indexing()
     if field(ls.client_capabilities, "workspace", "did_change_watched_files", "dynamic_registration"):
         ls.client_register_capability(types.RegistrationParams(registrations=[types.Registration(
@@ -273,10 +362,25 @@ async def did_change_configuration(ls: RepomemServer, params: types.DidChangeCon
 # -- documents -------------------------------------------------------------------------------------
 
 
-def _buffer_changed(ls: RepomemServer, uri: str) -> None:
+def _buffer_changed(ls: RepomemServer, uri: str, rest: types.Position | None = None) -> None:
+    """A new text for an open document; `rest`: where the edit left the cursor, if known."""
     path = ls.relative(uri)
     if path is not None and ls.session is not None:
-        ls.session.buffer_changed(path, normalize_newlines(ls.workspace.get_text_document(uri).source))
+        document = ls.workspace.get_text_document(uri)
+        ls.scheduler.document_changed(uri, document.version, ls.ask_at(uri, rest) if rest is not None else None)
+        ls.session.buffer_changed(path, normalize_newlines(document.source))
+
+
+def _edit_end(ls: RepomemServer, uri: str, change: Any) -> types.Position | None:
+    """Where an incremental change leaves the cursor: the end of its inserted text (client units)."""
+    if not isinstance(change, types.TextDocumentContentChangePartial):
+        return None
+    codec = ls.workspace.get_text_document(uri).position_codec
+    inserted = change.text.split("\n")
+    start = change.range.start
+    if len(inserted) == 1:
+        return types.Position(line=start.line, character=start.character + codec.client_num_units(inserted[0]))
+    return types.Position(line=start.line + len(inserted) - 1, character=codec.client_num_units(inserted[-1]))
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -286,7 +390,19 @@ def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: RepomemServer, params: types.DidChangeTextDocumentParams) -> None:
-    _buffer_changed(ls, params.text_document.uri)
+    uri = params.text_document.uri
+    changes = params.content_changes
+    _buffer_changed(ls, uri, _edit_end(ls, uri, changes[-1]) if changes else None)
+
+
+@server.feature(CURSOR_NOTIFICATION)
+def did_move_cursor(ls: RepomemServer, params: Any) -> None:
+    uri = field(params, "textDocument", "uri")
+    line, character = field(params, "position", "line"), field(params, "position", "character")
+    if isinstance(uri, str) and isinstance(line, int) and isinstance(character, int) and ls.session is not None:
+        ask = ls.ask_at(uri, types.Position(line=line, character=character))
+        if ask is not None:
+            ls.scheduler.cursor_rests(ask)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -299,10 +415,8 @@ def did_save(ls: RepomemServer, params: types.DidSaveTextDocumentParams) -> None
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: RepomemServer, params: types.DidCloseTextDocumentParams) -> None:
     path = ls.relative(params.text_document.uri)
-    ls.newest_request.pop(params.text_document.uri, None)
-    ls.completion_of_state.pop(params.text_document.uri, None)
+    ls.scheduler.document_closed(params.text_document.uri, path)
     if path is not None and ls.session is not None:
-        ls.forward.forget(path)
         ls.model_worker.submit(ls.session.buffer_closed, path)
 
 
@@ -316,72 +430,36 @@ def did_change_watched_files(ls: RepomemServer, params: types.DidChangeWatchedFi
 # -- completions -------------------------------------------------------------------------------------
 
 
-async def completion_text(ls: RepomemServer, uri: str, position: types.Position) -> str:
-    """The completion at a position ("" when there is none), through the caches and the model."""
-    state = ls.document_state(uri, position)
-    if state is None or ls.session is None:
-        return ""
-    path, text, line, character, cursor_state = state
-    cached = ls.cache.get(cursor_state)
-    if cached is not None:
-        ls.forward.remember(cursor_state, cached)  # shown again: typing on from here reuses it
-    else:
-        cached = ls.forward.continuation(cursor_state)
-    if cached is not None:
-        ls.completion_of_state[uri] = cached.completion_id
-        return cached.text
-    ls.request_counter += 1
-    number = ls.newest_request[uri] = ls.request_counter
-    await asyncio.sleep(ls.session.config.server.debounce_ms / 1000)
-    if ls.newest_request.get(uri) != number:
-        return ""  # superseded while waiting: the newer request answers
-    stop = threading.Event()
-    request = EditorRequest(path, text, line, character,
-                                cancelled=lambda: stop.is_set() or ls.newest_request.get(uri) != number)
-    try:
-        answer: CompletionAnswer = await ls.on_model_thread(ls.session.complete, request)
-    except asyncio.CancelledError:  # $/cancelRequest: stop the model between tokens
-        stop.set()
-        raise
-    except Exception as error:  # noqa: BLE001 - whatever happens, the server answers
-        ls.log("error", f"completion failed: {error.__class__.__name__}: {error}")
-        return ""
-    if answer.finish_reason == "cancelled":
-        return ""
-    if answer.shown is not None:
-        completion = CachedCompletion(answer.text, answer.shown.completion_id)
-        ls.cache.put(cursor_state, completion)
-        ls.forward.remember(cursor_state, completion)
-        ls.completion_of_state[uri] = completion.completion_id
-    return answer.text
+async def scheduled_completion(ls: RepomemServer, uri: str,
+                               position: types.Position) -> tuple[Scheduled, str, int]:
+    """The scheduler's answer at a position, the word typed before it, and that word's length in
+    the client's position units."""
+    ask = ls.ask_at(uri, position) if ls.session is not None else None
+    if ask is None:
+        return Scheduled(Outcome.DROPPED), "", 0
+    word = typed_word(ask.text.split("\n")[ask.line], ask.character)
+    units = ls.workspace.get_text_document(uri).position_codec.client_num_units(word)
+    return await ls.scheduler.complete(ask), word, units
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION)
 async def inline_completion(ls: RepomemServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    text = await completion_text(ls, params.text_document.uri, params.position)
-    if not text:
+    answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position)
+    if answer.outcome is not Outcome.ANSWERED or not answer.text:
         return types.InlineCompletionList(items=[])
-    completion_id = ls.completion_of_state.get(params.text_document.uri)
-    return types.InlineCompletionList(items=[types.InlineCompletionItem(
-        insert_text=text, range=types.Range(params.position, params.position),
-        command=types.Command(title="repomem: accepted", command=ACCEPT_COMMAND, arguments=[completion_id]),
-    )])
+    return types.InlineCompletionList(items=[inline_item(answer.text, word, params.position, units,
+                                                         answer.completion_id)])
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
 async def completion(ls: RepomemServer, params: types.CompletionParams) -> types.CompletionList:
-    """Fallback for clients without inline completion: one item carrying the whole completion."""
-    text = await completion_text(ls, params.text_document.uri, params.position)
-    if not text:
+    """For clients without inline completion: one item carrying the whole completion. Always an
+    incomplete list: the answer depends on every character typed, so clients must ask again."""
+    answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position)
+    if answer.outcome is not Outcome.ANSWERED or not answer.text:
         return types.CompletionList(is_incomplete=True, items=[])
-    completion_id = ls.completion_of_state.get(params.text_document.uri)
-    item = types.CompletionItem(
-        label=text.strip().split("\n")[0][:60] or text, kind=types.CompletionItemKind.Snippet,
-        detail="repomem", insert_text=text, data={"id": completion_id},
-        text_edit=types.TextEdit(types.Range(params.position, params.position), text),
-        command=types.Command(title="repomem: accepted", command=ACCEPT_COMMAND, arguments=[completion_id]),
-    )
-    return types.CompletionList(is_incomplete=True, items=[item])
+    return types.CompletionList(is_incomplete=True, items=[
+        completion_item(answer.text, word, params.position, units, answer.completion_id)])
 
 
 # -- explain and feedback ------------------------------------------------------------------------------
@@ -396,13 +474,12 @@ async def explain(ls: RepomemServer, *arguments: Any) -> dict:
     line, character = field(target, "position", "line"), field(target, "position", "character")
     if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
         return {"error": "expected {textDocument: {uri}, position: {line, character}}", "fragments": []}
-    state = ls.document_state(uri, types.Position(line=line, character=character))
-    if state is None or ls.session is None:
+    ask = ls.ask_at(uri, types.Position(line=line, character=character))
+    if ask is None or ls.session is None:
         return {"error": f"{uri} is not an open document of this workspace", "fragments": []}
-    path, text, line, character, cursor_state = state
-    cached = ls.cache.get(cursor_state) or ls.forward.continuation(cursor_state)
+    cached = ls.scheduler.cached(ask.state)
     try:
-        return await ls.on_model_thread(ls.session.explain, path, text, line, character,
+        return await ls.on_model_thread(ls.session.explain, ask.state.path, ask.text, ask.line, ask.character,
                                         cached.completion_id if cached else None)
     except Exception as error:  # noqa: BLE001
         ls.log("error", f"explain failed: {error.__class__.__name__}: {error}")

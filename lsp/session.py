@@ -74,6 +74,7 @@ class CompletionSession:
         self.backend: Backend | None = None
         self.engine: CompletionEngine | None = None
         self._backend_failed_at: float | None = None
+        self.backend_problem = ""  # why the model last failed to open
         self.shown = ShownCompletions(self.config.server.shown_completions)
         self.open_buffers: dict[str, str] = {}  # path -> latest text, written by the event loop
         self._dirty: set[str] = set()  # buffers the index overlay has not seen yet
@@ -126,6 +127,7 @@ class CompletionSession:
         backend = open_backend(self.config.completion)
         if isinstance(backend, Failure):
             self._backend_failed_at = time.monotonic()
+            self.backend_problem = backend.message
             self.log("error", f"model unavailable: {backend.message}")
             return None
         self._backend_failed_at = None

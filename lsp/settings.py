@@ -32,6 +32,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "deadlineSeconds": ("completion", "deadline_s"),
     "debounceMs": ("server", "debounce_ms"),
     "retrievalBudgetMs": ("server", "retrieval_budget_ms"),
+    "answerWithinMs": ("server", "answer_within_ms"),
+    "warmAfterMs": ("server", "warm_after_ms"),
     "completionCacheEntries": ("server", "completion_cache_entries"),
     "feedbackLog": ("server", "feedback_log"),
 }

@@ -290,6 +290,14 @@ class ServerConfig:
     # same document within this window answers instead (typing bursts start one generation).
     debounce_ms: int = 75
     retrieval_budget_ms: float = 50.0  # copied into retrieval.time_budget_ms for the server
+    # A completion request still waiting after this many milliseconds is answered with an empty
+    # incomplete list while the model runs on; the client's next ask gets the finished answer.
+    # Below eglot's 10 s request time-out, so clients see an answer, never a time-out error.
+    answer_within_ms: int = 8000
+    # Where the cursor rests this long (the end of an edit, or a position the editor reports with
+    # repomem/didMoveCursor) with nothing asked, the completion there starts speculatively: asked
+    # there, it is ready or under way; asked elsewhere, the model's prompt cache is warm. 0 = off.
+    warm_after_ms: int = 400
     completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
     shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
     # JSONL of accept / reject events with the fragments that fed each completion; local only.
@@ -381,7 +389,7 @@ _POSITIVE = frozenset({
     ("memory", "summary_tokens"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
     ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
-    ("server", "progress_interval_ms"),
+    ("server", "progress_interval_ms"), ("server", "answer_within_ms"),
 })
 _UNIT = frozenset({
     ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),

@@ -1,15 +1,45 @@
--- repomem language server for Neovim 0.10+ (built-in vim.lsp, no plugins).
--- Put this file in ~/.config/nvim/plugin/ (or require it from init.lua).
+-- repomem language server for Neovim 0.7 and newer (built-in vim.lsp, no other plugins).
+-- Put this file in ~/.config/nvim/plugin/ (or :luafile it from init.lua).
 --
--- Neovim 0.10 / 0.11 show repomem's answer through textDocument/completion (one item carrying
--- the whole completion: <C-x><C-o>, or automatically with vim.lsp.completion.enable on 0.11).
--- Neovim 0.12+ also shows it as ghost text through textDocument/inlineCompletion.
+-- What it does, on every version from 0.7 (Debian bookworm) to 0.12:
+-- - starts `repomem serve` for code buffers inside a repository (a folder holding .git, .repomem
+--   or repomem.toml), one server per repository;
+-- - sets the buffer's 'omnifunc' to repomem's own, so <C-x><C-o> asks repomem. The request is
+--   asynchronous: the answer is shown only if nothing was typed and the cursor did not move while
+--   it was computed (a late answer is dropped, never pasted over what you typed). Multi-line
+--   completions are inserted whole when the item is accepted;
+-- - reports accepted items (repomem/didAccept) and dismissed ones (repomem/didReject);
+-- - :RepomemExplain shows the fragments behind the completion at the cursor, with their scores;
+-- - on 0.12+ also enables ghost text (vim.lsp.inline_completion) unless
+--   vim.g.repomem_inline_completion = false; accept it with a mapping of your own, e.g.
+--   vim.keymap.set("i", "<C-l>", vim.lsp.inline_completion.get).
+--
+-- Configuration (set before this file loads, e.g. in init.lua):
+--   vim.g.repomem_settings = { maxNewTokens = 32 }   -- merged over `defaults` below
+--   vim.g.repomem_cmd = { "repomem", "serve" }       -- how to start the server
+--   vim.g.repomem_filetypes = { "python", ... }      -- where to start it
+-- For statuslines: vim.g.repomem_status is "completing", "shown", "empty", "working", "dropped"
+-- or "error" after each request, vim.g.repomem_answers counts answers, and the User event
+-- RepomemStatus fires when they change.
 
-local settings = {
-  -- Every key is optional; an invalid value is reported and the default kept.
-  strategy = "fragrel",   -- infile | vanilla | fragrel | repocoder | repocoder+fragrel | hat
-  alpha = 0.5,            -- FragRel eq. 10 weight of the environment score
-  topK = 10,              -- fragments retrieved
+if vim.fn.has("nvim-0.7") ~= 1 then
+  -- Everything below needs nvim_create_autocmd / nvim_create_user_command (0.7).
+  local v = vim.version and vim.version() or vim.fn.api_info().version
+  print(string.format("repomem: Neovim 0.7 or newer is needed (this is %d.%d.%d)", v.major, v.minor, v.patch))
+  return
+end
+if vim.g.loaded_repomem then
+  return
+end
+vim.g.loaded_repomem = true
+
+local NAME = "repomem"
+
+local defaults = {
+  -- Every key is optional; the server reports an invalid value and keeps its default.
+  strategy = "fragrel", -- infile | vanilla | fragrel | repocoder | repocoder+fragrel | hat
+  alpha = 0.5, -- FragRel eq. 10 weight of the environment score
+  topK = 10, -- fragments retrieved
   maxNewTokens = 64,
   maxPromptTokens = 2048,
   debounceMs = 75,
@@ -17,61 +47,423 @@ local settings = {
   -- model = "~/models/other.gguf",
 }
 
-vim.api.nvim_create_autocmd("FileType", {
-  pattern = { "python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby" },
-  callback = function(args)
-    local client_id = vim.lsp.start({
-      name = "repomem",
-      cmd = { "repomem", "serve" },
-      root_dir = vim.fs.root(args.buf, { ".git", ".repomem", "repomem.toml" }),
-      init_options = { repomem = settings },
-      settings = { repomem = settings },
-    })
-    if client_id and vim.lsp.inline_completion then -- Neovim 0.12+
-      vim.lsp.inline_completion.enable(true, { bufnr = args.buf })
-    elseif client_id and vim.lsp.completion and vim.lsp.completion.enable then -- Neovim 0.11
-      vim.lsp.completion.enable(true, client_id, args.buf, { autotrigger = false })
-    end
-  end,
-})
+local filetypes = vim.g.repomem_filetypes
+  or { "python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby" }
+local root_markers = { ".git", ".repomem", "repomem.toml" }
 
-local function repomem_client(bufnr)
-  return vim.lsp.get_clients({ bufnr = bufnr, name = "repomem" })[1]
+-- The server answers an empty incomplete list when its answer is not ready after ~8 s (it keeps
+-- generating, and asking again at the same place gets the result). An empty answer that took
+-- about that long is therefore "still working", not "nothing to suggest".
+local STILL_WORKING_AFTER_MS = 7000
+
+local uv = vim.uv or vim.loop
+local levels = vim.log.levels
+
+local function settings()
+  local user = vim.g.repomem_settings
+  if type(user) ~= "table" then
+    return vim.deepcopy(defaults)
+  end
+  return vim.tbl_extend("force", defaults, user)
 end
+
+local function server_cmd()
+  local cmd = vim.g.repomem_cmd
+  if type(cmd) == "table" and #cmd > 0 then
+    return cmd
+  end
+  return { "repomem", "serve" }
+end
+
+-- Client methods: plain functions taking no self up to 0.10, methods from 0.11 (where the dot
+-- form still works but is deprecated). The class table of a 0.11+ client holds `request`.
+local function uses_methods(client)
+  local class = getmetatable(client)
+  return type(class) == "table" and type(rawget(class, "request")) == "function"
+end
+
+local function request(client, method, params, handler, bufnr)
+  if uses_methods(client) then
+    return client:request(method, params, handler, bufnr)
+  end
+  return client.request(method, params, handler, bufnr)
+end
+
+local function notify(client, method, params)
+  if uses_methods(client) then
+    return client:notify(method, params)
+  end
+  return client.notify(method, params)
+end
+
+local function is_stopped(client)
+  if uses_methods(client) then
+    return client:is_stopped()
+  end
+  return client.is_stopped()
+end
+
+-- The repomem client attached to a buffer, on any version.
+local function repomem_client(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local clients
+  if vim.lsp.get_clients then -- 0.10+
+    clients = vim.lsp.get_clients({ bufnr = bufnr, name = NAME })
+  else -- 0.7 ignores the filter, 0.8/0.9 apply it: filter here either way
+    clients = vim.lsp.get_active_clients({ bufnr = bufnr, name = NAME })
+  end
+  for _, client in ipairs(clients) do
+    if client.name == NAME and vim.lsp.buf_is_attached(bufnr, client.id) then
+      return client
+    end
+  end
+  return nil
+end
+
+-- The nearest folder above the buffer's file holding a root marker (vim.fs.root is 0.10+).
+local function find_root(bufnr)
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == "" then
+    return nil
+  end
+  local dir = vim.fn.fnamemodify(name, ":p:h")
+  while dir and dir ~= "" do
+    for _, marker in ipairs(root_markers) do
+      if uv.fs_stat(dir .. "/" .. marker) then
+        return dir
+      end
+    end
+    local parent = vim.fn.fnamemodify(dir, ":h")
+    if parent == dir then
+      return nil
+    end
+    dir = parent
+  end
+  return nil
+end
+
+-- An LSP character offset (in the client's encoding) -> byte offset in `line`. Written here
+-- because vim.str_byteindex changed its signature in 0.11.
+local function byte_col(line, character, encoding)
+  if encoding == "utf-8" then
+    return math.min(character, #line)
+  end
+  local units, i = 0, 1
+  while i <= #line and units < character do
+    local b = line:byte(i)
+    local len = (b < 0xC0 and 1) or (b < 0xE0 and 2) or (b < 0xF0 and 3) or 4
+    units = units + ((encoding == "utf-16" and len == 4) and 2 or 1)
+    i = i + len
+  end
+  return math.min(i - 1, #line)
+end
+
+local function set_status(status, answered)
+  vim.g.repomem_status = status
+  if answered then
+    vim.g.repomem_answers = (vim.g.repomem_answers or 0) + 1
+  end
+  if vim.fn.exists("#User#RepomemStatus") == 1 then
+    vim.api.nvim_exec_autocmds("User", { pattern = "RepomemStatus", modeline = false })
+  end
+end
+
+-- Short status messages: not kept in :messages, each replaces the previous one.
+local function echo(text)
+  vim.api.nvim_echo({ { text } }, false, {})
+end
+
+-- -- messages from the server ---------------------------------------------------------------------
+
+local ready_shown = {}
+
+local message_levels = { [1] = levels.ERROR, [2] = levels.WARN, [3] = levels.INFO, [4] = levels.DEBUG }
+
+local handlers = {
+  -- The same on every version: the text as the server wrote it (it starts with "repomem:").
+  ["window/showMessage"] = function(_, result, ctx)
+    if type(result) == "table" and type(result.message) == "string" then
+      if result.message:find("repomem: ready", 1, true) then
+        if ready_shown[ctx.client_id] then
+          return vim.NIL
+        end
+        ready_shown[ctx.client_id] = true
+      end
+      vim.notify(result.message, message_levels[result.type] or levels.INFO)
+    end
+    return vim.NIL
+  end,
+  -- Older servers announced readiness with window/logMessage only, which Neovim does not show.
+  ["window/logMessage"] = function(err, result, ctx, config)
+    local default = vim.lsp.handlers["window/logMessage"]
+    if default then
+      default(err, result, ctx, config)
+    end
+    if type(result) == "table" and type(result.message) == "string"
+      and result.message:find("repomem: ready", 1, true) and not ready_shown[ctx.client_id] then
+      ready_shown[ctx.client_id] = true
+      vim.notify(result.message, levels.INFO)
+    end
+    return vim.NIL
+  end,
+}
+
+-- -- completion ------------------------------------------------------------------------------------
+
+local sequence = 0 -- number of the newest completion request (older answers are dropped)
+local offered = nil -- the repomem item shown in the popup menu: {bufnr, id}
+
+local function split_lines(text)
+  return vim.split(text, "\n", { plain = true })
+end
+
+-- The textEdit's start as a byte column of the cursor line, or nil when it is elsewhere.
+local function edit_start(item, row, line, encoding)
+  local edit = item.textEdit
+  local range = edit and (edit.range or edit.insert)
+  if not range or range.start.line ~= row then
+    return nil
+  end
+  return byte_col(line, range.start.character, encoding)
+end
+
+local function show_answer(state, err, result, client)
+  if state.seq ~= sequence then
+    return -- a newer request replaced this one; it reports for itself
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  local mode = vim.api.nvim_get_mode().mode
+  if bufnr ~= state.bufnr or vim.api.nvim_get_current_win() ~= state.win
+    or vim.api.nvim_buf_get_changedtick(bufnr) ~= state.tick
+    or cursor[1] ~= state.cursor[1] or cursor[2] ~= state.cursor[2] or mode:sub(1, 1) ~= "i" then
+    -- Typed on, moved or left insert mode meanwhile: the answer is for text that is gone.
+    echo("")
+    return set_status("dropped", true)
+  end
+  if err then
+    echo("repomem: " .. (err.message or "completion failed"))
+    return set_status("error", true)
+  end
+  local items = type(result) == "table" and (result.items or result) or {}
+  local item = items[1]
+  local text = item and ((item.textEdit and item.textEdit.newText) or item.insertText or item.label)
+  if type(text) ~= "string" or text == "" then
+    if uv.now() - state.sent_ms >= STILL_WORKING_AFTER_MS then
+      echo("repomem: still working, ask again")
+      return set_status("working", true)
+    end
+    echo("repomem: no completion")
+    return set_status("empty", true)
+  end
+  local row = cursor[1] - 1
+  local line = vim.api.nvim_get_current_line()
+  local start = edit_start(item, row, line, client.offset_encoding or "utf-16") or cursor[2]
+  if start > cursor[2] then
+    start = cursor[2]
+  end
+  local lines = split_lines(text)
+  local id = type(item.data) == "table" and item.data.id or nil
+  -- complete() cannot insert a newline: the menu gets the first line, CompleteDone the rest.
+  local entry = {
+    word = lines[1],
+    abbr = (item.label and item.label ~= "") and split_lines(item.label)[1] or lines[1],
+    menu = "[repomem]",
+    info = #lines > 1 and text or "",
+    empty = 1,
+    dup = 1,
+    icase = 1,
+    user_data = { repomem = { id = id, text = text, row = row, col = start, client_id = client.id } },
+  }
+  echo("")
+  offered = { bufnr = bufnr, id = id, client_id = client.id }
+  set_status("shown", true)
+  vim.fn.complete(start + 1, { entry })
+end
+
+-- 'omnifunc' of the buffers repomem serves: asks the server and returns at once; the answer is
+-- shown later by show_answer (complete()), as Neovim's own LSP omnifunc does.
+local function omnifunc(findstart, _)
+  if findstart ~= 1 then
+    return {}
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = repomem_client(bufnr)
+  if not client then
+    echo("repomem: not attached to this buffer")
+    return -3
+  end
+  sequence = sequence + 1
+  local state = {
+    seq = sequence,
+    bufnr = bufnr,
+    win = vim.api.nvim_get_current_win(),
+    tick = vim.api.nvim_buf_get_changedtick(bufnr),
+    cursor = vim.api.nvim_win_get_cursor(0),
+    sent_ms = uv.now(),
+  }
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  params.context = { triggerKind = 1 } -- Invoked
+  echo("repomem: completing…")
+  set_status("completing", false)
+  local ok = request(client, "textDocument/completion", params, function(err, result)
+    show_answer(state, err, result, client)
+  end, bufnr)
+  if not ok then
+    echo("repomem: the server is not running")
+    set_status("error", true)
+  end
+  -- -3: leave completion mode quietly; complete() opens the menu when the answer comes.
+  return -3
+end
+
+-- Exposed for 'omnifunc' (v:lua needs a global name).
+_G.repomem_omnifunc = omnifunc
+
+-- After a repomem item was accepted, replace its first line (what complete() inserted) with the
+-- whole completion and put the cursor at its end.
+local function insert_rest(bufnr, data, word)
+  local text = data.text
+  if not text or not text:find("\n", 1, true) then
+    return
+  end
+  local line = vim.api.nvim_buf_get_lines(bufnr, data.row, data.row + 1, false)[1] or ""
+  if line:sub(data.col + 1, data.col + #word) ~= word then
+    return -- the inserted first line is not where it was: leave the buffer alone
+  end
+  local lines = split_lines(text)
+  vim.api.nvim_buf_set_text(bufnr, data.row, data.col, data.row, data.col + #word, lines)
+  local last = lines[#lines]
+  local end_row = data.row + #lines - 1
+  vim.api.nvim_win_set_cursor(0, { end_row + 1, #lines == 1 and data.col + #last or #last })
+end
+
+local function on_complete_done(args)
+  local shown = offered
+  offered = nil
+  if not shown or shown.bufnr ~= args.buf then
+    return
+  end
+  local client = vim.lsp.get_client_by_id(shown.client_id)
+  if not client or is_stopped(client) then
+    return
+  end
+  local item = vim.v.completed_item
+  local data = type(item) == "table" and type(item.user_data) == "table" and item.user_data.repomem
+  if type(data) == "table" then
+    if data.id then
+      notify(client, "repomem/didAccept", { id = data.id })
+    end
+    -- Changing text inside CompleteDone is refused by some versions (textlock): then just after.
+    local ok = pcall(insert_rest, args.buf, data, item.word or "")
+    if not ok then
+      vim.schedule(function()
+        pcall(insert_rest, args.buf, data, item.word or "")
+      end)
+    end
+  elseif shown.id then
+    -- The menu closed without an item (<C-e>, or typing past it): a rejection, never an accept.
+    notify(client, "repomem/didReject", { id = shown.id })
+  end
+end
+
+-- -- starting the server -------------------------------------------------------------------------
+
+local start_failed = false
+local clients_by_root = {} -- 0.7 only: root -> client id (vim.lsp.start reuses clients itself)
+
+local function client_config(root)
+  local options = settings()
+  return {
+    name = NAME,
+    cmd = server_cmd(),
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = vim.fn.fnamemodify(root, ":t") } },
+    init_options = { repomem = options },
+    settings = { repomem = options },
+    handlers = handlers,
+    on_exit = function(_, _, client_id)
+      for key, id in pairs(clients_by_root) do
+        if id == client_id then
+          clients_by_root[key] = nil
+        end
+      end
+    end,
+  }
+end
+
+local function start_client(bufnr, root)
+  local config = client_config(root)
+  if vim.lsp.start then -- 0.8+: finds or starts the client for this name and root, and attaches
+    return vim.lsp.start(config, { bufnr = bufnr })
+  end
+  local id = clients_by_root[root]
+  local client = id and vim.lsp.get_client_by_id(id)
+  if not client or is_stopped(client) then
+    -- 0.7: Neovim stops every client it started (start_client included) when it exits.
+    id = vim.lsp.start_client(config)
+    clients_by_root[root] = id
+  end
+  if id then
+    vim.lsp.buf_attach_client(bufnr, id)
+  end
+  return id
+end
+
+local function attach(args)
+  local bufnr = args.buf
+  if vim.bo[bufnr].buftype ~= "" then
+    return
+  end
+  local root = find_root(bufnr)
+  if not root or start_failed then
+    return
+  end
+  local ok, client_id = pcall(start_client, bufnr, root)
+  if not ok or not client_id then
+    start_failed = true -- one message, not one per buffer
+    vim.notify("repomem: cannot start " .. table.concat(server_cmd(), " ") .. (ok and "" or (": " .. tostring(client_id))),
+      levels.ERROR)
+    return
+  end
+  -- After the filetype plugin (python's sets its own omnifunc); Neovim's defaults leave a set one.
+  vim.bo[bufnr].omnifunc = "v:lua.repomem_omnifunc"
+  if vim.lsp.inline_completion and vim.lsp.inline_completion.enable and vim.g.repomem_inline_completion ~= false then
+    pcall(vim.lsp.inline_completion.enable, true, { bufnr = bufnr }) -- 0.12+: ghost text too
+  end
+end
+
+local group = vim.api.nvim_create_augroup("repomem", { clear = true })
+vim.api.nvim_create_autocmd("FileType", { group = group, pattern = filetypes, callback = attach })
+vim.api.nvim_create_autocmd("CompleteDone", { group = group, callback = on_complete_done })
 
 -- :RepomemExplain: the fragments behind the completion at the cursor, with their scores.
 vim.api.nvim_create_user_command("RepomemExplain", function()
   local bufnr = vim.api.nvim_get_current_buf()
   local client = repomem_client(bufnr)
   if not client then
-    return vim.notify("repomem is not attached to this buffer", vim.log.levels.WARN)
+    return vim.notify("repomem is not attached to this buffer", levels.WARN)
   end
+  -- (window, encoding) from 0.7 on; 0.11 warns when the encoding is missing.
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  client:request("workspace/executeCommand", { command = "repomem.explain", arguments = { params } },
+  request(client, "workspace/executeCommand", { command = "repomem.explain", arguments = { params } },
     function(err, result)
       if err then
-        return vim.notify("repomem.explain: " .. err.message, vim.log.levels.ERROR)
+        return vim.notify("repomem.explain: " .. (err.message or tostring(err)), levels.ERROR)
+      end
+      if type(result) ~= "table" then
+        return vim.notify("repomem.explain: no answer", levels.WARN)
       end
       local lines = {}
       for _, f in ipairs(result.fragments or {}) do
-        local lift = f.lifted_by and string.format("  <- %s:%d-%d (w=%.3f)", f.lifted_by.path,
+        local lift = type(f.lifted_by) == "table" and string.format("  <- %s:%d-%d (w=%.3f)", f.lifted_by.path,
           f.lifted_by.start_line, f.lifted_by.end_line, f.lifted_by.weight) or ""
         table.insert(lines, string.format("%2d %s:%d-%d  s_ind=%.2f s_env=%.2f s_rel=%.2f%s", f.rank, f.path,
           f.start_line, f.end_line, f.s_ind, f.s_env, f.s_rel, lift))
       end
+      if #lines == 0 then
+        lines = { type(result.error) == "string" and result.error or "no fragments" }
+      end
       vim.lsp.util.open_floating_preview(lines, "text", { border = "rounded" })
     end, bufnr)
 end, {})
-
--- Accepting a completion item reports it (repomem/didAccept, logged locally with its fragments).
-vim.api.nvim_create_autocmd("CompleteDone", {
-  callback = function(args)
-    local item = vim.v.completed_item
-    local lsp_item = item and item.user_data and item.user_data.nvim and item.user_data.nvim.lsp
-      and item.user_data.nvim.lsp.completion_item
-    local client = repomem_client(args.buf)
-    if client and lsp_item and lsp_item.detail == "repomem" and lsp_item.data then
-      client:notify("repomem/didAccept", { id = lsp_item.data.id })
-    end
-  end,
-})

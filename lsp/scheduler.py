@@ -1,0 +1,217 @@
+"""When completion requests reach the model, and which answers reach the editor: the one place
+the language server schedules (caches, debounce, joining, superseding, cancelling, the answer
+budget, stale answers). Free of pygls: the server hands in plain values and a coroutine that runs
+the model; the handlers only translate.
+
+Editors are clients we do not control (docs/design.md §8): they time out (eglot after 10 s),
+re-send a request they gave up on, keep typing while a request is pending, and cancel requests.
+
+- **Caches**: a finished completion is remembered by the document's text on both sides of the
+  cursor (`CompletionCache`); typing the first characters of the completion last shown in a
+  document returns the rest (`ForwardTypingCache`). Neither calls the model.
+- **One generation per document** (a *flight*). A request whose document state (text before and
+  after the cursor, settings) equals the flight's *joins* it: a client's retry never restarts the
+  model. Any other request for the document, or any change to the document, *supersedes* the
+  flight: it stops between tokens, because its prompt no longer matches what the user sees.
+- **Debounce**: a flight waits `debounce_s` before it starts, so a burst of keystrokes starts one
+  generation.
+- **Cancelling**: `$/cancelRequest` of the last request waiting on a flight stops it, unless the
+  flight was *kept* (below).
+- **Answer budget**: a request still waiting after `answer_within_s` is answered *pending* (the
+  server sends an empty incomplete list, which clients ask again for) and the flight is kept: it
+  runs on, and its answer lands in the cache for the client's next ask, which then costs nothing.
+  Better than the client's own time-out, which answers the user with an error.
+- **Stale answers are dropped**: an answer for a document whose version moved on while the request
+  waited is not sent (`dropped`); applying it would overwrite what the user typed since.
+- **Speculation at rest**: where the user's cursor rests (the end of an edit, or a cursor position
+  the editor reports) for `warm_after_s` with nothing asked, a kept flight starts there. A request
+  that then comes at that spot joins it or finds its answer cached; one elsewhere supersedes it,
+  and still finds the model's prompt cache warm with the blocks and the file's head.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
+from repomem.lsp.session import CompletionAnswer
+
+
+@dataclass(frozen=True)
+class CompletionAsk:
+    """One editor request: which document, at which version, and its state at the cursor."""
+
+    uri: str
+    version: int | None  # the document's version when the request arrived (None: unversioned)
+    state: CursorState
+    text: str  # the document, newlines normalized
+    line: int  # 0-based
+    character: int  # 0-based, in code points
+
+
+class Outcome(Enum):
+    ANSWERED = "answered"  # `text` is the completion ("" when the model had nothing to add)
+    PENDING = "pending"  # still generating past the answer budget: ask again
+    DROPPED = "dropped"  # superseded, cancelled, failed, or the document moved on
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    outcome: Outcome
+    text: str = ""
+    completion_id: str | None = None
+
+
+# run_model(ask, stop): the model's answer for the ask; it polls `stop` between tokens.
+RunModel = Callable[[CompletionAsk, threading.Event], Awaitable[CompletionAnswer]]
+
+
+@dataclass(eq=False)
+class Flight:
+    """The generation in flight for one document."""
+
+    ask: CompletionAsk
+    stop: threading.Event = field(default_factory=threading.Event)
+    task: asyncio.Future[CompletionAnswer | None] | None = None
+    waiting: int = 0  # requests awaiting this flight now
+    kept: bool = False  # answered pending once: runs on for the client's next ask
+
+    def joins(self, ask: CompletionAsk) -> bool:
+        return not self.stop.is_set() and self.ask.state.key() == ask.state.key()
+
+
+class CompletionScheduler:
+    def __init__(self, run_model: RunModel, debounce_s: float, answer_within_s: float, cache_entries: int,
+                 log: Callable[[str, str], None] = lambda level, message: None, warm_after_s: float = 0.0):
+        self._run_model = run_model
+        self._log = log
+        self.debounce_s = debounce_s
+        self.answer_within_s = answer_within_s
+        self.warm_after_s = warm_after_s  # 0 = no speculation
+        self._rests: dict[str, asyncio.TimerHandle] = {}  # uri -> the speculation waiting to start
+        self.cache = CompletionCache(cache_entries)
+        self.forward = ForwardTypingCache()
+        self._flights: dict[str, Flight] = {}  # uri -> its one flight
+        self._versions: dict[str, int | None] = {}  # uri -> the newest version the client sent
+
+    # -- settings and documents ----------------------------------------------------------------
+
+    def configure(self, debounce_s: float, answer_within_s: float, cache_entries: int,
+                  warm_after_s: float = 0.0) -> None:
+        """New settings: answers cached under the old ones are gone (their keys would not match
+        anyway: CursorState carries the settings generation)."""
+        self.debounce_s, self.answer_within_s, self.warm_after_s = debounce_s, answer_within_s, warm_after_s
+        self.cache = CompletionCache(cache_entries)
+        self.forward.clear()
+
+    def document_changed(self, uri: str, version: int | None, rest: CompletionAsk | None = None) -> None:
+        """A didOpen / didChange: the flight for the document's old text is stale. `rest`: where
+        the cursor stands after the edit, when the edit tells."""
+        self._versions[uri] = version
+        self._cancel_rest(uri)
+        flight = self._flights.get(uri)
+        if flight is not None and flight.ask.version != version:
+            flight.stop.set()
+        if rest is not None:
+            self.cursor_rests(rest)
+
+    def cursor_rests(self, ask: CompletionAsk) -> None:
+        """The cursor stands at `ask`: speculate there if nothing else happens for warm_after_s."""
+        self._cancel_rest(ask.uri)
+        if self.warm_after_s > 0:
+            self._rests[ask.uri] = asyncio.get_running_loop().call_later(self.warm_after_s, self._speculate, ask)
+
+    def _cancel_rest(self, uri: str) -> None:
+        timer = self._rests.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _speculate(self, ask: CompletionAsk) -> None:
+        self._rests.pop(ask.uri, None)
+        flight = self._flights.get(ask.uri)
+        if (self._versions.get(ask.uri, ask.version) != ask.version or self.cached(ask.state) is not None
+                or (flight is not None and not flight.stop.is_set())):
+            return  # the document moved on, the answer is known, or a request is being served
+        self._launch(ask, debounce=False).kept = True
+
+    def document_closed(self, uri: str, path: str | None) -> None:
+        self._versions.pop(uri, None)
+        self._cancel_rest(uri)
+        flight = self._flights.pop(uri, None)
+        if flight is not None:
+            flight.stop.set()
+        if path is not None:
+            self.forward.forget(path)
+
+    def cached(self, state: CursorState) -> CachedCompletion | None:
+        """A known answer at this state: the LRU's, else the rest of a completion typed into."""
+        found = self.cache.get(state)
+        if found is not None:
+            self.forward.remember(state, found)  # shown again: typing on from here reuses it
+            return found
+        return self.forward.continuation(state)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def complete(self, ask: CompletionAsk) -> Scheduled:
+        self._cancel_rest(ask.uri)
+        known = self.cached(ask.state)
+        if known is not None:
+            return Scheduled(Outcome.ANSWERED, known.text, known.completion_id)
+        flight = self._flights.get(ask.uri)
+        if flight is None or not flight.joins(ask):
+            if flight is not None:
+                flight.stop.set()  # superseded by this request
+            flight = self._launch(ask)
+        return await self._await(flight, ask)
+
+    def _launch(self, ask: CompletionAsk, debounce: bool = True) -> Flight:
+        flight = Flight(ask)
+        self._flights[ask.uri] = flight
+        flight.task = asyncio.ensure_future(self._fly(flight, self.debounce_s if debounce else 0.0))
+        return flight
+
+    async def _fly(self, flight: Flight, debounce_s: float) -> CompletionAnswer | None:
+        """Debounce, run the model, remember the answer; None when stopped or failed."""
+        try:
+            await asyncio.sleep(debounce_s)
+            if flight.stop.is_set():
+                return None
+            try:
+                answer = await self._run_model(flight.ask, flight.stop)
+            except Exception as error:  # noqa: BLE001 - whatever happens, the server answers
+                self._log("error", f"completion failed: {error.__class__.__name__}: {error}")
+                return None
+            if answer.finish_reason == "cancelled":
+                return None
+            if answer.shown is not None:
+                completion = CachedCompletion(answer.text, answer.shown.completion_id)
+                self.cache.put(flight.ask.state, completion)
+                self.forward.remember(flight.ask.state, completion)
+            return answer
+        finally:
+            if self._flights.get(flight.ask.uri) is flight:
+                del self._flights[flight.ask.uri]
+
+    async def _await(self, flight: Flight, ask: CompletionAsk) -> Scheduled:
+        assert flight.task is not None
+        flight.waiting += 1
+        try:
+            answer = await asyncio.wait_for(asyncio.shield(flight.task), self.answer_within_s)
+        except TimeoutError:
+            flight.kept = True
+            return Scheduled(Outcome.PENDING)
+        except asyncio.CancelledError:  # $/cancelRequest
+            if flight.waiting == 1 and not flight.kept:
+                flight.stop.set()
+            raise
+        finally:
+            flight.waiting -= 1
+        if answer is None or self._versions.get(ask.uri, ask.version) != ask.version:
+            return Scheduled(Outcome.DROPPED)
+        completion_id = answer.shown.completion_id if answer.shown is not None else None
+        return Scheduled(Outcome.ANSWERED, answer.text, completion_id)

@@ -1,0 +1,283 @@
+"""repomem in the real Emacs with eglot: lsp/emacs/repomem.el loaded into `emacs --batch -Q`,
+driven by tests/e2e/emacs_driver.el on a copy of examples/shop, with the embedded model.
+
+One Emacs session serves the whole module: the driver runs every check in order and prints one
+`CHECK <name> ok|FAIL <json details>` line per check; the tests below assert them one by one.
+The session's results also go to eval/results/editor-emacs.json (the README's editor matrix)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.repos import copy_example
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "lsp" / "emacs" / "repomem.el"
+DRIVER = Path(__file__).with_name("emacs_driver.el")
+RESULTS = ROOT / "eval" / "results" / "editor-emacs.json"
+SESSION_LIMIT_S = 300  # the whole Emacs session; about 60 s on a quiet 2-core machine
+GONE_WITHIN_S = 15
+
+
+def unavailable(reason: str) -> None:
+    """Skip, except in CI, where the editor is installed on purpose and must run."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set: the Emacs tests must run)")
+    pytest.skip(reason)
+
+
+# -- processes ---------------------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(parent pid, start time in clock ticks, state) of a process, or None once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
+    return int(fields[1]), int(fields[19]), fields[0]
+
+
+def descendants(root: int) -> dict[tuple[int, int], str]:
+    """The processes below `root`, as (pid, start time) -> command line; the start time tells a
+    process from a later one that reused its pid."""
+    parents: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
+            parents.setdefault(stat[0], []).append(int(entry.name))
+            starts[int(entry.name)] = stat[1]
+    found: dict[tuple[int, int], str] = {}
+    queue = list(parents.get(root, []))
+    while queue:
+        pid = queue.pop()
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            command = "?"
+        found[(pid, starts[pid])] = command.strip()
+        queue.extend(parents.get(pid, []))
+    return found
+
+
+def alive(process: tuple[int, int]) -> bool:
+    stat = _stat(process[0])
+    return stat is not None and stat[1] == process[1] and stat[2] != "Z"
+
+
+class TreeWatcher(threading.Thread):
+    """Every process seen below the editor while it runs: the language server and its model child
+    must all be gone soon after the editor quits."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.seen: dict[tuple[int, int], str] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.seen.update(descendants(self.pid))
+            self.stop.wait(0.25)
+
+
+# -- the session -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    workspace: Path
+    returncode: int | None
+    output: str
+    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
+    seen: dict[tuple[int, int], str] = field(default_factory=dict)
+    left: dict[tuple[int, int], str] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def check(self, name: str) -> None:
+        assert name in self.checks, f"the driver never ran check {name!r}; Emacs said:\n{self.output[-4000:]}"
+        ok, details = self.checks[name]
+        assert ok, f"{name}: {details}"
+
+
+def parse(lines: list[str], session: Session) -> None:
+    for line in lines:
+        kind, _, rest = line.partition(" ")
+        name, _, value = rest.partition(" ")
+        if kind == "CHECK":
+            verdict, _, details = value.partition(" ")
+            session.checks[name] = (verdict == "ok", json.loads(details) if details else "")
+        elif kind == "INFO":
+            session.info[name] = json.loads(value)
+
+
+def find_eglot(emacs: str, env: dict[str, str]) -> Path:
+    """eglot's folder as a plain `emacs --batch` finds it (site-start adds Debian's elpa-eglot,
+    Emacs 29 has it built in); the session itself runs with -Q and this folder on its load path."""
+    probe = subprocess.run([emacs, "--batch", "--eval", '(princ (or (locate-library "eglot") ""))'],
+                           env=env, capture_output=True, text=True, timeout=60)
+    if not probe.stdout.strip():
+        unavailable("eglot not installed: apt-get install elpa-eglot (or Emacs 29+)")
+    eglot = Path(probe.stdout.strip()).parent
+    version = subprocess.run([emacs, "--batch", "-Q", "-L", str(eglot), "-l", str(CONFIG), "--eval",
+                              "(princ (or (repomem--eglot-version) \"\"))"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    if "needs eglot" in version.stderr:
+        unavailable(f"eglot too old for lsp/emacs/repomem.el: {version.stderr.strip()}")
+    return eglot
+
+
+def record(session: Session) -> None:
+    """The editor matrix's row: versions, per-check results, first-answer seconds."""
+    RESULTS.write_text(json.dumps({
+        "editor": "emacs",
+        "emacs_version": session.info.get("emacs_version"),
+        "eglot_version": session.info.get("eglot_version"),
+        "client": "lsp/emacs/repomem.el (eglot, completion-at-point)",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "recorded": time.strftime("%Y-%m-%d"),
+        "checks": {name: {"ok": ok, "details": details[:400]} for name, (ok, details) in session.checks.items()},
+        "ready_s": session.info.get("ready_s"),
+        "first_answer_s": session.info.get("first_answer_s"),
+        "slowest_request_s": session.info.get("slowest_request_s"),
+        "session_wall_s": round(session.wall_s, 1),
+        "processes_left": sorted(session.left.values()),
+    }, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory, model_path) -> Session:
+    emacs = shutil.which("emacs")
+    if emacs is None:
+        unavailable("emacs not installed: apt-get install emacs-nox elpa-eglot")
+    base = tmp_path_factory.mktemp("emacs")
+    home = base / "home"
+    home.mkdir()
+    # A private HOME and XDG folders: no user configuration leaks in; the model comes from the
+    # cache the model_path fixture filled (<cache>/models/<file>).
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local/share"),
+           "XDG_STATE_HOME": str(home / ".local/state"), "REPOMEM_CACHE": str(Path(model_path).parent.parent)}
+    env.pop("REPOMEM_CONFIG", None)
+    eglot = find_eglot(emacs, env)
+    workspace = copy_example(base / "shop")
+    results = base / "results.txt"
+    env.update(REPOMEM_TEST_PYTHON=sys.executable, REPOMEM_TEST_WORKSPACE=str(workspace),
+               REPOMEM_TEST_RESULTS=str(results))
+
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [emacs, "--batch", "-Q", "-L", str(eglot), "-l", str(CONFIG), "-l", str(DRIVER)],
+        cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    watcher = TreeWatcher(process.pid)
+    watcher.start()
+    try:
+        output, _ = process.communicate(timeout=SESSION_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        output += f"\n[test] Emacs killed after {SESSION_LIMIT_S} s"
+    watcher.stop.set()
+    watcher.join()
+    lines = results.read_text().splitlines() if results.exists() else []
+    result = Session(workspace, process.returncode, output, seen=dict(watcher.seen))
+    parse(lines, result)
+
+    # Quitting Emacs must take the server and its model child with it.
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while time.monotonic() < deadline and any(alive(p) for p in result.seen):
+        time.sleep(0.2)
+    result.left = {p: command for p, command in result.seen.items() if alive(p)}
+    result.wall_s = time.monotonic() - started
+    if result.checks:
+        record(result)
+    try:
+        yield result
+    finally:
+        for pid, start in result.seen:
+            if alive((pid, start)):
+                os.kill(pid, signal.SIGKILL)
+
+
+# -- the checks, in the driver's order ---------------------------------------------------------------
+
+
+def test_attaches_and_is_ready(session):
+    """eglot starts `repomem serve` for shop/report.py, the whole example is the project, and the
+    server reports `repomem: ready`."""
+    session.check("attach")
+
+
+def test_settings_reach_the_server(session):
+    """eglot's workspace/didChangeConfiguration carries repomem-settings (an empty object would
+    put the server back on its defaults)."""
+    session.check("settings")
+
+
+def test_completes_the_unfinished_line(session):
+    """completion-at-point at the end of `    return ` inserts the model's completion."""
+    session.check("complete_line")
+    assert isinstance(session.info.get("first_answer_s"), float)
+
+
+def test_completion_replaces_the_word_before_point(session):
+    """At `    return com` the item replaces `com` (no `comcompute_tax`) and eglot does not filter it
+    away against the symbol before point."""
+    session.check("complete_word")
+
+
+def test_completion_inside_a_call_is_exactly_the_items_edit(session):
+    """At `    return int(amount_cents` the buffer becomes what the item's textEdit says, the start of
+    the line untouched (no duplicated fragments)."""
+    session.check("complete_in_call")
+
+
+def test_accepts_are_logged_and_offers_are_not(session):
+    """Inserting a completion logs an accept with the item's id (eglot never runs the item's command;
+    repomem.el's exit function sends repomem/didAccept); listing candidates logs nothing."""
+    session.check("offered_not_inserted")
+    log = session.workspace / ".repomem" / "feedback.jsonl"
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    accepts = {event.get("id") for event in events if event.get("event") == "accept"}
+    inserted = session.info.get("accepted_ids") or []
+    assert inserted, "no completion was inserted, so no accept could be logged"
+    assert set(inserted) <= accepts, f"inserted {inserted}, accepts logged: {events}"
+    assert session.info.get("offered_id") not in accepts, f"an offered, not inserted completion was logged: {events}"
+
+
+def test_no_request_times_out(session):
+    """No completion request hit jsonrpc's 10 s timeout: the server answers in time (an empty
+    list while it is still generating)."""
+    session.check("no_timeouts")
+
+
+def test_explain(session):
+    """M-x repomem-explain lists the fragments behind the completion at point."""
+    session.check("explain")
+
+
+def test_quitting_leaves_no_process(session):
+    """eglot-shutdown, then quitting Emacs, leaves no language server nor model process."""
+    session.check("shutdown")
+    assert "DONE" in session.output, session.output[-4000:]
+    assert session.returncode == 0, session.output[-4000:]
+    assert any("repomem" in command for command in session.seen.values()), session.seen
+    assert not session.left, f"still running {GONE_WITHIN_S} s after Emacs quit: {session.left}"

@@ -1,0 +1,354 @@
+"""Neovim end to end: the shipped `lsp/nvim/repomem.lua` in the real `nvim`, driven through tmux.
+
+One Neovim runs for the whole module inside a detached tmux session of fixed size, with its own
+HOME and XDG folders (no user configuration leaks in) and the plugin copied to its plugin folder.
+The tests type into it with `tmux send-keys`, read the screen with `capture-pane` and read the
+buffer from a file Neovim writes (`writefile`, not `:w`: a save would make the server re-index).
+They run in file order and build on each other's state (the server's cache in particular).
+
+The statusline shows the plugin's `g:repomem_answers` / `g:repomem_status`, so a test knows when
+an answer came (and what the plugin did with it) without sleeping for a fixed time.
+
+At the end the module writes eval/results/editor-nvim.json (Neovim's version, pass/fail per check,
+seconds to the first answer) and prints a one-line summary, for the README's editor matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from repomem.packages import cache_root
+from tests.repos import copy_example
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "lsp" / "nvim" / "repomem.lua"
+RESULTS = ROOT / "eval" / "results" / "editor-nvim.json"
+# Short generations and prompts keep each model call to a few seconds on 2 cores.
+SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10}
+EXPECTED = "compute_tax(amount_cents, tax_class)"
+LINE_9 = "    return "
+WIDTH, HEIGHT = 120, 40
+STATUS = re.compile(r"repomem\[(\d+):(\w*)\]")
+CHECKS = ("ready", "end_of_line", "partial_word", "dismiss", "type_ahead", "quit")
+
+INIT_LUA = """
+vim.g.repomem_cmd = vim.fn.json_decode([[{cmd}]])
+vim.g.repomem_settings = vim.fn.json_decode([[{settings}]])
+vim.cmd("filetype plugin on")
+vim.o.swapfile = false
+-- One repomem item per answer: show it in the menu (menuone) and insert it only on <C-y>, so
+-- <C-y> accepts and <C-e> dismisses the same way every time.
+vim.o.completeopt = "menuone,noinsert"
+vim.o.laststatus = 2
+vim.o.statusline = "repomem[%{{get(g:,'repomem_answers',0)}}:%{{get(g:,'repomem_status','')}}]"
+vim.cmd("autocmd User RepomemStatus redrawstatus")
+"""
+
+
+def require_binary(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} not installed: apt-get install {package}"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI installs it: missing there is a broken set-up, not a skip
+        pytest.skip(message)
+    return path
+
+
+# -- processes, through /proc ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    start: int  # start time in clock ticks: tells a live process from a new one with its pid
+    cmdline: str
+
+
+def read_process(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time) of a live process, or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    if fields[0] == "Z":
+        return None  # a zombie has ended; only its parent has not collected it yet
+    return int(fields[1]), int(fields[19])
+
+
+def descendants(root: int) -> list[Process]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (info := read_process(int(entry))) is not None:
+            children.setdefault(info[0], []).append(int(entry))
+    found: list[Process] = []
+    stack = list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        info = read_process(pid)
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if info is not None:
+            found.append(Process(pid, info[1], cmdline.strip()))
+            stack.extend(children.get(pid, []))
+    return found
+
+
+def alive(process: Process) -> bool:
+    info = read_process(process.pid)
+    return info is not None and info[1] == process.start
+
+
+# -- Neovim in tmux ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Nvim:
+    tmux: list[str]  # the tmux command with this module's private server socket
+    env: dict[str, str]
+    workspace: Path
+    scratch: Path
+    pid: int = 0
+    version: str = ""
+    processes: list[Process] = field(default_factory=list)  # the server and its model, once ready
+    results: dict[str, str] = field(default_factory=dict)
+    first_answer_s: float | None = None
+
+    def run(self, *args: str) -> str:
+        result = subprocess.run([*self.tmux, *args], env=self.env, capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, f"tmux {args}: {result.stderr}"
+        return result.stdout
+
+    def keys(self, *keys: str) -> None:
+        """tmux key names (Enter, C-x, ...)."""
+        self.run("send-keys", "-t", "nvim", *keys)
+
+    def type(self, text: str) -> None:
+        """Literal text."""
+        self.run("send-keys", "-t", "nvim", "-l", text)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "nvim")
+
+    def status(self) -> tuple[int, str]:
+        match = STATUS.search(self.screen())
+        return (int(match.group(1)), match.group(2)) if match else (0, "")
+
+    def wait(self, predicate, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {timeout_s:.0f} s; screen:\n{self.screen()}")
+            time.sleep(0.1)
+
+    def normal(self) -> None:
+        """Back to Normal mode from anywhere (CTRL-\\ CTRL-N: unlike <Esc>, never read as a Meta key)."""
+        self.keys("C-\\", "C-n")
+
+    def ex(self, command: str) -> None:
+        self.normal()
+        self.type(":" + command)
+        self.keys("Enter")
+
+    def buffer_lines(self) -> list[str]:
+        """The buffer as it is now, through a file Neovim writes."""
+        target = self.scratch / "buffer.txt"
+        target.unlink(missing_ok=True)
+        self.ex(f"call writefile(getline(1, '$'), '{target}')")
+        self.wait(target.exists, 10, "buffer dump")
+        return target.read_text().split("\n")[:-1]
+
+    def messages(self) -> str:
+        target = self.scratch / "messages.txt"
+        target.unlink(missing_ok=True)
+        self.ex(f"redir! > {target} | silent messages | redir END")
+        self.wait(target.exists, 10, ":messages dump")
+        return target.read_text()
+
+    def complete(self, timeout_s: float = 120) -> str:
+        """<C-x><C-o> in Insert mode, then the plugin's status once the answer came. An answer
+        of "still working" (the server's deadline passed) is asked again, as a user would."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            before, _ = self.status()
+            self.keys("C-x", "C-o")
+            answers, status = self.wait(lambda b=before: (s := self.status())[0] > b and s,
+                                        max(deadline - time.monotonic(), 1), "completion answer")
+            if status != "working":
+                return status
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server was still working after {timeout_s} s")
+
+    def feedback(self) -> list[dict]:
+        path = self.workspace / ".repomem" / "feedback.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@contextmanager
+def check(nvim: Nvim, name: str):
+    nvim.results[name] = "fail"
+    yield
+    nvim.results[name] = "pass"
+
+
+def write_results(nvim: Nvim, pytestconfig) -> None:
+    checks = {name: nvim.results.get(name, "not run") for name in CHECKS}
+    report = {"editor": "neovim", "version": nvim.version, "checks": checks,
+              "first_answer_s": None if nvim.first_answer_s is None else round(nvim.first_answer_s, 1),
+              "settings": SETTINGS}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    summary = (f"{nvim.version}: " + " ".join(f"{name}={result}" for name, result in checks.items())
+               + f" first_answer_s={report['first_answer_s']}")
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\nneovim e2e: {summary}")
+
+
+@pytest.fixture(scope="module")
+def nvim(tmp_path_factory, model_path, pytestconfig):
+    nvim_binary = require_binary("nvim", "neovim")
+    require_binary("tmux", "tmux")
+    base = tmp_path_factory.mktemp("nvim")
+    workspace = copy_example(base / "shop")
+    dirs = {name: base / name for name in ("home", "config", "data", "state", "cache", "scratch")}
+    for path in dirs.values():
+        path.mkdir()
+    (dirs["config"] / "nvim" / "plugin").mkdir(parents=True)
+    shutil.copy(PLUGIN, dirs["config"] / "nvim" / "plugin" / "repomem.lua")
+    (dirs["config"] / "nvim" / "init.lua").write_text(INIT_LUA.format(
+        cmd=json.dumps([sys.executable, "-m", "repomem", "serve"]), settings=json.dumps(SETTINGS)))
+
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"TMUX", "TMUX_PANE", "NVIM", "NVIM_LISTEN_ADDRESS", "VIMINIT", "MYVIMRC", "REPOMEM_CONFIG"}}
+    env.update(HOME=str(dirs["home"]), XDG_CONFIG_HOME=str(dirs["config"]), XDG_DATA_HOME=str(dirs["data"]),
+               XDG_STATE_HOME=str(dirs["state"]), XDG_CACHE_HOME=str(dirs["cache"]),
+               REPOMEM_CACHE=str(cache_root()),  # the downloaded model, from the real user cache
+               TERM="xterm-256color")
+    version = subprocess.run([nvim_binary, "--version"], capture_output=True, text=True, env=env, timeout=30)
+    socket = f"repomem-nvim-{os.getpid()}"
+    session = Nvim(tmux=["tmux", "-L", socket, "-f", "/dev/null"], env=env, workspace=workspace,
+                   scratch=dirs["scratch"], version=version.stdout.splitlines()[0].strip())
+    # Several arguments: tmux runs nvim itself (no shell in between), so the pane's pid is nvim's.
+    session.run("new-session", "-d", "-s", "nvim", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(workspace),
+                nvim_binary, "shop/report.py")
+    session.pid = int(session.run("display-message", "-p", "-t", "nvim", "#{pane_pid}").strip())
+    try:
+        yield session
+    finally:
+        write_results(session, pytestconfig)
+        subprocess.run([*session.tmux, "kill-server"], env=env, capture_output=True, timeout=30)
+        leftovers = [process for process in [*session.processes, *descendants(session.pid)] if alive(process)]
+        for process in leftovers:
+            os.kill(process.pid, signal.SIGKILL)
+
+
+# -- the checks, in order -------------------------------------------------------------------------------
+
+
+def test_server_attaches_and_is_ready(nvim):
+    with check(nvim, "ready"):
+        # The first start builds the index and loads the model: minutes on a loaded machine.
+        nvim.wait(lambda: "repomem: ready" in nvim.screen(), 240, '"repomem: ready" message')
+        messages = nvim.messages()
+        assert "repomem: ready" in messages
+        for marker in ("E5108", "Error detected", "stack traceback", "Error executing"):
+            assert marker not in messages, messages
+        processes = descendants(nvim.pid)
+        nvim.processes = processes
+        assert any("repomem" in p.cmdline and "serve" in p.cmdline for p in processes), processes
+
+
+def accept_menu(nvim: Nvim) -> None:
+    """<C-y> when the menu shows the item (completeopt has menuone); else it is inserted already."""
+    if "[repomem]" in nvim.screen():
+        nvim.keys("C-y")
+
+
+def test_completes_at_end_of_line(nvim):
+    with check(nvim, "end_of_line"):
+        nvim.normal()
+        nvim.keys("9", "G", "A")
+        started = time.monotonic()
+        status = nvim.complete()
+        nvim.first_answer_s = time.monotonic() - started
+        assert status == "shown", nvim.screen()
+        assert EXPECTED in nvim.screen()
+        accept_menu(nvim)
+        assert nvim.buffer_lines()[8] == LINE_9 + EXPECTED
+        # Accepting reports it: an accept with this completion in the workspace's feedback log.
+        accepts = nvim.wait(lambda: [e for e in nvim.feedback() if e.get("event") == "accept"], 30, "accept logged")
+        assert len(accepts) == 1 and EXPECTED in accepts[0].get("completion", ""), accepts
+
+
+def test_completes_a_partly_typed_name(nvim):
+    with check(nvim, "partial_word"):
+        nvim.ex("call setline(9, '    return com')")
+        nvim.keys("9", "G", "A")
+        assert nvim.complete() == "shown", nvim.screen()
+        accept_menu(nvim)
+        # The item replaces the typed "com" (not "comcompute_tax(...)").
+        assert nvim.buffer_lines()[8] == LINE_9 + EXPECTED
+
+
+def test_dismissing_logs_no_accept(nvim):
+    with check(nvim, "dismiss"):
+        accepts_before = [e for e in nvim.feedback() if e.get("event") == "accept"]
+        nvim.ex(f"call setline(9, '{LINE_9}')")
+        nvim.keys("9", "G", "A")
+        assert nvim.complete() == "shown", nvim.screen()  # the same state as before: from the cache
+        nvim.wait(lambda: "[repomem]" in nvim.screen(), 10, "completion menu")
+        nvim.keys("C-e")
+        assert nvim.buffer_lines()[8] == LINE_9
+        nvim.wait(lambda: [e for e in nvim.feedback() if e.get("event") == "reject"], 30, "reject logged")
+        assert [e for e in nvim.feedback() if e.get("event") == "accept"] == accepts_before
+
+
+def test_typing_on_while_waiting_is_never_overwritten(nvim):
+    with check(nvim, "type_ahead"):
+        # A place no cache knows: the answer needs the model (seconds), and the typing is instant.
+        nvim.ex("call setline(9, '    total = ')")
+        nvim.keys("9", "G", "A")
+        before, _ = nvim.status()
+        nvim.keys("C-x", "C-o")
+        nvim.type(" # typed")
+        answers, status = nvim.wait(lambda: (s := nvim.status())[0] > before and s, 60, "the late answer")
+        assert status == "dropped", nvim.screen()
+        time.sleep(0.5)  # nothing may arrive after the answer either: give a stray insert the chance
+        assert nvim.buffer_lines()[8] == "    total =  # typed"
+
+
+def test_quitting_stops_the_server_and_its_model(nvim):
+    with check(nvim, "quit"):
+        processes = descendants(nvim.pid)
+        assert any("repomem" in p.cmdline and "serve" in p.cmdline for p in processes), processes
+        assert any("llama_child" in p.cmdline for p in processes), processes  # the model's own process
+        nvim.processes = processes
+        nvim.ex("qa!")
+        nvim.wait(lambda: read_process(nvim.pid) is None, 15, "Neovim exiting")
+        deadline = time.monotonic() + 15
+        while any(alive(p) for p in processes) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in processes if alive(p)], "still running after :qa!"

@@ -1,0 +1,207 @@
+"""The language server's request scheduler (lsp/scheduler.py) against a model the test controls:
+each generation waits until the test releases it, so every interleaving editors cause (retries,
+type-ahead, cancels, time-outs) is played out exactly. The real model runs in the e2e tiers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+
+import pytest
+from lsprotocol import types
+
+from repomem.lsp.cache import CursorState
+from repomem.lsp.feedback import ShownCompletion
+from repomem.lsp.items import completion_item, inline_item, typed_word
+from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome
+from repomem.lsp.session import CompletionAnswer
+
+TEXT = "def total(a, b):\n    return \n"
+OFFSET = TEXT.index("return ") + len("return ")
+
+
+class ControlledModel:
+    """A stand-in for the model thread: records each generation, answers when released, stops
+    like the real one (between tokens) when its stop event is set."""
+
+    def __init__(self) -> None:
+        self.started: list[CompletionAsk] = []
+        self.stopped: list[CompletionAsk] = []
+        self.release = asyncio.Event()
+        self.ids = itertools.count(1)
+        self.before_answer = lambda: None  # runs after the last token, before the answer returns
+
+    async def __call__(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
+        self.started.append(ask)
+        while not self.release.is_set():
+            if stop.is_set():
+                self.stopped.append(ask)
+                return CompletionAnswer("", None, "cancelled")
+            await asyncio.sleep(0.005)
+        completion_id = f"c{next(self.ids)}"
+        self.before_answer()
+        shown = ShownCompletion(completion_id=completion_id, path=ask.state.path, line=ask.line,
+                                character=ask.character, text="a + b", strategy="fragrel", backend="test",
+                                fragments=[], in_prompt=frozenset())
+        return CompletionAnswer("a + b", shown, "stop")
+
+
+def ask(text: str = TEXT, offset: int = OFFSET, version: int = 1, uri: str = "file:///r/a.py") -> CompletionAsk:
+    line = text[:offset].count("\n")
+    return CompletionAsk(uri, version, CursorState.of("a.py", text, offset, 0), text, line,
+                         offset - (text.rfind("\n", 0, offset) + 1))
+
+
+def scheduler(model: ControlledModel, answer_within_s: float = 5.0) -> CompletionScheduler:
+    return CompletionScheduler(model, debounce_s=0.01, answer_within_s=answer_within_s, cache_entries=8)
+
+
+async def test_an_identical_request_joins_the_one_in_flight():
+    model, first = ControlledModel(), ask()
+    plan = scheduler(model)
+    plan.document_changed(first.uri, 1)
+    waiting = [asyncio.ensure_future(plan.complete(first)) for _ in range(3)]  # eglot's retries
+    await asyncio.sleep(0.1)
+    model.release.set()
+    answers = await asyncio.gather(*waiting)
+    assert len(model.started) == 1 and not model.stopped
+    assert {(a.outcome, a.text, a.completion_id) for a in answers} == {(Outcome.ANSWERED, "a + b", "c1")}
+    again = await plan.complete(ask())  # and afterwards from the cache, without the model
+    assert again.completion_id == "c1" and len(model.started) == 1
+
+
+async def test_a_request_past_the_budget_is_answered_pending_and_the_retry_gets_the_answer():
+    model = ControlledModel()
+    plan = scheduler(model, answer_within_s=0.1)
+    plan.document_changed("file:///r/a.py", 1)
+    assert (await plan.complete(ask())).outcome is Outcome.PENDING
+    assert not model.stopped  # kept: it runs on for the client's next ask
+    retry = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.02)
+    model.release.set()
+    answer = await retry
+    assert answer.outcome is Outcome.ANSWERED and answer.text == "a + b" and len(model.started) == 1
+
+
+async def test_an_answer_for_a_document_that_moved_on_is_dropped_and_its_generation_stopped():
+    model = ControlledModel()
+    plan = scheduler(model)
+    plan.document_changed("file:///r/a.py", 1)
+    pending = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.05)
+    plan.document_changed("file:///r/a.py", 2)  # the user typed on while it generated
+    assert (await pending).outcome is Outcome.DROPPED
+    assert model.stopped == model.started
+
+
+async def test_an_answer_that_lands_after_a_change_is_still_dropped():
+    """The generation finished, but the version moved on before the answer went out."""
+    model = ControlledModel()
+    model.release.set()
+    plan = scheduler(model)
+    plan.document_changed("file:///r/a.py", 1)
+    first = ask()
+    # The didChange arrives between the model's last token and the reply.
+    model.before_answer = lambda: plan.document_changed(first.uri, 2)
+    assert (await plan.complete(first)).outcome is Outcome.DROPPED
+    # The answer is remembered for that text all the same: an undo back to it costs nothing.
+    model.before_answer = lambda: None
+    plan.document_changed(first.uri, 3)
+    assert (await plan.complete(ask(version=3))).text == "a + b"
+
+
+async def test_a_newer_request_elsewhere_supersedes_and_a_burst_starts_one_generation():
+    model = ControlledModel()
+    plan = scheduler(model)
+    plan.document_changed("file:///r/a.py", 1)
+    other_text = TEXT + "x = \n"
+    burst = [asyncio.ensure_future(plan.complete(ask(other_text, len(other_text) - 1 - i))) for i in (2, 1, 0)]
+    await asyncio.sleep(0.1)
+    model.release.set()
+    answers = await asyncio.gather(*burst)
+    assert [a.outcome for a in answers] == [Outcome.DROPPED, Outcome.DROPPED, Outcome.ANSWERED]
+    assert len(model.started) == 1  # the debounce let only the last one reach the model
+
+
+async def test_cancelling_the_last_waiter_stops_the_generation_but_not_a_kept_one():
+    model = ControlledModel()
+    plan = scheduler(model)
+    plan.document_changed("file:///r/a.py", 1)
+    waiting = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.05)
+    waiting.cancel()  # $/cancelRequest
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await asyncio.sleep(0.05)
+    assert model.stopped == model.started
+    # One of two waiters cancelled: the other still gets its answer.
+    model2 = ControlledModel()
+    plan2 = scheduler(model2)
+    plan2.document_changed("file:///r/a.py", 1)
+    one, two = (asyncio.ensure_future(plan2.complete(ask())) for _ in range(2))
+    await asyncio.sleep(0.05)
+    one.cancel()
+    await asyncio.sleep(0.02)
+    model2.release.set()
+    assert (await two).text == "a + b" and not model2.stopped
+
+
+async def test_typing_the_first_characters_of_an_answer_returns_the_rest_without_the_model():
+    model = ControlledModel()
+    model.release.set()
+    plan = scheduler(model)
+    plan.document_changed("file:///r/a.py", 1)
+    await plan.complete(ask())
+    typed = TEXT[:OFFSET] + "a +" + TEXT[OFFSET:]
+    plan.document_changed("file:///r/a.py", 2)
+    answer = await plan.complete(ask(typed, OFFSET + 3, version=2))
+    assert answer.text == " b" and answer.completion_id == "c1" and len(model.started) == 1
+
+
+def test_items_replace_the_word_being_typed():
+    assert typed_word("    return com", 14) == "com"
+    assert typed_word("    return int(amount_cents", 27) == "amount_cents"
+    assert typed_word("    return ", 11) == "" and typed_word("x.déjà", 6) == "déjà"
+    position = types.Position(line=8, character=14)
+    item = completion_item("pute_tax(amount_cents, tax_class)", "com", position, 3, "c7")
+    assert item.label == item.filter_text == item.insert_text == "compute_tax(amount_cents, tax_class)"
+    assert item.text_edit.range.start == types.Position(line=8, character=11)
+    assert item.text_edit.range.end == position and item.text_edit.new_text == item.insert_text
+    assert item.data == {"id": "c7"} and item.command.arguments == ["c7"]
+    body = completion_item("if x:\n        return 1", "", position, 0, "c8")
+    assert body.label == "if x:" and body.insert_text == "if x:\n        return 1"
+    inline = inline_item(" * rate)", "amount_cents", types.Position(line=2, character=27), 12, "c9")
+    assert inline.insert_text == inline.filter_text == "amount_cents * rate)"
+    assert inline.range.start.character == 15 and inline.range.end.character == 27
+    # A word of astral characters is longer in UTF-16 units than in code points.
+    wide = completion_item("x", "𝒳", types.Position(line=0, character=2), 2, None)
+    assert wide.text_edit.range.start.character == 0
+
+
+async def test_where_the_cursor_rests_the_completion_starts_and_a_request_there_joins_it():
+    model = ControlledModel()
+    plan = CompletionScheduler(model, debounce_s=0.01, answer_within_s=5.0, cache_entries=8, warm_after_s=0.05)
+    plan.document_changed("file:///r/a.py", 1, rest=ask())  # an edit that left the cursor there
+    await asyncio.sleep(0.02)
+    assert not model.started  # not before the cursor has rested
+    await asyncio.sleep(0.1)
+    assert len(model.started) == 1
+    request = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.02)
+    model.release.set()
+    assert (await request).text == "a + b" and len(model.started) == 1
+    # Moving on before the rest is over starts nothing; a request elsewhere supersedes a speculation.
+    model2 = ControlledModel()
+    plan2 = CompletionScheduler(model2, debounce_s=0.01, answer_within_s=5.0, cache_entries=8, warm_after_s=0.05)
+    plan2.document_changed("file:///r/a.py", 1, rest=ask())
+    plan2.document_changed("file:///r/a.py", 2)
+    await asyncio.sleep(0.1)
+    assert not model2.started
+    plan2.cursor_rests(ask(version=2))
+    await asyncio.sleep(0.1)
+    elsewhere = asyncio.ensure_future(plan2.complete(ask(offset=OFFSET - 1, version=2)))
+    await asyncio.sleep(0.05)
+    model2.release.set()
+    assert (await elsewhere).outcome is Outcome.ANSWERED
+    assert len(model2.started) == 2 and model2.stopped == model2.started[:1]
