@@ -108,6 +108,13 @@ class CompletionScheduler:
         self.cache = CompletionCache(cache_entries)
         self.forward.clear()
 
+    def stop_all(self) -> None:
+        """Every flight is stale (the settings changed)."""
+        for flight in self._flights.values():
+            flight.stop.set()
+        for uri in list(self._rests):
+            self._cancel_rest(uri)
+
     def document_changed(self, uri: str, version: int | None, rest: CompletionAsk | None = None) -> None:
         """A didOpen / didChange: the flight for the document's old text is stale. `rest`: where
         the cursor stands after the edit, when the edit tells."""
@@ -119,11 +126,13 @@ class CompletionScheduler:
         if rest is not None:
             self.cursor_rests(rest)
 
-    def cursor_rests(self, ask: CompletionAsk) -> None:
-        """The cursor stands at `ask`: speculate there if nothing else happens for warm_after_s."""
+    def cursor_rests(self, ask: CompletionAsk, reported: bool = False) -> None:
+        """The cursor stands at `ask`: speculate there if nothing else happens for warm_after_s,
+        or at once when the editor `reported` a cursor that already rested (its own idle wait)."""
         self._cancel_rest(ask.uri)
         if self.warm_after_s > 0:
-            self._rests[ask.uri] = asyncio.get_running_loop().call_later(self.warm_after_s, self._speculate, ask)
+            delay = 0.0 if reported else self.warm_after_s
+            self._rests[ask.uri] = asyncio.get_running_loop().call_later(delay, self._speculate, ask)
 
     def _cancel_rest(self, uri: str) -> None:
         timer = self._rests.pop(uri, None)

@@ -43,6 +43,7 @@ from repomem.lsp.framing import MessageLoop, SessionRefused, complain, quiet_pyg
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
+from repomem.lsp.settings import layered_settings
 
 EXPLAIN_COMMAND = "repomem.explain"
 ACCEPT_NOTIFICATION = "repomem/didAccept"
@@ -50,6 +51,7 @@ REJECT_NOTIFICATION = "repomem/didReject"
 # params {textDocument: {uri}, position}: where the editor's cursor now rests (sent by the shipped
 # editor set-ups after a short idle); the server may start the completion there speculatively.
 CURSOR_NOTIFICATION = "repomem/didMoveCursor"
+SHUTDOWN_DRAIN_S = 5.0  # at most this long, `shutdown` waits for the model thread's queue
 LOG_LEVELS = {"error": types.MessageType.Error, "warning": types.MessageType.Warning,
               "info": types.MessageType.Info, "log": types.MessageType.Log}
 
@@ -153,6 +155,7 @@ class RepomemServer(LanguageServer):
         super().__init__("repomem", _version())
         self.session: CompletionSession | None = None
         self.options: Any = None  # initializationOptions, applied once the workspace is known
+        self.settings_in_force: Any = None  # what apply_options last applied
         self.model_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repomem-model")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.scheduler = CompletionScheduler(self.run_model, 0.0, 1.0, 1, self.log)
@@ -223,12 +226,16 @@ class RepomemServer(LanguageServer):
         return await self.on_model_thread(self.session.complete, request)
 
     def apply_options(self, options: Any) -> None:
-        """New client settings (on the model thread); caches keyed by the old ones go stale."""
+        """New client settings, applied to the session (on the model thread, which owns it)."""
         assert self.session is not None
+        self.settings_in_force = options
         for problem in self.session.configure(options):
             self.show("warning", problem)
+
+    def options_applied(self) -> None:
+        """On the event loop, once the session has the new settings: the scheduler takes its own."""
+        assert self.session is not None
         server = self.session.config.server
-        self.settings_generation += 1
         self.scheduler.configure(server.debounce_ms / 1000, server.answer_within_ms / 1000,
                                  server.completion_cache_entries, server.warm_after_ms / 1000)
 
@@ -343,6 +350,7 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.apply_options(ls.options)
+    ls.options_applied()
     ls.start_model()  # the model loads while the index builds
     ls.start_indexing()
     if field(ls.client_capabilities, "workspace", "did_change_watched_files", "dynamic_registration"):
@@ -353,10 +361,28 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
         )]))
 
 
+@server.feature(types.SHUTDOWN)
+async def shutdown(ls: RepomemServer, params: Any) -> None:
+    """Finish what is queued on the model thread (an accept's log line, a save) before the reply:
+    clients kill the server right after `exit` (Emacs 28's jsonrpc sends SIGKILL at once)."""
+    ls.scheduler.stop_all()
+    try:
+        await asyncio.wait_for(ls.on_model_thread(lambda: None), SHUTDOWN_DRAIN_S)
+    except (TimeoutError, RuntimeError):  # a generation that would not stop, or the worker is gone
+        ls.log("warning", f"shutting down with work still queued after {SHUTDOWN_DRAIN_S:g} s")
+
+
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def did_change_configuration(ls: RepomemServer, params: types.DidChangeConfigurationParams) -> None:
-    if ls.session is not None:
-        await ls.on_model_thread(ls.apply_options, params.settings)
+    settings = layered_settings(ls.options, params.settings)
+    if ls.session is not None and settings != ls.settings_in_force:
+        # Answers for the old settings are stale from now on, even before the model thread (busy
+        # with a generation, maybe) gets to apply the new ones: a request arriving meanwhile
+        # must not join a generation running with the old settings.
+        ls.settings_generation += 1
+        ls.scheduler.stop_all()
+        await ls.on_model_thread(ls.apply_options, settings)
+        ls.options_applied()
 
 
 # -- documents -------------------------------------------------------------------------------------
@@ -402,7 +428,7 @@ def did_move_cursor(ls: RepomemServer, params: Any) -> None:
     if isinstance(uri, str) and isinstance(line, int) and isinstance(character, int) and ls.session is not None:
         ask = ls.ask_at(uri, types.Position(line=line, character=character))
         if ask is not None:
-            ls.scheduler.cursor_rests(ask)
+            ls.scheduler.cursor_rests(ask, reported=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)

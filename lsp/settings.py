@@ -43,6 +43,22 @@ BACKEND_KEYS = frozenset({("completion", key) for key in (
     "model_path", "endpoint", "hf_model", "gpu_layers", "isolate_model", "threads", "context_tokens")})
 
 
+def layered_settings(initial: Any, changed: Any) -> Any:
+    """The settings in force after a workspace/didChangeConfiguration: its repomem keys over the
+    initializationOptions'. A change without them (eglot sends `{}` right after connecting, other
+    clients their whole configuration for other servers) leaves the initial settings as they were."""
+    def own(options: Any) -> Any:
+        if isinstance(options, dict) and isinstance(options.get("repomem"), dict):
+            return options["repomem"]
+        return options
+
+    initial, changed = own(initial), own(changed)
+    if not isinstance(changed, dict):
+        return changed  # not an object: apply_settings reports it
+    base = initial if isinstance(initial, dict) else {}
+    return {**base, **changed}
+
+
 def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
     """`base` (the repository's config) with the client's settings applied, and one message per
     rejected setting. The server's retrieval budget is copied into retrieval.time_budget_ms."""
@@ -71,6 +87,10 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
             continue
         changes.setdefault(section, {})[key] = getattr(getattr(checked, section), key)
     config = with_overrides(base, **changes)
+    completion = config.completion
+    if ("max_prompt_tokens" not in changes.get("completion", {}) and config.server.embedded_prompt_tokens > 0
+            and not completion.endpoint and not completion.hf_model):
+        config = with_overrides(config, completion={"max_prompt_tokens": config.server.embedded_prompt_tokens})
     config = with_overrides(config, retrieval={"time_budget_ms": config.server.retrieval_budget_ms})
     return config, problems
 

@@ -298,6 +298,11 @@ class ServerConfig:
     # repomem/didMoveCursor) with nothing asked, the completion there starts speculatively: asked
     # there, it is ready or under way; asked elsewhere, the model's prompt cache is warm. 0 = off.
     warm_after_ms: int = 400
+    # The prompt budget (tokens) with the embedded model (llama.cpp, no endpoint, no HF model),
+    # unless the client sets maxPromptTokens: a cold prompt costs ~7 ms a token on two cores, so
+    # the 2,048 a GPU server takes in its stride is ~15 s here. 1,024 is the budget the dev set's
+    # CPU exact-match runs used (docs/editors.md). 0 = completion.max_prompt_tokens.
+    embedded_prompt_tokens: int = 1024
     completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
     shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
     # JSONL of accept / reject events with the fragments that fed each completion; local only.

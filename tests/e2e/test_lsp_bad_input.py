@@ -20,7 +20,7 @@ from repomem.failures import Failure
 from repomem.index.store import load_index
 from tests.repos import copy_example
 
-SETTINGS = {"maxNewTokens": 4, "maxPromptTokens": 256, "debounceMs": 0}
+SETTINGS = {"maxNewTokens": 4, "maxPromptTokens": 256, "debounceMs": 0, "answerWithinMs": 120000}
 
 
 class RawClient:

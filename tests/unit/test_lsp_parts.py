@@ -13,7 +13,7 @@ from repomem.config import Config, load_config, with_overrides
 from repomem.index.store import load_index
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
-from repomem.lsp.settings import apply_settings, backend_changed
+from repomem.lsp.settings import apply_settings, backend_changed, layered_settings
 from repomem.positions import locate
 from repomem.retrieval.scoring import ScoredFragment, score_fragments, strongest_lifts, top_fragments
 from repomem.service import RepoService
@@ -43,6 +43,21 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
     assert problems and "must be an object" in problems[0]
     assert backend_changed(Config(), apply_settings(Config(), {"endpoint": "http://127.0.0.1:1"})[0])
     assert not backend_changed(Config(), apply_settings(Config(), {"alpha": 0.1})[0])
+
+
+def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
+    assert apply_settings(Config(), {})[0].completion.max_prompt_tokens == 1024  # embedded, on the CPU
+    assert apply_settings(Config(), {"maxPromptTokens": 512})[0].completion.max_prompt_tokens == 512
+    served = apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0]
+    assert served.completion.max_prompt_tokens == 2048  # a served model keeps completion.max_prompt_tokens
+
+
+def test_a_configuration_change_layers_over_the_initialization_options():
+    initial = {"repomem": {"maxNewTokens": 24, "debounceMs": 10}}
+    assert layered_settings(initial, {}) == {"maxNewTokens": 24, "debounceMs": 10}  # eglot's first `{}`
+    assert layered_settings(initial, {"repomem": {"debounceMs": 5}}) == {"maxNewTokens": 24, "debounceMs": 5}
+    assert layered_settings(None, {"alpha": 0.1}) == {"alpha": 0.1}
+    assert layered_settings(initial, [1]) == [1]  # not an object: apply_settings reports it
 
 
 # -- caches --------------------------------------------------------------------------------------------
