@@ -57,6 +57,12 @@ that do not exist here are harmless."
 That is `eglot-ensure' in their mode hooks; set it before loading this file."
   :type 'boolean)
 
+(defcustom repomem-cursor-idle 0.3
+  "Seconds point must rest before repomem is told where it is; nil: never.
+The server then starts the completion at point speculatively, so that
+C-M-i there finds it ready or under way (repomem/didMoveCursor)."
+  :type '(choice (const :tag "Never" nil) number))
+
 (defconst repomem--eglot-needed "1.9"
   "The oldest eglot whose completion items and exit function this file knows.")
 
@@ -90,9 +96,10 @@ That is `eglot-ensure' in their mode hooks; set it before loading this file."
 
 (defun repomem--with-settings (configuration server &rest args)
   "Add `repomem-settings' to the workspace configuration of a repomem SERVER.
-Eglot sends workspace/didChangeConfiguration right after connecting, with
-the user's `eglot-workspace-configuration'; without a repomem section the
-server would go back to its defaults and forget the initializationOptions.
+Eglot sends workspace/didChangeConfiguration with the user's
+`eglot-workspace-configuration' (right after connecting, and on
+`eglot-signal-didChangeConfiguration'); with this, a changed
+`repomem-settings' reaches a running server too.
 CONFIGURATION is eglot's function, ARGS its other arguments."
   (let ((settings (apply configuration server args)))
     (if (or (null repomem-settings) (not (repomem--server-p server))
@@ -144,6 +151,23 @@ repomem/didAccept.  A dismissed completion sends nothing."
                           (when (and (equal (plist-get item :detail) "repomem") (stringp id))
                             (jsonrpc-notify server :repomem/didAccept (list :id id))))))))))))
 
+;;; Telling the server where point rests
+
+(defvar repomem--cursor-timer nil "The idle timer of `repomem--report-cursor'.")
+(defvar-local repomem--reported nil "The buffer state and point last reported.")
+(defvar eglot--managed-mode)
+
+(defun repomem--report-cursor ()
+  "Tell the current buffer's repomem server where point rests, once per place.
+Pending edits go first, so the position is read against the text the
+server has."
+  (let ((server (and (bound-and-true-p eglot--managed-mode) (eglot-current-server)))
+        (here (list (current-buffer) (buffer-modified-tick) (point))))
+    (when (and (repomem--server-p server) (not (equal here repomem--reported)))
+      (setq repomem--reported here)
+      (eglot--signal-textDocument/didChange)
+      (jsonrpc-notify server :repomem/didMoveCursor (eglot--TextDocumentPositionParams)))))
+
 ;;; Explaining a completion
 
 (defun repomem-explain ()
@@ -194,6 +218,8 @@ repomem/didAccept.  A dismissed completion sends nothing."
               (cl-remove #'repomem--contact eglot-server-programs :key #'cdr-safe)))
   (advice-add 'eglot-completion-at-point :filter-return #'repomem--report-accepts)
   (advice-add 'eglot--workspace-configuration-plist :around #'repomem--with-settings)
+  (when (and repomem-cursor-idle (not repomem--cursor-timer))
+    (setq repomem--cursor-timer (run-with-idle-timer repomem-cursor-idle t #'repomem--report-cursor)))
   (add-hook 'project-find-functions #'repomem--project 50))
 
 (let ((version (and (locate-library "eglot") (repomem--eglot-version))))

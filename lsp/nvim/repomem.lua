@@ -168,9 +168,57 @@ local function set_status(status, answered)
   end
 end
 
--- Short status messages: not kept in :messages, each replaces the previous one.
-local function echo(text)
-  vim.api.nvim_echo({ { text } }, false, {})
+-- Short notices ("repomem: completing…"). In Insert mode Neovim redraws "-- INSERT --" over any
+-- message a callback echoes (so an echo would never be seen while completing): there the notice
+-- is virtual text at the end of the cursor line instead, gone once the cursor moves, the text
+-- changes, Insert mode ends or a few seconds passed. Elsewhere it is echoed (not kept in :messages).
+local notice_ns = vim.api.nvim_create_namespace("repomem_notice")
+local notice_at = nil -- {bufnr, row, col, tick, serial} of the notice shown as virtual text
+local notice_serial = 0
+
+local function clear_notice()
+  if notice_at and vim.api.nvim_buf_is_valid(notice_at.bufnr) then
+    vim.api.nvim_buf_clear_namespace(notice_at.bufnr, notice_ns, 0, -1)
+  end
+  notice_at = nil
+end
+
+local function notice(text, linger_ms)
+  clear_notice()
+  if text == "" then
+    return
+  end
+  if vim.api.nvim_get_mode().mode:sub(1, 1) ~= "i" then
+    return vim.api.nvim_echo({ { text } }, false, {})
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  notice_serial = notice_serial + 1
+  notice_at = { bufnr = bufnr, row = cursor[1], col = cursor[2], tick = vim.api.nvim_buf_get_changedtick(bufnr),
+                serial = notice_serial }
+  vim.api.nvim_buf_set_extmark(bufnr, notice_ns, cursor[1] - 1, 0,
+    { virt_text = { { "  " .. text, "Comment" } }, virt_text_pos = "eol" })
+  if linger_ms then
+    local serial = notice_serial
+    vim.defer_fn(function()
+      if notice_at and notice_at.serial == serial then
+        clear_notice()
+      end
+    end, linger_ms)
+  end
+end
+
+-- The notice goes when what it was about is gone (CursorMovedI also fires when nothing moved).
+local function notice_outdated()
+  if not notice_at then
+    return
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  if bufnr ~= notice_at.bufnr or cursor[1] ~= notice_at.row or cursor[2] ~= notice_at.col
+    or vim.api.nvim_buf_get_changedtick(bufnr) ~= notice_at.tick then
+    clear_notice()
+  end
 end
 
 -- -- messages from the server ---------------------------------------------------------------------
@@ -238,11 +286,11 @@ local function show_answer(state, err, result, client)
     or vim.api.nvim_buf_get_changedtick(bufnr) ~= state.tick
     or cursor[1] ~= state.cursor[1] or cursor[2] ~= state.cursor[2] or mode:sub(1, 1) ~= "i" then
     -- Typed on, moved or left insert mode meanwhile: the answer is for text that is gone.
-    echo("")
+    clear_notice()
     return set_status("dropped", true)
   end
   if err then
-    echo("repomem: " .. (err.message or "completion failed"))
+    notice("repomem: " .. (err.message or "completion failed"), 5000)
     return set_status("error", true)
   end
   local items = type(result) == "table" and (result.items or result) or {}
@@ -250,10 +298,10 @@ local function show_answer(state, err, result, client)
   local text = item and ((item.textEdit and item.textEdit.newText) or item.insertText or item.label)
   if type(text) ~= "string" or text == "" then
     if uv.now() - state.sent_ms >= STILL_WORKING_AFTER_MS then
-      echo("repomem: still working, ask again")
+      notice("repomem: still working, ask again", 5000)
       return set_status("working", true)
     end
-    echo("repomem: no completion")
+    notice("repomem: no completion", 3000)
     return set_status("empty", true)
   end
   local row = cursor[1] - 1
@@ -275,7 +323,7 @@ local function show_answer(state, err, result, client)
     icase = 1,
     user_data = { repomem = { id = id, text = text, row = row, col = start, client_id = client.id } },
   }
-  echo("")
+  clear_notice()
   offered = { bufnr = bufnr, id = id, client_id = client.id }
   set_status("shown", true)
   vim.fn.complete(start + 1, { entry })
@@ -290,7 +338,7 @@ local function omnifunc(findstart, _)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = repomem_client(bufnr)
   if not client then
-    echo("repomem: not attached to this buffer")
+    notice("repomem: not attached to this buffer", 3000)
     return -3
   end
   sequence = sequence + 1
@@ -304,13 +352,13 @@ local function omnifunc(findstart, _)
   }
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
   params.context = { triggerKind = 1 } -- Invoked
-  echo("repomem: completing…")
+  notice("repomem: completing…")
   set_status("completing", false)
   local ok = request(client, "textDocument/completion", params, function(err, result)
     show_answer(state, err, result, client)
   end, bufnr)
   if not ok then
-    echo("repomem: the server is not running")
+    notice("repomem: the server is not running", 3000)
     set_status("error", true)
   end
   -- -3: leave completion mode quietly; complete() opens the menu when the answer comes.
@@ -436,6 +484,9 @@ end
 local group = vim.api.nvim_create_augroup("repomem", { clear = true })
 vim.api.nvim_create_autocmd("FileType", { group = group, pattern = filetypes, callback = attach })
 vim.api.nvim_create_autocmd("CompleteDone", { group = group, callback = on_complete_done })
+vim.api.nvim_create_autocmd({ "CursorMovedI", "TextChangedI", "TextChangedP" }, { group = group,
+  callback = notice_outdated })
+vim.api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, { group = group, callback = clear_notice })
 
 -- :RepomemExplain: the fragments behind the completion at the cursor, with their scores.
 vim.api.nvim_create_user_command("RepomemExplain", function()

@@ -15,6 +15,7 @@
 
 (require 'cl-lib)
 (require 'json)
+(require 'seq)
 (require 'eglot)
 
 (defvar drv-results-file (getenv "REPOMEM_TEST_RESULTS"))
@@ -192,7 +193,8 @@ against the symbol before point?): label %S insertText %S filterText %S textEdit
       (drv-check "attach" (and ready (bound-and-true-p eglot--managed-mode)
                                (repomem--server-p server)
                                (file-equal-p (project-root (eglot--project server)) drv-workspace))
-                 (format "server %S managed %S ready %S root %S messages %S" server
+                 (format "server %S managed %S ready %S root %S messages %S"
+                         (and server (jsonrpc-name server))
                          (bound-and-true-p eglot--managed-mode) ready
                          (and server (project-root (eglot--project server)))
                          (reverse drv-server-messages))))
@@ -230,7 +232,26 @@ against the symbol before point?): label %S insertText %S filterText %S textEdit
                                                (not (member id accepted)))
                    (format "offered %S id %S (accepted %S); buffer unchanged %S" offered id accepted
                            (equal before (buffer-string))))))
-    ;; f) no request timed out (eglot's limit is jsonrpc's 10 s), every answer in time
+    ;; f) a request that outlasts the server's answer budget (100 ms here, 8 s by default, below
+    ;; eglot's 10 s) gets an empty incomplete list, not an error; asking again at the same spot
+    ;; gets the completion, which went on meanwhile.
+    (setq repomem-settings (plist-put (copy-sequence repomem-settings) :answerWithinMs 100))
+    (eglot-signal-didChangeConfiguration server)
+    (let* ((asked (length drv-completions))
+           (result (drv-complete "    return int(compute_tax(" 40))
+           (answers (reverse (butlast drv-completions asked)))
+           (first (car answers))
+           (items (plist-get (nth 1 first) :items)))
+      (drv-info "pending_then_answered" (length answers))
+      (drv-check "slow_first_request"
+                 (and first (null (nth 2 first)) (< (car first) 9)
+                      (eq (plist-get (nth 1 first) :isIncomplete) t) (seq-empty-p items)
+                      (plist-get result :after) (null (plist-get result :errors)))
+                 (format "first answer %S after %.1f s; inserted %S after %S s and %d asks; errors %S"
+                         (nth 1 first) (or (car first) -1)
+                         (drv-line-text drv-line) (plist-get result :seconds) (length answers)
+                         (or (plist-get result :errors) (nth 2 first)))))
+    ;; no request timed out (eglot's limit is jsonrpc's 10 s), every answer in time
     (let* ((errors (delq nil (mapcar #'cl-third drv-completions)))
            (slowest (apply #'max 0 (mapcar #'car drv-completions))))
       (drv-info "completion_requests" (length drv-completions))
@@ -245,6 +266,12 @@ against the symbol before point?): label %S insertText %S filterText %S textEdit
           (let ((text (with-current-buffer "*repomem explain*" (buffer-string))))
             (drv-check "explain" (string-match-p "^ 1 shop/" text) text)))
       (error (drv-check "explain" nil err)))
+    ;; The protocol log and the server's stderr, for the test to show when a check fails.
+    (let ((events (getenv "REPOMEM_TEST_EVENTS")))
+      (when events
+        (with-current-buffer (jsonrpc-events-buffer server) (write-region nil nil events nil 'silent))
+        (with-current-buffer (jsonrpc-stderr-buffer server)
+          (write-region nil nil (concat events ".stderr") nil 'silent))))
     ;; g) a polite shutdown; the test then checks that no process is left
     (set-buffer-modified-p nil)
     (condition-case err

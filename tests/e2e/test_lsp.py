@@ -221,6 +221,29 @@ async def test_cancel_and_newer_requests_stop_a_generation(client: LanguageClien
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
 
 
+async def test_where_the_cursor_rests_the_completion_is_ready_before_it_is_asked(client: LanguageClient,
+                                                                                workspace: Path):
+    text = ("from .pricing import compute_tax\n\n\ndef tax_on_refund(refund_cents: int, tax_class: str) -> int:\n"
+            "    return ")
+    uri = open_document(client, workspace / "shop" / "refund_tax.py", text)
+    line, character = 4, 11
+    client.protocol.notify("repomem/didMoveCursor", {"textDocument": {"uri": uri},
+                                                    "position": {"line": line, "character": character}})
+    # The speculative generation runs while the user is still reading; let it finish.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        answer = await explain(client, uri, line, character)
+        if answer["completion_id"]:  # the completion at this state is known: the generation ended
+            break
+    started = time.perf_counter()
+    result = await inline(client, uri, line, character)
+    assert result.items and result.items[0].insert_text.strip()
+    assert time.perf_counter() - started < 1.0  # from the cache: no model call when asked
+    assert list(result.items[0].command.arguments) == [answer["completion_id"]]
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+
 async def test_disk_changes_reach_retrieval(client: LanguageClient, workspace: Path):
     report = workspace / "shop" / "report.py"
     uri = report.as_uri()
