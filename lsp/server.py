@@ -482,6 +482,11 @@ async def completion(ls: RepomemServer, params: types.CompletionParams) -> types
     """For clients without inline completion: one item carrying the whole completion. Always an
     incomplete list: the answer depends on every character typed, so clients must ask again."""
     answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position)
+    if answer.outcome is Outcome.PENDING:
+        # Still generating: clients ask again (isIncomplete); the shipped set-ups read the marker
+        # to say "still working" rather than "no completion".
+        return types.CompletionList(is_incomplete=True, items=[],
+                                    item_defaults=types.CompletionItemDefaults(data={"pending": True}))
     if answer.outcome is not Outcome.ANSWERED or not answer.text:
         return types.CompletionList(is_incomplete=True, items=[])
     return types.CompletionList(is_incomplete=True, items=[

@@ -6,13 +6,14 @@
 --   or repomem.toml), one server per repository;
 -- - sets the buffer's 'omnifunc' to repomem's own, so <C-x><C-o> asks repomem. The request is
 --   asynchronous: the answer is shown only if nothing was typed and the cursor did not move while
---   it was computed (a late answer is dropped, never pasted over what you typed). Multi-line
---   completions are inserted whole when the item is accepted;
+--   it was computed (a late answer is dropped, never pasted over what you typed). Meanwhile
+--   "repomem: completing…" shows at the end of the line. Multi-line completions are inserted
+--   whole when the item is accepted (<C-y>, or typing on when 'completeopt' inserts it at once);
 -- - reports accepted items (repomem/didAccept) and dismissed ones (repomem/didReject);
 -- - :RepomemExplain shows the fragments behind the completion at the cursor, with their scores;
 -- - on 0.12+ also enables ghost text (vim.lsp.inline_completion) unless
 --   vim.g.repomem_inline_completion = false; accept it with a mapping of your own, e.g.
---   vim.keymap.set("i", "<C-l>", vim.lsp.inline_completion.get).
+--   vim.keymap.set("i", "<C-l>", function() vim.lsp.inline_completion.get() end).
 --
 -- Configuration (set before this file loads, e.g. in init.lua):
 --   vim.g.repomem_settings = { maxNewTokens = 32 }   -- merged over `defaults` below
@@ -51,10 +52,19 @@ local filetypes = vim.g.repomem_filetypes
   or { "python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby" }
 local root_markers = { ".git", ".repomem", "repomem.toml" }
 
--- The server answers an empty incomplete list when its answer is not ready after ~8 s (it keeps
--- generating, and asking again at the same place gets the result). An empty answer that took
--- about that long is therefore "still working", not "nothing to suggest".
-local STILL_WORKING_AFTER_MS = 7000
+-- The server answers an empty incomplete list marked `itemDefaults.data.pending` when its answer is
+-- not ready within its answer budget (answerWithinMs, 8 s by default); it keeps generating, and
+-- asking again at the same place gets the result: "still working", not "nothing".
+local function still_working(result)
+  local defaults = type(result) == "table" and result.itemDefaults
+  return type(defaults) == "table" and type(defaults.data) == "table" and defaults.data.pending == true
+end
+
+-- Where the cursor rests this long (milliseconds), the server is told (repomem/didMoveCursor) and
+-- starts the completion there, so that <C-x><C-o> finds it ready or under way. 0: never.
+local function cursor_idle_ms()
+  return tonumber(vim.g.repomem_cursor_idle_ms) or 300
+end
 
 local uv = vim.uv or vim.loop
 local levels = vim.log.levels
@@ -297,7 +307,7 @@ local function show_answer(state, err, result, client)
   local item = items[1]
   local text = item and ((item.textEdit and item.textEdit.newText) or item.insertText or item.label)
   if type(text) ~= "string" or text == "" then
-    if uv.now() - state.sent_ms >= STILL_WORKING_AFTER_MS then
+    if still_working(result) then
       notice("repomem: still working, ask again", 5000)
       return set_status("working", true)
     end
@@ -312,6 +322,9 @@ local function show_answer(state, err, result, client)
   end
   local lines = split_lines(text)
   local id = type(item.data) == "table" and item.data.id or nil
+  if type(id) ~= "string" and type(id) ~= "number" then
+    id = nil -- JSON null or a foreign shape: no feedback for this item
+  end
   -- complete() cannot insert a newline: the menu gets the first line, CompleteDone the rest.
   local entry = {
     word = lines[1],
@@ -338,7 +351,7 @@ local function omnifunc(findstart, _)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = repomem_client(bufnr)
   if not client then
-    notice("repomem: not attached to this buffer", 3000)
+    notice("repomem: no server for this buffer (yet)", 3000)
     return -3
   end
   sequence = sequence + 1
@@ -348,7 +361,6 @@ local function omnifunc(findstart, _)
     win = vim.api.nvim_get_current_win(),
     tick = vim.api.nvim_buf_get_changedtick(bufnr),
     cursor = vim.api.nvim_win_get_cursor(0),
-    sent_ms = uv.now(),
   }
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
   params.context = { triggerKind = 1 } -- Invoked
@@ -386,6 +398,18 @@ local function insert_rest(bufnr, data, word)
   vim.api.nvim_win_set_cursor(0, { end_row + 1, #lines == 1 and data.col + #last or #last })
 end
 
+-- Whether the completed item is in the buffer. v:completed_item alone does not tell: depending on
+-- the version and 'completeopt' it can still name the item after <C-e> restored the typed text,
+-- and v:event.reason (0.10+) says "discard" for an item that was inserted and kept (typing on).
+local function was_inserted(bufnr, data, word)
+  if word == "" then -- nothing visible was inserted (the completion starts with a line break)
+    local reason = type(vim.v.event) == "table" and vim.v.event.reason or nil
+    return reason == nil or reason == "accept"
+  end
+  local line = vim.api.nvim_buf_get_lines(bufnr, data.row, data.row + 1, false)[1] or ""
+  return line:sub(data.col + 1, data.col + #word) == word
+end
+
 local function on_complete_done(args)
   local shown = offered
   offered = nil
@@ -398,7 +422,7 @@ local function on_complete_done(args)
   end
   local item = vim.v.completed_item
   local data = type(item) == "table" and type(item.user_data) == "table" and item.user_data.repomem
-  if type(data) == "table" then
+  if type(data) == "table" and was_inserted(args.buf, data, item.word or "") then
     if data.id then
       notify(client, "repomem/didAccept", { id = data.id })
     end
@@ -410,7 +434,7 @@ local function on_complete_done(args)
       end)
     end
   elseif shown.id then
-    -- The menu closed without an item (<C-e>, or typing past it): a rejection, never an accept.
+    -- The menu closed without the item in the text (<C-e>, or typing past it): a rejection.
     notify(client, "repomem/didReject", { id = shown.id })
   end
 end
@@ -445,10 +469,11 @@ local function start_client(bufnr, root)
   if vim.lsp.start then -- 0.8+: finds or starts the client for this name and root, and attaches
     return vim.lsp.start(config, { bufnr = bufnr })
   end
-  local id = clients_by_root[root]
-  local client = id and vim.lsp.get_client_by_id(id)
-  if not client or is_stopped(client) then
-    -- 0.7: Neovim stops every client it started (start_client included) when it exits.
+  -- 0.7. Not vim.lsp.get_client_by_id: it knows a client only once the server answered
+  -- `initialize`, and a second buffer opened before that would start a second server.
+  local id = clients_by_root[root] -- forgotten in on_exit
+  if not id then
+    -- Neovim stops every client it started (start_client included) when it exits.
     id = vim.lsp.start_client(config)
     clients_by_root[root] = id
   end
@@ -470,8 +495,8 @@ local function attach(args)
   local ok, client_id = pcall(start_client, bufnr, root)
   if not ok or not client_id then
     start_failed = true -- one message, not one per buffer
-    vim.notify("repomem: cannot start " .. table.concat(server_cmd(), " ") .. (ok and "" or (": " .. tostring(client_id))),
-      levels.ERROR)
+    local reason = ok and "" or (": " .. tostring(client_id))
+    vim.notify("repomem: cannot start " .. table.concat(server_cmd(), " ") .. reason, levels.ERROR)
     return
   end
   -- After the filetype plugin (python's sets its own omnifunc); Neovim's defaults leave a set one.
@@ -481,7 +506,41 @@ local function attach(args)
   end
 end
 
+-- -- where the cursor rests ----------------------------------------------------------------------
+
+local rest_timer = nil
+local last_rest = nil -- "bufnr:changedtick:row:col" last reported
+
+local function report_rest()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = repomem_client(bufnr)
+  if not client or is_stopped(client) then
+    return
+  end
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  local here = table.concat({ bufnr, vim.api.nvim_buf_get_changedtick(bufnr), cursor[1], cursor[2] }, ":")
+  if here == last_rest then
+    return
+  end
+  last_rest = here
+  -- Past Neovim's didChange debounce (150 ms), so the position refers to text the server has.
+  notify(client, "repomem/didMoveCursor", vim.lsp.util.make_position_params(0, client.offset_encoding))
+end
+
+local function cursor_moved()
+  local idle = cursor_idle_ms()
+  if idle <= 0 or not repomem_client(vim.api.nvim_get_current_buf()) then
+    return
+  end
+  if not rest_timer then
+    rest_timer = uv.new_timer()
+  end
+  rest_timer:stop()
+  rest_timer:start(idle, 0, vim.schedule_wrap(report_rest))
+end
+
 local group = vim.api.nvim_create_augroup("repomem", { clear = true })
+vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI" }, { group = group, callback = cursor_moved })
 vim.api.nvim_create_autocmd("FileType", { group = group, pattern = filetypes, callback = attach })
 vim.api.nvim_create_autocmd("CompleteDone", { group = group, callback = on_complete_done })
 vim.api.nvim_create_autocmd({ "CursorMovedI", "TextChangedI", "TextChangedP" }, { group = group,

@@ -9,14 +9,17 @@ They run in file order and build on each other's state (the server's cache in pa
 The statusline shows the plugin's `g:repomem_answers` / `g:repomem_status`, so a test knows when
 an answer came (and what the plugin did with it) without sleeping for a fixed time.
 
-At the end the module writes eval/results/editor-nvim.json (Neovim's version, pass/fail per check,
-seconds to the first answer) and prints a one-line summary, for the README's editor matrix.
+At the end the module prints a one-line summary (Neovim's version, pass/fail per check, seconds to
+the first answer) and, when REPOMEM_EDITOR_RESULTS is set (eval/results when the README's editor
+matrix is re-recorded), writes the row to $REPOMEM_EDITOR_RESULTS/editor-nvim.json. A plain test
+run leaves the checkout as it was.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -36,18 +39,18 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "lsp" / "nvim" / "repomem.lua"
-RESULTS = ROOT / "eval" / "results" / "editor-nvim.json"
+RESULTS_DIR = os.environ.get("REPOMEM_EDITOR_RESULTS")
 # Short generations and prompts keep each model call to a few seconds on 2 cores.
 SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10}
 EXPECTED = "compute_tax(amount_cents, tax_class)"
 LINE_9 = "    return "
 WIDTH, HEIGHT = 120, 40
 STATUS = re.compile(r"repomem\[(\d+):(\w*)\]")
-CHECKS = ("ready", "end_of_line", "partial_word", "dismiss", "type_ahead", "quit")
+CHECKS = ("ready", "explain", "end_of_line", "partial_word", "dismiss", "type_ahead", "quit")
 
 INIT_LUA = """
-vim.g.repomem_cmd = vim.fn.json_decode([[{cmd}]])
-vim.g.repomem_settings = vim.fn.json_decode([[{settings}]])
+vim.g.repomem_cmd = vim.fn.json_decode([==[{cmd}]==])
+vim.g.repomem_settings = vim.fn.json_decode([==[{settings}]==])
 vim.cmd("filetype plugin on")
 vim.o.swapfile = false
 -- One repomem item per answer: show it in the menu (menuone) and insert it only on <C-y>, so
@@ -128,8 +131,11 @@ class Nvim:
     pid: int = 0
     version: str = ""
     processes: list[Process] = field(default_factory=list)  # the server and its model, once ready
-    results: dict[str, str] = field(default_factory=dict)
+    results: dict[str, dict] = field(default_factory=dict)  # check -> {"ok", "details"}
+    started: float = field(default_factory=time.monotonic)
+    ready_s: float | None = None
     first_answer_s: float | None = None
+    gone_after_s: float | None = None  # server and model gone, seconds after :qa!
 
     def run(self, *args: str) -> str:
         result = subprocess.run([*self.tmux, *args], env=self.env, capture_output=True, text=True, timeout=30)
@@ -170,20 +176,24 @@ class Nvim:
         self.type(":" + command)
         self.keys("Enter")
 
-    def buffer_lines(self) -> list[str]:
-        """The buffer as it is now, through a file Neovim writes."""
-        target = self.scratch / "buffer.txt"
+    def dump(self, name: str, expression: str) -> list[str]:
+        """The lines of a Vim list expression, through a file Neovim writes whole and then renames
+        (so a file that exists is complete)."""
+        target, partial = self.scratch / name, self.scratch / f"{name}.part"
         target.unlink(missing_ok=True)
-        self.ex(f"call writefile(getline(1, '$'), '{target}')")
-        self.wait(target.exists, 10, "buffer dump")
+        self.ex(f"call writefile({expression}, '{partial}') | call rename('{partial}', '{target}')")
+        self.wait(target.exists, 10, f"{name} from Neovim")
         return target.read_text().split("\n")[:-1]
 
+    def buffer_lines(self) -> list[str]:
+        return self.dump("buffer.txt", "getline(1, '$')")
+
     def messages(self) -> str:
-        target = self.scratch / "messages.txt"
-        target.unlink(missing_ok=True)
-        self.ex(f"redir! > {target} | silent messages | redir END")
-        self.wait(target.exists, 10, ":messages dump")
-        return target.read_text()
+        return "\n".join(self.dump("messages.txt", "split(execute('messages'), \"\\n\")"))
+
+    def wait_answer(self, before: int, timeout_s: float = 120) -> str:
+        """The plugin's status once it counts more than `before` answers."""
+        return self.wait(lambda: (s := self.status())[0] > before and s, timeout_s, "completion answer")[1]
 
     def complete(self, timeout_s: float = 120) -> str:
         """<C-x><C-o> in Insert mode, then the plugin's status once the answer came. An answer
@@ -192,8 +202,7 @@ class Nvim:
         while True:
             before, _ = self.status()
             self.keys("C-x", "C-o")
-            answers, status = self.wait(lambda b=before: (s := self.status())[0] > b and s,
-                                        max(deadline - time.monotonic(), 1), "completion answer")
+            status = self.wait_answer(before, max(deadline - time.monotonic(), 1))
             if status != "working":
                 return status
             if time.monotonic() > deadline:
@@ -208,29 +217,51 @@ class Nvim:
 
 @contextmanager
 def check(nvim: Nvim, name: str):
-    nvim.results[name] = "fail"
-    yield
-    nvim.results[name] = "pass"
+    """One row of the editor matrix: ok once the block ran through, else the failure's text."""
+    result = nvim.results[name] = {"ok": False, "details": ""}
+    try:
+        yield result
+    except BaseException as error:  # pytest.fail raises an OutcomeException, not an Exception
+        result["details"] = f"{error.__class__.__name__}: {error}"[:400]
+        raise
+    result["ok"] = True
 
 
-def write_results(nvim: Nvim, pytestconfig) -> None:
-    checks = {name: nvim.results.get(name, "not run") for name in CHECKS}
-    report = {"editor": "neovim", "version": nvim.version, "checks": checks,
-              "first_answer_s": None if nvim.first_answer_s is None else round(nvim.first_answer_s, 1),
-              "settings": SETTINGS}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    summary = (f"{nvim.version}: " + " ".join(f"{name}={result}" for name, result in checks.items())
-               + f" first_answer_s={report['first_answer_s']}")
+def rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
+
+
+def record(nvim: Nvim, pytestconfig) -> None:
+    """The one-line summary, and the editor matrix's row where REPOMEM_EDITOR_RESULTS points."""
+    checks = {name: nvim.results.get(name, {"ok": None, "details": "not run"}) for name in CHECKS}
+    verdict = {True: "pass", False: "FAIL", None: "not run"}
+    summary = (f"{nvim.version}: " + " ".join(f"{name}={verdict[row['ok']]}" for name, row in checks.items())
+               + f" first_answer_s={rounded(nvim.first_answer_s)} session_s={rounded(time.monotonic() - nvim.started)}")
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print(f"\nneovim e2e: {summary}")
+    if not RESULTS_DIR:
+        return
+    (Path(RESULTS_DIR) / "editor-nvim.json").write_text(json.dumps({
+        "editor": "neovim",
+        "nvim_version": nvim.version.removeprefix("NVIM v"),
+        "client": "lsp/nvim/repomem.lua (vim.lsp, its own omnifunc: <C-x><C-o>)",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "recorded": time.strftime("%Y-%m-%d"),
+        "settings": SETTINGS,
+        "checks": checks,
+        "ready_s": rounded(nvim.ready_s),
+        "first_answer_s": rounded(nvim.first_answer_s),
+        "session_wall_s": rounded(time.monotonic() - nvim.started),
+        "processes_gone_after_exit_s": rounded(nvim.gone_after_s),
+    }, indent=2) + "\n")
 
 
 @pytest.fixture(scope="module")
-def nvim(tmp_path_factory, model_path, pytestconfig):
+def nvim(tmp_path_factory, request, pytestconfig):
     nvim_binary = require_binary("nvim", "neovim")
     require_binary("tmux", "tmux")
+    request.getfixturevalue("model_path")  # downloaded once, only when the editor is there to use it
     base = tmp_path_factory.mktemp("nvim")
     workspace = copy_example(base / "shop")
     dirs = {name: base / name for name in ("home", "config", "data", "state", "cache", "scratch")}
@@ -258,20 +289,32 @@ def nvim(tmp_path_factory, model_path, pytestconfig):
     try:
         yield session
     finally:
-        write_results(session, pytestconfig)
+        record(session, pytestconfig)
+        # Whatever ran under Neovim, found before tmux ends it (its children then lose their parent).
+        ours = [*session.processes, *descendants(session.pid)]
         subprocess.run([*session.tmux, "kill-server"], env=env, capture_output=True, timeout=30)
-        leftovers = [process for process in [*session.processes, *descendants(session.pid)] if alive(process)]
-        for process in leftovers:
-            os.kill(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(alive(process) for process in ours) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for process in ours:
+            if alive(process):
+                os.kill(process.pid, signal.SIGKILL)
 
 
 # -- the checks, in order -------------------------------------------------------------------------------
 
 
 def test_server_attaches_and_is_ready(nvim):
-    with check(nvim, "ready"):
+    with check(nvim, "ready") as result:
         # The first start builds the index and loads the model: minutes on a loaded machine.
-        nvim.wait(lambda: "repomem: ready" in nvim.screen(), 240, '"repomem: ready" message')
+        def ready() -> bool:
+            screen = nvim.screen()
+            if "Error detected" in screen or "E5108" in screen:
+                pytest.fail(f"Neovim reported an error:\n{screen}")
+            return "repomem: ready" in screen
+
+        nvim.wait(ready, 240, '"repomem: ready" message')
+        nvim.ready_s = time.monotonic() - nvim.started
         messages = nvim.messages()
         assert "repomem: ready" in messages
         for marker in ("E5108", "Error detected", "stack traceback", "Error executing"):
@@ -279,6 +322,19 @@ def test_server_attaches_and_is_ready(nvim):
         processes = descendants(nvim.pid)
         nvim.processes = processes
         assert any("repomem" in p.cmdline and "serve" in p.cmdline for p in processes), processes
+        result["details"] = f"'repomem: ready' after {nvim.ready_s:.1f} s; no error in :messages"
+
+
+def test_explain_shows_the_fragments(nvim):
+    with check(nvim, "explain") as result:
+        nvim.normal()
+        nvim.keys("9", "G", "$")
+        nvim.ex("RepomemExplain")
+        # A float listing the retrieved fragments with their scores (it closes when the cursor moves).
+        nvim.wait(lambda: "s_rel=" in nvim.screen(), 60, "explain float")
+        first = re.search(r"shop/\w+\.py:\d+-\d+ +s_ind=\S+ s_env=\S+ s_rel=\S+", nvim.screen())
+        assert first, nvim.screen()
+        result["details"] = f"float with the fragments, first {first.group(0)}"
 
 
 def accept_menu(nvim: Nvim) -> None:
@@ -288,14 +344,20 @@ def accept_menu(nvim: Nvim) -> None:
 
 
 def test_completes_at_end_of_line(nvim):
-    with check(nvim, "end_of_line"):
+    with check(nvim, "end_of_line") as result:
         nvim.normal()
         nvim.keys("9", "G", "A")
         started = time.monotonic()
-        status = nvim.complete()
+        nvim.keys("C-x", "C-o")
+        # While the model works the plugin says so (virtual text: an echo would be drawn over).
+        nvim.wait(lambda: "repomem: completing" in nvim.screen() or nvim.status()[0] > 0, 30, "completing notice")
+        status = nvim.wait_answer(0)
+        if status == "working":
+            status = nvim.complete()
         nvim.first_answer_s = time.monotonic() - started
         assert status == "shown", nvim.screen()
         assert EXPECTED in nvim.screen()
+        result["details"] = f"first answer after {nvim.first_answer_s:.1f} s"
         accept_menu(nvim)
         assert nvim.buffer_lines()[8] == LINE_9 + EXPECTED
         # Accepting reports it: an accept with this completion in the workspace's feedback log.
@@ -304,17 +366,19 @@ def test_completes_at_end_of_line(nvim):
 
 
 def test_completes_a_partly_typed_name(nvim):
-    with check(nvim, "partial_word"):
+    with check(nvim, "partial_word") as result:
         nvim.ex("call setline(9, '    return com')")
         nvim.keys("9", "G", "A")
         assert nvim.complete() == "shown", nvim.screen()
         accept_menu(nvim)
         # The item replaces the typed "com" (not "comcompute_tax(...)").
-        assert nvim.buffer_lines()[8] == LINE_9 + EXPECTED
+        line = nvim.buffer_lines()[8]
+        assert line == LINE_9 + EXPECTED
+        result["details"] = f"'    return com' + <C-x><C-o> <C-y> -> {line!r}"
 
 
 def test_dismissing_logs_no_accept(nvim):
-    with check(nvim, "dismiss"):
+    with check(nvim, "dismiss") as result:
         accepts_before = [e for e in nvim.feedback() if e.get("event") == "accept"]
         nvim.ex(f"call setline(9, '{LINE_9}')")
         nvim.keys("9", "G", "A")
@@ -324,31 +388,36 @@ def test_dismissing_logs_no_accept(nvim):
         assert nvim.buffer_lines()[8] == LINE_9
         nvim.wait(lambda: [e for e in nvim.feedback() if e.get("event") == "reject"], 30, "reject logged")
         assert [e for e in nvim.feedback() if e.get("event") == "accept"] == accepts_before
+        result["details"] = "feedback.jsonl: " + ", ".join(e.get("event", "?") for e in nvim.feedback())
 
 
 def test_typing_on_while_waiting_is_never_overwritten(nvim):
-    with check(nvim, "type_ahead"):
+    with check(nvim, "type_ahead") as result:
         # A place no cache knows: the answer needs the model (seconds), and the typing is instant.
         nvim.ex("call setline(9, '    total = ')")
         nvim.keys("9", "G", "A")
         before, _ = nvim.status()
-        nvim.keys("C-x", "C-o")
-        nvim.type(" # typed")
-        answers, status = nvim.wait(lambda: (s := nvim.status())[0] > before and s, 60, "the late answer")
-        assert status == "dropped", nvim.screen()
+        # One write to the terminal: Neovim has the typing before any answer can come back.
+        nvim.keys("C-x", "C-o", " # typed")
+        assert nvim.wait_answer(before, 60) == "dropped", nvim.screen()
         time.sleep(0.5)  # nothing may arrive after the answer either: give a stray insert the chance
-        assert nvim.buffer_lines()[8] == "    total =  # typed"
+        line = nvim.buffer_lines()[8]
+        assert line == "    total =  # typed"
+        result["details"] = f"asked, typed ' # typed' at once: answer dropped, line {line!r}"
 
 
 def test_quitting_stops_the_server_and_its_model(nvim):
-    with check(nvim, "quit"):
+    with check(nvim, "quit") as result:
         processes = descendants(nvim.pid)
         assert any("repomem" in p.cmdline and "serve" in p.cmdline for p in processes), processes
         assert any("llama_child" in p.cmdline for p in processes), processes  # the model's own process
         nvim.processes = processes
         nvim.ex("qa!")
+        quit_at = time.monotonic()
         nvim.wait(lambda: read_process(nvim.pid) is None, 15, "Neovim exiting")
-        deadline = time.monotonic() + 15
-        while any(alive(p) for p in processes) and time.monotonic() < deadline:
+        while any(alive(p) for p in processes) and time.monotonic() < quit_at + 15:
             time.sleep(0.1)
-        assert not [p for p in processes if alive(p)], "still running after :qa!"
+        left = [p for p in processes if alive(p)]
+        assert not left, f"still running 15 s after :qa!: {left}"
+        nvim.gone_after_s = time.monotonic() - quit_at
+        result["details"] = f"{len(processes)} processes under nvim: gone {nvim.gone_after_s:.1f} s after :qa!"
