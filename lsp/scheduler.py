@@ -70,6 +70,16 @@ class Scheduled:
 RunModel = Callable[[CompletionAsk, threading.Event], Awaitable[CompletionAnswer]]
 
 
+def worth_speculating(ask: CompletionAsk) -> bool:
+    """Whether a cursor resting at `ask` is where people ask for completions: at the end of a
+    line's text (only blanks after it) with code or indentation before it. Elsewhere (the first
+    column of a file just opened, the middle of a line) a speculation would only hold the model:
+    llama.cpp cannot stop a prompt's evaluation halfway, so a wasted one delays the next request
+    by up to a whole cold prompt."""
+    line = ask.text.split("\n")[ask.line]
+    return line[ask.character:].strip() == "" and ask.character > 0
+
+
 @dataclass(eq=False)
 class Flight:
     """The generation in flight for one document."""
@@ -143,8 +153,9 @@ class CompletionScheduler:
         self._rests.pop(ask.uri, None)
         flight = self._flights.get(ask.uri)
         if (self._versions.get(ask.uri, ask.version) != ask.version or self.cached(ask.state) is not None
-                or (flight is not None and not flight.stop.is_set())):
-            return  # the document moved on, the answer is known, or a request is being served
+                or (flight is not None and not flight.stop.is_set()) or not worth_speculating(ask)):
+            return  # the document moved on, the answer is known, a request is being served, or
+            # nobody completes here
         self._launch(ask, debounce=False).kept = True
 
     def document_closed(self, uri: str, path: str | None) -> None:

@@ -14,7 +14,7 @@ from lsprotocol import types
 from repomem.lsp.cache import CursorState
 from repomem.lsp.feedback import ShownCompletion
 from repomem.lsp.items import completion_item, inline_item, typed_word
-from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome
+from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, worth_speculating
 from repomem.lsp.session import CompletionAnswer
 
 TEXT = "def total(a, b):\n    return \n"
@@ -205,3 +205,11 @@ async def test_where_the_cursor_rests_the_completion_starts_and_a_request_there_
     model2.release.set()
     assert (await elsewhere).outcome is Outcome.ANSWERED
     assert len(model2.started) == 2 and model2.stopped == model2.started[:1]
+
+
+def test_speculation_only_where_people_complete():
+    assert worth_speculating(ask())  # "    return |"
+    assert worth_speculating(ask("def f():\n    \n", len("def f():\n    ")))  # an indented new line
+    assert not worth_speculating(ask(TEXT, 0))  # the first column of a file just opened
+    assert not worth_speculating(ask(TEXT, 4))  # the middle of a line
+    assert not worth_speculating(ask("x = 1\n\n", len("x = 1\n")))  # an empty line's first column
