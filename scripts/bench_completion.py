@@ -33,12 +33,10 @@ from repomem.backends.models import pull_default_model  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
-from repomem.packages import package_source  # noqa: E402
 from repomem.positions import locate  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
+from scripts.bench_sources import django_or  # noqa: E402
 
-DJANGO = "django==5.1.4"
-DJANGO_SHA256 = "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"
 WALK_FILE = "django/contrib/auth/models.py"
 
 
@@ -110,12 +108,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-completion.json")
     args = parser.parse_args()
     console = Console()
-    source = args.repo
-    if source is None:
-        fetched = package_source(DJANGO, DJANGO_SHA256)
-        if isinstance(fetched, Failure):
-            raise SystemExit(fetched.message)
-        source = fetched
+    source = django_or(args.repo)
     service = RepoService.open(source)
     assert isinstance(service, RepoService)
     console.print("index ...")

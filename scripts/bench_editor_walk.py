@@ -48,11 +48,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from repomem.failures import Failure  # noqa: E402
-from repomem.packages import package_source  # noqa: E402
+from scripts.bench_sources import django_or  # noqa: E402
 
-DJANGO = "django==5.1.4"
-DJANGO_SHA256 = "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"
 CUT = re.compile(r"^(\s+(?:[\w.\[\]]+ = |return ))(\S.{4,})$")  # an assignment or return with a real rest
 TYPED_CHARS = 3
 CHARS_PER_SECOND = 8.0
@@ -220,13 +217,8 @@ def main() -> int:
                         help="a language-server setting (lsp/README.md), e.g. maxPromptTokens=1024")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-editor-walk.json")
     args = parser.parse_args()
-    console = Console()
-    source = args.repo
-    if source is None:
-        fetched = package_source(DJANGO, DJANGO_SHA256)
-        if isinstance(fetched, Failure):
-            raise SystemExit(fetched.message)
-        source = fetched
+    console = Console(width=150)
+    source = django_or(args.repo)
     settings: dict = {}
     for pair in args.set:
         name, _, value = pair.partition("=")

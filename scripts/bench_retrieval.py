@@ -38,9 +38,8 @@ from repomem.index.store import index_dir, load_index, save_index  # noqa: E402
 from repomem.packages import package_source  # noqa: E402
 from repomem.positions import locate  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
+from scripts.bench_sources import DJANGO, DJANGO_SHA256  # noqa: E402
 
-DJANGO = "django==5.1.4"
-DJANGO_SHA256 = "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"
 NAIVE_SUBTREE = "django/db/migrations"  # ~1k fragments: O(n^2) loops in Python take about a minute
 
 

@@ -53,14 +53,18 @@ def ask(text: str = TEXT, offset: int = OFFSET, version: int = 1, uri: str = "fi
                          offset - (text.rfind("\n", 0, offset) + 1))
 
 
-def scheduler(model: ControlledModel, answer_within_s: float = 5.0) -> CompletionScheduler:
-    return CompletionScheduler(model, debounce_s=0.01, answer_within_s=answer_within_s, cache_entries=8)
+def opened(answer_within_s: float = 5.0, warm_after_s: float = 0.0,
+           rest: CompletionAsk | None = None) -> tuple[ControlledModel, CompletionScheduler]:
+    """A controlled model and a scheduler with the test document open at version 1."""
+    model = ControlledModel()
+    plan = CompletionScheduler(model, debounce_s=0.01, answer_within_s=answer_within_s, cache_entries=8,
+                               warm_after_s=warm_after_s)
+    plan.document_changed("file:///r/a.py", 1, rest=rest)
+    return model, plan
 
 
 async def test_an_identical_request_joins_the_one_in_flight():
-    model, first = ControlledModel(), ask()
-    plan = scheduler(model)
-    plan.document_changed(first.uri, 1)
+    (model, plan), first = opened(), ask()
     waiting = [asyncio.ensure_future(plan.complete(first)) for _ in range(3)]  # eglot's retries
     await asyncio.sleep(0.1)
     model.release.set()
@@ -72,9 +76,7 @@ async def test_an_identical_request_joins_the_one_in_flight():
 
 
 async def test_a_request_past_the_budget_is_answered_pending_and_the_retry_gets_the_answer():
-    model = ControlledModel()
-    plan = scheduler(model, answer_within_s=0.1)
-    plan.document_changed("file:///r/a.py", 1)
+    model, plan = opened(answer_within_s=0.1)
     assert (await plan.complete(ask())).outcome is Outcome.PENDING
     assert not model.stopped  # kept: it runs on for the client's next ask
     retry = asyncio.ensure_future(plan.complete(ask()))
@@ -85,9 +87,7 @@ async def test_a_request_past_the_budget_is_answered_pending_and_the_retry_gets_
 
 
 async def test_an_answer_for_a_document_that_moved_on_is_dropped_and_its_generation_stopped():
-    model = ControlledModel()
-    plan = scheduler(model)
-    plan.document_changed("file:///r/a.py", 1)
+    model, plan = opened()
     pending = asyncio.ensure_future(plan.complete(ask()))
     await asyncio.sleep(0.05)
     plan.document_changed("file:///r/a.py", 2)  # the user typed on while it generated
@@ -97,10 +97,8 @@ async def test_an_answer_for_a_document_that_moved_on_is_dropped_and_its_generat
 
 async def test_an_answer_that_lands_after_a_change_is_still_dropped():
     """The generation finished, but the version moved on before the answer went out."""
-    model = ControlledModel()
+    model, plan = opened()
     model.release.set()
-    plan = scheduler(model)
-    plan.document_changed("file:///r/a.py", 1)
     first = ask()
     # The didChange arrives between the model's last token and the reply.
     model.before_answer = lambda: plan.document_changed(first.uri, 2)
@@ -112,9 +110,7 @@ async def test_an_answer_that_lands_after_a_change_is_still_dropped():
 
 
 async def test_a_newer_request_elsewhere_supersedes_and_a_burst_starts_one_generation():
-    model = ControlledModel()
-    plan = scheduler(model)
-    plan.document_changed("file:///r/a.py", 1)
+    model, plan = opened()
     other_text = TEXT + "x = \n"
     burst = [asyncio.ensure_future(plan.complete(ask(other_text, len(other_text) - 1 - i))) for i in (2, 1, 0)]
     await asyncio.sleep(0.1)
@@ -125,9 +121,7 @@ async def test_a_newer_request_elsewhere_supersedes_and_a_burst_starts_one_gener
 
 
 async def test_cancelling_the_last_waiter_stops_the_generation_but_not_a_kept_one():
-    model = ControlledModel()
-    plan = scheduler(model)
-    plan.document_changed("file:///r/a.py", 1)
+    model, plan = opened()
     waiting = asyncio.ensure_future(plan.complete(ask()))
     await asyncio.sleep(0.05)
     waiting.cancel()  # $/cancelRequest
@@ -136,9 +130,7 @@ async def test_cancelling_the_last_waiter_stops_the_generation_but_not_a_kept_on
     await asyncio.sleep(0.05)
     assert model.stopped == model.started
     # One of two waiters cancelled: the other still gets its answer.
-    model2 = ControlledModel()
-    plan2 = scheduler(model2)
-    plan2.document_changed("file:///r/a.py", 1)
+    model2, plan2 = opened()
     one, two = (asyncio.ensure_future(plan2.complete(ask())) for _ in range(2))
     await asyncio.sleep(0.05)
     one.cancel()
@@ -148,10 +140,8 @@ async def test_cancelling_the_last_waiter_stops_the_generation_but_not_a_kept_on
 
 
 async def test_typing_the_first_characters_of_an_answer_returns_the_rest_without_the_model():
-    model = ControlledModel()
+    model, plan = opened()
     model.release.set()
-    plan = scheduler(model)
-    plan.document_changed("file:///r/a.py", 1)
     await plan.complete(ask())
     typed = TEXT[:OFFSET] + "a +" + TEXT[OFFSET:]
     plan.document_changed("file:///r/a.py", 2)
@@ -180,9 +170,7 @@ def test_items_replace_the_word_being_typed():
 
 
 async def test_where_the_cursor_rests_the_completion_starts_and_a_request_there_joins_it():
-    model = ControlledModel()
-    plan = CompletionScheduler(model, debounce_s=0.01, answer_within_s=5.0, cache_entries=8, warm_after_s=0.05)
-    plan.document_changed("file:///r/a.py", 1, rest=ask())  # an edit that left the cursor there
+    model, plan = opened(warm_after_s=0.05, rest=ask())  # an edit that left the cursor there
     await asyncio.sleep(0.02)
     assert not model.started  # not before the cursor has rested
     await asyncio.sleep(0.1)
@@ -192,9 +180,7 @@ async def test_where_the_cursor_rests_the_completion_starts_and_a_request_there_
     model.release.set()
     assert (await request).text == "a + b" and len(model.started) == 1
     # Moving on before the rest is over starts nothing; a request elsewhere supersedes a speculation.
-    model2 = ControlledModel()
-    plan2 = CompletionScheduler(model2, debounce_s=0.01, answer_within_s=5.0, cache_entries=8, warm_after_s=0.05)
-    plan2.document_changed("file:///r/a.py", 1, rest=ask())
+    model2, plan2 = opened(warm_after_s=0.05, rest=ask())
     plan2.document_changed("file:///r/a.py", 2)
     await asyncio.sleep(0.1)
     assert not model2.started
