@@ -340,7 +340,7 @@ def initialize(ls: RepomemServer, params: types.InitializeParams) -> None:
 def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     root = ls.workspace.root_path
     if not root or not Path(root).is_dir():
-        ls.log("warning", "no workspace folder: nothing to index, no completions")
+        ls.show("warning", "no workspace folder: nothing to index, no completions (open a file inside a repository)")
         return
     root_path = Path(root).resolve()
     base_config, warnings = load_config(root_path)

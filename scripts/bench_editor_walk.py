@@ -146,6 +146,7 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
     client.feature(types.WINDOW_SHOW_MESSAGE)(lambda params: messages.append(params.message))
     client.feature(types.WINDOW_LOG_MESSAGE)(lambda params: messages.append(params.message))
     client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)(lambda params: None)
+    client.feature(types.PROGRESS)(lambda params: None)
     await client.start_io(sys.executable, "-m", "repomem", "serve")
     started = time.perf_counter()
     await client.initialize_async(types.InitializeParams(
