@@ -85,13 +85,22 @@ class Flight:
     """The generation in flight for one document."""
 
     ask: CompletionAsk
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)  # polled by the model thread
     task: asyncio.Future[CompletionAnswer | None] | None = None
+    # Done when the flight is halted: its waiters are answered at once, not when the model thread
+    # gets round to noticing (a prompt's evaluation cannot be stopped halfway).
+    halted: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     waiting: int = 0  # requests awaiting this flight now
     kept: bool = False  # answered pending once: runs on for the client's next ask
 
     def joins(self, ask: CompletionAsk) -> bool:
         return not self.stop.is_set() and self.ask.state.key() == ask.state.key()
+
+    def halt(self) -> None:
+        """Stop the model between tokens and release the requests waiting on this flight."""
+        self.stop.set()
+        if not self.halted.done():
+            self.halted.set_result(None)
 
 
 class CompletionScheduler:
@@ -121,7 +130,7 @@ class CompletionScheduler:
     def stop_all(self) -> None:
         """Every flight is stale (the settings changed)."""
         for flight in self._flights.values():
-            flight.stop.set()
+            flight.halt()
         for uri in list(self._rests):
             self._cancel_rest(uri)
 
@@ -132,7 +141,7 @@ class CompletionScheduler:
         self._cancel_rest(uri)
         flight = self._flights.get(uri)
         if flight is not None and flight.ask.version != version:
-            flight.stop.set()
+            flight.halt()
         if rest is not None:
             self.cursor_rests(rest)
 
@@ -163,7 +172,7 @@ class CompletionScheduler:
         self._cancel_rest(uri)
         flight = self._flights.pop(uri, None)
         if flight is not None:
-            flight.stop.set()
+            flight.halt()
         if path is not None:
             self.forward.forget(path)
 
@@ -185,7 +194,7 @@ class CompletionScheduler:
         flight = self._flights.get(ask.uri)
         if flight is None or not flight.joins(ask):
             if flight is not None:
-                flight.stop.set()  # superseded by this request
+                flight.halt()  # superseded by this request
             flight = self._launch(ask)
         return await self._await(flight, ask)
 
@@ -221,16 +230,20 @@ class CompletionScheduler:
         assert flight.task is not None
         flight.waiting += 1
         try:
-            answer = await asyncio.wait_for(asyncio.shield(flight.task), self.answer_within_s)
-        except TimeoutError:
-            flight.kept = True
-            return Scheduled(Outcome.PENDING)
+            done, _ = await asyncio.wait((flight.task, flight.halted), timeout=self.answer_within_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # $/cancelRequest
             if flight.waiting == 1 and not flight.kept:
-                flight.stop.set()
+                flight.halt()
             raise
         finally:
             flight.waiting -= 1
+        if flight.task not in done:
+            if flight.halted.done():
+                return Scheduled(Outcome.DROPPED)  # superseded or the document changed
+            flight.kept = True
+            return Scheduled(Outcome.PENDING)
+        answer = flight.task.result()
         if answer is None or self._versions.get(ask.uri, ask.version) != ask.version:
             return Scheduled(Outcome.DROPPED)
         completion_id = answer.shown.completion_id if answer.shown is not None else None

@@ -31,11 +31,12 @@ class ControlledModel:
         self.release = asyncio.Event()
         self.ids = itertools.count(1)
         self.before_answer = lambda: None  # runs after the last token, before the answer returns
+        self.deaf = False  # True: ignores `stop`, as llama.cpp does while it evaluates a prompt
 
     async def __call__(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
         self.started.append(ask)
         while not self.release.is_set():
-            if stop.is_set():
+            if stop.is_set() and not self.deaf:
                 self.stopped.append(ask)
                 return CompletionAnswer("", None, "cancelled")
             await asyncio.sleep(0.005)
@@ -199,3 +200,14 @@ def test_speculation_only_where_people_complete():
     assert not worth_speculating(ask(TEXT, 0))  # the first column of a file just opened
     assert not worth_speculating(ask(TEXT, 4))  # the middle of a line
     assert not worth_speculating(ask("x = 1\n\n", len("x = 1\n")))  # an empty line's first column
+
+
+async def test_a_halted_flight_releases_its_requests_at_once_even_while_the_model_cannot_stop():
+    model, plan = opened(answer_within_s=5.0)
+    model.deaf = True  # evaluating a long prompt: stops are seen only afterwards
+    waiting = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.05)
+    plan.document_changed("file:///r/a.py", 2)  # the user typed over the pending request
+    answer = await asyncio.wait_for(waiting, 0.5)  # not after the 5 s budget, as "pending"
+    assert answer.outcome is Outcome.DROPPED
+    model.release.set()
