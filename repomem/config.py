@@ -260,6 +260,11 @@ class CompletionConfig:
     # never takes repomem down, and llama.cpp's CUDA build cannot share a process with numba.
     # False loads it in this process (CPU builds only; saves ~1 s of start-up).
     isolate_model: bool = True
+    # With a request that can be cancelled (the language server's), the child evaluates a long
+    # uncached prompt this many tokens at a time and checks for a stop in between: llama.cpp
+    # cannot stop a prompt's evaluation halfway, so a request typed over would otherwise hold the
+    # model for its whole cold prompt (~7 s for 1,024 tokens on two cores). 0 = in one piece.
+    prefill_chunk_tokens: int = 256
     model_path: str = ""  # a GGUF file instead of the default model
     hf_model: str = ""  # a Hugging Face checkpoint folder or GGUF file, run by transformers
     # Evaluation with several workers and an in-process batching backend (transformers, vLLM):
@@ -575,7 +580,7 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...]) -
 RUN_ONLY_SETTINGS: dict[str, frozenset[str] | None] = {
     "relations": frozenset({"workers", "product_threads", "parallel_product_entries"}),
     "completion": frozenset({"threads", "endpoint", "api_key_env", "deadline_s", "isolate_model", "gpu_layers",
-                             "batch_size", "batch_gather_ms", "context_tokens"}),
+                             "batch_size", "batch_gather_ms", "context_tokens", "prefill_chunk_tokens"}),
     "index": None,  # where the index lives and how many processes build it
     "server": None,
 }

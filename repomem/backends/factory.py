@@ -58,7 +58,8 @@ def open_gguf(path: Path, settings: CompletionConfig) -> Backend | Failure:
     if settings.isolate_model:
         from repomem.backends.llama_process import LlamaProcessBackend
 
-        return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers)
+        return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
+                                        prefill_chunk_tokens=settings.prefill_chunk_tokens)
     from repomem.backends.llama import LlamaBackend
 
     return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers)

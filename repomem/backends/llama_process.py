@@ -58,6 +58,7 @@ class LlamaProcessBackend:
         self._previous: list[int] = []  # token ids of the last prompt: what the child's cache holds
         self.path = path
         self.start_seconds = start_seconds  # child start + model load, seconds
+        self.prefill_chunk_tokens = 0  # see CompletionConfig.prefill_chunk_tokens
         self.name = f"llama.cpp:{path.name}"
         self.template = template_for(path.name, *gguf_names(path))
         self.context_tokens = client.context_tokens
@@ -68,7 +69,8 @@ class LlamaProcessBackend:
 
     @classmethod
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
-             start_deadline_s: float = START_DEADLINE_S) -> LlamaProcessBackend | Failure:
+             start_deadline_s: float = START_DEADLINE_S,
+             prefill_chunk_tokens: int = 0) -> LlamaProcessBackend | Failure:
         checked = check_gguf(path)
         if isinstance(checked, Failure):
             return checked
@@ -114,7 +116,9 @@ class LlamaProcessBackend:
             if time.perf_counter() > deadline:
                 _stop(process)
                 return Failure("model-load", f"the model process did not answer within {start_deadline_s:.0f} s")
-        return cls(process, client, path, time.perf_counter() - started, log_tail)
+        backend = cls(process, client, path, time.perf_counter() - started, log_tail)
+        backend.prefill_chunk_tokens = prefill_chunk_tokens
+        return backend
 
     def _crashed(self) -> Failure | None:
         code = self._process.poll()
@@ -142,14 +146,60 @@ class LlamaProcessBackend:
         overflow = window_overflow(len(tokens), request.max_tokens, self.context_tokens)
         if overflow is not None:
             return overflow
+        before: list[int] | None = None  # the cache before a chunked prefill changed it
+        if request.cancel is not None and self.prefill_chunk_tokens > 0:
+            with self._lock:
+                before = self._previous
+            stopped = self._prefill(request, tokens)
+            if stopped is not None:
+                return stopped
         answer = self._client.generate(request)
         if isinstance(answer, Failure):
             return self._crashed() or answer
         with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
-            cached = common_prefix(self._previous, tokens)
+            cached = common_prefix(self._previous if before is None else before, tokens)
             self._previous = tokens
         return Generation(answer.text, len(tokens), answer.completion_tokens, min(cached, max(len(tokens) - 1, 0)),
                           answer.finish_reason, answer.seconds, answer.mean_logprob)
+
+    def _prefill(self, request: GenerationRequest, tokens: list[int]) -> Generation | Failure | None:
+        """Evaluate the prompt's uncached part in chunks of about prefill_chunk_tokens, checking
+        `request.cancel` between them; a cancelled Generation when it fired, else None (the
+        child's KV cache then holds nearly the whole prompt, and generating costs its tail).
+
+        Each chunk is the prompt's text up to a line end, asked for one token: the child reuses
+        the cached prefix and evaluates only the rest. Cutting after a newline that starts a line
+        keeps the chunk's tokens a prefix of the whole prompt's (BPE pre-tokenizers split there)."""
+        assert request.cancel is not None
+        started = time.perf_counter()
+        with self._lock:
+            cached = common_prefix(self._previous, tokens)
+        chars_per_token = len(request.prompt) / max(len(tokens), 1)
+        done = cached
+        while len(tokens) - done > 2 * self.prefill_chunk_tokens:
+            if request.cancel():
+                return Generation("", len(tokens), 0, cached, "cancelled", time.perf_counter() - started)
+            goal = int((done + self.prefill_chunk_tokens) * chars_per_token)
+            cut = request.prompt.find("\n", goal)
+            while 0 <= cut < len(request.prompt) - 1 and request.prompt[cut + 1] == "\n":
+                cut = request.prompt.find("\n", cut + 2) if cut + 2 < len(request.prompt) else -1
+            if cut < 0 or cut + 1 >= len(request.prompt):
+                break
+            chunk = request.prompt[: cut + 1]
+            answer = self._client.generate(GenerationRequest(chunk, 1, [], request.deadline_s))
+            if isinstance(answer, Failure):
+                return self._crashed() or answer
+            evaluated = self._client.tokens(chunk)
+            if isinstance(evaluated, Failure):
+                return self._crashed() or evaluated
+            with self._lock:
+                self._previous = evaluated
+            if len(evaluated) <= done:
+                break  # no progress (a line longer than the rest): generate from here
+            done = len(evaluated)
+        if request.cancel():
+            return Generation("", len(tokens), 0, cached, "cancelled", time.perf_counter() - started)
+        return None
 
     def close(self) -> None:
         self._client.close()

@@ -57,6 +57,32 @@ def test_child_answers_as_llama_cpp_in_process_and_keeps_its_prompt_cache(child,
     assert isinstance(overflow, Failure) and overflow.kind == "prompt-too-long"
 
 
+def test_a_long_prompt_evaluated_in_chunks_can_be_stopped_between_them_and_answers_the_same(child):
+    # ~700 tokens of code, none of it in the child's cache.
+    body = "".join(f"def helper_{i}(value):\n    total = value * {i} + {i * 7}\n    return total - {i}\n\n"
+                   for i in range(30))
+    prompt = body + "def helper_total(value):\n    return"
+    whole = child.generate(_request(prompt + "  "))  # the same answer, evaluated in one piece
+    child.generate(_request("# something else entirely\n"))  # the cache no longer holds it
+    child.prefill_chunk_tokens = 128
+    try:
+        chunked = child.generate(GenerationRequest(prompt=prompt + "  ", max_tokens=12, stop=("\n",),
+                                                   deadline_s=120, cancel=lambda: False))
+        assert not isinstance(chunked, Failure) and chunked.text == whole.text
+        child.generate(_request("# something else again\n"))
+        stop_at = time.perf_counter() + 0.5
+        started = time.perf_counter()
+        stopped = child.generate(GenerationRequest(prompt=prompt + "   ", max_tokens=12, stop=("\n",),
+                                                   deadline_s=120, cancel=lambda: time.perf_counter() > stop_at))
+        elapsed = time.perf_counter() - started
+    finally:
+        child.prefill_chunk_tokens = 0
+    assert not isinstance(stopped, Failure) and stopped.finish_reason == "cancelled" and stopped.text == ""
+    # Stopped at the first chunk boundary after 1 s: a chunk is ~128 tokens, ~1 s on two cores
+    # (the whole cold prompt takes ~5 s).
+    assert elapsed < whole.seconds * 0.6, (elapsed, whole.seconds)
+
+
 def test_a_killed_child_is_a_failure_that_marks_the_backend_broken(model_path: Path):
     backend = LlamaProcessBackend.open(model_path, context_tokens=1024, threads=1)
     assert not isinstance(backend, Failure), backend
