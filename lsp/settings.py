@@ -40,7 +40,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
 
 # Settings whose change means opening another model backend.
 BACKEND_KEYS = frozenset({("completion", key) for key in (
-    "model_path", "endpoint", "hf_model", "gpu_layers", "isolate_model", "threads", "context_tokens")})
+    "model_path", "endpoint", "hf_model", "gpu_layers", "isolate_model", "threads", "context_tokens",
+    "prefill_chunk_tokens")})
 
 
 def layered_settings(initial: Any, changed: Any) -> Any:
@@ -88,9 +89,11 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
         changes.setdefault(section, {})[key] = getattr(getattr(checked, section), key)
     config = with_overrides(base, **changes)
     completion = config.completion
-    if ("max_prompt_tokens" not in changes.get("completion", {}) and config.server.embedded_prompt_tokens > 0
-            and not completion.endpoint and not completion.hf_model):
-        config = with_overrides(config, completion={"max_prompt_tokens": config.server.embedded_prompt_tokens})
+    if not completion.endpoint and not completion.hf_model:  # the embedded model, on this machine
+        embedded: dict[str, int] = {"prefill_chunk_tokens": config.server.prefill_chunk_tokens}
+        if "max_prompt_tokens" not in changes.get("completion", {}) and config.server.embedded_prompt_tokens > 0:
+            embedded["max_prompt_tokens"] = config.server.embedded_prompt_tokens
+        config = with_overrides(config, completion=embedded)
     config = with_overrides(config, retrieval={"time_budget_ms": config.server.retrieval_budget_ms})
     return config, problems
 

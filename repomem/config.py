@@ -260,11 +260,11 @@ class CompletionConfig:
     # never takes repomem down, and llama.cpp's CUDA build cannot share a process with numba.
     # False loads it in this process (CPU builds only; saves ~1 s of start-up).
     isolate_model: bool = True
-    # With a request that can be cancelled (the language server's), the child evaluates a long
-    # uncached prompt this many tokens at a time and checks for a stop in between: llama.cpp
-    # cannot stop a prompt's evaluation halfway, so a request typed over would otherwise hold the
-    # model for its whole cold prompt (~7 s for 1,024 tokens on two cores). 0 = in one piece.
-    prefill_chunk_tokens: int = 256
+    # With a request that can be cancelled, the child evaluates a long uncached prompt this many
+    # tokens at a time and checks for a stop in between: llama.cpp cannot stop a prompt's
+    # evaluation halfway. 0 = in one piece (the CLI and evaluation: chunked evaluation may round
+    # differently); the language server sets server.prefill_chunk_tokens.
+    prefill_chunk_tokens: int = 0
     model_path: str = ""  # a GGUF file instead of the default model
     hf_model: str = ""  # a Hugging Face checkpoint folder or GGUF file, run by transformers
     # Evaluation with several workers and an in-process batching backend (transformers, vLLM):
@@ -308,6 +308,9 @@ class ServerConfig:
     # the 2,048 a GPU server takes in its stride is ~15 s here. 1,024 is the budget the dev set's
     # CPU exact-match runs used (docs/editors.md). 0 = completion.max_prompt_tokens.
     embedded_prompt_tokens: int = 1024
+    # completion.prefill_chunk_tokens with the embedded model: a request the user typed over
+    # would otherwise hold the model for its whole cold prompt (~7 s for 1,024 tokens here).
+    prefill_chunk_tokens: int = 256
     completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
     shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
     # JSONL of accept / reject events with the fragments that fed each completion; local only.
