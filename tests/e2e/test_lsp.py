@@ -341,7 +341,9 @@ async def test_model_endpoint_killed_keeps_the_server_answering(client: Language
     assert answer["fragments"]
     configure(client, {})  # back to the embedded model
     result = await inline(client, (workspace / "shop" / "report.py").as_uri(), 8, 11)
-    assert result.items and result.items[0].insert_text.startswith("compute_tax(")
+    # The call, whatever comes before it: the embedded model's near ties (`amount_cents * ...`)
+    # can go either way with the order its prompt was evaluated in (prompt cache, chunks).
+    assert result.items and "compute_tax(" in result.items[0].insert_text
 
 
 async def test_file_outside_the_workspace_gets_an_empty_answer(client: LanguageClient, tmp_path: Path):

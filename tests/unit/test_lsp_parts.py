@@ -42,7 +42,7 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
     _, problems = apply_settings(Config(), ["not", "an", "object"])
     assert problems and "must be an object" in problems[0]
     assert backend_changed(Config(), apply_settings(Config(), {"endpoint": "http://127.0.0.1:1"})[0])
-    assert not backend_changed(Config(), apply_settings(Config(), {"alpha": 0.1})[0])
+    assert not backend_changed(apply_settings(Config(), {})[0], apply_settings(Config(), {"alpha": 0.1})[0])
 
 
 def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
