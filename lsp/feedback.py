@@ -19,6 +19,7 @@ from pathlib import Path
 
 from repomem.failures import Failure
 from repomem.records import fragment_record
+from repomem.regular_files import open_private
 from repomem.retrieval.scoring import ScoredFragment
 
 
@@ -85,7 +86,7 @@ class FeedbackLog:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # Owner-only (0600): the log holds completions and the code they came from.
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            descriptor = open_private(self.path, os.O_WRONLY | os.O_APPEND)  # never through a planted link
             with self._lock, os.fdopen(descriptor, "a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
         except OSError as error:

@@ -32,6 +32,24 @@ def read_regular(path: Path) -> bytes:
         os.close(descriptor)
 
 
+def open_private(path: Path, flags: int) -> int:
+    """A descriptor for writing `path` (with `flags`, e.g. O_WRONLY | O_TRUNC), owner-only (0600)
+    when created, never through a symbolic link.
+
+    Everything repomem writes lives in folders a repository can ship (`.repomem/`), and git keeps
+    symbolic links: a link named `lock` or `feedback.jsonl` there would make repomem truncate or
+    append to whatever it points at. A link found where repomem writes is removed and a plain file
+    created in its place (O_NOFOLLOW | O_EXCL: a link planted again in between fails the call)."""
+    flags |= os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, 0o600)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+    path.unlink()
+    return os.open(path, flags | os.O_EXCL, 0o600)
+
+
 def read_regular_text(path: Path) -> str:
     """UTF-8 text of a regular file, undecodable bytes replaced."""
     return read_regular(path).decode("utf-8", errors="replace")

@@ -43,7 +43,7 @@ from repomem.index.kernels import upper_triangle
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
 from repomem.packages import cache_root
-from repomem.regular_files import read_regular
+from repomem.regular_files import open_private, read_regular
 
 FORMAT_VERSION = 4  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files
 # deflated, integers narrowed and sparse index arrays delta coded by row (see _write_npz); 4: a capped
@@ -125,7 +125,7 @@ def claim_index_folder(directory: Path, root: Path) -> None:
 @contextlib.contextmanager
 def writer_lock(directory: Path) -> Iterator[None]:
     directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "lock", "a+b") as handle:
+    with os.fdopen(open_private(directory / "lock", os.O_RDWR), "r+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -143,8 +143,8 @@ def _fsync_dir(path: Path) -> None:
 
 def _private(path: Path, mode: str):
     """A new file readable by its owner only (0600): index files hold the repository's tokens."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    return os.fdopen(os.open(path, flags, 0o600), mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    descriptor = open_private(path, os.O_WRONLY | os.O_TRUNC)  # never through a planted symbolic link
+    return os.fdopen(descriptor, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
 # -- array files: a zip of .npy members, integers delta coded and narrowed ----------------------

@@ -13,6 +13,7 @@ from repomem.completion.engine import CompletionEngine
 from repomem.config import REPOSITORY_FORBIDDEN_KEYS, Config, load_config
 from repomem.failures import Failure
 from repomem.index.scan import is_secret, list_candidates
+from repomem.lsp.feedback import FeedbackLog, ShownCompletion
 from repomem.positions import Cursor
 from repomem.service import RepoService
 from tests.repos import write_repo
@@ -143,6 +144,34 @@ def test_a_symlinked_index_folder_leading_out_is_refused(tmp_path: Path, no_user
     report = RepoService.open(repo).ensure_index()
     assert isinstance(report, Failure) and "symbolic link out of the repository" in report.message, report
     assert [p.name for p in elsewhere.iterdir()] == ["snap-000003-theirs"]
+
+
+def test_links_a_repository_ships_in_its_index_folder_are_never_written_through(tmp_path: Path,
+                                                                              no_user_config: Path):
+    """git keeps symbolic links: a cloned `.repomem/` (marker included) holding links named as the
+    files repomem writes must not make it truncate, overwrite or append to their targets."""
+    repo = write_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = repo / ".repomem"
+    folder.mkdir()
+    (folder / "REPOMEM-INDEX").write_text("repomem index folder: repomem may replace or delete what is in it\n")
+    targets = {name: outside / f"{name.strip('.')}.rc" for name in (".gitignore", "CURRENT.tmp", "lock",
+                                                                    "feedback.jsonl")}
+    for name, target in targets.items():
+        target.write_text(f"the user's own {name}\n")
+        (folder / name).symlink_to(target)
+    (folder / "CURRENT").symlink_to(outside / "created.txt")  # a link to a file that does not exist yet
+    report = RepoService.open(repo).ensure_index()
+    assert not isinstance(report, Failure), report
+    shown = ShownCompletion("c1", "app.py", 0, 4, "1", "fragrel", "test", (), frozenset())
+    assert FeedbackLog(folder / "feedback.jsonl").append("accept", shown) is None
+    for name, target in targets.items():
+        assert target.read_text() == f"the user's own {name}\n", name
+    assert not (outside / "created.txt").exists()
+    assert sorted(p.name for p in outside.iterdir()) == sorted(t.name for t in targets.values())
+    assert not (folder / "feedback.jsonl").is_symlink() and '"accept"' in (folder / "feedback.jsonl").read_text()
+    assert not isinstance(RepoService.open(repo).ensure_index(), Failure)  # and the index it wrote loads
 
 
 def test_index_files_are_owner_only_and_old_indexes_are_adopted(tmp_path: Path, no_user_config: Path):
