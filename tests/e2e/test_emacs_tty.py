@@ -25,13 +25,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from tests.e2e.editors import feedback_events, matrix_check
 from tests.e2e.test_emacs import (
     CONFIG,
     GONE_WITHIN_S,
@@ -263,22 +263,12 @@ class Tty:
         return self.wait(lambda: self.reply(request["id"]), ANSWER_WITHIN_S, what)
 
     def feedback(self) -> list[dict]:
-        path = self.workspace / ".repomem" / "feedback.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return feedback_events(self.workspace)
 
 
-@contextmanager
-def check(tty: Tty, name: str) -> Iterator[dict]:
-    """One row of the editor matrix: ok once the block ran through, else the failure's text."""
-    result = tty.results[name] = {"ok": False, "details": ""}
-    try:
-        yield result
-    except BaseException as error:  # pytest.fail raises an OutcomeException, not an Exception
-        result["details"] = f"{error.__class__.__name__}: {error}"[:400]
-        raise
-    result["ok"] = True
+def check(tty: Tty, name: str):
+    """One row of the editor matrix (tests/e2e/editors.py)."""
+    return matrix_check(tty.results, name)
 
 
 def record(tty: Tty) -> None:

@@ -26,13 +26,13 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from repomem.packages import cache_root
+from tests.e2e.editors import feedback_events, matrix_check
 from tests.repos import copy_example
 
 pytestmark = pytest.mark.slow
@@ -209,22 +209,12 @@ class Nvim:
                 pytest.fail(f"the server was still working after {timeout_s} s")
 
     def feedback(self) -> list[dict]:
-        path = self.workspace / ".repomem" / "feedback.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return feedback_events(self.workspace)
 
 
-@contextmanager
 def check(nvim: Nvim, name: str):
-    """One row of the editor matrix: ok once the block ran through, else the failure's text."""
-    result = nvim.results[name] = {"ok": False, "details": ""}
-    try:
-        yield result
-    except BaseException as error:  # pytest.fail raises an OutcomeException, not an Exception
-        result["details"] = f"{error.__class__.__name__}: {error}"[:400]
-        raise
-    result["ok"] = True
+    """One row of the editor matrix (tests/e2e/editors.py)."""
+    return matrix_check(nvim.results, name)
 
 
 def rounded(seconds: float | None) -> float | None:
