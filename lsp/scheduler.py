@@ -51,6 +51,7 @@ class CompletionAsk:
     text: str  # the document, newlines normalized
     line: int  # 0-based
     character: int  # 0-based, in code points
+    line_text: str  # the cursor's line (split once, where the request is read)
 
 
 class Outcome(Enum):
@@ -76,8 +77,7 @@ def worth_speculating(ask: CompletionAsk) -> bool:
     column of a file just opened, the middle of a line) a speculation would only hold the model:
     llama.cpp cannot stop a prompt's evaluation halfway, so a wasted one delays the next request
     by up to a whole cold prompt."""
-    line = ask.text.split("\n")[ask.line]
-    return line[ask.character:].strip() == "" and ask.character > 0
+    return ask.line_text[ask.character:].strip() == "" and ask.character > 0
 
 
 @dataclass(eq=False)

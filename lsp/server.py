@@ -217,7 +217,7 @@ class RepomemServer(LanguageServer):
         character = min(server_position.character, len(lines[position.line]))
         offset = sum(len(line) + 1 for line in lines[: position.line]) + character
         state = CursorState.of(path, text, offset, self.settings_generation)
-        return CompletionAsk(uri, document.version, state, text, position.line, character)
+        return CompletionAsk(uri, document.version, state, text, position.line, character, lines[position.line])
 
     async def run_model(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
         """The scheduler's way to the model: the request on the model thread, stopped by `stop`."""
@@ -423,12 +423,20 @@ def did_change(ls: RepomemServer, params: types.DidChangeTextDocumentParams) -> 
 
 @server.feature(CURSOR_NOTIFICATION)
 def did_move_cursor(ls: RepomemServer, params: Any) -> None:
-    uri = field(params, "textDocument", "uri")
-    line, character = field(params, "position", "line"), field(params, "position", "character")
-    if isinstance(uri, str) and isinstance(line, int) and isinstance(character, int) and ls.session is not None:
-        ask = ls.ask_at(uri, types.Position(line=line, character=character))
-        if ask is not None:
-            ls.scheduler.cursor_rests(ask, reported=True)
+    target = _document_position(params)
+    ask = ls.ask_at(*target) if target is not None and ls.session is not None else None
+    if ask is not None:
+        ls.scheduler.cursor_rests(ask, reported=True)
+
+
+def _document_position(value: Any) -> tuple[str, types.Position] | None:
+    """(uri, position) of a TextDocumentPositionParams-shaped object from a custom message (dicts
+    or attribute objects), or None when it is not one."""
+    uri = field(value, "textDocument", "uri")
+    line, character = field(value, "position", "line"), field(value, "position", "character")
+    if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+        return None
+    return uri, types.Position(line=line, character=character)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -463,7 +471,7 @@ async def scheduled_completion(ls: RepomemServer, uri: str,
     ask = ls.ask_at(uri, position) if ls.session is not None else None
     if ask is None:
         return Scheduled(Outcome.DROPPED), "", 0
-    word = typed_word(ask.text.split("\n")[ask.line], ask.character)
+    word = typed_word(ask.line_text, ask.character)
     units = ls.workspace.get_text_document(uri).position_codec.client_num_units(word)
     return await ls.scheduler.complete(ask), word, units
 
@@ -500,12 +508,11 @@ async def completion(ls: RepomemServer, params: types.CompletionParams) -> types
 async def explain(ls: RepomemServer, *arguments: Any) -> dict:
     """Arguments: one TextDocumentPositionParams-shaped object
     `{"textDocument": {"uri": ...}, "position": {"line": ..., "character": ...}}` (0-based)."""
-    target = arguments[0] if arguments else None
-    uri = field(target, "textDocument", "uri")
-    line, character = field(target, "position", "line"), field(target, "position", "character")
-    if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+    target = _document_position(arguments[0] if arguments else None)
+    if target is None:
         return {"error": "expected {textDocument: {uri}, position: {line, character}}", "fragments": []}
-    ask = ls.ask_at(uri, types.Position(line=line, character=character))
+    uri, position = target
+    ask = ls.ask_at(uri, position)
     if ask is None or ls.session is None:
         return {"error": f"{uri} is not an open document of this workspace", "fragments": []}
     cached = ls.scheduler.cached(ask.state)

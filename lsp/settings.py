@@ -44,16 +44,18 @@ BACKEND_KEYS = frozenset({("completion", key) for key in (
     "prefill_chunk_tokens")})
 
 
+def _own(options: Any) -> Any:
+    """repomem's settings: the object under a "repomem" key, else the object as sent (flat)."""
+    if isinstance(options, dict) and isinstance(options.get("repomem"), dict):
+        return options["repomem"]
+    return options
+
+
 def layered_settings(initial: Any, changed: Any) -> Any:
     """The settings in force after a workspace/didChangeConfiguration: its repomem keys over the
     initializationOptions'. A change without them (eglot sends `{}` right after connecting, other
     clients their whole configuration for other servers) leaves the initial settings as they were."""
-    def own(options: Any) -> Any:
-        if isinstance(options, dict) and isinstance(options.get("repomem"), dict):
-            return options["repomem"]
-        return options
-
-    initial, changed = own(initial), own(changed)
+    initial, changed = _own(initial), _own(changed)
     if not isinstance(changed, dict):
         return changed  # not an object: apply_settings reports it
     base = initial if isinstance(initial, dict) else {}
@@ -64,8 +66,7 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
     """`base` (the repository's config) with the client's settings applied, and one message per
     rejected setting. The server's retrieval budget is copied into retrieval.time_budget_ms."""
     problems: list[str] = []
-    if isinstance(options, dict) and isinstance(options.get("repomem"), dict):
-        options = options["repomem"]
+    options = _own(options)
     if options is None:
         options = {}
     if not isinstance(options, dict):

@@ -51,7 +51,7 @@ class ControlledModel:
 def ask(text: str = TEXT, offset: int = OFFSET, version: int = 1, uri: str = "file:///r/a.py") -> CompletionAsk:
     line = text[:offset].count("\n")
     return CompletionAsk(uri, version, CursorState.of("a.py", text, offset, 0), text, line,
-                         offset - (text.rfind("\n", 0, offset) + 1))
+                         offset - (text.rfind("\n", 0, offset) + 1), text.split("\n")[line])
 
 
 def opened(answer_within_s: float = 5.0, warm_after_s: float = 0.0,
