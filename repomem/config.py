@@ -309,8 +309,11 @@ class ServerConfig:
     # CPU exact-match runs used (docs/editors.md). 0 = completion.max_prompt_tokens.
     embedded_prompt_tokens: int = 1024
     # completion.prefill_chunk_tokens with the embedded model: a request the user typed over
-    # would otherwise hold the model for its whole cold prompt (~7 s for 1,024 tokens here).
-    prefill_chunk_tokens: int = 256
+    # holds the model for its whole cold prompt (~7 s for 1,024 tokens here) unless the prompt is
+    # evaluated in chunks. Off (0) by default: chunk boundaries follow the prompt cache's state,
+    # which changes the evaluation order and flipped the example's near tie between runs (256
+    # makes abandoned prompts stop within ~2 s, at that price).
+    prefill_chunk_tokens: int = 0
     completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
     shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
     # JSONL of accept / reject events with the fragments that fed each completion; local only.

@@ -46,8 +46,9 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
 
 
 def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
-    embedded = apply_settings(Config(), {})[0].completion
-    assert embedded.max_prompt_tokens == 1024 and embedded.prefill_chunk_tokens == 256  # on this CPU
+    assert apply_settings(Config(), {})[0].completion.max_prompt_tokens == 1024  # embedded, on the CPU
+    chunked = with_overrides(Config(), server={"prefill_chunk_tokens": 256})
+    assert apply_settings(chunked, {})[0].completion.prefill_chunk_tokens == 256  # the server's, when set
     assert Config().completion.prefill_chunk_tokens == 0  # the CLI and evaluation: in one piece
     assert apply_settings(Config(), {"maxPromptTokens": 512})[0].completion.max_prompt_tokens == 512
     served = apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0]
