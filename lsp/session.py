@@ -88,6 +88,7 @@ class CompletionSession:
         self.on_index_churned: Callable[[], None] = lambda: None
         self._rebuilding = False
         self._feedback: FeedbackLog | None = None
+        self.stopped = False  # the session is ending: no generation starts, no model opens
 
     # -- settings --------------------------------------------------------------------------------
 
@@ -121,6 +122,8 @@ class CompletionSession:
         server.backend_retry_s seconds rather than at every keystroke."""
         if self.engine is not None:
             return self.engine
+        if self.stopped:
+            return None
         if (self._backend_failed_at is not None
                 and time.monotonic() - self._backend_failed_at < self.config.server.backend_retry_s):
             return None
@@ -136,6 +139,15 @@ class CompletionSession:
         started = getattr(backend, "start_seconds", None)
         self.log("info", f"model ready: {backend.name}" + (f" (started in {started:.1f} s)" if started else ""))
         return self.engine
+
+    def stop_model(self) -> None:
+        """From any thread, when the server exits: the model's child process (the embedded model)
+        is killed, so that a call waiting on it returns now, and no model opens after it."""
+        self.stopped = True
+        backend = self.backend
+        kill = getattr(backend, "kill", None)
+        if kill is not None:
+            kill()
 
     def drop_backend(self, retry_at_once: bool = False) -> None:
         """Forget a backend that failed mid-call: the next request opens it again (at once, or after
@@ -154,10 +166,12 @@ class CompletionSession:
     def build_index(self, progress: Progress) -> RepoIndex | Failure:
         """Load, update or build the index on a separate RepoService (runs on its own thread)."""
         builder = RepoService(self.root, self.config)
-        report = builder.ensure_index(progress)
+        report = builder.ensure_index(progress, structure=True)  # a damaged structure: rebuilt now
         if isinstance(report, Failure):
             return report
         assert builder.index is not None
+        if report.warning:
+            self.log("warning", report.warning)
         self.log("info", _report_line(report))
         # Before the index is shared: the first keystroke then does not load the structure, the
         # call tables, the kept edit graph and the edit kernels (~1 s on Django). Only a head start:
@@ -241,7 +255,7 @@ class CompletionSession:
     # -- completion ----------------------------------------------------------------------------
 
     def complete(self, request: EditorRequest) -> CompletionAnswer:
-        if request.cancelled():
+        if request.cancelled() or self.stopped:
             return CompletionAnswer("", None, "cancelled")
         self.sync_buffers()
         cursor = locate(self.root, request.path, request.text, request.line + 1, request.character + 1)

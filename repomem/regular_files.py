@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -33,21 +34,51 @@ def read_regular(path: Path) -> bytes:
 
 
 def open_private(path: Path, flags: int) -> int:
-    """A descriptor for writing `path` (with `flags`, e.g. O_WRONLY | O_TRUNC), owner-only (0600)
-    when created, never through a symbolic link.
+    """A descriptor for writing `path` (with `flags`, e.g. O_WRONLY | O_APPEND), owner-only (0600)
+    when created, never through a symbolic link or into a file with other names.
 
     Everything repomem writes lives in folders a repository can ship (`.repomem/`), and git keeps
     symbolic links: a link named `lock` or `feedback.jsonl` there would make repomem truncate or
-    append to whatever it points at. A link found where repomem writes is removed and a plain file
-    created in its place (O_NOFOLLOW | O_EXCL: a link planted again in between fails the call)."""
+    append to whatever it points at, and a hard link (an unpacked archive can hold one) is the same
+    file under two names. The file is opened without O_TRUNC and non-blocking (a named pipe planted
+    there would wait for a reader forever), checked on the open descriptor (a regular file with one
+    name), and only then truncated. Anything else found where repomem writes is removed and a plain
+    file created in its place (O_NOFOLLOW | O_EXCL: a link planted again in between fails the call)."""
     flags |= os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        return os.open(path, flags, 0o600)
+        descriptor = os.open(path, (flags & ~os.O_TRUNC) | os.O_NONBLOCK, 0o600)
     except OSError as error:
-        if error.errno != errno.ELOOP:
+        if error.errno not in (errno.ELOOP, errno.ENXIO):  # a symbolic link; a pipe without a reader
             raise
+    else:
+        status = os.fstat(descriptor)
+        if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
+            os.set_blocking(descriptor, True)
+            if flags & os.O_TRUNC:
+                os.ftruncate(descriptor, 0)
+            return descriptor
+        os.close(descriptor)
     path.unlink()
     return os.open(path, flags | os.O_EXCL, 0o600)
+
+
+def replace_private(path: Path, data: bytes) -> None:
+    """Make `path` a new owner-only file holding `data`, atomically: written under a fresh name
+    (O_EXCL | O_NOFOLLOW) beside it, synced, then renamed over it. A rename replaces a symbolic or
+    hard link found at `path` instead of writing through it, and a reader sees the old file or the
+    new one, never a torn one."""
+    scratch = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(scratch, path)
+    except BaseException:
+        scratch.unlink(missing_ok=True)
+        raise
 
 
 def read_regular_text(path: Path) -> str:
@@ -60,8 +91,13 @@ def drop_torn_tail(path: Path) -> None:
     if not path.is_file() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return
-        data = handle.seek(0) or handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
+        cut_torn_tail(handle.fileno())
+
+
+def cut_torn_tail(descriptor: int) -> None:
+    """`drop_torn_tail` on an open descriptor (one from `open_private`, read and write)."""
+    size = os.fstat(descriptor).st_size
+    if size == 0 or os.pread(descriptor, 1, size - 1) == b"\n":
+        return
+    data = os.pread(descriptor, size, 0)
+    os.ftruncate(descriptor, data.rfind(b"\n") + 1)

@@ -43,6 +43,7 @@ from repomem.index.scan import (
     excluded_reason,
     list_candidates,
     read_source,
+    secret_reason,
     source_from_bytes,
 )
 from repomem.index.secrets import mask_secrets
@@ -85,6 +86,9 @@ class IndexReport:
     skipped: tuple[tuple[str, str], ...]
     masked: tuple[tuple[str, int], ...] = ()  # (path, secrets masked) of files holding any
     over_node_limit: tuple[str, ...] = ()  # files searched as text only (graph.max_file_nodes)
+    # Said once to the user: the index on disk was not trusted (not sealed here, or damaged) and
+    # was rebuilt ("" otherwise). A missing, old-format or re-configured index is no news.
+    warning: str = ""
 
 
 @dataclass(frozen=True)
@@ -312,18 +316,24 @@ class RepoService:
         return len(changed), len(removed), restamped
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False,
-                     save: bool = True) -> IndexReport | Failure:
-        """Load, update or build the index, save it if anything changed (and `save`), and report."""
+                     save: bool = True, structure: bool = False) -> IndexReport | Failure:
+        """Load, update or build the index, save it if anything changed (and `save`), and report.
+
+        `structure`: also read a loaded index's per-file structure now (a command that will need it
+        anyway), so that a damaged one is rebuilt here rather than failing halfway through."""
         progress = progress or NoProgress()
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
         reason = "--full requested" if full else ""
+        warning = ""
         index: RepoIndex | None = None
         restamped = 0
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)
             if isinstance(loaded, Failure):
                 reason = loaded.message if loaded.kind != "no-index" else "no index yet"
+                if loaded.kind in ("damaged-index", "untrusted-index"):
+                    warning = f"{loaded.message}; rebuilt it"
             else:
                 index = loaded
         try:
@@ -333,12 +343,15 @@ class RepoService:
             else:
                 restamped = 0
                 try:
+                    if structure:
+                        index.ensure_structure()
                     changed, removed, restamped = self._refresh(index, progress)
                     if restamped and save:
                         index.ensure_structure()  # the save writes it (index/store.save_index)
                     action = "updated" if changed or removed else "unchanged"
                 except StructureUnavailable as error:
                     reason = f"index structure unreadable ({error})"
+                    warning = f"{reason}; rebuilt it"
                     changed, removed = 0, 0
                     index = self._full_build(progress)
                     action = "built"
@@ -368,6 +381,7 @@ class RepoService:
             skipped=tuple(tuple(s) for s in index.skipped),  # type: ignore[misc]
             masked=tuple((r.path, r.masked) for r in index.files if r is not None and r.masked),
             over_node_limit=tuple(r.path for r in index.files if r is not None and r.over_node_limit),
+            warning=warning,
         )
 
     def needs_compaction(self, index: RepoIndex) -> bool:
@@ -449,7 +463,7 @@ class RepoService:
     def _update_one(self, path: str) -> None | Failure:
         """Re-index one file from its buffer or the disk (a vanished file leaves the index)."""
         assert self.index is not None
-        reason = excluded_reason(path, self.config.scan)
+        reason = excluded_reason(path, self.config.scan) or secret_reason(self.root, path, self.config.scan)
         if reason is not None:
             return Failure("not-indexed", f"{path}: not indexed ({reason})")
         language = language_of(path)

@@ -65,8 +65,13 @@ def _open_service(root: Path, err: Console) -> RepoService:
 
 
 def _ensure_index(service: RepoService, err: Console, full: bool = False) -> IndexReport:
+    """The index, loaded, updated or built, with its per-file structure read (what completion uses
+    and an update writes), so a damaged index is rebuilt before the command, not during it."""
     with RichProgress(err) as progress:
-        return ok(service.ensure_index(progress, full=full))
+        report = ok(service.ensure_index(progress, full=full, structure=True))
+    if report.warning:
+        print(f"repomem: warning: {report.warning}", file=sys.stderr)
+    return report
 
 
 def _index_root(path: str | None) -> Path:

@@ -2,8 +2,14 @@
 
     <index dir>/
       CURRENT            name of the complete snapshot in use (replaced with os.replace)
-      snap-<gen>-<tag>/  manifest.json, base.npz, delta.npz, files.npz, symbols.json.gz
+      snap-<gen>-<tag>/  manifest.json, base.npz, delta.npz, files.npz, symbols.json.gz, ...
       lock               serialises writers (flock)
+
+The manifest is sealed under this user's key and holds the SHA-256 of every other file of its
+snapshot (index/provenance.py): an index folder a repository ships, or one damaged on disk, is
+rebuilt, never read. What passes is still checked before a kernel touches it (index/integrity.py).
+Nothing here writes through a link: files in a snapshot are created in a fresh folder (O_EXCL),
+files beside them are written under a fresh name and renamed into place.
 
 A writer builds a new snapshot in a temporary folder, fsyncs it, renames it into place and only
 then swaps CURRENT, so a process killed at any instant leaves the previous index loadable.
@@ -19,6 +25,7 @@ import contextlib
 import fcntl
 import gzip
 import hashlib
+import io
 import json
 import os
 import secrets
@@ -39,17 +46,24 @@ from repomem.failures import Failure
 from repomem.index.bm25 import TermSegment, compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
+from repomem.index.integrity import check_compressed, check_offsets, check_query_arrays, check_structure
 from repomem.index.kernels import upper_triangle
+from repomem.index.provenance import bytes_digest, check_seal, file_digest, sealed
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
 from repomem.packages import cache_root
-from repomem.regular_files import open_private, read_regular
+from repomem.regular_files import open_private, read_regular, replace_private
 
-FORMAT_VERSION = 4  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files
+FORMAT_VERSION = 5  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files
 # deflated, integers narrowed and sparse index arrays delta coded by row (see _write_npz); 4: a capped
-# search leaves out the cost level the cap cuts (W changes where it cut one: rebuild)
+# search leaves out the cost level the cap cuts (W changes where it cut one: rebuild); 5: sealed
+# manifests with the digests of the snapshot's files
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
+# Every file of a snapshot but the manifest, whose digests the sealed manifest holds.
+SNAPSHOT_FILES = ("base.npz", "delta.npz", "files.npz", "symbols.json.gz", "changed_files.npz",
+                  "changed_symbols.json.gz")
+BASE_FILES = ("base.npz", "files.npz", "symbols.json.gz")  # shared by the snapshots of one full build
 # Sections of the config that shape the index; a change in any of them means a rebuild.
 INDEX_SECTIONS = ("scan", "graph", "fragments", "relations", "bm25")
 
@@ -119,7 +133,7 @@ def claim_index_folder(directory: Path, root: Path) -> None:
                                      "index.dir_name (repomem only writes in folders it created)")
     else:
         directory.mkdir(parents=True, mode=0o700)
-    _write_text(directory / MARKER, "repomem index folder: repomem may replace or delete what is in it\n")
+    replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
 
 
 @contextlib.contextmanager
@@ -142,8 +156,10 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _private(path: Path, mode: str):
-    """A new file readable by its owner only (0600): index files hold the repository's tokens."""
-    descriptor = open_private(path, os.O_WRONLY | os.O_TRUNC)  # never through a planted symbolic link
+    """A new file in a snapshot folder this writer just made, readable by its owner only (0600:
+    index files hold the repository's tokens); O_EXCL | O_NOFOLLOW: never an existing file or link."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                         0o600)
     return os.fdopen(descriptor, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
@@ -272,14 +288,19 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
     Bad data raises what the callers treat as a damaged index: zipfile.BadZipFile (also for a torn
     deflate stream), ValueError, KeyError, OSError or EOFError."""
+    return _arrays_from(read_regular(path), path.name)
+
+
+def _arrays_from(data: bytes, name: str) -> dict[str, np.ndarray]:
+    """`_read_npz` of a file's bytes (read once: checked against the manifest's digest first)."""
     stored: dict[str, np.ndarray] = {}
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for member in archive.namelist():
                 with archive.open(member) as handle:
                     stored[member.removesuffix(".npy")] = np.lib.format.read_array(handle, allow_pickle=False)
     except zlib.error as error:
-        raise zipfile.BadZipFile(f"{path.name}: {error}") from error
+        raise zipfile.BadZipFile(f"{name}: {error}") from error
     entries = _read_codec(stored)
     arrays: dict[str, np.ndarray] = {}
     for name, (original, pointer_name) in entries.items():
@@ -310,7 +331,11 @@ def _write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:
 
 
 def _read_json_gz(path: Path) -> Any:
-    return json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    return _json_from(read_regular(path))
+
+
+def _json_from(data: bytes) -> Any:
+    return json.loads(gzip.decompress(data).decode("utf-8"))
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -397,6 +422,14 @@ def _decode_files(
 ) -> dict[int, tuple[FileSyntax, FileFragments]]:
     out = {}
     file_ids = data["file_ids"].tolist()
+    if len(set(file_ids)) != len(file_ids) or not all(0 <= f < len(records) for f in file_ids):
+        raise ValueError("file ids of the structure are out of range or repeated")
+    # Each offsets vector must split its arrays into one run per file before anything is sliced.
+    for offsets_name, arrays in (("node_offsets", ("parent", "start_line", "end_line", "length")),
+                                 ("line_offsets", ("line_chars",)), ("win_offsets", ("win_starts", "win_ends")),
+                                 ("cover_offsets", ("cover_window", "cover_node", "cover_weight"))):
+        for name in arrays:
+            check_offsets(data[offsets_name], len(file_ids), data[name].shape[0], f"{offsets_name} of {name}")
     node_offsets = data["node_offsets"]
     line_offsets = data["line_offsets"]
     win_offsets = data["win_offsets"]
@@ -445,7 +478,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
     # lose them (and with them every later update's call edges).
     index.ensure_structure()
     with writer_lock(directory):
-        _write_text(directory / ".gitignore", "*\n")
+        replace_private(directory / ".gitignore", b"*\n")
         tag = secrets.token_hex(4)
         temporary = directory / f"tmp-{tag}"
         temporary.mkdir()
@@ -456,14 +489,17 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="save-base") as helper:
                 base_written: Future | None = None
                 files_written: Future | None = None
-                reuse = base_snapshot is not None and index.base_id != "" and _same_base(base_snapshot, index.base_id)
+                digests: dict[str, str] = {}
+                reused = _sealed_base_digests(base_snapshot, index.base_id) if base_snapshot is not None else None
+                reuse = reused is not None and index.base_id != ""
                 if reuse:
-                    assert base_snapshot is not None
+                    assert base_snapshot is not None and reused is not None
                     try:
-                        for name in ("base.npz", "files.npz", "symbols.json.gz"):
+                        for name in BASE_FILES:
                             os.link(base_snapshot / name, temporary / name)
+                        digests.update(reused)
                     except OSError:  # no hard links here, or the base was pruned meanwhile: write it
-                        for name in ("base.npz", "files.npz", "symbols.json.gz"):
+                        for name in BASE_FILES:
                             (temporary / name).unlink(missing_ok=True)
                         reuse = False
                 if not reuse:
@@ -479,7 +515,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     base_segments = index.segments[: index.base_segments]
                     # On a helper thread: deflate and numpy release the GIL, so W and the postings are
                     # coded while this thread writes the symbols (Python) and the rest.
-                    base_written = helper.submit(_write_npz, temporary / "base.npz", {
+                    base_written = helper.submit(_written, _write_npz, temporary / "base.npz", {
                         "wu_indptr": upper_indptr, "wu_indices": upper_indices,
                         "wu_data": upper_data, "w_shape": np.asarray(index.w_base.shape),
                         **_segments_arrays("seg", base_segments),
@@ -490,12 +526,14 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     del upper_indptr, upper_indices, upper_data
                     # The files' arrays on the helper too: the symbols' JSON (Python) is this thread's
                     # longest part, so the two threads finish about together.
-                    files_written = helper.submit(_write_npz, temporary / "files.npz", _files_arrays(index, base_files))
-                    _write_json_gz(temporary / "symbols.json.gz", _symbols_json(index, base_files))
+                    files_written = helper.submit(_written, _write_npz, temporary / "files.npz",
+                                                  _files_arrays(index, base_files))
+                    digests["symbols.json.gz"] = _written(_write_json_gz, temporary / "symbols.json.gz",
+                                                          _symbols_json(index, base_files))
                 changed_files = [i for i, r in enumerate(index.files) if r is not None and i not in index.base_files]
                 rows, cols, values = index.delta_entries
                 vocabulary_blob = "\n".join(index.vocabulary).encode("utf-8")
-                _write_npz(temporary / "delta.npz", {
+                digests["delta.npz"] = _written(_write_npz, temporary / "delta.npz", {
                     "live": index.live, "fragment_file": index.fragment_file,
                     "fragment_start": index.fragment_start, "fragment_end": index.fragment_end,
                     "doc_len": index.doc_len, "df": index.df, "thresholds": index.thresholds,
@@ -506,11 +544,13 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 }, deltas=_segments_deltas("dseg", index.segments[index.base_segments :]),
                     # Every save writes these whole: deflate took 8 ms each to save 40% of 0.4 MB.
                     stored=("thresholds", "rowsum"))
-                _write_npz(temporary / "changed_files.npz", _files_arrays(index, changed_files))
-                _write_json_gz(temporary / "changed_symbols.json.gz", _symbols_json(index, changed_files))
-                for written in (base_written, files_written):
+                digests["changed_files.npz"] = _written(_write_npz, temporary / "changed_files.npz",
+                                                        _files_arrays(index, changed_files))
+                digests["changed_symbols.json.gz"] = _written(_write_json_gz, temporary / "changed_symbols.json.gz",
+                                                              _symbols_json(index, changed_files))
+                for name, written in (("base.npz", base_written), ("files.npz", files_written)):
                     if written is not None:
-                        written.result()  # its error, if any, is this save's
+                        digests[name] = written.result()  # its error, if any, is this save's
                 manifest = {
                     "format": FORMAT_VERSION,
                     "config": config_fingerprint(index.config),
@@ -523,15 +563,15 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     # without asdict's recursive deep copy (Django: ~30 ms of every save).
                     "files": [None if r is None else vars(r) for r in index.files],
                     "skipped": index.skipped,
+                    "digests": digests,
                 }
-                _write_text(temporary / MANIFEST, json.dumps(manifest))
+                _write_text(temporary / MANIFEST, json.dumps(sealed(manifest)))
                 _fsync_dir(temporary)
                 final = directory / f"snap-{index.generation:06d}-{tag}"
                 os.rename(temporary, final)
                 _fsync_dir(directory)
-                _write_text(directory / f"{CURRENT}.tmp", final.name + "\n")
                 _clear_pointer_path(directory)
-                os.replace(directory / f"{CURRENT}.tmp", directory / CURRENT)
+                replace_private(directory / CURRENT, (final.name + "\n").encode())
                 _fsync_dir(directory)
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
@@ -551,12 +591,25 @@ def _newest_generation(directory: Path) -> int:
     return newest
 
 
-def _same_base(snapshot: Path, base_id: str) -> bool:
+def _sealed_base_digests(snapshot: Path, base_id: str) -> dict[str, str] | None:
+    """The digests of `snapshot`'s base files when it is a sealed snapshot of the same full build
+    (its base files can be hard-linked into the next snapshot); else None."""
     try:
-        manifest = json.loads((snapshot / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_regular(snapshot / MANIFEST).decode("utf-8"))
     except (OSError, ValueError):
-        return False
-    return manifest.get("base_id") == base_id and all((snapshot / n).is_file() for n in ("base.npz", "files.npz"))
+        return None
+    if check_seal(manifest) is not None or manifest.get("base_id") != base_id:
+        return None
+    digests = manifest.get("digests")
+    if not isinstance(digests, dict) or not all(isinstance(digests.get(n), str) for n in BASE_FILES):
+        return None
+    return {name: digests[name] for name in BASE_FILES}
+
+
+def _written(write: Any, path: Path, *arguments: Any, **options: Any) -> str:
+    """Write a snapshot file with `write(path, ...)` and return its SHA-256 for the manifest."""
+    write(path, *arguments, **options)
+    return file_digest(path)
 
 
 def _prune(directory: Path, keep: set[str], extra: int) -> None:
@@ -599,37 +652,54 @@ def current_snapshot(directory: Path) -> Path | Failure:
 
 
 def load_index(root: Path, config: Config) -> RepoIndex | Failure:
-    """The current snapshot for `root`, or why it cannot be used (then rebuild)."""
+    """The current snapshot for `root`, or why it cannot be used (then rebuild): not sealed by this
+    user's key, a file whose bytes are not the ones written, or an array that breaks an invariant."""
     directory = index_dir(root, config)
     snapshot = current_snapshot(directory)
     if isinstance(snapshot, Failure):
         return snapshot
     try:
-        manifest = json.loads((snapshot / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_regular(snapshot / MANIFEST).decode("utf-8"))
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
             return Failure("old-index", "index format is unknown to this version")
+        untrusted = check_seal(manifest)
+        if untrusted is not None:
+            return untrusted
         if manifest.get("config") != config_fingerprint(config):
             return Failure("config-changed", "index settings changed")
+        digests = manifest["digests"]
+        # All of the snapshot's bytes are checked now, the lazily read structure's too (Django: ~20
+        # ms), so damage anywhere means a rebuild at load, not an error at the first edit.
+        contents = {name: _verified(snapshot, name, digests) for name in ("base.npz", "delta.npz")}
+        for name in SNAPSHOT_FILES[2:]:
+            _verified(snapshot, name, digests)
         records: list[FileRecord | None] = [None if r is None else FileRecord(**r) for r in manifest["files"]]
-        base, arrays = _read_npz(snapshot / "base.npz"), _read_npz(snapshot / "delta.npz")
-        upper = sp.csr_matrix(
-            (base["wu_data"].astype(np.float64), base["wu_indices"], base["wu_indptr"]),
-            shape=tuple(base["w_shape"].tolist()),
-        )
-        _check_compressed(upper, "W")
+        base, arrays = _arrays_from(contents["base.npz"], "base.npz"), _arrays_from(contents["delta.npz"], "delta.npz")
+        del contents
+        shape = tuple(int(v) for v in base["w_shape"].tolist())
+        upper = sp.csr_matrix((base["wu_data"].astype(np.float64), base["wu_indices"], base["wu_indptr"]), shape=shape)
+        check_compressed(upper, "W")
         w_base = _symmetric_from_upper(upper)
         segments = _segments_from("seg", base) + _segments_from("dseg", arrays)
         words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
         vocabulary = {word: number for number, word in enumerate(words)}
-        n = int(arrays["live"].shape[0])
+        if len(vocabulary) != len(words):
+            return Failure("damaged-index", "index is damaged (a word is listed twice in the vocabulary)")
+        live = arrays["live"]
+        if live.dtype != np.bool_:
+            return Failure("damaged-index", "index is damaged (live is not a mask)")
+        n = int(live.shape[0])
         rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"].astype(np.float64)
+        check_offsets(np.asarray([0, rows.shape[0]]), 1, cols.shape[0], "W's updates")
+        if rows.size and (int(min(rows.min(), cols.min())) < 0 or int(max(rows.max(), cols.max())) >= n):
+            return Failure("damaged-index", "index is damaged (W's updates point past the end)")
         index = RepoIndex(
             root=root,
             config=config,
             files=records,
             syntax=[None] * len(records),
             file_fragments=[None] * len(records),
-            live=arrays["live"].astype(bool),
+            live=live,
             fragment_file=arrays["fragment_file"],
             fragment_start=arrays["fragment_start"],
             fragment_end=arrays["fragment_end"],
@@ -637,29 +707,39 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
             segments=segments,
             doc_len=arrays["doc_len"],
             df=arrays["df"],
-            stats=compute_stats(arrays["df"], arrays["doc_len"], arrays["live"].astype(bool), config.bm25),
+            stats=compute_stats(np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool), config.bm25),  # set below
             w_base=w_base,
             w_delta=sp.csr_matrix((values, (rows, cols)), shape=(n, n)),
             delta_entries=(rows, cols, values),
             thresholds=arrays["thresholds"],
             rowsum=arrays["rowsum"],
             calls={},
-            skipped=[tuple(s) for s in manifest.get("skipped", [])],
+            skipped=[(str(path), str(reason)) for path, reason in manifest.get("skipped", [])],
             generation=int(manifest["generation"]),
             graph_nodes=int(manifest["graph"][0]),
             graph_edges=int(manifest["graph"][1]),
         )
-        index.base_id = manifest["base_id"]
+        index.base_id = str(manifest["base_id"])
         index.base_segments = int(manifest["base_segments"])
-        index.base_files = set(manifest["base_files"])
+        index.base_files = {int(f) for f in manifest["base_files"]}
+        check_query_arrays(index)
+        index.stats = compute_stats(index.df, index.doc_len, index.live, config.bm25)
         index.snapshot = snapshot
-        index.structure_loader = lambda: _load_structure(snapshot, index)
-        _check_consistency(index)
-    except (OSError, ValueError, KeyError, TypeError, EOFError, IndexError, AssertionError) as error:
+        index.structure_loader = lambda: _load_structure(snapshot, index, digests)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, IndexError) as error:
         return Failure("damaged-index", f"index is damaged ({error.__class__.__name__}: {error})")
     except Exception as error:  # zipfile.BadZipFile and other decoder errors of a torn file
         return Failure("damaged-index", f"index is damaged ({error.__class__.__name__})")
     return index
+
+
+def _verified(snapshot: Path, name: str, digests: Any) -> bytes:
+    """A snapshot file's bytes, provided they are the ones the sealed manifest names."""
+    data = read_regular(snapshot / name)
+    expected = digests.get(name) if isinstance(digests, dict) else None
+    if not isinstance(expected, str) or bytes_digest(data) != expected:
+        raise ValueError(f"{name} is not the file this index wrote")
+    return data
 
 
 def _symmetric_from_upper(upper: sp.csr_matrix) -> sp.csr_matrix:
@@ -669,62 +749,52 @@ def _symmetric_from_upper(upper: sp.csr_matrix) -> sp.csr_matrix:
     return full
 
 
-def _check_compressed(matrix: sp.spmatrix, name: str) -> None:
-    """Index bounds of a CSR/CSC matrix read from disk. scipy does not check them, and the numba
-    kernels read these arrays unchecked: one entry past the end was a segfault, not an error."""
-    compressed_axis = 0 if matrix.format == "csr" else 1
-    indptr, indices = matrix.indptr, matrix.indices
-    assert indptr.shape == (matrix.shape[compressed_axis] + 1,), f"{name}: index pointer of the wrong length"
-    assert indptr[0] == 0 and indptr[-1] == indices.shape[0] == matrix.data.shape[0], f"{name}: sizes disagree"
-    assert bool((np.diff(indptr) >= 0).all()), f"{name}: index pointer goes backwards"
-    if indices.size:
-        assert 0 <= int(indices.min()) and int(indices.max()) < matrix.shape[1 - compressed_axis], \
-            f"{name}: an index points past the end"
-
-
-def _check_consistency(index: RepoIndex) -> None:
-    """Cheap checks of everything the retrieval kernels index into; a failure means a rebuild."""
-    n = index.n_fragments
-    for name in ("fragment_file", "fragment_start", "fragment_end", "doc_len", "thresholds", "rowsum"):
-        assert getattr(index, name).shape == (n,), f"{name} has the wrong shape"
-    assert index.w_base.shape[0] <= n
-    assert index.df.shape[0] == len(index.vocabulary), "vocabulary and df disagree"
-    _check_compressed(index.w_base, "W")
-    assert index.w_base.shape[1] <= n, "W is wider than the fragments"
-    rows, cols, _ = index.delta_entries
-    assert rows.shape == cols.shape and (rows.size == 0 or (0 <= rows.min() and max(rows.max(), cols.max()) < n
-                                                            and cols.min() >= 0)), "W's updates point past the end"
-    for number, segment in enumerate(index.segments):
-        _check_compressed(segment.tf, f"postings segment {number}")
-        assert 0 <= segment.first_doc and segment.first_doc + segment.tf.shape[0] <= n, \
-            f"postings segment {number} covers fragments that do not exist"
-        assert segment.tf.shape[1] <= len(index.vocabulary), f"postings segment {number} has unknown terms"
-
-
-def _load_structure(snapshot: Path, index: RepoIndex) -> None:
+def _load_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]) -> None:
     """Syntax, windows and call edges: only needed to update the index, so loaded on demand.
 
     Raises StructureUnavailable when another process pruned the snapshot meanwhile or a file is
-    damaged; the caller rebuilds.
+    damaged; the caller rebuilds. The structure is checked whole before the index holds any of it:
+    an index whose structure failed keeps none (its next use fails the same way, not halfway).
     """
     try:
-        _read_structure(snapshot, index)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile) as error:
+        syntax, fragments, calls = _read_structure(snapshot, index, digests)
+        index.syntax, index.file_fragments, index.calls = syntax, fragments, calls
+        check_structure(index)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+            zipfile.BadZipFile) as error:
+        index.syntax = [None] * len(index.files)
+        index.file_fragments = [None] * len(index.files)
+        index.calls = {}
+        index.structure_loader = lambda: _load_structure(snapshot, index, digests)
         raise StructureUnavailable(f"{error.__class__.__name__}: {error}") from error
 
 
-def _read_structure(snapshot: Path, index: RepoIndex) -> None:
+def _read_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]
+                    ) -> tuple[list[FileSyntax | None], list[FileFragments | None], dict[int, np.ndarray]]:
+    syntax: list[FileSyntax | None] = [None] * len(index.files)
+    fragments: list[FileFragments | None] = [None] * len(index.files)
     for files_name, symbols_name in (("files.npz", "symbols.json.gz"),
                                      ("changed_files.npz", "changed_symbols.json.gz")):
-        symbols = _read_json_gz(snapshot / symbols_name)
-        decoded = _decode_files(_read_npz(snapshot / files_name), symbols, index.files)
-        for file_id, (syntax, fragments) in decoded.items():
-            index.syntax[file_id] = syntax
-            index.file_fragments[file_id] = fragments
-    calls = _read_npz(snapshot / "delta.npz")["calls"]
+        symbols = _json_from(_verified(snapshot, symbols_name, digests))
+        if not isinstance(symbols, dict):
+            raise ValueError(f"{symbols_name} is not an object")
+        decoded = _decode_files(_arrays_from(_verified(snapshot, files_name, digests), files_name), symbols,
+                                index.files)
+        for file_id, (file_syntax, file_fragments) in decoded.items():
+            syntax[file_id] = file_syntax
+            fragments[file_id] = file_fragments
+    calls = _arrays_from(_verified(snapshot, "delta.npz", digests), "delta.npz")["calls"]
+    if calls.ndim != 2 or calls.shape[1] != 5 or calls.dtype.kind not in "iu":
+        raise ValueError("call edges have the wrong shape")
     calls = calls[np.argsort(calls[:, 0], kind="stable")]
     files, starts = np.unique(calls[:, 0], return_index=True)
     by_file = dict(zip(files.tolist(), np.split(calls, starts[1:]))) if calls.shape[0] else {}
-    for file_id, syntax in enumerate(index.syntax):
-        if resolves_calls(syntax):
-            index.calls[file_id] = by_file.get(file_id, np.zeros((0, 5), dtype=np.int64))
+    if any(not 0 <= f < len(index.files) or syntax[f] is None for f in by_file):
+        raise ValueError("a call edge leaves from a file without structure")
+    edges = {}
+    for file_id, file_syntax in enumerate(syntax):
+        if resolves_calls(file_syntax):
+            edges[file_id] = by_file.pop(file_id, np.zeros((0, 5), dtype=np.int64))
+    if by_file:
+        raise ValueError("call edges leave from a file that resolves no calls")
+    return syntax, fragments, edges

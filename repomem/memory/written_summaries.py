@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repomem.regular_files import drop_torn_tail, read_regular_text
+from repomem.regular_files import cut_torn_tail, open_private, read_regular_text
 
 FILE_NAME = "written-summaries.jsonl"
 
@@ -75,11 +75,11 @@ class WrittenSummaries:
 
     def append(self, key: str, kind: str, model: str, text: str) -> None:
         """Write one summary durably before the next is asked for (an interrupted run resumes)."""
-        if not self.path.exists():
-            self.path.touch(mode=0o600)
-        drop_torn_tail(self.path)
         line = json.dumps({"key": key, "kind": kind, "model": model, "text": text}, ensure_ascii=False)
-        with open(self.path, "a", encoding="utf-8") as handle:
+        # In the index folder, which a repository can ship: never through a planted link.
+        descriptor = open_private(self.path, os.O_RDWR | os.O_APPEND)
+        cut_torn_tail(descriptor)
+        with os.fdopen(descriptor, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
             handle.flush()
             os.fsync(handle.fileno())

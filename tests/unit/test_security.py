@@ -3,6 +3,7 @@ elsewhere, secret files are never completed in, git runs no program of the repos
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from repomem.config import REPOSITORY_FORBIDDEN_KEYS, Config, load_config
 from repomem.failures import Failure
 from repomem.index.scan import is_secret, list_candidates
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion
+from repomem.memory.written_summaries import WrittenSummaries
 from repomem.positions import Cursor
 from repomem.service import RepoService
 from tests.repos import write_repo
@@ -188,12 +190,41 @@ def test_index_files_are_owner_only_and_old_indexes_are_adopted(tmp_path: Path, 
     assert (folder / "REPOMEM-INDEX").is_file()
 
 
+def test_hard_links_and_pipes_a_repository_ships_in_its_index_folder_are_never_written_through(
+        tmp_path: Path, no_user_config: Path):
+    """An unpacked archive can hold hard links (the same file under two names) and named pipes:
+    repomem replaces them, never truncates, appends to or blocks on them."""
+    repo = write_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = repo / ".repomem"
+    folder.mkdir()
+    names = (".gitignore", "REPOMEM-INDEX", "CURRENT", "lock", "feedback.jsonl", "written-summaries.jsonl")
+    for name in names:
+        target = outside / f"{name.strip('.')}.rc"
+        target.write_text(f"the user's own {name}\n")
+        os.link(target, folder / name)
+    os.mkfifo(folder / "CURRENT.tmp")
+    report = RepoService.open(repo).ensure_index()
+    assert not isinstance(report, Failure), report
+    shown = ShownCompletion("c1", "app.py", 0, 4, "1", "fragrel", "test", (), frozenset())
+    assert FeedbackLog(folder / "feedback.jsonl").append("accept", shown) is None
+    WrittenSummaries.load(folder).append("app.py", "file", "test", "a summary")
+    for name in names:
+        assert (outside / f"{name.strip('.')}.rc").read_text() == f"the user's own {name}\n", name
+        if name != "REPOMEM-INDEX":  # only read (it says the folder may be written in), never written
+            assert (folder / name).stat().st_nlink == 1, name
+    assert '"accept"' in (folder / "feedback.jsonl").read_text()
+    assert not isinstance(RepoService.open(repo).ensure_index(), Failure)
+
+
 @pytest.mark.parametrize("array, shift", [("seg0_indices", 10_000_000), ("wu_indices", 10_000_000),
                                           ("seg0_indptr", -5)])
 def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Path, array: str, shift: int,
                                                                   no_user_config: Path):
     """Postings or relations pointing past the end were read unchecked by compiled kernels (SIGSEGV)."""
     from repomem.index.store import _read_npz, _write_npz
+    from tests.index_damage import reseal_snapshot
 
     repo = write_repo(tmp_path / "repo", {f"pkg/m{i}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(6)})
     assert not isinstance(RepoService.open(repo).ensure_index(), Failure)
@@ -205,6 +236,7 @@ def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Pat
     arrays[array][-1] += shift
     (snapshot / "base.npz").unlink()
     _write_npz(snapshot / "base.npz", arrays)
+    reseal_snapshot(snapshot)  # damage the seal cannot see: the bounds checks must catch it
     run = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{repo}/pkg/m1.py:2"], capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 0, (run.returncode, run.stderr)  # -11 was the segfault

@@ -34,6 +34,7 @@ from repomem.index.store import (
 )
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
+from tests.index_damage import reseal_snapshot
 from tests.repos import synthetic_files, write_repo
 
 QUERY = "def grow(self, amount):\n    total_3 = func4_2(x) + Thing1(total_3).grow(x)"
@@ -321,6 +322,7 @@ def test_symbol_tables_are_written_member_by_member_as_one_json_object(tmp_path)
     for count in (0, 1, 255, 256, 257, 600):
         members = [(str(i), {"d": [[i, "caf\u00e9", "function", "", 0, ["Base"]]], "i": [], "c": []})
                    for i in range(count)]
+        (tmp_path / "symbols.json.gz").unlink(missing_ok=True)  # snapshot files are only ever created new
         _write_json_gz(tmp_path / "symbols.json.gz", iter(members))
         assert _read_json_gz(tmp_path / "symbols.json.gz") == dict(members)
 
@@ -345,6 +347,7 @@ def _rewrite_stored(path: Path, change) -> None:
     change(stored)
     with open(path, "wb") as handle:
         np.savez(handle, **stored)
+    reseal_snapshot(path.parent)  # damage the seal cannot see: the codec's checks must catch it
 
 
 def test_damaged_array_codec_means_rebuild(synthetic_repo):
@@ -388,11 +391,16 @@ def test_torn_deflate_stream_means_structure_unavailable(synthetic_repo):
     name_length, extra_length = struct.unpack("<HH", raw[offset + 26 : offset + 30])
     # 0xFF opens a deflate block of the reserved type 3: zlib refuses the stream (zlib.error).
     raw[offset + 30 + name_length + extra_length] = 0xFF
+    path.unlink()  # hard-linked into later snapshots: replace it
     path.write_bytes(bytes(raw))
     with pytest.raises(zipfile.BadZipFile):
         _read_npz(path)
-    with pytest.raises(StructureUnavailable):
+    with pytest.raises(StructureUnavailable):  # the digest no longer matches
         loaded.ensure_structure()
+    reseal_snapshot(path.parent)
+    with pytest.raises(StructureUnavailable, match="BadZipFile"):  # the seal is true again: the decoder refuses
+        load_index(synthetic_repo, Config()).ensure_structure()
+    assert isinstance(load_index(synthetic_repo, Config()), RepoIndex)  # and a retry fails the same way, not halfway
 
 
 def test_thread_counts_do_not_change_the_fingerprint_but_relation_settings_do():

@@ -1,0 +1,148 @@
+"""Damage a real index every way this module knows and say what repomem did with each.
+
+Run as `python -m tests.index_damage REPO` (a repository already indexed once): it copies the
+index aside, then for each array of each snapshot file and each kind of damage it restores the
+index, damages it, edits one file of the repository (the edit kernels are what crashed) and asks
+a fresh service for the index and a retrieval. One JSON line per case on stdout; a case that
+crashes the process (a segfault) is the last line's successor, so the caller sees which one did.
+
+`resealed` cases also rewrite the manifest's digests and seal with this user's key: damage the
+seal cannot see (a writer's bug, memory that flipped before the write), which only the checks of
+index/integrity.py stand between and the kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from repomem.failures import Failure
+from repomem.index.provenance import file_digest, sealed
+from repomem.index.store import MANIFEST, _read_npz, _write_npz
+from repomem.service import RepoService
+
+EDITED = "pkg/edited.py"
+QUERY = "def total(values):\n    result = helper(values)\n    return result"
+NPZ_FILES = ("base.npz", "delta.npz", "files.npz", "changed_files.npz")
+
+
+def _damages(array: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, damaged copy) for each kind of damage that applies to `array`."""
+    if array.size == 0:
+        return
+    flat = array.reshape(-1)
+    if array.dtype.kind in "iu":
+        limits = np.iinfo(array.dtype)
+        for name, value in (("past the end", min(int(flat.max()) + 1_000_000, limits.max)), ("negative", -7),
+                            ("zero", 0)):
+            if value < limits.min:
+                continue
+            damaged = flat.copy()
+            damaged[-1] = value
+            yield name, damaged.reshape(array.shape)
+    if array.dtype.kind == "f":
+        for name, value in (("NaN", np.nan), ("infinite", np.inf), ("negative", -0.5), ("above one", 3.0)):
+            damaged = flat.copy()
+            damaged[-1] = value
+            yield name, damaged.reshape(array.shape)
+    if array.dtype.kind == "b":
+        yield "flipped", ~array
+    if array.ndim == 1 and array.shape[0] > 1:
+        yield "reversed", array[::-1].copy()
+        yield "one short", array[:-1].copy()
+
+
+def _cases(snapshot: Path) -> Iterator[tuple[str, str, str]]:
+    for file_name in NPZ_FILES:
+        for array_name, array in _read_npz(snapshot / file_name).items():
+            for damage, _ in _damages(array):
+                yield file_name, array_name, damage
+
+
+def _damage(snapshot: Path, file_name: str, array_name: str, damage: str, reseal: bool) -> None:
+    arrays = _read_npz(snapshot / file_name)
+    arrays[array_name] = dict(_damages(arrays[array_name]))[damage]
+    # Hard-linked into later snapshots of the same build: replace, never write through.
+    (snapshot / file_name).unlink()
+    _write_npz(snapshot / file_name, arrays)
+    if reseal:
+        reseal_snapshot(snapshot)
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x20
+    path.unlink()  # hard-linked into other snapshots: replace, never write through
+    path.write_bytes(bytes(data))
+
+
+def reseal_snapshot(snapshot: Path) -> None:
+    """The manifest's digests and seal made true again for the files as they now are."""
+    manifest = json.loads((snapshot / MANIFEST).read_text())
+    manifest.pop("seal", None)
+    manifest["digests"] = {name: file_digest(snapshot / name) for name in manifest["digests"]}
+    (snapshot / MANIFEST).unlink()
+    (snapshot / MANIFEST).write_text(json.dumps(sealed(manifest)))
+
+
+def answer(repo: Path) -> tuple[str, str, list]:
+    """(index action, warning, top fragments) from a fresh service, as a command would."""
+    service = RepoService.open(repo)
+    assert not isinstance(service, Failure), service
+    report = service.ensure_index(structure=True)
+    if isinstance(report, Failure):
+        return "failed", report.message, []
+    top = service.retrieve(QUERY, k=10)
+    return report.action, report.warning, [[f.path, f.start_line, f.end_line, round(f.s_rel, 6)] for f in top]
+
+
+def run(repo: Path, cases: Callable[[Path], Iterator[tuple[str, str, str]]] = _cases) -> None:
+    folder = repo / ".repomem"
+    pristine = repo.parent / "pristine-index"
+    shutil.copytree(folder, pristine, symlinks=True)
+    original = (repo / EDITED).read_text()
+    snapshot_name = (folder / "CURRENT").read_text().strip()
+
+    def restore() -> None:
+        shutil.rmtree(folder)
+        shutil.copytree(pristine, folder, symlinks=True)
+        (repo / EDITED).write_text(original)
+
+    def edit() -> None:
+        (repo / EDITED).write_text(original + "\n\ndef added_later(values):\n    return helper(values) + 1\n")
+
+    edit()
+    incremental = answer(repo)
+    restore()
+    edit()
+    shutil.rmtree(folder)
+    rebuilt = answer(repo)
+    print(json.dumps({"reference": True, "incremental": incremental, "rebuilt": rebuilt}), flush=True)
+    # Bytes changed on disk: one flipped byte in each file of the snapshot, left as it is (the seal
+    # and digests must catch every one, whatever the byte held).
+    snapshot_files = sorted(p.name for p in (pristine / snapshot_name).iterdir())
+    flips = [(name, "bytes", "one byte flipped", False) for name in snapshot_files]
+    damages = [(name, array, damage, True) for name, array, damage in cases(pristine / snapshot_name)]
+    for file_name, array_name, damage, reseal in flips + damages:
+        restore()
+        if reseal:
+            _damage(folder / snapshot_name, file_name, array_name, damage, reseal)
+        else:
+            _flip_a_byte(folder / snapshot_name / file_name)
+        edit()
+        case = {"file": file_name, "array": array_name, "damage": damage, "resealed": reseal}
+        print(json.dumps({**case, "started": True}), flush=True)
+        action, warning, top = answer(repo)
+        print(json.dumps({**case, "action": action, "warning": warning,
+                          "same_as": "rebuilt" if top == rebuilt[2] else
+                          "incremental" if top == incremental[2] else "neither"}), flush=True)
+    restore()
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]))
