@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +22,7 @@ import scipy.sparse as sp
 
 if TYPE_CHECKING:
     from repomem.index.repo_index import FileRecord, RepoIndex
+    from repomem.languages.parsed import FileSyntax
 
 
 class IndexDamage(ValueError):
@@ -168,63 +170,114 @@ def check_query_arrays(index: RepoIndex) -> None:
             "a base file is not in the index")
 
 
-def check_file_structure(index: RepoIndex, file_id: int) -> None:
-    """One file's syntax nodes, windows and symbols against its record (called after loading)."""
-    record, syntax, fragments = index.files[file_id], index.syntax[file_id], index.file_fragments[file_id]
-    require(record is not None and syntax is not None and fragments is not None, f"file {file_id} has no structure")
-    assert record is not None and syntax is not None and fragments is not None
-    n_nodes, n_lines = syntax.n_nodes, syntax.n_lines
-    name = record.path
-    for array_name in ("parent", "start_line", "end_line", "length"):
-        _integers(getattr(syntax, array_name), f"{name}: {array_name}", (n_nodes,))
-    _integers(syntax.line_chars, f"{name}: line_chars")
-    require(n_nodes >= 1 and int(syntax.parent[0]) == -1, f"{name}: the syntax tree has no root")
-    # Pre-order: every node's parent comes before it (the tree kernels walk up by this).
-    local = np.arange(n_nodes)
-    require(bool(((syntax.parent[1:] >= 0) & (syntax.parent[1:] < local[1:])).all()),
-            f"{name}: a parent is out of order")
-    require(not syntax.start_line.size or (int(syntax.start_line.min()) >= 0
-                                           and bool((syntax.end_line >= syntax.start_line).all())
-                                           and int(syntax.end_line.max()) <= n_lines),
-            f"{name}: a node's lines are out of range")
-    require(not syntax.length.size or int(syntax.length.min()) >= 0, f"{name}: a negative node length")
-    require(not syntax.line_chars.size or int(syntax.line_chars.min()) >= 0, f"{name}: a negative line length")
+FILE_ARRAYS = {  # offsets vector -> the arrays it splits into one run per file (files.npz)
+    "node_offsets": ("parent", "start_line", "end_line", "length"),
+    "line_offsets": ("line_chars",),
+    "win_offsets": ("win_starts", "win_ends"),
+    "cover_offsets": ("cover_window", "cover_node", "cover_weight"),
+}
 
-    n_windows = fragments.starts.shape[0]
-    _integers(fragments.starts, f"{name}: window starts")
-    _integers(fragments.ends, f"{name}: window ends", (n_windows,))
-    require(n_windows == record.n_fragments, f"{name}: {n_windows} windows for {record.n_fragments} fragments")
-    run = slice(record.first_fragment, record.first_fragment + record.n_fragments)
-    require(bool((index.fragment_start[run] == fragments.starts).all())
-            and bool((index.fragment_end[run] == fragments.ends).all()), f"{name}: windows disagree with fragments")
-    require(not n_windows or int(fragments.ends.max()) <= max(n_lines, 1), f"{name}: a window runs past the file")
-    cover = fragments.cover_window.shape[0]
-    for array_name in ("cover_window", "cover_node", "cover_weight"):
-        _integers(getattr(fragments, array_name), f"{name}: {array_name}", (cover,))
-    _within(fragments.cover_window, 0, n_windows, f"{name}: cover_window")
-    _within(fragments.cover_node, 0, n_nodes, f"{name}: cover_node")
-    require(not cover or int(fragments.cover_weight.min()) >= 0, f"{name}: a negative cover weight")
 
-    for definition in syntax.definitions:
-        require(type(definition.node) is int and 0 <= definition.node < n_nodes, f"{name}: a definition's node")
-        require(isinstance(definition.name, str) and definition.kind in ("function", "class")
-                and isinstance(definition.scope, str) and all(isinstance(b, str) for b in definition.bases),
+def check_file_arrays(data: dict[str, np.ndarray], records: Sequence[FileRecord | None],
+                      fragment_start: np.ndarray, fragment_end: np.ndarray, current: np.ndarray) -> None:
+    """The per-file structure of a files.npz, all files at once (vectorised: Django's 2,895 files
+    took 0.35 s checked one by one): syntax trees in pre-order with lines inside their file,
+    windows and covering entries inside their file, and, for the files whose structure this set
+    holds now (`current`, bool per file position), windows equal to the index's fragments."""
+    file_ids = data["file_ids"]
+    _integers(file_ids, "file ids of the structure")
+    n_files = file_ids.shape[0]
+    require(current.shape == (n_files,), "file positions disagree")
+    _within(file_ids, 0, len(records), "file ids of the structure")
+    require(np.unique(file_ids).shape[0] == n_files, "a file's structure is stored twice")
+    for offsets_name, names in FILE_ARRAYS.items():
+        for name in names:
+            _integers(data[name], name)
+            require(data[name].ndim == 1, f"{name} is not a vector")
+            check_offsets(data[offsets_name], n_files, data[name].shape[0], f"{offsets_name} of {name}")
+    sizes = {name: np.diff(data[name]).astype(np.int64) for name in FILE_ARRAYS}
+    positions = np.arange(n_files)
+
+    def owner_and_local(offsets_name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry: its file position, and its index inside its file."""
+        owner = np.repeat(positions, sizes[offsets_name])
+        return owner, np.arange(owner.shape[0]) - data[offsets_name][owner]
+
+    node_counts, line_counts, window_counts = sizes["node_offsets"], sizes["line_offsets"], sizes["win_offsets"]
+    require(bool((node_counts >= 1).all()), "a syntax tree has no root")
+    node_file, node_local = owner_and_local("node_offsets")
+    parent, roots = data["parent"], node_local == 0
+    # Pre-order: a root has no parent, every other node's parent comes before it in its file.
+    inner = ~roots
+    require(bool((parent[roots] == -1).all())
+            and bool(((parent[inner] >= 0) & (parent[inner] < node_local[inner])).all()), "a parent is out of order")
+    start_line, end_line = data["start_line"], data["end_line"]
+    require(bool((start_line >= 0).all() & (end_line >= start_line).all() & (end_line <= line_counts[node_file]).all()),
+            "a node's lines are out of range")
+    require(not data["length"].size or int(data["length"].min()) >= 0, "a negative node length")
+    require(not data["line_chars"].size or int(data["line_chars"].min()) >= 0, "a negative line length")
+
+    window_file, window_local = owner_and_local("win_offsets")
+    starts, ends = data["win_starts"], data["win_ends"]
+    require(bool((starts >= 0).all() & (ends > starts).all() & (ends <= np.maximum(line_counts, 1)[window_file]).all()),
+            "a window runs outside its file")
+    cover_file, _ = owner_and_local("cover_offsets")
+    require(bool(((data["cover_window"] >= 0) & (data["cover_window"] < window_counts[cover_file])).all()),
+            "cover_window points outside its file's windows")
+    require(bool(((data["cover_node"] >= 0) & (data["cover_node"] < node_counts[cover_file])).all()),
+            "cover_node points outside its file's nodes")
+    require(not data["cover_weight"].size or int(data["cover_weight"].min()) >= 0, "a negative cover weight")
+
+    # The files this set describes now: as many windows as their records have fragments, and the same lines.
+    live_positions = np.flatnonzero(current)
+    present = [records[f] for f in file_ids[live_positions].tolist()]
+    require(all(r is not None for r in present), "current structure for a removed file")
+    firsts = np.asarray([r.first_fragment for r in present], dtype=np.int64)  # type: ignore[union-attr]
+    counts = np.asarray([r.n_fragments for r in present], dtype=np.int64)  # type: ignore[union-attr]
+    require(bool((window_counts[live_positions] == counts).all()), "a file's windows and fragments differ in number")
+    first_of_position = np.zeros(n_files, dtype=np.int64)
+    first_of_position[live_positions] = firsts
+    of_current = current[window_file]
+    fragment_ids = first_of_position[window_file[of_current]] + window_local[of_current]
+    require(bool((fragment_start[fragment_ids] == starts[of_current]).all())
+            and bool((fragment_end[fragment_ids] == ends[of_current]).all()), "windows disagree with fragments")
+
+
+def _all_of_type(values: Any, kind: type) -> bool:
+    """Whether every value is exactly `kind` (map and set run in C: Django's 169k call sites, 2 ms)."""
+    return set(map(type, values)) <= {kind}
+
+
+def check_symbols(syntax: FileSyntax) -> None:
+    """One file's definitions, imports and call sites: types, and nodes inside its tree."""
+    n_nodes, name = syntax.n_nodes, syntax.path
+    if syntax.definitions:
+        node, names, kind, scope, in_function, bases = zip(*syntax.definitions)
+        require(_all_of_type(node, int) and 0 <= min(node) and max(node) < n_nodes, f"{name}: a definition's node")
+        require(_all_of_type(names, str) and _all_of_type(scope, str) and set(kind) <= {"function", "class"}
+                and _all_of_type(in_function, bool) and _all_of_type(chain.from_iterable(bases), str),
                 f"{name}: a definition of the wrong shape")
-    for binding in syntax.imports:
-        require(all(isinstance(part, str) for part in binding), f"{name}: an import of the wrong shape")
+    require(_all_of_type(chain.from_iterable(syntax.imports), str)
+            and all(len(binding) == 3 for binding in syntax.imports), f"{name}: an import of the wrong shape")
     calls = syntax.calls
-    require(len(calls.hops) == len(calls.callee) == len(calls.enclosing_class) == len(calls), f"{name}: call columns")
-    require(all(type(node) is int and 0 <= node < n_nodes for node in calls.node)
-            and all(type(hops) is int and hops >= 0 for hops in calls.hops)
-            and all(isinstance(text, str) for text in (*calls.callee, *calls.enclosing_class)),
-            f"{name}: a call site of the wrong shape")
+    if len(calls):
+        require(len(calls.hops) == len(calls.callee) == len(calls.enclosing_class) == len(calls), f"{name}: calls")
+        require(_all_of_type(calls.node, int) and 0 <= min(calls.node) and max(calls.node) < n_nodes
+                and _all_of_type(calls.hops, int) and min(calls.hops) >= 0
+                and _all_of_type(calls.callee, str) and _all_of_type(calls.enclosing_class, str),
+                f"{name}: a call site of the wrong shape")
 
 
 def check_structure(index: RepoIndex) -> None:
-    """Every live file's structure, and the call edges between them."""
+    """Every live file has its structure with well-formed symbols; call edges stay inside it.
+    (The arrays themselves were checked as they were read: check_file_arrays.)"""
     for file_id, record in enumerate(index.files):
-        if record is not None:
-            check_file_structure(index, file_id)
+        if record is None:
+            continue
+        syntax, fragments = index.syntax[file_id], index.file_fragments[file_id]
+        require(syntax is not None and fragments is not None, f"{record.path} has no structure")
+        assert syntax is not None
+        check_symbols(syntax)
     n_files = len(index.files)
     # Nodes per file, 0 for a file without structure: a call edge into one points past the end.
     node_counts = np.asarray([0 if s is None else s.n_nodes for s in index.syntax], dtype=np.int64)

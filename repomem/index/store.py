@@ -46,7 +46,13 @@ from repomem.failures import Failure
 from repomem.index.bm25 import TermSegment, compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
-from repomem.index.integrity import check_compressed, check_offsets, check_query_arrays, check_structure
+from repomem.index.integrity import (
+    check_compressed,
+    check_file_arrays,
+    check_offsets,
+    check_query_arrays,
+    check_structure,
+)
 from repomem.index.kernels import upper_triangle
 from repomem.index.provenance import bytes_digest, check_seal, file_digest, sealed
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
@@ -418,26 +424,25 @@ def _symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, 
 
 
 def _decode_files(
-    data: Any, symbols: dict[str, Any], records: list[FileRecord | None]
+    data: Any, symbols: dict[str, Any], index: RepoIndex, overridden: set[int]
 ) -> dict[int, tuple[FileSyntax, FileFragments]]:
-    out = {}
+    """The structure of the files in one files.npz / symbols pair, checked before it is sliced;
+    files in `overridden` are described again by a later pair and skipped."""
+    records = index.files
     file_ids = data["file_ids"].tolist()
-    if len(set(file_ids)) != len(file_ids) or not all(0 <= f < len(records) for f in file_ids):
-        raise ValueError("file ids of the structure are out of range or repeated")
-    # Each offsets vector must split its arrays into one run per file before anything is sliced.
-    for offsets_name, arrays in (("node_offsets", ("parent", "start_line", "end_line", "length")),
-                                 ("line_offsets", ("line_chars",)), ("win_offsets", ("win_starts", "win_ends")),
-                                 ("cover_offsets", ("cover_window", "cover_node", "cover_weight"))):
-        for name in arrays:
-            check_offsets(data[offsets_name], len(file_ids), data[name].shape[0], f"{offsets_name} of {name}")
+    current = np.asarray([0 <= f < len(records) and records[f] is not None and f not in overridden for f in file_ids],
+                         dtype=bool)
+    check_file_arrays(data, records, index.fragment_start, index.fragment_end, current)
+    out = {}
     node_offsets = data["node_offsets"]
     line_offsets = data["line_offsets"]
     win_offsets = data["win_offsets"]
     cover_offsets = data["cover_offsets"]
     for position, file_id in enumerate(file_ids):
         record = records[file_id]
-        if record is None:
+        if not current[position]:
             continue
+        assert record is not None
         n0, n1 = node_offsets[position], node_offsets[position + 1]
         l0, l1 = line_offsets[position], line_offsets[position + 1]
         w0, w1 = win_offsets[position], win_offsets[position + 1]
@@ -773,13 +778,16 @@ def _read_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]
                     ) -> tuple[list[FileSyntax | None], list[FileFragments | None], dict[int, np.ndarray]]:
     syntax: list[FileSyntax | None] = [None] * len(index.files)
     fragments: list[FileFragments | None] = [None] * len(index.files)
-    for files_name, symbols_name in (("files.npz", "symbols.json.gz"),
-                                     ("changed_files.npz", "changed_symbols.json.gz")):
+    changed = _arrays_from(_verified(snapshot, "changed_files.npz", digests), "changed_files.npz")
+    for files_name, symbols_name, overridden in (
+            ("files.npz", "symbols.json.gz", set(changed["file_ids"].tolist())),
+            ("changed_files.npz", "changed_symbols.json.gz", set())):
         symbols = _json_from(_verified(snapshot, symbols_name, digests))
         if not isinstance(symbols, dict):
             raise ValueError(f"{symbols_name} is not an object")
-        decoded = _decode_files(_arrays_from(_verified(snapshot, files_name, digests), files_name), symbols,
-                                index.files)
+        arrays = changed if files_name == "changed_files.npz" else \
+            _arrays_from(_verified(snapshot, files_name, digests), files_name)
+        decoded = _decode_files(arrays, symbols, index, overridden)
         for file_id, (file_syntax, file_fragments) in decoded.items():
             syntax[file_id] = file_syntax
             fragments[file_id] = file_fragments
