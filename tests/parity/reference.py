@@ -179,16 +179,22 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
 
     text = secrets._PRIVATE_KEY.sub(count(private), text)
     text = secrets._PROVIDER_KEYS.sub(count(lambda match: secrets.MASK), text)
-    text = secrets._URL_PASSWORD.sub(
-        count(lambda m: m.group(0) if m["secret"] == secrets.MASK else m["head"] + secrets.MASK), text)
 
-    def assigned(match):
-        if not secrets._looks_random(match["secret"], min_length, min_entropy):
-            return match.group(0)
-        start, end = match.span("secret")
-        return match.string[match.start():start] + secrets.MASK + match.string[end:match.end()]
+    def url(match):
+        return match.group(0) if match["secret"] == secrets.MASK else match["head"] + secrets.MASK
 
-    return secrets._ASSIGNED.sub(count(assigned), text), found
+    text = secrets._WEBHOOK_PATH.sub(count(url), secrets._URL_PASSWORD.sub(count(url), text))
+    text = secrets._GO_DSN_PASSWORD.sub(count(url), text)
+    pieces: list[str] = []
+    position = 0
+    for match in secrets._ASSIGNED.finditer(text):
+        masked = None if match.start() < position else secrets.masked_assignment(match, min_length, min_entropy)
+        if masked is not None:
+            found += 1
+            pieces += [text[position:match.start()], masked[1]]
+            position = masked[0]
+    pieces.append(text[position:])
+    return "".join(pieces), found
 
 
 def reference_kept_tree(root, language, granularity: str, last_line: int, source_bytes: int):

@@ -791,6 +791,13 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
         "İstanbul PASSWORD = 'Zq8#kL2$vN9@xR4!' and api_key = 'aB3dE5fG7hJ9kL1mQ'",  # lower() grows the text
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEow" + "A" * 60 + "\n-----END RSA PRIVATE KEY-----\nsk-" + "a" * 19,
         "task-" + "b" * 30 + " ask-" + "c" * 30 + " sk-" + "d" * 30 + "\nAKIA" + "2" * 15 + " XAKIA" + "2" * 16,
+        # unquoted, concatenated, credential schemes, look-up defaults, a value holding a secret name
+        "export DB_PASS=9fK2pX7qLmN4vB8w\npassword: aB3dE5fG7hJ9kL1m\ntoken = process.env.TOKEN || 'Zq8kL2vN9xR4aB3d'",
+        'API_KEY = ("9fK2pX7q"\n    "LmN4vB8w") ; h = {"Authorization": "Bearer aB3dE5fG7hJ9kL1mQ"}',
+        'key = os.getenv("SECRET", "Zq8kL2vN9xR4aB3d") ; secret = "password=aB3dE5fG7hJ9kL1m"',
+        "hook = 'https://hooks.slack.com/services/T0AB12CD3/B0EF45GH6/" + "aB3dE5fG7hJ9kL1mQ2w3E4r5" + "'",
+        'dsn := "app:9fK2pX7qLmN4vB8w@tcp(db:3306)/shop"\n'
+        "curl -u deploy:aB3dE5fG7hJ9kL1m https://ci --password Zq8kL2vN9xR4",
     ]
     masked_any = 0
     for text in texts + planted:

@@ -34,6 +34,40 @@ def test_secret_shapes_are_masked(line: str, secret: str):
     assert mask_secrets(masked) == (masked, 0)  # masking is idempotent
 
 
+# The shapes of issue 34 that reached a model endpoint: each masked, its value gone whole.
+@pytest.mark.parametrize("text", [
+    f'API_KEY = """{RANDOM}"""',  # triple-quoted
+    f"SIGNING_KEY = b'{RANDOM}'",  # bytes
+    f'WEBHOOK_SECRET = f"{RANDOM}"',  # f-string
+    f'CLIENT_SECRET = (\n    "{RANDOM}"\n)',  # parenthesised, over lines
+    f"# staging password = {RANDOM}",  # a comment
+    f"# old api key (rotated in May): {RANDOM}",  # a comment with a remark
+    f'headers = {{"Authorization": "Bearer {RANDOM}"}}',  # an Authorization header
+    f'curl -H "Authorization: token {RANDOM}" https://api.internal',
+    f'DSN = "host=db user=app password={RANDOM} dbname=app"',  # a password inside a DSN string
+    f'MSSQL = "Server=tcp:sql,1433;User Id=app;Password={RANDOM};"',
+    f'CACHE = "redis://:{RANDOM}@cache:6379/0"',  # a URL password with no user
+    f'dsn := "app:{RANDOM}@tcp(db:3306)/shop"',  # Go's MySQL DSN
+    f'key = os.getenv("API_KEY", "{RANDOM}")',  # the default of an environment look-up
+    f'token = os.getenv("TOKEN") or "{RANDOM}"',
+    f'const token = process.env.TOKEN || "{RANDOM}";',
+    f'API_KEY = "{RANDOM[:8]}" + "{RANDOM[8:16]}" + "{RANDOM[16:]}"',  # concatenated literals
+    f'LICENSE_KEY = ("{RANDOM[:12]}"\n               "{RANDOM[12:]}")',  # implicit concatenation
+    f"export GITHUB_TOKEN={RANDOM}",  # unquoted shell
+    f"mysql --password {RANDOM} billing",
+    f'    "db.connect(password=\\"{RANDOM}\\")\\n",',  # JSON with escaped quotes: a notebook's source
+    f"password: {RANDOM}",  # YAML key: value
+    f"env:\n  - name: API_TOKEN\n    value: '{RANDOM}'",  # a container's environment
+    f"spring.datasource.password={RANDOM}",  # .properties
+    f"apiKey := `{RANDOM}`",  # a Go raw string
+    f'authHeader = "Basic " + "{RANDOM}"',
+])
+def test_the_shapes_that_reached_a_model_are_masked(text: str):
+    masked, count = mask_secrets(text)
+    assert RANDOM[:8] not in masked and RANDOM[-8:] not in masked and count == 1, masked
+    assert masked.count("\n") == text.count("\n") and mask_secrets(masked) == (masked, 0)
+
+
 @pytest.mark.parametrize("line", [
     'password = "changeme"',  # short, low entropy: a placeholder
     'API_KEY = os.environ["API_KEY"]',  # no literal
@@ -44,6 +78,24 @@ def test_secret_shapes_are_masked(line: str, secret: str):
     'url = "https://example.com/path:8080@x"',
 ])
 def test_ordinary_code_is_left_alone(line: str):
+    assert mask_secrets(line) == (line, 0)
+
+
+@pytest.mark.parametrize("line", [
+    'token = process.env.TOKEN || ""',
+    '_ELAPSED_SECS_KEY = "lightgbm_tuner:elapsed_secs"',  # a key's name made of words
+    'format_key = "DATE_INPUT_FORMATS"',
+    '"django.contrib.auth.hashers.PBKDF2PasswordHasher",\n    "django.contrib.auth.hashers.Argon2PasswordHasher",',
+    'user = User.objects.create_user("tokentestuser", "test2@example.com", "testpw")',
+    'Warning(base.W025.msg % "SECRET_KEY_FALLBACKS", id=base.W025.id)',
+    'secret_key = settings.SECRET_KEY_FALLBACKS2',
+    "export TOKEN_FILE=/run/secrets/token_v2",
+    'authorized = {"Authorization": f"Bearer {token}"}',
+    "password: !vault |",
+    'parser.add_argument("--password", help="the password to log in with")',
+    "--token-file ~/.config/billing/token2",
+])
+def test_code_near_secret_names_is_left_alone(line: str):
     assert mask_secrets(line) == (line, 0)
 
 
@@ -96,6 +148,8 @@ def spellings(pattern: str) -> set[str]:
                 options = set().union(*(expand(branch) for branch in value[1]))
             elif name == "MAX_REPEAT" and value[:2] == (0, 1):
                 options = {""} | expand(value[2])
+            elif name == "ASSERT_NOT":  # a lookahead adds no character to a spelling
+                options = {""}
             else:
                 raise AssertionError(f"not a finite pattern: {name}")
             out = {head + tail for head in out for tail in options}
@@ -107,17 +161,19 @@ def spellings(pattern: str) -> set[str]:
 def test_every_secret_word_holds_one_of_the_literals_the_scan_looks_for():
     from repomem.index.secrets import _SECRET_WORD, _SECRET_WORD_LITERALS
 
-    words = spellings(_SECRET_WORD)
-    assert {"api_key", "apikey", "password", "passwd", "pwd", "access-key"} <= words and len(words) == 18
+    words = spellings(_SECRET_WORD) | {"bearer", "basic", "token", "-u", "--user"}  # and the credential flags
+    assert {"api_key", "apikey", "key", "pass", "pwd", "access-key", "secret", "credential"} <= words
+    assert len(words) == 46
     assert [word for word in words if not any(literal in word for literal in _SECRET_WORD_LITERALS)] == []
 
 
-def test_every_provider_key_shape_holds_one_of_its_literals():
-    """The literal prefilter skips a file holding none of them: each shape's matches must hold one
-    (every spelling of each shape's fixed head, planted as a key)."""
+def test_every_provider_key_shape_holds_its_hint():
+    """The hint prefilter skips a file holding none of them: each shape's matches must hold its hint
+    (every spelling of each shape's fixed head, planted as a key), and a hint that is no plain
+    literal must start with a fixed character (what keeps Python's search for it fast)."""
     import re
 
-    from repomem.index.secrets import _PROVIDER_KEY_SHAPES, _PROVIDER_KEYS
+    from repomem.index.secrets import _PROVIDER_KEY_HINTS, _PROVIDER_KEY_SHAPES, _PROVIDER_KEYS, mask_secrets
 
     planted = {
         "(?:A3T": ["A3TX" + "A" * 16, "AKIA" + "B" * 16, "ASIA" + "C" * 16, "ABIA" + "2" * 16, "ACCA" + "Z" * 16],
@@ -128,8 +184,57 @@ def test_every_provider_key_shape_holds_one_of_its_literals():
         "AIza": ["AIza" + "u" * 35], "hf_": ["hf_" + "t" * 30], "npm_": ["npm_" + "s" * 36],
         "pypi-": ["pypi-AgEIcHlwaS5vcmc" + "r" * 50], "eyJ": ["eyJ" + "a" * 10 + ".eyJ" + "b" * 10 + "." + "c" * 10],
     }
-    for literals, shape in _PROVIDER_KEY_SHAPES:
+    for hint, shape in _PROVIDER_KEY_SHAPES:
         samples = next(keys for start, keys in planted.items() if shape.startswith(start))
         for key in samples:
             assert re.fullmatch(shape, key) and _PROVIDER_KEYS.search(f"x = '{key}'"), key
-            assert any(literal in key for literal in literals), (key, literals)
+            assert re.search(hint, key), (key, hint)
+            assert mask_secrets(f"x = '{key}'")[1] == 1, key
+    for hint in _PROVIDER_KEY_HINTS:
+        assert isinstance(hint, str) or re.escape(hint.pattern[0]) == hint.pattern[0], hint
+
+
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize("text, reason", [
+    (PEM, "a private key"),
+    ("# deploy key\n" + PEM, "a private key"),
+    (f"[default]\naws_access_key_id = {AWS_ID}\naws_secret_access_key = {RANDOM}\n", "AWS credentials"),
+    (f"[profile ci]\nregion = eu-west-1\naws_session_token = {RANDOM}\n", "AWS credentials"),
+    (f"[distutils]\nindex-servers = pypi\n\n[pypi]\nusername = __token__\npassword = {RANDOM}\n",
+     "a package index's logins"),
+    ("apiVersion: v1\nclusters:\n- cluster:\n    server: https://k8s.internal\n  name: prod\nkind: Config\n"
+     f"users:\n- name: ci\n  user:\n    token: {RANDOM}\n", "a kubeconfig with credentials"),
+    (f"machine api.heroku.com\n  login me@example.com\n  password {RANDOM}\n", "netrc logins"),
+    ('{\n  "auths": {\n    "registry.internal": {"auth": "ZGVwbG95OnMzY3IzdA=="}\n  }\n}\n',
+     "a Docker config with registry logins"),
+    ('{\n  "type": "service_account",\n  "project_id": "billing",\n  "private_key": "-----BEGIN PRIVATE KEY-----'
+     '\\nMIIEv\\n-----END PRIVATE KEY-----\\n"\n}\n', "a Google service account key"),
+    (f"registry=https://registry.npmjs.org/\n//registry.npmjs.org/:_authToken={RANDOM}\n",
+     "a package registry's logins"),
+    (f"# direnv\nexport DATABASE_URL=postgres://localhost/app\nexport API_TOKEN={RANDOM}\n",
+     "environment variables with secrets (a .env file)"),
+])
+def test_files_holding_credentials_are_found_by_content(text: str, reason: str):
+    from repomem.index.secrets import secret_file_reason
+
+    assert secret_file_reason(text) == reason
+
+
+@pytest.mark.parametrize("text", [
+    "import os\nAPI_KEY = os.environ['API_KEY']\n",
+    f"API_KEY={RANDOM}\ndef f():\n    pass\n",  # code after the assignments: no .env file
+    "[tool:pytest]\naddopts = -q\n", "[metadata]\nname = billing\n\n[options]\npython_requires = >=3.11\n",
+    "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n",  # the token comes from the environment
+    "export PATH=$PWD/bin:$PATH\nexport API_TOKEN=\n",  # nothing secret in it
+    "apiVersion: v1\nkind: ConfigMap\ndata:\n  token: not-here\n",  # no kubeconfig
+    "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://k8s.internal\n",  # no credentials
+    '{\n  "name": "billing",\n  "auth": "none"\n}\n',
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",  # public
+    "",
+])
+def test_ordinary_files_are_not_credential_files(text: str):
+    from repomem.index.secrets import secret_file_reason
+
+    assert secret_file_reason(text) is None
