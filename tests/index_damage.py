@@ -13,6 +13,7 @@ index/integrity.py stand between and the kernels.
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -57,14 +58,66 @@ def _damages(array: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
         yield "one short", array[:-1].copy()
 
 
+def _live_record(manifest: dict) -> dict:
+    return next(r for r in manifest["files"] if r is not None and r["n_fragments"] > 1)
+
+
+def _first_symbols(symbols: dict) -> dict:
+    return next(entry for entry in symbols.values() if entry["d"] and entry["c"])
+
+
+# Damage to the JSON parts: the manifest's records and the symbol tables (name -> change in place).
+MANIFEST_DAMAGES: dict[str, Callable[[dict], None]] = {
+    "fragment range one long": lambda m: _live_record(m).update(n_fragments=_live_record(m)["n_fragments"] + 1),
+    "fragment range shifted": lambda m: _live_record(m).update(first_fragment=_live_record(m)["first_fragment"] + 1),
+    "fragment range negative": lambda m: _live_record(m).update(first_fragment=-3),
+    "path leaving the repository": lambda m: _live_record(m).update(path="../outside.py"),
+    "absolute path": lambda m: _live_record(m).update(path="/etc/hostname"),
+    "path twice": lambda m: [r.update(path=_live_record(m)["path"]) for r in m["files"][-1:] if r is not None],
+    "size as text": lambda m: _live_record(m).update(size="12"),
+    "base file out of range": lambda m: m.update(base_files=[*m["base_files"], 999]),
+    "base segments out of range": lambda m: m.update(base_segments=7),
+    "file list of the wrong shape": lambda m: m.update(files={"a": 1}),
+}
+SYMBOL_DAMAGES: dict[str, Callable[[dict], None]] = {
+    "definition node past the end": lambda s: _first_symbols(s)["d"][0].__setitem__(0, 10_000),
+    "definition name a number": lambda s: _first_symbols(s)["d"][0].__setitem__(1, 7),
+    "definition kind unknown": lambda s: _first_symbols(s)["d"][0].__setitem__(2, "lambda"),
+    "definition of the wrong length": lambda s: _first_symbols(s)["d"].__setitem__(0, [1]),
+    "call node negative": lambda s: _first_symbols(s)["c"][0].__setitem__(0, -1),
+    "call hops a string": lambda s: _first_symbols(s)["c"][0].__setitem__(1, "2"),
+    "callee a list": lambda s: _first_symbols(s)["c"][0].__setitem__(2, ["f"]),
+    "import of the wrong shape": lambda s: _first_symbols(s).__setitem__("i", [["a"]]),
+    "a file's entry a list": lambda s: s.__setitem__(next(iter(s)), []),
+}
+
+
 def _cases(snapshot: Path) -> Iterator[tuple[str, str, str]]:
     for file_name in NPZ_FILES:
         for array_name, array in _read_npz(snapshot / file_name).items():
             for damage, _ in _damages(array):
                 yield file_name, array_name, damage
+    for damage in MANIFEST_DAMAGES:
+        yield MANIFEST, "records", damage
+    for damage in SYMBOL_DAMAGES:
+        yield "symbols.json.gz", "symbols", damage
 
 
 def _damage(snapshot: Path, file_name: str, array_name: str, damage: str, reseal: bool) -> None:
+    if file_name == MANIFEST:
+        manifest = json.loads((snapshot / MANIFEST).read_text())
+        MANIFEST_DAMAGES[damage](manifest)
+        (snapshot / MANIFEST).unlink()
+        (snapshot / MANIFEST).write_text(json.dumps(manifest))
+        reseal_snapshot(snapshot)
+        return
+    if file_name == "symbols.json.gz":
+        symbols = json.loads(gzip.decompress((snapshot / file_name).read_bytes()))
+        SYMBOL_DAMAGES[damage](symbols)
+        (snapshot / file_name).unlink()
+        (snapshot / file_name).write_bytes(gzip.compress(json.dumps(symbols).encode()))
+        reseal_snapshot(snapshot)
+        return
     arrays = _read_npz(snapshot / file_name)
     arrays[array_name] = dict(_damages(arrays[array_name]))[damage]
     # Hard-linked into later snapshots of the same build: replace, never write through.

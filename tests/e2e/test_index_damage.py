@@ -63,7 +63,7 @@ def test_every_damaged_array_is_rebuilt_never_a_crash_never_a_wrong_answer(index
     arrays = {(c["file"], c["array"]) for c in cases}
     assert {("files.npz", "parent"), ("files.npz", "node_offsets"), ("files.npz", "cover_node"),
             ("delta.npz", "doc_len"), ("delta.npz", "df"), ("base.npz", "wu_data"),
-            ("delta.npz", "fragment_start")} <= arrays
+            ("delta.npz", "fragment_start"), ("manifest.json", "records"), ("symbols.json.gz", "symbols")} <= arrays
     tally: Counter = Counter()
     for case in cases:
         label = f"{case['file']}:{case['array']} {case['damage']} (resealed={case['resealed']})"
