@@ -114,7 +114,7 @@ class IndexFolderRefused(OSError):
 def _looks_like_an_old_index(directory: Path) -> bool:
     """An index written before folders carried MARKER: its pointer and its own .gitignore."""
     try:
-        return (directory / CURRENT).is_file() and (directory / ".gitignore").read_text() == "*\n"
+        return (directory / CURRENT).is_file() and read_regular(directory / ".gitignore") == b"*\n"  # never a pipe
     except OSError:
         return False
 
