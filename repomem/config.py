@@ -34,11 +34,15 @@ class ScanConfig:
     )
     excluded_dir_suffixes: tuple[str, ...] = (".egg-info", ".dist-info")
     # Secrets are never indexed nor sent to a model (docs/design.md section 8); fnmatch patterns on the
-    # file name.
+    # file name, whatever its case (a symbolic link is judged by its target's name too). Files that
+    # hold credentials under other names are found by their content (index/secrets.secret_file_reason).
+    # lsp/vscode/secret_files.js holds the same list.
     secret_patterns: tuple[str, ...] = (
-        ".env", ".env.*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks",
-        "*.keystore", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass",
-        "*.kdbx", "credentials*.json", "credentials.*", "secrets.*", "secret.*", ".htpasswd",
+        ".env*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
+        "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pgpass", ".my.cnf", ".htpasswd",
+        ".npmrc", ".pypirc", ".yarnrc", ".yarnrc.yml", ".git-credentials", ".dockercfg", ".s3cfg", ".boto",
+        ".vault-token", "credentials", "credentials.*", "credentials*.json", "kubeconfig", "kubeconfig.*",
+        "*.kubeconfig", "*.kdbx", "*.tfstate", "*.tfstate.*", "*.tfvars", "secrets.*", "secret.*",
     )
     # Secrets written inside code (provider keys, private-key blocks, tokens, high-entropy strings
     # assigned to secret-sounding names) are masked before indexing and in every prompt.
@@ -491,6 +495,13 @@ REPOSITORY_FORBIDDEN_KEYS = frozenset({
     ("completion", "hf_model"), ("server", "feedback_log"), ("index", "cache_dir"),
 })
 TRUST_SECTION = "trust"
+# Secret protection a repository's own repomem.toml may only make stricter (a cloned repository is
+# what would switch it off): its secret-file patterns are added to the user's, its thresholds count
+# where they are lower, and masking stays on. A repository the user trusts sets them as it likes.
+STRICTER_ONLY_KEYS = frozenset({
+    ("scan", "secret_patterns"), ("scan", "mask_secrets"), ("scan", "secret_min_length"),
+    ("scan", "secret_min_entropy"),
+})
 
 
 def user_config_path() -> Path:
@@ -522,15 +533,41 @@ def _trusted(user: dict[str, Any], repo_root: Path) -> bool:
     return any(isinstance(entry, str) and Path(entry).expanduser().resolve() == root for entry in listed)
 
 
+def _stricter_only(user_section: dict[str, Any], section: str, key: str, asked: Any) -> tuple[Any, str | None]:
+    """The value `section.key` (of STRICTER_ONLY_KEYS) takes when a repository asks for `asked` over
+    the user's setting or the default: patterns added, thresholds lowered, masking kept on. Returns
+    it (None: leave the key as the user has it) and None, "weaker" (the repository asked for less
+    protection) or why the asked value is unusable."""
+    default = getattr(getattr(Config(), section), key)
+    try:
+        asked = _coerce(asked, default)
+    except TypeError as error:
+        return None, str(error)
+    problem = _range_problem(section, key, asked)
+    if problem is not None:
+        return None, f"{asked!r} {problem}"
+    try:
+        current = _coerce(user_section.get(key, default), default)
+    except TypeError:
+        current = default  # the user's own value is unusable: config_from_mapping falls back to this
+    if isinstance(default, tuple):
+        return list(dict.fromkeys((*current, *asked))), None
+    if isinstance(default, bool):
+        return current or asked, "weaker" if current and not asked else None
+    return min(current, asked), "weaker" if asked > current else None
+
+
 def load_config(repo_root: Path) -> tuple[Config, list[str]]:
     """The user's config (user_config_path), then the repository's ``repomem.toml`` over it, minus
-    the keys a repository may not set unless the user trusts it (REPOSITORY_FORBIDDEN_KEYS)."""
+    the keys a repository may not set unless the user trusts it (REPOSITORY_FORBIDDEN_KEYS), and
+    with its secret protection settings counted only where they are stricter (STRICTER_ONLY_KEYS)."""
     user, warnings = _read_toml(user_config_path(), str(user_config_path()))
     repo, repo_warnings = _read_toml(repo_root / CONFIG_FILE_NAME, CONFIG_FILE_NAME)
     warnings += repo_warnings
     trusted = _trusted(user, repo_root)
     merged: dict[str, Any] = {name: dict(value) if isinstance(value, dict) else value
                               for name, value in user.items() if name != TRUST_SECTION}
+    weakened: list[str] = []  # the repository's settings that would lower secret protection, said once
     for section, values in repo.items():
         if not isinstance(values, dict) or not isinstance(merged.get(section, {}), dict):
             merged[section] = values
@@ -542,8 +579,21 @@ def load_config(repo_root: Path) -> tuple[Config, list[str]]:
                                 f"send data elsewhere or name paths outside it (set it in {user_config_path()} or "
                                 f"on the command line, or trust the repository there under [{TRUST_SECTION}])")
                 continue
+            if (section, key) in STRICTER_ONLY_KEYS and not trusted:
+                value, refused = _stricter_only(merged.get(section, {}), section, key, value)
+                if refused == "weaker":
+                    weakened.append(f"{section}.{key}")
+                elif refused is not None:
+                    warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key}: {refused}; ignored")
+                if value is None:
+                    continue
             kept[key] = value
         merged[section] = {**merged.get(section, {}), **kept}
+    if weakened:
+        warnings.append(f"{CONFIG_FILE_NAME}: {', '.join(weakened)}: a repository's own settings may only add secret "
+                        "file patterns, lower the masking thresholds or keep masking on; the stricter value was kept "
+                        f"(set it in {user_config_path()} or on the command line, or trust the repository there under "
+                        f"[{TRUST_SECTION}])")
     config, problems = config_from_mapping(merged)
     return config, warnings + problems
 

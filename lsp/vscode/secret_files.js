@@ -2,12 +2,15 @@
 // The server refuses them too (scan.secret_patterns, the error `secret-file`); this keeps their text
 // from leaving the editor at all. The list is repomem's default scan.secret_patterns
 // (tests/unit/test_security.py checks they agree, and that both match the same names).
+const fs = require("fs");
 const path = require("path");
 
 const SECRET_PATTERNS = [
-  ".env", ".env.*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks",
-  "*.keystore", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass",
-  "*.kdbx", "credentials*.json", "credentials.*", "secrets.*", "secret.*", ".htpasswd",
+  ".env*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
+  "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pgpass", ".my.cnf", ".htpasswd",
+  ".npmrc", ".pypirc", ".yarnrc", ".yarnrc.yml", ".git-credentials", ".dockercfg", ".s3cfg", ".boto",
+  ".vault-token", "credentials", "credentials.*", "credentials*.json", "kubeconfig", "kubeconfig.*",
+  "*.kubeconfig", "*.kdbx", "*.tfstate", "*.tfstate.*", "*.tfvars", "secrets.*", "secret.*",
 ];
 
 // A shell glob as Python's fnmatch reads it (`*` any run of characters, `?` one), on a file name.
@@ -23,8 +26,14 @@ function globToRegExp(glob) {
 
 const SECRET_NAME = new RegExp(`^(?:${SECRET_PATTERNS.map(globToRegExp).join("|")})$`, "is");
 
+// A symbolic link is judged by its target's name too (`settings_env.py -> .env`), as the server does.
 function isSecretPath(filePath) {
-  return SECRET_NAME.test(path.basename(filePath));
+  if (SECRET_NAME.test(path.basename(filePath))) return true;
+  try {
+    return SECRET_NAME.test(path.basename(fs.realpathSync(filePath)));
+  } catch {
+    return false; // no such file (yet): its name alone decides
+  }
 }
 
 function isSecretDocument(document) {

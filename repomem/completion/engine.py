@@ -35,7 +35,8 @@ from repomem.completion.retrievers import RETRIEVERS, RoundQuery
 from repomem.completion.rounds import RoundAnswer, choose_round
 from repomem.config import Config
 from repomem.failures import Failure
-from repomem.index.scan import is_secret
+from repomem.index.scan import secret_reason
+from repomem.index.secrets import secret_file_reason
 from repomem.languages.registry import language_named
 from repomem.positions import Cursor
 from repomem.retrieval.scope import repository_imports
@@ -120,9 +121,14 @@ class CompletionEngine:
     ) -> CompletionRequest | Failure:
         """A request at `cursor`, every choice not given taken from the config."""
         settings = self.config.completion
-        if is_secret(cursor.path, self.config.scan):
-            return Failure("secret-file", f"{cursor.path} matches a secret file pattern (scan.secret_patterns): "
-                                          "repomem never completes in it, nor sends its text to a model")
+        scan = self.config.scan
+        reason = secret_reason(cursor.root, cursor.path, scan)
+        if reason is None:
+            held = secret_file_reason(cursor.text, scan.secret_min_length, scan.secret_min_entropy)
+            reason = None if held is None else f"holds {held}"
+        if reason is not None:
+            return Failure("secret-file", f"{cursor.path} {reason}: repomem never completes in it, nor sends its "
+                                          "text to a model")
         name = strategy or settings.strategy
         chosen = strategy_named(name)
         if chosen is None:

@@ -1,8 +1,9 @@
 """Repository scan: which files are indexed, and their text.
 
 `git ls-files` inside a git work tree (tracked plus untracked-but-not-ignored files), otherwise a
-walk that honours every `.gitignore` on the way. Default excludes, secrets, binaries, huge or
-minified files and symlinks leaving the root are skipped, each with a reason a user can read.
+walk that honours every `.gitignore` on the way. Default excludes, secrets (by name, by content,
+and symlinks to them), binaries, huge or minified files and symlinks leaving the root or entering an
+excluded folder are skipped, each with a reason a user can read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from stat import S_ISREG
 
 from repomem.config import ScanConfig
 from repomem.index.gitignore import IgnoreRules
-from repomem.index.secrets import mask_secrets
+from repomem.index.secrets import mask_secrets, secret_file_reason
 from repomem.languages.registry import language_of
 from repomem.regular_files import read_regular
 
@@ -73,6 +74,39 @@ def _secret_pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
 def is_secret(path: str, config: ScanConfig) -> bool:
     name = path.rsplit("/", 1)[-1]
     return _secret_pattern(config.secret_patterns).match(name) is not None
+
+
+def link_target_reason(root: Path, path: str, config: ScanConfig) -> str | None:
+    """Why the symbolic link at repository-relative `path` must not be read through: it points at a
+    secret file or into an excluded folder (`settings_env.py -> .env`, `notes.py -> .git/config`),
+    or outside the repository. None for a path that is no link, or a link to an ordinary file."""
+    full = root / path
+    if not full.is_symlink():
+        return None
+    target = full.resolve(strict=True)  # OSError (a loop: RuntimeError before Python 3.13) for the caller
+    resolved_root = root.resolve()
+    if not target.is_relative_to(resolved_root):
+        return "symlink points outside the repository"
+    relative = target.relative_to(resolved_root).as_posix()
+    if is_secret(relative, config):
+        return f"symlink to the secret file {relative}"
+    excluded = next((part for part in relative.split("/")[:-1] if _excluded_dir(part, config)), None)
+    if excluded is not None:
+        return f"symlink into excluded folder {excluded}"
+    return None
+
+
+def secret_reason(root: Path, path: str, config: ScanConfig) -> str | None:
+    """Why no text of the file at repository-relative `path` may be indexed or sent to a model, by
+    its name or, for a symbolic link, its target's (said after the path: "matches ..."); None when
+    neither says so. Its content is judged apart (secrets.secret_file_reason)."""
+    if is_secret(path, config):
+        return "matches a secret file pattern (scan.secret_patterns)"
+    try:
+        reason = link_target_reason(root, path, config)
+    except (OSError, RuntimeError):
+        return None  # a broken link or a loop: nothing to read
+    return None if reason is None or reason.startswith("symlink points outside") else f"is a {reason}"
 
 
 def _excluded_dir(name: str, config: ScanConfig) -> bool:
@@ -147,7 +181,6 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
         names = _walk_files(root, config)
     candidates: list[Candidate] = []
     skipped: list[Skipped] = []
-    resolved_root = root.resolve()
     top = str(root)
     for name in names:
         reason = excluded_reason(name, config)
@@ -157,11 +190,10 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
             continue
         full = os.path.join(top, name)
         try:
-            if os.path.islink(full):
-                target = Path(full).resolve(strict=True)
-                if not target.is_relative_to(resolved_root):
-                    skipped.append(Skipped(name, "symlink points outside the repository"))
-                    continue
+            link_reason = link_target_reason(root, name, config)
+            if link_reason is not None:
+                skipped.append(Skipped(name, link_reason))
+                continue
             stat = os.stat(full)
         except RuntimeError:  # a symlink loop (Python < 3.13 raises RuntimeError, later ones OSError)
             skipped.append(Skipped(name, "symbolic link loop"))
@@ -201,6 +233,9 @@ def source_from_bytes(
     longest = max((len(line) for line in text.split("\n")), default=0)
     if longest > config.max_line_chars:
         return Skipped(path, f"a line is longer than {config.max_line_chars} characters (minified?)")
+    reason = secret_file_reason(text, config.secret_min_length, config.secret_min_entropy)
+    if reason is not None:
+        return Skipped(path, f"secret (never indexed): holds {reason}")
     masked = 0
     if config.mask_secrets:
         text, masked = mask_secrets(text, config.secret_min_length, config.secret_min_entropy)
