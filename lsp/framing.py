@@ -70,20 +70,11 @@ def complain(text: str) -> None:
     sys.stderr.flush()
 
 
-class SessionRefused(Exception):
-    """The client's `initialize` was refused (a socket client without the right token): the loop
-    answers it with an error and ends this connection's session."""
-
-
 class MessageLoop:
-    def __init__(self, protocol: Any, write: Callable[[bytes], Any], max_message_bytes: int,
-                 admit: Callable[[dict[str, Any]], str | None] | None = None):
-        """`admit` sees `initialize`'s params and returns why the client is refused, or None; a
-        refused client gets one error answer and the session ends (serve over a socket)."""
+    def __init__(self, protocol: Any, write: Callable[[bytes], Any], max_message_bytes: int):
         self.protocol = protocol
         self.write = write
         self.max_message_bytes = max_message_bytes
-        self.admit = admit
         self.initialized = False
         self.shut_down = False
 
@@ -113,13 +104,6 @@ class MessageLoop:
             if message_id is not None:  # LSP: requests after shutdown are InvalidRequest
                 self.error(message_id, INVALID_REQUEST, f"{method} after shutdown")
             return
-        if method == "initialize" and not self.initialized and self.admit is not None:
-            params = raw.get("params")
-            refusal = self.admit(params if isinstance(params, dict) else {})
-            if refusal is not None:
-                complain(f"a client was refused: {refusal}")
-                self.error(message_id, INVALID_REQUEST, f"initialize refused: {refusal}")
-                raise SessionRefused(refusal)
         if method == "initialize":
             self.initialized = True
         if method == "shutdown":

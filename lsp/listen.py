@@ -10,29 +10,37 @@ code elsewhere, so a socket must not let another local user drive it:
 - `--socket PATH` is a Unix socket created 0600, and a peer whose uid is not ours (SO_PEERCRED)
   is closed before it says anything.
 
-One client is served at a time. A refused client, or one that sends no admissible `initialize`
-within `AUTH_TIMEOUT_S`, is closed and the server goes on listening; the first admitted session
-ends the server when it ends, as pygls's own TCP server does.
+Clients authenticate side by side, each on a thread of its own, and a client that has not sent an
+admissible `initialize` within `server.auth_timeout_s` of connecting (however it spreads its bytes)
+is closed: a silent or byte-at-a-time client keeps nobody else out. A refused client is closed and
+the server goes on listening. The first client admitted is served, alone: the server stops
+listening, and that session ends the server when it ends, as pygls's own TCP server does.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
+import json
 import os
 import secrets
 import socket
 import stat
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from repomem.config import ServerConfig
 from repomem.failures import Failure
-from repomem.lsp.framing import complain
+from repomem.lsp.framing import HEADER, INVALID_REQUEST, complain, frame
 
-AUTH_TIMEOUT_S = 10.0  # seconds a socket client has to send an admissible `initialize`
+ACCEPT_POLL_S = 0.1  # the accept loop's wait between looks at whether a client was admitted
+RECEIVE_BYTES = 65536  # one read while authenticating
+REFUSAL_SEND_S = 1.0  # seconds to write a refused client its error answer
 TOKEN_BYTES = 32  # random bytes in a generated token (URL-safe base64: 43 characters)
 MIN_TOKEN_CHARS = 16  # a token file holding less is refused: too easy to guess
 
@@ -167,40 +175,162 @@ class SocketWriter:
         self.conn.close()
 
 
-Session = Callable[[BinaryIO, SocketWriter, Callable[[dict[str, Any]], str | None]], int | None]
+class Refused(Exception):
+    """Why a client is not admitted; `message_id`: its `initialize`'s id, when it sent one (the
+    refusal is then its error answer)."""
+
+    def __init__(self, reason: str, message_id: Any = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.message_id = message_id
 
 
-def serve_socket(listener: Listener, session: Session) -> int:
-    """Accept clients one at a time until one is admitted; that session's exit code."""
-    listener.sock.listen(1)
+class ReplayedStream(io.RawIOBase):
+    """A connection's bytes as the session reads them: first those read while authenticating
+    (the `initialize` and whatever the client sent right after it), then the socket's."""
+
+    def __init__(self, head: bytes, conn: socket.socket):
+        self._head = memoryview(head)
+        self._conn = conn
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            count = min(len(buffer), len(self._head))
+            buffer[:count] = self._head[:count]
+            self._head = self._head[count:]
+            return count
+        return self._conn.recv_into(buffer)
+
+
+Session = Callable[[BinaryIO, SocketWriter], int]
+
+
+def read_initialize(conn: socket.socket, config: ServerConfig) -> tuple[dict[str, Any], bytes]:
+    """The client's first message, which must be `initialize`, and every byte read so far. It must
+    arrive whole within `auth_timeout_s` of this call, however the client spreads its bytes.
+    Raises Refused."""
+    deadline = time.monotonic() + config.auth_timeout_s
+    received = bytearray()
+
+    def receive() -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Refused(f"no initialize within {config.auth_timeout_s:g} s")
+        conn.settimeout(remaining)
+        try:
+            chunk = conn.recv(RECEIVE_BYTES)
+        except TimeoutError:
+            raise Refused(f"no initialize within {config.auth_timeout_s:g} s") from None
+        except OSError as error:
+            raise Refused(f"the connection failed ({error.__class__.__name__})") from None
+        if not chunk:
+            raise Refused("the client closed the connection before initialize")
+        received.extend(chunk)
+
+    while (header_end := received.find(b"\r\n\r\n")) < 0:
+        if len(received) > config.max_initialize_bytes:
+            raise Refused("no message header in the first bytes")
+        receive()
+    lengths = [match[1].strip() for line in bytes(received[:header_end]).split(b"\r\n")
+               if (match := HEADER.search(line)) is not None]
+    if len(lengths) != 1 or not lengths[0].isdigit():
+        raise Refused("the first message has no readable Content-Length")
+    body_end = header_end + 4 + int(lengths[0])
+    if body_end > config.max_initialize_bytes:
+        raise Refused(f"a first message of {int(lengths[0])} bytes (more than {config.max_initialize_bytes})")
+    while len(received) < body_end:
+        receive()
+    try:
+        message = json.loads(bytes(received[header_end + 4:body_end]))
+    except ValueError:
+        raise Refused("the first message is not JSON") from None
+    message_id = message.get("id") if isinstance(message, dict) else None
+    if not isinstance(message, dict) or message.get("method") != "initialize" or message_id is None:
+        raise Refused("the first message is not initialize", message_id)
+    return message, bytes(received)
+
+
+class Admissions:
+    """Connections authenticated side by side, each on a thread of its own and within
+    `auth_timeout_s`, so that a silent or trickling client keeps nobody else out. The first client
+    admitted is served; one admitted after it is refused."""
+
+    def __init__(self, listener: Listener, config: ServerConfig):
+        self._by_token = token_admission(listener.token) if listener.token is not None else None
+        self._unix = listener.unix_path is not None
+        self._config = config
+        self._slots = threading.BoundedSemaphore(config.pending_clients)
+        self._lock = threading.Lock()
+        self._admitted: tuple[socket.socket, bytes] | None = None
+        self.admitted = threading.Event()
+
+    def authenticate(self, conn: socket.socket) -> None:
+        if not self._slots.acquire(blocking=False):
+            complain(f"a client was refused: {self._config.pending_clients} clients are authenticating already")
+            conn.close()
+            return
+        threading.Thread(target=self._authenticate, args=(conn,), name="repomem-authenticate", daemon=True).start()
+
+    def take(self) -> tuple[socket.socket, bytes]:
+        """The admitted client's connection and the bytes read from it (once `admitted` is set)."""
+        assert self._admitted is not None
+        return self._admitted
+
+    def _authenticate(self, conn: socket.socket) -> None:
+        try:
+            if self._unix:
+                uid = peer_uid(conn)
+                if uid is not None and uid != os.getuid():
+                    complain(f"a client of uid {uid} was refused (the socket is its owner's)")
+                    conn.close()
+                    return
+            message, head = read_initialize(conn, self._config)
+            params = message.get("params")
+            refusal = self._by_token(params if isinstance(params, dict) else {}) if self._by_token else None
+            if refusal is not None:
+                raise Refused(refusal, message["id"])
+            with self._lock:
+                if self._admitted is not None:
+                    raise Refused("another client is being served", message["id"])
+                conn.settimeout(None)  # admitted: an editor may stay idle for hours
+                self._admitted = (conn, head)
+            self.admitted.set()
+        except Refused as refused:
+            complain(f"a client was refused: {refused.reason}")
+            if refused.message_id is not None:
+                try:
+                    conn.settimeout(REFUSAL_SEND_S)
+                    conn.sendall(frame({"jsonrpc": "2.0", "id": refused.message_id, "error": {
+                        "code": INVALID_REQUEST, "message": f"initialize refused: {refused.reason}"}}))
+                except OSError:
+                    pass  # the client is gone already
+            conn.close()
+        finally:
+            self._slots.release()
+
+
+def serve_socket(listener: Listener, session: Session, config: ServerConfig | None = None) -> int:
+    """Accept clients until one is admitted, then stop listening and serve it; that session's exit
+    code."""
+    config = config or ServerConfig()
+    admissions = Admissions(listener, config)
+    listener.sock.listen(config.pending_clients)
+    listener.sock.settimeout(ACCEPT_POLL_S)  # to notice an admission made on another thread
     complain(f"listening on {listener.description}")
     try:
-        while True:
-            conn, _ = listener.sock.accept()
-            code = _serve_client(listener, conn, session)
-            if code is not None:
-                return code
+        while not admissions.admitted.is_set():
+            try:
+                conn, _ = listener.sock.accept()
+            except TimeoutError:
+                continue
+            admissions.authenticate(conn)
     finally:
         listener.sock.close()
         if listener.unix_path is not None:
             listener.unix_path.unlink(missing_ok=True)
-
-
-def _serve_client(listener: Listener, conn: socket.socket, session: Session) -> int | None:
-    with conn:
-        if listener.unix_path is not None:
-            uid = peer_uid(conn)
-            if uid is not None and uid != os.getuid():
-                complain(f"a client of uid {uid} was refused (the socket is its owner's)")
-                return None
-        conn.settimeout(AUTH_TIMEOUT_S)  # until `initialize` is admitted
-        by_token = token_admission(listener.token) if listener.token is not None else None
-
-        def admit(params: dict[str, Any]) -> str | None:
-            refusal = by_token(params) if by_token is not None else None
-            if refusal is None:
-                conn.settimeout(None)  # admitted: an editor may stay idle for hours
-            return refusal
-
-        with conn.makefile("rb") as stream:
-            return session(stream, SocketWriter(conn), admit)
+    conn, head = admissions.take()
+    with conn, io.BufferedReader(ReplayedStream(head, conn)) as stream:
+        return session(stream, SocketWriter(conn))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import os
+import re
 import sys
 import threading
 import time
@@ -39,7 +40,7 @@ from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
-from repomem.lsp.framing import MessageLoop, SessionRefused, complain, quiet_pygls_logs
+from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
@@ -52,6 +53,8 @@ REJECT_NOTIFICATION = "repomem/didReject"
 # editor set-ups after a short idle); the server may start the completion there speculatively.
 CURSOR_NOTIFICATION = "repomem/didMoveCursor"
 SHUTDOWN_DRAIN_S = 5.0  # at most this long, `shutdown` waits for the model thread's queue
+EXIT_GRACE_S = 1.0  # at most this long, the process waits at exit for the model thread's call to return
+UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str decoded from JSON, a pair is one code point
 LOG_LEVELS = {"error": types.MessageType.Error, "warning": types.MessageType.Warning,
               "info": types.MessageType.Info, "log": types.MessageType.Log}
 
@@ -161,6 +164,7 @@ class RepomemServer(LanguageServer):
         self.scheduler = CompletionScheduler(self.run_model, 0.0, 1.0, 1, self.log)
         self.readiness = Readiness(self.show)
         self.settings_generation = 0
+        self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -209,7 +213,7 @@ class RepomemServer(LanguageServer):
             # missing file is an exception, a named pipe blocks forever). No answer instead.
             return None
         document = self.workspace.get_text_document(uri)
-        text = normalize_newlines(document.source)
+        text = self.document_text(uri)
         lines = text.split("\n")
         if not 0 <= position.line < len(lines):
             return None
@@ -219,11 +223,34 @@ class RepomemServer(LanguageServer):
         state = CursorState.of(path, text, offset, self.settings_generation)
         return CompletionAsk(uri, document.version, state, text, position.line, character, lines[position.line])
 
+    def document_text(self, uri: str) -> str:
+        """An open document's text as the server uses it: newlines normalized, and each unpaired
+        UTF-16 surrogate (JSON carries one, as "\\ud800"; UTF-8 cannot encode it, so indexing the
+        buffer, and with it every document's retrieval, failed) replaced with U+FFFD, which keeps
+        every position: one code point, one UTF-16 unit, three UTF-8 bytes, as the surrogate.
+        The replacement is logged once per opening of the document."""
+        text = normalize_newlines(self.workspace.get_text_document(uri).source)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = UNPAIRED_SURROGATE.sub("\ufffd", text)
+            if uri not in self.surrogates_replaced:
+                self.surrogates_replaced.add(uri)
+                self.log("warning", f"{uri} holds unpaired UTF-16 surrogates (invalid text); completing it "
+                                    "with U+FFFD in their place")
+        return text
+
     async def run_model(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
         """The scheduler's way to the model: the request on the model thread, stopped by `stop`."""
         assert self.session is not None
         request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set)
         return await self.on_model_thread(self.session.complete, request)
+
+    def stop_model(self) -> None:
+        """The session is ending: pending generations stop, no model opens again, and the model's
+        child process is killed, so that a call stuck in it returns now rather than at its deadline."""
+        if self.session is not None:
+            self.session.stop_model()
 
     def apply_options(self, options: Any) -> None:
         """New client settings, applied to the session (on the model thread, which owns it)."""
@@ -364,8 +391,11 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
 @server.feature(types.SHUTDOWN)
 async def shutdown(ls: RepomemServer, params: Any) -> None:
     """Finish what is queued on the model thread (an accept's log line, a save) before the reply:
-    clients kill the server right after `exit` (Emacs 28's jsonrpc sends SIGKILL at once)."""
+    clients kill the server right after `exit` (Emacs 28's jsonrpc sends SIGKILL at once). No
+    completion comes after `shutdown`, so the model stops first: a call stuck in it would hold
+    the queue."""
     ls.scheduler.stop_all()
+    ls.stop_model()
     try:
         await asyncio.wait_for(ls.on_model_thread(lambda: None), SHUTDOWN_DRAIN_S)
     except (TimeoutError, RuntimeError):  # a generation that would not stop, or the worker is gone
@@ -394,7 +424,7 @@ def _buffer_changed(ls: RepomemServer, uri: str, rest: types.Position | None = N
     if path is not None and ls.session is not None:
         document = ls.workspace.get_text_document(uri)
         ls.scheduler.document_changed(uri, document.version, ls.ask_at(uri, rest) if rest is not None else None)
-        ls.session.buffer_changed(path, normalize_newlines(document.source))
+        ls.session.buffer_changed(path, ls.document_text(uri))
 
 
 def _edit_end(ls: RepomemServer, uri: str, change: Any) -> types.Position | None:
@@ -449,6 +479,7 @@ def did_save(ls: RepomemServer, params: types.DidSaveTextDocumentParams) -> None
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: RepomemServer, params: types.DidCloseTextDocumentParams) -> None:
     path = ls.relative(params.text_document.uri)
+    ls.surrogates_replaced.discard(params.text_document.uri)
     ls.scheduler.document_closed(params.text_document.uri, path)
     if path is not None and ls.session is not None:
         ls.model_worker.submit(ls.session.buffer_closed, path)
@@ -576,54 +607,63 @@ def protocol_stdin() -> BinaryIO:
 
 
 def serve_stdio(ls: RepomemServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
-    """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own; the
-    exit code: 0 after shutdown + exit or a closed stream, 1 for an exit without shutdown."""
+    """pygls's stdio server with repomem's message loop (lsp/framing.py) in place of its own."""
     from pygls.io_ import StdoutWriter
 
-    code = run_session(ls, stdin, StdoutWriter(stdout))
-    return 0 if code is None else code
+    return run_session(ls, stdin, StdoutWriter(stdout))
 
 
-def run_session(ls: RepomemServer, stream: BinaryIO, writer: Any,
-                admit: Callable[[dict[str, Any]], str | None] | None = None) -> int | None:
-    """One client's session over a byte stream: its exit code, or None when `admit` refused the
-    client (or the stream failed) before `initialize` was accepted; the server then lives on for
-    the next client. A session that was admitted ends the server when it ends, as pygls's does."""
+def run_session(ls: RepomemServer, stream: BinaryIO, writer: Any) -> int:
+    """One client's session over a byte stream; it ends the server, as pygls's does. The exit code:
+    0 after shutdown + exit or a closed stream, 1 for an exit without shutdown (LSP 3.17)."""
     from pygls.io_ import StdinAsyncReader
 
     quiet_pygls_logs()
     ls._stop_event = threading.Event()
     reader = StdinAsyncReader(stream, ls.thread_pool)
     ls.protocol.set_writer(writer)
-    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes, admit)
-    code: int | None = 0
+    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
+    code = 0
     try:
         asyncio.run(loop.run(ls._stop_event, reader))
-    except SessionRefused:
-        code = None
     except (BrokenPipeError, ConnectionResetError):
         complain("the client closed the connection")
-    except OSError as error:  # a socket client that sent nothing in time
+    except OSError as error:
         complain(f"the connection failed: {error.__class__.__name__}: {error}")
     except KeyboardInterrupt:
         pass
     except SystemExit as stop:  # pygls's `exit` handler: 0 after shutdown, else 1 (LSP 3.17)
         code = stop.code if isinstance(stop.code, int) else 1
     finally:
-        # A socket client refused or gone before `initialize` leaves nothing to shut down; the
-        # server lives on for the next one.
-        admitted = admit is None or (loop.initialized and code is not None)
-        if admitted:
-            ls.shutdown()
-    return code if admitted else None
+        ls.stop_model()
+        ls.shutdown()
+    return code
+
+
+def exit_code_without_waiting(ls: RepomemServer, code: int) -> int:
+    """`code`, once the model thread is idle. A model call the server cannot stop (a served model
+    that does not answer, a model still loading) would hold the process until its deadline, since
+    Python waits for that thread at exit: after EXIT_GRACE_S the process ends without it."""
+    try:
+        idle = ls.model_worker.submit(lambda: None)
+        idle.result(timeout=EXIT_GRACE_S)
+    except RuntimeError:  # the model thread is shut down already
+        pass
+    except TimeoutError:
+        complain(f"exiting with a model call still running after {EXIT_GRACE_S:g} s")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def serve(tcp_port: int | None = None, socket_path: Path | None = None, token_file: Path | None = None) -> int:
     """stdio by default; `--tcp PORT` (loopback, clients need the token) or `--socket PATH`
     (a Unix socket only its owner can open)."""
     if tcp_port is None and socket_path is None:
-        return serve_stdio(server, protocol_stdin(), protocol_stdout())
+        return exit_code_without_waiting(server, serve_stdio(server, protocol_stdin(), protocol_stdout()))
     from repomem.lsp.listen import serve_socket, tcp_listener, unix_listener
 
     listener = tcp_listener(tcp_port, token_file) if tcp_port is not None else unix_listener(socket_path)
-    return serve_socket(listener, lambda stream, writer, admit: run_session(server, stream, writer, admit))
+    return exit_code_without_waiting(server, serve_socket(listener, lambda stream, writer: run_session(
+        server, stream, writer)))

@@ -328,6 +328,13 @@ class ServerConfig:
     # A message claiming more bytes than this is dropped (the stdio loop, lsp/framing.py); read
     # before any repository is known, so only the default applies.
     max_message_bytes: int = 64 << 20
+    # `serve --tcp` / `--socket` (lsp/listen.py; defaults only, as above): a client has this many
+    # seconds in all, from connecting, to send an admissible `initialize` (a silent or
+    # byte-at-a-time client is closed then). Clients authenticate side by side, at most
+    # `pending_clients` at once (more are closed at once), so none can keep the others out.
+    auth_timeout_s: float = 5.0
+    pending_clients: int = 16
+    max_initialize_bytes: int = 1 << 20  # a first message claiming more is refused unread
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,13 @@ class LlamaProcessBackend:
         self._client.close()
         _stop(self._process)
 
+    def kill(self) -> None:
+        """End the child at once, from any thread (the process is exiting): a call waiting on it
+        returns now with a failure, where `close` would give it STOP_GRACE_S."""
+        self._client.give_up()
+        if self._process.poll() is None:
+            self._process.kill()
+
 
 def _read_port(process: subprocess.Popen, ports: queue.SimpleQueue[int]) -> None:
     """The child prints the port it bound once its model is loaded; nothing else on stdout counts."""

@@ -74,6 +74,7 @@ class OpenAIBackend:
         self._retries = retries
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()  # guards _counts: evaluation workers share one backend
+        self._gone = threading.Event()  # the server is gone for good (give_up): no waits between retries
         # "/tokenize" (vLLM, {"prompt"}), else a route taking {"input"} ("/extras/tokenize" of
         # llama-cpp-python's server); found at the first count unless given.
         self._tokenize_path: str | None = tokenize_path or None
@@ -131,11 +132,11 @@ class OpenAIBackend:
                 return Failure("backend-timeout", f"{self.endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
                 last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
-                time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
+                self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
             if response.status_code in RETRYABLE_STATUS:
                 last = f"{self.endpoint}{path} answered HTTP {response.status_code}"
-                time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
+                self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
             if response.status_code in (401, 403):
                 return Failure("backend-auth", f"{self.endpoint} refused the API key (HTTP {response.status_code})")
@@ -209,7 +210,7 @@ class OpenAIBackend:
                         continue
                     if response.status_code in RETRYABLE_STATUS:
                         last = f"{self.endpoint} answered HTTP {response.status_code}"
-                        time.sleep(min(0.2 * (2**attempt), max(remaining, 0)))
+                        self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                         continue
                     if response.status_code >= 400:
                         return Failure("backend-error", f"{self.endpoint}/v1/completions answered HTTP "
@@ -263,7 +264,7 @@ class OpenAIBackend:
                 if pieces:
                     return Failure("backend-error", f"{self.endpoint} dropped the stream ({error.__class__.__name__})")
                 last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
-                time.sleep(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
+                self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
         else:
             return Failure("backend-unreachable", last or f"cannot reach {self.endpoint}")
         if not finish:
@@ -281,6 +282,11 @@ class OpenAIBackend:
             cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
             finish_reason=finish, seconds=time.perf_counter() - started, mean_logprob=mean_of(logprobs),
         )
+
+    def give_up(self) -> None:
+        """From any thread: the server is gone for good (its process was killed), so calls in
+        progress fail at once instead of waiting between their retries."""
+        self._gone.set()
 
     def close(self) -> None:
         self._client.close()

@@ -5,8 +5,12 @@ request. The index still loads afterwards."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import queue
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from repomem.config import load_config
+from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
+from tests.cli_process import free_port
+from tests.http_servers import serve_http
 from tests.repos import copy_example
 
 SETTINGS = {"maxNewTokens": 4, "maxPromptTokens": 256, "debounceMs": 0, "answerWithinMs": 120000}
@@ -30,6 +36,7 @@ class RawClient:
         self.process = subprocess.Popen([sys.executable, "-m", "repomem", "serve"], cwd=root, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.messages: queue.Queue[dict] = queue.Queue()
+        self.logs: list[str] = []  # every window/logMessage, as it arrives
         self.stderr: list[str] = []
         self._next_id = 1000
         threading.Thread(target=self._read, daemon=True).start()
@@ -47,7 +54,10 @@ class RawClient:
                     break
                 key, _, value = line.decode().partition(":")
                 headers[key.strip().lower()] = value.strip()
-            self.messages.put(json.loads(out.read(int(headers["content-length"]))))
+            message = json.loads(out.read(int(headers["content-length"])))
+            if message.get("method") == "window/logMessage":
+                self.logs.append(message["params"]["message"])
+            self.messages.put(message)
 
     def _read_stderr(self) -> None:
         for line in self.process.stderr:
@@ -103,9 +113,9 @@ def workspace(tmp_path_factory) -> Path:
     return copy_example(tmp_path_factory.mktemp("lsp-bad") / "shop")
 
 
-def _initialize(client: RawClient, workspace: Path) -> None:
+def _initialize(client: RawClient, workspace: Path, options: dict = SETTINGS) -> None:
     answer = client.answer(client.request("initialize", {"capabilities": {}, "rootUri": workspace.as_uri(),
-                                                         "initializationOptions": SETTINGS}))
+                                                         "initializationOptions": options}))
     assert "capabilities" in answer["result"], answer
     client.notify("initialized", {})
 
@@ -253,3 +263,240 @@ def test_life_cycle_follows_the_specification(workspace: Path, shutdown_first: b
             client.process.kill()
             client.process.wait()
     assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
+# -- issue 34: faults that outlived their cause ------------------------------------------------------
+
+
+def _wait_for_log(client: RawClient, needle: str, timeout_s: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not any(needle in line for line in client.logs):
+        if time.monotonic() > deadline or client.process.poll() is not None:
+            pytest.fail(f"no log message with {needle!r}: {client.logs}; stderr: {''.join(client.stderr[-5:])}")
+        time.sleep(0.1)
+
+
+def _model_children(pid: int) -> list[int]:
+    """The model's child processes (repomem.backends.llama_child) of process `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
+                    and b"repomem.backends.llama_child" in (entry / "cmdline").read_bytes()):
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _open_copy_of_report(client: RawClient, workspace: Path, name: str) -> str:
+    """A new open document holding report.py's text, whose line 8 (0-based) ends at `return `."""
+    uri = (workspace / "shop" / name).as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": (workspace / "shop" / "report.py").read_text()}})
+    return uri
+
+
+def test_a_lone_surrogate_in_one_buffer_leaves_the_other_documents_completing(client: RawClient, workspace: Path):
+    """A buffer holding an unpaired UTF-16 surrogate ("\\ud800": JSON carries it, UTF-8 cannot
+    encode it) failed the overlay of the open buffers on the index, and with it the completions of
+    every document. The server completes with U+FFFD in the surrogate's place (same positions) and
+    says so once per document."""
+    broken = (workspace / "shop" / "surrogates.py").as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": broken, "languageId": "python", "version": 1,
+                                                            "text": "NAME = '\ud800'\n"}})
+    client.notify("textDocument/didChange", {"textDocument": {"uri": broken, "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}},
+         "text": "OTHER = '\udfff'\nvalue = NA"}]})
+    neighbour = _open_copy_of_report(client, workspace, "report_neighbour.py")
+    answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(neighbour, 8, 11)),
+                           timeout_s=180)
+    assert answer["result"]["items"], answer
+    in_broken = client.answer(client.request("textDocument/inlineCompletion", _inline_params(broken, 2, 10)),
+                              timeout_s=180)
+    assert "result" in in_broken, in_broken
+    explained = client.answer(client.request("workspace/executeCommand", {
+        "command": "repomem.explain", "arguments": [{"textDocument": {"uri": broken},
+                                                     "position": {"line": 1, "character": 9}}]}))
+    assert "error" not in explained["result"], explained
+    replaced = [line for line in client.logs if "surrogate" in line]
+    assert len(replaced) == 1 and broken in replaced[0], replaced
+    client.alive()
+
+
+@pytest.mark.parametrize("shutdown_first", [True, False])
+def test_exit_ends_the_server_at_once_while_a_model_call_is_stuck(workspace: Path, shutdown_first: bool):
+    """`exit` waited for a model call stuck in the model's process (~50 s). Here the model's real
+    child process is stopped with SIGSTOP, a real hang (a stopped process answers nothing), while a
+    completion waits on it: the server and its child must be gone within 3 s of shutdown / exit."""
+    client = RawClient(workspace)
+    child = None
+    try:
+        _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000})
+        _wait_for_log(client, "model ready")
+        (child,) = _model_children(client.process.pid)
+        os.kill(child, signal.SIGSTOP)
+        uri = _open_copy_of_report(client, workspace, "report_stuck.py")
+        pending = client.answer(client.request("textDocument/completion", {
+            "textDocument": {"uri": uri}, "position": {"line": 8, "character": 11}}))
+        assert pending["result"].get("itemDefaults", {}).get("data") == {"pending": True}, pending
+        started = time.monotonic()
+        if shutdown_first:
+            assert client.answer(client.request("shutdown"), timeout_s=5).get("result", "missing") is None
+        client.notify("exit", {})
+        assert client.process.wait(timeout=60) == (0 if shutdown_first else 1)
+        assert time.monotonic() - started < 3
+        assert not _alive(child)
+    finally:
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
+class _ListsItsModelThenHangs(http.server.BaseHTTPRequestHandler):
+    """A served model that answers its model list, then nothing (a hung vLLM): the fault is the
+    server's, so a real HTTP server that does not answer is the real thing."""
+
+    release = threading.Event()
+
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({"data": [{"id": "hung-model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # noqa: N802
+        self.release.wait(120)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
+    """No child to kill: the process ends without waiting for the model thread's call."""
+    served, url = serve_http(_ListsItsModelThenHangs)
+    client = RawClient(workspace)
+    try:
+        _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000, "endpoint": url})
+        _wait_for_log(client, "model ready")
+        uri = _open_copy_of_report(client, workspace, "report_hung.py")
+        pending = client.answer(client.request("textDocument/completion", {
+            "textDocument": {"uri": uri}, "position": {"line": 8, "character": 11}}))
+        assert pending["result"].get("itemDefaults", {}).get("data") == {"pending": True}, pending
+        started = time.monotonic()
+        client.notify("exit", {})
+        assert client.process.wait(timeout=60) == 1
+        assert time.monotonic() - started < 3
+    finally:
+        _ListsItsModelThenHangs.release.set()
+        served.shutdown()
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
+def _socket_message(stream) -> dict | None:
+    """The next framed message from a socket's reader, None when the server closed it."""
+    length = None
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if not line.strip():
+            break
+        key, _, value = line.decode().partition(":")
+        if key.strip().lower() == "content-length":
+            length = int(value)
+    return json.loads(stream.read(length))
+
+
+def _framed(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: Path, tmp_path: Path):
+    """Clients were authenticated one at a time, each read allowed 10 s: a client that connected and
+    said nothing held the listener for 10 s, one sending a byte every few seconds for ever. Each
+    client now authenticates on its own, within server.auth_timeout_s in all."""
+    port = free_port()
+    environment = {**{k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"},
+                   "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    process = subprocess.Popen([sys.executable, "-m", "repomem", "serve", "--tcp", str(port)], cwd=workspace,
+                               env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    stderr: list[str] = []
+    listening = threading.Event()
+
+    def read_stderr() -> None:
+        for line in process.stderr:
+            stderr.append(line)
+            if "listening on" in line:
+                listening.set()
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"capabilities": {}, "rootUri": workspace.as_uri(), "initializationOptions": {}}}
+    stop_trickling = threading.Event()
+    silent = trickler = None
+    try:
+        assert listening.wait(60), "".join(stderr)
+        token = (tmp_path / "config" / "repomem" / "serve-token").read_text().strip()
+        silent = socket.create_connection(("127.0.0.1", port))
+        trickler = socket.create_connection(("127.0.0.1", port))
+        connected = time.monotonic()
+
+        def trickle() -> None:  # one byte every 0.25 s: a whole initialize would take a minute
+            for byte in _framed(initialize):
+                if stop_trickling.wait(0.25):
+                    return
+                try:
+                    trickler.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+        threading.Thread(target=trickle, daemon=True).start()
+        time.sleep(0.5)  # both are connected and being read when the editor comes
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port)) as editor:
+            editor.sendall(_framed({**initialize, "params": {**initialize["params"],
+                                                             "initializationOptions": {"token": token}}}))
+            editor.settimeout(30)
+            stream = editor.makefile("rb")
+            answer = _socket_message(stream)
+            while answer is not None and "method" in answer:
+                answer = _socket_message(stream)
+            assert answer is not None and "capabilities" in answer["result"], answer
+            assert time.monotonic() - started < 3  # before: 10 s behind the silent one, then for ever
+            for late in (silent, trickler):  # closed when their time is up
+                late.settimeout(ServerConfig().auth_timeout_s + 5)
+                try:
+                    assert late.recv(1) == b""
+                except ConnectionResetError:
+                    pass
+            assert time.monotonic() - connected < ServerConfig().auth_timeout_s + 3
+            editor.sendall(_framed({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+            editor.sendall(_framed({"jsonrpc": "2.0", "method": "exit"}))
+            assert process.wait(timeout=60) == 0
+    finally:
+        stop_trickling.set()
+        for late in (silent, trickler):
+            if late is not None:
+                late.close()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    assert sum("no initialize within" in line for line in stderr) == 2, "".join(stderr)
+    assert not any("Traceback" in line for line in stderr), "".join(stderr)
