@@ -149,3 +149,104 @@ def test_a_hostile_repository_config_reaches_no_server(repo: Path, tmp_path: Pat
     assert json.loads(completed.stdout)["backend"].startswith("llama.cpp:")
     assert "completion.endpoint ignored" in completed.stderr and "completion.api_key_env ignored" in completed.stderr
     assert _Counting.requests == []
+
+
+class _RecordingModelServer(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible model server that keeps every request it hears (path and body): its
+    model list, a tokenizer (one token per 4 characters) and a streamed completion of one token."""
+
+    heard: list[str] = []
+
+    def _answer(self, payload: dict | str, stream: bool = False) -> None:
+        body = payload if isinstance(payload, str) else json.dumps(payload)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Content-Length", str(len(body.encode())))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def do_GET(self):  # noqa: N802
+        type(self).heard.append(f"GET {self.path}")
+        self._answer({"data": [{"id": "qwen2.5-coder-0.5b-instruct"}]})
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", "replace")
+        type(self).heard.append(f"POST {self.path} {body}")
+        request = json.loads(body)
+        if self.path.endswith("tokenize"):
+            text = request.get("prompt") or request.get("input") or ""
+            self._answer({"tokens": list(range(len(text) // 4 + 1))})
+            return
+        event = {"choices": [{"text": " x", "finish_reason": "length"}],
+                 "usage": {"prompt_tokens": len(request["prompt"]) // 4, "completion_tokens": 1}}
+        self._answer(f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n", stream=True)
+
+    def log_message(self, *args):
+        pass
+
+
+def _windows(lines: list[str], size: int, stride: int) -> list[list[str]]:
+    return [lines[start:start + size] for start in range(0, max(len(lines) - size, 0) + stride, stride)]
+
+
+def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(tmp_path: Path, monkeypatch):
+    """The secret corpus (tests/data/secrets) as a repository, completed from cursors in other files
+    whose code is each corpus file's code, window by window (so retrieval brings every window of
+    it): every request the model server hears (prompts and tokenizer calls) is searched for every
+    planted secret. Each secret's line reached the server, masked; none of the values did, but for
+    the shapes the corpus's unit test lists as missed."""
+    from repomem.backends.openai_http import OpenAIBackend
+    from repomem.config import load_config, with_overrides
+    from repomem.index.secrets import mask_secrets
+    from repomem.languages.registry import language_of
+    from tests.secret_corpus import corpus_files, leaked, score
+
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "no-user-config.toml"))
+    files = [file for file in corpus_files() if language_of(file.path) is not None]  # what repomem indexes
+    assert {file.path.rsplit(".", 1)[-1] for file in files} >= {"py", "sh", "js", "ts", "go"}
+    missed = {line.split(": ", 2)[1] for line in score(files, lambda text: mask_secrets(text)[0]).missed}
+    callers: dict[str, str] = {}
+    for file in files:
+        code = file.text
+        for planted in file.planted:
+            code = code.replace(planted.value, "")
+        for number, window in enumerate(_windows(code.split("\n"), 12, 6)):
+            callers[f"callers/{file.path.replace('.', '_')}_{number}.py"] = "\n".join(window) + "\n"
+    repo = tmp_path / "corpus"
+    for path, text in [*((file.path, file.text) for file in files), *callers.items()]:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text, encoding="utf-8")
+    config, _ = load_config(repo)
+    config = with_overrides(config, completion={"max_prompt_tokens": 4096, "context_tokens": 8192})
+    service = RepoService.open(repo, config)
+    report = service.ensure_index()
+    assert not isinstance(report, Failure), report
+    assert {path for path, _ in report.masked} == {file.path for file in files if any(p.secret for p in file.planted)}
+    _RecordingModelServer.heard = []
+    server, url = serve_http(_RecordingModelServer)
+    try:
+        backend = OpenAIBackend.connect(url)
+        assert not isinstance(backend, Failure), backend
+        engine = CompletionEngine(service, backend)
+        for path, text in callers.items():
+            lines = text.split("\n")
+            cursor = locate(repo, path, text, len(lines) - 1, len(lines[-2]) + 1)
+            assert not isinstance(cursor, Failure), cursor
+            result = engine.complete(cursor, max_new_tokens=1)
+            assert not isinstance(result, Failure), result
+    finally:
+        server.shutdown()
+    heard = "\n".join(_RecordingModelServer.heard)
+    prompts = [json.loads(entry.split(" ", 2)[2])["prompt"] for entry in _RecordingModelServer.heard
+               if entry.startswith("POST /v1/completions")]
+    assert len(prompts) == len(callers)
+    sent = "\n".join(prompts)
+    for file in files:
+        masked_lines = mask_secrets(file.text)[0].split("\n")
+        for planted in file.planted:
+            if not planted.secret:
+                continue
+            shape = f"{file.path}: {planted.shape}"
+            assert masked_lines[planted.line].strip() in sent, f"{shape}: its line never reached the server"
+            assert leaked(planted.value, heard) == (planted.shape in missed), shape
+    assert len(missed) <= 3  # the corpus's own misses (tests/unit/test_secret_corpus.py)
