@@ -188,8 +188,9 @@ def score(files: list[CorpusFile], mask: Callable[[str], str]) -> Score:
             counts[0] += 1
             if planted.secret:
                 result.secrets += 1
-                if leaked(planted.value, masked):
-                    result.missed.append(f"{file.path}:{planted.line + 1}: {planted.shape}: {lines[planted.line]}")
+                if leaked(planted.value, masked):  # the line as its template has it: no value is written out
+                    line = lines[planted.line].replace(planted.value.split("\n")[0], "{{secret}}")
+                    result.missed.append(f"{file.path}:{planted.line + 1}: {planted.shape}: {line}")
                 else:
                     result.caught += 1
                     counts[1] += 1
