@@ -254,7 +254,7 @@ class CompletionConfig:
     # Generation rounds of the iterative strategies (repocoder, repocoder+fragrel): 0 = the
     # strategy's own (RepoCoder's 2); each later round queries with the previous round's draft.
     iterative_rounds: int = 0
-    deadline_s: float = 60.0  # a generation returns by then
+    deadline_s: float = 60.0  # a generation returns by then; so does the embedded model's start (or fails)
     context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
     threads: int = 0  # llama.cpp threads (0 = all cores)
     # Layers of the embedded model offloaded to a GPU: -1 = all (a CPU-only build of llama.cpp

@@ -59,6 +59,7 @@ def open_gguf(path: Path, settings: CompletionConfig) -> Backend | Failure:
         from repomem.backends.llama_process import LlamaProcessBackend
 
         return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
+                                        start_deadline_s=settings.deadline_s,
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens)
     from repomem.backends.llama import LlamaBackend
 

