@@ -52,7 +52,7 @@ from repomem.evaluation.metrics import (
 from repomem.evaluation.tasks import EvalTask
 from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex
-from repomem.positions import Cursor, read_text_file, text_before_cursor
+from repomem.positions import Cursor, read_text_file, text_before_cursor, uncompletable
 from repomem.progress import NoProgress, Progress
 from repomem.regular_files import drop_torn_tail
 from repomem.retrieval.scoring import ScoredFragment
@@ -214,6 +214,35 @@ def leakage_exclusions(index: RepoIndex, path: str, context_start_lineno: int) -
     return ids[index.fragment_end[ids] > context_start_lineno]
 
 
+def resolve_task_file(repos_dir: Path, task: EvalTask) -> Path | Failure:
+    """The task's file through every symbolic link, or why the task is refused. Task files come
+    from elsewhere: a link in a cloned repository (or a repository folder that is a link) would
+    have the run read a file outside --repos, send it to a model and index its folder."""
+    top = repos_dir.resolve()
+    repo_folder = repos_dir / task.repo
+    named = f"{task.repo}/{task.path} ({task.task_id})"
+    try:
+        repo = repo_folder.resolve(strict=True)
+        target = (repo_folder / task.path).resolve(strict=True)
+    except FileNotFoundError:
+        return Failure("missing-task-file", f"files missing under {repos_dir}, e.g. {named}")
+    except (OSError, RuntimeError):  # a symbolic link loop (RuntimeError before Python 3.13)
+        return Failure("task-outside", f"files that are symbolic link loops, e.g. {named}")
+    if repo == top or not repo.is_relative_to(top):
+        return Failure("task-outside", f"repository folders outside {repos_dir}, e.g. {named}: "
+                                       f"{task.repo} leads to {repo}")
+    if not target.is_relative_to(repo):
+        return Failure("task-outside", f"files outside their repository folder, e.g. {named} leads to {target}")
+    if not target.is_file():
+        return Failure("missing-task-file", f"files missing under {repos_dir}, e.g. {named} is not a file")
+    return target
+
+
+def line_count(text: str) -> int:
+    """Lines as an editor shows them: a final newline does not start one more."""
+    return text.count("\n") + (not text.endswith("\n"))
+
+
 def task_cursor(root: Path, task: EvalTask, file_text: str) -> Cursor:
     """The cursor at the start of the hole, over the file cut there (nothing after it is visible)."""
     lines = file_text.split("\n")[: task.lineno]
@@ -328,15 +357,32 @@ class Evaluator:
         return self.backend.name if self.backend is not None and self.settings.mode == "model" else ""
 
     def check(self, tasks: Sequence[EvalTask]) -> None | Failure:
-        """Every task's repository and file exist (before any work starts)."""
+        """Before any work starts: every task's repository folder lies under --repos, its file lies
+        inside that folder (symbolic links followed) and holds the hole's line. A run with a task
+        that breaks this is refused whole, one line counting the tasks of the first kind found:
+        a task file that does not match its repositories is not worth half a run."""
         if not self.repos_dir.is_dir():
             return Failure("missing-repos", f"{self.repos_dir}: no such folder (--repos names the folder holding "
                                             "one folder per repository)")
-        missing = [t for t in tasks if not (self.repos_dir / t.repo / t.path).is_file()]
-        if missing:
-            first = missing[0]
-            return Failure("missing-task-file", f"{len(missing)} of {len(tasks)} tasks name files missing under "
-                                                f"{self.repos_dir}, e.g. {first.repo}/{first.path} ({first.task_id})")
+        refused: dict[str, list[Failure]] = {}
+        lines: dict[Path, int | None] = {}  # per resolved file; None: unreadable, left to the task's record
+        for task in tasks:
+            target = resolve_task_file(self.repos_dir, task)
+            if isinstance(target, Failure):
+                refused.setdefault(target.kind, []).append(target)
+                continue
+            if target not in lines:
+                text = read_text_file(target)
+                lines[target] = None if isinstance(text, Failure) else line_count(text)
+            count = lines[target]
+            if count is not None and task.lineno >= count:
+                refused.setdefault("task-past-end", []).append(Failure(
+                    "task-past-end", f"a line past the end of their file, e.g. {task.repo}/{task.path} "
+                                     f"({task.task_id}): line {task.lineno + 1} of {count}"))
+        for kind in ("task-outside", "missing-task-file", "task-past-end"):
+            if kind in refused:
+                failures = refused[kind]
+                return Failure(kind, f"{len(failures)} of {len(tasks)} tasks name {failures[0].message}")
         return None
 
     def _file_text(self, service: RepoService, task: EvalTask) -> str | Failure:
@@ -374,8 +420,10 @@ class Evaluator:
 
     def _evaluate(self, service: RepoService, task: EvalTask, variants: Sequence[Variant]) -> list[dict[str, Any]]:
         text = self._file_text(service, task)
-        if isinstance(text, Failure):
-            return [{**self._base_record(task, v), "error": text.message} for v in variants]
+        # A huge, minified or binary file is no cursor's file (positions.uncompletable)
+        problem = text if isinstance(text, Failure) else uncompletable(task.path, text, self.config.scan)
+        if problem is not None:
+            return [{**self._base_record(task, v), "error": problem.message} for v in variants]
         assert service.index is not None
         cursor = task_cursor(service.root, task, text)
         cut = service.set_buffer(task.path, cursor.text)

@@ -5,6 +5,12 @@ One JSONL line per task: ``{"prompt": ..., "metadata": {"task_id", "ground_truth
 name followed by the path parts of the file. Lines are 0-based: the hole starts at ``lineno`` and the
 prompt shows lines ``[context_start_lineno, lineno)``. Tasks built by ``repomem eval build`` also carry
 ``split`` and, for API tasks, the ``definition`` the hole calls (for definition recall).
+
+A task file comes from elsewhere and names paths: each part of ``fpath_tuple`` must be a plain
+name (no ``..``, ``.``, separator, empty part, NUL or non-UTF-8 name), so the repository is a folder
+right under ``--repos`` and the file lies inside it. A file breaking the rule is refused whole
+(exit 2, its line named), as a malformed line is: nothing is read, indexed or sent before that.
+Links are checked where they are followed, when a run starts (``run.resolve_task_file``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repomem.failures import Failure
+from repomem.index.scan import is_text_name
 
 SPLITS = ("line", "api", "function")
 
@@ -52,6 +59,11 @@ def split_of(file_name: str) -> str:
     return "line"
 
 
+def _plain_name(part: str) -> bool:
+    """One folder or file name that stays where it is put: no `..`, `.`, separator or NUL."""
+    return part not in ("", ".", "..") and not any(char in part for char in "/\\\0") and is_text_name(part)
+
+
 def _task_from(record: object, default_split: str) -> EvalTask:
     if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
         raise ValueError("expected an object with 'prompt' and 'metadata'")
@@ -60,6 +72,9 @@ def _task_from(record: object, default_split: str) -> EvalTask:
     fpath = meta.get("fpath_tuple")
     if not isinstance(fpath, list) or len(fpath) < 2 or not all(isinstance(p, str) for p in fpath):
         raise ValueError("metadata.fpath_tuple must list the repository and the file's path parts")
+    if not all(_plain_name(part) for part in fpath):
+        raise ValueError(f"metadata.fpath_tuple {fpath!r} must hold plain names (a repository folder under "
+                         "--repos, then the file's path inside it): no '..', '.', '/', '\\' or empty parts")
     fields = {"task_id": meta.get("task_id"), "ground_truth": meta.get("ground_truth"),
               "prompt": record.get("prompt")}
     for name, value in fields.items():

@@ -26,7 +26,6 @@ from repomem.strategies import STRATEGY_NAMES
 class ScanConfig:
     max_file_bytes: int = 1_000_000  # bytes; larger files are skipped with a reason
     max_line_chars: int = 10_000  # characters; minified / generated files are skipped
-    binary_sniff_bytes: int = 8192  # a NUL byte in this prefix marks a binary file
     excluded_dirs: tuple[str, ...] = (
         ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "node_modules", "__pycache__",
         "build", "dist", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache",
@@ -403,7 +402,7 @@ def _toml_type(value: Any) -> str:
 
 # Values that must be > 0, and values that must lie in (0, 1].
 _POSITIVE = frozenset({
-    ("scan", "max_file_bytes"), ("scan", "max_line_chars"), ("scan", "binary_sniff_bytes"),
+    ("scan", "max_file_bytes"), ("scan", "max_line_chars"),
     ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),
     ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
     ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
@@ -425,6 +424,20 @@ _UNIT = frozenset({
 })
 
 
+# Every number a setting holds is at most this, unless _MAXIMA says less: TOML integers are
+# unbounded, and window_lines = 10**23 overflowed numpy deep in the index build (an internal
+# error, not a warning). 2**31 - 1 fits every C int and numpy int32 a setting reaches, and in
+# seconds or milliseconds it stays below threading.TIMEOUT_MAX.
+SETTING_CEILING = 2**31 - 1
+_MAXIMA: dict[tuple[str, str], int] = {
+    # W keeps up to this many entries per fragment: 2**31 asked numpy for 176 GiB on the example.
+    ("relations", "max_relations_per_fragment"): 4096,
+    # Threads and processes, whoever asks: a billion llama.cpp threads or parse workers is a crash.
+    ("index", "workers"): 1024, ("relations", "workers"): 1024, ("relations", "product_threads"): 1024,
+    ("completion", "threads"): 1024,
+}
+
+
 def _range_problem(section: str, key: str, value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
@@ -436,6 +449,9 @@ def _range_problem(section: str, key: str, value: Any) -> str | None:
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return "must be a finite number"  # NaN / inf would pass every comparison below, or print as invalid JSON
+    highest = _MAXIMA.get((section, key), SETTING_CEILING)
+    if value > highest:
+        return f"must be at most {highest:,}"
     if (section, key) == ("completion", "gpu_layers"):
         return "must be -1 (all layers) or more" if value < -1 else None
     if (section, key) == ("completion", "clone_position"):
@@ -509,6 +525,53 @@ STRICTER_ONLY_KEYS = frozenset({
     ("scan", "secret_patterns"), ("scan", "mask_secrets"), ("scan", "secret_min_length"),
     ("scan", "secret_min_entropy"),
 })
+
+
+# Resource settings a repository's own repomem.toml may not raise past these: a cloned repository
+# must not make repomem start 24 index workers or reserve a million-token model window. The
+# user's config, the command line and the editor may; so may a repository the user trusts. A
+# repository's value above its cap is lowered to the cap, with one warning. None: this machine's
+# CPU count (threads and processes).
+REPOSITORY_CAPS: dict[tuple[str, str], int | float | None] = {
+    ("index", "workers"): None, ("relations", "workers"): None, ("relations", "product_threads"): None,
+    ("completion", "threads"): None,
+    # Tokens: the default model's trained window (Qwen2.5-Coder-0.5B: 32,768); the KV cache the
+    # embedded model allocates grows with context_tokens.
+    ("completion", "context_tokens"): 32_768, ("completion", "max_prompt_tokens"): 32_768,
+    ("completion", "max_suffix_tokens"): 32_768, ("completion", "max_new_tokens"): 2_048,
+    ("completion", "iterative_rounds"): 4,  # a generation each
+    ("completion", "batch_size"): 64,
+    ("completion", "deadline_s"): 600.0,  # seconds a generation may hold the model
+    ("memory", "max_calls"): 32, ("memory", "answer_tokens"): 256, ("memory", "summary_tokens"): 1_024,
+    ("scan", "max_file_bytes"): 10_000_000, ("scan", "max_line_chars"): 100_000,  # ten times the defaults
+    ("graph", "max_reach"): 8_192, ("graph", "max_file_nodes"): 100_000,  # 0 (no limit) is above
+    ("relations", "max_relations_per_fragment"): 512,
+    ("retrieval", "top_k"): 200, ("retrieval", "query_lines"): 1_000,
+    ("retrieval", "summary_walk_files"): 256, ("retrieval", "summary_walk_steps"): 4_096,
+    ("index", "keep_snapshots"): 8,  # each a copy of the index on disk
+    ("server", "completion_cache_entries"): 4_096, ("server", "shown_completions"): 4_096,
+}
+_UNLIMITED_AT_ZERO = frozenset({("graph", "max_reach"), ("graph", "max_file_nodes")})
+
+
+def _repository_cap(user_section: dict[str, Any], section: str, key: str, asked: Any) -> tuple[Any, str | None]:
+    """`asked` (a repository's value of a REPOSITORY_CAPS key), or the cap with a warning when it
+    is above (the user's own value, where higher, is the cap); a value of the wrong type is left
+    for config_from_mapping to report."""
+    if isinstance(asked, bool) or not isinstance(asked, (int, float)):
+        return asked, None
+    cap = REPOSITORY_CAPS[(section, key)]
+    if cap is None:
+        cap = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    users = user_section.get(key)
+    if isinstance(users, (int, float)) and not isinstance(users, bool) and users > cap:
+        cap = users
+    unlimited = asked == 0 and (section, key) in _UNLIMITED_AT_ZERO
+    if not unlimited and not asked > cap:  # NaN is reported by config_from_mapping
+        return asked, None
+    return cap, (f"{CONFIG_FILE_NAME}: {section}.{key}={asked!r}{' (no limit)' if unlimited else ''} is more than "
+                 f"a repository's own settings may ask for ({cap:,}); {cap:,} used (set it in {user_config_path()} "
+                 f"or on the command line, or trust the repository there under [{TRUST_SECTION}])")
 
 
 def user_config_path() -> Path:
@@ -594,6 +657,10 @@ def load_config(repo_root: Path) -> tuple[Config, list[str]]:
                     warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key}: {refused}; ignored")
                 if value is None:
                     continue
+            if (section, key) in REPOSITORY_CAPS and not trusted:
+                value, capped = _repository_cap(merged.get(section, {}), section, key, value)
+                if capped is not None:
+                    warnings.append(capped)
             kept[key] = value
         merged[section] = {**merged.get(section, {}), **kept}
     if weakened:

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from repomem.config import ScanConfig
 from repomem.failures import Failure
-from repomem.index.scan import normalize_newlines
+from repomem.index.scan import NOT_UTF8_NAME, is_text_name, normalize_newlines, printable_path
 from repomem.regular_files import read_regular
 
 _POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
@@ -83,13 +84,38 @@ def read_text_file(path: Path) -> str | Failure:
         data = read_regular(path)
     except OSError as error:
         return Failure("unreadable-file", f"{path}: cannot read ({error.strerror or error})")
-    if b"\0" in data[:8192]:
+    if b"\0" in data:  # anywhere: a NUL past the first kilobytes reached prompts (scan.source_from_bytes)
         return Failure("binary-file", f"{path} is a binary file")
     return normalize_newlines(data.decode("utf-8", errors="replace"))
 
 
-def locate(root: Path, relative_path: str, text: str, line: int, column: int | None) -> Cursor | Failure:
-    """Check a 1-based line / column against the text and return a 0-based cursor."""
+def uncompletable(relative_path: str, text: str, scan: ScanConfig) -> Failure | None:
+    """Why a file is no place for a cursor: what the scan would skip it for. A file the index
+    leaves out still reached the query and the prompt as the cursor's own file: a 10 MB line
+    cost 1.8 GB and a model call that timed out before the prompt budget refused it."""
+    if not is_text_name(relative_path):
+        return Failure("not-utf8-name", f"{printable_path(relative_path)}: the {NOT_UTF8_NAME}; repomem neither "
+                                        "indexes nor completes in such files (rename it)")
+    if "\0" in text:
+        return Failure("binary-file", f"{relative_path} is a binary file (it holds a NUL character)")
+    if len(text) > scan.max_file_bytes and len(text.encode("utf-8", "surrogatepass")) > scan.max_file_bytes:
+        return Failure("file-too-large", f"{relative_path} is larger than {scan.max_file_bytes} bytes "
+                                         "(scan.max_file_bytes): not indexed, nor completed in")
+    longest = max(map(len, text.split("\n")), default=0)
+    if longest > scan.max_line_chars:
+        return Failure("line-too-long", f"{relative_path} has a line of {longest} characters, more than "
+                                        f"{scan.max_line_chars} (scan.max_line_chars; minified?): not indexed, "
+                                        "nor completed in")
+    return None
+
+
+def locate(root: Path, relative_path: str, text: str, line: int, column: int | None,
+           scan: ScanConfig | None = None) -> Cursor | Failure:
+    """Check a 1-based line / column against the text and return a 0-based cursor. `scan`: the
+    limits of the files a cursor may sit in (the scan's; default: the config's defaults)."""
+    problem = uncompletable(relative_path, text, scan or ScanConfig())
+    if problem is not None:
+        return problem
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # the empty string after the final newline is not a line an editor shows

@@ -505,7 +505,7 @@ class RepoService:
             if isinstance(read, Failure):
                 return read
             text = read
-        return locate(self.root, relative, text, line, column)
+        return locate(self.root, relative, text, line, column, self.config.scan)
 
     def retrieve(
         self,

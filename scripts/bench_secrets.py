@@ -74,7 +74,7 @@ def repo_texts(root: Path) -> list[tuple[str, str]]:
             data = (root / path).read_bytes()
         except OSError:
             continue
-        if b"\0" not in data[: scan.binary_sniff_bytes]:
+        if b"\0" not in data:  # as the scan: a NUL anywhere makes a file binary
             texts.append((path, normalize_newlines(data.decode("utf-8", errors="replace"))))
     return texts
 

@@ -113,6 +113,27 @@ def _excluded_dir(name: str, config: ScanConfig) -> bool:
     return name in config.excluded_dirs or name.endswith(config.excluded_dir_suffixes)
 
 
+def is_text_name(path: str) -> bool:
+    """Whether `path` is valid UTF-8: a name read from the disk carries undecodable bytes as
+    surrogate escapes (os.fsdecode, `git ls-files` decoded the same way)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_path(path: str) -> str:
+    """`path` as valid UTF-8 text, an undecodable byte shown as \\xNN (for reports and JSON)."""
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to (JSON's "\\ud800")
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+NOT_UTF8_NAME = "file name is not valid UTF-8"
+
+
 def excluded_reason(path: str, config: ScanConfig) -> str | None:
     """Name-based reason to skip a repository-relative path, or None to keep it."""
     parts = path.split("/")
@@ -123,6 +144,12 @@ def excluded_reason(path: str, config: ScanConfig) -> str | None:
         return "secret (never indexed)"
     if language_of(path) is None:
         return "no grammar for this file type"
+    # Skipped, not carried: a path goes into the index's JSON manifest, JSON output, prompt
+    # headers sent to a model (UTF-8 text) and editors' URIs, and a name that is not text broke
+    # every completion that retrieved the file. Such names are rare in source trees; one reason
+    # in `index -v` costs less than escaping every one of those paths.
+    if not is_text_name(path):
+        return NOT_UTF8_NAME
     return None
 
 
@@ -186,7 +213,7 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
         reason = excluded_reason(name, config)
         if reason is not None:
             if reason != "no grammar for this file type":
-                skipped.append(Skipped(name, reason))
+                skipped.append(Skipped(printable_path(name), reason))
             continue
         full = os.path.join(top, name)
         try:
@@ -227,7 +254,7 @@ def source_from_bytes(
 ) -> SourceFile | Skipped:
     if len(data) > config.max_file_bytes:
         return Skipped(path, f"larger than {config.max_file_bytes} bytes")
-    if b"\0" in data[: config.binary_sniff_bytes]:
+    if b"\0" in data:  # anywhere (memchr over at most max_file_bytes): a late NUL reached prompts
         return Skipped(path, "binary file")
     text = normalize_newlines(data.decode("utf-8", errors="replace"))
     longest = max((len(line) for line in text.split("\n")), default=0)

@@ -6,6 +6,7 @@ server's share of the matrix is in test_lsp_bad_input.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -43,9 +44,24 @@ def shop(tmp_path_factory) -> Path:
     (repo / "tasks.jsonl").write_text("{not json\n")
     (repo.parent / "outside.py").write_text("x = 1\n")
     os.symlink(repo.parent / "outside.py", repo / "away.py")
+    (repo / os.fsdecode(b"caf\xe9.py")).write_text("def cafe_total(price):\n    return price\n")
+    (repo / "late_nul.py").write_bytes(b"x = 1\n" * 2000 + b"y = '\x00'\n")  # the NUL past 8 KB
+    (repo / "huge_line.py").write_text("x = [" + "1, " * 3_400_000 + "]\n")  # one 10 MB line
+    (repo / "minified.py").write_text("x = [" + "1, " * 5_000 + "]\n")  # 15 KB, under max_file_bytes
+    os.symlink(repo.parent / "outside.py", repo / "shop" / "away_link.py")
+    for name, fpath, lineno in (("dotdot", ["shop", "..", "..", "outside.py"], 0),
+                                ("absolute", ["shop", "/etc/hostname"], 0), ("repo_name", ["..", "outside.py"], 0),
+                                ("link", ["shop", "away_link.py"], 0), ("past_end", ["shop", "report.py"], 9999)):
+        (repo / f"tasks_{name}.jsonl").write_text(_task(fpath, lineno) + "\n")
     indexed = run("index", str(repo))
     assert indexed.returncode == 0, indexed.stderr
     return repo
+
+
+def _task(fpath: list[str], lineno: int) -> str:
+    """One RepoEval task line (eval/tasks.py) naming `fpath`."""
+    return json.dumps({"prompt": "", "metadata": {"task_id": "t/0", "ground_truth": "x = 1", "fpath_tuple": fpath,
+                                                  "context_start_lineno": 0, "lineno": lineno}})
 
 
 def _files_indexed(repo: Path) -> int:
@@ -104,6 +120,22 @@ CLI_CASES = [
     ("eval run --alphas nan", ["eval", "run", "--tasks", "{repo}/tasks.jsonl", "--repos", "{repo}",
                                "--retrieval-only", "--alphas", "0,nan"], 2, ""),
     ("eval report of a missing file", ["eval", "report", "{repo}/absent.jsonl"], 2, "no such file"),
+    # Issue 34: names that are not UTF-8, late NUL bytes, huge lines, and task paths leaving --repos.
+    ("a cursor in a file whose name is not UTF-8", ["retrieve", "{repo}/caf\udce9.py:1"], 2, "not valid UTF-8"),
+    ("a NUL byte past the first 8 KB", ["retrieve", "{repo}/late_nul.py:1"], 2, "binary"),
+    ("a cursor's file with a 10 MB line", ["retrieve", "{repo}/huge_line.py:1"], 2, "larger than"),
+    ("a cursor's file with a 15,000 character line", ["retrieve", "{repo}/minified.py:1"], 2, "minified"),
+    ("eval task with '..' in its path", ["eval", "run", "--tasks", "{repo}/tasks_dotdot.jsonl", "--repos", "{repo}",
+                                         "--retrieval-only"], 2, "plain names"),
+    ("eval task with an absolute path", ["eval", "run", "--tasks", "{repo}/tasks_absolute.jsonl", "--repos",
+                                         "{repo}", "--retrieval-only"], 2, "plain names"),
+    ("eval task whose repository is '..'", ["eval", "run", "--tasks", "{repo}/tasks_repo_name.jsonl", "--repos",
+                                            "{repo}", "--retrieval-only"], 2, "plain names"),
+    ("eval task through a link leaving its repository", ["eval", "run", "--tasks", "{repo}/tasks_link.jsonl",
+                                                         "--repos", "{repo}", "--retrieval-only"], 2,
+     "1 of 1 tasks name files outside their repository folder"),
+    ("eval task past the end of its file", ["eval", "run", "--tasks", "{repo}/tasks_past_end.jsonl", "--repos",
+                                            "{repo}", "--retrieval-only"], 2, "line past the end of their file"),
 ]
 
 
@@ -136,6 +168,11 @@ SETTINGS_CASES = [
      "expected a list of strings, got an integer 1"),
     ("one name where a list goes", "[scan]\nexcluded_dirs = 'build'", "expected a list of strings, got a string"),
     ("TOML nested 5,000 deep", "a = " + "[" * 5000 + "]" * 5000, "defaults used"),
+    ("an integer past every bound", "[fragments]\nwindow_lines = 99999999999999999999999", "must be at most"),
+    ("a repository asking for 100,000 index workers", "[index]\nworkers = 100000",
+     "more than a repository's own settings may ask for"),
+    ("a repository asking for a million-token model window", "[completion]\ncontext_tokens = 1000000",
+     "more than a repository's own settings may ask for (32,768)"),
 ]
 
 
@@ -296,3 +333,72 @@ def test_an_index_built_in_a_subfolder_does_not_shrink_the_repository(tmp_path: 
     assert found.returncode == 0, found.stderr
     paths = [f["path"] for f in json.loads(found.stdout)["fragments"]]
     assert paths and all(p.startswith(("shop/", "tests/")) for p in paths), paths  # paths from the top
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(shop: Path, tmp_path: Path):
+    """Issue 34 item 7: a file named b"caf\\xe9.py" was indexed, and every completion that retrieved
+    it was an internal error (its name in the prompt header is not text). Such files are skipped
+    at scan time, with the reason in `index -v` and --json (the name escaped as valid UTF-8)."""
+    verbose = run("index", str(shop), "-v", "--full")
+    assert verbose.returncode == 0, verbose.stderr
+    shown = " ".join(verbose.stdout.split())
+    assert "skipped caf\\xe9.py: file name is not valid UTF-8" in shown
+    assert "skipped late_nul.py: binary file" in shown  # a NUL past the first 8 KB: binary too
+    report = json.loads(run("index", str(shop), "--json").stdout)
+    assert {"path": "caf\\xe9.py", "reason": "file name is not valid UTF-8"} in report["skipped"]
+
+    repo = tmp_path / "cafe"
+    repo.mkdir()
+    (repo / "repomem.toml").write_text("")
+    (repo / os.fsdecode(b"caf\xe9.py")).write_text("def compute_tax(price):\n    return price * 0.2\n")
+    (repo / "main.py").write_text("def total(price):\n    return compute_tax(price) + compute_\n")
+    found = run("retrieve", f"{repo}/main.py:2", "--json")
+    assert found.returncode == 0, found.stderr
+    assert all(f["path"] == "main.py" for f in json.loads(found.stdout)["fragments"])
+    completed = run("complete", f"{repo}/main.py:2", "--max-tokens", "4")  # the embedded model
+    assert completed.returncode == 0 and "Traceback" not in completed.stderr, completed.stderr
+
+
+def test_eval_tasks_leaving_their_repository_read_and_write_nothing(tmp_path: Path):
+    """Issue 34 item 8: `..`, absolute paths and links in a task's fpath_tuple read files outside
+    --repos (and sent them to the endpoint) and wrote .repomem folders outside it. Such a task
+    file is refused whole before any work: one line, exit 2, no index, no results."""
+    repos = tmp_path / "repos"
+    copy_example(repos / "shop")
+    (tmp_path / "secret.py").write_text("API_KEY = 'kept outside --repos'\n")
+    os.symlink(tmp_path / "secret.py", repos / "shop" / "leak.py")
+    os.symlink(tmp_path, repos / "elsewhere")  # a repository folder that is a link out
+    report_py = ["shop", "shop", "report.py"]
+    cases = {
+        "dotdot": ([_task(["shop", "..", "..", "secret.py"], 0)], "plain names"),
+        "absolute": ([_task(["shop", str(tmp_path / "secret.py")], 0)], "plain names"),
+        "repository link": ([_task(["elsewhere", "secret.py"], 0)], "repository folders outside"),
+        "file link": ([_task(["shop", "leak.py"], 0), _task(report_py, 3).replace("t/0", "t/1")],
+                      "1 of 2 tasks name files outside their repository folder"),
+        "past the end": ([_task(report_py, 9999)], "line past the end of their file"),
+    }
+    for name, (lines, needle) in cases.items():
+        tasks = tmp_path / f"{name}.jsonl"
+        tasks.write_text("\n".join(lines) + "\n")
+        results = tmp_path / f"{name}-results.jsonl"
+        result = run("eval", "run", "--tasks", str(tasks), "--repos", str(repos), "--retrieval-only",
+                     "--results", str(results))
+        lines_out = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines_out) == 1 and needle in lines_out[0], (name, result.stderr)
+        assert not results.exists(), name
+    assert not list(tmp_path.rglob(".repomem")) and not list(tmp_path.rglob("*.jsonl.lock"))
+
+
+def test_a_pathological_gitignore_line_does_not_hang_indexing(tmp_path: Path):
+    """Issue 34 item 9: without git, a `.gitignore` line `*a*a…*a*b` (30 stars) against a long
+    file name hung `repomem index` (exponential backtracking); it now takes a moment."""
+    repo = tmp_path / "stars"
+    repo.mkdir()
+    (repo / "repomem.toml").write_text("")
+    (repo / ".gitignore").write_text("*a" * 30 + "*b\n" + "*a" * 30 + "*b.py\n")
+    (repo / ("a" * 200 + ".py")).write_text("def kept():\n    return 1\n")
+    (repo / ("a" * 40 + "b.py")).write_text("def ignored():\n    return 2\n")
+    result = subprocess.run([sys.executable, "-m", "repomem", "index", str(repo), "--json"],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["files"] == 1
