@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,10 @@ class CompletionSession:
         self.shown = ShownCompletions(self.config.server.shown_completions)
         self.open_buffers: dict[str, str] = {}  # path -> latest text, written by the event loop
         self._dirty: set[str] = set()  # buffers the index overlay has not seen yet
+        # Open buffers, least recently changed or asked in first (guarded by _dirty_lock): only the
+        # last server.indexed_buffers are overlaid on the index, the others are kept as text.
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._overlaid: set[str] = set()  # open buffers whose current text the index holds
         self._dirty_lock = threading.Lock()
         self.index_ready = threading.Event()
         # Called (on the model thread) when the index turns out damaged; the server rebuilds it.
@@ -190,7 +195,7 @@ class CompletionSession:
         if self.backend is not None:  # the stable-order memo holds fragment ids of the old index
             self.engine = CompletionEngine(self.service, self.backend, self.config)
         with self._dirty_lock:
-            self._dirty.update(self.open_buffers)
+            self._overlaid.clear()  # built from the disk: every buffer is overlaid again
         self.index_ready.set()
         self.sync_buffers()
 
@@ -199,14 +204,33 @@ class CompletionSession:
         self.open_buffers[path] = text
         with self._dirty_lock:
             self._dirty.add(path)
+            self._recent[path] = None
+            self._recent.move_to_end(path)
+
+    def _asked_in(self, path: str) -> None:
+        """A request in an open buffer makes it recent: overlaid again if it was left out."""
+        with self._dirty_lock:
+            if path in self._recent:
+                self._recent.move_to_end(path)
 
     def sync_buffers(self) -> None:
-        """Overlay every changed open buffer on the index (before retrieval reads it)."""
+        """Overlay the most recent open buffers that changed, or were left out, on the index (before
+        retrieval reads it), and take older ones off it. Each overlay costs ~200 KB (the file's
+        fragments, tokens and graph) and ~30 ms; thousands of open buffers cost gigabytes and
+        minutes. Buffers left out are retrieved as the disk has them."""
         if self.service.index is None:
             return
+        limit = max(self.config.server.indexed_buffers, 1)
         with self._dirty_lock:
-            paths, self._dirty = self._dirty, set()
-        for path in sorted(paths):
+            recent = list(self._recent)[-limit:]
+            paths = sorted(path for path in recent if path in self._dirty or path not in self._overlaid)
+            stale = sorted(self._overlaid.difference(recent))
+            self._dirty = set()
+            self._overlaid.difference_update(stale)
+            self._overlaid.update(paths)
+        for path in stale:
+            self._report(self.service.drop_buffer(path))
+        for path in paths:
             text = self.open_buffers.get(path)
             if text is None:
                 continue
@@ -227,6 +251,8 @@ class CompletionSession:
         self.open_buffers.pop(path, None)
         with self._dirty_lock:
             self._dirty.discard(path)
+            self._recent.pop(path, None)
+            self._overlaid.discard(path)
         if self.service.index is not None:
             self._report(self.service.drop_buffer(path))
 
@@ -234,6 +260,8 @@ class CompletionSession:
         """The disk has the buffer's text now: index it from disk and persist the index."""
         with self._dirty_lock:
             self._dirty.discard(path)
+            if path in self._recent:
+                self._overlaid.add(path)  # the index holds its text, from the disk
         if self.service.index is None:
             return
         self._report(self.service.drop_buffer(path))
@@ -257,6 +285,7 @@ class CompletionSession:
     def complete(self, request: EditorRequest) -> CompletionAnswer:
         if request.cancelled() or self.stopped:
             return CompletionAnswer("", None, "cancelled")
+        self._asked_in(request.path)
         self.sync_buffers()
         cursor = locate(self.root, request.path, request.text, request.line + 1, request.character + 1)
         if isinstance(cursor, Failure):
@@ -314,6 +343,7 @@ class CompletionSession:
     def explain(self, path: str, text: str, line: int, character: int, completion_id: str | None) -> dict:
         """The fragments behind a position: those of the completion shown there if known, else a
         fresh top K; each with s_ind, s_env, s_rel and the neighbour that lifted it most."""
+        self._asked_in(path)
         self.sync_buffers()
         cursor = locate(self.root, path, text, line + 1, character + 1)
         if isinstance(cursor, Failure):

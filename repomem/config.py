@@ -318,6 +318,10 @@ class ServerConfig:
     # makes abandoned prompts stop within ~2 s, at that price).
     prefill_chunk_tokens: int = 0
     completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
+    # Open buffers overlaid on the index, the most recently edited or asked in (lsp/session.py):
+    # each costs ~200 KB and ~30 ms to index, so 3,000 open documents took over 1 GB. The others are
+    # kept as text only and retrieved as the disk has them until they are edited or asked in again.
+    indexed_buffers: int = 64
     shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
     # JSONL of accept / reject events with the fragments that fed each completion; local only.
     # "" = feedback.jsonl in the repository's index folder.
@@ -415,7 +419,7 @@ _POSITIVE = frozenset({
     ("memory", "summary_tokens"),
     ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
     ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
-    ("server", "progress_interval_ms"), ("server", "answer_within_ms"),
+    ("server", "progress_interval_ms"), ("server", "answer_within_ms"), ("server", "indexed_buffers"),
 })
 _UNIT = frozenset({
     ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),

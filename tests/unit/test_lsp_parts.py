@@ -13,8 +13,10 @@ from repomem.config import Config, load_config, with_overrides
 from repomem.index.store import load_index
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
+from repomem.lsp.session import CompletionSession
 from repomem.lsp.settings import apply_settings, backend_changed, layered_settings
 from repomem.positions import locate
+from repomem.progress import NoProgress
 from repomem.retrieval.scoring import ScoredFragment, score_fragments, strongest_lifts, top_fragments
 from repomem.service import RepoService
 
@@ -192,3 +194,29 @@ def test_file_events_reindex_from_disk_and_save_persists(package_repo: Path):
     assert service.save() is None
     loaded = load_index(package_repo, load_config(package_repo)[0])
     assert "zebra" in loaded.vocabulary
+
+
+def test_only_the_most_recent_open_buffers_are_overlaid_on_the_index(package_repo: Path):
+    """Issue 34: every open buffer was overlaid on the index (~200 KB each), so 3,000 open documents
+    took 1.3 GB. Only the server.indexed_buffers most recently edited or asked in are; the others
+    are kept as text and overlaid again when edited or asked in."""
+    session = CompletionSession(package_repo, with_overrides(Config(), server={"indexed_buffers": 2}),
+                                lambda level, message: None)
+    session.install_index(session.build_index(NoProgress()))
+    paths = [f"pkg/opened_{number}.py" for number in range(4)]
+    for number, path in enumerate(paths):
+        session.buffer_changed(path, f"def only_in_buffer_{number}(value):\n    return value + {number}\n")
+    session.sync_buffers()
+
+    def overlaid() -> set[str]:
+        return {path for path in paths if session.service.index.record(path) is not None}
+
+    assert overlaid() == set(paths[2:])
+    explained = session.explain(paths[0], session.open_buffers[paths[0]], 1, 4, None)  # asked in: overlaid again
+    assert "error" not in explained, explained
+    assert overlaid() == {paths[0], paths[3]}
+    assert session.service.retrieve("only_in_buffer_0", k=1)[0].path == paths[0]
+    session.buffer_changed(paths[1], "def edited_again(value):\n    return value\n")
+    session.buffer_closed(paths[0])
+    session.sync_buffers()
+    assert overlaid() == {paths[1], paths[3]}
