@@ -5,7 +5,8 @@ A cloned repository writes its own .gitignore. Translated the plain way, a line 
 and matching it hung indexing (git's own matcher gives up on such searches early). Here every
 rule becomes one regex in which each choice, once it can no longer matter, is made once:
 
-- a path is matched as "/" + each of its names, so a glob segment only ever sees one name;
+- a pattern without a slash is matched against the path's last name alone (as git does); any
+  other against "/" + each of the path's names, so a glob segment only ever sees one name;
 - inside a segment, `A*B*C` splits into fixed-length pieces (literal characters, `?`, `[...]`): a
   piece between two stars is matched at its earliest place and never tried again (an atomic
   group; an earlier place leaves every later piece at least as much room), and only the last star
@@ -17,7 +18,10 @@ Semantics are git's (gitignore(5), wildmatch with WM_PATHNAME): comments, escape
 spaces, `!` negation, a trailing `/` for folders only, a slash at the start or in the middle
 anchoring the pattern to the .gitignore's folder, `**/`, `/**/` and `/**`, `[...]` with ranges,
 `!`/`^` negation and `[:class:]` names. A malformed pattern (an unclosed `[`, a trailing backslash,
-an unknown class) matches nothing, as in git.
+an unknown class) matches nothing, as in git. Two quirks of git's code that its documentation does
+not describe are left out: a `**` glued to the literal start of a pattern (`src/a**/x`, which git
+lets cross folders and even match `src/ax`), and `**\\/` (an escaped slash), which git does not
+let stand for zero folders.
 """
 
 from __future__ import annotations
@@ -44,7 +48,13 @@ class _Malformed(ValueError):
 class IgnoreRule:
     negated: bool  # `!pattern`: a match re-includes the path
     folders_only: bool  # `pattern/`: matches folders only
-    regex: re.Pattern[str]  # matches "/" + the path relative to the .gitignore's folder
+    # A pattern without a slash matches a path's last name, at any depth (as git's match_basename);
+    # any other matches "/" + the path relative to the .gitignore's folder.
+    name_only: bool
+    regex: re.Pattern[str]
+
+    def subject(self, path: str) -> str:
+        return path[path.rfind("/") + 1:] if self.name_only else "/" + path
 
 
 def _trim_trailing_spaces(line: str) -> str:
@@ -208,23 +218,49 @@ def parse_rule(line: str) -> IgnoreRule | None:
         return None
     # A slash at the start or in the middle anchors the pattern to the .gitignore's folder; a
     # name alone matches at any depth.
+    name_only = "/" not in text
     try:
-        tokens = _tokens(text.removeprefix("/")) if "/" in text else [_STAR, _STAR, _SLASH, *_tokens(text)]
-        regex = re.compile(_path_regex(tokens))
+        pattern = _segment_regex(_tokens(text)) + r"\Z" if name_only else _path_regex(_tokens(text.removeprefix("/")))
+        regex = re.compile(pattern)
     except (_Malformed, re.error):
         return None
-    return IgnoreRule(negated, folders_only, regex)
+    return IgnoreRule(negated, folders_only, name_only, regex)
 
 
 def ignores(rules: list[IgnoreRule], path: str, is_dir: bool) -> bool | None:
     """The last matching rule's verdict for `path` (relative, no leading "/"): True ignored,
     False re-included, None when no rule matches."""
-    target = "/" + path
-    verdict = None
-    for rule in rules:
-        if (is_dir or not rule.folders_only) and rule.regex.match(target):
-            verdict = not rule.negated
-    return verdict
+    for rule in reversed(rules):
+        if (is_dir or not rule.folders_only) and rule.regex.match(rule.subject(path)):
+            return not rule.negated
+    return None
+
+
+def _any_of(rules: list[IgnoreRule]) -> re.Pattern[str] | None:
+    """One regex matching where any of `rules` matches (each alternative as bounded as its rule)."""
+    return re.compile("|".join(f"(?:{rule.regex.pattern})" for rule in rules)) if rules else None
+
+
+class IgnoreFile:
+    """One .gitignore's rules. Most paths match none of them, and a walk asks about every file
+    and folder: two regexes (of the name-only rules over the last name, of the others over the
+    path) say so at once, and only a path some rule matches goes through the rules."""
+
+    def __init__(self, prefix: str, rules: list[IgnoreRule]):
+        self.prefix = prefix  # its folder, relative, with a trailing "/" ("" at the root)
+        self.rules = rules
+        # (name-only rules, path rules) that may match folders, then those that may match files
+        self._quick = {is_dir: (_any_of([r for r in rules if r.name_only and (is_dir or not r.folders_only)]),
+                                _any_of([r for r in rules if not r.name_only and (is_dir or not r.folders_only)]))
+                       for is_dir in (True, False)}
+
+    def verdict(self, path: str, is_dir: bool) -> bool | None:
+        """As `ignores`, for `path` relative to this file's folder."""
+        by_name, by_path = self._quick[is_dir]
+        if not ((by_name is not None and by_name.match(path[path.rfind("/") + 1:]))
+                or (by_path is not None and by_path.match("/" + path))):
+            return None
+        return ignores(self.rules, path, is_dir)
 
 
 class IgnoreRules:
@@ -234,7 +270,7 @@ class IgnoreRules:
     an ignored one, which is how git treats a file inside an ignored folder (never re-included)."""
 
     def __init__(self) -> None:
-        self._files: list[tuple[str, list[IgnoreRule]]] = []
+        self._files: list[IgnoreFile] = []
 
     def add_file(self, path: Path, prefix: str) -> None:
         """Add the rules of one .gitignore; `prefix` is its folder, relative, with a trailing '/'."""
@@ -244,15 +280,15 @@ class IgnoreRules:
             return
         rules = [rule for rule in map(parse_rule, lines) if rule is not None]
         if rules:
-            self._files.append((prefix, rules))
+            self._files.append(IgnoreFile(prefix, rules))
 
     def ignored(self, relative_path: str, is_dir: bool) -> bool:
         """Deeper .gitignore files decide over those above them, as in git."""
         result = False
-        for prefix, rules in self._files:
-            if not relative_path.startswith(prefix):
+        for ignore_file in self._files:
+            if not relative_path.startswith(ignore_file.prefix):
                 continue
-            verdict = ignores(rules, relative_path[len(prefix):], is_dir)
+            verdict = ignore_file.verdict(relative_path[len(ignore_file.prefix):], is_dir)
             if verdict is not None:
                 result = verdict
         return result
