@@ -42,6 +42,7 @@ from repomem.index.scan import (
     SourceFile,
     excluded_reason,
     list_candidates,
+    printable_path,
     read_source,
     secret_reason,
     source_from_bytes,
@@ -465,7 +466,7 @@ class RepoService:
         assert self.index is not None
         reason = excluded_reason(path, self.config.scan) or secret_reason(self.root, path, self.config.scan)
         if reason is not None:
-            return Failure("not-indexed", f"{path}: not indexed ({reason})")
+            return Failure("not-indexed", f"{printable_path(path)}: not indexed ({reason})")
         language = language_of(path)
         assert language is not None
         text = self._buffers.get(path)

@@ -21,6 +21,7 @@ from repomem.config import (
 from repomem.failures import Failure
 from repomem.index.scan import Skipped, list_candidates, source_from_bytes
 from repomem.positions import locate, read_text_file
+from repomem.service import RepoService
 from tests.repos import write_repo
 
 
@@ -88,6 +89,10 @@ def test_names_that_are_not_utf8_are_skipped_with_a_printable_reason(tmp_path: P
                                                      ("d\\xff/inner.py", "file name is not valid UTF-8")}
     cursor = locate(repo, os.fsdecode(b"caf\xe9.py"), "y = 2\n", 1, None)
     assert isinstance(cursor, Failure) and cursor.kind == "not-utf8-name" and "caf\\xe9.py" in cursor.message
+    service = RepoService.open(repo)  # an editor saving the file: refused in words any log can carry
+    assert not isinstance(service, Failure) and not isinstance(service.ensure_index(), Failure)
+    changed = service.file_changed(os.fsdecode(b"caf\xe9.py"))
+    assert isinstance(changed, Failure) and changed.message == "caf\\xe9.py: not indexed (file name is not valid UTF-8)"
 
 
 @pytest.mark.parametrize("text, kind", [
