@@ -554,6 +554,7 @@ REPOSITORY_CAPS: dict[tuple[str, str], int | float | None] = {
     ("retrieval", "summary_walk_files"): 256, ("retrieval", "summary_walk_steps"): 4_096,
     ("index", "keep_snapshots"): 8,  # each a copy of the index on disk
     ("server", "completion_cache_entries"): 4_096, ("server", "shown_completions"): 4_096,
+    ("server", "indexed_buffers"): 512,  # ~200 KB of index each
 }
 _UNLIMITED_AT_ZERO = frozenset({("graph", "max_reach"), ("graph", "max_file_nodes")})
 
