@@ -287,7 +287,8 @@ class CompletionSession:
             return CompletionAnswer("", None, "cancelled")
         self._asked_in(request.path)
         self.sync_buffers()
-        cursor = locate(self.root, request.path, request.text, request.line + 1, request.character + 1)
+        cursor = locate(self.root, request.path, request.text, request.line + 1, request.character + 1,
+                        self.service.config.scan)
         if isinstance(cursor, Failure):
             self.log("warning", cursor.message)
             return EMPTY_FAILED
@@ -345,7 +346,7 @@ class CompletionSession:
         fresh top K; each with s_ind, s_env, s_rel and the neighbour that lifted it most."""
         self._asked_in(path)
         self.sync_buffers()
-        cursor = locate(self.root, path, text, line + 1, character + 1)
+        cursor = locate(self.root, path, text, line + 1, character + 1, self.service.config.scan)
         if isinstance(cursor, Failure):
             return {"error": cursor.message, "fragments": []}
         shown = self.shown.get(completion_id) if completion_id else None
