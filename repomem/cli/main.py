@@ -20,6 +20,7 @@ from rich.table import Table
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
+from repomem.cli.service_setup import ensure_index, index_root, open_service
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure
 from repomem.positions import find_repo_root, parse_position
@@ -57,40 +58,9 @@ def _report_json(report: IndexReport) -> dict[str, Any]:
     }
 
 
-def _open_service(root: Path, err: Console) -> RepoService:
-    service = ok(RepoService.open(root))
-    for warning in service.warnings:
-        print(f"repomem: warning: {warning}", file=sys.stderr)
-    return service
-
-
-def _ensure_index(service: RepoService, err: Console, full: bool = False) -> IndexReport:
-    """The index, loaded, updated or built, with its per-file structure read (what completion uses
-    and an update writes), so a damaged index is rebuilt before the command, not during it."""
-    with RichProgress(err) as progress:
-        report = ok(service.ensure_index(progress, full=full, structure=True))
-    if report.warning:
-        print(f"repomem: warning: {report.warning}", file=sys.stderr)
-    return report
-
-
-def _index_root(path: str | None) -> Path:
-    """`index` with no folder indexes the repository around the current one (not the subfolder);
-    an explicit folder inside another repository is indexed as asked, with a warning."""
-    if path is None:
-        return find_repo_root(Path.cwd()) or Path.cwd()
-    asked = Path(path)
-    enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
-    if enclosing is not None and enclosing != asked.resolve():
-        print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "
-              f"{enclosing}'s index (run `repomem index {enclosing}`), this one serves {asked} alone "
-              "(--repo)", file=sys.stderr)
-    return asked
-
-
 def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
-    service = _open_service(_index_root(args.path), err)
-    report = _ensure_index(service, err, full=args.full)
+    service = open_service(index_root(args.path))
+    report = ensure_index(service, err, full=args.full)
     if args.json:
         print(json.dumps(_report_json(report), indent=2))
         return 0
@@ -144,7 +114,7 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure("bad-option", "--k must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
     started = time.perf_counter()
-    _ensure_index(service, err)
+    ensure_index(service, err)
     index_ms = (time.perf_counter() - started) * 1000
     result = service.retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
     timings = {"index": index_ms, **result.timings_ms}
@@ -187,7 +157,7 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
                 "pass --repo PATH",
             ))
         root = found
-    service = _open_service(root, err)
+    service = open_service(root)
     path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
     cursor = ok(service.cursor_at(path, spec.line, spec.column))
     return service, cursor
@@ -204,7 +174,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     started = time.perf_counter()
     strategy = args.strategy or settings.strategy
     if strategy_named(strategy).retrieves:
-        _ensure_index(service, err)
+        ensure_index(service, err)
     timings["index"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     backend = open_chosen_backends(args, settings, err)[0]

@@ -16,8 +16,8 @@ from rich.table import Table
 
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError
-from repomem.cli.main import _ensure_index, _index_root, _open_service
 from repomem.cli.progress_bars import RichProgress
+from repomem.cli.service_setup import ensure_index, index_root, open_service
 from repomem.completion import summarise
 from repomem.failures import Failure
 
@@ -34,8 +34,8 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure("needs-confirmation", "add --yes to write summaries, or --dry-run to see what "
                                                       "they would cost (stdin is not a terminal to ask on)"))
     kinds = summarise.SUMMARY_KINDS if args.kind == "all" else (args.kind,)
-    service = _open_service(_index_root(args.path), err)
-    _ensure_index(service, err)
+    service = open_service(index_root(args.path))
+    ensure_index(service, err)
     backend = open_chosen_backends(args, service.config.completion, err)[0]
     store = service.open_written_summaries()
     try:

@@ -124,6 +124,21 @@ def test_no_import_cycles():
     assert not cycles, "\n".join(cycles)
 
 
+def test_no_module_imports_another_modules_private_names():
+    """A helper two modules share lives in a module both import, under a public name: importing
+    `_name` from a sibling is how the cli.main <-> cli.summarise_command cycle began (issue 35)."""
+    modules = module_files()
+    offenders = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("repomem", "lsp", "eval"):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                if private and resolve(node.module or "", modules) != module:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {', '.join(private)} "
+                                     f"from {node.module}")
+    assert not offenders, "\n".join(offenders)
+
+
 def test_no_top_level_lsp_or_eval_package_is_installed():
     import importlib.util
 

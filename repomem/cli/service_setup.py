@@ -1,0 +1,47 @@
+"""Opening a repository's service for a command: which folder, its warnings, its index brought up to
+date with a progress bar. Shared by the commands that index (`index`, `retrieve`, `complete`,
+`summarise`), so none of them imports another command's module."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from repomem.cli.errors import ok
+from repomem.cli.progress_bars import RichProgress
+from repomem.positions import find_repo_root
+from repomem.service import IndexReport, RepoService
+
+
+def open_service(root: Path) -> RepoService:
+    """The service of the repository at root; its configuration's warnings go to stderr."""
+    service = ok(RepoService.open(root))
+    for warning in service.warnings:
+        print(f"repomem: warning: {warning}", file=sys.stderr)
+    return service
+
+
+def ensure_index(service: RepoService, err: Console, full: bool = False) -> IndexReport:
+    """The index, loaded, updated or built, with its per-file structure read (what completion uses
+    and an update writes), so a damaged index is rebuilt before the command, not during it."""
+    with RichProgress(err) as progress:
+        report = ok(service.ensure_index(progress, full=full, structure=True))
+    if report.warning:
+        print(f"repomem: warning: {report.warning}", file=sys.stderr)
+    return report
+
+
+def index_root(path: str | None) -> Path:
+    """`index` with no folder indexes the repository around the current one (not the subfolder);
+    an explicit folder inside another repository is indexed as asked, with a warning."""
+    if path is None:
+        return find_repo_root(Path.cwd()) or Path.cwd()
+    asked = Path(path)
+    enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
+    if enclosing is not None and enclosing != asked.resolve():
+        print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "
+              f"{enclosing}'s index (run `repomem index {enclosing}`), this one serves {asked} alone "
+              "(--repo)", file=sys.stderr)
+    return asked
