@@ -155,7 +155,7 @@ class Readiness:
 
 class RepomemServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("repomem", _version())
+        super().__init__("repomem", server_version())
         self.session: CompletionSession | None = None
         self.options: Any = None  # initializationOptions, applied once the workspace is known
         self.settings_in_force: Any = None  # what apply_options last applied
@@ -165,6 +165,9 @@ class RepomemServer(LanguageServer):
         self.readiness = Readiness(self.show)
         self.settings_generation = 0
         self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
+        # Ends the running session's message loop (lsp/framing.py), which replaces pygls's own: pygls's
+        # loop watches the private BaseServer._stop_event, which has no public setter.
+        self.session_stop = threading.Event()
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -339,16 +342,27 @@ class RepomemServer(LanguageServer):
 
         self.with_progress("model", run)
 
+    def shutdown(self) -> None:
+        """pygls's shutdown (its thread pool, its listening server), and the end of our message loop."""
+        self.session_stop.set()
+        super().shutdown()
+
     @property
     def client_capabilities(self) -> types.ClientCapabilities | None:
+        """pygls's public property, or None before `initialize` (the protocol sets it there, so
+        pygls's own raises AttributeError until then)."""
         return getattr(self.protocol, "client_capabilities", None)
 
 
-def _version() -> str:
+def server_version() -> str:
+    """The version the server tells its clients (serverInfo): the installed package's, which
+    pyproject.toml sets, so no second literal can drift from it."""
     try:
         return importlib.metadata.version("repomem")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
-        return "0+unknown"
+        import repomem
+
+        return str(getattr(repomem, "__version__", "0+unknown"))
 
 
 server = RepomemServer()
@@ -619,13 +633,13 @@ def run_session(ls: RepomemServer, stream: BinaryIO, writer: Any) -> int:
     from pygls.io_ import StdinAsyncReader
 
     quiet_pygls_logs()
-    ls._stop_event = threading.Event()
+    ls.session_stop = threading.Event()
     reader = StdinAsyncReader(stream, ls.thread_pool)
     ls.protocol.set_writer(writer)
     loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
     code = 0
     try:
-        asyncio.run(loop.run(ls._stop_event, reader))
+        asyncio.run(loop.run(ls.session_stop, reader))
     except (BrokenPipeError, ConnectionResetError):
         complain("the client closed the connection")
     except OSError as error:

@@ -68,6 +68,27 @@ def test_a_configuration_change_layers_over_the_initialization_options():
 # -- caches --------------------------------------------------------------------------------------------
 
 
+def test_the_server_tells_the_packages_version_and_its_shutdown_ends_the_message_loop():
+    import asyncio
+    import importlib.metadata
+
+    from repomem.lsp.framing import MessageLoop
+    from repomem.lsp.server import RepomemServer, server_version
+
+    assert server_version() == importlib.metadata.version("repomem")
+    ls = RepomemServer()
+    assert (ls.name, ls.version) == ("repomem", server_version())
+    stop = ls.session_stop
+    ls.shutdown()  # pygls's public shutdown reaches our loop's stop event, not pygls's private one
+    assert stop.is_set()
+
+    class Silent:
+        async def readline(self) -> bytes:
+            raise AssertionError("a stopped loop reads nothing")
+
+    asyncio.run(MessageLoop(ls.protocol, lambda data: None, 1024).run(stop, Silent()))
+
+
 def test_completion_cache_is_an_lru_keyed_by_text_around_the_cursor_and_settings():
     cache = CompletionCache(entries=2)
     text = "def f():\n    return \n"
