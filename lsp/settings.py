@@ -64,7 +64,7 @@ def layered_settings(initial: Any, changed: Any) -> Any:
 
 def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
     """`base` (the repository's config) with the client's settings applied, and one message per
-    rejected setting. The server's retrieval budget is copied into retrieval.time_budget_ms."""
+    rejected setting. The result is the config the server's requests run with (for_server_requests)."""
     problems: list[str] = []
     options = _own(options)
     if options is None:
@@ -95,8 +95,14 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
         if "max_prompt_tokens" not in changes.get("completion", {}) and config.server.embedded_prompt_tokens > 0:
             embedded["max_prompt_tokens"] = config.server.embedded_prompt_tokens
         config = with_overrides(config, completion=embedded)
-    config = with_overrides(config, retrieval={"time_budget_ms": config.server.retrieval_budget_ms})
-    return config, problems
+    return for_server_requests(config), problems
+
+
+def for_server_requests(config: Config) -> Config:
+    """A copy of `config` for the language server's own requests: retrieval.time_budget_ms (the
+    budget of the CLI and the evaluator, in the repository's file too) replaced there by
+    server.retrieval_budget_ms, the server's. Two settings, one meaning each; `config` is unchanged."""
+    return with_overrides(config, retrieval={"time_budget_ms": config.server.retrieval_budget_ms})
 
 
 def backend_changed(old: Config, new: Config) -> bool:

@@ -134,8 +134,9 @@ class RetrievalConfig:
     visible_feed_environment: bool = True
     # Milliseconds; 0 = none. When the BM25 pass alone has used it up, the environment pass
     # (W · s_ind) is skipped and the ranking is plain BM25 for that query: a late answer is
-    # worth less to an editor than a slightly weaker one. The language server sets it from
-    # server.retrieval_budget_ms; the CLI and the evaluator keep exact FragRel.
+    # worth less to an editor than a slightly weaker one. This is the CLI's and the evaluator's
+    # budget (default: exact FragRel); the language server's requests run on a copy of the config
+    # with server.retrieval_budget_ms in its place (lsp/settings.py for_server_requests).
     time_budget_ms: float = 0.0
     # Relations that add context instead of re-ranking it: this many definitions that the cursor's
     # file imports or calls (resolved through import and call edges, other files only) join the
@@ -297,7 +298,9 @@ class ServerConfig:
     # Milliseconds an inline-completion request waits before it starts; a newer request for the
     # same document within this window answers instead (typing bursts start one generation).
     debounce_ms: int = 75
-    retrieval_budget_ms: float = 50.0  # copied into retrieval.time_budget_ms for the server
+    # Milliseconds: retrieval.time_budget_ms for the server's requests only (its copy of the config;
+    # the CLI and the evaluator keep retrieval.time_budget_ms as set).
+    retrieval_budget_ms: float = 50.0
     # A completion request still waiting after this many milliseconds is answered with an empty
     # incomplete list while the model runs on; the client's next ask gets the finished answer.
     # Below eglot's 10 s request time-out, so clients see an answer, never a time-out error.

@@ -47,6 +47,27 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
     assert not backend_changed(apply_settings(Config(), {})[0], apply_settings(Config(), {"alpha": 0.1})[0])
 
 
+def test_the_servers_retrieval_budget_applies_to_its_requests_only(tmp_path: Path, monkeypatch):
+    """server.retrieval_budget_ms and retrieval.time_budget_ms mean one thing each: the server's
+    budget, and the CLI's (and the evaluator's); setting either leaves the other's meaning alone."""
+    from repomem.lsp.settings import for_server_requests
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REPOMEM_CONFIG", raising=False)
+    (tmp_path / "repomem.toml").write_text("[retrieval]\ntime_budget_ms = 7\n[server]\nretrieval_budget_ms = 30\n")
+    cli, warnings = load_config(tmp_path)  # what `repomem complete` and `repomem retrieve` run with
+    assert not warnings
+    assert cli.retrieval.time_budget_ms == 7 and cli.server.retrieval_budget_ms == 30
+    served, problems = apply_settings(cli, {"retrievalBudgetMs": 20})
+    assert not problems and served.retrieval.time_budget_ms == 20 and served.server.retrieval_budget_ms == 20
+    assert cli.retrieval.time_budget_ms == 7  # the CLI's budget is not the server's
+    assert load_config(tmp_path)[0].retrieval.time_budget_ms == 7
+    assert for_server_requests(cli).retrieval.time_budget_ms == 30
+    # Defaults: exact FragRel for the CLI, a budget for the editor.
+    assert Config().retrieval.time_budget_ms == 0
+    assert apply_settings(Config(), {})[0].retrieval.time_budget_ms == Config().server.retrieval_budget_ms > 0
+
+
 def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
     assert apply_settings(Config(), {})[0].completion.max_prompt_tokens == 1024  # embedded, on the CPU
     chunked = with_overrides(Config(), server={"prefill_chunk_tokens": 256})
