@@ -50,7 +50,7 @@ from repomem.evaluation.metrics import (
     same_call,
 )
 from repomem.evaluation.tasks import EvalTask
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.repo_index import RepoIndex
 from repomem.positions import Cursor, read_text_file, text_before_cursor, uncompletable
 from repomem.progress import NoProgress, Progress
@@ -364,7 +364,7 @@ class Evaluator:
         if not self.repos_dir.is_dir():
             return Failure("missing-repos", f"{self.repos_dir}: no such folder (--repos names the folder holding "
                                             "one folder per repository)")
-        refused: dict[str, list[Failure]] = {}
+        refused: dict[FailureKind, list[Failure]] = {}
         lines: dict[Path, int | None] = {}  # per resolved file; None: unreadable, left to the task's record
         for task in tasks:
             target = resolve_task_file(self.repos_dir, task)
@@ -376,10 +376,10 @@ class Evaluator:
                 lines[target] = None if isinstance(text, Failure) else line_count(text)
             count = lines[target]
             if count is not None and task.lineno >= count:
-                refused.setdefault("task-past-end", []).append(Failure(
-                    "task-past-end", f"a line past the end of their file, e.g. {task.repo}/{task.path} "
-                                     f"({task.task_id}): line {task.lineno + 1} of {count}"))
-        for kind in ("task-outside", "missing-task-file", "task-past-end"):
+                refused.setdefault(FailureKind.TASK_PAST_END, []).append(Failure(
+                    FailureKind.TASK_PAST_END, f"a line past the end of their file, e.g. {task.repo}/{task.path} "
+                                               f"({task.task_id}): line {task.lineno + 1} of {count}"))
+        for kind in (FailureKind.TASK_OUTSIDE, FailureKind.MISSING_TASK_FILE, FailureKind.TASK_PAST_END):
             if kind in refused:
                 failures = refused[kind]
                 return Failure(kind, f"{len(failures)} of {len(tasks)} tasks name {failures[0].message}")
@@ -427,7 +427,7 @@ class Evaluator:
         assert service.index is not None
         cursor = task_cursor(service.root, task, text)
         cut = service.set_buffer(task.path, cursor.text)
-        if isinstance(cut, Failure) and cut.kind != "not-indexed":
+        if isinstance(cut, Failure) and cut.kind != FailureKind.NOT_INDEXED:
             return [{**self._base_record(task, v), "error": cut.message} for v in variants]
         leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
         out = []

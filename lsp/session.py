@@ -23,7 +23,7 @@ from repomem.backends.base import Backend, backend_broken
 from repomem.backends.factory import open_backend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.config import Config
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.repo_index import RepoIndex
 from repomem.index.store import index_dir
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
@@ -235,12 +235,12 @@ class CompletionSession:
             if text is None:
                 continue
             result = self.service.set_buffer(path, text)
-            if isinstance(result, Failure) and result.kind == "damaged-index":
+            if isinstance(result, Failure) and result.kind == FailureKind.DAMAGED_INDEX:
                 self.index_ready.clear()
                 self.log("error", f"{result.message}; completing from the open file until it is rebuilt")
                 self.on_index_lost()
                 return
-            if isinstance(result, Failure) and result.kind not in ("not-indexed", "no-index"):
+            if isinstance(result, Failure) and result.kind not in (FailureKind.NOT_INDEXED, FailureKind.NO_INDEX):
                 self.log("warning", result.message)
         index = self.service.index
         if index is not None and not self._rebuilding and self.service.needs_compaction(index):
@@ -277,7 +277,7 @@ class CompletionSession:
         self._report(self.service.save())
 
     def _report(self, result: None | Failure) -> None:
-        if isinstance(result, Failure) and result.kind != "not-indexed":
+        if isinstance(result, Failure) and result.kind != FailureKind.NOT_INDEXED:
             self.log("warning", result.message)
 
     # -- completion ----------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class CompletionSession:
             return CompletionAnswer("", None, "unavailable")
         try:
             result = engine.complete(cursor, cancel=request.cancelled)
-            if isinstance(result, Failure) and result.kind == "model-crashed":
+            if isinstance(result, Failure) and result.kind == FailureKind.MODEL_CRASHED:
                 # The model's child process died: start a new one now (no retry delay) and answer
                 # this request with it, unless a newer request already replaced this one.
                 self.log("warning", f"{result.message}; restarting the model")

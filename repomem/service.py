@@ -25,7 +25,7 @@ from repomem.allocator import release_free_memory
 from repomem.child_processes import die_with_parent
 from repomem.config import Config, ScanConfig, load_config
 from repomem.cyclic_gc import rarer_collections
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.batch import AnalysisBatch, pack_analyses, unpack_analyses
 from repomem.index.kernels import warm_up
 from repomem.index.repo_index import (
@@ -332,8 +332,8 @@ class RepoService:
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)
             if isinstance(loaded, Failure):
-                reason = loaded.message if loaded.kind != "no-index" else "no index yet"
-                if loaded.kind in ("damaged-index", "untrusted-index"):
+                reason = loaded.message if loaded.kind != FailureKind.NO_INDEX else "no index yet"
+                if loaded.kind in (FailureKind.DAMAGED_INDEX, FailureKind.UNTRUSTED_INDEX):
                     warning = f"{loaded.message}; rebuilt it"
             else:
                 index = loaded

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from repomem.backends.templates import Template
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 CancelCheck = Callable[[], bool]
 
@@ -105,8 +105,8 @@ def window_overflow(prompt_tokens: int, max_tokens: int, context_tokens: int) ->
 # Failure kinds after which a backend is presumed broken: the language server closes it and
 # opens a new one at the next request. A prompt that does not fit, or a cancelled call, is not.
 BROKEN_BACKEND_KINDS = frozenset({
-    "backend-error", "backend-unreachable", "backend-timeout", "bad-response", "generation", "backend-closed",
-    "model-crashed",
+    FailureKind.BACKEND_ERROR, FailureKind.BACKEND_UNREACHABLE, FailureKind.BACKEND_TIMEOUT, FailureKind.BAD_RESPONSE,
+    FailureKind.GENERATION, FailureKind.BACKEND_CLOSED, FailureKind.MODEL_CRASHED,
 })
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.packages import cache_root
 from repomem.progress import NoProgress, Progress
 
@@ -115,7 +115,7 @@ def pull_default_model(force: bool = False, progress: Progress | None = None,
         existing = verify_model(target, model, progress)
         if not isinstance(existing, Failure):
             return existing
-        if existing.kind == "model-hash":
+        if existing.kind == FailureKind.MODEL_HASH:
             say(f"the model file {target} is damaged (its size or sha256 is wrong); downloading it again")
     progress = progress or NoProgress()
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import httpx
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
 from repomem.backends.templates import template_for
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -171,7 +171,7 @@ class OpenAIBackend:
                 payload = {"input": text}
             answer = self._request("POST", path, payload, 10.0)
             if isinstance(answer, Failure):
-                if answer.kind == "backend-error":
+                if answer.kind == FailureKind.BACKEND_ERROR:
                     continue  # this server has the other tokenize route
                 return answer
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
