@@ -30,10 +30,25 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 STREAM_SLACK_CHUNKS = 8
 MAX_CHARS_PER_TOKEN = 64
 MAX_LINE_BYTES = 1 << 20
+# A JSON answer (the model list; the token ids of a 1 MB file are ~2 MB) past this is garbage.
+MAX_ANSWER_BYTES = 16 << 20
 
 
 class _OversizedLine(Exception):
     pass
+
+
+def _capped_body(response: httpx.Response, deadline: float) -> bytes | None:
+    """A JSON answer's bytes, or None past MAX_ANSWER_BYTES or the deadline: a server that never
+    stops (or answers hundreds of MB) was read whole into memory before."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES or time.perf_counter() > deadline:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def _sse_lines(response: httpx.Response, deadline: float) -> Iterator[str | None]:
@@ -126,24 +141,29 @@ class OpenAIBackend:
             if remaining <= 0:
                 break
             try:
-                response = self._client.request(method, self.endpoint + path, json=payload,
-                                                timeout=httpx.Timeout(remaining, connect=min(3.0, remaining)))
+                with self._client.stream(method, self.endpoint + path, json=payload,
+                                         timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
+                    status = response.status_code
+                    body = _capped_body(response, started + deadline_s) if status < 400 else b""
             except httpx.TimeoutException:
                 return Failure("backend-timeout", f"{self.endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
                 last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
-            if response.status_code in RETRYABLE_STATUS:
-                last = f"{self.endpoint}{path} answered HTTP {response.status_code}"
+            if status in RETRYABLE_STATUS:
+                last = f"{self.endpoint}{path} answered HTTP {status}"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
-            if response.status_code in (401, 403):
-                return Failure("backend-auth", f"{self.endpoint} refused the API key (HTTP {response.status_code})")
-            if response.status_code >= 400:
-                return Failure("backend-error", f"{self.endpoint}{path} answered HTTP {response.status_code}")
+            if status in (401, 403):
+                return Failure("backend-auth", f"{self.endpoint} refused the API key (HTTP {status})")
+            if status >= 400:
+                return Failure("backend-error", f"{self.endpoint}{path} answered HTTP {status}")
+            if body is None:
+                return Failure("bad-response", f"{self.endpoint}{path} answered more than {MAX_ANSWER_BYTES >> 20} MB "
+                                               f"or past {deadline_s:.0f} s")
             try:
-                return response.json()
+                return json.loads(body)
             except ValueError:
                 return Failure("bad-response", f"{self.endpoint}{path} answered something that is not JSON")
         return Failure("backend-unreachable", last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
