@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from repomem.index.kernels import add_posting_sums
+
 if TYPE_CHECKING:
     from repomem.index.repo_index import FileRecord, RepoIndex
     from repomem.languages.parsed import FileSyntax
@@ -142,10 +144,7 @@ def check_query_arrays(index: RepoIndex) -> None:
         require(tf.shape[1] <= vocabulary_size, f"{name} has unknown terms")
         _integers(tf.data, f"{name}'s counts")
         require(not tf.data.size or int(tf.data.min()) > 0, f"{name} holds a count below 1")
-        documents = tf.indices.astype(np.int64) + segment.first_doc
-        tokens += np.bincount(documents, weights=tf.data, minlength=n).astype(np.int64)
-        terms = np.repeat(np.arange(tf.shape[1], dtype=np.int64), np.diff(tf.indptr))
-        frequencies += np.bincount(terms[live[documents]], minlength=vocabulary_size)
+        add_posting_sums(tf.indptr, tf.indices, tf.data, segment.first_doc, live, tokens, frequencies)
         covered[segment.first_doc] += 1
         covered[segment.first_doc + tf.shape[0]] -= 1
     require(bool((np.cumsum(covered[:n]) <= 1).all()), "postings segments overlap")
