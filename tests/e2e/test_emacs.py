@@ -96,7 +96,11 @@ class TreeWatcher(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.seen.update(descendants(self.pid))
+            for process, command in descendants(self.pid).items():
+                # A process that has exited but is not yet reaped has an empty command line: keep
+                # the one read while it ran (the server now exits within a second of `exit`).
+                if not self.seen.get(process):
+                    self.seen[process] = command
             self.stop.wait(0.25)
 
 
