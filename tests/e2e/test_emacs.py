@@ -96,12 +96,16 @@ class TreeWatcher(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            for process, command in descendants(self.pid).items():
-                # A process that has exited but is not yet reaped has an empty command line: keep
-                # the one read while it ran (the server now exits within a second of `exit`).
-                if not self.seen.get(process):
-                    self.seen[process] = command
+            self.note(descendants(self.pid))
             self.stop.wait(0.25)
+
+    def note(self, found: dict[tuple[int, int], str]) -> None:
+        """Add processes found below the editor. One that has exited but is not yet reaped has an
+        empty command line: the one read while it ran is kept (the server now exits within a
+        second of `exit`, so a late look often finds it so)."""
+        for process, command in found.items():
+            if not self.seen.get(process):
+                self.seen[process] = command
 
 
 # -- the session -------------------------------------------------------------------------------------

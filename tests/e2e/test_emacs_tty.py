@@ -441,7 +441,7 @@ def test_quitting_leaves_no_process(tty: Tty):
     its model process are gone soon after."""
     with check(tty, "quit") as result:
         assert tty.watcher is not None
-        tty.watcher.seen.update(descendants(tty.pid))
+        tty.watcher.note(descendants(tty.pid))
         seen = dict(tty.watcher.seen)
         assert any("repomem" in command for command in seen.values()), seen
         tty.keys("C-x", "C-c")
