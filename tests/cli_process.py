@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -50,3 +51,24 @@ def alive(pid: int) -> bool:
         return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def framed(message: dict) -> bytes:
+    """A JSON-RPC message as the language server protocol frames it on a stream."""
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def read_framed(stream) -> dict | None:
+    """The next framed message from a socket's reader, None when the server closed it."""
+    length = None
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if not line.strip():
+            break
+        key, _, value = line.decode().partition(":")
+        if key.strip().lower() == "content-length":
+            length = int(value)
+    return json.loads(stream.read(length))

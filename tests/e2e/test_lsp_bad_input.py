@@ -22,7 +22,7 @@ import pytest
 from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
-from tests.cli_process import alive, free_port, model_children
+from tests.cli_process import alive, framed, free_port, model_children, read_framed
 from tests.http_servers import serve_http
 from tests.repos import copy_example
 
@@ -387,24 +387,8 @@ def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
     assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
 
 
-def _socket_message(stream) -> dict | None:
-    """The next framed message from a socket's reader, None when the server closed it."""
-    length = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        if not line.strip():
-            break
-        key, _, value = line.decode().partition(":")
-        if key.strip().lower() == "content-length":
-            length = int(value)
-    return json.loads(stream.read(length))
 
 
-def _framed(message: dict) -> bytes:
-    body = json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: Path, tmp_path: Path):
@@ -439,7 +423,7 @@ def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: P
         connected = time.monotonic()
 
         def trickle() -> None:  # one byte every 0.25 s: a whole initialize would take a minute
-            for byte in _framed(initialize):
+            for byte in framed(initialize):
                 if stop_trickling.wait(0.25):
                     return
                 try:
@@ -451,13 +435,13 @@ def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: P
         time.sleep(0.5)  # both are connected and being read when the editor comes
         started = time.monotonic()
         with socket.create_connection(("127.0.0.1", port)) as editor:
-            editor.sendall(_framed({**initialize, "params": {**initialize["params"],
+            editor.sendall(framed({**initialize, "params": {**initialize["params"],
                                                              "initializationOptions": {"token": token}}}))
             editor.settimeout(30)
             stream = editor.makefile("rb")
-            answer = _socket_message(stream)
+            answer = read_framed(stream)
             while answer is not None and "method" in answer:
-                answer = _socket_message(stream)
+                answer = read_framed(stream)
             assert answer is not None and "capabilities" in answer["result"], answer
             assert time.monotonic() - started < 3  # before: 10 s behind the silent one, then for ever
             for late in (silent, trickler):  # closed when their time is up
@@ -467,8 +451,8 @@ def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: P
                 except ConnectionResetError:
                     pass
             assert time.monotonic() - connected < ServerConfig().auth_timeout_s + 3
-            editor.sendall(_framed({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
-            editor.sendall(_framed({"jsonrpc": "2.0", "method": "exit"}))
+            editor.sendall(framed({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+            editor.sendall(framed({"jsonrpc": "2.0", "method": "exit"}))
             assert process.wait(timeout=60) == 0
     finally:
         stop_trickling.set()

@@ -4,7 +4,6 @@ goes on listening, and only the token's holder gets a session; a Unix socket is 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import stat
@@ -18,38 +17,19 @@ import pytest
 
 from repomem.config import ServerConfig
 from repomem.lsp import listen
-from tests.cli_process import assert_user_error, free_port, run
+from tests.cli_process import assert_user_error, framed, free_port, read_framed, run
 from tests.repos import copy_example
-
-
-def _frame(message: dict) -> bytes:
-    body = json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-def _read_message(stream) -> dict | None:
-    length = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        if not line.strip():
-            break
-        key, _, value = line.decode().partition(":")
-        if key.strip().lower() == "content-length":
-            length = int(value)
-    return json.loads(stream.read(length))
 
 
 def _initialize(conn: socket.socket, root: Path, options: dict) -> tuple[dict | None, bool]:
     """The answer to `initialize`, and whether the server closed the connection after it."""
-    conn.sendall(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+    conn.sendall(framed({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "params": {"capabilities": {}, "rootUri": root.as_uri(), "initializationOptions": options}}))
     conn.settimeout(30)
     stream = conn.makefile("rb")
-    answer = _read_message(stream)
+    answer = read_framed(stream)
     while answer is not None and "method" in answer:  # log messages before the answer
-        answer = _read_message(stream)
+        answer = read_framed(stream)
     conn.settimeout(1)
     try:
         closed = stream.read(1) == b""
@@ -59,8 +39,8 @@ def _initialize(conn: socket.socket, root: Path, options: dict) -> tuple[dict | 
 
 
 def _end_session(conn: socket.socket) -> None:
-    conn.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
-    conn.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
+    conn.sendall(framed({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+    conn.sendall(framed({"jsonrpc": "2.0", "method": "exit"}))
 
 
 class Server:
