@@ -58,6 +58,7 @@ from repomem.memory.written_summaries import WrittenSummaries
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
 from repomem.retrieval.definitions import reachable_definitions, signature_span
+from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import (
     Lift,
     ScoredFragment,
@@ -66,6 +67,7 @@ from repomem.retrieval.scoring import (
     strongest_lifts,
     top_fragments,
 )
+from repomem.retrieval.signatures import called_signature, imported_signatures
 
 # Below this many files a worker pool costs more than it saves.
 PARALLEL_MIN_FILES = 64
@@ -618,6 +620,38 @@ class RepoService:
             start, stop = signature_span(lines, site.start_line, site.end_line, settings.definition_lines)
             out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
         return out
+
+    # -- what the prompt levers ask of the index (repomem/completion/levers/) -----------------
+
+    def fragments_live(self, fragments: Sequence[int]) -> bool:
+        """Whether every one of these fragment ids still names a live window of the index."""
+        index = self.index
+        return index is not None and all(0 <= f < index.n_fragments and index.live[f] for f in fragments)
+
+    def repository_imports(self, path: str, lines: Sequence[str], prefixes: Sequence[str], before: int,
+                           limit: int) -> list[tuple[int, int]]:
+        """Line spans of `path`'s import statements above line `before` that bind repository code
+        (the index's import edges), `limit` lines at most; [] without an index."""
+        if self.index is None:
+            return []
+        return repository_imports(self.index, path, lines, prefixes, before, limit)
+
+    def imported_signatures(self, path: str, shown_imports: str, visible: str, limit: int,
+                            max_chars: int) -> list[str]:
+        """Masked signature lines (`max_chars` each at most) of what `shown_imports` bind, leaving
+        out names `visible` calls (retrieval/signatures.py)."""
+        if self.index is None:
+            return []
+        lines = imported_signatures(self.index, path, shown_imports, visible, limit, max_chars,
+                                    self.unmasked_lines, self.config.bm25)
+        return [self.mask(line) for line in lines]
+
+    def called_signature(self, path: str, code: str, max_chars: int) -> tuple[str, str] | None:
+        """(name, signature line of `max_chars` at most, unmasked) of the first repository function
+        or class `code` calls through `path`'s imports; None without an index or when none qualifies."""
+        if self.index is None:
+            return None
+        return called_signature(self.index, path, code, max_chars, self.unmasked_lines)
 
     def summary_tree(self) -> SummaryTree:
         """The repository's summary tree (repomem/memory/summary_tree.py), brought up to date with

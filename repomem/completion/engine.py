@@ -39,9 +39,7 @@ from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
 from repomem.languages.registry import language_named
 from repomem.positions import Cursor
-from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import ScoredFragment
-from repomem.retrieval.signatures import called_signature, imported_signatures
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, Strategy, strategy_named
 
@@ -196,13 +194,12 @@ class CompletionEngine:
         """The signature line for retrieval.draft_signature: of the first repository function or
         class the draft's first line calls through the file's imports, unless the prompt already
         shows its definition; None when off or nothing qualifies."""
-        index = self.service.index
-        if (not self.config.retrieval.draft_signature or index is None or not request.strategy.names_in_scope
+        if (not self.config.retrieval.draft_signature or not request.strategy.names_in_scope
                 or request.strategy.rounds != 1 or draft.generation.finish_reason not in ("stop", "length")):
             return None
         first_line = next((line for line in draft.raw.split("\n") if line.strip()), "")
-        called = called_signature(index, request.cursor.path, first_line,
-                                  self.config.retrieval.scope_signature_chars, self.service.unmasked_lines)
+        called = self.service.called_signature(request.cursor.path, first_line,
+                                               self.config.retrieval.scope_signature_chars)
         if called is None:
             return None
         name, line = called
@@ -277,13 +274,11 @@ class CompletionEngine:
     def _fragments(self, request: CompletionRequest, context: CursorContext, query: str,
                    round_number: int, model: MemoryModel | None) -> list[ScoredFragment]:
         """The round's fragments: remembered for the function (stable order, first round) or retrieved."""
-        index = self.service.index
         first_retrieval = round_number == 1 and request.strategy.retrieves
         memo_key = self._stable_key(request, context) if first_retrieval else None
-        if memo_key is not None and index is not None:
+        if memo_key is not None:
             remembered = self._stable.get(memo_key)
-            if remembered is not None and all(f.fragment < index.n_fragments and index.live[f.fragment]
-                                              for f in remembered):
+            if remembered is not None and self.service.fragments_live([f.fragment for f in remembered]):
                 self._stable.move_to_end(memo_key)
                 return remembered
         retrieve = RETRIEVERS[request.strategy.retriever]
@@ -401,27 +396,22 @@ class CompletionEngine:
         what the request may show), retrieval.scope_imports lines at most; [] when off or when the
         strategy's prompt is RepoCoder's or the paper's exactly."""
         limit = self.config.retrieval.scope_imports
-        index = self.service.index
-        if limit <= 0 or index is None or not request.strategy.names_in_scope:
+        if limit <= 0 or not request.strategy.names_in_scope:
             return []
         language = language_named(context.language)
         if not language.import_prefixes:
             return []
-        return repository_imports(index, request.cursor.path, file_lines, language.import_prefixes,
-                                  request.cursor.line, limit)
+        return self.service.repository_imports(request.cursor.path, file_lines, language.import_prefixes,
+                                               request.cursor.line, limit)
 
     def _scope_signatures(self, cursor: Cursor, file_lines: list[str], scope: list[tuple[int, int]],
                           left_first_line: int) -> list[str]:
         """Signature lines for what the shown import statements bind (retrieval.scope_signatures)."""
-        settings = self.config.retrieval
-        index = self.service.index
-        if index is None:
-            return []
         shown = "\n".join(line for start, end in scope for line in file_lines[start:end])
         visible = "\n".join(file_lines[left_first_line : cursor.line + 1])
-        lines = imported_signatures(index, cursor.path, shown, visible, settings.scope_signatures,
-                                    settings.scope_signature_chars, self.service.unmasked_lines, self.config.bm25)
-        return [self.service.mask(line) for line in lines]
+        settings = self.config.retrieval
+        return self.service.imported_signatures(cursor.path, shown, visible, settings.scope_signatures,
+                                                settings.scope_signature_chars)
 
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)
