@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import BM25Config
-from repomem.index.kernels import add_bm25_scores, term_postings
+from repomem.index.kernels.postings import add_bm25_scores, term_postings
 
 
 @dataclass(frozen=True)

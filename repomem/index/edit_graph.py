@@ -29,7 +29,8 @@ from repomem.config import GraphConfig
 from repomem.index.caller_map import rows_of
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, directory_chain, step_cost
-from repomem.index.kernels import patch_rows, row_slots
+from repomem.index.kernels.csr import row_slots
+from repomem.index.kernels.row_patching import patch_rows
 from repomem.index.search_graph import SearchGraph, search_graph
 from repomem.languages.parsed import FileSyntax
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.config import FragmentConfig
-from repomem.index.kernels import cover_windows
+from repomem.index.kernels.windows import cover_windows
 from repomem.languages.parsed import FileSyntax
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.config import GraphConfig
-from repomem.index.kernels import symmetric_csr
+from repomem.index.kernels.csr import symmetric_csr
 from repomem.languages.parsed import FileSyntax
 
 SYNTAX, DIRECTORY, FILE_ROOT, CALL = 0, 1, 2, 3
@@ -33,7 +33,7 @@ class CodeGraph:
     # pre-order), -1 for syntax roots, file and directory nodes.
     syntax_parent: np.ndarray
     # No two edges join the same pair (deduplicated): the searches may then count a node's
-    # neighbours to skip the levels their cap cuts (kernels.bounded_dijkstra).
+    # neighbours to skip the levels their cap cuts (kernels.shortest_paths.bounded_dijkstra).
     distinct_edges: bool = True
 
     def portals(self) -> np.ndarray:

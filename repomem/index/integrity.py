@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from repomem.index.kernels import add_posting_sums
+from repomem.index.kernels.postings import add_posting_sums
 
 if TYPE_CHECKING:
     from repomem.index.repo_index import FileRecord, RepoIndex

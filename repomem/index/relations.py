@@ -18,21 +18,16 @@ import scipy.sparse as sp
 from repomem.config import GraphConfig, RelationConfig
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
-from repomem.index.kernels import (
-    COST_TOLERANCE,
+from repomem.index.kernels.csr import invert_incidence, sort_rows_by_column, symmetric_max_csr
+from repomem.index.kernels.relation_rows import (
     assemble_rows,
-    exit_costs,
-    invert_incidence,
-    most_common_cost,
     number_starts,
     relation_rows,
     relation_scratch,
     search_bands,
-    sort_rows_by_column,
-    strongest_in_row_runs,
-    symmetric_max_csr,
-    tree_anchors,
 )
+from repomem.index.kernels.selection import strongest_in_row_runs
+from repomem.index.kernels.shortest_paths import COST_TOLERANCE, exit_costs, most_common_cost, tree_anchors
 from repomem.index.search_graph import SearchGraph, search_graph
 
 ProgressCallback = Callable[[int], None]

@@ -22,7 +22,8 @@ from repomem.index.calls import CallResolution, resolves_calls
 from repomem.index.edit_graph import EditGraph
 from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, file_fragments, fragment_table
 from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_graph, directory_layout, syntax_edges
-from repomem.index.kernels import row_slots, rows_times, strongest_in_row_runs
+from repomem.index.kernels.csr import row_slots, rows_times
+from repomem.index.kernels.selection import strongest_in_row_runs
 from repomem.index.relations import (
     relation_entries,
     row_thresholds,

@@ -14,7 +14,7 @@ import numpy as np
 
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
-from repomem.index.kernels import invert_incidence
+from repomem.index.kernels.csr import invert_incidence
 
 
 @dataclass(frozen=True)

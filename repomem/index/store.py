@@ -53,7 +53,7 @@ from repomem.index.integrity import (
     check_query_arrays,
     check_structure,
 )
-from repomem.index.kernels import upper_triangle
+from repomem.index.kernels.csr import upper_triangle
 from repomem.index.provenance import bytes_digest, check_seal, file_digest, sealed
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding

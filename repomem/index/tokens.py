@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from repomem.config import BM25Config
-from repomem.index.kernels import count_words, first_appearance_ids, known_words, rehash_words
+from repomem.index.kernels.words import count_words, first_appearance_ids, known_words, rehash_words
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
 _WORD_OR_LINE_BREAK = re.compile(_WORD.pattern + r"|\n")
@@ -99,7 +99,7 @@ def _doubled(array: np.ndarray, size: int, fill: int = 0) -> np.ndarray:
 
 
 class _WordTable:
-    """Every word this process has tokenized (kernels.known_words keeps the hash table and the
+    """Every word this process has tokenized (kernels.words.known_words keeps the hash table and the
     words' bytes) and each word's tokens, by process-wide ids: a parse worker expands an identifier
     once, not once per file. One table per setting of split_subwords / lowercase."""
 

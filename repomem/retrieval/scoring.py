@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.index.bm25 import score_query
-from repomem.index.kernels import top_k_positions
+from repomem.index.kernels.selection import top_k_positions
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 

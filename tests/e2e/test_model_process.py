@@ -100,7 +100,7 @@ def test_the_child_dies_with_its_parent_and_llama_cpp_stays_out_of_repomem(model
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time
-        import repomem.index.kernels  # numba first: the import order that crashes with a CUDA build
+        import repomem.index.kernels.selection  # numba first: the import order that crashes with a CUDA build
         from repomem.backends.base import GenerationRequest
         from repomem.backends.factory import open_backend
         from repomem.config import CompletionConfig

@@ -15,7 +15,8 @@ from repomem.config import BM25Config, Config, with_overrides
 from repomem.index.bm25 import build_segment
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
-from repomem.index.kernels import bounded_dijkstra, exit_costs, most_common_cost, top_k_positions
+from repomem.index.kernels.selection import top_k_positions
+from repomem.index.kernels.shortest_paths import bounded_dijkstra, exit_costs, most_common_cost
 from repomem.index.relations import (
     cost_limit,
     node_fragment_index,
@@ -740,7 +741,7 @@ def test_window_cover_matches_every_node_against_every_window(granularity):
     nodes in a shuffled order, where the kernel cannot rely on walk order and scans them all."""
     from repomem.config import FragmentConfig
     from repomem.index.fragments import file_fragments, window_bounds
-    from repomem.index.kernels import cover_windows
+    from repomem.index.kernels.windows import cover_windows
     from repomem.languages.parsed import FileSyntax
     from repomem.languages.syntax import extract_syntax
 

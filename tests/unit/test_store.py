@@ -20,7 +20,7 @@ import pytest
 
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
-from repomem.index.kernels import upper_triangle
+from repomem.index.kernels.csr import upper_triangle
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.store import (
     _read_json_gz,

@@ -1,0 +1,360 @@
+"""Rows of the fragment relation matrix W (eq. 8) from bounded searches (numba).
+
+Three steps, which a caller may also run apart: `number_starts`, `search_bands`, `assemble_rows`;
+`relation_rows` runs them in one call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from repomem.index.kernels.buffers import grow
+from repomem.index.kernels.selection import strongest_of_row
+from repomem.index.kernels.shortest_paths import bounded_dijkstra
+
+
+@njit(cache=True, nogil=True)
+def relation_rows(
+    rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
+    node_indptr, node_frags, node_weights, live,
+    row_start, row_end, indices, costs, queued_cost, limit, max_settled, cutoff, keep, distinct_neighbours,
+    frag_file, same_file_weight, block_start, block_end, span_first, anchor, anchor_cost, exit_cost,
+    dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node, source_slot, acc, touched, is_touched,
+    row_cols, row_vals, stamp_box,
+):
+    """Rows of W (eq. 8) for the fragments in `rows`.
+
+    w_ij = sum_k sum_l len_k len_l Dis(k, l) / (L_i L_j), k over nodes of fragment i, l over
+    nodes of fragment j, Dis = exp(-shortest cost) when the cost is within `limit`.
+    Pairs of one file (`frag_file`, shape (n_frags,)) are scaled by `same_file_weight` before the
+    cutoff and the top-`keep` choice, so a row's slots go to the relations that count.
+
+    Each distinct search start is searched once (neighbouring windows share half their nodes).
+    When `same_file_weight` is 0, only other files' nodes count, and a node k searches from
+    `anchor[k]` instead (see `tree_anchors`): Dis(k, l) = exp(-anchor_cost[k]) Dis(anchor, l),
+    keeping the anchor's nodes whose cost is within limit - anchor_cost[k]; the search also skips
+    its own file's dead ends (`exit_cost`, see `bounded_dijkstra`). File f's syntax nodes are
+    [block_start[f], block_end[f]) (shapes (n_files,)). Otherwise every node is its own anchor.
+    `anchor`, `anchor_cost` and `exit_cost` cover the nodes [span_first, span_first + len) only,
+    which hold every node of `rows` (their files' nodes: an edit's, or the whole graph's).
+    The graph's rows are `row_start`/`row_end` into `indices`/`costs` (see `bounded_dijkstra`).
+    Each start's reached nodes are summed per fragment and budget band as they are walked; a
+    row's nodes that share a start read those sums once per band, with the summed weight of the
+    row's nodes whose budget covers the band.
+
+    Only live fragments j != i with w_ij >= cutoff are returned, at most `keep` per row (the
+    largest, ties to the lower column id; all when keep <= 0), as (row, col, value) arrays, plus
+    each row's entry bar: the smallest kept value when the row is full (`keep` entries or more),
+    else `cutoff`.
+
+    Three steps, which a caller may also run apart (an edit's searches on two threads):
+    `number_starts`, `search_bands` over the starts, `assemble_rows`.
+
+    Scratch (see `relation_scratch`; one set per thread, reused across calls, so a cold build
+    neither re-allocates nor re-faults graph-sized arrays per chunk): `dist`, `settled`,
+    `reached`, `source_slot` by graph node, `heap_cost`/`heap_node`, `queue_cost`/`queue_node`,
+    `acc`, `touched`, `is_touched`, `row_cols`, `row_vals` by fragment, and `stamp_box` (shape
+    (1,)), the last search stamp used in `settled`. A call leaves them ready for the next one.
+    """
+    # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
+    # (> 0), so they are not collected: in big files most of a search stays in its own file.
+    skip_own_file = same_file_weight == 0.0
+    starts, start_file, budgets, most_slots = number_starts(
+        rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit, source_slot)
+    band_first = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
+    band_end = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
+    pair_frag, pair_value, ok = search_bands(
+        np.arange(starts.shape[0]), starts, start_file, budgets, node_indptr, node_frags, node_weights, live,
+        row_start, row_end, indices, costs, queued_cost, limit, max_settled, distinct_neighbours, frag_file,
+        skip_own_file, block_start, block_end, span_first, exit_cost, dist, settled, reached, heap_cost, heap_node,
+        queue_cost, queue_node, acc, touched, is_touched, stamp_box, band_first, band_end)
+    if not ok:
+        source_slot[starts] = -1
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.float64),
+                False)
+    out_row, out_col, out_val, bars = assemble_rows(
+        rows, frag_indptr, frag_nodes, frag_weights, frag_totals, frag_file, same_file_weight, limit, cutoff, keep,
+        span_first, anchor, anchor_cost, source_slot, budgets, most_slots, band_first, band_end, pair_frag,
+        pair_value, acc, touched, is_touched, row_cols, row_vals)
+    source_slot[starts] = -1
+    return out_row, out_col, out_val, bars, True
+
+
+@njit(cache=True, nogil=True)
+def number_starts(rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit,
+                  source_slot):
+    """The distinct search starts of `rows` (see `relation_rows`), numbered in `source_slot` (by
+    graph node, -1 everywhere on entry; the caller sets the starts back to -1 when done).
+
+    Returns (start nodes by number, int64; the file of each, whose nodes its search prunes;
+    the distinct budgets, descending, the first `limit`; the most nodes any row has).
+    Budgets: a node k of a row counts the nodes its start reached within limit - offset(k). The
+    offsets are whole numbers of syntax steps (tree_anchors), so a chunk has a handful of
+    distinct budgets (Django: at most 7); a reached node's band is the last budget its cost is
+    still within.
+    """
+    budgets = np.empty(8, dtype=np.float64)
+    budgets[0] = limit
+    n_budgets = 1
+    starts = np.empty(64, dtype=np.int64)
+    start_file = np.empty(64, dtype=np.int64)
+    n_sources = 0
+    most_slots = 0
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        most_slots = max(most_slots, frag_indptr[i + 1] - frag_indptr[i])
+        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
+            node = frag_nodes[slot]
+            start = anchor[node - span_first] if skip_own_file else node
+            if source_slot[start] < 0:
+                source_slot[start] = n_sources
+                if n_sources == starts.shape[0]:
+                    starts = grow(starts, 2 * n_sources)
+                    start_file = grow(start_file, 2 * n_sources)
+                starts[n_sources] = start
+                start_file[n_sources] = frag_file[i]  # a start is a node of its row's file
+                n_sources += 1
+            offset = anchor_cost[node - span_first] if skip_own_file else 0.0
+            if offset <= limit:
+                n_budgets = _add_budget(budgets, n_budgets, limit - offset)
+                if n_budgets > budgets.shape[0] - 1:
+                    budgets = grow(budgets, 2 * budgets.shape[0])
+    return starts[:n_sources].copy(), start_file[:n_sources].copy(), budgets[:n_budgets].copy(), most_slots
+
+
+@njit(cache=True, nogil=True)
+def search_bands(which, starts, start_file, budgets, node_indptr, node_frags, node_weights, live,
+                 row_start, row_end, indices, costs, queued_cost, limit, max_settled, distinct_neighbours, frag_file,
+                 skip_own_file, block_start, block_end, span_first, exit_cost, dist, settled, reached, heap_cost,
+                 heap_node, queue_cost, queue_node, acc, touched, is_touched, stamp_box, band_first, band_end):
+    """Search from starts[k] for each k in `which` and sum what each reaches per fragment and band.
+
+    Per start and band: the reached other-file fragments j with sum_l len_l Dis(start, l) over
+    the start's reached nodes l of j in that band, as the slice band_first[k, b]:band_end[k, b]
+    of the returned (pair_frag, pair_value). Summed per fragment while the search's nodes are
+    walked (in cost order, so bands come one after the other): neighbouring statements share
+    windows, so this is a fraction of the (node, fragment) pairs it replaces, which two rows then
+    read again (Django: 6.6 of 12.3 CPU-seconds were those pairs). Writes only rows `which` of
+    band_first/band_end, so callers may search disjoint sets of starts on several threads, each
+    with its own scratch. Returns (pair_frag, pair_value, ok); ok is False when the heap was too
+    small.
+    """
+    stamp = stamp_box[0]
+    n_budgets = budgets.shape[0]
+    pair_capacity = 1024
+    pair_frag = np.empty(pair_capacity, dtype=np.int32)  # fragment ids: half the bytes
+    pair_value = np.empty(pair_capacity, dtype=np.float64)
+    n_pairs = 0
+    for at in range(which.shape[0]):
+        k = which[at]
+        start = starts[k]
+        own_file = start_file[k]
+        stamp += 1
+        prune_first = block_start[own_file] if skip_own_file else 0
+        prune_end = block_end[own_file] if skip_own_file else 0
+        n_reached = bounded_dijkstra(
+            row_start, row_end, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
+            heap_node, reached, prune_first, prune_end, exit_cost, span_first, queued_cost, queue_cost,
+            queue_node, distinct_neighbours,
+        )
+        if n_reached < 0:
+            stamp_box[0] = stamp
+            return pair_frag[:0].copy(), pair_value[:0].copy(), False
+        # Nodes settle in cost order and whole levels share a cost: exp once per level (4% of
+        # a cold build's relation rows), the same value as per node.
+        level_cost = -1.0
+        strength = 0.0
+        band = n_budgets - 1
+        n_touched = 0
+        for t in range(n_reached):  # settling order: costs ascending
+            node = reached[t]
+            if prune_first <= node < prune_end:
+                continue  # the source's own file: its fragments are all own-file pairs
+            cost = dist[node]
+            if cost != level_cost:
+                level_cost = cost
+                strength = np.exp(-cost)
+                if cost > budgets[band]:
+                    # Costs only grow: the band's sums are complete.
+                    n_pairs, pair_frag, pair_value = _flush_band(
+                        acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
+                    band_first[k, band] = n_pairs - n_touched
+                    band_end[k, band] = n_pairs
+                    n_touched = 0
+                    while band >= 0 and cost > budgets[band]:
+                        band -= 1
+                    if band < 0:
+                        break  # beyond every budget (no node of these rows has `limit`)
+            for s in range(node_indptr[node], node_indptr[node + 1]):
+                j = node_frags[s]
+                if not live[j] or (skip_own_file and frag_file[j] == own_file):
+                    continue
+                if not is_touched[j]:
+                    is_touched[j] = True
+                    touched[n_touched] = j
+                    n_touched += 1
+                acc[j] += node_weights[s] * strength
+        if band >= 0:
+            n_pairs, pair_frag, pair_value = _flush_band(
+                acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
+            band_first[k, band] = n_pairs - n_touched
+            band_end[k, band] = n_pairs
+    stamp_box[0] = stamp
+    return pair_frag[:n_pairs].copy(), pair_value[:n_pairs].copy(), True
+
+
+@njit(cache=True, nogil=True)
+def assemble_rows(rows, frag_indptr, frag_nodes, frag_weights, frag_totals, frag_file, same_file_weight, limit,
+                  cutoff, keep, span_first, anchor, anchor_cost, source_slot, budgets, most_slots, band_first,
+                  band_end, pair_frag, pair_value, acc, touched, is_touched, row_cols, row_vals):
+    """The rows of W from the starts' band sums (see `relation_rows`): (row, col, value, bars)."""
+    skip_own_file = same_file_weight == 0.0
+    n_budgets = budgets.shape[0]
+    capacity = 1024
+    out_row = np.empty(capacity, dtype=np.int64)
+    out_col = np.empty(capacity, dtype=np.int64)
+    out_val = np.empty(capacity, dtype=np.float64)
+    bars = np.full(rows.shape[0], cutoff)
+    count = 0
+    # One row's nodes as (start, band of its budget, weight), sorted by start.
+    group_start = np.empty(max(most_slots, 1), dtype=np.int64)
+    group_band = np.empty(max(most_slots, 1), dtype=np.int64)
+    group_weight = np.empty(max(most_slots, 1), dtype=np.float64)
+    band_weight = np.zeros(n_budgets, dtype=np.float64)  # of one start: summed weights per budget
+    band_count = np.zeros(n_budgets, dtype=np.int64)
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        n_group = 0
+        for slot in range(frag_indptr[i], frag_indptr[i + 1]):
+            node = frag_nodes[slot]
+            offset = anchor_cost[node - span_first] if skip_own_file else 0.0
+            if offset > limit:
+                continue
+            k = source_slot[anchor[node - span_first] if skip_own_file else node]
+            budget = limit - offset
+            own_band = 0
+            while budgets[own_band] != budget:
+                own_band += 1
+            at = n_group  # insertion sort by start: a window has a handful of nodes
+            while at > 0 and group_start[at - 1] > k:
+                group_start[at] = group_start[at - 1]
+                group_band[at] = group_band[at - 1]
+                group_weight[at] = group_weight[at - 1]
+                at -= 1
+            group_start[at] = k
+            group_band[at] = own_band
+            group_weight[at] = frag_weights[slot] * np.exp(-offset)
+            n_group += 1
+        n_touched = 0
+        first = 0
+        while first < n_group:
+            k = group_start[first]
+            end = first
+            while end < n_group and group_start[end] == k:
+                band_weight[group_band[end]] += group_weight[end]
+                band_count[group_band[end]] += 1
+                end += 1
+            # A node whose budget is band d's counts the reached nodes of bands d and up: the
+            # weight of band b is the running sum over d <= b.
+            weight = 0.0
+            counted = 0
+            for b in range(n_budgets):
+                weight += band_weight[b]
+                counted += band_count[b]
+                band_weight[b] = 0.0
+                band_count[b] = 0
+                if counted == 0:
+                    continue
+                for p in range(band_first[k, b], band_end[k, b]):
+                    j = pair_frag[p]
+                    if not is_touched[j]:
+                        is_touched[j] = True
+                        touched[n_touched] = j
+                        n_touched += 1
+                    acc[j] += weight * pair_value[p]
+            first = end
+        n_row = 0
+        for t in range(n_touched):
+            j = touched[t]
+            value = acc[j] / (frag_totals[i] * frag_totals[j])
+            if frag_file[j] == frag_file[i]:
+                value *= same_file_weight
+            acc[j] = 0.0
+            is_touched[j] = False
+            if j == i or value < cutoff:
+                continue
+            row_cols[n_row] = j
+            row_vals[n_row] = value
+            n_row += 1
+        kept = np.ones(n_row, dtype=np.bool_)
+        if keep > 0 and n_row >= keep:
+            # The keep-th largest value is the row's bar: a new entry must beat it to enter.
+            kept, bar = strongest_of_row(row_cols[:n_row], row_vals[:n_row], keep)
+            bars[r] = bar
+        while count + n_row > capacity:
+            capacity *= 2
+            out_row = grow(out_row, capacity)
+            out_col = grow(out_col, capacity)
+            out_val = grow(out_val, capacity)
+        for t in range(n_row):
+            if kept[t]:
+                out_row[count] = i
+                out_col[count] = row_cols[t]
+                out_val[count] = row_vals[t]
+                count += 1
+    return out_row[:count].copy(), out_col[:count].copy(), out_val[:count].copy(), bars
+
+
+@njit(cache=True, nogil=True)
+def _add_budget(budgets, n_budgets, budget):
+    """Insert `budget` into the first `n_budgets` of `budgets` (distinct, descending) unless there."""
+    at = 0
+    while at < n_budgets and budgets[at] > budget:
+        at += 1
+    if at < n_budgets and budgets[at] == budget:
+        return n_budgets
+    for move in range(n_budgets, at, -1):
+        budgets[move] = budgets[move - 1]
+    budgets[at] = budget
+    return n_budgets + 1
+
+
+@njit(cache=True, nogil=True)
+def _flush_band(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs):
+    """Append the band's summed fragments (touched[:n_touched], values in acc) to the pair lists
+    and clear them from acc; returns the new count and the lists (grown when full)."""
+    if n_pairs + n_touched > pair_frag.shape[0]:
+        capacity = max(2 * pair_frag.shape[0], n_pairs + n_touched)
+        pair_frag = grow(pair_frag, capacity)
+        pair_value = grow(pair_value, capacity)
+    for t in range(n_touched):
+        j = touched[t]
+        pair_frag[n_pairs] = j
+        pair_value[n_pairs] = acc[j]
+        n_pairs += 1
+        acc[j] = 0.0
+        is_touched[j] = False
+    return n_pairs, pair_frag, pair_value
+
+
+def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> tuple[np.ndarray, ...]:
+    """Fresh scratch for `relation_rows`, in its argument order (after `exit_cost`). Graph-sized
+    arrays are int32 (node ids and search stamps stay far below 2^31) to halve what a thread holds;
+    np.empty pages are only made resident where a search writes."""
+    return (
+        np.empty(n_graph, dtype=np.float64),  # dist
+        np.zeros(n_graph, dtype=np.int32),  # settled: search stamp, negative while only seen
+        np.empty(n_graph, dtype=np.int32),  # reached
+        np.empty(heap_capacity, dtype=np.float64),  # heap_cost
+        np.empty(heap_capacity, dtype=np.int32),  # heap_node
+        np.empty(heap_capacity, dtype=np.float64),  # queue_cost
+        np.empty(heap_capacity, dtype=np.int32),  # queue_node
+        np.full(n_graph, -1, dtype=np.int64),  # source_slot
+        np.zeros(n_frags, dtype=np.float64),  # acc
+        np.empty(n_frags, dtype=np.int64),  # touched
+        np.zeros(n_frags, dtype=np.bool_),  # is_touched
+        np.empty(n_frags, dtype=np.int64),  # row_cols
+        np.empty(n_frags, dtype=np.float64),  # row_vals
+        np.zeros(1, dtype=np.int32),  # stamp_box
+    )
