@@ -4,8 +4,9 @@ Editors send flat camelCase settings, optionally under a "repomem" key:
 
     {"repomem": {"strategy": "fragrel", "alpha": 0.5, "topK": 10, "maxNewTokens": 32}}
 
-Each one maps onto a key of the config tree (repomem/config.py) and is checked by the same
-validator as `repomem.toml`; an unknown or invalid setting keeps the repository's value (its
+Each one sets the setting of the config tree whose rules carry its name (`lsp="topK"` in
+repomem/config.py; docs/configuration.md lists them) and is checked by the same validator as
+`repomem.toml`; an unknown or invalid setting keeps the repository's value (its
 `repomem.toml`, else the default) and comes back as a message for `window/showMessage`.
 """
 
@@ -14,34 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from repomem.config import Config, config_from_mapping, with_overrides
+from repomem.setting_rules import Setting, settings_of
 
-# Client setting name -> (config section, key).
-SETTINGS: dict[str, tuple[str, str]] = {
-    "model": ("completion", "model_path"),
-    "endpoint": ("completion", "endpoint"),
-    "hfModel": ("completion", "hf_model"),
-    "gpuLayers": ("completion", "gpu_layers"),
-    "strategy": ("completion", "strategy"),
-    "order": ("completion", "order"),
-    "alpha": ("retrieval", "alpha"),
-    "topK": ("retrieval", "top_k"),
-    "maxPromptTokens": ("completion", "max_prompt_tokens"),
-    "contextShare": ("completion", "context_share"),
-    "maxSuffixTokens": ("completion", "max_suffix_tokens"),
-    "maxNewTokens": ("completion", "max_new_tokens"),
-    "deadlineSeconds": ("completion", "deadline_s"),
-    "debounceMs": ("server", "debounce_ms"),
-    "retrievalBudgetMs": ("server", "retrieval_budget_ms"),
-    "answerWithinMs": ("server", "answer_within_ms"),
-    "warmAfterMs": ("server", "warm_after_ms"),
-    "completionCacheEntries": ("server", "completion_cache_entries"),
-    "feedbackLog": ("server", "feedback_log"),
-}
-
+# Client setting name -> the setting it sets: every setting whose rules name it (lsp="topK").
+CLIENT_SETTINGS: dict[str, Setting] = {s.rules.lsp: s for s in settings_of(Config) if s.rules.lsp}
 # Settings whose change means opening another model backend.
-BACKEND_KEYS = frozenset({("completion", key) for key in (
-    "model_path", "endpoint", "hf_model", "gpu_layers", "isolate_model", "threads", "context_tokens",
-    "prefill_chunk_tokens")})
+BACKEND_SETTINGS = tuple(s for s in settings_of(Config) if s.rules.reopens_backend)
 
 
 def _own(options: Any) -> Any:
@@ -74,13 +53,13 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
         options = {}
     changes: dict[str, dict[str, Any]] = {}
     for name, value in options.items():
-        target = SETTINGS.get(name)
+        target = CLIENT_SETTINGS.get(name)
         if target is None:
-            problems.append(f"unknown repomem setting {name!r} ignored (known: {', '.join(SETTINGS)})")
+            problems.append(f"unknown repomem setting {name!r} ignored (known: {', '.join(CLIENT_SETTINGS)})")
             continue
         if value is None:
             continue  # an editor's way of saying "not set"
-        section, key = target
+        section, key = target.section, target.key
         checked, warnings = config_from_mapping({section: {key: value}})
         if warnings:
             kept = getattr(getattr(base, section), key)
@@ -106,5 +85,6 @@ def for_server_requests(config: Config) -> Config:
 
 
 def backend_changed(old: Config, new: Config) -> bool:
-    return any(getattr(getattr(old, s), k) != getattr(getattr(new, s), k) for s, k in BACKEND_KEYS)
+    return any(getattr(getattr(old, s.section), s.key) != getattr(getattr(new, s.section), s.key)
+               for s in BACKEND_SETTINGS)
 

@@ -3,6 +3,11 @@
 Defaults follow docs/design.md (RepoCoder windows, FragRel eqs. 7-10, BM25 Okapi). A user overrides
 them in ``repomem.toml`` at the repository root; an unknown key or a value of the wrong type falls
 back to the default and is reported (never an exception), as jedi-language-server does.
+
+Each setting is declared with `setting(default, ...)` (repomem/setting_rules.py): its type is its
+default's, and its bounds or choices, who may set it, whether it is run-only and its language-server
+name sit beside it, where every validator below and lsp/settings.py read them. docs/configuration.md
+is generated from them (repomem/config_reference.py).
 """
 
 from __future__ import annotations
@@ -10,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import tomllib
 from collections.abc import Iterable
@@ -19,35 +23,70 @@ from pathlib import Path
 from typing import Any
 
 from repomem.regular_files import read_regular
+from repomem.setting_rules import (
+    CPU_COUNT,
+    Setting,
+    coerce,
+    is_number,
+    setting,
+    settings_by_name,
+    settings_of,
+    tree_from_mapping,
+    value_problem,
+    with_current_names,
+)
 from repomem.strategies import STRATEGY_NAMES
+
+GRANULARITIES = ("statement", "named")  # see GraphConfig.granularity
+RELATION_KINDS = ("graph", "context", "graph+context")  # see RelationConfig.kind
+BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
+PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
+ROUND_CHOICES = ("last", "confident")  # see CompletionConfig.round_choice
+SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
+
+# Tokens a repository's own settings may ask of a model: the default model's trained window
+# (Qwen2.5-Coder-0.5B: 32,768); the KV cache the embedded model allocates grows with context_tokens.
+MODEL_WINDOW_CAP = 32_768
+# Threads and processes, whoever asks: a billion llama.cpp threads or parse workers is a crash.
+MAX_THREADS = 1024
 
 
 @dataclass(frozen=True)
 class ScanConfig:
-    max_file_bytes: int = 1_000_000  # bytes; larger files are skipped with a reason
-    max_line_chars: int = 10_000  # characters; minified / generated files are skipped
-    excluded_dirs: tuple[str, ...] = (
+    max_file_bytes: int = setting(1_000_000, positive=True, repository_cap=10_000_000,  # ten times the default
+                                  help="bytes; larger files are skipped with a reason")
+    max_line_chars: int = setting(10_000, positive=True, repository_cap=100_000,  # ten times the default
+                                  help="characters of one line; files with a longer one (minified, generated) "
+                                       "are skipped")
+    excluded_dirs: tuple[str, ...] = setting((
         ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "node_modules", "__pycache__",
         "build", "dist", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache",
         ".repomem", "site-packages", ".eggs", ".idea", ".vscode",
-    )
-    excluded_dir_suffixes: tuple[str, ...] = (".egg-info", ".dist-info")
+    ), help="folder names never scanned, wherever they are")
+    excluded_dir_suffixes: tuple[str, ...] = setting((".egg-info", ".dist-info"),
+                                                     help="folders whose name ends so are never scanned")
     # Secrets are never indexed nor sent to a model (docs/design.md section 8); fnmatch patterns on the
     # file name, whatever its case (a symbolic link is judged by its target's name too). Files that
     # hold credentials under other names are found by their content (index/secrets.secret_file_reason).
     # lsp/vscode/secret_files.js holds the same list.
-    secret_patterns: tuple[str, ...] = (
+    secret_patterns: tuple[str, ...] = setting((
         ".env*", "*.env", "*.pem", "*.key", "*.crt", "*.cer", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk",
         "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pgpass", ".my.cnf", ".htpasswd",
         ".npmrc", ".pypirc", ".yarnrc", ".yarnrc.yml", ".git-credentials", ".dockercfg", ".s3cfg", ".boto",
         ".vault-token", "credentials", "credentials.*", "credentials*.json", "kubeconfig", "kubeconfig.*",
         "*.kubeconfig", "*.kdbx", "*.tfstate", "*.tfstate.*", "*.tfvars", "secrets.*", "secret.*",
-    )
+    ), repository="stricter only",
+        help="secret files, never indexed nor completed in: fnmatch patterns on the file name, any case")
     # Secrets written inside code (provider keys, private-key blocks, tokens, high-entropy strings
     # assigned to secret-sounding names) are masked before indexing and in every prompt.
-    mask_secrets: bool = True
-    secret_min_length: int = 12  # characters of an assigned value before its entropy is judged
-    secret_min_entropy: float = 3.5  # bits per character (detect-secrets: hex 3.0, base64 4.5)
+    mask_secrets: bool = setting(True, repository="stricter only",
+                                 help="mask secrets written in files before indexing and in every prompt")
+    secret_min_length: int = setting(12, repository="stricter only",
+                                     help="characters of an assigned value before its entropy is judged")
+    # detect-secrets' thresholds: hex 3.0, base64 4.5.
+    secret_min_entropy: float = setting(3.5, repository="stricter only",
+                                        help="bits per character above which a value given to a secret-sounding "
+                                             "name is masked")
 
 
 @dataclass(frozen=True)
@@ -56,116 +95,133 @@ class GraphConfig:
 
     # "statement": module roots, statements, definitions and clauses (blocks collapsed into their
     # owner); "named": every named tree-sitter node, the paper's reading (exact but far larger).
-    granularity: str = "statement"
-    syntax_weight: float = 0.5  # parent <-> child in a syntax tree
-    directory_weight: float = 0.3  # directory <-> sub-directory / file
-    file_root_weight: float = 1.0  # file node <-> root of its syntax tree
-    call_weight: float = 0.8  # call site <-> definition of the callee
-    # tau: node strengths below count as 0. docs/design.md's example 1e-3 relates nearly every pair of
-    # fragments of a large repository through the 0.3 directory edges (Django: 40k of 51k
-    # fragments per row, hours to build); 1e-2 keeps a few hops around each fragment.
-    strength_cutoff: float = 1e-2
-    # Each node's search stops after this many strongest nodes (0 = exact). Definitions called
-    # from thousands of places reach 30k nodes. 1,024 keeps 86% of 2,048's stored relations and
-    # builds Django's relation rows in 4.2 s instead of 7.0; on the dev set (1,200 tasks, GPU)
-    # exact match did not move: +0.3 [+0.0, +0.8] line, +0.0 [-0.5, +0.5] API (eval/README.md).
-    max_reach: int = 1024
-    max_reexport_hops: int = 4  # `from .x import f` chains followed when resolving a name
-    max_base_class_depth: int = 8  # in-repo base classes searched for self.m() / cls.m()
-    # A file with more kept syntax nodes is searched as text but left out of the code graph.
+    granularity: str = setting("statement", choices=GRANULARITIES,
+                               help="graph nodes: statements, definitions and clauses, or every named syntax node "
+                                    "(the paper's reading; 6x more nodes)")
+    syntax_weight: float = setting(0.5, positive=True, within="(0, 1]",
+                                   help="edge weight: parent <-> child in a syntax tree")
+    directory_weight: float = setting(0.3, positive=True, within="(0, 1]",
+                                      help="edge weight: directory <-> sub-directory or file")
+    file_root_weight: float = setting(1.0, positive=True, within="(0, 1]",
+                                      help="edge weight: file node <-> root of its syntax tree")
+    call_weight: float = setting(0.8, positive=True, within="(0, 1]",
+                                 help="edge weight: call site <-> definition of the callee")
+    # docs/design.md's example 1e-3 relates nearly every pair of fragments of a large repository
+    # through the 0.3 directory edges (Django: 40k of 51k fragments per row, hours to build); 1e-2
+    # keeps a few hops around each fragment.
+    strength_cutoff: float = setting(1e-2, within="(0, 1]", help="tau: node strengths below count as 0")
+    # Definitions called from thousands of places reach 30k nodes. 1,024 keeps 86% of 2,048's
+    # stored relations and builds Django's relation rows in 4.2 s instead of 7.0; on the dev set
+    # (1,200 tasks, GPU) exact match did not move: +0.3 [+0.0, +0.8] line, +0.0 [-0.5, +0.5] API
+    # (docs/eval-history.md, eleventh round).
+    max_reach: int = setting(1024, repository_cap=8_192, zero_is_unlimited=True,
+                             help="each node's search stops after this many strongest nodes (0 = exact)")
+    max_reexport_hops: int = setting(4, help="`from .x import f` chains followed when resolving a name")
+    max_base_class_depth: int = setting(8, help="in-repo base classes searched for self.m() / cls.m()")
     # Relation rows cost ~0.45 s per 1k nodes of one file (each reaches max_reach siblings):
-    # 100k one-line statements took 112 s to index. Django's largest file has 4.8k nodes. 0 = no limit.
-    max_file_nodes: int = 10_000
+    # 100k one-line statements took 112 s to index. Django's largest file has 4.8k nodes.
+    max_file_nodes: int = setting(10_000, repository_cap=100_000, zero_is_unlimited=True,
+                                  help="a file with more kept syntax nodes is searched as text but left out of "
+                                       "the code graph (0 = no limit)")
 
 
 @dataclass(frozen=True)
 class FragmentConfig:
-    window_lines: int = 20  # RepoCoder's window
-    stride_lines: int = 10  # RepoCoder's slide
+    window_lines: int = setting(20, positive=True, help="lines of a fragment (RepoCoder's window)")
+    stride_lines: int = setting(10, positive=True, help="lines between fragment starts (RepoCoder's slide)")
 
 
 @dataclass(frozen=True)
 class RelationConfig:
     """Fragment relation W (eq. 8, optionally eq. 7)."""
 
-    # "graph" = eq. 8 over the code graph; "context" = eq. 7 gamma^|i-j| between windows of one
-    # file; "graph+context" = elementwise max of both.
-    kind: str = "graph"
-    context_gamma: float = 0.5  # gamma of eq. 7
-    relation_cutoff: float = 1e-3  # fragment relations w_ij below this are dropped (keeps W sparse)
-    # Each fragment keeps its strongest relations only (W = union of every row's top list, so it
-    # stays symmetric): bounds W's size and the query's matrix-vector product.
-    max_relations_per_fragment: int = 64
-    # Eq. 8 relations between two windows of one file are multiplied by this (1 = the paper).
+    kind: str = setting("graph", choices=RELATION_KINDS,
+                        help="W: eq. 8 over the code graph, eq. 7 gamma^|i-j| between windows of one file, "
+                             "or the elementwise max of both")
+    context_gamma: float = setting(0.5, within="[0, 1]", help="gamma of eq. 7")
+    relation_cutoff: float = setting(1e-3, positive=True, within="(0, 1]",
+                                     help="fragment relations w_ij below this are dropped (keeps W sparse)")
+    # W = union of every row's top list, so it stays symmetric: bounds W's size and the query's
+    # matrix-vector product. At most 4,096: 2**31 asked numpy for 176 GiB on the example.
+    max_relations_per_fragment: int = setting(64, maximum=4096, repository_cap=512,
+                                              help="each fragment keeps this many of its strongest relations")
     # Overlapping windows of a file share syntax nodes and carried 80% of W's weight, so s_env
     # (a weighted mean) was mostly the file's own mean BM25. With 0 the environment is what a
     # fragment relates to in other files (dev set, alpha 0.5: hit@10 -0.2 -> +0.5 on line tasks,
-    # -1.2 -> +0.7 on API tasks vs BM25, both within noise; eval/README.md). Eq. 7 is not scaled.
-    same_file_weight: float = 0.0
-    workers: int = 2  # threads for building W (the numba kernel releases the GIL)
-    # A query's W @ s_ind runs on this many threads (row blocks; scipy releases the GIL) once W
-    # holds at least `parallel_product_entries` entries: Django 3.6 -> 2.4 ms on two threads.
-    # Below it a thread's hand-off costs more than it saves.
-    product_threads: int = 2
-    parallel_product_entries: int = 500_000
+    # -1.2 -> +0.7 on API tasks vs BM25, both within noise; docs/eval-history.md, first section,
+    # and docs/repoeval-devset.md). Eq. 7 is not scaled.
+    same_file_weight: float = setting(0.0, within="[0, 1]",
+                                      help="eq. 8 relations between two windows of one file are multiplied by "
+                                           "this (1 = the paper)")
+    workers: int = setting(2, positive=True, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
+                           help="threads building W (the numba kernel releases the GIL)")
+    # Row blocks; scipy releases the GIL: Django 3.6 -> 2.4 ms on two threads. Below
+    # `parallel_product_entries` a thread's hand-off costs more than it saves.
+    product_threads: int = setting(2, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
+                                   help="threads of a query's W @ s_ind, once W holds parallel_product_entries")
+    parallel_product_entries: int = setting(500_000, run_only=True,
+                                            help="entries of W from which a query's product runs on "
+                                                 "product_threads threads")
 
 
 @dataclass(frozen=True)
 class BM25Config:
-    k1: float = 1.5
-    b: float = 0.75
-    epsilon: float = 0.25  # idf floor factor of rank-bm25's BM25Okapi
-    split_subwords: bool = True  # also index snake_case / camelCase parts of identifiers
-    lowercase: bool = True
+    k1: float = setting(1.5, help="BM25 Okapi's k1")
+    b: float = setting(0.75, help="BM25 Okapi's b")
+    epsilon: float = setting(0.25, help="idf floor factor of rank-bm25's BM25Okapi")
+    split_subwords: bool = setting(True, help="also index snake_case / camelCase parts of identifiers")
+    lowercase: bool = setting(True, help="match words whatever their case")
 
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    query_lines: int = 20  # the query is the last N lines before the cursor
-    alpha: float = 0.5  # eq. 10 weight of the environment score (0 = plain BM25)
-    top_k: int = 10
-    # The first this-many of the top K are BM25's best matches whatever eq. 10 says; the rest follow
-    # by s_rel. Relations then add to the lexical best match instead of displacing it (0 = the
-    # paper's ranking; strategy fragrel-paper ignores it). See eval/README.md.
-    anchor_matches: int = 1
-    # The current file's windows over the query lines are never offered (the prompt shows them).
+    query_lines: int = setting(20, positive=True, repository_cap=1_000,
+                               help="the query is the last this-many lines before the cursor")
+    alpha: float = setting(0.5, lsp="alpha", help="eq. 10 weight of the environment score (0 = plain BM25)")
+    top_k: int = setting(10, positive=True, repository_cap=200, lsp="topK", help="fragments retrieved (K)")
+    # Relations then add to the lexical best match instead of displacing it (docs/eval-history.md,
+    # second round).
+    anchor_matches: int = setting(1, help="the first this-many of the top K are BM25's best matches whatever "
+                                          "eq. 10 says (0 = the paper's ranking; fragrel-paper ignores it)")
     # True: they still feed their neighbours' s_env, so the environment starts at the cursor
     # (what the code being written calls and is called by); False: they are left out of eq. 9.
-    visible_feed_environment: bool = True
-    # Milliseconds; 0 = none. When the BM25 pass alone has used it up, the environment pass
-    # (W · s_ind) is skipped and the ranking is plain BM25 for that query: a late answer is
-    # worth less to an editor than a slightly weaker one. This is the CLI's and the evaluator's
-    # budget (default: exact FragRel); the language server's requests run on a copy of the config
-    # with server.retrieval_budget_ms in its place (lsp/settings.py for_server_requests).
-    time_budget_ms: float = 0.0
-    # Relations that add context instead of re-ranking it: this many definitions that the cursor's
-    # file imports or calls (resolved through import and call edges, other files only) join the
-    # retrieved fragments as compact signature blocks (header and docstring line), those whose
-    # names share most words with the query first. 0 = off (the paper's retrieval).
-    definition_blocks: int = 0
-    definition_lines: int = 8  # lines of one signature block at most
-    # Names in scope: when the prompt's left context no longer shows the current file's import
-    # statements that bind repository code (resolved through the index's import edges), up to this
-    # many of their lines are shown above the retrieved blocks, taken from the left context's room.
-    # A small model otherwise calls a similar-looking name (eval/README.md). 0 = off (RepoCoder's prompt).
-    scope_imports: int = 12
-    # Beside those imports, one compact signature line (parameters and defaults, no annotations;
-    # a class's __init__) for up to this many of the repository functions and classes they bind,
-    # leaving out names the visible code already calls: a small model that names the right
-    # function still misses its arguments (retrieval/signatures.py). 0 = off.
-    scope_signatures: int = 0
-    scope_signature_chars: int = 120  # characters of one signature line at most
-    # A second generation guided by the first: when the draft calls a repository function or class
-    # that the file imports (resolved through the import edges, defined in another file) and the
-    # prompt does not show its definition, the draft is generated again with that one signature
-    # beside the names in scope (only the name the model already chose: shown signatures of other
-    # names drew calls to them, eval/README.md). Single-round graph-aware strategies; off = one
-    # generation.
-    draft_signature: bool = False
-    # Strategy "hat": the summary tree's best-first walk stops after reaching this many files or
-    # expanding this many folders (repomem/memory/summary_tree.py).
-    summary_walk_files: int = 8
-    summary_walk_steps: int = 64
+    visible_feed_environment: bool = setting(True, help="the current file's windows over the query lines (never "
+                                                        "offered: the prompt shows them) feed their neighbours' "
+                                                        "s_env")
+    # When the BM25 pass alone has used it up, the environment pass (W · s_ind) is skipped and the
+    # ranking is plain BM25 for that query: a late answer is worth less to an editor than a
+    # slightly weaker one. This is the CLI's and the evaluator's budget (default: exact FragRel);
+    # the language server's requests run on a copy of the config with server.retrieval_budget_ms
+    # in its place (lsp/settings.py for_server_requests).
+    time_budget_ms: float = setting(0.0, help="milliseconds of retrieval before the environment pass is skipped "
+                                              "(0 = none); the CLI's and the evaluator's")
+    # Relations that add context instead of re-ranking it: definitions resolved through import and
+    # call edges, other files only, those whose names share most words with the query first.
+    definition_blocks: int = setting(0, help="definitions the cursor's file imports or calls join the prompt as "
+                                             "signature blocks (0 = off, the paper's retrieval)")
+    definition_lines: int = setting(8, positive=True, help="lines of one signature block at most")
+    # Names in scope (resolved through the index's import edges), taken from the left context's
+    # room. A small model otherwise calls a similar-looking name (docs/eval-history.md, second
+    # round).
+    scope_imports: int = setting(12, help="lines of the current file's imports of repository code shown above the "
+                                          "blocks when the left context no longer shows them (0 = off)")
+    # Parameters and defaults, no annotations; a class's __init__. A small model that names the
+    # right function still misses its arguments (retrieval/signatures.py).
+    scope_signatures: int = setting(0, help="one signature line each for up to this many repository functions and "
+                                            "classes the imports in scope bind, not yet called (0 = off)")
+    scope_signature_chars: int = setting(120, help="characters of one signature line at most")
+    # When the draft calls a repository function or class that the file imports (resolved through
+    # the import edges, defined in another file) and the prompt does not show its definition, the
+    # draft is generated again with that one signature beside the names in scope (only the name
+    # the model already chose: shown signatures of other names drew calls to them,
+    # docs/eval-history.md, fourth round). Single-round graph-aware strategies.
+    draft_signature: bool = setting(False, help="a second generation guided by the first, with the signature of "
+                                                "the repository function its draft calls (off = one generation)")
+    # Strategy "hat": the summary tree's best-first walk (repomem/memory/summary_tree.py).
+    summary_walk_files: int = setting(8, positive=True, repository_cap=256,
+                                      help="strategy hat: the walk stops after reaching this many files")
+    summary_walk_steps: int = setting(64, positive=True, repository_cap=4_096,
+                                      help="strategy hat: the walk stops after expanding this many folders")
 
 
 @dataclass(frozen=True)
@@ -176,171 +232,217 @@ class MemoryConfig:
 
     # "extractive": signatures and docstrings (instant, the default); "model": the summaries
     # `repomem summarise` wrote into the index (per content hash), extractive where none exists.
-    summaries: str = "extractive"
-    max_calls: int = 6  # model calls per completion at most, every memory strategy
-    answer_tokens: int = 12  # tokens of one navigation, look-up or reflection answer at most
-    # MemWalker: children listed per step (the node's children best first by BM25 of their
-    # summaries against the query: a folder of 300 files would not fit a small model's prompt),
-    # and windows the walk collects before it stops.
-    walk_children: int = 10
-    walk_leaves: int = 3
-    summary_lines: int = 2  # lines of each child's summary shown to the model
-    # ReadAgent: pages end at a syntax boundary (a top-level definition or statement) once they
-    # hold this many lines; gists of this many pages (the best by BM25 of their text) are shown,
-    # and the model looks up at most `lookup_pages` of them in full.
-    page_lines: int = 40
-    gist_pages: int = 12
-    lookup_pages: int = 3
-    # QRMeM: names at the cursor looked up in the entity graph at first, evidence kept per round,
-    # and reflections (one model call each) before the walk stops.
-    entity_names: int = 6
-    entity_evidence: int = 4
-    reflect_rounds: int = 2
-    summary_tokens: int = 60  # tokens of one model-written summary at most
+    summaries: str = setting("extractive", choices=SUMMARY_KINDS,
+                             help="summaries the memory strategies read: signatures and docstrings, or what "
+                                  "`repomem summarise` wrote")
+    max_calls: int = setting(6, positive=True, repository_cap=32,
+                             help="model calls per completion at most, every memory strategy")
+    answer_tokens: int = setting(12, positive=True, repository_cap=256,
+                                 help="tokens of one navigation, look-up or reflection answer at most")
+    # MemWalker: a folder of 300 files would not fit a small model's prompt, so children are
+    # listed best first by BM25 of their summaries against the query.
+    walk_children: int = setting(10, positive=True, help="MemWalker: children listed per step")
+    walk_leaves: int = setting(3, positive=True, help="MemWalker: windows the walk collects before it stops")
+    summary_lines: int = setting(2, positive=True, help="MemWalker: lines of each child's summary shown")
+    # ReadAgent: gists of the pages best by BM25 of their text are shown.
+    page_lines: int = setting(40, positive=True,
+                              help="ReadAgent: a page ends at a syntax boundary once it holds this many lines")
+    gist_pages: int = setting(12, positive=True, help="ReadAgent: pages whose gists are shown")
+    lookup_pages: int = setting(3, positive=True, help="ReadAgent: pages the model may read in full")
+    entity_names: int = setting(6, positive=True, help="QRMeM: names at the cursor looked up in the entity graph")
+    entity_evidence: int = setting(4, positive=True, help="QRMeM: evidence kept per round")
+    reflect_rounds: int = setting(2, help="QRMeM: reflections (one model call each) before the walk stops")
+    summary_tokens: int = setting(60, positive=True, repository_cap=1_024,
+                                  help="tokens of one model-written summary at most")
 
 
 @dataclass(frozen=True)
 class CompletionConfig:
-    # A name of repomem.strategies.STRATEGY_TABLE. "fragrel": BM25's best match first, the rest by
-    # eq. 10, and the file's imports of repository code in scope (the code graph's import edges);
-    # on the dev set it is not worse than plain BM25 on either split (eval/README.md, issue 11).
-    strategy: str = "fragrel"
-    max_prompt_tokens: int = 2048  # whole prompt, in the backend's tokens
-    context_share: float = 0.5  # share of the prompt for retrieved blocks (RepoCoder: half)
-    # Code after the cursor kept for fill-in-the-middle. Everything after the cursor is re-read by
-    # the model at each keystroke (it follows the edit point): 64 tokens cost ~0.5 s on 2 cores.
-    max_suffix_tokens: int = 64
-    max_new_tokens: int = 64
+    # "fragrel": BM25's best match first, the rest by eq. 10, and the file's imports of repository
+    # code in scope (the code graph's import edges); on the dev set it is not worse than plain
+    # BM25 on either split (docs/eval-history.md, third round).
+    strategy: str = setting("fragrel", choices=STRATEGY_NAMES, lsp="strategy",
+                            help="strategy of `repomem complete` and the language server "
+                                 "(repomem/strategies.py)")
+    max_prompt_tokens: int = setting(2048, positive=True, repository_cap=MODEL_WINDOW_CAP, lsp="maxPromptTokens",
+                                     help="whole prompt, in the backend's tokens")
+    context_share: float = setting(0.5, within="(0, 1]", lsp="contextShare",
+                                   help="share of the prompt for retrieved blocks (RepoCoder: half)")
+    # Everything after the cursor is re-read by the model at each keystroke (it follows the edit
+    # point): 64 tokens cost ~0.5 s on 2 cores.
+    max_suffix_tokens: int = setting(64, repository_cap=MODEL_WINDOW_CAP, lsp="maxSuffixTokens",
+                                     help="tokens of the code after the cursor kept for fill-in-the-middle")
+    max_new_tokens: int = setting(64, positive=True, repository_cap=2_048, lsp="maxNewTokens",
+                                  help="tokens generated at most")
     # "stable" (default): a function's blocks are retrieved at its first completion and kept, by path
     # and line, so prompts inside it share their prefix (warm p50 0.66 s vs 16.7 s); "score": RepoCoder's
     # most-similar-last order, re-retrieved at every cursor, where "most similar" is the retriever's
     # score (s_rel for FragRel); "similarity": the same, but blocks ordered by BM25 similarity (s_ind)
     # alone, so the block nearest the code is the most lexically similar one whatever ranked it in.
-    order: str = "stable"
-    style: str = "comments"  # "comments" (RepoCoder) or "repo" (the model family's file-separator form)
-    fill_in_middle: bool = True  # use the code after the cursor when the model supports FIM
-    max_lines: int = 16  # of a block completion
-    # Show each retrieved line once: windows overlapping a better block of the same file lose the
-    # shared lines and join it (completion/packing.py). Off until an EM run decides (eval/README.md).
-    pack_blocks: bool = False
-    pack_max_lines: int = 40  # a packed block grows to at most this many lines (two windows)
+    order: str = setting("stable", choices=BLOCK_ORDERS, lsp="order",
+                         help="block order: kept within a function, best-scored last, or most BM25-similar last")
+    style: str = setting("comments", choices=PROMPT_STYLES,
+                         help="prompt style: RepoCoder's comments, or the model family's file-separator form")
+    fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")
+    max_lines: int = setting(16, positive=True, help="lines of a block completion at most")
+    # Off until an EM run decides (docs/eval-history.md, first section).
+    pack_blocks: bool = setting(False, help="show each retrieved line once: windows overlapping a better block of "
+                                            "the same file lose the shared lines and join it")
+    pack_max_lines: int = setting(40, positive=True, help="lines a packed block grows to at most (two windows)")
     # Blocks that show what followed the match (completion/continuation.py): a window of another
     # file whose lines match the visible code's last `continuation_match_lines` non-blank lines
-    # (mean token Jaccard >= continuation_min_similarity) slides down, keeping its length, until it
-    # shows this many non-blank lines past the match. Graph-aware strategies only (RepoCoder's and
-    # the paper's prompts stay exact); 0 = off. On the dev set it is what made `fragrel` beat
-    # BM25 in exact match (eval/README.md, fifth round).
-    continuation_lines: int = 4
-    continuation_match_lines: int = 3
-    continuation_min_similarity: float = 0.5
+    # (mean token Jaccard >= continuation_min_similarity) slides down, keeping its length. Graph-
+    # aware strategies only (RepoCoder's and the paper's prompts stay exact). On the dev set it is
+    # what made `fragrel` beat BM25 in exact match (docs/eval-history.md, fifth round).
+    continuation_lines: int = setting(4, help="a matching window slides down until it shows this many non-blank "
+                                              "lines past its match (0 = off)")
+    continuation_match_lines: int = setting(3, positive=True,
+                                            help="non-blank lines of the visible code a window's lines must match")
+    continuation_min_similarity: float = setting(0.5, within="[0, 1]",
+                                                 help="mean token Jaccard similarity of that match at least")
     # The candidate that best matches the visible code's last lines (the continuation's match, with
-    # a line shown after it) moves up to this place in the candidates' order (0 = first; only ever
-    # up), so a clone ranked below what the block budget holds is shown; 1 keeps BM25's best match
-    # first. -1 = off. Graph-aware strategies, with the continuation on.
-    clone_position: int = 1
-    # With clone_position on: this many more candidates, retrieved by a query of those last lines
-    # alone (clones the whole query window ranks below top-k), for the clone to be chosen from.
-    # Both on: line EM +1.8 over the continuation alone on all 600 dev line tasks (eval/README.md,
-    # seventh round); 0 = off.
-    clone_search: int = 10
-    # Which of a graph-aware multi-round strategy's answers is shown (repocoder+fragrel's rounds,
-    # the draft-signature round): "last" is RepoCoder's (the last round's); "confident" is the round
-    # whose answer the model gave the highest mean log-probability per token, the last on a tie or
-    # when the backend reports none (the embedded model's child). `repocoder` itself always shows
-    # its last round, as published. On the dev set (transformers on a GPU) "confident" won 22 and
-    # lost 10 of the tasks where it differs from "last", over repocoder and repocoder+fragrel on
-    # both splits (eval/README.md, ninth round).
-    round_choice: str = "confident"
-    # Generation rounds of the iterative strategies (repocoder, repocoder+fragrel): 0 = the
-    # strategy's own (RepoCoder's 2); each later round queries with the previous round's draft.
-    iterative_rounds: int = 0
-    deadline_s: float = 60.0  # a generation returns by then; so does the embedded model's start (or fails)
-    context_tokens: int = 4096  # model window for the embedded backend (prompt + generation)
-    threads: int = 0  # llama.cpp threads (0 = all cores)
-    # Layers of the embedded model offloaded to a GPU: -1 = all (a CPU-only build of llama.cpp
-    # ignores it), 0 = none.
-    gpu_layers: int = -1
-    # Run the embedded model in a child process (llama.cpp's server on loopback): a crash there
-    # never takes repomem down, and llama.cpp's CUDA build cannot share a process with numba.
-    # False loads it in this process (CPU builds only; saves ~1 s of start-up).
-    isolate_model: bool = True
-    # With a request that can be cancelled, the child evaluates a long uncached prompt this many
-    # tokens at a time and checks for a stop in between: llama.cpp cannot stop a prompt's
-    # evaluation halfway. 0 = in one piece (the CLI and evaluation: chunked evaluation may round
-    # differently); the language server sets server.prefill_chunk_tokens.
-    prefill_chunk_tokens: int = 0
-    model_path: str = ""  # a GGUF file instead of the default model
-    hf_model: str = ""  # a Hugging Face checkpoint folder or GGUF file, run by transformers
-    # Evaluation with several workers and an in-process batching backend (transformers, vLLM):
-    # prompts per forward pass, and how long the first waits for others to join (milliseconds).
-    batch_size: int = 16
-    batch_gather_ms: float = 50.0
-    endpoint: str = ""  # an OpenAI-compatible server (vLLM) instead of the embedded model
-    api_key_env: str = "REPOMEM_API_KEY"  # environment variable holding the server's API key
+    # a line shown after it) moves up, so a clone ranked below what the block budget holds is
+    # shown. Graph-aware strategies, with the continuation on.
+    clone_position: int = setting(1, minimum=-1, minimum_means="off",
+                                  help="the best clone of the visible code's last lines moves up to this place "
+                                       "(0 = first; 1 keeps BM25's best match first; -1 = off)")
+    # Clones the whole query window ranks below top-k. Both on: line EM +1.8 over the continuation
+    # alone on all 600 dev line tasks (docs/eval-history.md, seventh round).
+    clone_search: int = setting(10, help="with clone_position on: this many more candidates, from a query of the "
+                                         "visible code's last lines alone (0 = off)")
+    # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
+    # the highest mean log-probability per token, the last on a tie or when the backend reports
+    # none (the embedded model's child). `repocoder` itself always shows its last round, as
+    # published. On the dev set (transformers on a GPU) "confident" won 22 and lost 10 of the tasks
+    # where it differs from "last", over repocoder and repocoder+fragrel on both splits
+    # (docs/eval-history.md, ninth round).
+    round_choice: str = setting("confident", choices=ROUND_CHOICES,
+                                help="which round's answer a graph-aware multi-round strategy shows: the most "
+                                     "confident or the last")
+    # Each later round queries with the previous round's draft.
+    iterative_rounds: int = setting(0, repository_cap=4,  # a generation each
+                                    help="generation rounds of repocoder and repocoder+fragrel (0 = the "
+                                         "strategy's own, 2)")
+    deadline_s: float = setting(60.0, positive=True, repository_cap=600.0, run_only=True, lsp="deadlineSeconds",
+                                help="seconds: a generation returns by then; so does the embedded model's start "
+                                     "(or fails)")
+    # The KV cache the embedded model allocates grows with it.
+    context_tokens: int = setting(4096, positive=True, repository_cap=MODEL_WINDOW_CAP, run_only=True,
+                                  reopens_backend=True,
+                                  help="model window of the embedded backend (prompt + generation), in tokens")
+    threads: int = setting(0, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True, reopens_backend=True,
+                           help="llama.cpp threads (0 = all cores)")
+    # A CPU-only build of llama.cpp ignores it.
+    gpu_layers: int = setting(-1, minimum=-1, minimum_means="all layers", run_only=True, reopens_backend=True,
+                              lsp="gpuLayers", help="layers of the embedded model offloaded to a GPU (-1 = all, "
+                                                    "0 = none)")
+    # In a child process (llama.cpp's server on loopback) a crash never takes repomem down, and
+    # llama.cpp's CUDA build cannot share a process with numba. False saves ~1 s of start-up.
+    isolate_model: bool = setting(True, run_only=True, reopens_backend=True,
+                                  help="run the embedded model in a child process (false: in this one, CPU builds "
+                                       "only)")
+    # llama.cpp cannot stop a prompt's evaluation halfway. 0 for the CLI and evaluation: chunked
+    # evaluation may round differently; the language server sets server.prefill_chunk_tokens.
+    prefill_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True,
+                                        help="with a request that can be cancelled, a long uncached prompt is "
+                                             "evaluated this many tokens at a time, checking for a stop (0 = whole)")
+    model_path: str = setting("", repository="not a repository", reopens_backend=True, lsp="model",
+                              help="a GGUF file instead of the default model")
+    hf_model: str = setting("", repository="not a repository", reopens_backend=True, lsp="hfModel",
+                            help="a Hugging Face checkpoint folder or GGUF file, run by transformers")
+    # Evaluation with several workers and an in-process batching backend (transformers, vLLM).
+    batch_size: int = setting(16, repository_cap=64, run_only=True, help="prompts per forward pass")
+    batch_gather_ms: float = setting(50.0, run_only=True,
+                                     help="milliseconds the first prompt of a batch waits for others to join")
+    endpoint: str = setting("", repository="not a repository", run_only=True, reopens_backend=True,
+                            lsp="endpoint", help="an OpenAI-compatible server (vLLM) instead of the embedded model")
+    api_key_env: str = setting("REPOMEM_API_KEY", repository="not a repository", run_only=True,
+                               help="environment variable holding the server's API key")
 
 
 @dataclass(frozen=True)
 class IndexConfig:
-    dir_name: str = ".repomem"  # index folder under the repository root
-    cache_dir: str = ""  # if set, indexes live here instead, one sub-folder per repository
-    keep_snapshots: int = 1  # older complete snapshots kept besides the current one
-    compact_ratio: float = 0.25  # rebuild W when this share of fragments changed since the base
-    workers: int = 2  # processes parsing files in a full build
-    # Python's cyclic collector runs after this many allocations during a full build (0 = Python's
-    # default, 700): the build's objects live on; collecting often cost 5% of the parse workers' CPU.
-    gc_young_threshold: int = 50_000
+    """Where the index lives and how it is built: run-only, it never changes a result."""
+
+    dir_name: str = setting(".repomem", folder_name=True, run_only=True,
+                            help="index folder under the repository root")
+    cache_dir: str = setting("", repository="not a repository", run_only=True,
+                             help="if set, indexes live here instead, one sub-folder per repository")
+    keep_snapshots: int = setting(1, repository_cap=8,  # each a copy of the index on disk
+                                  run_only=True, help="older complete snapshots kept besides the current one")
+    compact_ratio: float = setting(0.25, run_only=True,
+                                   help="rebuild W when this share of fragments changed since the base")
+    workers: int = setting(2, positive=True, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
+                           help="processes parsing files in a full build")
+    # The build's objects live on; collecting often cost 5% of the parse workers' CPU.
+    gc_young_threshold: int = setting(50_000, run_only=True,
+                                      help="Python's cyclic collector runs after this many allocations during a "
+                                           "full build (0 = Python's default, 700)")
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """The language server (`repomem serve`); client settings override these per session."""
+    """The language server (`repomem serve`); client settings override these per session. Run-only:
+    none changes what an index or an evaluation holds."""
 
-    # Milliseconds an inline-completion request waits before it starts; a newer request for the
-    # same document within this window answers instead (typing bursts start one generation).
-    debounce_ms: int = 75
-    # Milliseconds: retrieval.time_budget_ms for the server's requests only (its copy of the config;
-    # the CLI and the evaluator keep retrieval.time_budget_ms as set).
-    retrieval_budget_ms: float = 50.0
-    # A completion request still waiting after this many milliseconds is answered with an empty
-    # incomplete list while the model runs on; the client's next ask gets the finished answer.
+    # A newer request for the same document within this window answers instead (typing bursts
+    # start one generation).
+    debounce_ms: int = setting(75, run_only=True, lsp="debounceMs",
+                               help="milliseconds an inline-completion request waits before it starts")
+    # The CLI and the evaluator keep retrieval.time_budget_ms as set.
+    retrieval_budget_ms: float = setting(50.0, run_only=True, lsp="retrievalBudgetMs",
+                                         help="milliseconds: retrieval.time_budget_ms for the server's requests only")
     # Below eglot's 10 s request time-out, so clients see an answer, never a time-out error.
-    answer_within_ms: int = 8000
-    # Where the cursor rests this long (the end of an edit, or a position the editor reports with
-    # repomem/didMoveCursor) with nothing asked, the completion there starts speculatively: asked
-    # there, it is ready or under way; asked elsewhere, the model's prompt cache is warm. 0 = off.
-    warm_after_ms: int = 400
-    # The prompt budget (tokens) with the embedded model (llama.cpp, no endpoint, no HF model),
-    # unless the client sets maxPromptTokens: a cold prompt costs ~7 ms a token on two cores, so
-    # the 2,048 a GPU server takes in its stride is ~15 s here. 1,024 is the budget the dev set's
-    # CPU exact-match runs used (docs/editors.md). 0 = completion.max_prompt_tokens.
-    embedded_prompt_tokens: int = 1024
-    # completion.prefill_chunk_tokens with the embedded model: a request the user typed over
-    # holds the model for its whole cold prompt (~7 s for 1,024 tokens here) unless the prompt is
-    # evaluated in chunks. Off (0) by default: chunk boundaries follow the prompt cache's state,
-    # which changes the evaluation order and flipped the example's near tie between runs (256
-    # makes abandoned prompts stop within ~2 s, at that price).
-    prefill_chunk_tokens: int = 0
-    completion_cache_entries: int = 256  # LRU of finished completions, keyed by document text and cursor
-    # Open buffers overlaid on the index, the most recently edited or asked in (lsp/session.py):
-    # each costs ~200 KB and ~30 ms to index, so 3,000 open documents took over 1 GB. The others are
-    # kept as text only and retrieved as the disk has them until they are edited or asked in again.
-    indexed_buffers: int = 64
-    shown_completions: int = 256  # completions remembered for accept / reject / explain, by id
-    # JSONL of accept / reject events with the fragments that fed each completion; local only.
-    # "" = feedback.jsonl in the repository's index folder.
-    feedback_log: str = ""
-    progress_interval_ms: int = 200  # at most one $/progress report per this many milliseconds
-    backend_retry_s: float = 10.0  # after a model that failed to load or connect, wait this long to retry
-    # A message claiming more bytes than this is dropped (the stdio loop, lsp/framing.py); read
-    # before any repository is known, so only the default applies.
-    max_message_bytes: int = 64 << 20
-    # `serve --tcp` / `--socket` (lsp/listen.py; defaults only, as above): a client has this many
-    # seconds in all, from connecting, to send an admissible `initialize` (a silent or
-    # byte-at-a-time client is closed then). Clients authenticate side by side, at most
-    # `pending_clients` at once (more are closed at once), so none can keep the others out.
-    auth_timeout_s: float = 5.0
-    pending_clients: int = 16
-    max_initialize_bytes: int = 1 << 20  # a first message claiming more is refused unread
+    answer_within_ms: int = setting(8000, positive=True, run_only=True, lsp="answerWithinMs",
+                                    help="milliseconds after which a waiting request gets an empty incomplete list "
+                                         "while the model runs on; the next ask gets the answer")
+    # Asked there, it is ready or under way; asked elsewhere, the model's prompt cache is warm.
+    warm_after_ms: int = setting(400, run_only=True, lsp="warmAfterMs",
+                                 help="milliseconds the cursor rests, nothing asked, before the completion there "
+                                      "starts speculatively (0 = off)")
+    # A cold prompt costs ~7 ms a token on two cores, so the 2,048 a GPU server takes in its stride
+    # is ~15 s here. 1,024 is the budget the dev set's CPU exact-match runs used (docs/editors.md).
+    embedded_prompt_tokens: int = setting(1024, run_only=True,
+                                          help="prompt budget (tokens) with the embedded model unless the client "
+                                               "sets maxPromptTokens (0 = completion.max_prompt_tokens)")
+    # A request the user typed over holds the model for its whole cold prompt (~7 s for 1,024
+    # tokens here) unless the prompt is evaluated in chunks. Off by default: chunk boundaries follow
+    # the prompt cache's state, which changes the evaluation order and flipped the example's near
+    # tie between runs (256 makes abandoned prompts stop within ~2 s, at that price).
+    prefill_chunk_tokens: int = setting(0, run_only=True,
+                                        help="completion.prefill_chunk_tokens with the embedded model (0 = off)")
+    completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
+                                            lsp="completionCacheEntries",
+                                            help="finished completions kept (LRU), keyed by document text and "
+                                                 "cursor")
+    # Each costs ~200 KB and ~30 ms to index, so 3,000 open documents took over 1 GB. The others
+    # are kept as text only and retrieved as the disk has them until edited or asked in again.
+    indexed_buffers: int = setting(64, positive=True, repository_cap=512, run_only=True,
+                                   help="open buffers overlaid on the index, the most recently edited or asked in")
+    shown_completions: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
+                                     help="completions remembered for accept / reject / explain, by id")
+    # Local only.
+    feedback_log: str = setting("", repository="not a repository", run_only=True, lsp="feedbackLog",
+                                help="JSONL of accept / reject events with the fragments behind each completion "
+                                     "(\"\" = feedback.jsonl in the index folder)")
+    progress_interval_ms: int = setting(200, positive=True, run_only=True,
+                                        help="milliseconds between $/progress reports at least")
+    backend_retry_s: float = setting(10.0, run_only=True,
+                                     help="seconds to wait before retrying a model that failed to load or connect")
+    # Read before any repository is known (the stdio loop, lsp/framing.py), so only the default
+    # applies.
+    max_message_bytes: int = setting(64 << 20, run_only=True,
+                                     help="a message claiming more bytes is dropped (default only)")
+    # `serve --tcp` / `--socket` (lsp/listen.py; defaults only, as above): a silent or
+    # byte-at-a-time client is closed when its time is up. Clients authenticate side by side, at
+    # most `pending_clients` at once (more are closed at once), so none can keep the others out.
+    auth_timeout_s: float = setting(5.0, run_only=True,
+                                    help="seconds a socket client has, from connecting, to send an admissible "
+                                         "initialize (default only)")
+    pending_clients: int = setting(16, run_only=True,
+                                   help="socket clients authenticating at once at most (default only)")
+    max_initialize_bytes: int = setting(1 << 20, run_only=True,
+                                        help="a first message claiming more bytes is refused unread (default only)")
 
 
 @dataclass(frozen=True)
@@ -359,225 +461,31 @@ class Config:
 
 CONFIG_FILE_NAME = "repomem.toml"
 
-BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
-PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
-ROUND_CHOICES = ("last", "confident")  # see CompletionConfig.round_choice
-SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
-
-_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("graph", "granularity"): ("statement", "named"),
-    ("relations", "kind"): ("graph", "context", "graph+context"),
-    ("completion", "strategy"): STRATEGY_NAMES,
-    ("completion", "order"): BLOCK_ORDERS,
-    ("completion", "style"): PROMPT_STYLES,
-    ("completion", "round_choice"): ROUND_CHOICES,
-    ("memory", "summaries"): SUMMARY_KINDS,
-}
-
-
-def _coerce(value: Any, default: Any) -> Any:
-    """Return `value` converted to the type of `default`, or raise TypeError."""
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(default, float):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif isinstance(default, str):
-        if isinstance(value, str):
-            return value
-    elif isinstance(default, tuple):
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return tuple(value)
-        if isinstance(value, list):
-            odd = next(v for v in value if not isinstance(v, str))
-            raise TypeError(f"expected a list of strings, got {_toml_type(odd)} {odd!r} in it")
-        raise TypeError(f"expected a list of strings, got {_toml_type(value)}")
-    raise TypeError(f"expected {_toml_type(default)}, got {_toml_type(value)}")
-
-
-def _toml_type(value: Any) -> str:
-    """A value's type as a TOML file's author knows it."""
-    if isinstance(value, bool):
-        return "a boolean"
-    return {int: "an integer", float: "a number", str: "a string", list: "a list", tuple: "a list",
-            dict: "a table"}.get(type(value), type(value).__name__)
-
-
-# Values that must be > 0, and values that must lie in (0, 1].
-_POSITIVE = frozenset({
-    ("scan", "max_file_bytes"), ("scan", "max_line_chars"),
-    ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),
-    ("graph", "call_weight"), ("fragments", "window_lines"), ("fragments", "stride_lines"),
-    ("relations", "relation_cutoff"), ("retrieval", "query_lines"), ("retrieval", "top_k"),
-    ("completion", "max_prompt_tokens"), ("completion", "max_new_tokens"), ("completion", "max_lines"),
-    ("completion", "pack_max_lines"), ("completion", "continuation_match_lines"),
-    ("retrieval", "definition_lines"), ("retrieval", "summary_walk_files"),
-    ("retrieval", "summary_walk_steps"), ("memory", "max_calls"), ("memory", "answer_tokens"),
-    ("memory", "walk_children"), ("memory", "walk_leaves"), ("memory", "summary_lines"), ("memory", "page_lines"),
-    ("memory", "gist_pages"), ("memory", "lookup_pages"), ("memory", "entity_names"), ("memory", "entity_evidence"),
-    ("memory", "summary_tokens"),
-    ("completion", "deadline_s"), ("completion", "context_tokens"), ("index", "workers"),
-    ("relations", "workers"), ("server", "completion_cache_entries"), ("server", "shown_completions"),
-    ("server", "progress_interval_ms"), ("server", "answer_within_ms"), ("server", "indexed_buffers"),
-})
-_UNIT = frozenset({
-    ("graph", "syntax_weight"), ("graph", "directory_weight"), ("graph", "file_root_weight"),
-    ("graph", "call_weight"), ("graph", "strength_cutoff"), ("relations", "relation_cutoff"),
-    ("completion", "context_share"),
-})
-
-
-# Every number a setting holds is at most this, unless _MAXIMA says less: TOML integers are
-# unbounded, and window_lines = 10**23 overflowed numpy deep in the index build (an internal
-# error, not a warning). 2**31 - 1 fits every C int and numpy int32 a setting reaches, and in
-# seconds or milliseconds it stays below threading.TIMEOUT_MAX.
-SETTING_CEILING = 2**31 - 1
-_MAXIMA: dict[tuple[str, str], int] = {
-    # W keeps up to this many entries per fragment: 2**31 asked numpy for 176 GiB on the example.
-    ("relations", "max_relations_per_fragment"): 4096,
-    # Threads and processes, whoever asks: a billion llama.cpp threads or parse workers is a crash.
-    ("index", "workers"): 1024, ("relations", "workers"): 1024, ("relations", "product_threads"): 1024,
-    ("completion", "threads"): 1024,
-}
-
-
-def _range_problem(section: str, key: str, value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    if isinstance(value, str):
-        if (section, key) == ("index", "dir_name") and (
-            value in ("", ".", "..") or "/" in value or "\\" in value
-        ):
-            return "must be a plain folder name"
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return "must be a finite number"  # NaN / inf would pass every comparison below, or print as invalid JSON
-    highest = _MAXIMA.get((section, key), SETTING_CEILING)
-    if value > highest:
-        return f"must be at most {highest:,}"
-    if (section, key) == ("completion", "gpu_layers"):
-        return "must be -1 (all layers) or more" if value < -1 else None
-    if (section, key) == ("completion", "clone_position"):
-        return "must be -1 (off) or more" if value < -1 else None
-    if value < 0:
-        return "must be >= 0"
-    if (section, key) in _POSITIVE and value <= 0:
-        return "must be > 0"
-    if (section, key) in _UNIT and not 0 < value <= 1:
-        return "must lie in (0, 1]"
-    if (section, key) in (("relations", "context_gamma"), ("relations", "same_file_weight"),
-                          ("completion", "continuation_min_similarity")) and value > 1:
-        return "must lie in [0, 1]"
-    return None
-
 
 def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
     """Build a Config from a nested mapping; bad entries fall back to defaults with a warning."""
-    warnings: list[str] = []
-    base = Config()
-    sections: dict[str, Any] = {}
-    for section_name, section_value in data.items():
-        if section_name not in {f.name for f in dataclasses.fields(Config)}:
-            warnings.append(f"unknown config section [{section_name}] ignored")
-            continue
-        if not isinstance(section_value, dict):
-            warnings.append(f"config section [{section_name}] must be a table; default kept")
-            continue
-        default_section = getattr(base, section_name)
-        known = {f.name for f in dataclasses.fields(default_section)}
-        changes: dict[str, Any] = {}
-        for key, value in section_value.items():
-            if key not in known:
-                warnings.append(f"unknown config key {section_name}.{key} ignored")
-                continue
-            default_value = getattr(default_section, key)
-            try:
-                coerced = _coerce(value, default_value)
-            except TypeError as error:
-                warnings.append(f"config {section_name}.{key}: {error}; default {default_value!r} kept")
-                continue
-            choices = _CHOICES.get((section_name, key))
-            if choices is not None and coerced not in choices:
-                warnings.append(
-                    f"config {section_name}.{key}={coerced!r} is not one of {', '.join(choices)};"
-                    f" default {default_value!r} kept"
-                )
-                continue
-            problem = _range_problem(section_name, key, coerced)
-            if problem is not None:
-                warnings.append(f"config {section_name}.{key}={coerced!r} {problem}; default {default_value!r} kept")
-                continue
-            changes[key] = coerced
-        sections[section_name] = dataclasses.replace(default_section, **changes)
-    return dataclasses.replace(base, **sections), warnings
+    return tree_from_mapping(Config, data)
 
 
-# Keys a repository's own repomem.toml may not set: they send its code or the user's keys to a
-# server, or name a file or folder outside the repository to read or write. They come from the
-# user's config (user_config_path), the command line or the editor; or the user trusts the
-# repository by listing it in `[trust] repositories` of the user's config.
-REPOSITORY_FORBIDDEN_KEYS = frozenset({
-    ("completion", "endpoint"), ("completion", "api_key_env"), ("completion", "model_path"),
-    ("completion", "hf_model"), ("server", "feedback_log"), ("index", "cache_dir"),
-})
 TRUST_SECTION = "trust"
-# Secret protection a repository's own repomem.toml may only make stricter (a cloned repository is
-# what would switch it off): its secret-file patterns are added to the user's, its thresholds count
-# where they are lower, and masking stays on. A repository the user trusts sets them as it likes.
-STRICTER_ONLY_KEYS = frozenset({
-    ("scan", "secret_patterns"), ("scan", "mask_secrets"), ("scan", "secret_min_length"),
-    ("scan", "secret_min_entropy"),
-})
 
 
-# Resource settings a repository's own repomem.toml may not raise past these: a cloned repository
-# must not make repomem start 24 index workers or reserve a million-token model window. The
-# user's config, the command line and the editor may; so may a repository the user trusts. A
-# repository's value above its cap is lowered to the cap, with one warning. None: this machine's
-# CPU count (threads and processes).
-REPOSITORY_CAPS: dict[tuple[str, str], int | float | None] = {
-    ("index", "workers"): None, ("relations", "workers"): None, ("relations", "product_threads"): None,
-    ("completion", "threads"): None,
-    # Tokens: the default model's trained window (Qwen2.5-Coder-0.5B: 32,768); the KV cache the
-    # embedded model allocates grows with context_tokens.
-    ("completion", "context_tokens"): 32_768, ("completion", "max_prompt_tokens"): 32_768,
-    ("completion", "max_suffix_tokens"): 32_768, ("completion", "max_new_tokens"): 2_048,
-    ("completion", "iterative_rounds"): 4,  # a generation each
-    ("completion", "batch_size"): 64,
-    ("completion", "deadline_s"): 600.0,  # seconds a generation may hold the model
-    ("memory", "max_calls"): 32, ("memory", "answer_tokens"): 256, ("memory", "summary_tokens"): 1_024,
-    ("scan", "max_file_bytes"): 10_000_000, ("scan", "max_line_chars"): 100_000,  # ten times the defaults
-    ("graph", "max_reach"): 8_192, ("graph", "max_file_nodes"): 100_000,  # 0 (no limit) is above
-    ("relations", "max_relations_per_fragment"): 512,
-    ("retrieval", "top_k"): 200, ("retrieval", "query_lines"): 1_000,
-    ("retrieval", "summary_walk_files"): 256, ("retrieval", "summary_walk_steps"): 4_096,
-    ("index", "keep_snapshots"): 8,  # each a copy of the index on disk
-    ("server", "completion_cache_entries"): 4_096, ("server", "shown_completions"): 4_096,
-    ("server", "indexed_buffers"): 512,  # ~200 KB of index each
-}
-_UNLIMITED_AT_ZERO = frozenset({("graph", "max_reach"), ("graph", "max_file_nodes")})
-
-
-def _repository_cap(user_section: dict[str, Any], section: str, key: str, asked: Any) -> tuple[Any, str | None]:
-    """`asked` (a repository's value of a REPOSITORY_CAPS key), or the cap with a warning when it
-    is above (the user's own value, where higher, is the cap); a value of the wrong type is left
-    for config_from_mapping to report."""
-    if isinstance(asked, bool) or not isinstance(asked, (int, float)):
+def _repository_cap(user_section: dict[str, Any], setting_: Setting, asked: Any) -> tuple[Any, str | None]:
+    """`asked` (a repository's value of a setting with a repository_cap), or the cap with a warning
+    when it is above (the user's own value, where higher, is the cap); a value of the wrong type is
+    left for config_from_mapping to report."""
+    if not is_number(asked):
         return asked, None
-    cap = REPOSITORY_CAPS[(section, key)]
-    if cap is None:
+    cap = setting_.rules.repository_cap
+    if cap == CPU_COUNT:
         cap = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    users = user_section.get(key)
-    if isinstance(users, (int, float)) and not isinstance(users, bool) and users > cap:
+    users = user_section.get(setting_.key)
+    if is_number(users) and users > cap:
         cap = users
-    unlimited = asked == 0 and (section, key) in _UNLIMITED_AT_ZERO
+    unlimited = asked == 0 and setting_.rules.zero_is_unlimited
     if not unlimited and not asked > cap:  # NaN is reported by config_from_mapping
         return asked, None
-    return cap, (f"{CONFIG_FILE_NAME}: {section}.{key}={asked!r}{' (no limit)' if unlimited else ''} is more than "
+    return cap, (f"{CONFIG_FILE_NAME}: {setting_.name}={asked!r}{' (no limit)' if unlimited else ''} is more than "
                  f"a repository's own settings may ask for ({cap:,}); {cap:,} used (set it in {user_config_path()} "
                  f"or on the command line, or trust the repository there under [{TRUST_SECTION}])")
 
@@ -591,6 +499,7 @@ def user_config_path() -> Path:
 
 
 def _read_toml(path: Path, label: str) -> tuple[dict[str, Any], list[str]]:
+    """A settings file's mapping, settings that moved read under their current names."""
     if not path.exists():
         return {}, []
     if not path.is_file():
@@ -600,7 +509,7 @@ def _read_toml(path: Path, label: str) -> tuple[dict[str, Any], list[str]]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as error:
         return {}, [f"{label}: {str(error).splitlines()[0] if str(error) else error.__class__.__name__}; "
                     "defaults used"]
-    return data, []
+    return with_current_names(Config, data, f"{label}:")
 
 
 def _trusted(user: dict[str, Any], repo_root: Path) -> bool:
@@ -611,21 +520,21 @@ def _trusted(user: dict[str, Any], repo_root: Path) -> bool:
     return any(isinstance(entry, str) and Path(entry).expanduser().resolve() == root for entry in listed)
 
 
-def _stricter_only(user_section: dict[str, Any], section: str, key: str, asked: Any) -> tuple[Any, str | None]:
-    """The value `section.key` (of STRICTER_ONLY_KEYS) takes when a repository asks for `asked` over
-    the user's setting or the default: patterns added, thresholds lowered, masking kept on. Returns
-    it (None: leave the key as the user has it) and None, "weaker" (the repository asked for less
-    protection) or why the asked value is unusable."""
-    default = getattr(getattr(Config(), section), key)
+def _stricter_only(user_section: dict[str, Any], setting_: Setting, asked: Any) -> tuple[Any, str | None]:
+    """The value a "stricter only" setting takes when a repository asks for `asked` over the user's
+    setting or the default: patterns added, thresholds lowered, masking kept on. Returns it (None:
+    leave the key as the user has it) and None, "weaker" (the repository asked for less protection)
+    or why the asked value is unusable."""
+    default = setting_.default
     try:
-        asked = _coerce(asked, default)
+        asked = coerce(asked, default)
     except TypeError as error:
         return None, str(error)
-    problem = _range_problem(section, key, asked)
+    problem = value_problem(setting_.rules, asked)
     if problem is not None:
         return None, f"{asked!r} {problem}"
     try:
-        current = _coerce(user_section.get(key, default), default)
+        current = coerce(user_section.get(setting_.key, default), default)
     except TypeError:
         current = default  # the user's own value is unusable: config_from_mapping falls back to this
     if isinstance(default, tuple):
@@ -637,12 +546,14 @@ def _stricter_only(user_section: dict[str, Any], section: str, key: str, asked: 
 
 def load_config(repo_root: Path) -> tuple[Config, list[str]]:
     """The user's config (user_config_path), then the repository's ``repomem.toml`` over it, minus
-    the keys a repository may not set unless the user trusts it (REPOSITORY_FORBIDDEN_KEYS), and
-    with its secret protection settings counted only where they are stricter (STRICTER_ONLY_KEYS)."""
+    the settings a repository may not set unless the user trusts it (repository="not a repository"),
+    with its secret protection settings counted only where they are stricter ("stricter only") and
+    its resource settings lowered to their repository_cap."""
     user, warnings = _read_toml(user_config_path(), str(user_config_path()))
     repo, repo_warnings = _read_toml(repo_root / CONFIG_FILE_NAME, CONFIG_FILE_NAME)
     warnings += repo_warnings
     trusted = _trusted(user, repo_root)
+    by_name = settings_by_name(Config)
     merged: dict[str, Any] = {name: dict(value) if isinstance(value, dict) else value
                               for name, value in user.items() if name != TRUST_SECTION}
     weakened: list[str] = []  # the repository's settings that would lower secret protection, said once
@@ -652,21 +563,25 @@ def load_config(repo_root: Path) -> tuple[Config, list[str]]:
             continue
         kept = {}
         for key, value in values.items():
-            if (section, key) in REPOSITORY_FORBIDDEN_KEYS and not trusted:
+            setting_ = by_name.get((section, key))
+            if setting_ is None or trusted:  # unknown keys are config_from_mapping's to report
+                kept[key] = value
+                continue
+            if setting_.rules.repository == "not a repository":
                 warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key} ignored: a repository's own settings may not "
                                 f"send data elsewhere or name paths outside it (set it in {user_config_path()} or "
                                 f"on the command line, or trust the repository there under [{TRUST_SECTION}])")
                 continue
-            if (section, key) in STRICTER_ONLY_KEYS and not trusted:
-                value, refused = _stricter_only(merged.get(section, {}), section, key, value)
+            if setting_.rules.repository == "stricter only":
+                value, refused = _stricter_only(merged.get(section, {}), setting_, value)
                 if refused == "weaker":
                     weakened.append(f"{section}.{key}")
                 elif refused is not None:
                     warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key}: {refused}; ignored")
                 if value is None:
                     continue
-            if (section, key) in REPOSITORY_CAPS and not trusted:
-                value, capped = _repository_cap(merged.get(section, {}), section, key, value)
+            if setting_.rules.repository_cap is not None:
+                value, capped = _repository_cap(merged.get(section, {}), setting_, value)
                 if capped is not None:
                     warnings.append(capped)
             kept[key] = value
@@ -688,9 +603,11 @@ def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
     return dataclasses.replace(config, **replaced)
 
 
-def with_assignments(config: Config, assignments: list[str] | tuple[str, ...]) -> tuple[Config, list[str]]:
+def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
+                     notices: list[str] | None = None) -> tuple[Config, list[str]]:
     """`config` with "section.key=value" assignments applied (values in TOML syntax; a bare word
-    is a string), each checked as repomem.toml's keys are. Returns the problems, one per bad one."""
+    is a string), each checked as repomem.toml's keys are. Returns the problems, one per bad one.
+    A setting named where it used to live is applied where it lives now, with a line in `notices`."""
     problems: list[str] = []
     mapping: dict[str, dict[str, Any]] = {}
     for assignment in assignments:
@@ -704,6 +621,9 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...]) -
         except tomllib.TOMLDecodeError:
             value = raw.strip()
         mapping.setdefault(section, {})[key] = value
+    mapping, moved = with_current_names(Config, mapping)
+    if notices is not None:
+        notices.extend(moved)
     checked, warnings = config_from_mapping(mapping)
     problems.extend(warnings)
     if problems:
@@ -712,27 +632,16 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...]) -
                                      for section, keys in mapping.items()}), []
 
 
-# Settings that change how work is carried out, not what it produces (threads, where the model
-# runs, how long to wait); None: the whole section. Fingerprints of an index or of evaluation
-# records leave them out, so a different thread count neither rebuilds nor re-runs anything.
-RUN_ONLY_SETTINGS: dict[str, frozenset[str] | None] = {
-    "relations": frozenset({"workers", "product_threads", "parallel_product_entries"}),
-    "completion": frozenset({"threads", "endpoint", "api_key_env", "deadline_s", "isolate_model", "gpu_layers",
-                             "batch_size", "batch_gather_ms", "context_tokens", "prefill_chunk_tokens"}),
-    "index": None,  # where the index lives and how many processes build it
-    "server": None,
-}
-
-
 def settings_digest(config: Config, sections: Iterable[str] | None = None, digest_size: int = 16) -> str:
     """A hex hash of the settings of `sections` (default: every section not wholly run-only),
-    defaults included, run-only settings left out."""
+    defaults included, run-only settings left out: a different thread count neither rebuilds an
+    index nor re-runs an evaluation."""
     names = [f.name for f in dataclasses.fields(config)] if sections is None else list(sections)
+    run_only = {(s.section, s.key) for s in settings_of(Config) if s.rules.run_only}
     chosen = {}
     for name in names:
-        skipped = RUN_ONLY_SETTINGS.get(name, frozenset())
-        if skipped is None:
-            continue
         values = dataclasses.asdict(getattr(config, name))
-        chosen[name] = {key: value for key, value in values.items() if key not in skipped}
+        if values and all((name, key) in run_only for key in values):
+            continue  # where the index lives, how the server answers: the whole section is run-only
+        chosen[name] = {key: value for key, value in values.items() if (name, key) not in run_only}
     return hashlib.blake2b(json.dumps(chosen, sort_keys=True).encode(), digest_size=digest_size).hexdigest()

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from repomem.completion.engine import CompletionEngine
-from repomem.config import REPOSITORY_FORBIDDEN_KEYS, Config, load_config
+from repomem.config import Config, load_config
 from repomem.failures import Failure
 from repomem.index.scan import is_secret, list_candidates
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion
 from repomem.memory.written_summaries import WrittenSummaries
 from repomem.positions import Cursor
 from repomem.service import RepoService
+from repomem.setting_rules import settings_of
 from tests.repos import write_repo
 
 HOSTILE = '''[completion]
@@ -55,7 +56,8 @@ def test_a_repositorys_config_cannot_send_data_elsewhere(tmp_path: Path, no_user
     assert config.server.feedback_log == "" and config.index.cache_dir == ""
     assert config.retrieval.top_k == 7  # harmless settings still apply
     ignored = [w for w in warnings if "ignored: a repository's own settings" in w]
-    assert len(ignored) == len(REPOSITORY_FORBIDDEN_KEYS) == 6
+    forbidden = [s for s in settings_of(Config) if s.rules.repository == "not a repository"]
+    assert len(ignored) == len(forbidden) == 6
 
 
 def test_the_users_own_config_sets_them_and_can_trust_a_repository(tmp_path: Path, no_user_config: Path):

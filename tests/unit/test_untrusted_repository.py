@@ -10,18 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from repomem.config import (
-    REPOSITORY_CAPS,
-    SETTING_CEILING,
-    Config,
-    ScanConfig,
-    config_from_mapping,
-    load_config,
-)
+from repomem.config import Config, ScanConfig, config_from_mapping, load_config
 from repomem.failures import Failure
 from repomem.index.scan import Skipped, list_candidates, source_from_bytes
 from repomem.positions import locate, read_text_file
 from repomem.service import RepoService
+from repomem.setting_rules import SETTING_CEILING, settings_by_name
 from tests.repos import write_repo
 
 
@@ -54,7 +48,8 @@ def test_a_repository_may_not_ask_for_more_than_its_caps(tmp_path: Path, user_co
     config, warnings = load_config(repo)
     cpus = len(os.sched_getaffinity(0))
     assert config.index.workers == cpus and config.completion.context_tokens == 32_768
-    assert config.graph.max_reach == REPOSITORY_CAPS[("graph", "max_reach")]  # 0 = no limit: above the cap
+    max_reach = settings_by_name(Config)[("graph", "max_reach")]
+    assert config.graph.max_reach == max_reach.rules.repository_cap  # 0 = no limit: above the cap
     assert config.completion.max_new_tokens == 64  # under its cap: as asked
     assert len(warnings) == 3 and all("more than a repository's own settings may ask" in w for w in warnings)
 
