@@ -14,13 +14,13 @@ else compares strategy names. A strategy is a way of choosing the context a mode
   is plain BM25 (RepoCoder's sparse retriever) exactly.
 - `rounds`: 2 is RepoCoder's iterative retrieval: the second round queries with the last lines
   before the cursor plus the first round's draft.
-- `names_in_scope`: the code graph also adds context: the current file's import statements that bind
-  repository code (its import edges), shown above the blocks when the left context no longer shows
-  them (`retrieval.scope_imports` lines); and repomem's own prompt levers apply, such as blocks
-  slid to show what followed their match (`completion.continuation_lines`). Off for RepoCoder's and
-  the paper's exact prompts.
-- `as_published`: ignore repomem's own ranking levers (`retrieval.anchor_matches`, the
-  "similarity" block order) and rank and order exactly as the FragRel paper does.
+- `levers`: repomem's prompt levers the strategy uses, by name, in the order the engine runs them
+  (repomem/completion/levers/: one module each; a lever's settings switch it on). The graph-aware
+  strategies use them all: BM25's best match anchored, the file's hidden imports of repository
+  code pinned above the blocks (the code graph's import edges), blocks slid to show what followed
+  their match, ... RepoCoder's and the paper's exact prompts use none of those.
+- `as_published`: rank and order exactly as the FragRel paper does (no "similarity" block order;
+  with no anchored-match lever listed, eq. 10's top K as it comes).
 
 Adding a strategy is one line here (and, for a new way of retrieving, one retriever module).
 """
@@ -38,11 +38,10 @@ class Strategy:
     environment: bool  # eq. 10 with the configured alpha; False = alpha 0 (plain BM25)
     rounds: int  # generation rounds; RepoCoder's iterative retrieval uses 2
     asks_model: bool = False  # the retriever itself calls the model (memory.max_calls per completion)
-    # FragRel exactly as published: eq. 10's top K and blocks ordered by s_rel, whatever
-    # retrieval.anchor_matches and the "similarity" block order say (the paper, one setting away).
+    # FragRel exactly as published: blocks ordered by s_rel whatever the "similarity" block order
+    # says (the paper, one setting away).
     as_published: bool = False
-    # The import edges add the cursor file's hidden imports of repository code above the blocks.
-    names_in_scope: bool = False
+    levers: tuple[str, ...] = ()  # names of repomem.completion.levers.LEVERS, in the order they run
 
     @property
     def retrieves(self) -> bool:
@@ -54,25 +53,37 @@ class Strategy:
         return configured if self.environment else 0.0
 
 
+# Packing changes how any strategy's blocks are laid out (off unless completion.pack_blocks);
+# definition blocks join what the sparse retriever finds (off unless retrieval.definition_blocks).
+LAYOUT_LEVERS = ("packing",)
+SPARSE_LEVERS = ("definition-blocks", *LAYOUT_LEVERS)
+# repomem's own levers. Names in scope pin before the signatures that sign them; clone search
+# adds the candidates the continuation promotes from.
+GRAPH_LEVERS = ("anchored-match", "definition-blocks", "clone-search", "continuation", "packing", "names-in-scope",
+                "scope-signatures", "draft-signature", "confident-round")
+
 STRATEGY_TABLE: tuple[Strategy, ...] = (
-    Strategy("infile", "the current file only", "none", False, 1),
-    Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1),
+    Strategy("infile", "the current file only", "none", False, 1, levers=LAYOUT_LEVERS),
+    Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1,
+             levers=SPARSE_LEVERS),
     Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10), BM25's best match kept "
              "nearest the code, the file's imports of repository code in scope, blocks showing what "
-             "followed their match", "sparse", True, 1, names_in_scope=True),
+             "followed their match", "sparse", True, 1, levers=GRAPH_LEVERS),
     Strategy("fragrel-paper", "FragRel exactly as published: eq. 10's ranking and block order", "sparse", True, 1,
-             as_published=True),
-    Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2),
+             as_published=True, levers=SPARSE_LEVERS),
+    Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2,
+             levers=SPARSE_LEVERS),
     Strategy("repocoder+fragrel", "two rounds of FragRel, the second querying with the first draft",
-             "sparse", True, 2, names_in_scope=True),
+             "sparse", True, 2, levers=GRAPH_LEVERS),
     Strategy("hat", "a summary tree walked best-first to the best-matching files (HAT), then BM25 in them",
-             "summary-tree", False, 1),
+             "summary-tree", False, 1, levers=LAYOUT_LEVERS),
     Strategy("memwalker", "the model navigates the summary tree from the root to windows (MemWalker)",
-             "memory-walk", False, 1, asks_model=True),
+             "memory-walk", False, 1, asks_model=True, levers=LAYOUT_LEVERS),
     Strategy("readagent", "gists of the best pages; the model looks a few up in full (ReadAgent)",
-             "gist-lookup", False, 1, asks_model=True),
+             "gist-lookup", False, 1, asks_model=True, levers=LAYOUT_LEVERS),
     Strategy("qrmem", "definitions of the names at the cursor from the entity graph, expanded while the "
-             "model says it needs more (QRMeM)", "entity-walk", False, 1, asks_model=True),
+             "model says it needs more (QRMeM)", "entity-walk", False, 1, asks_model=True,
+             levers=LAYOUT_LEVERS),
 )
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in STRATEGY_TABLE)

@@ -8,42 +8,32 @@ RepoCoder's strategies run a second round whose query slides over the first roun
 from __future__ import annotations
 
 import dataclasses
-import functools
-import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
-from repomem.completion.continuation import (
-    ContinuedSpans,
-    blocks_at,
-    continued_blocks,
-    spans_of,
-    strongest_clone,
-    with_clone_at,
-)
+from repomem.completion.levers import LEVERS
+from repomem.completion.levers.base import FunctionKey, FunctionMemory, LeverRound, Pins, PromptLever
 from repomem.completion.model_calls import MemoryModel, ModelCall
-from repomem.completion.packing import pack_blocks
 from repomem.completion.postprocess import CompletionShape, clean_completion
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
-from repomem.completion.rounds import RoundAnswer, choose_round
+from repomem.completion.rounds import RoundAnswer
 from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
-from repomem.languages.registry import language_named
 from repomem.positions import Cursor
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, Strategy, strategy_named
 
 STABLE_MEMO_SIZE = 64  # functions whose blocks are remembered for --order stable
+FIRST_LINE_SLOT = "first-line"  # FunctionMemory slot: where the function's last prompt began its file
 
 
 @dataclass(frozen=True)
@@ -80,11 +70,6 @@ class PreparedPrompt:
     timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # so far: retrieve, prompt, memory_model
 
 
-def _tail_lines(context: CursorContext, count: int) -> list[str]:
-    """The visible code's last `count` non-blank lines before the cursor line."""
-    return [line for line in context.left_lines[:-1] if line.strip()][-count:]
-
-
 class CompletionEngine:
     """Completes cursors of one repository with one backend.
 
@@ -98,9 +83,8 @@ class CompletionEngine:
         self.backend = backend
         self.config = config or service.config
         self._tokenizer = BackendTokenizer(backend)
-        self._stable: OrderedDict[tuple[str, int], list[ScoredFragment]] = OrderedDict()
-        self._first_lines: dict[tuple[str, int], int] = {}  # where the function's last prompt began
-        self._continued: dict[tuple[str, int], ContinuedSpans] = {}  # the lines its blocks first showed
+        # Order "stable": what each function's first completion chose (blocks, shown spans, first line).
+        self._functions = FunctionMemory(STABLE_MEMO_SIZE)
 
     def request(
         self,
@@ -166,21 +150,22 @@ class CompletionEngine:
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
             rounds.append(result)
-        called = self._draft_call(request, rounds[-1])
-        if called is not None:
-            # Same query, same blocks; the one signature joins the names in scope. A second
-            # generation that fails or is cut leaves the first draft standing.
-            second = self._round(request, context, query, 2, timings, model, draft_signature=called,
-                                 fragments=rounds[-1].fragments)
+        # A lever may ask for one more generation after the draft (same query, same blocks, its
+        # lines pinned); one that fails or is cut leaves the draft standing.
+        draft = rounds[-1]
+        _, follow = self._lever_round(request, context, draft.rounds + 1, model)
+        pinned = next((lines for lever in follow
+                       if (lines := lever.follow_up(draft.raw, draft.prompt, draft.generation.finish_reason))), ())
+        if pinned:
+            second = self._round(request, context, query, 2, timings, model, pinned_lines=tuple(pinned),
+                                 fragments=draft.fragments)
             if not isinstance(second, Failure) and second.generation.finish_reason in ("stop", "length"):
                 rounds.append(second)
         if len(rounds) == 1:
             return rounds[0]
         answers = tuple(RoundAnswer(r.raw, r.generation.mean_logprob) for r in rounds)
-        # RepoCoder's own strategy stays as published (its last round); the choice is one of
-        # repomem's levers, for the graph-aware strategies.
-        choice = self.config.completion.round_choice if request.strategy.names_in_scope else "last"
-        chosen = choose_round([a.mean_logprob for a in answers], choice)
+        chosen = next((shown for lever in follow if (shown := lever.shown_round(answers)) is not None),
+                      len(answers) - 1)
         # The shown round's prompt, blocks and answer; the whole request's timings and round count.
         return dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
                                    round_answers=answers, chosen_round=chosen)
@@ -189,27 +174,6 @@ class CompletionEngine:
         """Generation rounds: the strategy's own, or completion.iterative_rounds for an iterative one."""
         configured = self.config.completion.iterative_rounds
         return configured if strategy.rounds > 1 and configured > 0 else strategy.rounds
-
-    def _draft_call(self, request: CompletionRequest, draft: Completion) -> str | None:
-        """The signature line for retrieval.draft_signature: of the first repository function or
-        class the draft's first line calls through the file's imports, unless the prompt already
-        shows its definition; None when off or nothing qualifies."""
-        if (not self.config.retrieval.draft_signature or not request.strategy.names_in_scope
-                or request.strategy.rounds != 1 or draft.generation.finish_reason not in ("stop", "length")):
-            return None
-        first_line = next((line for line in draft.raw.split("\n") if line.strip()), "")
-        called = self.service.called_signature(request.cursor.path, first_line,
-                                               self.config.retrieval.scope_signature_chars)
-        if called is None:
-            return None
-        name, line = called
-        if f"{name}()" in line or f"{name}(" not in line:
-            return None  # no parameters to show: the draft's arguments cannot improve (and a bare
-            # `def name(): ...` got copied as a def line on the dev set)
-        kind = "def" if line.startswith("def ") else "class"
-        if re.search(rf"\b{kind} {re.escape(name)}\b", draft.prompt.text):
-            return None  # a block (or the visible file) shows the definition itself
-        return self.service.mask(line)
 
     def _memory_model(self, request: CompletionRequest) -> MemoryModel | None:
         """The request's budgeted access to the model, for strategies that ask it while retrieving."""
@@ -227,19 +191,45 @@ class CompletionEngine:
         return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0},
                              self._memory_model(request))
 
+    def _lever_round(self, request: CompletionRequest, context: CursorContext, round_number: int,
+                     model: MemoryModel | None,
+                     pinned_lines: tuple[str, ...] = ()) -> tuple[LeverRound, list[PromptLever]]:
+        """What the levers see of a round, and the strategy's levers made for it."""
+        levers: list[PromptLever] = []
+        retrieve = RETRIEVERS[request.strategy.retriever]
+
+        def retrieve_text(text: str) -> list[ScoredFragment]:
+            # anchored 0 is the paper's ranking; a lever's `ranking` may ask for more.
+            round_query = RoundQuery(request.cursor, text, request.alpha, request.excluded, request.unlisted,
+                                     model, anchored=0)
+            for lever in levers:
+                round_query = lever.ranking(round_query)
+            found = retrieve(self.service, round_query)
+            for lever in levers:
+                found = lever.found(text, found)
+            return found
+
+        lever_round = LeverRound(request, context, self.config, self.service, round_number,
+                                 self._stable_key(request, context), self._functions, request.cursor.text.split("\n"),
+                                 retrieve_text, pinned_lines)
+        levers.extend(LEVERS[name](lever_round) for name in request.strategy.levers
+                      if LEVERS[name].applies(self.config))
+        return lever_round, levers
+
     def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-                 timings: dict[str, float], model: MemoryModel | None, draft_signature: str | None = None,
+                 timings: dict[str, float], model: MemoryModel | None, pinned_lines: tuple[str, ...] = (),
                  fragments: Sequence[ScoredFragment] | None = None) -> PreparedPrompt | Failure:
-        """`fragments`: the round's blocks when already known (the draft-signature round keeps the
-        first round's, which `--order stable` may have remembered rather than retrieved)."""
+        """`fragments`: the round's blocks when already known (a follow-up round keeps the draft's,
+        which `--order stable` may have remembered rather than retrieved); `pinned_lines`: a
+        follow-up round's lines (PromptLever.follow_up)."""
+        lever_round, levers = self._lever_round(request, context, round_number, model, pinned_lines)
         started = time.perf_counter()
-        fragments = list(fragments) if fragments is not None else self._fragments(request, context, query,
-                                                                                  round_number, model)
+        fragments = list(fragments) if fragments is not None else self._fragments(lever_round, levers, query)
         timings["retrieve"] += (time.perf_counter() - started) * 1000
         if model is not None:  # part of "retrieve": what the memory's own model calls cost
             timings["memory_model"] = sum(call.seconds for call in model.calls) * 1000
         started = time.perf_counter()
-        prompt = self._fit_prompt(request, context, fragments, draft_signature)
+        prompt = self._fit_prompt(lever_round, levers, fragments)
         if isinstance(prompt, Failure):
             return prompt
         timings["prompt"] += (time.perf_counter() - started) * 1000
@@ -247,9 +237,9 @@ class CompletionEngine:
                               dict(timings))
 
     def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
-               timings: dict[str, float], model: MemoryModel | None, draft_signature: str | None = None,
+               timings: dict[str, float], model: MemoryModel | None, pinned_lines: tuple[str, ...] = (),
                fragments: Sequence[ScoredFragment] | None = None) -> Completion | Failure:
-        prepared = self._prepare(request, context, query, round_number, timings, model, draft_signature, fragments)
+        prepared = self._prepare(request, context, query, round_number, timings, model, pinned_lines, fragments)
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt
@@ -268,47 +258,31 @@ class CompletionEngine:
             model_calls=prepared.model_calls,
         )
 
-    def _stable_key(self, request: CompletionRequest, context: CursorContext) -> tuple[str, int] | None:
+    def _stable_key(self, request: CompletionRequest, context: CursorContext) -> FunctionKey | None:
         return (request.cursor.path, context.definition_line) if request.order == "stable" else None
 
-    def _fragments(self, request: CompletionRequest, context: CursorContext, query: str,
-                   round_number: int, model: MemoryModel | None) -> list[ScoredFragment]:
-        """The round's fragments: remembered for the function (stable order, first round) or retrieved."""
-        first_retrieval = round_number == 1 and request.strategy.retrieves
-        memo_key = self._stable_key(request, context) if first_retrieval else None
+    def _fragments(self, lever_round: LeverRound, levers: Sequence[PromptLever], query: str) -> list[ScoredFragment]:
+        """The round's fragments: remembered for the function (stable order, first round) or
+        retrieved, with what the levers add to the candidates."""
+        first_retrieval = lever_round.number == 1 and lever_round.request.strategy.retrieves
+        memo_key = lever_round.stable_key if first_retrieval else None
         if memo_key is not None:
-            remembered = self._stable.get(memo_key)
-            if remembered is not None and self.service.fragments_live([f.fragment for f in remembered]):
-                self._stable.move_to_end(memo_key)
+            remembered = self._functions.fragments(memo_key, self.service.fragments_live)
+            if remembered is not None:
                 return remembered
-        retrieve = RETRIEVERS[request.strategy.retriever]
-        anchored = 0 if request.strategy.as_published else None
-        fragments = retrieve(self.service, RoundQuery(request.cursor, query, request.alpha, request.excluded,
-                                                      request.unlisted, model, anchored))
-        settings = self.config.completion
-        if (settings.clone_search > 0 and settings.clone_position >= 0 and settings.continuation_lines > 0
-                and request.strategy.names_in_scope):
-            # Clones of the code just above the cursor, for the clone the blocks move up: a query
-            # of those lines alone finds them where the whole query window ranks them below top-k.
-            tail = _tail_lines(context, settings.continuation_match_lines)
-            if tail:
-                found = retrieve(self.service, RoundQuery(request.cursor, "\n".join(tail), request.alpha,
-                                                          request.excluded, request.unlisted, model, anchored))
-                have = {f.fragment for f in fragments}
-                fragments = [*fragments, *(f for f in found[: settings.clone_search] if f.fragment not in have)]
+        fragments = lever_round.retrieve(query)
+        for lever in levers:
+            fragments = lever.candidates(fragments)
         if memo_key is not None and fragments:
-            self._stable[memo_key] = fragments
-            while len(self._stable) > STABLE_MEMO_SIZE:
-                dropped, _ = self._stable.popitem(last=False)
-                self._first_lines.pop(dropped, None)
-                self._continued.pop(dropped, None)
+            self._functions.remember_fragments(memo_key, fragments)
         return fragments
 
-    def _fit_prompt(self, request: CompletionRequest, context: CursorContext,
-                    fragments: list[ScoredFragment], draft_signature: str | None = None) -> Prompt | Failure:
-        """Blocks and the current file within the token budget; blocks repeating what the prompt
-        already shows of the current file are dropped and the fit is redone. `draft_signature`
-        joins the names in scope (shown even when no import statement is hidden)."""
+    def _fit_prompt(self, lever_round: LeverRound, levers: Sequence[PromptLever],
+                    fragments: list[ScoredFragment]) -> Prompt | Failure:
+        """Blocks, the levers' pins and the current file within the token budget. The fit is redone
+        while blocks repeat what the prompt already shows of the current file (they are dropped)
+        or a lever's pins change with what the fit shows."""
+        request, context = lever_round.request, lever_round.context
         settings = self.config.completion
         cursor = request.cursor
         candidates = [
@@ -316,32 +290,27 @@ class CompletionEngine:
                          summary=f.text is not None, similarity=f.s_ind)
             for f in fragments
         ]
-        stable_key = self._stable_key(request, context)
-        if settings.continuation_lines > 0 and request.strategy.names_in_scope:
-            candidates = self._continued_blocks(candidates, context, cursor.path, stable_key)
-        select = None
-        if settings.pack_blocks:
-            def select(chosen, block_budget, cost):
-                return pack_blocks(chosen, settings.pack_max_lines, self.service.span_text, block_budget, cost)
+        for lever in levers:
+            candidates = lever.blocks(candidates)
+        select = next((chosen for lever in levers if (chosen := lever.selection()) is not None), None)
         budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
-        hint = self._first_lines.get(stable_key) if stable_key else None
+        stable_key = lever_round.stable_key
+        hint = self._functions.get(FIRST_LINE_SLOT, stable_key) if stable_key else None
         visible_from = min(max(request.visible_from, 0), cursor.line)
         if hint is not None:
             hint = hint - visible_from if hint >= visible_from else None
-        file_lines = cursor.text.split("\n")
-        scope = self._scope_imports(request, context, file_lines)
-        # None until the first fit shows what the left context keeps (names it calls need no signature).
-        signatures: list[str] | None = None if scope and self.config.retrieval.scope_signatures > 0 else []
-        forced = [draft_signature] if draft_signature else []
         try:
             while True:
+                pins = Pins(lines=list(lever_round.pinned_lines))
+                for lever in levers:
+                    lever.pin(pins)
+                lever_round.pins = pins
+                pinned = pins.block(cursor.path, lever_round.file_lines)
                 prompt = build_prompt(
                     left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
-                    select=select,
-                    pinned=[_scope_block(cursor.path, file_lines, scope, [*(signatures or ()), *forced])]
-                    if scope or forced else (),
+                    select=select, pinned=() if pinned is None else (pinned,),
                 )
                 if isinstance(prompt, Failure):
                     return prompt
@@ -351,67 +320,17 @@ class CompletionEngine:
                 duplicates = {id(b) for b in prompt.blocks
                               if b.path == cursor.path and not b.summary
                               and b.start_line <= shown[1] and b.end_line > shown[0]}
-                # Import statements the left context shows after all are not repeated above it.
-                still_hidden = [span for span in scope if span[1] <= prompt.left_first_line]
-                if duplicates or still_hidden != scope:
-                    candidates = [c for c in candidates if id(c) not in duplicates]
-                    scope = still_hidden
-                    continue
-                if signatures is None:
-                    signatures = self._scope_signatures(cursor, file_lines, scope, prompt.left_first_line)
-                    if signatures:
-                        continue
-                break
+                candidates = [c for c in candidates if id(c) not in duplicates]
+                unsettled = bool(duplicates)
+                for lever in levers:
+                    unsettled = lever.refit(prompt, unsettled) or unsettled
+                if not unsettled:
+                    break
         except TokenCountFailed as error:
             return error.failure
         if stable_key is not None:
-            self._first_lines[stable_key] = prompt.left_first_line
+            self._functions.set(FIRST_LINE_SLOT, stable_key, prompt.left_first_line)
         return prompt
-
-    def _continued_blocks(self, candidates: list[ContextBlock], context: CursorContext, cursor_path: str,
-                          stable_key: tuple[str, int] | None) -> list[ContextBlock]:
-        """The candidates slid to show what followed their match (completion.continuation_lines).
-        With order "stable" a function's first completion decides the lines and later ones show
-        the same, so their prompts keep sharing the block section as the cursor moves."""
-        if stable_key is not None and stable_key in self._continued:
-            shown = blocks_at(candidates, self._continued[stable_key], self.service.file_lines)
-            if shown is not None:
-                return shown
-        settings = self.config.completion
-        tail = _tail_lines(context, settings.continuation_match_lines)
-        # Several windows of one file are common among the candidates: read (and mask) it once.
-        file_lines = functools.cache(self.service.file_lines)
-        continued = continued_blocks(candidates, file_lines, cursor_path, tail,
-                                     settings.continuation_lines, settings.continuation_min_similarity)
-        if settings.clone_position >= 0:
-            clone = strongest_clone(continued, file_lines, cursor_path, tail, settings.continuation_min_similarity)
-            continued = with_clone_at(continued, clone, settings.clone_position)
-        if stable_key is not None:
-            self._continued[stable_key] = spans_of(candidates, continued)
-        return continued
-
-    def _scope_imports(self, request: CompletionRequest, context: CursorContext,
-                       file_lines: list[str]) -> list[tuple[int, int]]:
-        """Line spans of the cursor file's imports of repository code above the cursor (or above
-        what the request may show), retrieval.scope_imports lines at most; [] when off or when the
-        strategy's prompt is RepoCoder's or the paper's exactly."""
-        limit = self.config.retrieval.scope_imports
-        if limit <= 0 or not request.strategy.names_in_scope:
-            return []
-        language = language_named(context.language)
-        if not language.import_prefixes:
-            return []
-        return self.service.repository_imports(request.cursor.path, file_lines, language.import_prefixes,
-                                               request.cursor.line, limit)
-
-    def _scope_signatures(self, cursor: Cursor, file_lines: list[str], scope: list[tuple[int, int]],
-                          left_first_line: int) -> list[str]:
-        """Signature lines for what the shown import statements bind (retrieval.scope_signatures)."""
-        shown = "\n".join(line for start, end in scope for line in file_lines[start:end])
-        visible = "\n".join(file_lines[left_first_line : cursor.line + 1])
-        settings = self.config.retrieval
-        return self.service.imported_signatures(cursor.path, shown, visible, settings.scope_signatures,
-                                                settings.scope_signature_chars)
 
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)
@@ -422,13 +341,3 @@ class CompletionEngine:
             max_tokens=request.max_new_tokens, stop=stops,
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=request.enough,
         ))
-
-
-def _scope_block(path: str, file_lines: list[str], spans: list[tuple[int, int]],
-                 signatures: Sequence[str] = ()) -> ContextBlock:
-    """The import statements (and the signatures of what they bind) as one block of the current
-    file (its lines, not a window: id -1)."""
-    imports = [line for start, end in spans for line in file_lines[start:end]]
-    text = "\n".join([*imports, *dict.fromkeys(signatures)])  # each signature once
-    first, end = (spans[0][0], spans[-1][1]) if spans else (0, 0)
-    return ContextBlock(-1, path, first, end, text, float("inf"), summary=True)

@@ -28,9 +28,7 @@ def sparse_windows(service: RepoService, query: RoundQuery) -> list[ScoredFragme
         return []
     found = service.retrieve_at(query.cursor, query=query.text, alpha=query.alpha, excluded=query.excluded,
                                 unlisted=query.unlisted, anchored=query.anchored)
-    # Definitions the file reaches through its imports and calls come first (when configured):
-    # compact, and what an API call needs.
-    return [*service.definitions_at(query.cursor, query.text), *found.fragments]
+    return list(found.fragments)
 
 
 def summary_tree_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:

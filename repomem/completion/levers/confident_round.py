@@ -1,0 +1,22 @@
+"""Confident round: of several rounds' answers, the one the model was surest of is shown.
+
+RepoCoder's second round (and the draft-signature round) turns about as many right answers
+wrong as wrong answers right; the model's mean log-probability per generated token tells the two
+apart better than always taking the last round (completion/rounds.py; `completion.round_choice`,
+"confident" won 22 and lost 10 of the dev-set tasks where it differs, docs/eval-history.md,
+ninth round). Without this lever (RepoCoder as published) the last round is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from repomem.completion.levers.base import PromptLever
+from repomem.completion.rounds import RoundAnswer, choose_round
+
+
+class ConfidentRound(PromptLever):
+    name = "confident-round"
+
+    def shown_round(self, answers: Sequence[RoundAnswer]) -> int | None:
+        return choose_round([a.mean_logprob for a in answers], self.round.config.completion.round_choice)

@@ -1,0 +1,43 @@
+"""Draft signature: a second generation guided by the first (retrieval.draft_signature).
+
+When the draft calls a repository function or class that the file imports (resolved through the
+import edges, defined in another file) and the prompt does not show its definition, the draft is
+generated again with that one signature pinned beside the names in scope: only the name the model
+already chose (shown signatures of other names drew calls to them, docs/eval-history.md). The
+same blocks are kept. Single-round strategies only; off by default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from repomem.completion.levers.base import PromptLever
+from repomem.completion.prompt import Prompt
+from repomem.config import Config
+
+
+class DraftSignature(PromptLever):
+    name = "draft-signature"
+
+    @classmethod
+    def applies(cls, config: Config) -> bool:
+        return config.retrieval.draft_signature
+
+    def follow_up(self, draft_raw: str, draft_prompt: Prompt, finish_reason: str) -> Sequence[str]:
+        round = self.round
+        if round.request.strategy.rounds != 1 or finish_reason not in ("stop", "length"):
+            return ()
+        first_line = next((line for line in draft_raw.split("\n") if line.strip()), "")
+        called = round.service.called_signature(round.request.cursor.path, first_line,
+                                                round.config.retrieval.scope_signature_chars)
+        if called is None:
+            return ()
+        name, line = called
+        if f"{name}()" in line or f"{name}(" not in line:
+            return ()  # no parameters to show: the draft's arguments cannot improve (and a bare
+            # `def name(): ...` got copied as a def line on the dev set)
+        kind = "def" if line.startswith("def ") else "class"
+        if re.search(rf"\b{kind} {re.escape(name)}\b", draft_prompt.text):
+            return ()  # a block (or the visible file) shows the definition itself
+        return (round.service.mask(line),)
