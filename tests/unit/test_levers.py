@@ -1,0 +1,137 @@
+"""The prompt-lever seam (repomem/completion/levers/): the strategy table names each strategy's
+levers, the engine runs them through PromptLever's hooks and names none, and a new lever is one
+module plus one line."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from repomem.completion import engine as engine_module
+from repomem.completion.engine import CompletionEngine
+from repomem.completion.levers import LEVERS
+from repomem.completion.levers.base import FunctionMemory, Pins, PromptLever
+from repomem.config import with_overrides
+from repomem.positions import locate
+from repomem.retrieval.scoring import ScoredFragment
+from repomem.strategies import STRATEGY_TABLE, strategy_named
+from tests.unit.test_scope_imports import Words, long_report
+
+ROOT = Path(__file__).resolve().parents[2]
+LEVER_SETTINGS = ("anchor_matches", "definition_blocks", "clone_search", "clone_position", "continuation_",
+                  "pack_blocks", "pack_max_lines", "scope_imports", "scope_signature", "draft_signature",
+                  "round_choice")
+
+
+def test_every_listed_lever_exists_and_runs_in_a_workable_order():
+    assert all(lever.name == name and issubclass(lever, PromptLever) for name, lever in LEVERS.items())
+    for strategy in STRATEGY_TABLE:
+        assert len(set(strategy.levers)) == len(strategy.levers), strategy.name
+        unknown = [name for name in strategy.levers if name not in LEVERS]
+        assert not unknown, f"{strategy.name} lists unknown levers {unknown}"
+        order = {name: place for place, name in enumerate(strategy.levers)}
+        # The signatures sign what names in scope pin; the continuation promotes from clone search's finds.
+        for before, after in (("names-in-scope", "scope-signatures"), ("clone-search", "continuation")):
+            if after in order:
+                assert order.get(before, -1) < order[after], strategy.name
+    # RepoCoder's and the paper's prompts stay exact: none of repomem's own ranking or pinning levers.
+    for name in ("vanilla", "repocoder", "fragrel-paper"):
+        assert set(strategy_named(name).levers) <= {"definition-blocks", "packing"}, name
+
+
+def test_the_engine_names_no_lever_nor_a_lever_setting():
+    source = (ROOT / "repomem" / "completion" / "engine.py").read_text(encoding="utf-8")
+    code = ast.unparse(ast.parse(source))  # comments and docstrings' wording do not count...
+    code = re.sub(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'', "", code)  # ...nor docstrings
+    for name in LEVERS:
+        assert name not in code, name
+    for cls in LEVERS.values():
+        assert cls.__name__ not in code, cls.__name__
+    for setting in LEVER_SETTINGS:
+        assert setting not in code, setting
+    for module in ("continuation", "packing", "signatures", "scope"):
+        assert not re.search(rf"\bfrom repomem\.\w+(\.\w+)*\.{module} import", code), module
+
+
+def test_function_memory_keeps_the_least_recently_used_order_and_drops_slots_with_the_function():
+    memory = FunctionMemory(2)
+    fragment = ScoredFragment(3, "a.py", 0, 20, 0.0, 0.0, 1.0)
+    memory.remember_fragments(("a.py", 1), [fragment])
+    memory.remember_fragments(("b.py", 1), [fragment])
+    memory.set("first-line", ("a.py", 1), 7)
+    memory.set("first-line", ("c.py", 1), 9)  # a function with no fragments remembered (none found)
+    assert memory.fragments(("a.py", 1), lambda ids: False) is None  # stale: not returned, not touched
+    memory.remember_fragments(("d.py", 1), [fragment])  # drops a.py (stale, so still the oldest)
+    assert memory.fragments(("a.py", 1), lambda ids: True) is None
+    assert memory.get("first-line", ("a.py", 1)) is None
+    assert memory.get("first-line", ("c.py", 1)) == 9
+    assert memory.fragments(("b.py", 1), lambda ids: ids == [3]) == [fragment]  # touched: d.py is oldest now
+    memory.remember_fragments(("e.py", 1), [fragment])
+    assert memory.fragments(("b.py", 1), lambda ids: True) is not None
+    assert memory.fragments(("d.py", 1), lambda ids: True) is None
+
+
+def test_pins_make_one_block_with_each_line_once_and_signatures_only_beside_imports():
+    lines = ["import os", "from .cart import Cart", "x = 1"]
+    assert Pins().block("a.py", lines) is None
+    block = Pins([(1, 2)], ["class Cart(): ...", "def f(a): ..."], ["def f(a): ..."]).block("a.py", lines)
+    assert block.text == "from .cart import Cart\nclass Cart(): ...\ndef f(a): ..."
+    assert (block.fragment, block.start_line, block.end_line, block.summary) == (-1, 1, 2, True)
+    alone = Pins([], ["class Cart(): ..."], ["def f(a): ..."]).block("a.py", lines)
+    assert alone.text == "def f(a): ..."  # a signature of no shown import is not pinned
+
+
+class Reminder(PromptLever):
+    """A lever written the way the README's how-to says: pin one line, add one candidate."""
+
+    name = "reminder"
+
+    def pin(self, pins: Pins) -> None:
+        pins.lines.append("# remember: amounts are in cents")
+
+    def candidates(self, fragments: list[ScoredFragment]) -> list[ScoredFragment]:
+        found = self.round.retrieve("def compute_tax(amount_cents, tax_class)")
+        have = {f.fragment for f in fragments}
+        return [*fragments, *(f for f in found[:1] if f.fragment not in have)]
+
+
+def test_a_new_lever_is_one_class_and_one_line_in_the_table(tmp_path, monkeypatch):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 400, "fill_in_middle": False})
+    engine = CompletionEngine(service, Words(), config)
+    plain = engine.prepare(engine.request(cursor, "vanilla", order="score"))
+    assert "remember: amounts" not in plain.prompt.text
+
+    monkeypatch.setitem(LEVERS, Reminder.name, Reminder)
+    vanilla = strategy_named("vanilla")
+    with_reminder = dataclasses.replace(vanilla, levers=(*vanilla.levers, Reminder.name))
+    monkeypatch.setattr(engine_module, "strategy_named", lambda name: with_reminder if name == "vanilla" else None)
+    engine = CompletionEngine(service, Words(), config)
+    prepared = engine.prepare(engine.request(cursor, "vanilla", order="score"))
+    assert prepared.prompt.blocks[0].fragment == -1  # pinned above the blocks
+    assert "# remember: amounts are in cents" in prepared.prompt.blocks[0].text
+    added = [f for f in prepared.fragments if f.fragment not in {g.fragment for g in plain.fragments}]
+    assert len(prepared.fragments) == len(plain.fragments) + len(added) and len(added) <= 1
+
+
+@pytest.mark.parametrize("lever", sorted(LEVERS))
+def test_each_lever_can_be_switched_off_by_leaving_it_out_of_the_table(tmp_path, monkeypatch, lever):
+    """Every lever's hooks are optional for the engine: fragrel without any one of them still
+    builds a prompt within the budget."""
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
+                            retrieval={"scope_signatures": 2, "definition_blocks": 2})
+    fragrel = strategy_named("fragrel")
+    without = dataclasses.replace(fragrel, levers=tuple(n for n in fragrel.levers if n != lever))
+    monkeypatch.setattr(engine_module, "strategy_named", lambda name: without)
+    engine = CompletionEngine(service, Words(), config)
+    prepared = engine.prepare(engine.request(cursor, "fragrel", order="stable"))
+    assert prepared.prompt.n_tokens <= 300
+    pinned = any(block.fragment == -1 for block in prepared.prompt.blocks)
+    assert pinned == (lever != "names-in-scope")  # only names in scope pins the hidden imports here
