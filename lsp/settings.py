@@ -70,10 +70,11 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
     config = with_overrides(base, **changes)
     completion = config.completion
     if not completion.endpoint and not completion.hf_model:  # the embedded model, on this machine
-        embedded: dict[str, int] = {"prefill_chunk_tokens": config.server.prefill_chunk_tokens}
+        prompt_tokens = completion.max_prompt_tokens
         if "max_prompt_tokens" not in changes.get("completion", {}) and config.server.embedded_prompt_tokens > 0:
-            embedded["max_prompt_tokens"] = config.server.embedded_prompt_tokens
-        config = with_overrides(config, completion=embedded)
+            prompt_tokens = config.server.embedded_prompt_tokens
+        config = with_overrides(config, completion={"prefill_chunk_tokens": config.server.prefill_chunk_tokens,
+                                                     "max_prompt_tokens": prompt_tokens})
     return for_server_requests(config), problems
 
 

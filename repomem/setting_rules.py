@@ -331,7 +331,7 @@ def setting_problems(setting_: Setting) -> list[str]:
     if rules.repository == "stricter only" and not isinstance(default, (bool, int, float, tuple)):
         problems.append("stricter only applies to a flag, a threshold or a list")
     try:
-        coerce(default, default)
+        coerce(list(default) if isinstance(default, tuple) else default, default)  # as TOML spells it
         refused = value_problem(rules, default)
     except TypeError as error:
         refused = str(error)

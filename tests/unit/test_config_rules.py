@@ -1,0 +1,362 @@
+"""One description per setting (issue 35): every setting's rules sit on its field
+(repomem/config.py, `setting(...)`), every validator reads them there, and a misspelt rule fails
+here instead of being silently ignored."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import repomem.setting_rules as setting_rules
+from repomem.config import (
+    BLOCK_ORDERS,
+    Config,
+    config_from_mapping,
+    load_config,
+    settings_digest,
+    with_assignments,
+    with_overrides,
+)
+from repomem.lsp.settings import CLIENT_SETTINGS, apply_settings, backend_changed
+from repomem.setting_reference import REFERENCE_PATH, configuration_reference
+from repomem.setting_rules import (
+    CPU_COUNT,
+    rule_problems,
+    setting,
+    settings_by_name,
+    settings_of,
+    tree_from_mapping,
+    with_current_names,
+)
+from tests.repos import write_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+VALIDATORS = (ROOT / "repomem" / "config.py", ROOT / "repomem" / "setting_rules.py", ROOT / "lsp" / "settings.py")
+
+
+def names_where(predicate) -> set[str]:
+    return {s.name for s in settings_of(Config) if predicate(s.rules)}
+
+
+# -- the rules are well-formed -------------------------------------------------------------------
+
+
+def test_every_setting_has_well_formed_rules():
+    assert rule_problems(Config) == []
+    assert len(settings_of(Config)) > 100
+
+
+@dataclass(frozen=True)
+class TypoSection:
+    label: str = setting("a", choices=("b", "c"), help="the default is not a choice")
+    path: str = setting("", maximum=10, repository="not a repositry", help="a bound on a string; a misspelt rule")
+    names: tuple[str, ...] = setting(("x",), repository_cap=4, help="a cap on a list")
+    count: int = setting(0, positive=True, lsp="max_count", help="its default refused; a snake_case editor name")
+    layers: int = setting(-1, minimum=-1, help="a minimum below 0 that says not what it means")
+    share: float = setting(0.5, within="(0, 1)", help="an interval not known")  # type: ignore[arg-type]
+    twin: int = setting(1, lsp="maxCount", moved_from=("typo.count", "nodot"), help="an old name still in use")
+    other: int = setting(1, lsp="maxCount", help="")
+
+
+@dataclass(frozen=True)
+class TypoTree:
+    typo: TypoSection = field(default_factory=TypoSection)
+
+
+def test_misspelt_or_impossible_rules_are_reported_one_by_one():
+    problems = "\n".join(rule_problems(TypoTree))
+    for expected in ("typo.label: the default 'a' is refused by its own rules: is not one of b, c",
+                     "typo.path: bounds on a str setting",
+                     "typo.path: repository 'not a repositry' is not one of",
+                     "typo.names: a repository cap on a tuple setting",
+                     "typo.count: the default 0 is refused by its own rules: must be > 0",
+                     "typo.count: language-server name 'max_count' is not camelCase",
+                     "typo.layers: a minimum below 0 needs minimum_means",
+                     "typo.share: within '(0, 1)' is not one of",
+                     "typo.twin: moved_from 'typo.count' is a current setting",
+                     "typo.twin: moved_from 'nodot' is not section.key",
+                     "typo.other: language-server name 'maxCount' is typo.twin's too",
+                     "typo.other: needs a one-line help"):
+        assert expected in problems, (expected, problems)
+
+
+def test_a_field_declared_without_rules_is_refused():
+    @dataclass(frozen=True)
+    class Bare:
+        plain: int = 3
+
+    @dataclass(frozen=True)
+    class BareTree:
+        bare: Bare = field(default_factory=Bare)
+
+    with pytest.raises(TypeError, match="bare.plain is declared without setting"):
+        settings_of(BareTree)
+
+
+def test_the_validators_read_no_table_keyed_by_setting_names():
+    """The tables this replaced were (section, key) tuples in sets and dicts, and dicts keyed by
+    setting or client names: none is left in the validators, so no rule can name a setting that
+    does not exist."""
+    keys = {s.key for s in settings_of(Config)} | {s.section for s in settings_of(Config)}
+    names = keys | set(CLIENT_SETTINGS)
+    offenders = []
+    for path in VALIDATORS:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # with_overrides(config, completion={"max_prompt_tokens": ...}) sets fields by name: a
+        # misspelt one raises TypeError there, it cannot hide.
+        overrides = {id(keyword.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                     and getattr(node.func, "id", None) == "with_overrides" for keyword in node.keywords}
+        for node in ast.walk(tree):
+            found = []
+            if isinstance(node, ast.Tuple) and len(node.elts) == 2 \
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+                section, key = (e.value for e in node.elts)  # type: ignore[attr-defined]
+                found = [f"{section}.{key}"] if section in keys else []
+            elif isinstance(node, ast.Dict) and id(node) not in overrides:
+                found = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in names]
+            elif isinstance(node, ast.Set):
+                found = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in found]
+    assert offenders == []
+
+
+# -- who may set what: the rules as they were (a change here is a change of security or of every
+# index's fingerprint, so it is spelt out) ---------------------------------------------------------
+
+
+def test_what_a_repository_may_not_set_or_only_make_stricter():
+    assert names_where(lambda r: r.repository == "not a repository") == {
+        "completion.endpoint", "completion.api_key_env", "completion.model_path", "completion.hf_model",
+        "server.feedback_log", "index.cache_dir"}
+    assert names_where(lambda r: r.repository == "stricter only") == {
+        "scan.secret_patterns", "scan.mask_secrets", "scan.secret_min_length", "scan.secret_min_entropy"}
+
+
+def test_the_repository_caps():
+    caps = {s.name: s.rules.repository_cap for s in settings_of(Config) if s.rules.repository_cap is not None}
+    assert caps == {
+        "index.workers": CPU_COUNT, "relations.workers": CPU_COUNT, "relations.product_threads": CPU_COUNT,
+        "completion.threads": CPU_COUNT, "completion.context_tokens": 32_768, "completion.max_prompt_tokens": 32_768,
+        "completion.max_suffix_tokens": 32_768, "completion.max_new_tokens": 2_048, "completion.iterative_rounds": 4,
+        "completion.batch_size": 64, "completion.deadline_s": 600.0, "memory.max_calls": 32,
+        "memory.answer_tokens": 256, "memory.summary_tokens": 1_024, "scan.max_file_bytes": 10_000_000,
+        "scan.max_line_chars": 100_000, "graph.max_reach": 8_192, "graph.max_file_nodes": 100_000,
+        "relations.max_relations_per_fragment": 512, "retrieval.top_k": 200, "retrieval.query_lines": 1_000,
+        "retrieval.summary_walk_files": 256, "retrieval.summary_walk_steps": 4_096, "index.keep_snapshots": 8,
+        "server.completion_cache_entries": 4_096, "server.shown_completions": 4_096, "server.indexed_buffers": 512}
+    assert names_where(lambda r: r.zero_is_unlimited) == {"graph.max_reach", "graph.max_file_nodes"}
+
+
+def test_run_only_settings_leave_the_fingerprints_alone():
+    run_only = names_where(lambda r: r.run_only)
+    sections = {s.section for s in settings_of(Config)}
+    wholly = {section for section in sections
+              if all(s.rules.run_only for s in settings_of(Config) if s.section == section)}
+    assert wholly == {"index", "server"}
+    assert run_only - {s.name for s in settings_of(Config) if s.section in wholly} == {
+        "relations.workers", "relations.product_threads", "relations.parallel_product_entries",
+        "completion.threads", "completion.endpoint", "completion.api_key_env", "completion.deadline_s",
+        "completion.isolate_model", "completion.gpu_layers", "completion.batch_size", "completion.batch_gather_ms",
+        "completion.context_tokens", "completion.prefill_chunk_tokens"}
+    base = Config()
+    for s in settings_of(Config):
+        if isinstance(s.default, (bool, tuple, str)) or s.rules.choices:
+            continue
+        changed = with_overrides(base, **{s.section: {s.key: s.default + 1}})
+        assert (settings_digest(changed) == settings_digest(base)) == s.rules.run_only, s.name
+    assert settings_digest(base, ["relations"]) == settings_digest(
+        with_overrides(base, relations={"workers": 7}), ["relations"])
+
+
+def test_the_backend_reopens_for_its_own_settings_only():
+    assert names_where(lambda r: r.reopens_backend) == {
+        "completion.model_path", "completion.endpoint", "completion.hf_model", "completion.gpu_layers",
+        "completion.isolate_model", "completion.threads", "completion.context_tokens",
+        "completion.prefill_chunk_tokens"}
+    base = Config()
+    for s in settings_of(Config):
+        if s.section != "completion" or s.rules.choices:
+            continue
+        new = "x" if isinstance(s.default, str) else (not s.default if isinstance(s.default, bool) else s.default + 1)
+        assert backend_changed(base, with_overrides(base, completion={s.key: new})) == s.rules.reopens_backend, s.name
+
+
+# -- the language server's names -----------------------------------------------------------------
+
+
+def test_client_settings_keep_their_names():
+    """Editors' configurations name these: renaming one breaks them."""
+    assert {name: s.name for name, s in CLIENT_SETTINGS.items()} == {
+        "model": "completion.model_path", "endpoint": "completion.endpoint", "hfModel": "completion.hf_model",
+        "gpuLayers": "completion.gpu_layers", "strategy": "completion.strategy", "order": "completion.order",
+        "alpha": "retrieval.alpha", "topK": "retrieval.top_k", "maxPromptTokens": "completion.max_prompt_tokens",
+        "contextShare": "completion.context_share", "maxSuffixTokens": "completion.max_suffix_tokens",
+        "maxNewTokens": "completion.max_new_tokens", "deadlineSeconds": "completion.deadline_s",
+        "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "server.retrieval_budget_ms",
+        "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
+        "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
+
+
+def test_every_client_setting_is_checked_by_its_settings_rules():
+    for name, target in CLIENT_SETTINGS.items():
+        wrong = [1] if not isinstance(target.default, tuple) else 1
+        config, problems = apply_settings(Config(), {name: wrong})
+        assert len(problems) == 1 and f"repomem setting {name}=" in problems[0], (name, problems)
+
+
+def test_the_editor_clients_name_known_client_settings_only():
+    """The VS Code extension, Neovim and Helix configurations and lsp/README.md's table spell the
+    client settings by hand: each name must be one the server knows."""
+    vscode = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
+    properties = vscode["contributes"]["configuration"]["properties"]
+    offered = {name.removeprefix("repomem.") for name in properties} - {"command"}
+    extension = (ROOT / "lsp" / "vscode" / "extension.js").read_text(encoding="utf-8")
+    sent = set(re.findall(r'"(\w+)"', re.search(r"SETTING_KEYS = \[(.*?)\]", extension).group(1)))
+    helix = tomllib.loads((ROOT / "lsp" / "helix" / "languages.toml").read_text(encoding="utf-8"))
+    helix_names = set(helix["language-server"]["repomem"]["config"]["repomem"])
+    lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text(encoding="utf-8")
+    nvim = set(re.findall(r"^\s*(?:-- )?(\w+) = ", lua.split("local defaults = {", 1)[1].split("\n}", 1)[0], re.M))
+    readme = (ROOT / "lsp" / "README.md").read_text(encoding="utf-8").split("### Settings", 1)[1].split("###", 1)[0]
+    documented = {name for row in readme.splitlines() if row.startswith("| `")
+                  for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+    for where, names in (("package.json", offered), ("extension.js", sent), ("helix", helix_names),
+                         ("nvim", nvim), ("lsp/README.md", documented)):
+        assert names and names <= set(CLIENT_SETTINGS), (where, names - set(CLIENT_SETTINGS))
+    assert offered == sent
+    assert documented == set(CLIENT_SETTINGS)
+    for name in offered:  # the types the extension declares are the settings' own
+        default = CLIENT_SETTINGS[name].default
+        expected = "integer" if isinstance(default, int) else "number" if isinstance(default, float) else "string"
+        assert properties[f"repomem.{name}"]["type"] == expected, name
+
+
+# -- the behaviour and the warnings as before ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, value, warning", [
+    ("retrieval.top_k", -1, "config retrieval.top_k=-1 must be >= 0; default 10 kept"),
+    ("fragments.stride_lines", 0, "config fragments.stride_lines=0 must be > 0; default 10 kept"),
+    ("graph.syntax_weight", 0.0, "config graph.syntax_weight=0.0 must be > 0; default 0.5 kept"),
+    ("graph.call_weight", 1.5, "config graph.call_weight=1.5 must lie in (0, 1]; default 0.8 kept"),
+    ("graph.strength_cutoff", 0.0, "config graph.strength_cutoff=0.0 must lie in (0, 1]; default 0.01 kept"),
+    ("relations.context_gamma", 1.5, "config relations.context_gamma=1.5 must lie in [0, 1]; default 0.5 kept"),
+    ("completion.gpu_layers", -2, "config completion.gpu_layers=-2 must be -1 (all layers) or more; default -1 kept"),
+    ("completion.clone_position", -3, "config completion.clone_position=-3 must be -1 (off) or more; default 1 kept"),
+    ("relations.max_relations_per_fragment", 5000,
+     "config relations.max_relations_per_fragment=5000 must be at most 4,096; default 64 kept"),
+    ("index.workers", 2000, "config index.workers=2000 must be at most 1,024; default 2 kept"),
+    ("fragments.window_lines", 2**31, "config fragments.window_lines=2147483648 must be at most 2,147,483,647; "
+                                      "default 20 kept"),
+    ("retrieval.alpha", float("inf"), "config retrieval.alpha=inf must be a finite number; default 0.5 kept"),
+    ("index.dir_name", "a/b", "config index.dir_name='a/b' must be a plain folder name; default '.repomem' kept"),
+    ("completion.order", "random", "config completion.order='random' is not one of score, similarity, stable; "
+                                   "default 'stable' kept"),
+    ("retrieval.top_k", "ten", "config retrieval.top_k: expected an integer, got a string; default 10 kept"),
+    ("scan.excluded_dirs", [1], "config scan.excluded_dirs: expected a list of strings, got an integer 1 in it; "
+                                "default ('.git', '.hg', '.svn', '.venv', 'venv', '.env', 'env', 'node_modules', "
+                                "'__pycache__', 'build', 'dist', '.tox', '.nox', '.mypy_cache', '.pytest_cache', "
+                                "'.ruff_cache', '.repomem', 'site-packages', '.eggs', '.idea', '.vscode') kept"),
+])
+def test_a_refused_value_keeps_the_default_with_the_same_warning(name, value, warning):
+    section, key = name.split(".")
+    config, warnings = config_from_mapping({section: {key: value}})
+    assert warnings == [warning]
+    assert config == Config()
+
+
+def test_accepted_values_at_the_bounds():
+    config, warnings = config_from_mapping({"completion": {"gpu_layers": -1, "clone_position": -1, "context_share": 1,
+                                                           "order": BLOCK_ORDERS[0]},
+                                            "graph": {"strength_cutoff": 1e-9, "max_reach": 0},
+                                            "relations": {"context_gamma": 0, "max_relations_per_fragment": 4096}})
+    assert warnings == []
+    assert config.completion.context_share == 1.0 and isinstance(config.completion.context_share, float)
+    assert (config.completion.gpu_layers, config.graph.max_reach, config.relations.max_relations_per_fragment) == (
+        -1, 0, 4096)
+
+
+# -- a setting that moved (made up: no real setting has moved yet) ----------------------------------
+
+
+@dataclass(frozen=True)
+class PromptSection:
+    budget: int = setting(100, positive=True, moved_from=("completion.budget", "legacy.budget"),
+                          help="tokens, now under [prompt]")
+
+
+@dataclass(frozen=True)
+class CompletionSection:
+    other: int = setting(1, help="a setting that stayed")
+
+
+@dataclass(frozen=True)
+class MovedTree:
+    completion: CompletionSection = field(default_factory=CompletionSection)
+    prompt: PromptSection = field(default_factory=PromptSection)
+
+
+def test_a_moved_setting_reads_under_its_old_name_with_one_warning():
+    assert rule_problems(MovedTree) == []
+    tree, warnings = tree_from_mapping(MovedTree, {"completion": {"budget": 40, "other": 2}})
+    assert (tree.prompt.budget, tree.completion.other) == (40, 2)
+    assert warnings == ["config completion.budget has moved to prompt.budget; read as prompt.budget (rename it there)"]
+    # A section that exists no more is not reported as unknown once its moved keys are read.
+    tree, warnings = tree_from_mapping(MovedTree, {"legacy": {"budget": 50}})
+    assert tree.prompt.budget == 50 and len(warnings) == 1 and "legacy.budget has moved" in warnings[0]
+    tree, warnings = tree_from_mapping(MovedTree, {"legacy": {"budget": 50, "colour": 1}})
+    assert warnings[1] == "unknown config section [legacy] ignored"
+
+
+def test_the_current_name_wins_and_the_old_name_is_checked_as_the_new_one():
+    tree, warnings = tree_from_mapping(MovedTree, {"completion": {"budget": 40}, "prompt": {"budget": 60}})
+    assert tree.prompt.budget == 60
+    assert warnings == ["config completion.budget has moved to prompt.budget, which is set too; completion.budget "
+                        "ignored"]
+    tree, warnings = tree_from_mapping(MovedTree, {"completion": {"budget": 0}})
+    assert tree.prompt.budget == 100
+    assert warnings[1] == "config prompt.budget=0 must be > 0; default 100 kept"
+    renamed, notices = with_current_names(MovedTree, {"completion": {"budget": 3, "other": 4}}, "repomem.toml:")
+    assert renamed == {"completion": {"other": 4}, "prompt": {"budget": 3}}
+    assert notices == ["repomem.toml: completion.budget has moved to prompt.budget; read as prompt.budget "
+                       "(rename it there)"]
+
+
+def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path: Path, monkeypatch):
+    """Were completion.endpoint once [legacy] endpoint, a repository still could not set it that way."""
+    endpoint = settings_by_name(Config)[("completion", "endpoint")]
+    monkeypatch.setattr(setting_rules, "moved_settings", lambda root: {("legacy", "endpoint"): endpoint})
+    user = tmp_path / "user.toml"
+    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
+    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (repo / "repomem.toml").write_text('[legacy]\nendpoint = "http://attacker.example"\n')
+    config, warnings = load_config(repo)
+    assert config.completion.endpoint == ""
+    assert warnings[0].startswith("repomem.toml: legacy.endpoint has moved to completion.endpoint")
+    assert "completion.endpoint ignored: a repository's own settings may not send data elsewhere" in warnings[1]
+    user.write_text('[legacy]\nendpoint = "http://127.0.0.1:8000"\n')
+    config, warnings = load_config(repo)
+    assert config.completion.endpoint == "http://127.0.0.1:8000"  # the user's own, under its old name
+    assert warnings[0].startswith(f"{user}: legacy.endpoint has moved to completion.endpoint")
+    notices: list[str] = []
+    config, problems = with_assignments(Config(), ["legacy.endpoint=http://127.0.0.1:9"], notices)
+    assert problems == [] and config.completion.endpoint == "http://127.0.0.1:9"
+    assert notices == ["config legacy.endpoint has moved to completion.endpoint; read as completion.endpoint "
+                       "(rename it there)"]
+
+
+# -- the reference for users ---------------------------------------------------------------------
+
+
+def test_the_configuration_reference_is_current():
+    committed = (ROOT / REFERENCE_PATH).read_text(encoding="utf-8")
+    assert committed == configuration_reference(Config), "run: python scripts/config_reference.py"
+    for s in settings_of(Config):
+        assert f"| `{s.key}`" in committed.split(f"## [{s.section}]", 1)[1].split("\n## ", 1)[0], s.name
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    assert REFERENCE_PATH in readme
