@@ -87,7 +87,7 @@ class TransformersBackend:
         # One generation at a time (the model), and one tokenizer call at a time (the Rust tokenizer
         # is not re-entrant). Two locks: evaluation workers count their prompts' tokens while a
         # batch generates; with one lock every count waited for the running batch, and on a GPU the
-        # batches stayed at about 2 prompts of 16 (eval/README.md, ninth round).
+        # batches stayed at about 2 prompts of 16 (docs/eval-history.md, ninth round).
         self._lock = threading.Lock()
         self._tokenizer_lock = threading.Lock()
         self.name = name

@@ -1,7 +1,7 @@
 """Which round's answer a multi-round completion shows (completion.round_choice).
 
 RepoCoder's second round re-retrieves with the first draft, and on the dev set it turns about as
-many right answers wrong as wrong answers right (eval/README.md, issue 11). The model's own
+many right answers wrong as wrong answers right (docs/eval-history.md, issue 11). The model's own
 confidence, its mean log-probability per generated token, tells the two apart better than always
 taking the last round. The engine and the evaluation report both choose with `choose_round`.
 """

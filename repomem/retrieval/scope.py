@@ -3,7 +3,7 @@
 The RepoEval prompt keeps the lines just before the cursor; in a long file the import header is
 cut away, and with it the names the code may call. On the dev set the called function's name was
 in the prompt of every API task the embedded model got right, and for most of those it got wrong
-the name was only in the part of the file the budget cut (eval/README.md). These spans give the
+the name was only in the part of the file the budget cut (docs/eval-history.md). These spans give the
 prompt that header back, limited to imports of the repository's own modules (relative imports,
 or modules the index holds), which are what an API completion calls.
 """

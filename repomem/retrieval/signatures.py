@@ -2,7 +2,7 @@
 
 The names in scope (scope.py) tell a small model which function to call; on the dev set it then
 named the right one more often, yet exact match did not move, because the arguments were what it
-missed (eval/README.md, third round). A definition's parameter names and defaults are what an
+missed (docs/eval-history.md, third round). A definition's parameter names and defaults are what an
 argument list is written from, and the code graph's import edges already say which definition
 each imported name is. These lines put them beside the import header, one short line each:
 
