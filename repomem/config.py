@@ -7,7 +7,7 @@ back to the default and is reported (never an exception), as jedi-language-serve
 Each setting is declared with `setting(default, ...)` (repomem/setting_rules.py): its type is its
 default's, and its bounds or choices, who may set it, whether it is run-only and its language-server
 name sit beside it, where every validator below and lsp/settings.py read them. docs/configuration.md
-is generated from them (repomem/config_reference.py).
+is written from them (scripts/config_reference.py, repomem/setting_reference.py).
 """
 
 from __future__ import annotations
@@ -198,7 +198,8 @@ class RetrievalConfig:
     # Relations that add context instead of re-ranking it: definitions resolved through import and
     # call edges, other files only, those whose names share most words with the query first.
     definition_blocks: int = setting(0, help="definitions the cursor's file imports or calls join the prompt as "
-                                             "signature blocks (0 = off, the paper's retrieval)")
+                                             "signature blocks, header and docstring line (0 = off, the paper's "
+                                             "retrieval)")
     definition_lines: int = setting(8, positive=True, help="lines of one signature block at most")
     # Names in scope (resolved through the index's import edges), taken from the left context's
     # room. A small model otherwise calls a similar-looking name (docs/eval-history.md, second
@@ -246,7 +247,8 @@ class MemoryConfig:
     summary_lines: int = setting(2, positive=True, help="MemWalker: lines of each child's summary shown")
     # ReadAgent: gists of the pages best by BM25 of their text are shown.
     page_lines: int = setting(40, positive=True,
-                              help="ReadAgent: a page ends at a syntax boundary once it holds this many lines")
+                              help="ReadAgent: a page ends at a syntax boundary (a top-level definition or "
+                                   "statement) once it holds this many lines")
     gist_pages: int = setting(12, positive=True, help="ReadAgent: pages whose gists are shown")
     lookup_pages: int = setting(3, positive=True, help="ReadAgent: pages the model may read in full")
     entity_names: int = setting(6, positive=True, help="QRMeM: names at the cursor looked up in the entity graph")
@@ -285,7 +287,7 @@ class CompletionConfig:
                          help="prompt style: RepoCoder's comments, or the model family's file-separator form")
     fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")
     max_lines: int = setting(16, positive=True, help="lines of a block completion at most")
-    # Off until an EM run decides (docs/eval-history.md, first section).
+    # completion/packing.py. Off until an EM run decides (docs/eval-history.md, first section).
     pack_blocks: bool = setting(False, help="show each retrieved line once: windows overlapping a better block of "
                                             "the same file lose the shared lines and join it")
     pack_max_lines: int = setting(40, positive=True, help="lines a packed block grows to at most (two windows)")
@@ -310,6 +312,7 @@ class CompletionConfig:
     # alone on all 600 dev line tasks (docs/eval-history.md, seventh round).
     clone_search: int = setting(10, help="with clone_position on: this many more candidates, from a query of the "
                                          "visible code's last lines alone (0 = off)")
+    # Rounds: repocoder+fragrel's, the draft-signature round.
     # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
     # the highest mean log-probability per token, the last on a tie or when the backend reports
     # none (the embedded model's child). `repocoder` itself always shows its last round, as
@@ -396,12 +399,15 @@ class ServerConfig:
     answer_within_ms: int = setting(8000, positive=True, run_only=True, lsp="answerWithinMs",
                                     help="milliseconds after which a waiting request gets an empty incomplete list "
                                          "while the model runs on; the next ask gets the answer")
-    # Asked there, it is ready or under way; asked elsewhere, the model's prompt cache is warm.
+    # The cursor rests at the end of an edit, or at a position the editor reports with
+    # repomem/didMoveCursor. Asked there, the completion is ready or under way; asked elsewhere, the
+    # model's prompt cache is warm.
     warm_after_ms: int = setting(400, run_only=True, lsp="warmAfterMs",
                                  help="milliseconds the cursor rests, nothing asked, before the completion there "
                                       "starts speculatively (0 = off)")
-    # A cold prompt costs ~7 ms a token on two cores, so the 2,048 a GPU server takes in its stride
-    # is ~15 s here. 1,024 is the budget the dev set's CPU exact-match runs used (docs/editors.md).
+    # The embedded model: llama.cpp, no endpoint, no HF model. A cold prompt costs ~7 ms a token on
+    # two cores, so the 2,048 a GPU server takes in its stride is ~15 s here. 1,024 is the budget
+    # the dev set's CPU exact-match runs used (docs/editors.md).
     embedded_prompt_tokens: int = setting(1024, run_only=True,
                                           help="prompt budget (tokens) with the embedded model unless the client "
                                                "sets maxPromptTokens (0 = completion.max_prompt_tokens)")

@@ -151,12 +151,12 @@ def with_current_names(root: type, data: dict[str, Any], label: str = "config") 
             target = moved.get((section, key))
             if target is None:
                 continue
+            current = renamed.setdefault(target.section, {})
+            if not isinstance(current, dict):
+                continue  # the current section is not a table: config_from_mapping reports both
             del renamed[section][key]
             if not renamed[section] and section not in {s.section for s in settings_of(root)}:
                 del renamed[section]  # a section that exists no more, now empty
-            current = renamed.setdefault(target.section, {})
-            if not isinstance(current, dict):
-                continue  # the current section is not a table: config_from_mapping reports it
             if target.key in current:
                 warnings.append(f"{label} {section}.{key} has moved to {target.name}, which is set too; "
                                 f"{section}.{key} ignored")
