@@ -20,22 +20,21 @@ dead nodes or unused slots rebuild it whole.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from repomem.config import GraphConfig
+from repomem.config import Config, GraphConfig
 from repomem.index.caller_map import rows_of
-from repomem.index.fragments import FragmentTable
-from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, call_edges, directory_chain, step_cost
+from repomem.index.fragments import FileFragments, FragmentTable
+from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, CodeGraph, call_edges, directory_chain, step_cost
+from repomem.index.indexed_files import FileRecord
 from repomem.index.kernels.csr import row_slots
 from repomem.index.kernels.row_patching import patch_rows
 from repomem.index.search_graph import SearchGraph, search_graph
 from repomem.languages.parsed import FileSyntax
-
-if TYPE_CHECKING:
-    from repomem.index.repo_index import RepoIndex
 
 # Rebuild whole once dead nodes pass this share of the ids, or unused slots this share of the
 # adjacency arrays: the searches' scratch is sized by ids, their heap by slots.
@@ -43,6 +42,29 @@ REBUILD_DEAD_SHARE = 0.25
 REBUILD_UNUSED_SHARE = 0.5
 GROWTH = 1.5  # arrays grow to this multiple of what they must hold, so appends are amortised
 BUILT_ROOM = 1.1  # a graph built whole holds this multiple of its size: dozens of edits before a growth
+
+
+class FollowedIndex(Protocol):
+    """What the graph reads of the index it follows (`index_state.RepoIndex` is one): its files by
+    id with their syntax, windows and call rows, its fragment arrays, and who calls whom."""
+
+    config: Config
+    files: list[FileRecord | None]
+    syntax: list[FileSyntax | None]
+    file_fragments: list[FileFragments | None]
+    calls: dict[int, np.ndarray]
+    fragment_file: np.ndarray
+    fragment_start: np.ndarray
+    fragment_end: np.ndarray
+
+    @property
+    def n_fragments(self) -> int: ...
+
+    def graph(self, deduplicate: bool = True) -> CodeGraph: ...
+
+    def fragment_table(self, graph: CodeGraph) -> FragmentTable: ...
+
+    def callers_of(self, file_ids: Iterable[int]) -> set[int]: ...
 
 
 def _with_room(array: np.ndarray) -> np.ndarray:
@@ -117,15 +139,15 @@ def _multiset_difference(old: np.ndarray, new: np.ndarray, moving: np.ndarray) -
 class EditGraph:
     """The graph of `index` as of the last `sync`, with stable node ids (see the module's doc)."""
 
-    def __init__(self, index: RepoIndex) -> None:
+    def __init__(self, index: FollowedIndex) -> None:
         graph = index.graph(deduplicate=False)
         table = index.fragment_table(graph)
         whole = search_graph(graph, table)
         self.config: GraphConfig = index.config.graph
         self.syntax: list[FileSyntax | None] = list(index.syntax)
         self.calls: dict[int, np.ndarray] = dict(index.calls)
-        # Files whose call rows the index replaced since the last sync (`RepoIndex.replace_calls`
-        # tells: the only way an index changes its call rows once built).
+        # Files whose call rows the index replaced since the last sync (`note_replaced_calls`: the
+        # index tells, from the only method that changes its call rows once built).
         self.calls_replaced: set[int] = set()
         # -- nodes (arrays by node id, `n_nodes` of them in use) --
         self.n_nodes = graph.n_nodes
@@ -182,13 +204,13 @@ class EditGraph:
             distinct_edges=False, n_slots=self.n_slots,
         )
 
-    def fragment_table(self, index: RepoIndex) -> FragmentTable:
+    def fragment_table(self, index: FollowedIndex) -> FragmentTable:
         n = self.n_frags
         return FragmentTable(index.fragment_file, index.fragment_start, index.fragment_end,
                              self.frag_indptr[: n + 1], self.frag_nodes[: self.n_frag_entries],
                              self.frag_weights[: self.n_frag_entries], self.frag_totals[:n])
 
-    def follows(self, index: RepoIndex) -> bool:
+    def follows(self, index: FollowedIndex) -> bool:
         """Whether `sync` may bring this graph to `index`: the same settings, file ids only added
         (a removed file keeps its id, its syntax gone), and not so many dead nodes or unused
         slots that a rebuild is due."""
@@ -198,7 +220,11 @@ class EditGraph:
 
     # -- syncing ---------------------------------------------------------------------------------
 
-    def sync(self, index: RepoIndex) -> bool:
+    def note_replaced_calls(self, file_ids: Iterable[int]) -> None:
+        """The index replaced these files' call rows: the next `sync` compares them."""
+        self.calls_replaced.update(file_ids)
+
+    def sync(self, index: FollowedIndex) -> bool:
         """Bring the graph to `index` (its files' syntax and calls, its fragments); False when the
         change is not one this graph can follow (then it must be rebuilt: see `follows`)."""
         if not self.follows(index):
@@ -268,7 +294,7 @@ class EditGraph:
         source, target, weight = call_edges(rows, self.block_start, self.config)
         return _Edges(source, target, step_cost(weight))
 
-    def _move_blocks(self, changed: list[int], index: RepoIndex) -> None:
+    def _move_blocks(self, changed: list[int], index: FollowedIndex) -> None:
         """Kill the changed files' nodes and give those still present new ones at the end."""
         at = self._new_nodes(sum(0 if index.syntax[f] is None else index.syntax[f].n_nodes  # type: ignore
                                  for f in changed))
@@ -348,7 +374,7 @@ class EditGraph:
         self._kill(np.asarray(dying, dtype=np.int64))
         return np.asarray(swept, dtype=np.int64)
 
-    def _add_files(self, added: list[int], index: RepoIndex) -> list[_Edges]:
+    def _add_files(self, added: list[int], index: FollowedIndex) -> list[_Edges]:
         """New files' file nodes and the folders not in the graph yet, with their directory edges
         (a folder's edge to its parent, a file's to its folder), as `directory_layout` makes them."""
         folder_cost = step_cost(self.config.directory_weight)
@@ -374,7 +400,7 @@ class EditGraph:
         a, b = np.asarray(pairs, dtype=np.int64).T
         return [_Edges(a, b, np.full(a.shape[0], folder_cost))]
 
-    def _block_edges(self, changed: list[int], index: RepoIndex) -> list[_Edges]:
+    def _block_edges(self, changed: list[int], index: FollowedIndex) -> list[_Edges]:
         """The new nodes' syntax edges (child -> kept parent) and file-root edges."""
         syntax_cost = step_cost(self.config.syntax_weight)
         root_cost = step_cost(self.config.file_root_weight)
@@ -407,7 +433,7 @@ class EditGraph:
         self.unused_slots += unused
         return unmatched == 0
 
-    def _append_fragments(self, files: list[int], index: RepoIndex, first_new_node: int) -> None:
+    def _append_fragments(self, files: list[int], index: FollowedIndex, first_new_node: int) -> None:
         """The new fragments' rows of the fragment table and the new nodes' rows of the node ->
         fragment index (both only grow: fragment ids and the new node ids are above all others)."""
         parts = []

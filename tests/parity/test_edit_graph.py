@@ -51,7 +51,7 @@ def exact_index_of(root: Path, files: dict[str, str]) -> RepoIndex:
 
 
 def assert_same_graph(index: RepoIndex) -> None:
-    edit = index._edit_graph
+    edit = index._derived.edit_graph
     assert edit is not None
     whole = build_graph(index.syntax, index.all_calls(), index.config.graph, deduplicate=False)
     whole_key = node_key_for(whole)
@@ -148,8 +148,8 @@ def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file
         assert text != (synthetic_repo / path).read_text(encoding="utf-8")
         added = edit_file(index, synthetic_repo, path, text)
         if edit is None:
-            edit = index._edit_graph  # the first edit built it
-        assert index._edit_graph is edit  # synced, not rebuilt
+            edit = index._derived.edit_graph  # the first edit built it
+        assert index._derived.edit_graph is edit  # synced, not rebuilt
         assert_same_graph(index)
         assert_same_rows(index, added)
     assert edit.n_dead > 0 and edit.unused_slots > 0
@@ -169,7 +169,7 @@ def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file
     for step in steps:
         added = step()
         if added:  # an edit syncs the graph; a removal alone adds no rows and waits for the next
-            assert index._edit_graph is edit
+            assert index._derived.edit_graph is edit
             assert_same_graph(index)
             assert_same_rows(index, added)
     assert "lib/fresh" not in edit.dir_node and "lib/part1" in edit.dir_node
@@ -178,15 +178,15 @@ def test_edits_keep_the_graph_a_whole_build_would_make(synthetic_repo, same_file
     monkeypatch.setattr(edit_graph_module, "REBUILD_DEAD_SHARE", 0.25)
     assert edit.n_dead > 0.25 * edit.n_nodes
     added = edit_file(index, synthetic_repo, most_called, texts[most_called] + "\n\nY = 2\n")
-    assert index._edit_graph is not edit and index._edit_graph is not None
-    assert index._edit_graph.n_dead == 0
+    assert index._derived.edit_graph is not edit and index._derived.edit_graph is not None
+    assert index._derived.edit_graph.n_dead == 0
     assert_same_graph(index)
     assert_same_rows(index, added)
 
 
 def assert_same_rows(index: RepoIndex, added: list[int]) -> None:
     """The new fragments' relation rows searched on the kept graph are those of the whole graph."""
-    edit, config = index._edit_graph, index.config
+    edit, config = index._derived.edit_graph, index.config
     assert edit is not None
     rows = np.asarray(added, dtype=np.int64)
     whole = build_graph(index.syntax, index.all_calls(), config.graph, deduplicate=False)
@@ -229,11 +229,11 @@ def test_calls_between_unchanged_files_that_resolve_elsewhere_are_dropped(tmp_pa
     targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
     assert targets == {"a.py"}
     edit_file(index, tmp_path, "a.py", files["a.py"] + "\n\ndef other():\n    return helper(1)\n")
-    edit = index._edit_graph
+    edit = index._derived.edit_graph
     assert edit is not None
     edit_file(index, tmp_path, "reexport.py", "from b import helper\n")
     targets = {index.files[row[2]].path for row in index.calls[index.file_id("user.py")].tolist()}
-    assert targets == {"b.py"} and index._edit_graph is edit
+    assert targets == {"b.py"} and index._derived.edit_graph is edit
     assert_same_graph(index)
 
 
@@ -249,7 +249,7 @@ def test_an_edits_searches_on_two_threads_give_what_one_thread_gives(synthetic_r
     text = (synthetic_repo / path).read_text(encoding="utf-8")
     rows = np.asarray(edit_file(index, synthetic_repo, path, text + "\n\nZ = 3\n"), dtype=np.int64)
     assert rows.shape[0] >= relations.TWO_THREAD_MIN_ROWS
-    edit = index._edit_graph
+    edit = index._derived.edit_graph
     table, view = edit.fragment_table(index), edit.view()
     stamps_before = int(relations._SECOND_EDIT_SCRATCH._buffers[-1][0])
     two = relation_entries(rows, table, view, index.live, config.graph, config.relations)
@@ -267,16 +267,16 @@ def test_a_prepared_index_edits_on_what_it_prepared_and_gives_the_same_index(syn
     the one an unprepared index leaves after the same edit."""
     open_index(synthetic_repo, Config())  # built and saved; the next two are loaded from disk
     prepared, plain = open_index(synthetic_repo, Config()), open_index(synthetic_repo, Config())
-    assert prepared.structure_loader is not None and prepared._edit_graph is None
+    assert prepared.structure_loader is not None and prepared._derived.edit_graph is None
     prepared.prepare_edits()
-    assert prepared.structure_loader is None and prepared._resolver is not None
-    edit = prepared._edit_graph
+    assert prepared.structure_loader is None and prepared._derived.resolver is not None
+    edit = prepared._derived.edit_graph
     assert edit is not None
     path = sorted(r.path for r in prepared.files if r is not None and "mod" in r.path)[2]
     text = (synthetic_repo / path).read_text(encoding="utf-8") + "\n\ndef later(q):\n    return later(q)\n"
     for index in (prepared, plain):
         edit_file(index, synthetic_repo, path, text)
-    assert prepared._edit_graph is edit
+    assert prepared._derived.edit_graph is edit
     for name in ("live", "thresholds", "rowsum", "df"):
         np.testing.assert_array_equal(getattr(prepared, name), getattr(plain, name))
     assert (prepared.relation_matrix() != plain.relation_matrix()).nnz == 0
@@ -293,9 +293,9 @@ def test_a_row_that_lost_an_edge_and_then_dies_counts_its_slots_once(tmp_path, m
     index = exact_index_of(tmp_path, files)
     monkeypatch.setattr(edit_graph_module, "REBUILD_DEAD_SHARE", 1.0)  # two files: followed anyway
     edit_file(index, tmp_path, "b.py", files["b.py"] + "\n\nX = 1\n")
-    edit = index._edit_graph
+    edit = index._derived.edit_graph
     edit_file(index, tmp_path, "b.py", "def helper(x):\n    return x\n")  # `other` goes
     assert_same_graph(index)
     edit_file(index, tmp_path, "c.py", files["c.py"] + "\n\nY = 2\n")
-    assert index._edit_graph is edit
+    assert index._derived.edit_graph is edit
     assert_same_graph(index)

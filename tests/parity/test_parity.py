@@ -545,7 +545,8 @@ def test_row_sums_kept_across_edits_are_the_whole_product(synthetic_repo):
         text = (synthetic_repo / name).read_text(encoding="utf-8") + f"\n\ndef edit_{round_number}(q):\n    return q\n"
         source = SourceFile(name, "python", text, content_digest(text.encode()), len(text.encode()), 1)
         apply_changes(index, [source], [])
-        assert index._base_rowsum is not None and index._base_rowsum[0] is index.w_base  # the kept sums were used
+        kept = index._derived.base_rowsum
+        assert kept is not None and kept[0] is index.w_base  # the kept sums were used
     apply_changes(index, [], ["lib/part2/mod8.py"])
     whole = index.relation_times(index.live.astype(np.float64))
     assert (~index.live).sum() > 0 and (whole > 0).sum() > 10

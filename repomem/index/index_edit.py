@@ -1,0 +1,262 @@
+"""The steps of an index edit (`repo_index.apply_changes`), in the order it runs them.
+
+1. `drop_removed_files`: removed files leave the index (their fragments are retired);
+2. `place_changed_files`: changed and new files get their records and analyses, and their new
+   fragments fresh ids at the end (an edited file's old ones are retired);
+3. `retire_and_append_fragments`: the fragment arrays drop the retired ids and take the new ones;
+4. `patch_postings`: BM25 loses the retired documents and gains a segment of the new ones;
+5. `patch_calls`: call edges of the changed files and of the files whose calls they reach;
+6. `patch_relations`: W's rows of the new fragments, mirrored into the rows they enter;
+7. `RepoIndex.live_rowsum`: W's row sums, from the base sums kept between edits.
+
+The first two steps fill a `FileChanges`, which the others read. Each step changes the index
+through its public fields and methods: what the index derives and keeps is its own to update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from repomem.index.bm25 import TermSegment, build_segment, compute_stats, document_frequencies
+from repomem.index.calls import CallResolution, resolves_calls
+from repomem.index.fragments import FileFragments
+from repomem.index.index_state import RepoIndex, stored_weights
+from repomem.index.indexed_files import FileAnalysis, FileRecord
+from repomem.index.relations import row_thresholds, strongest_per_row, symmetric_union
+from repomem.index.scan import SourceFile
+from repomem.languages.parsed import FileSyntax, call_array
+from repomem.progress import NoProgress
+
+
+@dataclass
+class FileChanges:
+    """What the file steps changed, for the steps after them. Fragment ids are int64 arrays."""
+
+    first_new: int  # the first new fragment id (the index's fragment count before the edit)
+    touched_files: set[int] = field(default_factory=set)  # removed, edited or new
+    removed_modules: set[str] = field(default_factory=set)  # module names of the removed files
+    gone_calls: dict[int, None] = field(default_factory=dict)  # files whose call rows go
+    # Old -> new node of each definition, per edited file whose symbols kept their shape.
+    node_moves: dict[int, np.ndarray] = field(default_factory=dict)
+    same_symbols: bool = True  # no removal asked, no file added, and every edited file kept its shape
+    retired: list[np.ndarray] = field(default_factory=list)  # the fragment ids of the old versions
+    new_docs: list[np.ndarray] = field(default_factory=list)  # term ids of each new fragment
+    new_cover: list[tuple[int, int, FileFragments]] = field(default_factory=list)  # (file, first id, windows)
+    new_file_of: list[np.ndarray] = field(default_factory=list)  # int32 file id per new fragment
+    new_starts: list[np.ndarray] = field(default_factory=list)  # int32 first line per new fragment
+    new_ends: list[np.ndarray] = field(default_factory=list)  # int32 line after the last
+    new_ids: list[np.ndarray] = field(default_factory=list)
+
+    def retire(self, record: FileRecord) -> None:
+        """The fragments of a file's old version are retired."""
+        self.retired.append(np.arange(record.first_fragment, record.first_fragment + record.n_fragments))
+
+    @property
+    def dead(self) -> np.ndarray:
+        """Every retired id (some may have died in an earlier edit), in the order retired."""
+        return np.concatenate(self.retired) if self.retired else np.zeros(0, dtype=np.int64)
+
+    @property
+    def added(self) -> np.ndarray:
+        """The new fragment ids, ascending."""
+        return np.concatenate(self.new_ids) if self.new_ids else np.zeros(0, dtype=np.int64)
+
+
+def drop_removed_files(index: RepoIndex, removed: Sequence[str], resolver: CallResolution,
+                       changes: FileChanges) -> None:
+    """Removed files leave the index and the resolver; their fragments are retired, their call
+    rows go, and their modules are noted (files importing them are resolved again)."""
+    if removed:
+        changes.same_symbols = False  # any removal asked for, even of a path the index lacks
+    for path in removed:
+        file_id = index.file_id(path)
+        if file_id is None:
+            continue
+        module = resolver.module_of(file_id)
+        if module is not None:
+            changes.removed_modules.add(module)
+        record = index.files[file_id]
+        assert record is not None
+        changes.retire(record)
+        index.remove_file(file_id)
+        changes.gone_calls[file_id] = None
+        resolver.forget(file_id)
+        changes.touched_files.add(file_id)
+
+
+def place_changed_files(index: RepoIndex, changed: Sequence[SourceFile], analyses: Sequence[FileAnalysis],
+                        resolver: CallResolution, changes: FileChanges) -> None:
+    """Changed and new files take their records and analyses, and the resolver learns them; an
+    edited file's old fragments are retired and every file's new ones get the next ids (its words
+    join the vocabulary)."""
+    first = changes.first_new
+    for source, analysis in zip(changed, analyses):
+        file_id = index.file_id(source.path)
+        if file_id is None:
+            file_id = index.add_file_id(source.path)
+            changes.same_symbols = False
+        else:
+            record = index.files[file_id]
+            assert record is not None
+            changes.retire(record)
+            moves = definition_moves(index.syntax[file_id], analysis.syntax)
+            if moves is None:
+                changes.same_symbols = False
+            else:
+                changes.node_moves[file_id] = moves
+        n = int(analysis.fragments.starts.shape[0])
+        index.set_file(file_id, FileRecord(source.path, source.language, source.digest, source.size,
+                                           source.mtime_ns, first, n, source.masked,
+                                           analysis.syntax.over_node_limit), analysis)
+        resolver.learn(file_id, analysis.syntax)
+        if not resolver.covers(file_id):
+            changes.gone_calls[file_id] = None
+        changes.touched_files.add(file_id)
+        changes.new_docs.extend(analysis.window_term_ids(index.vocabulary))
+        changes.new_ids.append(np.arange(first, first + n, dtype=np.int64))
+        changes.new_cover.append((file_id, first, analysis.fragments))
+        changes.new_file_of.append(np.full(n, file_id, dtype=np.int32))
+        changes.new_starts.append(analysis.fragments.starts)
+        changes.new_ends.append(analysis.fragments.ends)
+        first += n
+
+
+def retire_and_append_fragments(index: RepoIndex, changes: FileChanges) -> np.ndarray:
+    """The fragment arrays (live, file, lines) drop the retired ids and take the new fragments;
+    returns the ids that were live until now (int64), which the postings and row sums subtract."""
+    dead = changes.dead
+    newly_dead = dead[index.live[dead]]
+    n_added = int(changes.added.shape[0])
+    live = np.concatenate([index.live, np.ones(n_added, dtype=bool)])
+    live[dead] = False
+    index.live = live
+    index.fragment_file = np.concatenate([index.fragment_file, *changes.new_file_of])
+    index.fragment_file[dead] = -1
+    index.note_replaced_fragments(newly_dead, changes.new_cover)
+    index.fragment_start = np.concatenate([index.fragment_start, *changes.new_starts])
+    index.fragment_end = np.concatenate([index.fragment_end, *changes.new_ends])
+    return newly_dead
+
+
+def patch_postings(index: RepoIndex, changes: FileChanges, newly_dead: np.ndarray) -> None:
+    """BM25: the retired documents' terms leave the document frequencies, a segment of the new
+    documents is appended, and the lengths and statistics follow (the fragments already moved)."""
+    n_terms = len(index.vocabulary)
+    df = np.zeros(n_terms, dtype=np.int64)
+    df[: index.df.shape[0]] = index.df
+    if newly_dead.size:
+        # One count over every segment's dead terms (a count per segment, each the vocabulary's
+        # length, grew with every edit's segment).
+        low, high = int(newly_dead.min()), int(newly_dead.max())
+        terms = [_segment_rows_terms(segment, newly_dead) for segment in index.segments
+                 if segment.first_doc <= high and low < segment.first_doc + segment.tf.shape[0]]
+        if terms:
+            df -= np.bincount(np.concatenate(terms), minlength=n_terms)[:n_terms]
+    n_added = len(changes.new_docs)
+    if n_added:
+        segment = build_segment(changes.first_new, changes.new_docs, n_terms)
+        index.segments.append(segment)
+        df += document_frequencies(segment, n_terms, index.live)
+    index.doc_len = np.concatenate([index.doc_len, np.fromiter((d.shape[0] for d in changes.new_docs),
+                                                               dtype=np.int64, count=n_added)])
+    index.df = df
+    index.stats = compute_stats(df, index.doc_len, index.live, index.config.bm25)
+
+
+def patch_calls(index: RepoIndex, changes: FileChanges, resolver: CallResolution) -> None:
+    """Call edges: the removed files' and unresolved languages' rows go; the changed files and the
+    files whose calls reach them are resolved again (when every edited file kept its symbols'
+    shape, the callers' rows into them only follow their definitions' new nodes)."""
+    touched = changes.touched_files
+
+    def with_calls(file_ids: Iterable[int]) -> set[int]:
+        return {i for i in file_ids if resolves_calls(index.syntax[i])}
+
+    index.replace_calls(changes.gone_calls)
+    if changes.same_symbols:
+        # Edits inside bodies: other files resolve to the same definitions, which only moved.
+        node_moves = changes.node_moves
+        moved = np.zeros(len(index.files), dtype=bool)
+        moved[list(node_moves)] = True
+        remapped: dict[int, np.ndarray | None] = {}
+        for file_id in index.callers_of(node_moves) - touched:
+            edges = index.calls[file_id]
+            into = np.flatnonzero(moved[edges[:, 2]])
+            if into.size:
+                edges = edges.copy()
+                for row in into.tolist():
+                    edges[row, 3] = node_moves[int(edges[row, 2])][edges[row, 3]]
+                remapped[file_id] = edges
+        index.replace_calls(remapped)
+        affected = with_calls(touched)
+    else:
+        affected = with_calls(touched | resolver.dependents(touched, changes.removed_modules))
+        affected.update(index.callers_of(touched))
+    index.replace_calls({file_id: call_array(resolver.resolve_file(file_id)) for file_id in affected})
+
+
+def patch_relations(index: RepoIndex, changes: FileChanges) -> None:
+    """W: entries with a retired end leave W_delta; the new fragments' rows are searched on the
+    graph kept between edits, kept to their top lists, and mirrored (an old fragment also takes a
+    new neighbour that beats its weakest kept relation); thresholds grow by the new rows' bars."""
+    settings = index.config.relations
+    added = changes.added
+    n_added = int(added.shape[0])
+    n_total = index.n_fragments
+    live = index.live
+    thresholds = np.concatenate([index.thresholds, np.full(n_added, settings.relation_cutoff)])
+    old_rows, old_cols, old_values = index.delta_entries
+    keep_old = live[old_rows] & live[old_cols]
+    old_rows, old_cols, old_values = old_rows[keep_old], old_cols[keep_old], old_values[keep_old]
+    if n_added:
+        limit = settings.max_relations_per_fragment
+        n_old = n_total - n_added
+        rows, cols, values, _ = index.relation_rows(added, NoProgress(), keep=0, full=False)
+        top_rows, top_cols, top_values = strongest_per_row(rows, cols, values, limit)
+        thresholds[added] = row_thresholds(top_rows, top_values, n_total, limit, settings.relation_cutoff)[added]
+        # W is the union of every row's top list: an old fragment also takes a new neighbour
+        # that beats its weakest kept relation.
+        enters_old = (cols < n_old) & (values >= thresholds[cols])
+        rows, cols, values = symmetric_union(
+            np.concatenate([top_rows, rows[enters_old]]),
+            np.concatenate([top_cols, cols[enters_old]]),
+            np.concatenate([top_values, values[enters_old]]),
+        )
+        old_rows = np.concatenate([old_rows, rows])
+        old_cols = np.concatenate([old_cols, cols])
+        old_values = np.concatenate([old_values, values])
+    old_values = stored_weights(old_values)
+    index.delta_entries = (old_rows, old_cols, old_values)
+    index.w_delta = sp.csr_matrix((old_values, (old_rows, old_cols)), shape=(n_total, n_total))
+    index.thresholds = thresholds
+
+
+def definition_moves(old: FileSyntax | None, new: FileSyntax) -> np.ndarray | None:
+    """Map old node -> new node of each definition when a file kept its symbols' shape.
+
+    The shape is what other files' call resolution depends on: definitions (scope, name, kind,
+    nesting, bases) in order and imports. None when it changed (dependents must be re-resolved).
+    """
+    if old is None or old.language != new.language or not resolves_calls(new):
+        return None
+
+    def shape(syntax: FileSyntax):
+        return [(d.scope, d.name, d.kind, d.in_function, d.bases) for d in syntax.definitions]
+
+    if shape(old) != shape(new) or old.imports != new.imports:
+        return None
+    moves = np.full(old.n_nodes, -1, dtype=np.int64)
+    for before, after in zip(old.definitions, new.definitions):
+        moves[before.node] = after.node
+    return moves
+
+
+def _segment_rows_terms(segment: TermSegment, doc_ids: np.ndarray) -> np.ndarray:
+    """Term ids present in the given documents of a segment (one entry per document and term)."""
+    local = doc_ids - segment.first_doc
+    local = local[(local >= 0) & (local < segment.tf.shape[0])]
+    return segment.doc_terms(local)
