@@ -46,7 +46,7 @@ class ModelRow:
     # FragRel paper reports beside the last round. None: one round, or records without round_em.
     oracle_em: float | None = None
     # Records of several rounds with every round's log-probability: EM had the most confident round
-    # been shown (completion.round_choice = "confident"), and its Δ vs vanilla (paired, as em_delta).
+    # been shown (prompt.round_choice = "confident"), and its Δ vs vanilla (paired, as em_delta).
     # Single-round records count as they are. None when no record has more than one round.
     confident_em: float | None = None
     confident_delta: tuple[float, float, float] | None = None
@@ -155,7 +155,7 @@ def _oracle_em(records: Sequence[dict[str, Any]], strategy: Any) -> float | None
 
 
 def _confident_hits(records: Sequence[dict[str, Any]]) -> np.ndarray | None:
-    """Per record, whether the most confident round was right (completion.round_choice =
+    """Per record, whether the most confident round was right (prompt.round_choice =
     "confident"), or None when no record ran several rounds with known log-probabilities; a record
     without them counts as shown."""
     hits, chose = [], False
@@ -330,7 +330,7 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                 "includes a memory strategy's own model calls (calls: their mean number per task). EM best "
                 "round: RepoCoder's oracle, right in at least one of its rounds (the FragRel paper reports it "
                 "beside the last round). EM confident round: had the round whose answer has the highest mean "
-                "log-probability per token been shown (completion.round_choice = confident), with its Δ vs "
+                "log-probability per token been shown (prompt.round_choice = confident), with its Δ vs "
                 "vanilla. Right function: API tasks whose prediction calls the function the "
                 "ground truth calls, whatever the arguments.", "",
                 "| split | strategy | n | EM | ES | Δ EM vs vanilla | hit@K | in prompt | latency p50 / p95 (s) "

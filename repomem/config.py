@@ -179,10 +179,6 @@ class RetrievalConfig:
                                help="the query is the last this-many lines before the cursor")
     alpha: float = setting(0.5, lsp="alpha", help="eq. 10 weight of the environment score (0 = plain BM25)")
     top_k: int = setting(10, positive=True, repository_cap=200, lsp="topK", help="fragments retrieved (K)")
-    # Relations then add to the lexical best match instead of displacing it (docs/eval-history.md,
-    # second round).
-    anchor_matches: int = setting(1, help="the first this-many of the top K are BM25's best matches whatever "
-                                          "eq. 10 says (0 = the paper's ranking; fragrel-paper ignores it)")
     # True: they still feed their neighbours' s_env, so the environment starts at the cursor
     # (what the code being written calls and is called by); False: they are left out of eq. 9.
     visible_feed_environment: bool = setting(True, help="the current file's windows over the query lines (never "
@@ -195,29 +191,6 @@ class RetrievalConfig:
     # in its place (lsp/settings.py for_server_requests).
     time_budget_ms: float = setting(0.0, help="milliseconds of retrieval before the environment pass is skipped "
                                               "(0 = none); the CLI's and the evaluator's")
-    # Relations that add context instead of re-ranking it: definitions resolved through import and
-    # call edges, other files only, those whose names share most words with the query first.
-    definition_blocks: int = setting(0, help="definitions the cursor's file imports or calls join the prompt as "
-                                             "signature blocks, header and docstring line (0 = off, the paper's "
-                                             "retrieval)")
-    definition_lines: int = setting(8, positive=True, help="lines of one signature block at most")
-    # Names in scope (resolved through the index's import edges), taken from the left context's
-    # room. A small model otherwise calls a similar-looking name (docs/eval-history.md, second
-    # round).
-    scope_imports: int = setting(12, help="lines of the current file's imports of repository code shown above the "
-                                          "blocks when the left context no longer shows them (0 = off)")
-    # Parameters and defaults, no annotations; a class's __init__. A small model that names the
-    # right function still misses its arguments (retrieval/signatures.py).
-    scope_signatures: int = setting(0, help="one signature line each for up to this many repository functions and "
-                                            "classes the imports in scope bind, not yet called (0 = off)")
-    scope_signature_chars: int = setting(120, help="characters of one signature line at most")
-    # When the draft calls a repository function or class that the file imports (resolved through
-    # the import edges, defined in another file) and the prompt does not show its definition, the
-    # draft is generated again with that one signature beside the names in scope (only the name
-    # the model already chose: shown signatures of other names drew calls to them,
-    # docs/eval-history.md, fourth round). Single-round graph-aware strategies.
-    draft_signature: bool = setting(False, help="a second generation guided by the first, with the signature of "
-                                                "the repository function its draft calls (off = one generation)")
     # Strategy "hat": the summary tree's best-first walk (repomem/memory/summary_tree.py).
     summary_walk_files: int = setting(8, positive=True, repository_cap=256,
                                       help="strategy hat: the walk stops after reaching this many files")
@@ -287,41 +260,6 @@ class CompletionConfig:
                          help="prompt style: RepoCoder's comments, or the model family's file-separator form")
     fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")
     max_lines: int = setting(16, positive=True, help="lines of a block completion at most")
-    # completion/packing.py. Off until an EM run decides (docs/eval-history.md, first section).
-    pack_blocks: bool = setting(False, help="show each retrieved line once: windows overlapping a better block of "
-                                            "the same file lose the shared lines and join it")
-    pack_max_lines: int = setting(40, positive=True, help="lines a packed block grows to at most (two windows)")
-    # Blocks that show what followed the match (completion/continuation.py): a window of another
-    # file whose lines match the visible code's last `continuation_match_lines` non-blank lines
-    # (mean token Jaccard >= continuation_min_similarity) slides down, keeping its length. Graph-
-    # aware strategies only (RepoCoder's and the paper's prompts stay exact). On the dev set it is
-    # what made `fragrel` beat BM25 in exact match (docs/eval-history.md, fifth round).
-    continuation_lines: int = setting(4, help="a matching window slides down until it shows this many non-blank "
-                                              "lines past its match (0 = off)")
-    continuation_match_lines: int = setting(3, positive=True,
-                                            help="non-blank lines of the visible code a window's lines must match")
-    continuation_min_similarity: float = setting(0.5, within="[0, 1]",
-                                                 help="mean token Jaccard similarity of that match at least")
-    # The candidate that best matches the visible code's last lines (the continuation's match, with
-    # a line shown after it) moves up, so a clone ranked below what the block budget holds is
-    # shown. Graph-aware strategies, with the continuation on.
-    clone_position: int = setting(1, minimum=-1, minimum_means="off",
-                                  help="the best clone of the visible code's last lines moves up to this place "
-                                       "(0 = first; 1 keeps BM25's best match first; -1 = off)")
-    # Clones the whole query window ranks below top-k. Both on: line EM +1.8 over the continuation
-    # alone on all 600 dev line tasks (docs/eval-history.md, seventh round).
-    clone_search: int = setting(10, help="with clone_position on: this many more candidates, from a query of the "
-                                         "visible code's last lines alone (0 = off)")
-    # Rounds: repocoder+fragrel's, the draft-signature round.
-    # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
-    # the highest mean log-probability per token, the last on a tie or when the backend reports
-    # none (the embedded model's child). `repocoder` itself always shows its last round, as
-    # published. On the dev set (transformers on a GPU) "confident" won 22 and lost 10 of the tasks
-    # where it differs from "last", over repocoder and repocoder+fragrel on both splits
-    # (docs/eval-history.md, ninth round).
-    round_choice: str = setting("confident", choices=ROUND_CHOICES,
-                                help="which round's answer a graph-aware multi-round strategy shows: the most "
-                                     "confident or the last")
     # Each later round queries with the previous round's draft.
     iterative_rounds: int = setting(0, repository_cap=4,  # a generation each
                                     help="generation rounds of repocoder and repocoder+fragrel (0 = the "
@@ -361,6 +299,92 @@ class CompletionConfig:
                             lsp="endpoint", help="an OpenAI-compatible server (vLLM) instead of the embedded model")
     api_key_env: str = setting("REPOMEM_API_KEY", repository="not a repository", run_only=True,
                                help="environment variable holding the server's API key")
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    """The prompt levers' settings (repomem/completion/levers/, one module per lever): what each
+    adds to or changes in a graph-aware strategy's candidates, or pins in its prompt. The strategy
+    table says which strategies use which lever; a lever's settings switch it on. Each setting
+    used to live in [retrieval] or [completion], where it is still read, with a warning."""
+
+    # Relations then add to the lexical best match instead of displacing it (docs/eval-history.md,
+    # second round).
+    anchor_matches: int = setting(1, help="the first this-many of the top K are BM25's best matches whatever "
+                                          "eq. 10 says (0 = the paper's ranking; fragrel-paper ignores it)",
+                                  moved_from=("retrieval.anchor_matches",))
+    # Relations that add context instead of re-ranking it: definitions resolved through import and
+    # call edges, other files only, those whose names share most words with the query first.
+    definition_blocks: int = setting(0, help="definitions the cursor's file imports or calls join the prompt as "
+                                             "signature blocks, header and docstring line (0 = off, the paper's "
+                                             "retrieval)",
+                                     moved_from=("retrieval.definition_blocks",))
+    definition_lines: int = setting(8, positive=True, help="lines of one signature block at most",
+                                    moved_from=("retrieval.definition_lines",))
+    # Clones the whole query window ranks below top-k. Both on: line EM +1.8 over the continuation
+    # alone on all 600 dev line tasks (docs/eval-history.md, seventh round).
+    clone_search: int = setting(10, help="with clone_position on: this many more candidates, from a query of the "
+                                         "visible code's last lines alone (0 = off)",
+                                moved_from=("completion.clone_search",))
+    # Blocks that show what followed the match (completion/continuation.py): a window of another
+    # file whose lines match the visible code's last `continuation_match_lines` non-blank lines
+    # (mean token Jaccard >= continuation_min_similarity) slides down, keeping its length. Graph-
+    # aware strategies only (RepoCoder's and the paper's prompts stay exact). On the dev set it is
+    # what made `fragrel` beat BM25 in exact match (docs/eval-history.md, fifth round).
+    continuation_lines: int = setting(4, help="a matching window slides down until it shows this many non-blank "
+                                              "lines past its match (0 = off)",
+                                      moved_from=("completion.continuation_lines",))
+    continuation_match_lines: int = setting(3, positive=True,
+                                            help="non-blank lines of the visible code a window's lines must match",
+                                            moved_from=("completion.continuation_match_lines",))
+    continuation_min_similarity: float = setting(0.5, within="[0, 1]",
+                                                 help="mean token Jaccard similarity of that match at least",
+                                                 moved_from=("completion.continuation_min_similarity",))
+    # The candidate that best matches the visible code's last lines (the continuation's match, with
+    # a line shown after it) moves up, so a clone ranked below what the block budget holds is
+    # shown. Graph-aware strategies, with the continuation on.
+    clone_position: int = setting(1, minimum=-1, minimum_means="off",
+                                  help="the best clone of the visible code's last lines moves up to this place "
+                                       "(0 = first; 1 keeps BM25's best match first; -1 = off)",
+                                  moved_from=("completion.clone_position",))
+    # completion/packing.py. Off until an EM run decides (docs/eval-history.md, first section).
+    pack_blocks: bool = setting(False, help="show each retrieved line once: windows overlapping a better block of "
+                                            "the same file lose the shared lines and join it",
+                                moved_from=("completion.pack_blocks",))
+    pack_max_lines: int = setting(40, positive=True, help="lines a packed block grows to at most (two windows)",
+                                  moved_from=("completion.pack_max_lines",))
+    # Names in scope (resolved through the index's import edges), taken from the left context's
+    # room. A small model otherwise calls a similar-looking name (docs/eval-history.md, second
+    # round).
+    scope_imports: int = setting(12, help="lines of the current file's imports of repository code shown above the "
+                                          "blocks when the left context no longer shows them (0 = off)",
+                                 moved_from=("retrieval.scope_imports",))
+    # Parameters and defaults, no annotations; a class's __init__. A small model that names the
+    # right function still misses its arguments (retrieval/signatures.py).
+    scope_signatures: int = setting(0, help="one signature line each for up to this many repository functions and "
+                                            "classes the imports in scope bind, not yet called (0 = off)",
+                                    moved_from=("retrieval.scope_signatures",))
+    scope_signature_chars: int = setting(120, help="characters of one signature line at most",
+                                         moved_from=("retrieval.scope_signature_chars",))
+    # When the draft calls a repository function or class that the file imports (resolved through
+    # the import edges, defined in another file) and the prompt does not show its definition, the
+    # draft is generated again with that one signature beside the names in scope (only the name
+    # the model already chose: shown signatures of other names drew calls to them,
+    # docs/eval-history.md, fourth round). Single-round graph-aware strategies.
+    draft_signature: bool = setting(False, help="a second generation guided by the first, with the signature of "
+                                                "the repository function its draft calls (off = one generation)",
+                                    moved_from=("retrieval.draft_signature",))
+    # Rounds: repocoder+fragrel's, the draft-signature round.
+    # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
+    # the highest mean log-probability per token, the last on a tie or when the backend reports
+    # none (the embedded model's child). `repocoder` itself always shows its last round, as
+    # published. On the dev set (transformers on a GPU) "confident" won 22 and lost 10 of the tasks
+    # where it differs from "last", over repocoder and repocoder+fragrel on both splits
+    # (docs/eval-history.md, ninth round).
+    round_choice: str = setting("confident", choices=ROUND_CHOICES,
+                                help="which round's answer a graph-aware multi-round strategy shows: the most "
+                                     "confident or the last",
+                                moved_from=("completion.round_choice",))
 
 
 @dataclass(frozen=True)
@@ -460,6 +484,7 @@ class Config:
     bm25: BM25Config = field(default_factory=BM25Config)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     completion: CompletionConfig = field(default_factory=CompletionConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     server: ServerConfig = field(default_factory=ServerConfig)

@@ -520,14 +520,14 @@ class RepoService:
         anchored: int | None = None,
     ) -> list[ScoredFragment]:
         """Top K for a query; `excluded` / `unlisted` as in scoring.score_fragments; `anchored`: BM25's
-        best matches kept at the head of the list when alpha > 0 (None: retrieval.anchor_matches)."""
+        best matches kept at the head of the list when alpha > 0 (None: prompt.anchor_matches)."""
         assert self.index is not None, "call ensure_index first"
         k = self.config.retrieval.top_k if k is None else k
         alpha = self.config.retrieval.alpha if alpha is None else alpha
         budget_ms = self.config.retrieval.time_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
         scores = score_fragments(self.index, query_text, alpha, excluded, deadline, unlisted)
-        anchored = self.config.retrieval.anchor_matches if anchored is None else anchored
+        anchored = self.config.prompt.anchor_matches if anchored is None else anchored
         return top_fragments(self.index, scores, k, anchored if alpha else 0)
 
     def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
@@ -542,7 +542,7 @@ class RepoService:
         scores = score_fragments(self.index, query, alpha, excluded, None, unlisted)
         if fragments is None:
             chosen = top_fragments(self.index, scores, self.config.retrieval.top_k,
-                                   self.config.retrieval.anchor_matches if alpha else 0)
+                                   self.config.prompt.anchor_matches if alpha else 0)
         else:
             live = [f for f in fragments if 0 <= f < self.index.n_fragments and self.index.live[f]]
             chosen = scored_fragments(self.index, scores, live)
@@ -603,21 +603,19 @@ class RepoService:
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
 
-    def definitions_at(self, cursor: Cursor, query: str) -> list[ScoredFragment]:
-        """Signature blocks of the definitions the cursor's file imports or calls in other files
-        (retrieval.definition_blocks of them, best first; see retrieval/definitions.py). Each
+    def definitions_at(self, cursor: Cursor, query: str, count: int, max_lines: int) -> list[ScoredFragment]:
+        """Signature blocks (`max_lines` lines each at most) of up to `count` definitions the
+        cursor's file imports or calls in other files, best first (retrieval/definitions.py). Each
         carries the id of the window holding its def line and s_rel = its rank score."""
-        settings = self.config.retrieval
-        if self.index is None or settings.definition_blocks <= 0:
+        if self.index is None or count <= 0:
             return []
         out = []
         lines_of: dict[str, list[str]] = {}  # each file read once, however many of its definitions
-        for site in reachable_definitions(self.index, cursor.path, query, self.config.bm25,
-                                          settings.definition_blocks):
+        for site in reachable_definitions(self.index, cursor.path, query, self.config.bm25, count):
             if site.path not in lines_of:
                 lines_of[site.path] = self.file_lines(site.path)
             lines = lines_of[site.path]
-            start, stop = signature_span(lines, site.start_line, site.end_line, settings.definition_lines)
+            start, stop = signature_span(lines, site.start_line, site.end_line, max_lines)
             out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
         return out
 

@@ -53,8 +53,8 @@ class Strategy:
         return configured if self.environment else 0.0
 
 
-# Packing changes how any strategy's blocks are laid out (off unless completion.pack_blocks);
-# definition blocks join what the sparse retriever finds (off unless retrieval.definition_blocks).
+# Packing changes how any strategy's blocks are laid out (off unless prompt.pack_blocks);
+# definition blocks join what the sparse retriever finds (off unless prompt.definition_blocks).
 LAYOUT_LEVERS = ("packing",)
 SPARSE_LEVERS = ("definition-blocks", *LAYOUT_LEVERS)
 # repomem's own levers. Names in scope pin before the signatures that sign them; clone search

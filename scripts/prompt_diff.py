@@ -12,7 +12,7 @@ every split how often the block nearest the code (the one a small model copies f
 
     python scripts/prompt_diff.py corpora/em/paper.jsonl --by em            # vanilla vs fragrel, EM flips
     python scripts/prompt_diff.py corpora/em/anchored.jsonl --by em \
-        --config completion.pack_blocks=true,retrieval.anchor_matches=1
+        --config prompt.pack_blocks=true,prompt.anchor_matches=1
 """
 
 from __future__ import annotations

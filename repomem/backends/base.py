@@ -23,7 +23,7 @@ class Generation:
     seconds: float  # wall time of the call
     # Mean natural-log probability per generated token (greedy: each the most likely one), the
     # stop token included; None when the backend does not report it. The model's confidence in its
-    # answer, which chooses between RepoCoder's rounds (completion.round_choice).
+    # answer, which chooses between RepoCoder's rounds (prompt.round_choice).
     mean_logprob: float | None = None
 
 

@@ -54,7 +54,7 @@ def main() -> None:
     # logits_all off (the server's default is on): llama.cpp then computes the vocabulary's logits
     # for the last position of a batch only, not for every prompt token. Measured on this 2-core
     # machine, a cold 1,800-token prompt: 18.6 s and +60 MB instead of 27.1 s and +1.65 GB. The
-    # price: no per-token log-probabilities (the client does not ask), so completion.round_choice
+    # price: no per-token log-probabilities (the client does not ask), so prompt.round_choice
     # shows the last round with the embedded model.
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,

@@ -95,7 +95,7 @@ class OpenAIBackend:
         self._tokenize_path: str | None = tokenize_path or None
         # Ask for each token's log-probability (`logprobs: 0`; vLLM and llama-cpp-python's server
         # stream them) until the server refuses the field once (HTTP 400, 422 or 500): the answer's
-        # confidence chooses between RepoCoder's rounds (completion.round_choice).
+        # confidence chooses between RepoCoder's rounds (prompt.round_choice).
         self._asks_logprobs = asks_logprobs
         self.name = model_label(model, self.endpoint)
         self.template = template_for(template_name or model)

@@ -49,7 +49,7 @@ class Completion:
     timings_ms: dict[str, float]
     model_calls: tuple[ModelCall, ...] = ()  # a memory strategy's calls while retrieving, in order
     # Every round's answer, first round first, when more than one ran (RepoCoder's rounds, the
-    # draft-signature round); `chosen_round` indexes the one shown (completion.round_choice).
+    # draft-signature round); `chosen_round` indexes the one shown (prompt.round_choice).
     round_answers: tuple[RoundAnswer, ...] = ()
     chosen_round: int = 0
 

@@ -194,7 +194,7 @@ def entity_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
             continue
         if isinstance(item, Entity):
             start, stop = signature_span(lines(item.path), item.start_line, item.end_line,
-                                         service.config.retrieval.definition_lines)
+                                         service.config.prompt.definition_lines)
         else:
             start = max(0, item.line - USAGE_CONTEXT_LINES)
             stop = min(len(lines(item.path)), item.line + USAGE_CONTEXT_LINES + 1)

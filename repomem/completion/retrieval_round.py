@@ -20,7 +20,7 @@ class RoundQuery:
     excluded: np.ndarray | None
     unlisted: np.ndarray | None
     model: MemoryModel | None = None  # strategies that ask the model while retrieving (issue 14)
-    # BM25's best matches kept at the head of eq. 10's ranking (None: retrieval.anchor_matches; the
+    # BM25's best matches kept at the head of eq. 10's ranking (None: prompt.anchor_matches; the
     # engine asks 0, the paper's ranking, unless the strategy uses the anchored-match lever).
     anchored: int | None = None
 

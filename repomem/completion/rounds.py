@@ -1,4 +1,4 @@
-"""Which round's answer a multi-round completion shows (completion.round_choice).
+"""Which round's answer a multi-round completion shows (prompt.round_choice).
 
 RepoCoder's second round re-retrieves with the first draft, and on the dev set it turns about as
 many right answers wrong as wrong answers right (docs/eval-history.md, issue 11). The model's own

@@ -64,7 +64,7 @@ class Language:
     indented_blocks: bool = False
     string_or_comment_types: frozenset[str] = field(default_factory=frozenset)
     # Line starts (at column 0) that open an import statement: the names in scope that a prompt
-    # whose left context was cut no longer shows (retrieval.scope_imports).
+    # whose left context was cut no longer shows (prompt.scope_imports).
     import_prefixes: tuple[str, ...] = ()
 
     @property

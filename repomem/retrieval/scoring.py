@@ -155,7 +155,7 @@ def top_fragments(index: RepoIndex, scores: Scores, k: int, anchored: int = 0) -
 
     `anchored`: the first this-many places go to the best fragments by s_ind (BM25) whatever their
     s_rel, in s_ind order; the rest follow by s_rel. Relations then add to the lexical best match
-    instead of displacing it (retrieval.anchor_matches; 0 is the paper's ranking).
+    instead of displacing it (prompt.anchor_matches; 0 is the paper's ranking).
     """
     candidates = np.flatnonzero(~np.isnan(scores.s_rel))
     if candidates.size == 0 or k <= 0:

@@ -362,7 +362,7 @@ def test_prompt_only_runs_measure_what_enters_the_prompt(shop_benchmark: tuple[P
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
               "--repos", str(repos), "--results", str(results), "--prompt-only", "--prompt-tokens", "512",
               "--strategies", "vanilla,fragrel,hat,qrmem"]
-    for extra in ([], ["--set", "completion.pack_blocks=true"]):
+    for extra in ([], ["--set", "prompt.pack_blocks=true"]):
         run = _repomem(*common, *extra)
         assert run.returncode == 0, run.stderr
         assert "8 results written" in run.stdout, run.stdout  # four strategies on two tasks
@@ -371,7 +371,7 @@ def test_prompt_only_runs_measure_what_enters_the_prompt(shop_benchmark: tuple[P
     assert asked and all(len(r["model_calls"]) == r["memory_calls"] and r["model_calls"][0]["prompt"]
                          and r["timings_ms"]["memory_model"] > 0 for r in asked)  # QRMeM's reflections, recorded
     assert {r["mode"] for r in records} == {"prompt"} and {r["config"] for r in records} == {
-        "", "completion.pack_blocks=true"}
+        "", "prompt.pack_blocks=true"}
     for record in records:
         assert "prediction" not in record and record["prompt_blocks"] >= 1, record
         assert 0 <= record["duplicate_block_tokens"] <= record["block_line_tokens"]
@@ -405,7 +405,7 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
           "--set", "pack_blocks"], "expected section.key=value"),
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
-          "--set", "completion.pack_max_lines=0"], "must be > 0"),
+          "--set", "prompt.pack_max_lines=0"], "must be > 0"),
     ]
     for args, expected in cases:
         result = _repomem(*args)

@@ -668,7 +668,7 @@ def test_call_sites_match_a_parent_by_parent_walk(granularity):
 
 
 def test_anchored_ranking_keeps_bm25s_best_first(synthetic_repo):
-    """retrieval.anchor_matches: the N best by s_ind come first (in s_ind order), then the rest by
+    """prompt.anchor_matches: the N best by s_ind come first (in s_ind order), then the rest by
     s_rel, checked against a plain sort of every offered fragment."""
     index = open_index(synthetic_repo, Config())
     for query in QUERIES:
@@ -692,7 +692,7 @@ def test_anchored_ranking_keeps_bm25s_best_first(synthetic_repo):
 
 
 def test_fragrel_as_published_ignores_the_anchor_and_the_similarity_order(synthetic_repo):
-    config = with_overrides(Config(), retrieval={"anchor_matches": 1})
+    config = with_overrides(Config(), prompt={"anchor_matches": 1})
     service = RepoService.open(synthetic_repo, config)
     assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
     index = service.index

@@ -247,7 +247,7 @@ def test_the_editor_clients_name_known_client_settings_only():
     ("graph.strength_cutoff", 0.0, "config graph.strength_cutoff=0.0 must lie in (0, 1]; default 0.01 kept"),
     ("relations.context_gamma", 1.5, "config relations.context_gamma=1.5 must lie in [0, 1]; default 0.5 kept"),
     ("completion.gpu_layers", -2, "config completion.gpu_layers=-2 must be -1 (all layers) or more; default -1 kept"),
-    ("completion.clone_position", -3, "config completion.clone_position=-3 must be -1 (off) or more; default 1 kept"),
+    ("prompt.clone_position", -3, "config prompt.clone_position=-3 must be -1 (off) or more; default 1 kept"),
     ("relations.max_relations_per_fragment", 5000,
      "config relations.max_relations_per_fragment=5000 must be at most 4,096; default 64 kept"),
     ("index.workers", 2000, "config index.workers=2000 must be at most 1,024; default 2 kept"),
@@ -271,8 +271,9 @@ def test_a_refused_value_keeps_the_default_with_the_same_warning(name, value, wa
 
 
 def test_accepted_values_at_the_bounds():
-    config, warnings = config_from_mapping({"completion": {"gpu_layers": -1, "clone_position": -1, "context_share": 1,
+    config, warnings = config_from_mapping({"completion": {"gpu_layers": -1, "context_share": 1,
                                                            "order": BLOCK_ORDERS[0]},
+                                            "prompt": {"clone_position": -1},
                                             "graph": {"strength_cutoff": 1e-9, "max_reach": 0},
                                             "relations": {"context_gamma": 0, "max_relations_per_fragment": 4096}})
     assert warnings == []
@@ -281,7 +282,7 @@ def test_accepted_values_at_the_bounds():
         -1, 0, 4096)
 
 
-# -- a setting that moved (made up: no real setting has moved yet) ----------------------------------
+# -- a setting that moved (a made-up tree; the real moves are tested below it) -------------------------
 
 
 @dataclass(frozen=True)
@@ -360,3 +361,17 @@ def test_the_configuration_reference_is_current():
         assert f"| `{s.key}`" in committed.split(f"## [{s.section}]", 1)[1].split("\n## ", 1)[0], s.name
     readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## Configuration", 1)[1].split("\n## ", 1)[0]
     assert REFERENCE_PATH in readme
+
+
+def test_the_prompt_levers_settings_moved_to_prompt_and_are_read_under_their_old_names():
+    """The levers' settings left [retrieval] and [completion] for [prompt]; an old repomem.toml,
+    --set or client setting keeps working, with one warning per moved key."""
+    moved = {"retrieval": {"anchor_matches": 2, "scope_imports": 5, "draft_signature": True},
+             "completion": {"continuation_lines": 2, "clone_search": 3, "round_choice": "last", "pack_blocks": True}}
+    config, warnings = config_from_mapping(moved)
+    assert (config.prompt.anchor_matches, config.prompt.scope_imports, config.prompt.draft_signature,
+            config.prompt.continuation_lines, config.prompt.clone_search, config.prompt.round_choice,
+            config.prompt.pack_blocks) == (2, 5, True, 2, 3, "last", True)
+    assert sorted(warnings) == sorted(f"config {section}.{key} has moved to prompt.{key}; read as prompt.{key} "
+                                      "(rename it there)" for section, keys in moved.items() for key in keys)
+    assert not hasattr(config.retrieval, "anchor_matches") and not hasattr(config.completion, "pack_blocks")

@@ -1,4 +1,4 @@
-"""Blocks that show what followed the match (completion.continuation_lines)."""
+"""Blocks that show what followed the match (prompt.continuation_lines)."""
 
 from __future__ import annotations
 
@@ -92,8 +92,8 @@ def test_the_prompt_shows_the_line_after_the_clone_for_graph_aware_strategies_on
     cursor = locate(service.root, "shop/main.py", text, line, None)
     shown = {}
     for strategy, lines in (("fragrel", 0), ("fragrel", 4), ("vanilla", 4)):
-        config = with_overrides(service.config, completion={"continuation_lines": lines, "max_prompt_tokens": 400,
-                                                            "fill_in_middle": False})
+        config = with_overrides(service.config, completion={"max_prompt_tokens": 400, "fill_in_middle": False},
+                                prompt={"continuation_lines": lines})
         engine = CompletionEngine(service, Words(), config)
         prompt = engine.prepare(engine.request(cursor, strategy)).prompt
         blocks = [b for b in prompt.blocks if b.path == "shop/records.py"]
@@ -106,8 +106,8 @@ def test_the_prompt_shows_the_line_after_the_clone_for_graph_aware_strategies_on
 
 def test_stable_order_keeps_the_first_completions_lines_while_the_cursor_stays_in_the_function(tmp_path):
     service, text, line = clone_repository(tmp_path)
-    config = with_overrides(service.config, completion={"continuation_lines": 4, "max_prompt_tokens": 400,
-                                                        "fill_in_middle": False})
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 400, "fill_in_middle": False},
+                            prompt={"continuation_lines": 4})
 
     def spans(engine: CompletionEngine, at: int) -> list[tuple[str, int, int]]:
         cursor = locate(service.root, "shop/main.py", text, at, None)
@@ -158,8 +158,8 @@ def test_a_clone_ranked_below_the_budget_reaches_the_prompt_when_promoted(tmp_pa
     cursor = locate(service.root, "shop/main.py", text, line, None)
     shown = {}
     for position in (-1, 0):
-        config = with_overrides(service.config, completion={"continuation_lines": 4, "max_prompt_tokens": 300,
-                                                            "fill_in_middle": False, "clone_position": position})
+        config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
+                                prompt={"continuation_lines": 4, "clone_position": position})
         engine = CompletionEngine(service, Words(), config)
         request = engine.request(cursor, "fragrel")
         prepared = engine.prepare(request)
@@ -180,9 +180,8 @@ def test_the_clone_search_finds_a_clone_the_query_window_ranks_below_top_k(tmp_p
     cursor = locate(service.root, "shop/main.py", text, line, None)
     found = {}
     for search in (0, 3):
-        config = with_overrides(service.config, completion={
-            "continuation_lines": 4, "max_prompt_tokens": 400, "fill_in_middle": False, "clone_position": 0,
-            "clone_search": search})
+        config = with_overrides(service.config, completion={"max_prompt_tokens": 400, "fill_in_middle": False},
+                                prompt={"continuation_lines": 4, "clone_position": 0, "clone_search": search})
         engine = CompletionEngine(service, Words(), config)
         prepared = engine.prepare(engine.request(cursor, "fragrel"))
         found[search] = ([f.path for f in prepared.fragments], NEXT.strip() in prepared.prompt.text)

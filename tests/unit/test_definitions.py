@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from repomem.config import Config, with_overrides
+from repomem.config import Config
 from repomem.retrieval.definitions import reachable_definitions, signature_span
 from repomem.service import RepoService
 
 
-def open_service(root, **retrieval):
-    service = RepoService.open(root, with_overrides(Config(), retrieval=retrieval))
+def open_service(root):
+    service = RepoService.open(root, Config())
     assert not isinstance(service, RepoService.__class__)
     report = service.ensure_index()
     assert report.files > 0
@@ -32,14 +32,13 @@ def test_imports_and_calls_reach_definitions_in_other_files(package_repo):
 
 
 def test_definition_blocks_join_the_retrieved_fragments(package_repo):
-    service = open_service(package_repo, definition_blocks=2)
+    service = open_service(package_repo)
     cursor = service.cursor_at(package_repo / "pkg/sub/service.py", 10, None)
-    added = service.definitions_at(cursor, "make_slug(name)")
+    added = service.definitions_at(cursor, "make_slug(name)", 2, 8)
     assert len(added) == 2
     text = service.fragment_text(added[0])
     assert text.startswith("def slugify(text):") and len(text.split("\n")) <= 8
-    off = open_service(package_repo)
-    assert off.definitions_at(cursor, "make_slug(name)") == []
+    assert service.definitions_at(cursor, "make_slug(name)", 0, 8) == []
 
 
 def test_signature_span_takes_the_header_docstring_and_init():

@@ -126,7 +126,7 @@ def test_each_lever_can_be_switched_off_by_leaving_it_out_of_the_table(tmp_path,
     service, text, n_lines = long_report(tmp_path)
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
     config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
-                            retrieval={"scope_signatures": 2, "definition_blocks": 2})
+                            prompt={"scope_signatures": 2, "definition_blocks": 2})
     fragrel = strategy_named("fragrel")
     without = dataclasses.replace(fragrel, levers=tuple(n for n in fragrel.levers if n != lever))
     monkeypatch.setattr(engine_module, "strategy_named", lambda name: without)

@@ -84,7 +84,7 @@ def test_the_settings_fingerprint_follows_what_shapes_a_record_not_how_it_runs()
     same = [with_overrides(config, completion={"threads": 1, "endpoint": "http://x", "deadline_s": 5}),
             with_overrides(config, relations={"workers": 1}), with_overrides(config, index={"workers": 1})]
     assert {settings_fingerprint(c) for c in same} == {settings_fingerprint(config)}
-    other = [with_overrides(config, completion={"continuation_lines": 0}),
+    other = [with_overrides(config, prompt={"continuation_lines": 0}),
              with_overrides(config, retrieval={"alpha": 1}), with_overrides(config, bm25={"k1": 1.2})]
     assert len({settings_fingerprint(c) for c in [config, *other]}) == 4
     # A run resumes only from records made under its own settings.

@@ -1,4 +1,4 @@
-"""Which round a multi-round completion shows (completion.round_choice): RepoCoder's last round, or
+"""Which round a multi-round completion shows (prompt.round_choice): RepoCoder's last round, or
 the round the model was most confident in (mean log-probability per token), and the report's
 column that replays that choice from the records."""
 
@@ -39,8 +39,8 @@ def test_choose_round_takes_the_most_confident_the_later_on_a_tie_and_the_last_w
 
 
 def _engine(service, answers, choice):
-    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False,
-                                                        "round_choice": choice})
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
+                            prompt={"round_choice": choice})
     backend = Confident(answers)
     return CompletionEngine(service, backend, config), backend
 

@@ -1,4 +1,4 @@
-"""Names in scope (retrieval.scope_imports): the current file's imports of repository code, shown
+"""Names in scope (prompt.scope_imports): the current file's imports of repository code, shown
 above the retrieved blocks once the left context no longer shows them."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_the_prompt_shows_hidden_imports_above_the_blocks_and_not_visible_ones(t
     service, text, n_lines = long_report(tmp_path)
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
     for scope, expect in ((0, False), (12, True)):
-        config = with_overrides(service.config, retrieval={"scope_imports": scope},
+        config = with_overrides(service.config, prompt={"scope_imports": scope},
                                 completion={"max_prompt_tokens": 300, "fill_in_middle": False})
         engine = CompletionEngine(service, Words(), config)
         prepared = engine.prepare(engine.request(cursor, "fragrel", order="score"))
@@ -80,7 +80,7 @@ def test_the_prompt_shows_hidden_imports_above_the_blocks_and_not_visible_ones(t
             assert prompt.text.index("from .pricing import compute_tax") < prompt.text.index("def helper_")
             assert "import json" not in prompt.text
     # A roomy prompt shows the imports in the left context itself: no block repeats them.
-    config = with_overrides(service.config, retrieval={"scope_imports": 12},
+    config = with_overrides(service.config, prompt={"scope_imports": 12},
                             completion={"max_prompt_tokens": 4000, "fill_in_middle": False})
     engine = CompletionEngine(service, Words(), config)
     prompt = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt
@@ -91,7 +91,7 @@ def test_repocoder_and_paper_prompts_never_show_the_imports(tmp_path):
     """vanilla, repocoder and fragrel-paper are the published prompts exactly, whatever the setting."""
     service, text, n_lines = long_report(tmp_path)
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
-    config = with_overrides(service.config, retrieval={"scope_imports": 12},
+    config = with_overrides(service.config, prompt={"scope_imports": 12},
                             completion={"max_prompt_tokens": 300, "fill_in_middle": False})
     engine = CompletionEngine(service, Words(), config)
     for strategy in ("vanilla", "fragrel-paper", "repocoder"):
@@ -101,7 +101,7 @@ def test_repocoder_and_paper_prompts_never_show_the_imports(tmp_path):
         assert all(block.fragment != -1 for block in prompt.blocks)
 
 
-# -- signatures of what the imports bind (retrieval.scope_signatures) ----------------------------
+# -- signatures of what the imports bind (prompt.scope_signatures) ----------------------------
 
 def test_parameter_list_drops_annotations_and_self_and_keeps_defaults():
     header = ('def reduce(\n    self,\n    stat: Literal["precision", "recall"],  # which one\n'
@@ -126,7 +126,7 @@ def test_the_prompt_shows_signatures_of_hidden_imports_the_visible_code_does_not
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
 
     def prompt_with(signatures: int, chars: int = 120):
-        config = with_overrides(service.config, retrieval={"scope_imports": 12, "scope_signatures": signatures,
+        config = with_overrides(service.config, prompt={"scope_imports": 12, "scope_signatures": signatures,
                                                            "scope_signature_chars": chars},
                                 completion={"max_prompt_tokens": 300, "fill_in_middle": False})
         engine = CompletionEngine(service, Words(), config)
@@ -150,7 +150,7 @@ def test_no_signature_for_a_name_the_visible_code_already_uses(tmp_path):
     (service.root / "shop" / "report.py").write_text(text)
     service.ensure_index()
     cursor = locate(service.root, "shop/report.py", text, text.count("\n") + 1, None)
-    config = with_overrides(service.config, retrieval={"scope_imports": 12, "scope_signatures": 4},
+    config = with_overrides(service.config, prompt={"scope_imports": 12, "scope_signatures": 4},
                             completion={"max_prompt_tokens": 300, "fill_in_middle": False})
     engine = CompletionEngine(service, Words(), config)
     header = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt.blocks[0]
@@ -166,7 +166,7 @@ def test_a_secret_in_a_signature_default_is_masked(tmp_path):
                                                    f'def compute_tax(amount_cents: int, tax_class: str, key="{key}")'))
     service.ensure_index()
     cursor = locate(service.root, "shop/report.py", text, n_lines, None)
-    config = with_overrides(service.config, retrieval={"scope_imports": 12, "scope_signatures": 4},
+    config = with_overrides(service.config, prompt={"scope_imports": 12, "scope_signatures": 4},
                             completion={"max_prompt_tokens": 300, "fill_in_middle": False})
     engine = CompletionEngine(service, Words(), config)
     header = engine.prepare(engine.request(cursor, "fragrel", order="score")).prompt.blocks[0]
@@ -174,7 +174,7 @@ def test_a_secret_in_a_signature_default_is_masked(tmp_path):
     assert key not in header.text
 
 
-# -- a second generation guided by the draft's call (retrieval.draft_signature) ------------------
+# -- a second generation guided by the draft's call (prompt.draft_signature) ------------------
 
 class Scripted(Words):
     """Answers with the next scripted text and keeps every prompt (the engine's logic is what is
@@ -192,7 +192,7 @@ class Scripted(Words):
 
 
 def draft_engine(service, answers, on=True, tokens=300):
-    config = with_overrides(service.config, retrieval={"scope_imports": 12, "draft_signature": on},
+    config = with_overrides(service.config, prompt={"scope_imports": 12, "draft_signature": on},
                             completion={"max_prompt_tokens": tokens, "fill_in_middle": False})
     backend = Scripted(answers)
     return CompletionEngine(service, backend, config), backend

@@ -2,7 +2,7 @@
 
 FragRel's eq. 10 re-ranks by the environment and can push the window that lexically matches the
 code best (often the clone a small model copies) below what the block budget holds. With this
-lever the first `retrieval.anchor_matches` places go to BM25's best whatever eq. 10 says; the
+lever the first `prompt.anchor_matches` places go to BM25's best whatever eq. 10 says; the
 rest follow by s_rel, so relations add to the lexical best match instead of displacing it. Without
 it (fragrel-paper) the ranking is the paper's.
 """
@@ -19,4 +19,4 @@ class AnchoredMatch(PromptLever):
     name = "anchored-match"
 
     def ranking(self, query: RoundQuery) -> RoundQuery:
-        return dataclasses.replace(query, anchored=self.round.config.retrieval.anchor_matches)
+        return dataclasses.replace(query, anchored=self.round.config.prompt.anchor_matches)

@@ -3,7 +3,7 @@
 The clone a small model copies (the same test written for another metric, the same argument
 handling in a sibling command) matches the few lines just above the cursor; the whole query
 window often ranks it below top K. This lever retrieves again with those lines
-(`completion.continuation_match_lines` of them) and adds up to `completion.clone_search` of what it
+(`prompt.continuation_match_lines` of them) and adds up to `prompt.clone_search` of what it
 finds to the candidates, for the continuation lever to promote the strongest clone among them. On
 the dev set, with promotion: line exact match +1.8 over the continuation alone (docs/eval-history.md,
 seventh round).
@@ -21,11 +21,11 @@ class CloneSearch(PromptLever):
 
     @classmethod
     def applies(cls, config: Config) -> bool:
-        settings = config.completion
+        settings = config.prompt
         return settings.clone_search > 0 and settings.clone_position >= 0 and settings.continuation_lines > 0
 
     def candidates(self, fragments: list[ScoredFragment]) -> list[ScoredFragment]:
-        settings = self.round.config.completion
+        settings = self.round.config.prompt
         tail = self.round.tail(settings.continuation_match_lines)
         if not tail:
             return fragments

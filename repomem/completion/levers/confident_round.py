@@ -2,7 +2,7 @@
 
 RepoCoder's second round (and the draft-signature round) turns about as many right answers
 wrong as wrong answers right; the model's mean log-probability per generated token tells the two
-apart better than always taking the last round (completion/rounds.py; `completion.round_choice`,
+apart better than always taking the last round (completion/rounds.py; `prompt.round_choice`,
 "confident" won 22 and lost 10 of the dev-set tasks where it differs, docs/eval-history.md,
 ninth round). Without this lever (RepoCoder as published) the last round is shown.
 """
@@ -19,4 +19,4 @@ class ConfidentRound(PromptLever):
     name = "confident-round"
 
     def shown_round(self, answers: Sequence[RoundAnswer]) -> int | None:
-        return choose_round([a.mean_logprob for a in answers], self.round.config.completion.round_choice)
+        return choose_round([a.mean_logprob for a in answers], self.round.config.prompt.round_choice)

@@ -1,9 +1,9 @@
 """Continuation: blocks slid to show what followed their match, the strongest clone moved up.
 
 A window of another file whose lines match the visible code's last lines slides down, keeping
-its length, until it shows `completion.continuation_lines` non-blank lines past the match
+its length, until it shows `prompt.continuation_lines` non-blank lines past the match
 (completion/continuation.py); then the candidate that best matches with a line shown after it
-moves up to `completion.clone_position` (-1: stays). On the dev set this is what made `fragrel`
+moves up to `prompt.clone_position` (-1: stays). On the dev set this is what made `fragrel`
 beat BM25 in exact match (docs/eval-history.md, fifth round).
 
 Promotion lives here, not in clone search, because order "stable" remembers the two together: a
@@ -26,7 +26,7 @@ class Continuation(PromptLever):
 
     @classmethod
     def applies(cls, config: Config) -> bool:
-        return config.completion.continuation_lines > 0
+        return config.prompt.continuation_lines > 0
 
     def blocks(self, blocks: list[ContextBlock]) -> list[ContextBlock]:
         round = self.round
@@ -36,7 +36,7 @@ class Continuation(PromptLever):
             shown = blocks_at(blocks, remembered, round.service.file_lines)
             if shown is not None:
                 return shown
-        settings = round.config.completion
+        settings = round.config.prompt
         tail = round.tail(settings.continuation_match_lines)
         # Several windows of one file are common among the candidates: read (and mask) it once.
         file_lines = functools.cache(round.service.file_lines)

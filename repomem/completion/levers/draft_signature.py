@@ -1,4 +1,4 @@
-"""Draft signature: a second generation guided by the first (retrieval.draft_signature).
+"""Draft signature: a second generation guided by the first (prompt.draft_signature).
 
 When the draft calls a repository function or class that the file imports (resolved through the
 import edges, defined in another file) and the prompt does not show its definition, the draft is
@@ -22,7 +22,7 @@ class DraftSignature(PromptLever):
 
     @classmethod
     def applies(cls, config: Config) -> bool:
-        return config.retrieval.draft_signature
+        return config.prompt.draft_signature
 
     def follow_up(self, draft_raw: str, draft_prompt: Prompt, finish_reason: str) -> Sequence[str]:
         round = self.round
@@ -30,7 +30,7 @@ class DraftSignature(PromptLever):
             return ()
         first_line = next((line for line in draft_raw.split("\n") if line.strip()), "")
         called = round.service.called_signature(round.request.cursor.path, first_line,
-                                                round.config.retrieval.scope_signature_chars)
+                                                round.config.prompt.scope_signature_chars)
         if called is None:
             return ()
         name, line = called

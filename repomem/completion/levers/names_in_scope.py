@@ -1,7 +1,7 @@
 """Names in scope: the cursor file's hidden imports of repository code, pinned above the blocks.
 
 When the prompt's left context no longer shows the current file's import statements that bind
-repository code (resolved through the index's import edges), up to `retrieval.scope_imports` of
+repository code (resolved through the index's import edges), up to `prompt.scope_imports` of
 their lines are shown above the retrieved blocks, taken from the left context's room. A small
 model otherwise calls a similar-looking name (docs/eval-history.md). Statements the fitted left
 context shows after all are not repeated: the prompt is fitted again without them.
@@ -20,7 +20,7 @@ class NamesInScope(PromptLever):
 
     @classmethod
     def applies(cls, config: Config) -> bool:
-        return config.retrieval.scope_imports > 0
+        return config.prompt.scope_imports > 0
 
     def __init__(self, round):
         super().__init__(round)
@@ -33,7 +33,7 @@ class NamesInScope(PromptLever):
             return []
         cursor = round.request.cursor
         return round.service.repository_imports(cursor.path, round.file_lines, prefixes, cursor.line,
-                                                round.config.retrieval.scope_imports)
+                                                round.config.prompt.scope_imports)
 
     def pin(self, pins: Pins) -> None:
         if self.spans is None:

@@ -1,7 +1,7 @@
-"""Packing: each retrieved line shown once (completion.pack_blocks).
+"""Packing: each retrieved line shown once (prompt.pack_blocks).
 
 Windows overlapping a better block of the same file lose the shared lines and join it, up to
-`completion.pack_max_lines` lines (completion/packing.py). It is the block selection within the
+`prompt.pack_max_lines` lines (completion/packing.py). It is the block selection within the
 block budget, so a merged block never crowds out the window it grew from. Off by default.
 """
 
@@ -18,10 +18,10 @@ class Packing(PromptLever):
 
     @classmethod
     def applies(cls, config: Config) -> bool:
-        return config.completion.pack_blocks
+        return config.prompt.pack_blocks
 
     def selection(self) -> BlockSelection | None:
-        max_lines = self.round.config.completion.pack_max_lines
+        max_lines = self.round.config.prompt.pack_max_lines
         span_text = self.round.service.span_text
 
         def select(chosen, block_budget, cost):

@@ -1,7 +1,7 @@
 """Signatures in scope: one compact signature line for what the pinned imports bind.
 
 Beside the names in scope, one line (parameters and defaults, no annotations; a class's
-`__init__`) for up to `retrieval.scope_signatures` of the repository functions and classes those
+`__init__`) for up to `prompt.scope_signatures` of the repository functions and classes those
 imports bind, leaving out names the visible code already calls: a small model that names the
 right function still misses its arguments (retrieval/signatures.py). Computed once the fit has
 settled (what the left context shows decides which names need no signature), then fitted again.
@@ -20,7 +20,7 @@ class ScopeSignatures(PromptLever):
 
     @classmethod
     def applies(cls, config: Config) -> bool:
-        return config.retrieval.scope_signatures > 0
+        return config.prompt.scope_signatures > 0
 
     def __init__(self, round):
         super().__init__(round)
@@ -39,7 +39,7 @@ class ScopeSignatures(PromptLever):
         spans = round.pins.import_spans
         shown = "\n".join(line for start, end in spans for line in round.file_lines[start:end])
         visible = "\n".join(round.file_lines[prompt.left_first_line : cursor.line + 1])
-        settings = round.config.retrieval
+        settings = round.config.prompt
         self.lines = round.service.imported_signatures(cursor.path, shown, visible, settings.scope_signatures,
                                                        settings.scope_signature_chars)
         return bool(self.lines)
