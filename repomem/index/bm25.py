@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import BM25Config
-from repomem.index.kernels.postings import add_bm25_scores, term_postings
+from repomem.index.kernels.postings import OkapiQuery, PostingsSegment, add_bm25_scores, term_postings
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ def score_query(
     norm_scale = config.k1 * (1.0 - config.b)
     length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
     term_weights = counts * stats.idf[ids]  # per query term: occurrences x idf
+    query = OkapiQuery(ids, term_weights, config.k1, norm_scale, length_scale)
     for segment in segments:
         tf = segment.tf
-        add_bm25_scores(tf.indptr, tf.indices, tf.data, segment.first_doc, ids, term_weights, doc_len,
-                        config.k1, norm_scale, length_scale, scores)
+        add_bm25_scores(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), query, doc_len, scores)
     scores[~live] = 0.0
     return scores

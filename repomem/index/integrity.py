@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from repomem.index.kernels.postings import add_posting_sums
+from repomem.index.kernels.postings import PostingsSegment, add_posting_sums
 
 if TYPE_CHECKING:
     from repomem.index.repo_index import FileRecord, RepoIndex
@@ -144,7 +144,7 @@ def check_query_arrays(index: RepoIndex) -> None:
         require(tf.shape[1] <= vocabulary_size, f"{name} has unknown terms")
         _integers(tf.data, f"{name}'s counts")
         require(not tf.data.size or int(tf.data.min()) > 0, f"{name} holds a count below 1")
-        add_posting_sums(tf.indptr, tf.indices, tf.data, segment.first_doc, live, tokens, frequencies)
+        add_posting_sums(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), live, tokens, frequencies)
         covered[segment.first_doc] += 1
         covered[segment.first_doc + tf.shape[0]] -= 1
     require(bool((np.cumsum(covered[:n]) <= 1).all()), "postings segments overlap")

@@ -20,6 +20,11 @@ from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
 from repomem.index.kernels.csr import invert_incidence, sort_rows_by_column, symmetric_max_csr
 from repomem.index.kernels.relation_rows import (
+    BandSums,
+    FragmentCover,
+    RelationRules,
+    RelationScratch,
+    StartAnchors,
     assemble_rows,
     number_starts,
     relation_rows,
@@ -27,7 +32,14 @@ from repomem.index.kernels.relation_rows import (
     search_bands,
 )
 from repomem.index.kernels.selection import strongest_in_row_runs
-from repomem.index.kernels.shortest_paths import COST_TOLERANCE, exit_costs, most_common_cost, tree_anchors
+from repomem.index.kernels.shortest_paths import (
+    COST_TOLERANCE,
+    GraphRows,
+    SearchLimits,
+    exit_costs,
+    most_common_cost,
+    tree_anchors,
+)
 from repomem.index.search_graph import SearchGraph, search_graph
 
 ProgressCallback = Callable[[int], None]
@@ -79,7 +91,15 @@ def graph_relation_entries(
     chunk = min(128, max(8, -(-rows.shape[0] // workers)))
     chunks = [rows[i : i + chunk] for i in range(0, rows.shape[0], chunk)]
     heap_capacity = max(1024, 2 * graph.n_slots + 1)
-    frag_file = fragments.file.astype(np.int64)
+    # What every chunk's kernels read, grouped once per call.
+    cover = FragmentCover(
+        fragments.indptr, fragments.nodes, fragments.weights, fragments.totals, fragments.file.astype(np.int64),
+        live, graph.node_indptr, graph.node_frags, graph.node_weights)
+    rows_of_graph = GraphRows(graph.row_start, graph.row_end, graph.indices, graph.costs, queued_cost,
+                              graph.distinct_edges)
+    limits = SearchLimits(limit, graph_config.max_reach)
+    rules = RelationRules(relation_config.relation_cutoff, keep, relation_config.same_file_weight)
+    anchors = StartAnchors(first, anchor, anchor_cost, exit_cost, graph.block_start, graph.block_end)
     # One scratch set per thread, handed from chunk to chunk; an edit's rows take the kept set.
     scratch: queue.SimpleQueue = queue.SimpleQueue()
     kept = _EDIT_SCRATCH.take(graph.n_nodes, fragments.size, heap_capacity) if rows.shape[0] <= 512 else None
@@ -95,8 +115,7 @@ def graph_relation_entries(
             # An edit's searches on two threads (each start searched once, by one of them).
             try:
                 entries = _rows_searched_on_two_threads(
-                    rows, fragments, graph, live, queued_cost, limit, graph_config, relation_config, keep, first,
-                    anchor, anchor_cost, exit_cost, kept, second)
+                    rows, cover, rows_of_graph, limits, rules, anchors, kept, second)
             finally:
                 _SECOND_EDIT_SCRATCH.give_back()
                 _EDIT_SCRATCH.give_back()
@@ -111,15 +130,7 @@ def graph_relation_entries(
     def run(part: np.ndarray):
         buffers = scratch.get()
         try:
-            result = relation_rows(
-                part.astype(np.int64), fragments.indptr, fragments.nodes, fragments.weights, fragments.totals,
-                graph.node_indptr, graph.node_frags, graph.node_weights, live,
-                graph.row_start, graph.row_end, graph.indices, graph.costs, queued_cost, limit,
-                graph_config.max_reach, relation_config.relation_cutoff, keep, graph.distinct_edges,
-                frag_file, relation_config.same_file_weight, graph.block_start, graph.block_end,
-                first, anchor, anchor_cost, exit_cost,
-                *buffers,
-            )
+            result = relation_rows(part.astype(np.int64), cover, rows_of_graph, limits, rules, anchors, buffers)
         finally:
             scratch.put(buffers)
         if not result[4]:
@@ -144,36 +155,23 @@ TWO_THREAD_MIN_ROWS = 8
 
 
 def _rows_searched_on_two_threads(
-    rows: np.ndarray, fragments: FragmentTable, graph: SearchGraph, live: np.ndarray, queued_cost: float,
-    limit: float, graph_config: GraphConfig, relation_config: RelationConfig, keep: int, span_first: int,
-    anchor: np.ndarray, anchor_cost: np.ndarray, exit_cost: np.ndarray, kept: tuple[np.ndarray, ...],
-    second: tuple[np.ndarray, ...],
+    rows: np.ndarray, cover: FragmentCover, graph: GraphRows, limits: SearchLimits, rules: RelationRules,
+    anchors: StartAnchors, kept: RelationScratch, second: RelationScratch,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`relation_rows` for an edit's rows with the searches split between two threads: the starts
     alternate between them (neighbouring starts cost alike), each sums into its own scratch and
     pair list, and the rows are put together from both lists. The same entries, bit for bit, as
     on one thread (the same searches and sums, in the same order per start)."""
-    skip_own_file = relation_config.same_file_weight == 0.0
-    frag_file = fragments.file.astype(np.int64)
     rows = rows.astype(np.int64)
-    source_slot = kept[7]
-    starts, start_file, budgets, most_slots = number_starts(
-        rows, fragments.indptr, fragments.nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit,
-        source_slot)
+    numbered = number_starts(rows, cover, limits, rules, anchors, kept.source_slot)
+    starts = numbered.starts
     try:
-        band_first = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
+        band_first = np.zeros((starts.shape[0], numbered.budgets.shape[0]), dtype=np.int64)
         band_end = np.zeros_like(band_first)
         halves = (np.arange(0, starts.shape[0], 2), np.arange(1, starts.shape[0], 2))
 
-        def search(which: np.ndarray, buffers: tuple[np.ndarray, ...]):
-            dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node = buffers[:7]
-            acc, touched, is_touched = buffers[8:11]
-            return search_bands(
-                which, starts, start_file, budgets, graph.node_indptr, graph.node_frags, graph.node_weights, live,
-                graph.row_start, graph.row_end, graph.indices, graph.costs, queued_cost, limit,
-                graph_config.max_reach, graph.distinct_edges, frag_file, skip_own_file, graph.block_start,
-                graph.block_end, span_first, exit_cost, dist, settled, reached, heap_cost, heap_node, queue_cost,
-                queue_node, acc, touched, is_touched, buffers[13], band_first, band_end)
+        def search(which: np.ndarray, buffers: RelationScratch):
+            return search_bands(which, numbered, cover, graph, limits, rules, anchors, buffers, band_first, band_end)
 
         with ThreadPoolExecutor(max_workers=1) as pool:
             other = pool.submit(search, halves[1], second)
@@ -184,16 +182,13 @@ def _rows_searched_on_two_threads(
         offset = mine[0].shape[0]
         band_first[halves[1]] += offset
         band_end[halves[1]] += offset
-        acc, touched, is_touched, row_cols, row_vals = kept[8:13]
-        out_row, out_col, out_val, bars = assemble_rows(
-            rows, fragments.indptr, fragments.nodes, fragments.weights, fragments.totals, frag_file,
-            relation_config.same_file_weight, limit, relation_config.relation_cutoff, keep, span_first, anchor,
-            anchor_cost, source_slot, budgets, most_slots, band_first, band_end,
-            np.concatenate([mine[0], theirs[0]]), np.concatenate([mine[1], theirs[1]]),
-            acc, touched, is_touched, row_cols, row_vals)
+        sums = BandSums(band_first, band_end, np.concatenate([mine[0], theirs[0]]),
+                        np.concatenate([mine[1], theirs[1]]))
+        out_row, out_col, out_val, bars = assemble_rows(rows, cover, limits, rules, anchors, numbered, sums, kept)
     finally:
-        source_slot[starts] = -1
-    return gathered([(out_row.astype(np.int32), out_col.astype(np.int32), out_val, bars)], rows.shape[0], keep)
+        kept.source_slot[starts] = -1
+    return gathered([(out_row.astype(np.int32), out_col.astype(np.int32), out_val, bars)], rows.shape[0],
+                    rules.keep)
 
 
 class KeptScratch:
@@ -207,10 +202,10 @@ class KeptScratch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._buffers: tuple[np.ndarray, ...] | None = None
+        self._buffers: RelationScratch | None = None
         self._sizes = (0, 0, 0)
 
-    def take(self, n_graph: int, n_frags: int, heap_capacity: int) -> tuple[np.ndarray, ...] | None:
+    def take(self, n_graph: int, n_frags: int, heap_capacity: int) -> RelationScratch | None:
         if not self._lock.acquire(blocking=False):
             return None
         needed = (n_graph, n_frags, heap_capacity)
@@ -222,7 +217,7 @@ class KeptScratch:
             except BaseException:  # out of memory: not held, the next caller tries again
                 self._lock.release()
                 raise
-        settled, stamp_box = self._buffers[1], self._buffers[-1]
+        settled, stamp_box = self._buffers.search.settled, self._buffers.stamp_box
         if stamp_box[0] > self.STAMP_LIMIT:
             settled[:] = 0
             stamp_box[0] = 0

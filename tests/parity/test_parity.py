@@ -16,7 +16,15 @@ from repomem.index.bm25 import build_segment
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
 from repomem.index.kernels.selection import top_k_positions
-from repomem.index.kernels.shortest_paths import bounded_dijkstra, exit_costs, most_common_cost
+from repomem.index.kernels.shortest_paths import (
+    GraphRows,
+    PrunedSpan,
+    SearchLimits,
+    SearchScratch,
+    bounded_dijkstra,
+    exit_costs,
+    most_common_cost,
+)
 from repomem.index.relations import (
     cost_limit,
     node_fragment_index,
@@ -177,9 +185,10 @@ def test_bounded_dijkstra_matches_networkx(synthetic_repo, cutoff, prune_own_fil
         if prune_own_file and source < n_syntax:
             file_id = int(np.searchsorted(graph.node_offset, source, side="right") - 1)
             first, end = int(graph.node_offset[file_id]), int(graph.node_offset[file_id + 1])
-        count = bounded_dijkstra(indptr[:-1], indptr[1:], indices, costs, source, cost_limit(cutoff), 0, dist,
-                                 settled, stamp, heap_cost, heap_node, reached, first, end, exit_cost, 0,
-                                 queued_cost, queue_cost, queue_node, True)
+        count = bounded_dijkstra(GraphRows(indptr[:-1], indptr[1:], indices, costs, queued_cost, True),
+                                 SearchLimits(cost_limit(cutoff), 0),
+                                 SearchScratch(dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node),
+                                 source, stamp, PrunedSpan(first, end, exit_cost, 0))
         fast = {key(int(node)): math.exp(-dist[node]) for node in reached[:count]}
         expected = slow[key(source)]
         if first < end:
@@ -223,9 +232,10 @@ def test_a_capped_search_keeps_whole_cost_levels(synthetic_repo, max_reach):
             for distinct_neighbours in (False, True):
                 stamp += 1
                 dist, settled, reached = scratch
-                count = bounded_dijkstra(indptr[:-1], indptr[1:], indices, costs, source, cost_limit(cutoff),
-                                         max_reach, dist, settled, stamp, *heap, reached, 0, 0, np.zeros(n), 0,
-                                         queued_cost, *fifo, distinct_neighbours)
+                count = bounded_dijkstra(
+                    GraphRows(indptr[:-1], indptr[1:], indices, costs, queued_cost, distinct_neighbours),
+                    SearchLimits(cost_limit(cutoff), max_reach), SearchScratch(dist, settled, reached, *heap, *fifo),
+                    source, stamp, PrunedSpan(0, 0, np.zeros(n), 0))
                 kept.append({key(int(node)): math.exp(-dist[node]) for node in reached[:count]})
         assert all(k == kept[0] for k in kept[1:])
         expected = slow[key(source)]

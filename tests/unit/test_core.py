@@ -467,18 +467,18 @@ def test_an_edits_relation_scratch_is_kept_grown_and_handed_to_one_caller_at_a_t
 
     kept = KeptScratch()
     first = kept.take(100, 10, 1024)
-    assert first is not None and first[0].shape[0] >= 100 and first[8].shape[0] >= 10
+    assert first is not None and first.search.dist.shape[0] >= 100 and first.acc.shape[0] >= 10
     assert kept.take(100, 10, 1024) is None  # held: another caller makes its own set
     kept.give_back()
     assert kept.take(90, 10, 1024) is first  # fits: the same arrays, pages already resident
-    first[-1][0] = KeptScratch.STAMP_LIMIT + 1  # stamps near the int32 limit: start over
-    first[1][:5] = 7
+    first.stamp_box[0] = KeptScratch.STAMP_LIMIT + 1  # stamps near the int32 limit: start over
+    first.search.settled[:5] = 7
     kept.give_back()
     again = kept.take(100, 10, 1024)
-    assert again is first and again[-1][0] == 0 and not again[1].any()
+    assert again is first and again.stamp_box[0] == 0 and not again.search.settled.any()
     kept.give_back()
     grown = kept.take(1000, 10, 1024)  # the graph grew past the headroom
-    assert grown is not first and grown[0].shape[0] >= 1000 and grown[7].min() == -1
+    assert grown is not first and grown.search.dist.shape[0] >= 1000 and grown.source_slot.min() == -1
     kept.give_back()
 
 
@@ -495,7 +495,7 @@ def test_a_kept_scratch_that_could_not_be_made_is_not_left_held(monkeypatch):
         with pytest.raises(MemoryError):
             kept.take(100, 10, 1024)
     made = kept.take(100, 10, 1024)  # not held by the failed call: this one makes the set
-    assert made is not None and made[0].shape[0] >= 100
+    assert made is not None and made.search.dist.shape[0] >= 100
     kept.give_back()
 
 

@@ -2,8 +2,30 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
+
+
+class PostingsSegment(NamedTuple):
+    """One segment of the postings, CSC by term (a scipy csc_matrix's arrays): term t's documents
+    are indices[indptr[t]:indptr[t + 1]] + first_doc, each holding the term counts[slot] times."""
+
+    indptr: np.ndarray  # int32 or int64, shape (n_terms + 1,)
+    indices: np.ndarray  # int32 or int64, shape (nnz,): document ids relative to first_doc
+    counts: np.ndarray  # int32, shape (nnz,)
+    first_doc: int  # fragment id of the segment's document 0
+
+
+class OkapiQuery(NamedTuple):
+    """A query as BM25 Okapi scores it (bm25.k1 and bm25.b folded into two scales)."""
+
+    terms: np.ndarray  # int64, shape (n_query_terms,): distinct term ids
+    term_weights: np.ndarray  # float64, shape (n_query_terms,): occurrences in the query x idf
+    k1: float  # bm25.k1
+    norm_scale: float  # k1 (1 - b)
+    length_scale: float  # k1 b / average document length (tokens)
 
 
 @njit(cache=True, nogil=True)
@@ -41,11 +63,12 @@ def term_postings(terms, doc_offsets, n_terms):
 
 
 @njit(cache=True, nogil=True)
-def add_posting_sums(indptr, indices, data, first_doc, live, tokens, frequencies):
-    """One postings segment (CSC by term: indptr (n_terms + 1,), indices / data (nnz,), document
-    ids relative to first_doc) added into tokens (n_docs,): the counts each document holds, and
-    frequencies (n_terms,): how many live documents hold each term. The caller has checked the
-    bounds (index/integrity.py); one pass, where numpy took five over Django's postings."""
+def add_posting_sums(segment, live, tokens, frequencies):
+    """One postings segment (a `PostingsSegment`) added into tokens (n_docs,): the counts each
+    document holds, and frequencies (n_terms,): how many live documents (live: bool, (n_docs,))
+    hold each term. The caller has checked the bounds (index/integrity.py); one pass, where numpy
+    took five over Django's postings."""
+    indptr, indices, data, first_doc = segment
     for term in range(indptr.shape[0] - 1):
         for entry in range(indptr[term], indptr[term + 1]):
             document = indices[entry] + first_doc
@@ -55,13 +78,15 @@ def add_posting_sums(indptr, indices, data, first_doc, live, tokens, frequencies
 
 
 @njit(cache=True, nogil=True)
-def add_bm25_scores(indptr, indices, counts, first_doc, terms, term_weights, doc_len, k1, norm_scale,
-                    length_scale, scores):
-    """BM25 Okapi of one postings segment (CSC: documents of each term) into `scores`.
+def add_bm25_scores(segment, query, doc_len, scores):
+    """BM25 Okapi of one postings segment (a `PostingsSegment`) against `query` (an `OkapiQuery`)
+    into `scores` (float64, shape (n_docs,)); doc_len: tokens of each document, shape (n_docs,).
 
     scores[d] += term_weights[t] * tf (k1 + 1) / (tf + norm_scale + length_scale * doc_len[d]),
     for each query term t (term_weights = occurrences in the query * idf), in the order given.
     """
+    indptr, indices, counts, first_doc = segment
+    terms, term_weights, k1, norm_scale, length_scale = query
     n_terms = indptr.shape[0] - 1
     for position in range(terms.shape[0]):
         term = terms[position]

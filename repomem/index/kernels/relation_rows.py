@@ -6,94 +6,157 @@ Three steps, which a caller may also run apart: `number_starts`, `search_bands`,
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from repomem.index.kernels.buffers import grow
 from repomem.index.kernels.selection import strongest_of_row
-from repomem.index.kernels.shortest_paths import bounded_dijkstra
+from repomem.index.kernels.shortest_paths import PrunedSpan, SearchScratch, bounded_dijkstra
+
+
+class FragmentCover(NamedTuple):
+    """Which graph nodes cover which fragments, both ways (eq. 8's len_k and L_i).
+
+    By fragment (CSR): fragment i's nodes are nodes[indptr[i]:indptr[i + 1]] with their lengths
+    in `weights`. By node (its transpose, `csr.invert_incidence`): node u's fragments are
+    node_frags[node_indptr[u]:node_indptr[u + 1]], in fragment order, lengths in `node_weights`.
+    """
+
+    indptr: np.ndarray  # int64, shape (n_frags + 1,)
+    nodes: np.ndarray  # int64, shape (n_cover,): graph node ids
+    weights: np.ndarray  # float64, shape (n_cover,): len_k, characters of node k inside fragment i
+    totals: np.ndarray  # float64, shape (n_frags,): L_i, the sum of fragment i's weights
+    file: np.ndarray  # int64, shape (n_frags,): each fragment's file id
+    live: np.ndarray  # bool, shape (n_frags,): fragments W may point to
+    node_indptr: np.ndarray  # int64, shape (n_nodes + 1,)
+    node_frags: np.ndarray  # int64, shape (n_cover,): fragment ids
+    node_weights: np.ndarray  # float64, shape (n_cover,): len_k again, in node order
+
+
+class RelationRules(NamedTuple):
+    """The relation settings a row obeys (relation.*), under their setting names."""
+
+    relation_cutoff: float  # smallest w_ij kept
+    keep: int  # most entries a row keeps (the strongest); 0 or less: all
+    same_file_weight: float  # factor on pairs of one file; 0: they are not searched at all
+
+
+class StartAnchors(NamedTuple):
+    """Where the searches of one call's rows start, and what of their own file they prune.
+
+    Covers the nodes [span_first, span_first + span) only: the rows' files' nodes (an edit's, or
+    the whole graph's). With `same_file_weight` 0, node k searches from anchor[k - span_first] at
+    an offset of anchor_cost[k - span_first] (`shortest_paths.tree_anchors`) and prunes its own
+    file's dead ends (`exit_cost`, `shortest_paths.exit_costs`); file f's syntax nodes are
+    [block_start[f], block_end[f]). Otherwise every node is its own anchor at offset 0.
+    """
+
+    span_first: int
+    anchor: np.ndarray  # int64, shape (span,): graph node ids
+    anchor_cost: np.ndarray  # float64, shape (span,): cost -ln w from the node up to its anchor
+    exit_cost: np.ndarray  # float64, shape (span,): cheapest walk to a portal of the node's file
+    block_start: np.ndarray  # int64, shape (n_files,)
+    block_end: np.ndarray  # int64, shape (n_files,)
+
+
+class NumberedStarts(NamedTuple):
+    """The distinct search starts of a call's rows (`number_starts`); start k is starts[k]."""
+
+    starts: np.ndarray  # int64, shape (n_starts,): graph node ids
+    start_file: np.ndarray  # int64, shape (n_starts,): the file whose nodes the start's search prunes
+    budgets: np.ndarray  # float64, shape (n_budgets,): distinct cost budgets, descending, budgets[0] = limit
+    most_slots: int  # the most nodes any row has
+
+
+class BandSums(NamedTuple):
+    """What each start reached, summed per fragment and budget band (`search_bands`): start k's
+    sums of band b are pair_frag/pair_value[band_first[k, b]:band_end[k, b]]."""
+
+    band_first: np.ndarray  # int64, shape (n_starts, n_budgets)
+    band_end: np.ndarray  # int64, shape (n_starts, n_budgets)
+    pair_frag: np.ndarray  # int32, shape (n_pairs,): fragment ids
+    pair_value: np.ndarray  # float64, shape (n_pairs,): sum over the fragment's reached nodes l of len_l Dis
+
+
+class RelationScratch(NamedTuple):
+    """One thread's buffers for `relation_rows` (`relation_scratch`), reused across calls, so a cold
+    build neither re-allocates nor re-faults graph-sized arrays per chunk. A call leaves them ready
+    for the next one."""
+
+    search: SearchScratch  # the searches' own (graph- and heap-sized)
+    source_slot: np.ndarray  # int64, shape (n_nodes,): number of each search start, -1 elsewhere
+    acc: np.ndarray  # float64, shape (n_frags,): sums being gathered, 0 elsewhere
+    touched: np.ndarray  # int64, shape (n_frags,): fragments acc holds, in arrival order
+    is_touched: np.ndarray  # bool, shape (n_frags,)
+    row_cols: np.ndarray  # int64, shape (n_frags,): one row's entries before the top-`keep` choice
+    row_vals: np.ndarray  # float64, shape (n_frags,)
+    stamp_box: np.ndarray  # int32, shape (1,): the last search stamp used in `search.settled`
 
 
 @njit(cache=True, nogil=True)
-def relation_rows(
-    rows, frag_indptr, frag_nodes, frag_weights, frag_totals,
-    node_indptr, node_frags, node_weights, live,
-    row_start, row_end, indices, costs, queued_cost, limit, max_settled, cutoff, keep, distinct_neighbours,
-    frag_file, same_file_weight, block_start, block_end, span_first, anchor, anchor_cost, exit_cost,
-    dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node, source_slot, acc, touched, is_touched,
-    row_cols, row_vals, stamp_box,
-):
-    """Rows of W (eq. 8) for the fragments in `rows`.
+def relation_rows(rows, cover, graph, limits, rules, anchors, scratch):
+    """Rows of W (eq. 8) for the fragments in `rows` (int64, shape (n_rows,)), over `cover` (a
+    `FragmentCover`), `graph` (a `shortest_paths.GraphRows`) within `limits` (a
+    `shortest_paths.SearchLimits`), by `rules` (a `RelationRules`), searches starting as `anchors`
+    (a `StartAnchors`) say, in `scratch` (a `RelationScratch`).
 
     w_ij = sum_k sum_l len_k len_l Dis(k, l) / (L_i L_j), k over nodes of fragment i, l over
     nodes of fragment j, Dis = exp(-shortest cost) when the cost is within `limit`.
-    Pairs of one file (`frag_file`, shape (n_frags,)) are scaled by `same_file_weight` before the
-    cutoff and the top-`keep` choice, so a row's slots go to the relations that count.
+    Pairs of one file (`cover.file`) are scaled by `same_file_weight` before the cutoff and the
+    top-`keep` choice, so a row's slots go to the relations that count.
 
     Each distinct search start is searched once (neighbouring windows share half their nodes).
     When `same_file_weight` is 0, only other files' nodes count, and a node k searches from
     `anchor[k]` instead (see `tree_anchors`): Dis(k, l) = exp(-anchor_cost[k]) Dis(anchor, l),
     keeping the anchor's nodes whose cost is within limit - anchor_cost[k]; the search also skips
-    its own file's dead ends (`exit_cost`, see `bounded_dijkstra`). File f's syntax nodes are
-    [block_start[f], block_end[f]) (shapes (n_files,)). Otherwise every node is its own anchor.
-    `anchor`, `anchor_cost` and `exit_cost` cover the nodes [span_first, span_first + len) only,
-    which hold every node of `rows` (their files' nodes: an edit's, or the whole graph's).
-    The graph's rows are `row_start`/`row_end` into `indices`/`costs` (see `bounded_dijkstra`).
-    Each start's reached nodes are summed per fragment and budget band as they are walked; a
+    its own file's dead ends (`exit_cost`, see `bounded_dijkstra`). Otherwise every node is its
+    own anchor. Each start's reached nodes are summed per fragment and budget band as they are walked; a
     row's nodes that share a start read those sums once per band, with the summed weight of the
     row's nodes whose budget covers the band.
 
-    Only live fragments j != i with w_ij >= cutoff are returned, at most `keep` per row (the
+    Only live fragments j != i with w_ij >= relation_cutoff are returned, at most `keep` per row (the
     largest, ties to the lower column id; all when keep <= 0), as (row, col, value) arrays, plus
     each row's entry bar: the smallest kept value when the row is full (`keep` entries or more),
-    else `cutoff`.
+    else `relation_cutoff`; and whether the heap was big enough (False: nothing else is returned).
 
     Three steps, which a caller may also run apart (an edit's searches on two threads):
     `number_starts`, `search_bands` over the starts, `assemble_rows`.
-
-    Scratch (see `relation_scratch`; one set per thread, reused across calls, so a cold build
-    neither re-allocates nor re-faults graph-sized arrays per chunk): `dist`, `settled`,
-    `reached`, `source_slot` by graph node, `heap_cost`/`heap_node`, `queue_cost`/`queue_node`,
-    `acc`, `touched`, `is_touched`, `row_cols`, `row_vals` by fragment, and `stamp_box` (shape
-    (1,)), the last search stamp used in `settled`. A call leaves them ready for the next one.
     """
-    # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
-    # (> 0), so they are not collected: in big files most of a search stays in its own file.
-    skip_own_file = same_file_weight == 0.0
-    starts, start_file, budgets, most_slots = number_starts(
-        rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit, source_slot)
+    numbered = number_starts(rows, cover, limits, rules, anchors, scratch.source_slot)
+    starts, budgets = numbered.starts, numbered.budgets
     band_first = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
     band_end = np.zeros((starts.shape[0], budgets.shape[0]), dtype=np.int64)
     pair_frag, pair_value, ok = search_bands(
-        np.arange(starts.shape[0]), starts, start_file, budgets, node_indptr, node_frags, node_weights, live,
-        row_start, row_end, indices, costs, queued_cost, limit, max_settled, distinct_neighbours, frag_file,
-        skip_own_file, block_start, block_end, span_first, exit_cost, dist, settled, reached, heap_cost, heap_node,
-        queue_cost, queue_node, acc, touched, is_touched, stamp_box, band_first, band_end)
+        np.arange(starts.shape[0]), numbered, cover, graph, limits, rules, anchors, scratch, band_first, band_end)
     if not ok:
-        source_slot[starts] = -1
+        scratch.source_slot[starts] = -1
         return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.float64),
                 False)
     out_row, out_col, out_val, bars = assemble_rows(
-        rows, frag_indptr, frag_nodes, frag_weights, frag_totals, frag_file, same_file_weight, limit, cutoff, keep,
-        span_first, anchor, anchor_cost, source_slot, budgets, most_slots, band_first, band_end, pair_frag,
-        pair_value, acc, touched, is_touched, row_cols, row_vals)
-    source_slot[starts] = -1
+        rows, cover, limits, rules, anchors, numbered, BandSums(band_first, band_end, pair_frag, pair_value), scratch)
+    scratch.source_slot[starts] = -1
     return out_row, out_col, out_val, bars, True
 
 
 @njit(cache=True, nogil=True)
-def number_starts(rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost, span_first, skip_own_file, limit,
-                  source_slot):
+def number_starts(rows, cover, limits, rules, anchors, source_slot):
     """The distinct search starts of `rows` (see `relation_rows`), numbered in `source_slot` (by
-    graph node, -1 everywhere on entry; the caller sets the starts back to -1 when done).
+    graph node, -1 everywhere on entry; the caller sets the starts back to -1 when done), as a
+    `NumberedStarts`.
 
-    Returns (start nodes by number, int64; the file of each, whose nodes its search prunes;
-    the distinct budgets, descending, the first `limit`; the most nodes any row has).
     Budgets: a node k of a row counts the nodes its start reached within limit - offset(k). The
     offsets are whole numbers of syntax steps (tree_anchors), so a chunk has a handful of
     distinct budgets (Django: at most 7); a reached node's band is the last budget its cost is
     still within.
     """
+    frag_indptr, frag_nodes, frag_file = cover.indptr, cover.nodes, cover.file
+    span_first, anchor, anchor_cost = anchors.span_first, anchors.anchor, anchors.anchor_cost
+    limit = limits.limit
+    # Pairs of one file weigh same_file_weight; at 0 (the default) they can never pass the cutoff
+    # (> 0), so they are not collected: in big files most of a search stays in its own file.
+    skip_own_file = rules.same_file_weight == 0.0
     budgets = np.empty(8, dtype=np.float64)
     budgets[0] = limit
     n_budgets = 1
@@ -120,15 +183,14 @@ def number_starts(rows, frag_indptr, frag_nodes, frag_file, anchor, anchor_cost,
                 n_budgets = _add_budget(budgets, n_budgets, limit - offset)
                 if n_budgets > budgets.shape[0] - 1:
                     budgets = grow(budgets, 2 * budgets.shape[0])
-    return starts[:n_sources].copy(), start_file[:n_sources].copy(), budgets[:n_budgets].copy(), most_slots
+    return NumberedStarts(starts[:n_sources].copy(), start_file[:n_sources].copy(), budgets[:n_budgets].copy(),
+                          most_slots)
 
 
 @njit(cache=True, nogil=True)
-def search_bands(which, starts, start_file, budgets, node_indptr, node_frags, node_weights, live,
-                 row_start, row_end, indices, costs, queued_cost, limit, max_settled, distinct_neighbours, frag_file,
-                 skip_own_file, block_start, block_end, span_first, exit_cost, dist, settled, reached, heap_cost,
-                 heap_node, queue_cost, queue_node, acc, touched, is_touched, stamp_box, band_first, band_end):
-    """Search from starts[k] for each k in `which` and sum what each reaches per fragment and band.
+def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch, band_first, band_end):
+    """Search from starts[k] for each k in `which` (a `NumberedStarts`' numbers) and sum what each
+    reaches per fragment and band.
 
     Per start and band: the reached other-file fragments j with sum_l len_l Dis(start, l) over
     the start's reached nodes l of j in that band, as the slice band_first[k, b]:band_end[k, b]
@@ -140,6 +202,13 @@ def search_bands(which, starts, start_file, budgets, node_indptr, node_frags, no
     with its own scratch. Returns (pair_frag, pair_value, ok); ok is False when the heap was too
     small.
     """
+    starts, start_file, budgets = numbered.starts, numbered.start_file, numbered.budgets
+    node_indptr, node_frags, node_weights = cover.node_indptr, cover.node_frags, cover.node_weights
+    live, frag_file = cover.live, cover.file
+    block_start, block_end = anchors.block_start, anchors.block_end
+    skip_own_file = rules.same_file_weight == 0.0
+    dist, reached = scratch.search.dist, scratch.search.reached
+    acc, touched, is_touched, stamp_box = scratch.acc, scratch.touched, scratch.is_touched, scratch.stamp_box
     stamp = stamp_box[0]
     n_budgets = budgets.shape[0]
     pair_capacity = 1024
@@ -153,11 +222,8 @@ def search_bands(which, starts, start_file, budgets, node_indptr, node_frags, no
         stamp += 1
         prune_first = block_start[own_file] if skip_own_file else 0
         prune_end = block_end[own_file] if skip_own_file else 0
-        n_reached = bounded_dijkstra(
-            row_start, row_end, indices, costs, start, limit, max_settled, dist, settled, stamp, heap_cost,
-            heap_node, reached, prune_first, prune_end, exit_cost, span_first, queued_cost, queue_cost,
-            queue_node, distinct_neighbours,
-        )
+        n_reached = bounded_dijkstra(graph, limits, scratch.search, start, stamp,
+                                     PrunedSpan(prune_first, prune_end, anchors.exit_cost, anchors.span_first))
         if n_reached < 0:
             stamp_box[0] = stamp
             return pair_frag[:0].copy(), pair_value[:0].copy(), False
@@ -205,10 +271,18 @@ def search_bands(which, starts, start_file, budgets, node_indptr, node_frags, no
 
 
 @njit(cache=True, nogil=True)
-def assemble_rows(rows, frag_indptr, frag_nodes, frag_weights, frag_totals, frag_file, same_file_weight, limit,
-                  cutoff, keep, span_first, anchor, anchor_cost, source_slot, budgets, most_slots, band_first,
-                  band_end, pair_frag, pair_value, acc, touched, is_touched, row_cols, row_vals):
-    """The rows of W from the starts' band sums (see `relation_rows`): (row, col, value, bars)."""
+def assemble_rows(rows, cover, limits, rules, anchors, numbered, sums, scratch):
+    """The rows of W from the starts' band sums (`sums`, a `BandSums`; see `relation_rows`):
+    (row, col, value, bars)."""
+    frag_indptr, frag_nodes, frag_weights = cover.indptr, cover.nodes, cover.weights
+    frag_totals, frag_file = cover.totals, cover.file
+    limit = limits.limit
+    cutoff, keep, same_file_weight = rules.relation_cutoff, rules.keep, rules.same_file_weight
+    span_first, anchor, anchor_cost = anchors.span_first, anchors.anchor, anchors.anchor_cost
+    budgets, most_slots = numbered.budgets, numbered.most_slots
+    band_first, band_end, pair_frag, pair_value = sums
+    source_slot, acc, touched, is_touched = scratch.source_slot, scratch.acc, scratch.touched, scratch.is_touched
+    row_cols, row_vals = scratch.row_cols, scratch.row_vals
     skip_own_file = same_file_weight == 0.0
     n_budgets = budgets.shape[0]
     capacity = 1024
@@ -338,23 +412,27 @@ def _flush_band(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pa
     return n_pairs, pair_frag, pair_value
 
 
-def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> tuple[np.ndarray, ...]:
-    """Fresh scratch for `relation_rows`, in its argument order (after `exit_cost`). Graph-sized
-    arrays are int32 (node ids and search stamps stay far below 2^31) to halve what a thread holds;
-    np.empty pages are only made resident where a search writes."""
-    return (
-        np.empty(n_graph, dtype=np.float64),  # dist
-        np.zeros(n_graph, dtype=np.int32),  # settled: search stamp, negative while only seen
-        np.empty(n_graph, dtype=np.int32),  # reached
-        np.empty(heap_capacity, dtype=np.float64),  # heap_cost
-        np.empty(heap_capacity, dtype=np.int32),  # heap_node
-        np.empty(heap_capacity, dtype=np.float64),  # queue_cost
-        np.empty(heap_capacity, dtype=np.int32),  # queue_node
-        np.full(n_graph, -1, dtype=np.int64),  # source_slot
-        np.zeros(n_frags, dtype=np.float64),  # acc
-        np.empty(n_frags, dtype=np.int64),  # touched
-        np.zeros(n_frags, dtype=np.bool_),  # is_touched
-        np.empty(n_frags, dtype=np.int64),  # row_cols
-        np.empty(n_frags, dtype=np.float64),  # row_vals
-        np.zeros(1, dtype=np.int32),  # stamp_box
+def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> RelationScratch:
+    """Fresh scratch for `relation_rows`: `n_graph` nodes, `n_frags` fragments, heap and FIFO of
+    `heap_capacity` entries each. Graph-sized arrays are int32 (node ids and search stamps stay far
+    below 2^31) to halve what a thread holds; np.empty pages are only made resident where a search
+    writes."""
+    search = SearchScratch(
+        dist=np.empty(n_graph, dtype=np.float64),
+        settled=np.zeros(n_graph, dtype=np.int32),
+        reached=np.empty(n_graph, dtype=np.int32),
+        heap_cost=np.empty(heap_capacity, dtype=np.float64),
+        heap_node=np.empty(heap_capacity, dtype=np.int32),
+        queue_cost=np.empty(heap_capacity, dtype=np.float64),
+        queue_node=np.empty(heap_capacity, dtype=np.int32),
+    )
+    return RelationScratch(
+        search=search,
+        source_slot=np.full(n_graph, -1, dtype=np.int64),
+        acc=np.zeros(n_frags, dtype=np.float64),
+        touched=np.empty(n_frags, dtype=np.int64),
+        is_touched=np.zeros(n_frags, dtype=np.bool_),
+        row_cols=np.empty(n_frags, dtype=np.int64),
+        row_vals=np.empty(n_frags, dtype=np.float64),
+        stamp_box=np.zeros(1, dtype=np.int32),
     )

@@ -5,12 +5,59 @@ Costs are -ln w of the edge weights, so the cheapest path is the strongest: stre
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 # Path costs this close are one cost level: products such as 0.8^3 * 0.5^9 hit a cutoff exactly,
 # and float sums of -ln w differ in the last bits between paths and implementations.
 COST_TOLERANCE = 1e-9
+
+
+class GraphRows(NamedTuple):
+    """The code graph as a search walks it. Node u's neighbours are indices[row_start[u]:row_end[u]],
+    their step costs at the same slots of `costs`: a CSR's indptr[:-1] and indptr[1:], or the rows
+    of `edit_graph.EditGraph`, which patches a node's row in place or moves it when an edit changes
+    its edges (a step of inf cost is a freed slot, never taken)."""
+
+    row_start: np.ndarray  # int64, shape (n_nodes,)
+    row_end: np.ndarray  # int64, shape (n_nodes,)
+    indices: np.ndarray  # int64, shape (n_slots,): neighbour node ids
+    costs: np.ndarray  # float64, shape (n_slots,): step costs -ln w, inf for a freed slot
+    queued_cost: float  # the step cost the FIFO takes (`most_common_cost`); NaN: the heap takes all
+    distinct_neighbours: bool  # no parallel edges (a deduplicated graph): a hub's cut levels may be skipped
+
+
+class SearchLimits(NamedTuple):
+    """How far a search goes: the graph settings, in the units the search counts in."""
+
+    limit: float  # largest path cost kept: -ln(graph.strength_cutoff) + COST_TOLERANCE
+    max_reach: int  # graph.max_reach: most nodes one search keeps (whole cost levels only); 0 = no cap
+
+
+class SearchScratch(NamedTuple):
+    """One thread's search buffers, reused across searches: nothing is cleared between them, the
+    per-node arrays are tagged by the search's stamp instead."""
+
+    dist: np.ndarray  # float64, shape (n_nodes,): cost of each node seen by the search of `stamp`
+    settled: np.ndarray  # int, shape (n_nodes,): stamp once settled, -stamp while only seen
+    reached: np.ndarray  # int, shape (n_nodes,): settled nodes in settling order (cost ascending)
+    heap_cost: np.ndarray  # float64, shape (capacity,): binary heap of (cost, node) ...
+    heap_node: np.ndarray  # int, shape (capacity,)
+    queue_cost: np.ndarray  # float64, shape (capacity,): ... and the FIFO of `queued_cost` steps
+    queue_node: np.ndarray  # int, shape (capacity,)
+
+
+class PrunedSpan(NamedTuple):
+    """Nodes a search enters only while they can still lead out: [prune_first, prune_end) (the
+    source's own file; an empty span prunes nothing), with the cheapest tree walk from node u to a
+    portal at exit_cost[u - exit_first] (`exit_costs`)."""
+
+    prune_first: int
+    prune_end: int
+    exit_cost: np.ndarray  # float64, shape (span,): costs -ln w
+    exit_first: int  # the node exit_cost[0] belongs to
 
 
 @njit(cache=True, nogil=True)
@@ -50,27 +97,21 @@ def _heap_pop(heap_cost, heap_node, size):
 
 
 @njit(cache=True, nogil=True)
-def bounded_dijkstra(row_start, row_end, indices, costs, source, limit, max_settled, dist, settled, stamp,
-                     heap_cost, heap_node, reached, prune_first, prune_end, exit_cost, exit_first, queued_cost,
-                     queue_cost, queue_node, distinct_neighbours):
-    """Shortest costs from `source` up to `limit` (costs = -ln w, so strength = exp(-cost)).
+def bounded_dijkstra(graph, limits, scratch, source, stamp, pruned):
+    """Shortest costs from `source` up to `limits.limit` (costs = -ln w, so strength = exp(-cost))
+    over `graph` (a `GraphRows`).
 
-    A node's neighbours are indices[row_start[node]:row_end[node]] with step costs at the same
-    slots (a CSR's indptr[:-1] and indptr[1:], or the rows of `edit_graph.EditGraph`, which
-    patches a node's row in place or moves it when an edit changes its edges; a step of inf
-    cost is a freed slot, never taken).
-
-    With `max_settled` > 0, keeps at most that many nodes, and only whole cost levels (costs
+    With `limits.max_reach` > 0, keeps at most that many nodes, and only whole cost levels (costs
     within `COST_TOLERANCE` tie): when the cap falls inside a level, that level is left out.
     Nodes settle strongest first, so what is left out is weaker than everything kept, and which
     nodes are kept does not depend on the order of the queues.
 
-    Nodes in [prune_first, prune_end) (the source's own file, whose nodes the caller does not
+    Nodes of `pruned` (a `PrunedSpan`: the source's own file, whose nodes the caller does not
     want) are entered only while they can still lead out: cost so far + `exit_cost[node - exit_first]`
     (the cheapest way from that node to one with a non-syntax edge) within `limit`. That drops only
     dead ends, so every node outside the range keeps its exact cost.
 
-    Two queues: edges whose cost is exactly `queued_cost` (the graph's most common edge cost,
+    Two queues: edges whose cost is exactly `graph.queued_cost` (the graph's most common edge cost,
     see `most_common_cost`: syntax edges, ~86% of Django's) go through a FIFO, every other edge
     through a binary heap. Nodes settle in cost order, so what they push over one fixed cost is
     pushed in cost order too: the FIFO is sorted without sorting, and the next node to settle is
@@ -87,15 +128,18 @@ def bounded_dijkstra(row_start, row_end, indices, costs, source, limit, max_sett
     with those at its cheaper costs, would take the settled count past the cap, the search is
     bound to stop on reaching that level (every one of them settles before it or waits in it), so
     neither they nor its dearer neighbours are queued and the search stops there (`stop_cost`).
-    Same nodes kept as queueing them all; needs `distinct_neighbours` (no parallel edges, as in a
+    Same nodes kept as queueing them all; needs `graph.distinct_neighbours` (no parallel edges, as in a
     deduplicated graph: each neighbour counted once). On sympy + SQLAlchemy + networkx this was
     1.1 billion heap pushes for 102 million nodes settled.
 
-    `dist`/`settled` are per-node scratch arrays tagged by `stamp`, so nothing is cleared
-    between calls. Writes the settled nodes to `reached` in settling order (cost ascending) and
-    returns how many there are; their costs are in `dist`. `queue_cost`/`queue_node` hold the
-    FIFO (as long as the heap arrays).
+    `scratch` (a `SearchScratch`): `dist`/`settled` are per-node arrays tagged by `stamp`, so
+    nothing is cleared between calls. Writes the settled nodes to `reached` in settling order (cost
+    ascending) and returns how many there are (-1: the heap or FIFO was too small); their costs are
+    in `dist`.
     """
+    row_start, row_end, indices, costs, queued_cost, distinct_neighbours = graph
+    limit, max_reach = limits
+    dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node = scratch
     size = _heap_push(heap_cost, heap_node, 0, 0.0, source)
     head = 0
     tail = 0
@@ -116,12 +160,11 @@ def bounded_dijkstra(row_start, row_end, indices, costs, source, limit, max_sett
             continue
         if cost >= stop_cost - COST_TOLERANCE:
             break  # the level a hub's neighbours fill past the cap: nothing there or beyond is kept
-        if (max_settled > 0 and n_reached > 0 and cost > dist[reached[n_reached - 1]] + 4 * COST_TOLERANCE
-                and n_reached + 1 + (tail - head) + size > max_settled
-                and _level_overflows(cost, n_reached, max_settled, settled, dist, stamp, heap_cost, heap_node,
-                                     size, queue_cost, queue_node, head, tail)):
+        if (max_reach > 0 and n_reached > 0 and cost > dist[reached[n_reached - 1]] + 4 * COST_TOLERANCE
+                and n_reached + 1 + (tail - head) + size > max_reach
+                and _level_overflows(cost, n_reached, max_reach, scratch, stamp, size, head, tail)):
             break
-        if n_reached == max_settled and max_settled > 0:
+        if n_reached == max_reach and max_reach > 0:
             # The cap is reached and `node` would be the next to settle. If it ties with the last
             # one kept, the cap cuts a cost level (a folder's thousand files tie): which of them
             # made the cut would depend on queue order, so the whole level goes.
@@ -134,16 +177,15 @@ def bounded_dijkstra(row_start, row_end, indices, costs, source, limit, max_sett
         reached[n_reached] = node
         n_reached += 1
         skip_from = np.inf
-        if distinct_neighbours and max_settled > 0 and row_end[node] - row_start[node] > max_settled - n_reached:
-            skip_from = _cut_level(row_start, row_end, indices, costs, node, cost, limit, max_settled - n_reached,
-                                   dist, settled, stamp, prune_first, prune_end, exit_cost, exit_first)
+        if distinct_neighbours and max_reach > 0 and row_end[node] - row_start[node] > max_reach - n_reached:
+            skip_from = _cut_level(graph, scratch, pruned, node, cost, limit, max_reach - n_reached, stamp)
             stop_cost = min(stop_cost, skip_from)
         for edge in range(row_start[node], row_end[node]):
             other = indices[edge]
             step = costs[edge]
             candidate = cost + step
-            if candidate >= skip_from - COST_TOLERANCE or not _may_enter(
-                    other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost, exit_first):
+            if candidate >= skip_from - COST_TOLERANCE or not _may_enter(other, candidate, limit, settled, stamp,
+                                                                          pruned):
                 continue
             if settled[other] != -stamp or candidate < dist[other]:
                 settled[other] = -stamp
@@ -162,17 +204,17 @@ def bounded_dijkstra(row_start, row_end, indices, costs, source, limit, max_sett
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost, exit_first):
+def _may_enter(other, candidate, limit, settled, stamp, pruned):
     """Whether a search may reach `other` at `candidate`: not settled yet, within `limit`, and
-    not a dead end of the source's own file (see bounded_dijkstra)."""
+    not a dead end of the source's own file (`pruned`, see bounded_dijkstra)."""
     if settled[other] == stamp or candidate > limit:
         return False
-    return not (prune_first <= other < prune_end and candidate + exit_cost[other - exit_first] > limit)
+    return not (pruned.prune_first <= other < pruned.prune_end
+                and candidate + pruned.exit_cost[other - pruned.exit_first] > limit)
 
 
 @njit(cache=True, nogil=True)
-def _cut_level(row_start, row_end, indices, costs, node, cost, limit, room, dist, settled, stamp, prune_first,
-               prune_end, exit_cost, exit_first):
+def _cut_level(graph, scratch, pruned, node, cost, limit, room, stamp):
     """The cost of the first level of `node`'s neighbours that the cap must cut, or inf.
 
     Counts the neighbours a search settling `node` (at `cost`) would queue or finds queued at
@@ -181,6 +223,8 @@ def _cut_level(row_start, row_end, indices, costs, node, cost, limit, room, dist
     Steps within COST_TOLERANCE of 0 join `node`'s own level and are never cut; more than 16
     distinct step costs (none in practice: the edge kinds have a handful) give inf.
     """
+    row_start, row_end, indices, costs = graph.row_start, graph.row_end, graph.indices, graph.costs
+    dist, settled = scratch.dist, scratch.settled
     steps = np.empty(16, dtype=np.float64)
     counts = np.zeros(16, dtype=np.int64)
     n_steps = 0
@@ -188,7 +232,7 @@ def _cut_level(row_start, row_end, indices, costs, node, cost, limit, room, dist
         other = indices[edge]
         step = costs[edge]
         candidate = cost + step
-        if not _may_enter(other, candidate, limit, settled, stamp, prune_first, prune_end, exit_cost, exit_first):
+        if not _may_enter(other, candidate, limit, settled, stamp, pruned):
             continue
         if settled[other] == -stamp and dist[other] < candidate:
             continue  # already queued cheaper: settles at a lower level, if at all
@@ -214,13 +258,14 @@ def _cut_level(row_start, row_end, indices, costs, node, cost, limit, room, dist
 
 
 @njit(cache=True, nogil=True)
-def _level_overflows(cost, n_reached, max_settled, settled, dist, stamp, heap_cost, heap_node, size, queue_cost,
-                     queue_node, head, tail):
+def _level_overflows(cost, n_reached, max_reach, scratch, stamp, size, head, tail):
     """Whether the node just taken (at `cost`) and the distinct nodes queued within COST_TOLERANCE
-    of it would take the settled count past `max_settled`. A queued entry counts when its node is
+    of it would take the settled count past `max_reach`. A queued entry counts when its node is
     seen but not settled and the entry holds the node's current cost (a node has one such entry:
-    an entry is only pushed below the node's current cost)."""
-    room = max_settled - n_reached - 1  # after the node just taken
+    an entry is only pushed below the node's current cost). `size` entries are in the heap,
+    queue_cost/queue_node[head:tail] in the FIFO."""
+    dist, settled, _, heap_cost, heap_node, queue_cost, queue_node = scratch
+    room = max_reach - n_reached - 1  # after the node just taken
     level_end = cost + COST_TOLERANCE
     count = 0
     for at in range(head, tail):  # the FIFO is sorted: its level is a prefix
