@@ -36,17 +36,19 @@ vim.g.loaded_repomem = true
 
 local NAME = "repomem"
 
-local defaults = {
-  -- Every key is optional; the server reports an invalid value and keeps its default.
-  strategy = "fragrel", -- infile | vanilla | fragrel | repocoder | repocoder+fragrel | hat
-  alpha = 0.5, -- FragRel eq. 10 weight of the environment score
-  topK = 10, -- fragments retrieved
-  maxNewTokens = 64,
-  maxPromptTokens = 2048,
-  debounceMs = 75,
-  -- endpoint = "http://127.0.0.1:8000",  -- an OpenAI-compatible server (vLLM) instead of the embedded model
-  -- model = "~/models/other.gguf",
-}
+-- Only what the user sets in vim.g.repomem_settings is sent: the server's own defaults apply to the
+-- rest, and they depend on the model (a 1,024-token prompt with the embedded model, 2,048 with a
+-- server). Every key is optional; the server reports an invalid value and keeps its default.
+-- The keys (lsp/README.md lists them all):
+--   strategy = "fragrel",   -- infile | vanilla | fragrel | fragrel-paper | repocoder | repocoder+fragrel | hat
+--   alpha = 0.5,            -- FragRel eq. 10 weight of the environment score
+--   topK = 10,              -- fragments retrieved
+--   maxNewTokens = 64,
+--   maxPromptTokens = 1024, -- the server's choice by default (see above)
+--   debounceMs = 75,
+--   endpoint = "http://127.0.0.1:8000",  -- an OpenAI-compatible server (vLLM) instead of the embedded model
+--   model = "~/models/other.gguf",
+local defaults = {}
 
 local filetypes = vim.g.repomem_filetypes
   or { "python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby" }

@@ -7,10 +7,17 @@ const { isSecretDocument } = require("./secret_files");
 const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxPromptTokens", "debounceMs", "endpoint", "model"];
 let client;
 
+// Only the settings the user set (user, workspace or folder) are sent: the server's own defaults
+// apply to the rest, and they depend on the model (a 1,024-token prompt with the embedded model,
+// 2,048 with a server), which package.json's static defaults cannot say.
 function settings() {
   const config = vscode.workspace.getConfiguration("repomem");
   const out = {};
-  for (const key of SETTING_KEYS) out[key] = config.get(key);
+  for (const key of SETTING_KEYS) {
+    const set = config.inspect(key);
+    const value = set && (set.workspaceFolderValue ?? set.workspaceValue ?? set.globalValue);
+    if (value !== undefined && value !== null) out[key] = value;
+  }
   return { repomem: out };
 }
 

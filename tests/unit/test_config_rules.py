@@ -221,7 +221,8 @@ def test_the_editor_clients_name_known_client_settings_only():
     helix = tomllib.loads((ROOT / "lsp" / "helix" / "languages.toml").read_text(encoding="utf-8"))
     helix_names = set(helix["language-server"]["repomem"]["config"]["repomem"])
     lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text(encoding="utf-8")
-    nvim = set(re.findall(r"^\s*(?:-- )?(\w+) = ", lua.split("local defaults = {", 1)[1].split("\n}", 1)[0], re.M))
+    keys = lua.split("-- The keys", 1)[1].split("\nlocal defaults = {}", 1)[0]
+    nvim = set(re.findall(r"^--\s+(\w+) = ", keys, re.M))
     readme = (ROOT / "lsp" / "README.md").read_text(encoding="utf-8").split("### Settings", 1)[1].split("###", 1)[0]
     documented = {name for row in readme.splitlines() if row.startswith("| `")
                   for name in re.findall(r"`(\w+)`", row.split("|")[1])}
@@ -230,10 +231,26 @@ def test_the_editor_clients_name_known_client_settings_only():
         assert names and names <= set(CLIENT_SETTINGS), (where, names - set(CLIENT_SETTINGS))
     assert offered == sent
     assert documented == set(CLIENT_SETTINGS)
-    for name in offered:  # the types the extension declares are the settings' own
+    for name in offered:  # the types the extension declares are the settings' own, and so are its defaults
         default = CLIENT_SETTINGS[name].default
         expected = "integer" if isinstance(default, int) else "number" if isinstance(default, float) else "string"
-        assert properties[f"repomem.{name}"]["type"] == expected, name
+        declared = properties[f"repomem.{name}"]
+        if declared["default"] is None:  # left to the server, whose default depends on the model
+            assert declared["type"] == [expected, "null"], name
+        else:
+            assert declared["type"] == expected and declared["default"] == default, name
+
+
+def test_the_editor_clients_send_only_what_the_user_set():
+    """A client that sends every key overrides the server's defaults with its own copies: the
+    VS Code extension sent strategy "vanilla" and Neovim's plug-in a 2,048-token prompt, where
+    the server would have used fragrel and 1,024 tokens with the embedded model."""
+    lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text(encoding="utf-8")
+    assert "\nlocal defaults = {}\n" in lua
+    extension = (ROOT / "lsp" / "vscode" / "extension.js").read_text(encoding="utf-8")
+    assert "config.inspect(key)" in extension and "config.get(key)" not in extension
+    vscode = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
+    assert vscode["contributes"]["configuration"]["properties"]["repomem.maxPromptTokens"]["default"] is None
 
 
 # -- the behaviour and the warnings as before ------------------------------------------------------
