@@ -36,6 +36,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import repomem.index.index_edit as index_edit_module  # noqa: E402
+import repomem.index.index_state as index_state_module  # noqa: E402
 import repomem.index.repo_index as repo_index_module  # noqa: E402
 import repomem.index.store as store_module  # noqa: E402
 import repomem.languages.syntax as syntax_module  # noqa: E402
@@ -87,7 +89,7 @@ GRAPH_PHASES = [
     (CallResolution, "resolve_file", "calls: resolve (per file)"),
     (repo_index_module.RepoIndex, "graph", "graph: edges"),
     (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
-    (repo_index_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
+    (index_state_module, "relation_entries", "relations: Dijkstra + eq. 8 rows"),
 ]
 COLD_PHASES = [
     (service_module, "list_candidates", "scan: list files (git ls-files / walk)"),
@@ -159,10 +161,10 @@ EDIT_PHASES = [
     *GRAPH_PHASES,
     (EditGraph, "__init__", "edit graph: built whole (first edit after a load)"),
     (EditGraph, "sync", "edit graph: new nodes, patched rows, fragment rows"),
-    (repo_index_module, "build_segment", "BM25: postings segment"),
-    (repo_index_module, "compute_stats", "BM25: idf"),
-    (repo_index_module, "symmetric_union", "W: new rows and their mirror"),
-    (repo_index_module, "strongest_per_row", "W: each new row's top list"),
+    (index_edit_module, "build_segment", "BM25: postings segment"),
+    (index_edit_module, "compute_stats", "BM25: idf"),
+    (index_edit_module, "symmetric_union", "W: new rows and their mirror"),
+    (index_edit_module, "strongest_per_row", "W: each new row's top list"),
 ]
 
 

@@ -25,17 +25,15 @@ from repomem.index.index_edit import (
     place_changed_files,
     retire_and_append_fragments,
 )
-from repomem.index.index_state import RepoIndex, StructureUnavailable, stored_weights
+from repomem.index.index_state import RepoIndex, StructureUnavailable
 from repomem.index.indexed_files import FileAnalysis, FileRecord, analyze_file
 from repomem.index.relations import symmetric_matrix
 from repomem.index.scan import SourceFile
 from repomem.languages.parsed import call_array
 from repomem.progress import NoProgress, Progress
 
-__all__ = [
-    "FileAnalysis", "FileRecord", "RepoIndex", "StructureUnavailable", "analyze_file", "apply_changes",
-    "build_index", "stored_weights",
-]
+__all__ = ["FileAnalysis", "FileRecord", "RepoIndex", "StructureUnavailable", "analyze_file", "apply_changes",
+           "build_index"]
 
 
 def build_index(

@@ -1,0 +1,69 @@
+"""Time of one index edit as the language server makes it: a loaded index takes an
+unsaved buffer of one ~500-line file (`RepoService.set_buffer`, which runs `apply_changes`).
+
+    python scripts/bench_index_edit.py PREPARED_COPY --edits 15 [--edited Django-5.1.4/django/contrib/auth/models.py]
+    python scripts/bench_index_edit.py PREPARED_COPY --prepare-from ~/.cache/repomem/packages/django-5.1.4
+
+`--prepare-from` copies a repository to PREPARED_COPY and builds its index once; later runs load
+that index (they never save: buffers stay in memory), so every run times the same edits of the
+same index. The checkout timed is the one on PYTHONPATH. Prints one JSON line: the seconds to
+load, the first edit's milliseconds apart (it reads the per-file structure and builds the graph
+kept between edits, ~1 s on Django), then each later edit's and their median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from repomem.failures import Failure
+from repomem.service import RepoService
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("copy", type=Path, help="the prepared copy (made by --prepare-from)")
+    parser.add_argument("--prepare-from", type=Path, help="repository to copy and index first")
+    parser.add_argument("--edits", type=int, default=15)
+    parser.add_argument("--edited", default="Django-5.1.4/django/contrib/auth/models.py")
+    args = parser.parse_args()
+    if args.prepare_from is not None:
+        if args.copy.exists():
+            shutil.rmtree(args.copy)
+        shutil.copytree(args.prepare_from, args.copy, ignore=shutil.ignore_patterns(".repomem", "__pycache__"))
+    started = time.perf_counter()
+    service = RepoService.open(args.copy.resolve())
+    assert not isinstance(service, Failure), service
+    report = service.ensure_index(save=args.prepare_from is not None)
+    assert not isinstance(report, Failure), report
+    if args.prepare_from is not None:
+        print(json.dumps({"prepared": str(args.copy), "action": report.action, "fragments": report.fragments}))
+        return 0
+    assert report.action == "unchanged", f"the prepared index was {report.action}: prepare it again"
+    loaded_s = time.perf_counter() - started
+    lines = (args.copy / args.edited).read_text(encoding="utf-8").splitlines()
+    middle = len(lines) // 2
+    edit_ms = []
+    indent = lines[middle][: len(lines[middle]) - len(lines[middle].lstrip())]
+    for attempt in range(args.edits):
+        # A statement typed in the middle of the file (its definitions keep their shape) on even
+        # attempts; odd ones also add a function at the end (the definitions change).
+        typed = lines[:middle] + [f"{indent}typed_{attempt} = {attempt}"] + lines[middle:]
+        if attempt % 2:
+            typed += ["", "", f"def typed_{attempt}():", "    pass"]
+        text = "\n".join(typed) + "\n"
+        began = time.perf_counter()
+        assert service.set_buffer(args.edited, text) is None
+        edit_ms.append((time.perf_counter() - began) * 1000)
+    later = edit_ms[1:] or edit_ms
+    print(json.dumps({"lines": len(lines), "load_s": round(loaded_s, 3), "first_edit_ms": round(edit_ms[0], 1),
+                      "edit_ms": [round(ms, 2) for ms in later], "median_edit_ms": round(statistics.median(later), 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

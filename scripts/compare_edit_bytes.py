@@ -1,0 +1,202 @@
+"""The bytes of an index after a scripted sequence of edits, to compare two checkouts (issue 35).
+
+    PYTHONPATH=/path/to/checkout python scripts/compare_edit_bytes.py REPO WORK > hashes.txt
+
+Copies REPO to WORK/repo, builds its index through the service (`RepoService.ensure_index`), then
+edits the copy as a user does and saves after each step: a comment inserted in the middle of the
+largest file (its definitions keep their shape), a function added to the second largest (they do
+not), a new file that imports both, the most imported module deleted, an unsaved editor buffer
+(`set_buffer` + `save`), a file saved while no buffer overlays it (`file_changed` + `save`), and
+two changes, a new file and a removal at once. After each step it prints the SHA-256 of every file
+of the current snapshot. Run it with two checkouts on PYTHONPATH and `diff` the outputs: the same
+lines mean the same index bit for bit.
+
+What would differ between two runs of one checkout is pinned, not skipped: the snapshot's random
+tag (`secrets.token_hex`) comes from a counter, the zip members' dates from a fixed clock, and
+every file the script writes gets a fixed modification time (the index records it), and the
+Python call sites come in document order: tree-sitter's query captures came in a varying order
+(one file analysed three times in one process gave three orders of its call sites, saved as they
+come in the symbol tables), and string hashes get one seed. Compaction is
+turned off (`index.compact_ratio`): on a small repository one edit would rebuild the index whole
+instead of editing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import itertools
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from repomem.config import load_config
+from repomem.failures import Failure
+from repomem.index.store import index_dir
+from repomem.languages.python import syntax as python_syntax
+from repomem.service import RepoService
+
+# Modification times the script gives what it writes (ns): one second apart, after any real file's.
+FIRST_MTIME_NS = 4_000_000_000 * 10**9
+FIXED_CLOCK_S = 1_700_000_000.0  # what the zip writer reads as "now" (a member's date)
+
+
+def pin_volatile_inputs() -> None:
+    """A counter for the snapshot tags, a fixed clock for the zip dates, and tree-sitter's
+    captures in document order (see the module doc)."""
+    captured = python_syntax.capture_nodes
+
+    def in_document_order(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return sorted(captured(*args, **kwargs), key=lambda node: (node.start_byte, node.end_byte))
+
+    python_syntax.capture_nodes = in_document_order  # type: ignore[assignment]
+    counter = itertools.count()
+    secrets.token_hex = lambda nbytes=None: f"{next(counter):0{2 * (nbytes or 32)}x}"  # type: ignore[assignment]
+    real_localtime = time.localtime
+    time.localtime = lambda seconds=None: real_localtime(FIXED_CLOCK_S)  # type: ignore[assignment]
+
+
+class Editor:
+    """Writes files of the copy, each with the next fixed modification time."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.mtimes = itertools.count(FIRST_MTIME_NS, 10**9)
+
+    def write(self, path: str, text: str) -> None:
+        full = self.root / path
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text(text, encoding="utf-8")
+        stamp = next(self.mtimes)
+        os.utime(full, ns=(stamp, stamp))
+
+    def read(self, path: str) -> str:
+        return (self.root / path).read_text(encoding="utf-8")
+
+
+def python_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                  if ".repomem" not in p.parts and p.is_file())
+
+
+def module_name(path: str) -> str:
+    parts = path[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def most_imported(root: Path, paths: list[str], exclude: set[str]) -> str:
+    """The module (not a package's __init__) other files name most often in their imports."""
+    counts = {path: 0 for path in paths if not path.endswith("__init__.py") and path not in exclude}
+    by_module = {module_name(path): path for path in counts}
+    pattern = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w, ]+)|import\s+([\w.]+))", re.MULTILINE)
+    for path in paths:
+        package = module_name(path).rsplit(".", 1)[0] if "." in module_name(path) else ""
+        for match in pattern.finditer((root / path).read_text(encoding="utf-8", errors="replace")):
+            named = [match.group(1) or match.group(3)]
+            if match.group(2):
+                named += [f"{match.group(1)}.{name.strip()}" for name in match.group(2).split(",")]
+                named += [f"{package}.{name.strip()}" for name in match.group(2).split(",")]
+            for name in named:
+                if name in by_module and by_module[name] != path:
+                    counts[by_module[name]] += 1
+    return max(sorted(counts), key=lambda path: counts[path])
+
+
+def first_function(text: str) -> str | None:
+    found = re.search(r"^def ([A-Za-z_]\w*)\(", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def snapshot_hashes(root: Path, service: RepoService) -> list[str]:
+    directory = index_dir(root, service.config)
+    current = directory / (directory / "CURRENT").read_text().strip()
+    return [f"{current.name}/{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+            for path in sorted(current.iterdir())]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("repo", type=Path, help="repository to copy (left untouched)")
+    parser.add_argument("work", type=Path, help="empty or missing folder for the copy")
+    args = parser.parse_args()
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # Some symbol tables are saved in set order, which follows the strings' hashes: one seed
+        # for every run (a second run of one checkout differs otherwise).
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+    pin_volatile_inputs()
+    root = args.work / "repo"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(args.repo, root, ignore=shutil.ignore_patterns(".repomem", "__pycache__"))
+    config, _ = load_config(root)
+    config = dataclasses.replace(config, index=dataclasses.replace(config.index, compact_ratio=1e9))
+    service = RepoService.open(root, config)
+    assert not isinstance(service, Failure), service
+    editor = Editor(root)
+
+    def step(name: str, result: object) -> None:
+        if isinstance(result, Failure):
+            raise SystemExit(f"{name}: {result.message}")
+        report = getattr(result, "action", "")
+        print(f"== {name} {report}".rstrip())
+        for line in snapshot_hashes(root, service):
+            print(line)
+        sys.stdout.flush()
+
+    step("built", service.ensure_index())
+    paths = python_files(root)
+    by_size = sorted(paths, key=lambda path: (-len(editor.read(path).splitlines()), path))
+    largest, second = by_size[0], by_size[1]
+    removed = most_imported(root, paths, {largest, second})
+    print(f"# largest {largest}, second {second}, removed {removed}")
+
+    lines = editor.read(largest).splitlines(keepends=True)
+    middle = len(lines) // 2
+    indent = re.match(r"\s*", lines[middle]).group(0)  # type: ignore[union-attr]
+    editor.write(largest, "".join([*lines[:middle], f"{indent}# an edit inside a body\n", *lines[middle:]]))
+    step("body edit (definitions keep their shape)", service.ensure_index())
+
+    editor.write(second, editor.read(second) + "\n\ndef added_by_the_edit(value):\n    return value\n")
+    step("function added (definitions change)", service.ensure_index())
+
+    folder = str(Path(removed).parent)
+    newcomer = f"{folder}/added_module.py" if folder != "." else "added_module.py"
+    calls = []
+    for path in (largest, second):
+        function = first_function(editor.read(path))
+        if function is not None:
+            calls.append((module_name(path), function))
+    text = "".join(f"from {module} import {function}\n" for module, function in calls)
+    text += "\n\ndef use_them(x):\n" + "".join(f"    {function}(x)\n" for _, function in calls) + "    return x\n"
+    editor.write(newcomer, text)
+    step("new file", service.ensure_index())
+
+    (root / removed).unlink()
+    step("most imported module removed", service.ensure_index())
+
+    buffered = next(path for path in by_size[2:] if path != removed)
+    assert service.set_buffer(buffered, editor.read(buffered) + "\ndef typed_in_a_buffer():\n    pass\n") is None
+    step("unsaved buffer", service.save())
+
+    editor.write(second, editor.read(second).replace("added_by_the_edit", "renamed_by_the_edit"))
+    assert service.file_changed(second) is None
+    step("file saved", service.save())
+
+    editor.write(largest, editor.read(largest) + "\n# appended\n")
+    rest = [path for path in by_size[2:] if path not in (removed, buffered)]
+    editor.write(rest[0], "# replaced whole\n\ndef replaced():\n    return 1\n")
+    editor.write("another_module.py", f"from {module_name(newcomer)} import use_them\n\nuse_them(1)\n")
+    (root / rest[1]).unlink()
+    step("two changes, a new file and a removal", service.ensure_index())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
