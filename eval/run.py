@@ -51,7 +51,6 @@ from repomem.evaluation.metrics import (
 )
 from repomem.evaluation.tasks import EvalTask
 from repomem.failures import Failure, FailureKind
-from repomem.index.repo_index import RepoIndex
 from repomem.positions import Cursor, read_text_file, text_before_cursor, uncompletable
 from repomem.progress import NoProgress, Progress
 from repomem.regular_files import drop_torn_tail
@@ -200,18 +199,12 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def leakage_exclusions(index: RepoIndex, path: str, context_start_lineno: int) -> np.ndarray:
+def leakage_exclusions(service: RepoService, path: str, context_start_lineno: int) -> np.ndarray:
     """Ids of the hole file's fragments that end after `context_start_lineno` (the leakage rule).
 
     With the file cut at the hole they hold only lines the prompt shows: never offered, but free
     to feed their neighbours' s_env as any visible code does."""
-    file_id = index.file_id(path)
-    if file_id is None:
-        return np.zeros(0, dtype=np.int64)
-    record = index.files[file_id]
-    assert record is not None
-    ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments, dtype=np.int64)
-    return ids[index.fragment_end[ids] > context_start_lineno]
+    return service.fragments_ending_after(path, context_start_lineno)
 
 
 def resolve_task_file(repos_dir: Path, task: EvalTask) -> Path | Failure:
@@ -424,12 +417,12 @@ class Evaluator:
         problem = text if isinstance(text, Failure) else uncompletable(task.path, text, self.config.scan)
         if problem is not None:
             return [{**self._base_record(task, v), "error": problem.message} for v in variants]
-        assert service.index is not None
+        assert service.index_loaded
         cursor = task_cursor(service.root, task, text)
         cut = service.set_buffer(task.path, cursor.text)
         if isinstance(cut, Failure) and cut.kind != FailureKind.NOT_INDEXED:
             return [{**self._base_record(task, v), "error": cut.message} for v in variants]
-        leak = leakage_exclusions(service.index, task.path, task.context_start_lineno)
+        leak = leakage_exclusions(service, task.path, task.context_start_lineno)
         out = []
         for variant in variants:
             record = self._base_record(task, variant)

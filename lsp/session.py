@@ -174,7 +174,6 @@ class CompletionSession:
         report = builder.ensure_index(progress, structure=True)  # a damaged structure: rebuilt now
         if isinstance(report, Failure):
             return report
-        assert builder.index is not None
         if report.warning:
             self.log("warning", report.warning)
         self.log("info", _report_line(report))
@@ -182,15 +181,15 @@ class CompletionSession:
         # call tables, the kept edit graph and the edit kernels (~1 s on Django). Only a head start:
         # if it fails, the first edit does the same work (and reports what it meets).
         try:
-            builder.index.prepare_edits()
+            builder.prepare_for_edits()
         except Exception as error:  # noqa: BLE001
             self.log("warning", f"index not prepared for edits ({error.__class__.__name__}: {error}); "
                                 "the first edit prepares it")
-        return builder.index
+        return builder.hand_over_index()
 
     def install_index(self, index: RepoIndex) -> None:
         """Make a freshly built index current; open buffers are overlaid on it again."""
-        self.service.index = index
+        self.service.install_index(index)
         self._rebuilding = False
         if self.backend is not None:  # the stable-order memo holds fragment ids of the old index
             self.engine = CompletionEngine(self.service, self.backend, self.config)
@@ -218,7 +217,7 @@ class CompletionSession:
         retrieval reads it), and take older ones off it. Each overlay costs ~200 KB (the file's
         fragments, tokens and graph) and ~30 ms; thousands of open buffers cost gigabytes and
         minutes. Buffers left out are retrieved as the disk has them."""
-        if self.service.index is None:
+        if not self.service.index_loaded:
             return
         limit = max(self.config.server.indexed_buffers, 1)
         with self._dirty_lock:
@@ -242,8 +241,7 @@ class CompletionSession:
                 return
             if isinstance(result, Failure) and result.kind not in (FailureKind.NOT_INDEXED, FailureKind.NO_INDEX):
                 self.log("warning", result.message)
-        index = self.service.index
-        if index is not None and not self._rebuilding and self.service.needs_compaction(index):
+        if not self._rebuilding and self.service.needs_compaction():
             self._rebuilding = True
             self.on_index_churned()
 
@@ -253,7 +251,7 @@ class CompletionSession:
             self._dirty.discard(path)
             self._recent.pop(path, None)
             self._overlaid.discard(path)
-        if self.service.index is not None:
+        if self.service.index_loaded:
             self._report(self.service.drop_buffer(path))
 
     def buffer_saved(self, path: str) -> None:
@@ -262,7 +260,7 @@ class CompletionSession:
             self._dirty.discard(path)
             if path in self._recent:
                 self._overlaid.add(path)  # the index holds its text, from the disk
-        if self.service.index is None:
+        if not self.service.index_loaded:
             return
         self._report(self.service.drop_buffer(path))
         self._report(self.service.file_changed(path))
@@ -270,7 +268,7 @@ class CompletionSession:
 
     def files_changed(self, paths: list[str]) -> None:
         """File-watcher events: re-index those files from disk (open buffers still win), persist."""
-        if self.service.index is None:
+        if not self.service.index_loaded:
             return
         for path in paths:
             self._report(self.service.file_changed(path))
@@ -353,10 +351,10 @@ class CompletionSession:
         answer: dict[str, Any] = {
             "path": path, "line": line, "character": character, "strategy": self.config.completion.strategy,
             "alpha": alpha_for(self.config), "completion_id": shown.completion_id if shown else None,
-            "completion": shown.text if shown else None, "index_ready": self.service.index is not None,
+            "completion": shown.text if shown else None, "index_ready": self.service.index_loaded,
             "fragments": [],
         }
-        if self.service.index is None:
+        if not self.service.index_loaded:
             return answer
         ids = [f.fragment for f in shown.fragments] if shown else None
         explained = self.service.explain(cursor, alpha_for(self.config), ids)

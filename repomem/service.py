@@ -1,41 +1,38 @@
 """RepoService: the one object the CLI, the language server and the evaluator talk to.
 
-It owns a repository's index in memory: loads it (or builds it), keeps it current with the
-files on disk and with unsaved editor buffers, saves it atomically, and answers retrievals.
-Expected failures come back as `Failure` values.
+It owns a repository's index in memory and answers questions about it:
+
+- the index's life cycle: load it (or build it), keep it current with the files on disk and with
+  unsaved editor buffers, save it atomically, checkpoint and roll it back;
+- retrieval: the top K fragments for a query or a cursor, their explanation, and the small
+  questions the prompt levers and the memory strategies ask of the index (each a method named
+  for what its caller needs: nothing outside this module reads `RepoService.index`);
+- the text the index was built from (editor buffer or disk), secrets masked.
+
+The parse pool that reads and analyses files lives in repomem/index/parse_pool.py, the memory
+strategies' stores in repomem/memory/stores.py (`RepoService.memories`). Expected failures come
+back as `Failure` values.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import os
 import pickle
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from repomem.allocator import release_free_memory
-from repomem.child_processes import die_with_parent
-from repomem.config import Config, ScanConfig, load_config
+from repomem.config import Config, load_config
 from repomem.cyclic_gc import rarer_collections
 from repomem.failures import Failure, FailureKind
-from repomem.index.batch import AnalysisBatch, pack_analyses, unpack_analyses
 from repomem.index.kernels import warm_up
-from repomem.index.repo_index import (
-    FileAnalysis,
-    RepoIndex,
-    StructureUnavailable,
-    analyze_file,
-    apply_changes,
-    build_index,
-)
+from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
+from repomem.index.repo_index import RepoIndex, StructureUnavailable, apply_changes, build_index
 from repomem.index.scan import (
     Candidate,
     Skipped,
@@ -49,15 +46,11 @@ from repomem.index.scan import (
 )
 from repomem.index.secrets import mask_secrets
 from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
-from repomem.languages.parsed import FileSyntax
 from repomem.languages.registry import language_of
-from repomem.memory.entities import EntityMemory
-from repomem.memory.gists import GistMemory
-from repomem.memory.summary_tree import SummaryTree
-from repomem.memory.written_summaries import WrittenSummaries
+from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
-from repomem.retrieval.definitions import reachable_definitions, signature_span
+from repomem.retrieval.definitions import reachable_definitions, signature_span, window_holding
 from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import (
     Lift,
@@ -68,9 +61,6 @@ from repomem.retrieval.scoring import (
     top_fragments,
 )
 from repomem.retrieval.signatures import called_signature, imported_signatures
-
-# Below this many files a worker pool costs more than it saves.
-PARALLEL_MIN_FILES = 64
 
 
 @dataclass(frozen=True)
@@ -95,6 +85,15 @@ class IndexReport:
 
 
 @dataclass(frozen=True)
+class IndexedFile:
+    """One file of the index, as a caller choosing files (a benchmark's cursors) sees it."""
+
+    path: str
+    language: str
+    fragments: int  # windows of its current text
+
+
+@dataclass(frozen=True)
 class Retrieval:
     cursor: Cursor
     query_first_line: int  # 0-based
@@ -102,123 +101,6 @@ class Retrieval:
     alpha: float
     k: int
     timings_ms: dict[str, float]
-
-
-def _analyze_chunk(args: tuple[list[SourceFile], Config]) -> list[FileAnalysis]:
-    sources, config = args
-    return [analyze_file(source, config) for source in sources]
-
-
-def read_candidate(
-    root: Path, candidate: Candidate, buffers: dict[str, str], config: ScanConfig,
-) -> SourceFile | Skipped:
-    """A file as the index sees it: the editor's unsaved buffer if one is open, else the disk."""
-    buffer = buffers.get(candidate.path)
-    if buffer is not None:
-        return source_from_bytes(candidate.path, candidate.language, buffer.encode("utf-8"), 0, config)
-    return read_source(root, candidate, config)
-
-
-def _read_and_analyze_chunk(
-    args: tuple[Path, list[Candidate], dict[str, str], Config],
-) -> list[tuple[SourceFile, FileAnalysis] | Skipped]:
-    """Read, mask and analyze files where the parsing runs (both cores read: Django's 0.9 s of
-    reading and masking no longer runs on one core before the parse). The index keeps no text,
-    so a source travels back without it (17 MB less to pickle on Django)."""
-    root, candidates, buffers, config = args
-    out: list[tuple[SourceFile, FileAnalysis] | Skipped] = []
-    for candidate in candidates:
-        source = read_candidate(root, candidate, buffers, config.scan)
-        if isinstance(source, Skipped):
-            out.append(source)
-        else:
-            out.append((dataclasses.replace(source, text=""), analyze_file(source, config)))
-    return out
-
-
-def _in_chunks(function: Callable[[Any], list[Any]], items: Sequence[Any], make_args: Callable[[list[Any]], Any],
-               config: Config, progress: Progress) -> list[Any]:
-    """`function(make_args(part))` over parts of `items`, results end to end in order: on
-    `config.index.workers` processes for large repositories, else here, item by item."""
-    workers = max(1, config.index.workers)
-    out: list[Any] = []
-    if workers == 1 or len(items) < PARALLEL_MIN_FILES:
-        for item in items:
-            out.extend(function(make_args([item])))
-            progress.advance()
-        return out
-    chunk = max(8, len(items) // (workers * 16))
-    parts = [list(items[i : i + chunk]) for i in range(0, len(items), chunk)]
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent,
-                             initargs=(os.getpid(),)) as pool:
-        for part, results in zip(parts, pool.map(_packed_call, [(function, make_args(p)) for p in parts])):
-            out.extend(_unpacked(results))
-            progress.advance(len(part))
-    return out
-
-
-# A worker's results: each FileAnalysis (alone or the second of a pair) replaced by its position in
-# one AnalysisBatch, which pickles as a few long arrays (repomem.index.batch).
-_PackedResults = tuple[list[Any], AnalysisBatch]
-
-
-def _packed_call(args: tuple[Callable[[Any], list[Any]], Any]) -> _PackedResults:
-    """`function(function_args)` in a worker, its analyses packed (see `_unpacked`)."""
-    function, function_args = args
-    shells: list[Any] = []  # ("analysis", i), ("pair", first item, i) or ("item", anything else)
-    analyses: list[FileAnalysis] = []
-    for item in function(function_args):
-        if isinstance(item, FileAnalysis):
-            shells.append(("analysis", len(analyses)))
-            analyses.append(item)
-        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], FileAnalysis):
-            shells.append(("pair", item[0], len(analyses)))
-            analyses.append(item[1])
-        else:
-            shells.append(("item", item))
-    return shells, pack_analyses(analyses)
-
-
-def _unpacked(results: _PackedResults) -> list[Any]:
-    """The results `_packed_call` packed, in their order."""
-    shells, batch = results
-    analyses = unpack_analyses(batch)
-    out: list[Any] = []
-    for shell in shells:
-        if shell[0] == "analysis":
-            out.append(analyses[shell[1]])
-        elif shell[0] == "pair":
-            out.append((shell[1], analyses[shell[2]]))
-        else:
-            out.append(shell[1])
-    return out
-
-
-def analyze_sources(sources: Sequence[SourceFile], config: Config, progress: Progress) -> list[FileAnalysis]:
-    """Parse and window files already read (an update's changed files)."""
-    progress.start("parsing", len(sources))
-    return _in_chunks(_analyze_chunk, sources, lambda part: (part, config), config, progress)
-
-
-def read_and_analyze(
-    root: Path, candidates: Sequence[Candidate], buffers: dict[str, str], config: Config, progress: Progress,
-) -> tuple[list[SourceFile], list[FileAnalysis], list[Skipped]]:
-    """Read, mask, parse and window every candidate (a full build), in path order: the sources
-    (without their text), their analyses, and the files that could not be read."""
-    progress.start("parsing", len(candidates))
-    ordered = sorted(candidates, key=lambda c: c.path)
-    results = _in_chunks(_read_and_analyze_chunk, ordered, lambda part: (root, part, buffers, config), config,
-                         progress)
-    sources, analyses, unreadable = [], [], []
-    for result in results:
-        if isinstance(result, Skipped):
-            unreadable.append(result)
-        else:
-            sources.append(result[0])
-            analyses.append(result[1])
-    results.clear()
-    return sources, analyses, unreadable
 
 
 def _directory_bytes(path: Path) -> int:
@@ -236,13 +118,13 @@ class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
         self.root = root
         self.config = config
-        self._summary_tree: SummaryTree | None = None  # built on first use (strategies "hat", "memwalker")
-        self._gists: GistMemory | None = None  # built on first use (strategy "readagent")
-        self._entities: tuple[object, EntityMemory] | None = None  # (state of the index, memory): "qrmem"
-        self._written: WrittenSummaries | None = None  # with memory.summaries = "model"
         self.warnings = list(warnings)
-        self.index: RepoIndex | None = None
+        self.index: RepoIndex | None = None  # read here only (tests/unit/test_layout.py)
         self._buffers: dict[str, str] = {}
+        # The settings and the index are asked anew at each call: an editor replaces `config`,
+        # a rebuild or a rollback replaces `index`.
+        self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory, self.file_lines,
+                                     lambda: index_dir(self.root, self.config))
 
     @classmethod
     def open(cls, root: Path, config: Config | None = None) -> RepoService | Failure:
@@ -358,7 +240,7 @@ class RepoService:
                     changed, removed = 0, 0
                     index = self._full_build(progress)
                     action = "built"
-                if action != "built" and self.needs_compaction(index):
+                if action != "built" and self._needs_compaction(index):
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
@@ -387,12 +269,56 @@ class RepoService:
             warning=warning,
         )
 
-    def needs_compaction(self, index: RepoIndex) -> bool:
+    def needs_compaction(self) -> bool:
+        """Whether edits since the last full build have left the loaded index more dead fragments
+        than index.compact_ratio allows (False without an index): time to rebuild it."""
+        return self.index is not None and self._needs_compaction(self.index)
+
+    def _needs_compaction(self, index: RepoIndex) -> bool:
         n_base = index.w_base.shape[0]
         if n_base == 0:
             return index.n_fragments > 0
         replaced = index.n_fragments - n_base
         return replaced > self.config.index.compact_ratio * n_base
+
+    # -- the loaded index ------------------------------------------------------------------------
+
+    @property
+    def index_loaded(self) -> bool:
+        """Whether an index is loaded (`ensure_index` ran, or one was installed)."""
+        return self.index is not None
+
+    def _loaded_index(self) -> RepoIndex:
+        assert self.index is not None, "call ensure_index first"
+        return self.index
+
+    def indexed_files(self) -> list[IndexedFile]:
+        """Every file of the loaded index, in the index's order ([] without one)."""
+        if self.index is None:
+            return []
+        return [IndexedFile(r.path, r.language, r.n_fragments) for r in self.index.files if r is not None]
+
+    def prepare_for_edits(self) -> None:
+        """Load now what the first edit of the index would (its structure, call tables, edit graph
+        and kernels): a server does it before the index is shared. Raises what the loading meets."""
+        self._loaded_index().prepare_edits()
+
+    def hand_over_index(self) -> RepoIndex:
+        """The loaded index, which this service lets go of: a service that built an index on
+        another thread hands it to the one that answers (`install_index`, lsp/session.py)."""
+        index = self._loaded_index()
+        self.index = None
+        return index
+
+    def install_index(self, index: RepoIndex) -> None:
+        """Answer from `index` (another service's `hand_over_index`) from now on."""
+        self.index = index
+
+    def index_for_measurement(self) -> RepoIndex:
+        """The loaded index itself, for the scripts that measure its internals (an edit's phases,
+        W's statistics, the reference pipeline): nothing else asks for it, a test holds the
+        product to the questions above (tests/unit/test_layout.py)."""
+        return self._loaded_index()
 
     # -- checkpoints -----------------------------------------------------------------------------
 
@@ -651,61 +577,26 @@ class RepoService:
             return None
         return called_signature(self.index, path, code, max_chars, self.unmasked_lines)
 
-    def summary_tree(self) -> SummaryTree:
-        """The repository's summary tree (repomem/memory/summary_tree.py), brought up to date with
-        the index: only files whose content changed since the last call are re-summarised, and
-        the folders above them."""
-        files, source = self._memory_sources()
-        written = self.written_summaries()
-        lookup = written.get if written is not None else None
-        if self._summary_tree is None:
-            self._summary_tree = SummaryTree.build(files, source, lookup)
-        else:
-            self._summary_tree.update(files, source, lookup)
-        return self._summary_tree
+    # -- what the memory strategies and the evaluator ask of the index -----------------------------
 
-    def gist_memory(self) -> GistMemory:
-        """ReadAgent's pages and gists (repomem/memory/gists.py), re-paginated per changed file."""
-        files, source = self._memory_sources()
-        written = self.written_summaries()
-        if self._gists is None or self._gists.page_lines != self.config.memory.page_lines:
-            self._gists = GistMemory(self.config.memory.page_lines)
-        self._gists.update(files, source, written.get if written is not None else None)
-        return self._gists
-
-    def entity_memory(self) -> EntityMemory:
-        """QRMeM's entity memory (repomem/memory/entities.py), rebuilt when an indexed file changed."""
-        assert self.index is not None, "call ensure_index first"
-        state = (id(self.index), hash(frozenset((r.path, r.digest) for r in self.index.files if r is not None)))
-        if self._entities is None or self._entities[0] != state:
-            self._entities = (state, EntityMemory(self.index))
-        return self._entities[1]
-
-    def written_summaries(self) -> WrittenSummaries | None:
-        """Model-written summaries when memory.summaries = "model" (re-read after `summarise`
-        appended to them; the memories built from the old ones are rebuilt)."""
-        if self.config.memory.summaries != "model":
+    def live_window_holding(self, file_id: int, line: int) -> int | None:
+        """A live window of the file (an index file id, as the entity memory names it) holding a
+        0-based line, the first by id; None without one."""
+        if self.index is None:
             return None
-        if self._written is None or not self._written.current():
-            self._written = self.open_written_summaries()
-            self._summary_tree = self._gists = None
-        return self._written
+        return window_holding(self.index, file_id, line)
 
-    def open_written_summaries(self) -> WrittenSummaries:
-        return WrittenSummaries.load(index_dir(self.root, self.config))
-
-    def _memory_sources(self) -> tuple[dict[str, str], Callable[[str], tuple[FileSyntax | None, list[str]]]]:
-        """(path -> content digest of every indexed file, path -> (syntax, masked lines))."""
-        index = self.index
-        assert index is not None, "call ensure_index first"
-        index.ensure_structure()
-        files = {r.path: r.digest for r in index.files if r is not None}
-
-        def source(path: str) -> tuple[FileSyntax | None, list[str]]:
-            file_id = index.file_id(path)
-            return (index.syntax[file_id] if file_id is not None else None), self.file_lines(path)
-
-        return files, source
+    def fragments_ending_after(self, path: str, line: int) -> np.ndarray:
+        """Ids of the file's fragments that end after 0-based line `line` (the fragment's end is
+        exclusive), in id order; none for a file the index lacks."""
+        assert self.index is not None, "call ensure_index first"
+        file_id = self.index.file_id(path)
+        if file_id is None:
+            return np.zeros(0, dtype=np.int64)
+        record = self.index.files[file_id]
+        assert record is not None
+        ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments, dtype=np.int64)
+        return ids[self.index.fragment_end[ids] > line]
 
     def fragments_of_files(self, paths: set[str]) -> np.ndarray:
         """Bool mask, shape (n_fragments,): fragments of the given files."""

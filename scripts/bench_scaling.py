@@ -85,15 +85,14 @@ def cold_index(tree: Path) -> dict:
 
 
 def indexed_lines(service: RepoService) -> int:
-    assert service.index is not None
-    service.index.ensure_structure()
-    return int(sum(s.n_lines for s in service.index.syntax if s is not None))
+    index = service.index_for_measurement()  # lines as the syntax trees counted them
+    index.ensure_structure()
+    return int(sum(s.n_lines for s in index.syntax if s is not None))
 
 
 def retrieval(service: RepoService, cursors: int, seed: int) -> dict:
-    assert service.index is not None
     rng = random.Random(seed)
-    files = [r.path for r in service.index.files if r is not None and r.language == "python" and r.n_fragments > 2]
+    files = [f.path for f in service.indexed_files() if f.language == "python" and f.fragments > 2]
     latencies = []
     for _ in range(cursors):
         path = rng.choice(files)

@@ -45,12 +45,11 @@ def main() -> None:
         service = RepoService.open(work)
         service.ensure_index()
         started = time.perf_counter()
-        tree = service.summary_tree()
+        tree = service.memories.summary_tree()
         build_s = time.perf_counter() - started
         out = {"repo": source.name, "nodes": len(tree.nodes), "build_s": build_s, "build_summaries": tree.summarised}
-        assert service.index is not None
         rng = random.Random(0)
-        files = [r.path for r in service.index.files if r is not None and r.language == "python" and r.n_fragments > 2]
+        files = [f.path for f in service.indexed_files() if f.language == "python" and f.fragments > 2]
         walks, steps = [], []
         settings = service.config.retrieval
         for _ in range(args.cursors):
@@ -74,13 +73,13 @@ def main() -> None:
             (work / deep).write_text(text, encoding="utf-8")
             service.ensure_index()
             started = time.perf_counter()
-            tree = service.summary_tree()
+            tree = service.memories.summary_tree()
             out[f"update_{label.replace(' ', '_')}"] = {
                 "file": deep, "depth": deep.count("/") + 1, "summaries": tree.summarised,
                 "ms": (time.perf_counter() - started) * 1000}
             (work / deep).write_text(original, encoding="utf-8")
             service.ensure_index()
-            service.summary_tree()
+            service.memories.summary_tree()
     print(json.dumps(out, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))

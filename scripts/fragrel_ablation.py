@@ -180,7 +180,6 @@ def open_services(config: Config, repos: Sequence[str]) -> dict[str, RepoService
         service = RepoService.open(DEVSET / "repositories" / repo, config)
         if isinstance(service, Failure) or isinstance(service.ensure_index(), Failure):
             continue
-        assert service.index is not None
         services[repo] = service
     return services
 
@@ -206,7 +205,7 @@ def run_variant(variant: AblationVariant, tasks: Sequence[EvalTask], progress: P
     if isinstance(report, Failure):
         raise RuntimeError(f"{variant.name}: {report.message}")
     services = open_services(config, sorted({t.repo for t in tasks}))
-    per_repo = {repo: w_statistics(service.index) for repo, service in services.items() if service.index}
+    per_repo = {repo: w_statistics(service.index_for_measurement()) for repo, service in services.items()}
     out: dict[str, Any] = {
         "description": variant.description, "overrides": variant.overrides,
         "seconds": round(time.perf_counter() - started, 1),

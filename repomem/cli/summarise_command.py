@@ -37,7 +37,7 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     service = open_service(index_root(args.path))
     ensure_index(service, err)
     backend = open_chosen_backends(args, service.config.completion, err)[0]
-    store = service.open_written_summaries()
+    store = service.memories.open_written_summaries()
     try:
         with RichProgress(err) as progress:
             work, answered = summarise.plan(service, backend, store, kinds, args.limit, progress)

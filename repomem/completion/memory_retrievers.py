@@ -1,7 +1,8 @@
 """The retrievers of the memory strategies that ask the model while they retrieve (issue 14):
 MemWalker (navigate the summary tree), ReadAgent (gists, then look pages up) and QRMeM (walk the
-entity graph, reflect). The memories themselves live in repomem/memory/; this module joins them
-to the service (index, BM25) and to the request's `MemoryModel` (budgeted, recorded calls).
+entity graph, reflect). The memories themselves live in repomem/memory/ (the service holds them,
+`service.memories`); this module joins them to BM25 over the index and to the request's
+`MemoryModel` (budgeted, recorded calls).
 
 Each returns its own findings first, best first, then fills the block budget with BM25 windows
 from where it looked (below the node MemWalker reached; the global ranking for QRMeM), so the
@@ -17,7 +18,7 @@ from repomem.memory.entities import Entity, Usage, asked_name, names_at_cursor, 
 from repomem.memory.gists import Page, lookup_question
 from repomem.memory.memwalker import Option, navigation_question, walk
 from repomem.memory.summary_tree import SummaryNode, parent_of
-from repomem.retrieval.definitions import signature_span, window_holding
+from repomem.retrieval.definitions import signature_span
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 
@@ -55,10 +56,10 @@ def _window_summary(text: str) -> str:
 
 
 def memory_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
-    if service.index is None:
+    if not service.index_loaded:
         return []
     settings = service.config.memory
-    tree = service.summary_tree()
+    tree = service.memories.summary_tree()
     windows: dict[int, ScoredFragment] = {}
 
     def children(node: str) -> list[Option]:
@@ -97,10 +98,10 @@ def memory_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
 # -- ReadAgent -----------------------------------------------------------------------------------
 
 def gist_lookup(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
-    if service.index is None:
+    if not service.index_loaded:
         return []
     settings = service.config.memory
-    memory = service.gist_memory()
+    memory = service.memories.gist_memory()
     # Pages scored by their best window's BM25 (the index's windows, no second index), other files only.
     found = bm25_within(service, query, None, settings.gist_pages * 3)
     scores: dict[Page, tuple[float, int]] = {}
@@ -133,10 +134,10 @@ def gist_lookup(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
 # -- QRMeM ---------------------------------------------------------------------------------------
 
 def entity_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
-    if service.index is None:
+    if not service.index_loaded:
         return []
     settings = service.config.memory
-    memory = service.entity_memory()
+    memory = service.memories.entity_memory()
     here = query.cursor.path
     lines_of: dict[str, list[str]] = {}
 
@@ -215,7 +216,6 @@ def _evidence_line(item: Entity | Usage, lines: list[str]) -> str:
 def _window_of(service: RepoService, query: RoundQuery, item: Entity | Usage) -> int | None:
     """A live window holding the item's line (its id names the block), None when the caller's
     masks hide it."""
-    assert service.index is not None
     line = item.start_line if isinstance(item, Entity) else item.line
-    fragment = window_holding(service.index, item.file_id, line)
+    fragment = service.live_window_holding(item.file_id, line)
     return fragment if fragment is not None and query.offers(fragment) else None

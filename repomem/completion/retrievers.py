@@ -24,7 +24,7 @@ def current_file_only(service: RepoService, query: RoundQuery) -> list[ScoredFra
 
 def sparse_windows(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
     """BM25 over the index's windows, re-weighted by eq. 10 when alpha > 0."""
-    if service.index is None:
+    if not service.index_loaded:
         return []
     found = service.retrieve_at(query.cursor, query=query.text, alpha=query.alpha, excluded=query.excluded,
                                 unlisted=query.unlisted, anchored=query.anchored)
@@ -34,11 +34,11 @@ def sparse_windows(service: RepoService, query: RoundQuery) -> list[ScoredFragme
 def summary_tree_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
     """HAT: walk the summary tree best-first from the root to the files whose summaries match the
     query best, then rank only their windows (and the current file's) by BM25."""
-    if service.index is None:
+    if not service.index_loaded:
         return []
     settings = service.config.retrieval
-    walk = service.summary_tree().walk(query.text, service.config.bm25, settings.summary_walk_files,
-                                       settings.summary_walk_steps)
+    walk = service.memories.summary_tree().walk(query.text, service.config.bm25, settings.summary_walk_files,
+                                                settings.summary_walk_steps)
     return bm25_within(service, query, {path for path, _ in walk.files} | {query.cursor.path}, settings.top_k)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from repomem.backends.base import Backend, GenerationRequest
 from repomem.failures import Failure
-from repomem.memory.summary_tree import file_summary, summary_key
+from repomem.memory.summary_tree import summary_key
 from repomem.memory.written_summaries import WrittenSummaries
 from repomem.progress import NoProgress, Progress
 from repomem.service import RepoService
@@ -56,18 +56,14 @@ def _page_question(path: str, text: str) -> str:
 
 def units_of(service: RepoService, kinds: tuple[str, ...]) -> list[Unit]:
     """Every unit of the repository, files first, in path order."""
-    index = service.index
-    assert index is not None
-    index.ensure_structure()
+    assert service.index_loaded, "call ensure_index first"
     out: list[Unit] = []
-    paths = sorted(r.path for r in index.files if r is not None)
+    paths = sorted(f.path for f in service.indexed_files())
     if "files" in kinds:
-        for path in paths:
-            file_id = index.file_id(path)
-            extractive = file_summary(path, index.syntax[file_id], service.span_text(path, 0, 1 << 30).split("\n"))
+        for path, extractive in service.memories.file_summaries():
             out.append(Unit("file", summary_key(extractive), path, _file_question(extractive)))
     if "pages" in kinds:
-        memory = service.gist_memory()
+        memory = service.memories.gist_memory()
         for path in paths:
             for page in memory.pages_of(path):
                 text = service.span_text(path, page.start_line, min(page.end_line,

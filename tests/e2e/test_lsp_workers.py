@@ -13,7 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from repomem.service import PARALLEL_MIN_FILES
+from repomem.index.parse_pool import PARALLEL_MIN_FILES
 from tests.repos import synthetic_files, write_repo
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

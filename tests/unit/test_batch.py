@@ -67,7 +67,8 @@ def test_a_run_of_files_comes_back_equal_with_one_array_per_field():
 def test_the_build_through_workers_equals_the_build_in_one_process(tmp_path: Path):
     """The cold build's parse workers pack their results; the index they give equals one built
     without workers (same files, fragments, postings and relations)."""
-    from repomem.service import PARALLEL_MIN_FILES, RepoService
+    from repomem.index.parse_pool import PARALLEL_MIN_FILES
+    from repomem.service import RepoService
 
     for n in range(PARALLEL_MIN_FILES + 6):  # enough files for the parse workers
         (tmp_path / f"m{n}.py").write_text(f"import os\n\n\ndef f{n}(x):\n    return os.path.join(x, '{n}')\n"

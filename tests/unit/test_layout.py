@@ -203,3 +203,81 @@ def test_the_vscode_extension_offers_every_strategy_of_the_table():
     settings = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
     offered = settings["contributes"]["configuration"]["properties"]["repomem.strategy"]["enum"]
     assert tuple(offered) == STRATEGY_NAMES
+
+
+# -- the service is a narrow façade ----------------------------------------------------------------
+
+SERVICE_USERS = ("repomem", "lsp", "eval", "scripts")  # every folder whose code may hold a RepoService
+
+
+def service_names(tree: ast.AST) -> set[str]:
+    """Names a module gives a RepoService: `service` and `_service` in any spelling, parameters and
+    variables annotated as one, and variables assigned from `RepoService(...)` / `RepoService.open(...)`."""
+    names = {"service", "_service"}
+
+    def is_service(node: ast.AST | None) -> bool:
+        text = ast.unparse(node) if node is not None else ""
+        return "RepoService" in text
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and is_service(node.annotation):
+            names.add(node.arg)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_service(node.annotation):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and is_service(node.value.func):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+    return names
+
+
+def service_index_reads(source: str) -> list[tuple[int, str]]:
+    """(line, expression) of each `<a service>.index` in a module, read or written: `service.index`,
+    `self.service.index`, `self._service.index`, `builder.index` where `builder` is a RepoService."""
+    tree = ast.parse(source)
+    names = service_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "index":
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name in names:
+                found.append((node.lineno, node.col_offset, ast.unparse(node)))
+    return [(line, expression) for line, _, expression in sorted(found)]
+
+
+def test_no_module_outside_the_service_reads_its_index():
+    """The service answers questions (issue 35): a caller asks for what it needs (`index_loaded`,
+    `indexed_files`, `memories`, `fragments_ending_after`, ...) instead of reading the index."""
+    offenders = []
+    for folder in SERVICE_USERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "repomem" / "service.py":
+                continue
+            for line, expression in service_index_reads(path.read_text(encoding="utf-8")):
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {expression}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_only_scripts_measure_the_index_itself():
+    """`RepoService.index_for_measurement` is for the benchmarks of the index's internals."""
+    offenders = []
+    for folder in ("repomem", "lsp", "eval"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and node.attr == "index_for_measurement" \
+                        and path != ROOT / "repomem" / "service.py":
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_index_check_sees_each_spelling_of_a_service():
+    source = '''
+def f(service, other: RepoService, plain):
+    builder = RepoService(root, config)
+    opened: RepoService | Failure = RepoService.open(root)
+    service.index, self.service.index, self._service.index, other.index, builder.index, opened.index
+    plain.index, config.index, service.index_loaded, items.index(3)
+    self.service.index = None
+'''
+    assert [expression for _, expression in service_index_reads(source)] == [
+        "service.index", "self.service.index", "self._service.index", "other.index", "builder.index",
+        "opened.index", "self.service.index"]

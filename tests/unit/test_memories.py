@@ -105,16 +105,16 @@ def test_pages_cover_each_file_and_end_at_syntax_boundaries(shop: RepoService):
 
 
 def test_gists_name_the_definitions_and_follow_edits_like_a_rebuild(shop: RepoService):
-    memory = shop.gist_memory()
+    memory = shop.memories.gist_memory()
     pricing = memory.pages_of("shop/pricing.py")
     assert "def compute_tax(amount_cents: int, tax_class: str) -> int:" in pricing[0].gist
     assert memory.page_at("shop/pricing.py", 5) == pricing[0]
     text = (shop.root / "shop/pricing.py").read_text(encoding="utf-8")
     shop.set_buffer("shop/pricing.py", text.replace("def compute_tax(", "def compute_levy("))
-    assert shop.gist_memory().paginated == 1  # the edited file alone
-    live = {path: pages for path, (_, pages) in shop.gist_memory().pages.items()}
-    shop._gists = None
-    assert live == {path: pages for path, (_, pages) in shop.gist_memory().pages.items()}
+    assert shop.memories.gist_memory().paginated == 1  # the edited file alone
+    live = {path: pages for path, (_, pages) in shop.memories.gist_memory().pages.items()}
+    shop.memories._gists = None  # a fresh memory to compare with
+    assert live == {path: pages for path, (_, pages) in shop.memories.gist_memory().pages.items()}
     assert "compute_levy" in live["shop/pricing.py"][0].gist
 
 
@@ -133,14 +133,14 @@ def test_names_at_the_cursor_skip_strings_comments_and_keywords():
 
 
 def test_names_resolve_through_the_files_imports_first(shop: RepoService):
-    memory = shop.entity_memory()
+    memory = shop.memories.entity_memory()
     (found,) = memory.look_up("compute_tax", "shop/report.py")
     assert (found.path, found.start_line, found.name) == ("shop/pricing.py", 5, "compute_tax")
     assert memory.look_up("no_such_name", "shop/report.py") == []
 
 
 def test_callees_and_usages_equal_a_scan_of_every_call_edge(shop: RepoService):
-    memory = shop.entity_memory()
+    memory = shop.memories.entity_memory()
     index = shop.index
     edges = index.all_calls()
     assert edges.shape[0] > 5
@@ -161,11 +161,11 @@ def test_callees_and_usages_equal_a_scan_of_every_call_edge(shop: RepoService):
 
 
 def test_the_entity_memory_follows_an_edit(shop: RepoService):
-    before = shop.entity_memory()
-    assert shop.entity_memory() is before  # unchanged index: the same memory
+    before = shop.memories.entity_memory()
+    assert shop.memories.entity_memory() is before  # unchanged index: the same memory
     text = (shop.root / "shop/pricing.py").read_text(encoding="utf-8")
     shop.set_buffer("shop/pricing.py", text.replace("def compute_tax(", "def compute_levy("))
-    after = shop.entity_memory()
+    after = shop.memories.entity_memory()
     assert after is not before and "compute_levy" in after.by_name and "compute_tax" not in after.by_name
 
 
@@ -194,12 +194,12 @@ def test_model_summaries_replace_extractive_ones_only_for_the_text_they_were_wri
     index = shop.index
     path = "shop/cart.py"
     extractive = file_summary(path, index.syntax[index.file_id(path)], shop.span_text(path, 0, 1 << 30).split("\n"))
-    shop.open_written_summaries().append(summary_key(extractive), "file", "m", "Keeps a cart of products.")
-    assert "Keeps a cart" not in shop.summary_tree().nodes[path].text  # extractive unless asked
+    shop.memories.open_written_summaries().append(summary_key(extractive), "file", "m", "Keeps a cart of products.")
+    assert "Keeps a cart" not in shop.memories.summary_tree().nodes[path].text  # extractive unless asked
     shop.config = with_overrides(shop.config, memory={"summaries": "model"})
-    assert shop.summary_tree().nodes[path].text.split("\n")[:2] == [path, "Keeps a cart of products."]
-    assert "Keeps a cart of products." in shop.summary_tree().nodes["shop"].text  # the folder aggregates it
+    assert shop.memories.summary_tree().nodes[path].text.split("\n")[:2] == [path, "Keeps a cart of products."]
+    assert "Keeps a cart of products." in shop.memories.summary_tree().nodes["shop"].text  # the folder aggregates it
     text = (shop.root / path).read_text(encoding="utf-8")
     shop.set_buffer(path, text.replace("def add_item(", "def put_item("))  # a signature changed: stale
-    assert "Keeps a cart" not in shop.summary_tree().nodes[path].text
-    assert np.all(np.asarray([len(n.text) for n in shop.summary_tree().nodes.values()]) > 0)
+    assert "Keeps a cart" not in shop.memories.summary_tree().nodes[path].text
+    assert np.all(np.asarray([len(n.text) for n in shop.memories.summary_tree().nodes.values()]) > 0)

@@ -40,12 +40,12 @@ def _shape(tree: SummaryTree) -> dict[str, tuple[str, tuple[str, ...], str]]:
 
 
 def _fresh(service: RepoService) -> SummaryTree:
-    service._summary_tree = None
-    return service.summary_tree()
+    service.memories._summary_tree = None
+    return service.memories.summary_tree()
 
 
 def test_the_tree_holds_every_file_folder_and_the_signatures(service: RepoService):
-    tree = service.summary_tree()
+    tree = service.memories.summary_tree()
     assert set(tree.nodes) == {"", "app", "app/billing", "app/users", "tools", *FILES}
     assert tree.nodes[""].children == ("app", "tools") and tree.nodes[""].kind == "root"
     invoices = tree.nodes["app/billing/invoices.py"].text.split("\n")
@@ -57,34 +57,34 @@ def test_the_tree_holds_every_file_folder_and_the_signatures(service: RepoServic
 
 
 def test_an_edit_re_summarises_its_path_to_the_root_and_equals_a_rebuild(service: RepoService):
-    tree = service.summary_tree()
+    tree = service.memories.summary_tree()
     root = service.root
     (root / "app/billing/refunds.py").write_text(FILES["app/billing/refunds.py"] + "\n\ndef void_refund(refund):\n"
                                                  "    return None\n")
     service.ensure_index()
-    assert service.summary_tree() is tree and tree.summarised == 4  # the file, app/billing, app, root
+    assert service.memories.summary_tree() is tree and tree.summarised == 4  # the file, app/billing, app, root
     assert "def void_refund(refund):" in tree.nodes["app/billing"].text
     updated = _shape(tree)
     assert updated == _shape(_fresh(service))
 
-    tree = service.summary_tree()
+    tree = service.memories.summary_tree()
     (root / "app/users/accounts.py").write_text(FILES["app/users/accounts.py"].replace("return None", "return 0"))
     service.ensure_index()
-    assert service.summary_tree().summarised == 1  # same signatures: every aggregate above stands
+    assert service.memories.summary_tree().summarised == 1  # same signatures: every aggregate above stands
 
 
 def test_removing_the_last_file_of_a_folder_drops_the_folder(service: RepoService):
-    tree = service.summary_tree()
+    tree = service.memories.summary_tree()
     (service.root / "tools/report.py").unlink()
     service.ensure_index()
-    service.summary_tree()
+    service.memories.summary_tree()
     assert "tools" not in tree.nodes and tree.nodes[""].children == ("app",)
     assert tree.summarised == 1  # only the root re-aggregated
     assert _shape(tree) == _shape(_fresh(service))
 
 
 def test_the_walk_goes_to_the_files_whose_summaries_match(service: RepoService):
-    tree = service.summary_tree()
+    tree = service.memories.summary_tree()
     walk = tree.walk("invoice.total_with_tax(rate)", service.config.bm25, want_files=1, max_steps=10)
     assert [path for path, _ in walk.files] == ["app/billing/invoices.py"]
     assert walk.steps == 3  # root, app, app/billing
