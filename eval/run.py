@@ -499,7 +499,7 @@ class Evaluator:
         fields["prompt_near_hit"] = near_line_hit(texts, task.ground_truth) if retrieves else None
         if task.definition is not None and task.definition.name:
             # The called name anywhere in the prompt (blocks or the visible file): the embedded model
-            # got no API task right without it on the dev set (eval/README.md).
+            # got no API task right without it on the dev set (docs/eval-history.md).
             fields["prompt_name_hit"] = names_the_call(prompt.text, task.definition.name)
         return fields
 
