@@ -378,6 +378,15 @@ def test_the_configuration_reference_is_current():
         assert f"| `{s.key}`" in committed.split(f"## [{s.section}]", 1)[1].split("\n## ", 1)[0], s.name
     readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## Configuration", 1)[1].split("\n## ", 1)[0]
     assert REFERENCE_PATH in readme
+    # The README's short table is written by hand: each setting it names must exist.
+    known = {f"{s.section}.{s.key}" for s in settings_of(Config)}
+    sections = {s.section for s in settings_of(Config)}
+    for row in (line for line in readme.splitlines() if line.startswith("| `")):
+        first, *others = re.findall(r"`([\w.*]+)`", row.split("|")[1])
+        section, _, key = first.partition(".")
+        assert section in sections, row
+        for name in [first, *(f"{section}.{other}" for other in others)]:
+            assert name.endswith(".*") or name in known, name
 
 
 def test_the_prompt_levers_settings_moved_to_prompt_and_are_read_under_their_old_names():
