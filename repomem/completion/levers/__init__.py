@@ -4,25 +4,30 @@ The strategy table (repomem.strategies) lists, per strategy, the levers it uses,
 engine runs them at its stages through the hooks of `levers.base.PromptLever` and names none of
 them. A lever's settings switch it on or off (`PromptLever.applies`).
 
-Adding a lever: write one module here with a `PromptLever` subclass that fills the hooks it
-needs, add it to LEVERS below, and list its name in the strategies that should use it
-(docs/extending.md walks through one).
+Adding a lever is one module here holding a `PromptLever` subclass with a `name` (LEVERS finds
+it) and its name in the strategies that should use it (docs/extending.md walks through one).
 """
 
 from __future__ import annotations
 
-from repomem.completion.levers.anchored_match import AnchoredMatch
-from repomem.completion.levers.base import PromptLever
-from repomem.completion.levers.clone_search import CloneSearch
-from repomem.completion.levers.confident_round import ConfidentRound
-from repomem.completion.levers.continuation import Continuation
-from repomem.completion.levers.definition_blocks import DefinitionBlocks
-from repomem.completion.levers.draft_signature import DraftSignature
-from repomem.completion.levers.names_in_scope import NamesInScope
-from repomem.completion.levers.packing import Packing
-from repomem.completion.levers.scope_signatures import ScopeSignatures
+import importlib
+import pkgutil
 
-LEVERS: dict[str, type[PromptLever]] = {lever.name: lever for lever in (
-    AnchoredMatch, DefinitionBlocks, CloneSearch, Continuation, Packing, NamesInScope, ScopeSignatures,
-    DraftSignature, ConfidentRound,
-)}
+from repomem.completion.levers.base import PromptLever
+
+
+def _levers_in_package() -> dict[str, type[PromptLever]]:
+    """Every named PromptLever subclass defined in this package's modules, by name."""
+    found: dict[str, type[PromptLever]] = {}
+    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, PromptLever) and value.name
+                    and value.__module__ == module.__name__):
+                if value.name in found:
+                    raise ImportError(f"two prompt levers are named {value.name!r}: {found[value.name]} and {value}")
+                found[value.name] = value
+    return found
+
+
+LEVERS: dict[str, type[PromptLever]] = _levers_in_package()
