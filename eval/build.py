@@ -46,6 +46,9 @@ _STRING_QUERY = "(string) @string"
 _DOTTED_IDENTIFIERS = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 # Repository names become folder names under OUT/repositories and the first part of task ids.
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# The dev sets shipped with repomem (eval/devsets/): "quick" (three repositories) and "ten".
+DEVSETS = Path(__file__).resolve().parent / "devsets"
 
 
 # -- the dev set ---------------------------------------------------------------------------------
@@ -54,6 +57,7 @@ _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 class DevSetRepo:
     name: str  # folder name under OUT/repositories, e.g. "accelerate"
     requirement: str  # pinned package, e.g. "accelerate==0.16.0"
+    sha256: str | None = None  # of the archive pip downloads; a different one is refused
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,17 @@ def load_devset(path: Path) -> DevSet | Failure:
             return bad(f"[[repo]] {name!r} needs a `requirement` such as \"{name}==1.0\"")
         if any(repo.name == name for repo in repos):
             return bad(f"[[repo]] {name!r} appears twice")
-        repos.append(DevSetRepo(name, requirement.strip()))
+        sha256 = entry.get("sha256")
+        if sha256 is not None and not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
+            return bad(f"[[repo]] {name!r}: `sha256` must be 64 lowercase hex digits (the archive's SHA-256)")
+        repos.append(DevSetRepo(name, requirement.strip(), sha256))
     return DevSet(seed, tasks_per_repo, tuple(splits), tuple(repos))
+
+
+def shipped_devset(name: str) -> Path | None:
+    """The file of a dev set shipped in eval/devsets/ by its name ("quick", "ten"); None otherwise."""
+    path = DEVSETS / f"{name}.toml"
+    return path if _REPO_NAME.fullmatch(name) and path.is_file() else None
 
 
 # -- reading a repository ------------------------------------------------------------------------
@@ -427,7 +440,7 @@ def build_benchmark(
             root = sources[repo.name]
         else:
             progress.start(f"{repo.name}: fetching {repo.requirement}", 1)
-            fetched = package_source(repo.requirement)
+            fetched = package_source(repo.requirement, repo.sha256)
             if isinstance(fetched, Failure):
                 return Failure(fetched.kind, f"{repo.name}: {fetched.message}")
             root = fetched

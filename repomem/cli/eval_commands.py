@@ -20,7 +20,6 @@ from repomem.config import BLOCK_ORDERS, Config, with_overrides
 from repomem.failures import Failure
 from repomem.strategies import STRATEGY_NAMES
 
-DEFAULT_DEVSET = Path("../shared/bench/devset.toml")
 DEFAULT_REPORT_DIR = Path("eval/results")
 
 
@@ -32,9 +31,9 @@ def _open_backend(args: argparse.Namespace, config: Config, err: Console):
 
 
 def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.evaluation.build import build_benchmark, load_devset
+    from repomem.evaluation.build import build_benchmark, load_devset, shipped_devset
 
-    devset = ok(load_devset(Path(args.devset)))
+    devset = ok(load_devset(shipped_devset(args.devset) or Path(args.devset)))
     if args.seed is not None or args.tasks_per_repo is not None:
         import dataclasses
 
@@ -178,7 +177,9 @@ def add_eval_parser(commands: Any) -> None:
     actions = evaluation.add_subparsers(dest="eval_command", required=True)
 
     build = actions.add_parser("build", help="RepoEval-protocol tasks from pinned package sources")
-    build.add_argument("--devset", default=str(DEFAULT_DEVSET), help="the dev set TOML (default: %(default)s)")
+    build.add_argument("--devset", default="quick",
+                       help="a dev set shipped in eval/devsets/ (quick: 3 repositories, ten: 10) or a TOML file "
+                            "(default: %(default)s)")
     build.add_argument("--out", required=True, help="folder for <split>.jsonl and repositories/")
     build.add_argument("--seed", type=int, default=None, help="override the dev set's seed")
     build.add_argument("--tasks-per-repo", type=int, default=None, help="override the dev set's count")
