@@ -100,10 +100,8 @@ def test_every_import_points_down_or_within_its_package():
     assert not problems, "\n".join(problems)
 
 
-def test_no_import_cycles():
-    modules = module_files()
-    graph = {module: {resolve(name, modules) for name, _, top in imports_of(path, module) if top} - {module}
-             for module, path in modules.items()}
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle of a module -> imported modules graph, as "a -> b -> a" (depth-first search)."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
     cycles = []
 
@@ -121,6 +119,14 @@ def test_no_import_cycles():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
+    return cycles
+
+
+def test_no_import_cycles():
+    modules = module_files()
+    graph = {module: {resolve(name, modules) for name, _, top in imports_of(path, module) if top} - {module}
+             for module, path in modules.items()}
+    cycles = import_cycles(graph)
     assert not cycles, "\n".join(cycles)
 
 

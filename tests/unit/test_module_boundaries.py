@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.unit.test_layout import ROOT, SOURCES, module_files, resolve
+from tests.unit.test_layout import ROOT, SOURCES, import_cycles, module_files, resolve
 
 # Methods that change the container they are called on.
 MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "add",
@@ -49,23 +49,7 @@ def test_no_import_cycle_even_for_type_checking():
     modules = module_files()
     graph = {module: {resolve(name, modules) for name, _ in import_time_imports(path, module)} - {module}
              for module, path in modules.items()}
-    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
-    cycles = []
-
-    def visit(module: str, stack: list[str]) -> None:
-        state[module] = 1
-        for target in sorted(graph.get(module, ())):
-            if target.startswith(module + "."):
-                continue  # a package's __init__ importing its own submodule is not a cycle
-            if state.get(target) == 1:
-                cycles.append(" -> ".join([*stack[stack.index(target):], target]))
-            elif target not in state:
-                visit(target, [*stack, target])
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
+    cycles = import_cycles(graph)
     assert not cycles, "\n".join(cycles)
 
 
