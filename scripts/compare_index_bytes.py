@@ -32,26 +32,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIXED_CLOCK_S = 1_700_000_000.0  # what the zip writer reads as "now" (a member's date)
 FIRST_MTIME_NS = 4_000_000_000 * 10**9  # the files the script writes: one second apart, after any real one
 
 
 def pin_volatile_inputs() -> None:
-    import secrets
-    import time
+    """As compare_edit_bytes pins them (snapshot tags, zip dates, capture order); imported in the
+    child, so its repomem is the checkout's."""
+    from compare_edit_bytes import pin_volatile_inputs as pin_as_the_edit_comparison
 
-    from repomem.languages.python import syntax as python_syntax
-
-    captured = python_syntax.capture_nodes
-
-    def in_document_order(*args, **kwargs):  # type: ignore[no-untyped-def]
-        return sorted(captured(*args, **kwargs), key=lambda node: (node.start_byte, node.end_byte))
-
-    python_syntax.capture_nodes = in_document_order  # type: ignore[assignment]
-    tags = itertools.count()
-    secrets.token_hex = lambda nbytes=None: f"{next(tags):0{2 * (nbytes or 32)}x}"  # type: ignore[assignment]
-    real_localtime = time.localtime
-    time.localtime = lambda seconds=None: real_localtime(FIXED_CLOCK_S)  # type: ignore[assignment]
+    pin_as_the_edit_comparison()
 
 
 def snapshot_listing(root: Path, service) -> list[str]:  # type: ignore[no-untyped-def]
