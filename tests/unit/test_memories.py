@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from repomem.backends.templates import CODELLAMA, PLAIN, QWEN
 from repomem.completion.model_calls import chosen_numbers, says_yes
@@ -22,16 +21,6 @@ from repomem.memory.memwalker import Option, walk
 from repomem.memory.summary_tree import parent_of
 from repomem.memory.written_summaries import FILE_NAME, WrittenSummaries
 from repomem.service import RepoService
-from tests.repos import copy_example
-
-
-@pytest.fixture
-def shop(tmp_path: Path) -> RepoService:
-    service = RepoService.open(copy_example(tmp_path / "shop"))
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    return service
-
 
 # -- MemWalker's navigation ------------------------------------------------------------------------
 

@@ -6,20 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from repomem.memory.entities import Entity
 from repomem.retrieval.definitions import window_holding
 from repomem.service import IndexedFile, RepoService
 from tests.repos import copy_example
-
-
-@pytest.fixture
-def shop(tmp_path: Path) -> RepoService:
-    service = RepoService.open(copy_example(tmp_path / "shop"))
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    return service
 
 
 def test_a_service_without_an_index_answers_plainly(tmp_path: Path):
