@@ -143,9 +143,10 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
     if settings.without_model:
         plain, related = RETRIEVAL_ONLY_PLAIN, RETRIEVAL_ONLY_RELATED
         variants = [Variant(plain, 0.0)] if plain in settings.strategies else []
+        # FragRel at alpha 0 keeps its levers and ranks by BM25 alone: the graph's own share is
+        # FragRel against it (issue 36), not against vanilla, which has none of the levers.
         for value in sorted({alpha if related in settings.strategies else None, *settings.alphas} - {None}):
-            if value != 0.0 or not variants:
-                variants.append(Variant(related if value else plain, float(value)))
+            variants.append(Variant(related, float(value)))
         # Strategies that retrieve another way (the summary tree), and FragRel as published, are
         # measured as they are; those that ask the model while retrieving need one, so only
         # prompt-only runs (which load it) do.

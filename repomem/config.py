@@ -347,6 +347,15 @@ class PromptConfig:
                                   help="the best clone of the visible code's last lines moves up to this place "
                                        "(0 = first; 1 keeps BM25's best match first; -1 = off)",
                                   moved_from=("completion.clone_position",))
+    # Usage found through call edges (retrieval/shared_callees.py): functions that call the
+    # repository functions the cursor's function already called go on the way the cursor's will.
+    # What only the code graph finds; off until exact match decides (issue 36).
+    shared_callees: int = setting(0, help="blocks from functions that call what the cursor's function already "
+                                          "called (resolved call edges), from just above their last shared call "
+                                          "(0 = off)")
+    shared_callee_lines: int = setting(12, positive=True, help="lines of one such block at most")
+    shared_callee_position: int = setting(1, help="the place in the candidates the first such block takes (0 = "
+                                                  "first)")
     # completion/packing.py. Off until an EM run decides (docs/eval-history.md, first section).
     pack_blocks: bool = setting(False, help="show each retrieved line once: windows overlapping a better block of "
                                             "the same file lose the shared lines and join it",

@@ -60,6 +60,7 @@ from repomem.retrieval.scoring import (
     strongest_lifts,
     top_fragments,
 )
+from repomem.retrieval.shared_callees import shared_callee_sites
 from repomem.retrieval.signatures import called_signature, imported_signatures
 
 
@@ -101,6 +102,13 @@ class Retrieval:
     alpha: float
     k: int
     timings_ms: dict[str, float]
+
+
+def _fragment_ids(mask: np.ndarray | None) -> np.ndarray:
+    """A caller's mask as fragment ids, int64: a boolean mask (one entry per fragment) or ids."""
+    if mask is None:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(mask) if mask.dtype == bool else mask.astype(np.int64)
 
 
 def _directory_bytes(path: Path) -> int:
@@ -498,8 +506,7 @@ class RepoService:
         """
         _, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
         visible = self.visible_fragments(cursor.path, first_line, cursor.line)
-        excluded = np.zeros(0, dtype=np.int64) if excluded is None else excluded.astype(np.int64)
-        unlisted = np.zeros(0, dtype=np.int64) if unlisted is None else unlisted.astype(np.int64)
+        excluded, unlisted = _fragment_ids(excluded), _fragment_ids(unlisted)
         if self.config.retrieval.visible_feed_environment:
             return excluded, np.union1d(unlisted, visible)
         return np.union1d(excluded, visible), unlisted
@@ -546,6 +553,31 @@ class RepoService:
         return out
 
     # -- what the prompt levers ask of the index (repomem/completion/levers/) -----------------
+
+    def shared_callee_blocks(self, cursor: Cursor, function_line: int, excluded: np.ndarray | None,
+                             unlisted: np.ndarray | None, count: int, lines: int, lines_before: int
+                             ) -> list[ScoredFragment]:
+        """Up to `count` blocks of `lines` lines at most from functions that call what the cursor's
+        function (its def on 0-based `function_line`) calls above the cursor, best first (retrieval/shared_callees.py): each starts
+        `lines_before` lines above the function's last shared call, stays inside the function, and
+        carries the id of the window holding its first line and s_rel = the function's score. A
+        block overlapping a window the cursor's masks hide (`cursor_masks`) is left out."""
+        if self.index is None or count <= 0:
+            return []
+        hidden = np.union1d(*self.cursor_masks(cursor, excluded, unlisted))
+        out = []
+        for site in shared_callee_sites(self.index, cursor.path, function_line, cursor.line, count * 3):
+            start = max(site.function_line, site.last_shared_line - lines_before)
+            stop = min(site.function_end + 1, start + lines)
+            covering = self.visible_fragments(site.path, start, stop - 1)
+            file_id = self.index.file_id(site.path)
+            holder = None if file_id is None else window_holding(self.index, file_id, start)
+            if holder is None or np.isin(covering, hidden).any() or not self.index.live[covering].all():
+                continue
+            out.append(ScoredFragment(holder, site.path, start, stop, 0.0, 0.0, site.score))
+            if len(out) == count:
+                break
+        return out
 
     def fragments_live(self, fragments: Sequence[int]) -> bool:
         """Whether every one of these fragment ids still names a live window of the index."""

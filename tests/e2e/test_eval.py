@@ -145,13 +145,13 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     results = tmp_path / "results.jsonl"
     settings = RunSettings(retrieval_only=True, alphas=(0.0, 0.5, 2.0))
     summary = run_evaluation(tasks, repos, results, settings)
-    assert summary.written == 5 * len(tasks) and summary.failed == 0
+    assert summary.written == 6 * len(tasks) and summary.failed == 0
     records = read_results(results)
     by_task = {t.task_id: t for t in tasks}
-    # The alpha sweep, FragRel as published, and the strategy with its own retriever (the summary
-    # tree) obey the rule too.
-    assert {(r["strategy"], r["alpha"]) for r in records} == {("vanilla", 0.0), ("fragrel", 0.5), ("fragrel", 2.0),
-                                                             ("fragrel-paper", 0.5), ("hat", 0.0)}
+    # The alpha sweep (alpha 0 is FragRel with its levers and the graph off, not vanilla), FragRel
+    # as published, and the strategy with its own retriever (the summary tree) obey the rule too.
+    assert {(r["strategy"], r["alpha"]) for r in records} == {
+        ("vanilla", 0.0), ("fragrel", 0.0), ("fragrel", 0.5), ("fragrel", 2.0), ("fragrel-paper", 0.5), ("hat", 0.0)}
     for record in records:
         task = by_task[record["task_id"]]
         assert record["fragments"], record
@@ -165,8 +165,8 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     data = results.read_bytes()
     results.write_bytes(data[: len(data) - 40])
     again = run_evaluation(tasks, repos, results, settings)
-    assert (again.written, again.skipped) == (1, 5 * len(tasks) - 1)
-    assert len(read_results(results)) == 5 * len(tasks)
+    assert (again.written, again.skipped) == (1, 6 * len(tasks) - 1)
+    assert len(read_results(results)) == 6 * len(tasks)
     assert all(json.loads(line) for line in results.read_text().splitlines())
 
 
