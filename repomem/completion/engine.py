@@ -27,6 +27,7 @@ from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
+from repomem.languages.registry import language_named
 from repomem.positions import Cursor
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
@@ -311,6 +312,7 @@ class CompletionEngine:
                     tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                     style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
                     select=select, pinned=() if pinned is None else (pinned,),
+                    comment=language_named(context.language).line_comment,
                 )
                 if isinstance(prompt, Failure):
                     return prompt

@@ -6,6 +6,9 @@ languages with indented blocks (Python): after a block opener (`def f():`,
 a string or comment always one line. Generation stops at a dedent below the block, at a line
 starting a new top-level statement, at the model's end strings; leaked FIM sentinels are cut,
 trailing lines that repeat the code after the cursor are dropped, and repetition loops are cut.
+In languages with brace blocks (C, Go, Rust, Java, JavaScript, ...) the body after a line ending
+in `{` runs to the brace that balances it: that line ends the completion, and is left out when
+the code after the cursor already closes the block (an editor's auto-paired brace).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class CompletionShape:
     multiline: bool
     block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
     line_prefix: str  # the cursor line's text before the cursor
+    brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
 
 
 def _indent(line: str) -> int:
@@ -34,6 +38,19 @@ def _indent(line: str) -> int:
 def _opens_block(line: str) -> bool:
     code = line.split("#", 1)[0].rstrip()
     return code.endswith(":")
+
+
+# String and character literals and a line comment's text: their braces do not count.
+_NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|`(?:\\.|[^`\\])*`|\'(?:\\.|[^\'\\])\'|//.*$')
+
+
+def _opens_brace_block(line: str) -> bool:
+    return _NOT_CODE.sub("", line).rstrip().endswith("{")
+
+
+def _brace_depth_change(line: str) -> int:
+    code = _NOT_CODE.sub("", line)
+    return code.count("{") - code.count("}")
 
 
 def _inside_string_or_comment(prefix: str, suffix: str, language: Language) -> bool:
@@ -56,9 +73,14 @@ def completion_shape(prefix: str, suffix: str = "", language: Language = PYTHON)
     the current line."""
     lines = prefix.split("\n")
     current = lines[-1]
-    if not language.indented_blocks:
+    if not language.indented_blocks and not language.brace_blocks:
         return CompletionShape(False, -1, current)
     if _inside_string_or_comment(prefix, suffix, language):
+        return CompletionShape(False, -1, current)
+    if language.brace_blocks:
+        opener = current if current.strip() else next((line for line in reversed(lines[:-1]) if line.strip()), "")
+        if opener and _opens_brace_block(opener) and (opener is current or not current.strip()):
+            return CompletionShape(True, _indent(opener), current, brace_block=True)
         return CompletionShape(False, -1, current)
     if current.strip() and _opens_block(current):
         return CompletionShape(True, _indent(current), current)
@@ -87,6 +109,37 @@ def clean_completion(
                 first = first.lstrip()
         return first.rstrip()
     lines = text.split("\n")
+    if shape.brace_block:
+        kept = _brace_body(lines, suffix, max_lines)
+    else:
+        kept = _indented_body(lines, shape, max_lines)
+    kept = _cut_repetition(kept)
+    kept = _drop_suffix_echo(kept, suffix)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(line.rstrip() for line in kept)
+
+
+def _brace_body(lines: list[str], suffix: str, max_lines: int) -> list[str]:
+    """Lines up to the one whose braces close the opener's block; that line only when the code
+    after the cursor does not start by closing it already."""
+    kept: list[str] = []
+    depth = 0
+    for line in lines:
+        depth += _brace_depth_change(line)
+        if depth < 0:
+            following = next((rest.strip() for rest in suffix.split("\n") if rest.strip()), "")
+            if not following.startswith("}"):
+                kept.append(line)
+            break
+        kept.append(line)
+        if len(kept) >= max_lines:
+            break
+    return kept
+
+
+def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> list[str]:
+    """Lines up to a dedent to the opener's indent or a new top-level statement."""
     kept = [lines[0]]
     for line in lines[1:]:
         if line.strip():
@@ -95,11 +148,7 @@ def clean_completion(
         kept.append(line)
         if len(kept) >= max_lines:
             break
-    kept = _cut_repetition(kept)
-    kept = _drop_suffix_echo(kept, suffix)
-    while kept and not kept[-1].strip():
-        kept.pop()
-    return "\n".join(line.rstrip() for line in kept)
+    return kept
 
 
 def _cut_repetition(lines: list[str], limit: int = 3) -> list[str]:

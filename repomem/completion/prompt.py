@@ -25,8 +25,17 @@ from typing import Protocol
 from repomem.backends.templates import Template
 from repomem.failures import Failure
 
-HEADER = "# Here are some relevant code fragments from other files of the repo:\n"
-SEPARATOR = "# " + "-" * 50 + "\n"
+def header(comment: str = "#") -> str:
+    """The line above the retrieved blocks (RepoCoder's), in the cursor file's line comments."""
+    return f"{comment} Here are some relevant code fragments from other files of the repo:\n"
+
+
+def separator(comment: str = "#") -> str:
+    return f"{comment} " + "-" * 50 + "\n"
+
+
+# Python's, RepoCoder's exactly.
+HEADER, SEPARATOR = header(), separator()
 
 
 class Tokenizer(Protocol):
@@ -85,16 +94,19 @@ class Prompt:
         return frozenset(f for block in self.blocks for f in block.fragments)
 
 
-def render_block(block: ContextBlock) -> str:
+def render_block(block: ContextBlock, comment: str = "#") -> str:
+    """One block as RepoCoder lays it out: its path and lines, each line commented out with
+    `comment` (the cursor file's line comment)."""
     lines = block.text.split("\n")
-    commented = "".join(f"# {line}\n" for line in lines)
-    return f"# the below code fragment can be found in:\n# {block.path}\n{SEPARATOR}{commented}{SEPARATOR}"
+    commented = "".join(f"{comment} {line}\n" for line in lines)
+    rule = separator(comment)
+    return f"{comment} the below code fragment can be found in:\n{comment} {block.path}\n{rule}{commented}{rule}"
 
 
-def render_context(blocks: Sequence[ContextBlock]) -> str:
+def render_context(blocks: Sequence[ContextBlock], comment: str = "#") -> str:
     if not blocks:
         return ""
-    return HEADER + SEPARATOR + "".join(render_block(b) for b in blocks)
+    return header(comment) + separator(comment) + "".join(render_block(b, comment) for b in blocks)
 
 
 def _ordered(blocks: list[ContextBlock], order: str) -> list[ContextBlock]:
@@ -107,13 +119,13 @@ def _ordered(blocks: list[ContextBlock], order: str) -> list[ContextBlock]:
 
 def _assemble(
     template: Template, style: str, repo: str, path: str, blocks: Sequence[ContextBlock], left: str,
-    suffix: str | None,
+    suffix: str | None, comment: str,
 ) -> str:
     if style == "repo" and template.supports_repo_form:
         preamble = template.repo_files(repo, [(b.path, b.text) for b in blocks]) + template.current_file(path)
         body = template.infill(left, suffix) if suffix is not None else left
         return preamble + body
-    prefix = render_context(blocks) + left
+    prefix = render_context(blocks, comment) + left
     return template.infill(prefix, suffix) if suffix is not None else prefix
 
 
@@ -132,6 +144,7 @@ def build_prompt(
     first_line_hint: int | None = None,
     select: BlockSelection | None = None,
     pinned: Sequence[ContextBlock] = (),
+    comment: str = "#",
 ) -> Prompt | Failure:
     """Fit blocks and the current file into the budget.
 
@@ -143,6 +156,7 @@ def build_prompt(
     `select`: chooses the blocks within the block budget (default: best first, each block whole).
     `pinned`: blocks shown first, outside the block budget (their room comes from the current
     file's left context); dropped only when the line at the cursor would not fit otherwise.
+    `comment`: the cursor file's line comment, which the blocks and their headers are written in.
     """
     use_fim = suffix is not None and template.supports_fim
     suffix_text: str | None = None
@@ -159,12 +173,12 @@ def build_prompt(
 
     block_budget = int(budget.max_prompt_tokens * budget.context_share)
     if select is not None:
-        chosen = select(candidates, block_budget, lambda block: tokenizer.count(render_block(block)))
+        chosen = select(candidates, block_budget, lambda block: tokenizer.count(render_block(block, comment)))
     else:
         chosen = []
         spent = 0
         for block in candidates:  # best first; a block that does not fit leaves room for smaller ones
-            cost = tokenizer.count(render_block(block))
+            cost = tokenizer.count(render_block(block, comment))
             if spent + cost <= block_budget:
                 chosen.append(block)
                 spent += cost
@@ -173,7 +187,7 @@ def build_prompt(
 
     def render(first_line: int, with_blocks: list[ContextBlock]) -> str:
         return _assemble(template, style, repo, path, [*pinned, *with_blocks], "\n".join(left_lines[first_line:]),
-                         suffix_text)
+                         suffix_text, comment)
 
     n_lines = len(left_lines)
 
@@ -224,7 +238,7 @@ def build_prompt(
             text=text,
             n_tokens=tokenizer.count(text),
             blocks=tuple(shown),
-            block_tokens=tokenizer.count(render_context(shown)) if shown else 0,
+            block_tokens=tokenizer.count(render_context(shown, comment)) if shown else 0,
             left_first_line=low,
             left_tokens=tokenizer.count(left_text) if left_text else 0,
             suffix_tokens=suffix_tokens,

@@ -62,7 +62,13 @@ class Language:
     # Completion: blocks open with a trailing ':' and end by dedent, so after an opener the model
     # writes the block's body (several lines); elsewhere it completes the current line.
     indented_blocks: bool = False
+    # Blocks open with a trailing '{' and close with the '}' that balances it (C, Go, Rust, Java,
+    # JavaScript, ...): after an opener the model writes the body, up to that brace.
+    brace_blocks: bool = False
     string_or_comment_types: frozenset[str] = field(default_factory=frozenset)
+    # What starts a line comment: the prompt's block headers and retrieved lines are comments in
+    # the cursor file's own language, so the model reads them as context, not as code to imitate.
+    line_comment: str = "//"
     # Line starts (at column 0) that open an import statement: the names in scope that a prompt
     # whose left context was cut no longer shows (prompt.scope_imports).
     import_prefixes: tuple[str, ...] = ()

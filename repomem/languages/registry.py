@@ -17,9 +17,23 @@ _GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
     "bash": (".sh", ".bash"),
 }
 
+# Line comments other than `//`.
+_LINE_COMMENTS = {"ruby": "#", "bash": "#", "lua": "--"}
+# Languages whose blocks are braces (a body after `{` ends at the brace that balances it).
+_BRACE_BLOCKS = frozenset({"javascript", "typescript", "tsx", "go", "rust", "java", "kotlin", "scala", "c", "cpp",
+                           "csharp", "php", "swift"})
+# Their grammars' string and comment node types: a cursor inside one completes one line.
+_BRACE_STRING_OR_COMMENT_TYPES = frozenset({
+    "comment", "line_comment", "block_comment", "string", "string_literal", "template_string",
+    "interpreted_string_literal", "raw_string_literal", "char_literal", "character_literal", "string_fragment",
+    "encapsed_string", "line_string_literal", "multi_line_string_literal", "verbatim_string_literal",
+})
+
 LANGUAGES: tuple[Language, ...] = (
     PYTHON,
-    *(Language(name, extensions) for name, extensions in _GRAMMARS_BY_EXTENSION.items()),
+    *(Language(name, extensions, line_comment=_LINE_COMMENTS.get(name, "//"), brace_blocks=name in _BRACE_BLOCKS,
+               string_or_comment_types=_BRACE_STRING_OR_COMMENT_TYPES if name in _BRACE_BLOCKS else frozenset())
+      for name, extensions in _GRAMMARS_BY_EXTENSION.items()),
 )
 
 _BY_NAME = {language.name: language for language in LANGUAGES}

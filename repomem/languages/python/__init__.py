@@ -15,6 +15,7 @@ PYTHON = Language(
     symbols=PythonSymbols,
     call_resolver=PythonCallResolver,
     indented_blocks=True,
+    line_comment="#",
     string_or_comment_types=STRING_OR_COMMENT_TYPES,
     import_prefixes=("import ", "from "),
 )

@@ -1,0 +1,65 @@
+"""Prompts and completions in the cursor file's own language: block headers in its line comments,
+and in a `{`-block language the body after an opener runs to the brace that balances it."""
+
+from __future__ import annotations
+
+import pytest
+
+from repomem.backends.templates import PLAIN
+from repomem.completion.postprocess import clean_completion, completion_shape
+from repomem.completion.prompt import ContextBlock, PromptBudget, build_prompt, render_block
+from repomem.languages.registry import LANGUAGES, language_named
+from tests.unit.test_scope_imports import Words
+
+GO = language_named("go")
+
+
+@pytest.mark.parametrize(("name", "comment"), [("python", "#"), ("go", "//"), ("rust", "//"), ("java", "//"),
+                                               ("typescript", "//"), ("javascript", "//"), ("ruby", "#"),
+                                               ("bash", "#"), ("lua", "--")])
+def test_each_language_has_its_line_comment(name, comment):
+    assert language_named(name).line_comment == comment
+
+
+def test_a_go_prompt_comments_its_blocks_with_slashes_and_python_stays_repocoders():
+    block = ContextBlock(3, "util/math.go", 0, 3, "func add(a, b int) int {\n\treturn a + b\n}", 1.0)
+    prompt = build_prompt(left_lines=["package main", "", "func main() {", "\tx := "], suffix=None,
+                          candidates=[block], tokenizer=Words(), template=PLAIN,
+                          budget=PromptBudget(max_prompt_tokens=400), comment=GO.line_comment)
+    head = prompt.text.split("package main")[0]
+    assert head.startswith("// Here are some relevant code fragments from other files of the repo:\n")
+    assert "// util/math.go\n" in head and "// \treturn a + b\n" in head
+    assert all(line.startswith("// ") for line in head.splitlines())  # nothing the model could take for code
+    assert prompt.block_tokens == Words().count(head)
+    python = render_block(block)
+    assert python.startswith("# the below code fragment can be found in:\n# util/math.go\n# ---")
+
+
+def test_every_brace_language_parses_strings_and_comments_as_such():
+    for language in LANGUAGES:
+        if language.brace_blocks:
+            assert language.string_or_comment_types and language.line_comment == "//", language.name
+    assert not completion_shape("func f() {\n\t// note {", "", GO).multiline  # a comment
+    assert not completion_shape('func f() {\n\ts := "{', '"\n}', GO).multiline  # inside a string
+
+
+def test_after_an_opener_the_body_runs_to_the_closing_brace():
+    shape = completion_shape("func add(a, b int) int {", "", GO)
+    assert shape.multiline and shape.brace_block
+    raw = "\n\tsum := a + b\n\treturn sum\n}\n\nfunc other() {\n\treturn\n}\n"
+    assert clean_completion(raw, shape) == "\n\tsum := a + b\n\treturn sum\n}"
+    # An editor that paired the brace already: the completion stops before it.
+    assert clean_completion(raw, shape, suffix="\n}\n") == "\n\tsum := a + b\n\treturn sum"
+    # On the blank line below an opener too.
+    blank = completion_shape("if x > 0 {\n\t", "", GO)
+    assert blank.multiline and clean_completion("y := 1\n\tz := \"}\"\n} else {\n\ty = 2\n}\nfoo()", blank) \
+        == "y := 1\n\tz := \"}\"\n} else {\n\ty = 2\n}"  # a brace in a string, and `} else {`, do not close it
+
+
+def test_elsewhere_a_brace_language_completes_the_line():
+    java = language_named("java")
+    for prefix in ("int total = compute(", "class A {\n  int x = 1;\n  ", "  return x;"):
+        shape = completion_shape(prefix, "", java)
+        assert not shape.multiline
+        assert clean_completion("a, b);\nfoo();\n", shape) == "a, b);"
+    assert not completion_shape("local t = {", "", language_named("lua")).multiline  # no brace blocks
