@@ -76,3 +76,20 @@ class Language:
     @property
     def resolves_calls(self) -> bool:
         return self.symbols is not None and self.call_resolver is not None
+
+
+# The string and comment node types of the brace languages' grammars: a cursor inside one
+# completes one line.
+BRACE_STRING_OR_COMMENT_TYPES = frozenset({
+    "comment", "line_comment", "block_comment", "string", "string_literal", "template_string",
+    "interpreted_string_literal", "raw_string_literal", "char_literal", "character_literal", "string_fragment",
+    "encapsed_string", "line_string_literal", "multi_line_string_literal", "verbatim_string_literal",
+})
+
+
+def brace_language(name: str, extensions: tuple[str, ...], **rules) -> Language:
+    """A language whose blocks are braces and whose line comments start with `//` (C, Go, Java,
+    JavaScript, Rust, ...); `rules`: any other field (a module with relations gives `symbols`,
+    `call_resolver`, `import_prefixes`)."""
+    return Language(name, extensions, brace_blocks=True, line_comment="//",
+                    string_or_comment_types=BRACE_STRING_OR_COMMENT_TYPES, **rules)

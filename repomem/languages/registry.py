@@ -4,7 +4,7 @@ module beside `python/`."""
 
 from __future__ import annotations
 
-from repomem.languages.language import Language
+from repomem.languages.language import Language, brace_language
 from repomem.languages.python import PYTHON
 
 _GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
@@ -17,23 +17,23 @@ _GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
     "bash": (".sh", ".bash"),
 }
 
-# Line comments other than `//`.
-_LINE_COMMENTS = {"ruby": "#", "bash": "#", "lua": "--"}
-# Languages whose blocks are braces (a body after `{` ends at the brace that balances it).
-_BRACE_BLOCKS = frozenset({"javascript", "typescript", "tsx", "go", "rust", "java", "kotlin", "scala", "c", "cpp",
-                           "csharp", "php", "swift"})
-# Their grammars' string and comment node types: a cursor inside one completes one line.
-_BRACE_STRING_OR_COMMENT_TYPES = frozenset({
-    "comment", "line_comment", "block_comment", "string", "string_literal", "template_string",
-    "interpreted_string_literal", "raw_string_literal", "char_literal", "character_literal", "string_fragment",
-    "encapsed_string", "line_string_literal", "multi_line_string_literal", "verbatim_string_literal",
-})
+# Languages that are not brace languages: their line comments.
+_OTHER_LINE_COMMENTS = {"ruby": "#", "bash": "#", "lua": "--"}
+# Languages with relations beyond their grammar (call edges, names in scope): one module each
+# under repomem/languages/, which makes its Language (brace languages through `brace_language`).
+_WITH_RELATIONS: tuple[Language, ...] = (PYTHON,)
 
+
+def _grammar_only(name: str, extensions: tuple[str, ...]) -> Language:
+    if name in _OTHER_LINE_COMMENTS:
+        return Language(name, extensions, line_comment=_OTHER_LINE_COMMENTS[name])
+    return brace_language(name, extensions)
+
+
+_RELATED = {language.name: language for language in _WITH_RELATIONS}
 LANGUAGES: tuple[Language, ...] = (
     PYTHON,
-    *(Language(name, extensions, line_comment=_LINE_COMMENTS.get(name, "//"), brace_blocks=name in _BRACE_BLOCKS,
-               string_or_comment_types=_BRACE_STRING_OR_COMMENT_TYPES if name in _BRACE_BLOCKS else frozenset())
-      for name, extensions in _GRAMMARS_BY_EXTENSION.items()),
+    *(_RELATED.get(name) or _grammar_only(name, extensions) for name, extensions in _GRAMMARS_BY_EXTENSION.items()),
 )
 
 _BY_NAME = {language.name: language for language in LANGUAGES}
