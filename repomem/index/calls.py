@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from repomem.config import GraphConfig
 from repomem.languages.language import CallResolver
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
 from repomem.languages.registry import language_named
 
 
@@ -70,6 +70,11 @@ class CallResolution:
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         name = self._language_of.get(file_id)
         return [] if name is None else self._resolvers[name].resolve_file(file_id)
+
+    def binds_repository(self, file_id: int, binding: ImportBinding) -> bool:
+        """Whether one of `file_id`'s imports binds repository code (its language's rules)."""
+        name = self._language_of.get(file_id)
+        return name is not None and self._resolvers[name].binds_repository(file_id, binding)
 
     def resolve_name(self, file_id: int, dotted: str) -> tuple[int, Definition] | None:
         """The definition a dotted name of `file_id` names at module level (file id, definition)."""

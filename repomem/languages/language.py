@@ -45,6 +45,9 @@ class CallResolver(Protocol):
 
     def resolve_callee(self, file_id: int, callee: str, enclosing_class: str) -> tuple[int, Definition] | None: ...
 
+    def binds_repository(self, file_id: int, binding: ImportBinding) -> bool:
+        """Whether one of the file's imports binds the repository's own code (names in scope)."""
+
 
 @dataclass(frozen=True)
 class Language:

@@ -14,14 +14,17 @@ import re
 from collections.abc import Sequence
 
 from repomem.index.repo_index import RepoIndex
+from repomem.languages.registry import language_named
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
-def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int) -> list[tuple[int, int]]:
+def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int, comment: str = "#"
+                      ) -> list[tuple[int, int]]:
     """[start, end) line spans of the top-level import statements that start before line `before`
     (0-based): a line at column 0 opening with one of `prefixes`, continued while a bracket stays
-    open or a line ends in a backslash."""
+    open or a line ends in a backslash (`comment`: what starts a line comment, whose brackets do
+    not count)."""
     spans: list[tuple[int, int]] = []
     line = 0
     stop = min(before, len(lines))
@@ -31,7 +34,7 @@ def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int
             continue
         start, depth = line, 0
         while line < len(lines):
-            code = lines[line].split("#", 1)[0]
+            code = lines[line].split(comment, 1)[0]
             depth += code.count("(") + code.count("[") + code.count("{")
             depth -= code.count(")") + code.count("]") + code.count("}")
             line += 1
@@ -45,16 +48,15 @@ def repository_imports(index: RepoIndex, path: str, lines: Sequence[str], prefix
                        max_lines: int) -> list[tuple[int, int]]:
     """Spans of import statements before line `before` that bind a module or definition of the
     repository, the last ones first kept, `max_lines` lines in all (whole statements only)."""
-    statements = import_statements(lines, prefixes, before) if max_lines > 0 and prefixes else []
-    resolved = index.resolved_file(path) if statements else None
+    resolved = index.resolved_file(path) if max_lines > 0 and prefixes else None
     if resolved is None:
         return []
     file_id, syntax, resolution = resolved
-    packages = {module.split(".", 1)[0] for other in range(len(index.syntax))
-                if index.syntax[other] is not None and (module := resolution.module_of(other))}
+    statements = import_statements(lines, prefixes, before, language_named(syntax.language).line_comment)
+    if not statements:
+        return []
     bound = {binding.local.split(".", 1)[0] for binding in syntax.imports
-             if binding.module.startswith(".") or binding.module.split(".", 1)[0] in packages
-             or resolution.resolve_name(file_id, binding.local) is not None}
+             if resolution.binds_repository(file_id, binding)}
     chosen: list[tuple[int, int]] = []
     room = max_lines
     for start, end in reversed(statements):

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
 from repomem.languages.python.syntax import LANGUAGE_NAME
 
 
@@ -48,6 +48,7 @@ class PythonCallResolver:
         self._names_memo: dict[tuple[int, str, int], _Module | _Class | _DefinitionRef | None] = {}
         self._members_memo: dict[tuple[int, int, str], _Class | _DefinitionRef | None] = {}
         self._modules_memo: dict[tuple[int, str], int | None] = {}
+        self._top_packages: set[str] | None = None  # first dotted part of every module name
         self._module_of: dict[int, str] = {}
         # Files registered under each module name, in registration order (the first one holds the
         # name in _by_full): a forgotten file's successor, without a pass over every file per edit.
@@ -90,6 +91,7 @@ class PythonCallResolver:
         del self._files[file_id]
 
     def _forget_answers(self) -> None:
+        self._top_packages = None
         self._names_memo.clear()
         self._members_memo.clear()
         self._modules_memo.clear()
@@ -302,6 +304,17 @@ class PythonCallResolver:
         if isinstance(target, (_Class, _DefinitionRef)):
             return target.file, target.definition
         return None
+
+    def binds_repository(self, file_id: int, binding: ImportBinding) -> bool:
+        """Whether one of `file_id`'s imports binds repository code: a relative import, a module of
+        one of the repository's top-level packages, or a name that resolves to a definition."""
+        if binding.module.startswith("."):
+            return True
+        if self._top_packages is None:
+            self._top_packages = {module.split(".", 1)[0] for module in self._module_of.values()}
+        if binding.module.split(".", 1)[0] in self._top_packages:
+            return True
+        return self.resolve_callee(file_id, binding.local, "") is not None
 
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
