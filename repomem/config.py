@@ -356,6 +356,13 @@ class PromptConfig:
     shared_callee_lines: int = setting(12, positive=True, help="lines of one such block at most")
     shared_callee_position: int = setting(1, help="the place in the candidates the first such block takes (0 = "
                                                   "first)")
+    # retrieval/imported_usage.py: windows that call what the file imports and has not called yet,
+    # the best for the query among them. Off until exact match decides (issue 36).
+    imported_usages: int = setting(0, help="blocks that call a repository function the file imports and the "
+                                           "cursor's function has not called yet (resolved call edges), BM25's best "
+                                           "of them (0 = off)")
+    imported_usage_position: int = setting(1, help="the place in the candidates the first such block takes (0 = "
+                                                   "first)")
     # completion/packing.py. Off until an EM run decides (docs/eval-history.md, first section).
     pack_blocks: bool = setting(False, help="show each retrieved line once: windows overlapping a better block of "
                                             "the same file lose the shared lines and join it",

@@ -60,6 +60,7 @@ from repomem.retrieval.scoring import (
     strongest_lifts,
     top_fragments,
 )
+from repomem.retrieval.imported_usage import usage_windows
 from repomem.retrieval.shared_callees import shared_callee_sites
 from repomem.retrieval.signatures import called_signature, imported_signatures
 
@@ -578,6 +579,22 @@ class RepoService:
             if len(out) == count:
                 break
         return out
+
+    def imported_usage_blocks(self, cursor: Cursor, function_line: int, query: str, excluded: np.ndarray | None,
+                              unlisted: np.ndarray | None, count: int) -> list[ScoredFragment]:
+        """Up to `count` windows, BM25's best for `query` first, among those that call a repository
+        definition the cursor's file imports and its function (def on 0-based `function_line`) has
+        not called above the cursor (retrieval/imported_usage.py); the cursor's masks apply."""
+        if self.index is None or count <= 0:
+            return []
+        usage = usage_windows(self.index, cursor.path, function_line, cursor.line)
+        if not usage.size:
+            return []
+        hidden, unlisted = self.cursor_masks(cursor, excluded, unlisted)
+        others = np.ones(self.index.live.shape[0], dtype=bool)
+        others[usage] = False
+        others[hidden] = True
+        return [f for f in self.retrieve(query, count, 0.0, others, unlisted) if f.s_ind > 0]
 
     def fragments_live(self, fragments: Sequence[int]) -> bool:
         """Whether every one of these fragment ids still names a live window of the index."""

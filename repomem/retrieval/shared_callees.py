@@ -50,9 +50,22 @@ def _innermost(functions: list[tuple[int, int, int]], line: int) -> tuple[int, i
     return max(holding, key=lambda f: f[0]) if holding else None
 
 
-def _callee_keys(rows: np.ndarray, n_files: int) -> np.ndarray:
+def callee_keys(rows: np.ndarray, n_files: int) -> np.ndarray:
     """One int64 key per call row's target (file, node), shape (n,)."""
     return rows[:, _TARGET_NODE] * n_files + rows[:, _TARGET_FILE]
+
+
+def cursor_function_rows(index: RepoIndex, file_id: int, syntax: FileSyntax, function_line: int, line: int
+                         ) -> np.ndarray:
+    """The call rows of the cursor's function (the one holding 0-based `function_line`; the whole
+    file at module level, `function_line` -1) whose call sites lie above 0-based `line`, (n, 5)."""
+    rows = index.calls.get(file_id)
+    if rows is None or not rows.shape[0]:
+        return np.zeros((0, 5), dtype=np.int64)
+    function = _innermost(_functions(syntax), function_line) if function_line >= 0 else None
+    first = function[0] if function is not None else 0
+    site_lines = syntax.start_line[rows[:, _SOURCE_NODE]]
+    return rows[(site_lines >= first) & (site_lines < line)]
 
 
 def shared_callee_sites(index: RepoIndex, path: str, function_line: int, line: int, limit: int,
@@ -67,17 +80,15 @@ def shared_callee_sites(index: RepoIndex, path: str, function_line: int, line: i
         return []
     file_id, syntax, _ = resolved
     cursor_function = _innermost(_functions(syntax), function_line)
-    own_rows = index.calls.get(file_id)
-    if cursor_function is None or own_rows is None or not own_rows.shape[0]:
+    if cursor_function is None:
         return []
-    site_lines = syntax.start_line[own_rows[:, _SOURCE_NODE]]
-    visible = own_rows[(site_lines >= cursor_function[0]) & (site_lines < line)]
+    visible = cursor_function_rows(index, file_id, syntax, function_line, line)
     if not visible.shape[0]:
         return []
     n_files = len(index.syntax)
-    wanted = np.unique(_callee_keys(visible, n_files))
+    wanted = np.unique(callee_keys(visible, n_files))
     all_rows = index.all_calls()
-    sharing = all_rows[np.isin(_callee_keys(all_rows, n_files), wanted)]
+    sharing = all_rows[np.isin(callee_keys(all_rows, n_files), wanted)]
     # calling function -> {callee key: last line calling it}
     callers: dict[tuple[int, int], dict[int, int]] = {}
     functions_of: dict[int, list[tuple[int, int, int]]] = {}
@@ -114,6 +125,6 @@ def shared_callee_sites(index: RepoIndex, path: str, function_line: int, line: i
 
 
 def _rows_with_keys(rows: np.ndarray, n_files: int) -> Iterator[tuple[int, int, int]]:
-    keys = _callee_keys(rows, n_files)
+    keys = callee_keys(rows, n_files)
     for row, key in zip(rows.tolist(), keys.tolist()):
         yield row[_SOURCE_FILE], row[_SOURCE_NODE], key

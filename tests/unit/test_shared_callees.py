@@ -1,6 +1,6 @@
-"""Shared callees (retrieval/shared_callees.py, the shared-callees lever): functions that call the
-repository functions the cursor's function already called, found through resolved call edges, not
-names, on a hand-checked repository."""
+"""Usage found through call edges, on a hand-checked repository: shared callees (functions that call
+the repository functions the cursor's function already called) and imported usage (windows that call
+what the file imports and has not called yet); resolved call edges, not names."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from repomem.completion.engine import CompletionEngine
 from repomem.config import Config, with_overrides
 from repomem.positions import locate
+from repomem.retrieval.imported_usage import imported_not_called, usage_windows
 from repomem.retrieval.shared_callees import shared_callee_sites
 from repomem.service import RepoService
 from tests.unit.test_scope_imports import Words
@@ -75,3 +76,25 @@ def test_a_block_over_a_hidden_window_is_left_out(repo):
     hidden = repo.fragments_of_files({"pkg/jobs.py"})
     assert repo.shared_callee_blocks(cursor, 3, hidden, None, count=2, lines=12, lines_before=2) == []
     assert repo.shared_callee_blocks(cursor, 3, None, np.asarray(hidden), count=2, lines=12, lines_before=2) == []
+
+
+def test_imported_usage_offers_windows_calling_what_the_file_imports_and_has_not_called(repo):
+    """main.py imports load and index and calls both: nothing left to show. A file importing save
+    too, before calling it, is shown the window of jobs.py that calls store.save, never decoy.py."""
+    index = repo.index_for_measurement()
+    assert imported_not_called(index, CURSOR_FILE, 3, 6).size == 0
+    text = "from .store import load, save\n\n\ndef backup(path):\n    data = load(path)\n    "
+    repo.set_buffer("pkg/backup.py", text)
+    index = repo.index_for_measurement()
+    n_files = len(index.syntax)
+    wanted = imported_not_called(index, "pkg/backup.py", 3, 5)
+    store = index.file_id("pkg/store.py")
+    assert [(key % n_files, int(index.syntax[store].start_line[key // n_files])) for key in wanted.tolist()] \
+        == [(store, 8)]  # `def save`, not load (called above the cursor)
+    windows = usage_windows(index, "pkg/backup.py", 3, 5)
+    assert {index.files[int(index.fragment_file[w])].path for w in windows} == {"pkg/jobs.py"}
+    cursor = locate(repo.root, "pkg/backup.py", text, 6, None)
+    found = repo.imported_usage_blocks(cursor, 3, "data = load(path)", None, None, 2)
+    assert found and all(f.path == "pkg/jobs.py" for f in found)
+    assert "save(ordered" in repo.span_text(found[0].path, found[0].start_line, found[0].end_line)
+    repo.drop_buffer("pkg/backup.py")
