@@ -5,6 +5,7 @@ module beside `python/`."""
 from __future__ import annotations
 
 from repomem.languages.language import Language, brace_language
+from repomem.languages.go import GO
 from repomem.languages.python import PYTHON
 
 _GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
@@ -21,7 +22,7 @@ _GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
 _OTHER_LINE_COMMENTS = {"ruby": "#", "bash": "#", "lua": "--"}
 # Languages with relations beyond their grammar (call edges, names in scope): one module each
 # under repomem/languages/, which makes its Language (brace languages through `brace_language`).
-_WITH_RELATIONS: tuple[Language, ...] = (PYTHON,)
+_WITH_RELATIONS: tuple[Language, ...] = (PYTHON, GO)
 
 
 def _grammar_only(name: str, extensions: tuple[str, ...]) -> Language:
