@@ -24,7 +24,7 @@ import re
 import shutil
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -32,13 +32,22 @@ from repomem.completion.prompt import Tokenizer
 from repomem.config import GraphConfig, ScanConfig
 from repomem.failures import Failure
 from repomem.index.scan import SourceFile, excluded_reason, source_from_bytes
+from repomem.languages.language import Language
 from repomem.languages.parsed import Definition, FileSyntax, split_lines
 from repomem.languages.python.calls import PythonCallResolver
 from repomem.languages.python.syntax import CALL_QUERY, MAX_DOTTED_PARTS
 from repomem.languages.python.syntax import LANGUAGE_NAME as PYTHON
+from repomem.languages.registry import LANGUAGES, language_named, language_of
 from repomem.languages.syntax import extract_syntax
 from repomem.languages.treesitter import Node, capture_nodes, parse
-from repomem.packages import package_source
+from repomem.packages import (
+    DEB_SPEC,
+    NPM_SPEC,
+    deb_package_source,
+    debian_source_package_source,
+    npm_package_source,
+    package_source,
+)
 from repomem.progress import NoProgress, Progress
 
 SPLITS = ("line", "api")
@@ -47,6 +56,9 @@ _DOTTED_IDENTIFIERS = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 # Repository names become folder names under OUT/repositories and the first part of task ids.
 _REPO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# Where a repository's archive comes from (`source` in the dev set), with an example of its pin.
+SOURCE_KINDS = {"pypi": "requirement = \"name==1.0\"", "npm": "package = \"name@1.2.3\"",
+                "deb": "package = \"name=1.2-1\"", "debsrc": "package = \"name=1.2-1\""}
 # The dev sets shipped with repomem (eval/devsets/): "quick" (three repositories) and "ten".
 DEVSETS = Path(__file__).resolve().parent / "devsets"
 
@@ -56,8 +68,14 @@ DEVSETS = Path(__file__).resolve().parent / "devsets"
 @dataclass(frozen=True)
 class DevSetRepo:
     name: str  # folder name under OUT/repositories, e.g. "accelerate"
-    requirement: str  # pinned package, e.g. "accelerate==0.16.0"
-    sha256: str | None = None  # of the archive pip downloads; a different one is refused
+    # The pinned package: "accelerate==0.16.0" (pypi, the `requirement` field), "zod@3.22.4" (npm)
+    # or "golang-github-spf13-cobra-dev=1.6.1-1" (deb: a binary package; debsrc: a source package's
+    # upstream tarball), the last three from the `package` field.
+    requirement: str
+    sha256: str | None = None  # of the downloaded archive; a different one is refused
+    source: str = "pypi"  # among SOURCE_KINDS
+    root: str = ""  # the folder inside the unpacked package that is the repository ("" its top)
+    language: str = PYTHON  # registry name of the language whose files make the holes
 
 
 @dataclass(frozen=True)
@@ -102,18 +120,56 @@ def load_devset(path: Path) -> DevSet | Failure:
     repos: list[DevSetRepo] = []
     for number, entry in enumerate(entries, start=1):
         name = entry.get("name") if isinstance(entry, dict) else None
-        requirement = entry.get("requirement") if isinstance(entry, dict) else None
         if not isinstance(name, str) or not _REPO_NAME.fullmatch(name):
             return bad(f"[[repo]] number {number} needs a `name` made of letters, digits, '.', '_', '-'")
-        if not isinstance(requirement, str) or not requirement.strip():
-            return bad(f"[[repo]] {name!r} needs a `requirement` such as \"{name}==1.0\"")
         if any(repo.name == name for repo in repos):
             return bad(f"[[repo]] {name!r} appears twice")
-        sha256 = entry.get("sha256")
-        if sha256 is not None and not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
-            return bad(f"[[repo]] {name!r}: `sha256` must be 64 lowercase hex digits (the archive's SHA-256)")
-        repos.append(DevSetRepo(name, requirement.strip(), sha256))
+        repo = _devset_repo(name, entry)
+        if isinstance(repo, str):  # "needs a ..." reads on from the name, any other problem after a colon
+            return bad(f"[[repo]] {name!r} {repo}" if repo.startswith("needs") else f"[[repo]] {name!r}: {repo}")
+        repos.append(repo)
     return DevSet(seed, tasks_per_repo, tuple(splits), tuple(repos))
+
+
+def _devset_repo(name: str, entry: dict) -> DevSetRepo | str:
+    """One [[repo]] entry, or what is wrong with it."""
+    source = entry.get("source", "pypi")
+    if source not in SOURCE_KINDS:
+        return f"unknown `source` {source!r} (known: {', '.join(SOURCE_KINDS)})"
+    sha256 = entry.get("sha256")
+    if sha256 is not None and not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
+        return "`sha256` must be 64 lowercase hex digits (the archive's SHA-256)"
+    if source == "pypi":
+        requirement = entry.get("requirement")
+        if not isinstance(requirement, str) or not requirement.strip():
+            return f"needs a `requirement` such as \"{name}==1.0\""
+        pinned = requirement.strip()
+    else:
+        package = entry.get("package")
+        if not isinstance(package, str) or not package.strip():
+            return f"needs a `package` such as {SOURCE_KINDS[source].split(' = ')[1]} (source {source!r})"
+        pinned = package.strip()
+        if not (NPM_SPEC if source == "npm" else DEB_SPEC).fullmatch(pinned):
+            return f"`package` {pinned!r} is not an exact pin such as {SOURCE_KINDS[source].split(' = ')[1]}"
+        # pip's own check covers PyPI; a tarball or .deb is only trusted by its hash.
+        if sha256 is None:
+            return f"a {source} package needs its archive's `sha256`"
+    root = entry.get("root", "")
+    if not isinstance(root, str) or not _inside_relative_path(root):
+        return "`root` must be a relative folder inside the package, without '..' (e.g. \"usr/share/gocode/src/x\")"
+    language = entry.get("language", PYTHON)
+    known = sorted(known_language.name for known_language in LANGUAGES)
+    if language not in known:
+        return f"unknown `language` {language!r} (known: {', '.join(known)})"
+    return DevSetRepo(name, pinned, sha256, source, root.strip("/"), language)
+
+
+def _inside_relative_path(path: str) -> bool:
+    """'' or a/b/c: relative, POSIX, no '..', '.' or empty part that could leave the package."""
+    if path == "":
+        return True
+    parts = path.strip("/").split("/") if not path.startswith("/") else ["/"]
+    return "\\" not in path and all(part not in ("", ".", "..", "/") for part in parts)
 
 
 def shipped_devset(name: str) -> Path | None:
@@ -126,6 +182,8 @@ def shipped_devset(name: str) -> Path | None:
 
 @dataclass(frozen=True)
 class PythonFile:
+    """One source file of a repository (any language's: the name dates from Python-only sets)."""
+
     path: str  # repository-relative, POSIX separators
     text: str  # newlines normalized to "\n"
     lines: tuple[str, ...]  # split_lines(text): a final newline does not start another line
@@ -138,16 +196,26 @@ def read_python_files(root: Path, scan: ScanConfig = ScanConfig()) -> list[Pytho
     under excluded folders, symlinks, binary, huge or minified files; also files that are not valid
     UTF-8, whose lines the evaluation could not reproduce.
     """
+    return _read_files(root, PYTHON, lambda path: path.endswith(".py"), scan)
+
+
+def read_language_files(root: Path, language: Language, scan: ScanConfig = ScanConfig()) -> list[PythonFile]:
+    """Every file under `root` with one of the language's extensions (the registry's), sorted by
+    path, skipped as `read_python_files` skips them."""
+    return _read_files(root, language.name, lambda path: language_of(path) == language.name, scan)
+
+
+def _read_files(root: Path, language_name: str, wanted: Callable[[str], bool], scan: ScanConfig) -> list[PythonFile]:
     found: list[PythonFile] = []
     for path in _regular_files(root):
-        if not path.endswith(".py") or excluded_reason(path, scan) is not None:
+        if not wanted(path) or excluded_reason(path, scan) is not None:
             continue
         try:
             data = (root / path).read_bytes()
             data.decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        source = source_from_bytes(path, PYTHON, data, 0, scan)
+        source = source_from_bytes(path, language_name, data, 0, scan)
         if isinstance(source, SourceFile):
             found.append(PythonFile(path, source.text, tuple(split_lines(source.text))))
     return found
@@ -408,6 +476,20 @@ def api_tasks(
     return _tasks(repo_name, "api", pool, seed, n, tokenizer, max_prompt_tokens, progress)
 
 
+def hole_pool(split: str, files: Sequence[PythonFile], language: Language) -> list[Hole]:
+    """Every eligible hole of a repository for one split: Python's own rules (`line_holes`,
+    `api_holes`, as `line_tasks` / `api_tasks` draw from), any other language's from
+    language_holes.py; no API holes for a language without call resolution."""
+    if language.name == PYTHON:
+        return [hole for file in files for hole in line_holes(file)] if split == "line" else api_holes(files)
+    # Imported here: language_holes builds on this module's Hole and PythonFile.
+    from repomem.evaluation.language_holes import language_api_holes, language_line_holes
+
+    if split == "line":
+        return [hole for file in files for hole in language_line_holes(file, language)]
+    return language_api_holes(files, language) if language.resolves_calls else []
+
+
 # -- the whole benchmark -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -416,6 +498,8 @@ class BuildReport:
     tasks: dict[str, int]  # split -> tasks written
     repo_tasks: dict[tuple[str, str], int]  # (repo name, split) -> tasks
     seconds: float  # wall time of the build
+    # One line per thing the reader should know, e.g. a language without call resolution yet.
+    notes: tuple[str, ...] = ()
 
 
 def build_benchmark(
@@ -425,14 +509,17 @@ def build_benchmark(
     """Build every split of `devset` into `out` (see the module docstring for the layout).
 
     `sources` maps repo names to already unpacked source trees; without it each repository is
-    the unpacked sdist (or wheel) of its pinned requirement. Nothing is written until every
-    repository has its tasks, so a failed download leaves `out` as it was.
+    the unpacked archive of its pinned package (a PyPI sdist or wheel, an npm tarball, a .deb),
+    `root` inside it. Nothing is written until every repository has its tasks, so a failed
+    download leaves `out` as it was. A Python repository's holes are Python's own (`line_holes`,
+    `api_holes`); any other language's are `eval/language_holes.py`'s.
     """
     began = time.perf_counter()
     progress = progress or NoProgress()
     roots: dict[str, Path] = {}
     tasks: dict[str, list[dict]] = {split: [] for split in devset.splits}
     repo_tasks: dict[tuple[str, str], int] = {}
+    notes: list[str] = []
     for repo in devset.repos:
         if sources is not None:
             if repo.name not in sources:
@@ -440,20 +527,26 @@ def build_benchmark(
             root = sources[repo.name]
         else:
             progress.start(f"{repo.name}: fetching {repo.requirement}", 1)
-            fetched = package_source(repo.requirement, repo.sha256)
+            fetched = fetch_package(repo)
             if isinstance(fetched, Failure):
                 return Failure(fetched.kind, f"{repo.name}: {fetched.message}")
             root = fetched
             progress.advance()
         if not root.is_dir():
             return Failure("missing-source", f"{repo.name}: source folder {root} does not exist")
-        files = read_python_files(root)
+        language = language_named(repo.language)
+        files = read_python_files(root) if repo.language == PYTHON else read_language_files(root, language)
         if not files:
-            return Failure("no-python-files", f"{repo.name}: no readable .py files under {root}")
+            if repo.language == PYTHON:
+                return Failure("no-python-files", f"{repo.name}: no readable .py files under {root}")
+            return Failure("missing-source", f"{repo.name}: no readable {language.name} files under {root}")
         roots[repo.name] = root
+        if "api" in devset.splits and not language.resolves_calls:
+            notes.append(f"{repo.name}: {language.name} has no call resolution yet, so no API tasks (line tasks only)")
         for split in devset.splits:
-            make = line_tasks if split == "line" else api_tasks
-            made = make(repo.name, files, devset.seed, devset.tasks_per_repo, tokenizer, max_prompt_tokens, progress)
+            pool = hole_pool(split, files, language)
+            made = _tasks(repo.name, split, pool, devset.seed, devset.tasks_per_repo, tokenizer,
+                          max_prompt_tokens, progress)
             tasks[split].extend(made)
             repo_tasks[(repo.name, split)] = len(made)
 
@@ -473,7 +566,33 @@ def build_benchmark(
         tasks={split: len(split_tasks) for split, split_tasks in tasks.items()},
         repo_tasks=repo_tasks,
         seconds=time.perf_counter() - began,
+        notes=tuple(notes),
     )
+
+
+def fetch_package(repo: DevSetRepo) -> Path | Failure:
+    """The repository's source tree: its pinned archive, fetched by its kind and unpacked into the
+    cache, then the `root` folder inside it (which must stay inside the package)."""
+    if repo.source == "pypi":
+        fetched = package_source(repo.requirement, repo.sha256)
+    elif repo.sha256 is None:  # load_devset refuses it; a DevSetRepo made in code may not
+        return Failure("unpinned", f"{repo.requirement}: a {repo.source} package needs its sha256")
+    elif repo.source == "npm":
+        fetched = npm_package_source(repo.requirement, repo.sha256)
+    elif repo.source == "deb":
+        fetched = deb_package_source(repo.requirement, repo.sha256)
+    elif repo.source == "debsrc":
+        fetched = debian_source_package_source(repo.requirement, repo.sha256)
+    else:
+        return Failure("bad-devset", f"unknown package source {repo.source!r}")
+    if isinstance(fetched, Failure) or not repo.root:
+        return fetched
+    root = fetched / repo.root
+    if not _inside_relative_path(repo.root) or not root.resolve().is_relative_to(fetched.resolve()):
+        return Failure("bad-devset", f"root {repo.root!r} leaves the package {repo.requirement}")
+    if not root.is_dir():
+        return Failure("missing-source", f"{repo.requirement} has no folder {repo.root!r}")
+    return root
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -60,6 +60,8 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
         table.add_row(repo, *(str(report.repo_tasks.get((repo, split), 0)) for split in splits))
     table.add_row("all", *(str(report.tasks[split]) for split in splits), style="bold")
     out.print(table)
+    for note in report.notes:  # e.g. a language without call resolution yet: line tasks only
+        err.print(note)
     err.print(f"{report.seconds:.0f} s; tasks in {report.out}/<split>.jsonl, repositories in "
               f"{report.out}/repositories", style="dim")
     return 0
