@@ -25,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -173,9 +173,13 @@ def timed_edit(work: Path, repeats: int) -> tuple[dict[str, float], float, float
     report = service.ensure_index()
     assert not hasattr(report, "kind"), report
     index = service.index_for_measurement()  # the edit's phases are timed on the index itself
+    # A file of the tree's most common language, the one nearest 500 lines.
+    files = service.indexed_files()
+    language = Counter(f.language for f in files).most_common(1)[0][0]
     sizes = [(abs((work / f.path).read_text(errors="replace").count("\n") - 500), f.path)
-             for f in service.indexed_files() if f.language == "python"]
+             for f in files if f.language == language]
     _, path = min(sizes)
+    comment = language_named(language).line_comment
     original = (work / path).read_text(encoding="utf-8")
     lines = original.split("\n")
     per_phase: dict[str, list[float]] = defaultdict(list)
@@ -184,8 +188,10 @@ def timed_edit(work: Path, repeats: int) -> tuple[dict[str, float], float, float
     # One edit more than timed: the first after a load builds the kept edit graph (reported apart).
     for attempt in range(-1, repeats):
         middle = len(lines) // 2
-        edited = "\n".join(lines[:middle] + [f"_edited_{attempt} = {attempt}"] + lines[middle:])
-        source = SourceFile(path, "python", edited, content_digest(edited.encode()), len(edited.encode()), 1)
+        # Python's figures since issue 13 insert a statement; other languages, a comment line.
+        inserted = f"_edited_{attempt} = {attempt}" if language == "python" else f"{comment} edited {attempt}"
+        edited = "\n".join(lines[:middle] + [inserted] + lines[middle:])
+        source = SourceFile(path, language, edited, content_digest(edited.encode()), len(edited.encode()), 1)
         phases = Phases()
         undo = [phases.wrap(*spec) for spec in EDIT_PHASES]
         try:
