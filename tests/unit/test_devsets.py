@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repomem.evaluation.build import DevSet, load_devset, shipped_devset
+from repomem.evaluation.build import DEVSETS, DevSet, load_devset, shipped_devset
 
 # RepoCoder's RepoEval repositories (line, API and function splits).
 REPOEVAL = {"diffusers", "evaluate", "nerfstudio", "fortuna", "vizier", "federatedscope", "rl", "ace",
@@ -21,12 +21,30 @@ def shipped(name: str) -> DevSet:
 
 
 def test_the_shipped_dev_sets_are_pinned_and_hash_checked():
-    for name in ("quick", "ten"):
+    names = sorted(path.stem for path in DEVSETS.glob("*.toml"))
+    assert {"quick", "ten", "go", "rust", "typescript"} <= set(names)
+    for name in names:
         devset = shipped(name)
         for repo in devset.repos:
-            package, _, version = repo.requirement.partition("==")
-            assert package and version and repo.sha256 is not None and len(repo.sha256) == 64, repo
+            assert repo.sha256 is not None and len(repo.sha256) == 64, repo
+            if repo.source == "pypi":
+                package, _, version = repo.requirement.partition("==")
+            else:  # npm: name@version (a scope's @ first), deb / debsrc: name=version
+                package, _, version = repo.requirement.rpartition("@" if repo.source == "npm" else "=")
+            assert package and version, repo
             assert repo.name.lower() not in REPOEVAL and package.lower() not in REPOEVAL, repo
+
+
+def test_each_language_set_has_three_repositories_under_the_ten_sets_protocol():
+    ten = shipped("ten")
+    for name, languages in (("go", {"go"}), ("rust", {"rust"}), ("typescript", {"typescript", "javascript"}),
+                            ("java", {"java"})):
+        if shipped_devset(name) is None:
+            continue
+        devset = shipped(name)
+        assert len(devset.repos) >= 3 and {repo.language for repo in devset.repos} <= languages, name
+        assert (devset.seed, devset.tasks_per_repo, devset.splits) == (ten.seed, ten.tasks_per_repo, ten.splits)
+        assert all(repo.source in ("npm", "deb", "debsrc") for repo in devset.repos), name
 
 
 def test_the_ten_repository_set_holds_the_quick_set_and_seven_more_under_one_protocol():
