@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from repomem.languages.language import Language, brace_language
 from repomem.languages.go import GO
+from repomem.languages.java import JAVA
 from repomem.languages.javascript import JAVASCRIPT, TSX, TYPESCRIPT
 from repomem.languages.python import PYTHON
 from repomem.languages.rust import RUST
@@ -24,7 +25,7 @@ _GRAMMARS_BY_EXTENSION: dict[str, tuple[str, ...]] = {
 _OTHER_LINE_COMMENTS = {"ruby": "#", "bash": "#", "lua": "--"}
 # Languages with relations beyond their grammar (call edges, names in scope): one module each
 # under repomem/languages/, which makes its Language (brace languages through `brace_language`).
-_WITH_RELATIONS: tuple[Language, ...] = (PYTHON, GO, RUST, JAVASCRIPT, TYPESCRIPT, TSX)
+_WITH_RELATIONS: tuple[Language, ...] = (PYTHON, GO, RUST, JAVASCRIPT, TYPESCRIPT, TSX, JAVA)
 
 
 def _grammar_only(name: str, extensions: tuple[str, ...]) -> Language:
