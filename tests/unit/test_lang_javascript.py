@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from repomem.config import Config
+from repomem.languages.javascript.calls import JavaScriptCallResolver
 from repomem.languages.javascript.modules import ModuleFiles
 from repomem.languages.registry import language_named
+from repomem.languages.syntax import extract_syntax
 from repomem.retrieval.scope import repository_imports
 from repomem.service import RepoService
 
@@ -229,3 +231,34 @@ def test_an_edit_changes_the_edges_of_importers_and_of_importers_through_a_re_ex
     assert call_edges(service, app) == [(4, extra, 0)]  # b is a parameter now
     service.drop_buffer(app)
     assert call_edges(service, app) == [(3, lib, 2), (4, extra, 0)]
+
+
+def test_class_fields_private_methods_class_expressions_and_anonymous_default_classes():
+    widget = (
+        "export default class {\n"                                # 0: an anonymous default export
+        "  #check() { return true; }\n"                           # 1
+        "  onClick = () => this.#check();\n"                      # 2 -> #check
+        "}\n"
+    )
+    panel = (
+        "import Widget from './widget';\n"                        # 0
+        "export const Panel = class extends Widget {\n"           # 1: a class expression
+        "  render() { return super.onClick() && this.render(); }\n"  # 2 -> onClick (an arrow field), render
+        "};\n"
+        "new Panel();\n"                                          # 4 -> Panel
+        "new Widget();\n"                                         # 5 -> the default class
+    )
+    syntaxes = {0: extract_syntax("ui/widget.js", "javascript", widget, "statement"),
+                1: extract_syntax("ui/panel.mjs", "javascript", panel, "statement")}
+    resolver = JavaScriptCallResolver(syntaxes, 4, 8)
+
+    def edges(file_id: int) -> list[tuple[int, int, int]]:
+        source, found = syntaxes[file_id], []
+        for edge in resolver.resolve_file(file_id):
+            target = syntaxes[edge.target_file]
+            found.append((int(source.start_line[edge.source_node]), edge.target_file,
+                          int(target.start_line[edge.target_node])))
+        return sorted(found)
+
+    assert edges(0) == [(2, 0, 1)]
+    assert edges(1) == [(2, 0, 2), (2, 1, 2), (4, 1, 1), (5, 0, 0)]

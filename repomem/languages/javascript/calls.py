@@ -82,7 +82,8 @@ class JavaScriptCallResolver:
         # and classes are looked up from many call sites.
         self._locals_memo: dict[tuple[int, str, int], _Target] = {}
         self._exports_memo: dict[tuple[int, str, int], _Target] = {}
-        self._members_memo: dict[tuple[int, int, str], _Found | None] = {}
+        # (file, class node, class name, member): one declaration may hold two class expressions
+        self._members_memo: dict[tuple[int, int, str, str], _Found | None] = {}
         self._specifiers_memo: dict[tuple[int, str], int | None] = {}
         for file_id in sorted(files):
             self._register(file_id, files[file_id])
@@ -207,7 +208,7 @@ class JavaScriptCallResolver:
         return None
 
     def _member(self, owner: _Found, name: str) -> _Found | None:
-        key = (owner.file, owner.definition.node, name)
+        key = (owner.file, owner.definition.node, owner.definition.name, name)
         if key not in self._members_memo:
             self._members_memo[key] = self._member_now(owner, name)
         return self._members_memo[key]
@@ -215,12 +216,13 @@ class JavaScriptCallResolver:
     def _member_now(self, owner: _Found, name: str) -> _Found | None:
         """A method (or nested class) of a class or of the classes it extends, breadth first."""
         queue: list[tuple[_Found, int]] = [(owner, 0)]
-        seen: set[tuple[int, int]] = set()
+        seen: set[tuple[int, int, str]] = set()
         while queue:
             current, depth = queue.pop(0)
-            if (current.file, current.definition.node) in seen:
+            identity = (current.file, current.definition.node, current.definition.name)
+            if identity in seen:
                 continue
-            seen.add((current.file, current.definition.node))
+            seen.add(identity)
             found = self._tables[current.file].members.get(_qualified(current.definition), {}).get(name)
             if found is not None:
                 return _Found(current.file, found)
