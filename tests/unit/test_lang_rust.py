@@ -226,6 +226,58 @@ def test_associated_functions_resolve_and_methods_of_values_do_not(shop):
     assert call_edges(shop, CLI) == [(4, STORE, 23), (5, MAIN, 23)]
 
 
+def test_an_edit_reaches_the_crates_that_name_its_crate(tmp_path):
+    lib, module, main = "crates/base/src/lib.rs", "crates/base/src/m.rs", "crates/app/src/main.rs"
+    files = {
+        lib: "pub mod m;\n",
+        module: "pub fn a() {}\n",
+        # The package is `myproj-base` in its Cargo.toml; its directory says `base`.
+        main: "fn main() {\n    myproj_base::m::b();\n}\n",
+    }
+    service = open_repository(tmp_path, files)
+    assert call_edges(service, main) == []
+    service.set_buffer(module, "pub fn a() {}\n\npub fn b() {}\n")
+    assert call_edges(service, main) == [(1, module, 2)]
+
+
+def test_tests_and_binaries_reach_the_root_packages_library_by_its_unwritten_name(tmp_path):
+    lib, api, tests, tool = "src/lib.rs", "src/api.rs", "tests/it.rs", "src/bin/tool.rs"
+    files = {
+        lib: "pub mod api;\n\npub fn top() {}\n",
+        api: "pub fn call() {}\n",
+        tests: ("use mylib::api;\n"                # 0: the package's name, which no path shows
+                "use rand::Rng;\n"                 # 1
+                "\n"
+                "#[test]\n"
+                "fn works() {\n"                   # 4
+                "    mylib::top();\n"              # 5 -> lib.rs 2
+                "    rand::thread_rng();\n"        # 6: the library has no thread_rng
+                "    api::extra();\n"              # 7: not yet
+                "}\n"),
+        tool: "fn main() {\n    mylib::api::call();\n}\n",
+        "src/main.rs": "fn main() {\n    mylib::top();\n}\n",  # beside lib.rs: another crate, same directory
+    }
+    service = open_repository(tmp_path, files)
+    assert call_edges(service, tests) == [(5, lib, 2)]
+    assert call_edges(service, tool) == [(1, api, 0)]
+    assert call_edges(service, "src/main.rs") == [(1, lib, 2)]
+    assert call_edges(service, lib) == []
+    # No edge from the test crate into api.rs yet: only dependents() can tell it must change.
+    service.set_buffer(api, "pub fn call() {}\n\npub fn extra() {}\n")
+    assert call_edges(service, tests) == [(5, lib, 2), (7, api, 2)]
+
+
+def test_a_library_coming_and_going_moves_crate_boundaries(tmp_path):
+    main, util, lib = "src/main.rs", "src/util.rs", "src/lib.rs"
+    files = {main: "mod util;\n\nfn main() {\n    app::util::run();\n}\n", util: "pub fn run() {}\n"}
+    service = open_repository(tmp_path, files)
+    assert call_edges(service, main) == []  # a binary alone: `app` is no crate of the repository
+    service.set_buffer(lib, "pub mod util;\n")  # now the package's library holds util.rs
+    assert call_edges(service, main) == [(3, util, 0)]
+    service.drop_buffer(lib)
+    assert call_edges(service, main) == []
+
+
 def test_names_in_scope_are_the_uses_of_repository_code(shop):
     lines = FILES[MAIN].split("\n")
     assert repository_imports(shop.index, MAIN, lines, ("use ",), 10, 12) == [(2, 3)]

@@ -9,9 +9,13 @@ trait's own, supertraits a few levels up; `self.m()` and `Self::m()` inside an i
 its type's; type aliases stand for their target. A tuple struct's constructor call `S(..)`
 resolves to the struct.
 
+A test, example or binary crate may name its package's library by any name (a crate at the
+repository root shows none) when the rest of the path is found in that library.
+
 Left unresolved: other crates (`std::`, `serde::`, any name no repository crate answers to), macros,
 method calls on receivers other than `self` (no type inference), a trait's default methods called
-through an implementing type, items declared inside function bodies, calls of locals.
+through an implementing type, items declared inside function bodies or macro invocations, modules
+placed by `#[path]`, calls of locals.
 """
 
 from __future__ import annotations
@@ -20,11 +24,20 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
-from repomem.languages.rust.layout import (STANDARD_CRATES, ModulePath, crate_name, is_crate_root_file,
-                                           matches_crate, module_path, parent_directory, source_directory)
+from repomem.languages.rust.layout import (
+    STANDARD_CRATES,
+    ModulePath,
+    base_name,
+    crate_name,
+    is_crate_root_file,
+    matches_crate,
+    module_path,
+    parent_directory,
+    source_directory,
+)
 from repomem.languages.rust.modules import CrateTables, Found, binding_path, inline_modules
 from repomem.languages.rust.syntax import ALIAS_MARK, SELF_TYPE, split_scope
-from repomem.languages.rust.uses import GLOB, PATH_SEPARATOR
+from repomem.languages.rust.uses import PATH_SEPARATOR
 
 _MODULE_MARK = "#"  # module_of: "<source dir>#<module path>"
 _REPOSITORY_ROOTS = ("crate", "self", "super")
@@ -58,6 +71,9 @@ class RustCallResolver:
         self._names_memo: dict[tuple[str, ModulePath, str, int], _Target] = {}
         self._members_memo: dict[tuple[int, int, str], Found | None] = {}
         self._crates_memo: dict[tuple[str, str], str | None] = {}
+        self._own_library_memo: dict[str, str | None] = {}
+        # A lib.rs or main.rs came or went since dependents() last answered: crate boundaries moved.
+        self._boundaries_moved = False
         for file_id, syntax in files.items():
             self._note_roots(syntax.path, 1)
             self._files[file_id] = syntax
@@ -101,12 +117,15 @@ class RustCallResolver:
 
     def _replace(self, file_id: int, syntax: FileSyntax | None) -> None:
         """Forget a file's old version and learn `syntax` (None: it is gone). A lib.rs or main.rs
-        coming or going moves crate boundaries, so then every file is placed again."""
+        coming or going moves crate boundaries, so then every file is placed again (an edit of one
+        that stays does not)."""
         old = self._files.get(file_id)
         self._names_memo.clear()
         self._members_memo.clear()
         self._crates_memo.clear()
-        relayout = any(version is not None and is_crate_root_file(version.path) for version in (old, syntax))
+        self._own_library_memo.clear()
+        relayout = (old is None) != (syntax is None) and is_crate_root_file((old or syntax).path)
+        self._boundaries_moved |= relayout
         for placed_id in (list(self._place) if relayout else [file_id] if old is not None else []):
             self._unplace_file(placed_id)
         if old is not None:
@@ -128,26 +147,25 @@ class RustCallResolver:
         self._replace(file_id, syntax)
 
     def module_of(self, file_id: int) -> str | None:
-        """"<source dir>#<module path>", e.g. "crates/core/src#config::load"."""
+        """The file's module as "<source dir>#<module path>" (crates/core/src#config::load)."""
         place = self._place.get(file_id)
         return None if place is None else place[0] + _MODULE_MARK + PATH_SEPARATOR.join(place[1])
 
     def dependents(self, file_ids: set[int], modules: set[str] = frozenset()) -> set[int]:
         """The files of the crates of `file_ids` (a crate's modules see each other's names through
-        paths, globs and re-exports) and the files that may name those crates from outside; every
-        file when a crate root changed (crate boundaries move)."""
-        source_dirs = {self._place[f][0] for f in file_ids if f in self._place}
-        for module in modules:
-            source_dir, mark, path = module.partition(_MODULE_MARK)
-            if mark:
-                if not path:
-                    return set(self._files)  # a crate root (or target file) went
-                source_dirs.add(source_dir)
-        if any(is_crate_root_file(self._files[f].path) for f in file_ids if f in self._files):
+        paths, globs and re-exports) and the files that may name those crates from outside (other
+        crates by name, the package's tests and binaries); every file when crate boundaries moved."""
+        if self._boundaries_moved:
+            self._boundaries_moved = False
             return set(self._files)
+        source_dirs = {self._place[f][0] for f in file_ids if f in self._place}
+        source_dirs.update(module.partition(_MODULE_MARK)[0] for module in modules if _MODULE_MARK in module)
         found: set[int] = set()
         for source_dir in source_dirs:
             found |= self._crate_files.get(source_dir, set())
+            for other_dir, files in self._crate_files.items():
+                if self._own_library(other_dir) == source_dir:
+                    found |= files
             name = crate_name(source_dir)
             for segment, holders in self._first_segments.items():
                 if matches_crate(segment, name):
@@ -175,6 +193,23 @@ class RustCallResolver:
                 found = min(exact or candidates, key=lambda d: (-_shared(here, d.split("/")), d), default=None)
             self._crates_memo[key] = found
         return self._crates_memo[key]
+
+    def _own_library(self, source_dir: str) -> str | None:
+        """The library of the package a binary, test, example or bench crate belongs to (its
+        `src` or the package directory holding lib.rs; the main.rs beside a lib.rs has that very
+        directory); None for a library itself."""
+        if source_dir not in self._own_library_memo:
+            found = None
+            if source_dir in self._library_dirs:
+                found = source_dir if self._root_dirs[source_dir] > self._library_dirs[source_dir] else None
+            elif source_dir:
+                package = parent_directory(source_dir)
+                if base_name(source_dir) == "bin" and base_name(package) == "src":
+                    package = parent_directory(package)
+                found = next((candidate for candidate in (f"{package}/src" if package else "src", package)
+                              if candidate in self._library_dirs), None)
+            self._own_library_memo[source_dir] = found
+        return self._own_library_memo[source_dir]
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -237,6 +272,11 @@ class RustCallResolver:
             current = self._lookup(module, first, hops)
             if current is None:
                 crate = self._find_crate(first, module.source_dir)
+                if crate is None and rest and first not in STANDARD_CRATES:
+                    # Tests, examples and binaries name their package's library by the package's
+                    # name, which a crate at the repository root does not show: an unknown name
+                    # stands for it when the rest of the path is found there.
+                    crate = self._own_library(module.source_dir)
                 current = None if crate is None else _Module(crate, ())
         for part in rest:
             if isinstance(current, _Module):
@@ -273,7 +313,7 @@ class RustCallResolver:
                 if method is None:
                     continue
                 means = self._lookup(_Module(current.source_dir, module), type_name, self._hops)
-                if isinstance(means, Found) and (means.file, means.definition.node) == (current.file, current.definition.node):
+                if isinstance(means, Found) and _same(means, current):
                     return method
                 if means is None and fallback is None:
                     fallback = method
@@ -342,6 +382,10 @@ def _first_segments(syntax: FileSyntax) -> set[str]:
     found = {path[1] if path[0] == "" and len(path) > 1 else path[0] for path in paths if path}
     found.discard("")
     return found
+
+
+def _same(a: Found, b: Found) -> bool:
+    return (a.file, a.definition.node) == (b.file, b.definition.node)
 
 
 def _shared(a: list[str], b: list[str]) -> int:

@@ -167,8 +167,8 @@ class RustSymbols:
             tree = stack.pop()
             children = tree.children
             for index, child in enumerate(children):
-                if child.type != "token_tree":
-                    continue
+                if child.type != "token_tree" or (index > 0 and children[index - 1].type == "#"):
+                    continue  # an attribute's `#[cfg(..)]` holds no calls
                 stack.append(child)
                 if index == 0 or child.child_count == 0 or child.children[0].type != "(":
                     continue
