@@ -236,3 +236,46 @@ def test_an_edit_changes_the_edges_of_its_package_and_of_its_importers(tmp_path)
     # The class moves to another package by its declaration alone (same path): the import misses.
     service.set_buffer(lib, files[lib].replace("a()", "b()").replace("p.lib", "p.moved"))
     assert call_edges(service, app) == [(7, helper, 3)]
+
+
+def test_supertypes_nested_classes_and_method_references(tmp_path):
+    family, user = "src/q/Family.java", "other/User.java"
+    files = {
+        family: (
+            "package q;\n"                                # 0
+            "\n"
+            "interface Greeter {\n"                       # 2
+            "    default void greet() {\n"                # 3
+            "    }\n"
+            "}\n"
+            "\n"
+            "class Parent implements Greeter {\n"         # 7
+            "    void hello() {\n"                        # 8
+            "    }\n"
+            "\n"
+            "    static class Builder {\n"                # 11
+            "        static Parent build() {\n"           # 12
+            "            return new Parent();\n"          # 13 -> Parent
+            "        }\n"
+            "    }\n"
+            "}\n"
+            "\n"
+            "class Child extends Parent {\n"              # 18
+            "    @Override\n"                              # 19: the method starts at its annotation
+            "    void hello() {\n"
+            "        super.hello();\n"                    # 21 -> Parent.hello, not this one
+            "        greet();\n"                          # 22 -> the superclass's interface's default method
+            "        Runnable r = this::hello;\n"         # 23 -> Child.hello
+            "        Supplier<Parent> s = Parent::new;\n"  # 24 -> Parent
+            "        Builder.build();\n"                  # 25 -> the nested class Child inherits
+            "        Parent.Builder.build();\n"           # 26
+            "    }\n"
+            "}\n"
+        ),
+        user: "package r;\n\nimport q.Parent.Builder;\n\nclass User {\n    void use() {\n        Builder.build();\n"
+              "    }\n}\n",
+    }
+    service = open_repository(tmp_path, files)
+    assert call_edges(service, family) == [(13, family, 7), (21, family, 8), (22, family, 3), (23, family, 19),
+                                           (24, family, 7), (25, family, 12), (26, family, 12)]
+    assert call_edges(service, user) == [(6, family, 12)]  # a nested class imported by its qualified name

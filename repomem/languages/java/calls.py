@@ -22,7 +22,9 @@ from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBin
 
 def _enclosing_chain(enclosing_class: str) -> list[str]:
     """'Outer.Inner' -> ['Outer.Inner', 'Outer'] (innermost first)."""
-    return prefixes(enclosing_class) if enclosing_class else []
+    if "." not in enclosing_class:
+        return [enclosing_class] if enclosing_class else []
+    return prefixes(enclosing_class)
 
 
 class JavaCallResolver:
@@ -37,6 +39,9 @@ class JavaCallResolver:
         self._members: dict[int, dict[str, dict[str, Definition]]] = {}  # class -> name -> method / class
         self._single: dict[int, dict[str, list[str]]] = {}  # local name -> fully qualified imports
         self._on_demand: dict[int, tuple[str, ...]] = {}  # packages or classes imported with .*
+        # How many nested classes of each name the repository holds: a simple type name no nested
+        # class has (most) skips the search of the enclosing classes and their supertypes.
+        self._nested_names: dict[str, int] = defaultdict(int)
         # Package, class or prefix a file names -> the file (dependents() finds importers by it).
         self._importers: dict[str, set[int]] = defaultdict(set)
         self._import_keys: dict[int, set[str]] = {}
@@ -67,6 +72,9 @@ class JavaCallResolver:
                 classes.setdefault(f"{definition.scope}.{definition.name}" if definition.scope else definition.name,
                                    definition)
         self._classes[file_id], self._members[file_id] = classes, members
+        for definition in classes.values():
+            if definition.scope:
+                self._nested_names[definition.name] += 1
         single: dict[str, list[str]] = defaultdict(list)
         on_demand: list[str] = []
         keys: set[str] = set()
@@ -104,6 +112,11 @@ class JavaCallResolver:
                 importers.discard(file_id)
                 if not importers:
                     del self._importers[key]
+        for definition in self._classes[file_id].values():
+            if definition.scope:
+                self._nested_names[definition.name] -= 1
+                if not self._nested_names[definition.name]:
+                    del self._nested_names[definition.name]
         for table in (self._classes, self._members, self._single, self._on_demand):
             del table[file_id]
 
@@ -119,16 +132,14 @@ class JavaCallResolver:
 
     def dependents(self, file_ids: set[int], modules: set[str] = frozenset()) -> set[int]:
         """Files of the same packages as `file_ids` (they see each other's classes without import)
-        and files importing from those packages or their classes (or from the packages `modules`,
-        of files since removed)."""
+        and files importing from those packages, their classes or members, or naming them fully
+        qualified (every import registered its module's prefixes), or from the packages `modules`,
+        of files since removed."""
         packages = {*modules, *(self._package_of[f] for f in file_ids if f in self._package_of)}
         found: set[int] = set()
         for package in packages:
             found |= self._packages.files(package)
             found |= self._importers.get(package, set())
-            for file_id in file_ids:
-                for qualified in self._classes.get(file_id, {}):
-                    found |= self._importers.get(f"{package}.{qualified}" if package else qualified, set())
         return found
 
     # -- classes and members -------------------------------------------------------------------
@@ -200,7 +211,7 @@ class JavaCallResolver:
         supertypes), the file's own classes and single-type imports, the package's classes, then
         on-demand imports."""
         classes = self._classes[file_id]
-        for scope in _enclosing_chain(enclosing_class):
+        for scope in _enclosing_chain(enclosing_class) if name in self._nested_names else ():
             owner = classes.get(scope)
             found = None if owner is None else self._member(Found(file_id, owner), name)
             if found is not None and found.definition.kind == "class":
@@ -307,14 +318,16 @@ class JavaCallResolver:
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
         syntax = self._files[file_id]
-        edges: set[CallEdge] = set()
-        cache: dict[tuple[str, str], tuple[int, Definition] | None] = {}
+        rows: set[tuple[int, int, int, int]] = set()  # plain tuples: hashing CallEdges costs more
+        cache: dict[tuple[str, str], tuple[int, int] | None] = {}
         for node, hops, callee, enclosing_class in syntax.calls.rows():
             key = (callee, enclosing_class)
-            if key not in cache:
-                cache[key] = self.resolve_callee(file_id, callee, enclosing_class)
-            target = cache[key]
-            if target is None or (target[0], target[1].node) == (file_id, node):
+            target = cache.get(key, False)
+            if target is False:
+                found = self.resolve_callee(file_id, callee, enclosing_class)
+                target = cache[key] = None if found is None else (found[0], found[1].node)
+            if target is None or (target[0] == file_id and target[1] == node):
                 continue
-            edges.add(CallEdge(file_id, node, target[0], target[1].node, hops))
-        return sorted(edges, key=lambda e: (e.source_node, e.target_file, e.target_node, e.hops))
+            rows.add((node, target[0], target[1], hops))
+        return [CallEdge(file_id, node, target_file, target_node, hops)
+                for node, target_file, target_node, hops in sorted(rows)]
