@@ -2,7 +2,8 @@
 
 Every language tree-sitter-language-pack parses gets fragments, syntax and directory edges from
 its grammar alone. A language that also provides `symbols` and `call_resolver` gets call edges
-(docs/design.md section 2); today that is Python (`repomem.languages.python`).
+(docs/design.md section 2): Python, Go, Java, Rust and JavaScript / TypeScript (one package each
+under `repomem.languages`).
 """
 
 from __future__ import annotations
