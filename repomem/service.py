@@ -51,6 +51,7 @@ from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
 from repomem.progress import NoProgress, Progress
 from repomem.retrieval.definitions import reachable_definitions, signature_span, window_holding
+from repomem.retrieval.imported_usage import usage_windows
 from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import (
     Lift,
@@ -60,7 +61,6 @@ from repomem.retrieval.scoring import (
     strongest_lifts,
     top_fragments,
 )
-from repomem.retrieval.imported_usage import usage_windows
 from repomem.retrieval.shared_callees import shared_callee_sites
 from repomem.retrieval.signatures import called_signature, imported_signatures
 
@@ -559,8 +559,9 @@ class RepoService:
                              unlisted: np.ndarray | None, count: int, lines: int, lines_before: int
                              ) -> list[ScoredFragment]:
         """Up to `count` blocks of `lines` lines at most from functions that call what the cursor's
-        function (its def on 0-based `function_line`) calls above the cursor, best first (retrieval/shared_callees.py): each starts
-        `lines_before` lines above the function's last shared call, stays inside the function, and
+        function (its def on 0-based `function_line`) calls above the cursor, best first
+        (retrieval/shared_callees.py): each starts `lines_before` lines above the function's last
+        shared call, stays inside the function, and
         carries the id of the window holding its first line and s_rel = the function's score. A
         block overlapping a window the cursor's masks hide (`cursor_masks`) is left out."""
         if self.index is None or count <= 0:

@@ -198,7 +198,8 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--limit", type=int, default=None, help="tasks per split, drawn by --seed, balanced over repos")
     run.add_argument("--seed", type=int, default=0, help="which tasks --limit draws (default 0)")
     run.add_argument("--alpha", type=finite_float, default=None, help="FragRel's alpha (default 0.5)")
-    run.add_argument("--alphas", default="", help="retrieval- or prompt-only alpha sweep of fragrel, e.g. 0,0.25,0.5,1,2 (0: its levers, graph off)")
+    run.add_argument("--alphas", default="", help="retrieval- or prompt-only alpha sweep of fragrel, "
+                     "e.g. 0,0.25,0.5,1,2 (0: its levers, graph off)")
     run.add_argument("--k", type=int, default=None, help="fragments retrieved (default 10)")
     run.add_argument("--order", choices=BLOCK_ORDERS, default="similarity",
                      help="block order: similarity (the most BM25-similar block last; default, RepoCoder's order "

@@ -25,6 +25,7 @@ from typing import Protocol
 from repomem.backends.templates import Template
 from repomem.failures import Failure
 
+
 def header(comment: str = "#") -> str:
     """The line above the retrieved blocks (RepoCoder's), in the cursor file's line comments."""
     return f"{comment} Here are some relevant code fragments from other files of the repo:\n"

@@ -4,10 +4,10 @@ module beside `python/`."""
 
 from __future__ import annotations
 
-from repomem.languages.language import Language, brace_language
 from repomem.languages.go import GO
 from repomem.languages.java import JAVA
 from repomem.languages.javascript import JAVASCRIPT, TSX, TYPESCRIPT
+from repomem.languages.language import Language, brace_language
 from repomem.languages.python import PYTHON
 from repomem.languages.rust import RUST
 

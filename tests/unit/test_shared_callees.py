@@ -4,8 +4,6 @@ what the file imports and has not called yet); resolved call edges, not names.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -30,7 +28,8 @@ FILES = {
                     "    ordered = index(data)\n    print(ordered)\n    return ordered\n",
 }
 CURSOR_FILE = "pkg/main.py"
-CURSOR_TEXT = "from .store import load, index\n\n\ndef refresh(path):\n    data = load(path)\n    ordered = index(data)\n    "
+CURSOR_TEXT = ("from .store import load, index\n\n\ndef refresh(path):\n    data = load(path)\n"
+               "    ordered = index(data)\n    ")
 
 
 @pytest.fixture(scope="module")

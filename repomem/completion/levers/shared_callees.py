@@ -28,9 +28,9 @@ class SharedCallees(PromptLever):
         round = self.round
         settings = round.config.prompt
         request = round.request
-        found = round.service.shared_callee_blocks(request.cursor, round.context.definition_line, request.excluded, request.unlisted,
-                                                   settings.shared_callees, settings.shared_callee_lines,
-                                                   LINES_BEFORE_SHARED_CALL)
+        found = round.service.shared_callee_blocks(request.cursor, round.context.definition_line, request.excluded,
+                                                   request.unlisted, settings.shared_callees,
+                                                   settings.shared_callee_lines, LINES_BEFORE_SHARED_CALL)
         if not found:
             return fragments
         shown = {(f.path, f.start_line) for f in found}
