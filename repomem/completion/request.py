@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.completion.postprocess import CompletionShape, completion_shape
+from repomem.languages.language import BRACE_DEFINITION_TYPES, BRACE_NAMED_FUNCTION_VALUE_TYPES, Language
 from repomem.languages.registry import language_named, language_of
+from repomem.languages.treesitter import parse
 from repomem.positions import Cursor, window_before
 from repomem.strategies import Strategy
 
@@ -70,6 +72,26 @@ def enclosing_definition(lines: list[str], line: int) -> int:
     return -1
 
 
+def enclosing_definition_of(language: Language, lines: list[str], line: int) -> int:
+    """0-based first line of the innermost definition holding `line` (-1 at module level): Python's
+    by its def / class lines, a brace language's by its syntax tree (its definition nodes, and
+    function values bound to a name); other languages have none (-1)."""
+    if language.indented_blocks:
+        return enclosing_definition(lines, line)
+    if not language.brace_blocks or line >= len(lines):
+        return -1
+    tree = parse(language.name, "\n".join(lines).encode("utf-8"))
+    column = len(lines[line]) - len(lines[line].lstrip())
+    node = tree.root_node.descendant_for_point_range((line, column), (line, column))
+    while node is not None:
+        if node.type in BRACE_DEFINITION_TYPES or (
+                node.type in BRACE_NAMED_FUNCTION_VALUE_TYPES and node.parent is not None
+                and node.parent.type == "variable_declarator"):
+            return node.start_point[0]
+        node = node.parent
+    return -1
+
+
 def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool,
                 mask: Callable[[str], str] = lambda text: text) -> CursorContext:
     """Everything the engine needs from the cursor, from one split of the file into lines.
@@ -108,5 +130,5 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
         suffix=suffix,
         shape=completion_shape("\n".join(left_lines), after, language),
         query=query,
-        definition_line=enclosing_definition(lines, cursor.line),
+        definition_line=enclosing_definition_of(language, lines, cursor.line),
     )

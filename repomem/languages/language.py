@@ -91,6 +91,18 @@ BRACE_STRING_OR_COMMENT_TYPES = frozenset({
 })
 
 
+# The brace languages' definition nodes (functions, methods, classes, impls, ...) across their
+# grammars: the innermost one around a cursor is "the cursor's function".
+BRACE_DEFINITION_TYPES = frozenset({
+    "function_declaration", "method_declaration", "method_definition", "function_definition", "function_item",
+    "constructor_declaration", "class_declaration", "abstract_class_declaration", "interface_declaration",
+    "enum_declaration", "record_declaration", "impl_item", "trait_item", "struct_item", "enum_item",
+    "generator_function_declaration",
+})
+# Function values that are definitions only when bound to a name (`const f = () => {...}`).
+BRACE_NAMED_FUNCTION_VALUE_TYPES = frozenset({"arrow_function", "function_expression", "function"})
+
+
 def brace_language(name: str, extensions: tuple[str, ...], **rules) -> Language:
     """A language whose blocks are braces and whose line comments start with `//` (C, Go, Java,
     JavaScript, Rust, ...); `rules`: any other field (a module with relations gives `symbols`,

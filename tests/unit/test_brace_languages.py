@@ -8,6 +8,7 @@ import pytest
 from repomem.backends.templates import PLAIN
 from repomem.completion.postprocess import clean_completion, completion_shape
 from repomem.completion.prompt import ContextBlock, PromptBudget, build_prompt, render_block
+from repomem.completion.request import enclosing_definition_of
 from repomem.languages.registry import LANGUAGES, language_named
 from tests.unit.test_scope_imports import Words
 
@@ -63,3 +64,19 @@ def test_elsewhere_a_brace_language_completes_the_line():
         assert not shape.multiline
         assert clean_completion("a, b);\nfoo();\n", shape) == "a, b);"
     assert not completion_shape("local t = {", "", language_named("lua")).multiline  # no brace blocks
+
+
+@pytest.mark.parametrize(("name", "source", "line", "expected"), [
+    ("go", "package m\n\ntype S struct{}\n\nfunc (s *S) Get(a int) int {\n\tx := a\n\t\n\treturn x\n}\n", 6, 4),
+    ("go", "package m\n\nvar x = 1\n\n", 3, -1),
+    ("java", "class A {\n  @Override\n  int get(int a) {\n    int x = a;\n    \n  }\n  int y;\n}\n", 4, 1),
+    ("java", "class A {\n  @Override\n  int get(int a) {\n    int x = a;\n    \n  }\n  int y;\n}\n", 6, 0),
+    ("rust", "impl S {\n    fn get(&self) -> i32 {\n        let x = 1;\n        \n        x\n    }\n}\n", 3, 1),
+    ("typescript", "export class A {\n  get(a: number) {\n    \n  }\n}\nconst f = () => {\n  \n};\n", 2, 1),
+    ("typescript", "export class A {\n  get(a: number) {\n    \n  }\n}\nconst f = () => {\n  \n};\n", 6, 5),
+    ("javascript", "function g() {\n  [1].map((v) => {\n    \n  });\n}\n", 2, 0),  # a callback is not a definition
+])
+def test_the_cursors_function_in_a_brace_language_comes_from_its_syntax(name, source, line, expected):
+    """Order "stable" remembers blocks per function and the levers ask for "the cursor's function":
+    in a brace language both come from the syntax tree, not from Python's def / class lines."""
+    assert enclosing_definition_of(language_named(name), source.split("\n"), line) == expected
