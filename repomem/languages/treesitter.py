@@ -37,3 +37,23 @@ def capture_nodes(language: str, query_source: str, root: Node, name: str) -> li
     the index's call sites: sorted, the same code writes the same index."""
     captures = tree_sitter.QueryCursor(_query(language, query_source)).captures(root)
     return sorted(captures.get(name, []), key=lambda node: (node.start_byte, -node.end_byte))
+
+
+def nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
+                 ) -> tuple[int, int]:
+    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it), remembered
+    for every node passed (tree-sitter's `parent` costs the node's depth). The symbol collectors
+    place each call site on its kept node with it."""
+    path: list[int] = []
+    while node is not None and node.id not in kept_index and node.id not in placed:
+        path.append(node.id)
+        node = node.parent
+    if node is None:
+        owner_index, hops = 0, 0  # above the root (never: the root is kept): count as the root
+    elif node.id in kept_index:
+        owner_index, hops = kept_index[node.id], 0
+    else:
+        owner_index, hops = placed[node.id]
+    for distance, node_id in enumerate(reversed(path), start=1):
+        placed[node_id] = (owner_index, hops + distance)
+    return owner_index, hops + len(path)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from repomem.languages.go.locals import DECLARING_TYPES, FUNCTION_TYPES, LocalNames, text_of
 from repomem.languages.go.packages import default_name
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes
+from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
 
 LANGUAGE_NAME = "go"  # tree-sitter-language-pack grammar
 ALIAS_MARK = "="  # a base starting with it is a type alias's target
@@ -75,7 +75,7 @@ class GoSymbols:
             callee = self._callee(callee_node)
             if callee is None:
                 continue
-            owner_index, hops = _nearest_kept(callee_node.parent, kept_index, placed)
+            owner_index, hops = nearest_kept(callee_node.parent, kept_index, placed)
             calls.append((owner_index, hops, callee, class_scope[owner_index]))
         return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
 
@@ -91,25 +91,6 @@ class GoSymbols:
         if local.receiver_type and rest:
             return f"{local.receiver_type}.{rest}"
         return None
-
-
-def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
-                  ) -> tuple[int, int]:
-    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it), remembered
-    for every node passed (tree-sitter's `parent` costs the node's depth)."""
-    path: list[int] = []
-    while node is not None and node.id not in kept_index and node.id not in placed:
-        path.append(node.id)
-        node = node.parent
-    if node is None:
-        owner_index, hops = 0, 0
-    elif node.id in kept_index:
-        owner_index, hops = kept_index[node.id], 0
-    else:
-        owner_index, hops = placed[node.id]
-    for distance, node_id in enumerate(reversed(path), start=1):
-        placed[node_id] = (owner_index, hops + distance)
-    return owner_index, hops + len(path)
 
 
 def dotted_name(node: Node) -> str | None:

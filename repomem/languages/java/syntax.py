@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from repomem.languages.java.locals import DECLARING_TYPES, ValueNames, text_of, type_name
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes
+from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
 
 LANGUAGE_NAME = "java"  # tree-sitter-language-pack grammar
 PACKAGE_MARK = "@package"  # local name of the binding that carries the package declaration
@@ -87,7 +87,7 @@ class JavaSymbols:
         calls: list[tuple[int, int, str, str]] = []
         placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
         for call in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "call"):
-            owner_index, hops = _nearest_kept(call, kept_index, placed)
+            owner_index, hops = nearest_kept(call, kept_index, placed)
             enclosing = class_scope[owner_index]
             callee = self._callee(call, enclosing)
             if callee:
@@ -135,25 +135,6 @@ class JavaSymbols:
         if declared is None:
             return f"{dotted}.{name}"  # a class (simple or qualified) or a name nothing declares
         return f"{declared}.{name}" if declared and not rest else None
-
-
-def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
-                  ) -> tuple[int, int]:
-    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it), remembered
-    for every node passed (tree-sitter's `parent` costs the node's depth)."""
-    path: list[int] = []
-    while node is not None and node.id not in kept_index and node.id not in placed:
-        path.append(node.id)
-        node = node.parent
-    if node is None:
-        owner_index, hops = 0, 0
-    elif node.id in kept_index:
-        owner_index, hops = kept_index[node.id], 0
-    else:
-        owner_index, hops = placed[node.id]
-    for distance, node_id in enumerate(reversed(path), start=1):
-        placed[node_id] = (owner_index, hops + distance)
-    return owner_index, hops + len(path)
 
 
 def _dotted_text(node: Node) -> str:

@@ -27,7 +27,7 @@ from repomem.languages.javascript.locals import (
     text_of,
 )
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes
+from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
 
 CLASS_TYPES = frozenset({"class_declaration", "abstract_class_declaration", "class"})
 TYPE_TYPES = frozenset({"interface_declaration", "type_alias_declaration", "enum_declaration"})
@@ -176,7 +176,7 @@ class JavaScriptSymbols:
                 callee = self._callee(callee_node)
                 if callee is None:
                     continue
-                owner_index, hops = _nearest_kept(callee_node.parent, kept_index, placed)
+                owner_index, hops = nearest_kept(callee_node.parent, kept_index, placed)
                 calls.append((owner_index, hops, callee, class_scope[owner_index]))
         calls.sort(key=lambda row: (row[0], row[1], row[2]))
         return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
@@ -225,25 +225,6 @@ def _object_exports(value: Node) -> list[ImportBinding]:
             if target is not None and target.type == "identifier":
                 rows.append(export_row(text_of(key), "", text_of(target)))
     return rows
-
-
-def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
-                  ) -> tuple[int, int]:
-    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it), remembered
-    for every node passed (tree-sitter's `parent` costs the node's depth)."""
-    path: list[int] = []
-    while node is not None and node.id not in kept_index and node.id not in placed:
-        path.append(node.id)
-        node = node.parent
-    if node is None:
-        owner_index, hops = 0, 0
-    elif node.id in kept_index:
-        owner_index, hops = kept_index[node.id], 0
-    else:
-        owner_index, hops = placed[node.id]
-    for distance, node_id in enumerate(reversed(path), start=1):
-        placed[node_id] = (owner_index, hops + distance)
-    return owner_index, hops + len(path)
 
 
 def dotted_name(node: Node) -> str | None:

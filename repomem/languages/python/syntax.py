@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes
+from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
 
 LANGUAGE_NAME = "python"  # tree-sitter-language-pack grammar
 CLAUSE_TYPES = frozenset({
@@ -53,28 +53,9 @@ class PythonSymbols:
             dotted = dotted_name(callee)
             if dotted is None:
                 continue
-            owner_index, hops = _nearest_kept(callee.parent, kept_index, placed)
+            owner_index, hops = nearest_kept(callee.parent, kept_index, placed)
             calls.append((owner_index, hops, dotted, class_scope[owner_index]))
         return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
-
-
-def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
-                  ) -> tuple[int, int]:
-    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it); remembers the
-    answer for every node passed on the way."""
-    path: list[int] = []
-    while node is not None and node.id not in kept_index and node.id not in placed:
-        path.append(node.id)
-        node = node.parent
-    if node is None:
-        owner_index, hops = 0, 0  # above the root (never: the root is kept): count as the root
-    elif node.id in kept_index:
-        owner_index, hops = kept_index[node.id], 0
-    else:
-        owner_index, hops = placed[node.id]
-    for distance, node_id in enumerate(reversed(path), start=1):
-        placed[node_id] = (owner_index, hops + distance)
-    return owner_index, hops + len(path)
 
 
 def _text(node: Node | None) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
 from repomem.languages.rust.locals import BINDING_TYPES, LocalNames, text_of
 from repomem.languages.rust.uses import PATH_SEPARATOR, extern_crate_binding, path_segments, use_bindings
-from repomem.languages.treesitter import Node, capture_nodes
+from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
 
 LANGUAGE_NAME = "rust"  # tree-sitter-language-pack grammar
 ALIAS_MARK = "="  # a base starting with it is a type alias's target
@@ -129,14 +129,14 @@ class RustSymbols:
         for node in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
             callee = self._callee(node)
             if callee:
-                owner_index, hops = _nearest_kept(node.parent, kept_index, placed)
+                owner_index, hops = nearest_kept(node.parent, kept_index, placed)
                 calls.append((owner_index, hops, callee, class_scope[owner_index]))
         for tokens in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "tokens"):
             if tokens.parent is None or tokens.parent.type != "macro_invocation":
                 continue
             callees = self._token_callees(tokens)
             if callees:
-                owner_index, hops = _nearest_kept(tokens.parent, kept_index, placed)
+                owner_index, hops = nearest_kept(tokens.parent, kept_index, placed)
                 calls.extend((owner_index, hops, callee, class_scope[owner_index]) for callee in callees)
         return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
 
@@ -212,25 +212,6 @@ class RustSymbols:
         if before == "::":  # `::a::f(..)`: another crate, explicitly
             segments.insert(0, "")
         return PATH_SEPARATOR.join(segments)
-
-
-def _nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]
-                  ) -> tuple[int, int]:
-    """(kept index of `node`'s nearest kept ancestor-or-self, parent steps up to it), remembered
-    for every node passed (tree-sitter's `parent` costs the node's depth)."""
-    path: list[int] = []
-    while node is not None and node.id not in kept_index and node.id not in placed:
-        path.append(node.id)
-        node = node.parent
-    if node is None:
-        owner_index, hops = 0, 0
-    elif node.id in kept_index:
-        owner_index, hops = kept_index[node.id], 0
-    else:
-        owner_index, hops = placed[node.id]
-    for distance, node_id in enumerate(reversed(path), start=1):
-        placed[node_id] = (owner_index, hops + distance)
-    return owner_index, hops + len(path)
 
 
 def _bases(node: Node) -> tuple[str, ...]:
