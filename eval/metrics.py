@@ -52,18 +52,25 @@ def edit_similarity(prediction: str, ground_truth: str) -> float:
                                                    "\n".join(scored_lines(ground_truth))))
 
 
-def has_enough_lines(ground_truth: str):
-    """A predicate for GenerationRequest.enough: the text already holds every line the scorer reads.
+class EnoughLines:
+    """A predicate for GenerationRequest.enough: the text already holds `lines` scored lines.
 
-    A line counts once a newline ends it, so a line still being written is never cut short.
+    A line counts once a newline ends it, so a line still being written is never cut short. A
+    class, not a closure: a deferred request (`eval run --defer`) carries `lines` to the machine
+    that generates it.
     """
-    wanted = len(scored_lines(ground_truth))
 
-    def enough(text: str) -> bool:
+    def __init__(self, lines: int):
+        self.lines = lines
+
+    def __call__(self, text: str) -> bool:
         complete = text[: text.rfind("\n") + 1] if "\n" in text else ""
-        return len(scored_lines(complete)) >= wanted
+        return len(scored_lines(complete)) >= self.lines
 
-    return enough
+
+def has_enough_lines(ground_truth: str) -> EnoughLines:
+    """Enough once the text holds every line the scorer reads of `ground_truth`."""
+    return EnoughLines(len(scored_lines(ground_truth)))
 
 
 def line_hit_rank(fragment_texts: Sequence[str], ground_truth: str) -> int | None:

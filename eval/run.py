@@ -32,7 +32,7 @@ import numpy as np
 
 from repomem.backends.base import Backend
 from repomem.backends.batching import BatchingBackend, supports_batches
-from repomem.backends.memo import GenerationStore, MemoBackend
+from repomem.backends.memo import DEFERRED, DeferredRequests, GenerationStore, MemoBackend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.model_calls import ModelCall
 from repomem.completion.prompt import Prompt
@@ -91,7 +91,7 @@ class RunSettings:
     @property
     def without_model(self) -> bool:
         return self.retrieval_only or self.prompt_only
-    alphas: tuple[float, ...] = ()  # retrieval-only: also FragRel at each of these alphas (a sweep)
+    alphas: tuple[float, ...] = ()  # also FragRel at each of these alphas (a sweep; 0 = its levers, graph off)
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class RunSummary:
     interrupted: bool
     batch_sizes: tuple[int, ...] = ()  # generations per batch, when an in-process model batched them
     recalled: int = 0  # of `reused`, answered by the generation store (an earlier run's generation)
+    deferred: int = 0  # records not written: their prompts went to the requests file (--defer)
 
 
 def _fragrel_alpha(config: Config, settings: RunSettings) -> float:
@@ -156,7 +157,10 @@ def run_variants(config: Config, settings: RunSettings) -> list[Variant]:
                     and strategy.rounds == 1 and (settings.prompt_only or not strategy.asks_model):
                 variants.append(Variant(name, strategy.alpha(alpha)))
         return variants
-    return [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
+    variants = [Variant(name, strategy_named(name).alpha(alpha)) for name in settings.strategies]
+    # `--alphas` in a model run: fragrel at each further alpha, beside the strategies asked for.
+    extra = sorted(set(settings.alphas) - {v.alpha for v in variants if v.strategy == RETRIEVAL_ONLY_RELATED})
+    return variants + [Variant(RETRIEVAL_ONLY_RELATED, float(value)) for value in extra]
 
 
 def comparable_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -335,12 +339,13 @@ class Evaluator:
 
     def __init__(self, repos_dir: Path, config: Config, settings: RunSettings, backend: Backend | None,
                  log: Callable[[str], None] = lambda message: None, pool: ServicePool | None = None,
-                 cancel: Callable[[], bool] | None = None, store: GenerationStore | None = None):
+                 cancel: Callable[[], bool] | None = None, store: GenerationStore | None = None,
+                 deferred: DeferredRequests | None = None):
         self.repos_dir = repos_dir
         self.config = evaluation_config(config, settings)
         self.settings = settings
         self.settings_id = settings_fingerprint(self.config)
-        self.backend = MemoBackend(backend, store) if backend is not None else None
+        self.backend = MemoBackend(backend, store, deferred) if backend is not None else None
         self.log = log
         self.pool = pool or ServicePool(repos_dir, self.config, log)
         self.cancel = cancel
@@ -561,6 +566,7 @@ def run_evaluation(
     progress: Progress | None = None,
     log: Callable[[str], None] = lambda message: None,
     generations: Path | None = None,
+    defer: Path | None = None,
 ) -> RunSummary | Failure:
     """Evaluate `tasks` with every variant of `settings`, appending records to `results`.
 
@@ -569,6 +575,9 @@ def run_evaluation(
     workers' requests into batches. Records are written in task order whatever `workers` is.
     `generations`: a JSONL generation store shared with earlier and later runs (see
     repomem.backends.memo.GenerationStore); a prompt it already answered for the task costs nothing.
+    `defer`: every prompt the store cannot answer is written to this JSONL file instead of generated
+    (its records are not written), for a GPU machine to answer into the store
+    (scripts/answer_requests.py); the same run again with the store then writes every record.
     """
     started = time.perf_counter()
     progress = progress or NoProgress()
@@ -597,14 +606,21 @@ def run_evaluation(
         store = GenerationStore.open(generations)
         if isinstance(store, Failure):
             return store
+    deferred = None
+    if defer is not None and not settings.without_model:
+        deferred = DeferredRequests.open(defer)
+        if isinstance(deferred, Failure):
+            return deferred
     pool = ServicePool(repos_dir, evaluation_config(config, settings), log)
     evaluators = [Evaluator(repos_dir, config, settings, shared[i % len(shared)] if shared else None, log, pool,
-                            stop.is_set, store) for i in range(workers)]
+                            stop.is_set, store, deferred) for i in range(workers)]
     try:
         summary = _run(tasks, results, settings, evaluators, pool, progress, stop, started)
     finally:
         if store is not None:
             store.close()
+        if deferred is not None:
+            deferred.close()
         for batcher in batchers:
             if batcher is not None:
                 batcher.stop()
@@ -636,7 +652,7 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
         pool.prepare(repo)  # indexes are built here, once, before any worker runs (a Failure is a task error)
     results.parent.mkdir(parents=True, exist_ok=True)
     drop_torn_tail(results)
-    written = failed = consecutive = 0
+    written = failed = consecutive = deferred = 0
     interrupted = False
     jobs: queue.SimpleQueue[tuple[int, EvalTask, list[Variant]]] = queue.SimpleQueue()
     for position, (task, todo) in enumerate(pending):
@@ -677,13 +693,19 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
                 while next_position in held:
                     records = held.pop(next_position)
                     next_position += 1
+                    progress.advance(len(records))
+                    # A record whose prompt was deferred is written by the run that replays it.
+                    kept = [r for r in records if r.get("error_kind") != DEFERRED]
+                    deferred += len(records) - len(kept)
+                    records = kept
+                    if not records:
+                        continue
                     for record in records:
                         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                     handle.flush()
                     written += len(records)
                     errors = [r for r in records if "error" in r]
                     failed += len(errors)
-                    progress.advance(len(records))
                     consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
                     if consecutive >= MAX_CONSECUTIVE_FAILURES:
                         return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
@@ -697,4 +719,4 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
     reused = sum(e.backend.reused for e in evaluators if e.backend is not None)
     recalled = sum(e.backend.recalled for e in evaluators if e.backend is not None)
     return RunSummary(results, written, skipped, failed, reused, time.perf_counter() - started, interrupted,
-                      recalled=recalled)
+                      recalled=recalled, deferred=deferred)

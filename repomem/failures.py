@@ -68,6 +68,7 @@ class FailureKind(StrEnum):
     BAD_ENDPOINT = "bad-endpoint"
     BAD_RESPONSE = "bad-response"
     GENERATION = "generation"
+    DEFERRED = "deferred"  # eval run --defer: written out for another machine to generate
     MODEL_CRASHED = "model-crashed"
     PROMPT_TOO_LONG = "prompt-too-long"
     EMPTY_SUMMARY = "empty-summary"

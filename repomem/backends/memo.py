@@ -10,6 +10,11 @@ configurations that build the same prompt for a task (most tasks, for a lever th
 prompts) then cost one generation, which on a CPU is what decides how many tasks a comparison can
 afford. Its key is the task (its `enough` predicate), the model, the prompt as sent, the token cap
 and the stop strings.
+
+`DeferredRequests` is the other half of generating elsewhere (`eval run --defer`): a prompt the
+store cannot answer is written out, with its key, instead of generated, so a GPU machine can answer
+every prompt of a run in large batches (scripts/answer_requests.py) without the repositories, and a
+second run replays them all from the store.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from repomem.backends.base import Backend, Generation, GenerationRequest
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.regular_files import drop_torn_tail
 
 _KEPT = ("stop", "length")  # finish reasons worth keeping: a cut or cancelled answer is not the answer
@@ -100,13 +105,59 @@ def _parse(line: str) -> tuple[str, Generation] | None:
         return None  # a foreign or damaged line costs one generation, nothing else
 
 
+DEFERRED = FailureKind.DEFERRED  # a request written out instead of generated
+
+
+class DeferredRequests:
+    """Requests the store could not answer, appended to one JSONL file: the store's key, the task,
+    and what a generator needs (prompt, token cap, stop strings, and the line count that ends it)."""
+
+    def __init__(self, path: Path, handle: IO[str]):
+        self.path = path
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._written: set[str] = set()  # one line per key, however many variants share a prompt
+        self.count = 0
+
+    @classmethod
+    def open(cls, path: Path) -> DeferredRequests | Failure:
+        if path.exists() and not path.is_file():
+            return Failure("bad-option", f"--defer {path}: not a file")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return cls(path, open(path, "w", encoding="utf-8"))
+        except OSError as error:
+            return Failure("bad-option", f"--defer {path}: {error.strerror or error}")
+
+    def put(self, key: str, scope: str, model: str, request: GenerationRequest) -> None:
+        # The evaluator's `enough` predicate says how many lines end the answer (a callable cannot
+        # travel): see repomem.evaluation.metrics.EnoughLines.
+        lines = getattr(request.enough, "lines", None)
+        entry = {"key": key, "task": scope, "model": model, "prompt": request.prompt,
+                 "max_tokens": request.max_tokens, "stop": list(request.stop),
+                 **({"enough_lines": lines} if isinstance(lines, int) else {})}
+        with self._lock:
+            if key in self._written:
+                return
+            self._written.add(key)
+            self.count += 1
+            self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._handle.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
 class MemoBackend:
-    def __init__(self, inner: Backend, store: GenerationStore | None = None):
+    def __init__(self, inner: Backend, store: GenerationStore | None = None,
+                 deferred: DeferredRequests | None = None):
         self.inner = inner
         self.name = inner.name
         self.template = inner.template
         self.context_tokens = inner.context_tokens
         self.store = store
+        self.deferred = deferred  # where a request the store cannot answer goes instead of the model
         self._answers: dict[tuple[str, int, tuple[str, ...]], Generation] = {}
         self._scope = ""  # the task being evaluated: what the `enough` predicate depends on
         self.reused = 0  # requests answered from memory or the store since construction
@@ -121,13 +172,17 @@ class MemoBackend:
         if remembered is not None:
             self.reused += 1
             return remembered  # its own seconds: a strategy's latency is what it would have cost
-        stored_key = GenerationStore.key(self._scope, self.name, request) if self.store is not None else ""
+        keyed = self.store is not None or self.deferred is not None
+        stored_key = GenerationStore.key(self._scope, self.name, request) if keyed else ""
         stored = self.store.get(stored_key) if self.store is not None else None
         if stored is not None:
             self.reused += 1
             self.recalled += 1
             self._answers[key] = stored
             return stored
+        if self.deferred is not None:
+            self.deferred.put(stored_key, self._scope, self.name, request)
+            return Failure(DEFERRED, "generation deferred: answer the requests file, then run again with the store")
         answer = self.inner.generate(request)
         if isinstance(answer, Generation) and answer.finish_reason not in ("cancelled", "deadline"):
             self._answers[key] = answer

@@ -126,13 +126,17 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         with RichProgress(err) as progress:
             summary = ok(run_evaluation(tasks, Path(args.repos), results, settings, config=config, backends=backends,
                                          workers=args.workers, progress=progress, log=log,
-                                         generations=Path(args.generations) if args.generations else None))
+                                         generations=Path(args.generations) if args.generations else None,
+                                         defer=Path(args.defer) if args.defer else None))
     finally:
         for backend in backends:
             backend.close()
     print(f"{summary.written} results written, {summary.skipped} already there, {summary.failed} failed, "
           f"{summary.reused} generations reused ({summary.recalled} from the generation store), "
           f"{summary.seconds:.0f} s -> {summary.results}")
+    if summary.deferred:
+        print(f"{summary.deferred} results deferred: their prompts are in {args.defer}; answer them into the "
+              "generation store (scripts/answer_requests.py), then run this again with --generations")
     if summary.batch_sizes:
         sizes = summary.batch_sizes
         print(f"{sum(sizes)} generations in {len(sizes)} batches (mean {sum(sizes) / len(sizes):.1f}, "
@@ -198,7 +202,7 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--limit", type=int, default=None, help="tasks per split, drawn by --seed, balanced over repos")
     run.add_argument("--seed", type=int, default=0, help="which tasks --limit draws (default 0)")
     run.add_argument("--alpha", type=finite_float, default=None, help="FragRel's alpha (default 0.5)")
-    run.add_argument("--alphas", default="", help="retrieval- or prompt-only alpha sweep of fragrel, "
+    run.add_argument("--alphas", default="", help="also fragrel at each of these alphas, "
                      "e.g. 0,0.25,0.5,1,2 (0: its levers, graph off)")
     run.add_argument("--k", type=int, default=None, help="fragments retrieved (default 10)")
     run.add_argument("--order", choices=BLOCK_ORDERS, default="similarity",
@@ -218,6 +222,10 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--generations", default=None, metavar="JSONL",
                      help="a generation store kept across runs: a task's prompt answered by an earlier run (same "
                           "model, cap and stops) is not generated again (greedy decoding gives the same answer)")
+    run.add_argument("--defer", default=None, metavar="JSONL",
+                     help="write every prompt the generation store cannot answer to this file instead of "
+                          "generating it (with --generations): answer the file on another machine "
+                          "(scripts/answer_requests.py), append the answers to the store and run again")
     run.add_argument("--workers", type=int, default=1,
                      help="tasks evaluated at once (threads): requests in flight against the servers, or the "
                           "batch an in-process model gathers (default 1); records are the same for any number")

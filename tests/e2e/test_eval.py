@@ -26,6 +26,8 @@ from repomem.evaluation.tasks import EvalTask, TaskDefinition, load_tasks, selec
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # -- scorer ------------------------------------------------------------------------------------
 
 
@@ -306,6 +308,45 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
     assert (out / "strategies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((out / "report.json").read_text())
     assert {row["strategy"] for row in summary["model"]} == {"infile", "vanilla", "repocoder"}
+
+
+@pytest.mark.slow
+def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchmark: tuple[Path, Path],
+                                                                    tmp_path: Path):
+    """`eval run --defer` writes the prompts instead of generating them (no records), the answering
+    script fills a store from that file alone, and the same run with the store writes the records a
+    direct run writes, generating nothing. fragrel at alpha 0 (`--alphas 0`) rides along."""
+    base, repos = shop_benchmark
+    common = ("--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"), "--repos", str(repos),
+              "--strategies", "vanilla,fragrel", "--alphas", "0", "--max-new-tokens", "24", "--prompt-tokens", "512")
+    direct = tmp_path / "direct.jsonl"
+    assert _repomem("eval", "run", *common, "--results", str(direct)).returncode == 0
+    results, store, requests = tmp_path / "results.jsonl", tmp_path / "store.jsonl", tmp_path / "requests.jsonl"
+    deferring = _repomem("eval", "run", *common, "--results", str(results), "--generations", str(store),
+                         "--defer", str(requests))
+    assert deferring.returncode == 0, deferring.stderr
+    assert "0 results written" in deferring.stdout and "6 results deferred" in deferring.stdout, deferring.stdout
+    assert read_results(results) == []
+    entries = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert 2 <= len(entries) <= 6 and len({e["key"] for e in entries}) == len(entries)  # shared prompts once
+    assert {e["task"] for e in entries} == {"shop/line/0", "shop/api/0"}
+    assert all(e["enough_lines"] == 1 and e["max_tokens"] == 24 for e in entries)
+    answers = tmp_path / "answers.jsonl"
+    answered = subprocess.run([sys.executable, str(ROOT / "scripts" / "answer_requests.py"), str(requests),
+                               "--out", str(answers), "--batch", "2"], capture_output=True, text=True, timeout=600)
+    assert answered.returncode == 0, answered.stderr
+    assert f"{len(entries)} answers" in answered.stdout, answered.stdout
+    with open(store, "a", encoding="utf-8") as handle:
+        handle.write(answers.read_text())
+    replay = _repomem("eval", "run", *common, "--results", str(results), "--generations", str(store),
+                      "--defer", str(tmp_path / "again.jsonl"))
+    assert replay.returncode == 0, replay.stderr
+    assert "6 results written" in replay.stdout and "results deferred" not in replay.stdout, replay.stdout
+    assert (tmp_path / "again.jsonl").read_text() == ""
+    replayed = {(r["task_id"], r["strategy"], r["alpha"]): r for r in read_results(results)}
+    assert {key[1:] for key in replayed} == {("vanilla", 0.0), ("fragrel", 0.5), ("fragrel", 0.0)}
+    assert {(r["task_id"], r["strategy"], r["alpha"]): r["prediction"] for r in read_results(direct)} == \
+        {key: r["prediction"] for key, r in replayed.items()}
 
 
 @pytest.mark.slow
