@@ -60,7 +60,8 @@ SPARSE_LEVERS = ("definition-blocks", *LAYOUT_LEVERS)
 # repomem's own levers. Names in scope pin before the signatures that sign them; clone search
 # adds the candidates the continuation promotes from.
 GRAPH_LEVERS = ("anchored-match", "definition-blocks", "clone-search", "shared-callees", "imported-usage",
-                "continuation", "packing", "names-in-scope", "scope-signatures", "draft-signature", "confident-round")
+                "continuation", "packing", "names-in-scope", "scope-signatures", "draft-signature", "confident-round",
+                "file-only-round")
 
 STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("infile", "the current file only", "none", False, 1, levers=LAYOUT_LEVERS),

@@ -163,13 +163,34 @@ class CompletionEngine:
             if not isinstance(second, Failure) and second.generation.finish_reason in ("stop", "length"):
                 rounds.append(second)
         if len(rounds) == 1:
-            return rounds[0]
+            return self._with_second_opinion(request, context, rounds[0], follow, timings)
         answers = tuple(RoundAnswer(r.raw, r.generation.mean_logprob) for r in rounds)
         chosen = next((shown for lever in follow if (shown := lever.shown_round(answers)) is not None),
                       len(answers) - 1)
         # The shown round's prompt, blocks and answer; the whole request's timings and round count.
-        return dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
-                                   round_answers=answers, chosen_round=chosen)
+        shown = dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
+                                    round_answers=answers, chosen_round=chosen)
+        return self._with_second_opinion(request, context, shown, follow, timings)
+
+    def _with_second_opinion(self, request: CompletionRequest, context: CursorContext, result: Completion,
+                             follow: Sequence[PromptLever], timings: dict[str, float]) -> Completion:
+        """Another strategy's answer (PromptLever.second_opinion), shown when the model is surer of
+        it than of the answer chosen so far; recorded as one more round."""
+        confidence = result.generation.mean_logprob
+        shown = RoundAnswer(result.raw, confidence)
+        other = next((name for lever in follow if (name := lever.second_opinion(shown))), None)
+        if other is None or confidence is None:
+            return result
+        alone = self._round(dataclasses.replace(request, strategy=strategy_named(other)), context, context.query, 1,
+                            timings, None)
+        if isinstance(alone, Failure) or alone.generation.finish_reason not in ("stop", "length") \
+                or alone.generation.mean_logprob is None:
+            return dataclasses.replace(result, timings_ms=dict(timings))  # what it cost, the answer as it was
+        answers = (*(result.round_answers or (shown,)), RoundAnswer(alone.raw, alone.generation.mean_logprob))
+        if alone.generation.mean_logprob > confidence:
+            return dataclasses.replace(alone, strategy=result.strategy, timings_ms=dict(timings),
+                                       rounds=result.rounds + 1, round_answers=answers, chosen_round=len(answers) - 1)
+        return dataclasses.replace(result, timings_ms=dict(timings), rounds=result.rounds + 1, round_answers=answers)
 
     def _round_count(self, strategy: Strategy) -> int:
         """Generation rounds: the strategy's own, or completion.iterative_rounds for an iterative one."""

@@ -24,7 +24,7 @@ from tests.unit.test_scope_imports import Words, long_report
 ROOT = Path(__file__).resolve().parents[2]
 LEVER_SETTINGS = ("anchor_matches", "definition_blocks", "clone_search", "clone_position", "continuation_",
                   "pack_blocks", "pack_max_lines", "scope_imports", "scope_signature", "draft_signature",
-                  "round_choice", "shared_callee", "imported_usage")
+                  "round_choice", "shared_callee", "imported_usage", "file_only_round")
 
 
 def test_every_listed_lever_exists_and_runs_in_a_workable_order():

@@ -127,3 +127,39 @@ def test_the_generation_store_keeps_the_log_probability(tmp_path):
     assert again.get(GenerationStore.key("t", "m", request)).mean_logprob == -0.375
     assert again.get(GenerationStore.key("u", "m", request)).mean_logprob is None
     again.close()
+
+
+def _file_only_engine(service, answers, on=True):
+    engine, backend = _engine(service, answers, "confident")
+    config = with_overrides(engine.config, prompt={"file_only_round": on})
+    return CompletionEngine(service, backend, config), backend
+
+
+def test_the_file_only_round_is_shown_when_the_model_is_surer_of_it(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    # fragrel's answer: mean -0.5; the file alone: mean -0.125 -> the file-only answer is shown.
+    engine, backend = _file_only_engine(service, [("compute_tax(amount)\n", -1.5),
+                                                  ("compute_tax(amount_cents, tax_class)\n", -0.375)])
+    result = engine.complete(cursor, "fragrel", order="score")
+    assert len(backend.prompts) == 2
+    assert "relevant code fragments" in backend.prompts[0] and "relevant code fragments" not in backend.prompts[1]
+    assert result.raw == "compute_tax(amount_cents, tax_class)\n" and result.chosen_round == 1
+    assert [a.mean_logprob for a in result.round_answers] == [-0.5, -0.125]
+    assert result.strategy == "fragrel" and result.prompt.text == backend.prompts[1] and result.rounds == 2
+    # The other way round, and on a tie, the retrieving answer stays.
+    for alone in (-3.0, -1.5):
+        engine, backend = _file_only_engine(service, [("compute_tax(amount)\n", -1.5), ("x = 1\n", alone)])
+        kept = engine.complete(cursor, "fragrel", order="score")
+        assert kept.raw == "compute_tax(amount)\n" and kept.chosen_round == 0 and len(kept.round_answers) == 2
+        assert kept.prompt.text == backend.prompts[0]
+
+
+def test_the_file_only_round_needs_log_probabilities_a_graph_aware_strategy_and_the_setting(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    for strategy, logprob, on in (("fragrel", None, True), ("vanilla", -1.5, True), ("fragrel-paper", -1.5, True),
+                                  ("fragrel", -1.5, False)):
+        engine, backend = _file_only_engine(service, [("compute_tax(amount)\n", logprob)], on)
+        result = engine.complete(cursor, strategy, order="score")
+        assert len(backend.prompts) == 1 and result.round_answers == (), (strategy, logprob, on)

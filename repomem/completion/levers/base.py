@@ -166,3 +166,8 @@ class PromptLever:
     def shown_round(self, answers: Sequence[RoundAnswer]) -> int | None:
         """Index of the round whose answer is shown (None: the engine's default, the last)."""
         return None
+
+    def second_opinion(self, shown: RoundAnswer) -> str | None:
+        """A strategy whose answer is generated too and shown instead when the model is surer of it
+        (higher mean log-probability per token), given the answer chosen so far (None: none)."""
+        return None
