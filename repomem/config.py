@@ -394,9 +394,11 @@ class PromptConfig:
     # on, a retrieving strategy's answer is compared with a completion from the file alone (the
     # `infile` prompt) and the one the model gives the higher mean log-probability per token is
     # shown, the retrieving one on a tie. A second generation, so only where the backend reports
-    # log-probabilities (not the embedded model's child). Ten-repository dev set, all tasks, on a
-    # GPU: +1.8 line / +1.3 API exact match over the default, untuned (eval/README.md).
-    file_only_round: bool = setting(False, help="also complete from the file alone and show whichever answer the "
+    # log-probabilities: with the embedded model's child (none reported) nothing changes and
+    # nothing more is generated. Ten-repository dev set, all 3,888 tasks, transformers on a GPU:
+    # fragrel +1.8 [+1.0, +2.6] line / +1.2 [+0.4, +2.0] API exact match with it, untuned
+    # (docs/eval-history.md, thirteenth round). Off: one generation with a GPU server.
+    file_only_round: bool = setting(True, help="also complete from the file alone and show whichever answer the "
                                                 "model is surer of (a second generation; needs log-probabilities)")
     # Rounds: repocoder+fragrel's, the draft-signature round.
     # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave

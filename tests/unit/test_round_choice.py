@@ -40,7 +40,7 @@ def test_choose_round_takes_the_most_confident_the_later_on_a_tie_and_the_last_w
 
 def _engine(service, answers, choice):
     config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
-                            prompt={"round_choice": choice})
+                            prompt={"round_choice": choice, "file_only_round": False})  # rounds alone
     backend = Confident(answers)
     return CompletionEngine(service, backend, config), backend
 
