@@ -5,6 +5,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from repomem.config import Config
+from repomem.service import RepoService
+
 PACKAGE_FILES = {
     "pkg/__init__.py": """
         from .models import Model
@@ -152,3 +155,27 @@ def synthetic_files(n_files: int, n_functions: int = 12, seed: int = 0) -> dict[
         files[f"lib/part{part}/__init__.py"] = ""
     files["lib/__init__.py"] = ""
     return files
+
+
+def open_repository(root: Path, files: dict[str, str], config: Config | None = None) -> RepoService:
+    """Write `files` as they are (no dedent, no repomem.toml) and open the indexed repository."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    service = RepoService.open(root, config or Config())
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    return service
+
+
+def call_edges(service: RepoService, path: str) -> list[tuple[int, str, int]]:
+    """(call site line, defining file, definition line) of each call edge leaving `path` (0-based)."""
+    index = service.index_for_measurement()
+    file_id = index.file_id(path)
+    assert file_id is not None
+    syntax = index.syntax[file_id]
+    rows = index.calls.get(file_id)
+    found = set()
+    for _, source_node, target_file, target_node, _ in ([] if rows is None else rows.tolist()):
+        target_syntax, record = index.syntax[target_file], index.files[target_file]
+        found.add((int(syntax.start_line[source_node]), record.path, int(target_syntax.start_line[target_node])))
+    return sorted(found)

@@ -5,7 +5,6 @@ relative specifiers name files the way Node and TypeScript find them, re-exports
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +15,7 @@ from repomem.languages.registry import language_named
 from repomem.languages.syntax import extract_syntax
 from repomem.retrieval.scope import repository_imports
 from repomem.service import RepoService
+from tests.repos import call_edges, open_repository
 
 MATH = "src/util/math.ts"
 UTIL_INDEX = "src/util/index.ts"
@@ -114,29 +114,6 @@ FILES = {
         "module.exports = { run };\n"                             # 6
     ),
 }
-
-
-def open_repository(root: Path, files: dict[str, str], config: Config | None = None) -> RepoService:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    service = RepoService.open(root, config or Config())
-    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
-    return service
-
-
-def call_edges(service: RepoService, path: str) -> list[tuple[int, str, int]]:
-    """(call site line, defining file, definition line) of each call edge leaving `path` (0-based)."""
-    index = service.index_for_measurement()
-    file_id = index.file_id(path)
-    assert file_id is not None
-    syntax = index.syntax[file_id]
-    rows = index.calls.get(file_id)
-    found = set()
-    for _, source_node, target_file, target_node, _ in ([] if rows is None else rows.tolist()):
-        target_syntax, record = index.syntax[target_file], index.files[target_file]
-        found.add((int(syntax.start_line[source_node]), record.path, int(target_syntax.start_line[target_node])))
-    return sorted(found)
 
 
 @pytest.fixture(scope="module")
