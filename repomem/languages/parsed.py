@@ -3,7 +3,7 @@ resolution, its symbols (definitions, import bindings, call sites). Plain data, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -113,6 +113,26 @@ class CallEdge:
     target_file: int
     target_node: int  # file-local node index of the called definition
     hops: int  # syntax edges between the call site's kept node and the call expression
+
+
+def resolved_calls(file_id: int, syntax: FileSyntax,
+                   resolve_callee: Callable[[int, str, str], tuple[int, Definition] | None]) -> list[CallEdge]:
+    """Call edges whose call site lies in `file_id`, every language's resolver alike: each call row
+    resolved once per (callee, enclosing class), calls of a definition to itself dropped, in order
+    of (call site, target file, target node, hops)."""
+    rows: set[tuple[int, int, int, int]] = set()  # plain tuples: hashing CallEdges costs more
+    cache: dict[tuple[str, str], tuple[int, int] | None] = {}
+    for node, hops, callee, enclosing_class in syntax.calls.rows():
+        key = (callee, enclosing_class)
+        target = cache.get(key, False)
+        if target is False:
+            found = resolve_callee(file_id, callee, enclosing_class)
+            target = cache[key] = None if found is None else (found[0], found[1].node)
+        if target is None or (target[0] == file_id and target[1] == node):
+            continue
+        rows.add((node, target[0], target[1], hops))
+    return [CallEdge(file_id, node, target_file, target_node, hops)
+            for node, target_file, target_node, hops in sorted(rows)]
 
 
 def call_array(edges: Sequence[CallEdge]) -> np.ndarray:

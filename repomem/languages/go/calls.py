@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from repomem.languages.go.packages import PackageDirectories, directory_of, directory_tails, path_suffixes
 from repomem.languages.go.syntax import ALIAS_MARK, DOT_IMPORT
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
 
 
 @dataclass(frozen=True)
@@ -245,17 +245,9 @@ class GoCallResolver:
 
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
-        syntax = self._files[file_id]
-        edges: set[CallEdge] = set()
-        cache: dict[str, tuple[int, Definition] | None] = {}
-        for node, hops, callee, _ in syntax.calls.rows():
-            if callee not in cache:
-                cache[callee] = self.resolve_callee(file_id, callee, "")
-            target = cache[callee]
-            if target is None or (target[0], target[1].node) == (file_id, node):
-                continue
-            edges.add(CallEdge(file_id, node, target[0], target[1].node, hops))
-        return sorted(edges, key=lambda e: (e.source_node, e.target_file, e.target_node, e.hops))
+        # Go's calls do not depend on the enclosing type: resolved with none.
+        return resolved_calls(file_id, self._files[file_id],
+                              lambda file, callee, _: self.resolve_callee(file, callee, ""))
 
 
 def _alias_target(definition: Definition) -> str | None:

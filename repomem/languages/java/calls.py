@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from repomem.languages.java.packages import Found, Packages, is_platform, prefixes
 from repomem.languages.java.syntax import NEW, PACKAGE_MARK, WILDCARD
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
 
 
 def _enclosing_chain(enclosing_class: str) -> list[str]:
@@ -317,17 +317,4 @@ class JavaCallResolver:
 
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
-        syntax = self._files[file_id]
-        rows: set[tuple[int, int, int, int]] = set()  # plain tuples: hashing CallEdges costs more
-        cache: dict[tuple[str, str], tuple[int, int] | None] = {}
-        for node, hops, callee, enclosing_class in syntax.calls.rows():
-            key = (callee, enclosing_class)
-            target = cache.get(key, False)
-            if target is False:
-                found = self.resolve_callee(file_id, callee, enclosing_class)
-                target = cache[key] = None if found is None else (found[0], found[1].node)
-            if target is None or (target[0] == file_id and target[1] == node):
-                continue
-            rows.add((node, target[0], target[1], hops))
-        return [CallEdge(file_id, node, target_file, target_node, hops)
-                for node, target_file, target_node, hops in sorted(rows)]
+        return resolved_calls(file_id, self._files[file_id], self.resolve_callee)

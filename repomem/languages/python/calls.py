@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
 from repomem.languages.python.syntax import LANGUAGE_NAME
 
 
@@ -318,21 +318,7 @@ class PythonCallResolver:
 
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
-        syntax = self._files[file_id]
-        edges: set[CallEdge] = set()
-        cache: dict[tuple[str, str], tuple[int, Definition] | None] = {}
-        for node, hops, callee, enclosing_class in syntax.calls.rows():
-            key = (callee, enclosing_class)
-            if key not in cache:
-                cache[key] = self.resolve_callee(file_id, callee, enclosing_class)
-            target = cache[key]
-            if target is None:
-                continue
-            target_file, target_node = target[0], target[1].node
-            if (target_file, target_node) == (file_id, node):
-                continue
-            edges.add(CallEdge(file_id, node, target_file, target_node, hops))
-        return sorted(edges, key=lambda e: (e.source_node, e.target_file, e.target_node, e.hops))
+        return resolved_calls(file_id, self._files[file_id], self.resolve_callee)
 
 
 @dataclass(frozen=True)

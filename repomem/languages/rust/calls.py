@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding
+from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
 from repomem.languages.rust.layout import (
     STANDARD_CRATES,
     ModulePath,
@@ -361,18 +361,7 @@ class RustCallResolver:
 
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
-        syntax = self._files[file_id]
-        edges: set[CallEdge] = set()
-        cache: dict[tuple[str, str], tuple[int, Definition] | None] = {}
-        for node, hops, callee, enclosing_class in syntax.calls.rows():
-            key = (callee, enclosing_class)
-            if key not in cache:
-                cache[key] = self.resolve_callee(file_id, callee, enclosing_class)
-            target = cache[key]
-            if target is None or (target[0], target[1].node) == (file_id, node):
-                continue
-            edges.add(CallEdge(file_id, node, target[0], target[1].node, hops))
-        return sorted(edges, key=lambda e: (e.source_node, e.target_file, e.target_node, e.hops))
+        return resolved_calls(file_id, self._files[file_id], self.resolve_callee)
 
 
 def _first_segments(syntax: FileSyntax) -> set[str]:
