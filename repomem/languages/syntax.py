@@ -12,13 +12,14 @@ Either way the kept nodes form a tree (each kept node's parent is its nearest ke
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
 from repomem.languages.language import Language, SymbolCollector
 from repomem.languages.parsed import CallSites, FileSyntax, split_lines
 from repomem.languages.registry import language_named
-from repomem.languages.treesitter import Node, parse
+from repomem.languages.treesitter import ERROR_KIND_ID, Node, node_kind_names, parse
 
 # Node types whose named children are statements, per grammar family.
 _CONTAINERS = frozenset({
@@ -80,6 +81,29 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
     )
 
 
+# A node kind's walk rules as bits of one byte, indexed by tree-sitter's kind id (`Node.kind_id`):
+# reading them costs one index where the type's name would cost a new str and five set lookups.
+_KEEP = 1  # kept whatever its parent: a container, a clause or a statement-suffixed type
+_CONTAINER = 2  # its named children are statements
+_WATCHED = 4  # handed to the symbol collector
+_NEVER = 8  # never kept (comments, ERROR)
+_ERROR = 16  # descended into by the pruned walk, like a statement
+
+
+@cache
+def _kind_rules(language: Language, watched: frozenset[str]) -> bytes:
+    """`language`'s walk rules per kind id (65,536 entries: ERROR's id is the last)."""
+    rules = bytearray(ERROR_KIND_ID + 1)
+    for kind_id, kind in enumerate(node_kind_names(language.name)):
+        rules[kind_id] = (
+            (_KEEP if kind in _CONTAINERS or kind in language.clause_types or kind.endswith(language.statement_suffixes)
+             else 0)
+            | (_CONTAINER if kind in _CONTAINERS else 0) | (_WATCHED if kind in watched else 0)
+            | (_NEVER if kind in _NEVER_KEPT else 0))
+    rules[ERROR_KIND_ID] = _NEVER | _ERROR | (_WATCHED if "ERROR" in watched else 0)
+    return bytes(rules)
+
+
 def walk_tree(root: Node, language: Language, granularity: str, last_line: int, source_bytes: int,
               max_nodes: int = 0) -> KeptTree:
     """The kept nodes under `root` (the root spans the whole file: lines 0..`last_line`,
@@ -93,24 +117,23 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
     lengths: list[int] = [source_bytes]
     kept_index: dict[int, int] = {root.id: 0}
     class_scope: list[str] = [""]
-    # Explicit stack: (node, kept parent index, parent type, class scope, inside a function)
-    stack: list[tuple[Node, int, str, str, bool]] = [
-        (child, 0, root.type, "", False) for child in reversed(root.named_children)
-    ]
-    # The loop runs once per visited node (about 1M on Django): rules are bound to locals and the
-    # symbol collector is called only for the node types it watches.
     named = granularity == "named"
-    clause_types, suffixes = language.clause_types, language.statement_suffixes
-    descend_everywhere = named or language.statements_in_expressions
     watched = symbols.watched_types if symbols is not None else frozenset()
+    rules = _kind_rules(language, watched)
+    # Explicit stack: (node, kept parent index, parent is a container, class scope, inside a function)
+    stack: list[tuple[Node, int, bool, str, bool]] = [
+        (child, 0, root.type in _CONTAINERS, "", False) for child in reversed(root.named_children)
+    ]
+    # The loop runs once per visited node (about 1M on Django): rules are read by kind id and the
+    # symbol collector is called only for the node kinds it watches.
+    descend_everywhere = named or language.statements_in_expressions
+    pushed_under_statements = _KEEP | _CONTAINER | _WATCHED | _ERROR
     while stack:
-        node, kept_parent, parent_type, scope, inside_function = stack.pop()
-        node_type = node.type
+        node, kept_parent, in_container, scope, inside_function = stack.pop()
+        rule = rules[node.kind_id]
         # Kept: every named node ("named"), else statements, clauses and whatever sits in or is a
         # statement container; comments and error nodes never.
-        kept = node_type not in _NEVER_KEPT and (
-            named or parent_type in _CONTAINERS or node_type in _CONTAINERS
-            or node_type in clause_types or node_type.endswith(suffixes))
+        kept = not rule & _NEVER and (named or in_container or rule & _KEEP)
         own_index = kept_parent
         if kept:
             own_index = len(parents)
@@ -126,20 +149,19 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
             if own_index == limit:
                 return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols, over_limit=True)
         child_scope, child_in_function = scope, inside_function
-        if node_type in watched:
+        if rule & _WATCHED:
             child_scope, child_in_function = symbols.enter(node, own_index, scope, inside_function)
+        is_container = bool(rule & _CONTAINER)
         # Kept nodes can lie below `node` unless the language keeps statements out of expressions.
-        if descend_everywhere or node_type in _CONTAINERS:
+        if descend_everywhere or is_container:
             for child in reversed(node.named_children):
-                stack.append((child, own_index, node_type, child_scope, child_in_function))
-        elif kept or node_type == "ERROR":
+                stack.append((child, own_index, is_container, child_scope, child_in_function))
+        elif kept or rule & _ERROR:
             # Under a node that is no container, a child is kept, descended into or watched only
-            # for these types; the others (a statement's expressions: ~60% of the visits on
+            # for these kinds; the others (a statement's expressions: ~60% of the visits on
             # Django) would be popped to no effect, so they are not pushed.
             for child in reversed(node.named_children):
-                child_type = child.type
-                if (child_type in _CONTAINERS or child_type in clause_types or child_type.endswith(suffixes)
-                        or child_type == "ERROR" or child_type in watched):
-                    stack.append((child, own_index, node_type, child_scope, child_in_function))
+                if rules[child.kind_id] & pushed_under_statements:
+                    stack.append((child, own_index, False, child_scope, child_in_function))
 
     return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols)

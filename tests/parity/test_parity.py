@@ -826,7 +826,7 @@ def test_the_syntax_walk_keeps_what_visiting_every_child_keeps(granularity: str)
     repository's source, broken code (ERROR nodes) and a language with statements in expressions."""
     import sys
 
-    from repomem.languages.registry import language_named
+    from repomem.languages.registry import language_named, language_of
     from repomem.languages.syntax import walk_tree
     from repomem.languages.treesitter import parse
     from tests.parity.reference import reference_kept_tree
@@ -845,7 +845,31 @@ def test_the_syntax_walk_keeps_what_visiting_every_child_keeps(granularity: str)
                    "        from . import x as y\n"),
         ("javascript", "function f(x) {\n  const g = () => { if (x) { return 1; } };\n  return [1].map(function (y) {"
                        "\n    while (y) { y--; }\n    return y;\n  });\n}\n"),
+        # Statements and watched nodes deep inside expressions: closures in arguments, anonymous
+        # classes, nested assignments, block expressions, and broken code.
+        ("javascript", "exports.a = exports.b = function () { return 1; };\n"
+                       "module.exports = { m() { if (x) { y(); } }, k: class extends B { f = () => { g(); } } };\n"
+                       "const t = `${(() => { for (const i of a) { h(i); } })()}`;\nfoo(bar(function ( {\n"),
+        ("typescript", "export const f = <T,>(x: T): T => { try { return g(x); } catch (e) { throw e; } };\n"
+                       "enum E { A, B }\ninterface I { m(): void }\nnamespace N { export function h() { f(1); } }\n"),
+        ("go", "package p\n\nfunc f() {\n\tgo func() { defer func() { recover() }(); g() }()\n"
+               "\tx := map[string]func(){\"a\": func() { if true { h() } }}\n\t_ = x\n}\nfunc (s *S) m( {\n"),
+        ("rust", "fn f() -> i32 {\n    let x = { let y = 1; y + 1 };\n"
+                 "    let c = |a| { if a { g() } else { match a { _ => 0 } } };\n"
+                 "    v.iter().map(|i| loop { break i; }).sum::<i32>() + unsafe { h() }\n}\n"
+                 "impl T for S { fn m(&self) { macro_rules! m { () => {} } } }\nfn broken( {\n"),
+        ("java", "class A {\n  void m() {\n    Runnable r = () -> { if (x) { g(); } };\n"
+                 "    new Thread(new Runnable() { public void run() { h(); } }).start();\n"
+                 "    int[] a = switch (k) { case 1 -> { yield 2; } default -> 3; };\n  }\n  void broken( {\n}\n"),
     ]
+    if granularity == "statement":  # the hand-checked repositories of the language tests, whole
+        from tests.unit import test_lang_go, test_lang_java, test_lang_javascript, test_lang_rust
+
+        for module in (test_lang_go, test_lang_java, test_lang_javascript, test_lang_rust):
+            for path, text in module.FILES.items():
+                name = language_of(path)
+                if name is not None and language_named(name).statements_in_expressions:
+                    texts.append((name, text))
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20_000))  # the reference recurses once per tree level
     try:
