@@ -36,6 +36,27 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "~")) and not name.endswith(".gguf")
 
 
+def _model_named(model: str, path: Path) -> None | Failure:
+    """Why `model` (a GGUF file, a checkpoint folder or a hub id) cannot be loaded, where that shows
+    without transformers: a GGUF that is absent or not one, a name that is no file, folder or hub id,
+    a hub id the local Hugging Face cache does not hold (it is looked up there only)."""
+    if path.suffix == ".gguf":
+        checked = check_gguf(path)
+        return checked if isinstance(checked, Failure) else None
+    if path.is_dir():
+        return None
+    if not _looks_like_hub_id(model):
+        return Failure("model-missing", f"{model}: no such model file or folder")
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        return None  # transformers' own import reports the missing backend
+    if not (Path(HF_HUB_CACHE) / f"models--{model.replace('/', '--')}").is_dir():
+        return Failure("model-load", f"transformers cannot load {model}: not in the local Hugging Face cache "
+                                     f"({HF_HUB_CACHE}); repomem does not download models from the hub")
+    return None
+
+
 def _converted_folder(path: Path, dtype: str) -> Path:
     """Where a GGUF's dequantized checkpoint is kept: transformers converts the tokenizer and
     dequantizes every tensor at each load (69 s for the embedded 0.5B model on 2 cores), a saved
@@ -101,13 +122,18 @@ class TransformersBackend:
 
     @classmethod
     def open(cls, model: str, context_tokens: int = 4096, threads: int = 0) -> TransformersBackend | Failure:
+        # What `model` names is checked first: importing torch and transformers takes ~5 s here, and a
+        # mistyped name deserves its one-line answer at once.
+        path = Path(model).expanduser()
+        named = _model_named(model, path)
+        if isinstance(named, Failure):
+            return named
         try:
             import torch
             import transformers
         except ImportError as error:
             return Failure("backend-missing", f"the transformers backend needs torch and transformers ({error}); "
                                               "pip install 'repomem[hf]'")
-        path = Path(model).expanduser()
         device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
         if threads:
@@ -115,9 +141,6 @@ class TransformersBackend:
         converted: Path | None = None
         options: dict = {}
         if path.suffix == ".gguf":
-            checked = check_gguf(path)
-            if isinstance(checked, Failure):
-                return checked
             names = (path.name, *gguf_names(path))
             converted = _converted_folder(path, str(dtype).removeprefix("torch."))
             if (converted / "config.json").is_file():
@@ -126,11 +149,8 @@ class TransformersBackend:
                 source, options["gguf_file"] = str(path.parent), path.name
         elif path.is_dir():
             source, names = str(path), (path.name,)
-        elif _looks_like_hub_id(model):
-            # A hub id is looked up in the local Hugging Face cache only: no network is assumed.
+        else:  # a hub id in the local cache (_model_named): no network is assumed
             source, names, options["local_files_only"] = model, (model,), True
-        else:
-            return Failure("model-missing", f"{model}: no such model file or folder")
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(source, **options)
             loaded = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **options)

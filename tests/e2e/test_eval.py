@@ -318,7 +318,7 @@ def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchma
     direct run writes, generating nothing. fragrel at alpha 0 (`--alphas 0`) rides along."""
     base, repos = shop_benchmark
     common = ("--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"), "--repos", str(repos),
-              "--strategies", "vanilla,fragrel", "--alphas", "0", "--max-new-tokens", "24", "--prompt-tokens", "512")
+              "--strategies", "vanilla,fragrel", "--alphas", "0", "--max-new-tokens", "12", "--prompt-tokens", "256")
     direct = tmp_path / "direct.jsonl"
     assert _repomem("eval", "run", *common, "--results", str(direct)).returncode == 0
     results, store, requests = tmp_path / "results.jsonl", tmp_path / "store.jsonl", tmp_path / "requests.jsonl"
@@ -330,7 +330,7 @@ def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchma
     entries = [json.loads(line) for line in requests.read_text().splitlines()]
     assert 2 <= len(entries) <= 6 and len({e["key"] for e in entries}) == len(entries)  # shared prompts once
     assert {e["task"] for e in entries} == {"shop/line/0", "shop/api/0"}
-    assert all(e["enough_lines"] == 1 and e["max_tokens"] == 24 for e in entries)
+    assert all(e["enough_lines"] == 1 and e["max_tokens"] == 12 for e in entries)
     answers = tmp_path / "answers.jsonl"
     answered = subprocess.run([sys.executable, str(ROOT / "scripts" / "answer_requests.py"), str(requests),
                                "--out", str(answers), "--batch", "2"], capture_output=True, text=True, timeout=600)
@@ -355,7 +355,7 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     results = base / "interrupted.jsonl"
     command = [sys.executable, "-m", "repomem", "eval", "run", "--tasks", str(base / "line.jsonl"),
                "--tasks", str(base / "api.jsonl"), "--repos", str(repos), "--results", str(results),
-               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "48", "--prompt-tokens", "512"]
+               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "48", "--prompt-tokens", "256"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 3):
@@ -378,19 +378,21 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
 @pytest.mark.slow
 def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tuple[Path, Path], llama_server):
     """Three workers over two clients of a real server write, in the same order, the records one
-    worker writes (wall times and cache hits aside); results name the model, not the server's URL."""
+    worker writes (wall times and cache hits aside); results name the model, not the server's URL.
+    Few new tokens: llama-cpp-python's server sorts the whole vocabulary for each token's logprob
+    (~0.25 s a token here), which vLLM, the server it stands in for, does not."""
     base, repos = shop_benchmark
     url, _ = llama_server
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
-              "--repos", str(repos), "--strategies", "vanilla,fragrel,repocoder", "--max-new-tokens", "16",
-              "--prompt-tokens", "512"]
+              "--repos", str(repos), "--strategies", "fragrel,repocoder", "--max-new-tokens", "6",
+              "--prompt-tokens", "256"]
     runs = {}
     for workers, endpoints in ((1, [url]), (3, [url, url])):
         results = base / f"workers-{workers}.jsonl"
         run = _repomem(*common, "--results", str(results), "--workers", str(workers),
                        *[arg for endpoint in endpoints for arg in ("--endpoint", endpoint)])
         assert run.returncode == 0, run.stderr
-        assert "6 results written" in run.stdout, run.stdout
+        assert "4 results written" in run.stdout, run.stdout
         runs[workers] = [comparable_record(r) for r in read_results(results)]
     assert runs[1] == runs[3]
     assert all("error" not in r for r in runs[1]), runs[1]

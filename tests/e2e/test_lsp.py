@@ -2,7 +2,8 @@
 (pytest-lsp), with the real embedded model and a real index of the example repository.
 
 One server serves the whole module (tests run in file order and build on each other's state);
-settings keep model calls short (24 new tokens, 1,024-token prompts)."""
+settings keep model calls short (24 new tokens, 512-token prompts: prompt evaluation costs ~10 ms a
+token on two cores)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 # FragRel, not the default BM25: these tests read its scores (explain's s_env and lifts).
 # answerWithinMs: these tests read answers, and a loaded 2-core machine can take longer than the
 # budget that keeps eglot from timing out (test_editors checks that budget).
-SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10, "strategy": "fragrel",
+SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 512, "debounceMs": 10, "strategy": "fragrel",
             "answerWithinMs": 120000}
 BAD_SETTINGS = {"colour": "blue", "topK": -1}
 
@@ -59,11 +60,21 @@ async def client(lsp_client: LanguageClient, workspace: Path):
     await lsp_client.shutdown_session()
 
 
+OPENED: set[str] = set()  # the documents this module's server has been sent didOpen for
+
+
 def open_document(client: LanguageClient, path: Path, text: str | None = None) -> str:
     uri = path.as_uri()
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
         uri=uri, language_id="python", version=1, text=path.read_text() if text is None else text)))
+    OPENED.add(uri)
     return uri
+
+
+def opened(client: LanguageClient, path: Path) -> str:
+    """`path`'s uri, opened as on disk unless an earlier test opened it: the server completes open
+    documents only, and a test run alone (`pytest -k`) must not depend on the tests before it."""
+    return path.as_uri() if path.as_uri() in OPENED else open_document(client, path)
 
 
 def change_document(client: LanguageClient, uri: str, version: int, text: str) -> None:
@@ -138,7 +149,7 @@ async def test_inline_completion_uses_an_unsaved_buffer(client: LanguageClient, 
 
 
 async def test_typing_a_shown_completion_reuses_it(client: LanguageClient, workspace: Path):
-    uri = (workspace / "shop" / "report.py").as_uri()
+    uri = opened(client, workspace / "shop" / "report.py")
     first = (await inline(client, uri, 8, 11)).items[0]  # from the LRU cache: same text, same cursor
     assert first.insert_text.startswith("compute_tax(")
     insert_text(client, uri, 4, 8, 11, "comp")
@@ -156,7 +167,7 @@ async def test_typing_a_shown_completion_reuses_it(client: LanguageClient, works
 
 
 async def test_explain_returns_scored_fragments_and_their_lifts(client: LanguageClient, workspace: Path):
-    uri = (workspace / "shop" / "report.py").as_uri()
+    uri = opened(client, workspace / "shop" / "report.py")
     shown = (await inline(client, uri, 8, 11)).items[0]
     answer = await explain(client, uri, 8, 11)
     assert answer["completion_id"] == shown.command.arguments[0] and answer["strategy"] == "fragrel"
@@ -174,7 +185,7 @@ async def test_explain_returns_scored_fragments_and_their_lifts(client: Language
 
 
 async def test_accept_and_reject_are_logged_locally(client: LanguageClient, workspace: Path):
-    uri = (workspace / "shop" / "report.py").as_uri()
+    uri = opened(client, workspace / "shop" / "report.py")
     shown = (await inline(client, uri, 8, 11)).items[0]
     completion_id = shown.command.arguments[0]
     client.protocol.notify("repomem/didAccept", {"id": completion_id})
@@ -282,7 +293,7 @@ async def test_a_file_deleted_while_open_still_completes(client: LanguageClient,
     result = await inline(client, uri, 4, 11)
     assert result.items and result.items[0].insert_text.strip()
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
-    answer = await explain(client, (workspace / "shop" / "report.py").as_uri(), 8, 11)
+    answer = await explain(client, opened(client, workspace / "shop" / "report.py"), 8, 11)
     assert answer["fragments"] and all(f["path"] != "shop/doomed.py" for f in answer["fragments"])
 
 
@@ -305,7 +316,7 @@ def model_children() -> list[int]:
 
 async def test_a_crashed_model_process_is_restarted_and_the_request_answered(client: LanguageClient,
                                                                            workspace: Path):
-    report = (workspace / "shop" / "report.py").as_uri()
+    report = opened(client, workspace / "shop" / "report.py")
     result = await inline(client, report, 8, 11)
     assert result.items and result.items[0].insert_text.startswith("compute_tax(")
     children = model_children()
@@ -340,7 +351,7 @@ async def test_model_endpoint_killed_keeps_the_server_answering(client: Language
     answer = await explain(client, uri, 25, 12)  # the rest of the server is unaffected
     assert answer["fragments"]
     configure(client, {})  # back to the embedded model
-    result = await inline(client, (workspace / "shop" / "report.py").as_uri(), 8, 11)
+    result = await inline(client, opened(client, workspace / "shop" / "report.py"), 8, 11)
     # The call, whatever comes before it: the embedded model's near ties (`amount_cents * ...`)
     # can go either way with the order its prompt was evaluated in (prompt cache, chunks).
     assert result.items and "compute_tax(" in result.items[0].insert_text
