@@ -299,6 +299,14 @@ class CompletionConfig:
                             lsp="endpoint", help="an OpenAI-compatible server (vLLM) instead of the embedded model")
     api_key_env: str = setting("REPOMEM_API_KEY", repository="not a repository", run_only=True,
                                help="environment variable holding the server's API key")
+    # The answers' confidence (mean log-probability per token) chooses between RepoCoder's rounds and
+    # the file-only round's two answers (prompt.round_choice, prompt.file_only_round); without it one
+    # answer is generated and shown. llama-cpp-python's server sorts the whole vocabulary (151,936
+    # entries for Qwen2.5) for each token it reports one for, ~0.25 s a token on two cores; vLLM and
+    # llama.cpp's llama-server report them at no cost worth counting.
+    endpoint_logprobs: bool = setting(True, reopens_backend=True, lsp="endpointLogprobs",
+                                      help="ask an OpenAI-compatible server for each token's log-probability "
+                                           "(false for a server slow at it, such as llama-cpp-python's)")
 
 
 @dataclass(frozen=True)

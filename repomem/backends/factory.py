@@ -51,7 +51,7 @@ def connect_endpoint(endpoint: str, settings: CompletionConfig) -> Backend | Fai
 
     return OpenAIBackend.connect(endpoint, api_key=api_key_from_environment(settings),
                                  deadline_s=min(settings.deadline_s, CONNECT_DEADLINE_S),
-                                 context_tokens=settings.context_tokens)
+                                 context_tokens=settings.context_tokens, asks_logprobs=settings.endpoint_logprobs)
 
 
 def open_gguf(path: Path, settings: CompletionConfig) -> Backend | Failure:

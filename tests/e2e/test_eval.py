@@ -384,7 +384,7 @@ def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tu
     base, repos = shop_benchmark
     url, _ = llama_server
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
-              "--repos", str(repos), "--strategies", "fragrel,repocoder", "--max-new-tokens", "6",
+              "--repos", str(repos), "--strategies", "vanilla,fragrel", "--max-new-tokens", "6",
               "--prompt-tokens", "256"]
     runs = {}
     for workers, endpoints in ((1, [url]), (3, [url, url])):

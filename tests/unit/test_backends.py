@@ -3,6 +3,7 @@ result labels."""
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import json
 import struct
@@ -233,6 +234,25 @@ def test_log_probabilities_are_averaged_per_token_and_a_server_refusing_them_is_
         server.shutdown()
     assert first.text == second.text == "return a" and first.mean_logprob is None
     assert _NoLogprobs.asked == [True, False, False]  # refused once, then never asked again
+
+
+def test_endpoint_logprobs_off_never_asks_for_them():
+    """completion.endpoint_logprobs = false (a server slow at log-probabilities): the backend the
+    settings open never sends the field, so its answers carry no confidence and no lever adds a
+    generation for one."""
+    from repomem.backends.factory import connect_endpoint
+    from repomem.config import CompletionConfig
+
+    _NoLogprobs.asked = []
+    server, url = serve_http(_NoLogprobs)
+    try:
+        backend = connect_endpoint(url, dataclasses.replace(CompletionConfig(), endpoint_logprobs=False))
+        answers = [backend.generate(_request(prompt, max_tokens=8)) for prompt in ("x", "y")]
+        backend.close()
+    finally:
+        server.shutdown()
+    assert [a.text for a in answers] == ["return a", "return a"] and answers[0].mean_logprob is None
+    assert _NoLogprobs.asked == [False, False]
 
 
 class _Runaway(_CutStream):
