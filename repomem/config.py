@@ -686,7 +686,7 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
         except tomllib.TOMLDecodeError:
             value = raw.strip()
         mapping.setdefault(section, {})[key] = value
-    mapping, moved = with_current_names(Config, mapping)
+    mapping, moved = with_current_names(Config, mapping, "--set:")
     if notices is not None:
         notices.extend(moved)
     checked, warnings = config_from_mapping(mapping)

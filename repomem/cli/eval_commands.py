@@ -16,7 +16,7 @@ from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.config import BLOCK_ORDERS, Config, with_overrides
+from repomem.config import BLOCK_ORDERS, Config, with_assignments, with_overrides
 from repomem.failures import Failure
 from repomem.strategies import STRATEGY_NAMES
 
@@ -117,6 +117,14 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         config = with_overrides(config, completion={"threads": args.threads})
     if args.workers < 1:
         raise UserError(Failure("bad-option", "--workers must be at least 1"))
+    # --set applies before the backend opens: some settings shape it (completion.endpoint_logprobs,
+    # context_tokens). run_evaluation lays the same assignments over this config again, to no effect.
+    moved: list[str] = []
+    config, problems = with_assignments(config, settings.overrides, moved)
+    if problems:
+        raise UserError(Failure("bad-option", f"--set: {problems[0]}"))
+    for notice in moved:
+        err.print(f"repomem: warning: {notice}", style="yellow", markup=False, highlight=False)
     backends = [] if args.retrieval_only else open_chosen_backends(args, config.completion, err)
 
     def log(message: str) -> None:

@@ -379,13 +379,14 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
 def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tuple[Path, Path], llama_server):
     """Three workers over two clients of a real server write, in the same order, the records one
     worker writes (wall times and cache hits aside); results name the model, not the server's URL.
-    Few new tokens: llama-cpp-python's server sorts the whole vocabulary for each token's logprob
-    (~0.25 s a token here), which vLLM, the server it stands in for, does not."""
+    Log-probabilities are not asked for (completion.endpoint_logprobs): llama-cpp-python's server
+    sorts the whole vocabulary for each one (~0.25 s a token here), and without them fragrel's
+    file-only round generates nothing more."""
     base, repos = shop_benchmark
     url, _ = llama_server
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
               "--repos", str(repos), "--strategies", "vanilla,fragrel", "--max-new-tokens", "6",
-              "--prompt-tokens", "256"]
+              "--prompt-tokens", "256", "--set", "completion.endpoint_logprobs=false"]
     runs = {}
     for workers, endpoints in ((1, [url]), (3, [url, url])):
         results = base / f"workers-{workers}.jsonl"
@@ -396,6 +397,8 @@ def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tu
         runs[workers] = [comparable_record(r) for r in read_results(results)]
     assert runs[1] == runs[3]
     assert all("error" not in r for r in runs[1]), runs[1]
+    # No confidence reported, so fragrel's file-only round generated nothing more.
+    assert all(r["rounds"] == 1 and r["round_logprob"] == [None] for r in read_results(base / "workers-1.jsonl"))
     assert {r["backend"] for r in runs[1]} == {"openai:qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"}
 
 
@@ -449,9 +452,17 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
           "--set", "pack_blocks"], "expected section.key=value"),
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
           "--set", "prompt.pack_max_lines=0"], "must be > 0"),
+        # Refused before the model is opened (the embedded one would take seconds to start).
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos),
+          "--set", "completion.endpoint_logprobs=maybe"], "completion.endpoint_logprobs"),
     ]
     for args, expected in cases:
         result = _repomem(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert expected in result.stderr and "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    # A setting named where it used to live is applied where it lives now, and said so.
+    moved = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
+                     "--results", str(tmp_path / "moved.jsonl"), "--set", "completion.pack_blocks=true")
+    assert moved.returncode == 0, moved.stderr
+    assert "warning: --set: completion.pack_blocks has moved to prompt.pack_blocks" in " ".join(moved.stderr.split())

@@ -365,7 +365,7 @@ def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path:
     notices: list[str] = []
     config, problems = with_assignments(Config(), ["legacy.endpoint=http://127.0.0.1:9"], notices)
     assert problems == [] and config.completion.endpoint == "http://127.0.0.1:9"
-    assert notices == ["config legacy.endpoint has moved to completion.endpoint; read as completion.endpoint "
+    assert notices == ["--set: legacy.endpoint has moved to completion.endpoint; read as completion.endpoint "
                        "(rename it there)"]
 
 
