@@ -51,10 +51,13 @@ class CallResolution:
 
     def learn(self, file_id: int, syntax: FileSyntax) -> None:
         """Add or replace one file (a file whose language has no resolver is forgotten)."""
-        self.forget(file_id)
-        if not resolves_calls(syntax):
+        factory = _factory(syntax.language) if resolves_calls(syntax) else None
+        if factory is not None and self._language_of.get(file_id) == factory:
+            self._resolvers[factory].learn(file_id, syntax)  # its resolver replaces the old version itself
             return
-        factory = _factory(syntax.language)
+        self.forget(file_id)
+        if factory is None:
+            return
         resolver = self._resolvers.get(factory)
         if resolver is None:
             self._resolvers[factory] = self._new_resolver(factory, {file_id: syntax})

@@ -28,7 +28,7 @@ from repomem.index.index_state import RepoIndex, stored_weights
 from repomem.index.indexed_files import FileAnalysis, FileRecord
 from repomem.index.relations import row_thresholds, strongest_per_row, symmetric_union
 from repomem.index.scan import SourceFile
-from repomem.languages.parsed import FileSyntax, call_array
+from repomem.languages.parsed import FileSyntax, call_array, symbol_shape
 from repomem.progress import NoProgress
 
 
@@ -244,10 +244,7 @@ def definition_moves(old: FileSyntax | None, new: FileSyntax) -> np.ndarray | No
     if old is None or old.language != new.language or not resolves_calls(new):
         return None
 
-    def shape(syntax: FileSyntax):
-        return [(d.scope, d.name, d.kind, d.in_function, d.bases) for d in syntax.definitions]
-
-    if shape(old) != shape(new) or old.imports != new.imports:
+    if symbol_shape(old) != symbol_shape(new):
         return None
     moves = np.full(old.n_nodes, -1, dtype=np.int64)
     for before, after in zip(old.definitions, new.definitions):

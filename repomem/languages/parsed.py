@@ -98,6 +98,13 @@ class FileSyntax:
         return int(self.line_chars.shape[0])
 
 
+def symbol_shape(syntax: FileSyntax) -> tuple:
+    """What other files' call resolution reads of a file, its definitions' nodes aside: the
+    definitions (scope, name, kind, nesting, bases) in order, and the imports. An edit that keeps it
+    (a change inside bodies) leaves every other file's resolved calls where they were."""
+    return tuple((d.scope, d.name, d.kind, d.in_function, d.bases) for d in syntax.definitions), syntax.imports
+
+
 def split_lines(text: str) -> list[str]:
     """Lines as editors and RepoCoder count them: a final newline does not start another line."""
     lines = text.split("\n")

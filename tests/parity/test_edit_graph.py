@@ -299,3 +299,45 @@ def test_a_row_that_lost_an_edge_and_then_dies_counts_its_slots_once(tmp_path, m
     edit_file(index, tmp_path, "c.py", files["c.py"] + "\n\nY = 2\n")
     assert index._derived.edit_graph is edit
     assert_same_graph(index)
+
+
+@pytest.mark.parametrize("language", ["rust", "go", "java", "javascript"])
+def test_a_resolver_taught_edits_answers_as_one_built_on_the_edited_files(language: str):
+    """Each language's resolver, after learning edited files (inside bodies, which keep the symbols'
+    shape: the Rust resolver then moves definitions in its crate tables instead of rebuilding them;
+    and edits that change it), resolves every file's calls as a resolver built on the edited files."""
+    from repomem.index.calls import CallResolution
+    from repomem.languages.parsed import symbol_shape
+    from repomem.languages.registry import language_named, language_of
+    from repomem.languages.syntax import extract_syntax
+    from tests.unit import test_lang_go, test_lang_java, test_lang_javascript, test_lang_rust
+
+    module = {"rust": test_lang_rust, "go": test_lang_go, "java": test_lang_java,
+              "javascript": test_lang_javascript}[language]
+    files = sorted((path, text) for path, text in module.FILES.items()
+                   if language_of(path) is not None and language_named(language_of(path)).resolves_calls)
+    syntax = [extract_syntax(path, language_of(path), text, "statement") for path, text in files]
+    graph = Config().graph
+    taught = CallResolution(syntax, graph)
+    for file_id in range(len(files)):  # every table built before the edits, as in a running index
+        taught.resolve_file(file_id)
+    statement = {"rust": "let edited = 0;", "go": "_ = 0", "java": "int edited = 0;", "javascript": "edited();"}
+    kept_shape = 0
+    for file_id, (path, text) in enumerate(files):
+        lines = text.split("\n")
+        # A statement at the top of the first function body: the definitions after it get other nodes.
+        opener = next((i for i, line in enumerate(lines) if line.rstrip().endswith("{") and "(" in line
+                       and not line.strip().startswith(("if", "for", "while", "switch", "match", "}"))), None)
+        if opener is None:
+            continue
+        comment = language_named(language_of(path)).line_comment
+        for edited_text in ("\n".join(lines[:opener + 1] + [statement[language]] + lines[opener + 1:]),
+                            text + f"\n{comment} tail\n"):
+            edited = extract_syntax(path, language_of(path), edited_text, "statement")
+            kept_shape += symbol_shape(edited) == symbol_shape(syntax[file_id])
+            syntax[file_id] = edited
+            taught.learn(file_id, edited)
+            fresh = CallResolution(syntax, graph)
+            for other in range(len(files)):
+                assert taught.resolve_file(other) == fresh.resolve_file(other), (path, files[other][0])
+    assert kept_shape >= len(files)  # most edits kept the shape: the in-place path was taken

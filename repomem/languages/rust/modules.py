@@ -50,6 +50,16 @@ class CrateTables:
                 break
             module = module[:-1]
 
+    def move_definitions(self, file_id: int, moved: dict[int, Definition]) -> None:
+        """The file's definitions replaced by their new versions (`moved`: id of the old Definition
+        -> the new one, same names and places, other nodes): what a rebuild after an edit inside
+        bodies would hold, in the same first-declared-wins order."""
+        for names in (*self.items.values(), *(by_module for by_type in self.methods.values()
+                                               for by_module in by_type.values())):
+            for name, found in names.items():
+                if found.file == file_id:
+                    names[name] = Found(file_id, moved[id(found.definition)], found.source_dir, found.module)
+
     def add_file(self, file_id: int, syntax: FileSyntax, source_dir: str, file_module: ModulePath) -> None:
         self.add_module(file_module)
         for definition in syntax.definitions:
