@@ -114,6 +114,14 @@ def copy_example(target: Path) -> Path:
     return target
 
 
+def with_short_prompts(root: Path) -> Path:
+    """`root` with a repository setting that keeps the example's prompts near 300 tokens (about
+    1,000 at the default budget): prompt evaluation is ~10 ms a token on two cores, and tests that
+    check what a completion does, not how much context fits, need no more."""
+    (root / "repomem.toml").write_text("[completion]\nmax_prompt_tokens = 512\n", encoding="utf-8")
+    return root
+
+
 def synthetic_files(n_files: int, n_functions: int = 12, seed: int = 0) -> dict[str, str]:
     """A repository of interlinked modules, big enough for several windows per file."""
     import random

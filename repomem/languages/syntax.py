@@ -87,7 +87,7 @@ _KEEP = 1  # kept whatever its parent: a container, a clause or a statement-suff
 _CONTAINER = 2  # its named children are statements
 _WATCHED = 4  # handed to the symbol collector
 _NEVER = 8  # never kept (comments, ERROR)
-_ERROR = 16  # descended into by the pruned walk, like a statement
+_ERROR = 16  # descended into where a statement's expressions are skipped (Python), like a statement
 
 
 @cache

@@ -25,14 +25,6 @@ def _query(language: str, source: str) -> tree_sitter.Query:
     return tree_sitter.Query(get_language(language), source)  # type: ignore[arg-type]
 
 
-@cache
-def node_kinds(language: str) -> tuple[str, ...]:
-    """The named node types a query can name in `language`'s grammar (hidden supertypes left out)."""
-    grammar = get_language(language)  # type: ignore[arg-type]
-    return tuple(sorted({grammar.node_kind_for_id(kind_id) for kind_id in range(grammar.node_kind_count)
-                         if grammar.node_kind_is_named(kind_id) and grammar.node_kind_is_visible(kind_id)}))
-
-
 # tree-sitter's kind id of ERROR nodes ((TSSymbol)-1), outside the grammar's own ids.
 ERROR_KIND_ID = 65535
 

@@ -18,7 +18,7 @@ from repomem.backends.openai_http import OpenAIBackend
 from repomem.failures import Failure
 from tests.cli_process import assert_user_error, free_port, run
 from tests.http_servers import GarbageHandler, serve_http
-from tests.repos import copy_example
+from tests.repos import copy_example, with_short_prompts
 
 
 @pytest.fixture
@@ -30,11 +30,8 @@ def shop_as_shipped(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def shop_with_report(shop_as_shipped: Path) -> Path:
-    """The example with a repository setting that keeps prompts near 300 tokens (about 1,000 at the
-    default budget): prompt evaluation is ~10 ms a token on two cores, and what these tests check
-    does not need more. The default budget is `shop_as_shipped`'s."""
-    (shop_as_shipped / "repomem.toml").write_text("[completion]\nmax_prompt_tokens = 512\n", encoding="utf-8")
-    return shop_as_shipped
+    """The example with short prompts (the default budget is `shop_as_shipped`'s)."""
+    return with_short_prompts(shop_as_shipped)
 
 
 def test_model_verification(tmp_path):

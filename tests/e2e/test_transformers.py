@@ -17,7 +17,7 @@ from repomem.config import Config, with_overrides
 from repomem.evaluation.run import RunSettings, read_results, run_evaluation
 from repomem.evaluation.tasks import load_tasks
 from repomem.failures import Failure
-from tests.repos import copy_example
+from tests.repos import copy_example, with_short_prompts
 
 PROMPTS = (
     "def fibonacci(n):\n    ",
@@ -59,9 +59,7 @@ def test_counts_match_llama_cpp_and_batches_match_single_prompts(hf, llama):
 
 @pytest.mark.slow
 def test_complete_with_the_hf_backend(model_path: Path, tmp_path: Path):
-    repo = copy_example(tmp_path / "shop")
-    # ~300-token prompts (about 1,000 at the default budget): float32 on two cores is slow per token.
-    (repo / "repomem.toml").write_text("[completion]\nmax_prompt_tokens = 512\n", encoding="utf-8")
+    repo = with_short_prompts(copy_example(tmp_path / "shop"))
     run = subprocess.run([sys.executable, "-m", "repomem", "complete", str(repo / "shop" / "report.py") + ":9",
                           "--hf", str(model_path)], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr
