@@ -79,9 +79,6 @@ def _parse_floats(text: str, option: str) -> tuple[float, ...]:
 
 
 def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.evaluation.run import RunSettings, run_evaluation
-    from repomem.evaluation.tasks import load_tasks, select_tasks
-
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
     if unknown or not strategies:
@@ -95,28 +92,32 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure("bad-option", "--alpha must be >= 0"))
     if args.max_new_tokens < 1:
         raise UserError(Failure("bad-option", "--max-new-tokens must be at least 1"))
-    tasks = []
-    for path in args.tasks:
-        tasks.extend(ok(load_tasks(Path(path))))
-    tasks = select_tasks(tasks, args.limit, args.seed)
     if args.prompt_tokens is not None and args.prompt_tokens < 64:
         raise UserError(Failure("bad-option", "--prompt-tokens must be at least 64"))
     if args.threads is not None and args.threads < 1:
         raise UserError(Failure("bad-option", "--threads must be at least 1"))
-    settings = RunSettings(
-        strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
-        max_prompt_tokens=args.prompt_tokens,
-        retrieval_only=args.retrieval_only, alphas=_parse_floats(args.alphas, "--alphas") if args.alphas else (),
-        prompt_only=args.prompt_only, overrides=tuple(args.set),
-    )
     if args.retrieval_only and args.prompt_only:
         raise UserError(Failure("bad-option", "--retrieval-only and --prompt-only exclude each other"))
+    if args.workers < 1:
+        raise UserError(Failure("bad-option", "--workers must be at least 1"))
+    alphas = _parse_floats(args.alphas, "--alphas") if args.alphas else ()
+    # The evaluator (and with it the engine) is imported once the options are known to be good.
+    from repomem.evaluation.run import RunSettings, run_evaluation
+    from repomem.evaluation.tasks import load_tasks, select_tasks
+
+    tasks = []
+    for path in args.tasks:
+        tasks.extend(ok(load_tasks(Path(path))))
+    tasks = select_tasks(tasks, args.limit, args.seed)
+    settings = RunSettings(
+        strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
+        max_prompt_tokens=args.prompt_tokens, retrieval_only=args.retrieval_only, alphas=alphas,
+        prompt_only=args.prompt_only, overrides=tuple(args.set),
+    )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
     config = Config()
     if args.threads is not None:
         config = with_overrides(config, completion={"threads": args.threads})
-    if args.workers < 1:
-        raise UserError(Failure("bad-option", "--workers must be at least 1"))
     # --set applies before the backend opens: some settings shape it (completion.endpoint_logprobs,
     # context_tokens). run_evaluation lays the same assignments over this config again, to no effect.
     moved: list[str] = []
@@ -157,14 +158,15 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int:
+    for path in args.results:
+        if not Path(path).is_file():
+            raise UserError(Failure("missing-results", f"{path}: no such file"))
     from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars
     from repomem.evaluation.report import markdown, summarize
     from repomem.evaluation.run import read_results
 
     records: list[dict[str, Any]] = []
     for path in args.results:
-        if not Path(path).is_file():
-            raise UserError(Failure("missing-results", f"{path}: no such file"))
         records.extend(read_results(Path(path)))
     report = ok(summarize(records, backend=args.backend))
     target = Path(args.out)

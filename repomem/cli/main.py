@@ -2,6 +2,9 @@
 
 Failures a user can cause print one line on stderr and exit with 2; nothing prints a traceback
 unless REPOMEM_DEBUG=1.
+
+The engine (the index, numpy, numba, scipy: about 1 s of imports on these cores) is imported by the
+commands that use it, not here: `--help`, a usage error or `repomem model path` answer at once.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -20,13 +23,12 @@ from rich.table import Table
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.cli.service_setup import ensure_index, index_root, open_service
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure
-from repomem.positions import find_repo_root, parse_position
-from repomem.records import JSON_VERSION, fragment_record
-from repomem.service import IndexReport, RepoService, Retrieval
 from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
+
+if TYPE_CHECKING:
+    from repomem.service import IndexReport, RepoService, Retrieval
 
 
 def _human_bytes(count: int) -> str:
@@ -39,6 +41,8 @@ def _human_bytes(count: int) -> str:
 
 
 def _report_json(report: IndexReport) -> dict[str, Any]:
+    from repomem.records import JSON_VERSION
+
     return {
         "version": JSON_VERSION,
         "repo": str(report.root),
@@ -59,6 +63,8 @@ def _report_json(report: IndexReport) -> dict[str, Any]:
 
 
 def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.cli.service_setup import ensure_index, index_root, open_service
+
     service = open_service(index_root(args.path))
     report = ensure_index(service, err, full=args.full)
     if args.json:
@@ -93,6 +99,8 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, float]) -> dict[str, Any]:
+    from repomem.records import JSON_VERSION, fragment_record
+
     cursor = result.cursor
     return {
         "version": JSON_VERSION,
@@ -113,6 +121,8 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.k is not None and args.k < 1:
         raise UserError(Failure("bad-option", "--k must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
+    from repomem.cli.service_setup import ensure_index
+
     started = time.perf_counter()
     ensure_index(service, err)
     index_ms = (time.perf_counter() - started) * 1000
@@ -139,6 +149,8 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoService, Any]:
     """Shared by retrieve and complete: position, repository, checked cursor."""
+    from repomem.positions import find_repo_root, parse_position
+
     spec = ok(parse_position(args.position))
     if args.repo is not None:
         root = Path(args.repo)
@@ -157,6 +169,8 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
                 "pass --repo PATH",
             ))
         root = found
+    from repomem.cli.service_setup import open_service
+
     service = open_service(root)
     path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
     cursor = ok(service.cursor_at(path, spec.line, spec.column))
@@ -164,11 +178,13 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
 
 
 def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.completion.engine import CompletionEngine
-
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError(Failure("bad-option", "--max-tokens must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
+    from repomem.cli.service_setup import ensure_index
+    from repomem.completion.engine import CompletionEngine
+    from repomem.records import JSON_VERSION, fragment_record
+
     settings = service.config.completion
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -220,13 +236,13 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.lsp.listen import ListenError
-    from repomem.lsp.server import serve
-
     if args.tcp is not None and not 1 <= args.tcp <= 65535:
         raise UserError(Failure("bad-option", f"--tcp takes a port from 1 to 65535, got {args.tcp}"))
     if args.token_file is not None and args.tcp is None:
         raise UserError(Failure("bad-option", "--token-file goes with --tcp (a Unix socket needs no token)"))
+    from repomem.lsp.listen import ListenError
+    from repomem.lsp.server import serve
+
     where = f"127.0.0.1:{args.tcp}" if args.tcp is not None else str(args.socket)
     try:
         return serve(args.tcp, args.socket, args.token_file)

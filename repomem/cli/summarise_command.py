@@ -17,8 +17,6 @@ from rich.table import Table
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError
 from repomem.cli.progress_bars import RichProgress
-from repomem.cli.service_setup import ensure_index, index_root, open_service
-from repomem.completion import summarise
 from repomem.failures import Failure
 
 
@@ -28,6 +26,9 @@ def _minutes(seconds: float) -> str:
 
 
 def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from repomem.cli.service_setup import ensure_index, index_root, open_service
+    from repomem.completion import summarise
+
     if args.limit is not None and args.limit < 1:
         raise UserError(Failure("bad-option", "--limit must be at least 1"))
     if not (args.yes or args.dry_run or sys.stdin.isatty()):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,24 @@ def test_unsaved_buffer_overlay(shop):
     assert "estimate_delivery_days" not in (shop / "shop" / "cart.py").read_text()
     service.drop_buffer("shop/cart.py")
     assert service.retrieve("estimate_delivery_days", k=1)[0].s_ind == 0
+
+
+ENGINE_MODULES = ("numpy", "numba", "scipy", "repomem.service", "repomem.lsp.server", "repomem.evaluation.run")
+
+
+@pytest.mark.parametrize("arguments", [
+    ["--help"], ["complete", "--help"], ["frobnicate"], ["model", "path"], ["serve", "--tcp", "70000"],
+    ["complete", "a.py:3", "--max-tokens", "0"], ["eval", "report", "absent.jsonl"],
+    ["eval", "run", "--tasks", "t.jsonl", "--repos", ".", "--workers", "0"],
+], ids=" ".join)
+def test_help_and_usage_errors_answer_without_importing_the_engine(arguments: list[str], tmp_path: Path):
+    """The engine (index, numpy, numba, scipy: ~1 s of imports here) is imported by the commands
+    that use it, so `--help` and a mistyped option answer at once."""
+    probe = ("import sys\nfrom repomem.cli.main import main\ntry:\n    code = main(sys.argv[1:])\n"
+             "except SystemExit as end:\n    code = end.code\n"
+             f"print('LOADED', [m for m in {ENGINE_MODULES!r} if m in sys.modules])\nsys.exit(code)\n")
+    result = subprocess.run([sys.executable, "-c", probe, *arguments], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)
+    assert "Traceback" not in result.stderr
+    assert result.returncode in (0, 2), result.stderr
+    assert "LOADED []" in result.stdout, result.stdout[-300:]
