@@ -98,7 +98,7 @@ class RustCallResolver:
         self._place[file_id] = (source_dir, module_path(syntax.path, source_dir))
         self._crate_files[source_dir].add(file_id)
         self._tables.pop(source_dir, None)
-        self._segments_of(file_id, syntax, 1)
+        self._hold_segments(file_id, syntax)
 
     def _unplace_file(self, file_id: int) -> None:
         source_dir, _ = self._place.pop(file_id)
@@ -107,14 +107,16 @@ class RustCallResolver:
         if not crate:
             del self._crate_files[source_dir]
         self._tables.pop(source_dir, None)
-        self._segments_of(file_id, self._files[file_id], -1)
+        self._release_segments(file_id, self._files[file_id])
 
-    def _segments_of(self, file_id: int, syntax: FileSyntax, step: int) -> None:
-        """Count the file in (step 1) or out of (-1) the holders of its paths' first segments."""
+    def _hold_segments(self, file_id: int, syntax: FileSyntax) -> None:
+        """The file among the holders of its paths' first segments."""
         for segment in _first_segments(syntax):
-            if step > 0:
-                self._first_segments[segment].add(file_id)
-                continue
+            self._first_segments[segment].add(file_id)
+
+    def _release_segments(self, file_id: int, syntax: FileSyntax) -> None:
+        """The file out of the holders of its (old version's) paths' first segments."""
+        for segment in _first_segments(syntax):
             holders = self._first_segments.get(segment)
             if holders is not None:
                 holders.discard(file_id)
@@ -132,9 +134,9 @@ class RustCallResolver:
                 and symbol_shape(old) == symbol_shape(syntax):
             # An edit inside bodies: the crate's tables keep every entry, only this file's
             # definitions moved to other nodes (rebuilding them cost 19 ms an edit in tokio).
-            self._segments_of(file_id, old, -1)
+            self._release_segments(file_id, old)
             self._files[file_id] = syntax
-            self._segments_of(file_id, syntax, 1)
+            self._hold_segments(file_id, syntax)
             tables = self._tables.get(self._place[file_id][0])
             if tables is not None:
                 tables.move_definitions(file_id, dict(zip(map(id, old.definitions), syntax.definitions)))
