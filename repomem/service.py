@@ -56,6 +56,7 @@ from repomem.retrieval.scope import repository_imports
 from repomem.retrieval.scoring import (
     Lift,
     ScoredFragment,
+    best_fragments,
     score_fragments,
     scored_fragments,
     strongest_lifts,
@@ -461,9 +462,9 @@ class RepoService:
         alpha = self.config.retrieval.alpha if alpha is None else alpha
         budget_ms = self.config.retrieval.time_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
-        scores = score_fragments(self.index, query_text, alpha, excluded, deadline, unlisted)
         anchored = self.config.prompt.anchor_matches if anchored is None else anchored
-        return top_fragments(self.index, scores, k, anchored if alpha else 0)
+        return best_fragments(self.index, query_text, alpha, k, anchored if alpha else 0, excluded, deadline,
+                              unlisted)
 
     def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
                 excluded: np.ndarray | None = None,

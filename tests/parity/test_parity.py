@@ -41,7 +41,8 @@ from repomem.index.scan import SourceFile, content_digest
 from repomem.index.tokens import _line_tokens_by_regex, line_tokens, tokenize
 from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
-from repomem.retrieval.scoring import score_fragments, top_fragments
+from repomem.retrieval import scoring
+from repomem.retrieval.scoring import best_fragments, score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.parity.reference import reference_cover, reference_graph, reference_relation, reference_strengths
 
@@ -675,6 +676,48 @@ def test_call_sites_match_a_parent_by_parent_walk(granularity):
         assert [(c.node, c.hops) for c in calls] == reference_call_owners(root, kept.kept_index)
         if granularity == "statement":
             assert max(c.hops for c in calls) >= 6  # deep calls are really below their statement
+
+
+@pytest.mark.parametrize("strong", [1, 8, 256])
+def test_bounded_top_k_is_the_whole_products_top_k(synthetic_repo, monkeypatch, strong):
+    """The retrieval path reads a row of W only where a bound on s_rel reaches the K-th best: it
+    must give what the whole product gives, the same ids in the same order and the same float64
+    scores, for cursors' masks, every K, anchors, and after edits (W's delta part in use)."""
+    service = RepoService.open(synthetic_repo, Config())
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    index = service.index
+    assert index is not None
+    monkeypatch.setattr(scoring._RelationRows, "STRONG", strong)
+    monkeypatch.setattr(scoring._RelationRows, "cheaper_whole", lambda self, n_rows: False)
+    rows_read: list[int] = []
+
+    def counted(indptr, cols, values, rows, x):
+        rows_read.append(rows.size)
+        return scoring_rows_times(indptr, cols, values, rows, x)
+
+    scoring_rows_times = scoring.rows_times
+    monkeypatch.setattr(scoring, "rows_times", counted)
+    for name in ["lib/part1/mod4.py", "lib/part0/mod3.py"]:  # W gains a delta part
+        text = (synthetic_repo / name).read_text(encoding="utf-8") + "\n\ndef late(q):\n    return func4_0(q)\n"
+        source = SourceFile(name, "python", text, content_digest(text.encode()), len(text.encode()), 1)
+        apply_changes(index, [source], [])
+    assert index.w_delta.nnz > 0
+    compared = 0
+    for path in ["lib/part1/mod4.py", "lib/part0/mod3.py", "lib/part2/mod8.py"]:
+        text = (synthetic_repo / path).read_text(encoding="utf-8")
+        for line in range(1, text.count("\n"), 5):
+            cursor = locate(synthetic_repo, path, text, line, None)
+            excluded, unlisted = service.cursor_masks(cursor)
+            query = "\n".join(text.splitlines()[max(0, line - 10):line])
+            for k, anchored in [(1, 0), (5, 1), (10, 1), (10, 3), (40, 0)]:
+                whole = top_fragments(index, score_fragments(index, query, 0.5, excluded, None, unlisted), k, anchored)
+                assert best_fragments(index, query, 0.5, k, anchored, excluded, None, unlisted) == whole
+                compared += 1
+    assert compared > 100
+    # Not vacuous: with the strong rows in the bound, most queries read few rows of W exactly.
+    if strong == 256:
+        assert np.median(rows_read) < index.n_fragments / 4, (np.median(rows_read), index.n_fragments)
 
 
 def test_anchored_ranking_keeps_bm25s_best_first(synthetic_repo):

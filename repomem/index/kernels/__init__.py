@@ -3,6 +3,7 @@
 - `windows`: the syntax nodes covering each window of a file (fragments.py).
 - `shortest_paths`: bounded Dijkstra over the code graph, its search anchors and exit costs.
 - `relation_rows`: rows of W (eq. 8) from those searches, whole or in three steps.
+- `environment`: eq. 9 for the few fragments a query's top K can hold, and a bound for the rest.
 - `csr`: compressed sparse rows: built from edge lists, sorted, mirrored, trimmed, transposed.
 - `row_patching`: an edit's changes to the adjacency rows kept between edits.
 - `postings`: BM25 postings: built, summed, scored.

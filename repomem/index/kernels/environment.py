@@ -1,0 +1,37 @@
+"""Eq. 9 for the few fragments a top K can hold (numba): the part of W @ s_ind that a query's
+strongest fragments make, and the bound on s_rel it gives every fragment (exact rows of W:
+csr.rows_times)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def add_rows_scaled(indptr, cols, values, rows, scale, out):
+    """out[c] += A[r, c] * scale[r] for each listed row r of a CSR matrix A: for a symmetric A, the
+    part of A @ x that the listed entries of x make (x_r = scale[r], the others taken as 0)."""
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        factor = scale[r]
+        for slot in range(indptr[row], indptr[row + 1]):
+            out[cols[slot]] += values[slot] * factor
+
+
+@njit(cache=True, nogil=True)
+def relation_bounds(s_ind, strong_part, denominator, offered, alpha, weak_bar):
+    """Upper bounds on s_rel_i = s_ind_i + alpha * s_env_i (eqs. 9-10, alpha > 0), shape (n,),
+    -inf where fragment i is not offered. s_env_i is a weighted mean of its usable neighbours'
+    s_ind: the strong ones' part is `strong_part_i / denominator_i`, and every other one is at
+    most `weak_bar`."""
+    n = s_ind.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        if not offered[i]:
+            out[i] = -np.inf
+        elif denominator[i] > 1e-300:
+            out[i] = s_ind[i] + alpha * (strong_part[i] / denominator[i] + weak_bar)
+        else:
+            out[i] = s_ind[i]  # no usable neighbour: s_env is 0
+    return out
