@@ -53,7 +53,7 @@ from repomem.index.integrity import (
     check_query_arrays,
     check_structure,
 )
-from repomem.index.kernels.csr import upper_triangle
+from repomem.index.kernels.csr import symmetric_from_upper, upper_triangle
 from repomem.index.provenance import bytes_digest, check_seal, file_digest, sealed
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
@@ -682,7 +682,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         base, arrays = _arrays_from(contents["base.npz"], "base.npz"), _arrays_from(contents["delta.npz"], "delta.npz")
         del contents
         shape = tuple(int(v) for v in base["w_shape"].tolist())
-        upper = sp.csr_matrix((base["wu_data"].astype(np.float64), base["wu_indices"], base["wu_indptr"]), shape=shape)
+        upper = sp.csr_matrix((base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=shape)
         check_compressed(upper, "W")
         w_base = _symmetric_from_upper(upper)
         segments = _segments_from("seg", base) + _segments_from("dseg", arrays)
@@ -748,9 +748,14 @@ def _verified(snapshot: Path, name: str, digests: Any) -> bytes:
 
 
 def _symmetric_from_upper(upper: sp.csr_matrix) -> sp.csr_matrix:
-    """W from its strict upper triangle: canonical CSR (sorted columns), the matrix that was saved."""
-    full = (upper + upper.T).tocsr()
-    full.sort_indices()
+    """W from its strict upper triangle: canonical CSR (sorted columns, float64), the matrix that
+    was saved."""
+    if upper.shape[0] != upper.shape[1]:
+        raise ValueError("W is not square")
+    indptr, indices, data = symmetric_from_upper(upper.indptr, upper.indices, upper.data)
+    full = sp.csr_matrix(upper.shape, dtype=np.float64)
+    full.indptr, full.indices, full.data = indptr, indices, data
+    full.has_sorted_indices = True
     return full
 
 

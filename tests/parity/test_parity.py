@@ -38,6 +38,7 @@ from repomem.index.relations import (
 )
 from repomem.index.repo_index import RepoIndex, apply_changes
 from repomem.index.scan import SourceFile, content_digest
+from repomem.index.store import _symmetric_from_upper
 from repomem.index.tokens import _line_tokens_by_regex, line_tokens, tokenize
 from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
@@ -327,6 +328,33 @@ def test_symmetric_matrix_is_scipys_maximum_with_the_transpose(seed, rows_ascend
     np.testing.assert_array_equal(got.indices, expected.indices)
     np.testing.assert_array_equal(got.data, expected.data)
     assert (np.diff(got.indptr) == 0).any()
+
+
+@pytest.mark.parametrize("size, density", [(1, 0.5), (6, 0.9), (300, 0.05), (2_000, 0.01)])
+def test_loaded_matrix_is_scipys_upper_plus_its_transpose(size, density):
+    """A load rebuilds W from the stored strict upper triangle (float32) by a kernel: the same
+    canonical float64 CSR as scipy's U + U.T, zeros dropped as scipy drops them, empty rows kept."""
+    a = sp.random(size, size, density=density, random_state=size, format="csr", dtype=np.float32)
+    kept = (np.arange(size) < size - size // 10).astype(np.float32)  # the last tenth: empty rows
+    a = (sp.diags(kept) @ a @ sp.diags(kept)).tocsr()
+    a.data[::7] = 0.0  # explicit zeros: scipy's sum drops them
+    upper = sp.triu(a, k=1, format="csr")
+    upper.sort_indices()
+    expected = (upper.astype(np.float64) + upper.T.astype(np.float64)).tocsr()
+    expected.sort_indices()
+    got = _symmetric_from_upper(upper)
+    assert got.has_canonical_format and got.dtype == np.float64
+    np.testing.assert_array_equal(got.indptr, expected.indptr)
+    np.testing.assert_array_equal(got.indices, expected.indices)
+    np.testing.assert_array_equal(got.data, expected.data)
+    if size >= 10:
+        assert got.nnz > 0 and (np.diff(got.indptr) == 0).any()
+    # A triangle that is not strictly upper (a damaged index) is refused, not mis-sorted.
+    if upper.nnz:
+        damaged = upper.copy()
+        damaged.indices[-1] = 0
+        with pytest.raises(ValueError):
+            _symmetric_from_upper(damaged)
 
 
 def test_stored_matrix_is_symmetric_union_of_row_tops(synthetic_repo):

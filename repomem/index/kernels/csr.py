@@ -149,6 +149,45 @@ def upper_triangle(indptr, indices, data):
 
 
 @njit(cache=True, nogil=True)
+def symmetric_from_upper(indptr, indices, data):
+    """The symmetric CSR matrix (float64 data, sorted columns) whose strict upper triangle is the
+    given one (`upper_triangle`'s output): each row's entries below the diagonal, gathered from the
+    rows above it in row order (so already sorted), then its own upper entries. Zeros are dropped,
+    as scipy's sum U + U.T drops them. Two passes over the triangle; scipy's sum and transpose took
+    ~0.27 s of loading Django's index. Raises ValueError if a row's columns are not increasing and
+    above the row (a damaged index: the result would not be sorted, nor the matrix saved)."""
+    n_rows = indptr.shape[0] - 1
+    degree = np.zeros(n_rows + 1, dtype=np.int64)
+    for row in range(n_rows):
+        previous = row
+        for slot in range(indptr[row], indptr[row + 1]):
+            if indices[slot] <= previous:
+                raise ValueError("W's stored triangle is not strictly upper with increasing columns")
+            previous = indices[slot]
+            if data[slot] != 0:
+                degree[row + 1] += 1
+                degree[indices[slot] + 1] += 1
+    out_indptr = np.cumsum(degree).astype(indptr.dtype)
+    out_indices = np.empty(out_indptr[n_rows], dtype=indices.dtype)
+    out_data = np.empty(out_indptr[n_rows], dtype=np.float64)
+    fill = out_indptr[:-1].astype(np.int64)
+    for row in range(n_rows):  # row < column: row is a lower entry of row `column`, in row order
+        for slot in range(indptr[row], indptr[row + 1]):
+            if data[slot] != 0:
+                column = indices[slot]
+                out_indices[fill[column]] = row
+                out_data[fill[column]] = data[slot]
+                fill[column] += 1
+    for row in range(n_rows):  # then each row's own upper entries, columns above every lower one
+        for slot in range(indptr[row], indptr[row + 1]):
+            if data[slot] != 0:
+                out_indices[fill[row]] = indices[slot]
+                out_data[fill[row]] = data[slot]
+                fill[row] += 1
+    return out_indptr, out_indices, out_data
+
+
+@njit(cache=True, nogil=True)
 def invert_incidence(indptr, nodes, weights, n_nodes):
     """Transpose of a fragment -> node incidence (CSR: `indptr` by fragment, `nodes`, `weights`):
     (indptr by node, fragment ids, weights), each node's fragments in fragment order. A counting
