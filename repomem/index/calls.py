@@ -81,6 +81,25 @@ class CallResolution:
             found |= resolver.dependents(file_ids, modules)
         return found
 
+    def changed_names(self, old: FileSyntax, new: FileSyntax) -> frozenset[str] | None:
+        """The names whose lookup in an edited file may answer differently now (None: any may, or
+        its language does not say; see PythonCallResolver.changed_names)."""
+        if not (resolves_calls(old) and resolves_calls(new)) or _factory(old.language) != _factory(new.language):
+            return None
+        hook = getattr(self._resolvers.get(_factory(new.language)), "changed_names", None)
+        return None if hook is None else hook(old, new)
+
+    def affected_by(self, file_ids: set[int], names: frozenset[str] | None,
+                    modules: set[str] = frozenset()) -> set[int]:
+        """Files whose calls may resolve differently once `file_ids` changed the definitions
+        named `names` (None: any) or `modules` went: a language that can say (Python: through
+        re-exports, only files that look a name up) says; for the others, the files importing them."""
+        found: set[int] = set()
+        for resolver in self._resolvers.values():
+            hook = getattr(resolver, "affected_by", None)
+            found |= resolver.dependents(file_ids, modules) if hook is None else hook(file_ids, names, modules)
+        return found
+
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         factory = self._language_of.get(file_id)
         return [] if factory is None else self._resolvers[factory].resolve_file(file_id)

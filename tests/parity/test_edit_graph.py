@@ -341,3 +341,78 @@ def test_a_resolver_taught_edits_answers_as_one_built_on_the_edited_files(langua
             for other in range(len(files)):
                 assert taught.resolve_file(other) == fresh.resolve_file(other), (path, files[other][0])
     assert kept_shape >= len(files)  # most edits kept the shape: the in-place path was taken
+
+
+def _edges_by_path(index: RepoIndex) -> set[tuple]:
+    """Every call edge as (caller path, call node, callee path, definition node, hops)."""
+    path = {f: r.path for f, r in enumerate(index.files) if r is not None}
+    rows = index.all_calls()
+    return {(path[s], sn, path[t], tn, h) for s, sn, t, tn, h in rows.tolist()}
+
+
+NAMESAKE_FILES = {
+    "core.py": ("class Base:\n    def save(self):\n        return 1\n\n\nclass User(Base):\n"
+                "    def name(self):\n        return self.save()\n\n\ndef helper(x):\n    return x\n\n\n"
+                "def unrelated(y):\n    return y\n"),
+    "hub.py": "from core import helper as aliased\nfrom core import User\n",  # re-exports
+    "views.py": ("from core import helper, User\n\n\nclass Admin(User):\n    def run(self):\n"
+                 "        return self.save() + self.name()\n\n\ndef view(q):\n    return helper(q) + User().name()\n"),
+    "chain.py": "from hub import aliased\n\n\ndef far(q):\n    return aliased(q)\n",
+    "plain.py": "import core\n\n\ndef direct(q):\n    return core.unrelated(q)\n",
+    "quiet.py": "from core import User\n\n\ndef make():\n    return User()\n",
+}
+# Edits of core.py that change its symbols' shape, each followed by a comparison with a whole build.
+NAMESAKE_EDITS = [
+    ("a new function", lambda t: t + "\n\ndef typed_later(z):\n    return z\n"),
+    ("a method the subclass calls, on the subclass's base", lambda t: t.replace(
+        "class User(Base):\n", "class User(Base):\n    def save(self):\n        return 2\n\n")),
+    ("a re-exported function renamed", lambda t: t.replace("def helper(x)", "def helper_two(x)")),
+    ("it comes back", lambda t: t.replace("def helper_two(x)", "def helper(x)")),
+    ("a namesake defined again below (the last one wins)", lambda t: t + "\n\ndef helper(x):\n    return -x\n"),
+    ("a function turned class", lambda t: t.replace("def unrelated(y):\n    return y\n",
+                                                    "class unrelated:\n    pass\n")),
+    ("a new name the class bases resolve through", lambda t: "Base = object\n" + t.replace(
+        "class Base:", "class Base2:").replace("class User(Base):", "class User(Base2):") +
+     "\n\nclass Base:\n    def save(self):\n        return 3\n"),
+    ("an import added", lambda t: "from views import view\n" + t),
+    ("a function renamed that a file calls through the module", lambda t: t.replace(
+        "def unrelated(y):", "def unrelated_gone(y):").replace("class unrelated:", "class unrelated_gone:")),
+]
+
+
+def test_an_edit_that_changes_symbols_re_resolves_only_the_files_that_look_the_changed_names_up(
+        tmp_path, monkeypatch):
+    """After each shape-changing edit of core.py, every call edge is what a whole build of the same
+    files gives, though files whose callees, bases and imports name none of the changed names were
+    not resolved again (their rows into core.py only followed the definitions' new nodes)."""
+    from repomem.index.calls import CallResolution
+
+    root = tmp_path / "live"
+    root.mkdir()
+    index = exact_index_of(root, NAMESAKE_FILES)
+    resolved: list[str] = []
+    resolve_file = CallResolution.resolve_file
+
+    def counted(self, file_id):
+        resolved.append(index.files[file_id].path)
+        return resolve_file(self, file_id)
+
+    monkeypatch.setattr(CallResolution, "resolve_file", counted)
+    text = NAMESAKE_FILES["core.py"]
+    skipped: dict[str, set[str]] = {}
+    for step, (what, edit) in enumerate(NAMESAKE_EDITS):
+        text = edit(text)
+        resolved.clear()
+        edit_file(index, root, "core.py", text)
+        skipped[what] = set(NAMESAKE_FILES) - set(resolved)
+        whole_root = tmp_path / f"whole{step}"
+        whole_root.mkdir()
+        whole = exact_index_of(whole_root, {**NAMESAKE_FILES, "core.py": text})
+        assert _edges_by_path(index) == _edges_by_path(whole), what
+        assert_same_graph(index)
+    # Not vacuous: the edges above were reached by following, not by resolving everything again.
+    assert skipped["a new function"] == {"hub.py", "views.py", "chain.py", "plain.py", "quiet.py"}
+    assert skipped["a re-exported function renamed"] == {"plain.py", "quiet.py"}  # chain.py: through hub.py
+    assert not skipped["a new name the class bases resolve through"]  # any lookup may change
+    assert "plain.py" in skipped["a method the subclass calls, on the subclass's base"]
+    assert "plain.py" not in skipped["a function renamed that a file calls through the module"]

@@ -62,6 +62,7 @@ class PythonCallResolver:
         # absolute module a file imports (or module.name) -> importing files (for dependents())
         self._importers: dict[str, set[int]] = defaultdict(set)
         self._import_keys: dict[int, set[str]] = {}
+        self._looked_up: dict[int, frozenset[str]] = {}  # filled on demand (see looks_up)
         for file_id in sorted(files):
             self._register(file_id, files[file_id])
 
@@ -86,7 +87,7 @@ class PythonCallResolver:
                 tail.remove(file_id)
         for key in self._import_keys.pop(file_id, set()):
             self._importers[key].discard(file_id)
-        for table in (self._is_package, self._top, self._members, self._imports):
+        for table in (self._is_package, self._top, self._members, self._imports, self._looked_up):
             table.pop(file_id, None)
         del self._files[file_id]
 
@@ -120,6 +121,64 @@ class PythonCallResolver:
         for name in names:
             found |= self._importers.get(name, set())
         return found
+
+    def affected_by(self, file_ids: set[int], names: frozenset[str] | None,
+                    modules: set[str] = frozenset()) -> set[int]:
+        """Files whose calls may resolve differently once `file_ids` changed the definitions named
+        `names` (None: any name; `modules`: modules since removed): the files importing them, and
+        the files importing those through re-exports up to the hops a lookup follows, each only
+        if it looks one of the names up.
+
+        Every lookup into another file is keyed by a dotted part of the importing file's callees,
+        class bases or imports; a re-export passes the name on under its local name, which joins
+        the names asked of the next files up the chain."""
+        affected: set[int] = set()
+        frontier, asked = set(file_ids), None if names is None else set(names)
+        for hop in range(self._hops + 1):
+            importers = self.dependents(frontier, modules if hop == 0 else frozenset()) - affected - file_ids
+            if not importers:
+                break
+            affected |= importers
+            if asked is not None:
+                asked.update(local for importer in importers
+                             for local, (_, attribute) in self._imports[importer].items() if attribute in asked)
+            frontier = importers
+        if asked is None:
+            return affected
+        return {file_id for file_id in affected if self._looks_up(file_id, asked)}
+
+    def _looks_up(self, file_id: int, names: set[str]) -> bool:
+        """Whether resolving `file_id` may ask another file for one of `names`."""
+        parts = self._looked_up.get(file_id)
+        if parts is None:
+            syntax = self._files[file_id]
+            texts = [*syntax.calls.callee, *(base for d in syntax.definitions for base in d.bases),
+                     *(text for b in syntax.imports for text in b)]
+            parts = self._looked_up[file_id] = frozenset(part for text in texts for part in text.split("."))
+        return not parts.isdisjoint(names)
+
+    @staticmethod
+    def changed_names(old: FileSyntax, new: FileSyntax) -> frozenset[str] | None:
+        """The names whose lookup in this file may answer differently after `old` became `new`:
+        those of the definitions other files can reach (module level and class members) that
+        appeared, went or changed (kind, scope, bases, order among namesakes). None when any
+        other file's lookup may change (the imports changed, or a changed name is one the file's
+        own class bases resolve through, which moves every member lookup of those classes)."""
+        if old.imports != new.imports:
+            return None
+
+        def reachable(syntax: FileSyntax) -> dict[str, list[tuple[str, str, tuple[str, ...]]]]:
+            by_name: dict[str, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
+            for definition in syntax.definitions:
+                if not definition.in_function:
+                    by_name[definition.name].append((definition.scope, definition.kind, definition.bases))
+            return by_name
+
+        before, after = reachable(old), reachable(new)
+        changed = frozenset(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+        bases = {part for syntax in (old, new) for d in syntax.definitions for base in d.bases
+                 for part in base.split(".")}
+        return None if not changed.isdisjoint(bases) else changed
 
     def _register(self, file_id: int, syntax: FileSyntax) -> None:
         name = module_name(syntax.path)
