@@ -146,11 +146,10 @@ def edit_one_file(service: RepoService, repeats: int = 5) -> dict:
 
 def naive_vs_fast(tree: Path) -> dict:
     """Same pipeline, naive (rank-bm25, networkx, loops) vs repomem, on a small tree."""
-    sys.path.insert(0, str(ROOT / "tests"))
     from rank_bm25 import BM25Okapi
-    from reference import reference_graph, reference_relation  # type: ignore[import-not-found]
 
     from repomem.index.tokens import tokenize
+    from tests.parity.reference import reference_graph, reference_relation
 
     work = Path(tempfile.mkdtemp(prefix="repomem-naive-"))
     shutil.copytree(tree, work / "repo")
