@@ -8,7 +8,7 @@ instantiation `C()` to the class. Anything else is left unresolved and gets no e
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -62,7 +62,7 @@ class PythonCallResolver:
         # absolute module a file imports (or module.name) -> importing files (for dependents())
         self._importers: dict[str, set[int]] = defaultdict(set)
         self._import_keys: dict[int, set[str]] = {}
-        self._looked_up: dict[int, frozenset[str]] = {}  # filled on demand (see looks_up)
+        self._lookups: _LookupKeys | None = None  # built by the first affected_by, then kept current
         for file_id in sorted(files):
             self._register(file_id, files[file_id])
 
@@ -87,8 +87,10 @@ class PythonCallResolver:
                 tail.remove(file_id)
         for key in self._import_keys.pop(file_id, set()):
             self._importers[key].discard(file_id)
-        for table in (self._is_package, self._top, self._members, self._imports, self._looked_up):
+        for table in (self._is_package, self._top, self._members, self._imports):
             table.pop(file_id, None)
+        if self._lookups is not None:
+            self._lookups.forget(file_id)
         del self._files[file_id]
 
     def _forget_answers(self) -> None:
@@ -125,45 +127,29 @@ class PythonCallResolver:
     def affected_by(self, file_ids: set[int], names: frozenset[str] | None,
                     modules: set[str] = frozenset()) -> set[int]:
         """Files whose calls may resolve differently once `file_ids` changed the definitions named
-        `names` (None: any name; `modules`: modules since removed): the files importing them, and
-        the files importing those through re-exports up to the hops a lookup follows, each only
-        if it looks one of the names up.
+        `names` (None: any name, or `modules` went): with names, every file that may ask for one
+        of them, wherever it is; without, the files importing them.
 
-        Every lookup into another file is keyed by a dotted part of the importing file's callees,
-        class bases or imports; a re-export passes the name on under its local name, which joins
-        the names asked of the next files up the chain."""
-        affected: set[int] = set()
-        frontier, asked = set(file_ids), None if names is None else set(names)
-        for hop in range(self._hops + 1):
-            importers = self.dependents(frontier, modules if hop == 0 else frozenset()) - affected - file_ids
-            if not importers:
-                break
-            affected |= importers
-            if asked is not None:
-                asked.update(local for importer in importers
-                             for local, (_, attribute) in self._imports[importer].items() if attribute in asked)
-            frontier = importers
-        if asked is None:
-            return affected
-        return {file_id for file_id in affected if self._looks_up(file_id, asked)}
-
-    def _looks_up(self, file_id: int, names: set[str]) -> bool:
-        """Whether resolving `file_id` may ask another file for one of `names`."""
-        parts = self._looked_up.get(file_id)
-        if parts is None:
-            syntax = self._files[file_id]
-            texts = [*syntax.calls.callee, *(base for d in syntax.definitions for base in d.bases),
-                     *(text for b in syntax.imports for text in b)]
-            parts = self._looked_up[file_id] = frozenset(part for text in texts for part in text.split("."))
-        return not parts.isdisjoint(names)
+        Each lookup in a file's tables is keyed by a dotted part of some file's callees, class
+        bases or imports: the caller's own or, down a chain, a re-export's (`from m import f as
+        g` answers for g what m answers for f) or a class's bases (a class whose base changed
+        answers its members differently, and so do its subclasses). So the names are closed under
+        those two steps, over every file, and a file none of whose parts is among them resolves
+        as before."""
+        if names is None:
+            return self.dependents(file_ids, modules)
+        if self._lookups is None:
+            self._lookups = _LookupKeys()
+            for file_id, syntax in self._files.items():
+                self._lookups.learn(file_id, syntax)
+        return self._lookups.files_asking(names) - file_ids
 
     @staticmethod
     def changed_names(old: FileSyntax, new: FileSyntax) -> frozenset[str] | None:
         """The names whose lookup in this file may answer differently after `old` became `new`:
         those of the definitions other files can reach (module level and class members) that
-        appeared, went or changed (kind, scope, bases, order among namesakes). None when any
-        other file's lookup may change (the imports changed, or a changed name is one the file's
-        own class bases resolve through, which moves every member lookup of those classes)."""
+        appeared, went or changed (kind, scope, bases, order among namesakes). None when the
+        imports changed (any name's lookup may go elsewhere)."""
         if old.imports != new.imports:
             return None
 
@@ -175,12 +161,11 @@ class PythonCallResolver:
             return by_name
 
         before, after = reachable(old), reachable(new)
-        changed = frozenset(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
-        bases = {part for syntax in (old, new) for d in syntax.definitions for base in d.bases
-                 for part in base.split(".")}
-        return None if not changed.isdisjoint(bases) else changed
+        return frozenset(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
     def _register(self, file_id: int, syntax: FileSyntax) -> None:
+        if self._lookups is not None:
+            self._lookups.learn(file_id, syntax)
         name = module_name(syntax.path)
         self._module_of[file_id] = name
         self._claimants[name].append(file_id)
@@ -378,6 +363,52 @@ class PythonCallResolver:
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
         return resolved_calls(file_id, self._files[file_id], self.resolve_callee)
+
+
+class _LookupKeys:
+    """Which names each file's resolution may ask other files for, and how a chain passes a name
+    on: every file's dotted parts (callees, class bases, imports), each re-export's attribute ->
+    its local name, each class's base parts -> the class's name. Counted per file, so a file's
+    new version replaces its old one."""
+
+    def __init__(self) -> None:
+        self.files_with_part: dict[str, set[int]] = defaultdict(set)
+        self._passed_on: dict[str, Counter[str]] = defaultdict(Counter)  # name -> names it reaches
+        self._of_file: dict[int, tuple[frozenset[str], list[tuple[str, str]]]] = {}
+
+    def learn(self, file_id: int, syntax: FileSyntax) -> None:
+        self.forget(file_id)
+        texts = [*syntax.calls.callee, *(base for d in syntax.definitions for base in d.bases),
+                 *(text for binding in syntax.imports for text in binding)]
+        parts = frozenset(part for text in texts for part in text.split("."))
+        steps = [(binding.name, binding.local.split(".")[0]) for binding in syntax.imports if binding.name]
+        steps += [(part, d.name) for d in syntax.definitions if d.kind == "class"
+                  for base in d.bases for part in base.split(".")]
+        self._of_file[file_id] = (parts, steps)
+        for part in parts:
+            self.files_with_part[part].add(file_id)
+        for name, reached in steps:
+            self._passed_on[name][reached] += 1
+
+    def forget(self, file_id: int) -> None:
+        parts, steps = self._of_file.pop(file_id, (frozenset(), []))
+        for part in parts:
+            self.files_with_part[part].discard(file_id)
+        for name, reached in steps:
+            self._passed_on[name][reached] -= 1
+            if self._passed_on[name][reached] <= 0:
+                del self._passed_on[name][reached]
+
+    def files_asking(self, names: frozenset[str]) -> set[int]:
+        """Every file with a part among `names` closed under the re-export and base steps."""
+        asked = set(names)
+        pending = list(names)
+        while pending:
+            for reached in self._passed_on.get(pending.pop(), ()):
+                if reached not in asked:
+                    asked.add(reached)
+                    pending.append(reached)
+        return {file_id for name in asked for file_id in self.files_with_part.get(name, ())}
 
 
 @dataclass(frozen=True)
