@@ -196,8 +196,8 @@ def patch_calls(index: RepoIndex, changes: FileChanges, resolver: CallResolution
     callers = index.callers_of(touched) - touched
     if changes.same_symbols:
         # Edits inside bodies: other files resolve to the same definitions, which only moved.
-        remapped, _ = _follow_moves(index, callers, changes.node_moves)
-        affected = with_calls(touched)
+        remapped, unfollowed = _follow_moves(index, callers, changes.node_moves)
+        affected = with_calls(touched) | unfollowed
     else:
         names = None if changes.changed_names is None else frozenset(changes.changed_names)
         dependents = with_calls(resolver.affected_by(touched, names, changes.removed_modules)) - touched

@@ -753,6 +753,8 @@ def _symmetric_from_upper(upper: sp.csr_matrix) -> sp.csr_matrix:
     if upper.shape[0] != upper.shape[1]:
         raise ValueError("W is not square")
     indptr, indices, data = symmetric_from_upper(upper.indptr, upper.indices, upper.data)
+    if indptr[-1] <= np.iinfo(np.int32).max:  # scipy's choice: int32 indices while they fit
+        indptr, indices = indptr.astype(np.int32), indices.astype(np.int32)
     full = sp.csr_matrix(upper.shape, dtype=np.float64)
     full.indptr, full.indices, full.data = indptr, indices, data
     full.has_sorted_indices = True

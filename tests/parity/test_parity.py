@@ -46,6 +46,7 @@ from repomem.retrieval import scoring
 from repomem.retrieval.scoring import best_fragments, score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.parity.reference import reference_cover, reference_graph, reference_relation, reference_strengths
+from tests.repos import write_repo
 
 EXACT = {"graph": {"max_reach": 0}, "relations": {"max_relations_per_fragment": 0, "relation_cutoff": 0.0}}
 
@@ -738,14 +739,28 @@ def test_bounded_top_k_is_the_whole_products_top_k(synthetic_repo, monkeypatch, 
             cursor = locate(synthetic_repo, path, text, line, None)
             excluded, unlisted = service.cursor_masks(cursor)
             query = "\n".join(text.splitlines()[max(0, line - 10):line])
-            for k, anchored in [(1, 0), (5, 1), (10, 1), (10, 3), (40, 0)]:
-                whole = top_fragments(index, score_fragments(index, query, 0.5, excluded, None, unlisted), k, anchored)
-                assert best_fragments(index, query, 0.5, k, anchored, excluded, None, unlisted) == whole
+            for k, anchored, alpha in [(1, 0, 0.5), (5, 1, 0.5), (10, 1, 0.5), (10, 3, 2.0), (40, 0, 0.5),
+                                       (5, -1, 1e-6), (5, 1, -0.5)]:
+                scores = score_fragments(index, query, alpha, excluded, None, unlisted)
+                whole = top_fragments(index, scores, k, anchored)
+                assert best_fragments(index, query, alpha, k, anchored, excluded, None, unlisted) == whole
                 compared += 1
     assert compared > 100
     # Not vacuous: with the strong rows in the bound, most queries read few rows of W exactly.
     if strong == 256:
         assert np.median(rows_read) < index.n_fragments / 4, (np.median(rows_read), index.n_fragments)
+
+
+def test_bounded_top_k_with_bm25_below_zero(tmp_path):
+    """BM25 goes below 0 where the average idf does (two fragments sharing most words): the
+    bounded top K is still the whole product's (a bound that added a negative weak part lost it)."""
+    write_repo(tmp_path / "two", {"a.py": "from b import f\n\ndef g(x):\n    return f(x)\n",
+                                  "b.py": "from a import g\n\ndef f(x):\n    return g(x)\n"})
+    index = open_index(tmp_path / "two", Config())
+    scores = score_fragments(index, "return f(x)", 0.5)
+    assert (scores.s_ind < 0).all() and (scores.s_env != 0).any()
+    for k, anchored in [(1, 0), (2, 0), (5, 1)]:
+        assert best_fragments(index, "return f(x)", 0.5, k, anchored) == top_fragments(index, scores, k, anchored)
 
 
 def test_anchored_ranking_keeps_bm25s_best_first(synthetic_repo):

@@ -153,9 +153,11 @@ def symmetric_from_upper(indptr, indices, data):
     """The symmetric CSR matrix (float64 data, sorted columns) whose strict upper triangle is the
     given one (`upper_triangle`'s output): each row's entries below the diagonal, gathered from the
     rows above it in row order (so already sorted), then its own upper entries. Zeros are dropped,
-    as scipy's sum U + U.T drops them. Two passes over the triangle; scipy's sum and transpose took
-    ~0.27 s of loading Django's index. Raises ValueError if a row's columns are not increasing and
-    above the row (a damaged index: the result would not be sorted, nor the matrix saved)."""
+    as scipy's sum U + U.T drops them. Two passes over the triangle, allocating only the result:
+    as fast as scipy's sum and transpose (~0.05 s on Django's W) without their temporaries (a load's
+    peak 12 MB lower). int64 row pointers (the caller narrows them). Raises ValueError if a row's
+    columns are not increasing and above the row (a damaged index: the result would not be sorted,
+    nor the matrix saved)."""
     n_rows = indptr.shape[0] - 1
     degree = np.zeros(n_rows + 1, dtype=np.int64)
     for row in range(n_rows):
@@ -167,7 +169,7 @@ def symmetric_from_upper(indptr, indices, data):
             if data[slot] != 0:
                 degree[row + 1] += 1
                 degree[indices[slot] + 1] += 1
-    out_indptr = np.cumsum(degree).astype(indptr.dtype)
+    out_indptr = np.cumsum(degree)
     out_indices = np.empty(out_indptr[n_rows], dtype=indices.dtype)
     out_data = np.empty(out_indptr[n_rows], dtype=np.float64)
     fill = out_indptr[:-1].astype(np.int64)
