@@ -452,6 +452,13 @@ CHAINS = {
         _HUBS, "core.py", _HUBS["core.py"] + "\n\ndef helper(x):\n    return x\n"),
     "a submodule reached through its package, a method added": (
         _PACKAGE, "pkg/mod.py", _BASES.replace("    pass\n", "    def save(self):\n        return 2\n")),
+    "an import that now binds a subclass's base elsewhere": (
+        {"base1.py": "class Base:\n    def save(self):\n        return 1\n",
+         "base2.py": "class Base:\n    def save(self):\n        return 2\n",
+         "core.py": "from base1 import Base\n\n\nclass User(Base):\n    pass\n",
+         "views.py": "from core import User\n\n\nclass Admin(User):\n    pass\n",
+         "far.py": "from views import Admin\n\n\ndef go(x):\n    return Admin.save(x)\n"},
+        "core.py", "from base2 import Base\n\n\nclass User(Base):\n    pass\n"),
     "a submodule reached through its package, a function added": (
         _PACKAGE, "pkg/mod.py", _BASES + "\n\ndef f():\n    return 2\n"),
 }

@@ -148,10 +148,8 @@ class PythonCallResolver:
     def changed_names(old: FileSyntax, new: FileSyntax) -> frozenset[str] | None:
         """The names whose lookup in this file may answer differently after `old` became `new`:
         those of the definitions other files can reach (module level and class members) that
-        appeared, went or changed (kind, scope, bases, order among namesakes). None when the
-        imports changed (any name's lookup may go elsewhere)."""
-        if old.imports != new.imports:
-            return None
+        appeared, went or changed (kind, scope, bases, order among namesakes), and the names an
+        import binds to something else now (a lookup tries the definitions, then the imports)."""
 
         def reachable(syntax: FileSyntax) -> dict[str, list[tuple[str, str, tuple[str, ...]]]]:
             by_name: dict[str, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
@@ -160,8 +158,10 @@ class PythonCallResolver:
                     by_name[definition.name].append((definition.scope, definition.kind, definition.bases))
             return by_name
 
-        before, after = reachable(old), reachable(new)
-        return frozenset(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+        changed = set()
+        for before, after in ((reachable(old), reachable(new)), (_import_table(old), _import_table(new))):
+            changed.update(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+        return frozenset(changed)
 
     def _register(self, file_id: int, syntax: FileSyntax) -> None:
         if self._lookups is not None:
@@ -185,14 +185,7 @@ class PythonCallResolver:
                 members[definition.scope][definition.name] = definition
         self._top[file_id] = top
         self._members[file_id] = members
-        bindings: dict[str, tuple[str, str]] = {}
-        for binding in syntax.imports:
-            if binding.name == "" and "." in binding.local and binding.local == binding.module:
-                # `import a.b.c` binds `a`; deeper parts are reached as submodules.
-                first = binding.local.split(".")[0]
-                bindings[first] = (first, "")
-            else:
-                bindings[binding.local] = (binding.module, binding.name)
+        bindings = _import_table(syntax)
         self._imports[file_id] = bindings
         keys = set()
         # Every imported module by its full name (`import a.b.c` binds only `a`, but depends on a.b.c).
@@ -363,6 +356,19 @@ class PythonCallResolver:
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
         return resolved_calls(file_id, self._files[file_id], self.resolve_callee)
+
+
+def _import_table(syntax: FileSyntax) -> dict[str, tuple[str, str]]:
+    """A file's imports as its lookups read them: local name -> (module, attribute; "" for a module)."""
+    bindings: dict[str, tuple[str, str]] = {}
+    for binding in syntax.imports:
+        if binding.name == "" and "." in binding.local and binding.local == binding.module:
+            # `import a.b.c` binds `a`; deeper parts are reached as submodules.
+            first = binding.local.split(".")[0]
+            bindings[first] = (first, "")
+        else:
+            bindings[binding.local] = (binding.module, binding.name)
+    return bindings
 
 
 class _LookupKeys:
