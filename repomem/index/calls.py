@@ -81,12 +81,17 @@ class CallResolution:
             found |= resolver.dependents(file_ids, modules)
         return found
 
-    def changed_names(self, old: FileSyntax, new: FileSyntax) -> frozenset[str] | None:
-        """The names whose lookup in an edited file may answer differently now (None: any may, or
-        its language does not say; see PythonCallResolver.changed_names)."""
-        if not (resolves_calls(old) and resolves_calls(new)) or _factory(old.language) != _factory(new.language):
+    def changed_names(self, old: FileSyntax | None, new: FileSyntax | None) -> frozenset[str] | None:
+        """The names whose lookup in a file may answer differently once `old` became `new` (old
+        None: the file is new; new None: it went). None: any may, or its language does not say
+        (see PythonCallResolver.changed_names); empty for a language without calls."""
+        present = new if new is not None else old
+        if present is None or not resolves_calls(present):
+            return frozenset()  # no call resolves into or out of it, before or after
+        if old is not None and new is not None and (
+                not resolves_calls(old) or _factory(old.language) != _factory(new.language)):
             return None
-        hook = getattr(self._resolvers.get(_factory(new.language)), "changed_names", None)
+        hook = getattr(self._resolvers.get(_factory(present.language)), "changed_names", None)
         return None if hook is None else hook(old, new)
 
     def affected_by(self, file_ids: set[int], names: frozenset[str] | None,

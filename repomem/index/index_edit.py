@@ -76,7 +76,6 @@ def drop_removed_files(index: RepoIndex, removed: Sequence[str], resolver: CallR
     rows go, and their modules are noted (files importing them are resolved again)."""
     if removed:
         changes.same_symbols = False  # any removal asked for, even of a path the index lacks
-        changes.changed_names = None
     for path in removed:
         file_id = index.file_id(path)
         if file_id is None:
@@ -84,6 +83,10 @@ def drop_removed_files(index: RepoIndex, removed: Sequence[str], resolver: CallR
         module = resolver.module_of(file_id)
         if module is not None:
             changes.removed_modules.add(module)
+        old = index.syntax[file_id]
+        _note_changed_names(changes, None if old is None else resolver.changed_names(old, None))
+        if old is not None:
+            changes.node_moves[file_id] = np.full(old.n_nodes, -1, dtype=np.int64)  # rows into it go
         record = index.files[file_id]
         assert record is not None
         changes.retire(record)
@@ -104,7 +107,7 @@ def place_changed_files(index: RepoIndex, changed: Sequence[SourceFile], analyse
         if file_id is None:
             file_id = index.add_file_id(source.path)
             changes.same_symbols = False
-            changes.changed_names = None
+            _note_changed_names(changes, resolver.changed_names(None, analysis.syntax))
         else:
             record = index.files[file_id]
             assert record is not None
@@ -113,11 +116,8 @@ def place_changed_files(index: RepoIndex, changed: Sequence[SourceFile], analyse
             moves = definition_moves(old, analysis.syntax)
             if moves is None:
                 changes.same_symbols = False
-                names = None if old is None else resolver.changed_names(old, analysis.syntax)
-                if names is None or changes.changed_names is None:
-                    changes.changed_names = None
-                else:
-                    changes.changed_names |= names
+                _note_changed_names(changes, None if old is None else resolver.changed_names(old, analysis.syntax))
+                if old is not None:
                     changes.node_moves[file_id] = surviving_definitions(old, analysis.syntax)
             else:
                 changes.node_moves[file_id] = moves
@@ -178,6 +178,14 @@ def patch_postings(index: RepoIndex, changes: FileChanges, newly_dead: np.ndarra
                                                                dtype=np.int64, count=n_added)])
     index.df = df
     index.stats = compute_stats(df, index.doc_len, index.live, index.config.bm25)
+
+
+def _note_changed_names(changes: FileChanges, names: frozenset[str] | None) -> None:
+    """Add one file's changed names (None: any name may have changed)."""
+    if names is None or changes.changed_names is None:
+        changes.changed_names = None
+    else:
+        changes.changed_names |= names
 
 
 def patch_calls(index: RepoIndex, changes: FileChanges, resolver: CallResolution) -> None:

@@ -464,6 +464,22 @@ CHAINS = {
 }
 
 
+# Files added and removed (the edited file's new text None: it goes), reached through other files.
+CHAINS.update({
+    "a new module whose function a re-export passes on": (
+        {"hub.py": "from helpers import f as g\n", "far.py": "from hub import g\n\n\ndef go(x):\n    return g(x)\n"},
+        "helpers.py", "def f(x):\n    return x\n"),
+    "a module removed that a subclass's base came from": (
+        {"base1.py": "class Base:\n    def save(self):\n        return 1\n",
+         "core.py": "from base1 import Base\n\n\nclass User(Base):\n    def run(self):\n        return self.save()\n",
+         "far.py": "from core import User\n\n\ndef go(x):\n    return User.save(x) + User.run(x)\n"},
+        "base1.py", None),
+    "a new package module reached through its package": (
+        {"pkg/__init__.py": "X = 1\n", "user.py": "import pkg\n\n\ndef go():\n    return pkg.extra.f()\n"},
+        "pkg/extra.py", "def f():\n    return 2\n"),
+})
+
+
 @pytest.mark.parametrize("chain", list(CHAINS))
 def test_an_edit_reaches_files_that_look_it_up_through_other_files(tmp_path, chain):
     files, edited, text = CHAINS[chain]
@@ -471,7 +487,12 @@ def test_an_edit_reaches_files_that_look_it_up_through_other_files(tmp_path, cha
         (root / "pkg").mkdir(parents=True)
     index = exact_index_of(tmp_path / "live", files)
     before = _edges_by_path(index)
-    edit_file(index, tmp_path / "live", edited, text)
-    whole = exact_index_of(tmp_path / "whole", {**files, edited: text})
+    if text is None:
+        (tmp_path / "live" / edited).unlink()
+        apply_changes(index, [], [edited])
+    else:
+        edit_file(index, tmp_path / "live", edited, text)
+    after = {name: body for name, body in {**files, edited: text}.items() if body is not None}
+    whole = exact_index_of(tmp_path / "whole", after)
     assert _edges_by_path(index) == _edges_by_path(whole)
     assert _edges_by_path(whole) != before  # the edit moved an edge: the test can fail

@@ -145,11 +145,18 @@ class PythonCallResolver:
         return self._lookups.files_asking(names) - file_ids
 
     @staticmethod
-    def changed_names(old: FileSyntax, new: FileSyntax) -> frozenset[str] | None:
+    def changed_names(old: FileSyntax | None, new: FileSyntax | None) -> frozenset[str]:
         """The names whose lookup in this file may answer differently after `old` became `new`:
         those of the definitions other files can reach (module level and class members) that
         appeared, went or changed (kind, scope, bases, order among namesakes), and the names an
-        import binds to something else now (a lookup tries the definitions, then the imports)."""
+        import binds to something else now (a lookup tries the definitions, then the imports).
+        A file that is new (old None) or went (new None) changes all of its names, and its
+        module's last part, which every module path that may find it ends with."""
+        if old is None or new is None:
+            present = new if old is None else old
+            assert present is not None
+            names = {d.name for d in present.definitions if not d.in_function} | set(_import_table(present))
+            return frozenset({*names, module_name(present.path).split(".")[-1]})
 
         def reachable(syntax: FileSyntax) -> dict[str, list[tuple[str, str, tuple[str, ...]]]]:
             by_name: dict[str, list[tuple[str, str, tuple[str, ...]]]] = defaultdict(list)
