@@ -480,19 +480,66 @@ CHAINS.update({
 })
 
 
-@pytest.mark.parametrize("chain", list(CHAINS))
-def test_an_edit_reaches_files_that_look_it_up_through_other_files(tmp_path, chain):
-    files, edited, text = CHAINS[chain]
-    for root in (tmp_path / "live", tmp_path / "whole"):
-        (root / "pkg").mkdir(parents=True)
-    index = exact_index_of(tmp_path / "live", files)
-    before = _edges_by_path(index)
-    if text is None:
-        (tmp_path / "live" / edited).unlink()
-        apply_changes(index, [], [edited])
+# Module names found again after files come and go (found in review): a relative import asking
+# for its own package, an import whose module now resolves elsewhere, two files claiming one
+# name (a stub beside its module: the first path holds it, as in a whole build), tail ties.
+_STUB = {"a.py": "def f():\n    return 1\n", "a.pyi": "def f(): ...\n",
+         "user.py": "from a import f\n\n\ndef go():\n    return f()\n"}
+_TIES = {"x/util.py": "def f():\n    return 1\n", "y/util.py": "def f():\n    return 2\n",
+         "user.py": "import util\n\n\ndef go():\n    return util.f()\n"}
+_SHADOWED = {"other/pkg.py": "class Base:\n    def save(self):\n        return 1\n",
+             "pkg/mod.py": "from . import Base\n\n\nclass User(Base):\n    pass\n",
+             "hub.py": "from pkg.mod import User\n",
+             "far.py": "from hub import User\n\n\ndef go(u):\n    return User.save(u)\n"}
+REGISTRY = {
+    "a package that now holds what `from . import Base` found elsewhere": (
+        _SHADOWED, [("pkg/__init__.py", "X = 1\n"), ("pkg/__init__.py", None)]),
+    "a module added where a re-export's module was found by its tail": (
+        {"other/pkg.py": "def helper():\n    return 1\n", "hub.py": "from pkg import helper as g\n",
+         "far.py": "from hub import g\n\n\ndef go():\n    return g()\n"},
+        [("pkg.py", "X = 1\n"), ("pkg.py", None)]),
+    "a package under `import pkg.util as u`, re-exported": (
+        {"pkg/__init__.py": "X = 1\n", "pkg/util/sub.py": "def f():\n    return 1\n",
+         "hub.py": "import pkg.util as u\n", "far.py": "from hub import u\n\n\ndef go():\n    return u.sub.f()\n"},
+        [("pkg/util/__init__.py", "X = 1\n"), ("pkg/util/__init__.py", None)]),
+    "a stub beside its module, the module edited": (
+        _STUB, [("a.py", "def f():\n    return 2\n\n\nclass f2:\n    pass\n"),
+                ("user.py", "from a import f\n\n\ndef go():\n    return f() + 1\n")]),
+    "a module next to a package of the same name, added": (
+        {"a/__init__.py": "def f():\n    return 2\n", "user.py": "from a import f\n\n\ndef go():\n    return f()\n"},
+        [("a.py", "def f():\n    return 1\n")]),
+    "tail candidates tied, one removed and added back": (
+        _TIES, [("x/util.py", None), ("x/util.py", "def f():\n    return 1\n")]),
+    "tail candidates tied, a third added first in path order": (_TIES, [("a/util.py", "def f():\n    return 3\n")]),
+}
+
+
+@pytest.mark.parametrize("case", [*CHAINS, *REGISTRY])
+def test_an_edit_reaches_files_that_look_it_up_through_other_files(tmp_path, case):
+    """After each step (a file edited, added, or removed: None) every call edge is a whole build's."""
+    if case in CHAINS:
+        files, edited, text = CHAINS[case]
+        steps = [(edited, text)]
     else:
-        edit_file(index, tmp_path / "live", edited, text)
-    after = {name: body for name, body in {**files, edited: text}.items() if body is not None}
-    whole = exact_index_of(tmp_path / "whole", after)
-    assert _edges_by_path(index) == _edges_by_path(whole)
-    assert _edges_by_path(whole) != before  # the edit moved an edge: the test can fail
+        files, steps = REGISTRY[case]
+    live = tmp_path / "live"
+    for name in files:
+        (live / name).parent.mkdir(parents=True, exist_ok=True)
+    index = exact_index_of(live, files)
+    seen = [_edges_by_path(index)]
+    state = dict(files)
+    for number, (path, text) in enumerate(steps):
+        if text is None:
+            (live / path).unlink()
+            apply_changes(index, [], [path])
+            state.pop(path)
+        else:
+            edit_file(index, live, path, text)
+            state[path] = text
+        whole_root = tmp_path / f"whole{number}"
+        for name in state:
+            (whole_root / name).parent.mkdir(parents=True, exist_ok=True)
+        whole = exact_index_of(whole_root, state)
+        assert _edges_by_path(index) == _edges_by_path(whole), (path, text)
+        seen.append(_edges_by_path(whole))
+    assert any(a != b for a, b in zip(seen, seen[1:])), "no step moved an edge: the case can not fail"

@@ -331,9 +331,9 @@ def test_call_resolution_across_files(tmp_path):
     assert not any(f[0] == "pkg/helpers.py" and f[1] == 13 for f in found)
 
 
-def test_a_module_name_claimed_by_several_files_passes_to_the_earliest_left():
-    """`a.py` and `a/__init__.py` are both module `a`: the first registered holds the name, and
-    when it is forgotten the earliest registered of the others takes it (then the next, on and on)."""
+def test_a_module_name_claimed_by_several_files_goes_to_the_first_path_left():
+    """`a.py` and `a/__init__.py` are both module `a`: the first path holds the name, as in a whole
+    build, in whatever order the files were learned; when it is forgotten the next path takes it."""
     from repomem.languages.python.calls import PythonCallResolver
 
     def syntax(path: str, text: str):
@@ -350,8 +350,8 @@ def test_a_module_name_claimed_by_several_files_passes_to_the_earliest_left():
     assert target() == 0
     resolver.forget(0)
     assert target() == 2
-    resolver.learn(0, files[0])  # back, now registered after file 2
-    assert target() == 2
+    resolver.learn(0, files[0])  # back, learned after file 2: "a.py" sorts before "a/__init__.py"
+    assert target() == 0
     resolver.forget(2)
     assert target() == 0
     resolver.forget(0)

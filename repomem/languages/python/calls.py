@@ -8,7 +8,9 @@ instantiation `C()` to the class. Anything else is left unresolved and gets no e
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -141,7 +143,7 @@ class PythonCallResolver:
         if self._lookups is None:
             self._lookups = _LookupKeys()
             for file_id, syntax in self._files.items():
-                self._lookups.learn(file_id, syntax)
+                self._learn_lookups(file_id, syntax)
         return self._lookups.files_asking(names) - file_ids
 
     @staticmethod
@@ -171,13 +173,14 @@ class PythonCallResolver:
         return frozenset(changed)
 
     def _register(self, file_id: int, syntax: FileSyntax) -> None:
-        if self._lookups is not None:
-            self._lookups.learn(file_id, syntax)
         name = module_name(syntax.path)
         self._module_of[file_id] = name
-        self._claimants[name].append(file_id)
+        # A module name two files claim (a.py and a/__init__.py, a stub beside its module) goes to
+        # the first path, as in a whole build, whatever order the files were learned in.
+        claimants = self._claimants[name]
+        bisect.insort(claimants, file_id, key=lambda claimant: self._files[claimant].path)
         self._is_package[file_id] = PurePosixPath(syntax.path).stem == "__init__"
-        self._by_full.setdefault(name, file_id)
+        self._by_full[name] = claimants[0]
         parts = name.split(".")
         for start in range(1, len(parts)):
             self._by_tail[".".join(parts[start:])].append(file_id)
@@ -204,6 +207,12 @@ class PythonCallResolver:
         self._import_keys[file_id] = keys
         for key in keys:
             self._importers[key].add(file_id)
+        if self._lookups is not None:
+            self._learn_lookups(file_id, syntax)
+
+    def _learn_lookups(self, file_id: int, syntax: FileSyntax) -> None:
+        assert self._lookups is not None
+        self._lookups.learn(file_id, syntax, [self._absolute(file_id, b.module) for b in syntax.imports])
 
     # -- modules -------------------------------------------------------------------------------
 
@@ -247,7 +256,8 @@ class PythonCallResolver:
                 count += 1
             return count
 
-        return max(candidates, key=lambda c: (shared(c), -c))
+        # Ties go to the first path (a whole build's order), not to the file learned first.
+        return min(candidates, key=lambda c: (-shared(c), self._files[c].path))
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -380,21 +390,24 @@ def _import_table(syntax: FileSyntax) -> dict[str, tuple[str, str]]:
 
 class _LookupKeys:
     """Which names each file's resolution may ask other files for, and how a chain passes a name
-    on: every file's dotted parts (callees, class bases, imports), each re-export's attribute ->
-    its local name, each class's base parts -> the class's name. Counted per file, so a file's
-    new version replaces its old one."""
+    on: every file's dotted parts (callees, class bases, imports, the absolute modules it imports:
+    `from . import x` asks for its own package), each import's attribute and module parts -> its
+    local name (a module that now resolves elsewhere moves what the import binds), each class's
+    base parts -> the class's name. Counted per file, so a file's new version replaces its old one."""
 
     def __init__(self) -> None:
         self.files_with_part: dict[str, set[int]] = defaultdict(set)
         self._passed_on: dict[str, Counter[str]] = defaultdict(Counter)  # name -> names it reaches
         self._of_file: dict[int, tuple[frozenset[str], list[tuple[str, str]]]] = {}
 
-    def learn(self, file_id: int, syntax: FileSyntax) -> None:
+    def learn(self, file_id: int, syntax: FileSyntax, modules: Sequence[str]) -> None:
+        """`modules`: each import's module as an absolute dotted name (relative ones resolved)."""
         self.forget(file_id)
         texts = [*syntax.calls.callee, *(base for d in syntax.definitions for base in d.bases),
-                 *(text for binding in syntax.imports for text in binding)]
+                 *(text for binding in syntax.imports for text in binding), *modules]
         parts = frozenset(part for text in texts for part in text.split("."))
-        steps = [(binding.name, binding.local.split(".")[0]) for binding in syntax.imports if binding.name]
+        steps = [(part, binding.local.split(".")[0]) for binding, module in zip(syntax.imports, modules)
+                 for part in {*module.split("."), binding.name} if part]
         steps += [(part, d.name) for d in syntax.definitions if d.kind == "class"
                   for base in d.bases for part in base.split(".")]
         self._of_file[file_id] = (parts, steps)
