@@ -97,8 +97,9 @@ class CallResolution:
     def affected_by(self, file_ids: set[int], names: frozenset[str] | None,
                     modules: set[str] = frozenset()) -> set[int]:
         """Files whose calls may resolve differently once `file_ids` changed the definitions
-        named `names` (None: any) or `modules` went: a language that can say (Python: through
-        re-exports, only files that look a name up) says; for the others, the files importing them."""
+        named `names` (None: any) or `modules` went: a language that can say (Python: every file
+        that may ask for one of the names, through re-exports and class bases) says; for the
+        others, the files importing them."""
         found: set[int] = set()
         for resolver in self._resolvers.values():
             hook = getattr(resolver, "affected_by", None)

@@ -32,7 +32,11 @@ class SymbolCollector(Protocol):
 
 
 class CallResolver(Protocol):
-    """Resolves call sites of one language's files to definitions in the repository."""
+    """Resolves call sites of one language's files to definitions in the repository.
+
+    Optional, for edits that change a file's symbols: `changed_names(old, new)` and
+    `affected_by(file_ids, names, modules)` scope which files are resolved again (see the Python
+    resolver); a resolver without them has its files' importers and callers resolved again."""
 
     def learn(self, file_id: int, syntax: FileSyntax) -> None: ...
 
