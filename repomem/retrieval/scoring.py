@@ -95,10 +95,7 @@ def _all_scores(index: RepoIndex, s_ind: np.ndarray, offered: np.ndarray, exclud
                 alpha: float, environment: bool) -> Scores:
     s_env = np.zeros(index.n_fragments)
     if alpha != 0.0:
-        numerator = index.relation_times(s_ind)
-        denominator = _relation_mass(index, excluded_ids)
-        positive = denominator > 1e-300
-        s_env[positive] = numerator[positive] / denominator[positive]
+        s_env = _environment(index.relation_times(s_ind), _relation_mass(index, excluded_ids))
     s_rel = s_ind + alpha * s_env
     return Scores(s_ind, s_env, np.where(offered, s_rel, np.nan), environment)
 
@@ -112,8 +109,9 @@ def best_fragments(index: RepoIndex, query_text: str, alpha: float, k: int, anch
     s_env_i is a weighted mean of the s_ind_j of i's usable neighbours (eq. 9; W >= 0). Split s_ind
     into its few largest entries ("strong", their rows of W added in) and the rest, each at most
     the smallest strong one: then s_env_i <= (W s_strong)_i / d_i + max(0, that), a bound on
-    s_rel_i that is tight where it matters. Exact rows of W are summed only for fragments whose bound reaches the K-th
-    s_rel. On Django (4.2M entries in W) the whole product read ~50 MB, 2.4 of a query's 4.6 ms.
+    s_rel_i that is tight where it matters. Exact rows of W are summed only for fragments whose
+    bound reaches the K-th s_rel. On Django (4.2M entries in W) the whole product read ~50 MB,
+    2.4 of a query's 4.6 ms.
     """
     s_ind, usable, excluded_ids = _independent_scores(index, query_text, excluded)
     environment = deadline is None or time.perf_counter() <= deadline
@@ -129,7 +127,7 @@ def best_fragments(index: RepoIndex, query_text: str, alpha: float, k: int, anch
     anchors = top_k_positions(np.where(offered, s_ind, -np.inf), n_anchors) if n_anchors > 0 else np.zeros(0, np.int64)
     places = min(k, n_offered) - n_anchors
     rows = _RelationRows(index, s_ind, _relation_mass(index, excluded_ids))
-    rest = anchors[:0]
+    rest, rest_env = anchors[:0], np.zeros(0)
     if places > 0:
         bounds = rows.bounds(offered, alpha)
         bounds[anchors] = -np.inf
@@ -141,9 +139,11 @@ def best_fragments(index: RepoIndex, query_text: str, alpha: float, k: int, anch
         if not np.isfinite(bar) or rows.cheaper_whole(needed.size):  # overflowing scores: no bound to trust
             scores = _all_scores(index, s_ind, offered, excluded_ids, alpha, True)
             return top_fragments(index, scores, k, anchored)
-        rest = _best(needed, s_ind[needed] + alpha * rows.environment(needed), places)  # ties: lower id
+        needed_env = rows.environment(needed)
+        best = top_k_positions(s_ind[needed] + alpha * needed_env, places)  # needed: sorted ids, ties to the lower
+        rest, rest_env = needed[best], needed_env[best]
     chosen = np.concatenate([anchors, rest]).astype(np.int64)
-    s_env = rows.environment(chosen)
+    s_env = np.concatenate([rows.environment(anchors), rest_env])
     s_rel = s_ind[chosen] + alpha * s_env
     return [_scored(index, int(f), float(s_ind[f]), float(e), float(r)) for f, e, r in zip(chosen, s_env, s_rel)]
 
@@ -170,7 +170,7 @@ class _RelationRows:
         numerator[in_base] = rows_times(base.indptr, base.indices, base.data, ids[in_base], self.s_ind)
         if delta.nnz:
             numerator += rows_times(delta.indptr, delta.indices, delta.data, ids, self.s_ind)
-        return self._divided(numerator, self.denominator[ids])
+        return _environment(numerator, self.denominator[ids])
 
     def bounds(self, offered: np.ndarray, alpha: float) -> np.ndarray:
         """Upper bounds on every fragment's s_rel, shape (n_fragments,), -inf where not offered: the
@@ -191,10 +191,10 @@ class _RelationRows:
             add_rows_scaled(delta.indptr, delta.indices, delta.data, strong, s_ind[strong], part)
         return relation_bounds(s_ind, part, self.denominator, offered, alpha, weak_bar)
 
-    @staticmethod
-    def _divided(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-        """numerator / denominator, 0 where the denominator is 0 (a fragment with no usable relation)."""
-        return np.divide(numerator, denominator, out=np.zeros(numerator.size), where=denominator > 1e-300)
+
+def _environment(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """Eq. 9: numerator / denominator, 0 where the denominator is 0 (no usable relation)."""
+    return np.divide(numerator, denominator, out=np.zeros(numerator.size), where=denominator > 1e-300)
 
 
 def _independent_scores(index: RepoIndex, query_text: str,
