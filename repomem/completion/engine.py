@@ -18,7 +18,7 @@ from repomem.backends.base import Backend, BackendTokenizer, Generation, Generat
 from repomem.completion.levers import LEVERS
 from repomem.completion.levers.base import FunctionKey, FunctionMemory, LeverRound, Pins, PromptLever
 from repomem.completion.model_calls import MemoryModel, ModelCall
-from repomem.completion.postprocess import CompletionShape, clean_completion
+from repomem.completion.postprocess import CompletionShape, clean_completion, completion_settled
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
@@ -269,9 +269,7 @@ class CompletionEngine:
         if isinstance(generation, Failure):
             return generation
         timings["generate"] += generation.seconds * 1000
-        raw = generation.text
-        if context.healed:
-            raw = raw[len(context.healed):] if raw.startswith(context.healed) else raw.lstrip(" ")
+        raw = _without_healed(generation.text, context.healed)
         text = clean_completion(raw, context.shape, self.backend.template.sentinels, context.suffix or "",
                                 self.config.completion.max_lines)
         return Completion(
@@ -304,8 +302,7 @@ class CompletionEngine:
         """Blocks, the levers' pins and the current file within the token budget. The fit is redone
         while blocks repeat what the prompt already shows of the current file (they are dropped)
         or a lever's pins change with what the fit shows."""
-        request, context = lever_round.request, lever_round.context
-        settings = self.config.completion
+        request, settings = lever_round.request, self.config.completion
         cursor = request.cursor
         candidates = [
             ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel,
@@ -317,50 +314,88 @@ class CompletionEngine:
         select = next((chosen for lever in levers if (chosen := lever.selection()) is not None), None)
         budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
         stable_key = lever_round.stable_key
-        hint = self._functions.get(FIRST_LINE_SLOT, stable_key) if stable_key else None
+        aim = self._functions.get(FIRST_LINE_SLOT, stable_key) if stable_key else None  # a file line
         visible_from = min(max(request.visible_from, 0), cursor.line)
-        if hint is not None:
-            hint = hint - visible_from if hint >= visible_from else None
+        hint = aim - visible_from if aim is not None and aim >= visible_from else None
         try:
-            while True:
-                pins = Pins(lines=list(lever_round.pinned_lines))
-                for lever in levers:
-                    lever.pin(pins)
-                lever_round.pins = pins
-                pinned = pins.block(cursor.path, lever_round.file_lines)
-                prompt = build_prompt(
-                    left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
-                    tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
-                    style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
-                    select=select, pinned=() if pinned is None else (pinned,),
-                    comment=language_named(context.language).line_comment,
-                )
-                if isinstance(prompt, Failure):
-                    return prompt
-                # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
-                prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
-                shown = (prompt.left_first_line, cursor.line + context.suffix_lines)
-                duplicates = {id(b) for b in prompt.blocks
-                              if b.path == cursor.path and not b.summary
-                              and b.start_line <= shown[1] and b.end_line > shown[0]}
-                candidates = [c for c in candidates if id(c) not in duplicates]
-                unsettled = bool(duplicates)
-                for lever in levers:
-                    unsettled = lever.refit(prompt, unsettled) or unsettled
-                if not unsettled:
-                    break
+            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, hint,
+                                      aim if hint is not None else None)
+            if not isinstance(prompt, Failure) and hint is not None and prompt.left_first_line > aim:
+                # The previous start no longer fits (the cursor moved down): fit afresh, so that
+                # no block is dropped for lines this prompt does not show.
+                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, hint, None)
         except TokenCountFailed as error:
             return error.failure
+        if isinstance(prompt, Failure):
+            return prompt
         if stable_key is not None:
             self._functions.set(FIRST_LINE_SLOT, stable_key, prompt.left_first_line)
         return prompt
+
+    def _settle_fit(self, lever_round: LeverRound, levers: Sequence[PromptLever], candidates: list[ContextBlock],
+                    select, budget: PromptBudget, hint: int | None, aim: int | None) -> Prompt | Failure:
+        """build_prompt, redone until no block repeats what the prompt shows of the current file and
+        no lever's pins change. `aim` (a file line): where the previous prompt of this function
+        began its file; blocks that the file from there on would show count as shown while the fit
+        settles, so that the same candidates settle on the same prompt as last time (a block that
+        only the first fits' starts overlapped would otherwise push the start down each time, and
+        a warm completion would evaluate the prompt again from that block on)."""
+        request, context = lever_round.request, lever_round.context
+        settings = self.config.completion
+        cursor = request.cursor
+        visible_from = min(max(request.visible_from, 0), cursor.line)
+        while True:
+            pins = Pins(lines=list(lever_round.pinned_lines))
+            for lever in levers:
+                lever.pin(pins)
+            lever_round.pins = pins
+            pinned = pins.block(cursor.path, lever_round.file_lines)
+            prompt = build_prompt(
+                left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
+                tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
+                style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
+                select=select, pinned=() if pinned is None else (pinned,),
+                comment=language_named(context.language).line_comment,
+            )
+            if isinstance(prompt, Failure):
+                return prompt
+            # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
+            prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
+            first_shown = prompt.left_first_line if aim is None else min(aim, prompt.left_first_line)
+            shown = (first_shown, cursor.line + context.suffix_lines)
+            duplicates = {id(b) for b in prompt.blocks
+                          if b.path == cursor.path and not b.summary
+                          and b.start_line <= shown[1] and b.end_line > shown[0]}
+            candidates = [c for c in candidates if id(c) not in duplicates]
+            unsettled = bool(duplicates)
+            for lever in levers:
+                unsettled = lever.refit(prompt, unsettled) or unsettled
+            if not unsettled:
+                return prompt
 
     def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)
         if not context.shape.multiline and context.shape.line_prefix.strip():
             stops.append("\n")
+        enough = request.enough
+        if enough is None:  # a user's completion: stop once the tokens to come would all be cut
+            sentinels, suffix, max_lines = self.backend.template.sentinels, context.suffix or "", \
+                self.config.completion.max_lines
+
+            def enough(text: str) -> bool:
+                return completion_settled(_without_healed(text, context.healed), context.shape, sentinels, suffix,
+                                          max_lines)
         return self.backend.generate(GenerationRequest(
             prompt=self.service.mask(prompt.text),  # the last gate before text leaves repomem
             max_tokens=request.max_new_tokens, stop=stops,
-            deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=request.enough,
+            deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=enough,
         ))
+
+
+def _without_healed(raw: str, healed: str) -> str:
+    """The model's text after the cursor: the trailing spaces taken off the cursor line (healed) and
+    written back by the model are not part of the completion. A prefix of `raw` maps to a prefix of
+    the result, so a completion settled on part of the text is settled on all of it."""
+    if not healed:
+        return raw
+    return raw[len(healed):] if raw.startswith(healed) else raw.lstrip(" ")

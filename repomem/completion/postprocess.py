@@ -94,65 +94,87 @@ def completion_shape(prefix: str, suffix: str = "", language: Language = PYTHON)
 def clean_completion(
     raw: str, shape: CompletionShape, sentinels: tuple[str, ...] = (), suffix: str = "", max_lines: int = 16
 ) -> str:
+    return _cleaned(raw, shape, sentinels, suffix, max_lines)[0]
+
+
+def completion_settled(
+    raw: str, shape: CompletionShape, sentinels: tuple[str, ...] = (), suffix: str = "", max_lines: int = 16
+) -> bool:
+    """Whether `clean_completion` of `raw` followed by any further text is already that of `raw`:
+    generation can stop here (the tokens after it would all be cut). Decided only on complete
+    lines, or on a partial line that already ends the body (its indent, a top-level keyword)."""
+    return _cleaned(raw, shape, sentinels, suffix, max_lines)[1]
+
+
+def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffix: str,
+             max_lines: int) -> tuple[str, bool]:
+    """(the completion, settled): see `clean_completion` and `completion_settled`."""
     text = raw
+    cut = False  # a sentinel ends the model's text: nothing after it counts
     for sentinel in sentinels:
-        cut = text.find(sentinel)
-        if cut >= 0:
-            text = text[:cut]
+        at = text.find(sentinel)
+        if at >= 0:
+            text, cut = text[:at], True
     text = text.replace("\r\n", "\n")
-    if not shape.multiline:
-        first = text.split("\n", 1)[0]
-        if not first.strip() and not shape.line_prefix.strip():
-            # On a blank line the model may start with a newline: take its first real line.
-            first = next((line for line in text.split("\n") if line.strip()), "")
-            if shape.line_prefix:
-                first = first.lstrip()
-        return first.rstrip()
     lines = text.split("\n")
+    if not shape.multiline:
+        at = 0
+        if not lines[0].strip() and not shape.line_prefix.strip():
+            # On a blank line the model may start with a newline: take its first real line.
+            at = next((i for i, line in enumerate(lines) if line.strip()), len(lines) - 1)
+        first = lines[at].lstrip() if at > 0 and shape.line_prefix else lines[at]
+        return first.rstrip(), cut or at < len(lines) - 1
     if shape.brace_block:
-        kept = _brace_body(lines, suffix, max_lines)
+        kept, settled = _brace_body(lines, suffix, max_lines)
     else:
-        kept = _indented_body(lines, shape, max_lines)
-    kept = _cut_repetition(kept)
+        kept, settled = _indented_body(lines, shape, max_lines)
+    complete = len(kept) if settled or cut else len(lines) - 1  # kept[:complete] can no longer change
+    kept, repeated = _cut_repetition(kept, complete)
     kept = _drop_suffix_echo(kept, suffix)
     while kept and not kept[-1].strip():
         kept.pop()
-    return "\n".join(line.rstrip() for line in kept)
+    return "\n".join(line.rstrip() for line in kept), settled or cut or repeated
 
 
-def _brace_body(lines: list[str], suffix: str, max_lines: int) -> list[str]:
+def _brace_body(lines: list[str], suffix: str, max_lines: int) -> tuple[list[str], bool]:
     """Lines up to the one whose braces close the opener's block; that line only when the code
-    after the cursor does not start by closing it already."""
+    after the cursor does not start by closing it already. Settled: that line, or the last one
+    `max_lines` allows, is complete."""
     kept: list[str] = []
     depth = 0
-    for line in lines:
+    for at, line in enumerate(lines):
         depth += _brace_depth_change(line)
+        complete = at < len(lines) - 1
         if depth < 0:
             following = next((rest.strip() for rest in suffix.split("\n") if rest.strip()), "")
             if not following.startswith("}"):
                 kept.append(line)
-            break
+            return kept, complete
         kept.append(line)
         if len(kept) >= max_lines:
-            break
-    return kept
+            return kept, complete
+    return kept, False
 
 
-def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> list[str]:
-    """Lines up to a dedent to the opener's indent or a new top-level statement."""
+def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> tuple[list[str], bool]:
+    """Lines up to a dedent to the opener's indent or a new top-level statement. Settled: a line
+    that ends the body has begun (its indent and any keyword stay as the line grows), or the last
+    line `max_lines` allows is complete."""
     kept = [lines[0]]
-    for line in lines[1:]:
+    for at in range(1, len(lines)):
+        line = lines[at]
         if line.strip():
             if _indent(line) <= shape.block_indent or _TOP_LEVEL.match(line):
-                break
+                return kept, True
         kept.append(line)
         if len(kept) >= max_lines:
-            break
-    return kept
+            return kept, at < len(lines) - 1
+    return kept, False
 
 
-def _cut_repetition(lines: list[str], limit: int = 3) -> list[str]:
-    """Stop before a non-blank line shows up for the `limit`-th time (a generation loop)."""
+def _cut_repetition(lines: list[str], complete: int, limit: int = 3) -> tuple[list[str], bool]:
+    """Stop before a non-blank line shows up for the `limit`-th time (a generation loop); and
+    whether that cut is final (the line is one of the first `complete`, which can no longer change)."""
     seen: dict[str, int] = {}
     for position, line in enumerate(lines):
         key = line.strip()
@@ -160,8 +182,8 @@ def _cut_repetition(lines: list[str], limit: int = 3) -> list[str]:
             continue
         seen[key] = seen.get(key, 0) + 1
         if seen[key] >= limit:
-            return lines[:position]
-    return lines
+            return lines[:position], position < complete
+    return lines, False
 
 
 def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:

@@ -233,3 +233,35 @@ def test_model_command(model_path):
     result = run("model", "verify")
     assert result.returncode == 0 and result.stdout.strip() == str(model_path)
     assert run("model", "path").stdout.strip() == str(model_path)
+
+
+def test_generation_stops_once_the_completion_is_settled(llama, shop_with_report):
+    """On a new line inside a function and after a block opener, the real model stops as soon as
+    the tokens to come would all be cut: the same completion as generating to the cap, from fewer
+    tokens. (scripts/bench_generation_stop.py measures the time this saves.)"""
+    from repomem.completion.engine import CompletionEngine
+    from repomem.positions import locate
+    from repomem.service import RepoService
+
+    service = RepoService.open(shop_with_report)
+    service.ensure_index()
+    engine = CompletionEngine(service, llama)
+    text = (shop_with_report / "shop/checkout.py").read_text(encoding="utf-8")
+    lines = text.split("\n")
+    opener = next(n for n, line in enumerate(lines) if line.startswith("    if total == 0:")) + 1
+    statement = next(n for n, line in enumerate(lines) if line.startswith("    total = ")) + 1
+    new_line = "\n".join([*lines[:statement], "    ", *lines[statement:]])
+    saved = 0
+    for source, line in ((text, opener), (new_line, statement + 1)):
+        cursor = locate(service.root, "shop/checkout.py", source, line, None)
+        # A first answer to warm the cache: llama.cpp's logits for a prompt evaluated afresh and one
+        # read from the cache can differ in the last bits, and greedy decoding with them.
+        engine.complete(cursor, max_new_tokens=48, enough=lambda _text: False)
+        settled = engine.complete(cursor, max_new_tokens=48)
+        to_the_cap = engine.complete(cursor, max_new_tokens=48, enough=lambda _text: False)
+        assert to_the_cap.raw.startswith(settled.raw)
+        assert not isinstance(to_the_cap, Failure) and not isinstance(settled, Failure)
+        assert settled.text == to_the_cap.text and settled.text.strip(), (settled.raw, to_the_cap.raw)
+        assert settled.generation.completion_tokens <= to_the_cap.generation.completion_tokens
+        saved += to_the_cap.generation.completion_tokens - settled.generation.completion_tokens
+    assert saved > 0

@@ -1,0 +1,70 @@
+"""The editor's block order ("stable"): a second completion in a function, with nothing changed,
+sends the model the prompt the first one sent, so llama.cpp's cache holds all of it and only the
+new tokens are evaluated. The first fit drops blocks of the current file that its left context
+shows; the second, starting from the first one's start line, must settle on the same blocks."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from repomem.backends.base import Generation
+from repomem.completion.engine import CompletionEngine
+from repomem.config import Config, with_overrides
+from repomem.positions import locate
+from repomem.service import RepoService
+from tests.repos import EXAMPLE
+from tests.unit.test_scope_imports import Words
+
+
+class Recording(Words):
+    """Keeps every prompt; answers one short line."""
+
+    def __init__(self):
+        super().__init__()
+        self.prompts: list[str] = []
+
+    def generate(self, request):
+        self.prompts.append(request.prompt)
+        return Generation("value\n", self.count(request.prompt), 1, 0, "stop", 0.01)
+
+
+def _ledger(tmp_path: Path) -> tuple[RepoService, str]:
+    """The example shop with a long module of near-identical functions: BM25's best windows for a
+    cursor in it are its own earlier lines, which the prompt's left context partly shows."""
+    root = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, root)
+    functions = [
+        f"def ledger_entry_{i}(book, amount_cents, tax_class):\n"
+        f"    entry = book.open_entry({i}, amount_cents)\n"
+        f"    entry.tax = compute_tax(amount_cents, tax_class)\n"
+        f"    entry.total = entry.amount + entry.tax\n"
+        f"    book.close_entry(entry, {i})\n"
+        f"    return entry\n"
+        for i in range(60)
+    ]
+    text = "from .pricing import compute_tax\n\n\n" + "\n\n".join(functions)
+    (root / "shop" / "ledger.py").write_text(text)
+    service = RepoService.open(root, Config())
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    return service, text
+
+
+def test_a_second_completion_in_a_function_sends_the_same_prompt(tmp_path):
+    service, text = _ledger(tmp_path)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 1500, "fill_in_middle": False,
+                                                        "order": "stable"})
+    lines = text.split("\n")
+    dropped_somewhere = False
+    for line in range(60, len(lines), 26):  # cursors down the file, at the start of a line
+        backend = Recording()
+        engine = CompletionEngine(service, backend, config)
+        cursor = locate(service.root, "shop/ledger.py", text, line, None)
+        first = engine.complete(cursor)
+        second = engine.complete(cursor)
+        assert not hasattr(first, "kind") and not hasattr(second, "kind")
+        assert backend.prompts[0] == backend.prompts[1], line
+        shown = [b for b in first.prompt.blocks if b.path == "shop/ledger.py" and not b.summary]
+        retrieved = [f for f in first.fragments if f.path == "shop/ledger.py"]
+        dropped_somewhere |= len(retrieved) > len(shown)
+    assert dropped_somewhere  # the first fits did drop blocks the left context showed
