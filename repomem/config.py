@@ -259,7 +259,7 @@ class CompletionConfig:
     style: str = setting("comments", choices=PROMPT_STYLES,
                          help="prompt style: RepoCoder's comments, or the model family's file-separator form")
     fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")
-    max_lines: int = setting(16, positive=True, help="lines of a block completion at most")
+    max_lines: int = setting(16, positive=True, lsp="maxLines", help="lines of a block completion at most")
     # Each later round queries with the previous round's draft.
     iterative_rounds: int = setting(0, repository_cap=4,  # a generation each
                                     help="generation rounds of repocoder and repocoder+fragrel (0 = the "

@@ -44,6 +44,7 @@ local NAME = "repomem"
 --   alpha = 0.5,            -- FragRel eq. 10 weight of the environment score
 --   topK = 10,              -- fragments retrieved
 --   maxNewTokens = 64,
+--   maxLines = 16,          -- lines of a block completion at most
 --   maxPromptTokens = 1024, -- the server's choice by default (see above)
 --   debounceMs = 75,
 --   endpoint = "http://127.0.0.1:8000",  -- an OpenAI-compatible server (vLLM) instead of the embedded model

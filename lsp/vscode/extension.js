@@ -4,7 +4,7 @@ const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
 const { isSecretDocument } = require("./secret_files");
 
-const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxPromptTokens", "debounceMs", "endpoint", "model"];
+const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxLines", "maxPromptTokens", "debounceMs", "endpoint", "model"];
 let client;
 
 // Only the settings the user set (user, workspace or folder) are sent: the server's own defaults

@@ -204,10 +204,12 @@ async def test_accept_and_reject_are_logged_locally(client: LanguageClient, work
 
 
 async def test_cancel_and_newer_requests_stop_a_generation(client: LanguageClient, workspace: Path):
-    configure(client, {"maxNewTokens": 400})  # far longer than the test waits
+    # A body far longer than the test waits: the model carries the pattern of __init__ on into
+    # reset (generation stops once a completion is settled, so a short one would be over at once).
+    configure(client, {"maxNewTokens": 400, "maxLines": 400})
     text = ('"""Stock levels."""\n\n\nclass Inventory:\n    """Counts of every product, by sku."""\n\n'
-            "    def __init__(self):\n        self.counts = {}\n\n    def describe_every_method(self):\n"
-            '        """Return a long multi-line report of the inventory."""\n        ')
+            "    def __init__(self):\n" + "".join(f"        self.count_{i} = {i}\n" for i in range(40)) +
+            "\n    def reset(self):")
     uri = open_document(client, workspace / "shop" / "inventory.py", text)
     line, character = text.count("\n"), len(text.split("\n")[-1])
     logged = len(client.log_messages)
