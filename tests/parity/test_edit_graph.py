@@ -16,13 +16,14 @@ from repomem.index.graph import build_graph
 from repomem.index.relations import node_fragment_index, relation_entries
 from repomem.index.repo_index import RepoIndex, apply_changes
 from repomem.index.scan import SourceFile, content_digest
+from repomem.languages.registry import language_of
 from tests.parity.test_parity import EXACT, node_key_for, open_index
 
 
 def edit_file(index: RepoIndex, root: Path, path: str, text: str) -> list[int]:
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_text(text, encoding="utf-8")
-    source = SourceFile(path, "python", text, content_digest(text.encode()), len(text.encode()), 1)
+    source = SourceFile(path, language_of(path) or "python", text, content_digest(text.encode()), len(text.encode()), 1)
     return apply_changes(index, [source], [])
 
 
@@ -511,6 +512,23 @@ REGISTRY = {
     "tail candidates tied, one removed and added back": (
         _TIES, [("x/util.py", None), ("x/util.py", "def f():\n    return 1\n")]),
     "tail candidates tied, a third added first in path order": (_TIES, [("a/util.py", "def f():\n    return 3\n")]),
+    # A name defined twice in one Go package or Java package (no compiler takes it, an editor holds
+    # it mid-edit): the first file in path order holds it, after edits as after a whole build.
+    "go: a function in two files of a package, the first removed and added back": (
+        {"go.mod": "module example.com/m\n\ngo 1.22\n",
+         "util/a.go": "package util\n\nfunc Helper() int {\n\treturn 1\n}\n",
+         "main.go": "package main\n\nimport \"example.com/m/util\"\n\nfunc main() {\n\t_ = util.Helper()\n}\n"},
+        [("util/z.go", "package util\n\nfunc Helper() int {\n\treturn 2\n}\n"), ("util/a.go", None),
+         ("util/a.go", "package util\n\nfunc Helper() int {\n\treturn 1\n}\n")]),
+    "java: a class in two files of a package, the first removed and added back": (
+        {"com/shop/Helper.java": "package com.shop;\n\npublic class Helper {\n    public static int run() {\n"
+                                 "        return 1;\n    }\n}\n",
+         "com/app/Main.java": "package com.app;\n\nimport com.shop.Helper;\n\npublic class Main {\n"
+                              "    int go() {\n        return Helper.run();\n    }\n}\n"},
+        [("com/shop/AHelper.java", "package com.shop;\n\nclass Helper {\n    static int run() {\n        return 2;\n"
+                                   "    }\n}\n"), ("com/shop/AHelper.java", None),
+         ("com/shop/AHelper.java", "package com.shop;\n\nclass Helper {\n    static int run() {\n        return 2;\n"
+                                   "    }\n}\n")]),
 }
 
 

@@ -132,7 +132,9 @@ class GoCallResolver:
         names = self._packages.get(directory)
         if names is None:
             names = _PackageNames()
-            for file_id in self._directories.files(directory):
+            # In path order, as a whole build numbers the files: a name defined twice (which does not
+            # compile, but happens mid-edit) goes to the same file after edits as after a build.
+            for file_id in sorted(self._directories.files(directory), key=lambda f: self._files[f].path):
                 for definition in self._files[file_id].definitions:
                     if definition.in_function:
                         continue
@@ -140,7 +142,7 @@ class GoCallResolver:
                     if definition.scope:
                         names.methods[definition.scope].setdefault(definition.name, found)
                     else:
-                        names.top.setdefault(definition.name, found)  # a name twice does not compile
+                        names.top.setdefault(definition.name, found)
             self._packages[directory] = names
         return names
 

@@ -59,9 +59,10 @@ class Packages:
         classes = self._classes.get(package)
         if classes is None:
             classes = {}
-            for file_id in sorted(self._files.get(package, ())):
+            # In path order, as a whole build numbers the files, so edits keep the same first file.
+            for file_id in sorted(self._files.get(package, ()), key=lambda f: self._syntax[f].path):
                 for definition in self._syntax[file_id].definitions:
                     if definition.kind == "class" and not definition.scope and not definition.in_function:
-                        classes.setdefault(definition.name, Found(file_id, definition))  # the first file's
+                        classes.setdefault(definition.name, Found(file_id, definition))  # the first path's
             self._classes[package] = classes
         return classes.get(name)
