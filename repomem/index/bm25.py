@@ -16,7 +16,6 @@ import scipy.sparse as sp
 
 from repomem.config import BM25Config
 from repomem.index.kernels.postings import OkapiQuery, PostingsSegment, add_bm25_scores, term_postings
-from repomem.index.split_product import helper_threads
 
 
 @dataclass(frozen=True)
@@ -100,31 +99,8 @@ def score_query(
     length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
     term_weights = counts * stats.idf[ids]  # per query term: occurrences x idf
     query = OkapiQuery(ids, term_weights, config.k1, norm_scale, length_scale)
-    postings = [PostingsSegment(s.tf.indptr, s.tf.indices, s.tf.data, s.first_doc) for s in segments]
-
-    def score_documents(docs_from: int, docs_to: int) -> None:
-        for segment in postings:
-            add_bm25_scores(segment, query, doc_len, scores, docs_from, docs_to)
-
-    if _postings_read(postings, ids) < TWO_THREADS_FROM:
-        score_documents(0, n_docs)
-    else:  # the upper half of the documents on a helper thread (the kernel releases the GIL)
-        half = n_docs // 2
-        upper = helper_threads().submit(score_documents, half, n_docs)
-        score_documents(0, half)
-        upper.result()
+    for segment in segments:
+        tf = segment.tf
+        add_bm25_scores(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), query, doc_len, scores)
     scores[~live] = 0.0
     return scores
-
-
-# Postings a query reads past which its documents are scored in two halves on two threads: a
-# Django query reads ~220k (about 1 ms on one core); below ~50k the hand-off costs more than it saves.
-TWO_THREADS_FROM = 50_000
-
-
-def _postings_read(postings: list[PostingsSegment], ids: np.ndarray) -> int:
-    total = 0
-    for segment in postings:
-        present = ids[ids < segment.indptr.shape[0] - 1]
-        total += int((segment.indptr[present + 1] - segment.indptr[present]).sum())
-    return total

@@ -17,9 +17,8 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def helper_threads() -> ThreadPoolExecutor:
-    """One process-wide pool of helper threads for a query's kernels that release the GIL (W's
-    other row blocks, BM25's upper half of the documents; the caller runs the first part)."""
+def _helpers() -> ThreadPoolExecutor:
+    """One process-wide pool of helper threads (a query's other blocks; the caller runs the first)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -42,7 +41,7 @@ class RowBlocks:
 
     def times(self, x: np.ndarray, out: np.ndarray) -> None:
         """out[:n_rows] = matrix @ x (the first block on the calling thread, the others on helpers)."""
-        pending: list[Future] = [helper_threads().submit(block.__matmul__, x) for block in self.blocks[1:]]
+        pending: list[Future] = [_helpers().submit(block.__matmul__, x) for block in self.blocks[1:]]
         first_end = self.rows[0][1]
         out[:first_end] = self.blocks[0] @ x
         for (start, end), future in zip(self.rows[1:], pending):

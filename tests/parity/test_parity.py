@@ -12,7 +12,6 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import BM25Config, Config, with_overrides
-from repomem.index import bm25
 from repomem.index.bm25 import build_segment
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
@@ -44,7 +43,7 @@ from repomem.index.tokens import _line_tokens_by_regex, line_tokens, tokenize
 from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
 from repomem.retrieval import scoring
-from repomem.retrieval.scoring import best_fragments, query_terms, score_fragments, top_fragments
+from repomem.retrieval.scoring import best_fragments, score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.parity.reference import reference_cover, reference_graph, reference_relation, reference_strengths
 from tests.repos import write_repo
@@ -484,24 +483,6 @@ def test_bm25_equals_rank_bm25(synthetic_repo, query):
     scores = score_fragments(index, query, alpha=0.0)
     np.testing.assert_allclose(scores.s_ind, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(scores.s_rel, scores.s_ind)  # alpha = 0 is plain BM25
-
-
-@pytest.mark.parametrize("query", QUERIES)
-def test_bm25_on_two_threads_is_the_same_to_the_bit(synthetic_repo, query, monkeypatch):
-    """A big query's documents are scored in two halves on two threads; every document's sum takes
-    its terms in the same order, so the scores are the one-thread ones, also across the segments
-    that edits append."""
-    index = open_index(synthetic_repo, Config())
-    for name in ["lib/part1/mod4.py", "lib/part0/mod3.py"]:
-        text = (synthetic_repo / name).read_text(encoding="utf-8") + "\n\ndef edit(q):\n    return q + total\n"
-        apply_changes(index, [SourceFile(name, "python", text, content_digest(text.encode()), len(text.encode()), 1)],
-                      [])
-    assert len(index.segments) == 3
-    one = score_fragments(index, query, alpha=0.0).s_ind
-    monkeypatch.setattr(bm25, "TWO_THREADS_FROM", 0)
-    two = score_fragments(index, query, alpha=0.0).s_ind
-    assert (one != 0).sum() > 10 or not query_terms(index, query)
-    np.testing.assert_array_equal(one, two)
 
 
 def test_alpha_zero_ranks_exactly_like_bm25(synthetic_repo):

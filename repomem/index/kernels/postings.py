@@ -78,30 +78,22 @@ def add_posting_sums(segment, live, tokens, frequencies):
 
 
 @njit(cache=True, nogil=True)
-def add_bm25_scores(segment, query, doc_len, scores, docs_from, docs_to):
+def add_bm25_scores(segment, query, doc_len, scores):
     """BM25 Okapi of one postings segment (a `PostingsSegment`) against `query` (an `OkapiQuery`)
-    into `scores` (float64, shape (n_docs,)) for the documents with ids in [docs_from, docs_to);
-    doc_len: tokens of each document, shape (n_docs,).
+    into `scores` (float64, shape (n_docs,)); doc_len: tokens of each document, shape (n_docs,).
 
     scores[d] += term_weights[t] * tf (k1 + 1) / (tf + norm_scale + length_scale * doc_len[d]),
-    for each query term t (term_weights = occurrences in the query * idf), in the order given: a
-    document's sum is the same, bit for bit, whichever range it is scored in. A term's postings
-    are sorted by document, so a range is one binary search away at each end.
+    for each query term t (term_weights = occurrences in the query * idf), in the order given.
     """
     indptr, indices, counts, first_doc = segment
     terms, term_weights, k1, norm_scale, length_scale = query
     n_terms = indptr.shape[0] - 1
-    low, high = docs_from - first_doc, docs_to - first_doc  # in the segment's own document ids
     for position in range(terms.shape[0]):
         term = terms[position]
         if term >= n_terms:
             continue
         weight = term_weights[position]
-        start, stop = indptr[term], indptr[term + 1]
-        if low > 0:
-            start += np.searchsorted(indices[start:stop], low)
-        stop = start + np.searchsorted(indices[start:stop], high)
-        for slot in range(start, stop):
+        for slot in range(indptr[term], indptr[term + 1]):
             doc = indices[slot] + first_doc
             freq = np.float64(counts[slot])
             scores[doc] += weight * (freq * (k1 + 1.0)) / (freq + norm_scale + length_scale * doc_len[doc])
