@@ -322,7 +322,10 @@ class CompletionEngine:
                                       aim if hint is not None else None)
             if not isinstance(prompt, Failure) and hint is not None and prompt.left_first_line > aim:
                 # The previous start no longer fits (the cursor moved down): fit afresh, so that
-                # no block is dropped for lines this prompt does not show.
+                # no block is dropped for lines this prompt does not show, nor an import left out
+                # as shown by the discarded fit.
+                for lever in levers:
+                    lever.restart_fit()
                 prompt = self._settle_fit(lever_round, levers, candidates, select, budget, hint, None)
         except TokenCountFailed as error:
             return error.failure

@@ -68,3 +68,33 @@ def test_a_second_completion_in_a_function_sends_the_same_prompt(tmp_path):
         retrieved = [f for f in first.fragments if f.path == "shop/ledger.py"]
         dropped_somewhere |= len(retrieved) > len(shown)
     assert dropped_somewhere  # the first fits did drop blocks the left context showed
+
+
+def test_a_fit_redone_below_the_last_start_pins_the_imports_it_hides(tmp_path):
+    """The cursor moved down a function far enough that the last start no longer fits: the prompt
+    is fitted afresh, and the imports above the start it settles on are pinned (found in review:
+    the discarded fit, starting higher, had counted them as shown)."""
+    root = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, root)
+    imports = ["from .pricing import compute_tax", "from .pricing import apply_discount", "from .cart import Cart",
+               "from .catalog import Product", "from .catalog import Catalog", "from .payments import PaymentError",
+               "from .payments import FakeCardProvider", "from .checkout import Order"]
+    fillers = [f"def ledger_entry_{i}(book, amount_cents, tax_class):\n    entry = book.open_entry({i}, amount_cents)\n"
+               f"    entry.tax = compute_tax(amount_cents, tax_class)\n    book.close_entry(entry, {i})\n"
+               f"    return entry\n" for i in range(30)]
+    body = [f"    entry_{j} = book.open_entry({j}, amount_cents)\n"
+            f"    entry_{j}.tax = compute_tax(amount_cents, tax_class)" for j in range(80)]
+    text = ("\n".join(fillers) + "\n" + "\n".join(imports) + "\n\n\ndef long_one(book, amount_cents, tax_class):\n"
+            + "\n".join(body) + "\n")
+    (root / "shop" / "ledger.py").write_text(text)
+    assert text.split("\n")[180:188] == imports
+    service = RepoService.open(root, Config())
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 1140, "fill_in_middle": False,
+                                                        "order": "stable"})
+    engine = CompletionEngine(service, Recording(), config)
+    first = engine.complete(locate(service.root, "shop/ledger.py", text, 210, None))
+    later = engine.complete(locate(service.root, "shop/ledger.py", text, 297, None))
+    assert not hasattr(first, "kind") and not hasattr(later, "kind")
+    assert later.prompt.left_first_line > 188  # refitted below the last start: the imports are hidden
+    assert all(line in later.prompt.text for line in imports)

@@ -157,6 +157,10 @@ class PromptLever:
         settled prompt returns False then)."""
         return False
 
+    def restart_fit(self) -> None:
+        """Forget what this round's fits so far taught the lever (what `pin` and `refit` keep): the
+        engine fits the prompt afresh, and a start line from the discarded fit must not decide."""
+
     # -- generate ----------------------------------------------------------------------------------
 
     def follow_up(self, draft_raw: str, draft_prompt: Prompt, finish_reason: str) -> Sequence[str]:

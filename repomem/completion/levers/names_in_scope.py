@@ -40,6 +40,9 @@ class NamesInScope(PromptLever):
             self.spans = self._hidden_imports()
         pins.import_spans.extend(self.spans)
 
+    def restart_fit(self) -> None:
+        self.spans = None
+
     def refit(self, prompt: Prompt, unsettled: bool) -> bool:
         still_hidden = [span for span in self.spans or () if span[1] <= prompt.left_first_line]
         if still_hidden == (self.spans or []):

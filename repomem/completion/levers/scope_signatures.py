@@ -31,6 +31,9 @@ class ScopeSignatures(PromptLever):
             self.lines = []  # no hidden imports at the first fit: nothing to sign
         pins.lines_need_imports.extend(self.lines or ())
 
+    def restart_fit(self) -> None:
+        self.lines = None
+
     def refit(self, prompt: Prompt, unsettled: bool) -> bool:
         if unsettled or self.lines is not None:
             return False
