@@ -35,6 +35,10 @@ from repomem.strategies import STRATEGY_NAMES, Strategy, strategy_named
 
 STABLE_MEMO_SIZE = 64  # functions whose blocks are remembered for --order stable
 FIRST_LINE_SLOT = "first-line"  # FunctionMemory slot: where the function's last prompt began its file
+# The first prompt in a function (editor order) leaves 1/16 of the budget free (64 tokens of 1,024,
+# about five lines): the rest of a line and the next lines typed keep its start, so a warm
+# completion evaluates only what changed instead of the whole file part again.
+STABLE_HEADROOM = 16
 
 
 @dataclass(frozen=True)
@@ -357,6 +361,7 @@ class CompletionEngine:
                 left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                 tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
                 style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
+                headroom=budget.max_prompt_tokens // STABLE_HEADROOM if lever_round.stable_key else 0,
                 select=select, pinned=() if pinned is None else (pinned,),
                 comment=language_named(context.language).line_comment,
             )

@@ -143,6 +143,7 @@ def build_prompt(
     repo: str = "",
     path: str = "",
     first_line_hint: int | None = None,
+    headroom: int = 0,
     select: BlockSelection | None = None,
     pinned: Sequence[ContextBlock] = (),
     comment: str = "#",
@@ -154,6 +155,9 @@ def build_prompt(
     fill-in-the-middle (None for left-to-right). `first_line_hint`: where the previous prompt of
     this function started the current file; kept while it fits, so the prompt prefix stays the
     same as the cursor moves down (when it no longer fits, a quarter of the room is cleared at once).
+    `headroom`: tokens left free when the first kept line is searched for, or all lines are
+    tried (editor order): the lines typed next then fit from the same start (a hint is kept while
+    the prompt from it fits the whole budget), and the model's prompt cache keeps serving them.
     `select`: chooses the blocks within the block budget (default: best first, each block whole).
     `pinned`: blocks shown first, outside the block budget (their room comes from the current
     file's left context); dropped only when the line at the cursor would not fit otherwise.
@@ -192,8 +196,10 @@ def build_prompt(
 
     n_lines = len(left_lines)
 
-    def fits(first_line: int) -> bool:
-        return tokenizer.count(render(first_line, blocks)) <= budget.max_prompt_tokens
+    def fits(first_line: int, room: int = budget.max_prompt_tokens) -> bool:
+        return tokenizer.count(render(first_line, blocks)) <= room
+
+    searched_room = budget.max_prompt_tokens - max(0, headroom)
 
     while True:
         # A hint inside the left context decides the first kept line from at most two counts of the
@@ -202,7 +208,7 @@ def build_prompt(
         # kept, which the search relies on too). A cursor moving down a function keeps its hint
         # until it no longer fits.
         hinted = first_line_hint is not None and 0 < first_line_hint < n_lines
-        if hinted and fits(0):
+        if hinted and fits(0, searched_room):
             low = 0
         elif hinted and fits(first_line_hint):
             low = first_line_hint
@@ -223,7 +229,7 @@ def build_prompt(
                 continue
             while low < high:
                 middle = (low + high) // 2
-                if fits(middle):
+                if fits(middle, searched_room):
                     high = middle
                 else:
                     low = middle + 1

@@ -98,3 +98,29 @@ def test_a_fit_redone_below_the_last_start_pins_the_imports_it_hides(tmp_path):
     assert not hasattr(first, "kind") and not hasattr(later, "kind")
     assert later.prompt.left_first_line > 188  # refitted below the last start: the imports are hidden
     assert all(line in later.prompt.text for line in imports)
+
+
+def test_the_lines_typed_after_the_first_completion_keep_its_start(tmp_path, monkeypatch):
+    """The first prompt in a function leaves headroom (editor order): the rest of the line and a
+    new line typed after it fit from the same start line, so the second prompt repeats the first
+    up to the cursor and the model evaluates only the lines typed."""
+    service, text = _ledger(tmp_path)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 1500, "fill_in_middle": False,
+                                                        "order": "stable"})
+    lines = text.split("\n")
+    kept_start = 0
+    for line in range(150, len(lines) - 10, 37):
+        engine = CompletionEngine(service, Recording(), config)
+        first = engine.complete(locate(service.root, "shop/ledger.py", text, line, None))
+        typed = "\n".join([*lines[:line], "    entry.checked = book.check(entry, amount_cents)", "    ",
+                           *lines[line:]])
+        second = engine.complete(locate(service.root, "shop/ledger.py", typed, line + 2, None))
+        assert not hasattr(first, "kind") and not hasattr(second, "kind")
+        if first.prompt.left_first_line == 0:
+            continue  # the whole file fitted: no start to keep
+        assert second.prompt.left_first_line == first.prompt.left_first_line, line
+        if [b.fragment for b in second.prompt.blocks] == [b.fragment for b in first.prompt.blocks]:
+            kept_start += 1  # (the typed lines are not indexed here: a block just below may shift)
+            shown = first.prompt.text[: first.prompt.text.rindex("\n")]  # up to the cursor's line
+            assert second.prompt.text.startswith(shown), line
+    assert kept_start >= 5
