@@ -598,10 +598,27 @@ class RepoService:
         others[hidden] = True
         return [f for f in self.retrieve(query, count, 0.0, others, unlisted) if f.s_ind > 0]
 
-    def fragments_live(self, fragments: Sequence[int]) -> bool:
-        """Whether every one of these fragment ids still names a live window of the index."""
+    def renewed_fragments(self, fragments: Sequence[ScoredFragment]) -> list[ScoredFragment] | None:
+        """`fragments` as live windows of the index: each dead one (its file re-indexed, as an
+        editor buffer is at every change) replaced by the live window over the same lines of the
+        same file, scores kept; None when one has no such window (its file gone, or its lines now
+        split otherwise)."""
         index = self.index
-        return index is not None and all(0 <= f < index.n_fragments and index.live[f] for f in fragments)
+        if index is None:
+            return None
+        renewed = []
+        for fragment in fragments:
+            f = fragment.fragment
+            if 0 <= f < index.n_fragments and index.live[f]:
+                renewed.append(fragment)
+                continue
+            same = [] if index.file_id(fragment.path) is None else [
+                int(g) for g in self.visible_fragments(fragment.path, fragment.start_line, fragment.start_line)
+                if index.fragment_start[g] == fragment.start_line and index.fragment_end[g] == fragment.end_line]
+            if fragment.text is not None or not same:  # a summary is not a window of lines
+                return None
+            renewed.append(dataclasses.replace(fragment, fragment=same[0]))
+        return renewed
 
     def repository_imports(self, path: str, lines: Sequence[str], prefixes: Sequence[str], before: int,
                            limit: int) -> list[tuple[int, int]]:

@@ -291,7 +291,7 @@ class CompletionEngine:
         first_retrieval = lever_round.number == 1 and lever_round.request.strategy.retrieves
         memo_key = lever_round.stable_key if first_retrieval else None
         if memo_key is not None:
-            remembered = self._functions.fragments(memo_key, self.service.fragments_live)
+            remembered = self._functions.fragments(memo_key, self.service.renewed_fragments)
             if remembered is not None:
                 return remembered
         fragments = lever_round.retrieve(query)

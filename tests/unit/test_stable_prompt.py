@@ -124,3 +124,27 @@ def test_the_lines_typed_after_the_first_completion_keep_its_start(tmp_path, mon
             shown = first.prompt.text[: first.prompt.text.rindex("\n")]  # up to the cursor's line
             assert second.prompt.text.startswith(shown), line
     assert kept_start >= 5
+
+
+def test_a_buffer_reindexed_after_a_new_line_keeps_the_functions_blocks(tmp_path):
+    """An editor re-indexes the buffer at every change, and a new line gives the file's windows new
+    ids: the function's remembered blocks are found again as the same windows (the same lines of
+    the same file), so the prompt keeps them and the model's cache (6.2 s -> 1.0 s at a Django
+    cursor where a changed block had the model read 575 tokens again)."""
+    service, text = _ledger(tmp_path)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 1500, "fill_in_middle": False,
+                                                        "order": "stable"})
+    engine = CompletionEngine(service, Recording(), config)
+    lines = text.split("\n")
+    line = len(lines) - 3  # in the last function: the blocks like it are all above
+    assert service.set_buffer("shop/ledger.py", text) is None
+    first = engine.complete(locate(service.root, "shop/ledger.py", text, line, None))
+    typed = "\n".join([*lines[:line], "    entry.checked = book.check(entry, amount_cents)", "    ", *lines[line:]])
+    assert service.set_buffer("shop/ledger.py", typed) is None
+    second = engine.complete(locate(service.root, "shop/ledger.py", typed, line + 2, None))
+    assert not hasattr(first, "kind") and not hasattr(second, "kind")
+    same_file = [b for b in first.prompt.blocks if b.path == "shop/ledger.py"]
+    assert same_file and not all(service.index.live[b.fragment] for b in same_file)  # ids retired by the edit
+    assert [(b.path, b.start_line) for b in second.prompt.blocks] == \
+        [(b.path, b.start_line) for b in first.prompt.blocks]
+    assert second.prompt.text.startswith(first.prompt.text[: first.prompt.text.rindex("\n")])

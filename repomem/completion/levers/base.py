@@ -49,14 +49,18 @@ class FunctionMemory:
         self._fragments: OrderedDict[FunctionKey, list[ScoredFragment]] = OrderedDict()
         self._slots: dict[str, dict[FunctionKey, Any]] = {}
 
-    def fragments(self, key: FunctionKey, live: Callable[[list[int]], bool]) -> list[ScoredFragment] | None:
-        """The function's remembered fragments, marked recently used, while `live(ids)` says every
-        one is still in the index; None otherwise (a stale entry keeps its place until replaced)."""
+    def fragments(self, key: FunctionKey,
+                  renew: Callable[[list[ScoredFragment]], list[ScoredFragment] | None]) -> list[ScoredFragment] | None:
+        """The function's remembered fragments, marked recently used, as `renew` finds them in the
+        index now (the same windows under the ids an edit gave them); None when it cannot (a stale
+        entry keeps its place until replaced)."""
         remembered = self._fragments.get(key)
-        if remembered is None or not live([f.fragment for f in remembered]):
+        renewed = None if remembered is None else renew(remembered)
+        if renewed is None:
             return None
+        self._fragments[key] = renewed
         self._fragments.move_to_end(key)
-        return remembered
+        return renewed
 
     def remember_fragments(self, key: FunctionKey, fragments: list[ScoredFragment]) -> None:
         self._fragments[key] = fragments
