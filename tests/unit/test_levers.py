@@ -64,15 +64,17 @@ def test_function_memory_keeps_the_least_recently_used_order_and_drops_slots_wit
     memory.remember_fragments(("b.py", 1), [fragment])
     memory.set("first-line", ("a.py", 1), 7)
     memory.set("first-line", ("c.py", 1), 9)  # a function with no fragments remembered (none found)
-    assert memory.fragments(("a.py", 1), lambda ids: False) is None  # stale: not returned, not touched
+    assert memory.fragments(("a.py", 1), lambda remembered: None) is None  # stale: not returned, not touched
     memory.remember_fragments(("d.py", 1), [fragment])  # drops a.py (stale, so still the oldest)
-    assert memory.fragments(("a.py", 1), lambda ids: True) is None
+    assert memory.fragments(("a.py", 1), lambda remembered: remembered) is None
     assert memory.get("first-line", ("a.py", 1)) is None
     assert memory.get("first-line", ("c.py", 1)) == 9
-    assert memory.fragments(("b.py", 1), lambda ids: ids == [3]) == [fragment]  # touched: d.py is oldest now
+    moved = ScoredFragment(8, "a.py", 0, 20, 0.0, 0.0, 1.0)  # the same window under a new id (its file edited)
+    assert memory.fragments(("b.py", 1), lambda remembered: [moved]) == [moved]  # touched: d.py is oldest now
+    assert memory.fragments(("b.py", 1), lambda remembered: remembered) == [moved]  # kept as renewed
     memory.remember_fragments(("e.py", 1), [fragment])
-    assert memory.fragments(("b.py", 1), lambda ids: True) is not None
-    assert memory.fragments(("d.py", 1), lambda ids: True) is None
+    assert memory.fragments(("b.py", 1), lambda remembered: remembered) is not None
+    assert memory.fragments(("d.py", 1), lambda remembered: remembered) is None
 
 
 def test_pins_make_one_block_with_each_line_once_and_signatures_only_beside_imports():
