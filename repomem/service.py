@@ -612,10 +612,11 @@ class RepoService:
             if 0 <= f < index.n_fragments and index.live[f]:
                 renewed.append(fragment)
                 continue
-            same = [] if index.file_id(fragment.path) is None else [
-                int(g) for g in self.visible_fragments(fragment.path, fragment.start_line, fragment.start_line)
-                if index.fragment_start[g] == fragment.start_line and index.fragment_end[g] == fragment.end_line]
-            if fragment.text is not None or not same:  # a summary is not a window of lines
+            if fragment.text is not None:  # a summary is not a window of lines
+                return None
+            same = [int(g) for g in self.visible_fragments(fragment.path, fragment.start_line, fragment.start_line)
+                    if index.fragment_end[g] == fragment.end_line and index.fragment_start[g] == fragment.start_line]
+            if not same:
                 return None
             renewed.append(dataclasses.replace(fragment, fragment=same[0]))
         return renewed

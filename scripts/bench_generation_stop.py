@@ -35,10 +35,9 @@ sys.path.insert(0, str(ROOT))
 from repomem.backends.factory import open_backend  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
-from repomem.packages import package_source  # noqa: E402
 from repomem.positions import locate  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
-from scripts.bench_sources import DJANGO, DJANGO_SHA256  # noqa: E402
+from scripts.bench_sources import django_or  # noqa: E402
 
 _OPENER = re.compile(r"^\s+(if|for|while|with|try|else|elif|except)\b.*:\s*$")
 _STATEMENT = re.compile(r"^(\s{8,})[a-z_][\w.]* = \S.*[^,(\[{\\:]$")  # an assignment inside a function
@@ -76,12 +75,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-generation-stop.json")
     args = parser.parse_args()
     console = Console()
-    source = args.repo
-    if source is None:
-        fetched = package_source(DJANGO, DJANGO_SHA256)
-        if isinstance(fetched, Failure):
-            raise SystemExit(fetched.message)
-        source = fetched
+    source = django_or(args.repo)
     work = Path(tempfile.mkdtemp(prefix="repomem-stop-")) / source.name
     shutil.copytree(source, work, ignore=shutil.ignore_patterns(".repomem"))
     service = RepoService.open(work)

@@ -322,7 +322,7 @@ class CompletionEngine:
         visible_from = min(max(request.visible_from, 0), cursor.line)
         hint = aim - visible_from if aim is not None and aim >= visible_from else None
         try:
-            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, hint,
+            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, hint,
                                       aim if hint is not None else None)
             if not isinstance(prompt, Failure) and hint is not None and prompt.left_first_line > aim:
                 # The previous start no longer fits (the cursor moved down): fit afresh, so that
@@ -330,7 +330,7 @@ class CompletionEngine:
                 # as shown by the discarded fit.
                 for lever in levers:
                     lever.restart_fit()
-                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, hint, None)
+                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, hint, None)
         except TokenCountFailed as error:
             return error.failure
         if isinstance(prompt, Failure):
@@ -340,17 +340,18 @@ class CompletionEngine:
         return prompt
 
     def _settle_fit(self, lever_round: LeverRound, levers: Sequence[PromptLever], candidates: list[ContextBlock],
-                    select, budget: PromptBudget, hint: int | None, aim: int | None) -> Prompt | Failure:
+                    select, budget: PromptBudget, visible_from: int, hint: int | None,
+                    aim: int | None) -> Prompt | Failure:
         """build_prompt, redone until no block repeats what the prompt shows of the current file and
         no lever's pins change. `aim` (a file line): where the previous prompt of this function
         began its file; blocks that the file from there on would show count as shown while the fit
         settles, so that the same candidates settle on the same prompt as last time (a block that
         only the first fits' starts overlapped would otherwise push the start down each time, and
-        a warm completion would evaluate the prompt again from that block on)."""
+        a warm completion would evaluate the prompt again from that block on). `visible_from`: the
+        first file line the prompt may show (left_lines[0])."""
         request, context = lever_round.request, lever_round.context
         settings = self.config.completion
         cursor = request.cursor
-        visible_from = min(max(request.visible_from, 0), cursor.line)
         while True:
             pins = Pins(lines=list(lever_round.pinned_lines))
             for lever in levers:
