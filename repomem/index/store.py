@@ -44,6 +44,7 @@ import scipy.sparse as sp
 from repomem.config import Config, settings_digest
 from repomem.failures import Failure
 from repomem.index.bm25 import TermSegment, compute_stats
+from repomem.index.builder_version import builder_digest
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
 from repomem.index.integrity import (
@@ -558,6 +559,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                         digests[name] = written.result()  # its error, if any, is this save's
                 manifest = {
                     "format": FORMAT_VERSION,
+                    "builder": builder_digest(),
                     "config": config_fingerprint(index.config),
                     "generation": index.generation,
                     "graph": [index.graph_nodes, index.graph_edges],
@@ -670,6 +672,8 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         untrusted = check_seal(manifest)
         if untrusted is not None:
             return untrusted
+        if manifest.get("builder") != builder_digest():
+            return Failure("old-index", "index built by another version of repomem")
         if manifest.get("config") != config_fingerprint(config):
             return Failure("config-changed", "index settings changed")
         digests = manifest["digests"]

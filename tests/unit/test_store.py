@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -20,6 +21,8 @@ import pytest
 
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
+from repomem.index import builder_version
+from repomem.index.builder_version import builder_digest
 from repomem.index.kernels.csr import upper_triangle
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.store import (
@@ -408,3 +411,33 @@ def test_thread_counts_do_not_change_the_fingerprint_but_relation_settings_do():
     threads = with_overrides(Config(), relations={"workers": 1, "product_threads": 4, "parallel_product_entries": 1})
     assert config_fingerprint(threads) == base  # no rebuild for a thread count
     assert config_fingerprint(with_overrides(Config(), relations={"relation_cutoff": 0.01})) != base
+
+
+def test_an_index_built_by_other_code_is_rebuilt(synthetic_repo):
+    """A snapshot sealed here but built by another repomem (a resolver or kernel changed since) is
+    not reused as unchanged: its graph is what the old code built."""
+    built(synthetic_repo)
+    snapshot = current_snapshot(index_dir(synthetic_repo, Config()))
+    manifest = json.loads((snapshot / "manifest.json").read_text())
+    assert manifest["builder"] == builder_digest()
+    manifest["builder"] = "0" * len(manifest["builder"])
+    (snapshot / "manifest.json").write_text(json.dumps(manifest))
+    reseal_snapshot(snapshot)  # the seal is this user's: only the builder differs
+    failure = load_index(synthetic_repo, Config())
+    assert isinstance(failure, Failure) and failure.kind == "old-index"
+    report = RepoService.open(synthetic_repo).ensure_index()
+    assert report.action == "built" and "another version" in report.reason
+    assert isinstance(load_index(synthetic_repo, Config()), RepoIndex)
+
+
+def test_the_builder_digest_follows_the_shaping_sources(tmp_path):
+    package_root = Path(builder_version.__file__).resolve().parents[1]
+    copy = tmp_path / "repomem"
+    for package in builder_version.SHAPING_PACKAGES:
+        shutil.copytree(package_root / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "cli").mkdir()
+    (copy / "cli" / "unrelated.py").write_text("X = 1\n")  # outside the shaping packages
+    assert builder_version.sources_digest(copy) == builder_digest()  # the same sources anywhere
+    resolver = copy / "languages" / "go" / "calls.py"
+    resolver.write_text(resolver.read_text() + "\n# a resolver changed\n")
+    assert builder_version.sources_digest(copy) != builder_digest()
