@@ -11,6 +11,8 @@ them on the tasks they all finished and measures each against the first (the bas
         --config anchored=corpora/em/anchored.jsonl:fragrel \
         --out eval/results/devset-anchored
 
+A run with `--alphas` holds FragRel at several alphas: name one as `fragrel@0` (the levers, graph off).
+
 Per split: EM and ES (percent), Δ EM vs the baseline with a 95% paired-bootstrap interval, tasks
 won and lost (right where the baseline was wrong, and the reverse), and what entered the prompt
 (the answer in a block; a block line within ES 0.9 of the answer's first line). Per repository:
@@ -68,7 +70,13 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
     cache: dict[Path, list[dict]] = {}
     for name, path, strategy in configs:
         records = cache.setdefault(path, read_results(path))
-        chosen = [r for r in records if r.get("mode") == "model" and r["strategy"] == strategy and "error" not in r]
+        strategy, _, alpha = strategy.partition("@")  # fragrel@0: FragRel at alpha 0 (a run's --alphas)
+        chosen = [r for r in records if r.get("mode") == "model" and r["strategy"] == strategy and "error" not in r
+                  and (not alpha or r.get("alpha") == float(alpha))]
+        alphas = {r.get("alpha") for r in chosen}
+        if len(alphas) > 1:
+            raise SystemExit(f"compare_configs: {name}: {path} holds {strategy} at alphas "
+                             f"{', '.join(str(a) for a in sorted(alphas))}; name one as {strategy}@ALPHA")
         settings = {(r.get("config") or "", r.get("settings") or "") for r in chosen}
         if len(settings) > 1:
             seen = ", ".join(sorted(f"{overrides or 'defaults'} / {fingerprint or 'unrecorded'}"
@@ -181,7 +189,7 @@ def plot(rows: list[ConfigRow], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=parse_config, action="append", required=True,
-                        help="NAME=FILE:STRATEGY; the first is the baseline")
+                        help="NAME=FILE:STRATEGY[@ALPHA]; the first is the baseline")
     parser.add_argument("--out", type=Path, help="folder for report.md, report.json and em.png")
     args = parser.parse_args(argv)
     missing = [str(path) for _, path, _ in args.config if not path.is_file()]

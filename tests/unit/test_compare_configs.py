@@ -1,0 +1,43 @@
+"""scripts/compare_configs.py: FragRel at one alpha of a run that measured several (--alphas)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from repomem.evaluation.run import RESULTS_VERSION
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_configs.py"
+
+
+def _record(task: int, strategy: str, alpha: float, em: bool) -> dict:
+    return {"version": RESULTS_VERSION, "task_id": f"r/line/{task}", "split": "line", "repo": "r",
+            "strategy": strategy, "alpha": alpha,
+            "mode": "model", "em": em, "es": 1.0 if em else 0.5, "prediction": "x = 1\n", "ground_truth": "x = 1\n"}
+
+
+def _compare(results: Path, *configs: str, out: Path | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(SCRIPT), *(f"--config={c.replace('FILE', str(results))}" for c in configs)]
+    if out is not None:
+        command += ["--out", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_one_alpha_is_named_and_an_ambiguous_choice_is_refused(tmp_path):
+    results = tmp_path / "results.jsonl"
+    records = [_record(t, "vanilla", 0.0, t < 2) for t in range(8)]
+    records += [_record(t, "fragrel", 0.5, t < 6) for t in range(8)]  # the graph on: 6 right
+    records += [_record(t, "fragrel", 0.0, t < 3) for t in range(8)]  # graph off: 3 right
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    mixed = _compare(results, "vanilla=FILE:vanilla", "fragrel=FILE:fragrel")
+    assert mixed.returncode != 0 and "fragrel@ALPHA" in mixed.stderr
+
+    done = _compare(results, "vanilla=FILE:vanilla", "graph=FILE:fragrel@0.5", "levers=FILE:fragrel@0",
+                    out=tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    rows = {r["config"]: r for r in json.loads((tmp_path / "out" / "report.json").read_text())}
+    assert rows["graph"]["em"] == 75.0 and rows["levers"]["em"] == 37.5 and rows["vanilla"]["em"] == 25.0
+    assert (rows["graph"]["won"], rows["levers"]["won"]) == (4, 1)
