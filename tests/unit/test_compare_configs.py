@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -41,3 +42,22 @@ def test_one_alpha_is_named_and_an_ambiguous_choice_is_refused(tmp_path):
     rows = {r["config"]: r for r in json.loads((tmp_path / "out" / "report.json").read_text())}
     assert rows["graph"]["em"] == 75.0 and rows["levers"]["em"] == 37.5 and rows["vanilla"]["em"] == 25.0
     assert (rows["graph"]["won"], rows["levers"]["won"]) == (4, 1)
+
+
+def test_the_file_only_rounds_share_is_split_from_the_prompts(tmp_path):
+    """scripts/second_opinion_share.py: round_em[0] is the strategy's own prompt, em the answer shown."""
+    spec = importlib.util.spec_from_file_location("second_opinion_share", SCRIPT.parent / "second_opinion_share.py")
+    share = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(share)
+    records = [_record(t, "vanilla", 0.0, t < 2) for t in range(10)]
+    for t in range(10):  # own prompt right in 4 tasks; the file-only answer shown and right in 2 more
+        record = _record(t, "fragrel", 0.5, t < 6)
+        record["round_em"] = [t < 4, t in (4, 5, 9)]
+        records.append(record)
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    text = share.table([results], "fragrel@0.5", "vanilla")
+    all_row = next(line for line in text.splitlines() if line.startswith("| **all**"))
+    cells = [cell.strip() for cell in all_row.strip("|").split("|")]
+    assert cells[1:4] == ["10", "20.0", "40.0"] and cells[5] == "60.0"
+    assert cells[4].startswith("+20.0") and cells[6].startswith("+40.0") and cells[7].startswith("+20.0")
