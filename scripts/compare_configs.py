@@ -60,7 +60,12 @@ def parse_config(text: str) -> tuple[str, Path, str]:
     name, _, rest = text.partition("=")
     path, _, strategy = rest.rpartition(":")
     if not name or not path or not strategy:
-        raise argparse.ArgumentTypeError(f"expected NAME=FILE:STRATEGY, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE:STRATEGY[@ALPHA], got {text!r}")
+    alpha = strategy.partition("@")[2]
+    try:
+        float(alpha or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ALPHA must be a number, got {alpha!r} in {text!r}") from None
     return name, Path(path), strategy
 
 
@@ -76,7 +81,7 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
         alphas = {r.get("alpha") for r in chosen}
         if len(alphas) > 1:
             raise SystemExit(f"compare_configs: {name}: {path} holds {strategy} at alphas "
-                             f"{', '.join(str(a) for a in sorted(alphas))}; name one as {strategy}@ALPHA")
+                             f"{', '.join(str(a) for a in sorted(alphas, key=str))}; name one as {strategy}@ALPHA")
         settings = {(r.get("config") or "", r.get("settings") or "") for r in chosen}
         if len(settings) > 1:
             seen = ", ".join(sorted(f"{overrides or 'defaults'} / {fingerprint or 'unrecorded'}"

@@ -4,7 +4,8 @@ The format number says whether this version can read a snapshot; it does not say
 version would build the same one. A change to a language's call resolver, the syntax walk or the
 relation kernels changes edges and W for files that did not change, and the edit path re-resolves
 only what an edit touches: without this, an upgrade kept the old graph until every file changed
-(an evaluation found FragRel's published ranking built from a graph two commits old). The digest
+(the language benchmarks' indexes, built one evening, were reused through every resolver change of
+the next day). The digest
 covers the sources of the two packages that shape an index and the grammar packages' versions; the
 index's settings are the config fingerprint's part.
 """

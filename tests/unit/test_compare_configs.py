@@ -35,6 +35,8 @@ def test_one_alpha_is_named_and_an_ambiguous_choice_is_refused(tmp_path):
 
     mixed = _compare(results, "vanilla=FILE:vanilla", "fragrel=FILE:fragrel")
     assert mixed.returncode != 0 and "fragrel@ALPHA" in mixed.stderr
+    typo = _compare(results, "vanilla=FILE:vanilla", "fragrel=FILE:fragrel@half")
+    assert typo.returncode == 2 and "ALPHA must be a number" in typo.stderr and "Traceback" not in typo.stderr
 
     done = _compare(results, "vanilla=FILE:vanilla", "graph=FILE:fragrel@0.5", "levers=FILE:fragrel@0",
                     out=tmp_path / "out")
