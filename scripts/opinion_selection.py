@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -61,34 +62,87 @@ def surer(opinions: dict[str, tuple[bool, float]], names: list[str]) -> bool:
     return opinions[names[best]][0]
 
 
-def table(records: list[dict], sets: list[list[str]], baseline: str) -> str:
+@dataclass
+class SetRow:
+    """One set of opinions on one split: exact match (%) and Δ (points, 95% interval) vs the baseline."""
+
+    names: list[str]
+    shown: float
+    shown_delta: tuple[float, float, float]
+    shown_vs_reference: tuple[float, float, float]
+    ceiling: float
+    ceiling_delta: tuple[float, float, float]
+
+
+def set_rows(records: list[dict], sets: list[list[str]], baseline: str) -> tuple[int, dict[str, tuple]]:
+    """Tasks compared, and per split: (tasks, baseline EM %, one SetRow per set)."""
     answers = answers_by_task(records)
     split_of = {r["task_id"]: r["split"] for r in records}
     needed = {name for names in sets for name in names} | {baseline}
     tasks = sorted(t for t, opinions in answers.items() if needed <= opinions.keys())
-    reference = " + ".join(sets[0])
-    lines = [f"Exact match in % over {len(tasks)} tasks; the surer answer of each set of opinions, the "
-             f"ceiling (a right answer whenever one of them has it). Δ in points vs {baseline} and vs "
-             f"{reference}, 95% paired bootstrap.", ""]
+    by_split: dict[str, tuple] = {}
     for split in ("line", "api"):
         ids = [t for t in tasks if split_of[t] == split]
         if not ids:
             continue
         base = np.array([answers[t][baseline][0] for t in ids])
         first = np.array([surer(answers[t], sets[0]) for t in ids])
-        lines += [f"### {split} ({len(ids)} tasks, {baseline} {base.sum() * 100 / base.size:.1f})", "",
-                  f"| opinions | surer answer | Δ vs {baseline} | Δ vs {reference} | ceiling | Δ vs {baseline} |",
-                  "|---|---:|---|---|---:|---|"]
+        rows = []
         for names in sets:
             shown = np.array([surer(answers[t], names) for t in ids])
             ceiling = np.array([any(answers[t][n][0] for n in names) for t in ids])
-            lines.append(f"| {' + '.join(names)} | {shown.sum() * 100 / shown.size:.1f} | "
-                         f"{format_interval(paired_bootstrap(shown, base))} | "
-                         f"{format_interval(paired_bootstrap(shown, first))} | "
-                         f"{ceiling.sum() * 100 / ceiling.size:.1f} | "
-                         f"{format_interval(paired_bootstrap(ceiling, base))} |")
+            rows.append(SetRow(names, shown.sum() * 100 / shown.size, paired_bootstrap(shown, base),
+                               paired_bootstrap(shown, first), ceiling.sum() * 100 / ceiling.size,
+                               paired_bootstrap(ceiling, base)))
+        by_split[split] = (len(ids), base.sum() * 100 / base.size, rows)
+    return len(tasks), by_split
+
+
+def table(records: list[dict], sets: list[list[str]], baseline: str) -> str:
+    n_tasks, by_split = set_rows(records, sets, baseline)
+    reference = " + ".join(sets[0])
+    lines = [f"Exact match in % over {n_tasks} tasks; the surer answer of each set of opinions, the "
+             f"ceiling (a right answer whenever one of them has it). Δ in points vs {baseline} and vs "
+             f"{reference}, 95% paired bootstrap.", ""]
+    for split, (n_split, base_em, rows) in by_split.items():
+        lines += [f"### {split} ({n_split} tasks, {baseline} {base_em:.1f})", "",
+                  f"| opinions | surer answer | Δ vs {baseline} | Δ vs {reference} | ceiling | Δ vs {baseline} |",
+                  "|---|---:|---|---|---:|---|"]
+        for row in rows:
+            lines.append(f"| {' + '.join(row.names)} | {row.shown:.1f} | {format_interval(row.shown_delta)} | "
+                         f"{format_interval(row.shown_vs_reference)} | {row.ceiling:.1f} | "
+                         f"{format_interval(row.ceiling_delta)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def plot(records: list[dict], sets: list[list[str]], baseline: str, path: Path, goal: float) -> None:
+    """Δ EM vs the baseline per set: the surer answer (with its interval) beside its ceiling, one
+    panel per split, and the goal as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _, by_split = set_rows(records, sets, baseline)
+    figure, axes = plt.subplots(1, len(by_split), figsize=(6 * len(by_split), 4.5), squeeze=False)
+    for axis, (split, (n_split, base_em, rows)) in zip(axes[0], by_split.items()):
+        positions = np.arange(len(rows))
+        shown = [row.shown_delta[0] for row in rows]
+        errors = [[row.shown_delta[0] - row.shown_delta[1] for row in rows],
+                  [row.shown_delta[2] - row.shown_delta[0] for row in rows]]
+        axis.bar(positions - 0.2, shown, width=0.4, yerr=errors, capsize=3, label="surer answer shown")
+        axis.bar(positions + 0.2, [row.ceiling_delta[0] for row in rows], width=0.4, alpha=0.45,
+                 label="ceiling (a perfect chooser)")
+        axis.axhline(goal, color="black", linestyle="--", linewidth=1, label=f"goal: +{goal:g}")
+        axis.set_xticks(positions, ["\n+ ".join(row.names) for row in rows], fontsize=7)
+        axis.set_title(f"{split} (n = {n_split}, {baseline} {base_em:.1f}% EM)")
+        axis.set_ylabel(f"Δ EM vs {baseline}, points")
+        axis.legend(fontsize=8, loc="upper left")
+    figure.suptitle("Choosing among recorded answers (error bars: 95% paired bootstrap)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def main() -> None:
@@ -98,6 +152,8 @@ def main() -> None:
                         help="sets of opinions, e.g. fragrel@0.5+infile; the first is the reference")
     parser.add_argument("--baseline", default="vanilla")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="also draw the Δ of each set and its ceiling")
+    parser.add_argument("--goal", type=float, default=5.0, help="the goal line of the plot (points over the baseline)")
     args = parser.parse_args()
     missing = [path for path in args.records if not path.is_file()]
     if missing:
@@ -112,6 +168,8 @@ def main() -> None:
     text = table(records, sets, args.baseline)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
+    if args.plot:
+        plot(records, sets, args.baseline, args.plot, args.goal)
     print(text)
 
 

@@ -60,8 +60,10 @@ def test_reads_xz_and_refuses_an_opinion_it_has_no_records_of(tmp_path):
     with lzma.open(path, "wt", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in _records())
     run = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0.5+infile",
-                          "--out", str(tmp_path / "t.md")], capture_output=True, text=True, timeout=120)
+                          "--out", str(tmp_path / "t.md"), "--plot", str(tmp_path / "t.png")],
+                         capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| fragrel@0.5 + infile | 50.0 |" in (tmp_path / "t.md").read_text()
     unknown = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0+infile"],
                              capture_output=True, text=True, timeout=120)
