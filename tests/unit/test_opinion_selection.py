@@ -15,6 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "opinion_selection.py
 def _module():
     spec = importlib.util.spec_from_file_location("opinion_selection", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
