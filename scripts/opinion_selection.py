@@ -8,9 +8,10 @@ right answer when one of them has it. If the ceiling itself is near the baseline
 will get far: better answers must enter the pool.
 
     python scripts/opinion_selection.py eval/results/devset-ten-em-gpu/records.jsonl.xz \
-        --sets fragrel@0.5+infile fragrel@0+infile fragrel@0.5+fragrel@0+vanilla+infile
+        --sets fragrel@0.5,infile fragrel@0,infile fragrel@0.5,fragrel@0,vanilla,infile
 
-An opinion is a strategy (`vanilla`, `infile`) or `strategy@alpha`; its answer is the record's
+An opinion is a strategy (`vanilla`, `repocoder+fragrel`: the records must hold it at one alpha
+and one configuration) or `strategy@alpha`; sets are comma-separated. Its answer is the record's
 own prompt's (`round_em[0]`, `round_logprob[0]`), so a record made with the file-only round on
 counts as its retrieving answer alone. Exact match in %, Δ in points with 95% paired-bootstrap
 intervals (the report's seed) over the tasks every named opinion answered.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,21 +40,41 @@ def read_records(path: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def opinion_name(record: dict) -> str:
-    """`fragrel@0.5` for a strategy that ranks with an alpha, the bare name otherwise."""
-    return f"{record['strategy']}@{record['alpha']:g}" if record["strategy"].startswith("fragrel") \
-        else record["strategy"]
+class UnknownOpinion(ValueError):
+    """A named opinion the records cannot answer: none, or more than one alpha or configuration."""
 
 
-def answers_by_task(records: list[dict]) -> dict[str, dict[str, tuple[bool, float]]]:
-    """task id -> opinion -> (exact match, mean log-probability per token) of its own prompt."""
+def _opinion_key(name: str) -> tuple[str, float | None]:
+    """`fragrel@0.5` -> ("fragrel", 0.5); a bare name -> (name, None): whichever alpha it was run at."""
+    strategy, at, alpha = name.partition("@")
+    if not at:
+        return strategy, None
+    try:
+        return strategy, float(alpha)
+    except ValueError:
+        raise UnknownOpinion(f"{name}: the part after @ must be a number (an alpha)") from None
+
+
+def answers_by_task(records: list[dict], names: Iterable[str]) -> dict[str, dict[str, tuple[bool, float]]]:
+    """task id -> named opinion -> (exact match, mean log-probability per token) of its own prompt.
+    UnknownOpinion if a name matches no records, or records of several alphas or configurations."""
+    usable = [r for r in records if "error" not in r and r.get("round_em")]
     answers: dict[str, dict[str, tuple[bool, float]]] = {}
-    for record in records:
-        if "error" in record or not record.get("round_em"):
-            continue
-        logprob = (record.get("round_logprob") or [None])[OWN_ROUND]
-        answers.setdefault(record["task_id"], {})[opinion_name(record)] = (
-            bool(record["round_em"][OWN_ROUND]), -np.inf if logprob is None else float(logprob))
+    for name in dict.fromkeys(names):
+        strategy, alpha = _opinion_key(name)
+        chosen = [r for r in usable if r["strategy"] == strategy and (alpha is None or r.get("alpha") == alpha)]
+        runs = {(r.get("alpha"), r.get("config", "")) for r in chosen}
+        if not runs:
+            have = sorted({f"{r['strategy']}@{r.get('alpha', 0):g}" for r in usable})
+            raise UnknownOpinion(f"no records of {name} (these have: {', '.join(have)})")
+        if len(runs) > 1:
+            raise UnknownOpinion(f"{name} names records of {len(runs)} runs (alphas or configurations): "
+                                 f"{', '.join(sorted(f'@{a:g} {c}'.strip() for a, c in runs))}; name one alpha "
+                                 "or pass one configuration's results")
+        for record in chosen:
+            logprob = (record.get("round_logprob") or [None])[OWN_ROUND]
+            answers.setdefault(record["task_id"], {})[name] = (
+                bool(record["round_em"][OWN_ROUND]), -np.inf if logprob is None else float(logprob))
     return answers
 
 
@@ -76,7 +98,7 @@ class SetRow:
 
 def set_rows(records: list[dict], sets: list[list[str]], baseline: str) -> tuple[int, dict[str, tuple]]:
     """Tasks compared, and per split: (tasks, baseline EM %, one SetRow per set)."""
-    answers = answers_by_task(records)
+    answers = answers_by_task(records, [baseline, *(name for names in sets for name in names)])
     split_of = {r["task_id"]: r["split"] for r in records}
     needed = {name for names in sets for name in names} | {baseline}
     tasks = sorted(t for t, opinions in answers.items() if needed <= opinions.keys())
@@ -148,8 +170,8 @@ def plot(records: list[dict], sets: list[list[str]], baseline: str, path: Path, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, nargs="+", help="results files (.jsonl or .jsonl.xz)")
-    parser.add_argument("--sets", nargs="+", required=True, metavar="A+B[+...]",
-                        help="sets of opinions, e.g. fragrel@0.5+infile; the first is the reference")
+    parser.add_argument("--sets", nargs="+", required=True, metavar="A,B[,...]",
+                        help="sets of opinions, e.g. fragrel@0.5,infile; the first set is the reference")
     parser.add_argument("--baseline", default="vanilla")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, metavar="PNG", help="also draw the Δ of each set and its ceiling")
@@ -159,12 +181,11 @@ def main() -> None:
     if missing:
         parser.error(f"no such file: {missing[0]}")
     records = [r for path in args.records for r in read_records(path)]
-    sets = [names.split("+") for names in args.sets]
-    known = {opinion_name(r) for r in records}
-    unknown = sorted({n for names in sets for n in names} - known) or ([args.baseline] if args.baseline not in known
-                                                                      else [])
-    if unknown:
-        parser.error(f"no records of {', '.join(unknown)} (these have: {', '.join(sorted(known))})")
+    sets = [[name.strip() for name in names.split(",")] for names in args.sets]
+    try:
+        answers_by_task(records, [args.baseline, *(name for names in sets for name in names)])
+    except UnknownOpinion as error:
+        parser.error(str(error))
     text = table(records, sets, args.baseline)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -38,7 +38,7 @@ def _records() -> list[dict]:
 
 def test_surer_answer_first_named_on_a_tie_and_ceiling():
     module = _module()
-    answers = module.answers_by_task(_records())
+    answers = module.answers_by_task(_records(), ["fragrel@0.5", "infile", "vanilla"])
     assert answers["r/line/1"]["fragrel@0.5"] == (True, -0.2)  # round 0, not the file-only round
     pair = ["fragrel@0.5", "infile"]
     # task 0: infile surer (wrong); 1: fragrel surer (right); 2: infile surer (wrong); 3: infile surer (right).
@@ -60,13 +60,30 @@ def test_reads_xz_and_refuses_an_opinion_it_has_no_records_of(tmp_path):
     path = tmp_path / "records.jsonl.xz"
     with lzma.open(path, "wt", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in _records())
-    run = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0.5+infile",
+    run = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0.5,infile",
                           "--out", str(tmp_path / "t.md"), "--plot", str(tmp_path / "t.png")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| fragrel@0.5 + infile | 50.0 |" in (tmp_path / "t.md").read_text()
-    unknown = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0+infile"],
+    unknown = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0,infile"],
                              capture_output=True, text=True, timeout=120)
-    assert unknown.returncode == 2 and "no records of fragrel@0" in unknown.stderr
+    assert unknown.returncode == 2 and "no records of fragrel@0 (these have: fragrel@0.5" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+
+
+def test_a_bare_name_must_mean_one_run():
+    module = _module()
+    records = _records() + [_record(t, "fragrel", 0.0, [False], [-0.3]) for t in range(4)]
+    answers = module.answers_by_task(records, ["fragrel@0"])
+    assert answers["r/line/0"]["fragrel@0"] == (False, -0.3)
+    for name, said in (("fragrel", "2 runs"), ("fragrel@half", "must be a number"), ("hat", "no records of hat")):
+        try:
+            module.answers_by_task(records, [name])
+        except module.UnknownOpinion as error:
+            assert said in str(error), error
+        else:
+            raise AssertionError(f"{name} was taken")
+    # A strategy whose name holds a "+" is one opinion (sets are comma-separated).
+    combined = [{**r, "strategy": "repocoder+fragrel"} for r in _records() if r["strategy"] == "fragrel"]
+    assert module.answers_by_task(combined, ["repocoder+fragrel"])["r/line/1"]["repocoder+fragrel"] == (True, -0.2)
