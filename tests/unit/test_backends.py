@@ -116,6 +116,25 @@ def test_gguf_names_come_from_the_header(tmp_path: Path):
     assert gguf_names(tmp_path / "absent.gguf") == ()
 
 
+def test_a_gguf_is_parsed_once_while_transformers_converts_it(tmp_path: Path):
+    gguf = pytest.importorskip("gguf")
+    from repomem.backends.transformers_hf import _gguf_read_once
+
+    model = tmp_path / "m.gguf"
+    _gguf_header(model, [("general.architecture", 8, _string("qwen2")), ("general.name", 8, _string("tiny"))])
+    original = gguf.GGUFReader
+    with _gguf_read_once():
+        first = gguf.GGUFReader(str(model))
+        assert gguf.GGUFReader(tmp_path / "." / "m.gguf") is first  # the same file, however named
+        assert gguf.GGUFReader(str(model), "c") is not first  # another mode is another reader
+        assert first.fields["general.name"].contents() == "tiny"
+    assert gguf.GGUFReader is original
+    with pytest.raises(RuntimeError), _gguf_read_once():
+        raise RuntimeError("a failed conversion")
+    assert gguf.GGUFReader is original  # restored on the way out of a failure too
+    assert gguf.GGUFReader(str(model)) is not first
+
+
 def test_results_name_the_model_not_the_server():
     assert model_label("qwen.gguf", "http://127.0.0.1:8001") == model_label("qwen.gguf", "http://127.0.0.1:8002")
     assert model_label("/models/qwen.gguf", "http://a") == "openai:qwen.gguf"
