@@ -45,6 +45,8 @@ def main() -> int:
         return 0
     assert report.action == "unchanged", f"the prepared index was {report.action}: prepare it again"
     loaded_s = time.perf_counter() - started
+    if not (args.copy / args.edited).is_file():
+        raise SystemExit(f"--edited: no file {args.edited} in {args.copy}")
     lines = (args.copy / args.edited).read_text(encoding="utf-8").splitlines()
     middle = len(lines) // 2
     edit_ms = []
