@@ -188,6 +188,25 @@ def record_key(record: dict[str, Any]) -> tuple:
             record.get("settings", ""))
 
 
+def strategy_and_alpha(name: str) -> tuple[str, float | None]:
+    """`fragrel@0.5` -> ("fragrel", 0.5), a bare name -> (name, None): how the scripts name one
+    strategy of a run that swept alphas (`--alphas`). ValueError if the part after @ is no number."""
+    strategy, at, alpha = name.partition("@")
+    if not at:
+        return strategy, None
+    try:
+        return strategy, float(alpha)
+    except ValueError:
+        raise ValueError(f"ALPHA must be a number, got {alpha!r}") from None
+
+
+def records_named(records: list[dict[str, Any]], strategy: str, alpha: float | None = None) -> list[dict[str, Any]]:
+    """The model records of `strategy` (at `alpha`; any alpha if None), failed ones left out. The
+    slimmed copies in eval/results (records.jsonl.xz) carry no mode: they are model records."""
+    return [r for r in records if r.get("mode", "model") == "model" and r["strategy"] == strategy
+            and "error" not in r and (alpha is None or r.get("alpha") == alpha)]
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     """Records of a results file; a torn or foreign line is skipped."""
     if not path.is_file():

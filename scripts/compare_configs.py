@@ -34,7 +34,7 @@ from rich.table import Table
 
 from repomem.evaluation.metrics import same_call
 from repomem.evaluation.report import format_interval, paired_bootstrap
-from repomem.evaluation.run import read_results
+from repomem.evaluation.run import read_results, records_named, strategy_and_alpha
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,10 @@ def parse_config(text: str) -> tuple[str, Path, str]:
     path, _, strategy = rest.rpartition(":")
     if not name or not path or not strategy:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE:STRATEGY[@ALPHA], got {text!r}")
-    alpha = strategy.partition("@")[2]
     try:
-        float(alpha or 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"ALPHA must be a number, got {alpha!r} in {text!r}") from None
+        strategy_and_alpha(strategy)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error} in {text!r}") from None
     return name, Path(path), strategy
 
 
@@ -75,9 +74,8 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
     cache: dict[Path, list[dict]] = {}
     for name, path, strategy in configs:
         records = cache.setdefault(path, read_results(path))
-        strategy, _, alpha = strategy.partition("@")  # fragrel@0: FragRel at alpha 0 (a run's --alphas)
-        chosen = [r for r in records if r.get("mode") == "model" and r["strategy"] == strategy and "error" not in r
-                  and (not alpha or r.get("alpha") == float(alpha))]
+        strategy, alpha = strategy_and_alpha(strategy)  # fragrel@0: FragRel at alpha 0 (a run's --alphas)
+        chosen = records_named(records, strategy, alpha)
         alphas = {r.get("alpha") for r in chosen}
         if len(alphas) > 1:
             raise SystemExit(f"compare_configs: {name}: {path} holds {strategy} at alphas "

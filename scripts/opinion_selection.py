@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from repomem.evaluation.report import format_interval, paired_bootstrap
+from repomem.evaluation.run import records_named, strategy_and_alpha
 
 OWN_ROUND = 0  # round_em[0] / round_logprob[0]: the answer to the strategy's own prompt
 
@@ -44,28 +45,20 @@ class UnknownOpinion(ValueError):
     """A named opinion the records cannot answer: none, or more than one alpha or configuration."""
 
 
-def _opinion_key(name: str) -> tuple[str, float | None]:
-    """`fragrel@0.5` -> ("fragrel", 0.5); a bare name -> (name, None): whichever alpha it was run at."""
-    strategy, at, alpha = name.partition("@")
-    if not at:
-        return strategy, None
-    try:
-        return strategy, float(alpha)
-    except ValueError:
-        raise UnknownOpinion(f"{name}: the part after @ must be a number (an alpha)") from None
-
-
 def answers_by_task(records: list[dict], names: Iterable[str]) -> dict[str, dict[str, tuple[bool, float]]]:
     """task id -> named opinion -> (exact match, mean log-probability per token) of its own prompt.
     UnknownOpinion if a name matches no records, or records of several alphas or configurations."""
-    usable = [r for r in records if "error" not in r and r.get("round_em")]
     answers: dict[str, dict[str, tuple[bool, float]]] = {}
     for name in dict.fromkeys(names):
-        strategy, alpha = _opinion_key(name)
-        chosen = [r for r in usable if r["strategy"] == strategy and (alpha is None or r.get("alpha") == alpha)]
+        try:
+            strategy, alpha = strategy_and_alpha(name)
+        except ValueError as error:
+            raise UnknownOpinion(f"{name}: {error}") from None
+        chosen = [r for r in records_named(records, strategy, alpha) if r.get("round_em")]
         runs = {(r.get("alpha"), r.get("config", "")) for r in chosen}
         if not runs:
-            have = sorted({f"{r['strategy']}@{r.get('alpha', 0):g}" for r in usable})
+            have = sorted({f"{r['strategy']}@{r.get('alpha', 0):g}" for r in records
+                           if "error" not in r and r.get("round_em")})
             raise UnknownOpinion(f"no records of {name} (these have: {', '.join(have)})")
         if len(runs) > 1:
             raise UnknownOpinion(f"{name} names records of {len(runs)} runs (alphas or configurations): "

@@ -21,21 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from repomem.evaluation.report import format_interval, paired_bootstrap
-from repomem.evaluation.run import read_results
+from repomem.evaluation.run import read_results, records_named, strategy_and_alpha
 
 RETRIEVING_ROUND = 0  # round_em[0]: the strategy's own prompt; round_em[1]: the file-only answer
 
 
-def _chosen(records: list[dict], strategy: str, alpha: float | None) -> dict[str, dict]:
-    return {r["task_id"]: r for r in records if r.get("mode") == "model" and r["strategy"] == strategy
-            and "error" not in r and (alpha is None or r.get("alpha") == alpha)}
-
-
 def table(results: list[Path], strategy: str, baseline: str) -> str:
-    name, _, alpha_text = strategy.partition("@")
-    alpha = float(alpha_text) if alpha_text else None
+    name, alpha = strategy_and_alpha(strategy)
     records = [r for path in results for r in read_results(path)]
-    chosen, base = _chosen(records, name, alpha), _chosen(records, baseline, None)
+    chosen = {r["task_id"]: r for r in records_named(records, name, alpha)}
+    base = {r["task_id"]: r for r in records_named(records, baseline)}
     tasks = sorted(t for t in chosen if t in base and len(chosen[t].get("round_em") or []) == 2)
     lines = [f"Exact match in % ({baseline}; {strategy} from its own prompt alone; {strategy} with the "
              "file-only round, the answer the model was surer of). Δ in points, 95% paired bootstrap.", ""]
