@@ -402,16 +402,18 @@ class PromptConfig:
     # on, a retrieving strategy's answer is compared with a completion from the file alone (the
     # `infile` prompt) and the one the model gives the higher mean log-probability per token is
     # shown, the retrieving one on a tie. A second generation, so only where the backend reports
-    # log-probabilities: with the embedded model's child (none reported) nothing changes and
-    # nothing more is generated. Ten-repository dev set, all 3,888 tasks, transformers on a GPU:
-    # fragrel +1.8 [+1.0, +2.6] line / +1.2 [+0.4, +2.0] API exact match with it, untuned
-    # (docs/eval-history.md, thirteenth round). Off: one generation with a GPU server.
-    file_only_round: bool = setting(True, help="also complete from the file alone and show whichever answer the "
+    # log-probabilities (every backend since the embedded model's report theirs; the language
+    # server with the embedded model turns it off: server.embedded_file_only_round). Ten-repository
+    # dev set, all 3,888 tasks, transformers on a GPU: fragrel +1.8 [+1.0, +2.6] line / +1.2
+    # [+0.4, +2.0] API exact match with it, untuned (docs/eval-history.md, thirteenth round). Off:
+    # one generation a completion.
+    file_only_round: bool = setting(True, lsp="fileOnlyRound",
+                                    help="also complete from the file alone and show whichever answer the "
                                                 "model is surer of (a second generation; needs log-probabilities)")
     # Rounds: repocoder+fragrel's, the draft-signature round.
     # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
     # the highest mean log-probability per token, the last on a tie or when the backend reports
-    # none (the embedded model's child). `repocoder` itself always shows its last round, as
+    # none (an endpoint with completion.endpoint_logprobs off). `repocoder` itself always shows its last round, as
     # published. On the dev set (transformers on a GPU) "confident" won 22 and lost 10 of the tasks
     # where it differs from "last", over repocoder and repocoder+fragrel on both splits
     # (docs/eval-history.md, ninth round).
@@ -469,6 +471,13 @@ class ServerConfig:
     embedded_prompt_tokens: int = setting(1024, run_only=True,
                                           help="prompt budget (tokens) with the embedded model unless the client "
                                                "sets maxPromptTokens (0 = completion.max_prompt_tokens)")
+    # The file-only round's second prompt shares no beginning with the retrieving one, and llama.cpp
+    # keeps one prompt in its cache: in an editor each completion then reads both prompts cold.
+    # Measured on Django with the embedded model, 6 files (docs/editors.md): first in a function
+    # p50 6.7 -> 10.7 s, warm p95 1.0 -> 11.2 s. The CLI and `eval run` keep it (the exact match).
+    embedded_file_only_round: bool = setting(False, run_only=True,
+                                             help="the file-only round with the embedded model unless the client "
+                                                  "sets fileOnlyRound (a second generation a completion)")
     # A request the user typed over holds the model for its whole cold prompt (~7 s for 1,024
     # tokens here) unless the prompt is evaluated in chunks. Off by default: chunk boundaries follow
     # the prompt cache's state, which changes the evaluation order and flipped the example's near

@@ -13,7 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from repomem.backends.base import Generation, GenerationRequest, common_prefix, early_stop, window_overflow
+from repomem.backends.base import Generation, GenerationRequest, common_prefix, early_stop, mean_of, window_overflow
+from repomem.backends.greedy_logprobs import ChosenTokenLogprobs
 from repomem.backends.models import check_gguf
 from repomem.backends.templates import Template, template_for
 from repomem.failures import Failure
@@ -81,10 +82,11 @@ class LlamaBackend:
             pieces: list[str] = []
             finish = "length"
             count = 0
+            recorder = ChosenTokenLogprobs()  # the answer's confidence, without logits_all
             try:
                 stream = self._llama.create_completion(
                     prompt_tokens, max_tokens=request.max_tokens, temperature=0.0, top_k=1,
-                    stop=list(request.stop) or None, stream=True,
+                    stop=list(request.stop) or None, stream=True, logits_processor=[recorder],
                 )
                 for chunk in stream:
                     choice = chunk["choices"][0]
@@ -103,7 +105,7 @@ class LlamaBackend:
         return Generation(
             text="".join(pieces), prompt_tokens=len(prompt_tokens), completion_tokens=count,
             cached_tokens=min(cached, max(len(prompt_tokens) - 1, 0)), finish_reason=finish,
-            seconds=time.perf_counter() - started,
+            seconds=time.perf_counter() - started, mean_logprob=mean_of(recorder.values),
         )
 
     def close(self) -> None:

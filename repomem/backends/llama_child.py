@@ -12,6 +12,11 @@ generate (evaluation workers) would stall for seconds.
 The child must not outlive repomem (a killed CLI or language server would leave a 500 MB process):
 repomem.child_processes ties it to its parent. Nothing of repomem's engine is imported here,
 numba included: llama.cpp's CUDA build and numba's LLVM cannot share a process.
+
+The server's model runs without `logits_all` (below), with which llama-cpp-python refuses
+`logprobs`; the child's model class records them itself for greedy requests
+(repomem.backends.greedy_logprobs), so the answers' confidence reaches the engine: the file-only
+round and `prompt.round_choice` work with the embedded model as with a GPU server.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 import socket
 import threading
 
+from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.child_processes import die_with_parent
 
 PORT_LINE = "repomem-port"
@@ -38,9 +44,31 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def with_greedy_logprobs(llama_class: type) -> type:
+    """`llama_class` (llama_cpp.Llama) answering `logprobs` for greedy requests without
+    `logits_all`: each chunk carries the log-probabilities of the tokens picked since the last."""
+
+    class GreedyLogprobsLlama(llama_class):
+        def create_completion(self, *args, **settings):
+            if settings.get("logprobs") is None or self._logits_all:
+                return super().create_completion(*args, **settings)
+            if not is_plain_greedy(settings):
+                raise ValueError("logprobs without logits_all need greedy decoding without penalties")
+            recorder = ChosenTokenLogprobs()
+            settings["logprobs"] = None
+            settings["logits_processor"] = [recorder, *(settings.get("logits_processor") or ())]
+            result = super().create_completion(*args, **settings)
+            if settings.get("stream"):
+                return annotated_chunks(result, recorder)
+            return next(annotated_chunks(iter([result]), recorder))
+
+    return GreedyLogprobsLlama
+
+
 def main() -> None:
     die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
     args = _arguments()
+    import llama_cpp
     import uvicorn
     from fastapi import Body, Header, HTTPException
     from llama_cpp import Llama
@@ -53,12 +81,13 @@ def main() -> None:
     server = ServerSettings(host="127.0.0.1", port=0, interrupt_requests=False, api_key=key)
     # logits_all off (the server's default is on): llama.cpp then computes the vocabulary's logits
     # for the last position of a batch only, not for every prompt token. Measured on this 2-core
-    # machine, a cold 1,800-token prompt: 18.6 s and +60 MB instead of 27.1 s and +1.65 GB. The
-    # price: no per-token log-probabilities (the client does not ask), so prompt.round_choice
-    # shows the last round with the embedded model.
+    # machine, a cold 1,800-token prompt: 18.6 s and +60 MB instead of 27.1 s and +1.65 GB.
+    # llama-cpp-python then refuses `logprobs`; the server loads its model through the name
+    # llama_cpp.Llama, bound here to the class that records greedy answers' log-probabilities.
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
                           logits_all=False, verbose=False)
+    llama_cpp.Llama = with_greedy_logprobs(Llama)
     app = create_app(server_settings=server, model_settings=[model])
     vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
     vocabulary_lock = threading.Lock()

@@ -24,6 +24,7 @@ from collections import deque
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
+from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, TOKENIZE_PATH
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
@@ -112,7 +113,7 @@ class LlamaProcessBackend:
             if port is not None:
                 client = OpenAIBackend.connect(f"http://127.0.0.1:{port}", model=path.name, api_key=key,
                                                deadline_s=1.0, context_tokens=context_tokens,
-                                               tokenize_path=TOKENIZE_PATH, asks_logprobs=False)
+                                               tokenize_path=TOKENIZE_PATH, sampling=GREEDY_SAMPLING)
                 if not isinstance(client, Failure):
                     break
                 time.sleep(POLL_S)

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import httpx
 
@@ -81,7 +81,7 @@ def model_label(model: str, endpoint: str) -> str:
 class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
                  retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = "",
-                 asks_logprobs: bool = True):
+                 asks_logprobs: bool = True, sampling: Mapping[str, float] | None = None):
         self.endpoint = endpoint.rstrip("/")
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -97,14 +97,17 @@ class OpenAIBackend:
         # stream them) until the server refuses the field once (HTTP 400, 422 or 500): the answer's
         # confidence chooses between RepoCoder's rounds (prompt.round_choice).
         self._asks_logprobs = asks_logprobs
+        # Fields sent with every completion beside temperature 0: a server whose defaults are not
+        # greedy (the embedded model's child, greedy_logprobs.GREEDY_SAMPLING) is told so.
+        self._sampling = dict(sampling or {})
         self.name = model_label(model, self.endpoint)
         self.template = template_for(template_name or model)
         self.context_tokens = context_tokens
 
     @classmethod
     def connect(cls, endpoint: str, model: str = "", api_key: str = "", deadline_s: float = 10.0,
-                context_tokens: int = 4096, tokenize_path: str = "", asks_logprobs: bool = True
-                ) -> OpenAIBackend | Failure:
+                context_tokens: int = 4096, tokenize_path: str = "", asks_logprobs: bool = True,
+                sampling: Mapping[str, float] | None = None) -> OpenAIBackend | Failure:
         """Reach the server and learn its model name (GET /v1/models) unless one is given."""
         if not endpoint.startswith(("http://", "https://")):
             return Failure("bad-endpoint", f"endpoint must be an http(s) URL, got {endpoint!r}")
@@ -114,7 +117,7 @@ class OpenAIBackend:
         except httpx.InvalidURL as error:
             return Failure("bad-endpoint", f"endpoint {endpoint!r} is not a valid URL ({error})")
         backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
-                      tokenize_path=tokenize_path, asks_logprobs=asks_logprobs)
+                      tokenize_path=tokenize_path, asks_logprobs=asks_logprobs, sampling=sampling)
         answer = backend._request("GET", "/v1/models", None, deadline_s)
         if isinstance(answer, Failure):
             backend.close()
@@ -206,7 +209,7 @@ class OpenAIBackend:
         deadline = started + request.deadline_s
         payload = {
             "model": self.model, "prompt": request.prompt, "max_tokens": request.max_tokens,
-            "temperature": 0.0, "stream": True, "stop": list(request.stop) or None,
+            "temperature": 0.0, "stream": True, "stop": list(request.stop) or None, **self._sampling,
             **({"logprobs": 0} if self._asks_logprobs else {}),
         }
         pieces: list[str] = []

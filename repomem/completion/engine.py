@@ -24,7 +24,7 @@ from repomem.completion.request import CompletionRequest, CursorContext, read_cu
 from repomem.completion.retrievers import RETRIEVERS, RoundQuery
 from repomem.completion.rounds import RoundAnswer
 from repomem.config import Config
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
 from repomem.languages.registry import language_named
@@ -152,6 +152,8 @@ class CompletionEngine:
                 draft = rounds[-1].raw if context.shape.multiline else rounds[-1].text
                 query = "\n".join((context.query + draft).split("\n")[-self.config.retrieval.query_lines :])
             result = self._round(request, context, query, round_number, timings, model)
+            if isinstance(result, Failure) and result.kind == FailureKind.DEFERRED and not rounds:
+                self._defer_second_opinion(request, context, follow_round=round_number + 1, model=model)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
             rounds.append(result)
@@ -195,6 +197,18 @@ class CompletionEngine:
             return dataclasses.replace(alone, strategy=result.strategy, timings_ms=dict(timings),
                                        rounds=result.rounds + 1, round_answers=answers, chosen_round=len(answers) - 1)
         return dataclasses.replace(result, timings_ms=dict(timings), rounds=result.rounds + 1, round_answers=answers)
+
+    def _defer_second_opinion(self, request: CompletionRequest, context: CursorContext, follow_round: int,
+                              model: MemoryModel | None) -> None:
+        """`eval run --defer`: the first round's prompt was written out, not answered. The second
+        opinion's prompt does not depend on that answer (only whether it is asked does: an answer
+        with a confidence, as the answering GPU backends report), so it is written out too, and
+        one pass of answering completes the task."""
+        _, follow = self._lever_round(request, context, follow_round, model)
+        other = next((name for lever in follow if (name := lever.second_opinion(RoundAnswer("", 0.0)))), None)
+        if other is not None:
+            self._round(dataclasses.replace(request, strategy=strategy_named(other)), context, context.query, 1,
+                        {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}, None)
 
     def _round_count(self, strategy: Strategy) -> int:
         """Generation rounds: the strategy's own, or completion.iterative_rounds for an iterative one."""

@@ -140,12 +140,14 @@ def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_rep
     request = GenerationRequest("def add(a, b):\n    return", 12, ["\n"], 60.0)
     generation = backend.generate(request)
     assert not isinstance(generation, Failure) and "a" in generation.text and generation.prompt_tokens > 0
-    # The answer's confidence, streamed by the server (its default logits_all is on): the same on a
-    # second request, and none from llama.cpp in process (logits_all off, asked for nothing).
+    # The answer's confidence, streamed by the server (its default logits_all is on, llama-cpp-python's
+    # own computation): the same on a second request, and from llama.cpp in process (logits_all off,
+    # greedy_logprobs' recorder) the same again.
     again = backend.generate(request)
     in_process = llama.generate(request)
-    assert generation.text == in_process.text == again.text and in_process.mean_logprob is None
+    assert generation.text == in_process.text == again.text
     assert generation.mean_logprob is not None and -5 < generation.mean_logprob < 0
+    assert in_process.mean_logprob == pytest.approx(generation.mean_logprob, abs=0.01)
     assert again.mean_logprob == pytest.approx(generation.mean_logprob, abs=0.01)  # its prompt cache: other batches
     backend.close()
     result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
@@ -196,7 +198,8 @@ def test_stable_order_shares_the_prompt_prefix_inside_a_function(llama, shop_wit
     service = RepoService.open(shop_with_report)
     service.ensure_index()
     config = with_overrides(service.config, completion={"order": "stable", "max_new_tokens": 8,
-                                                        "max_prompt_tokens": 1024})
+                                                        "max_prompt_tokens": 1024},
+                            prompt={"file_only_round": False})  # one prompt a completion, as in the editor
     engine = CompletionEngine(service, llama, config)
     first = engine.complete(service.cursor_at(shop_with_report / "shop/cart.py", 24, None))
     second = engine.complete(service.cursor_at(shop_with_report / "shop/cart.py", 25, None))
@@ -221,12 +224,16 @@ def test_repocoder_strategy_runs_two_rounds(shop_with_report):
                  "--max-tokens", "16")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["rounds"] == 2 and data["strategy"] == "repocoder+fragrel"
+    # RepoCoder's two rounds, then the file-only round (prompt.file_only_round, the CLI's default).
+    assert data["rounds"] == 3 and data["strategy"] == "repocoder+fragrel"
     assert data["completion"].startswith("compute_tax(")
-    # The embedded model's child reports no log-probabilities: the last round is shown.
+    # The embedded model's child reports each answer's confidence: the surest answer is shown.
     answers = data["round_answers"]
-    assert [a["round"] for a in answers] == [1, 2] and [a["shown"] for a in answers] == [False, True]
-    assert data["raw"] == answers[1]["raw"] and data["confidence"] is None
+    assert [a["round"] for a in answers] == [1, 2, 3] and sum(a["shown"] for a in answers) == 1
+    shown = next(a for a in answers if a["shown"])
+    assert all(isinstance(a["confidence"], float) and a["confidence"] < 0 for a in answers)
+    assert shown["confidence"] == max(a["confidence"] for a in answers) == data["confidence"]
+    assert data["raw"] == shown["raw"]
 
 
 def test_model_command(model_path):
@@ -240,12 +247,14 @@ def test_generation_stops_once_the_completion_is_settled(llama, shop_with_report
     the tokens to come would all be cut: the same completion as generating to the cap, from fewer
     tokens. (scripts/bench_generation_stop.py measures the time this saves.)"""
     from repomem.completion.engine import CompletionEngine
+    from repomem.config import with_overrides
     from repomem.positions import locate
     from repomem.service import RepoService
 
     service = RepoService.open(shop_with_report)
     service.ensure_index()
-    engine = CompletionEngine(service, llama)
+    # One generation a completion: the file-only round's second one would be compared instead.
+    engine = CompletionEngine(service, llama, with_overrides(service.config, prompt={"file_only_round": False}))
     text = (shop_with_report / "shop/checkout.py").read_text(encoding="utf-8")
     lines = text.split("\n")
     opener = next(n for n, line in enumerate(lines) if line.startswith("    if total == 0:")) + 1

@@ -315,7 +315,9 @@ def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchma
                                                                     tmp_path: Path):
     """`eval run --defer` writes the prompts instead of generating them (no records), the answering
     script fills a store from that file alone, and the same run with the store writes the records a
-    direct run writes, generating nothing. fragrel at alpha 0 (`--alphas 0`) rides along."""
+    direct run writes, generating nothing. fragrel at alpha 0 (`--alphas 0`) rides along, and the
+    file-only round's prompt (the embedded model reports confidences) is written out in the same
+    pass as the prompt it second-guesses: one answering pass completes the run."""
     base, repos = shop_benchmark
     common = ("--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"), "--repos", str(repos),
               "--strategies", "vanilla,fragrel", "--alphas", "0", "--max-new-tokens", "12", "--prompt-tokens", "256")

@@ -54,6 +54,21 @@ def test_child_answers_as_llama_cpp_in_process_and_keeps_its_prompt_cache(child,
     assert isinstance(overflow, Failure) and overflow.kind == "prompt-too-long"
 
 
+def test_child_decodes_greedily_and_reports_the_answers_confidence(child, llama):
+    # llama-cpp-python's server penalises repeats unless told (repeat_penalty 1.1 by default): this
+    # prompt's greedy answer repeats `0,` and the penalised one stopped after two.
+    request = GenerationRequest(prompt="def pad(values):\n    return [0, 0, 0, 0, 0, 0, 0,", max_tokens=16,
+                                stop=(), deadline_s=120)
+    from_child = child.generate(request)
+    in_process = llama.generate(request)
+    assert not isinstance(from_child, Failure) and not isinstance(in_process, Failure)
+    assert from_child.text == in_process.text and from_child.text.startswith(" 0, 0, 0, 0, 0,")
+    # Mean log-probability per token of the tokens picked, from the child's recorder and the
+    # in-process one: the same logits, so the same value; a sure answer is near 0, never above.
+    assert from_child.mean_logprob is not None and -1.0 < from_child.mean_logprob < 0
+    assert from_child.mean_logprob == pytest.approx(in_process.mean_logprob, abs=1e-4)
+
+
 def test_a_long_prompt_evaluated_in_chunks_can_be_stopped_between_them_and_answers_the_same(child):
     # ~540 tokens of code, none of it in the child's cache.
     body = "".join(f"def helper_{i}(value):\n    total = value * {i} + {i * 7}\n    return total - {i}\n\n"

@@ -11,10 +11,12 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
 from repomem.backends.batching import BatchingBackend, supports_batches
+from repomem.backends.greedy_logprobs import GREEDY_SAMPLING, ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.backends.memo import GenerationStore, MemoBackend
 from repomem.backends.models import gguf_names
 from repomem.backends.openai_http import OpenAIBackend, model_label
@@ -392,3 +394,66 @@ def test_cut_answers_are_not_stored_and_a_folder_is_not_a_store(tmp_path: Path):
     store.close()
     failure = GenerationStore.open(tmp_path)
     assert isinstance(failure, Failure) and "not a file" in failure.message
+
+
+def test_chosen_token_logprobs_record_the_argmax_log_softmax_and_leave_the_logits_alone():
+    rng = np.random.default_rng(7)
+    recorder = ChosenTokenLogprobs()
+    steps = [rng.normal(0, 4, 151_936).astype(np.float32) for _ in range(3)]
+    for scores in steps:
+        kept = scores.copy()
+        assert recorder(np.zeros(0, dtype=np.intc), scores) is scores and np.array_equal(scores, kept)
+    reference = [float(s.astype(np.float64).max() - np.log(np.exp(s.astype(np.float64)).sum())) for s in steps]
+    assert recorder.values == pytest.approx(reference, abs=1e-6)
+    assert all(value < 0 for value in recorder.values)
+
+
+def test_greedy_chunks_carry_the_values_recorded_since_the_last_and_an_early_reader_ends_the_stream():
+    recorder = ChosenTokenLogprobs()
+    closed = []
+
+    def stream():
+        try:
+            for value, text in ((-0.5, "re"), (-0.25, ""), (-1.0, "turn"), (-2.0, " a")):
+                recorder.values.append(value)  # as the sampler's processor does before a chunk
+                yield {"choices": [{"text": text, "finish_reason": None}]}
+        finally:
+            closed.append(True)
+
+    chunks = annotated_chunks(stream(), recorder)
+    first = next(chunks)
+    assert first["choices"][0]["logprobs"]["token_logprobs"] == [-0.5]
+    assert [c["choices"][0]["logprobs"]["token_logprobs"] for c in (next(chunks), next(chunks))] == [[-0.25], [-1.0]]
+    chunks.close()  # the client stopped reading: llama.cpp's generator is closed with it
+    assert closed == [True]
+    assert is_plain_greedy({"temperature": 0.0})  # create_completion's own default penalty is 1.0
+    assert is_plain_greedy({"temperature": 0.0, "repeat_penalty": 1.0, "presence_penalty": 0.0})
+    assert not is_plain_greedy({"temperature": 0.0, "repeat_penalty": 1.1})  # the server's default, always sent
+    assert not is_plain_greedy({"temperature": 0.2, "repeat_penalty": 1.0})
+
+
+class _Recording(_CutStream):
+    """Records each completion request's body."""
+
+    finish_reason = "stop"
+    bodies: list[dict] = []
+
+    def do_POST(self):  # noqa: N802
+        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+        super().do_POST()
+
+
+def test_the_embedded_models_client_sends_greedy_sampling_and_other_servers_get_only_temperature_zero():
+    _Recording.bodies = []
+    server, url = serve_http(_Recording)
+    try:
+        for sampling in (GREEDY_SAMPLING, None):
+            backend = OpenAIBackend.connect(url, deadline_s=5, sampling=sampling)
+            backend.generate(_request("x", max_tokens=8))
+            backend.close()
+    finally:
+        server.shutdown()
+    child, other = _Recording.bodies
+    assert child["temperature"] == other["temperature"] == 0.0
+    assert child["repeat_penalty"] == 1.0 and is_plain_greedy(child)
+    assert "repeat_penalty" not in other and "presence_penalty" not in other

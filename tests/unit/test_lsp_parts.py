@@ -78,6 +78,19 @@ def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
     assert served.completion.max_prompt_tokens == 2048  # a served model keeps completion.max_prompt_tokens
 
 
+def test_the_file_only_round_is_off_in_the_editor_with_the_embedded_model_unless_asked_for():
+    """Its second prompt evicts the first from llama.cpp's one prompt cache (server.embedded_file_only_round)."""
+    assert Config().prompt.file_only_round  # the CLI and the evaluator: the exact match's default
+    assert not apply_settings(Config(), {})[0].prompt.file_only_round
+    assert apply_settings(Config(), {"fileOnlyRound": True})[0].prompt.file_only_round
+    asked = with_overrides(Config(), server={"embedded_file_only_round": True})
+    assert apply_settings(asked, {})[0].prompt.file_only_round
+    served = apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0]
+    assert served.prompt.file_only_round  # a served model has the batch and the cache for it
+    assert not apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000", "fileOnlyRound": False})[0] \
+        .prompt.file_only_round
+
+
 def test_a_configuration_change_layers_over_the_initialization_options():
     initial = {"repomem": {"maxNewTokens": 24, "debounceMs": 10}}
     assert layered_settings(initial, {}) == {"maxNewTokens": 24, "debounceMs": 10}  # eglot's first `{}`

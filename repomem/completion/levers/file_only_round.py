@@ -5,7 +5,8 @@ led it right (on the ten-repository dev set, in 3 to 4% of the tasks the file-on
 and the default's wrong). With `prompt.file_only_round` on, the `infile` prompt is completed as well and
 the answer with the higher mean log-probability per token is shown, the retrieving one on a tie:
 no threshold to tune. A second generation, so only where the backend reports log-probabilities
-(not the embedded model's child); eval/README.md has the measurement.
+(every backend, the embedded model too; the language server turns it off with the embedded model,
+server.embedded_file_only_round); eval/README.md has the measurement.
 """
 
 from __future__ import annotations
