@@ -24,16 +24,19 @@ from repomem.evaluation.report import format_interval, paired_bootstrap
 from repomem.evaluation.run import read_results, records_named, strategy_and_alpha
 
 RETRIEVING_ROUND = 0  # round_em[0]: the strategy's own prompt; round_em[1]: the file-only answer
+NO_BASELINE = "none"  # --baseline none: the file-only round's share alone (a run of the strategy only)
 
 
 def table(results: list[Path], strategy: str, baseline: str) -> str:
     name, alpha = strategy_and_alpha(strategy)
     records = [r for path in results for r in read_results(path)]
     chosen = {r["task_id"]: r for r in records_named(records, name, alpha)}
-    base = {r["task_id"]: r for r in records_named(records, baseline)}
-    tasks = sorted(t for t in chosen if t in base and len(chosen[t].get("round_em") or []) == 2)
-    lines = [f"Exact match in % ({baseline}; {strategy} from its own prompt alone; {strategy} with the "
-             "file-only round, the answer the model was surer of). Δ in points, 95% paired bootstrap.", ""]
+    compared = baseline != NO_BASELINE
+    base = {r["task_id"]: r for r in records_named(records, baseline)} if compared else {}
+    tasks = sorted(t for t in chosen if (t in base or not compared) and len(chosen[t].get("round_em") or []) == 2)
+    lines = [f"Exact match in % ({f'{baseline}; ' if compared else ''}{strategy} from its own prompt alone; "
+             f"{strategy} with the file-only round, the answer the model was surer of). Δ in points, 95% paired "
+             "bootstrap.", ""]
     for split in ("line", "api"):
         by_repo: dict[str, list[str]] = defaultdict(list)
         for task in tasks:
@@ -41,14 +44,23 @@ def table(results: list[Path], strategy: str, baseline: str) -> str:
                 by_repo[chosen[task]["repo"]].append(task)
         if not by_repo:
             continue
-        lines += [f"### {split}", "", f"| repository | tasks | {baseline} | own prompt | Δ vs {baseline} | "
-                  f"with the file-only round | Δ vs {baseline} | Δ of the file-only round |",
-                  "|---|---:|---:|---:|---|---:|---|---|"]
+        if compared:
+            lines += [f"### {split}", "", f"| repository | tasks | {baseline} | own prompt | Δ vs {baseline} | "
+                      f"with the file-only round | Δ vs {baseline} | Δ of the file-only round |",
+                      "|---|---:|---:|---:|---|---:|---|---|"]
+        else:
+            lines += [f"### {split}", "", "| repository | tasks | own prompt | with the file-only round | "
+                      "Δ of the file-only round | file-only answer shown |", "|---|---:|---:|---:|---|---:|"]
         every = [t for repo_ids in by_repo.values() for t in repo_ids]
         for repo, ids in [*sorted(by_repo.items()), ("**all**", every)]:
-            baseline_em = np.array([bool(base[t]["em"]) for t in ids])
             own = np.array([bool(chosen[t]["round_em"][RETRIEVING_ROUND]) for t in ids])
             shown = np.array([bool(chosen[t]["em"]) for t in ids])
+            if not compared:
+                changed = sum(1 for t in ids if chosen[t].get("chosen_round", RETRIEVING_ROUND) != RETRIEVING_ROUND)
+                lines.append(f"| {repo} | {len(ids)} | {100 * own.mean():.1f} | {100 * shown.mean():.1f} | "
+                             f"{format_interval(paired_bootstrap(shown, own))} | {changed} |")
+                continue
+            baseline_em = np.array([bool(base[t]["em"]) for t in ids])
             lines.append(f"| {repo} | {len(ids)} | {100 * baseline_em.mean():.1f} | {100 * own.mean():.1f} | "
                          f"{format_interval(paired_bootstrap(own, baseline_em))} | {100 * shown.mean():.1f} | "
                          f"{format_interval(paired_bootstrap(shown, baseline_em))} | "
@@ -61,7 +73,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path, nargs="+")
     parser.add_argument("--strategy", default="fragrel@0.5", help="STRATEGY[@ALPHA] with the file-only round")
-    parser.add_argument("--baseline", default="vanilla")
+    parser.add_argument("--baseline", default="vanilla", help=f"'{NO_BASELINE}': the strategy's own prompt only")
     parser.add_argument("--out", type=Path, help="write the markdown here (else print it)")
     args = parser.parse_args()
     missing = [str(p) for p in args.results if not p.is_file()]

@@ -63,3 +63,8 @@ def test_the_file_only_rounds_share_is_split_from_the_prompts(tmp_path):
     cells = [cell.strip() for cell in all_row.strip("|").split("|")]
     assert cells[1:4] == ["10", "20.0", "40.0"] and cells[5] == "60.0"
     assert cells[4].startswith("+20.0") and cells[6].startswith("+40.0") and cells[7].startswith("+20.0")
+    alone = share.table([results], "fragrel@0.5", share.NO_BASELINE)
+    all_row = next(line for line in alone.splitlines() if line.startswith("| **all**"))
+    cells = [cell.strip() for cell in all_row.strip("|").split("|")]
+    assert cells[1:4] == ["10", "40.0", "60.0"] and cells[4].startswith("+20.0")
+    assert "vanilla" not in alone
