@@ -24,11 +24,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from opinion_selection import UnknownOpinion, read_records
+from opinion_selection import OWN_ROUND, UnknownOpinion, own_logprob, own_records, read_records
 from prompt_by_repository import QUICK
 
 from repomem.evaluation.report import format_interval, paired_bootstrap
-from repomem.evaluation.run import records_named, strategy_and_alpha
 
 # Thresholds on the retrieving answer's mean log-probability per token; +inf asks always (the
 # file-only round as it was), -inf never (the retrieving answer alone).
@@ -37,15 +36,10 @@ GRID = (float("inf"), -0.005, -0.01, -0.02, -0.03, -0.05, -0.075, -0.1, -0.15, -
 
 def _own_answers(records: list[dict], name: str) -> dict[str, dict]:
     """task id -> {em, logprob, tokens, split, repo} of the named strategy's own prompt."""
-    strategy, alpha = strategy_and_alpha(name)
-    chosen = [r for r in records_named(records, strategy, alpha) if r.get("round_em")]
-    if not chosen:
-        raise UnknownOpinion(f"no records of {name}")
     out = {}
-    for record in chosen:
-        logprob = (record.get("round_logprob") or [None])[0]
+    for record in own_records(records, name):
         out[record["task_id"]] = {
-            "em": bool(record["round_em"][0]), "logprob": float("-inf") if logprob is None else float(logprob),
+            "em": bool(record["round_em"][OWN_ROUND]), "logprob": own_logprob(record),
             "tokens": int(record["tokens"]["prompt"]) + int(record["tokens"]["generated"]),
             "split": record["split"], "repo": record["repo"]}
     return out

@@ -50,25 +50,36 @@ def answers_by_task(records: list[dict], names: Iterable[str]) -> dict[str, dict
     UnknownOpinion if a name matches no records, or records of several alphas or configurations."""
     answers: dict[str, dict[str, tuple[bool, float]]] = {}
     for name in dict.fromkeys(names):
-        try:
-            strategy, alpha = strategy_and_alpha(name)
-        except ValueError as error:
-            raise UnknownOpinion(f"{name}: {error}") from None
-        chosen = [r for r in records_named(records, strategy, alpha) if r.get("round_em")]
-        runs = {(r.get("alpha"), r.get("config", "")) for r in chosen}
-        if not runs:
-            have = sorted({f"{r['strategy']}@{r.get('alpha', 0):g}" for r in records
-                           if "error" not in r and r.get("round_em")})
-            raise UnknownOpinion(f"no records of {name} (these have: {', '.join(have)})")
-        if len(runs) > 1:
-            raise UnknownOpinion(f"{name} names records of {len(runs)} runs (alphas or configurations): "
-                                 f"{', '.join(sorted(f'@{a:g} {c}'.strip() for a, c in runs))}; name one alpha "
-                                 "or pass one configuration's results")
-        for record in chosen:
-            logprob = (record.get("round_logprob") or [None])[OWN_ROUND]
-            answers.setdefault(record["task_id"], {})[name] = (
-                bool(record["round_em"][OWN_ROUND]), -np.inf if logprob is None else float(logprob))
+        for record in own_records(records, name):
+            answers.setdefault(record["task_id"], {})[name] = (bool(record["round_em"][OWN_ROUND]),
+                                                               own_logprob(record))
     return answers
+
+
+def own_records(records: list[dict], name: str) -> list[dict]:
+    """The records of one named opinion (STRATEGY[@ALPHA]) that hold their rounds' exact match.
+    UnknownOpinion if the name matches none, or records of several alphas or configurations."""
+    try:
+        strategy, alpha = strategy_and_alpha(name)
+    except ValueError as error:
+        raise UnknownOpinion(f"{name}: {error}") from None
+    chosen = [r for r in records_named(records, strategy, alpha) if r.get("round_em")]
+    runs = {(r.get("alpha"), r.get("config", "")) for r in chosen}
+    if not runs:
+        have = sorted({f"{r['strategy']}@{r.get('alpha', 0):g}" for r in records
+                       if "error" not in r and r.get("round_em")})
+        raise UnknownOpinion(f"no records of {name} (these have: {', '.join(have)})")
+    if len(runs) > 1:
+        raise UnknownOpinion(f"{name} names records of {len(runs)} runs (alphas or configurations): "
+                             f"{', '.join(sorted(f'@{a:g} {c}'.strip() for a, c in runs))}; name one alpha "
+                             "or pass one configuration's results")
+    return chosen
+
+
+def own_logprob(record: dict) -> float:
+    """The own prompt's answer's mean log-probability per token; -inf when none was recorded."""
+    logprob = (record.get("round_logprob") or [None])[OWN_ROUND]
+    return -np.inf if logprob is None else float(logprob)
 
 
 def surer(opinions: dict[str, tuple[bool, float]], names: list[str]) -> bool:
