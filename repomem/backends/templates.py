@@ -41,10 +41,11 @@ class Template:
         """Repo-level preamble: each (path, code) as its own file section (Qwen / StarCoder 2)."""
         if not self.supports_repo_form:
             return ""
-        out = [f"{self.repo_name}{repo}\n"]
-        for path, code in files:
-            out.append(f"{self.file_sep}{path}\n{code}\n")
-        return "".join(out)
+        return f"{self.repo_name}{repo}\n" + "".join(self.file_section(path, code) for path, code in files)
+
+    def file_section(self, path: str, code: str) -> str:
+        """One file of the repo-level form: its path, then its code."""
+        return f"{self.file_sep}{path}\n{code}\n" if self.supports_repo_form else ""
 
     def current_file(self, path: str) -> str:
         return f"{self.file_sep}{path}\n" if self.supports_repo_form else ""

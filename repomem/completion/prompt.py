@@ -118,13 +118,35 @@ def _ordered(blocks: list[ContextBlock], order: str) -> list[ContextBlock]:
     return sorted(blocks, key=lambda b: b.score)  # ascending: the best-scored block sits last
 
 
+def _repo_form(template: Template, style: str) -> bool:
+    return style == "repo" and template.supports_repo_form
+
+
+def _is_current_file_head(block: ContextBlock, path: str) -> bool:
+    """A pinned block of the cursor's own file (its import statements, signatures): in the
+    repo-level form it opens the current file's section instead of being a file of its own."""
+    return block.fragment < 0 and block.path == path
+
+
+def _blocks_text(template: Template, style: str, repo: str, path: str, blocks: Sequence[ContextBlock],
+                 comment: str) -> str:
+    """The retrieved blocks as the prompt shows them, without the current file."""
+    if _repo_form(template, style):
+        files = [(b.path, b.text) for b in blocks if not _is_current_file_head(b, path)]
+        return template.repo_files(repo, files)
+    return render_context(blocks, comment)
+
+
 def _assemble(
     template: Template, style: str, repo: str, path: str, blocks: Sequence[ContextBlock], left: str,
     suffix: str | None, comment: str,
 ) -> str:
-    if style == "repo" and template.supports_repo_form:
-        preamble = template.repo_files(repo, [(b.path, b.text) for b in blocks]) + template.current_file(path)
-        body = template.infill(left, suffix) if suffix is not None else left
+    if _repo_form(template, style):
+        # Qwen2.5-Coder's repository form: each block a file of its own, then the current file,
+        # whose shown import statements come first (as in the file) and the code at the cursor after.
+        head = "".join(f"{b.text}\n" for b in blocks if _is_current_file_head(b, path))
+        preamble = _blocks_text(template, style, repo, path, blocks, comment) + template.current_file(path)
+        body = template.infill(head + left, suffix) if suffix is not None else head + left
         return preamble + body
     prefix = render_context(blocks, comment) + left
     return template.infill(prefix, suffix) if suffix is not None else prefix
@@ -177,13 +199,20 @@ def build_prompt(
         suffix_tokens = tokenizer.count(suffix_text) if suffix_text else 0
 
     block_budget = int(budget.max_prompt_tokens * budget.context_share)
+
+    def block_cost(block: ContextBlock) -> int:
+        """Tokens of one block as the prompt's style writes it."""
+        shown = template.file_section(block.path, block.text) if _repo_form(template, style) else \
+            render_block(block, comment)
+        return tokenizer.count(shown)
+
     if select is not None:
-        chosen = select(candidates, block_budget, lambda block: tokenizer.count(render_block(block, comment)))
+        chosen = select(candidates, block_budget, block_cost)
     else:
         chosen = []
         spent = 0
         for block in candidates:  # best first; a block that does not fit leaves room for smaller ones
-            cost = tokenizer.count(render_block(block, comment))
+            cost = block_cost(block)
             if spent + cost <= block_budget:
                 chosen.append(block)
                 spent += cost
@@ -245,7 +274,7 @@ def build_prompt(
             text=text,
             n_tokens=tokenizer.count(text),
             blocks=tuple(shown),
-            block_tokens=tokenizer.count(render_context(shown, comment)) if shown else 0,
+            block_tokens=tokenizer.count(_blocks_text(template, style, repo, path, shown, comment)) if shown else 0,
             left_first_line=low,
             left_tokens=tokenizer.count(left_text) if left_text else 0,
             suffix_tokens=suffix_tokens,

@@ -93,6 +93,33 @@ def test_repo_style_prompt():
                            "<|file_sep|>main.py\n<|fim_prefix|>x = helper(<|fim_suffix|>)<|fim_middle|>")
 
 
+def test_repo_style_opens_the_current_file_with_its_pinned_imports():
+    """A pinned block of the cursor's file (its imports) is the head of the current file's section,
+    not a second section of the same path; retrieved blocks stay files of their own."""
+    pinned = ContextBlock(-1, "main.py", 0, 1, "from lib.a import helper", float("inf"), summary=True)
+    blocks = [block(1, "lib/a.py", "def helper():\n    return 1", 3.0)]
+    prompt = build_prompt(left_lines=["    x = helper("], suffix=None, candidates=blocks, tokenizer=WordTokenizer(),
+                          template=QWEN, budget=PromptBudget(500), style="repo", repo="shop", path="main.py",
+                          pinned=[pinned])
+    assert prompt.text == ("<|repo_name|>shop\n<|file_sep|>lib/a.py\ndef helper():\n    return 1\n"
+                           "<|file_sep|>main.py\nfrom lib.a import helper\n    x = helper(")
+    assert prompt.text.count("main.py") == 1
+
+
+def test_repo_style_budgets_blocks_as_it_writes_them():
+    """Blocks are charged what the repository form costs (no comment marks, no rules), so a block
+    budget that holds one commented block holds both blocks written as files."""
+    blocks = [block(1, "lib/a.py", "a b c d e f", 3.0), block(2, "lib/b.py", "g h i j k l", 2.0)]
+    one_commented = WordTokenizer().count(render_block(blocks[0]))
+    budget = PromptBudget(2 * (one_commented + 1), context_share=0.5)
+    comments = build_prompt(left_lines=["x = 1"], suffix=None, candidates=blocks, tokenizer=WordTokenizer(),
+                            template=QWEN, budget=budget)
+    repo = build_prompt(left_lines=["x = 1"], suffix=None, candidates=blocks, tokenizer=WordTokenizer(),
+                        template=QWEN, budget=budget, style="repo", repo="shop", path="main.py")
+    assert len(comments.blocks) == 1 and len(repo.blocks) == 2
+    assert repo.block_tokens == WordTokenizer().count(QWEN.repo_files("shop", [(b.path, b.text) for b in blocks]))
+
+
 def test_shape_from_syntax():
     assert completion_shape("def f(x):").multiline
     assert completion_shape("if x:\n    ").multiline
