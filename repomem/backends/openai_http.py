@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 import httpx
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
+from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.templates import template_for
 from repomem.failures import Failure, FailureKind
 
@@ -78,6 +79,10 @@ def model_label(model: str, endpoint: str) -> str:
     return f"openai:{model.rsplit('/', 1)[-1] if model.startswith(('/', '.', '~')) else model}"
 
 
+# What llama-cpp-python's server names as every model's owner in GET /v1/models (vLLM: "vllm").
+LLAMA_CPP_PYTHON_OWNER = "me"
+
+
 class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
                  retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = "",
@@ -124,9 +129,16 @@ class OpenAIBackend:
             return answer
         try:
             served = [entry["id"] for entry in answer["data"]]
-        except (KeyError, TypeError):
+            owners = {entry.get("owned_by") for entry in answer["data"]}
+        except (KeyError, TypeError, AttributeError):
             backend.close()
             return Failure("bad-response", f"{endpoint}/v1/models answered something that is not a model list")
+        if sampling is None and LLAMA_CPP_PYTHON_OWNER in owners:
+            # llama-cpp-python's server fills a request's repeat_penalty with 1.1 when it names
+            # none, so its answers would not be the greedy ones repomem measures; other servers
+            # (vLLM, llama.cpp's own llama-server) decode greedily at temperature 0 and vLLM logs
+            # every field it does not know, so only this one is told.
+            backend._sampling = dict(GREEDY_SAMPLING)
         if not model:
             if not served:
                 backend.close()

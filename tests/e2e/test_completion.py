@@ -149,6 +149,11 @@ def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_rep
     assert generation.mean_logprob is not None and -5 < generation.mean_logprob < 0
     assert in_process.mean_logprob == pytest.approx(generation.mean_logprob, abs=0.01)
     assert again.mean_logprob == pytest.approx(generation.mean_logprob, abs=0.01)  # its prompt cache: other batches
+    # Greedy as the in-process model, though the server's own default repeat penalty (1.1) would
+    # end this run of zeros early: the client tells a llama-cpp-python server to decode greedily.
+    zeros = GenerationRequest("def pad(values):\n    return [0, 0, 0, 0, 0, 0, 0,", 16, ["\n"], 60.0)
+    from_server, from_process = backend.generate(zeros), llama.generate(zeros)
+    assert from_server.text == from_process.text and from_server.text.startswith(" 0, 0, 0, 0, 0,")
     backend.close()
     result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
     assert result.returncode == 0, result.stderr

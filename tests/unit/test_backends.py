@@ -457,3 +457,51 @@ def test_the_embedded_models_client_sends_greedy_sampling_and_other_servers_get_
     assert child["temperature"] == other["temperature"] == 0.0
     assert child["repeat_penalty"] == 1.0 and is_plain_greedy(child)
     assert "repeat_penalty" not in other and "presence_penalty" not in other
+
+
+class _RecordsPayloads(http.server.BaseHTTPRequestHandler):
+    """A completions server that lists one model owned by `owner` and keeps each completion
+    request's JSON body."""
+
+    owner = "vllm"
+    payloads: list[dict] = []
+
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({"object": "list", "data": [{"id": "m.gguf", "owned_by": type(self).owner}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # noqa: N802
+        type(self).payloads.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"choices": [{"text": "x", "finish_reason": "stop"}]}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("owner", ["me", "vllm"])
+def test_only_llama_cpp_pythons_server_is_told_to_decode_greedily(owner):
+    """llama-cpp-python's server ("owned_by": "me") adds a repeat penalty of 1.1 to a request that
+    names none; vLLM logs every field it does not know. Each gets what it needs."""
+    handler = type("Handler", (_RecordsPayloads,), {"owner": owner, "payloads": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        assert isinstance(backend.generate(_request("x", max_tokens=3)), Generation)
+        backend.close()
+    finally:
+        server.shutdown()
+    (payload,) = [p for p in handler.payloads if "max_tokens" in p]  # the completion, not a token count
+    assert payload["temperature"] == 0.0
+    if owner == "me":
+        assert {k: payload[k] for k in GREEDY_SAMPLING} == GREEDY_SAMPLING
+    else:
+        assert not set(GREEDY_SAMPLING) & set(payload)
