@@ -99,6 +99,11 @@ def choose(tasks: list[Task]) -> float:
     return max(grid, key=merit)
 
 
+def _seconds(mean: float) -> str:
+    """Mean seconds per completion; "n/a" for records without timings (slimmed GPU records)."""
+    return f"{mean:.2f}" if mean > 0 else "n/a"
+
+
 def table(tasks: list[Task], quick: set[str], threshold: float, tuned: bool) -> str:
     how = (f"chosen on {', '.join(sorted(quick))} (highest EM over both splits, then least retrieval)"
            if tuned else "given, not tuned on these tasks")
@@ -122,8 +127,8 @@ def table(tasks: list[Task], quick: set[str], threshold: float, tuned: bool) -> 
             delta = format_interval(paired_bootstrap(gated[:, 0], default[:, 0]))
             lines.append(f"| {split} | {name} | {len(chosen)} | {gated[:, 3].mean() * 100:.0f}% | {draft:.1f} | "
                          f"{alone:.1f} | {default[:, 0].mean() * 100:.1f} | {gated[:, 0].mean() * 100:.1f} | {delta} | "
-                         f"{default[:, 1].mean():.2f} | {gated[:, 1].mean():.2f} | {default[:, 2].mean():.0f} | "
-                         f"{gated[:, 2].mean():.0f} |")
+                         f"{_seconds(default[:, 1].mean())} | {_seconds(gated[:, 1].mean())} | "
+                         f"{default[:, 2].mean():.0f} | {gated[:, 2].mean():.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -134,21 +139,24 @@ def plot(tasks: list[Task], threshold: float, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     grid = np.quantile([t.draft.logprob for t in tasks], np.linspace(0, 1, QUANTILES)).tolist() + [float("inf")]
+    timed = any(t.own.seconds > 0 for t in tasks)
+    cost = 1 if timed else 2  # seconds, or tokens for records without timings
     figure, axis = plt.subplots(figsize=(6.5, 4))
     for split, colour in (("line", "tab:blue"), ("api", "tab:orange")):
         ids = [t for t in tasks if t.split == split]
         if not ids:
             continue
-        curve = sorted((np.mean([t.gated(g)[1] for t in ids]), np.mean([t.gated(g)[0] for t in ids]) * 100)
+        curve = sorted((np.mean([t.gated(g)[cost] for t in ids]), np.mean([t.gated(g)[0] for t in ids]) * 100)
                        for g in grid)
         axis.plot([c[0] for c in curve], [c[1] for c in curve], marker=".", color=colour, label=f"{split}: draft first")
         default = np.array([t.default() for t in ids], dtype=float)
-        axis.plot(default[:, 1].mean(), default[:, 0].mean() * 100, marker="*", markersize=12, color=colour,
+        axis.plot(default[:, cost].mean(), default[:, 0].mean() * 100, marker="*", markersize=12, color=colour,
                   linestyle="none", label=f"{split}: default")
         chosen = np.array([t.gated(threshold) for t in ids], dtype=float)
-        axis.plot(chosen[:, 1].mean(), chosen[:, 0].mean() * 100, marker="o", markersize=8, fillstyle="none",
+        axis.plot(chosen[:, cost].mean(), chosen[:, 0].mean() * 100, marker="o", markersize=8, fillstyle="none",
                   color=colour, linestyle="none", label=f"{split}: chosen threshold")
-    axis.set_xlabel("the model's seconds per completion (this CPU)")
+    axis.set_xlabel("the model's seconds per completion (this CPU)" if timed else
+                    "tokens the model evaluates per completion (prompt + generated)")
     axis.set_ylabel("exact match (%)")
     axis.set_title("Draft first: thresholds swept, all tasks", fontsize=9)
     axis.legend(fontsize=7)
