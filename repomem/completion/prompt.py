@@ -122,33 +122,30 @@ def _repo_form(template: Template, style: str) -> bool:
     return style == "repo" and template.supports_repo_form
 
 
-def _is_current_file_head(block: ContextBlock, path: str) -> bool:
-    """A pinned block of the cursor's own file (its import statements, signatures): in the
-    repo-level form it opens the current file's section instead of being a file of its own."""
-    return block.fragment < 0 and block.path == path
-
-
-def _blocks_text(template: Template, style: str, repo: str, path: str, blocks: Sequence[ContextBlock],
-                 comment: str) -> str:
-    """The retrieved blocks as the prompt shows them, without the current file."""
+def _context_text(template: Template, style: str, repo: str, pinned: Sequence[ContextBlock],
+                  blocks: Sequence[ContextBlock], comment: str) -> str:
+    """What the prompt shows before the code at the cursor, but the current file's own header.
+    In RepoCoder's form the pinned blocks (the current file's import lines, signatures) come first
+    among the commented blocks; in the repository form each block is a file section and the
+    pinned lines open the current file's section (written by `_assemble`)."""
     if _repo_form(template, style):
-        files = [(b.path, b.text) for b in blocks if not _is_current_file_head(b, path)]
-        return template.repo_files(repo, files)
-    return render_context(blocks, comment)
+        return template.repo_files(repo, [(b.path, b.text) for b in blocks])
+    return render_context([*pinned, *blocks], comment)
 
 
 def _assemble(
-    template: Template, style: str, repo: str, path: str, blocks: Sequence[ContextBlock], left: str,
-    suffix: str | None, comment: str,
+    template: Template, style: str, repo: str, path: str, pinned: Sequence[ContextBlock],
+    blocks: Sequence[ContextBlock], left: str, suffix: str | None, comment: str,
 ) -> str:
+    context = _context_text(template, style, repo, pinned, blocks, comment)
     if _repo_form(template, style):
         # Qwen2.5-Coder's repository form: each block a file of its own, then the current file,
         # whose shown import statements come first (as in the file) and the code at the cursor after.
-        head = "".join(f"{b.text}\n" for b in blocks if _is_current_file_head(b, path))
-        preamble = _blocks_text(template, style, repo, path, blocks, comment) + template.current_file(path)
-        body = template.infill(head + left, suffix) if suffix is not None else head + left
-        return preamble + body
-    prefix = render_context(blocks, comment) + left
+        head = "".join(f"{b.text}\n" for b in pinned)
+        prefix = head + left
+        return context + template.current_file(path) + (template.infill(prefix, suffix) if suffix is not None
+                                                         else prefix)
+    prefix = context + left
     return template.infill(prefix, suffix) if suffix is not None else prefix
 
 
@@ -220,7 +217,7 @@ def build_prompt(
     pinned = list(pinned)
 
     def render(first_line: int, with_blocks: list[ContextBlock]) -> str:
-        return _assemble(template, style, repo, path, [*pinned, *with_blocks], "\n".join(left_lines[first_line:]),
+        return _assemble(template, style, repo, path, pinned, with_blocks, "\n".join(left_lines[first_line:]),
                          suffix_text, comment)
 
     n_lines = len(left_lines)
@@ -274,7 +271,7 @@ def build_prompt(
             text=text,
             n_tokens=tokenizer.count(text),
             blocks=tuple(shown),
-            block_tokens=tokenizer.count(_blocks_text(template, style, repo, path, shown, comment)) if shown else 0,
+            block_tokens=tokenizer.count(_context_text(template, style, repo, pinned, blocks, comment)) if shown else 0,
             left_first_line=low,
             left_tokens=tokenizer.count(left_text) if left_text else 0,
             suffix_tokens=suffix_tokens,
