@@ -134,11 +134,7 @@ class OpenAIBackend:
             backend.close()
             return Failure("bad-response", f"{endpoint}/v1/models answered something that is not a model list")
         if sampling is None and LLAMA_CPP_PYTHON_OWNER in owners:
-            # llama-cpp-python's server fills a request's repeat_penalty with 1.1 when it names
-            # none, so its answers would not be the greedy ones repomem measures; other servers
-            # (vLLM, llama.cpp's own llama-server) decode greedily at temperature 0 and vLLM logs
-            # every field it does not know, so only this one is told.
-            backend._sampling = dict(GREEDY_SAMPLING)
+            backend.decode_greedily()
         if not model:
             if not served:
                 backend.close()
@@ -147,6 +143,13 @@ class OpenAIBackend:
             backend.template = template_for(served[0])
             backend.name = model_label(served[0], endpoint)
         return backend
+
+    def decode_greedily(self) -> None:
+        """Send llama-cpp-python's greedy settings with every completion. Its server fills a
+        request's repeat_penalty with 1.1 when it names none, so its answers would not be the
+        greedy ones repomem measures; other servers (vLLM, llama.cpp's own llama-server) decode
+        greedily at temperature 0, and vLLM logs every field it does not know, so only it is told."""
+        self._sampling = dict(GREEDY_SAMPLING)
 
     def _request(self, method: str, path: str, payload: dict | None, deadline_s: float) -> dict | Failure:
         last = ""
