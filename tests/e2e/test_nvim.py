@@ -136,6 +136,7 @@ class Nvim:
     ready_s: float | None = None
     first_answer_s: float | None = None
     gone_after_s: float | None = None  # server and model gone, seconds after :qa!
+    accepted: int = 0  # items the tests accepted so far: each is one "accept" in feedback.jsonl
 
     def run(self, *args: str) -> str:
         result = subprocess.run([*self.tmux, *args], env=self.env, capture_output=True, text=True, timeout=30)
@@ -328,9 +329,11 @@ def test_explain_shows_the_fragments(nvim):
 
 
 def accept_menu(nvim: Nvim) -> None:
-    """<C-y> when the menu shows the item (completeopt has menuone); else it is inserted already."""
+    """<C-y> when the menu shows the item (completeopt has menuone); else it is inserted already.
+    Either way the item is accepted, and the plugin reports it (repomem/didAccept)."""
     if "[repomem]" in nvim.screen():
         nvim.keys("C-y")
+    nvim.accepted += 1
 
 
 def test_completes_at_end_of_line(nvim):
@@ -369,6 +372,10 @@ def test_completes_a_partly_typed_name(nvim):
 
 def test_dismissing_logs_no_accept(nvim):
     with check(nvim, "dismiss") as result:
+        # The server writes feedback on its model thread, which may still be busy when an earlier
+        # test's accept arrives: wait until every earlier accept is written before counting.
+        nvim.wait(lambda: len([e for e in nvim.feedback() if e.get("event") == "accept"]) >= nvim.accepted, 30,
+                  "earlier accepts logged")
         accepts_before = [e for e in nvim.feedback() if e.get("event") == "accept"]
         nvim.ex(f"call setline(9, '{LINE_9}')")
         nvim.keys("9", "G", "A")
