@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import http.server
+import json
 import threading
+
+
+def answer_json(handler: http.server.BaseHTTPRequestHandler, payload: object) -> None:
+    """A 200 answer with `payload` as its JSON body."""
+    body = json.dumps(payload).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 class GarbageHandler(http.server.BaseHTTPRequestHandler):

@@ -22,7 +22,7 @@ from repomem.backends.models import gguf_names
 from repomem.backends.openai_http import OpenAIBackend, model_label
 from repomem.backends.templates import PLAIN
 from repomem.failures import Failure
-from tests.http_servers import serve_http
+from tests.http_servers import answer_json, serve_http
 
 
 class ReversingModel:
@@ -157,12 +157,7 @@ class _CutStream(http.server.BaseHTTPRequestHandler):
     finish_reason: str | None = None
 
     def do_GET(self):  # noqa: N802
-        body = json.dumps({"data": [{"id": "m.gguf"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, {"data": [{"id": "m.gguf"}]})
 
     def do_POST(self):  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -467,12 +462,7 @@ class _RecordsPayloads(http.server.BaseHTTPRequestHandler):
     payloads: list[dict] = []
 
     def do_GET(self):  # noqa: N802
-        body = json.dumps({"object": "list", "data": [{"id": "m.gguf", "owned_by": type(self).owner}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, {"object": "list", "data": [{"id": "m.gguf", "owned_by": type(self).owner}]})
 
     def do_POST(self):  # noqa: N802
         type(self).payloads.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))

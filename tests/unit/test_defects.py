@@ -17,7 +17,7 @@ from repomem.failures import Failure
 from repomem.lsp.session import CompletionSession, EditorRequest
 from repomem.positions import locate
 from repomem.strategies import strategy_named
-from tests.http_servers import serve_http
+from tests.http_servers import answer_json, serve_http
 
 # -- the cursor's file is read with its own grammar ------------------------------------------------
 
@@ -66,23 +66,15 @@ class _GarbageCompletions(http.server.BaseHTTPRequestHandler):
 
     model_lists = 0
 
-    def _json(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self):  # noqa: N802
         type(self).model_lists += 1
-        self._json({"data": [{"id": "qwen2.5-coder-0.5b"}]})
+        answer_json(self, {"data": [{"id": "qwen2.5-coder-0.5b"}]})
 
     def do_POST(self):  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
         payload = json.loads(self.rfile.read(length) or b"{}")
         if self.path == "/tokenize":
-            self._json({"tokens": [0] * max(1, len(str(payload.get("prompt", "")).split()))})
+            answer_json(self, {"tokens": [0] * max(1, len(str(payload.get("prompt", "")).split()))})
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
