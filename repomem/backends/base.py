@@ -38,6 +38,10 @@ class GenerationRequest:
     # evaluator stops once a prediction has as many lines as the scorer will read: greedy
     # decoding makes the kept text identical to a full-length run's.
     enough: Callable[[str], bool] | None = None
+    # Text the answer must start with, its tokens chosen by the model (token healing inside a
+    # word: repomem.backends.forced_start). Only for a backend that `constrains_start`; the
+    # Generation's text then begins with it, and its tokens count among the generated ones.
+    forced_start: str = ""
 
 
 class Backend(Protocol):
@@ -53,6 +57,12 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the model or connection."""
+
+
+def constrains_start(backend: object) -> bool:
+    """Whether `backend` honours GenerationRequest.forced_start (the embedded model does; a server
+    reached over HTTP offers no vocabulary to choose the tokens from)."""
+    return bool(getattr(backend, "constrains_start", False))
 
 
 def mean_of(values: Sequence[float]) -> float | None:

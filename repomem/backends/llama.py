@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, early_stop, mean_of, window_overflow
+from repomem.backends.forced_start import StartConstraint, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs
 from repomem.backends.models import check_gguf
 from repomem.backends.templates import Template, template_for
@@ -21,10 +22,13 @@ from repomem.failures import Failure
 
 
 class LlamaBackend:
+    constrains_start = True  # GenerationRequest.forced_start, by a logits processor
+
     def __init__(self, llama, path: Path, template: Template, context_tokens: int):
         self._llama = llama
         self._lock = threading.Lock()
         self._cache: dict[str, int] = {}
+        self._vocabulary: TokenVocabulary | None = None  # read at the first forced start (~0.3 s)
         self.name = f"llama.cpp:{path.name}"
         self.template = template
         self.context_tokens = context_tokens
@@ -83,10 +87,12 @@ class LlamaBackend:
             finish = "length"
             count = 0
             recorder = ChosenTokenLogprobs()  # the answer's confidence, without logits_all
+            # The constraint first: the recorder then reads each held step's pick among the allowed tokens.
+            processors = [*self._start_constraint(request.forced_start, len(prompt_tokens)), recorder]
             try:
                 stream = self._llama.create_completion(
                     prompt_tokens, max_tokens=request.max_tokens, temperature=0.0, top_k=1,
-                    stop=list(request.stop) or None, stream=True, logits_processor=[recorder],
+                    stop=list(request.stop) or None, stream=True, logits_processor=processors,
                 )
                 for chunk in stream:
                     choice = chunk["choices"][0]
@@ -107,6 +113,13 @@ class LlamaBackend:
             cached_tokens=min(cached, max(len(prompt_tokens) - 1, 0)), finish_reason=finish,
             seconds=time.perf_counter() - started, mean_logprob=mean_of(recorder.values),
         )
+
+    def _start_constraint(self, start: str, prompt_tokens: int) -> list[StartConstraint]:
+        if not start:
+            return []
+        if self._vocabulary is None:
+            self._vocabulary = TokenVocabulary.of_llama(self._llama)
+        return [StartConstraint(self._vocabulary, start.encode("utf-8"), prompt_tokens)]
 
     def close(self) -> None:
         closer = getattr(self._llama, "close", None)

@@ -26,11 +26,13 @@ import os
 import socket
 import threading
 
+from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.child_processes import die_with_parent
 
 PORT_LINE = "repomem-port"
 TOKENIZE_PATH = "/repomem/tokenize"
+START_TOKENS_PATH = "/repomem/start_tokens"  # {"text"} -> {"tokens"}: TokenVocabulary.consistent_with
 KEY_VARIABLE = "REPOMEM_CHILD_KEY"
 
 
@@ -52,11 +54,15 @@ def with_greedy_logprobs(llama_class: type) -> type:
         def create_completion(self, *args, **settings):
             if settings.get("logprobs") is None or self._logits_all:
                 return super().create_completion(*args, **settings)
+            bias = settings.pop("logit_bias", None)
+            # A step of a forced start (repomem.backends.forced_start): the bias goes before the
+            # recorder, which then reads the pick's log-probability among the allowed tokens.
+            biased = [LogitBias({int(key): float(value) for key, value in bias.items()})] if bias else []
             if not is_plain_greedy(settings):
                 raise ValueError("logprobs without logits_all need greedy decoding without penalties")
             recorder = ChosenTokenLogprobs()
             settings["logprobs"] = None
-            settings["logits_processor"] = [recorder, *(settings.get("logits_processor") or ())]
+            settings["logits_processor"] = [*biased, recorder, *(settings.get("logits_processor") or ())]
             result = super().create_completion(*args, **settings)
             if settings.get("stream"):
                 return annotated_chunks(result, recorder)
@@ -91,16 +97,31 @@ def main() -> None:
     app = create_app(server_settings=server, model_settings=[model])
     vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
     vocabulary_lock = threading.Lock()
+    vocabularies: list[TokenVocabulary] = []  # the one built at the first forced start
+
+    def authorize(authorization: str | None) -> None:
+        if key and authorization != f"Bearer {key}":
+            raise HTTPException(status_code=401, detail="bad key")
 
     @app.post(TOKENIZE_PATH)
     def tokenize(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        if key and authorization != f"Bearer {key}":
-            raise HTTPException(status_code=401, detail="bad key")
+        authorize(authorization)
         text = body.get("input")
         if not isinstance(text, str):
             raise HTTPException(status_code=400, detail="input must be a string")
         with vocabulary_lock:
             return {"tokens": vocabulary.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
+
+    @app.post(START_TOKENS_PATH)
+    def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
+        authorize(authorization)
+        text = body.get("text")
+        if not isinstance(text, str):
+            raise HTTPException(status_code=400, detail="text must be a string")
+        with vocabulary_lock:
+            if not vocabularies:
+                vocabularies.append(TokenVocabulary.of_llama(vocabulary))
+            return {"tokens": vocabularies[0].consistent_with(text.encode("utf-8"))}
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # Accepted connections inherit it: without, every answer waited ~40 ms for a delayed ACK

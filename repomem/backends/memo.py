@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from repomem.backends.base import Backend, Generation, GenerationRequest
+from repomem.backends.base import Backend, Generation, GenerationRequest, constrains_start
 from repomem.failures import Failure, FailureKind
 from repomem.regular_files import drop_torn_tail
 
@@ -66,7 +66,9 @@ class GenerationStore:
 
     @staticmethod
     def key(scope: str, model: str, request: GenerationRequest) -> str:
-        payload = json.dumps([scope, model, request.prompt, request.max_tokens, list(request.stop)])
+        # A forced start joins the key only when there is one: every store written before it stays valid.
+        forced = [request.forced_start] if request.forced_start else []
+        payload = json.dumps([scope, model, request.prompt, request.max_tokens, list(request.stop), *forced])
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def get(self, key: str) -> Generation | None:
@@ -158,8 +160,10 @@ class MemoBackend:
         self.context_tokens = inner.context_tokens
         self.store = store
         self.deferred = deferred  # where a request the store cannot answer goes instead of the model
-        self._answers: dict[tuple[str, int, tuple[str, ...]], Generation] = {}
+        self._answers: dict[tuple[str, int, tuple[str, ...], str], Generation] = {}
         self._scope = ""  # the task being evaluated: what the `enough` predicate depends on
+        # A deferred request goes to a GPU answering script, which holds no start: none is asked for.
+        self.constrains_start = constrains_start(inner) and deferred is None
         self.reused = 0  # requests answered from memory or the store since construction
         self.recalled = 0  # of those, answered by the store (an earlier run)
 
@@ -167,7 +171,7 @@ class MemoBackend:
         return self.inner.count(text)
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
-        key = (request.prompt, request.max_tokens, tuple(request.stop))
+        key = (request.prompt, request.max_tokens, tuple(request.stop), request.forced_start)
         remembered = self._answers.get(key)
         if remembered is not None:
             self.reused += 1

@@ -151,6 +151,11 @@ class OpenAIBackend:
         greedily at temperature 0, and vLLM logs every field it does not know, so only it is told."""
         self._sampling = dict(GREEDY_SAMPLING)
 
+    def post(self, path: str, payload: dict, deadline_s: float) -> dict | Failure:
+        """POST a JSON payload to one of the server's own routes (the embedded model's child adds
+        some) and read its JSON answer, with the retries and caps of every call."""
+        return self._request("POST", path, payload, deadline_s)
+
     def _request(self, method: str, path: str, payload: dict | None, deadline_s: float) -> dict | Failure:
         last = ""
         started = time.perf_counter()
@@ -219,13 +224,18 @@ class OpenAIBackend:
             return tokens
         return Failure("backend-error", f"{self.endpoint} offers neither /tokenize nor /extras/tokenize")
 
-    def generate(self, request: GenerationRequest) -> Generation | Failure:
+    def generate(self, request: GenerationRequest, logit_bias: Mapping[int, float] | None = None
+                 ) -> Generation | Failure:
+        """`logit_bias` (token id -> value added to its logit, OpenAI's field) is for a caller that
+        knows the server's vocabulary: the steps of a forced start in the embedded model's child.
+        This backend itself does not honour `request.forced_start`."""
         started = time.perf_counter()
         deadline = started + request.deadline_s
         payload = {
             "model": self.model, "prompt": request.prompt, "max_tokens": request.max_tokens,
             "temperature": 0.0, "stream": True, "stop": list(request.stop) or None, **self._sampling,
             **({"logprobs": 0} if self._asks_logprobs else {}),
+            **({"logit_bias": {str(token): value for token, value in logit_bias.items()}} if logit_bias else {}),
         }
         pieces: list[str] = []
         logprobs: list = []

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from repomem.backends.base import Backend, BackendTokenizer, Generation, GenerationRequest, TokenCountFailed
+from repomem.backends.base import (
+    Backend,
+    BackendTokenizer,
+    Generation,
+    GenerationRequest,
+    TokenCountFailed,
+    constrains_start,
+)
 from repomem.completion.levers import LEVERS
 from repomem.completion.levers.base import FunctionKey, FunctionMemory, LeverRound, Pins, PromptLever
 from repomem.completion.model_calls import MemoryModel, ModelCall
@@ -140,8 +147,7 @@ class CompletionEngine:
         return self.run(request)
 
     def run(self, request: CompletionRequest) -> Completion | Failure:
-        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
-                              self.service.mask)
+        context = self._read_cursor(request)
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
         model = self._memory_model(request)
@@ -226,10 +232,14 @@ class CompletionEngine:
 
     def prepare(self, request: CompletionRequest) -> PreparedPrompt | Failure:
         """The first round's prompt without running the model (prompt-level evaluation, explain)."""
-        context = read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
-                              self.service.mask)
+        context = self._read_cursor(request)
         return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0},
                              self._memory_model(request))
+
+    def _read_cursor(self, request: CompletionRequest) -> CursorContext:
+        return read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
+                           self.service.mask,
+                           heal_words=self.config.completion.word_healing and constrains_start(self.backend))
 
     def _lever_round(self, request: CompletionRequest, context: CursorContext, round_number: int,
                      model: MemoryModel | None,
@@ -412,13 +422,19 @@ class CompletionEngine:
             prompt=self.service.mask(prompt.text),  # the last gate before text leaves repomem
             max_tokens=request.max_new_tokens, stop=stops,
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=enough,
+            forced_start=context.forced_start,
         ))
 
 
 def _without_healed(raw: str, healed: str) -> str:
-    """The model's text after the cursor: the trailing spaces taken off the cursor line (healed) and
-    written back by the model are not part of the completion. A prefix of `raw` maps to a prefix of
-    the result, so a completion settled on part of the text is settled on all of it."""
+    """The model's text after the cursor: what was taken off the cursor line (healed: trailing
+    spaces, or a word being typed) and written back by the model is not part of the completion. A
+    prefix of `raw` maps to a prefix of the result, so a completion settled on part of the text is
+    settled on all of it."""
     if not healed:
         return raw
-    return raw[len(healed):] if raw.startswith(healed) else raw.lstrip(" ")
+    if raw.startswith(healed):
+        return raw[len(healed):]
+    if healed.strip():
+        return ""  # a forced start cut short (cancelled): nothing past the cursor yet
+    return raw.lstrip(" ")

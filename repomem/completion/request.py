@@ -44,7 +44,9 @@ class CompletionRequest:
 class CursorContext:
     language: str  # grammar the cursor's file is parsed with
     left_lines: tuple[str, ...]  # visible lines up to the cursor, the last one cut there (healed)
-    healed: str  # trailing spaces taken off the cursor line, for the model to write back
+    # Taken off the cursor line for the model to write back: trailing spaces, or a partly typed
+    # word with the space before it (only for a backend that holds its answer's start to it).
+    healed: str
     after: str  # everything after the cursor
     suffix: str | None  # `after` when the prompt fills in the middle, else None
     shape: CompletionShape
@@ -52,11 +54,18 @@ class CursorContext:
     definition_line: int  # 0-based line of the enclosing def / class (-1 at module level)
 
     @property
+    def forced_start(self) -> str:
+        """What the answer must start with: the healed word (spaces alone are left to the model)."""
+        return self.healed if self.healed.strip() else ""
+
+    @property
     def suffix_lines(self) -> int:
         return 0 if self.suffix is None else self.suffix.count("\n") + 1
 
 
 _DEFINITION = re.compile(r"^(\s*)(async\s+def|def|class)\s")
+# A name being typed at the end of the cursor's line, with the space BPE vocabularies glue to it.
+_WORD_BEING_TYPED = re.compile(r" ?[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def enclosing_definition(lines: list[str], line: int) -> int:
@@ -93,7 +102,7 @@ def enclosing_definition_of(language: Language, lines: list[str], line: int) -> 
 
 
 def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool,
-                mask: Callable[[str], str] = lambda text: text) -> CursorContext:
+                mask: Callable[[str], str] = lambda text: text, heal_words: bool = False) -> CursorContext:
     """Everything the engine needs from the cursor, from one split of the file into lines.
 
     `mask` hides secrets (repomem.index.secrets). It keeps line breaks, so it runs on the lines
@@ -115,9 +124,16 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     # model, and is taken off the start of what it writes.
     healed = ""
     line_prefix = left_lines[-1]
+    typed = _WORD_BEING_TYPED.search(line_prefix) if heal_words else None
+    shape_lines = list(left_lines)  # the line as typed: the completion starts at the cursor
     if line_prefix.strip() and line_prefix != line_prefix.rstrip(" "):
         healed = line_prefix[len(line_prefix.rstrip(" ")):]
-        left_lines[-1] = line_prefix.rstrip(" ")
+        left_lines[-1] = shape_lines[-1] = line_prefix.rstrip(" ")
+    elif typed is not None:
+        # Inside a word the prompt ends before it, and the model writes it again with its own
+        # tokens, held to the typed letters (repomem.backends.forced_start).
+        healed = typed.group()
+        left_lines[-1] = line_prefix[: typed.start()]
     after = "\n".join([current[column:], *lines[cursor.line + 1 :]])
     suffix = after if request.use_suffix and after.strip() and supports_fim else None
     language = language_named(language_of(cursor.path) or "")
@@ -128,7 +144,7 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
         healed=healed,
         after=after,
         suffix=suffix,
-        shape=completion_shape("\n".join(left_lines), after, language),
+        shape=completion_shape("\n".join(shape_lines), after, language),
         query=query,
         definition_line=enclosing_definition_of(language, lines, cursor.line),
     )

@@ -69,6 +69,30 @@ def test_child_decodes_greedily_and_reports_the_answers_confidence(child, llama)
     assert from_child.mean_logprob == pytest.approx(in_process.mean_logprob, abs=1e-4)
 
 
+POINT = ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+         "    def scaled(self, factor):\n        return Point(")
+
+
+@pytest.mark.parametrize("typed", ["se", "sel", "self.x_sc"])
+def test_a_forced_start_is_written_with_the_models_own_tokens_in_the_child_as_in_process(child, llama, typed):
+    """Token healing inside a word: the prompt ends before the typed letters and the answer must
+    start with them. The child does it a token at a time over HTTP (its vocabulary route and
+    logit_bias), the in-process model with a logits processor; the same greedy text either way."""
+    request = GenerationRequest(prompt=POINT, max_tokens=16, stop=("\n",), deadline_s=120, forced_start=typed)
+    from_child = child.generate(request)
+    in_process = llama.generate(request)
+    assert not isinstance(from_child, Failure) and not isinstance(in_process, Failure)
+    assert from_child.text == in_process.text and from_child.text.startswith(typed), (from_child, in_process)
+    assert from_child.text.startswith("self.x")  # `se` goes on as the model's `self`, not `se` + something
+    assert from_child.mean_logprob == pytest.approx(in_process.mean_logprob, abs=0.05)
+    assert from_child.finish_reason == in_process.finish_reason == "stop"
+    # Without the start held, a prompt ending mid-word is what the model was not trained on: it
+    # goes on as if the word were whole (`se` + `f.x`, `sel` + `.x`; what the engine used to send).
+    if "self.x".startswith(typed):
+        broken = llama.generate(GenerationRequest(prompt=POINT + typed, max_tokens=16, stop=("\n",), deadline_s=120))
+        assert not isinstance(broken, Failure) and not (typed + broken.text).startswith("self.x"), broken
+
+
 def test_a_long_prompt_evaluated_in_chunks_can_be_stopped_between_them_and_answers_the_same(child):
     # ~540 tokens of code, none of it in the child's cache.
     body = "".join(f"def helper_{i}(value):\n    total = value * {i} + {i * 7}\n    return total - {i}\n\n"

@@ -199,6 +199,7 @@ def test_client_settings_keep_their_names():
         "alpha": "retrieval.alpha", "topK": "retrieval.top_k", "maxPromptTokens": "completion.max_prompt_tokens",
         "contextShare": "completion.context_share", "maxSuffixTokens": "completion.max_suffix_tokens",
         "maxNewTokens": "completion.max_new_tokens", "maxLines": "completion.max_lines",
+        "wordHealing": "completion.word_healing",
         "deadlineSeconds": "completion.deadline_s", "fileOnlyRound": "prompt.file_only_round",
         "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "server.retrieval_budget_ms",
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",

@@ -1,0 +1,143 @@
+"""Token healing inside a word: the cursor's partly typed name taken off the prompt, the answer's
+first tokens held to it (repomem.backends.forced_start), and what the engine and the generation
+store make of it. The real model runs this path in tests/e2e/test_model_process.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from repomem.backends.base import Generation, GenerationRequest
+from repomem.backends.forced_start import LogitBias, StartConstraint, TokenVocabulary
+from repomem.backends.memo import DeferredRequests, GenerationStore, MemoBackend
+from repomem.completion.engine import CompletionEngine
+from repomem.completion.request import CompletionRequest, read_cursor
+from repomem.config import with_overrides
+from repomem.positions import Cursor, locate
+from repomem.strategies import strategy_named
+from tests.unit.test_scope_imports import Words, long_report
+
+PIECES = [b"", b"s", b"su", b"sup", b" sup", b" s", b"super", b" super", b"per", b"x", b"p", b" su", b"self", b"u",
+          b"uper"]
+
+
+def test_the_tokens_consistent_with_a_start_are_its_prefixes_and_those_that_begin_with_all_of_it():
+    vocabulary = TokenVocabulary(PIECES)
+    ids = vocabulary.consistent_with(b" sup")
+    assert [PIECES[i] for i in ids] == [b" sup", b" s", b" super", b" su"]
+    assert [PIECES[i] for i in vocabulary.consistent_with(b"su")] == [b"s", b"su", b"sup", b"super"]
+    assert vocabulary.consistent_with(b"") == [] and vocabulary.consistent_with(b"zz") == []
+    # Against a plain scan of every token, on every start made of the pieces' letters.
+    for start in (b"s", b"sup", b" supe", b"self", b"se", b"pe", b" s", b"x", b"xs", b"up"):
+        plain = [i for i, piece in enumerate(PIECES) if piece and (piece.startswith(start) or
+                                                                   (start.startswith(piece) and piece != start))]
+        assert vocabulary.consistent_with(start) == plain, start
+
+
+def test_the_constraint_holds_each_step_until_the_start_is_written_then_lets_go():
+    vocabulary = TokenVocabulary(PIECES)
+    prompt = np.array([9, 9, 9])
+    scores = np.arange(len(PIECES), dtype=np.float32)  # "uper", then "u", then "self" are the model's picks
+    held = StartConstraint(vocabulary, b" sup", prompt_tokens=3)
+    first = held(prompt, scores)
+    assert sorted(PIECES[i] for i in np.flatnonzero(np.isfinite(first))) == [b" s", b" su", b" sup", b" super"]
+    assert int(np.argmax(first)) == PIECES.index(b" su") and first[PIECES.index(b" s")] == scores[PIECES.index(b" s")]
+    after_partial = held(np.array([9, 9, 9, PIECES.index(b" s")]), scores)  # "up" left to write
+    assert sorted(PIECES[i] for i in np.flatnonzero(np.isfinite(after_partial))) == [b"u", b"uper"]
+    done = held(np.array([9, 9, 9, PIECES.index(b" super")]), scores)
+    assert done is scores  # written: nothing held any more
+    # A vocabulary with no way on (never a real one: every byte is a token) holds nothing back.
+    stuck = StartConstraint(TokenVocabulary([b"a", b"b"]), b"z", prompt_tokens=0)
+    assert stuck(np.array([], dtype=np.int64), np.zeros(2, dtype=np.float32)).tolist() == [0.0, 0.0]
+
+
+def test_a_logit_bias_adds_to_the_named_tokens_only():
+    scores = np.zeros(5, dtype=np.float32)
+    biased = LogitBias({1: 100.0, 3: -2.0, 99: 5.0})(np.array([0]), scores)
+    assert biased.tolist() == [0.0, 100.0, 0.0, -2.0, 0.0] and scores.tolist() == [0.0] * 5
+
+
+def _context(line: str, heal_words: bool = True, after: str = ""):
+    text = f"def f(self):\n{line}{after}\n"
+    cursor = Cursor(root=None, path="m.py", line=1, column=len(line), text=text)  # type: ignore[arg-type]
+    request = CompletionRequest(cursor=cursor, strategy=strategy_named("infile"), alpha=0.0, order="score",
+                                use_suffix=False, max_new_tokens=8)
+    return read_cursor(request, 20, supports_fim=False, heal_words=heal_words)
+
+
+@pytest.mark.parametrize(("line", "healed", "left"), [
+    ("        value = se", " se", "        value ="),
+    ("        self.pro", "pro", "        self."),
+    ("    ret", " ret", "   "),
+    ("        x = f(a, b_", " b_", "        x = f(a,"),
+    ("        return ", " ", "        return"),  # spaces alone: healed as before, never forced
+    ("        x = 12", "", "        x = 12"),  # a number is left in the prompt
+    ("        x = (", "", "        x = ("),
+])
+def test_a_word_being_typed_leaves_the_prompt_with_the_space_before_it(line, healed, left):
+    context = _context(line)
+    assert context.healed == healed and context.left_lines[-1] == left
+    assert context.forced_start == (healed if healed.strip() else "")
+    assert context.shape.line_prefix == line.rstrip(" ") if healed == " " else context.shape.line_prefix == line
+
+
+def test_a_backend_that_cannot_hold_a_start_keeps_the_word_in_the_prompt():
+    context = _context("        value = se", heal_words=False)
+    assert context.healed == "" and context.left_lines[-1] == "        value = se" and context.forced_start == ""
+
+
+class Healing(Words):
+    """Holds its answers' start as asked: answers `forced_start` + the scripted rest, and keeps
+    every request (the engine's part is what is tested)."""
+
+    constrains_start = True
+
+    def __init__(self, rest: str):
+        super().__init__()
+        self.rest, self.requests = rest, []
+
+    def generate(self, request):
+        self.requests.append(request)
+        return Generation(request.forced_start + self.rest, self.count(request.prompt), 3, 0, "stop", 0.01, -0.1)
+
+
+def test_the_engine_asks_for_the_typed_word_and_completes_after_the_cursor(tmp_path):
+    service, text, n_lines = long_report(tmp_path)
+    typed = text + "comp"
+    cursor = locate(service.root, "shop/report.py", typed, n_lines, None)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
+                            prompt={"file_only_round": False})
+    backend = Healing("ute_tax(amount_cents, tax_class)\n")
+    result = CompletionEngine(service, backend, config).complete(cursor, "fragrel", order="score")
+    request = backend.requests[0]
+    assert request.forced_start == " comp" and request.prompt.endswith("    return")
+    assert result.text == "ute_tax(amount_cents, tax_class)"
+    # Switched off, the word stays in the prompt and nothing is forced.
+    off = with_overrides(config, completion={"word_healing": False})
+    backend = Healing("ute_tax(amount_cents, tax_class)\n")
+    result = CompletionEngine(service, backend, off).complete(cursor, "fragrel", order="score")
+    assert backend.requests[0].forced_start == "" and backend.requests[0].prompt.endswith("    return comp")
+    # A backend without the capability (an HTTP server) is never asked to hold a start.
+    plain = Words()
+    assert not getattr(plain, "constrains_start", False)
+
+
+def test_the_store_keys_a_forced_start_and_a_deferred_run_asks_for_none(tmp_path):
+    plain = GenerationRequest("p", 4, (), 1.0)
+    forced = GenerationRequest("p", 4, (), 1.0, forced_start=" se")
+    assert GenerationStore.key("t", "m", plain) != GenerationStore.key("t", "m", forced)
+    # Keys of requests without a start are those every earlier store was written with.
+    earlier = hashlib.sha256(json.dumps(["t", "m", "p", 4, []]).encode()).hexdigest()
+    assert GenerationStore.key("t", "m", plain) == earlier
+    backend = Healing("x")
+    memo = MemoBackend(backend)
+    assert memo.constrains_start
+    memo.forget("t")
+    assert memo.generate(plain).text == "x" and memo.generate(forced).text == " sex" and len(backend.requests) == 2
+    deferred = DeferredRequests.open(tmp_path / "requests.jsonl")
+    assert not MemoBackend(backend, deferred=deferred).constrains_start
+    deferred.close()
+    assert not MemoBackend(Words()).constrains_start
