@@ -49,7 +49,7 @@ from repomem.evaluation.metrics import (
     near_line_hit,
     same_call,
 )
-from repomem.evaluation.tasks import EvalTask
+from repomem.evaluation.tasks import EvalTask, typed_prefix
 from repomem.failures import Failure, FailureKind
 from repomem.positions import Cursor, read_text_file, text_before_cursor, uncompletable
 from repomem.progress import NoProgress, Progress
@@ -83,6 +83,9 @@ class RunSettings:
     # Config overrides as "section.key=value" (e.g. "relations.same_file_weight=1"): a named
     # configuration, recorded in every record and its resume key.
     overrides: tuple[str, ...] = ()
+    # "word": the cursor after half of a name of the hole's first line (tasks.typed_prefix), as an
+    # editor asks while a name is being typed; the prediction is the typed text and the answer.
+    typing: str = ""
 
     @property
     def mode(self) -> str:
@@ -185,7 +188,7 @@ def settings_fingerprint(config: Config) -> str:
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
             record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""),
-            record.get("settings", ""))
+            record.get("settings", ""), record.get("typing", ""))
 
 
 def strategy_and_alpha(name: str) -> tuple[str, float | None]:
@@ -260,10 +263,11 @@ def line_count(text: str) -> int:
     return text.count("\n") + (not text.endswith("\n"))
 
 
-def task_cursor(root: Path, task: EvalTask, file_text: str) -> Cursor:
-    """The cursor at the start of the hole, over the file cut there (nothing after it is visible)."""
+def task_cursor(root: Path, task: EvalTask, file_text: str, typed: str = "") -> Cursor:
+    """The cursor at the start of the hole, or after `typed` (the start of its first line), over
+    the file cut there (nothing after it is visible)."""
     lines = file_text.split("\n")[: task.lineno]
-    return Cursor(root, task.path, task.lineno, 0, "\n".join([*lines, ""]))
+    return Cursor(root, task.path, task.lineno, len(typed), "\n".join([*lines, typed]))
 
 
 def _hit_ranks(service: RepoService, task: EvalTask, fragments: Sequence[ScoredFragment]) -> int | None:
@@ -422,6 +426,7 @@ class Evaluator:
             "prompt_tokens": 0 if self.settings.retrieval_only else self.config.completion.max_prompt_tokens,
             "config": ",".join(self.settings.overrides), "settings": self.settings_id,
             "ground_truth": task.ground_truth,
+            **({"typing": self.settings.typing, "typed": typed_prefix(task)} if self.settings.typing else {}),
         }
 
     def evaluate(self, task: EvalTask, variants: Sequence[Variant]) -> list[dict[str, Any]]:
@@ -443,7 +448,8 @@ class Evaluator:
         if problem is not None:
             return [{**self._base_record(task, v), "error": problem.message} for v in variants]
         assert service.index_loaded
-        cursor = task_cursor(service.root, task, text)
+        typed = typed_prefix(task) if self.settings.typing else ""
+        cursor = task_cursor(service.root, task, text, typed)
         cut = service.set_buffer(task.path, cursor.text)
         if isinstance(cut, Failure) and cut.kind != FailureKind.NOT_INDEXED:
             return [{**self._base_record(task, v), "error": cut.message} for v in variants]
@@ -456,7 +462,7 @@ class Evaluator:
             elif self.settings.prompt_only:
                 record.update(self._prompt_only(service, task, cursor, leak, variant))
             else:
-                record.update(self._with_model(service, task, cursor, leak, variant))
+                record.update(self._with_model(service, task, cursor, leak, variant, typed))
             out.append(record)
         return out  # the pool rolls the service back (buffer and all) when it is checked in
 
@@ -534,18 +540,18 @@ class Evaluator:
         return counted if isinstance(counted, int) else 0
 
     def _with_model(self, service: RepoService, task: EvalTask, cursor: Cursor, leak: np.ndarray,
-                    variant: Variant) -> dict[str, Any]:
+                    variant: Variant, typed: str = "") -> dict[str, Any]:
         assert self.backend is not None
         engine = CompletionEngine(service, self.backend, self.config)  # fresh: no memory across tasks
         request = self._engine_request(engine, task, cursor, leak, variant, enough=has_enough_lines(task.ground_truth))
         result = request if isinstance(request, Failure) else engine.run(request)
         if isinstance(result, Failure):
             return {"error": result.message, "error_kind": result.kind}
-        return self._model_fields(service, task, cursor, result)
+        return self._model_fields(service, task, cursor, result, typed)
 
-    def _model_fields(self, service: RepoService, task: EvalTask, cursor: Cursor, result: Completion
-                      ) -> dict[str, Any]:
-        prediction = result.raw
+    def _model_fields(self, service: RepoService, task: EvalTask, cursor: Cursor, result: Completion,
+                      typed: str = "") -> dict[str, Any]:
+        prediction = typed + result.raw  # the line as it stands once the completion is taken
         prompt = result.prompt
         timings = {name: round(value, 3) for name, value in result.timings_ms.items()}
         timings["total"] = round(sum(result.timings_ms.values()), 3)
@@ -556,7 +562,7 @@ class Evaluator:
             # Every round's exact match and mean log-probability per token, first round first
             # (RepoCoder's oracle is the best of them; the report chooses by confidence from them
             # whatever completion.round_choice showed), and the round shown.
-            "round_em": [exact_match(a.raw, task.ground_truth) for a in result.round_answers]
+            "round_em": [exact_match(typed + a.raw, task.ground_truth) for a in result.round_answers]
             if result.round_answers else [exact_match(prediction, task.ground_truth)],
             "round_logprob": [a.mean_logprob for a in result.round_answers]
             if result.round_answers else [result.generation.mean_logprob],

@@ -15,8 +15,10 @@ Links are checked where they are followed, when a run starts (``run.resolve_task
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +50,23 @@ class EvalTask:
     context_start_lineno: int  # 0-based
     lineno: int  # 0-based first line of the hole
     definition: TaskDefinition | None = None
+
+
+# A name long enough to be typed halfway (`validated_value = se|`): an editor's completion after a
+# partly typed word, which RepoEval's cursors at a line start never ask for.
+_TYPED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+def typed_prefix(task: EvalTask) -> str:
+    """The hole's first line up to the middle of one of its names of four or more characters,
+    chosen by the task id (the same cut in every run), at least two of its letters typed; "" when
+    the line has none (a closing bracket, `x = 1`): then the cursor stays at the line start."""
+    line = task.ground_truth.split("\n")[0]
+    names = [match for match in _TYPED_NAME.finditer(line) if match.start() >= len(line) - len(line.lstrip())]
+    if not names:
+        return ""
+    chosen = names[int(hashlib.sha256(task.task_id.encode("utf-8")).hexdigest(), 16) % len(names)]
+    return line[: chosen.start() + (len(chosen.group()) + 1) // 2]
 
 
 def split_of(file_name: str) -> str:

@@ -112,7 +112,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     settings = RunSettings(
         strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
         max_prompt_tokens=args.prompt_tokens, retrieval_only=args.retrieval_only, alphas=alphas,
-        prompt_only=args.prompt_only, overrides=tuple(args.set),
+        prompt_only=args.prompt_only, overrides=tuple(args.set), typing=args.typing,
     )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
     config = Config()
@@ -226,6 +226,9 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--prompt-only", action="store_true",
                      help="build each prompt with the model's tokenizer but generate nothing: retrieval and "
                           "prompt-level metrics (answer in the blocks that fit, duplicated block tokens)")
+    run.add_argument("--typing", choices=("word",), default="",
+                     help="word: the cursor after half of a name of the hole's first line, as in an editor while a "
+                          "name is typed (the prediction is the typed text and the answer)")
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="a config override for this run, e.g. relations.same_file_weight=1 (repeatable; "
                           "recorded with every result)")

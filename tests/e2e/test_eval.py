@@ -22,7 +22,7 @@ from repomem.evaluation.metrics import (
     line_hit_rank,
 )
 from repomem.evaluation.run import RunSettings, comparable_record, read_results, run_evaluation
-from repomem.evaluation.tasks import EvalTask, TaskDefinition, load_tasks, select_tasks
+from repomem.evaluation.tasks import EvalTask, TaskDefinition, load_tasks, select_tasks, typed_prefix
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
 
@@ -308,6 +308,29 @@ def test_eval_run_and_report_with_the_embedded_model(shop_benchmark: tuple[Path,
     assert (out / "strategies.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((out / "report.json").read_text())
     assert {row["strategy"] for row in summary["model"]} == {"infile", "vanilla", "repocoder"}
+
+
+@pytest.mark.slow
+def test_typing_word_puts_the_cursor_inside_a_name_and_scores_the_line_as_typed(shop_benchmark: tuple[Path, Path]):
+    """`eval run --typing word`: the cursor after half of a name of the hole's line (an editor's
+    completion while a name is typed); the prediction is the typed text and the model's answer,
+    and the records are kept apart from cursor-at-line-start ones of the same configuration."""
+    base, repos = shop_benchmark
+    results = base / "typed.jsonl"
+    common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+              "--repos", str(repos), "--results", str(results), "--strategies", "vanilla",
+              "--max-new-tokens", "24", "--prompt-tokens", "512"]
+    run = _repomem(*common, "--typing", "word")
+    assert run.returncode == 0 and "2 results written" in run.stdout, (run.stdout, run.stderr)
+    tasks = {t.task_id: t for path in ("line.jsonl", "api.jsonl") for t in load_tasks(base / path)}
+    for record in read_results(results):
+        typed = typed_prefix(tasks[record["task_id"]])
+        assert record["typing"] == "word" and record["typed"] == typed and len(typed.strip()) >= 2
+        assert record["ground_truth"].startswith(typed) and not record["ground_truth"].startswith(typed + " ")
+        assert record["prediction"].startswith(typed)
+        assert record["em"] == exact_match(record["prediction"], record["ground_truth"])
+    plain = _repomem(*common)
+    assert plain.returncode == 0 and "2 results written, 0 already there" in plain.stdout, plain.stdout
 
 
 @pytest.mark.slow

@@ -148,6 +148,20 @@ async def test_inline_completion_uses_an_unsaved_buffer(client: LanguageClient, 
     change_document(client, uri, 3, report.read_text())  # back to the file as on disk
 
 
+async def test_a_name_typed_halfway_is_completed_as_the_model_spells_it(client: LanguageClient, workspace: Path):
+    """Token healing inside a word, at a spot with no completion shown before: the prompt ends
+    before `comp` and the model's first tokens are held to it. A prompt ending mid-word had the
+    0.5B model answer `_tax(amount_cents, tax_class)`, i.e. `comp_tax(...)`."""
+    text = ("from .pricing import compute_tax\n\n\ndef tax_for_invoice(amount_cents: int, tax_class: str) -> int:\n"
+            "    return comp")
+    uri = open_document(client, workspace / "shop" / "invoice_tax.py", text)
+    result = await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri), position=types.Position(line=4, character=15)))
+    assert result.items and result.items[0].insert_text.startswith("compute_tax("), result.items
+    assert result.items[0].text_edit.range.start == types.Position(line=4, character=11)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+
 async def test_typing_a_shown_completion_reuses_it(client: LanguageClient, workspace: Path):
     uri = opened(client, workspace / "shop" / "report.py")
     first = (await inline(client, uri, 8, 11)).items[0]  # from the LRU cache: same text, same cursor

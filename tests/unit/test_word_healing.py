@@ -16,6 +16,7 @@ from repomem.backends.memo import DeferredRequests, GenerationStore, MemoBackend
 from repomem.completion.engine import CompletionEngine
 from repomem.completion.request import CompletionRequest, read_cursor
 from repomem.config import with_overrides
+from repomem.evaluation.tasks import EvalTask, typed_prefix
 from repomem.positions import Cursor, locate
 from repomem.strategies import strategy_named
 from tests.unit.test_scope_imports import Words, long_report
@@ -141,3 +142,20 @@ def test_the_store_keys_a_forced_start_and_a_deferred_run_asks_for_none(tmp_path
     assert not MemoBackend(backend, deferred=deferred).constrains_start
     deferred.close()
     assert not MemoBackend(Words()).constrains_start
+
+
+def _task(task_id: str, ground_truth: str) -> EvalTask:
+    return EvalTask(task_id, "line", "r", "m.py", "", ground_truth, 0, 1)
+
+
+def test_the_typed_text_stops_halfway_through_a_name_of_four_letters_or_more_the_same_in_every_run():
+    task = _task("r/line/7", "        validated_value = self._call_and_store(getter)\n        x = 1")
+    typed = typed_prefix(task)
+    assert typed == typed_prefix(task) and task.ground_truth.startswith(typed)
+    # The middle of one of the line's names: validated_value, self, _call_and_store, getter.
+    middles = {16, 28, 39, 50}
+    assert len(typed) in middles, typed
+    # The task id chooses among them: over a set's ids every one is chosen.
+    assert {len(typed_prefix(_task(f"r/line/{number}", task.ground_truth))) for number in range(60)} == middles
+    assert typed_prefix(_task("r/line/1", "    )")) == "" and typed_prefix(_task("r/line/1", "x = 1")) == ""
+    assert typed_prefix(_task("r/line/1", "    ab.cd(efg)")) == ""  # no name of four letters
