@@ -20,6 +20,10 @@ the shipped editor set-ups does, sending what those set-ups send:
 6. write the rest of that line and press Enter (one didChange; the new line indented as the
    line above) and ask: **new line** (a whole line to complete, also a warm completion).
 
+Each answer is also checked against the file: the line as it would read once the item is accepted
+(items replace the word being typed, lsp/items.py) against the line the file really has, counted
+as "right" per kind (a new line against the file's next line).
+
 Each request's latency is the time to the first non-empty answer: an answer that comes back
 empty because the model was still working past the server's answer budget (an incomplete list)
 is asked again every 0.5 s, as completion menus do, and the re-asks count in its time. Reports
@@ -50,6 +54,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lsp.items import typed_word  # noqa: E402
 from scripts.bench_sources import django_or  # noqa: E402
 
 CUT = re.compile(r"^(\s+(?:[\w.\[\]]+ = |return ))(\S.{4,})$")  # an assignment or return with a real rest
@@ -164,33 +169,37 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
     editor = Editor(client)
     records = []
 
-    async def ask(kind: str, path: str, uri: str, line: int, character: int) -> None:
+    async def ask(kind: str, path: str, uri: str, line: int, character: int, real_line: str) -> None:
         seconds, text, asks = await editor.ask(uri, line, character)
+        current = editor.texts[uri].split("\n")[line]
+        accepted = current[: character - len(typed_word(current, character))] + text.split("\n")[0]
         records.append({"kind": kind, "path": path, "line": line + 1, "seconds": round(seconds, 3),
-                        "asks": asks, "answered": bool(text), "completion": text[:80]})
+                        "asks": asks, "answered": bool(text), "completion": text[:80],
+                        "right": bool(text) and accepted.rstrip() == real_line.rstrip()})
         console.print(f"{kind:>17}  {seconds:6.2f} s  {asks} ask(s)  {path}:{line + 1}  {text[:50]!r}")
 
     async def type_and_ask(path: str, uri: str, cut: Cut) -> None:
         for count in range(1, TYPED_CHARS + 1):
             await asyncio.sleep(1 / CHARS_PER_SECOND)
             editor.replace_line_tail(uri, cut.line, len(cut.prefix), cut.rest[:count])
-        await ask("warm", path, uri, cut.line, len(cut.prefix) + TYPED_CHARS)
+        await ask("warm", path, uri, cut.line, len(cut.prefix) + TYPED_CHARS, cut.prefix + cut.rest)
 
     for path, cuts in files:
         uri = (repo / path).as_uri()
         lines = (repo / path).read_text(encoding="utf-8").split("\n")
         first, second = cuts[0], cuts[len(cuts) // 2]
+        after_second = lines[second.line + 1]
         lines[first.line] = first.prefix
         opened = time.perf_counter()
         editor.open(uri, "\n".join(lines))
         await asyncio.sleep(OPEN_TO_CURSOR_S)
         editor.cursor_rests(uri, first.line, len(first.prefix))
         await asyncio.sleep(max(0.0, opened + OPEN_TO_ASK_S - time.perf_counter()))
-        await ask("first in file", path, uri, first.line, len(first.prefix))
+        await ask("first in file", path, uri, first.line, len(first.prefix), first.prefix + first.rest)
         await type_and_ask(path, uri, first)
         editor.replace_line_tail(uri, second.line, len(second.prefix), "")
         await asyncio.sleep(OPEN_TO_CURSOR_S)
-        await ask("first in function", path, uri, second.line, len(second.prefix))
+        await ask("first in function", path, uri, second.line, len(second.prefix), second.prefix + second.rest)
         await type_and_ask(path, uri, second)
         # The rest of the line written, Enter pressed, the new line indented as the editor does: a
         # completion of a whole line (where generation used to run to the token cap).
@@ -198,7 +207,7 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
         await asyncio.sleep(1 / CHARS_PER_SECOND)
         editor.replace_line_tail(uri, second.line, len(second.prefix) + TYPED_CHARS,
                                  second.rest[TYPED_CHARS:] + "\n" + indent)
-        await ask("new line", path, uri, second.line + 1, len(indent))
+        await ask("new line", path, uri, second.line + 1, len(indent), after_second)
         client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     await client.shutdown_async(None)
     client.exit(None)
@@ -214,7 +223,8 @@ def summarise(records: list[dict]) -> dict:
             kinds[kind] = {"n": len(seconds), "p50_s": float(np.percentile(seconds, 50)),
                            "p95_s": float(np.percentile(seconds, 95)), "max_s": max(seconds),
                            "unanswered": sum(1 for r in records if r["kind"] == kind and not r["answered"]),
-                           "reasked": sum(1 for r in records if r["kind"] == kind and r["asks"] > 1)}
+                           "reasked": sum(1 for r in records if r["kind"] == kind and r["asks"] > 1),
+                           "right": sum(1 for r in records if r["kind"] == kind and r.get("right"))}
     return kinds
 
 
@@ -248,7 +258,7 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     table = Table(title=f"editor walk over {result['files']} {result['repo']} files, settings {settings or 'default'}")
-    for column in ("request", "n", "p50 s", "p95 s", "max s", "re-asked", "no answer", "target"):
+    for column in ("request", "n", "p50 s", "p95 s", "max s", "re-asked", "no answer", "right", "target"):
         table.add_column(column, justify="right" if column != "request" else "left")
     for kind, row in result["summary"].items():
         target = ""
@@ -259,7 +269,7 @@ def main() -> int:
             if kind in ("warm", "new line"):
                 target += f"; p95 <= 1 s: {'met' if row['p95_s'] <= 1.0 else 'NOT met'}"
         table.add_row(kind, str(row["n"]), f"{row['p50_s']:.2f}", f"{row['p95_s']:.2f}", f"{row['max_s']:.2f}",
-                      str(row["reasked"]), str(row["unanswered"]), target)
+                      str(row["reasked"]), str(row["unanswered"]), str(row["right"]), target)
     console.print(table)
     console.print(f"written {args.out}")
     return 0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from repomem.backends.base import Backend, Generation, GenerationRequest
+from repomem.backends.base import Backend, Generation, GenerationRequest, constrains_start
 from repomem.failures import Failure
 
 
@@ -40,6 +40,7 @@ class BatchingBackend:
         self.name = inner.name
         self.template = inner.template
         self.context_tokens = inner.context_tokens
+        self.constrains_start = constrains_start(inner)  # a batch holds each row to its own start
         self.max_batch = max(1, max_batch)
         self.gather_s = gather_s
         self.batch_sizes: list[int] = []  # sizes of the batches run, in order (for reports and tests)

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, window_overflow
+from repomem.backends.forced_start import TokenVocabulary
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.templates import template_for
 from repomem.failures import Failure
@@ -134,10 +135,13 @@ class _SequenceState:
 
 
 class TransformersBackend:
+    constrains_start = True  # GenerationRequest.forced_start, by a logits processor per row
+
     def __init__(self, model, tokenizer, torch, name: str, template, context_tokens: int, device: str):
         self._model = model
         self._tokenizer = tokenizer
         self._torch = torch
+        self._vocabulary: TokenVocabulary | None = None  # read at the first forced start
         # One generation at a time (the model), and one tokenizer call at a time (the Rust tokenizer
         # is not re-entrant). Two locks: evaluation workers count their prompts' tokens while a
         # batch generates; with one lock every count waited for the running batch, and on a GPU the
@@ -249,13 +253,15 @@ class TransformersBackend:
         states = [_SequenceState(r, started + r.deadline_s) for r in requests]
         criteria = self._stopping(states, width)
         confidence = self._confidence(states)
+        # The starts first: the confidence then reads each held step's pick among the allowed tokens.
+        processors = [*self._starts(states, width), confidence]
         try:
             with torch.inference_mode():
                 self._model.generate(
                     input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                     max_new_tokens=max(r.max_tokens for r in requests), do_sample=False, num_beams=1,
                     temperature=None, top_p=None, top_k=None, pad_token_id=self._pad_id,
-                    eos_token_id=self._eos_id, stopping_criteria=[criteria], logits_processor=[confidence],
+                    eos_token_id=self._eos_id, stopping_criteria=[criteria], logits_processor=processors,
                 )
                 confidence.settle()
         except (RuntimeError, ValueError) as error:
@@ -297,6 +303,39 @@ class TransformersBackend:
                 return torch.tensor([s.finish is not None for s in states], device=input_ids.device)
 
         return Stops()
+
+    def _starts(self, states: list[_SequenceState], width: int) -> list:
+        """A transformers LogitsProcessor holding each row with a forced start to the tokens
+        consistent with what is left of it (repomem.backends.forced_start); none when no row has one."""
+        if not any(state.request.forced_start for state in states):
+            return []
+        import transformers
+
+        if self._vocabulary is None:
+            special = set(self._tokenizer.all_special_ids)
+            with self._tokenizer_lock:
+                texts = self._tokenizer.batch_decode([[index] for index in range(len(self._tokenizer))])
+            self._vocabulary = TokenVocabulary([b"" if index in special else text.encode("utf-8")
+                                                for index, text in enumerate(texts)])
+        vocabulary = self._vocabulary
+        starts = [state.request.forced_start.encode("utf-8") for state in states]
+
+        class Starts(transformers.LogitsProcessor):
+            def __call__(self, input_ids, scores):
+                # input_ids: (batch, width + generated); scores: (batch, vocabulary) for the next token.
+                for row, start in enumerate(starts):
+                    if not start or states[row].finish is not None:
+                        continue
+                    written = b"".join(vocabulary.pieces[token] if token < len(vocabulary.pieces) else b""
+                                       for token in input_ids[row, width:].tolist())
+                    allowed = vocabulary.consistent_with(start[len(written):]) if len(written) < len(start) else []
+                    if allowed:
+                        kept = scores[row, allowed].clone()
+                        scores[row, :] = float("-inf")
+                        scores[row, allowed] = kept
+                return scores
+
+        return [Starts()]
 
     def _confidence(self, states: list[_SequenceState]):
         """A transformers LogitsProcessor that leaves the scores as they are and sums, per row still

@@ -58,6 +58,21 @@ def test_counts_match_llama_cpp_and_batches_match_single_prompts(hf, llama):
 
 
 @pytest.mark.slow
+def test_a_forced_start_holds_its_own_row_of_a_batch(hf):
+    """Token healing inside a word with transformers: the row asked to start with `se` writes the
+    model's `self`, the other row of the batch answers as it does alone."""
+    point = ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+             "    def scaled(self, factor):\n        return Point(")
+    forced = GenerationRequest(prompt=point, max_tokens=16, stop=("\n",), deadline_s=300, forced_start="se")
+    both = hf.generate_batch([forced, _request(PROMPTS[1])])
+    assert not isinstance(both[0], Failure) and both[0].text.startswith("self.x"), both[0]
+    assert both[0].mean_logprob is not None and both[0].mean_logprob <= 0
+    assert both[1].text == hf.generate(_request(PROMPTS[1])).text
+    unforced = hf.generate(GenerationRequest(prompt=point + "se", max_tokens=16, stop=("\n",), deadline_s=300))
+    assert not ("se" + unforced.text).startswith("self.x"), unforced  # mid-word, the name is broken
+
+
+@pytest.mark.slow
 def test_complete_with_the_hf_backend(model_path: Path, tmp_path: Path):
     repo = with_short_prompts(copy_example(tmp_path / "shop"))
     run = subprocess.run([sys.executable, "-m", "repomem", "complete", str(repo / "shop" / "report.py") + ":9",
