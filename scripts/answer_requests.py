@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from repomem.backends.base import Generation, GenerationRequest
+from repomem.backends.base import Generation, GenerationRequest, constrains_start
 from repomem.backends.batching import supports_batches
 from repomem.backends.memo import GenerationStore
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
@@ -94,6 +94,10 @@ def _answer(args: argparse.Namespace, backend, started: float) -> int:
         print(f"error: the requests were built for {sorted(models)}, this model is {backend.name!r}: the store "
               "would not answer them (name the model file as the deferring run did)", file=sys.stderr)
         return 1
+    if any(e.get("forced_start") for e in entries) and not constrains_start(backend):
+        print(f"error: some requests must start with a typed word (eval run --typing word) and {backend.name} "
+              "cannot hold a start: answer them with --hf or --model", file=sys.stderr)
+        return 1
     print(f"{len(entries)} requests to answer, model loaded in {time.perf_counter() - started:.0f} s", flush=True)
     entries = _in_task_order(entries, args.batch)
     answered = failed = 0
@@ -104,7 +108,8 @@ def _answer(args: argparse.Namespace, backend, started: float) -> int:
             break
         chunk = entries[first:first + args.batch]
         requests = [GenerationRequest(e["prompt"], int(e["max_tokens"]), tuple(e["stop"]), DEADLINE_S,
-                                      enough=EnoughLines(e["enough_lines"]) if "enough_lines" in e else None)
+                                      enough=EnoughLines(e["enough_lines"]) if "enough_lines" in e else None,
+                                      forced_start=e.get("forced_start", ""))
                     for e in chunk]
         batch_started = time.perf_counter()
         answers = backend.generate_batch(requests) if supports_batches(backend) else map(backend.generate, requests)

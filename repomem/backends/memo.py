@@ -112,7 +112,8 @@ DEFERRED = FailureKind.DEFERRED  # a request written out instead of generated
 
 class DeferredRequests:
     """Requests the store could not answer, appended to one JSONL file: the store's key, the task,
-    and what a generator needs (prompt, token cap, stop strings, and the line count that ends it)."""
+    and what a generator needs (prompt, token cap, stop strings, the line count that ends it, and
+    the text the answer must start with, if any)."""
 
     def __init__(self, path: Path, handle: IO[str]):
         self.path = path
@@ -137,7 +138,8 @@ class DeferredRequests:
         lines = getattr(request.enough, "lines", None)
         entry = {"key": key, "task": scope, "model": model, "prompt": request.prompt,
                  "max_tokens": request.max_tokens, "stop": list(request.stop),
-                 **({"enough_lines": lines} if isinstance(lines, int) else {})}
+                 **({"enough_lines": lines} if isinstance(lines, int) else {}),
+                 **({"forced_start": request.forced_start} if request.forced_start else {})}
         with self._lock:
             if key in self._written:
                 return
@@ -162,8 +164,8 @@ class MemoBackend:
         self.deferred = deferred  # where a request the store cannot answer goes instead of the model
         self._answers: dict[tuple[str, int, tuple[str, ...], str], Generation] = {}
         self._scope = ""  # the task being evaluated: what the `enough` predicate depends on
-        # A deferred request goes to a GPU answering script, which holds no start: none is asked for.
-        self.constrains_start = constrains_start(inner) and deferred is None
+        # A deferred request carries its forced start to the answering script (its backend must hold it).
+        self.constrains_start = constrains_start(inner)
         self.reused = 0  # requests answered from memory or the store since construction
         self.recalled = 0  # of those, answered by the store (an earlier run)
 

@@ -126,7 +126,7 @@ def test_the_engine_asks_for_the_typed_word_and_completes_after_the_cursor(tmp_p
     assert not getattr(plain, "constrains_start", False)
 
 
-def test_the_store_keys_a_forced_start_and_a_deferred_run_asks_for_none(tmp_path):
+def test_the_store_keys_a_forced_start_and_a_deferred_request_carries_it(tmp_path):
     plain = GenerationRequest("p", 4, (), 1.0)
     forced = GenerationRequest("p", 4, (), 1.0, forced_start=" se")
     assert GenerationStore.key("t", "m", plain) != GenerationStore.key("t", "m", forced)
@@ -138,9 +138,16 @@ def test_the_store_keys_a_forced_start_and_a_deferred_run_asks_for_none(tmp_path
     assert memo.constrains_start
     memo.forget("t")
     assert memo.generate(plain).text == "x" and memo.generate(forced).text == " sex" and len(backend.requests) == 2
+    # A deferred request carries its start to the machine that answers it.
     deferred = DeferredRequests.open(tmp_path / "requests.jsonl")
-    assert not MemoBackend(backend, deferred=deferred).constrains_start
+    later = MemoBackend(backend, GenerationStore.open(tmp_path / "store.jsonl"), deferred)
+    assert later.constrains_start
+    later.forget("t")
+    assert later.generate(forced).kind == "deferred" and later.generate(plain).kind == "deferred"
     deferred.close()
+    entries = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert [entry.get("forced_start") for entry in entries] == [" se", None]
+    assert entries[0]["key"] == GenerationStore.key("t", backend.name, forced)
     assert not MemoBackend(Words()).constrains_start
 
 
