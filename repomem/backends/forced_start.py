@@ -70,14 +70,21 @@ class StartConstraint:
         self._start = start
         self._prompt_tokens = prompt_tokens
 
+    def allowed(self, generated: Sequence[int]) -> list[int]:
+        """The ids the next token may take after the `generated` ones; [] when nothing is held
+        (the start is written, or no token goes on with it: every byte is a token in a real
+        vocabulary). Ids past the vocabulary's (a model's padded rows) spell nothing."""
+        pieces = self._vocabulary.pieces
+        written = b"".join(pieces[int(token)] if int(token) < len(pieces) else b"" for token in generated)
+        if len(written) >= len(self._start):
+            return []
+        return self._vocabulary.consistent_with(self._start[len(written):])
+
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         # input_ids: (prompt + generated,) token ids; scores: (n_vocab,) float32 logits.
-        written = b"".join(self._vocabulary.pieces[int(token)] for token in input_ids[self._prompt_tokens:])
-        if len(written) >= len(self._start):
+        allowed = self.allowed(input_ids[self._prompt_tokens:])
+        if not allowed:
             return scores
-        allowed = np.asarray(self._vocabulary.consistent_with(self._start[len(written):]), dtype=np.int64)
-        if allowed.shape[0] == 0:
-            return scores  # no token goes on with it (every byte is a token in a real vocabulary)
         held = np.full_like(scores, -np.inf)
         held[allowed] = scores[allowed]
         return held

@@ -99,25 +99,24 @@ def main() -> None:
     vocabulary_lock = threading.Lock()
     vocabularies: list[TokenVocabulary] = []  # the one built at the first forced start
 
-    def authorize(authorization: str | None) -> None:
+    def text_field(body: dict, name: str, authorization: str | None) -> str:
+        """The request's string field `name`, once its key is checked (401 / 400 otherwise)."""
         if key and authorization != f"Bearer {key}":
             raise HTTPException(status_code=401, detail="bad key")
+        text = body.get(name)
+        if not isinstance(text, str):
+            raise HTTPException(status_code=400, detail=f"{name} must be a string")
+        return text
 
     @app.post(TOKENIZE_PATH)
     def tokenize(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        authorize(authorization)
-        text = body.get("input")
-        if not isinstance(text, str):
-            raise HTTPException(status_code=400, detail="input must be a string")
+        text = text_field(body, "input", authorization)
         with vocabulary_lock:
             return {"tokens": vocabulary.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
 
     @app.post(START_TOKENS_PATH)
     def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        authorize(authorization)
-        text = body.get("text")
-        if not isinstance(text, str):
-            raise HTTPException(status_code=400, detail="text must be a string")
+        text = text_field(body, "text", authorization)
         with vocabulary_lock:
             if not vocabularies:
                 vocabularies.append(TokenVocabulary.of_llama(vocabulary))

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, window_overflow
-from repomem.backends.forced_start import TokenVocabulary
+from repomem.backends.forced_start import StartConstraint, TokenVocabulary
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.templates import template_for
 from repomem.failures import Failure
@@ -317,18 +317,17 @@ class TransformersBackend:
                 texts = self._tokenizer.batch_decode([[index] for index in range(len(self._tokenizer))])
             self._vocabulary = TokenVocabulary([b"" if index in special else text.encode("utf-8")
                                                 for index, text in enumerate(texts)])
-        vocabulary = self._vocabulary
-        starts = [state.request.forced_start.encode("utf-8") for state in states]
+        # One constraint per row that has a start (its generated tokens are those past `width`).
+        held = [StartConstraint(self._vocabulary, state.request.forced_start.encode("utf-8"), width)
+                if state.request.forced_start else None for state in states]
 
         class Starts(transformers.LogitsProcessor):
             def __call__(self, input_ids, scores):
                 # input_ids: (batch, width + generated); scores: (batch, vocabulary) for the next token.
-                for row, start in enumerate(starts):
-                    if not start or states[row].finish is not None:
+                for row, constraint in enumerate(held):
+                    if constraint is None or states[row].finish is not None:
                         continue
-                    written = b"".join(vocabulary.pieces[token] if token < len(vocabulary.pieces) else b""
-                                       for token in input_ids[row, width:].tolist())
-                    allowed = vocabulary.consistent_with(start[len(written):]) if len(written) < len(start) else []
+                    allowed = constraint.allowed(input_ids[row, width:].tolist())
                     if allowed:
                         kept = scores[row, allowed].clone()
                         scores[row, :] = float("-inf")
