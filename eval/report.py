@@ -276,6 +276,9 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     common first; `backend` keeps one model only. Report.backend/order/prompt_tokens name the first."""
     if not records:
         return Failure("no-results", "the results hold no records")
+    failed = [r for r in records if "error" in r]
+    if len(failed) == len(records):
+        return Failure("no-results", f"all {len(records)} records failed (the first: {failed[0]['error']})")
     model = [r for r in records if r.get("mode") == "model" and (backend is None or r["backend"] == backend)]
     if backend is not None and not model:
         return Failure("no-results", f"no model results for backend {backend!r}")
@@ -285,7 +288,7 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     runs = sorted(counts, key=lambda run: (-counts[run], run))
     chosen = runs[0] if runs else ("", "", 0)
     model_rows = [row for run in runs for row in _model_rows([r for r in model if run_of(r) == run], run)]
-    retrieval = [r for r in records if r.get("mode") == "retrieval"]
+    retrieval = [r for r in records if r.get("mode") == "retrieval" and "error" not in r]
     ks = {int(r["k"]) for r in (*model, *retrieval)}
     k = max(ks) if ks else 10
     prompts = [r for r in records if r.get("mode") == "prompt"]

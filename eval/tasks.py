@@ -83,6 +83,11 @@ def _plain_name(part: str) -> bool:
     return part not in ("", ".", "..") and not any(char in part for char in "/\\\0") and is_text_name(part)
 
 
+def _whole_number(value: object) -> bool:
+    """An int that is not a bool (JSON's `true` reads as a bool, which Python counts as an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _task_from(record: object, default_split: str) -> EvalTask:
     if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
         raise ValueError("expected an object with 'prompt' and 'metadata'")
@@ -100,11 +105,13 @@ def _task_from(record: object, default_split: str) -> EvalTask:
         if not isinstance(value, str):
             raise ValueError(f"{name} must be a string")
     start = meta.get("context_start_lineno")
-    if not isinstance(lineno, int) or not isinstance(start, int) or not 0 <= start <= lineno:
+    if not _whole_number(lineno) or not _whole_number(start) or not 0 <= start <= lineno:
         raise ValueError("context_start_lineno and lineno must be integers with 0 <= context_start_lineno <= lineno")
     definition = None
     raw = meta.get("definition")
-    if isinstance(raw, dict) and isinstance(raw.get("path"), str) and isinstance(raw.get("line"), int):
+    if isinstance(raw, dict) and isinstance(raw.get("path"), str) and _whole_number(raw.get("line")):
+        if raw["line"] < 0:
+            raise ValueError("metadata.definition.line must be >= 0 (0-based)")
         definition = TaskDefinition(raw["path"], raw["line"], str(raw.get("name", "")))
     split = meta.get("split") if meta.get("split") in SPLITS else default_split
     return EvalTask(

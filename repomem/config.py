@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -683,6 +684,9 @@ def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
     return dataclasses.replace(config, **replaced)
 
 
+_ASSIGNMENT_OUTCOME = re.compile(r"(; default .* kept| ignored)$")
+
+
 def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
                      notices: list[str] | None = None) -> tuple[Config, list[str]]:
     """`config` with "section.key=value" assignments applied (values in TOML syntax; a bare word
@@ -705,7 +709,9 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
     if notices is not None:
         notices.extend(moved)
     checked, warnings = config_from_mapping(mapping)
-    problems.extend(warnings)
+    # repomem.toml's warnings say what happens instead ("; default 10 kept", "ignored"); an
+    # assignment refused stops the command, so only the reason is kept.
+    problems.extend(_ASSIGNMENT_OUTCOME.sub("", warning) for warning in warnings)
     if problems:
         return config, problems
     return with_overrides(config, **{section: {key: getattr(getattr(checked, section), key) for key in keys}

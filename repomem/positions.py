@@ -14,6 +14,8 @@ from repomem.regular_files import read_regular
 _POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
 REPOSITORY_MARKERS = (".git", "repomem.toml")  # a folder holding one is a repository's root
 INDEX_MARKER = ".repomem"  # an index's default folder: a root only where no repository is found
+# Folders whose files are never a cursor's: version control's metadata and the index's own.
+INTERNAL_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", INDEX_MARKER})
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,11 @@ def uncompletable(relative_path: str, text: str, scan: ScanConfig) -> Failure | 
     if not is_text_name(relative_path):
         return Failure("not-utf8-name", f"{printable_path(relative_path)}: the {NOT_UTF8_NAME}; repomem neither "
                                         "indexes nor completes in such files (rename it)")
+    internal = next((part for part in relative_path.split("/")[:-1] if part in INTERNAL_FOLDERS), None)
+    if internal is not None:
+        # A remote's URL with its token sits in .git/config: nothing in these folders is code.
+        return Failure("not-indexed", f"{relative_path} lies inside {internal}/ (version control or the index's "
+                                      "own files): repomem neither indexes nor completes there")
     if "\0" in text:
         return Failure("binary-file", f"{relative_path} is a binary file (it holds a NUL character)")
     if len(text) > scan.max_file_bytes and len(text.encode("utf-8", "surrogatepass")) > scan.max_file_bytes:

@@ -48,6 +48,9 @@ def open_private(path: Path, flags: int) -> int:
     try:
         descriptor = os.open(path, (flags & ~os.O_TRUNC) | os.O_NONBLOCK, 0o600)
     except OSError as error:
+        if error.errno == errno.EISDIR:
+            os.rmdir(path)  # an empty folder in its place goes; one holding anything is reported
+            return os.open(path, flags | os.O_EXCL, 0o600)
         if error.errno not in (errno.ELOOP, errno.ENXIO):  # a symbolic link; a pipe without a reader
             raise
     else:

@@ -106,6 +106,12 @@ class Retrieval:
     timings_ms: dict[str, float]
 
 
+def written_what(error: OSError) -> str:
+    """An index write's OSError for a person: the reason and the path it concerns."""
+    reason = error.strerror or str(error)
+    return f"{reason} ({error.filename})" if error.filename else reason
+
+
 def _fragment_ids(mask: np.ndarray | None) -> np.ndarray:
     """A caller's mask as fragment ids, int64: a boolean mask (one entry per fragment) or ids."""
     if mask is None:
@@ -259,7 +265,7 @@ class RepoService:
             if action == "built":
                 release_free_memory()  # what the build freed, back to the system (a server lives on)
         except OSError as error:
-            return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
+            return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
         self.index = index
         return IndexReport(
             root=self.root,
@@ -393,7 +399,7 @@ class RepoService:
         try:
             save_index(self.index, directory, self.index.snapshot)
         except OSError as error:
-            return Failure("index-write", f"cannot write the index in {directory}: {error.strerror or error}")
+            return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
         except StructureUnavailable as error:  # another process pruned the snapshot it would read
             self.index = None
             return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")

@@ -241,7 +241,7 @@ def is_number(value: Any) -> bool:
 
 def value_problem(rules: SettingRules, value: Any) -> str | None:
     """Why `value` (already of the setting's type) is refused, or None. Checked in this order: a
-    number is finite, at most its maximum, at least its minimum, above 0 where positive, inside
+    number is finite, at most its maximum, above 0 where positive, at least its minimum, inside
     its interval; a string is one of the choices, a plain folder name where it must be one."""
     if isinstance(value, str):
         if rules.choices and value not in rules.choices:
@@ -255,12 +255,12 @@ def value_problem(rules: SettingRules, value: Any) -> str | None:
         return "must be a finite number"  # NaN / inf would pass every comparison below, or print as invalid JSON
     if value > rules.maximum:
         return f"must be at most {rules.maximum:,}"
+    if rules.positive and value <= 0:
+        return "must be > 0"  # before the minimum (0 for most): -3 and 0 are told the same rule
     if value < rules.minimum:
         if rules.minimum_means:
             return f"must be {rules.minimum} ({rules.minimum_means}) or more"
         return f"must be >= {rules.minimum}"
-    if rules.positive and value <= 0:
-        return "must be > 0"
     if rules.within == "(0, 1]" and not 0 < value <= 1:
         return "must lie in (0, 1]"
     if rules.within == "[0, 1]" and not 0 <= value <= 1:

@@ -38,6 +38,15 @@ def finite_float(text: str) -> float:
     return value
 
 
+def alpha_value(text: str) -> float:
+    """An argparse type for FragRel's alpha: a finite number >= 0 (a negative weight would rank the
+    fragments the relations favour last)."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its usage errors as one line (the usage itself is a `--help` away), exit 2."""
 

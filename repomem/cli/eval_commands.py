@@ -14,7 +14,7 @@ from rich.table import Table
 from repomem.backends.base import BackendTokenizer, TokenCountFailed
 from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
-from repomem.cli.errors import UserError, finite_float, ok
+from repomem.cli.errors import UserError, alpha_value, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS, Config, with_assignments, with_overrides
 from repomem.failures import Failure
@@ -69,7 +69,7 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _parse_floats(text: str, option: str) -> tuple[float, ...]:
     try:
-        values = tuple(finite_float(v) for v in text.split(",") if v.strip())
+        values = tuple(finite_float(v) for v in text.split(","))
     except argparse.ArgumentTypeError:
         raise UserError(Failure("bad-option", f"{option} takes finite numbers separated by commas, "
                                               f"got {text!r}")) from None
@@ -88,8 +88,6 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure("bad-option", "--limit must be at least 1"))
     if args.k is not None and args.k < 1:
         raise UserError(Failure("bad-option", "--k must be at least 1"))
-    if args.alpha is not None and args.alpha < 0:
-        raise UserError(Failure("bad-option", "--alpha must be >= 0"))
     if args.max_new_tokens < 1:
         raise UserError(Failure("bad-option", "--max-new-tokens must be at least 1"))
     if args.prompt_tokens is not None and args.prompt_tokens < 64:
@@ -101,6 +99,10 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.workers < 1:
         raise UserError(Failure("bad-option", "--workers must be at least 1"))
     alphas = _parse_floats(args.alphas, "--alphas") if args.alphas else ()
+    if args.defer and not args.generations:
+        raise UserError(Failure("bad-option", "--defer needs --generations (the store whose answers it defers)"))
+    if args.results and Path(args.results).is_dir():
+        raise UserError(Failure("bad-option", f"--results {args.results} is a folder; name a JSONL file"))
     # The evaluator (and with it the engine) is imported once the options are known to be good.
     from repomem.evaluation.run import RunSettings, run_evaluation
     from repomem.evaluation.tasks import load_tasks, select_tasks
@@ -154,20 +156,31 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(f"repomem: interrupted; finished results are kept in {summary.results} (rerun to resume)",
               file=sys.stderr)
         return 130
+    if summary.failed:
+        print(f"repomem: {summary.failed} result{'s' if summary.failed > 1 else ''} failed (each record says why in "
+              f"its \"error\": {summary.results})", file=sys.stderr)
+        return 1
     return 0
 
 
 def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     for path in args.results:
         if not Path(path).is_file():
-            raise UserError(Failure("missing-results", f"{path}: no such file"))
+            what = "a folder, not a results file" if Path(path).is_dir() else "no such file"
+            raise UserError(Failure("missing-results", f"{path}: {what}"))
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UserError(Failure("bad-option", f"--out {args.out} is a file; name a folder for the report"))
     from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars
     from repomem.evaluation.report import markdown, summarize
     from repomem.evaluation.run import read_results
 
     records: list[dict[str, Any]] = []
     for path in args.results:
-        records.extend(read_results(Path(path)))
+        read = read_results(Path(path))
+        if not read:
+            raise UserError(Failure("no-results", f"{path}: no results records in it (not written by `repomem eval "
+                                                  "run`, or by another version)"))
+        records.extend(read)
     report = ok(summarize(records, backend=args.backend))
     target = Path(args.out)
     target.mkdir(parents=True, exist_ok=True)
@@ -211,7 +224,7 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--strategies", default=",".join(STRATEGY_NAMES), help="comma-separated (default: all)")
     run.add_argument("--limit", type=int, default=None, help="tasks per split, drawn by --seed, balanced over repos")
     run.add_argument("--seed", type=int, default=0, help="which tasks --limit draws (default 0)")
-    run.add_argument("--alpha", type=finite_float, default=None, help="FragRel's alpha (default 0.5)")
+    run.add_argument("--alpha", type=alpha_value, default=None, help="FragRel's alpha (default 0.5)")
     run.add_argument("--alphas", default="", help="also fragrel at each of these alphas, "
                      "e.g. 0,0.25,0.5,1,2 (0: its levers, graph off)")
     run.add_argument("--k", type=int, default=None, help="fragments retrieved (default 10)")

@@ -10,6 +10,7 @@ commands that use it, not here: `--help`, a usage error or `repomem model path` 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
-from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, finite_float, ok
+from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure
@@ -152,8 +153,10 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
     from repomem.positions import find_repo_root, parse_position
 
     spec = ok(parse_position(args.position))
+    from repomem.cli.service_setup import named_folder
+
     if args.repo is not None:
-        root = Path(args.repo)
+        root = named_folder(args.repo)
     else:
         # A missing file still names its repository through its nearest existing folder.
         existing = spec.path.absolute()
@@ -267,8 +270,18 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("repomem")
+    except PackageNotFoundError:  # run from a checkout that pip never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="repomem", description="Repository-aware code completion (FragRel).")
+    parser.add_argument("--version", action="version", version=f"repomem {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="build or update the index of a repository")
@@ -282,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrieve = commands.add_parser("retrieve", help="rank the repository's fragments for a cursor")
     retrieve.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
     retrieve.add_argument("--k", type=int, default=None, help="how many fragments (default 10)")
-    retrieve.add_argument("--alpha", type=finite_float, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
+    retrieve.add_argument("--alpha", type=alpha_value, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
     retrieve.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
     retrieve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     retrieve.add_argument("--code", action="store_true", help="also print each fragment's code")
@@ -334,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is None and args.command != "serve":
+        # Started with standard output closed (`>&-`): every result would vanish without a word.
+        print("repomem: error: standard output is closed; nothing could be printed", file=sys.stderr)
+        return 1
     try:
         return int(args.handler(args, out, err))
     except UserError as error:
@@ -342,12 +359,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("repomem: interrupted", file=sys.stderr)
         return 130
-    except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
-        if os.environ.get("REPOMEM_DEBUG"):
-            raise
-        print(f"repomem: internal error: {error.__class__.__name__}: {error} (REPOMEM_DEBUG=1 shows details)",
-              file=sys.stderr)
+    except BrokenPipeError:
+        # The reader went away (`repomem retrieve ... | head -1`): stop quietly, as other tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT) or error.filename is not None:
+            return _internal_error(error)
+        print(f"repomem: error: cannot write the output: {error.strerror}", file=sys.stderr)
         return 1
+    except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
+        return _internal_error(error)
+
+
+def _internal_error(error: Exception) -> int:
+    """A bug: one line, exit 1; REPOMEM_DEBUG=1 raises it again for the traceback."""
+    if os.environ.get("REPOMEM_DEBUG"):
+        raise error
+    print(f"repomem: internal error: {error.__class__.__name__}: {error} (REPOMEM_DEBUG=1 shows details)",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from repomem.cli.errors import ok
+from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
+from repomem.failures import Failure
 from repomem.positions import find_repo_root
 from repomem.service import IndexReport, RepoService
 
@@ -33,12 +34,28 @@ def ensure_index(service: RepoService, err: Console, full: bool = False) -> Inde
     return report
 
 
+def named_folder(text: str) -> Path:
+    """A repository folder a person named (`index PATH`, `--repo`): an empty string is no folder
+    (Path("") would be the current one)."""
+    if not text.strip():
+        raise UserError(Failure("missing-repo", "the repository folder is an empty string"))
+    return Path(text)
+
+
 def index_root(path: str | None) -> Path:
     """`index` with no folder indexes the repository around the current one (not the subfolder);
     an explicit folder inside another repository is indexed as asked, with a warning."""
     if path is None:
-        return find_repo_root(Path.cwd()) or Path.cwd()
-    asked = Path(path)
+        found = find_repo_root(Path.cwd())
+        if found is None:
+            # Indexing whatever folder one stands in (a home folder, /tmp) is never what was meant.
+            raise UserError(Failure(
+                "not-a-repo",
+                f"{Path.cwd()} is not inside a repository (no .git or repomem.toml above it, nor an index); "
+                "run `repomem index .` to index this folder as one",
+            ))
+        return found
+    asked = named_folder(path)
     enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
     if enclosing is not None and enclosing != asked.resolve():
         print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "

@@ -171,8 +171,10 @@ def _spliced(files: tuple[FileSyntax | None, ...], previous: SyntaxEdges, change
 
 def step_cost(weight: float | np.ndarray) -> np.ndarray:
     """A search's step cost along edges of `weight`: -ln w, float64 (one formula, so a graph built
-    whole and one kept between edits hold the same bits)."""
-    return -np.log(np.asarray(weight, dtype=np.float64))
+    whole and one kept between edits hold the same bits). A weight that underflowed to 0 (a call
+    thousands of expression levels deep: syntax_weight ** hops) costs +inf, a step never taken."""
+    with np.errstate(divide="ignore"):
+        return -np.log(np.asarray(weight, dtype=np.float64))
 
 
 def call_edges(calls: np.ndarray, block_start: np.ndarray, config: GraphConfig

@@ -104,7 +104,9 @@ def check_seal(manifest: Any) -> Failure | None:
     except (TypeError, ValueError):
         return Failure("untrusted-index", "the index manifest is damaged")
     if not hmac.compare_digest(expected, manifest[SEAL_FIELD]):
-        return Failure("untrusted-index", "the index was not written on this machine, or was changed since")
+        return Failure("untrusted-index", "the index was not written on this machine by this user, or was changed "
+                                          "since (its seal does not match index-seal.key in the repomem cache, "
+                                          "which a new cache folder replaces)")
     return None
 
 

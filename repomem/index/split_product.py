@@ -41,6 +41,8 @@ class RowBlocks:
 
     def times(self, x: np.ndarray, out: np.ndarray) -> None:
         """out[:n_rows] = matrix @ x (the first block on the calling thread, the others on helpers)."""
+        if not self.rows:
+            return  # no rows (a repository with nothing to index)
         pending: list[Future] = [_helpers().submit(block.__matmul__, x) for block in self.blocks[1:]]
         first_end = self.rows[0][1]
         out[:first_end] = self.blocks[0] @ x

@@ -139,8 +139,19 @@ def claim_index_folder(directory: Path, root: Path) -> None:
             raise IndexFolderRefused(f"{directory} exists and is not a repomem index; choose another "
                                      "index.dir_name (repomem only writes in folders it created)")
     else:
-        directory.mkdir(parents=True, mode=0o700)
+        _private_folders(directory)
     replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
+
+
+def _private_folders(directory: Path) -> None:
+    """Make `directory` and each missing folder above it owner-only (0700): `mkdir(parents=True,
+    mode=...)` gives the folders above the last the default mode (a cache's `indexes` was 0755)."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
 
 
 @contextlib.contextmanager
@@ -487,7 +498,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
         replace_private(directory / ".gitignore", b"*\n")
         tag = secrets.token_hex(4)
         temporary = directory / f"tmp-{tag}"
-        temporary.mkdir()
+        temporary.mkdir(mode=0o700)
         # Snapshot names must keep growing across full builds, which restart at generation 0.
         index.generation = max(index.generation, _newest_generation(directory) + 1)
         try:
@@ -735,7 +746,9 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         index.stats = compute_stats(index.df, index.doc_len, index.live, config.bm25)
         index.snapshot = snapshot
         index.structure_loader = lambda: _load_structure(snapshot, index, digests)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, IndexError) as error:
+    except OSError as error:  # a file of the snapshot missing or unreadable: name it plainly
+        return Failure("damaged-index", f"index is damaged ({error.strerror or error}: {error.filename})")
+    except (ValueError, KeyError, TypeError, AttributeError, EOFError, IndexError) as error:
         return Failure("damaged-index", f"index is damaged ({error.__class__.__name__}: {error})")
     except Exception as error:  # zipfile.BadZipFile and other decoder errors of a torn file
         return Failure("damaged-index", f"index is damaged ({error.__class__.__name__})")

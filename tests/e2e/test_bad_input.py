@@ -18,7 +18,7 @@ import pytest
 from repomem.config import load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
-from tests.cli_process import free_port, run
+from tests.cli_process import assert_user_error, free_port, run
 from tests.http_servers import GarbageHandler, serve_http
 from tests.repos import copy_example, synthetic_files, write_repo
 
@@ -53,8 +53,18 @@ def shop(tmp_path_factory) -> Path:
                                 ("absolute", ["shop", "/etc/hostname"], 0), ("repo_name", ["..", "outside.py"], 0),
                                 ("link", ["shop", "away_link.py"], 0), ("past_end", ["shop", "report.py"], 9999)):
         (repo / f"tasks_{name}.jsonl").write_text(_task(fpath, lineno) + "\n")
+    (repo / "tasks_ok.jsonl").write_text(_task(["shop", "report.py"], 5) + "\n")
+    (repo / "tasks_bool_line.jsonl").write_text(_task(["shop", "report.py"], 5).replace('"lineno": 5', '"lineno": true')
+                                               + "\n")
+    (repo / ".git").mkdir()
+    (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = https://user:token@example.com/shop.git\n')
     indexed = run("index", str(repo))
     assert indexed.returncode == 0, indexed.stderr
+    results = run("eval", "run", "--tasks", str(repo / "tasks_ok.jsonl"), "--repos", str(repo), "--retrieval-only",
+                  "--results", str(repo / "results_ok.jsonl"))
+    assert results.returncode == 0, results.stderr
+    failed = json.loads((repo / "results_ok.jsonl").read_text().splitlines()[0])
+    (repo / "results_failed.jsonl").write_text(json.dumps({**failed, "error": "the file is binary"}) + "\n")
     return repo
 
 
@@ -136,6 +146,31 @@ CLI_CASES = [
      "1 of 1 tasks name files outside their repository folder"),
     ("eval task past the end of its file", ["eval", "run", "--tasks", "{repo}/tasks_past_end.jsonl", "--repos",
                                             "{repo}", "--retrieval-only"], 2, "line past the end of their file"),
+    # A new user's probes of 2026-11-28.
+    ("a negative --alpha", ["retrieve", REPORT + ":9", "--alpha", "-1"], 2, "must be >= 0"),
+    ("eval run with a negative --alpha", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", "{repo}",
+                                          "--retrieval-only", "--alpha", "-1"], 2, "must be >= 0"),
+    ("eval run --alphas with empty values", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", "{repo}",
+                                             "--retrieval-only", "--alphas", ",,"], 2, "--alphas"),
+    ("eval run --results naming a folder", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", "{repo}",
+                                            "--retrieval-only", "--results", "{repo}/shop"], 2, "is a folder"),
+    ("eval run --defer without --generations", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos",
+                                                "{repo}", "--defer", "{repo}/deferred.jsonl"], 2, "--generations"),
+    ("eval run --set with a bad value", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", "{repo}",
+                                         "--retrieval-only", "--set", "retrieval.top_k=abc"], 2, "expected an integer"),
+    ("eval task with lineno true", ["eval", "run", "--tasks", "{repo}/tasks_bool_line.jsonl", "--repos", "{repo}",
+                                    "--retrieval-only"], 2, "lineno must be integers"),
+    ("eval report of a folder", ["eval", "report", "{repo}/shop"], 2, "a folder, not a results file"),
+    ("eval report of a file that holds no results", ["eval", "report", "{repo}/tasks_ok.jsonl"], 2,
+     "no results records"),
+    ("eval report --out naming a file", ["eval", "report", "{repo}/results_ok.jsonl", "--out", REPORT], 2,
+     "--out"),
+    ("eval report of results that all failed", ["eval", "report", "{repo}/results_failed.jsonl"], 2,
+     "all 1 records failed"),
+    ("a cursor in .git", ["complete", "{repo}/.git/config:1"], 2, "inside .git/"),
+    ("a cursor in the index's own folder", ["retrieve", "{repo}/.repomem/CURRENT:1"], 2, "inside .repomem/"),
+    ("index of an empty string", ["index", ""], 2, "empty string"),
+    ("--repo as an empty string", ["retrieve", REPORT + ":9", "--repo", ""], 2, "empty string"),
 ]
 
 
@@ -402,3 +437,56 @@ def test_a_pathological_gitignore_line_does_not_hang_indexing(tmp_path: Path):
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["files"] == 1
+
+
+def test_a_repository_with_nothing_to_index_gets_an_empty_index(tmp_path: Path):
+    """A new project (only .git, a README, an empty module) indexes to nothing and answers with
+    no fragments; it crashed in W's product over zero rows."""
+    repo = tmp_path / "new"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "README.md").write_text("# new\n")
+    (repo / "empty.py").write_text("")
+    indexed = run("index", str(repo), "--json")
+    assert indexed.returncode == 0, indexed.stderr
+    assert json.loads(indexed.stdout)["fragments"] == 0
+    retrieved = run("retrieve", f"{repo}/empty.py:1", "--json")
+    assert retrieved.returncode == 0, retrieved.stderr
+    assert json.loads(retrieved.stdout)["fragments"] == []
+
+
+def test_index_outside_any_repository_refuses_instead_of_indexing_the_folder(tmp_path: Path):
+    """`repomem index` in a folder that is no repository (a home folder, /tmp) used to index all of
+    it; it refuses, and `repomem index .` still indexes it when meant."""
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "a.py").write_text("x = 1\n")
+    refused = run("index", cwd=loose)
+    assert_user_error(refused, "not inside a repository", "repomem index .")
+    assert not (loose / ".repomem").exists()
+    meant = run("index", ".", cwd=loose)
+    assert meant.returncode == 0, meant.stderr
+    assert (loose / ".repomem").is_dir()
+
+
+def test_output_that_cannot_be_written_is_one_error(shop: Path):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{shop}/shop/report.py:9"],
+                                stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert result.returncode == 1 and result.stderr.strip() == (
+        "repomem: error: cannot write the output: No space left on device"), result.stderr
+    closed = subprocess.run(f"{sys.executable} -m repomem retrieve {shop}/shop/report.py:9 >&-", shell=True,
+                            stderr=subprocess.PIPE, text=True, timeout=300)
+    assert closed.returncode == 1 and "standard output is closed" in closed.stderr, closed.stderr
+
+
+def test_version_and_a_failed_eval_task_exit_status(tmp_path: Path):
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("repomem "), version.stderr
+    # A task on a binary file fails; the run says so and exits 1 (scripts must notice).
+    repo = copy_example(tmp_path / "repos" / "shop")
+    (repo / "blob.py").write_bytes(b"\x00\x01binary\x00" * 10)
+    (tmp_path / "tasks.jsonl").write_text(_task(["shop", "blob.py"], 0) + "\n")
+    result = run("eval", "run", "--tasks", str(tmp_path / "tasks.jsonl"), "--repos", str(repo.parent),
+                 "--retrieval-only", "--results", str(tmp_path / "results.jsonl"))
+    assert result.returncode == 1, result.stderr
+    assert "results failed" in result.stderr and "Traceback" not in result.stderr

@@ -265,8 +265,11 @@ def test_generation_stops_once_the_completion_is_settled(llama, shop_with_report
     opener = next(n for n, line in enumerate(lines) if line.startswith("    if total == 0:")) + 1
     statement = next(n for n, line in enumerate(lines) if line.startswith("    total = ")) + 1
     new_line = "\n".join([*lines[:statement], "    ", *lines[statement:]])
+    # The opener just typed, its body not yet written (the body kept below it, the model may copy
+    # it, which the completion then drops as already there: an empty completion would prove nothing).
+    just_opened = "\n".join([*lines[:opener], *lines[opener + 1:]])
     saved = 0
-    for source, line in ((text, opener), (new_line, statement + 1)):
+    for source, line in ((just_opened, opener), (new_line, statement + 1)):
         cursor = locate(service.root, "shop/checkout.py", source, line, None)
         # A first answer to warm the cache: llama.cpp's logits for a prompt evaluated afresh and one
         # read from the cache can differ in the last bits, and greedy decoding with them.

@@ -260,7 +260,7 @@ def test_the_editor_clients_send_only_what_the_user_set():
 
 
 @pytest.mark.parametrize("name, value, warning", [
-    ("retrieval.top_k", -1, "config retrieval.top_k=-1 must be >= 0; default 10 kept"),
+    ("retrieval.top_k", -1, "config retrieval.top_k=-1 must be > 0; default 10 kept"),  # as 0 is told
     ("fragments.stride_lines", 0, "config fragments.stride_lines=0 must be > 0; default 10 kept"),
     ("graph.syntax_weight", 0.0, "config graph.syntax_weight=0.0 must be > 0; default 0.5 kept"),
     ("graph.call_weight", 1.5, "config graph.call_weight=1.5 must lie in (0, 1]; default 0.8 kept"),
