@@ -11,7 +11,8 @@ from repomem.failures import Failure
 from repomem.index.scan import NOT_UTF8_NAME, is_text_name, normalize_newlines, printable_path
 from repomem.regular_files import read_regular
 
-_POSITION = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
+# ASCII digits only: \d also takes other scripts' digits ("report.py:٩" read as line 9).
+_POSITION = re.compile(r"^(?P<path>.+?):(?P<line>[0-9]+)(?::(?P<col>[0-9]+))?$")
 REPOSITORY_MARKERS = (".git", "repomem.toml")  # a folder holding one is a repository's root
 INDEX_MARKER = ".repomem"  # an index's default folder: a root only where no repository is found
 # Folders whose files are never a cursor's: version control's metadata and the index's own.

@@ -150,11 +150,10 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoService, Any]:
     """Shared by retrieve and complete: position, repository, checked cursor."""
+    from repomem.cli.service_setup import named_folder, open_service
     from repomem.positions import find_repo_root, parse_position
 
     spec = ok(parse_position(args.position))
-    from repomem.cli.service_setup import named_folder
-
     if args.repo is not None:
         root = named_folder(args.repo)
     else:
@@ -172,8 +171,6 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
                 "pass --repo PATH",
             ))
         root = found
-    from repomem.cli.service_setup import open_service
-
     service = open_service(root)
     path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
     cursor = ok(service.cursor_at(path, spec.line, spec.column))
@@ -270,18 +267,27 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 0
 
 
-def _installed_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _PrintVersion(argparse.Action):
+    """`--version`: the installed version, looked up only when asked (every command's start pays
+    for the parser, not for package metadata)."""
 
-    try:
-        return version("repomem")
-    except PackageNotFoundError:  # run from a checkout that pip never installed
-        return "(not installed)"
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("repomem")
+        except PackageNotFoundError:  # run from a checkout that pip never installed
+            installed = "(not installed)"
+        print(f"repomem {installed}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="repomem", description="Repository-aware code completion (FragRel).")
-    parser.add_argument("--version", action="version", version=f"repomem {_installed_version()}")
+    parser.add_argument("--version", action=_PrintVersion, help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
 
     index = commands.add_parser("index", help="build or update the index of a repository")

@@ -171,6 +171,7 @@ CLI_CASES = [
     ("a cursor in the index's own folder", ["retrieve", "{repo}/.repomem/CURRENT:1"], 2, "inside .repomem/"),
     ("index of an empty string", ["index", ""], 2, "empty string"),
     ("--repo as an empty string", ["retrieve", REPORT + ":9", "--repo", ""], 2, "empty string"),
+    ("a line number in Arabic-Indic digits", ["retrieve", REPORT + ":\u0669"], 2, "expected FILE:LINE"),
 ]
 
 

@@ -1,0 +1,48 @@
+"""scripts/llama_cpu_flags.sh, which the README's install and .ci/run build llama-cpp-python with:
+the portable AVX2 baseline everywhere on x86-64, AVX-512 and each extension only where the CPU
+lists every instruction set the flag compiles for, and llama.cpp's own defaults elsewhere."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "llama_cpu_flags.sh"
+BASELINE = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+AVX2_CPU = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi2"
+# The flags line of this project's AMD EPYC hosts (abridged to what matters).
+AVX512_CPU = (f"{AVX2_CPU} avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512_bf16 avx512vbmi "
+              "avx512_vbmi2 avx512_vnni avx512_bitalg avx512_vpopcntdq")
+
+
+def _flags(tmp_path: Path, cpu_flags: str, machine: str = "x86_64") -> list[str]:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {cpu_flags}\n\nprocessor\t: 1\nflags\t\t: {cpu_flags}\n")
+    env = {**os.environ, "REPOMEM_CPUINFO": str(cpuinfo), "REPOMEM_MACHINE": machine}
+    result = subprocess.run(["sh", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=30)
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    return result.stdout.split()
+
+
+def test_an_avx2_cpu_gets_the_portable_build(tmp_path: Path):
+    assert _flags(tmp_path, AVX2_CPU) == BASELINE.split()
+
+
+def test_an_avx512_cpu_gets_each_extension_it_lists(tmp_path: Path):
+    assert _flags(tmp_path, AVX512_CPU) == [*BASELINE.split(), "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON",
+                                            "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_BF16=ON"]
+    without_bf16 = AVX512_CPU.replace(" avx512_bf16", "")
+    assert "-DGGML_AVX512_BF16=ON" not in _flags(tmp_path, without_bf16)
+    assert "-DGGML_AVX512_VNNI=ON" in _flags(tmp_path, without_bf16)
+
+
+def test_avx512_needs_every_set_its_flag_compiles_for(tmp_path: Path):
+    """GGML_AVX512 compiles with -mavx512f, cd, vl, dq and bw: a CPU lacking one (Knights Landing
+    has no bw, dq or vl) keeps the AVX2 build, extensions included."""
+    for missing in ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"):
+        assert _flags(tmp_path, AVX512_CPU.replace(f" {missing} ", " ")) == BASELINE.split(), missing
+
+
+def test_other_architectures_get_llama_cpps_defaults(tmp_path: Path):
+    assert _flags(tmp_path, "fp asimd", machine="aarch64") == []
