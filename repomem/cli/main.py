@@ -185,6 +185,11 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.completion.engine import CompletionEngine
     from repomem.records import JSON_VERSION, fragment_record
 
+    if args.model:
+        # A model file that cannot be one is said before the index is built or updated (seconds).
+        from repomem.backends.models import check_gguf
+
+        ok(check_gguf(Path(args.model)))
     settings = service.config.completion
     timings: dict[str, float] = {}
     started = time.perf_counter()

@@ -491,3 +491,15 @@ def test_version_and_a_failed_eval_task_exit_status(tmp_path: Path):
                  "--retrieval-only", "--results", str(tmp_path / "results.jsonl"))
     assert result.returncode == 1, result.stderr
     assert "results failed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_bad_model_file_is_refused_before_the_index_is_touched(tmp_path: Path):
+    """`complete --model` naming no GGUF file says so before any indexing: a changed file is not
+    re-indexed first (which takes seconds on a large repository) only to fail afterwards."""
+    repo = copy_example(tmp_path / "shop")
+    assert run("index", str(repo)).returncode == 0
+    current = (repo / ".repomem" / "CURRENT").read_text()
+    (repo / "shop" / "report.py").write_text((repo / "shop" / "report.py").read_text() + "\nLATE = 1\n")
+    result = run("complete", f"{repo}/shop/report.py:9", "--model", str(tmp_path / "absent.gguf"))
+    assert_user_error(result, "does not exist")
+    assert (repo / ".repomem" / "CURRENT").read_text() == current
