@@ -46,3 +46,12 @@ def test_avx512_needs_every_set_its_flag_compiles_for(tmp_path: Path):
 
 def test_other_architectures_get_llama_cpps_defaults(tmp_path: Path):
     assert _flags(tmp_path, "fp asimd", machine="aarch64") == []
+
+
+def test_the_install_and_ci_build_with_the_script():
+    """The README's first command and .ci/run take CMAKE_ARGS from the script, so the two cannot
+    drift apart (they did once: the README lacked -DGGML_AVX=ON)."""
+    root = SCRIPT.parents[1]
+    first_command = (root / "README.md").read_text(encoding="utf-8").split("```bash\n", 1)[1].split("\n", 1)[0]
+    assert first_command.startswith('export CMAKE_ARGS="$(sh scripts/llama_cpu_flags.sh)" && ')
+    assert '$(sh scripts/llama_cpu_flags.sh)' in (root / ".ci" / "run").read_text(encoding="utf-8")
