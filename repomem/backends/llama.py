@@ -20,12 +20,6 @@ from repomem.backends.models import check_gguf
 from repomem.backends.templates import Template, template_for
 from repomem.failures import Failure
 
-# llama.cpp's fused attention: the embedded model on 2 cores with the AVX-512 build reads a
-# 1,000-token prompt 12-20% faster (4.2-4.8 s against 4.6-6.0 s, alternating runs), decodes at the
-# same speed, and takes ~30 ms more for a short tail of 11 tokens (docs/measurements.md, 2026-11-28).
-# A first completion waits for the prompt; so it is on, in process and in the model's child.
-FLASH_ATTENTION = True
-
 
 class LlamaBackend:
     constrains_start = True  # GenerationRequest.forced_start, by a logits processor
@@ -56,7 +50,7 @@ class LlamaBackend:
         try:
             llama = Llama(
                 model_path=str(path), n_ctx=context_tokens, n_threads=workers, n_threads_batch=workers,
-                n_gpu_layers=gpu_layers, flash_attn=FLASH_ATTENTION, verbose=False,
+                n_gpu_layers=gpu_layers, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as error:
             return Failure("model-load", f"llama.cpp cannot load {path.name}: {error}")

@@ -28,7 +28,6 @@ import threading
 
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
-from repomem.backends.llama import FLASH_ATTENTION
 from repomem.child_processes import die_with_parent
 
 PORT_LINE = "repomem-port"
@@ -93,7 +92,7 @@ def main() -> None:
     # llama_cpp.Llama, bound here to the class that records greedy answers' log-probabilities.
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
-                          flash_attn=FLASH_ATTENTION, logits_all=False, verbose=False)
+                          logits_all=False, verbose=False)
     llama_cpp.Llama = with_greedy_logprobs(Llama)
     app = create_app(server_settings=server, model_settings=[model])
     vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
