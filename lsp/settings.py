@@ -75,6 +75,7 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
             prompt_tokens = config.server.embedded_prompt_tokens
         file_only_round = changes.get("prompt", {}).get("file_only_round", config.server.embedded_file_only_round)
         config = with_overrides(config, completion={"prefill_chunk_tokens": config.server.prefill_chunk_tokens,
+                                                     "reuse_chunk_tokens": config.server.reuse_chunk_tokens,
                                                      "max_prompt_tokens": prompt_tokens},
                                 prompt={"file_only_round": file_only_round})
     return for_server_requests(config), problems

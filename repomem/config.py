@@ -294,6 +294,12 @@ class CompletionConfig:
     prefill_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True,
                                         help="with a request that can be cancelled, a long uncached prompt is "
                                              "evaluated this many tokens at a time, checking for a stop (0 = whole)")
+    # Prompts as they are for the CLI and evaluation: a moved cell approximates a cold evaluation
+    # (repomem.backends.kv_reuse); the language server sets server.reuse_chunk_tokens.
+    reuse_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True,
+                                      help="the embedded model keeps the cached tokens of every run at least this "
+                                           "long that the next prompt repeats elsewhere, moved, and evaluates the "
+                                           "rest (0 = only a common beginning)")
     model_path: str = setting("", repository="not a repository", reopens_backend=True, lsp="model",
                               help="a GGUF file instead of the default model")
     hf_model: str = setting("", repository="not a repository", reopens_backend=True, lsp="hfModel",
@@ -491,6 +497,10 @@ class ServerConfig:
     # tie between runs (256 makes abandoned prompts stop within ~2 s, at that price).
     prefill_chunk_tokens: int = setting(0, run_only=True,
                                         help="completion.prefill_chunk_tokens with the embedded model (0 = off)")
+    # After Enter the retrieved blocks change and the file's window slides: the prompt shares only
+    # ~150 of ~960 tokens from its beginning with the last one, ~600-900 in runs (docs/editors.md).
+    reuse_chunk_tokens: int = setting(64, run_only=True, lsp="reuseChunkTokens",
+                                      help="completion.reuse_chunk_tokens with the embedded model (0 = off)")
     completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
                                             lsp="completionCacheEntries",
                                             help="finished completions kept (LRU), keyed by document text and "

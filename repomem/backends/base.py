@@ -95,7 +95,7 @@ def early_stop(request: GenerationRequest, text: str, deadline: float) -> str | 
     return None
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the common beginning of two token lists: what a prompt cache can reuse."""
     n = min(len(a), len(b))
     for i in range(n):

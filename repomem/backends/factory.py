@@ -60,7 +60,9 @@ def open_gguf(path: Path, settings: CompletionConfig) -> Backend | Failure:
 
         return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
                                         start_deadline_s=settings.deadline_s,
-                                        prefill_chunk_tokens=settings.prefill_chunk_tokens)
+                                        prefill_chunk_tokens=settings.prefill_chunk_tokens,
+                                        reuse_chunk_tokens=settings.reuse_chunk_tokens)
     from repomem.backends.llama import LlamaBackend
 
-    return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers)
+    return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
+                             reuse_chunk_tokens=settings.reuse_chunk_tokens)

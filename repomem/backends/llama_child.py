@@ -2,8 +2,8 @@
 GGUF, tied to its parent's life.
 
 `python -m repomem.backends.llama_child --model FILE [--alias NAME] [--context N] [--threads N]
-[--gpu-layers N]`, with the API key in REPOMEM_CHILD_KEY. The child binds a free port on 127.0.0.1
-itself and prints `repomem-port <port>` on stdout once the model is loaded (no race for a port
+[--gpu-layers N] [--reuse-chunk-tokens N]`, with the API key in REPOMEM_CHILD_KEY. The child binds
+a free port on 127.0.0.1 itself and prints `repomem-port <port>` on stdout once the model is loaded (no race for a port
 between choosing and binding it). Besides llama-cpp-python's routes it serves
 `POST /repomem/tokenize` from a vocabulary-only copy of the model: the server's own tokenize route
 waits behind the generation in progress, so a parent counting prompt tokens while other requests
@@ -28,6 +28,7 @@ import threading
 
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
+from repomem.backends.kv_reuse import with_chunk_reuse
 from repomem.child_processes import die_with_parent
 
 PORT_LINE = "repomem-port"
@@ -43,6 +44,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--gpu-layers", type=int, default=-1)
+    parser.add_argument("--reuse-chunk-tokens", type=int, default=0)  # repomem.backends.kv_reuse
     return parser.parse_args()
 
 
@@ -93,7 +95,7 @@ def main() -> None:
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
                           logits_all=False, verbose=False)
-    llama_cpp.Llama = with_greedy_logprobs(Llama)
+    llama_cpp.Llama = with_greedy_logprobs(with_chunk_reuse(Llama, args.reuse_chunk_tokens))
     app = create_app(server_settings=server, model_settings=[model])
     vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
     vocabulary_lock = threading.Lock()

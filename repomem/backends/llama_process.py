@@ -28,6 +28,7 @@ from pathlib import Path
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
 from repomem.backends.forced_start import ALLOWED_BIAS
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
+from repomem.backends.kv_reuse import reused_tokens
 from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, START_TOKENS_PATH, TOKENIZE_PATH
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
@@ -68,6 +69,7 @@ class LlamaProcessBackend:
         self.path = path
         self.start_seconds = start_seconds  # child start + model load, seconds
         self.prefill_chunk_tokens = 0  # see CompletionConfig.prefill_chunk_tokens
+        self.reuse_chunk_tokens = 0  # the child's, see CompletionConfig.reuse_chunk_tokens
         self.name = f"llama.cpp:{path.name}"
         self.template = template_for(path.name, *gguf_names(path))
         self.context_tokens = client.context_tokens
@@ -79,7 +81,7 @@ class LlamaProcessBackend:
     @classmethod
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
              start_deadline_s: float = START_DEADLINE_S,
-             prefill_chunk_tokens: int = 0) -> LlamaProcessBackend | Failure:
+             prefill_chunk_tokens: int = 0, reuse_chunk_tokens: int = 0) -> LlamaProcessBackend | Failure:
         checked = check_gguf(path)
         if isinstance(checked, Failure):
             return checked
@@ -89,6 +91,7 @@ class LlamaProcessBackend:
             sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
             "--context", str(context_tokens), "--threads", str(workers),
             "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
+            "--reuse-chunk-tokens", str(reuse_chunk_tokens),
         ]
         environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid()), KEY_VARIABLE: key}
         started = time.perf_counter()
@@ -129,6 +132,7 @@ class LlamaProcessBackend:
                                              "(completion.deadline_s)")
         backend = cls(process, client, path, time.perf_counter() - started, log_tail)
         backend.prefill_chunk_tokens = prefill_chunk_tokens
+        backend.reuse_chunk_tokens = reuse_chunk_tokens
         return backend
 
     def _crashed(self) -> Failure | None:
@@ -223,7 +227,7 @@ class LlamaProcessBackend:
         if isinstance(answer, Failure):
             return self._crashed() or answer
         with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
-            cached = common_prefix(self._previous if before is None else before, tokens)
+            cached = reused_tokens(self._previous if before is None else before, tokens, self.reuse_chunk_tokens)
             self._previous = tokens
         return Generation(answer.text, len(tokens), answer.completion_tokens, min(cached, max(len(tokens) - 1, 0)),
                           answer.finish_reason, answer.seconds, answer.mean_logprob)

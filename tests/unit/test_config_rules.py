@@ -163,7 +163,7 @@ def test_run_only_settings_leave_the_fingerprints_alone():
         "relations.workers", "relations.product_threads", "relations.parallel_product_entries",
         "completion.threads", "completion.endpoint", "completion.api_key_env", "completion.deadline_s",
         "completion.isolate_model", "completion.gpu_layers", "completion.batch_size", "completion.batch_gather_ms",
-        "completion.context_tokens", "completion.prefill_chunk_tokens"}
+        "completion.context_tokens", "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens"}
     base = Config()
     for s in settings_of(Config):
         if isinstance(s.default, (bool, tuple, str)) or s.rules.choices:
@@ -178,7 +178,7 @@ def test_the_backend_reopens_for_its_own_settings_only():
     assert names_where(lambda r: r.reopens_backend) == {
         "completion.model_path", "completion.endpoint", "completion.hf_model", "completion.gpu_layers",
         "completion.isolate_model", "completion.threads", "completion.context_tokens",
-        "completion.prefill_chunk_tokens", "completion.endpoint_logprobs"}
+        "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens", "completion.endpoint_logprobs"}
     base = Config()
     for s in settings_of(Config):
         if s.section != "completion" or s.rules.choices:
@@ -203,6 +203,7 @@ def test_client_settings_keep_their_names():
         "deadlineSeconds": "completion.deadline_s", "fileOnlyRound": "prompt.file_only_round",
         "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "server.retrieval_budget_ms",
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
+        "reuseChunkTokens": "server.reuse_chunk_tokens",
         "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
 
 

@@ -73,6 +73,11 @@ def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
     chunked = with_overrides(Config(), server={"prefill_chunk_tokens": 256})
     assert apply_settings(chunked, {})[0].completion.prefill_chunk_tokens == 256  # the server's, when set
     assert Config().completion.prefill_chunk_tokens == 0  # the CLI and evaluation: in one piece
+    # Moved runs of the KV cache kept: in the editor, not for the CLI and evaluation (exact prompts).
+    assert apply_settings(Config(), {})[0].completion.reuse_chunk_tokens == Config().server.reuse_chunk_tokens > 0
+    assert apply_settings(Config(), {"reuseChunkTokens": 0})[0].completion.reuse_chunk_tokens == 0
+    assert Config().completion.reuse_chunk_tokens == 0
+    assert apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0].completion.reuse_chunk_tokens == 0
     assert apply_settings(Config(), {"maxPromptTokens": 512})[0].completion.max_prompt_tokens == 512
     served = apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0]
     assert served.completion.max_prompt_tokens == 2048  # a served model keeps completion.max_prompt_tokens

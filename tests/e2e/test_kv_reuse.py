@@ -1,0 +1,75 @@
+"""The embedded model keeping moved runs of its KV cache (completion.reuse_chunk_tokens), with the
+real GGUF, in this process and in the child: fewer tokens evaluated, the cache's cells where
+llama.cpp expects them, and the answer a cold evaluation gives on a clear-cut prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from repomem.backends.base import GenerationRequest, common_prefix
+from repomem.backends.llama import LlamaBackend
+from repomem.backends.llama_process import LlamaProcessBackend
+from repomem.failures import Failure
+
+HEADER = "# the below code fragments can be found in the repository\n"
+PRICING = "".join(f"def price_{n}(amount):\n    return amount * {n + 2} // {n + 1}\n\n" for n in range(6))
+TAXES = "".join(f"def tax_{n}(amount):\n    return amount * {n + 1} // 100\n\n" for n in range(6))
+ROUNDING = "".join(f"def round_{n}(amount):\n    return round(amount, {n})\n\n" for n in range(6))
+FILE = "from shop.pricing import price_3\n\n\ndef total(items):\n    return sum(price_3(item) for item in"
+# After the edit the retrieved blocks changed: ROUNDING in TAXES' place, PRICING moved after it.
+BEFORE = HEADER + TAXES + PRICING + FILE
+AFTER = HEADER + ROUNDING + PRICING + FILE
+
+
+def _request(prompt: str) -> GenerationRequest:
+    return GenerationRequest(prompt=prompt, max_tokens=12, stop=("\n",), deadline_s=120)
+
+
+@pytest.fixture(scope="module")
+def reusing(model_path: Path) -> LlamaBackend:
+    backend = LlamaBackend.open(model_path, context_tokens=2048, threads=2, reuse_chunk_tokens=32)
+    assert not isinstance(backend, Failure), backend
+    return backend
+
+
+def test_moved_runs_are_kept_and_the_answer_is_the_cold_ones(reusing, llama):
+    assert not isinstance(reusing.generate(_request(BEFORE)), Failure)
+    after = reusing.generate(_request(AFTER))
+    llama.generate(_request("# something else\n"))  # the plain model: AFTER cold
+    cold = llama.generate(_request(AFTER))
+    assert not isinstance(after, Failure) and not isinstance(cold, Failure)
+    shared = common_prefix(reusing._tokens(BEFORE), reusing._tokens(AFTER))
+    # PRICING and the file's lines were cached at other positions: kept, only ROUNDING evaluated.
+    assert after.cached_tokens >= shared + reusing.count(PRICING) - 8
+    assert cold.cached_tokens < shared + 4
+    assert after.text == cold.text and after.text.strip()
+    model = reusing._llama
+    memory = model._ctx.memory
+    # Every cell in sequence 0 at positions 0..n_tokens-1; the runs' staging sequence left empty.
+    assert llama_cpp.llama_memory_seq_pos_min(memory, 0) == 0
+    assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == model.n_tokens - 1
+    assert llama_cpp.llama_memory_seq_pos_max(memory, 1) == -1
+    again = reusing.generate(_request(AFTER))  # the same prompt: only its last token again
+    assert not isinstance(again, Failure) and again.text == after.text
+    assert again.cached_tokens == again.prompt_tokens - 1
+
+
+def test_the_child_reuses_the_same_runs_and_answers_alike(model_path: Path, reusing):
+    child = LlamaProcessBackend.open(model_path, context_tokens=2048, threads=2, reuse_chunk_tokens=32)
+    assert not isinstance(child, Failure), child
+    try:
+        answers = []
+        for backend in (reusing, child):  # the same history: an approximation depends on it
+            for prompt in ("# something else\n", BEFORE):
+                assert not isinstance(backend.generate(_request(prompt)), Failure)
+            answers.append(backend.generate(_request(AFTER)))
+        in_process, answer = answers
+        assert not isinstance(answer, Failure) and not isinstance(in_process, Failure)
+        assert answer.text == in_process.text
+        assert answer.cached_tokens == in_process.cached_tokens > common_prefix(child._client.tokens(BEFORE),
+                                                                                child._client.tokens(AFTER))
+    finally:
+        child.close()
