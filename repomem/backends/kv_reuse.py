@@ -28,6 +28,7 @@ from repomem.backends.base import common_prefix
 
 MAX_CANDIDATES = 8  # cache places tried per prompt position (repetitive text has many)
 MAX_RUNS = 512  # runs the chain is chosen among (quadratic)
+MAX_MOVES = 2  # times a cell may be moved before it is evaluated again (scripts/bench_kv_reuse.py)
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,17 @@ class Run:
     length: int
 
 
-def reuse_plan(cached: Sequence[int], prompt: Sequence[int], min_run: int) -> tuple[int, list[Run]]:
+def reuse_plan(cached: Sequence[int], prompt: Sequence[int], min_run: int,
+               movable: Sequence[bool] | None = None) -> tuple[int, list[Run]]:
     """(the common beginning's length, the shared runs after it), the runs at least `min_run`
     tokens, in increasing order in both the prompt and the cache (moving them never makes two
-    cross), chosen to cover the most prompt tokens."""
+    cross), chosen to cover the most prompt tokens. A cached token whose `movable` is false may
+    stay in the common beginning but is in no run."""
     start = common_prefix(cached, prompt)
     if min_run <= 0 or start >= len(prompt) - min_run or start >= len(cached) - min_run:
         return start, []
+    if movable is not None:  # a negative id matches no prompt token
+        cached = [token if ok else -1 - i for i, (token, ok) in enumerate(zip(cached, movable))]
     places: dict[tuple[int, ...], list[int]] = {}
     for i in range(start, len(cached) - min_run + 1):
         bucket = places.setdefault(tuple(cached[i:i + min_run]), [])
@@ -98,9 +103,10 @@ def reused_tokens(cached: Sequence[int], prompt: Sequence[int], min_run: int) ->
     return min(start + sum(run.length for run in runs), max(len(prompt) - 1, 0))
 
 
-def with_chunk_reuse(llama_class: type, min_run: int) -> type:
-    """`llama_class` (llama_cpp.Llama) arranging its KV cache by `reuse_plan` before each prompt;
-    the class itself when `min_run` is 0."""
+def with_chunk_reuse(llama_class: type, min_run: int, max_moves: int = MAX_MOVES) -> type:
+    """`llama_class` (llama_cpp.Llama) arranging its KV cache by `reuse_plan` before each prompt,
+    a cell moved at most `max_moves` times since it was evaluated; the class itself when `min_run`
+    is 0."""
     if min_run <= 0:
         return llama_class
 
@@ -124,21 +130,31 @@ def with_chunk_reuse(llama_class: type, min_run: int) -> type:
                 super().__init__(*args, **settings)
             finally:
                 module.llama_context_default_params = defaults
+            # Per position: how often the cell there was moved since it was evaluated. Every move
+            # keeps an evaluation made after other text, so the bound stops errors compounding.
+            self._moves = [0] * self._n_ctx
+            self._fresh_from = 0  # cells from here on were evaluated by llama-cpp-python since
 
         def generate(self, tokens, *args, **settings):
             tokens = list(tokens)
+            self._moves[self._fresh_from:] = [0] * (len(self._moves) - self._fresh_from)
+            kept = self.n_tokens if not settings.get("reset", True) else 0
             if settings.get("reset", True) and self.n_tokens > 0:
                 try:
-                    self._arrange_cache(tokens)
+                    kept = self._arrange_cache(tokens)
                 except RuntimeError:  # a failed decode: the prompt is evaluated cold, as without
                     self.n_tokens = 0
                     self._ctx.kv_cache_clear()
+                    kept = 0
+            self._fresh_from = min(kept, max(len(tokens) - 1, 0))
             return super().generate(tokens, *args, **settings)
 
-        def _arrange_cache(self, prompt: list[int]) -> None:
-            start, runs = reuse_plan(self._input_ids.tolist(), prompt, min_run)
+        def _arrange_cache(self, prompt: list[int]) -> int:
+            """Arrange the cache for `prompt`; the prompt tokens it then holds (a beginning)."""
+            movable = [moves < max_moves for moves in self._moves[:self.n_tokens]]
+            start, runs = reuse_plan(self._input_ids.tolist(), prompt, min_run, movable)
             if not runs or not _can_shift(self._ctx):
-                return  # llama-cpp-python's prefix match does the rest
+                return start  # llama-cpp-python's prefix match does the rest
             memory = self._ctx
             kept_end = start  # drop every cached cell outside the beginning and the runs
             for run in runs:
@@ -155,16 +171,21 @@ def with_chunk_reuse(llama_class: type, min_run: int) -> type:
                        [run for run in reversed(runs) if run.prompt_start > run.cached_start]:
                 memory.kv_cache_seq_shift(1, run.cached_start, run.cached_start + run.length,
                                           run.prompt_start - run.cached_start)
+            moves = list(self._moves)
             position = start
             for run in runs:
                 self._evaluate_at(prompt[position:run.prompt_start], position)
+                self._moves[position:run.prompt_start] = [0] * (run.prompt_start - position)
                 end = run.prompt_start + run.length
                 memory.kv_cache_seq_cp(1, 0, run.prompt_start, end)
                 memory.kv_cache_seq_rm(1, run.prompt_start, end)
                 self.input_ids[run.prompt_start:end] = prompt[run.prompt_start:end]
+                self._moves[run.prompt_start:end] = [count + 1 for count in
+                                                     moves[run.cached_start:run.cached_start + run.length]]
                 position = end
             self.n_tokens = position
             self._requires_eval = True  # the last logits are stale: llama-cpp-python re-reads a token
+            return position
 
         def _evaluate_at(self, tokens: list[int], position: int) -> None:
             """Decode `tokens` in sequence 0 at positions position.. (its last cached one is position - 1)."""

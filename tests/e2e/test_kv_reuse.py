@@ -10,6 +10,7 @@ import llama_cpp
 import pytest
 
 from repomem.backends.base import GenerationRequest, common_prefix
+from repomem.backends.kv_reuse import with_chunk_reuse
 from repomem.backends.llama import LlamaBackend
 from repomem.backends.llama_process import LlamaProcessBackend
 from repomem.failures import Failure
@@ -73,3 +74,22 @@ def test_the_child_reuses_the_same_runs_and_answers_alike(model_path: Path, reus
                                                                                 child._client.tokens(AFTER))
     finally:
         child.close()
+
+
+def test_cells_moved_max_moves_times_are_evaluated_again(model_path: Path):
+    model = with_chunk_reuse(llama_cpp.Llama, 32, max_moves=1)(
+        model_path=str(model_path), n_ctx=2048, n_threads=2, n_threads_batch=2, verbose=False)
+
+    def held_after(prompt: str) -> int:
+        """The prompt tokens the cache held when `prompt` was evaluated (its beginning)."""
+        model.create_completion(prompt, max_tokens=2, temperature=0.0, top_k=1)
+        return model._fresh_from
+
+    tokens = {name: model.tokenize(text.encode(), add_bos=False, special=True)
+              for name, text in (("before", BEFORE), ("after", AFTER))}
+    shared = common_prefix(tokens["before"], tokens["after"])
+    held_after(BEFORE)
+    assert held_after(AFTER) > shared + 100  # PRICING and the file's lines moved once
+    assert max(model._moves[:model._fresh_from]) == 1
+    assert held_after(BEFORE) == shared  # moving them back would be a second move: evaluated again
+    assert held_after(AFTER) > shared + 100  # evaluated afresh, they may move once more

@@ -72,3 +72,16 @@ def test_plans_on_random_edits_are_real_matches_in_order_and_disjoint():
             previous_prompt_end = run.prompt_start + run.length
             previous_cached_end = run.cached_start + run.length
         assert reused_tokens(cached, prompt, min_run) <= max(len(prompt) - 1, 0)
+
+
+def test_cells_moved_too_often_stay_only_in_the_common_beginning():
+    header, old_block, new_block, window = tokens(0, 10), tokens(100, 40), tokens(200, 25), tokens(300, 80)
+    cached = header + old_block + window
+    prompt = header + new_block + window
+    fresh = [True] * len(cached)
+    worn = [True] * 50 + [False] * 80  # the window's cells were moved to their limit
+    assert reuse_plan(cached, prompt, 16, fresh)[1] == [Run(35, 50, 80)]
+    assert reuse_plan(cached, prompt, 16, worn) == (10, [])
+    half = [True] * 90 + [False] * 40  # its first half may move again, alone
+    assert reuse_plan(cached, prompt, 16, half)[1] == [Run(35, 50, 40)]
+    assert reuse_plan(cached, cached, 16, [False] * len(cached)) == (len(cached), [])
