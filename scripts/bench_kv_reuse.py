@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-kv-reuse.json")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=160)
     source = django_or(args.repo)
     service = RepoService.open(source)
     assert isinstance(service, RepoService), service
