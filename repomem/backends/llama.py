@@ -3,7 +3,8 @@ is off (the default runs it in a child process, repomem.backends.llama_process).
 
 llama.cpp keeps the tokens of the previous prompt in its KV cache and reuses their longest common
 prefix with the next prompt, so prompts that share their beginning (stable block order, a cursor
-moving inside one function) skip most of the prompt processing.
+moving inside one function) skip most of the prompt processing; with `reuse_chunk_tokens` also the
+runs the next prompt repeats elsewhere (repomem.backends.kv_reuse).
 """
 
 from __future__ import annotations
