@@ -44,6 +44,7 @@ def _texts(seed: int, count: int) -> list[str]:
     texts.append("\n    a()\n    a()\n    a()\n    a()\n")
     texts.append("\n    a()\n    a()\n    a()x\n    b()\n")  # the third `a()` is not one until its line ends
     texts.append("".join(f"\n    v{i} = {i}" for i in range(30)) + "\n")
+    texts.append('sql = "%s>(' + "%s, " * 20 + '%s)"\n    return sql\n')  # a loop inside a line, left later
     return texts
 
 
@@ -78,6 +79,19 @@ def test_what_settles_a_completion():
     assert not completion_settled("\n\treturn a + b\n}", brace)  # `}` may still be `} else {`
     assert completion_settled("\n\treturn a + b\n}\n", brace)
     assert completion_settled("\n\treturn a<|fim_pad|>", body, QWEN.sentinels)  # a sentinel ends the text
+
+
+def test_a_line_that_loops_ends_there():
+    line = completion_shape("sql = build(")
+    looping = "s>(" + "%s, " * 11 + "%s"
+    assert not completion_settled(looping, line)  # 11 units and a half: not yet
+    assert completion_settled(looping + ", ", line)  # the twelfth
+    assert clean_completion(looping + ", %s, %s, %s)", line) == looping + ","
+    assert not completion_settled("[" + "0, " * 11 + "0]", line)  # a long literal, not a loop
+    separator = completion_shape("    # ")
+    assert not completion_settled("-" * 70, separator)  # one character repeated is written on purpose
+    body = completion_shape("def f(x):")
+    assert completion_settled("\n    return [" + "TypeVar, " * 12, body)
 
 
 @pytest.mark.parametrize("healed", ["", " ", "    "])
