@@ -3,8 +3,8 @@ GGUF, tied to its parent's life.
 
 `python -m repomem.backends.llama_child --model FILE [--alias NAME] [--context N] [--threads N]
 [--gpu-layers N] [--reuse-chunk-tokens N]`, with the API key in REPOMEM_CHILD_KEY. The child binds
-a free port on 127.0.0.1 itself and prints `repomem-port <port>` on stdout once the model is loaded (no race for a port
-between choosing and binding it). Besides llama-cpp-python's routes it serves
+a free port on 127.0.0.1 itself and prints `repomem-port <port>` on stdout once the model is loaded
+(no race for a port between choosing and binding it). Besides llama-cpp-python's routes it serves
 `POST /repomem/tokenize` from a vocabulary-only copy of the model: the server's own tokenize route
 waits behind the generation in progress, so a parent counting prompt tokens while other requests
 generate (evaluation workers) would stall for seconds.
