@@ -37,12 +37,14 @@ def open_backend(settings: CompletionConfig, progress: Progress | None = None, *
         return connect_endpoint(endpoint, settings)
     path = Path(model_path or settings.model_path).expanduser() if (model_path or settings.model_path) else None
     if path is None:
-        from repomem.backends.models import pull_default_model
+        from repomem.backends.models import pull_default_model, say_on_stderr
 
         pulled = pull_default_model(progress=progress)
         if isinstance(pulled, Failure):
             return pulled
-        path = pulled
+        from repomem.backends.bf16_layers import embedded_model_file
+
+        path = embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr)
     return open_gguf(path, settings)
 
 

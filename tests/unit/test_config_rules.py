@@ -162,7 +162,8 @@ def test_run_only_settings_leave_the_fingerprints_alone():
     assert run_only - {s.name for s in settings_of(Config) if s.section in wholly} == {
         "relations.workers", "relations.product_threads", "relations.parallel_product_entries",
         "completion.threads", "completion.endpoint", "completion.api_key_env", "completion.deadline_s",
-        "completion.isolate_model", "completion.gpu_layers", "completion.batch_size", "completion.batch_gather_ms",
+        "completion.isolate_model", "completion.gpu_layers", "completion.embedded_layers", "completion.batch_size",
+        "completion.batch_gather_ms",
         "completion.context_tokens", "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens"}
     base = Config()
     for s in settings_of(Config):
@@ -178,7 +179,8 @@ def test_the_backend_reopens_for_its_own_settings_only():
     assert names_where(lambda r: r.reopens_backend) == {
         "completion.model_path", "completion.endpoint", "completion.hf_model", "completion.gpu_layers",
         "completion.isolate_model", "completion.threads", "completion.context_tokens",
-        "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens", "completion.endpoint_logprobs"}
+        "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens", "completion.endpoint_logprobs",
+        "completion.embedded_layers"}
     base = Config()
     for s in settings_of(Config):
         if s.section != "completion" or s.rules.choices:
@@ -194,7 +196,7 @@ def test_client_settings_keep_their_names():
     """Editors' configurations name these: renaming one breaks them."""
     assert {name: s.name for name, s in CLIENT_SETTINGS.items()} == {
         "model": "completion.model_path", "endpoint": "completion.endpoint", "hfModel": "completion.hf_model",
-        "endpointLogprobs": "completion.endpoint_logprobs",
+        "endpointLogprobs": "completion.endpoint_logprobs", "embeddedLayers": "completion.embedded_layers",
         "gpuLayers": "completion.gpu_layers", "strategy": "completion.strategy", "order": "completion.order",
         "alpha": "retrieval.alpha", "topK": "retrieval.top_k", "maxPromptTokens": "completion.max_prompt_tokens",
         "contextShare": "completion.context_share", "maxSuffixTokens": "completion.max_suffix_tokens",

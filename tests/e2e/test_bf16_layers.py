@@ -1,0 +1,85 @@
+"""The embedded model widened to bfloat16 (repomem.backends.bf16_layers): llama.cpp's own quantizer
+on the real shipped file, read back with the gguf reader, and run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import gguf
+import numpy as np
+import pytest
+
+from repomem.backends.base import GenerationRequest
+from repomem.backends.bf16_layers import WIDENED_DEFAULT, embedded_model_file, verify_widened, widen
+from repomem.backends.llama import LlamaBackend
+from repomem.failures import Failure
+
+
+@pytest.fixture(scope="module")
+def widened(model_path, tmp_path_factory):
+    target = tmp_path_factory.mktemp("widened") / WIDENED_DEFAULT.file_name
+    path = widen(model_path, target)
+    assert not isinstance(path, Failure), path
+    return path
+
+
+def _sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def test_layers_are_bfloat16_of_the_shipped_values_and_the_rest_is_copied(model_path, widened):
+    shipped = {t.name: t for t in gguf.GGUFReader(model_path).tensors}
+    wide = {t.name: t for t in gguf.GGUFReader(widened).tensors}
+    assert shipped.keys() == wide.keys()
+    for name, tensor in wide.items():
+        if name in ("output.weight", "token_embd.weight") or tensor.tensor_type == gguf.GGMLQuantizationType.F32:
+            assert tensor.tensor_type == shipped[name].tensor_type, name  # kept as shipped, byte for byte
+            assert np.array_equal(np.asarray(tensor.data), np.asarray(shipped[name].data)), name
+        else:
+            assert tensor.tensor_type == gguf.GGMLQuantizationType.BF16, name
+    # one matrix of each shipped block type: the widened values are the shipped ones, rounded to
+    # bfloat16 (8 significant bits: relative error at most 2^-9, zero stays zero)
+    for name in ("blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.1.ffn_down.weight", "blk.0.attn_v.weight"):
+        exact = gguf.quants.dequantize(np.asarray(shipped[name].data), shipped[name].tensor_type)
+        got = gguf.quants.dequantize(np.asarray(wide[name].data), gguf.GGMLQuantizationType.BF16)
+        assert got.shape == exact.shape
+        assert np.all(np.abs(got - exact) <= np.abs(exact) * 2.0 ** -8), name
+
+
+def test_widening_is_deterministic_and_a_rotted_byte_is_found(model_path, widened, tmp_path):
+    again = widen(model_path, tmp_path / WIDENED_DEFAULT.file_name)
+    assert not isinstance(again, Failure)
+    assert _sha256(again) == _sha256(widened)
+    assert verify_widened(again) == again
+    stat = again.stat()
+    with open(again, "r+b") as handle:  # one flipped byte, size and mtime kept
+        handle.seek(stat.st_size // 2)
+        byte = handle.read(1)
+        handle.seek(stat.st_size // 2)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(again, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert embedded_model_file(again.with_name("shipped.gguf"), "auto") == again  # the cheap check trusts it
+    failure = verify_widened(again)
+    assert isinstance(failure, Failure) and "sha256" in failure.message
+    assert embedded_model_file(again.with_name("shipped.gguf"), "quantized").name == "shipped.gguf"
+
+
+def test_the_widened_model_completes_as_the_shipped_one(model_path, widened):
+    prompt = "def area_of_rectangle(width, height):\n    return"
+    answers = []
+    for path in (model_path, widened):
+        backend = LlamaBackend.open(path, context_tokens=512, threads=2)
+        assert not isinstance(backend, Failure), backend
+        try:
+            result = backend.generate(GenerationRequest(prompt=prompt, max_tokens=8, stop=("\n",), deadline_s=60.0))
+        finally:
+            backend.close()
+        assert not isinstance(result, Failure), result
+        answers.append(result.text)
+    assert answers[0].strip().startswith("width * height")
+    assert answers[1] == answers[0]

@@ -1,0 +1,60 @@
+"""Which file the embedded model runs (completion.embedded_layers), without llama.cpp."""
+
+from __future__ import annotations
+
+import json
+
+from repomem.backends import bf16_layers
+from repomem.backends.bf16_layers import WIDENED_DEFAULT, cpu_has_bf16, embedded_model_file, wanted
+from repomem.config import EMBEDDED_LAYER_CHOICES, Config
+
+WITH_BF16 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+WITHOUT = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni avx512bw\n"
+
+
+def test_the_cpu_flag_is_read_from_the_flags_line_as_a_whole_word():
+    assert cpu_has_bf16(WITH_BF16)
+    assert not cpu_has_bf16(WITHOUT)
+    assert not cpu_has_bf16("flags\t\t: avx512_bf16x\n")
+    assert not cpu_has_bf16("")
+    assert not cpu_has_bf16("model name : avx512_bf16\n")  # not a flags line
+
+
+def test_auto_asks_the_build_only_where_the_cpu_has_the_instruction():
+    asked = []
+
+    def build(answer: bool):
+        return lambda: asked.append(answer) or answer
+
+    assert not wanted("auto", WITHOUT, build(True)) and asked == []
+    assert wanted("auto", WITH_BF16, build(True)) and asked == [True]
+    assert not wanted("auto", WITH_BF16, build(False))  # an AVX2 build would emulate bfloat16
+    assert wanted("bf16", WITHOUT, build(False))
+    assert not wanted("quantized", WITH_BF16, build(True))
+    assert Config().completion.embedded_layers == "auto" and "quantized" in EMBEDDED_LAYER_CHOICES
+
+
+def test_a_stamped_widened_file_is_used_and_a_changed_one_is_not(tmp_path, monkeypatch):
+    shipped = tmp_path / "model.gguf"
+    shipped.write_bytes(b"GGUF shipped")
+    widened = tmp_path / WIDENED_DEFAULT.file_name
+    widened.write_bytes(b"GGUF widened")
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: False)  # never write one here
+    assert embedded_model_file(shipped, "auto") == shipped  # no stamp: not trusted
+    (tmp_path / (widened.name + ".widened")).write_text(
+        json.dumps(bf16_layers._stamp_of(widened, "0" * 64, WIDENED_DEFAULT)))
+    assert embedded_model_file(shipped, "auto") == widened
+    assert embedded_model_file(shipped, "quantized") == shipped
+    widened.write_bytes(b"GGUF widened, then changed")
+    assert embedded_model_file(shipped, "auto") == shipped
+
+
+def test_a_failed_widening_runs_the_shipped_file_and_says_so_once(tmp_path, monkeypatch):
+    shipped = tmp_path / "model.gguf"
+    shipped.write_bytes(b"not a model")
+    said = []
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: True)
+    assert embedded_model_file(shipped, "bf16", say=said.append) == shipped
+    assert len(said) == 1 and "shipped model file" in said[0]
+    assert not (tmp_path / WIDENED_DEFAULT.file_name).exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]  # no scratch left behind
