@@ -301,8 +301,9 @@ class CompletionConfig:
                                       help="the embedded model keeps the cached tokens of every run at least this "
                                            "long that the next prompt repeats elsewhere, moved, and evaluates the "
                                            "rest (0 = only a common beginning)")
-    # Where the CPU multiplies bfloat16, prompts evaluate ~1.35x faster with the default model's
-    # layers widened to it (repomem.backends.bf16_layers); answers may differ at near-ties.
+    # Where the CPU multiplies bfloat16, prompts evaluate ~1.5x faster with the default model's
+    # layers widened to it and tokens decode ~1.3x slower (repomem.backends.bf16_layers); answers
+    # may differ at near-ties.
     embedded_layers: str = setting("auto", choices=EMBEDDED_LAYER_CHOICES, run_only=True, reopens_backend=True,
                                    lsp="embeddedLayers",
                                    help="the default model's layer weights: widened to bfloat16 where the CPU and "

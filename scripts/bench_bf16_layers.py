@@ -59,7 +59,7 @@ def main() -> int:
             model = models[name]
             tokens = model.tokenize(text.encode())[: args.prompt_tokens]
             model.reset()
-            model._ctx.memory_clear(True)  # a cold prompt: nothing of the last round's cache kept
+            model._ctx.kv_cache_clear()  # a cold prompt: nothing of the last round's cache kept
             started = time.perf_counter()
             model.eval(tokens)
             prefill[name].append(time.perf_counter() - started)

@@ -75,6 +75,17 @@ def _write_stamp(path: Path, model: PackagedModel) -> None:
                                              "sha256": model.sha256}))
 
 
+def sha256_with_progress(path: Path, progress: Progress, stage: str) -> str:
+    """The file's sha256, a progress unit per MiB read."""
+    progress.start(stage, path.stat().st_size // (1 << 20) + 1)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+            progress.advance()
+    return digest.hexdigest()
+
+
 def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Progress | None = None,
                  rehash: bool = False) -> Path | Failure:
     """Check size and sha256: cheap when a verified stamp matches the file's size and mtime, unless
@@ -87,14 +98,7 @@ def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Pro
     if size != model.size:
         return Failure("model-hash", f"model file {path} has {size} bytes, expected {model.size}; "
                                      "run `repomem model pull --force`")
-    progress = progress or NoProgress()
-    progress.start("verifying", size // (1 << 20) + 1)
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-            progress.advance()
-    if digest.hexdigest() != model.sha256:
+    if sha256_with_progress(path, progress or NoProgress(), "verifying") != model.sha256:
         _stamp_path(path).unlink(missing_ok=True)  # no later use may trust it
         return Failure("model-hash", f"model file {path} fails its sha256 check; run `repomem model pull --force`")
     _write_stamp(path, model)

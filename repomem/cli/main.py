@@ -265,14 +265,13 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 0
     with RichProgress(err) as progress:
         if args.action == "verify":
-            path = ok(verify_model(default_model_path(), progress=progress, rehash=True))
+            print(ok(verify_model(default_model_path(), progress=progress, rehash=True)))
             from repomem.backends.bf16_layers import verify_widened, widened_path
 
             if widened_path().exists():  # written at a first completion (completion.embedded_layers)
                 print(ok(verify_widened(widened_path(), progress=progress)))
         else:
-            path = ok(pull_default_model(force=args.force, progress=progress))
-    print(path)
+            print(ok(pull_default_model(force=args.force, progress=progress)))
     return 0
 
 

@@ -1,0 +1,107 @@
+"""How likely two GGUF files of one model find the right answers: the mean log-probability per token
+of each task's ground truth after its prompt, paired task by task. Exact match moves only where an
+answer flips; this moves with every task, so it shows a small systematic loss (say, from rounding
+the weights) that a few hundred exact-match tasks cannot.
+
+    repomem eval run ... --generations EMPTY.jsonl --defer REQUESTS.jsonl    # the prompts, not generated
+    python scripts/compare_model_likelihood.py REQUESTS.jsonl --tasks line.jsonl --tasks api.jsonl \
+        [--models A.gguf B.gguf] [--out eval/results/bf16-layers/likelihood.json]
+
+Only prompts with retrieved blocks are scored (the retrieving round; the file-only round's prompts
+are left out). Default models: the shipped embedded model and its layers widened to bfloat16.
+Each prompt is evaluated cold by each model; the answer's tokens are then fed one at a time and
+the log-softmax of each is read (32 tokens at most). Prints a table; writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from repomem.backends.bf16_layers import widened_path  # noqa: E402
+from repomem.backends.models import default_model_path  # noqa: E402
+from repomem.evaluation.report import paired_bootstrap  # noqa: E402
+from repomem.evaluation.tasks import load_tasks  # noqa: E402
+from repomem.failures import Failure  # noqa: E402
+
+BLOCK_MARKER = "the below code fragment can be found in:"  # repomem/completion/prompt.py's block header
+MAX_ANSWER_TOKENS = 32
+
+
+def answer_logprobs(model, prompt: str, answer: str) -> list[float]:
+    """Log-probability of each of the answer's tokens after the prompt (the KV cache cleared first)."""
+    prompt_tokens = model.tokenize(prompt.encode(), add_bos=True, special=True)
+    answer_tokens = model.tokenize(answer.encode(), add_bos=False, special=False)[:MAX_ANSWER_TOKENS]
+    model.reset()
+    model._ctx.kv_cache_clear()
+    model.eval(prompt_tokens)
+    logprobs = []
+    for token in answer_tokens:
+        # (n_vocab,) logits of the last position evaluated (llama.cpp keeps them without logits_all)
+        logits = np.ctypeslib.as_array(model._ctx.get_logits(), shape=(model.n_vocab(),)).astype(np.float64)
+        top = logits.max()
+        logprobs.append(float(logits[token] - top - np.log(np.exp(logits - top).sum())))
+        model.eval([token])
+    return logprobs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("requests", type=Path)
+    parser.add_argument("--tasks", type=Path, action="append", required=True)
+    parser.add_argument("--models", type=Path, nargs=2, default=[default_model_path(), widened_path()])
+    parser.add_argument("--out", type=Path, default=Path("eval/results/bf16-layers/likelihood.json"))
+    args = parser.parse_args()
+    import llama_cpp
+
+    truth = {}
+    for path in args.tasks:
+        tasks = load_tasks(path)
+        if isinstance(tasks, Failure):
+            raise SystemExit(tasks.message)
+        truth.update({task.task_id: task for task in tasks})
+    requests = [json.loads(line) for line in args.requests.read_text().splitlines() if line.strip()]
+    requests = [r for r in requests if BLOCK_MARKER in r["prompt"] and r["task"] in truth]
+    scores: dict[str, dict[str, float]] = defaultdict(dict)  # model name -> task -> mean log-probability
+    for model_path in args.models:
+        threads = os.cpu_count() or 1
+        model = llama_cpp.Llama(model_path=str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads,
+                                verbose=False)
+        for number, request in enumerate(requests, start=1):
+            logprobs = answer_logprobs(model, request["prompt"], truth[request["task"]].ground_truth)
+            if logprobs:
+                scores[model_path.name][request["task"]] = float(np.mean(logprobs))
+            print(f"\r{model_path.name}: {number}/{len(requests)}", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+        del model
+    first, second = (path.name for path in args.models)
+    rows = {}
+    for split in sorted({truth[t].split for t in scores[first]}):
+        ids = [t for t in scores[first] if truth[t].split == split and t in scores[second]]
+        a = np.array([scores[first][t] for t in ids])
+        b = np.array([scores[second][t] for t in ids])
+        mean, low, high = (value / 100 for value in paired_bootstrap(b, a))
+        rows[split] = {"tasks": len(ids), first: float(a.mean()), second: float(b.mean()),
+                       "difference": [mean, low, high], "second_higher": int((b > a).sum()),
+                       "first_higher": int((a > b).sum())}
+    print(f"| split | tasks | {first} | {second} | difference [95%] | tasks where the second is higher / lower |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for split, row in rows.items():
+        mean, low, high = row["difference"]
+        print(f"| {split} | {row['tasks']} | {row[first]:.4f} | {row[second]:.4f} | {mean:+.4f} [{low:+.4f}, "
+              f"{high:+.4f}] | {row['second_higher']} / {row['first_higher']} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"models": [first, second], "splits": rows, "per_task": scores}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
