@@ -44,7 +44,9 @@ def test_layers_are_bfloat16_of_the_shipped_values_and_the_rest_is_copied(model_
             assert tensor.tensor_type == gguf.GGMLQuantizationType.BF16, name
     # one matrix of each shipped block type: the widened values are the shipped ones, rounded to
     # bfloat16 (8 significant bits: relative error at most 2^-9, zero stays zero)
-    for name in ("blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.1.ffn_down.weight", "blk.0.attn_v.weight"):
+    checked = ("blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.2.ffn_down.weight", "blk.0.attn_v.weight")
+    assert {shipped[name].tensor_type.name for name in checked} == {"Q5_0", "Q6_K", "Q4_K", "Q8_0"}
+    for name in checked:
         exact = gguf.quants.dequantize(np.asarray(shipped[name].data), shipped[name].tensor_type)
         got = gguf.quants.dequantize(np.asarray(wide[name].data), gguf.GGMLQuantizationType.BF16)
         assert got.shape == exact.shape

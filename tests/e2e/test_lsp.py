@@ -334,7 +334,8 @@ async def test_a_crashed_model_process_is_restarted_and_the_request_answered(cli
                                                                            workspace: Path):
     report = opened(client, workspace / "shop" / "report.py")
     result = await inline(client, report, 8, 11)
-    assert result.items and result.items[0].insert_text.startswith("compute_tax(")
+    # the workspace holds a file an earlier test added: the model may write `amount_cents * compute_tax(`
+    assert result.items and "compute_tax(" in result.items[0].insert_text, result.items
     children = model_children()
     assert len(children) == 1, children  # the embedded model runs beside the server, not inside it
     os.kill(children[0], signal.SIGKILL)
