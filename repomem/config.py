@@ -303,8 +303,10 @@ class CompletionConfig:
                                            "rest (0 = only a common beginning)")
     # Where the CPU multiplies bfloat16, prompts evaluate ~1.5x faster with the default model's
     # layers widened to it and tokens decode ~1.3x slower (repomem.backends.bf16_layers); answers
-    # may differ at near-ties.
-    embedded_layers: str = setting("auto", choices=EMBEDDED_LAYER_CHOICES, run_only=True, reopens_backend=True,
+    # may differ at near-ties. The user's machine decides, not a repository: "bf16" writes 960 MB
+    # into the user's cache and would emulate bfloat16 on a CPU without it.
+    embedded_layers: str = setting("auto", choices=EMBEDDED_LAYER_CHOICES, repository="not a repository",
+                                   run_only=True, reopens_backend=True,
                                    lsp="embeddedLayers",
                                    help="the default model's layer weights: widened to bfloat16 where the CPU and "
                                         "llama.cpp multiply it (auto), always (bf16), or as shipped (quantized)")

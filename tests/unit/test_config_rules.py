@@ -133,7 +133,7 @@ def test_the_validators_read_no_table_keyed_by_setting_names():
 def test_what_a_repository_may_not_set_or_only_make_stricter():
     assert names_where(lambda r: r.repository == "not a repository") == {
         "completion.endpoint", "completion.api_key_env", "completion.model_path", "completion.hf_model",
-        "server.feedback_log", "index.cache_dir"}
+        "server.feedback_log", "index.cache_dir", "completion.embedded_layers"}
     assert names_where(lambda r: r.repository == "stricter only") == {
         "scan.secret_patterns", "scan.mask_secrets", "scan.secret_min_length", "scan.secret_min_entropy"}
 
