@@ -670,7 +670,8 @@ def load_config(repo_root: Path) -> tuple[Config, list[str]]:
                 continue
             if setting_.rules.repository == "not a repository":
                 warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key} ignored: a repository's own settings may not "
-                                f"send data elsewhere or name paths outside it (set it in {user_config_path()} or "
+                                f"send data elsewhere, name paths outside it or choose how this machine runs the "
+                                f"model (set it in {user_config_path()} or "
                                 f"on the command line, or trust the repository there under [{TRUST_SECTION}])")
                 continue
             if setting_.rules.repository == "stricter only":
