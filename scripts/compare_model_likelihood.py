@@ -10,7 +10,8 @@ the weights) that a few hundred exact-match tasks cannot.
 Only prompts with retrieved blocks are scored (the retrieving round; the file-only round's prompts
 are left out). Default models: the shipped embedded model and its layers widened to bfloat16.
 Each prompt is evaluated cold by each model; the answer's tokens are then fed one at a time and
-the log-softmax of each is read (32 tokens at most). Prints a table; writes JSON.
+the log-softmax of each is read (32 tokens at most). A progress bar per model; prints a table;
+writes JSON.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
+from rich.progress import track
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -75,12 +78,10 @@ def main() -> int:
         threads = os.cpu_count() or 1
         model = llama_cpp.Llama(model_path=str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads,
                                 verbose=False)
-        for number, request in enumerate(requests, start=1):
+        for request in track(requests, description=model_path.name, console=Console(stderr=True)):
             logprobs = answer_logprobs(model, request["prompt"], truth[request["task"]].ground_truth)
             if logprobs:
                 scores[model_path.name][request["task"]] = float(np.mean(logprobs))
-            print(f"\r{model_path.name}: {number}/{len(requests)}", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
         del model
     first, second = (path.name for path in args.models)
     rows = {}
