@@ -27,7 +27,7 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.repo_index import RepoIndex
 from repomem.index.store import index_dir
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
-from repomem.lsp.settings import apply_settings, backend_changed
+from repomem.lsp.settings import apply_settings, backend_changed, settings_in_force
 from repomem.positions import locate
 from repomem.progress import Progress
 from repomem.records import fragment_record, lift_record
@@ -70,6 +70,7 @@ class CompletionSession:
         self.root = root
         self.base_config = base_config  # repomem.toml (or defaults)
         self.config, _ = apply_settings(base_config, {})
+        self.client_settings: dict[str, Any] = {}  # the editor's settings in force (settings_in_force)
         self.log = log
         self.service = RepoService(root, self.config)
         self.backend: Backend | None = None
@@ -99,7 +100,9 @@ class CompletionSession:
 
     def configure(self, options: Any) -> list[str]:
         """Apply client settings; returns the problems (for window/showMessage)."""
-        config, problems = apply_settings(self.base_config, options)
+        in_force, problems = settings_in_force(self.base_config, options, self.client_settings)
+        config, _ = apply_settings(self.base_config, in_force)
+        self.client_settings = in_force
         reopen = backend_changed(self.config, config)
         self.config = config
         self.service.config = config

@@ -41,17 +41,34 @@ def layered_settings(initial: Any, changed: Any) -> Any:
     return {**base, **changed}
 
 
-def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
-    """`base` (the repository's config) with the client's settings applied, and one message per
-    rejected setting. The result is the config the server's requests run with (for_server_requests)."""
+def _checked(target: Setting, value: Any) -> tuple[Any, str | None]:
+    """`value` as the setting `target` holds it, and why it is invalid (None when it is not), by the
+    validator `repomem.toml` goes through."""
+    section, key = target.section, target.key
+    checked, warnings = config_from_mapping({section: {key: value}})
+    if warnings:
+        return None, warnings[0].split(";")[0].removeprefix(f"config {section}.{key}").lstrip(": =")
+    return getattr(getattr(checked, section), key), None
+
+
+def settings_in_force(base: Config, options: Any, previous: dict[str, Any] | None = None,
+                      ) -> tuple[dict[str, Any], list[str]]:
+    """The client settings to apply, by client name and as sent, and one message per rejected one.
+
+    `previous`: this function's last result, the settings in force until now. An invalid value keeps
+    the one in force before it (lsp/README.md: "the previous value is kept"; a typo in an editor's
+    `endpoint` must not silently switch a working model server back to the embedded model), else
+    the repository's value (`base`)."""
+    previous = previous or {}
     problems: list[str] = []
     options = _own(options)
     if options is None:
         options = {}
     if not isinstance(options, dict):
-        problems.append(f"repomem settings must be an object, got {type(options).__name__}; defaults kept")
-        options = {}
-    changes: dict[str, dict[str, Any]] = {}
+        problems.append(f"repomem settings must be an object, got {type(options).__name__}; "
+                        f"{'previous settings' if previous else 'defaults'} kept")
+        return dict(previous), problems
+    in_force: dict[str, Any] = {}
     for name, value in options.items():
         target = CLIENT_SETTINGS.get(name)
         if target is None:
@@ -59,14 +76,28 @@ def apply_settings(base: Config, options: Any) -> tuple[Config, list[str]]:
             continue
         if value is None:
             continue  # an editor's way of saying "not set"
-        section, key = target.section, target.key
-        checked, warnings = config_from_mapping({section: {key: value}})
-        if warnings:
-            kept = getattr(getattr(base, section), key)
-            reason = warnings[0].split(";")[0].removeprefix(f"config {section}.{key}").lstrip(": =")
-            problems.append(f"repomem setting {name}={value!r} is invalid ({reason}); {kept!r} kept")
+        _, reason = _checked(target, value)
+        if reason is None:
+            in_force[name] = value
             continue
-        changes.setdefault(section, {})[key] = getattr(getattr(checked, section), key)
+        if name in previous:
+            in_force[name] = previous[name]
+            kept = _checked(target, previous[name])[0]
+        else:
+            kept = getattr(getattr(base, target.section), target.key)
+        problems.append(f"repomem setting {name}={value!r} is invalid ({reason}); {kept!r} kept")
+    return in_force, problems
+
+
+def apply_settings(base: Config, options: Any, previous: dict[str, Any] | None = None) -> tuple[Config, list[str]]:
+    """`base` (the repository's config) with the client's settings applied, and one message per
+    rejected setting (settings_in_force: a rejected one keeps its value in `previous`). The result is
+    the config the server's requests run with (for_server_requests)."""
+    in_force, problems = settings_in_force(base, options, previous)
+    changes: dict[str, dict[str, Any]] = {}
+    for name, value in in_force.items():
+        target = CLIENT_SETTINGS[name]
+        changes.setdefault(target.section, {})[target.key] = _checked(target, value)[0]
     config = with_overrides(base, **changes)
     completion = config.completion
     if not completion.endpoint and not completion.hf_model:  # the embedded model, on this machine

@@ -47,6 +47,26 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
     assert not backend_changed(apply_settings(Config(), {})[0], apply_settings(Config(), {"alpha": 0.1})[0])
 
 
+def test_an_invalid_setting_in_a_configuration_change_keeps_the_previous_value(tmp_path: Path):
+    """lsp/README.md: an invalid value is reported and the previous value is kept, not the
+    repository's default (a typo in `endpoint` switched a working model server to the embedded model)."""
+    session = CompletionSession(tmp_path, Config(), lambda level, message: None)
+    assert session.configure({"endpoint": "http://127.0.0.1:1", "debounceMs": 40, "topK": 9}) == []
+    problems = session.configure({"repomem": {"endpoint": 12, "debounceMs": -5, "topK": 9}})
+    assert session.config.completion.endpoint == "http://127.0.0.1:1"
+    assert session.config.server.debounce_ms == 40 and session.config.retrieval.top_k == 9
+    assert len(problems) == 2
+    assert any("endpoint=12" in p and "'http://127.0.0.1:1' kept" in p for p in problems)
+    assert any("debounceMs=-5" in p and "40 kept" in p for p in problems)
+    # Still the previous value at the next change, and a setting the change leaves out goes back
+    # to the repository's value, as before.
+    session.configure({"endpoint": 13})
+    assert session.config.completion.endpoint == "http://127.0.0.1:1"
+    assert session.config.server.debounce_ms == Config().server.debounce_ms
+    _, problems = apply_settings(Config(), {"debounceMs": -5}, {"debounceMs": 40})
+    assert problems and "40 kept" in problems[0]
+
+
 def test_the_servers_retrieval_budget_applies_to_its_requests_only(tmp_path: Path, monkeypatch):
     """server.retrieval_budget_ms and retrieval.time_budget_ms mean one thing each: the server's
     budget, and the CLI's (and the evaluator's); setting either leaves the other's meaning alone."""
