@@ -75,9 +75,11 @@ def check_compressed(matrix: sp.spmatrix, name: str) -> None:
 
 def check_relative_path(path: Any) -> None:
     """A repository-relative POSIX path in normal form: never absolute, never `..`, so that reading
-    it (fragment text, prompts) cannot leave the repository."""
+    it (fragment text, prompts) cannot leave the repository. A backslash is an ordinary character
+    of a POSIX file name (`back\\slash.py`), as the scan takes it: refused here, such a file made
+    every later command find the index damaged and rebuild it in full."""
     require(isinstance(path, str) and path, "a file path is empty")
-    require("\0" not in path and "\\" not in path and not path.startswith("/"), f"file path {path!r} is not relative")
+    require("\0" not in path and not path.startswith("/"), f"file path {path!r} is not relative")
     require(posixpath.normpath(path) == path and path.split("/")[0] != "..",
             f"file path {path!r} leaves the repository")
 

@@ -395,6 +395,26 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(shop: Path, tmp_p
     assert completed.returncode == 0 and "Traceback" not in completed.stderr, completed.stderr
 
 
+def test_a_backslash_in_a_file_name_is_indexed_once_not_at_every_command(tmp_path: Path):
+    """`back\\slash.py` (a backslash is an ordinary character of a POSIX name) was scanned in, then
+    refused by the index's integrity check: every later command found the index damaged and rebuilt
+    it in full. The scan and the check agree now: the file is indexed, and a second index is a no-op."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "repomem.toml").write_text("")
+    (repo / "back\\slash.py").write_text("def slashed_total(price):\n    return price * 2\n")
+    (repo / "main.py").write_text("def total(price):\n    return slashed_total(price)\n")
+    first = run("index", str(repo), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["files"] == 2
+    again = run("index", str(repo), "--json")
+    assert again.returncode == 0 and "damaged" not in again.stderr, again.stderr
+    assert json.loads(again.stdout)["action"] == "unchanged"
+    found = run("retrieve", f"{repo}/main.py:2", "--json")
+    assert found.returncode == 0 and "damaged" not in found.stderr, found.stderr
+    assert "back\\slash.py" in [f["path"] for f in json.loads(found.stdout)["fragments"]]
+
+
 def test_eval_tasks_leaving_their_repository_read_and_write_nothing(tmp_path: Path):
     """Issue 34 item 8: `..`, absolute paths and links in a task's fpath_tuple read files outside
     --repos (and sent them to the endpoint) and wrote .repomem folders outside it. Such a task
