@@ -132,15 +132,33 @@ def claim_index_folder(directory: Path, root: Path) -> None:
         if not target.is_relative_to(root.resolve()):
             raise IndexFolderRefused(f"the index folder {directory} is a symbolic link out of the repository "
                                      f"(to {target}); remove it or set index.cache_dir in your own config")
-    if directory.is_dir():
+    if (directory / MARKER).is_file():
+        return
+    if not directory.is_dir():
+        _private_folders(directory)
+    # Judged and marked under a lock on the folder itself: processes creating a fresh index at
+    # once each found the folder another had just made, with the marker's scratch file in it but
+    # not the marker yet, and took it for someone else's folder. The first to lock marks it; the
+    # others wait for that and then find the marker.
+    with _folder_locked(directory):
         if (directory / MARKER).is_file():
             return
         if any(directory.iterdir()) and not _looks_like_an_old_index(directory):
             raise IndexFolderRefused(f"{directory} exists and is not a repomem index; choose another "
                                      "index.dir_name (repomem only writes in folders it created)")
-    else:
-        _private_folders(directory)
-    replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
+        replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
+
+
+@contextlib.contextmanager
+def _folder_locked(directory: Path) -> Iterator[None]:
+    """An exclusive flock on the folder itself (its descriptor): nothing is created in it, so an
+    old index or a folder repomem refuses is left as it was."""
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def _private_folders(directory: Path) -> None:

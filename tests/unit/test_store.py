@@ -441,3 +441,35 @@ def test_the_builder_digest_follows_the_shaping_sources(tmp_path):
     resolver = copy / "languages" / "go" / "calls.py"
     resolver.write_text(resolver.read_text() + "\n# a resolver changed\n")
     assert builder_version.sources_digest(copy) != builder_digest()
+
+
+def _claim_after(barrier, directory: str, root: str) -> str:
+    """One process's claim of a fresh index folder, all of them released at once."""
+    from repomem.index.store import IndexFolderRefused, claim_index_folder
+
+    barrier.wait()
+    try:
+        claim_index_folder(Path(directory), Path(root))
+    except IndexFolderRefused as error:
+        return str(error)
+    return ""
+
+
+def test_processes_creating_a_fresh_index_at_once_all_claim_it(tmp_path):
+    """Four processes creating a fresh index at once: one was sometimes refused with ".repomem exists
+    and is not a repomem index" (it found the folder another had just made, holding the marker's
+    scratch file but not the marker yet). Each round starts from no folder."""
+    import multiprocessing
+
+    from repomem.index.store import MARKER
+
+    context = multiprocessing.get_context("fork")
+    processes = 8
+    with context.Manager() as manager, context.Pool(processes) as pool:
+        barrier = manager.Barrier(processes, timeout=60)  # cyclic: one per round
+        for round_number in range(30):
+            root = tmp_path / f"repo-{round_number}"
+            root.mkdir()
+            refusals = pool.starmap(_claim_after, [(barrier, str(root / ".repomem"), str(root))] * processes)
+            assert refusals == [""] * processes, (round_number, refusals)
+            assert sorted(p.name for p in (root / ".repomem").iterdir()) == [MARKER]  # no scratch file left
