@@ -42,6 +42,8 @@ GRANULARITIES = ("statement", "named")  # see GraphConfig.granularity
 RELATION_KINDS = ("graph", "context", "graph+context")  # see RelationConfig.kind
 BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
 EMBEDDED_LAYER_CHOICES = ("auto", "bf16", "quantized")  # see CompletionConfig.embedded_layers
+# The names of repomem.backends.models.EMBEDDED_MODELS (a unit test keeps the two equal).
+EMBEDDED_MODEL_CHOICES = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")  # see CompletionConfig.embedded_model
 PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
 ROUND_CHOICES = ("last", "confident")  # see CompletionConfig.round_choice
 SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
@@ -310,8 +312,14 @@ class CompletionConfig:
                                    lsp="embeddedLayers",
                                    help="the default model's layer weights: widened to bfloat16 where the CPU and "
                                         "llama.cpp multiply it (auto), always (bf16), or as shipped (quantized)")
+    # The 1.5B takes about twice the 0.5B's time on a CPU and writes 1.1 GB into the user's cache:
+    # the user's machine decides, not a repository (README, "Models").
+    embedded_model: str = setting("qwen2.5-coder-0.5b", choices=EMBEDDED_MODEL_CHOICES,
+                                  repository="not a repository", reopens_backend=True, lsp="embeddedModel",
+                                  help="the embedded model run when no model file, checkpoint or endpoint is given "
+                                       "(`repomem model pull NAME` fetches it ahead)")
     model_path: str = setting("", repository="not a repository", reopens_backend=True, lsp="model",
-                              help="a GGUF file instead of the default model")
+                              help="a GGUF file (or an embedded model's name) instead of the embedded model")
     hf_model: str = setting("", repository="not a repository", reopens_backend=True, lsp="hfModel",
                             help="a Hugging Face checkpoint folder or GGUF file, run by transformers")
     # Evaluation with several workers and an in-process batching backend (transformers, vLLM).

@@ -134,13 +134,16 @@ class TokenCountFailed(Exception):
 
 class BackendTokenizer:
     """A backend's exact token count as completion.prompt.Tokenizer; a failed count raises
-    TokenCountFailed, which the caller turns back into its Failure."""
+    TokenCountFailed, which the caller turns back into its Failure. `mask` is applied to every text
+    before it is counted: a server's `/tokenize` hears what its `/v1/completions` would, secrets
+    masked, and the count is the masked prompt's (what is sent)."""
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, mask: Callable[[str], str] | None = None):
         self._backend = backend
+        self._mask = mask
 
     def count(self, text: str) -> int:
-        value = self._backend.count(text)
+        value = self._backend.count(self._mask(text) if self._mask is not None else text)
         if isinstance(value, Failure):
             raise TokenCountFailed(value)
         return value

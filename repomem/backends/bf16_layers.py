@@ -27,12 +27,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repomem.backends.models import DEFAULT_MODEL, PackagedModel, models_dir, sha256_with_progress
+from repomem.backends.models import (
+    DEFAULT_MODEL,
+    QWEN_CODER_05B,
+    QWEN_CODER_15B,
+    PackagedModel,
+    models_dir,
+    sha256_with_progress,
+)
 from repomem.failures import Failure
 from repomem.progress import NoProgress, Progress
 
 # ggml's type numbers (ggml.h, enum ggml_type); llama-cpp-python exports only some of them.
-GGML_TYPE_Q5_0, GGML_TYPE_Q8_0 = 6, 8
+GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K = 6, 8, 12, 14
+# The 1.5B's output matrix and token embeddings, read from its GGUF header (339 tensors).
+GGML_TYPE_OUTPUT_15B, GGML_TYPE_EMBEDDING_15B = GGML_TYPE_Q6_K, GGML_TYPE_Q4_K
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,20 @@ class WidenedModel:
     token_embedding_type: int  # the source's token embedding type, kept
 
 
-WIDENED_DEFAULT = WidenedModel(source=DEFAULT_MODEL, file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.bf16-layers.gguf",
-                               output_type=GGML_TYPE_Q8_0, token_embedding_type=GGML_TYPE_Q5_0)
+# The types kept are the pinned files' own (each file is pinned by its sha256, so they cannot change).
+WIDENED_MODELS: dict[str, WidenedModel] = {
+    QWEN_CODER_05B.name: WidenedModel(source=QWEN_CODER_05B,
+                                      file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.bf16-layers.gguf",
+                                      output_type=GGML_TYPE_Q8_0, token_embedding_type=GGML_TYPE_Q5_0),
+    QWEN_CODER_15B.name: WidenedModel(source=QWEN_CODER_15B,
+                                      file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.bf16-layers.gguf",
+                                      output_type=GGML_TYPE_OUTPUT_15B, token_embedding_type=GGML_TYPE_EMBEDDING_15B),
+}
+WIDENED_DEFAULT = WIDENED_MODELS[DEFAULT_MODEL.name]
+
+
+def widened_for(model: PackagedModel) -> WidenedModel:
+    return WIDENED_MODELS[model.name]
 
 
 def cpu_has_bf16(cpuinfo: str) -> bool:
@@ -143,6 +164,7 @@ def verify_widened(path: Path, widened: WidenedModel = WIDENED_DEFAULT,
 
 
 def widened_path(widened: WidenedModel = WIDENED_DEFAULT) -> Path:
+    """Where the widened copy of `widened.source` is written (beside the shipped file)."""
     return models_dir() / widened.file_name
 
 

@@ -20,9 +20,11 @@ def api_key_from_environment(settings: CompletionConfig) -> str:
 
 def open_backend(settings: CompletionConfig, progress: Progress | None = None, *, model_path: str = "",
                  endpoint: str = "", vllm_model: str = "", hf_model: str = "") -> Backend | Failure:
-    """vLLM in process, transformers, an OpenAI-compatible endpoint, a GGUF file, or the default
-    model (pulled if needed), in that order. Arguments win over settings; the API key comes from
-    `api_key_env`; a GGUF runs in a child process unless `isolate_model` is off."""
+    """vLLM in process, transformers, an OpenAI-compatible endpoint, a GGUF file, or an embedded
+    model (pulled if needed), in that order. Arguments win over settings; a model argument that
+    names an embedded model (`--model qwen2.5-coder-1.5b`, `--hf qwen2.5-coder-1.5b`) is that
+    model's file; the API key comes from `api_key_env`; a GGUF runs in a child process unless
+    `isolate_model` is off."""
     if vllm_model:
         from repomem.backends.vllm_local import VLLMBackend
 
@@ -31,21 +33,42 @@ def open_backend(settings: CompletionConfig, progress: Progress | None = None, *
     if hf_model:
         from repomem.backends.transformers_hf import TransformersBackend
 
+        if embedded_model_name(hf_model):  # transformers reads the same GGUF (eval/README.md)
+            hf_path = pulled_model(hf_model, progress)
+            if isinstance(hf_path, Failure):
+                return hf_path
+            hf_model = str(hf_path)
         return TransformersBackend.open(hf_model, settings.context_tokens, settings.threads)
     endpoint = endpoint or settings.endpoint
     if endpoint:
         return connect_endpoint(endpoint, settings)
-    path = Path(model_path or settings.model_path).expanduser() if (model_path or settings.model_path) else None
-    if path is None:
-        from repomem.backends.models import pull_default_model, say_on_stderr
+    chosen = model_path or settings.model_path
+    if chosen and not embedded_model_name(chosen):
+        return open_gguf(Path(chosen).expanduser(), settings)
+    pulled = pulled_model(chosen or settings.embedded_model, progress)
+    if isinstance(pulled, Failure):
+        return pulled
+    from repomem.backends.bf16_layers import embedded_model_file, widened_for
+    from repomem.backends.models import model_named, say_on_stderr
 
-        pulled = pull_default_model(progress=progress)
-        if isinstance(pulled, Failure):
-            return pulled
-        from repomem.backends.bf16_layers import embedded_model_file
+    widened = widened_for(model_named(chosen or settings.embedded_model))
+    return open_gguf(embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr, widened), settings)
 
-        path = embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr)
-    return open_gguf(path, settings)
+
+def embedded_model_name(value: str) -> bool:
+    """Whether a model argument names an embedded model rather than a file: a known name that is
+    not also a file here (a file wins, as a user who has one by that name means it)."""
+    from repomem.backends.models import model_named
+
+    return not isinstance(model_named(value), Failure) and not Path(value).expanduser().exists()
+
+
+def pulled_model(name: str, progress: Progress | None) -> Path | Failure:
+    """The embedded model `name`'s verified file, fetched first when missing."""
+    from repomem.backends.models import model_named, pull_model
+
+    model = model_named(name)
+    return model if isinstance(model, Failure) else pull_model(model, progress=progress)
 
 
 def connect_endpoint(endpoint: str, settings: CompletionConfig) -> Backend | Failure:

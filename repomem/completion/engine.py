@@ -94,7 +94,7 @@ class CompletionEngine:
         self.service = service
         self.backend = backend
         self.config = config or service.config
-        self._tokenizer = BackendTokenizer(backend)
+        self._tokenizer = BackendTokenizer(backend, service.mask)
         # Order "stable": what each function's first completion chose (blocks, shown spans, first line).
         self._functions = FunctionMemory(STABLE_MEMO_SIZE)
 

