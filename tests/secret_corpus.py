@@ -77,6 +77,8 @@ KINDS: dict[str, Callable[[random.Random], str]] = {
     "jwt": _jwt,
     "pem-body": _pem_body,
     "basic-auth": lambda rng: base64.b64encode(f"deploy:{_pick(rng, BASE62, 16)}".encode()).decode(),
+    "docker-config-b64": lambda rng: base64.b64encode(json.dumps({"auths": {"registry.example.com": {
+        "auth": base64.b64encode(f"ci:{_pick(rng, BASE62, 20)}".encode()).decode()}}}).encode()).decode(),
     # look-alikes
     "uuid": lambda rng: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
     "sha1": lambda rng: _pick(rng, "0123456789abcdef", 40),
@@ -84,13 +86,85 @@ KINDS: dict[str, Callable[[random.Random], str]] = {
     "md5": lambda rng: _pick(rng, "0123456789abcdef", 32),
     "sha512-integrity": lambda rng: "sha512-" + base64.b64encode(rng.randbytes(64)).decode(),
     "go-sum": lambda rng: "h1:" + base64.b64encode(rng.randbytes(32)).decode(),
+    "png-data-uri": lambda rng: "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + rng.randbytes(90))
+    .decode(),
+    "ssh-public-key": lambda rng: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + base64.b64encode(rng.randbytes(32)).decode()
+    .rstrip("="),
+    "certificate-body": lambda rng: _pem_body(rng),
+    "sri-sha384": lambda rng: "sha384-" + base64.b64encode(rng.randbytes(48)).decode(),
+    "uuid-upper": lambda rng: str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper(),
 }
 ALPHABETS = {"base62": BASE62, "hex": "0123456789abcdef", "base64": BASE64, "password": PASSWORD}
+
+# Provider token formats, as the issuers document them: `{alphabet:n}` is n characters drawn from
+# FORMAT_ALPHABETS. Each is a kind of value (the third word of a placeholder).
+FORMAT_ALPHABETS = {
+    "b62": BASE62, "b64u": BASE62 + "-_", "hex": "0123456789abcdef", "HEX": "0123456789ABCDEF",
+    "d": string.digits, "U": string.ascii_uppercase, "Ud": string.ascii_uppercase + string.digits,
+    "ld": string.ascii_lowercase + string.digits, "aws": string.ascii_uppercase + "234567",
+    "bech": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", "ah": "abcdefgh0123456789",
+}
+FORMATS: dict[str, str] = {
+    "aws-id-no-digit": "AKIA{U:16}",
+    "github-oauth": "gho_{b62:36}", "github-user": "ghu_{b62:36}", "github-server": "ghs_{b62:36}",
+    "github-refresh": "ghr_{b62:36}",
+    "gitlab-runner": "glrt-{b64u:20}", "gitlab-deploy": "gldt-{b64u:20}", "gitlab-trigger": "glptt-{hex:40}",
+    "gitlab-feed": "glft-{b64u:20}", "gitlab-mail": "glimt-{ld:25}", "gitlab-job": "glcbt-{b64u:20}",
+    "gitlab-oauth": "gloas-{hex:64}", "gitlab-registration": "GR1348941{b64u:20}",
+    "slack-user": "xoxp-{d:12}-{d:12}-{d:13}-{hex:32}", "slack-app": "xapp-1-A{Ud:10}-{d:13}-{hex:64}",
+    "slack-refresh": "xoxe-1-{Ud:140}", "slack-config": "xoxe.xoxp-1-{b62:140}",
+    "stripe-restricted": "rk_live_{b62:24}", "stripe-test": "sk_test_{b62:24}", "stripe-webhook": "whsec_{b62:32}",
+    "sendgrid": "SG.{b64u:22}.{b64u:43}",
+    "shopify-access": "shpat_{hex:32}", "shopify-secret": "shpss_{hex:32}", "shopify-custom": "shpca_{hex:32}",
+    "digitalocean-pat": "dop_v1_{hex:64}", "digitalocean-oauth": "doo_v1_{hex:64}",
+    "digitalocean-refresh": "dor_v1_{hex:64}",
+    "google-oauth-access": "ya29.{b64u:120}", "google-client-secret": "GOCSPX-{b64u:28}",
+    "telegram": "{d:10}:AA{b64u:33}", "twilio": "SK{hex:32}", "databricks": "dapi{hex:32}",
+    "age": "AGE-SECRET-KEY-1{bech:58}", "mailgun": "key-{hex:32}", "mailchimp": "{hex:32}-us{d:1}",
+    "pypi": "pypi-AgEIcHlwaS5vcmc{b64u:70}", "huggingface-org": "api_org_{b62:34}",
+    "openai-service": "sk-svcacct-{b64u:60}", "groq": "gsk_{b62:52}", "replicate": "r8_{b62:37}",
+    "linear": "lin_api_{b62:40}", "notion": "secret_{b62:43}", "notion-ntn": "ntn_{b62:46}",
+    "atlassian": "ATATT3{b64u:180}", "postman": "PMAK-{hex:24}-{hex:34}", "doppler": "dp.pt.{b62:43}",
+    "pulumi": "pul-{hex:40}", "terraform": "{b62:14}.atlasv1.{b64u:67}", "vault": "hvs.{b64u:90}",
+    "vault-batch": "hvb.{b64u:120}", "sentry-org": "sntrys_eyJ{b64u:120}", "sentry-user": "sntryu_{hex:64}",
+    "grafana-cloud": "glc_{b62:40}", "grafana-service": "glsa_{b62:32}_{hex:8}", "new-relic": "NRAK-{Ud:27}",
+    "dynatrace": "dt0c01.{Ud:24}.{Ud:64}", "heroku": "HRKU-AA{b64u:58}", "fly": "fo1_{b64u:43}",
+    "netlify": "nfp_{b62:36}", "supabase": "sbp_{hex:40}", "planetscale": "pscale_tkn_{b64u:43}",
+    "planetscale-password": "pscale_pw_{b64u:43}", "mapbox": "sk.eyJ{b64u:60}.{b64u:22}",
+    "square": "EAAA{b64u:60}", "square-oauth": "sq0csp-{b64u:43}", "shippo": "shippo_live_{hex:40}",
+    "discord-bot": "M{b62:23}.{b64u:6}.{b64u:27}", "alibaba": "LTAI{b62:20}", "tencent": "AKID{b62:32}",
+    "figma": "figd_{b64u:40}", "facebook": "EAAC{b62:120}", "adobe": "p8e-{b62:32}",
+    "contentful": "CFPAT-{b64u:43}", "airtable": "pat{b62:14}.{hex:64}", "prefect": "pnu_{b62:36}",
+    "rubygems": "rubygems_{hex:48}", "clojars": "CLOJARS_{ld:60}", "docker-hub": "dckr_pat_{b64u:27}",
+    "jfrog": "AKCp{b62:69}", "octopus": "API-{Ud:26}", "easypost": "EZAK{b62:54}",
+    "flutterwave": "FLWSECK-{ah:32}-X", "bitbucket": "ATBB{b62:32}", "buildkite": "bkua_{hex:40}",
+    "duffel": "duffel_live_{b64u:43}", "readme": "rdme_{ld:70}", "brevo": "xkeysib-{hex:64}-{b62:16}",
+    "typeform": "tfp_{b64u:59}", "infracost": "ico-{b62:32}", "nuget": "oy2{ld:43}",
+    "openshift": "sha256~{b64u:43}", "scalingo": "tk-us-{b64u:48}", "yandex": "y0_{b64u:55}",
+    "cloudflare-ca": "v1.0-{hex:24}-{hex:146}", "azure-ad": "{b62:3}8Q~{b64u:34}",
+    "harness": "pat.{b62:22}.{hex:24}.{b62:20}", "lob": "live_{hex:35}", "frameio": "fio-u-{b64u:64}",
+    # Issuers no rule names: a prefix, a separator and a random body (the prefixed-token rule).
+    "unlisted-live": "acme_live_{b62:32}", "unlisted-short": "zq-{b62:40}", "unlisted-dotted": "wkr.{b62:36}",
+    "unlisted-pat": "forge-pat-{b62:36}", "unlisted-hex": "tool_{hex:48}", "unlisted-two-part": "vx1_{b62:8}_{b62:30}",
+    "unlisted-upper": "ZEPH-{Ud:32}", "unlisted-mixed": "tk_{b64u:44}",
+    # look-alikes
+    "hex32": "{hex:32}", "git-short": "{hex:10}", "docker-digest": "sha256:{hex:64}",
+    "webpack-asset": "main.{hex:20}.js", "pip-hash": "--hash=sha256:{hex:64}",
+    "stripe-object-id": "cus_{b62:14}", "semver-build": "1.2.{d:3}+build.{d:6}",
+    "snowflake-id": "{d:19}", "isbn-like": "978-{d:10}", "html-color": "#{hex:6}",
+}
+_FORMAT_FIELD = re.compile(r"\{(\w+):(\d+)\}")
+
+
+def _from_format(fmt: str, rng: random.Random) -> str:
+    return _FORMAT_FIELD.sub(lambda field: _pick(rng, FORMAT_ALPHABETS[field[1]], int(field[2])), fmt)
 
 
 def generate(kind: str, rng: random.Random) -> str:
     if kind in KINDS:
         return KINDS[kind](rng)
+    if kind in FORMATS:
+        return _from_format(FORMATS[kind], rng)
     alphabet, _, length = kind.partition("/")
     if alphabet not in ALPHABETS or not length.isdigit():
         raise ValueError(f"unknown value kind {kind!r}")

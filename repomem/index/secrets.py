@@ -1,19 +1,27 @@
 """Secrets inside code: found by their shape and masked before anything is indexed or sent to a model.
 
 File-name patterns (config.ScanConfig.secret_patterns) keep `.env` files and keys out, and
-`secret_file_reason` the files that are credentials by their content, whatever their name. This
-catches the secrets written into other files, after the rules gitleaks and detect-secrets use:
-provider key prefixes (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Google, Hugging Face,
-npm, PyPI), private-key blocks, JSON Web Tokens, passwords in URLs and in Go's MySQL DSN, webhook
-URLs, `Authorization` credentials (Bearer, Basic, token; `curl -u user:password`), and values given
-to secret-sounding names whose characters look random (Shannon entropy per character). Such a value
-is found assigned, as a mapping entry, after a flag (`--password VALUE`), in a container's
-environment (`name: API_TOKEN` / `value: ...`), or as the default of an environment look-up
-(`os.getenv("API_KEY", "...")`, `env.TOKEN || "..."`); quoted in any string form of the indexed
-languages (triple-quoted, prefixed `b"`/`f"`/`r"`, backticked, JSON-escaped as a notebook holds
-code, parenthesised, concatenated) or unquoted (shell `export`, YAML, INI, .properties, a DSN's
-`password=...`, comments). The secret is replaced by `[REDACTED]`; line breaks are kept, so line
-numbers, windows and cursors do not move.
+`secret_file_reason` the files that are credentials by their content, whatever their name (read
+after a byte-order mark, with fields apart by blanks or tabs). This catches the secrets written into
+other files:
+
+- whole tokens (repomem.index.secret_tokens): ~90 issuers' token shapes, any prefixed token whose
+  body looks random, and a random literal passed as an unnamed argument;
+- private-key blocks (with or without their END line), a PuTTY key's private lines;
+- passwords in URLs (any case of scheme), tokens as a URL's user, signatures and tokens in a
+  query (SAS `sig=`, presigned URLs), Go's MySQL DSN, MySQL's glued `-pPASSWORD`, webhook URLs;
+- `Authorization` credentials (Bearer, Basic, token; `curl -u user:password`), and values given to
+  secret-sounding names whose characters look random (Shannon entropy per character). Such a value
+  is found assigned, as a mapping entry, after a flag (`--password VALUE`), in prose (`the api key
+  is VALUE`), netrc-style (`password<TAB>VALUE`), in a container's environment (`name: API_TOKEN` /
+  `value: ...`), or as the default of an environment look-up (`os.getenv("API_KEY", "...")`,
+  `env.TOKEN || "..."`); quoted in any string form of the indexed languages (triple-quoted,
+  prefixed `b"`/`f"`/`r"`, backticked, JSON-escaped as a notebook holds code, parenthesised,
+  concatenated) or unquoted (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments).
+
+The secret is replaced by `[REDACTED]`; line breaks are kept, so line numbers, windows and cursors
+do not move. Whatever the cursor's file is, its text reaches a prompt (and a server's tokenizer)
+only through this masking.
 
 tests/data/secrets holds the corpus that measures what this catches and what it must leave alone
 (tests/unit/test_secret_corpus.py; scripts/bench_secrets.py adds real repositories).
@@ -27,52 +35,33 @@ import string
 from collections import Counter
 from collections.abc import Callable
 
+from repomem.index.secret_tokens import random_body, token_secrets
+
 MASK = "[REDACTED]"
-
-# Whole-token secrets recognisable by their prefix and alphabet: (a hint every match of the shape
-# holds, the shape). The hints let a file without any of them skip the regex: Python tries its
-# alternation at every position (0.47 s of CPU on Django's 17 MB, where no file had a key), while a
-# substring test runs at memory speed. A hint is a literal (a substring test) or a pattern starting
-# with one fixed character (Python's regex search skips to that character as fast): the AWS and
-# Google prefixes share one search, the GitHub ones another (Django's 2,899 files: 21 substring
-# tests 0.28 s of CPU, these 10 tests 0.16 s).
-_AWS_OR_GOOGLE = r"A(?:3T|KIA|SIA|BIA|CCA|Iza)"
-_GITHUB = r"g(?:h[pousr]_|ithub_pat_)"
-_PROVIDER_KEY_SHAPES: tuple[tuple[str, str], ...] = (
-    (_AWS_OR_GOOGLE, r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"),  # AWS access key id
-    (_GITHUB, r"gh[pousr]_[A-Za-z0-9]{36,255}"),  # GitHub tokens
-    (_GITHUB, r"github_pat_[A-Za-z0-9_]{60,255}"),
-    ("glpat-", r"glpat-[A-Za-z0-9_-]{20,}"),  # GitLab
-    ("xox", r"xox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
-    (r"k_(?:live|test)_", r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe
-    ("sk-", r"sk-ant-[A-Za-z0-9_-]{20,}"),  # Anthropic
-    ("sk-", r"sk-(?:proj-|live-|test-)?[A-Za-z0-9_-]{20,}"),  # OpenAI and look-alikes
-    (_AWS_OR_GOOGLE, r"AIza[0-9A-Za-z_-]{35}"),  # Google API key
-    ("hf_", r"hf_[A-Za-z0-9]{30,}"),  # Hugging Face
-    ("npm_", r"npm_[A-Za-z0-9]{36}"),  # npm
-    ("pypi-AgEIcHlwaS5vcmc", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),  # PyPI upload token
-    ("eyJ", r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JSON Web Token
-)
-_PROVIDER_KEYS = re.compile(
-    r"(?<![A-Za-z0-9])(?:" + "|".join(shape for _, shape in _PROVIDER_KEY_SHAPES) + r")(?![A-Za-z0-9])"
-)
-_PROVIDER_KEY_HINTS: tuple[str | re.Pattern[str], ...] = tuple(
-    hint if re.fullmatch(r"[A-Za-z0-9_-]+", hint) else re.compile(hint)
-    for hint in dict.fromkeys(hint for hint, _ in _PROVIDER_KEY_SHAPES)
-)
-
-
-def _holds_provider_key_hint(text: str) -> bool:
-    return any(hint in text if isinstance(hint, str) else hint.search(text) is not None
-               for hint in _PROVIDER_KEY_HINTS)
-
 
 _PRIVATE_KEY = re.compile(
     r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?P<body>.*?)-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----",
     re.DOTALL,
 )
-# The user may be empty: `redis://:password@host`.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)(?P<secret>[^/\s@'\"]{3,})(?=@)")
+# A private key block whose END line is missing (cut when pasted): its BEGIN line, then the lines
+# that look like its body (base64, or `Proc-Type: ...` headers) up to the first that does not.
+_PRIVATE_KEY_OPEN = re.compile(
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[^\n]*\n"
+    r"(?P<body>(?:[ \t]*(?:[A-Za-z0-9+/=]{16,}|[A-Za-z][\w-]*:[^\n]*)[ \t\r]*(?:\n|$))+)"
+)
+# A PuTTY key's private part: `Private-Lines: N` and the N lines after it.
+_PUTTY_PRIVATE_LINES = re.compile(r"Private-Lines:[ \t]*(?P<count>\d{1,4})[ \t\r]*\n")
+# The user may be empty: `redis://:password@host`; schemes in any case (`POSTGRES://`).
+_URL_PASSWORD = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)(?P<secret>[^/\s@'\"]{3,})(?=@)")
+# A token as a URL's user name, no password: `https://<40 hex>@github.com/...` (checked for randomness).
+# (Sentry's DSN holds its public key there, public by design: `https://<32 hex>@o1.ingest.sentry.io`.)
+_URL_TOKEN_USER = re.compile(r"(?P<head>://)(?P<secret>[A-Za-z0-9_.~-]{20,})(?=(?::[^/\s@'\"]*)?@(?![\w.-]*sentry))")
+# MySQL's clients take the password glued to -p: `mysqldump -uapp -pS3cr3t db`.
+_MYSQL_GLUED_PASSWORD = re.compile(r"(?P<head>\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p)"
+                                   r"(?P<secret>[^\s'\"`;|&]{4,})")
+# Signed URLs and SAS tokens: the signature (and a token or key) in the query.
+_SIGNED_QUERY = re.compile(r"(?i)(?P<head>[?&;](?:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token"
+                           r"|access_token|client_secret|api_?key|token|code)=)(?P<secret>[^&#\s'\"<>]{16,})")
 # Go's database DSN, user:password@tcp(host:port)/name, has no scheme.
 _GO_DSN_PASSWORD = re.compile(r"(?P<head>(?<![\w.-])[\w.-]+:)(?P<secret>[^\s@'\"/:]{3,})(?=@tcp\()")
 # Webhook URLs whose path is the credential (Slack, Discord); they hold "://", as URL passwords do.
@@ -82,7 +71,8 @@ _WEBHOOK_PATH = re.compile(r"(?P<head>://(?:hooks\.slack\.com/services|discord(?
 # Names that sound secret: a run of name characters holding one of these words (`DB_PASS`,
 # `aws_secret_access_key`, `apiKey`, `--password`, `spring.datasource.password`).
 _SECRET_WORD = (r"(?:(?:api|app|auth|access|account|private|signing|encryption|master|client|license|storage)"
-                r"[_-]?key|key(?![a-z])|secret|token|pass|pwd|credential)")  # key(?![a-z]): STRIPE_KEY, not keys
+                r"[_-]?key|key(?![a-z])|secret|token|pass|pwd|credential|dockerconfigjson|dockercfg)")
+# key(?![a-z]): STRIPE_KEY, not keys
 _NAME_CHAR = "A-Za-z0-9_.-"
 # A string literal of the indexed languages, or of JSON holding code (a notebook's `\"`). Its content
 # holds no quote, blank nor backslash: a value with a blank is a sentence, not a key.
@@ -98,13 +88,16 @@ _SEPARATOR = (
     # assigned (a type annotation allowed), a mapping entry, a shell default ${NAME:-value}
     r"|\\?['\"]?(?:\s*:\s*[A-Za-z_][\w\[\]., |]*?)?\s*(?::=|:-|=>|=|:)"
     r"|[ \t]+\([^()\n]{1,40}\):"  # a remark in a comment: `# old api key (rotated in May): ...`
-    r"|['\"]?[ \t]*\n[ \t]*value[ \t]*:)"  # a container's environment: `- name: API_TOKEN` / `value: ...`
+    r"|['\"]?[ \t]*\n[ \t]*value[ \t]*:"  # a container's environment: `- name: API_TOKEN` / `value: ...`
+    r"|[ \t]+(?:is|was|are)[ \t]+(?:now[ \t]+)?"  # prose in a comment: `# the prod api key is ...`
+    r"|[ \t]+(?=[^\s=:'\"`(])"  # netrc and flags: `password<TAB>value`; a bare value must still look random
+    r")"
 )
 # A match is a name (or a credential scheme) and what gives it its value; the value is only looked
 # at (a lookahead), so a value that is no secret (`process.env.TOKEN || "..."`) is searched on.
 _ASSIGNED = re.compile(
     rf"(?i)(?<![{_NAME_CHAR}])(?:"  # names start where a run of name characters starts (the leftmost match)
-    r"""(?:(?P<scheme>bearer|basic|token)(?:[ \t]+|[ \t]*["'`]\s*\+\s*["'`])"""  # Bearer ..., "Basic " + "..."
+    r"""(?:(?P<scheme>bearer|basic|token)(?:[ \t]+(?!(?:is|was|are)[ \t])|[ \t]*["'`]\s*\+\s*["'`])"""  # Bearer ..."
     r"""|(?P<login>-u|--user)[ \t=]+["']?[\w.@-]+:)"""  # curl -u user:password
     r"(?=(?P<credential>[A-Za-z0-9._~+/-]+=*))"
     rf"|(?:(?P<name>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}]){_SEPARATOR}"
@@ -122,7 +115,7 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 # Every match of _SECRET_WORD holds one of the first six (the *key words: "key"), every credential
 # scheme one of "bearer", "basic", "token"; a test checks each spelling of the words.
-_SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "bearer", "basic", "-u")
+_SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u")
 
 
 def assignments(text: str) -> list[re.Match]:
@@ -287,6 +280,9 @@ _KUBECONFIG_KIND = re.compile(r"(?m)^kind:[ \t]*Config[ \t]*$")
 _KUBECONFIG_CREDENTIAL = re.compile(r"(?m)^[ \t-]*(?:token|client-key-data|password):[ \t]*\S")
 _DOCKER_AUTH = re.compile(r'"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"')
 _NETRC_PASSWORD = re.compile(r"\bpassword\s+\S")
+_NETRC_FIRST = re.compile(r"(?:machine|default)(?:\s|$)")  # fields apart by blanks or tabs
+_KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
+_KUBERNETES_SECRET_DATA = re.compile(r"(?m)^(?:data|stringData):[ \t]*$")
 _KEY_VALUE_LINE = re.compile(r"(?:export[ \t]+)?[\w@/:.${}-]+=")  # .env, .npmrc: no blank before "="
 _REGISTRY_LOGIN = re.compile(r"(?m)^[ \t]*(?:\S*:)?_(?:authToken|auth|password)[ \t]*=[ \t]*(?!\$)\S")
 _AWS_CREDENTIAL_KEYS = ("aws_secret_access_key", "aws_session_token")
@@ -304,10 +300,13 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
 
     Each rule first looks at the first statement (its shape: `[section]`, `key: value`, `{`,
     `key=value`), so a source file costs a glance at its head (Django's 2,899 files: 30 ms of CPU)."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark hides no file's first statement
     head = _statements(text[:4096])
     first = head[0] if head else ""
     if first.startswith("-----BEGIN") and "PRIVATE KEY" in first:
         return "a private key"
+    if first.startswith("PuTTY-User-Key-File-"):
+        return "a PuTTY private key"
     if _INI_SECTION.match(first):
         if any(key in text.lower() for key in _AWS_CREDENTIAL_KEYS):
             return "AWS credentials"
@@ -317,6 +316,8 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
     if _YAML_KEY.match(first):
         if "kind: Config" in text and _KUBECONFIG_KIND.search(text) and _KUBECONFIG_CREDENTIAL.search(text):
             return "a kubeconfig with credentials"
+        if "Secret" in text and _KUBERNETES_SECRET.search(text) and _KUBERNETES_SECRET_DATA.search(text):
+            return "a Kubernetes Secret with data"
         return None
     if first.startswith("{"):
         if '"auths"' in text and _DOCKER_AUTH.search(text):
@@ -324,7 +325,7 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
         if '"service_account"' in text and '"private_key"' in text:
             return "a Google service account key"
         return None
-    if first.startswith(("machine ", "default")) and _NETRC_PASSWORD.search(text):
+    if _NETRC_FIRST.match(first) and _NETRC_PASSWORD.search(text):
         return "netrc logins"
     if _KEY_VALUE_LINE.match(first) and all(_KEY_VALUE_LINE.match(line) for line in _statements(text)):
         if _REGISTRY_LOGIN.search(text):
@@ -332,6 +333,25 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
         if mask_secrets(text, min_length, min_entropy)[1]:
             return "environment variables with secrets (a .env file)"
     return None
+
+
+def _mask_putty_private_lines(text: str) -> tuple[str, int]:
+    """`text` with the lines after each `Private-Lines: N` masked (N of them), and how many blocks."""
+    lines = text.split("\n")
+    found = 0
+    number = 0
+    while number < len(lines):
+        match = _PUTTY_PRIVATE_LINES.match(lines[number].strip() + "\n")
+        number += 1
+        if match is None:
+            continue
+        block = range(number, min(len(lines), number + int(match["count"])))
+        if any(lines[i].strip() and lines[i].strip() != MASK for i in block):
+            found += 1
+        for i in block:
+            lines[i] = MASK if lines[i].strip() else lines[i]
+        number = block.stop
+    return "\n".join(lines), found
 
 
 def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> tuple[str, int]:
@@ -346,14 +366,22 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
         return match.group(0).replace(body, inner, 1)
 
     text = _PRIVATE_KEY.sub(keep_lines, text)
+    if "PRIVATE KEY" in text:
+        text = _PRIVATE_KEY_OPEN.sub(keep_lines, text)
+    if "Private-Lines:" in text:
+        text, count = _mask_putty_private_lines(text)
+        found += count
 
-    def provider(match: re.Match) -> str:
-        nonlocal found
-        found += 1
-        return MASK
-
-    if _holds_provider_key_hint(text):
-        text = _PROVIDER_KEYS.sub(provider, text)
+    tokens = token_secrets(text)
+    if tokens:
+        found += len(tokens)
+        pieces: list[str] = []
+        position = 0
+        for start, end, _ in tokens:
+            pieces += [text[position:start], MASK]
+            position = end
+        pieces.append(text[position:])
+        text = "".join(pieces)
 
     def url(match: re.Match) -> str:
         nonlocal found
@@ -362,8 +390,20 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
         found += 1
         return match["head"] + MASK
 
-    text = _on_lines_holding(text, "://", lambda line: _WEBHOOK_PATH.sub(url, _URL_PASSWORD.sub(url, line)))
+    def url_token_user(match: re.Match) -> str:
+        return url(match) if random_body(re.sub(r"[._~-]", "", match["secret"])) else match.group(0)
+
+    def signed(match: re.Match) -> str:
+        return match.group(0) if MASK in match["secret"] or reads_as_words(match["secret"]) else url(match)
+
+    text = _on_lines_holding(text, "://", lambda line: _URL_TOKEN_USER.sub(url_token_user, _WEBHOOK_PATH.sub(
+        url, _URL_PASSWORD.sub(url, line))))
     text = _on_lines_holding(text, "@tcp(", lambda line: _GO_DSN_PASSWORD.sub(url, line))
+    for marker in ("mysql", "mariadb"):
+        text = _on_lines_holding(text, marker, lambda line: _MYSQL_GLUED_PASSWORD.sub(signed, line))
+
+    for marker in ("?", "&"):  # a query starts with "?"; a SAS token pasted alone starts with "sv=", holds "&"
+        text = _on_lines_holding(text, marker, lambda line: _SIGNED_QUERY.sub(signed, line))
 
     pieces: list[str] = []
     position = 0  # text[:position] is in pieces

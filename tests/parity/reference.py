@@ -7,6 +7,7 @@ Dijkstra; eq. 8 is summed with plain loops over node pairs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import networkx as nx
@@ -178,13 +179,26 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
                                                        for line in body.split("\n")), 1)
 
     text = secrets._PRIVATE_KEY.sub(count(private), text)
-    text = secrets._PROVIDER_KEYS.sub(count(lambda match: secrets.MASK), text)
+    text = secrets._PRIVATE_KEY_OPEN.sub(count(private), text)
+    masked_putty = secrets._mask_putty_private_lines(text)
+    text, found = masked_putty[0], found + masked_putty[1]
+    text = _reference_token_secrets(text, count)
 
     def url(match):
         return match.group(0) if match["secret"] == secrets.MASK else match["head"] + secrets.MASK
 
-    text = secrets._WEBHOOK_PATH.sub(count(url), secrets._URL_PASSWORD.sub(count(url), text))
+    def url_token_user(match):
+        return url(match) if secrets.random_body(re.sub(r"[._~-]", "", match["secret"])) else match.group(0)
+
+    def signed(match):
+        secret = match["secret"]
+        return match.group(0) if secrets.MASK in secret or secrets.reads_as_words(secret) else url(match)
+
+    text = secrets._URL_TOKEN_USER.sub(count(url_token_user), secrets._WEBHOOK_PATH.sub(
+        count(url), secrets._URL_PASSWORD.sub(count(url), text)))
     text = secrets._GO_DSN_PASSWORD.sub(count(url), text)
+    text = secrets._MYSQL_GLUED_PASSWORD.sub(count(signed), text)
+    text = secrets._SIGNED_QUERY.sub(count(signed), text)
     pieces: list[str] = []
     position = 0
     for match in secrets._ASSIGNED.finditer(text):
@@ -195,6 +209,34 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
             position = masked[0]
     pieces.append(text[position:])
     return "".join(pieces), found
+
+
+def _reference_token_secrets(text: str, count) -> str:
+    """Token secrets by a plain regex over every run of token characters (no byte translation, no
+    substring skipping): each run at least MIN_RUN long holding a digit and a letter, or an AWS key
+    id's head, is matched against the provider shapes, else the prefixed-token rule."""
+    from repomem.index import secret_tokens
+
+    runs = re.compile(f"[{re.escape(secret_tokens.TOKEN_CHARACTERS)}]{{{secret_tokens.MIN_RUN},}}")
+    aws_head = re.compile(r"A(?:3T|KIA|SIA|BIA|CCA)")
+
+    def replace_run(match):
+        run, prefix = match.group(0), ""
+        digit, upper, lower = (any(test(c) for c in run) for test in (str.isdigit, str.isupper, str.islower))
+        if not ((digit and (upper or lower)) or (upper and lower) or aws_head.search(run)):
+            return run
+        start = match.start()
+        if start and text[start - 1] == "\\":
+            prefix, run, start = run[0], run[1:], start + 1
+        if secret_tokens.wordy(run) and not aws_head.search(run):
+            return prefix + run
+        masked = secret_tokens._PROVIDER.sub(count(lambda _: "[REDACTED]"), run)
+        if masked == run and (secret_tokens.prefixed_token(run) is not None
+                              or secret_tokens.argument_literal(text, start, match.end())):
+            masked = count(lambda _: "[REDACTED]")(match)
+        return prefix + masked
+
+    return runs.sub(replace_run, text)
 
 
 def reference_kept_tree(root, language, granularity: str, last_line: int, source_bytes: int):

@@ -896,6 +896,18 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
         "hook = 'https://hooks.slack.com/services/T0AB12CD3/B0EF45GH6/" + "aB3dE5fG7hJ9kL1mQ2w3E4r5" + "'",
         'dsn := "app:9fK2pX7qLmN4vB8w@tcp(db:3306)/shop"\n'
         "curl -u deploy:aB3dE5fG7hJ9kL1m https://ci --password Zq8kL2vN9xR4",
+        # token runs: providers, an unlisted prefix, an escaped one, an unnamed argument, wordy runs kept
+        "glrt-" + "aB3dE5fG7hJ9kL1mQ2w3 x=SG." + "aB3dE5fG7hJ9kL1mQ2w3E4."
+        + "aB3dE5fG7hJ9kL1mQ2w3E4r5T6y7U8i9O0pAsDfGhJ" + "\nacme_live_" + "aB3dE5fG7hJ9kL1mQ2w3E4r5"
+        + ' "x\\nAKIA' + "ABCDEFGHIJKLMNOP" + '" f(a, "Zq8kL2vN9xR4aB3dE5fG")'
+        + " CLOJARS_" + "z83o3x9ewq666uiy80tx1rwagemff0wn" + " ImproperlyConfiguredErrorHandler",
+        # a key block without its END line, a PuTTY key's private lines, URL users, a SAS, mysql -p
+        "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBk" + "aB3dE5fG7hJ9kL1mQ2w3E4r5" + "\n\nx = 1\n"
+        "Private-Lines: 2\n" + "AAAAIQ" + "aB3dE5fG7hJ9kL1mQ2w3E4r5" + "\n"
+        + "AAAAIQ" + "Zq8kL2vN9xR4aB3dE5fG7hJ9" + "\n"
+        "u = 'https://" + "3f9a0c7e12b4" * 3 + "d1c2@github.com/a' ; v = 'HTTPS://u:" + "Zq8kL2vN9x" + "@h'\n"
+        "b = 'https://a.blob.core.windows.net/c?sv=2022-11-02&sig=" + "aB3dE5fG7hJ9kL1mQ2w3E4r5%3D" + "'\n"
+        "mysqldump -uroot -p" + "Zq8kL2vN9xR4" + " shop > dump.sql",
     ]
     masked_any = 0
     for text in texts + planted:

@@ -163,35 +163,49 @@ def test_every_secret_word_holds_one_of_the_literals_the_scan_looks_for():
 
     words = spellings(_SECRET_WORD) | {"bearer", "basic", "token", "-u", "--user"}  # and the credential flags
     assert {"api_key", "apikey", "key", "pass", "pwd", "access-key", "secret", "credential"} <= words
-    assert len(words) == 46
+    assert len(words) == 48  # with dockerconfigjson and dockercfg (a Kubernetes pull secret)
     assert [word for word in words if not any(literal in word for literal in _SECRET_WORD_LITERALS)] == []
 
 
-def test_every_provider_key_shape_holds_its_hint():
-    """The hint prefilter skips a file holding none of them: each shape's matches must hold its hint
-    (every spelling of each shape's fixed head, planted as a key), and a hint that is no plain
-    literal must start with a fixed character (what keeps Python's search for it fast)."""
+def test_every_provider_shape_has_a_corpus_sample_it_matches_and_masks():
+    """Each issuer's rule is exercised: the corpus generates a token of each shape (tests/secret_corpus.py
+    FORMATS and KINDS, keyed by the issuer's name or a name starting with it), the shape matches it
+    whole, and masking finds it as a token run in a line of code with no secret-sounding name."""
+    import random
     import re
 
-    from repomem.index.secrets import _PROVIDER_KEY_HINTS, _PROVIDER_KEY_SHAPES, _PROVIDER_KEYS, mask_secrets
+    from repomem.index.secret_tokens import PROVIDER_SHAPES, token_secrets
+    from tests.secret_corpus import FORMATS, KINDS, generate
 
-    planted = {
-        "(?:A3T": ["A3TX" + "A" * 16, "AKIA" + "B" * 16, "ASIA" + "C" * 16, "ABIA" + "2" * 16, "ACCA" + "Z" * 16],
-        "gh[": [f"gh{kind}_" + "a1" * 18 for kind in "pousr"], "github_pat_": ["github_pat_" + "x" * 60],
-        "glpat-": ["glpat-" + "y" * 20], "xox[": [f"xox{kind}-" + "z" * 10 for kind in "abposr"],
-        "(?:sk|rk|pk)": [f"{a}_{b}_" + "q" * 16 for a in ("sk", "rk", "pk") for b in ("live", "test")],
-        "sk-ant-": ["sk-ant-" + "w" * 20], "sk-(?:": ["sk-" + "v" * 20, "sk-proj-" + "v" * 20],
-        "AIza": ["AIza" + "u" * 35], "hf_": ["hf_" + "t" * 30], "npm_": ["npm_" + "s" * 36],
-        "pypi-": ["pypi-AgEIcHlwaS5vcmc" + "r" * 50], "eyJ": ["eyJ" + "a" * 10 + ".eyJ" + "b" * 10 + "." + "c" * 10],
-    }
-    for hint, shape in _PROVIDER_KEY_SHAPES:
-        samples = next(keys for start, keys in planted.items() if shape.startswith(start))
-        for key in samples:
-            assert re.fullmatch(shape, key) and _PROVIDER_KEYS.search(f"x = '{key}'"), key
-            assert re.search(hint, key), (key, hint)
-            assert mask_secrets(f"x = '{key}'")[1] == 1, key
-    for hint in _PROVIDER_KEY_HINTS:
-        assert isinstance(hint, str) or re.escape(hint.pattern[0]) == hint.pattern[0], hint
+    samples = {"aws": "aws-id", "github": "github", "github-fine-grained": "github-pat", "gitlab": "gitlab",
+               "slack": "slack", "stripe": "stripe", "google-api": "google", "openai": "openai",
+               "anthropic": "anthropic", "json-web-token": "jwt", "npm": "npm", "huggingface": "huggingface",
+               "azure-ad-client-secret": "azure-ad", "cloudflare-origin-ca": "cloudflare-ca",
+               "digitalocean": "digitalocean-pat", "shopify": "shopify-access", "new-relic": "new-relic",
+               "gitlab-runner-registration": "gitlab-registration", "slack-app": "slack-app",
+               "google-oauth-access": "google-oauth-access", "google-oauth-client-secret": "google-client-secret",
+               "telegram-bot": "telegram", "age-identity": "age", "frameio": "frameio", "discord-bot": "discord-bot",
+               "terraform-cloud": "terraform"}
+    for issuer, shape in PROVIDER_SHAPES:
+        kind = samples.get(issuer) or next((k for k in FORMATS if k == issuer or k.startswith(issuer)), None)
+        assert kind is not None and (kind in FORMATS or kind in KINDS), f"{issuer}: no corpus sample"
+        for seed in range(5):
+            token = generate(kind, random.Random(f"{issuer}:{seed}"))
+            assert re.fullmatch(shape, token), (issuer, token)
+            line = f"client = connect(host, '{token}')"
+            assert [line[a:b] for a, b, _ in token_secrets(line)] == [token], (issuer, token)
+
+
+def test_a_prefixed_token_nobody_listed_is_masked_and_hashes_and_file_names_are_not():
+    from repomem.index.secret_tokens import token_secrets
+
+    body = "aB3dE5fG7hJ9kL1mQ2w3E4r5T6y7U8i9"
+    for token in (f"acme_live_{body}", f"zq-{body}", f"wkr.{body}", f"tool_{'3f9a0c7e12b4' * 4}"):
+        assert [issuer for *_, issuer in token_secrets(f"x = '{token}'")] == ["prefixed-token"], token
+    for kept in ("sha512-" + body + "Q2w3E4r5T6y7U8i9", "h1:" + body, "sha256:" + "3f9a0c7e12b4" * 5,
+                 "main.3f9a0c7e12b43f9a0c7e.js", "app_" + "3f9a0c7e12b4" * 2, "550e8400-e29b-41d4-a716-446655440000",
+                 "test_user_profile_settings_v2", "IMG_20230101_123456789", "cus_NffrFeUfNV2Hib"):
+        assert token_secrets(f"x = '{kept}'") == [], kept
 
 
 PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -215,6 +229,19 @@ PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n---
      "a package registry's logins"),
     (f"# direnv\nexport DATABASE_URL=postgres://localhost/app\nexport API_TOKEN={RANDOM}\n",
      "environment variables with secrets (a .env file)"),
+    # A byte-order mark, tabs, CRLF: the first statement is read after normalising them.
+    ("\ufeff" + PEM, "a private key"),
+    ('\ufeff{\r\n  "auths": {\r\n    "registry.internal": {"auth": "ZGVwbG95OnMzY3IzdA=="}\r\n  }\r\n}\r\n',
+     "a Docker config with registry logins"),
+    ("\ufeffapiVersion: v1\nkind: Config\nusers:\n- name: ci\n  user:\n    token: " + RANDOM + "\n",
+     "a kubeconfig with credentials"),
+    (f"\ufeffexport API_TOKEN={RANDOM}\r\n", "environment variables with secrets (a .env file)"),
+    (f"machine\tgithub.com\tlogin\tdeploy\tpassword\t{RANDOM}\n", "netrc logins"),
+    (f"default\n\tlogin anonymous\n\tpassword {RANDOM}\n", "netrc logins"),
+    ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\nAAAAIQ" + RANDOM + "\n",
+     "a PuTTY private key"),
+    ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: pull\ntype: kubernetes.io/dockerconfigjson\ndata:\n"
+     "  .dockerconfigjson: eyJhdXRocyI6e319\n", "a Kubernetes Secret with data"),
 ])
 def test_files_holding_credentials_are_found_by_content(text: str, reason: str):
     from repomem.index.secrets import secret_file_reason
@@ -232,6 +259,9 @@ def test_files_holding_credentials_are_found_by_content(text: str, reason: str):
     "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://k8s.internal\n",  # no credentials
     '{\n  "name": "billing",\n  "auth": "none"\n}\n',
     "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",  # public
+    "\ufeff-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: empty\n",  # a Secret with no data
+    "machines = ['a', 'b']\npassword_hint = None\n",  # code, not a netrc
     "",
 ])
 def test_ordinary_files_are_not_credential_files(text: str):

@@ -1,0 +1,330 @@
+"""Secrets that are whole tokens: a provider's key shape, or any prefixed token whose body is random.
+
+A credential issued by a service is one run of token characters (`glrt-…`, `xapp-1-…`, `SG.….…`,
+`dop_v1_…`, `123456789:AA…`). Rather than search the whole text once per provider (Python's regex
+engine tries an alternation at every position: ~0.7 s for 17 MB, whatever the pattern), the text's
+runs of token characters at least MIN_RUN long that hold a digit and a letter are found by byte
+translation and substring search (`candidate_runs`), and only those few runs are matched against:
+
+- PROVIDER_SHAPES, one rule per issuer with its published prefix and alphabet (written for repomem
+  from the providers' own documentation of their token formats; the gitleaks and secretlint rule
+  sets were read to learn which providers exist), and
+- the prefixed-token rule, for issuers nobody listed: a short prefix (2 to 12 characters, starting
+  with a letter) and a separator, then a body of at least GENERIC_BODY characters that looks random
+  (letters and digits mixed, no word-long letter runs, high entropy). Hashes with an algorithm's
+  prefix (`sha512-…` in lock files, `h1:…` in go.sum, `sha256:…` image digests) are left alone.
+
+A run found is masked whole; line breaks never occur inside one, so lines do not move.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+# Token characters: letters, digits and the separators issuers put inside tokens (`_-.:~`).
+TOKEN_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.:~"
+MIN_RUN = 20  # characters: the shortest provider token (Twilio's SK + 32 hex is 34; SendGrid's parts 22)
+GENERIC_BODY = 20  # characters of a prefixed token's body, separators not counted
+GENERIC_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]{1,11}(?:[._~-][A-Za-z0-9]{1,3})?[._~-]")
+# Prefixes of hashes and digests, not secrets: integrity fields, go.sum, image digests, checksums.
+HASH_PREFIXES = re.compile(r"(?i)(?:sha\d*|md5|h1|blake2[bs]?|sha3|xxh\d*|crc32|git|commit|rev|id|uuid)[._:~-]")
+
+_ALNUM = "A-Za-z0-9"
+_LETTERS_ONLY_HEADS = re.compile(r"A(?:3T|KIA|SIA|BIA|CCA)")  # shapes whose tokens may hold no digit
+# (issuer, shape). Each shape is searched inside a run, bounded by non-alphanumerics.
+PROVIDER_SHAPES: tuple[tuple[str, str], ...] = (
+    ("aws", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"),
+    ("github", r"gh[pousr]_[A-Za-z0-9]{36,255}"),
+    ("github-fine-grained", r"github_pat_[A-Za-z0-9_]{60,255}"),
+    ("gitlab", r"gl(?:pat|rt|dt|ptt|ft|imt|cbt|oas|soat|ffct|agent)-[A-Za-z0-9_-]{20,}"),
+    ("gitlab-runner-registration", r"GR1348941[A-Za-z0-9_-]{20,}"),
+    ("slack", r"xox[abposre]-[A-Za-z0-9-]{10,}"),
+    ("slack-app", r"xapp-\d-[A-Z0-9]+-\d+-[A-Za-z0-9]+"),
+    ("stripe", r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("stripe-webhook", r"whsec_[A-Za-z0-9]{24,}"),
+    ("sendgrid", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
+    ("shopify", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("digitalocean", r"do[opr]_v1_[a-f0-9]{64}"),
+    ("google-oauth-access", r"ya29\.[A-Za-z0-9_-]{20,}"),
+    ("google-oauth-client-secret", r"GOCSPX-[A-Za-z0-9_-]{28}"),
+    ("google-api", r"AIza[0-9A-Za-z_-]{35}"),
+    ("telegram-bot", r"\d{8,10}:AA[A-Za-z0-9_-]{33}"),
+    ("twilio", r"SK[0-9a-fA-F]{32}"),
+    ("databricks", r"dapi[a-f0-9]{32}(?:-\d)?"),
+    ("age-identity", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("mailgun", r"key-[0-9a-zA-Z]{32}"),
+    ("mailchimp", r"[0-9a-f]{32}-us\d{1,2}"),
+    ("npm", r"npm_[A-Za-z0-9]{36}"),
+    ("pypi", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
+    ("huggingface", r"(?:hf|api_org)_[A-Za-z0-9]{30,}"),
+    ("anthropic", r"sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai", r"sk-(?:proj-|svcacct-|admin-|live-|test-)?[A-Za-z0-9_-]{20,}"),
+    ("groq", r"gsk_[A-Za-z0-9]{48,}"),
+    ("replicate", r"r8_[A-Za-z0-9]{37}"),
+    ("linear", r"lin_(?:api|oauth)_[A-Za-z0-9]{40}"),
+    ("notion", r"(?:secret|ntn)_[A-Za-z0-9]{40,}"),
+    ("atlassian", r"ATATT3[A-Za-z0-9_=-]{100,}"),
+    ("postman", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    ("doppler", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}"),
+    ("pulumi", r"pul-[a-f0-9]{40}"),
+    ("terraform-cloud", r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),
+    ("vault", r"hv[sbr]\.[A-Za-z0-9_-]{24,}"),
+    ("sentry", r"sntry[su]_[A-Za-z0-9_=-]{40,}"),
+    ("grafana", r"gl(?:c|sa)_[A-Za-z0-9_]{32,}"),
+    ("new-relic", r"NR(?:AK|JS|II)-[A-Za-z0-9]{19,32}"),
+    ("dynatrace", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"),
+    ("heroku", r"HRKU-[A-Za-z0-9_-]{40,}"),
+    ("fly", r"fo1_[A-Za-z0-9_-]{39,}"),
+    ("netlify", r"nfp_[A-Za-z0-9]{36}"),
+    ("supabase", r"sbp_[a-f0-9]{40}"),
+    ("planetscale", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,64}"),
+    ("mapbox", r"[sp]k\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+    ("square", r"(?:EAAA[A-Za-z0-9_-]{60}|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43})"),
+    ("shippo", r"shippo_(?:live|test)_[a-f0-9]{40}"),
+    ("discord-bot", r"[MN][A-Za-z0-9]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"),
+    ("alibaba", r"LTAI[A-Za-z0-9]{20}"),
+    ("tencent", r"AKID[A-Za-z0-9]{32}"),
+    ("figma", r"figd_[A-Za-z0-9_-]{40}"),
+    ("facebook", r"EAA[CM][A-Za-z0-9]{80,}"),
+    ("adobe", r"p8e-[A-Za-z0-9]{32}"),
+    ("contentful", r"CFPAT-[A-Za-z0-9_-]{43}"),
+    ("airtable", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),
+    ("prefect", r"pnu_[A-Za-z0-9]{36}"),
+    ("rubygems", r"rubygems_[a-f0-9]{48}"),
+    ("clojars", r"CLOJARS_[a-z0-9]{60}"),
+    ("docker-hub", r"dckr_pat_[A-Za-z0-9_-]{27}"),
+    ("jfrog", r"AKCp[A-Za-z0-9]{69}"),
+    ("octopus", r"API-[A-Z0-9]{26}"),
+    ("easypost", r"EZ[AT]K[A-Za-z0-9]{54}"),
+    ("flutterwave", r"FLWSECK(?:_TEST)?-[a-h0-9]{32}-X"),
+    ("bitbucket", r"ATBB[A-Za-z0-9_=.-]{32,}"),
+    ("buildkite", r"bkua_[a-f0-9]{40}"),
+    ("duffel", r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    ("readme", r"rdme_[a-z0-9]{70}"),
+    ("brevo", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("typeform", r"tfp_[A-Za-z0-9_.=-]{59}"),
+    ("infracost", r"ico-[A-Za-z0-9]{32}"),
+    ("nuget", r"oy2[a-z0-9]{43}"),
+    ("openshift", r"sha256~[A-Za-z0-9_-]{43}"),
+    ("scalingo", r"tk-us-[A-Za-z0-9_-]{48}"),
+    ("yandex", r"(?:y0_[A-Za-z0-9_-]{55}|AQVN[A-Za-z0-9_-]{35,38})"),
+    ("cloudflare-origin-ca", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),
+    ("azure-ad-client-secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"),
+    ("harness", r"pat\.[A-Za-z0-9]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}"),
+    ("lob", r"(?:live|test)_(?:pub_)?[a-f0-9]{35}"),
+    ("frameio", r"fio-u-[A-Za-z0-9_=-]{64}"),
+    ("json-web-token", r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+)
+_PROVIDER = re.compile(rf"(?<![{_ALNUM}])(?:" + "|".join(f"(?P<p{i}>{shape})" for i, (_, shape)
+                                                         in enumerate(PROVIDER_SHAPES)) + rf")(?![{_ALNUM}])")
+
+
+def _first_characters(shape: str) -> str | None:
+    """The characters a match of `shape` can start with, or None when any alphanumeric can."""
+    head = re.match(r"\(\?:([^()]*?)\)|\[([^\]]*)\]|(\\d)|([A-Za-z0-9])", shape)
+    if head is None:
+        return None
+    if head[1] is not None:  # an alternation whose options each start with a literal: (?:sk|rk|pk)
+        options = head[1].split("|")
+        if not all(option[:1].isalnum() for option in options):
+            return None
+        return "".join(dict.fromkeys(option[0] for option in options))
+    if head[2] is not None:
+        members = head[2]
+        if "A-Z" in members or "a-z" in members or "0-9" in members and len(members) > 3:
+            return None
+        return "".join(dict.fromkeys(re.sub(r"(.)-(.)", lambda r: "".join(map(chr, range(ord(r[1]), ord(r[2]) + 1))),
+                                            members)))
+    return "0123456789" if head[3] else head[4]
+
+
+def _dispatch() -> tuple[dict[str, re.Pattern[str]], re.Pattern[str]]:
+    """Per first character, one pattern of the shapes that can start with it; and one of the shapes
+    that can start with any. A token starts where its run starts or after a separator inside it,
+    so each run tries a few positions against a few shapes instead of every shape at every position."""
+    by_character: dict[str, list[int]] = {}
+    anywhere: list[int] = []
+    for number, (_, shape) in enumerate(PROVIDER_SHAPES):
+        first = _first_characters(shape)
+        if first is None:
+            anywhere.append(number)
+            continue
+        for character in first:
+            by_character.setdefault(character, []).append(number)
+
+    def compiled(numbers: list[int]) -> re.Pattern[str]:
+        return re.compile("(?:" + "|".join(f"(?P<p{n}>{PROVIDER_SHAPES[n][1]})" for n in sorted(numbers))
+                          + rf")(?![{_ALNUM}])")
+
+    return ({character: compiled(numbers + anywhere) for character, numbers in by_character.items()},
+            compiled(anywhere))
+
+
+_SHAPES_BY_FIRST, _SHAPES_ANYWHERE = _dispatch()
+_SEPARATOR = re.compile(r"[._:~-](?=[A-Za-z0-9])")
+
+
+def provider_tokens(run: str) -> list[tuple[int, int, str]]:
+    """(start, end, issuer) of each provider token in `run` (a run of token characters), leftmost
+    first, not overlapping: what `_PROVIDER.finditer(run)` finds, tried only where a token can start."""
+    found: list[tuple[int, int, str]] = []
+    starts = [0] + [separator.end() for separator in _SEPARATOR.finditer(run)]
+    done = 0
+    for start in starts:
+        if start < done:
+            continue
+        match = _SHAPES_BY_FIRST.get(run[start], _SHAPES_ANYWHERE).match(run, start)
+        if match is not None:
+            found.append((start, match.end(), PROVIDER_SHAPES[int(match.lastgroup[1:])][0]))
+            done = match.end()
+    return found
+
+
+# Byte translation tables: whether a byte is a token
+# character (1 or 0), and its kind (1 a digit, 2 an upper-case letter, 3 a lower-case one, 0 else).
+_IS_TOKEN = bytes(int(chr(byte) in TOKEN_CHARACTERS) for byte in range(256))
+_LONG_RUN = b"\x01" * MIN_RUN
+_KIND = bytes(1 if chr(byte) in "0123456789" else 2 if chr(byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+              else 3 if chr(byte) in "abcdefghijklmnopqrstuvwxyz" else 0 for byte in range(256))
+
+_LETTER_RUNS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+WORDLIKE_RUN_LETTERS = 3.5  # letters per run from which a body reads as words (repomem.index.secrets)
+UPPER_WORDLIKE_RUN_LETTERS = 6.0  # the same for a body without lower case (random: 3.6)
+MIN_SEGMENT = 12  # characters of a separator-free stretch that can hold a token body by itself
+WORDY_RUN_LETTERS = 4.5  # a run of both cases reads as words from here (random base62: 1.7)
+WORDY_ONE_CASE_RUN_LETTERS = 6.5  # one case and digits (random: 3.6; `0009_alter_user_last_name`: 4.3)
+ARGUMENT_ENTROPY = 3.9  # bits per character of an unnamed argument literal (random base62 of 20: 4.1 +- 0.15)
+MIN_HEX_GENERIC_BODY = 32  # hex characters of an unlisted prefixed token's body (content hashes run 8-20)
+_SEGMENT_SEPARATORS = re.compile(r"[._:~-]")
+_FILE_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")  # `main.3f2a….js`: a file name
+MIN_BODY_ENTROPY = 3.3  # bits per character of a random body of 20 (base62 draws: 4.0 on average)
+MIN_HEX_BODY_ENTROPY = 3.0  # a hex body's alphabet caps it at 4 (hex draws of 20+: 3.7 on average)
+
+
+def candidate_runs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every run of TOKEN_CHARACTERS at least MIN_RUN long holding a digit and a
+    letter, or letters of both cases (a 20-character base62 body holds no digit 1 time in 30), or an
+    AWS key id's head, in `text`'s own character positions.
+
+    The text is translated to one byte per character, 1 for a token character and 0 for any other
+    (bytes.translate runs at memory speed); a run at least MIN_RUN long holds MIN_RUN ones in a row,
+    which bytes.find skips to (Python's stdlib, 19 MB: 50,000 such runs in 0.13 s, where a regex
+    tried every position in 0.7 s)."""
+    if len(text) < MIN_RUN:
+        return []
+    # One byte per character: a character outside ASCII becomes "?", no token character.
+    data = text.encode("ascii") if text.isascii() else text.encode("ascii", "replace")
+    token = data.translate(_IS_TOKEN)
+    kinds = data.translate(_KIND)
+    runs: list[tuple[int, int]] = []
+    at = token.find(_LONG_RUN)
+    while at >= 0:
+        start = token.rfind(b"\x00", 0, at) + 1
+        end = token.find(b"\x00", at)
+        end = len(token) if end < 0 else end
+        run_kinds = kinds[start:end]
+        digit, upper, lower = b"\x01" in run_kinds, b"\x02" in run_kinds, b"\x03" in run_kinds
+        if (digit and (upper or lower)) or (upper and lower) or _LETTERS_ONLY_HEADS.search(text, start, end):
+            runs.append((start, end))
+        at = token.find(_LONG_RUN, end)
+    return runs
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy of `value`'s characters, bits per character."""
+    counts = Counter(value)
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+
+
+def random_body(body: str) -> bool:
+    """Whether a token's body (separators taken out) looks drawn at random: long enough, letters
+    and digits mixed, no word-long letter runs, and a high entropy for its alphabet."""
+    if len(body) < GENERIC_BODY or not (any(c.isdigit() for c in body) and any(c.isalpha() for c in body)):
+        return False
+    runs = _LETTER_RUNS.findall(body)
+    # Upper case and digits alone (36 characters) run 3.6 letters on average between digits.
+    wordlike = WORDLIKE_RUN_LETTERS if any(c.islower() for c in body) else UPPER_WORDLIKE_RUN_LETTERS
+    if runs and sum(map(len, runs)) / len(runs) >= wordlike:
+        return False
+    if sum(c.isdigit() for c in body) > 0.8 * len(body):  # dates, serial numbers, version stamps
+        return False
+    hex_only = all(c in "0123456789abcdefABCDEF" for c in body)
+    return entropy(body) >= (MIN_HEX_BODY_ENTROPY if hex_only else MIN_BODY_ENTROPY)
+
+
+def prefixed_token(run: str) -> tuple[int, int] | None:
+    """The span of a prefixed token with a random body inside `run`, or None. The prefix is the
+    run's first segment (or the first after a dotted or path-like head is skipped: `config.glrt-…`
+    is not how a token is written, so only the run's start is tried)."""
+    prefix = GENERIC_PREFIX.match(run)
+    if prefix is None:
+        return None
+    rest = run[prefix.end():]
+    segments = _SEGMENT_SEPARATORS.split(rest)
+    if max(map(len, segments)) < 16 or HASH_PREFIXES.match(run) or _FILE_EXTENSION.search(run):
+        return None
+    body = "".join(segments)
+    if not random_body(body):
+        return None
+    if all(c in "0123456789abcdefABCDEF" for c in body) and len(body) < MIN_HEX_GENERIC_BODY:
+        return None
+    return 0, len(run)
+
+
+def token_secrets(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, issuer) of each token secret in `text`, in order, not overlapping; the issuer
+    is "prefixed-token" for the generic rule."""
+    found: list[tuple[int, int, str]] = []
+    for start, end in candidate_runs(text):
+        if start and text[start - 1] == "\\":  # an escape's letter (`\\n` in JSON, a string) starts no token
+            start += 1
+        run = text[start:end]
+        if wordy(run) and not _LETTERS_ONLY_HEADS.search(run):
+            continue
+        tokens = provider_tokens(run)
+        if tokens:
+            found += [(start + a, start + b, issuer) for a, b, issuer in tokens]
+            continue
+        span = prefixed_token(run)
+        if span is not None:
+            found.append((start + span[0], start + span[1], "prefixed-token"))
+        elif argument_literal(text, start, end):
+            found.append((start, end, "argument-literal"))
+    return found
+
+
+def wordy(run: str) -> bool:
+    """Whether `run`'s letters come in word-long runs, so that no token can be in it: what most
+    identifiers, dotted names and file names are (`ImproperlyConfigured`, `settings.INSTALLED_APPS`).
+    Lenient where a token's alphabet has one case (lower case and digits run 3.6 letters on average)."""
+    if not _reads_as_words(run):
+        return False
+    # A prefix word (`CLOJARS_`) can make a run read as words that holds a random segment.
+    return all(len(segment) < MIN_SEGMENT or _reads_as_words(segment) for segment in _SEGMENT_SEPARATORS.split(run))
+
+
+def _reads_as_words(text: str) -> bool:
+    runs = _LETTER_RUNS.findall(text)
+    if not runs:
+        return False
+    one_case = text.upper() == text or text.lower() == text
+    return sum(map(len, runs)) / len(runs) >= (WORDY_ONE_CASE_RUN_LETTERS if one_case else WORDY_RUN_LETTERS)
+
+
+def argument_literal(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] is a whole quoted literal passed as an argument with no name to say
+    what it is (`connect(host, user, "<password>")`, `jwt.sign(claims, "<key>")`) whose characters
+    look drawn at random: letters of both cases and digits, no word-long runs, high entropy."""
+    quote = text[start - 1:start]
+    if quote not in ('"', "'", "`") or text[end:end + 1] != quote:
+        return False
+    before = text[max(0, start - 40):start - 1].rstrip()
+    after = text[end + 1:end + 40].lstrip()
+    if not (before.endswith(("(", ",")) and after.startswith((",", ")"))):
+        return False
+    value = text[start:end]
+    if not (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)):
+        return False
+    return not any(c in value for c in "._:~") and random_body(value) and entropy(value) >= ARGUMENT_ENTROPY
