@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import queue
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -53,7 +55,7 @@ from repomem.evaluation.tasks import EvalTask, typed_prefix
 from repomem.failures import Failure, FailureKind
 from repomem.positions import Cursor, read_text_file, text_before_cursor, uncompletable
 from repomem.progress import NoProgress, Progress
-from repomem.regular_files import drop_torn_tail
+from repomem.regular_files import cut_torn_tail
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 from repomem.strategies import BASELINE, STRATEGY_NAMES, strategy_named
@@ -224,6 +226,31 @@ def read_results(path: Path) -> list[dict[str, Any]]:
             if isinstance(record, dict) and record.get("version") == RESULTS_VERSION:
                 records.append(record)
     return records
+
+
+def claim_results(results: Path) -> int | Failure:
+    """A descriptor to append records to `results` (read and write, created if missing), or why not.
+
+    A results file must be a regular file or not exist: a named pipe there waited for a writer
+    forever, `/proc/self/status` opened (as root) and failed at the first record."""
+    refused = f"--results {results}"
+    try:
+        results.parent.mkdir(parents=True, exist_ok=True)
+        # Non-blocking: a pipe opened for writing without a reader must not wait (nor fail) before fstat.
+        descriptor = os.open(results, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        return Failure("write-failed", f"{refused}: cannot write there ({error.strerror or error})")
+    status = os.fstat(descriptor)
+    problem = None
+    if not stat.S_ISREG(status.st_mode):
+        problem = f"{refused} is not a regular file (a results file must be a regular file or not exist)"
+    elif not status.st_mode & 0o222:  # procfs and sysfs files: regular, mode 0444, and root still opens them
+        problem = f"{refused} is read-only (a results file must be a regular file or not exist)"
+    if problem is not None:
+        os.close(descriptor)
+        return Failure("bad-option", problem)
+    os.set_blocking(descriptor, True)
+    return descriptor
 
 
 def leakage_exclusions(service: RepoService, path: str, context_start_lineno: int) -> np.ndarray:
@@ -620,6 +647,19 @@ def run_evaluation(
     config, problems = with_assignments(config or Config(), settings.overrides)
     if problems:
         return Failure("bad-option", f"--set: {problems[0]}")
+    claimed = claim_results(results)
+    if isinstance(claimed, Failure):
+        return claimed
+    with os.fdopen(claimed, "a", encoding="utf-8") as handle:
+        return _run_claimed(tasks, repos_dir, results, handle, settings, config, backends, workers, progress, log,
+                            generations, defer, started)
+
+
+def _run_claimed(tasks: Sequence[EvalTask], repos_dir: Path, results: Path, handle: TextIO, settings: RunSettings,
+                 config: Config, backends: Sequence[Backend], workers: int, progress: Progress,
+                 log: Callable[[str], None], generations: Path | None, defer: Path | None,
+                 started: float) -> RunSummary | Failure:
+    """run_evaluation once `results` is open (`handle` appends to it)."""
     stop = threading.Event()
     # A batch never waits for more requests than there are workers to send them.
     batchers = [BatchingBackend(b, max_batch=min(config.completion.batch_size, workers),
@@ -640,7 +680,7 @@ def run_evaluation(
     evaluators = [Evaluator(repos_dir, config, settings, shared[i % len(shared)] if shared else None, log, pool,
                             stop.is_set, store, deferred) for i in range(workers)]
     try:
-        summary = _run(tasks, results, settings, evaluators, pool, progress, stop, started)
+        summary = _run(tasks, results, handle, settings, evaluators, pool, progress, stop, started)
     finally:
         if store is not None:
             store.close()
@@ -654,7 +694,7 @@ def run_evaluation(
     return dataclasses.replace(summary, batch_sizes=tuple(n for b in batchers if b is not None for n in b.batch_sizes))
 
 
-def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evaluators: list[Evaluator],
+def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: RunSettings, evaluators: list[Evaluator],
          pool: ServicePool, progress: Progress, stop: threading.Event, started: float) -> RunSummary | Failure:
     first = evaluators[0]
     problem = first.check(tasks)
@@ -675,8 +715,7 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
             pending.append((task, todo))
     for repo in dict.fromkeys(task.repo for task, _ in pending):
         pool.prepare(repo)  # indexes are built here, once, before any worker runs (a Failure is a task error)
-    results.parent.mkdir(parents=True, exist_ok=True)
-    drop_torn_tail(results)
+    cut_torn_tail(handle.fileno())
     written = failed = consecutive = deferred = 0
     interrupted = False
     jobs: queue.SimpleQueue[tuple[int, EvalTask, list[Variant]]] = queue.SimpleQueue()
@@ -704,37 +743,36 @@ def _run(tasks: Sequence[EvalTask], results: Path, settings: RunSettings, evalua
     held: dict[int, list[dict[str, Any]]] = {}  # finished out of order, written once their turn comes
     next_position = 0
     try:
-        with open(results, "a", encoding="utf-8") as handle:
-            while next_position < len(pending):
-                try:
-                    position, outcome = finished.get(timeout=0.2)  # a timeout lets Ctrl-C through
-                except queue.Empty:
-                    if not any(thread.is_alive() for thread in threads) and finished.empty():
-                        break
+        while next_position < len(pending):
+            try:
+                position, outcome = finished.get(timeout=0.2)  # a timeout lets Ctrl-C through
+            except queue.Empty:
+                if not any(thread.is_alive() for thread in threads) and finished.empty():
+                    break
+                continue
+            if isinstance(outcome, BaseException):
+                raise outcome
+            held[position] = outcome
+            while next_position in held:
+                records = held.pop(next_position)
+                next_position += 1
+                progress.advance(len(records))
+                # A record whose prompt was deferred is written by the run that replays it.
+                kept = [r for r in records if r.get("error_kind") != DEFERRED]
+                deferred += len(records) - len(kept)
+                records = kept
+                if not records:
                     continue
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                held[position] = outcome
-                while next_position in held:
-                    records = held.pop(next_position)
-                    next_position += 1
-                    progress.advance(len(records))
-                    # A record whose prompt was deferred is written by the run that replays it.
-                    kept = [r for r in records if r.get("error_kind") != DEFERRED]
-                    deferred += len(records) - len(kept)
-                    records = kept
-                    if not records:
-                        continue
-                    for record in records:
-                        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    handle.flush()
-                    written += len(records)
-                    errors = [r for r in records if "error" in r]
-                    failed += len(errors)
-                    consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
-                    if consecutive >= MAX_CONSECUTIVE_FAILURES:
-                        return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
-                                                      f"{errors[-1]['error']} (finished results are kept in {results})")
+                for record in records:
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                handle.flush()
+                written += len(records)
+                errors = [r for r in records if "error" in r]
+                failed += len(errors)
+                consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
+                if consecutive >= MAX_CONSECUTIVE_FAILURES:
+                    return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
+                                                  f"{errors[-1]['error']} (finished results are kept in {results})")
     except KeyboardInterrupt:
         interrupted = True
     finally:
