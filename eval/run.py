@@ -19,6 +19,8 @@ or a kill loses at most the record being written (a torn last line is dropped on
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import json
 import os
 import queue
@@ -229,10 +231,13 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 
 def claim_results(results: Path) -> int | Failure:
-    """A descriptor to append records to `results` (read and write, created if missing), or why not.
+    """A descriptor to append records to `results` (read and write, created if missing), held under
+    an exclusive lock until it is closed, or why not.
 
     A results file must be a regular file or not exist: a named pipe there waited for a writer
-    forever, `/proc/self/status` opened (as root) and failed at the first record."""
+    forever, `/proc/self/status` opened (as root) and failed at the first record. Two runs on one
+    file each did every record (neither sees the other's until it is written): the second is
+    refused (flock, released when the first one's descriptor closes, even when it is killed)."""
     refused = f"--results {results}"
     try:
         results.parent.mkdir(parents=True, exist_ok=True)
@@ -246,6 +251,13 @@ def claim_results(results: Path) -> int | Failure:
         problem = f"{refused} is not a regular file (a results file must be a regular file or not exist)"
     elif not status.st_mode & 0o222:  # procfs and sysfs files: regular, mode 0444, and root still opens them
         problem = f"{refused} is read-only (a results file must be a regular file or not exist)"
+    else:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            busy = error.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+            problem = (f"{refused} is being written by another `repomem eval run`; wait for it to finish or name "
+                       "another results file" if busy else f"{refused}: cannot lock it ({error.strerror or error})")
     if problem is not None:
         os.close(descriptor)
         return Failure("bad-option", problem)
@@ -650,7 +662,7 @@ def run_evaluation(
     claimed = claim_results(results)
     if isinstance(claimed, Failure):
         return claimed
-    with os.fdopen(claimed, "a", encoding="utf-8") as handle:
+    with os.fdopen(claimed, "a", encoding="utf-8") as handle:  # the lock lasts as long as the descriptor
         return _run_claimed(tasks, repos_dir, results, handle, settings, config, backends, workers, progress, log,
                             generations, defer, started)
 
@@ -659,7 +671,7 @@ def _run_claimed(tasks: Sequence[EvalTask], repos_dir: Path, results: Path, hand
                  config: Config, backends: Sequence[Backend], workers: int, progress: Progress,
                  log: Callable[[str], None], generations: Path | None, defer: Path | None,
                  started: float) -> RunSummary | Failure:
-    """run_evaluation once `results` is open (`handle` appends to it)."""
+    """run_evaluation once `results` is this run's (`handle`, locked, appends to it)."""
     stop = threading.Event()
     # A batch never waits for more requests than there are workers to send them.
     batchers = [BatchingBackend(b, max_batch=min(config.completion.batch_size, workers),

@@ -519,6 +519,25 @@ def test_version_and_a_failed_eval_task_exit_status(tmp_path: Path):
     assert "results failed" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_second_eval_run_on_one_results_file_is_refused(tmp_path: Path):
+    """Two runs on one results file each did every record: while one holds it, another is refused
+    with one line (and writes nothing); once it is done, the file is free again."""
+    import fcntl
+
+    repo = copy_example(tmp_path / "shop")
+    (tmp_path / "tasks.jsonl").write_text(_task(["shop", "report.py"], 5) + "\n")
+    results = tmp_path / "results.jsonl"
+    arguments = ("eval", "run", "--tasks", str(tmp_path / "tasks.jsonl"), "--repos", str(repo),
+                 "--retrieval-only", "--results", str(results))
+    with open(results, "a") as first:  # a run in progress holds its results file so
+        fcntl.flock(first, fcntl.LOCK_EX)
+        assert_user_error(run(*arguments), "being written by another `repomem eval run`")
+    assert results.read_text() == ""
+    done = run(*arguments)
+    assert done.returncode == 0, done.stderr
+    assert results.read_text().count("\n") >= 1
+
+
 def test_a_bad_model_file_is_refused_before_the_index_is_touched(tmp_path: Path):
     """`complete --model` naming no GGUF file says so before any indexing: a changed file is not
     re-indexed first (which takes seconds on a large repository) only to fail afterwards."""
