@@ -158,8 +158,14 @@ def excluded_reason(path: str, config: ScanConfig) -> str | None:
 GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 
 
-def _git_files(root: Path) -> list[str] | None:
-    """Paths from git, or None when `root` is not the top of a git work tree."""
+# git's word for a folder it could not list (`--others` walks the disk): it leaves its files out. A
+# warning past git's message buffer (about 4 KB: a path deeper than PATH_MAX) is cut, reason and all.
+_GIT_UNLISTED = re.compile(r"^warning: could not open directory '(.*?)(?:': (.*))?$", re.MULTILINE)
+
+
+def _git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | None:
+    """Paths from git, or None when `root` is not the top of a git work tree. The folders git could
+    not list go to `unlisted` with the reason (see _walk_files)."""
     try:
         top = subprocess.run(
             [*GIT, "-C", str(root), "rev-parse", "--show-toplevel"],
@@ -169,22 +175,42 @@ def _git_files(root: Path) -> list[str] | None:
             return None
         listed = subprocess.run(
             [*GIT, "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True, timeout=120,
+            capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"},  # _GIT_UNLISTED reads its English
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if listed.returncode != 0:
         return None
+    unlisted = [] if unlisted is None else unlisted
+    for folder, reason in _GIT_UNLISTED.findall(listed.stderr.decode("utf-8", errors="surrogateescape")):
+        too_long = reason in ("", os.strerror(errno.ENAMETOOLONG))
+        unlisted.append(Skipped(printable_path(folder.rstrip("/")) + "/",
+                                unreadable_reason(OSError(errno.ENAMETOOLONG if too_long else 0, reason))))
     names = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
     return sorted({name for name in names if name})
 
 
-def _walk_files(root: Path, config: ScanConfig) -> list[str]:
-    """All files under `root` not ignored by .gitignore files; never follows directory symlinks."""
+def unreadable_reason(error: OSError) -> str:
+    """Why a file or folder could not be opened, for a person."""
+    if error.errno == errno.ENAMETOOLONG:  # deeper than PATH_MAX, or one name longer than NAME_MAX
+        return "path too long to open (longer than the system's PATH_MAX or NAME_MAX)"
+    return f"unreadable: {error.strerror or error}"
+
+
+def _walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = None) -> list[str]:
+    """All files under `root` not ignored by .gitignore files; never follows directory symlinks.
+    The folders that could not be listed go to `unlisted` with the reason (os.walk drops them
+    silently: a folder deeper than PATH_MAX took its files out of the index with no reason given)."""
     found: list[str] = []
+    unlisted = [] if unlisted is None else unlisted
     rules = IgnoreRules()
     top = str(root)
-    for directory, dir_names, file_names in os.walk(top, followlinks=False):
+
+    def unlistable(error: OSError) -> None:
+        folder = os.path.relpath(error.filename, top).replace(os.sep, "/") if error.filename else "."
+        unlisted.append(Skipped(printable_path(folder) + "/", unreadable_reason(error)))
+
+    for directory, dir_names, file_names in os.walk(top, onerror=unlistable, followlinks=False):
         relative_dir = os.path.relpath(directory, top).replace(os.sep, "/")
         prefix = "" if relative_dir == "." else relative_dir + "/"
         if ".gitignore" in file_names:
@@ -203,11 +229,11 @@ def _walk_files(root: Path, config: ScanConfig) -> list[str]:
 
 def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], list[Skipped]]:
     """Files that may be indexed, with cheap stat data; nothing is read yet."""
-    names = _git_files(root)
-    if names is None:
-        names = _walk_files(root, config)
-    candidates: list[Candidate] = []
     skipped: list[Skipped] = []
+    names = _git_files(root, skipped)
+    if names is None:
+        names = _walk_files(root, config, skipped)
+    candidates: list[Candidate] = []
     top = str(root)
     for name in names:
         reason = excluded_reason(name, config)
@@ -227,7 +253,7 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
             continue
         except OSError as error:
             loop = error.errno == errno.ELOOP
-            skipped.append(Skipped(name, "symbolic link loop" if loop else f"unreadable: {error.strerror or error}"))
+            skipped.append(Skipped(name, "symbolic link loop" if loop else unreadable_reason(error)))
             continue
         if not S_ISREG(stat.st_mode):
             continue
@@ -245,7 +271,7 @@ def read_source(root: Path, candidate: Candidate, config: ScanConfig) -> SourceF
     try:
         data = read_regular(root / candidate.path)
     except OSError as error:
-        return Skipped(candidate.path, f"unreadable: {error.strerror or error.__class__.__name__}")
+        return Skipped(candidate.path, unreadable_reason(error))
     return source_from_bytes(candidate.path, candidate.language, data, candidate.mtime_ns, config)
 
 

@@ -421,6 +421,39 @@ def test_a_backslash_in_a_file_name_is_indexed_once_not_at_every_command(tmp_pat
     assert "back\\slash.py" in [f["path"] for f in json.loads(found.stdout)["fragments"]]
 
 
+@pytest.mark.parametrize("git", [False, True], ids=["walked", "git work tree"])
+def test_a_file_deeper_than_path_max_is_skipped_with_a_reason(tmp_path: Path, git: bool):
+    """A folder whose path is longer than PATH_MAX (4096) cannot be listed: os.walk (and git, with a
+    warning nobody saw) dropped it and every file in it with no word. It is reported like any other
+    file left out (`index -v`, --json)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    if git:
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "repomem.toml").write_text("")
+    (repo / "main.py").write_text("def total(price):\n    return price\n")
+    folder = os.open(repo, os.O_RDONLY)
+    try:
+        for _ in range(25):  # 25 x 201 characters: past PATH_MAX, made one level at a time
+            os.mkdir("d" * 200, dir_fd=folder)
+            deeper = os.open("d" * 200, os.O_RDONLY, dir_fd=folder)
+            os.close(folder)
+            folder = deeper
+        deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
+        os.write(deep_file, b"def deep():\n    return 1\n")
+        os.close(deep_file)
+    finally:
+        os.close(folder)
+    report = run("index", str(repo), "--json")
+    assert report.returncode == 0, report.stderr
+    data = json.loads(report.stdout)
+    assert data["files"] == 1
+    (skipped,) = [s for s in data["skipped"] if s["path"].startswith("d" * 200)]
+    assert skipped["reason"].startswith("path too long to open"), skipped
+    verbose = run("index", str(repo), "-v", "--full")
+    assert verbose.returncode == 0 and "path too long to open" in " ".join(verbose.stdout.split()), verbose.stdout
+
+
 def test_eval_tasks_leaving_their_repository_read_and_write_nothing(tmp_path: Path):
     """Issue 34 item 8: `..`, absolute paths and links in a task's fpath_tuple read files outside
     --repos (and sent them to the endpoint) and wrote .repomem folders outside it. Such a task
