@@ -702,7 +702,18 @@ def load_config(repo_root: Path) -> tuple[Config, list[str]]:
                         f"(set it in {user_config_path()} or on the command line, or trust the repository there under "
                         f"[{TRUST_SECTION}])")
     config, problems = config_from_mapping(merged)
-    return config, warnings + problems
+    return config, capped_warnings(warnings + problems)
+
+
+MAX_WARNINGS = 20  # config warnings shown; the rest are counted in one line
+
+
+def capped_warnings(warnings: list[str], limit: int = MAX_WARNINGS) -> list[str]:
+    """The first `limit` warnings and one line counting the rest: a repomem.toml with 100,000
+    unknown sections printed 100,000 lines (and sent as many window/showMessage)."""
+    if len(warnings) <= limit:
+        return warnings
+    return [*warnings[:limit], f"and {len(warnings) - limit:,} more config warnings"]
 
 
 def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:

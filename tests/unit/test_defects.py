@@ -148,3 +148,24 @@ def test_an_index_that_could_not_be_prepared_for_edits_is_still_installed(tmp_pa
     index = session.build_index(NoProgress())
     assert isinstance(index, RepoIndex) and index.n_fragments > 0
     assert any(level == "warning" and "not prepared for edits" in message for level, message in logs), logs
+
+
+# -- repomem.toml: warnings capped, deep nesting named by its key -----------------------------------
+
+
+def _repository_config(tmp_path: Path, monkeypatch, text: str) -> list[str]:
+    from repomem.config import load_config
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REPOMEM_CONFIG", raising=False)
+    (tmp_path / "repomem.toml").write_text(text)
+    return load_config(tmp_path)[1]
+
+
+def test_a_hundred_thousand_unknown_sections_are_twenty_warnings_and_a_count(tmp_path, monkeypatch):
+    warnings = _repository_config(tmp_path, monkeypatch, "".join(f"[colour{i}]\n" for i in range(100_000)))
+    assert len(warnings) == 21
+    assert warnings[0] == "unknown config section [colour0] ignored"
+    assert warnings[-1] == "and 99,980 more config warnings"
+    few = _repository_config(tmp_path, monkeypatch, "".join(f"[colour{i}]\n" for i in range(20)))
+    assert len(few) == 20 and "more" not in few[-1]
