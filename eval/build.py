@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from repomem.completion.prompt import Tokenizer
-from repomem.config import GraphConfig, ScanConfig
+from repomem.config import GraphConfig, ScanConfig, deepest_key
 from repomem.failures import Failure
 from repomem.index.scan import SourceFile, excluded_reason, source_from_bytes
 from repomem.languages.language import Language
@@ -89,7 +89,10 @@ class DevSet:
 def load_devset(path: Path) -> DevSet | Failure:
     """Parse a dev set file such as bench/devset.toml; any problem is one Failure naming it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except RecursionError:
+        return Failure("bad-devset", f"{path}: {deepest_key(text) or 'a value'} is nested too deeply")
     except FileNotFoundError:
         return Failure("missing-file", f"{path}: no such dev set file")
     except (OSError, UnicodeDecodeError) as error:

@@ -614,11 +614,61 @@ def _read_toml(path: Path, label: str) -> tuple[dict[str, Any], list[str]]:
     if not path.is_file():
         return {}, [f"{label} is not a regular file; defaults used"]
     try:
-        data = tomllib.loads(read_regular(path).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as error:
+        text = read_regular(path).decode("utf-8")
+        data = tomllib.loads(text)
+    except RecursionError:
+        return {}, [f"{label}: {deepest_key(text) or 'a value'} is nested too deeply; defaults used"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         return {}, [f"{label}: {str(error).splitlines()[0] if str(error) else error.__class__.__name__}; "
                     "defaults used"]
     return with_current_names(Config, data, f"{label}:")
+
+
+def deepest_key(text: str) -> str:
+    """The dotted key (its table's header, then the key at the start of its line) whose value nests
+    brackets deepest in TOML `text`: tomllib parses nesting by recursion, and its RecursionError
+    ("maximum recursion depth exceeded") named no key. A rough scan, run only once tomllib failed:
+    strings and comments are skipped, nothing else is checked. Iterative, whatever the depth."""
+    header = key = deepest = ""
+    depth = most = 0
+    position, end = 0, len(text)
+    line_start = True
+    while position < end:
+        char = text[position]
+        if char in "\"'":
+            quote = char * 3 if text.startswith(char * 3, position) else char
+            position += len(quote)
+            while position < end and not text.startswith(quote, position):
+                if len(quote) == 1 and text[position] == "\n":
+                    break  # unterminated: the line ends it
+                position += 2 if char == '"' and text[position] == "\\" else 1
+            else:
+                position += len(quote)
+            line_start = False
+            continue
+        if char == "#" or (line_start and depth == 0 and char not in " \t\r\n"):
+            line_end = text.find("\n", position)
+            line = text[position: end if line_end < 0 else line_end]
+            if char == "[":  # a [table] or [[array of tables]] header: its line holds nothing else
+                header, key = line.split("#")[0].strip().strip("[]").strip(), ""
+                position += len(line)
+                continue
+            if char != "#":
+                key = line.split("=")[0].strip()
+                line_start = False
+                continue
+            position += len(line)
+            continue
+        if char == "\n":
+            line_start = True
+        elif char in "[{":
+            depth += 1
+            if depth > most:
+                most, deepest = depth, ".".join(part for part in (header, key) if part)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+        position += 1
+    return deepest
 
 
 def _trusted(user: dict[str, Any], repo_root: Path) -> bool:
@@ -744,6 +794,9 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw.strip()
+        except RecursionError:
+            problems.append(f"{name.strip()}: the value is nested too deeply")
+            continue
         mapping.setdefault(section, {})[key] = value
     mapping, moved = with_current_names(Config, mapping, "--set:")
     if notices is not None:

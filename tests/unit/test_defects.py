@@ -169,3 +169,27 @@ def test_a_hundred_thousand_unknown_sections_are_twenty_warnings_and_a_count(tmp
     assert warnings[-1] == "and 99,980 more config warnings"
     few = _repository_config(tmp_path, monkeypatch, "".join(f"[colour{i}]\n" for i in range(20)))
     assert len(few) == 20 and "more" not in few[-1]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("a = " + "[" * 5000 + "]" * 5000, "a"),
+    ("[retrieval]\nalpha = 0.5\n[completion]\n# [[[[ a comment\nstop = '[[[['\nstrategy = "
+     + "{x = " * 3000 + "1" + "}" * 3000, "completion.strategy"),
+    ('[[memory.extra]]\nname = "a\\"[[["\nlist = [\n  ' + "[" * 3000 + "]" * 3000 + "\n]\n", "memory.extra.list"),
+])
+def test_toml_nested_too_deeply_names_its_key(tmp_path, monkeypatch, text, key):
+    (warning,) = _repository_config(tmp_path, monkeypatch, text)
+    assert warning == f"repomem.toml: {key} is nested too deeply; defaults used"
+
+
+def test_deep_nesting_elsewhere_is_a_named_problem_not_a_recursion_error(tmp_path):
+    """The other TOML that repomem reads: `--set` values and dev set files."""
+    from repomem.config import with_assignments
+    from repomem.evaluation.build import load_devset
+
+    _, problems = with_assignments(Config(), ["retrieval.alpha=" + "[" * 5000 + "]" * 5000])
+    assert problems == ["retrieval.alpha: the value is nested too deeply"]
+    devset = tmp_path / "devset.toml"
+    devset.write_text("[[repos]]\nname = 'x'\nfiles = " + "[" * 5000 + "]" * 5000 + "\n")
+    failure = load_devset(devset)
+    assert isinstance(failure, Failure) and failure.message == f"{devset}: repos.files is nested too deeply"
