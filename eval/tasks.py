@@ -19,15 +19,19 @@ import hashlib
 import json
 import random
 import re
+from array import array
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 from repomem.failures import Failure
 from repomem.index.scan import is_text_name
 
 SPLITS = ("line", "api", "function")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -121,28 +125,47 @@ def _task_from(record: object, default_split: str) -> EvalTask:
     )
 
 
+class _BadTaskFile(Exception):
+    """A task file refused whole: its Failure names the file and, for a bad line, the line."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _tasks_of(path: Path) -> Iterator[tuple[int, EvalTask]]:
+    """Each task of one JSONL file with the byte offset of its line, read a line at a time (a
+    million-task file read whole took 800 MB); _BadTaskFile for the first malformed line."""
+    default_split = split_of(path.name)
+    seen: set[str] = set()
+    try:
+        with open(path, "rb") as handle:
+            offset = 0
+            for number, raw in enumerate(handle, start=1):
+                start, offset = offset, offset + len(raw)
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
+                try:
+                    task = _task_from(json.loads(line), default_split)
+                except (ValueError, TypeError) as error:
+                    raise _BadTaskFile(Failure("bad-task", f"{path}:{number}: not a RepoEval task ({error})")) from None
+                if task.task_id in seen:
+                    raise _BadTaskFile(Failure("bad-task", f"{path}:{number}: task_id {task.task_id!r} appears twice"))
+                seen.add(task.task_id)
+                yield start, task
+    except FileNotFoundError:
+        raise _BadTaskFile(Failure("missing-tasks", f"{path}: no such file")) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise _BadTaskFile(Failure("unreadable-tasks", f"{path}: cannot read ({error})")) from None
+
+
 def load_tasks(path: Path) -> list[EvalTask] | Failure:
     """All tasks of one JSONL file; the first malformed line is a Failure naming it."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return Failure("missing-tasks", f"{path}: no such file")
-    except (OSError, UnicodeDecodeError) as error:
-        return Failure("unreadable-tasks", f"{path}: cannot read ({error})")
-    default_split = split_of(path.name)
-    tasks: list[EvalTask] = []
-    seen: set[str] = set()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            task = _task_from(json.loads(line), default_split)
-        except (ValueError, TypeError) as error:
-            return Failure("bad-task", f"{path}:{number}: not a RepoEval task ({error})")
-        if task.task_id in seen:
-            return Failure("bad-task", f"{path}:{number}: task_id {task.task_id!r} appears twice")
-        seen.add(task.task_id)
-        tasks.append(task)
+        tasks = [task for _, task in _tasks_of(path)]
+    except _BadTaskFile as error:
+        return error.failure
     if not tasks:
         return Failure("no-tasks", f"{path}: no tasks")
     return tasks
@@ -158,7 +181,58 @@ def select_tasks(tasks: Sequence[EvalTask], limit: int | None, seed: int) -> lis
     by_split: dict[str, dict[str, list[EvalTask]]] = defaultdict(lambda: defaultdict(list))
     for task in tasks:
         by_split[task.split][task.repo].append(task)
-    drawn_by_split: list[list[EvalTask]] = []
+    return _draw(by_split, limit, seed)
+
+
+def draw_tasks(paths: Sequence[Path], limit: int | None, seed: int) -> list[EvalTask] | Failure:
+    """`select_tasks(all tasks of `paths`, limit, seed)`, without holding them all.
+
+    Every line is still read and checked (a bad line anywhere refuses its file, before anything
+    runs), and the draw needs each queue's length; but with a `limit` only where each task's line
+    starts is kept, by split and repository, and only the drawn lines are parsed again into tasks:
+    `--limit 2` on a million-task file held every prompt (800 MB) for two of them."""
+    if limit is None:
+        tasks: list[EvalTask] = []
+        for path in paths:
+            loaded = load_tasks(path)
+            if isinstance(loaded, Failure):
+                return loaded
+            tasks.extend(loaded)
+        return select_tasks(tasks, None, seed)
+    # A line's place, packed in one int (array("q") holds 8 bytes a task): offset * files + file number.
+    by_split: dict[str, dict[str, array[int]]] = defaultdict(lambda: defaultdict(lambda: array("q")))
+    for number, path in enumerate(paths):
+        try:
+            count = 0
+            for offset, task in _tasks_of(path):
+                by_split[task.split][task.repo].append(offset * len(paths) + number)
+                count += 1
+        except _BadTaskFile as error:
+            return error.failure
+        if not count:
+            return Failure("no-tasks", f"{path}: no tasks")
+    # Shuffling a queue's places moves them exactly as shuffling its tasks did (random.shuffle's
+    # swaps depend only on the length): the same tasks as select_tasks, in the same order.
+    places = _draw(by_split, limit, seed)
+    try:
+        with ExitStack() as files:
+            handles = [files.enter_context(open(path, "rb")) for path in paths]
+            return [_task_at(handles, paths, place) for place in places]
+    except (OSError, ValueError, TypeError) as error:  # UnicodeDecodeError is a ValueError
+        return Failure("unreadable-tasks", f"a task file changed while it was read ({error}); run again")
+
+
+def _task_at(handles: Sequence[BinaryIO], paths: Sequence[Path], place: int) -> EvalTask:
+    """The task whose line starts at a packed place (draw_tasks), read again: it was checked."""
+    offset, number = divmod(place, len(paths))
+    handles[number].seek(offset)
+    return _task_from(json.loads(handles[number].readline().decode("utf-8")), split_of(paths[number].name))
+
+
+def _draw(by_split: Mapping[str, Mapping[str, Sequence[T]]], limit: int | None, seed: int) -> list[T]:
+    """Each (split, repository) queue shuffled by `seed`, `limit` per split taken round robin over
+    its repositories, then the splits interleaved."""
+    drawn_by_split: list[list[T]] = []
     for split in sorted(by_split):
         queues = []
         for repo in sorted(by_split[split]):
@@ -169,10 +243,10 @@ def select_tasks(tasks: Sequence[EvalTask], limit: int | None, seed: int) -> lis
     return _round_robin(drawn_by_split, None)
 
 
-def _round_robin(queues: Sequence[Sequence[EvalTask]], limit: int | None) -> list[EvalTask]:
+def _round_robin(queues: Sequence[Sequence[T]], limit: int | None) -> list[T]:
     """First items of every queue, then second items, ...; at most `limit` in all."""
     wanted = sum(len(q) for q in queues) if limit is None else limit
-    out: list[EvalTask] = []
+    out: list[T] = []
     position = 0
     while len(out) < wanted and any(position < len(q) for q in queues):
         for queue in queues:

@@ -105,12 +105,9 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure("bad-option", f"--results {args.results} is a folder; name a JSONL file"))
     # The evaluator (and with it the engine) is imported once the options are known to be good.
     from repomem.evaluation.run import RunSettings, run_evaluation
-    from repomem.evaluation.tasks import load_tasks, select_tasks
+    from repomem.evaluation.tasks import draw_tasks
 
-    tasks = []
-    for path in args.tasks:
-        tasks.extend(ok(load_tasks(Path(path))))
-    tasks = select_tasks(tasks, args.limit, args.seed)
+    tasks = ok(draw_tasks([Path(path) for path in args.tasks], args.limit, args.seed))
     settings = RunSettings(
         strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
         max_prompt_tokens=args.prompt_tokens, retrieval_only=args.retrieval_only, alphas=alphas,

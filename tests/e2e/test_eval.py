@@ -22,7 +22,15 @@ from repomem.evaluation.metrics import (
     line_hit_rank,
 )
 from repomem.evaluation.run import RunSettings, comparable_record, read_results, record_key, run_evaluation
-from repomem.evaluation.tasks import EvalTask, TaskDefinition, load_tasks, select_tasks, typed_prefix
+from repomem.evaluation.tasks import (
+    EvalTask,
+    TaskDefinition,
+    draw_tasks,
+    load_tasks,
+    select_tasks,
+    typed_prefix,
+)
+from repomem.failures import Failure
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
 
@@ -120,6 +128,52 @@ def test_select_tasks_is_seeded_and_balanced_over_repositories():
         repos = [t.repo for t in chosen if t.split == split]
         assert len(repos) == 6 and sorted(repos) == ["a", "a", "b", "b", "c", "c"]
     assert len(select_tasks(tasks, None, 0)) == len(tasks)
+
+
+def _task_files(folder: Path, prompt_chars: int = 10, per_repo: int = 20) -> list[Path]:
+    """Two task files (line and api splits), three repositories each, a few odd lines between tasks."""
+    lines = ["import os", "x = 1", "y = x + 1"]
+    paths = []
+    for split in ("line", "api"):
+        path = folder / f"{split}.jsonl"
+        with open(path, "w", encoding="utf-8") as handle:
+            for i in range(per_repo):
+                for repo in ("a", "b", "c"):
+                    record = json.loads(_task_line(f"{split}/{repo}/{i}", repo, "m.py", lines, 2))
+                    record["prompt"] = "#" * prompt_chars + "\u00e9\u2028\n"  # multi-byte and a U+2028
+                    handle.write(json.dumps(record, ensure_ascii=False) + ("\r\n" if i % 3 else "\n\n"))
+        paths.append(path)
+    return paths
+
+
+def test_drawing_tasks_from_files_gives_what_select_tasks_gives(tmp_path: Path):
+    paths = _task_files(tmp_path)
+    everything = [task for path in paths for task in load_tasks(path)]
+    for limit in (1, 2, 7, 20, 1000, None):
+        for seed in (0, 3):
+            assert draw_tasks(paths, limit, seed) == select_tasks(everything, limit, seed), (limit, seed)
+    # A bad line anywhere still refuses its file, with the same message, whatever the limit.
+    with open(paths[1], "a", encoding="utf-8") as handle:
+        handle.write("{not json\n")
+    failure = draw_tasks(paths, 2, 0)
+    assert isinstance(failure, Failure) and failure.message == load_tasks(paths[1]).message
+    assert f"{paths[1]}:{paths[1].read_text(encoding='utf-8').count(chr(10))}: not a RepoEval task" in failure.message
+
+
+def test_a_limited_draw_does_not_hold_every_task(tmp_path: Path):
+    """`eval run --limit 2` on a million-task file read it whole and held every prompt (800 MB for
+    two tasks): the draw keeps where each line starts, and parses only the drawn lines again."""
+    import tracemalloc
+
+    paths = _task_files(tmp_path, prompt_chars=100_000, per_repo=60)  # 2 x 18 MB
+    tracemalloc.start()
+    try:
+        drawn = draw_tasks(paths, 2, 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not isinstance(drawn, Failure) and len(drawn) == 4
+    assert peak < 4_000_000, f"{peak:,} bytes"
 
 
 # -- runner ----------------------------------------------------------------------------------------
