@@ -212,11 +212,16 @@ def corpus_files(directory: Path = CORPUS) -> list[CorpusFile]:
             for template in sorted(directory.glob("*.tmpl"))]
 
 
+WORD_STRETCH = re.compile(r"[a-z_.-]+")  # an issuer's prefix (`secret_a…`, `rubygems`): in ordinary text too
+
+
 def leaked(value: str, text: str) -> bool:
-    """Whether any LEAK_WINDOW-character stretch of `value` (of each of its lines) is in `text`."""
+    """Whether any LEAK_WINDOW-character stretch of `value` (of each of its lines) is in `text`; a
+    stretch of lower-case letters alone (a token's prefix, `secret_a`) tells nothing and is skipped."""
     for line in value.split("\n"):
         width = min(LEAK_WINDOW, len(line))
-        if any(line[i:i + width] in text for i in range(len(line) - width + 1)):
+        if any(line[i:i + width] in text and not WORD_STRETCH.fullmatch(line[i:i + width])
+               for i in range(len(line) - width + 1)):
             return True
     return False
 

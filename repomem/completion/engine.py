@@ -260,7 +260,8 @@ class CompletionEngine:
             return found
 
         lever_round = LeverRound(request, context, self.config, self.service, round_number,
-                                 self._stable_key(request, context), self._functions, request.cursor.text.split("\n"),
+                                 self._stable_key(request, context), self._functions,
+                                 self.service.mask(request.cursor.text).split("\n"),
                                  retrieve_text, pinned_lines)
         levers.extend(LEVERS[name](lever_round) for name in request.strategy.levers
                       if LEVERS[name].applies(self.config))

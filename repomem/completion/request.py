@@ -105,18 +105,24 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
                 mask: Callable[[str], str] = lambda text: text, heal_words: bool = False) -> CursorContext:
     """Everything the engine needs from the cursor, from one split of the file into lines.
 
-    `mask` hides secrets (repomem.index.secrets). It keeps line breaks, so it runs on the lines
-    above the cursor, on each half of the current line and on the lines below: the cursor's line
-    stays put, its column moves by what the left half lost."""
+    `mask` hides secrets (repomem.index.secrets). It keeps line breaks, so it runs on the whole
+    file at once (a secret's name on one line and its value on the next, a key block's BEGIN line
+    and its body, are seen together, whatever line the cursor is on): the cursor's line stays put,
+    its column moves by what masking took left of it."""
     cursor = request.cursor
     raw = cursor.text.split("\n")
+    lines = mask(cursor.text).split("\n")
     current_raw = raw[cursor.line] if cursor.line < len(raw) else ""
-    left_of_cursor = mask(current_raw[: cursor.column])
-    current = left_of_cursor + mask(current_raw[cursor.column :])
-    column = len(left_of_cursor)
-    above = mask("\n".join(raw[: cursor.line])).split("\n") if cursor.line else []
-    below = mask("\n".join(raw[cursor.line + 1 :])).split("\n") if cursor.line + 1 < len(raw) else []
-    lines = [*above, current, *below]
+    current = lines[cursor.line] if cursor.line < len(lines) else ""
+    left_raw, right_raw = current_raw[: cursor.column], current_raw[cursor.column :]
+    if current.endswith(right_raw):  # nothing masked right of the cursor
+        column = len(current) - len(right_raw)
+    elif current.startswith(left_raw):  # nothing masked left of it
+        column = len(left_raw)
+    else:  # a secret on each side, or across the cursor: each half of the line is masked on its own
+        left_of_cursor = mask(left_raw)
+        current, column = left_of_cursor + mask(right_raw), len(left_of_cursor)
+    lines[cursor.line:cursor.line + 1] = [current]
     visible_from = min(max(request.visible_from, 0), cursor.line)
     left_lines = [*lines[visible_from : cursor.line], current[:column]]
     # Token healing: BPE vocabularies glue a space to the next word (" compute"), so a prompt

@@ -110,7 +110,7 @@ class LeverRound:
     number: int  # 1 for the first round
     stable_key: FunctionKey | None  # set in order "stable"
     memory: FunctionMemory
-    file_lines: list[str]  # the cursor's file, all of it
+    file_lines: list[str]  # the cursor's file, all of it, secrets masked
     retrieve: Callable[[str], list[ScoredFragment]]
     pinned_lines: tuple[str, ...] = ()  # a follow-up round's lines (PromptLever.follow_up)
     pins: Pins = field(default_factory=Pins)
