@@ -27,9 +27,10 @@ from collections import Counter
 TOKEN_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.:~"
 MIN_RUN = 20  # characters: the shortest provider token (Twilio's SK + 32 hex is 34; SendGrid's parts 22)
 GENERIC_BODY = 20  # characters of a prefixed token's body, separators not counted
-GENERIC_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]{1,11}(?:[._~-][A-Za-z0-9]{1,3})?[._~-]")
+GENERIC_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]{1,11}(?:[._~-][A-Za-z0-9]{1,4})?[._~-]")  # `acme_live_`
 # Prefixes of hashes and digests, not secrets: integrity fields, go.sum, image digests, checksums.
-HASH_PREFIXES = re.compile(r"(?i)(?:sha\d*|md5|h1|blake2[bs]?|sha3|xxh\d*|crc32|git|commit|rev|id|uuid)[._:~-]")
+# (`xn--` starts a punycode label of an internationalised host name.)
+HASH_PREFIXES = re.compile(r"(?i)(?:sha\d*|md5|h1|blake2[bs]?|sha3|xxh\d*|crc32|git|commit|rev|id|uuid|xn-)[._:~-]")
 
 _ALNUM = "A-Za-z0-9"
 _LETTERS_ONLY_HEADS = re.compile(r"A(?:3T|KIA|SIA|BIA|CCA)")  # shapes whose tokens may hold no digit
@@ -186,6 +187,12 @@ def provider_tokens(run: str) -> list[tuple[int, int, str]]:
 # character (1 or 0), and its kind (1 a digit, 2 an upper-case letter, 3 a lower-case one, 0 else).
 _IS_TOKEN = bytes(int(chr(byte) in TOKEN_CHARACTERS) for byte in range(256))
 _LONG_RUN = b"\x01" * MIN_RUN
+# Adjacent characters of two kinds (digit, upper, lower): a random token changes kind every ~2
+# characters (base62: 0.6 of its pairs, hex 0.47, one case and digits 0.4), words at their starts
+# only (`ImproperlyConfigured`: 3 in 20, `0009_alter_user_name`: 0).
+_MIXES = tuple(bytes((a, b)) for a in (1, 2, 3) for b in (1, 2, 3) if a != b)
+MIN_MIXES = 4
+MIX_SHARE = 0.12
 _KIND = bytes(1 if chr(byte) in "0123456789" else 2 if chr(byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
               else 3 if chr(byte) in "abcdefghijklmnopqrstuvwxyz" else 0 for byte in range(256))
 
@@ -197,6 +204,7 @@ WORDY_RUN_LETTERS = 4.5  # a run of both cases reads as words from here (random 
 WORDY_ONE_CASE_RUN_LETTERS = 6.5  # one case and digits (random: 3.6; `0009_alter_user_last_name`: 4.3)
 ARGUMENT_ENTROPY = 3.9  # bits per character of an unnamed argument literal (random base62 of 20: 4.1 +- 0.15)
 MIN_HEX_GENERIC_BODY = 32  # hex characters of an unlisted prefixed token's body (content hashes run 8-20)
+DIGEST_HEX_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})  # md5, sha1, sha224, sha256, sha384, sha512
 _SEGMENT_SEPARATORS = re.compile(r"[._:~-]")
 _FILE_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")  # `main.3f2a….js`: a file name
 MIN_BODY_ENTROPY = 3.3  # bits per character of a random body of 20 (base62 draws: 4.0 on average)
@@ -204,9 +212,9 @@ MIN_HEX_BODY_ENTROPY = 3.0  # a hex body's alphabet caps it at 4 (hex draws of 2
 
 
 def candidate_runs(text: str) -> list[tuple[int, int]]:
-    """(start, end) of every run of TOKEN_CHARACTERS at least MIN_RUN long holding a digit and a
-    letter, or letters of both cases (a 20-character base62 body holds no digit 1 time in 30), or an
-    AWS key id's head, in `text`'s own character positions.
+    """(start, end) of every run of TOKEN_CHARACTERS at least MIN_RUN long whose characters change
+    kind (digit, upper case, lower case) from one to the next often enough for a token drawn at
+    random (`mixes`), or that holds an AWS key id's head, in `text`'s own character positions.
 
     The text is translated to one byte per character, 1 for a token character and 0 for any other
     (bytes.translate runs at memory speed); a run at least MIN_RUN long holds MIN_RUN ones in a row,
@@ -220,14 +228,18 @@ def candidate_runs(text: str) -> list[tuple[int, int]]:
     kinds = data.translate(_KIND)
     runs: list[tuple[int, int]] = []
     at = token.find(_LONG_RUN)
-    while at >= 0:
-        start = token.rfind(b"\x00", 0, at) + 1
+    while at >= 0:  # `at` is where a run of at least MIN_RUN token characters starts
         end = token.find(b"\x00", at)
         end = len(token) if end < 0 else end
-        run_kinds = kinds[start:end]
-        digit, upper, lower = b"\x01" in run_kinds, b"\x02" in run_kinds, b"\x03" in run_kinds
-        if (digit and (upper or lower)) or (upper and lower) or _LETTERS_ONLY_HEADS.search(text, start, end):
-            runs.append((start, end))
+        # (bytes.find and count with bounds: no slice is copied)
+        upper, digit = kinds.find(b"\x02", at, end) >= 0, kinds.find(b"\x01", at, end) >= 0
+        if upper and not digit and kinds.find(b"\x03", at, end) < 0:  # upper case alone: an AWS key id at most
+            if _LETTERS_ONLY_HEADS.search(text, at, end):
+                runs.append((at, end))
+        elif upper or digit:  # lower case alone changes kind nowhere
+            mixes = sum(kinds.count(pair, at, end) for pair in _MIXES)
+            if mixes >= max(MIN_MIXES, MIX_SHARE * (end - at)) or (upper and _LETTERS_ONLY_HEADS.search(text, at, end)):
+                runs.append((at, end))
         at = token.find(_LONG_RUN, end)
     return runs
 
@@ -265,10 +277,15 @@ def prefixed_token(run: str) -> tuple[int, int] | None:
     segments = _SEGMENT_SEPARATORS.split(rest)
     if max(map(len, segments)) < 16 or HASH_PREFIXES.match(run) or _FILE_EXTENSION.search(run):
         return None
+    # A dotted or joined name ending in a digest (`template.cache.a.fragment.<md5>`): words after the prefix.
+    if any(len(segment) >= 4 and _reads_as_words(segment) for segment in segments):
+        return None
     body = "".join(segments)
     if not random_body(body):
         return None
-    if all(c in "0123456789abcdefABCDEF" for c in body) and len(body) < MIN_HEX_GENERIC_BODY:
+    longest = max(segments, key=len)
+    if all(c in "0123456789abcdefABCDEF" for c in longest) and (
+            len(longest) < MIN_HEX_GENERIC_BODY or len(longest) in DIGEST_HEX_LENGTHS):
         return None
     return 0, len(run)
 

@@ -390,6 +390,14 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
         found += 1
         return match["head"] + MASK
 
+    def url_password(match: re.Match) -> str:
+        # `user:pass@`, `postgres:postgres@`, `{token}:x-oauth-basic@`: a word, no digit, is a placeholder
+        # (tests and docs are full of them), as a value of words is for the named-value rule.
+        password = match["secret"]
+        if not any(c.isdigit() for c in password) and reads_as_words(password):
+            return match.group(0)
+        return url(match)
+
     def url_token_user(match: re.Match) -> str:
         return url(match) if random_body(re.sub(r"[._~-]", "", match["secret"])) else match.group(0)
 
@@ -397,7 +405,7 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
         return match.group(0) if MASK in match["secret"] or reads_as_words(match["secret"]) else url(match)
 
     text = _on_lines_holding(text, "://", lambda line: _URL_TOKEN_USER.sub(url_token_user, _WEBHOOK_PATH.sub(
-        url, _URL_PASSWORD.sub(url, line))))
+        url, _URL_PASSWORD.sub(url_password, line))))
     text = _on_lines_holding(text, "@tcp(", lambda line: _GO_DSN_PASSWORD.sub(url, line))
     for marker in ("mysql", "mariadb"):
         text = _on_lines_holding(text, marker, lambda line: _MYSQL_GLUED_PASSWORD.sub(signed, line))

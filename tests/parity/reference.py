@@ -194,8 +194,13 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
         secret = match["secret"]
         return match.group(0) if secrets.MASK in secret or secrets.reads_as_words(secret) else url(match)
 
+    def url_password(match):
+        password = match["secret"]
+        return match.group(0) if not any(c.isdigit() for c in password) and secrets.reads_as_words(password) \
+            else url(match)
+
     text = secrets._URL_TOKEN_USER.sub(count(url_token_user), secrets._WEBHOOK_PATH.sub(
-        count(url), secrets._URL_PASSWORD.sub(count(url), text)))
+        count(url), secrets._URL_PASSWORD.sub(count(url_password), text)))
     text = secrets._GO_DSN_PASSWORD.sub(count(url), text)
     text = secrets._MYSQL_GLUED_PASSWORD.sub(count(signed), text)
     text = secrets._SIGNED_QUERY.sub(count(signed), text)
@@ -222,8 +227,9 @@ def _reference_token_secrets(text: str, count) -> str:
 
     def replace_run(match):
         run, prefix = match.group(0), ""
-        digit, upper, lower = (any(test(c) for c in run) for test in (str.isdigit, str.isupper, str.islower))
-        if not ((digit and (upper or lower)) or (upper and lower) or aws_head.search(run)):
+        kinds = [1 if c in "0123456789" else 2 if "A" <= c <= "Z" else 3 if "a" <= c <= "z" else 0 for c in run]
+        mixes = sum(1 for a, b in zip(kinds, kinds[1:]) if a and b and a != b)
+        if mixes < max(secret_tokens.MIN_MIXES, secret_tokens.MIX_SHARE * len(run)) and not aws_head.search(run):
             return run
         start = match.start()
         if start and text[start - 1] == "\\":

@@ -268,3 +268,21 @@ def test_ordinary_files_are_not_credential_files(text: str):
     from repomem.index.secrets import secret_file_reason
 
     assert secret_file_reason(text) is None
+
+
+@pytest.mark.parametrize("kept", [
+    "'postgres://user:pass@localhost:5432/app'", "'amqp://postgres:postgres@db/app'",
+    'f"https://{token}:x-oauth-basic@github.com/{SLUG}.git"',  # the token is a placeholder here, the password a word
+    '"http://xn--7sbb4ac0ad0be6cf.xn--p1ai"',  # punycode
+    '"template.cache.a.fragment.d41d8cd98f00b204e9800998ecf8427e"',  # a name ending in a digest
+    '"build_3f9a0c7e12b43f9a0c7e12b43f9a0c7e12b43f9a"',  # a sha1 after a word
+])
+def test_real_code_shapes_that_look_like_secrets_are_left(kept: str):
+    """Each line changed on Django or the dev-set repositories before these rules (scripts/bench_secrets.py)."""
+    assert mask_secrets(kept) == (kept, 0)
+
+
+def test_a_url_password_with_a_digit_or_symbols_is_masked_and_one_of_words_is_not():
+    assert mask_secrets("'postgres://app:hunter2@db/app'")[1] == 1
+    assert mask_secrets("'POSTGRES://app:Zq8kL2vN9x@db/app'") == ("'POSTGRES://app:[REDACTED]@db/app'", 1)
+    assert mask_secrets("'postgres://app:correcthorse@db/app'")[1] == 0  # words: the documented limit
