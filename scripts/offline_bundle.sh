@@ -2,12 +2,13 @@
 # What a GPU machine without network needs to run the dev set (eval/README.md "On a GPU machine",
 # BACKEND=hf), packed on a connected machine into pieces small enough for a size-limited channel:
 #
-#   bash scripts/offline_bundle.sh OUT_DIR [PART_BYTES=63000000]
+#   [EMBEDDED_MODEL=qwen2.5-coder-1.5b] bash scripts/offline_bundle.sh OUT_DIR [PART_BYTES=63000000]
 #
 # OUT_DIR/bundle.tgz: site/ (the wheels the image lacks, unpacked for Python 3.12 x86-64:
 # tree-sitter, tree-sitter-language-pack with its Python and JavaScript grammars only, pygls,
 # lsprotocol, cattrs, rapidfuzz, gguf) and corpora/devset (built here when missing);
-# OUT_DIR/model.part00, 01, ...: the embedded GGUF cut in PART_BYTES pieces; OUT_DIR/model.sha256.
+# OUT_DIR/model.part00, 01, ...: the embedded GGUF (EMBEDDED_MODEL, default the 0.5B; the 1.5B is 18
+# parts) cut in PART_BYTES pieces; OUT_DIR/model.sha256.
 # On the other side: `tar xzf bundle.tgz -C W`, `cat model.part* > M.gguf`, `sha256sum -c`, then
 # `PYTHONPATH=W/site python3 -m pip install --no-deps --no-build-isolation --target W/rm .` from
 # the checkout and run from another folder (the checkout's own repomem/ would shadow the install).
@@ -29,8 +30,8 @@ find "$out/site/tree_sitter_language_pack/bindings" -name '*.so' \
     ! -name 'python.*' ! -name 'javascript.*' ! -name 'typescript.*' ! -name 'tsx.*' -delete
 [ -f "$root/corpora/devset/line.jsonl" ] || (cd "$root" && repomem eval build --out corpora/devset)
 tar czf "$out/bundle.tgz" -C "$out" site -C "$root" corpora/devset
-repomem model pull > /dev/null
-model=$(repomem model path)
+repomem model pull "${EMBEDDED_MODEL:-qwen2.5-coder-0.5b}" > /dev/null
+model=$(repomem model path "${EMBEDDED_MODEL:-qwen2.5-coder-0.5b}")
 split -b "$part_bytes" -d -a 2 "$model" "$out/model.part"
 (cd "$(dirname "$model")" && sha256sum "$(basename "$model")") > "$out/model.sha256"
 ls -l "$out"/bundle.tgz "$out"/model.part*
