@@ -24,9 +24,16 @@ BACKEND_SETTINGS = tuple(s for s in settings_of(Config) if s.rules.reopens_backe
 
 
 def _own(options: Any) -> Any:
-    """repomem's settings: the object under a "repomem" key, else the object as sent (flat)."""
-    if isinstance(options, dict) and isinstance(options.get("repomem"), dict):
-        return options["repomem"]
+    """repomem's settings: the object under a "repomem" key, else the object as sent (flat). An
+    empty value under the key is no settings: Neovim's JSON encoder writes an empty Lua table as
+    `[]` (`settings = { repomem = {} }` arrives as `{"repomem": []}`), and "repomem" is never a
+    setting's name."""
+    if isinstance(options, dict) and "repomem" in options:
+        own = options["repomem"]
+        if isinstance(own, dict):
+            return own
+        if own is None or own == [] or own == "":
+            return {}
     return options
 
 

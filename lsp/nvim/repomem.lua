@@ -74,10 +74,9 @@ local levels = vim.log.levels
 
 local function settings()
   local user = vim.g.repomem_settings
-  if type(user) ~= "table" then
-    return vim.deepcopy(defaults)
-  end
-  return vim.tbl_extend("force", defaults, user)
+  local chosen = type(user) == "table" and vim.tbl_extend("force", defaults, user) or vim.deepcopy(defaults)
+  -- An empty Lua table is encoded as a JSON array ([]): send an object, which the server expects.
+  return next(chosen) == nil and vim.empty_dict() or chosen
 end
 
 local function server_cmd()

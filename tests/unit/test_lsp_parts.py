@@ -300,3 +300,15 @@ def test_only_the_most_recent_open_buffers_are_overlaid_on_the_index(package_rep
     session.buffer_closed(paths[0])
     session.sync_buffers()
     assert overlaid() == {paths[1], paths[3]}
+
+
+def test_an_empty_settings_object_from_neovim_is_no_settings():
+    """Neovim encodes an empty Lua table as `[]`: `settings = { repomem = {} }` arrives as
+    `{"repomem": []}` (Neovim 0.12 with no user settings warned "unknown repomem setting 'repomem'")."""
+    from repomem.config import Config
+
+    nothing_sent = apply_settings(Config(), {})
+    for sent in ({"repomem": []}, {"repomem": None}, {"repomem": {}}):
+        assert apply_settings(Config(), sent) == nothing_sent, sent
+    assert nothing_sent[1] == []
+    assert layered_settings({"repomem": {"maxNewTokens": 24}}, {"repomem": []}) == {"maxNewTokens": 24}
