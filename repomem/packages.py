@@ -24,14 +24,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from repomem.cache import cache_root
 from repomem.failures import Failure
-
-
-def cache_root() -> Path:
-    """REPOMEM_CACHE, else $XDG_CACHE_HOME/repomem, else ~/.cache/repomem."""
-    if os.environ.get("REPOMEM_CACHE"):
-        return Path(os.environ["REPOMEM_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repomem"
 
 
 def sha256_of(path: Path) -> str:

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from repomem.cache import cache_root
 from repomem.failures import Failure, FailureKind
-from repomem.packages import cache_root
 from repomem.progress import NoProgress, Progress
 
 GGUF_MAGIC = b"GGUF"

@@ -22,8 +22,8 @@ from repomem.backends.base import Generation, GenerationRequest, window_overflow
 from repomem.backends.forced_start import StartConstraint, TokenVocabulary
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.templates import template_for
+from repomem.cache import cache_root
 from repomem.failures import Failure
-from repomem.packages import cache_root
 
 
 def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:

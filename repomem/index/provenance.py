@@ -21,8 +21,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from repomem.cache import cache_root
 from repomem.failures import Failure
-from repomem.packages import cache_root
 from repomem.regular_files import read_regular
 
 KEY_NAME = "index-seal.key"

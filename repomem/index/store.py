@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from repomem.cache import cache_root
 from repomem.config import Config, settings_digest
 from repomem.failures import Failure
 from repomem.index.bm25 import TermSegment, compute_stats
@@ -58,7 +59,6 @@ from repomem.index.kernels.csr import symmetric_from_upper, upper_triangle
 from repomem.index.provenance import bytes_digest, check_seal, file_digest, sealed
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
-from repomem.packages import cache_root
 from repomem.regular_files import open_private, read_regular, replace_private
 
 FORMAT_VERSION = 5  # 2: W's base stored as its upper triangle, symbol tables gzipped; 3: array files

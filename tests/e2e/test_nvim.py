@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from repomem.packages import cache_root
+from repomem.cache import cache_root
 from tests.e2e.editors import feedback_events, matrix_check
 from tests.repos import copy_example
 

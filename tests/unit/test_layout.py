@@ -18,7 +18,8 @@ SOURCES = {"repomem": "repomem", "lsp": "repomem.lsp", "eval": "repomem.evaluati
 # Lower layers never import higher ones. Modules of one package may import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.failures", "repomem.progress", "repomem.strategies", "repomem.regular_files",
-     "repomem.child_processes", "repomem.allocator", "repomem.cyclic_gc", "repomem.setting_rules"),
+     "repomem.child_processes", "repomem.allocator", "repomem.cyclic_gc", "repomem.setting_rules",
+     "repomem.cache"),
     ("repomem.config", "repomem.setting_reference", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),
