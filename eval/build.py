@@ -30,6 +30,8 @@ from pathlib import Path, PurePosixPath
 
 from repomem.completion.prompt import Tokenizer
 from repomem.config import GraphConfig, ScanConfig, deepest_key
+from repomem.evaluation.holes import CalledDefinition, Hole, PythonFile
+from repomem.evaluation.language_holes import language_api_holes, language_line_holes
 from repomem.failures import Failure
 from repomem.index.scan import SourceFile, excluded_reason, source_from_bytes
 from repomem.languages.language import Language
@@ -183,15 +185,6 @@ def shipped_devset(name: str) -> Path | None:
 
 # -- reading a repository ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PythonFile:
-    """One source file of a repository (any language's: the name dates from Python-only sets)."""
-
-    path: str  # repository-relative, POSIX separators
-    text: str  # newlines normalized to "\n"
-    lines: tuple[str, ...]  # split_lines(text): a final newline does not start another line
-
-
 def read_python_files(root: Path, scan: ScanConfig = ScanConfig()) -> list[PythonFile]:
     """Every `.py` file under `root`, sorted by path; test files are kept (RepoCoder kept them).
 
@@ -240,31 +233,6 @@ def _regular_files(root: Path) -> list[str]:
 
 
 # -- holes ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CalledDefinition:
-    path: str  # repository-relative path of the defining file
-    line: int  # 0-based line of the def / class statement
-    name: str
-    kind: str  # "function" | "class"
-
-
-@dataclass(frozen=True)
-class Hole:
-    file: PythonFile
-    lineno: int  # 0-based first line of the ground truth
-    end_lineno: int  # 0-based last line, inclusive
-    definition: CalledDefinition | None = None  # API holes only
-
-    @property
-    def ground_truth(self) -> str:
-        return "\n".join(self.file.lines[self.lineno : self.end_lineno + 1])
-
-    @property
-    def stripped(self) -> tuple[str, ...]:
-        """The ground truth without indentation: two holes with equal `stripped` are duplicates."""
-        return tuple(line.strip() for line in self.file.lines[self.lineno : self.end_lineno + 1])
-
 
 def multiline_string_lines(file: PythonFile) -> set[int]:
     """0-based lines that are string text of a string spanning several lines (docstrings).
@@ -485,9 +453,6 @@ def hole_pool(split: str, files: Sequence[PythonFile], language: Language) -> li
     language_holes.py; no API holes for a language without call resolution."""
     if language.name == PYTHON:
         return [hole for file in files for hole in line_holes(file)] if split == "line" else api_holes(files)
-    # Imported here: language_holes builds on this module's Hole and PythonFile.
-    from repomem.evaluation.language_holes import language_api_holes, language_line_holes
-
     if split == "line":
         return [hole for file in files for hole in language_line_holes(file, language)]
     return language_api_holes(files, language) if language.resolves_calls else []

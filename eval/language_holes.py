@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 
 from repomem.config import GraphConfig
-from repomem.evaluation.build import CalledDefinition, Hole, PythonFile
+from repomem.evaluation.holes import CalledDefinition, Hole, PythonFile
 from repomem.index.calls import CallResolution
 from repomem.languages.language import Language
 from repomem.languages.parsed import Definition, FileSyntax

@@ -124,8 +124,9 @@ def import_cycles(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_no_import_cycles():
+    """Imports inside functions count too: a lazy import hid eval/build.py <-> language_holes.py."""
     modules = module_files()
-    graph = {module: {resolve(name, modules) for name, _, top in imports_of(path, module) if top} - {module}
+    graph = {module: {resolve(name, modules) for name, _, _ in imports_of(path, module)} - {module}
              for module, path in modules.items()}
     cycles = import_cycles(graph)
     assert not cycles, "\n".join(cycles)
