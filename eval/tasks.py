@@ -29,6 +29,7 @@ from typing import BinaryIO, TypeVar
 
 from repomem.failures import Failure
 from repomem.index.scan import is_text_name
+from repomem.regular_files import open_regular
 
 SPLITS = ("line", "api", "function")
 T = TypeVar("T")
@@ -139,7 +140,7 @@ def _tasks_of(path: Path) -> Iterator[tuple[int, EvalTask]]:
     default_split = split_of(path.name)
     seen: set[str] = set()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a named pipe as --tasks waited for a writer forever
             offset = 0
             for number, raw in enumerate(handle, start=1):
                 start, offset = offset, offset + len(raw)

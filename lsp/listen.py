@@ -312,6 +312,20 @@ class Admissions:
             self._slots.release()
 
 
+def _refuse_waiting(listener: Listener, admissions: Admissions) -> None:
+    """Clients already connected but not yet accepted when another was admitted: closing the
+    listener reset them with no word (a second editor saw a broken pipe). Each is taken and
+    refused with its reason ("another client is being served") on its own thread."""
+    listener.sock.setblocking(False)
+    while True:
+        try:
+            conn, _ = listener.sock.accept()
+        except OSError:  # BlockingIOError: nobody else is waiting
+            return
+        conn.setblocking(True)
+        admissions.authenticate(conn)
+
+
 def serve_socket(listener: Listener, session: Session, config: ServerConfig | None = None) -> int:
     """Accept clients until one is admitted, then stop listening and serve it; that session's exit
     code."""
@@ -327,6 +341,7 @@ def serve_socket(listener: Listener, session: Session, config: ServerConfig | No
             except TimeoutError:
                 continue
             admissions.authenticate(conn)
+        _refuse_waiting(listener, admissions)
     finally:
         listener.sock.close()
         if listener.unix_path is not None:

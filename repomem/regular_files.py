@@ -12,6 +12,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 class NotRegularFile(OSError):
@@ -31,6 +32,20 @@ def read_regular(path: Path) -> bytes:
             return handle.read()
     finally:
         os.close(descriptor)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` open for reading a line at a time if it is a regular file; NotRegularFile (an OSError)
+    for anything else, checked on the open descriptor, never blocking on a named pipe."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotRegularFile(path)
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def open_private(path: Path, flags: int) -> int:

@@ -36,7 +36,16 @@ def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False
                         help="layers of a GGUF model on the GPU (default completion.gpu_layers: -1 = all)")
 
 
+def _refuse_empty_choices(args: argparse.Namespace) -> None:
+    """`--model ""` (an unset shell variable) silently ran the default model: an empty name is no model."""
+    for option in ("model", "endpoint", "hf", "vllm"):
+        value = getattr(args, option, None)
+        if value == "" or (isinstance(value, list) and "" in value):
+            raise UserError(Failure("bad-option", f"--{option} is an empty string"))
+
+
 def chosen_settings(args: argparse.Namespace, settings: CompletionConfig) -> CompletionConfig:
+    _refuse_empty_choices(args)
     if args.gpu_layers is not None and args.gpu_layers < -1:
         raise UserError(Failure("bad-option", "--gpu-layers takes -1 (all layers), 0 (none) or a layer count"))
     if args.gpu_layers is not None:

@@ -34,6 +34,11 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.evaluation.build import build_benchmark, load_devset, shipped_devset
 
     devset = ok(load_devset(shipped_devset(args.devset) or Path(args.devset)))
+    # Refused before the packages are fetched (minutes), not when the tasks are written at the end.
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UserError(Failure("bad-option", f"--out {args.out} is a file; name a folder for the tasks"))
+    if args.prompt_tokens < 64:  # as eval run: a prompt of no context is no task
+        raise UserError(Failure("bad-option", "--prompt-tokens must be at least 64"))
     if args.seed is not None or args.tasks_per_repo is not None:
         import dataclasses
 

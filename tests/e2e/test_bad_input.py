@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,21 @@ def garbage_server():
     server, url = serve_http(GarbageHandler)
     yield url
     server.shutdown()
+
+
+# Files a checkout can hold that are odd but text: each is a cursor's file that must simply work.
+ODD_FILES = {
+    "odd_empty.py": b"",
+    "odd_blank.py": b"   \n\t\n  ",
+    "odd_cr.py": b"def a():\r    return 1\rx = a(\r",
+    "odd_crlf.py": b"def a():\r\n    return 1\r\nx = a(\r\n",
+    "odd_bom.py": b"\xef\xbb\xbfdef a():\n    return 1\nx = a(\n",
+    "odd_tabs.py": b"def a():\n\treturn 1\n        x = 2\n\t  y = a(\n",
+    "odd_no_newline.py": b"def a():\n    return 1",
+    "odd_astral.py": 's = "\U0001f600\U0001f600"\n'.encode(),
+    "odd_line_separator.py": "a\u2028b = 1\nc = a\n".encode(),
+    "utf16.py": "x = 1\n".encode("utf-16"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +73,11 @@ def shop(tmp_path_factory) -> Path:
     (repo / "tasks_ok.jsonl").write_text(_task(["shop", "report.py"], 5) + "\n")
     (repo / "tasks_bool_line.jsonl").write_text(_task(["shop", "report.py"], 5).replace('"lineno": 5', '"lineno": true')
                                                + "\n")
+    (repo / "empty.jsonl").write_text("")
+    with socket.socket(socket.AF_UNIX) as bound:  # its file stays, with nobody listening
+        bound.bind(str(repo / "socket.py"))
+    for name, data in ODD_FILES.items():
+        (repo / name).write_bytes(data)
     (repo / ".git").mkdir()
     (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = https://user:token@example.com/shop.git\n')
     indexed = run("index", str(repo))
@@ -82,6 +104,7 @@ def _files_indexed(repo: Path) -> int:
 
 
 REPORT = "{repo}/shop/report.py"
+EVAL_RUN = ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", "{repo}", "--retrieval-only"]
 # (kind, arguments, expected exit code, a needle of the one stderr line)
 CLI_CASES = [
     ("position without a line", ["retrieve", REPORT], 2, "FILE:LINE"),
@@ -178,19 +201,136 @@ CLI_CASES = [
     ("index of an empty string", ["index", ""], 2, "empty string"),
     ("--repo as an empty string", ["retrieve", REPORT + ":9", "--repo", ""], 2, "empty string"),
     ("a line number in Arabic-Indic digits", ["retrieve", REPORT + ":\u0669"], 2, "expected FILE:LINE"),
+    # Further probes of 2026-11-28: positions, option values of the wrong type, --set, task and output files.
+    ("column 0", ["retrieve", REPORT + ":9:0"], 2, "start at 1"),
+    ("a negative column", ["retrieve", REPORT + ":9:-1"], 2, "expected FILE:LINE"),
+    ("a position with an extra colon field", ["retrieve", REPORT + ":9:3:4"], 2, "no such file"),
+    ("a position with an empty field", ["retrieve", REPORT + "::9"], 2, "no such file"),
+    ("a position ending in a colon", ["retrieve", REPORT + ":9:"], 2, "expected FILE:LINE"),
+    ("a space before the line", ["retrieve", REPORT + ": 9"], 2, "expected FILE:LINE"),
+    ("a line with a plus sign", ["retrieve", REPORT + ":+9"], 2, "expected FILE:LINE"),
+    ("a fractional line", ["retrieve", REPORT + ":9.5"], 2, "expected FILE:LINE"),
+    ("a line past 64 bits", ["retrieve", REPORT + ":99999999999999999999999"], 2, "line out of range"),
+    ("a column past 64 bits", ["retrieve", REPORT + ":9:99999999999999999999999"], 2, "column out of range"),
+    ("a position without a file", ["retrieve", ":9"], 2, "expected FILE:LINE"),
+    ("an empty position", ["retrieve", ""], 2, "expected FILE:LINE"),
+    ("--k -1", ["retrieve", REPORT + ":9", "--k", "-1"], 2, "--k must be at least 1"),
+    ("--k 1.5", ["retrieve", REPORT + ":9", "--k", "1.5"], 2, "invalid int"),
+    ("--alpha abc", ["retrieve", REPORT + ":9", "--alpha", "abc"], 2, "not a number"),
+    ("--repo naming a file", ["retrieve", REPORT + ":9", "--repo", REPORT], 2, "not a folder"),
+    ("--repo naming a missing folder", ["retrieve", REPORT + ":9", "--repo", "{repo}/nowhere"], 2, "no such folder"),
+    ("a UTF-16 file as the cursor's file", ["retrieve", "{repo}/utf16.py:1"], 2, "binary"),
+    ("a socket as the cursor's file", ["retrieve", "{repo}/socket.py:1"], 2, "cannot read"),
+    ("/dev/null as the cursor's file", ["retrieve", "/dev/null:1", "--repo", "{repo}"], 2, "outside"),
+    ("--max-tokens -5", ["complete", REPORT + ":9", "--max-tokens", "-5"], 2, "--max-tokens must be at least 1"),
+    ("--max-tokens x", ["complete", REPORT + ":9", "--max-tokens", "x"], 2, "invalid int"),
+    ("--max-tokens past the model window", ["complete", REPORT + ":9", "--max-tokens", "99999999999999"], 2,
+     "exceeds the model window"),
+    ("--gpu-layers x", ["complete", REPORT + ":9", "--gpu-layers", "x"], 2, "invalid int"),
+    ("an unknown --order", ["complete", REPORT + ":9", "--order", "random"], 2, "invalid choice"),
+    ("an unknown model name", ["complete", REPORT + ":9", "--model", "no-such-model-name"], 2, "does not exist"),
+    ("--model naming a folder", ["complete", REPORT + ":9", "--model", "{repo}/shop"], 2, "is not a file"),
+    ("--model naming a named pipe", ["complete", REPORT + ":9", "--model", "{repo}/pipe.py"], 2, "is not a file"),
+    ("--model as an empty string", ["complete", REPORT + ":9", "--model="], 2, "--model is an empty string"),
+    ("--endpoint as an empty string", ["complete", REPORT + ":9", "--endpoint="], 2, "--endpoint is an empty string"),
+    ("a server URL without a host", ["complete", REPORT + ":9", "--endpoint", "http://:80"], 2, "no host"),
+    ("index with an extra argument", ["index", "{repo}", "extra"], 2, "unrecognized arguments"),
+    ("eval run --limit x", [*EVAL_RUN, "--limit", "x"], 2, "invalid int"),
+    ("eval run --seed x", [*EVAL_RUN, "--seed", "x"], 2, "invalid int"),
+    ("eval run --k 0", [*EVAL_RUN, "--k", "0"], 2, "--k must be at least 1"),
+    ("eval run --max-new-tokens 0", [*EVAL_RUN, "--max-new-tokens", "0"], 2, "--max-new-tokens must be at least 1"),
+    ("eval run --prompt-tokens 0", [*EVAL_RUN, "--prompt-tokens", "0"], 2, "--prompt-tokens must be at least 64"),
+    ("eval run --threads 0", [*EVAL_RUN, "--threads", "0"], 2, "--threads must be at least 1"),
+    ("eval run --workers x", [*EVAL_RUN, "--workers", "x"], 2, "invalid int"),
+    ("eval run --strategies with empty values", [*EVAL_RUN, "--strategies", ",,"], 2, "--strategies"),
+    ("eval run with an unknown --order", [*EVAL_RUN, "--order", "x"], 2, "invalid choice"),
+    ("eval run --retrieval-only with --prompt-only", [*EVAL_RUN, "--prompt-only"], 2, "exclude each other"),
+    ("--set without a section", [*EVAL_RUN, "--set", "top_k=3"], 2, "expected section.key=value"),
+    ("--set with an empty name", [*EVAL_RUN, "--set", ".=1"], 2, "expected section.key=value"),
+    ("--set of an unknown section", [*EVAL_RUN, "--set", "nosection.key=3"], 2, "unknown config section"),
+    ("--set of an unknown key", [*EVAL_RUN, "--set", "retrieval.nokey=3"], 2, "unknown config key"),
+    ("--set alpha=nan", [*EVAL_RUN, "--set", "retrieval.alpha=nan"], 2, "finite"),
+    ("--set of a list where a number goes", [*EVAL_RUN, "--set", "retrieval.top_k=[1,2]"], 2, "got a list"),
+    ("--set with an unterminated quote", [*EVAL_RUN, "--set", 'retrieval.top_k="'], 2, "expected an integer"),
+    ("eval run --tasks naming a folder", ["eval", "run", "--tasks", "{repo}/shop", "--repos", "{repo}",
+                                          "--retrieval-only"], 2, "cannot read"),
+    ("eval run --tasks naming a named pipe", ["eval", "run", "--tasks", "{repo}/pipe.py", "--repos", "{repo}",
+                                              "--retrieval-only"], 2, "not a regular file"),
+    ("eval run --tasks naming an empty file", ["eval", "run", "--tasks", "{repo}/empty.jsonl", "--repos", "{repo}",
+                                               "--retrieval-only"], 2, "no tasks"),
+    ("eval run --repos naming a file", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", REPORT,
+                                        "--retrieval-only"], 2, "no such folder"),
+    ("eval report of an empty file", ["eval", "report", "{repo}/empty.jsonl"], 2, "no results records"),
+    ("eval build --out naming a file", ["eval", "build", "--out", REPORT], 2, "is a file"),
+    ("eval build of an unknown dev set", ["eval", "build", "--out", "{repo}/built", "--devset", "nope"], 2,
+     "no such dev set"),
+    ("eval build --tasks-per-repo 0", ["eval", "build", "--out", "{repo}/built", "--tasks-per-repo", "0"], 2,
+     "--tasks-per-repo must be at least 1"),
+    ("eval build --prompt-tokens 0", ["eval", "build", "--out", "{repo}/built", "--prompt-tokens", "0"], 2,
+     "--prompt-tokens must be at least 64"),
+    ("eval build --seed x", ["eval", "build", "--out", "{repo}/built", "--seed", "x"], 2, "invalid int"),
+    ("summarise --limit 0", ["summarise", "{repo}", "--limit", "0"], 2, "--limit must be at least 1"),
+    ("summarise --limit x", ["summarise", "{repo}", "--limit", "x"], 2, "invalid int"),
+    ("summarise of a missing folder", ["summarise", "{repo}/nowhere", "--dry-run"], 2, "no such folder"),
+    ("summarise of a file", ["summarise", REPORT, "--dry-run"], 2, "not a folder"),
+    ("summarise --kind x", ["summarise", "{repo}", "--kind", "x"], 2, "invalid choice"),
+    ("an unknown model action", ["model", "frob"], 2, "invalid choice"),
+    ("serve --tcp x", ["serve", "--tcp", "x"], 2, "invalid int"),
+    ("serve --socket as an empty string", ["serve", "--socket", ""], 2, "not a socket"),
+    ("serve --socket in a missing folder", ["serve", "--socket", "{repo}/nowhere/s.sock"], 2, "cannot listen"),
+    ("serve --socket past the socket path limit", ["serve", "--socket", "{repo}/" + "s" * 120], 2,
+     "cannot listen"),
+    ("serve --tcp with --socket", ["serve", "--tcp", "1", "--socket", "s.sock"], 2, "not allowed with"),
 ]
 
 
-@pytest.mark.parametrize("kind, arguments, code, needle", CLI_CASES, ids=[c[0] for c in CLI_CASES])
-def test_cli_bad_input(shop: Path, garbage_server: str, kind: str, arguments: list[str], code: int, needle: str):
+@pytest.fixture(scope="module")
+def cli_results(request, shop: Path, garbage_server: str) -> tuple[int, dict[str, subprocess.CompletedProcess]]:
+    """The index's file count before any case, and the outcome of every selected CLI case, run
+    four at a time: each is a process of its own, mostly Python starting, and the table one case
+    after another took minutes. None of them writes the index (each is refused)."""
     before = _files_indexed(shop)
     values = {"repo": str(shop), "port": str(free_port()), "garbage": garbage_server}
-    result = run(*[a.format(**values) for a in arguments])
+    selected = {item.callspec.params["kind"] for item in request.session.items
+                if item.originalname == "test_cli_bad_input"}
+    with ThreadPoolExecutor(4) as pool:
+        running = {kind: pool.submit(run, *[a.format(**values) for a in arguments])
+                   for kind, arguments, _, _ in CLI_CASES if kind in selected}
+        return before, {kind: future.result() for kind, future in running.items()}
+
+
+@pytest.mark.parametrize("kind, arguments, code, needle", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_cli_bad_input(shop: Path, cli_results, kind: str, arguments: list[str], code: int, needle: str):
+    before, results = cli_results
+    result = results[kind]
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == code, (kind, result.stderr)
     assert len(lines) == 1 and lines[0].startswith("repomem: error: "), (kind, result.stderr)
     assert "Traceback" not in result.stderr and needle in lines[0], (kind, lines)
     assert _files_indexed(shop) == before  # the index still loads, whole
+
+
+ODD_CURSORS = [
+    ("an empty file", "odd_empty.py:1"),
+    ("a file of only whitespace", "odd_blank.py:2"),
+    ("CR-only line ends", "odd_cr.py:3"),
+    ("CRLF line ends", "odd_crlf.py:3"),
+    ("a UTF-8 BOM", "odd_bom.py:1:1"),
+    ("tabs and spaces mixed", "odd_tabs.py:4"),
+    ("no final newline, the cursor at the very end", "odd_no_newline.py:2:13"),
+    ("a column between the halves of an emoji (UTF-16)", "odd_astral.py:1:7"),
+    ("a U+2028 line separator inside a line", "odd_line_separator.py:2"),
+]
+
+
+@pytest.mark.parametrize("kind, position", ODD_CURSORS, ids=[c[0] for c in ODD_CURSORS])
+def test_odd_but_text_files_are_answered(shop: Path, kind: str, position: str):
+    """Text a careless editor leaves behind is no error: the cursor's file is answered, with no
+    warning, and the index still loads."""
+    result = run("retrieve", f"{shop}/{position}", "--json")
+    assert result.returncode == 0 and "repomem:" not in result.stderr, (kind, result.stderr)
+    assert "Traceback" not in result.stderr and isinstance(json.loads(result.stdout)["fragments"], list), kind
+    assert _files_indexed(shop) > 0
 
 
 # (kind, repomem.toml text, a needle of the one warning)
@@ -215,13 +355,18 @@ SETTINGS_CASES = [
      "more than a repository's own settings may ask for"),
     ("a repository asking for a million-token model window", "[completion]\ncontext_tokens = 1000000",
      "more than a repository's own settings may ask for (32,768)"),
+    ("a byte that is not UTF-8", "[retrieval]\nalpha = 0.5 # caf\udce9", "can't decode"),
+    ("a byte order mark", "\ufeff[retrieval]\nalpha = 0.5", "defaults used"),
+    ("a key given twice", "[retrieval]\nalpha = 0.5\nalpha = 0.6", "defaults used"),
+    ("a boolean where a number goes", "[retrieval]\ntop_k = true", "expected an integer, got a boolean"),
+    ("a section that is a number", "retrieval = 3", "must be a table"),
 ]
 
 
 @pytest.mark.parametrize("kind, text, needle", SETTINGS_CASES, ids=[c[0] for c in SETTINGS_CASES])
 def test_bad_settings_fall_back_with_one_warning(tmp_path: Path, kind: str, text: str, needle: str):
     repo = copy_example(tmp_path / "shop")
-    (repo / "repomem.toml").write_text(text)
+    (repo / "repomem.toml").write_bytes(text.encode("utf-8", "surrogateescape"))  # "\udce9": the byte 0xe9
     result = run("retrieve", f"{repo}/shop/report.py:9")
     lines = [line for line in result.stderr.splitlines() if line.strip() and "repomem:" in line]
     assert result.returncode == 0, (kind, result.stderr)
@@ -237,6 +382,36 @@ def test_a_named_pipe_as_settings_file_is_one_warning(tmp_path: Path):
     result = run("retrieve", f"{repo}/shop/report.py:9", "--repo", str(repo))
     assert result.returncode == 0, result.stderr
     assert "not a regular file" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["an empty file", "a folder", "a link to /etc/passwd"])
+def test_a_settings_file_that_is_no_settings_is_at_most_one_warning(tmp_path: Path, kind: str):
+    repo = copy_example(tmp_path / "shop")
+    settings = repo / "repomem.toml"
+    settings.unlink()
+    {"an empty file": settings.touch, "a folder": settings.mkdir,
+     "a link to /etc/passwd": lambda: settings.symlink_to("/etc/passwd")}[kind]()
+    result = run("retrieve", f"{repo}/shop/report.py:9", "--repo", str(repo))
+    said = [line for line in result.stderr.splitlines() if "repomem:" in line]
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert len(said) == (0 if kind == "an empty file" else 1), said
+    assert all(line.startswith("repomem: warning: ") for line in said), said
+    assert _files_indexed(repo) > 0
+
+
+def test_an_index_folder_that_is_a_file_is_one_error_and_kept(tmp_path: Path):
+    repo = copy_example(tmp_path / "shop")
+    (repo / ".repomem").write_text("someone's notes")
+    assert_user_error(run("retrieve", f"{repo}/shop/report.py:9"), "cannot write the index", "Not a directory")
+    assert (repo / ".repomem").read_text() == "someone's notes"
+
+
+def test_a_gitignore_that_ignores_everything_leaves_an_empty_index(tmp_path: Path):
+    repo = copy_example(tmp_path / "shop")
+    (repo / ".gitignore").write_text("*\n")
+    result = run("retrieve", f"{repo}/shop/report.py:9", "--json")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert json.loads(result.stdout)["fragments"] == []
 
 
 def test_a_damaged_index_is_rebuilt_not_trusted(tmp_path: Path):

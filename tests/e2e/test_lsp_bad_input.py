@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from lsp.server import SHUTDOWN_DRAIN_S
 from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
 from repomem.index.store import load_index
 from tests.cli_process import alive, framed, free_port, model_children, read_framed
-from tests.http_servers import serve_http
+from tests.http_servers import answer_json, serve_http
 from tests.repos import copy_example
 
 SETTINGS = {"maxNewTokens": 4, "maxPromptTokens": 256, "debounceMs": 0, "answerWithinMs": 120000}
@@ -389,6 +390,64 @@ def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
 
 
 
+
+
+class _SlowModel(http.server.BaseHTTPRequestHandler):
+    """A served model that lists itself at once and takes 30 s over anything else (a loaded GPU
+    server): a completion stays running as long as the test needs, without the real model."""
+
+    release = threading.Event()
+
+    def do_GET(self):  # noqa: N802
+        answer_json(self, {"data": [{"id": "slow-model"}]})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.release.wait(30)
+        try:
+            answer_json(self, {"tokens": [1], "choices": [{"text": " x", "finish_reason": "length"}]})
+        except OSError:
+            pass  # the server hung up first, as it should
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("method", ["textDocument/inlineCompletion", "textDocument/completion"])
+def test_shutdown_while_a_completion_runs_is_answered_and_exit_is_clean(workspace: Path, method: str):
+    """`shutdown` then `exit` sent while a completion waits on a slow served model (an inline
+    request still in flight, or a completion whose answer is pending): shutdown is answered at once,
+    the completion ends with the process, which exits 0 within a few seconds, no traceback."""
+    _SlowModel.release.clear()
+    served, url = serve_http(_SlowModel)
+    client = RawClient(workspace)
+    try:
+        _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000 if "inline" not in method else 60000,
+                                        "endpoint": url})
+        _wait_for_log(client, "model ready")
+        uri = _open_copy_of_report(client, workspace, f"report_slow_{method.rsplit('/', 1)[1]}.py")
+        running = client.request(method, _inline_params(uri, 8, 11))
+        if "inline" not in method:
+            pending = client.answer(running)
+            assert pending["result"].get("itemDefaults", {}).get("data") == {"pending": True}, pending
+        else:
+            time.sleep(1.0)  # the request reaches the model server and waits there
+            assert client.answer(running, timeout_s=0.5, required=False) is None
+        started = time.monotonic()
+        # The answer waits for the model thread at most SHUTDOWN_DRAIN_S (lsp/server.py): an HTTP
+        # call in flight cannot be stopped sooner (the embedded model's child is killed at once).
+        answered = client.answer(client.request("shutdown"), timeout_s=SHUTDOWN_DRAIN_S + 3)
+        assert answered.get("result", "missing") is None, answered
+        client.notify("exit", {})
+        assert client.process.wait(timeout=30) == 0
+        assert time.monotonic() - started < SHUTDOWN_DRAIN_S + 5
+    finally:
+        _SlowModel.release.set()
+        served.shutdown()
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
 
 
 def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: Path, tmp_path: Path):

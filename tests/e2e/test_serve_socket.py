@@ -119,6 +119,45 @@ def test_a_unix_socket_is_its_owners_and_is_removed_at_the_end(workspace: Path, 
     assert not (tmp_path / "config").exists()  # a Unix socket needs no token
 
 
+def test_two_clients_at_once_on_one_socket_one_is_served_the_other_refused(workspace: Path, tmp_path: Path):
+    """Two editors connecting to one `serve --socket` together: the first admitted is served, the
+    other gets an error answer naming why and a closed connection (or, once the server stopped
+    listening, no socket to connect to); the server neither crashes nor mixes the two."""
+    path = tmp_path / "repomem.sock"
+    server_process = Server(workspace, tmp_path / "config", "--socket", str(path))
+    conns = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2)]
+    try:
+        for conn in conns:
+            conn.connect(str(path))
+        answers: list[tuple[dict | None, bool]] = [(None, True)] * 2
+
+        def initialize(number: int) -> None:
+            try:
+                answers[number] = _initialize(conns[number], workspace, {"debounceMs": 0})
+            except OSError as error:  # reset: refused without a word
+                answers[number] = ({"error": {"message": f"reset: {error}"}}, True)
+
+        threads = [threading.Thread(target=initialize, args=(n,)) for n in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        served = [n for n, (answer, _) in enumerate(answers) if answer is not None and "result" in answer]
+        assert len(served) == 1, answers
+        refused, closed = answers[1 - served[0]]
+        assert closed and "another client is being served" in refused["error"]["message"], refused
+        late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with pytest.raises((FileNotFoundError, ConnectionRefusedError)), late:  # a third finds nobody listening
+            late.connect(str(path))
+        _end_session(conns[served[0]])
+        assert server_process.process.wait(timeout=60) == 0
+    finally:
+        for conn in conns:
+            conn.close()
+        server_process.stop()
+    assert sum("another client is being served" in line for line in server_process.stderr) == 1, server_process.stderr
+
+
 def test_token_files_others_can_read_are_refused(tmp_path: Path):
     token_file = tmp_path / "token"
     token_file.write_text("a-long-enough-token-of-the-user\n")
