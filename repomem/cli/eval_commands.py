@@ -168,7 +168,9 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     for path in args.results:
         if not Path(path).is_file():
-            what = "a folder, not a results file" if Path(path).is_dir() else "no such file"
+            # A named pipe or a device exists: "no such file" sent the user looking for a typo.
+            what = ("a folder, not a results file" if Path(path).is_dir()
+                    else "not a regular file" if Path(path).exists() else "no such file")
             raise UserError(Failure("missing-results", f"{path}: {what}"))
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise UserError(Failure("bad-option", f"--out {args.out} is a file; name a folder for the report"))

@@ -261,6 +261,7 @@ CLI_CASES = [
     ("eval run --repos naming a file", ["eval", "run", "--tasks", "{repo}/tasks_ok.jsonl", "--repos", REPORT,
                                         "--retrieval-only"], 2, "no such folder"),
     ("eval report of an empty file", ["eval", "report", "{repo}/empty.jsonl"], 2, "no results records"),
+    ("eval report of a named pipe", ["eval", "report", "{repo}/pipe.py"], 2, "not a regular file"),
     ("eval build --out naming a file", ["eval", "build", "--out", REPORT], 2, "is a file"),
     ("eval build of an unknown dev set", ["eval", "build", "--out", "{repo}/built", "--devset", "nope"], 2,
      "no such dev set"),
