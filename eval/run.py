@@ -659,12 +659,18 @@ def run_evaluation(
     config, problems = with_assignments(config or Config(), settings.overrides)
     if problems:
         return Failure("bad-option", f"--set: {problems[0]}")
+    existed = results.exists()
     claimed = claim_results(results)
     if isinstance(claimed, Failure):
         return claimed
     with os.fdopen(claimed, "a", encoding="utf-8") as handle:  # the lock lasts as long as the descriptor
-        return _run_claimed(tasks, repos_dir, results, handle, settings, config, backends, workers, progress, log,
-                            generations, defer, started)
+        summary = _run_claimed(tasks, repos_dir, results, handle, settings, config, backends, workers, progress,
+                               log, generations, defer, started)
+        if isinstance(summary, Failure) and not existed and os.fstat(handle.fileno()).st_size == 0:
+            # Claiming created the file; a run refused before its first record (tasks leaving
+            # --repos, say) leaves nothing behind. A second run is refused by the lock, not waiting.
+            results.unlink(missing_ok=True)
+        return summary
 
 
 def _run_claimed(tasks: Sequence[EvalTask], repos_dir: Path, results: Path, handle: TextIO, settings: RunSettings,
