@@ -5,7 +5,7 @@ File-name patterns (config.ScanConfig.secret_patterns) keep `.env` files and key
 after a byte-order mark, with fields apart by blanks or tabs). This catches the secrets written into
 other files:
 
-- whole tokens (repomem.index.secret_tokens): ~90 issuers' token shapes, any prefixed token whose
+- whole tokens (repomem.index.secret_tokens): 81 issuers' token shapes, any prefixed token whose
   body looks random, and a random literal passed as an unnamed argument;
 - private-key blocks (with or without their END line), a PuTTY key's private lines;
 - passwords in URLs (any case of scheme), tokens as a URL's user, signatures and tokens in a
