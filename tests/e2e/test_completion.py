@@ -38,7 +38,7 @@ def test_model_verification(tmp_path):
     data = b"GGUF" + b"\x01" * 1000
     good = tmp_path / "m.gguf"
     good.write_bytes(data)
-    spec = PackagedModel("m.gguf", (), (), len(data), hashlib.sha256(data).hexdigest())
+    spec = PackagedModel("m", "m.gguf", (), (), len(data), hashlib.sha256(data).hexdigest())
     assert verify_model(good, spec) == good
     assert verify_model(good, spec) == good  # second time from the stamp
     good.write_bytes(b"GGUF" + b"\x02" * 1000)  # same size, different bytes: the stamp no longer matches
