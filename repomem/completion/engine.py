@@ -261,7 +261,7 @@ class CompletionEngine:
 
         lever_round = LeverRound(request, context, self.config, self.service, round_number,
                                  self._stable_key(request, context), self._functions,
-                                 self.service.mask(request.cursor.text).split("\n"),
+                                 list(context.file_lines),
                                  retrieve_text, pinned_lines)
         levers.extend(LEVERS[name](lever_round) for name in request.strategy.levers
                       if LEVERS[name].applies(self.config))

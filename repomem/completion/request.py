@@ -52,6 +52,7 @@ class CursorContext:
     shape: CompletionShape
     query: str  # the last query_lines lines before the cursor
     definition_line: int  # 0-based line of the enclosing def / class (-1 at module level)
+    file_lines: tuple[str, ...] = ()  # the cursor's whole file, secrets masked (what levers read of it)
 
     @property
     def forced_start(self) -> str:
@@ -153,4 +154,5 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
         shape=completion_shape("\n".join(shape_lines), after, language),
         query=query,
         definition_line=enclosing_definition_of(language, lines, cursor.line),
+        file_lines=tuple(lines),
     )
