@@ -360,7 +360,7 @@ class CompletionSession:
         if not self.service.index_loaded:
             return answer
         ids = [f.fragment for f in shown.fragments] if shown else None
-        explained = self.service.explain(cursor, alpha_for(self.config), ids)
+        explained = self.service.view().explain(cursor, alpha_for(self.config), ids)
         answer["fragments"] = [_explained_json(rank, fragment, lift, shown)
                                for rank, (fragment, lift) in enumerate(explained, start=1)]
         return answer

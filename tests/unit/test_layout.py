@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.index",),
     ("repomem.retrieval", "repomem.memory"),
     ("repomem.positions", "repomem.records"),
+    ("repomem.repo_view",),
     ("repomem.service", "repomem.backends"),
     ("repomem.completion",),
     ("repomem.lsp", "repomem.evaluation"),
@@ -99,6 +100,17 @@ def test_every_import_points_down_or_within_its_package():
                 problems.append(f"{path.relative_to(ROOT)}:{line}: {module} (layer {layer}) imports {target} "
                                 f"(layer {target_layer})")
     assert not problems, "\n".join(problems)
+
+
+def test_only_the_engine_imports_the_service_within_completion():
+    """Prompt levers and retrievers read the repository through a RepoView made per request; the
+    service's life cycle (edits, saves, rollbacks) stays out of their reach."""
+    modules = module_files()
+    offenders = [f"{path.relative_to(ROOT)}:{line}"
+                 for module, path in modules.items()
+                 if module.startswith("repomem.completion") and module != "repomem.completion.engine"
+                 for name, line, _ in imports_of(path, module) if resolve(name, modules) == "repomem.service"]
+    assert not offenders, offenders
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[str]:

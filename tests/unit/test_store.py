@@ -186,7 +186,7 @@ def test_pruned_snapshot_structure_means_rebuild(synthetic_repo):
     report = service.ensure_index()
     assert report.action == "built" and "structure unreadable" in report.reason
     assert report.index_bytes > 0
-    assert service.retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
+    assert service.view().retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
 
 
 def test_a_restamping_save_keeps_the_call_edges(synthetic_repo):
