@@ -42,7 +42,7 @@ from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.model_calls import ModelCall
 from repomem.completion.prompt import Prompt
 from repomem.completion.request import CompletionRequest
-from repomem.completion.retrievers import RETRIEVERS, RoundQuery
+from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuery
 from repomem.config import Config, settings_digest, with_assignments, with_overrides
 from repomem.evaluation.metrics import (
     definition_hit_rank,
@@ -62,7 +62,7 @@ from repomem.progress import NoProgress, Progress
 from repomem.regular_files import cut_torn_tail
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
-from repomem.strategies import BASELINE, STRATEGY_NAMES, strategy_named
+from repomem.strategies import BASELINE, EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES, strategy_named
 
 RESULTS_VERSION = 1
 # Consecutive failed tasks after which a run stops (a dead model server fails every task).
@@ -74,7 +74,7 @@ EVAL_DEADLINE_S = 1800.0
 
 @dataclass(frozen=True)
 class RunSettings:
-    strategies: tuple[str, ...] = STRATEGY_NAMES
+    strategies: tuple[str, ...] = EVAL_DEFAULT_STRATEGIES
     alpha: float | None = None  # FragRel's alpha; None = the config's (0.5)
     k: int | None = None  # fragments retrieved; None = the config's (10)
     # "similarity": the most BM25-similar block last (RepoCoder's order; for FragRel, its anchored best
@@ -513,7 +513,11 @@ class Evaluator:
         strategy = strategy_named(variant.strategy)
         if strategy is not None and strategy.retriever not in ("sparse", "none"):
             query, _ = text_before_cursor(cursor, service.config.retrieval.query_lines)
-            fragments = RETRIEVERS[strategy.retriever](service, RoundQuery(cursor, query, variant.alpha, None, leak))
+            try:
+                fragments = RETRIEVERS[strategy.retriever](service.view(self.config),
+                                                           RoundQuery(cursor, query, variant.alpha, None, leak))
+            except RetrievalFailed as error:
+                return {"error": error.failure.message, "error_kind": error.failure.kind}
         else:
             anchored = 0 if strategy is not None and strategy.as_published else None
             fragments = service.view().retrieve_at(cursor, alpha=variant.alpha, unlisted=leak,

@@ -464,6 +464,11 @@ class IndexConfig:
                              help="if set, indexes live here instead, one sub-folder per repository")
     keep_snapshots: int = setting(1, repository_cap=8,  # each a copy of the index on disk
                                   run_only=True, help="older complete snapshots kept besides the current one")
+    # Strategy "dense" ranks windows by embeddings (repomem/embeddings/window_embeddings.py); on, `repomem
+    # index` computes them with the index (minutes on a large repository), off, the first dense
+    # retrieval does.
+    window_embeddings: bool = setting(False, run_only=True,
+                                      help="embed every window (all-MiniLM-L6-v2) when indexing, for strategy dense")
     compact_ratio: float = setting(0.25, run_only=True,
                                    help="rebuild W when this share of fragments changed since the base")
     workers: int = setting(2, positive=True, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,

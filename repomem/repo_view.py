@@ -9,7 +9,7 @@ the service for that request and its config (`RepoService.view`), which offers
   edit gave a remembered fragment;
 - retrieval: the top K for a query or a cursor (eq. 10, the time budget, the cursor's masks), and
   its explanation;
-- a read-only symbol handle on the code graph (repomem/index/symbol_view.py) for what a prompt
+- a read-only symbol handle on the code graph (repomem/retrieval/symbol_view.py) for what a prompt
   lever asks of imports, resolved calls and definitions;
 - the memory strategies' stores.
 
@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from repomem.config import Config, ScanConfig
+from repomem.embeddings.window_embeddings import DenseWindows
+from repomem.failures import Failure
 from repomem.index.repo_index import RepoIndex
 from repomem.index.secrets import mask_secrets
-from repomem.index.symbol_view import SymbolView
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, text_before_cursor
 from repomem.retrieval.scoring import (
@@ -42,6 +43,7 @@ from repomem.retrieval.scoring import (
     strongest_lifts,
     top_fragments,
 )
+from repomem.retrieval.symbol_view import SymbolView
 
 
 @dataclass(frozen=True)
@@ -79,14 +81,16 @@ class RepoView:
     """Read-only access to one repository's index and text for one request and config."""
 
     def __init__(self, root: Path, config: Config, index: RepoIndex | None, raw_text: Callable[[str], str],
-                 memories: MemoryStores):
+                 memories: MemoryStores, dense: Callable[[], DenseWindows | Failure] | None = None):
         """`raw_text(path)`: the file's text as indexed (editor buffer, else disk; "" when
-        unreadable), secrets not yet masked."""
+        unreadable), secrets not yet masked; `dense()`: the index's windows as embeddings (the
+        service embeds what has no vector yet at the first call)."""
         self.root = root
         self.config = config
         self._index = index
         self._raw_text = raw_text
         self.memories = memories
+        self._dense = dense
         self._symbols: SymbolView | None = None
 
     # -- the index -----------------------------------------------------------------------------
@@ -255,6 +259,28 @@ class RepoView:
         fragments = self.retrieve(window if query is None else query, k, alpha, excluded, unlisted, anchored)
         elapsed = (time.perf_counter() - started) * 1000
         return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
+
+    def retrieve_dense(self, cursor: Cursor, query_text: str, k: int | None = None,
+                       excluded: np.ndarray | None = None,
+                       unlisted: np.ndarray | None = None) -> list[ScoredFragment] | Failure:
+        """Top K windows by the cosine of their embedding with the query's (RepoCoder's dense
+        retriever); the cursor's masks apply, and neither `excluded` nor `unlisted` windows are
+        offered. s_ind = s_rel = the cosine."""
+        if self._dense is None:
+            return Failure("bad-strategy", "dense retrieval needs the repository service's embeddings")
+        windows = self._dense()
+        if isinstance(windows, Failure):
+            return windows
+        index = self._loaded()
+        excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
+        k = self.config.retrieval.top_k if k is None else k
+        out = []
+        for fragment, cosine in windows.top(query_text, k, np.union1d(excluded, unlisted)):
+            record = index.files[int(index.fragment_file[fragment])]
+            assert record is not None
+            out.append(ScoredFragment(fragment, record.path, int(index.fragment_start[fragment]),
+                                      int(index.fragment_end[fragment]), cosine, 0.0, cosine))
+        return out
 
     def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
                 excluded: np.ndarray | None = None,

@@ -25,6 +25,10 @@ from pathlib import Path
 from repomem.allocator import release_free_memory
 from repomem.config import Config, load_config
 from repomem.cyclic_gc import rarer_collections
+from repomem.embeddings.embedder import TextEmbedder
+from repomem.embeddings.window_embeddings import FILE_NAME as WINDOW_EMBEDDINGS_FILE
+from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
+from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
@@ -95,6 +99,10 @@ class RepoService:
         self._buffers: dict[str, str] = {}
         # The settings and the index are asked anew at each call: an editor replaces `config`,
         # a rebuild or a rollback replaces `index`.
+        # Window embeddings (strategy "dense"): the model, loaded at the first need, and the
+        # ranking of the current index's windows, remade when an edit or a build replaces it.
+        self._embedder: TextEmbedder | None = None
+        self._dense: tuple[RepoIndex, int, DenseWindows] | None = None
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -224,6 +232,10 @@ class RepoService:
         except OSError as error:
             return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
         self.index = index
+        if self.config.index.window_embeddings:
+            embedded = self.update_window_embeddings(progress)
+            if isinstance(embedded, Failure):
+                return embedded
         return IndexReport(
             root=self.root,
             files=index.n_live_files,
@@ -406,7 +418,60 @@ class RepoService:
     def view(self, config: Config | None = None) -> RepoView:
         """What one request may read of the repository (repomem/repo_view.py), with `config` (the
         request's) or the service's own; made anew per request, as an edit replaces the index."""
-        return RepoView(self.root, config or self.config, self.index, self._raw_text, self.memories)
+        return RepoView(self.root, config or self.config, self.index, self._raw_text, self.memories,
+                        self.dense_windows)
+
+    # -- window embeddings (strategy "dense") ----------------------------------------------------
+
+    def update_window_embeddings(self, progress: Progress | None = None) -> int | Failure:
+        """Embed the windows of the indexed files that have no vectors yet, keep them in the index
+        folder (repomem/embeddings/window_embeddings.py) and return how many were embedded."""
+        updated = self._updated_embeddings(progress or NoProgress())
+        return updated if isinstance(updated, Failure) else updated[1]
+
+    def dense_windows(self) -> DenseWindows | Failure:
+        """The current index's windows for ranking by cosine; the first call after a build or an
+        edit embeds what has no vector yet."""
+        index = self._loaded_index()
+        if self._dense is not None and self._dense[0] is index and self._dense[1] == index.generation:
+            return self._dense[2]
+        updated = self._updated_embeddings(NoProgress())
+        if isinstance(updated, Failure):
+            return updated
+        embedder = self._text_embedder()
+        if isinstance(embedder, Failure):
+            return embedder
+        vectors, known = updated[0].matrix(index)
+        windows = DenseWindows(vectors, known, lambda text: embedder.embed([text])[0])
+        self._dense = (index, index.generation, windows)
+        return windows
+
+    def _text_embedder(self) -> TextEmbedder | Failure:
+        if self._embedder is None:
+            loaded = TextEmbedder.load()
+            if isinstance(loaded, Failure):
+                return loaded
+            self._embedder = loaded
+        return self._embedder
+
+    def _updated_embeddings(self, progress: Progress) -> tuple[WindowEmbeddings, int] | Failure:
+        index = self._loaded_index()
+        directory = index_dir(self.root, self.config)
+        store = WindowEmbeddings.load(directory, window_store_key(self.config))
+        missing = store.missing_files(index)
+        embedder = self._text_embedder() if missing else None
+        if isinstance(embedder, Failure):
+            return embedder
+        progress.start("embedding windows", sum(index.files[f].n_fragments for f in missing))
+        embedded = store.update(index, lambda path: self.view().file_lines(path), lambda: embedder,
+                                progress.advance)
+        try:
+            if embedded or not (directory / WINDOW_EMBEDDINGS_FILE).is_file():
+                store.save(directory)
+        except OSError as error:
+            return Failure("index-write", f"cannot write the window embeddings in {directory}: {written_what(error)}")
+        self._dense = None
+        return store, embedded
 
     def _raw_text(self, path: str) -> str:
         text = self._buffers.get(path)

@@ -182,7 +182,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError(Failure("bad-option", "--max-tokens must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
-    from repomem.cli.service_setup import ensure_index
+    from repomem.cli.service_setup import embed_windows, ensure_index
     from repomem.completion.engine import CompletionEngine
     from repomem.records import JSON_VERSION, fragment_record
 
@@ -199,6 +199,8 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     strategy = args.strategy or settings.strategy
     if strategy_named(strategy).retrieves:
         ensure_index(service, err)
+    if strategy_named(strategy).embeds_windows:
+        embed_windows(service, err)
     timings["index"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     backend = open_chosen_backends(args, settings, err)[0]

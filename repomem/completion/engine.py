@@ -28,7 +28,7 @@ from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.postprocess import CompletionShape, clean_completion, completion_settled
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
-from repomem.completion.retrievers import RETRIEVERS, RoundQuery
+from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuery
 from repomem.completion.rounds import RoundAnswer
 from repomem.completion.warm_prefix import FunctionKey, PromptStart, WarmPrefix
 from repomem.config import Config
@@ -271,7 +271,10 @@ class CompletionEngine:
         follow-up round's lines (PromptLever.follow_up)."""
         lever_round, levers = self._lever_round(view, request, context, round_number, model, pinned_lines)
         started = time.perf_counter()
-        fragments = list(fragments) if fragments is not None else self._fragments(lever_round, levers, query)
+        try:
+            fragments = list(fragments) if fragments is not None else self._fragments(lever_round, levers, query)
+        except RetrievalFailed as error:
+            return error.failure
         timings["retrieve"] += (time.perf_counter() - started) * 1000
         if model is not None:  # part of "retrieve": what the memory's own model calls cost
             timings["memory_model"] = sum(call.seconds for call in model.calls) * 1000

@@ -7,9 +7,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.completion.model_calls import MemoryModel
+from repomem.failures import Failure
 from repomem.positions import Cursor
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
+
+
+class RetrievalFailed(Exception):
+    """A retriever that cannot retrieve at all (its model cannot be had): the request fails with
+    `failure` instead of going on with no context as if none were relevant."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 @dataclass(frozen=True)

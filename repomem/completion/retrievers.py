@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from repomem.completion.memory_retrievers import entity_walk, gist_lookup, memory_walk
-from repomem.completion.retrieval_round import RoundQuery, bm25_within
+from repomem.completion.retrieval_round import RetrievalFailed, RoundQuery, bm25_within
+from repomem.failures import Failure
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
 
-__all__ = ["RETRIEVERS", "Retriever", "RoundQuery"]
+__all__ = ["RETRIEVERS", "RetrievalFailed", "Retriever", "RoundQuery"]
 
 Retriever = Callable[[RepoView, RoundQuery], list[ScoredFragment]]
 
@@ -32,6 +33,18 @@ def sparse_windows(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
     return list(found.fragments)
 
 
+def dense_windows(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
+    """RepoCoder's dense retriever: windows ranked by the cosine of their embedding with the
+    query's (all-MiniLM-L6-v2, repomem/embeddings/embedder.py); the request fails when the embedding
+    model cannot be had."""
+    if not view.index_loaded:
+        return []
+    found = view.retrieve_dense(query.cursor, query.text, excluded=query.excluded, unlisted=query.unlisted)
+    if isinstance(found, Failure):
+        raise RetrievalFailed(found)
+    return found
+
+
 def summary_tree_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
     """HAT: walk the summary tree best-first from the root to the files whose summaries match the
     query best, then rank only their windows (and the current file's) by BM25."""
@@ -46,6 +59,7 @@ def summary_tree_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]
 RETRIEVERS: dict[str, Retriever] = {
     "none": current_file_only,
     "sparse": sparse_windows,
+    "dense": dense_windows,  # RepoCoder's dense setting
     "summary-tree": summary_tree_walk,
     "memory-walk": memory_walk,  # MemWalker
     "gist-lookup": gist_lookup,  # ReadAgent

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.config", "repomem.setting_reference", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),
-    ("repomem.retrieval", "repomem.memory"),
+    ("repomem.retrieval", "repomem.memory", "repomem.embeddings"),
     ("repomem.positions", "repomem.records"),
     ("repomem.repo_view",),
     ("repomem.service", "repomem.backends"),

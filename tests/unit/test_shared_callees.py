@@ -11,8 +11,8 @@ from repomem.completion.engine import CompletionEngine
 from repomem.completion.levers.imported_usage import imported_not_called, imported_usage_blocks, usage_windows
 from repomem.completion.levers.shared_callees import shared_callee_blocks, shared_callee_sites
 from repomem.config import Config, with_overrides
-from repomem.index.symbol_view import SymbolView
 from repomem.positions import locate
+from repomem.retrieval.symbol_view import SymbolView
 from repomem.service import RepoService
 from tests.unit.test_scope_imports import Words
 

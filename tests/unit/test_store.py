@@ -234,7 +234,7 @@ def test_checkpoint_survives_a_snapshot_pruned_by_another_process(synthetic_repo
     assert isinstance(checkpoint, bytes)
     reader.rollback(checkpoint)
     assert reader.index.snapshot != first_snapshot  # the current one, with the writer's files
-    assert reader.retrieve("edited_1", k=1)[0].path == "lib/part0/mod0.py"
+    assert reader.view().retrieve("edited_1", k=1)[0].path == "lib/part0/mod0.py"
 
 
 def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path, monkeypatch):

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from repomem.completion.levers.base import PromptLever
 from repomem.completion.levers.signature_lines import signature_span
 from repomem.config import BM25Config, Config
-from repomem.index.symbol_view import SymbolView
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import Definition
 from repomem.positions import Cursor
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
+from repomem.retrieval.symbol_view import SymbolView
 
 
 class DefinitionBlocks(PromptLever):

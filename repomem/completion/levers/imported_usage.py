@@ -12,10 +12,10 @@ import numpy as np
 
 from repomem.completion.levers.base import PromptLever
 from repomem.config import Config
-from repomem.index.symbol_view import SOURCE_FILE, SOURCE_NODE, SymbolView
 from repomem.positions import Cursor
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
+from repomem.retrieval.symbol_view import SOURCE_FILE, SOURCE_NODE, SymbolView
 
 
 class ImportedUsage(PromptLever):

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from repomem.completion.levers.base import Pins, PromptLever
 from repomem.completion.prompt import Prompt
 from repomem.config import Config
-from repomem.index.symbol_view import SymbolView
 from repomem.languages.registry import language_named
+from repomem.retrieval.symbol_view import SymbolView
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 

@@ -22,10 +22,10 @@ import numpy as np
 
 from repomem.completion.levers.base import PromptLever
 from repomem.config import Config
-from repomem.index.symbol_view import SOURCE_FILE, SOURCE_NODE, SymbolView, functions, innermost
 from repomem.positions import Cursor
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
+from repomem.retrieval.symbol_view import SOURCE_FILE, SOURCE_NODE, SymbolView, functions, innermost
 
 # Lines shown above the last shared call: the call itself and what set up its arguments.
 LINES_BEFORE_SHARED_CALL = 2

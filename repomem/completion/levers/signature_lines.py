@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from repomem.config import BM25Config
-from repomem.index.symbol_view import SymbolView
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import Definition
+from repomem.retrieval.symbol_view import SymbolView
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _OPENING = {"(": ")", "[": "]", "{": "}"}
