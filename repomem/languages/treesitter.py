@@ -36,6 +36,13 @@ def node_kind_names(language: str) -> tuple[str, ...]:
     return tuple(grammar.node_kind_for_id(kind_id) or "" for kind_id in range(grammar.node_kind_count))
 
 
+def text_of(node: Node | None) -> str:
+    """A node's source text ("" for no node), undecodable bytes replaced."""
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", errors="replace")
+
+
 def parse(language: str, source: bytes) -> Tree:
     """Parse UTF-8 bytes; tree-sitter recovers from syntax errors, so this never fails."""
     return parser_for(language).parse(source)
