@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
 from repomem.languages.python.syntax import LANGUAGE_NAME
+from repomem.languages.resolver_scaffold import shared_prefix_length
 
 
 @dataclass(frozen=True)
@@ -248,13 +249,7 @@ class PythonCallResolver:
         here = PurePosixPath(self._files[file_id].path).parts
 
         def shared(candidate: int) -> int:
-            there = PurePosixPath(self._files[candidate].path).parts
-            count = 0
-            for a, b in zip(here, there):
-                if a != b:
-                    break
-                count += 1
-            return count
+            return shared_prefix_length(here, PurePosixPath(self._files[candidate].path).parts)
 
         # Ties go to the first path (a whole build's order), not to the file learned first.
         return min(candidates, key=lambda c: (-shared(c), self._files[c].path))
