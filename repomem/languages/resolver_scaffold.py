@@ -12,6 +12,8 @@ from repomem.languages.parsed import CallEdge, Definition, FileSyntax, resolved_
 
 Owner = TypeVar("Owner")
 Member = TypeVar("Member")
+Key = TypeVar("Key", bound=Hashable)
+Answer = TypeVar("Answer")
 
 
 class Located(Protocol):
@@ -56,6 +58,13 @@ class TableResolver:
     def resolve_file(self, file_id: int) -> list[CallEdge]:
         """Call edges whose call site lies in `file_id`."""
         return resolved_calls(file_id, self._files[file_id], self.resolve_callee)
+
+
+def remembered(memo: dict[Key, Answer], key: Key, compute: Callable[[], Answer]) -> Answer:
+    """`memo[key]`, computed by `compute()` the first time it is asked for."""
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 def drop_holder(holders_by_key: dict[str, set[int]], key: str, file_id: int) -> None:

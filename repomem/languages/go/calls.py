@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from repomem.languages.go.packages import PackageDirectories, directory_of, directory_tails, path_suffixes
 from repomem.languages.go.syntax import ALIAS_MARK, DOT_IMPORT
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
-from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases
+from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases, remembered
 
 
 @dataclass(frozen=True)
@@ -183,10 +183,8 @@ class GoCallResolver(TableResolver):
         return resolved if isinstance(resolved, _Found) else found
 
     def _member(self, owner: _Found, name: str) -> _Found | None:
-        key = (owner.file, owner.definition.node, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: _Found, name: str) -> _Found | None:
         """A method of a type or of the types it embeds (breadth first, `max_base_depth` levels)."""

@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from repomem.languages.java.packages import Found, Packages, is_platform, prefixes
 from repomem.languages.java.syntax import NEW, PACKAGE_MARK, WILDCARD
 from repomem.languages.parsed import Definition, FileSyntax, ImportBinding
-from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases, node_identity
+from repomem.languages.resolver_scaffold import (
+    TableResolver,
+    drop_holder,
+    member_through_bases,
+    node_identity,
+    remembered,
+)
 
 
 def _enclosing_chain(enclosing_class: str) -> list[str]:
@@ -134,10 +140,8 @@ class JavaCallResolver(TableResolver):
     # -- classes and members -------------------------------------------------------------------
 
     def _member(self, owner: Found, name: str) -> Found | None:
-        key = (owner.file, owner.definition.node, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: Found, name: str) -> Found | None:
         """A method or nested class of a class or of its in-repo supertypes (breadth first, the

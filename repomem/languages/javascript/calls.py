@@ -20,7 +20,7 @@ from typing import NamedTuple
 from repomem.languages.javascript.imports import ALL_NAMES, DEFAULT, EXPORT_MARK, is_export
 from repomem.languages.javascript.modules import ModuleFiles, module_keys, stem_of, target_key
 from repomem.languages.parsed import Definition, FileSyntax, ImportBinding
-from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases
+from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases, remembered
 
 
 class _Module(NamedTuple):
@@ -196,10 +196,8 @@ class JavaScriptCallResolver(TableResolver):
         return None
 
     def _member(self, owner: _Found, name: str) -> _Found | None:
-        key = (owner.file, owner.definition.node, owner.definition.name, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, owner.definition.name, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: _Found, name: str) -> _Found | None:
         """A method (or nested class) of a class or of the classes it extends, breadth first."""

@@ -25,7 +25,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls, symbol_shape
-from repomem.languages.resolver_scaffold import drop_holder, member_through_bases, node_identity, shared_prefix_length
+from repomem.languages.resolver_scaffold import (
+    drop_holder,
+    member_through_bases,
+    node_identity,
+    remembered,
+    shared_prefix_length,
+)
 from repomem.languages.rust.layout import (
     STANDARD_CRATES,
     ModulePath,
@@ -304,10 +310,8 @@ class RustCallResolver:
         return current
 
     def _member(self, owner: Found, name: str) -> Found | None:
-        key = (owner.file, owner.definition.node, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: Found, name: str) -> Found | None:
         """A function of the type's impl blocks (or the trait's own), else of its supertraits
