@@ -51,8 +51,8 @@ def parse(language: str, source: bytes) -> Tree:
 def capture_nodes(language: str, query_source: str, root: Node, name: str) -> list[Node]:
     """Nodes captured under `name` by a tree-sitter query, in document order (an enclosing node
     before the nodes it holds). tree-sitter's captures come in match order, which changed from one
-    parse of a file to the next (14 of 16 files of django/db/models), and the order is saved with
-    the index's call sites: sorted, the same code writes the same index."""
+    parse of a file to the next (docs/measurements.md#parsing-and-analysis), and the order is
+    saved with the index's call sites: sorted, the same code writes the same index."""
     captures = tree_sitter.QueryCursor(_query(language, query_source)).captures(root)
     return sorted(captures.get(name, []), key=lambda node: (node.start_byte, -node.end_byte))
 
