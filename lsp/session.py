@@ -181,8 +181,9 @@ class CompletionSession:
             self.log("warning", report.warning)
         self.log("info", _report_line(report))
         # Before the index is shared: the first keystroke then does not load the structure, the
-        # call tables, the kept edit graph and the edit kernels (~1 s on Django). Only a head start:
-        # if it fails, the first edit does the same work (and reports what it meets).
+        # call tables, the kept edit graph and the edit kernels (docs/measurements.md#index-load).
+        # Only a head start: if it fails, the first edit does the same work (and reports what it
+        # meets).
         try:
             builder.prepare_for_edits()
         except Exception as error:  # noqa: BLE001

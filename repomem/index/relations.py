@@ -137,7 +137,7 @@ def graph_relation_entries(
             raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * edges
         if progress is not None:
             progress(int(part.shape[0]))
-        # Row and column ids as int32 (Django: 2.5M entries).
+        # Row and column ids as int32 (millions of entries: docs/measurements.md#graph-and-relations).
         return result[0].astype(np.int32), result[1].astype(np.int32), result[2], result[3]
 
     try:
@@ -193,8 +193,8 @@ def _rows_searched_on_two_threads(
 
 class KeptScratch:
     """One `relation_scratch` set kept between calls, for an edit's rows (a language server edits
-    all day): a fresh graph-sized set faulted its pages in on every edit, 2.2 ms of Django's ~42 ms.
-    About 8 MB of it stays resident on Django. One caller at a time; another gets None and makes
+    all day): a fresh graph-sized set faulted its pages in on every edit (what that cost, and what
+    the kept set leaves resident: docs/measurements.md#an-edit). One caller at a time; another gets None and makes
     its own set. Grown with headroom as the graph grows."""
 
     HEADROOM = 1.25  # sizes kept above the current need, so files added do not re-allocate at once
@@ -238,8 +238,8 @@ def gathered(
 
     With `keep` > 0 a row has at most `keep` entries, so the entries go straight into arrays of
     that capacity as the chunks come in, and the result is their filled front: untouched pages
-    of np.empty are never resident, and neither the chunks nor a joined copy pile up (Django's
-    cold build held both, 80 MB at its peak, for 40 MB of entries). Otherwise joined at the end.
+    of np.empty are never resident, and neither the chunks nor a joined copy pile up (a cold build
+    held both at its peak: docs/measurements.md#memory-of-a-cold-build). Otherwise joined at the end.
     """
     if keep <= 0:
         parts = list(chunks)
@@ -312,8 +312,9 @@ def relation_entries(
     if isinstance(graph, CodeGraph) and kind != "context":
         graph = search_graph(graph, fragments)
     if kind == "graph":
-        # The kernel already keeps each row's `keep` strongest and knows their bars: sorting 2.5M
-        # entries again took 1 s of Django's cold build (the parity tests check both ways agree).
+        # The kernel already keeps each row's `keep` strongest and knows their bars: sorting the
+        # entries again cost the cold build (docs/measurements.md#graph-and-relations; the parity
+        # tests check both ways agree).
         return graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config, progress, keep)
     parts = []
     if kind == "graph+context":
@@ -384,7 +385,7 @@ def symmetric_union(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Entries plus their transposes; a pair present twice keeps its larger value. Sorted by row,
     then column (as `symmetric_union_by_lexsort`, the reference). One sort of a combined int64 key
-    and a maximum per run of equal keys: a three-key lexsort took 2 ms of every edit on Django."""
+    and a maximum per run of equal keys: a three-key lexsort was slower (docs/measurements.md#an-edit)."""
     r = np.concatenate([rows, cols])
     c = np.concatenate([cols, rows])
     v = np.concatenate([values, values])

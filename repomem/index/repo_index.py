@@ -47,8 +47,8 @@ def build_index(
     """A complete index of `sources` (already read and filtered by the scan).
 
     `sources` and `analyses` (in the order of `sources` sorted by path), when they are lists,
-    are emptied once read: the texts and the BM25 tokens by line (Django: 25 + 40 MB) are not
-    resident during the relation phase, the cold build's peak.
+    are emptied once read: the texts and the BM25 tokens by line are not resident during the
+    relation phase, the cold build's peak (docs/measurements.md#memory-of-a-cold-build).
     """
     progress = progress or NoProgress()
     consumed = [sources, analyses]
@@ -72,7 +72,7 @@ def build_index(
     segment = build_segment(0, doc_terms, len(vocabulary))
     live = np.ones(n_fragments, dtype=bool)
     doc_len = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=n_fragments)
-    del doc_terms  # Django: 7.6M term ids, not needed past the segment (the relations need the room)
+    del doc_terms  # not needed past the segment: the relations need the room
     syntax, file_fragments = [a.syntax for a in analyses], [a.fragments for a in analyses]
     fragment_start = np.concatenate([a.fragments.starts for a in analyses] or [np.zeros(0, np.int32)])
     fragment_end = np.concatenate([a.fragments.ends for a in analyses] or [np.zeros(0, np.int32)])

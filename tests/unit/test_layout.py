@@ -167,6 +167,8 @@ def test_no_top_level_lsp_or_eval_package_is_installed():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     packages = pyproject.split("packages = [", 1)[1].split("]", 1)[0]
     assert '"lsp"' not in packages and '"eval"' not in packages
+    # scripts/ and experiments/ are run from a checkout, never installed.
+    assert not any(folder in packages for folder in ('"scripts', '"experiments', '"tests'))
     # Every engine package is listed: an editable install finds an unlisted one, a wheel would not.
     engine = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "repomem").rglob("__init__.py")}
     assert engine <= {name.strip().strip('"') for name in packages.split(",")}
@@ -227,7 +229,7 @@ def test_the_vscode_extension_offers_every_strategy_of_the_table():
 
 # -- the service is a narrow façade ----------------------------------------------------------------
 
-SERVICE_USERS = ("repomem", "lsp", "eval", "scripts")  # every folder whose code may hold a RepoService
+SERVICE_USERS = ("repomem", "lsp", "eval", "scripts", "experiments")  # every folder whose code may hold a RepoService
 
 
 def service_names(tree: ast.AST) -> set[str]:

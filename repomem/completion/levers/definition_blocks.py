@@ -6,8 +6,8 @@ fragments in front, each a header and docstring line. Off (0) by
 default: on the dev set it did not raise exact match (docs/eval-history.md).
 
 FragRel's relations only re-rank windows that BM25 already scored; an API call's definition often
-scores low against the lines before the call (on the dev set the called definition reached the
-prompt in 8% of API tasks). This module uses the same code graph to add context instead: the
+scores low against the lines before the call (how often it reached the prompt:
+docs/repoeval-devset.md#definition-blocks). This module uses the same code graph to add context instead: the
 functions and classes the file imports or calls in other files, ranked by the share of the words
 of their names (as defined and as imported) that the query shows (subword tokens, as BM25 sees
 them), then by whether the file already calls them, then by import order.
