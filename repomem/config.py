@@ -156,6 +156,13 @@ class RelationConfig:
     same_file_weight: float = setting(0.0, within="[0, 1]",
                                       help="eq. 8 relations between two windows of one file are multiplied by "
                                            "this (1 = the paper)")
+    # Eq. 6, the semantic relation: cosines of the windows' sentence embeddings (all-MiniLM-L6-v2,
+    # repomem/embeddings/), in W's elementwise max with the kind above. Embedding every window
+    # costs minutes on a large repository, so it is off (0) unless asked.
+    semantic_neighbours: int = setting(0, maximum=4096, repository_cap=512,
+                                       help="eq. 6: each fragment relates to this many of its most similar windows "
+                                            "by embedding cosine (0 = off)")
+    semantic_min_cosine: float = setting(0.5, within="[0, 1]", help="eq. 6 relations below this cosine are dropped")
     workers: int = setting(2, positive=True, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
                            help="threads building W (the numba kernel releases the GIL)")
     # Row blocks; scipy releases the GIL (docs/measurements.md#a-query). Below

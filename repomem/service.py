@@ -18,20 +18,22 @@ import dataclasses
 import pickle
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from repomem.allocator import release_free_memory
 from repomem.config import Config, load_config
 from repomem.cyclic_gc import rarer_collections
 from repomem.embeddings.embedder import TextEmbedder
-from repomem.embeddings.window_embeddings import FILE_NAME as WINDOW_EMBEDDINGS_FILE
 from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
 from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
+from repomem.index.relations import WindowVectors
 from repomem.index.repo_index import RepoIndex, StructureUnavailable, apply_changes, build_index
 from repomem.index.scan import (
     Candidate,
@@ -103,6 +105,8 @@ class RepoService:
         # ranking of the current index's windows, remade when an edit or a build replaces it.
         self._embedder: TextEmbedder | None = None
         self._dense: tuple[RepoIndex, int, DenseWindows] | None = None
+        self._embeddings: WindowEmbeddings | None = None  # the window embeddings kept, as last read or made
+        self._embeddings_unsaved = False
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -139,7 +143,8 @@ class RepoService:
             sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config,
                                                              progress)
             reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
-            return build_index(self.root, self.config, sources, reasons, progress, analyses)
+            return build_index(self.root, self.config, sources, reasons, progress, analyses,
+                               self._window_vectors(embed=True, progress=progress))
 
     def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int]:
         """Bring `index` up to date with the disk (and open buffers).
@@ -177,7 +182,8 @@ class RepoService:
         if changed or removed:
             index.ensure_structure()
             progress.start("updating", len(changed) + len(removed))
-            apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()))
+            apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()),
+                          self._window_vectors(embed=True, progress=progress))
             progress.advance(len(changed) + len(removed))
         return len(changed), len(removed), restamped
 
@@ -190,6 +196,10 @@ class RepoService:
         progress = progress or NoProgress()
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
+        if self.config.relations.semantic_neighbours > 0:  # eq. 6 embeds windows: the model first
+            embedder = self._text_embedder()
+            if isinstance(embedder, Failure):
+                return embedder
         reason = "--full requested" if full else ""
         warning = ""
         index: RepoIndex | None = None
@@ -227,6 +237,10 @@ class RepoService:
                     action = "built"
             if save and (action != "unchanged" or index.snapshot is None or restamped):
                 save_index(index, directory, index.snapshot)
+            if save:
+                saved = self._save_embeddings()  # eq. 6's, embedded during the build or update
+                if isinstance(saved, Failure):
+                    return saved
             if action == "built":
                 release_free_memory()  # what the build freed, back to the system (a server lives on)
         except OSError as error:
@@ -391,10 +405,10 @@ class RepoService:
         try:
             if isinstance(source, Skipped):
                 if record is not None:
-                    apply_changes(self.index, [], [path])
+                    apply_changes(self.index, [], [path], window_vectors=self._window_vectors(embed=False))
                 return None if source.reason == "no such file" else Failure("not-indexed", f"{path}: {source.reason}")
             if record is None or record.digest != source.digest:
-                apply_changes(self.index, [source], [])
+                apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=False))
         except StructureUnavailable as error:
             self.index = None
             return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
@@ -455,23 +469,60 @@ class RepoService:
         return self._embedder
 
     def _updated_embeddings(self, progress: Progress) -> tuple[WindowEmbeddings, int] | Failure:
-        index = self._loaded_index()
-        directory = index_dir(self.root, self.config)
-        store = WindowEmbeddings.load(directory, window_store_key(self.config))
-        missing = store.missing_files(index)
-        embedder = self._text_embedder() if missing else None
+        kept = self._embedding_store(self._loaded_index(), progress)
+        saved = self._save_embeddings()
+        return saved if isinstance(saved, Failure) else kept
+
+    def _embedding_store(self, index: RepoIndex, progress: Progress | None,
+                         embed: bool = True) -> tuple[WindowEmbeddings, int] | Failure:
+        """The window embeddings kept for this repository, with the windows of `index` that had no
+        vector embedded (`embed`), and how many were. Kept in memory between calls; written to
+        the index folder by `_save_embeddings` (during a first build the folder is not an index
+        yet, and repomem writes only into its own index folders)."""
+        key = window_store_key(self.config)
+        if self._embeddings is None or self._embeddings.key != key:
+            self._embeddings = WindowEmbeddings.load(index_dir(self.root, self.config), key)
+        store = self._embeddings
+        missing = store.missing_files(index) if embed else []
+        if not missing:
+            return store, 0
+        embedder = self._text_embedder()
         if isinstance(embedder, Failure):
             return embedder
+        progress = progress or NoProgress()
         progress.start("embedding windows", sum(index.files[f].n_fragments for f in missing))
         embedded = store.update(index, lambda path: self.view().file_lines(path), lambda: embedder,
                                 progress.advance)
-        try:
-            if embedded or not (directory / WINDOW_EMBEDDINGS_FILE).is_file():
-                store.save(directory)
-        except OSError as error:
-            return Failure("index-write", f"cannot write the window embeddings in {directory}: {written_what(error)}")
+        self._embeddings_unsaved = True
         self._dense = None
         return store, embedded
+
+    def _save_embeddings(self) -> None | Failure:
+        if self._embeddings is None or not self._embeddings_unsaved:
+            return None
+        directory = index_dir(self.root, self.config)
+        try:
+            self._embeddings.save(directory)
+        except OSError as error:
+            return Failure("index-write", f"cannot write the window embeddings in {directory}: {written_what(error)}")
+        self._embeddings_unsaved = False
+        return None
+
+    def _window_vectors(self, embed: bool, progress: Progress | None = None
+                        ) -> Callable[[RepoIndex], WindowVectors] | None:
+        """Eq. 6's windows' embeddings for a build or an edit (None when relations.semantic_neighbours
+        is off): the files read from disk are embedded first (`embed`); an unsaved editor buffer's
+        windows are not (seconds a keystroke), so they relate by eq. 6 once saved and re-indexed."""
+        if self.config.relations.semantic_neighbours <= 0:
+            return None
+
+        def vectors(index: RepoIndex) -> WindowVectors:
+            kept = self._embedding_store(index, progress, embed)
+            if isinstance(kept, Failure):  # the model was loaded before the build began (ensure_index)
+                return np.zeros((index.n_fragments, 0), dtype=np.float32), np.zeros(index.n_fragments, dtype=bool)
+            return kept[0].matrix(index)
+
+        return vectors
 
     def _raw_text(self, path: str) -> str:
         text = self._buffers.get(path)

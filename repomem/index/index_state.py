@@ -28,7 +28,7 @@ from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_g
 from repomem.index.indexed_files import FileAnalysis, FileRecord, analyze_file
 from repomem.index.kernels.csr import row_slots, rows_times
 from repomem.index.kernels.selection import strongest_in_row_runs
-from repomem.index.relations import relation_entries, symmetric_union
+from repomem.index.relations import WindowVectors, relation_entries, symmetric_union
 from repomem.index.scan import SourceFile
 from repomem.index.search_graph import SearchGraph
 from repomem.index.split_product import RowBlocks
@@ -302,11 +302,13 @@ class RepoIndex:
                               graph.node_offset)
 
     def relation_rows(
-        self, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True
+        self, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True,
+        window_vectors: Callable[[RepoIndex], WindowVectors] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Eq. 8 relations of fragment ids `rows` (int64) as (rows, cols, values, row bars), on the
         whole graph (`full`: a build, which records the graph's size) or on the graph kept between
-        edits; `keep` as `relations.relation_entries`."""
+        edits; `keep` as `relations.relation_entries`. `window_vectors(index)`: the windows'
+        embeddings, for eq. 6 (asked only when relations.semantic_neighbours is on)."""
         graph: CodeGraph | SearchGraph
         if full or self.config.relations.kind == "context":
             graph = self.graph(deduplicate=full)
@@ -318,8 +320,10 @@ class RepoIndex:
             edit = self.edit_graph()
             graph, table = edit.view(), edit.fragment_table(self)
         progress.start("relations", int(rows.shape[0]))
+        vectors = window_vectors(self) if window_vectors is not None and self.config.relations.semantic_neighbours \
+            else None
         return relation_entries(
-            rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep
+            rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep, vectors
         )
 
     # -- W -------------------------------------------------------------------------------------

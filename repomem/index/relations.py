@@ -43,6 +43,9 @@ from repomem.index.kernels.shortest_paths import (
 from repomem.index.search_graph import SearchGraph, search_graph
 
 ProgressCallback = Callable[[int], None]
+# (vectors, known): every window's unit embedding by fragment id, float32, shape (n_fragments,
+# dimensions), and which of them hold one (bool, shape (n_fragments,)); eq. 6 reads them.
+WindowVectors = tuple[np.ndarray, np.ndarray]
 
 
 def cost_limit(strength_cutoff: float) -> float:
@@ -289,6 +292,49 @@ def context_relation_entries(
     return np.concatenate(out_r).astype(np.int64), np.concatenate(out_c).astype(np.int64), np.concatenate(out_v)
 
 
+# Rows of the cosine block computed at once: (rows x fragments) float32, 64 MB at 2,048 x 8,192.
+SEMANTIC_ROW_BLOCK = 2048
+
+
+def semantic_relation_entries(
+    rows: np.ndarray, fragments: FragmentTable, live: np.ndarray, window_vectors: WindowVectors,
+    config: RelationConfig,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eq. 6: w_ij = cos(e_i, e_j) of the windows' embeddings, each row keeping its
+    `semantic_neighbours` most similar live windows j != i at `semantic_min_cosine` or more. A
+    pair of windows of one file is scaled by `same_file_weight` (0 leaves it out, as eq. 8's are:
+    overlapping windows share half their lines, so their cosine says little). A window without a
+    vector (an unsaved editor buffer) has no semantic relations."""
+    empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    vectors, known = window_vectors
+    k = config.semantic_neighbours
+    candidates = np.flatnonzero(known[: fragments.size] & live[: fragments.size])
+    rows = rows[known[rows] & live[rows]] if rows.size else rows
+    if k <= 0 or not rows.size or not candidates.size:
+        return empty
+    basis = vectors[candidates]  # (n_candidates, dimensions), float32
+    out_r, out_c, out_v = [], [], []
+    for first in range(0, rows.shape[0], SEMANTIC_ROW_BLOCK):
+        block = rows[first : first + SEMANTIC_ROW_BLOCK]
+        cosines = vectors[block] @ basis.T  # (block, n_candidates)
+        same_file = fragments.file[block][:, None] == fragments.file[candidates][None, :]
+        cosines[same_file] *= config.same_file_weight
+        cosines[block[:, None] == candidates[None, :]] = -np.inf  # not its own neighbour
+        keep = min(k, candidates.size)
+        # The k largest per row (the merge with the other relations keeps the row's top list).
+        top = np.argpartition(-cosines, keep - 1, axis=1)[:, :keep] if keep < candidates.size else \
+            np.broadcast_to(np.arange(candidates.size), (block.size, candidates.size))
+        values = np.take_along_axis(cosines, top, axis=1)
+        r = np.repeat(block, keep)
+        c = candidates[top].ravel()
+        v = values.ravel().astype(np.float64)
+        chosen = v >= max(config.semantic_min_cosine, config.relation_cutoff)
+        out_r.append(r[chosen])
+        out_c.append(c[chosen])
+        out_v.append(v[chosen])
+    return np.concatenate(out_r), np.concatenate(out_c), np.concatenate(out_v)
+
+
 def relation_entries(
     rows: np.ndarray,
     fragments: FragmentTable,
@@ -298,10 +344,12 @@ def relation_entries(
     relation_config: RelationConfig,
     progress: ProgressCallback | None = None,
     keep: int | None = None,
+    window_vectors: WindowVectors | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The configured relation's strongest entries for `rows`: (row, col, w, entry bar per row).
 
-    Graph (eq. 8), context (eq. 7), or their elementwise max; each row keeps its
+    Graph (eq. 8), context (eq. 7), or their elementwise max, and with `window_vectors` and
+    `semantic_neighbours` the semantic relation (eq. 6) in that max too; each row keeps its
     `max_relations_per_fragment` largest entries (or `keep`; 0 keeps all), and its bar is the
     weakest one kept (the relation cutoff when the row was not full). A `CodeGraph` is made
     into its `SearchGraph` with `fragments` (when the relation kind reads the graph).
@@ -311,18 +359,23 @@ def relation_entries(
         keep = relation_config.max_relations_per_fragment
     if isinstance(graph, CodeGraph) and kind != "context":
         graph = search_graph(graph, fragments)
-    if kind == "graph":
+    semantic = window_vectors is not None and relation_config.semantic_neighbours > 0
+    if kind == "graph" and not semantic:
         # The kernel already keeps each row's `keep` strongest and knows their bars: sorting the
         # entries again cost the cold build (docs/measurements.md#graph-and-relations; the parity
         # tests check both ways agree).
         return graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config, progress, keep)
     parts = []
-    if kind == "graph+context":
+    if kind in ("graph", "graph+context"):
         parts.append(graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config,
                                             progress, keep)[:3])
     elif progress is not None:
         progress(int(rows.shape[0]))
-    parts.append(context_relation_entries(rows, fragments, live, relation_config))
+    if kind in ("context", "graph+context"):
+        parts.append(context_relation_entries(rows, fragments, live, relation_config))
+    if semantic:
+        assert window_vectors is not None
+        parts.append(semantic_relation_entries(rows, fragments, live, window_vectors, relation_config))
     r = np.concatenate([p[0] for p in parts])
     c = np.concatenate([p[1] for p in parts])
     v = np.concatenate([p[2] for p in parts])
