@@ -46,3 +46,26 @@ def test_index_embeds_the_windows_when_the_setting_asks(tmp_path: Path):
     assert run("index", str(shop), "--json").returncode == 0
     with np.load(shop / ".repomem" / FILE_NAME) as data_file:
         assert int(data_file["counts"].sum()) == json.loads(run("index", str(shop), "--json").stdout)["fragments"]
+
+
+def test_the_semantic_relation_joins_w_with_the_real_model(tmp_path: Path):
+    """Eq. 6 on: `repomem index` embeds every window first, W gains relations between windows of
+    different files that share no graph path, and retrieval ranks with them (s_env)."""
+    plain = copy_example(tmp_path / "plain")
+    shop = copy_example(tmp_path / "shop")
+    (shop / "repomem.toml").write_text("[relations]\nsemantic_neighbours = 8\nsemantic_min_cosine = 0.4\n")
+    for folder in (plain, shop):
+        result = run("index", str(folder), "--json")
+        assert result.returncode == 0, result.stderr
+    assert (shop / ".repomem" / FILE_NAME).is_file() and not (plain / ".repomem" / FILE_NAME).exists()
+    from repomem.service import RepoService
+
+    with_eq6, without = RepoService.open(shop), RepoService.open(plain)
+    assert with_eq6.ensure_index().action == "unchanged" and without.ensure_index().action == "unchanged"
+    w_with = with_eq6.index_for_measurement().relation_matrix().toarray()
+    w_without = without.index_for_measurement().relation_matrix().toarray()
+    assert w_with.shape == w_without.shape and (w_with >= w_without - 1e-6).all()
+    assert (w_with > w_without + 1e-6).sum() > 0
+    result = run("retrieve", "shop/report.py:9", "--json", cwd=shop)
+    assert result.returncode == 0, result.stderr
+    assert any(f["s_env"] > 0 for f in json.loads(result.stdout)["fragments"])
