@@ -593,11 +593,17 @@ class Evaluator:
         assert self.backend is not None
         engine = CompletionEngine(service, self.backend, self.config)  # fresh: no memory across tasks
         request = self._engine_request(engine, task, cursor, leak, variant, enough=has_enough_lines(task.ground_truth))
+        deferred_before = self.backend.deferred_requests
         result = request if isinstance(request, Failure) else engine.run(request)
         if isinstance(result, Failure):
             if result.kind == DEFERRED and not isinstance(request, Failure):
                 self._defer_second_opinion(engine, request)
             return {"error": result.message, "error_kind": result.kind}
+        if self.backend.deferred_requests > deferred_before:
+            # A later generation (a follow-up round, a second opinion) was written out: the engine
+            # showed the answer it had, but the direct run's answer needs that one too. The replay
+            # writes the record.
+            return {"error": "a generation of this task was deferred", "error_kind": DEFERRED}
         return self._model_fields(service, task, cursor, result, typed)
 
     @staticmethod
