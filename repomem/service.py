@@ -30,6 +30,7 @@ from repomem.allocator import release_free_memory
 from repomem.config import Config, load_config
 from repomem.cyclic_gc import rarer_collections
 from repomem.failures import Failure, FailureKind
+from repomem.index.index_folder import index_dir, index_outside_repo
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
 from repomem.index.repo_index import RepoIndex, StructureUnavailable, apply_changes, build_index
@@ -45,7 +46,8 @@ from repomem.index.scan import (
     source_from_bytes,
 )
 from repomem.index.secrets import mask_secrets
-from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
+from repomem.index.snapshot_load import load_index
+from repomem.index.snapshot_save import save_index
 from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
@@ -248,7 +250,7 @@ class RepoService:
                         index.ensure_structure()
                     changed, removed, restamped = self._refresh(index, progress)
                     if restamped and save:
-                        index.ensure_structure()  # the save writes it (index/store.save_index)
+                        index.ensure_structure()  # the save writes it (index/snapshot_save.py)
                     action = "updated" if changed or removed else "unchanged"
                 except StructureUnavailable as error:
                     reason = f"index structure unreadable ({error})"
