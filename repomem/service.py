@@ -147,9 +147,9 @@ class RepoService:
     @classmethod
     def open(cls, root: Path, config: Config | None = None) -> RepoService | Failure:
         if not root.exists():
-            return Failure("missing-repo", f"{root}: no such folder")
+            return Failure(FailureKind.MISSING_REPO, f"{root}: no such folder")
         if not root.is_dir():
-            return Failure("not-a-folder", f"{root} is not a folder")
+            return Failure(FailureKind.NOT_A_FOLDER, f"{root} is not a folder")
         root = root.resolve()
         warnings: list[str] = []
         if config is None:
@@ -267,7 +267,7 @@ class RepoService:
             if action == "built":
                 release_free_memory()  # what the build freed, back to the system (a server lives on)
         except OSError as error:
-            return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
+            return Failure(FailureKind.INDEX_WRITE, f"cannot write the index in {directory}: {written_what(error)}")
         self.index = index
         return IndexReport(
             root=self.root,
@@ -348,7 +348,7 @@ class RepoService:
         dropped a buffer differs slightly from one that never did. An evaluation rolls back after
         every task, so each task sees the index plus its own buffer only, whatever ran before."""
         if self.index is None:
-            return Failure("no-index", "the index is not loaded")
+            return Failure(FailureKind.NO_INDEX, "the index is not loaded")
         try:
             self.index.ensure_structure()
         except StructureUnavailable:
@@ -363,7 +363,7 @@ class RepoService:
             try:
                 self.index.ensure_structure()
             except StructureUnavailable as error:
-                return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
+                return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
         return pickle.dumps(self.index, protocol=pickle.HIGHEST_PROTOCOL)
 
     def rollback(self, checkpoint: bytes) -> None:
@@ -376,7 +376,7 @@ class RepoService:
     def set_buffer(self, path: str, text: str) -> None | Failure:
         """Index an unsaved editor buffer instead of the file on disk (in memory only)."""
         if self.index is None:
-            return Failure("no-index", "the index is not loaded")
+            return Failure(FailureKind.NO_INDEX, "the index is not loaded")
         self._buffers[path] = text
         return self._update_one(path)
 
@@ -396,15 +396,15 @@ class RepoService:
         """Write the in-memory index as a new snapshot. Files indexed from buffers carry mtime 0,
         so the next load re-reads them from disk rather than trusting unsaved text."""
         if self.index is None:
-            return Failure("no-index", "the index is not loaded")
+            return Failure(FailureKind.NO_INDEX, "the index is not loaded")
         directory = index_dir(self.root, self.config)
         try:
             save_index(self.index, directory, self.index.snapshot)
         except OSError as error:
-            return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
+            return Failure(FailureKind.INDEX_WRITE, f"cannot write the index in {directory}: {written_what(error)}")
         except StructureUnavailable as error:  # another process pruned the snapshot it would read
             self.index = None
-            return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
+            return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
         return None
 
     def _update_one(self, path: str) -> None | Failure:
@@ -412,7 +412,7 @@ class RepoService:
         assert self.index is not None
         reason = excluded_reason(path, self.config.scan) or secret_reason(self.root, path, self.config.scan)
         if reason is not None:
-            return Failure("not-indexed", f"{printable_path(path)}: not indexed ({reason})")
+            return Failure(FailureKind.NOT_INDEXED, f"{printable_path(path)}: not indexed ({reason})")
         language = language_of(path)
         assert language is not None
         text = self._buffers.get(path)
@@ -431,12 +431,13 @@ class RepoService:
             if isinstance(source, Skipped):
                 if record is not None:
                     apply_changes(self.index, [], [path])
-                return None if source.reason == "no such file" else Failure("not-indexed", f"{path}: {source.reason}")
+                return None if source.reason == "no such file" else Failure(FailureKind.NOT_INDEXED,
+                                                                            f"{path}: {source.reason}")
             if record is None or record.digest != source.digest:
                 apply_changes(self.index, [source], [])
         except StructureUnavailable as error:
             self.index = None
-            return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
+            return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
         return None
 
     # -- retrieval -----------------------------------------------------------------------------

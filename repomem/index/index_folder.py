@@ -23,7 +23,7 @@ from pathlib import Path
 
 from repomem.cache import cache_root
 from repomem.config import Config
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.regular_files import open_private, read_regular, replace_private
 
 CURRENT = "CURRENT"
@@ -158,11 +158,11 @@ def current_snapshot(directory: Path) -> Path | Failure:
     try:
         name = read_regular(directory / CURRENT).decode("utf-8").strip()
     except FileNotFoundError:
-        return Failure("no-index", f"no index in {directory}")
+        return Failure(FailureKind.NO_INDEX, f"no index in {directory}")
     except (OSError, UnicodeDecodeError) as error:
-        return Failure("damaged-index", f"index pointer unreadable: {error}")
+        return Failure(FailureKind.DAMAGED_INDEX, f"index pointer unreadable: {error}")
     if not name.startswith("snap-") or "/" in name:
-        return Failure("damaged-index", "index pointer is damaged")
+        return Failure(FailureKind.DAMAGED_INDEX, "index pointer is damaged")
     return directory / name
 
 

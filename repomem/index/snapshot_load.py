@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import Config
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
@@ -60,15 +60,15 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
         vocabulary = {word: number for number, word in enumerate(words)}
         if len(vocabulary) != len(words):
-            return Failure("damaged-index", "index is damaged (a word is listed twice in the vocabulary)")
+            return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (a word is listed twice in the vocabulary)")
         live = arrays["live"]
         if live.dtype != np.bool_:
-            return Failure("damaged-index", "index is damaged (live is not a mask)")
+            return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (live is not a mask)")
         n = int(live.shape[0])
         rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"].astype(np.float64)
         check_offsets(np.asarray([0, rows.shape[0]]), 1, cols.shape[0], "W's updates")
         if rows.size and (int(min(rows.min(), cols.min())) < 0 or int(max(rows.max(), cols.max())) >= n):
-            return Failure("damaged-index", "index is damaged (W's updates point past the end)")
+            return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (W's updates point past the end)")
         index = RepoIndex(
             root=root,
             config=config,
@@ -103,11 +103,11 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         index.snapshot = snapshot
         index.structure_loader = lambda: _load_structure(snapshot, index, digests)
     except OSError as error:  # a file of the snapshot missing or unreadable: name it plainly
-        return Failure("damaged-index", f"index is damaged ({error.strerror or error}: {error.filename})")
+        return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.strerror or error}: {error.filename})")
     except (ValueError, KeyError, TypeError, AttributeError, EOFError, IndexError) as error:
-        return Failure("damaged-index", f"index is damaged ({error.__class__.__name__}: {error})")
+        return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.__class__.__name__}: {error})")
     except Exception as error:  # zipfile.BadZipFile and other decoder errors of a torn file
-        return Failure("damaged-index", f"index is damaged ({error.__class__.__name__})")
+        return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.__class__.__name__})")
     return index
 
 

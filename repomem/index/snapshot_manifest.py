@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repomem.config import Config, settings_digest
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.builder_version import builder_digest
 from repomem.index.provenance import bytes_digest, check_seal, file_digest, sealed
 from repomem.index.repo_index import RepoIndex
@@ -57,14 +57,14 @@ def write_manifest(folder: Path, index: RepoIndex, digests: dict[str, str]) -> N
 def unusable_manifest(manifest: Any, config: Config) -> Failure | None:
     """Why a snapshot with this manifest cannot be loaded for `config` (then rebuild), or None."""
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-        return Failure("old-index", "index format is unknown to this version")
+        return Failure(FailureKind.OLD_INDEX, "index format is unknown to this version")
     untrusted = check_seal(manifest)
     if untrusted is not None:
         return untrusted
     if manifest.get("builder") != builder_digest():
-        return Failure("old-index", "index built by another version of repomem")
+        return Failure(FailureKind.OLD_INDEX, "index built by another version of repomem")
     if manifest.get("config") != config_fingerprint(config):
-        return Failure("config-changed", "index settings changed")
+        return Failure(FailureKind.CONFIG_CHANGED, "index settings changed")
     return None
 
 
