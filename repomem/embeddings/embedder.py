@@ -78,7 +78,9 @@ class TextEmbedder:
     def __init__(self, directory: Path, threads: int | None = None):
         import torch
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as transformers_logging
 
+        transformers_logging.disable_progress_bar()  # repomem draws its own; stderr stays one line per error
         if threads:
             torch.set_num_threads(threads)
         self._torch = torch
