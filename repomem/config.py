@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from repomem.regular_files import read_regular
 from repomem.setting_rules import (
@@ -291,6 +291,10 @@ class ModelConfig:
     """Which model runs and how: the embedded model, a GGUF file, a checkpoint or a model server,
     and the backend's resources. Each setting used to live in [completion], where it is still
     read, with a warning."""
+
+    # Hashed as part of [completion] (settings_digest), where these settings lived until issue 58:
+    # the fingerprints of evaluation records made before stay valid.
+    DIGESTED_AS: ClassVar[str] = "completion"
 
     # The KV cache the embedded model allocates grows with it.
     context_tokens: int = setting(4096, positive=True, repository_cap=MODEL_WINDOW_CAP, run_only=True,
@@ -968,11 +972,6 @@ def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
     return with_overrides(config, **sections), []
 
 
-# Sections hashed as part of another: the [model] settings lived in [completion] until issue 58,
-# and the fingerprints of indexes and evaluation records made before stay valid.
-DIGESTED_WITH = {"model": "completion"}
-
-
 def settings_digest(config: Config, sections: Iterable[str] | None = None, digest_size: int = 16) -> str:
     """A hex hash of the settings of `sections` (default: every section not wholly run-only),
     defaults included, run-only settings left out: a different thread count neither rebuilds an
@@ -985,5 +984,5 @@ def settings_digest(config: Config, sections: Iterable[str] | None = None, diges
         if values and all((name, key) in run_only for key in values):
             continue  # where the index lives, how the server answers: the whole section is run-only
         kept = {key: value for key, value in values.items() if (name, key) not in run_only}
-        chosen.setdefault(DIGESTED_WITH.get(name, name), {}).update(kept)
+        chosen.setdefault(getattr(getattr(config, name), "DIGESTED_AS", name), {}).update(kept)
     return hashlib.blake2b(json.dumps(chosen, sort_keys=True).encode(), digest_size=digest_size).hexdigest()

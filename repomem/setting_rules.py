@@ -94,7 +94,7 @@ class ConfigProblem:
     def render(self, outcome: bool = True) -> str:
         """The problem as one line for a person. `outcome`: say what happens instead ("default 10
         kept", "ignored"); off where a refused entry stops the command (`--set`)."""
-        where = f"{self.source}: " if self.source else ""
+        where = f"{self.source}: " if self.source else ("config " if self.kind.startswith("moved") else "")
         kept = f"; default {self.kept!r} kept" if outcome and self.kept is not NOTHING_KEPT else ""
         ignored = " ignored" if outcome else ""
         section, _, key = self.key.partition(".")
