@@ -18,7 +18,6 @@ from repomem.config import (
     resolved_config,
 )
 from repomem.failures import Failure
-from repomem.positions import find_repo_root
 from repomem.setting_reference import toml_value
 from repomem.setting_rules import SURFACES, ConfigProblem, settings_of
 
@@ -40,6 +39,8 @@ def add_config_parser(commands: Any) -> None:
 
 def _repository(path: str | None) -> Path | None:
     if path is None:
+        from repomem.positions import find_repo_root  # numpy, for the commands that use it only
+
         return find_repo_root(Path.cwd())
     if not path.strip():
         raise UserError(Failure("missing-repo", "the repository folder is an empty string"))

@@ -348,15 +348,15 @@ def test_a_moved_setting_reads_under_its_old_name_with_one_warning():
 def test_the_current_name_wins_and_the_old_name_is_checked_as_the_new_one():
     tree, problems = tree_from_mapping(MovedTree, {"completion": {"budget": 40}, "prompt": {"budget": 60}})
     assert tree.prompt.budget == 60
-    assert [problem.render() for problem in problems] == ["config completion.budget has moved to prompt.budget, which is set too; completion.budget "
-                        "ignored"]
+    assert [problem.render() for problem in problems] == [
+        "config completion.budget has moved to prompt.budget, which is set too; completion.budget ignored"]
     tree, problems = tree_from_mapping(MovedTree, {"completion": {"budget": 0}})
     assert tree.prompt.budget == 100
     assert problems[1].render() == "config prompt.budget=0 must be > 0; default 100 kept"
     renamed, notices = with_current_names(MovedTree, {"completion": {"budget": 3, "other": 4}}, "repomem.toml")
     assert renamed == {"completion": {"other": 4}, "prompt": {"budget": 3}}
-    assert [notice.render() for notice in notices] == ["repomem.toml: completion.budget has moved to prompt.budget; read as prompt.budget "
-                       "(rename it there)"]
+    assert [notice.render() for notice in notices] == [
+        "repomem.toml: completion.budget has moved to prompt.budget; read as prompt.budget (rename it there)"]
 
 
 def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path: Path, monkeypatch):
@@ -378,8 +378,8 @@ def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path:
     notices: list[ConfigProblem] = []
     config, problems = with_assignments(Config(), ["legacy.endpoint=http://127.0.0.1:9"], notices)
     assert problems == [] and config.model.endpoint == "http://127.0.0.1:9"
-    assert [notice.render() for notice in notices] == ["--set: legacy.endpoint has moved to model.endpoint; read as model.endpoint "
-                       "(rename it there)"]
+    assert [notice.render() for notice in notices] == [
+        "--set: legacy.endpoint has moved to model.endpoint; read as model.endpoint (rename it there)"]
 
 
 # -- the reference for users ---------------------------------------------------------------------
