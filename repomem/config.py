@@ -2,12 +2,17 @@
 
 Defaults follow docs/design.md (RepoCoder windows, FragRel eqs. 7-10, BM25 Okapi). A user overrides
 them in ``repomem.toml`` at the repository root; an unknown key or a value of the wrong type falls
-back to the default and is reported (never an exception), as jedi-language-server does.
+back to the default and is reported (never an exception), as jedi-language-server does. Problems
+are ConfigProblem values; only the CLI's stderr and the language server's messages word them.
 
 Each setting is declared with `setting(default, ...)` (repomem/setting_rules.py): its type is its
-default's, and its bounds or choices, who may set it, whether it is run-only and its language-server
-name sit beside it, where every validator below and lsp/settings.py read them. docs/configuration.md
-is written from them (scripts/config_reference.py, repomem/setting_reference.py).
+default's, and its bounds or choices, who may set it, whether it is run-only, its language-server
+name, its old names and its values on some surfaces sit beside it, where every validator below and
+lsp/settings.py read them. docs/configuration.md is written from them (scripts/config_reference.py,
+repomem/setting_reference.py).
+
+Each surface (the CLI, the language server, the evaluator) resolves one Config from the settings
+read (read_settings, resolved_config): a Config holds plain values, the ones that surface runs with.
 """
 
 from __future__ import annotations

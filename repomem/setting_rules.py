@@ -8,6 +8,12 @@ server's client settings (their names) and the configuration reference (docs/con
 No validator keeps a table of its own keyed by setting names, so a misspelt name cannot hide: a
 rule names no setting, it sits on one, and `rule_problems` (run by the tests) checks each.
 
+A setting may hold another value on a surface (SURFACES: the command line, the language server,
+the evaluator; "lsp_embedded" while the language server runs the embedded model): its rules declare
+that value, and a file may set one under [section.SURFACE_KEY]; resolved_tree picks, for one
+surface, the most specific value. What is wrong with a mapping comes back as ConfigProblem values,
+worded by ConfigProblem.render where a person reads them.
+
 This module knows no particular setting; it reads any tree of frozen dataclasses whose fields are
 sections and whose sections' fields are settings.
 """
