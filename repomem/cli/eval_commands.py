@@ -16,9 +16,8 @@ from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError, alpha_value, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.config import BLOCK_ORDERS, Config, with_assignments, with_overrides
+from repomem.config import BLOCK_ORDERS, Config, ConfigProblem, with_assignments, with_overrides
 from repomem.failures import Failure
-from repomem.setting_rules import ConfigProblem
 from repomem.strategies import STRATEGY_NAMES
 
 DEFAULT_REPORT_DIR = Path("eval/results")
