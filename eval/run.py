@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -40,7 +41,8 @@ from repomem.backends.memo import DEFERRED, DeferredRequests, GenerationStore, M
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.completion.model_calls import ModelCall
 from repomem.completion.prompt import Prompt
-from repomem.completion.retrievers import RETRIEVERS, RoundQuery
+from repomem.completion.request import CompletionRequest
+from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuery
 from repomem.config import Config, settings_digest, with_assignments, with_overrides
 from repomem.evaluation.metrics import (
     definition_hit_rank,
@@ -60,7 +62,7 @@ from repomem.progress import NoProgress, Progress
 from repomem.regular_files import cut_torn_tail
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
-from repomem.strategies import BASELINE, STRATEGY_NAMES, strategy_named
+from repomem.strategies import BASELINE, EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES, strategy_named
 
 RESULTS_VERSION = 1
 # Consecutive failed tasks after which a run stops (a dead model server fails every task).
@@ -72,7 +74,7 @@ EVAL_DEADLINE_S = 1800.0
 
 @dataclass(frozen=True)
 class RunSettings:
-    strategies: tuple[str, ...] = STRATEGY_NAMES
+    strategies: tuple[str, ...] = EVAL_DEFAULT_STRATEGIES
     alpha: float | None = None  # FragRel's alpha; None = the config's (0.5)
     k: int | None = None  # fragments retrieved; None = the config's (10)
     # "similarity": the most BM25-similar block last (RepoCoder's order; for FragRel, its anchored best
@@ -270,7 +272,7 @@ def leakage_exclusions(service: RepoService, path: str, context_start_lineno: in
 
     With the file cut at the hole they hold only lines the prompt shows: never offered, but free
     to feed their neighbours' s_env as any visible code does."""
-    return service.fragments_ending_after(path, context_start_lineno)
+    return service.view().fragments_ending_after(path, context_start_lineno)
 
 
 def resolve_task_file(repos_dir: Path, task: EvalTask) -> Path | Failure:
@@ -314,7 +316,7 @@ def _hit_ranks(service: RepoService, task: EvalTask, fragments: Sequence[ScoredF
     fragments = fragments[: service.config.retrieval.top_k]
     if task.definition is not None:
         return definition_hit_rank([(f.path, f.start_line, f.end_line) for f in fragments], task.definition)
-    return line_hit_rank([service.fragment_text(f) for f in fragments], task.ground_truth)
+    return line_hit_rank([service.view().fragment_text(f) for f in fragments], task.ground_truth)
 
 
 def _model_call_fields(calls: Sequence[ModelCall]) -> dict[str, Any]:
@@ -511,10 +513,15 @@ class Evaluator:
         strategy = strategy_named(variant.strategy)
         if strategy is not None and strategy.retriever not in ("sparse", "none"):
             query, _ = text_before_cursor(cursor, service.config.retrieval.query_lines)
-            fragments = RETRIEVERS[strategy.retriever](service, RoundQuery(cursor, query, variant.alpha, None, leak))
+            try:
+                fragments = RETRIEVERS[strategy.retriever](service.view(self.config),
+                                                           RoundQuery(cursor, query, variant.alpha, None, leak))
+            except RetrievalFailed as error:
+                return {"error": error.failure.message, "error_kind": error.failure.kind}
         else:
             anchored = 0 if strategy is not None and strategy.as_published else None
-            fragments = service.retrieve_at(cursor, alpha=variant.alpha, unlisted=leak, anchored=anchored).fragments
+            fragments = service.view().retrieve_at(cursor, alpha=variant.alpha, unlisted=leak,
+                                                   anchored=anchored).fragments
         elapsed = (time.perf_counter() - started) * 1000
         return {"hit_rank": _hit_ranks(service, task, fragments), "fragments": _fragment_rows(fragments),
                 "timings_ms": {"retrieve": round(elapsed, 3)}}
@@ -563,6 +570,9 @@ class Evaluator:
             "in_prompt": [rank for rank, f in enumerate(fragments) if f.fragment in in_prompt],
             "block_tokens": prompt.block_tokens, "duplicate_block_tokens": duplicated,
             "block_line_tokens": total,
+            # The prompt's identity: two runs (two commits, two machines) built the same prompt
+            # for the task when these agree (the first 16 hex digits of its SHA-256).
+            "prompt_sha256": hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:16],
         }
         # A block line within ES 0.9 of the answer's first line: what a small model copies (for an API
         # task, another call of the same function with the same arguments).
@@ -583,10 +593,28 @@ class Evaluator:
         assert self.backend is not None
         engine = CompletionEngine(service, self.backend, self.config)  # fresh: no memory across tasks
         request = self._engine_request(engine, task, cursor, leak, variant, enough=has_enough_lines(task.ground_truth))
+        deferred_before = self.backend.deferred_requests
         result = request if isinstance(request, Failure) else engine.run(request)
         if isinstance(result, Failure):
+            if result.kind == DEFERRED and not isinstance(request, Failure):
+                self._defer_second_opinion(engine, request)
             return {"error": result.message, "error_kind": result.kind}
+        if self.backend.deferred_requests > deferred_before:
+            # A later generation (a follow-up round, a second opinion) was written out: the engine
+            # showed the answer it had, but the direct run's answer needs that one too. The replay
+            # writes the record.
+            return {"error": "a generation of this task was deferred", "error_kind": DEFERRED}
         return self._model_fields(service, task, cursor, result, typed)
+
+    @staticmethod
+    def _defer_second_opinion(engine: CompletionEngine, request: CompletionRequest) -> None:
+        """`--defer`: the task's prompt was written out, not answered. The second opinion's prompt
+        (PromptLever.second_opinion) does not depend on that answer, only whether it is asked does
+        (an answer with a confidence, as the answering GPU backends report), so it is written out
+        too, and one pass of answering completes the task."""
+        other = engine.second_opinion_strategy(request)
+        if other is not None:
+            engine.run(dataclasses.replace(request, strategy=strategy_named(other)))
 
     def _model_fields(self, service: RepoService, task: EvalTask, cursor: Cursor, result: Completion,
                       typed: str = "") -> dict[str, Any]:

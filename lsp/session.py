@@ -186,8 +186,9 @@ class CompletionSession:
             self.log("warning", report.warning)
         self.log("info", _report_line(report))
         # Before the index is shared: the first keystroke then does not load the structure, the
-        # call tables, the kept edit graph and the edit kernels (~1 s on Django). Only a head start:
-        # if it fails, the first edit does the same work (and reports what it meets).
+        # call tables, the kept edit graph and the edit kernels (docs/measurements.md#index-load).
+        # Only a head start: if it fails, the first edit does the same work (and reports what it
+        # meets).
         try:
             builder.prepare_for_edits()
         except Exception as error:  # noqa: BLE001
@@ -365,7 +366,7 @@ class CompletionSession:
         if not self.service.index_loaded:
             return answer
         ids = [f.fragment for f in shown.fragments] if shown else None
-        explained = self.service.explain(cursor, alpha_for(self.config), ids)
+        explained = self.service.view().explain(cursor, alpha_for(self.config), ids)
         answer["fragments"] = [_explained_json(rank, fragment, lift, shown)
                                for rank, (fragment, lift) in enumerate(explained, start=1)]
         return answer

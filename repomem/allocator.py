@@ -3,7 +3,7 @@
 A full build allocates and frees a few hundred megabytes of arrays (relation rows, postings,
 the matrices' intermediate copies). glibc keeps much of what was freed mapped for reuse, so a
 long-lived process (the language server, the evaluator) would keep the build's peak as its
-resident size. Django's index: 571 MB resident after the build, 464 MB after `malloc_trim`.
+resident size (what trimming gives back: docs/measurements.md#memory-of-a-cold-build).
 Elsewhere (macOS, musl) this does nothing.
 """
 

@@ -118,19 +118,19 @@ class GraphConfig:
     call_weight: float = setting(0.8, positive=True, within="(0, 1]",
                                  help="edge weight: call site <-> definition of the callee")
     # docs/design.md's example 1e-3 relates nearly every pair of fragments of a large repository
-    # through the 0.3 directory edges (Django: 40k of 51k fragments per row, hours to build); 1e-2
-    # keeps a few hops around each fragment.
+    # through the 0.3 directory edges (hours to build: docs/measurements.md#graph-and-relations);
+    # 1e-2 keeps a few hops around each fragment.
     strength_cutoff: float = setting(1e-2, within="(0, 1]", help="tau: node strengths below count as 0")
-    # Definitions called from thousands of places reach 30k nodes. 1,024 keeps 86% of 2,048's
-    # stored relations and builds Django's relation rows in 4.2 s instead of 7.0; on the dev set
-    # (1,200 tasks, GPU) exact match did not move: +0.3 [+0.0, +0.8] line, +0.0 [-0.5, +0.5] API
-    # (docs/eval-history.md, eleventh round).
+    # Definitions called from thousands of places reach tens of thousands of nodes. 1,024 keeps
+    # most of 2,048's stored relations and builds them faster (docs/measurements.md#graph-and-relations);
+    # exact match did not move (docs/repoeval-devset.md#graph-reach).
     max_reach: int = setting(1024, repository_cap=8_192, zero_is_unlimited=True,
                              help="each node's search stops after this many strongest nodes (0 = exact)")
     max_reexport_hops: int = setting(4, help="`from .x import f` chains followed when resolving a name")
     max_base_class_depth: int = setting(8, help="in-repo base classes searched for self.m() / cls.m()")
     # Relation rows cost ~0.45 s per 1k nodes of one file (each reaches max_reach siblings):
-    # 100k one-line statements took 112 s to index. Django's largest file has 4.8k nodes.
+    # 100k one-line statements took 112 s to index. Real files stay well below the default
+    # (docs/measurements.md#parsing-and-analysis).
     max_file_nodes: int = setting(10_000, repository_cap=100_000, zero_is_unlimited=True,
                                   help="a file with more kept syntax nodes is searched as text but left out of "
                                        "the code graph (0 = no limit)")
@@ -158,15 +158,21 @@ class RelationConfig:
                                               help="each fragment keeps this many of its strongest relations")
     # Overlapping windows of a file share syntax nodes and carried 80% of W's weight, so s_env
     # (a weighted mean) was mostly the file's own mean BM25. With 0 the environment is what a
-    # fragment relates to in other files (dev set, alpha 0.5: hit@10 -0.2 -> +0.5 on line tasks,
-    # -1.2 -> +0.7 on API tasks vs BM25, both within noise; docs/eval-history.md, first section,
-    # and docs/repoeval-devset.md). Eq. 7 is not scaled.
+    # fragment relates to in other files (docs/repoeval-devset.md#same-file-relations). Eq. 7 is
+    # not scaled.
     same_file_weight: float = setting(0.0, within="[0, 1]",
                                       help="eq. 8 relations between two windows of one file are multiplied by "
                                            "this (1 = the paper)")
+    # Eq. 6, the semantic relation: cosines of the windows' sentence embeddings (all-MiniLM-L6-v2,
+    # repomem/embeddings/), in W's elementwise max with the kind above. Embedding every window
+    # costs minutes on a large repository, so it is off (0) unless asked.
+    semantic_neighbours: int = setting(0, maximum=4096, repository_cap=512,
+                                       help="eq. 6: each fragment relates to this many of its most similar windows "
+                                            "by embedding cosine (0 = off)")
+    semantic_min_cosine: float = setting(0.5, within="[0, 1]", help="eq. 6 relations below this cosine are dropped")
     workers: int = setting(2, positive=True, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
                            help="threads building W (the numba kernel releases the GIL)")
-    # Row blocks; scipy releases the GIL: Django 3.6 -> 2.4 ms on two threads. Below
+    # Row blocks; scipy releases the GIL (docs/measurements.md#a-query). Below
     # `parallel_product_entries` a thread's hand-off costs more than it saves.
     product_threads: int = setting(2, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
                                    help="threads of a query's W @ s_ind, once W holds parallel_product_entries")
@@ -250,9 +256,9 @@ class CompletionConfig:
     strategy: str = setting("fragrel", choices=STRATEGY_NAMES, lsp="strategy",
                             help="strategy of `repomem complete` and the language server "
                                  "(repomem/strategies.py)")
-    # The embedded model in an editor: a cold prompt costs ~7 ms a token on two cores, so the 2,048
-    # a GPU server takes in its stride is ~15 s there. 1,024 is the budget the dev set's CPU
-    # exact-match runs used (docs/editors.md).
+    # The embedded model in an editor ("lsp_embedded"): a cold prompt costs ~7 ms a token on two
+    # cores, so the 2,048 a GPU server takes in its stride is ~15 s there. 1,024 is also the budget
+    # of the CPU exact-match runs (docs/editors.md).
     max_prompt_tokens: int = setting(2048, positive=True, repository_cap=MODEL_WINDOW_CAP, lsp="maxPromptTokens",
                                      surfaces={"lsp_embedded": 1024},
                                      surface_moved_from={"server.embedded_prompt_tokens": "lsp_embedded"},
@@ -406,8 +412,8 @@ class PromptConfig:
                                      moved_from=("retrieval.definition_blocks",))
     definition_lines: int = setting(8, positive=True, help="lines of one signature block at most",
                                     moved_from=("retrieval.definition_lines",))
-    # Clones the whole query window ranks below top-k. Both on: line EM +1.8 over the continuation
-    # alone on all 600 dev line tasks (docs/eval-history.md, seventh round).
+    # Clones the whole query window ranks below top-k. Both on:
+    # docs/repoeval-devset.md#the-continuation-and-clone-search.
     clone_search: int = setting(10, help="with clone_position on: this many more candidates, from a query of the "
                                          "visible code's last lines alone (0 = off)",
                                 moved_from=("completion.clone_search",))
@@ -480,12 +486,10 @@ class PromptConfig:
     # `infile` prompt) and the one the model gives the higher mean log-probability per token is
     # shown, the retrieving one on a tie. A second generation, so only where the backend reports
     # log-probabilities (every backend since the embedded model's report theirs). Off in an editor
-    # with the embedded model: its second prompt shares no beginning with the retrieving one, and
-    # llama.cpp keeps one prompt in its cache, so each completion read both prompts cold (Django,
-    # 6 files, docs/editors.md: first in a function p50 6.7 -> 10.7 s, warm p95 1.0 -> 11.2 s). Ten-repository
-    # dev set, all 3,888 tasks, transformers on a GPU: fragrel +1.8 [+1.0, +2.6] line / +1.2
-    # [+0.4, +2.0] API exact match with it, untuned (docs/eval-history.md, thirteenth round). Off:
-    # one generation a completion.
+    # with the embedded model ("lsp_embedded"): its second prompt shares no beginning with the
+    # retrieving one, and llama.cpp keeps one prompt in its cache, so each completion reads both
+    # prompts cold (docs/measurements.md#editor-and-the-embedded-model). What it gains:
+    # docs/repoeval-devset.md#the-file-only-round. Off: one generation a completion.
     file_only_round: bool = setting(True, lsp="fileOnlyRound", surfaces={"lsp_embedded": False},
                                     surface_moved_from={"server.embedded_file_only_round": "lsp_embedded"},
                                     help="also complete from the file alone and show whichever answer the "
@@ -494,9 +498,8 @@ class PromptConfig:
     # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
     # the highest mean log-probability per token, the last on a tie or when the backend reports
     # none (an endpoint with model.endpoint_logprobs off). `repocoder` itself always shows its last round, as
-    # published. On the dev set (transformers on a GPU) "confident" won 22 and lost 10 of the tasks
-    # where it differs from "last", over repocoder and repocoder+fragrel on both splits
-    # (docs/eval-history.md, ninth round).
+    # published. "confident" wins more tasks than it loses where it differs from "last"
+    # (docs/repoeval-devset.md#round-choice).
     round_choice: str = setting("confident", choices=ROUND_CHOICES,
                                 help="which round's answer a graph-aware multi-round strategy shows: the most "
                                      "confident or the last",
@@ -513,6 +516,11 @@ class IndexConfig:
                              help="if set, indexes live here instead, one sub-folder per repository")
     keep_snapshots: int = setting(1, repository_cap=8,  # each a copy of the index on disk
                                   run_only=True, help="older complete snapshots kept besides the current one")
+    # Strategy "dense" ranks windows by embeddings (repomem/embeddings/window_embeddings.py); on, `repomem
+    # index` computes them with the index (minutes on a large repository), off, the first dense
+    # retrieval does.
+    window_embeddings: bool = setting(False, run_only=True,
+                                      help="embed every window (all-MiniLM-L6-v2) when indexing, for strategy dense")
     compact_ratio: float = setting(0.25, run_only=True,
                                    help="rebuild W when this share of fragments changed since the base")
     workers: int = setting(2, positive=True, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,

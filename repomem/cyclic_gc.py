@@ -2,9 +2,9 @@
 
 A full build makes millions of container objects that live on (symbol tuples, dict entries, syntax
 node wrappers) and few cycles. With Python's default thresholds (700 allocations, then 10 and 10)
-the collector runs every few hundred allocations and regularly walks the whole young heap: 5% of
-the per-file analysis's CPU on Django (6.57-6.77 -> 6.24-6.47 s on one process). The cold build's
-wall moved less than this host's noise (12.54 -> 12.45 s, four interleaved pairs). Collections are
+the collector runs every few hundred allocations and regularly walks the whole young heap, a
+measurable share of the per-file analysis's CPU, while the cold build's wall moved less than this
+host's noise (see docs/measurements.md#parsing-and-analysis). Collections are
 made rarer for the build only, and the forked parse workers inherit the setting; the thresholds are
 put back after.
 """

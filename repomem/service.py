@@ -1,13 +1,11 @@
 """RepoService: the one object the CLI, the language server and the evaluator talk to.
 
-It owns a repository's index in memory and answers questions about it:
-
-- the index's life cycle: load it (or build it), keep it current with the files on disk and with
-  unsaved editor buffers, save it atomically, checkpoint and roll it back;
-- retrieval: the top K fragments for a query or a cursor, their explanation, and the small
-  questions the prompt levers and the memory strategies ask of the index (each a method named
-  for what its caller needs: nothing outside this module reads `RepoService.index`);
-- the text the index was built from (editor buffer or disk), secrets masked.
+It owns a repository's index in memory and its life cycle: load it (or build it), keep it
+current with the files on disk and with unsaved editor buffers, save it atomically, checkpoint and
+roll it back. What a request reads (the text the index was built from, secrets masked; retrieval
+and its explanation; the code graph's read-only symbol handle for the prompt levers) is a
+`RepoView` the service makes per request (`view`, repomem/repo_view.py): nothing outside this
+module reads `RepoService.index`, and prompt levers never see the service.
 
 The parse pool that reads and analyses files lives in repomem/index/parse_pool.py, the memory
 strategies' stores in repomem/memory/stores.py (`RepoService.memories`). Expected failures come
@@ -20,7 +18,7 @@ import dataclasses
 import pickle
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +27,13 @@ import numpy as np
 from repomem.allocator import release_free_memory
 from repomem.config import Config, load_config
 from repomem.cyclic_gc import rarer_collections
+from repomem.embeddings.embedder import TextEmbedder
+from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
+from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
+from repomem.index.relations import WindowVectors
 from repomem.index.repo_index import RepoIndex, StructureUnavailable, apply_changes, build_index
 from repomem.index.scan import (
     Candidate,
@@ -44,26 +46,12 @@ from repomem.index.scan import (
     secret_reason,
     source_from_bytes,
 )
-from repomem.index.secrets import mask_secrets
 from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
 from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
-from repomem.positions import Cursor, locate, read_text_file, relative_to_root, text_before_cursor
+from repomem.positions import Cursor, locate, read_text_file, relative_to_root
 from repomem.progress import NoProgress, Progress
-from repomem.retrieval.definitions import reachable_definitions, signature_span, window_holding
-from repomem.retrieval.imported_usage import usage_windows
-from repomem.retrieval.scope import repository_imports
-from repomem.retrieval.scoring import (
-    Lift,
-    ScoredFragment,
-    best_fragments,
-    score_fragments,
-    scored_fragments,
-    strongest_lifts,
-    top_fragments,
-)
-from repomem.retrieval.shared_callees import shared_callee_sites
-from repomem.retrieval.signatures import called_signature, imported_signatures
+from repomem.repo_view import RepoView
 
 
 @dataclass(frozen=True)
@@ -87,36 +75,10 @@ class IndexReport:
     warning: str = ""
 
 
-@dataclass(frozen=True)
-class IndexedFile:
-    """One file of the index, as a caller choosing files (a benchmark's cursors) sees it."""
-
-    path: str
-    language: str
-    fragments: int  # windows of its current text
-
-
-@dataclass(frozen=True)
-class Retrieval:
-    cursor: Cursor
-    query_first_line: int  # 0-based
-    fragments: tuple[ScoredFragment, ...]
-    alpha: float
-    k: int
-    timings_ms: dict[str, float]
-
-
 def written_what(error: OSError) -> str:
     """An index write's OSError for a person: the reason and the path it concerns."""
     reason = error.strerror or str(error)
     return f"{reason} ({error.filename})" if error.filename else reason
-
-
-def _fragment_ids(mask: np.ndarray | None) -> np.ndarray:
-    """A caller's mask as fragment ids, int64: a boolean mask (one entry per fragment) or ids."""
-    if mask is None:
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(mask) if mask.dtype == bool else mask.astype(np.int64)
 
 
 def _directory_bytes(path: Path) -> int:
@@ -139,7 +101,14 @@ class RepoService:
         self._buffers: dict[str, str] = {}
         # The settings and the index are asked anew at each call: an editor replaces `config`,
         # a rebuild or a rollback replaces `index`.
-        self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory, self.file_lines,
+        # Window embeddings (strategy "dense"): the model, loaded at the first need, and the
+        # ranking of the current index's windows, remade when an edit or a build replaces it.
+        self._embedder: TextEmbedder | None = None
+        self._dense: tuple[RepoIndex, int, DenseWindows] | None = None
+        self._embeddings: WindowEmbeddings | None = None  # the window embeddings kept, as last read or made
+        self._embeddings_unsaved = False
+        self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
+                                     lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
 
     @classmethod
@@ -174,7 +143,8 @@ class RepoService:
             sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config,
                                                              progress)
             reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
-            return build_index(self.root, self.config, sources, reasons, progress, analyses)
+            return build_index(self.root, self.config, sources, reasons, progress, analyses,
+                               self._window_vectors(embed=True, progress=progress))
 
     def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int]:
         """Bring `index` up to date with the disk (and open buffers).
@@ -212,7 +182,8 @@ class RepoService:
         if changed or removed:
             index.ensure_structure()
             progress.start("updating", len(changed) + len(removed))
-            apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()))
+            apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()),
+                          self._window_vectors(embed=True, progress=progress))
             progress.advance(len(changed) + len(removed))
         return len(changed), len(removed), restamped
 
@@ -225,6 +196,10 @@ class RepoService:
         progress = progress or NoProgress()
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
+        if self.config.relations.semantic_neighbours > 0:  # eq. 6 embeds windows: the model first
+            embedder = self._text_embedder()
+            if isinstance(embedder, Failure):
+                return embedder
         reason = "--full requested" if full else ""
         warning = ""
         index: RepoIndex | None = None
@@ -262,11 +237,19 @@ class RepoService:
                     action = "built"
             if save and (action != "unchanged" or index.snapshot is None or restamped):
                 save_index(index, directory, index.snapshot)
+            if save:
+                saved = self._save_embeddings()  # eq. 6's, embedded during the build or update
+                if isinstance(saved, Failure):
+                    return saved
             if action == "built":
                 release_free_memory()  # what the build freed, back to the system (a server lives on)
         except OSError as error:
             return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
         self.index = index
+        if self.config.index.window_embeddings:
+            embedded = self.update_window_embeddings(progress)
+            if isinstance(embedded, Failure):
+                return embedded
         return IndexReport(
             root=self.root,
             files=index.n_live_files,
@@ -307,12 +290,6 @@ class RepoService:
     def _loaded_index(self) -> RepoIndex:
         assert self.index is not None, "call ensure_index first"
         return self.index
-
-    def indexed_files(self) -> list[IndexedFile]:
-        """Every file of the loaded index, in the index's order ([] without one)."""
-        if self.index is None:
-            return []
-        return [IndexedFile(r.path, r.language, r.n_fragments) for r in self.index.files if r is not None]
 
     def prepare_for_edits(self) -> None:
         """Load now what the first edit of the index would (its structure, call tables, edit graph
@@ -428,16 +405,16 @@ class RepoService:
         try:
             if isinstance(source, Skipped):
                 if record is not None:
-                    apply_changes(self.index, [], [path])
+                    apply_changes(self.index, [], [path], window_vectors=self._window_vectors(embed=False))
                 return None if source.reason == "no such file" else Failure("not-indexed", f"{path}: {source.reason}")
             if record is None or record.digest != source.digest:
-                apply_changes(self.index, [source], [])
+                apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=False))
         except StructureUnavailable as error:
             self.index = None
             return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
         return None
 
-    # -- retrieval -----------------------------------------------------------------------------
+    # -- what a request reads ------------------------------------------------------------------
 
     def cursor_at(self, file: Path, line: int, column: int | None) -> Cursor | Failure:
         """Check a 1-based FILE:LINE[:COL] against this repository."""
@@ -452,251 +429,100 @@ class RepoService:
             text = read
         return locate(self.root, relative, text, line, column, self.config.scan)
 
-    def retrieve(
-        self,
-        query_text: str,
-        k: int | None = None,
-        alpha: float | None = None,
-        excluded: np.ndarray | None = None,
-        unlisted: np.ndarray | None = None,
-        anchored: int | None = None,
-    ) -> list[ScoredFragment]:
-        """Top K for a query; `excluded` / `unlisted` as in scoring.score_fragments; `anchored`: BM25's
-        best matches kept at the head of the list when alpha > 0 (None: prompt.anchor_matches)."""
-        assert self.index is not None, "call ensure_index first"
-        k = self.config.retrieval.top_k if k is None else k
-        alpha = self.config.retrieval.alpha if alpha is None else alpha
-        budget_ms = self.config.retrieval.time_budget_ms
-        deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
-        anchored = self.config.prompt.anchor_matches if anchored is None else anchored
-        return best_fragments(self.index, query_text, alpha, k, anchored if alpha else 0, excluded, deadline,
-                              unlisted)
+    def view(self, config: Config | None = None) -> RepoView:
+        """What one request may read of the repository (repomem/repo_view.py), with `config` (the
+        request's) or the service's own; made anew per request, as an edit replaces the index."""
+        return RepoView(self.root, config or self.config, self.index, self._raw_text, self.memories,
+                        self.dense_windows)
 
-    def explain(self, cursor: Cursor, alpha: float | None = None, fragments: Sequence[int] | None = None,
-                excluded: np.ndarray | None = None,
-                unlisted: np.ndarray | None = None) -> list[tuple[ScoredFragment, Lift | None]]:
-        """Scores of `fragments` (default: the top K) for the cursor's query, each with the
-        neighbour that lifted it most through W (no time budget: an explanation is exact)."""
-        assert self.index is not None, "call ensure_index first"
-        alpha = self.config.retrieval.alpha if alpha is None else alpha
-        query, _ = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
-        scores = score_fragments(self.index, query, alpha, excluded, None, unlisted)
-        if fragments is None:
-            chosen = top_fragments(self.index, scores, self.config.retrieval.top_k,
-                                   self.config.prompt.anchor_matches if alpha else 0)
-        else:
-            live = [f for f in fragments if 0 <= f < self.index.n_fragments and self.index.live[f]]
-            chosen = scored_fragments(self.index, scores, live)
-        lifts = strongest_lifts(self.index, scores, [f.fragment for f in chosen])
-        return list(zip(chosen, lifts))
+    # -- window embeddings (strategy "dense") ----------------------------------------------------
 
-    def visible_fragments(self, path: str, first_line: int, last_line: int) -> np.ndarray:
-        """Ids of the file's fragments overlapping lines [first_line, last_line] (0-based)."""
-        assert self.index is not None
-        file_id = self.index.file_id(path)
-        if file_id is None:
-            return np.zeros(0, dtype=np.int64)
-        record = self.index.files[file_id]
-        assert record is not None
-        ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
-        starts, ends = self.index.fragment_start[ids], self.index.fragment_end[ids]
-        return ids[(starts <= last_line) & (ends > first_line)]
+    def update_window_embeddings(self, progress: Progress | None = None) -> int | Failure:
+        """Embed the windows of the indexed files that have no vectors yet, keep them in the index
+        folder (repomem/embeddings/window_embeddings.py) and return how many were embedded."""
+        updated = self._updated_embeddings(progress or NoProgress())
+        return updated if isinstance(updated, Failure) else updated[1]
 
-    def cursor_masks(self, cursor: Cursor, excluded: np.ndarray | None = None,
-                     unlisted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(excluded, unlisted) fragment ids for a retrieval at `cursor` (see score_fragments).
+    def dense_windows(self) -> DenseWindows | Failure:
+        """The current index's windows for ranking by cosine; the first call after a build or an
+        edit embeds what has no vector yet."""
+        index = self._loaded_index()
+        if self._dense is not None and self._dense[0] is index and self._dense[1] == index.generation:
+            return self._dense[2]
+        updated = self._updated_embeddings(NoProgress())
+        if isinstance(updated, Failure):
+            return updated
+        embedder = self._text_embedder()
+        if isinstance(embedder, Failure):
+            return embedder
+        vectors, known = updated[0].matrix(index)
+        windows = DenseWindows(vectors, known, lambda text: embedder.embed([text])[0])
+        self._dense = (index, index.generation, windows)
+        return windows
 
-        The current file's windows over the query lines are never offered: the prompt shows them.
-        With `retrieval.visible_feed_environment` they still feed their neighbours' s_env (the
-        environment starts at the cursor), otherwise they are excluded. `excluded` / `unlisted`
-        add the caller's own (e.g. RepoEval's unseen lines, and its leakage rule).
-        """
-        _, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        visible = self.visible_fragments(cursor.path, first_line, cursor.line)
-        excluded, unlisted = _fragment_ids(excluded), _fragment_ids(unlisted)
-        if self.config.retrieval.visible_feed_environment:
-            return excluded, np.union1d(unlisted, visible)
-        return np.union1d(excluded, visible), unlisted
+    def _text_embedder(self) -> TextEmbedder | Failure:
+        if self._embedder is None:
+            loaded = TextEmbedder.load()
+            if isinstance(loaded, Failure):
+                return loaded
+            self._embedder = loaded
+        return self._embedder
 
-    def retrieve_at(
-        self,
-        cursor: Cursor,
-        k: int | None = None,
-        alpha: float | None = None,
-        exclude_visible: bool = True,
-        *,
-        query: str | None = None,
-        excluded: np.ndarray | None = None,
-        unlisted: np.ndarray | None = None,
-        anchored: int | None = None,
-    ) -> Retrieval:
-        """Top K for a cursor: the query is the last lines before it (or `query`, e.g. RepoCoder's
-        window slid over a draft); the masks are the cursor's own (see `cursor_masks`) plus
-        `excluded` / `unlisted`."""
-        started = time.perf_counter()
-        window, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
-        if exclude_visible:
-            excluded, unlisted = self.cursor_masks(cursor, excluded, unlisted)
-        k = self.config.retrieval.top_k if k is None else k
-        alpha = self.config.retrieval.alpha if alpha is None else alpha
-        fragments = self.retrieve(window if query is None else query, k, alpha, excluded, unlisted, anchored)
-        elapsed = (time.perf_counter() - started) * 1000
-        return Retrieval(cursor, first_line, tuple(fragments), alpha, k, {"retrieve": elapsed})
+    def _updated_embeddings(self, progress: Progress) -> tuple[WindowEmbeddings, int] | Failure:
+        kept = self._embedding_store(self._loaded_index(), progress)
+        saved = self._save_embeddings()
+        return saved if isinstance(saved, Failure) else kept
 
-    def definitions_at(self, cursor: Cursor, query: str, count: int, max_lines: int) -> list[ScoredFragment]:
-        """Signature blocks (`max_lines` lines each at most) of up to `count` definitions the
-        cursor's file imports or calls in other files, best first (retrieval/definitions.py). Each
-        carries the id of the window holding its def line and s_rel = its rank score."""
-        if self.index is None or count <= 0:
-            return []
-        out = []
-        lines_of: dict[str, list[str]] = {}  # each file read once, however many of its definitions
-        for site in reachable_definitions(self.index, cursor.path, query, self.config.bm25, count):
-            if site.path not in lines_of:
-                lines_of[site.path] = self.file_lines(site.path)
-            lines = lines_of[site.path]
-            start, stop = signature_span(lines, site.start_line, site.end_line, max_lines)
-            out.append(ScoredFragment(site.fragment, site.path, start, stop, 0.0, 0.0, site.score))
-        return out
+    def _embedding_store(self, index: RepoIndex, progress: Progress | None,
+                         embed: bool = True) -> tuple[WindowEmbeddings, int] | Failure:
+        """The window embeddings kept for this repository, with the windows of `index` that had no
+        vector embedded (`embed`), and how many were. Kept in memory between calls; written to
+        the index folder by `_save_embeddings` (during a first build the folder is not an index
+        yet, and repomem writes only into its own index folders)."""
+        key = window_store_key(self.config)
+        if self._embeddings is None or self._embeddings.key != key:
+            self._embeddings = WindowEmbeddings.load(index_dir(self.root, self.config), key)
+        store = self._embeddings
+        missing = store.missing_files(index) if embed else []
+        if not missing:
+            return store, 0
+        embedder = self._text_embedder()
+        if isinstance(embedder, Failure):
+            return embedder
+        progress = progress or NoProgress()
+        progress.start("embedding windows", sum(index.files[f].n_fragments for f in missing))
+        embedded = store.update(index, lambda path: self.view().file_lines(path), lambda: embedder,
+                                progress.advance)
+        self._embeddings_unsaved = True
+        self._dense = None
+        return store, embedded
 
-    # -- what the prompt levers ask of the index (repomem/completion/levers/) -----------------
-
-    def shared_callee_blocks(self, cursor: Cursor, function_line: int, excluded: np.ndarray | None,
-                             unlisted: np.ndarray | None, count: int, lines: int, lines_before: int
-                             ) -> list[ScoredFragment]:
-        """Up to `count` blocks of `lines` lines at most from functions that call what the cursor's
-        function (its def on 0-based `function_line`) calls above the cursor, best first
-        (retrieval/shared_callees.py): each starts `lines_before` lines above the function's last
-        shared call, stays inside the function, and
-        carries the id of the window holding its first line and s_rel = the function's score. A
-        block overlapping a window the cursor's masks hide (`cursor_masks`) is left out."""
-        if self.index is None or count <= 0:
-            return []
-        hidden = np.union1d(*self.cursor_masks(cursor, excluded, unlisted))
-        out = []
-        for site in shared_callee_sites(self.index, cursor.path, function_line, cursor.line, count * 3):
-            start = max(site.function_line, site.last_shared_line - lines_before)
-            stop = min(site.function_end + 1, start + lines)
-            covering = self.visible_fragments(site.path, start, stop - 1)
-            file_id = self.index.file_id(site.path)
-            holder = None if file_id is None else window_holding(self.index, file_id, start)
-            if holder is None or np.isin(covering, hidden).any() or not self.index.live[covering].all():
-                continue
-            out.append(ScoredFragment(holder, site.path, start, stop, 0.0, 0.0, site.score))
-            if len(out) == count:
-                break
-        return out
-
-    def imported_usage_blocks(self, cursor: Cursor, function_line: int, query: str, excluded: np.ndarray | None,
-                              unlisted: np.ndarray | None, count: int) -> list[ScoredFragment]:
-        """Up to `count` windows, BM25's best for `query` first, among those that call a repository
-        definition the cursor's file imports and its function (def on 0-based `function_line`) has
-        not called above the cursor (retrieval/imported_usage.py); the cursor's masks apply."""
-        if self.index is None or count <= 0:
-            return []
-        usage = usage_windows(self.index, cursor.path, function_line, cursor.line)
-        if not usage.size:
-            return []
-        hidden, unlisted = self.cursor_masks(cursor, excluded, unlisted)
-        others = np.ones(self.index.live.shape[0], dtype=bool)
-        others[usage] = False
-        others[hidden] = True
-        return [f for f in self.retrieve(query, count, 0.0, others, unlisted) if f.s_ind > 0]
-
-    def renewed_fragments(self, fragments: Sequence[ScoredFragment]) -> list[ScoredFragment] | None:
-        """`fragments` as live windows of the index: each dead one (its file re-indexed, as an
-        editor buffer is at every change) replaced by the live window over the same lines of the
-        same file, scores kept; None when one has no such window (its file gone, or its lines now
-        split otherwise)."""
-        index = self.index
-        if index is None:
+    def _save_embeddings(self) -> None | Failure:
+        if self._embeddings is None or not self._embeddings_unsaved:
             return None
-        renewed = []
-        for fragment in fragments:
-            f = fragment.fragment
-            if 0 <= f < index.n_fragments and index.live[f]:
-                renewed.append(fragment)
-                continue
-            if fragment.text is not None:  # a summary is not a window of lines
-                return None
-            same = [int(g) for g in self.visible_fragments(fragment.path, fragment.start_line, fragment.start_line)
-                    if index.fragment_end[g] == fragment.end_line and index.fragment_start[g] == fragment.start_line]
-            if not same:
-                return None
-            renewed.append(dataclasses.replace(fragment, fragment=same[0]))
-        return renewed
+        directory = index_dir(self.root, self.config)
+        try:
+            self._embeddings.save(directory)
+        except OSError as error:
+            return Failure("index-write", f"cannot write the window embeddings in {directory}: {written_what(error)}")
+        self._embeddings_unsaved = False
+        return None
 
-    def repository_imports(self, path: str, lines: Sequence[str], prefixes: Sequence[str], before: int,
-                           limit: int) -> list[tuple[int, int]]:
-        """Line spans of `path`'s import statements above line `before` that bind repository code
-        (the index's import edges), `limit` lines at most; [] without an index."""
-        if self.index is None:
-            return []
-        return repository_imports(self.index, path, lines, prefixes, before, limit)
-
-    def imported_signatures(self, path: str, shown_imports: str, visible: str, limit: int,
-                            max_chars: int) -> list[str]:
-        """Masked signature lines (`max_chars` each at most) of what `shown_imports` bind, leaving
-        out names `visible` calls (retrieval/signatures.py)."""
-        if self.index is None:
-            return []
-        lines = imported_signatures(self.index, path, shown_imports, visible, limit, max_chars,
-                                    self.unmasked_lines, self.config.bm25)
-        return [self.mask(line) for line in lines]
-
-    def called_signature(self, path: str, code: str, max_chars: int) -> tuple[str, str] | None:
-        """(name, signature line of `max_chars` at most, unmasked) of the first repository function
-        or class `code` calls through `path`'s imports; None without an index or when none qualifies."""
-        if self.index is None:
+    def _window_vectors(self, embed: bool, progress: Progress | None = None
+                        ) -> Callable[[RepoIndex], WindowVectors] | None:
+        """Eq. 6's windows' embeddings for a build or an edit (None when relations.semantic_neighbours
+        is off): the files read from disk are embedded first (`embed`); an unsaved editor buffer's
+        windows are not (seconds a keystroke), so they relate by eq. 6 once saved and re-indexed."""
+        if self.config.relations.semantic_neighbours <= 0:
             return None
-        return called_signature(self.index, path, code, max_chars, self.unmasked_lines)
 
-    # -- what the memory strategies and the evaluator ask of the index -----------------------------
+        def vectors(index: RepoIndex) -> WindowVectors:
+            kept = self._embedding_store(index, progress, embed)
+            if isinstance(kept, Failure):  # the model was loaded before the build began (ensure_index)
+                return np.zeros((index.n_fragments, 0), dtype=np.float32), np.zeros(index.n_fragments, dtype=bool)
+            return kept[0].matrix(index)
 
-    def live_window_holding(self, file_id: int, line: int) -> int | None:
-        """A live window of the file (an index file id, as the entity memory names it) holding a
-        0-based line, the first by id; None without one."""
-        if self.index is None:
-            return None
-        return window_holding(self.index, file_id, line)
-
-    def fragments_ending_after(self, path: str, line: int) -> np.ndarray:
-        """Ids of the file's fragments that end after 0-based line `line` (the fragment's end is
-        exclusive), in id order; none for a file the index lacks."""
-        assert self.index is not None, "call ensure_index first"
-        file_id = self.index.file_id(path)
-        if file_id is None:
-            return np.zeros(0, dtype=np.int64)
-        record = self.index.files[file_id]
-        assert record is not None
-        ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments, dtype=np.int64)
-        return ids[self.index.fragment_end[ids] > line]
-
-    def fragments_of_files(self, paths: set[str]) -> np.ndarray:
-        """Bool mask, shape (n_fragments,): fragments of the given files."""
-        assert self.index is not None
-        ids = [i for i in (self.index.file_id(p) for p in paths) if i is not None]
-        return np.isin(self.index.fragment_file, np.asarray(ids, dtype=self.index.fragment_file.dtype))
-
-    def fragment_text(self, fragment: ScoredFragment) -> str:
-        """The fragment's lines as indexed (editor buffer or disk), or the summary it carries."""
-        if fragment.text is not None:
-            return fragment.text
-        return self.span_text(fragment.path, fragment.start_line, fragment.end_line)
-
-    def span_text(self, path: str, start_line: int, end_line: int) -> str:
-        """Lines [start_line, end_line) (0-based) of a file, from its editor buffer or the disk."""
-        return "\n".join(self.file_lines(path)[start_line:end_line])
-
-    def file_lines(self, path: str) -> list[str]:
-        """A file's lines as indexed: its editor buffer, else the disk ([] when unreadable)."""
-        return self.mask(self._raw_text(path)).split("\n")
-
-    def unmasked_lines(self, path: str) -> list[str]:
-        """`file_lines` before secret masking, for a caller that masks the few lines it keeps
-        (masking a whole file costs milliseconds; a signature is one line of it)."""
-        return self._raw_text(path).split("\n")
+        return vectors
 
     def _raw_text(self, path: str) -> str:
         text = self._buffers.get(path)
@@ -704,8 +530,3 @@ class RepoService:
             read = read_text_file(self.root / path)
             text = "" if isinstance(read, Failure) else read
         return text
-
-    def mask(self, text: str) -> str:
-        """`text` with secrets masked (as indexed): fragments and prompts never carry one."""
-        scan = self.config.scan
-        return mask_secrets(text, scan.secret_min_length, scan.secret_min_entropy)[0] if scan.mask_secrets else text

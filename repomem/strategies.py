@@ -7,6 +7,7 @@ else compares strategy names. A strategy is a way of choosing the context a mode
 - `retriever` names how fragments are found (see `repomem.completion.retrievers`, which maps each
   name to its implementation): "none" shows the model the current file only, "sparse" ranks
   windows by BM25 over the index's postings and, when `environment` is on, by FragRel's eq. 10;
+  "dense" ranks them by the cosine of sentence embeddings (RepoCoder's dense retriever);
   "summary-tree" walks the repository's summary tree to a few files first (HAT, issue 14);
   "memory-walk", "gist-lookup" and "entity-walk" are the memories that ask the model while they
   retrieve (MemWalker, ReadAgent, QRMeM; repomem/completion/memory_retrievers.py).
@@ -44,6 +45,11 @@ class Strategy:
     levers: tuple[str, ...] = ()  # names of repomem.completion.levers.LEVERS, in the order they run
 
     @property
+    def embeds_windows(self) -> bool:
+        """Whether the strategy needs every window embedded first (minutes on a large repository)."""
+        return self.retriever == "dense"
+
+    @property
     def retrieves(self) -> bool:
         """Whether the prompt carries fragments of other files."""
         return self.retriever != "none"
@@ -67,6 +73,8 @@ STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("infile", "the current file only", "none", False, 1, levers=LAYOUT_LEVERS),
     Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1,
              levers=SPARSE_LEVERS),
+    Strategy("dense", "cosine of all-MiniLM-L6-v2 embeddings over 20-line windows (RepoCoder's dense retriever)",
+             "dense", False, 1, levers=SPARSE_LEVERS),
     Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10), BM25's best match kept "
              "nearest the code, the file's imports of repository code in scope, blocks showing what "
              "followed their match", "sparse", True, 1, levers=GRAPH_LEVERS),
@@ -88,6 +96,8 @@ STRATEGY_TABLE: tuple[Strategy, ...] = (
 )
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in STRATEGY_TABLE)
+# What `eval run` measures unless told: every strategy but those that embed every window first.
+EVAL_DEFAULT_STRATEGIES: tuple[str, ...] = tuple(s.name for s in STRATEGY_TABLE if not s.embeds_windows)
 _BY_NAME = {s.name: s for s in STRATEGY_TABLE}
 
 BASELINE = "vanilla"  # what reports measure every other strategy against

@@ -46,7 +46,7 @@ _STATEMENT = re.compile(r"^(\s{8,})[a-z_][\w.]* = \S.*[^,(\[{\\:]$")  # an assig
 def cursors(service: RepoService, count: int, seed: int) -> list[tuple[str, str, int, str]]:
     """(kind, path, 1-based line, the file's text as the user has it) for `count` cursors."""
     rng = random.Random(seed)
-    files = sorted(f.path for f in service.indexed_files() if f.language == "python" and f.fragments > 4)
+    files = sorted(f.path for f in service.view().indexed_files() if f.language == "python" and f.fragments > 4)
     out: list[tuple[str, str, int, str]] = []
     while len(out) < count:
         path = rng.choice(files)

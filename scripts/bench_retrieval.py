@@ -73,7 +73,7 @@ def load_times(work: Path, repeats: int = 5) -> list[float]:
 
 
 def python_files(service: RepoService) -> list[str]:
-    return [f.path for f in service.indexed_files() if f.language == "python" and f.fragments > 2]
+    return [f.path for f in service.view().indexed_files() if f.language == "python" and f.fragments > 2]
 
 
 def retrieval_latency(service: RepoService, n_cursors: int, seed: int) -> dict:
@@ -92,15 +92,15 @@ def retrieval_latency(service: RepoService, n_cursors: int, seed: int) -> dict:
         assert not isinstance(cursor, Failure)
         for alpha in (0.5, 0.0):
             started = time.perf_counter()
-            service.retrieve_at(cursor, k=10, alpha=alpha)
+            service.view().retrieve_at(cursor, k=10, alpha=alpha)
             timings[f"alpha_{alpha}"].append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         query, _ = text_before_cursor(cursor, service.config.retrieval.query_lines)
-        excluded, unlisted = service.cursor_masks(cursor)
+        excluded, unlisted = service.view().cursor_masks(cursor)
         scores = score_fragments(index, query, 0.5, excluded, None, unlisted)
         whole = top_fragments(index, scores, 10, service.config.prompt.anchor_matches)
         timings["alpha_0.5_whole_product"].append((time.perf_counter() - started) * 1000)
-        bounded = service.retrieve_at(cursor, k=10, alpha=0.5).fragments
+        bounded = service.view().retrieve_at(cursor, k=10, alpha=0.5).fragments
         if list(bounded) != whole:
             raise SystemExit(f"the bounded top K differs from the whole product's at {path}:{cursor.line}")
     return {
@@ -194,7 +194,7 @@ def naive_vs_fast(tree: Path) -> dict:
     naive_query = (time.perf_counter() - started) / len(queries)
     started = time.perf_counter()
     for query in queries:
-        service.retrieve(query, k=10, alpha=0.5)
+        service.view().retrieve(query, k=10, alpha=0.5)
     fast_query = (time.perf_counter() - started) / len(queries)
     shutil.rmtree(work, ignore_errors=True)
     return {
@@ -230,7 +230,7 @@ def granularity_comparison(tree: Path, n_queries: int = 60, seed: int = 1) -> di
                 end = rng.randint(1, len(lines))
                 queries.append("\n".join(lines[max(0, end - 20):end]))
         started = time.perf_counter()
-        tops[granularity] = [{(f.path, f.start_line) for f in service.retrieve(q, k=10)} for q in queries]
+        tops[granularity] = [{(f.path, f.start_line) for f in service.view().retrieve(q, k=10)} for q in queries]
         query_ms = (time.perf_counter() - started) / len(queries) * 1000
         out[granularity] = {"nodes": index.graph_nodes, "edges": index.graph_edges, "build_s": seconds,
                             "w_nnz": int(index.w_base.nnz), "query_ms": query_ms}

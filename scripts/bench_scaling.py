@@ -92,7 +92,7 @@ def indexed_lines(service: RepoService) -> int:
 
 def retrieval(service: RepoService, cursors: int, seed: int) -> dict:
     rng = random.Random(seed)
-    files = [f.path for f in service.indexed_files() if f.language == "python" and f.fragments > 2]
+    files = [f.path for f in service.view().indexed_files() if f.language == "python" and f.fragments > 2]
     latencies = []
     for _ in range(cursors):
         path = rng.choice(files)
@@ -100,7 +100,7 @@ def retrieval(service: RepoService, cursors: int, seed: int) -> dict:
         cursor = locate(service.root, path, text, rng.randint(1, max(1, text.count("\n"))), None)
         assert not isinstance(cursor, Failure), cursor
         started = time.perf_counter()
-        service.retrieve_at(cursor, k=10, alpha=0.5)
+        service.view().retrieve_at(cursor, k=10, alpha=0.5)
         latencies.append((time.perf_counter() - started) * 1000)
     return {"p50_ms": statistics.median(latencies), "p95_ms": float(np.percentile(latencies, 95))}
 

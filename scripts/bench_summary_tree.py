@@ -49,7 +49,7 @@ def main() -> None:
         build_s = time.perf_counter() - started
         out = {"repo": source.name, "nodes": len(tree.nodes), "build_s": build_s, "build_summaries": tree.summarised}
         rng = random.Random(0)
-        files = [f.path for f in service.indexed_files() if f.language == "python" and f.fragments > 2]
+        files = [f.path for f in service.view().indexed_files() if f.language == "python" and f.fragments > 2]
         walks, steps = [], []
         settings = service.config.retrieval
         for _ in range(args.cursors):

@@ -174,7 +174,7 @@ def timed_edit(work: Path, repeats: int) -> tuple[dict[str, float], float, float
     assert not hasattr(report, "kind"), report
     index = service.index_for_measurement()  # the edit's phases are timed on the index itself
     # A file of the tree's most common language, the one nearest 500 lines.
-    files = service.indexed_files()
+    files = service.view().indexed_files()
     language = Counter(f.language for f in files).most_common(1)[0][0]
     sizes = [(abs((work / f.path).read_text(errors="replace").count("\n") - 500), f.path)
              for f in files if f.language == language]

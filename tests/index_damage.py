@@ -150,7 +150,7 @@ def answer(repo: Path) -> tuple[str, str, list]:
     report = service.ensure_index(structure=True)
     if isinstance(report, Failure):
         return "failed", report.message, []
-    top = service.retrieve(QUERY, k=10)
+    top = service.view().retrieve(QUERY, k=10)
     return report.action, report.warning, [[f.path, f.start_line, f.end_line, round(f.s_rel, 6)] for f in top]
 
 

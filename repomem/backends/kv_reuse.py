@@ -3,8 +3,8 @@
 In an editor, consecutive prompts share most of their text, moved: after Enter the retrieved
 blocks change order or one is replaced, and the file's window slides by a line. llama.cpp's
 prompt cache (llama-cpp-python's prefix match) keeps only the longest common beginning, so a
-completion on a new line re-read 700-900 of its ~960 tokens (an editor walk on Django: 145, 176
-and 73 tokens shared from the start; 441, 564 and 829 with the runs this module keeps).
+completion on a new line re-read most of its tokens (an editor walk, with and without the runs
+this module keeps: docs/measurements.md#editor-and-the-embedded-model).
 
 `reuse_plan` finds the long shared runs; `with_chunk_reuse` gives a llama_cpp.Llama class that,
 before each prompt, keeps the cached cells of those runs, moves them to their new positions

@@ -166,6 +166,9 @@ class MemoBackend:
         self._scope = ""  # the task being evaluated: what the `enough` predicate depends on
         # A deferred request carries its forced start to the answering script (its backend must hold it).
         self.constrains_start = constrains_start(inner)
+        # Requests written out since construction: a caller compares it before and after a task to
+        # see whether any generation of it (a follow-up, a second opinion) is still to be answered.
+        self.deferred_requests = 0
         self.reused = 0  # requests answered from memory or the store since construction
         self.recalled = 0  # of those, answered by the store (an earlier run)
 
@@ -188,6 +191,7 @@ class MemoBackend:
             return stored
         if self.deferred is not None:
             self.deferred.put(stored_key, self._scope, self.name, request)
+            self.deferred_requests += 1
             return Failure(DEFERRED, "generation deferred: answer the requests file, then run again with the store")
         answer = self.inner.generate(request)
         if isinstance(answer, Generation) and answer.finish_reason not in ("cancelled", "deadline"):

@@ -18,7 +18,7 @@ from repomem.cli.errors import UserError, alpha_value, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS, Config, ConfigProblem, with_assignments, with_overrides
 from repomem.failures import Failure
-from repomem.strategies import STRATEGY_NAMES
+from repomem.strategies import EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES
 
 DEFAULT_REPORT_DIR = Path("eval/results")
 
@@ -225,7 +225,9 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--tasks", action="append", required=True, help="a tasks JSONL file (repeat for several splits)")
     run.add_argument("--repos", required=True, help="folder holding one folder per repository")
     run.add_argument("--results", default=None, help="results JSONL (default: results.jsonl beside the tasks)")
-    run.add_argument("--strategies", default=",".join(STRATEGY_NAMES), help="comma-separated (default: all)")
+    run.add_argument("--strategies", default=",".join(EVAL_DEFAULT_STRATEGIES),
+                     help="comma-separated (default: all but those that embed every window first: "
+                          f"{', '.join(sorted(set(STRATEGY_NAMES) - set(EVAL_DEFAULT_STRATEGIES)))})")
     run.add_argument("--limit", type=int, default=None, help="tasks per split, drawn by --seed, balanced over repos")
     run.add_argument("--seed", type=int, default=0, help="which tasks --limit draws (default 0)")
     run.add_argument("--alpha", type=alpha_value, default=None, help="FragRel's alpha (default 0.5)")

@@ -29,7 +29,8 @@ from repomem.failures import Failure
 from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
 
 if TYPE_CHECKING:
-    from repomem.service import IndexReport, RepoService, Retrieval
+    from repomem.repo_view import Retrieval
+    from repomem.service import IndexReport, RepoService
 
 
 def _human_bytes(count: int) -> str:
@@ -112,7 +113,7 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
         "alpha": result.alpha,
         "k": result.k,
         "query": {"first_line": result.query_first_line + 1, "last_line": cursor.line + 1},
-        "fragments": [fragment_record(f, rank, text=service.fragment_text(f))
+        "fragments": [fragment_record(f, rank, text=service.view().fragment_text(f))
                       for rank, f in enumerate(result.fragments, start=1)],
         "timings_ms": {name: round(value, 3) for name, value in timings.items()},
     }
@@ -127,7 +128,7 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     started = time.perf_counter()
     ensure_index(service, err)
     index_ms = (time.perf_counter() - started) * 1000
-    result = service.retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
+    result = service.view().retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
     timings = {"index": index_ms, **result.timings_ms}
     if args.json:
         print(json.dumps(_retrieval_json(service, result, timings), indent=2))
@@ -143,7 +144,7 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.code:
         for rank, f in enumerate(result.fragments, start=1):
             out.rule(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}")
-            out.print(service.fragment_text(f), markup=False, highlight=False, soft_wrap=True)
+            out.print(service.view().fragment_text(f), markup=False, highlight=False, soft_wrap=True)
     err.print(f"index {index_ms:.0f} ms, retrieve {result.timings_ms['retrieve']:.1f} ms", style="dim")
     return 0
 
@@ -181,7 +182,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError(Failure("bad-option", "--max-tokens must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
-    from repomem.cli.service_setup import ensure_index
+    from repomem.cli.service_setup import embed_windows, ensure_index
     from repomem.completion.engine import CompletionEngine
     from repomem.records import JSON_VERSION, fragment_record
 
@@ -198,6 +199,8 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     strategy = args.strategy or settings.strategy
     if strategy_named(strategy).retrieves:
         ensure_index(service, err)
+    if strategy_named(strategy).embeds_windows:
+        embed_windows(service, err)
     timings["index"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     backend = open_chosen_backends(args, service.config, err)[0]

@@ -34,6 +34,13 @@ def ensure_index(service: RepoService, err: Console, full: bool = False) -> Inde
     return report
 
 
+def embed_windows(service: RepoService, err: Console) -> int:
+    """The windows embedded that had no vector yet (strategy "dense"), with a progress bar: the
+    first time, minutes on a large repository."""
+    with RichProgress(err) as progress:
+        return ok(service.update_window_embeddings(progress))
+
+
 def named_folder(text: str) -> Path:
     """A repository folder a person named (`index PATH`, `--repo`): an empty string is no folder
     (Path("") would be the current one)."""

@@ -41,7 +41,7 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     store = service.memories.open_written_summaries()
     try:
         with RichProgress(err) as progress:
-            work, answered = summarise.plan(service, backend, store, kinds, args.limit, progress)
+            work, answered = summarise.plan(service.view(), backend, store, kinds, args.limit, progress)
         estimate = {"to_write": len(work.units), "already_written": work.already, "prompt_tokens": work.prompt_tokens,
                     "seconds_per_call": round(work.seconds_per_call, 2), "estimated_s": round(work.estimated_s, 1),
                     "model": backend.name}
@@ -64,7 +64,7 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
             return 0
         try:
             with RichProgress(err) as progress:
-                report = summarise.run(service, backend, store, work, answered, progress)
+                report = summarise.run(service.view(), backend, store, work, answered, progress)
         except KeyboardInterrupt:
             done = sum(1 for unit in work.units if store.has(backend.name, unit.key))
             print(f"repomem: interrupted after {done:,} of {len(work.units):,} summaries; they are kept, and "

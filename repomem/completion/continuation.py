@@ -4,9 +4,9 @@ A retrieved window is most useful when it holds a near-copy of the code just abo
 (a clone: the same test written for another metric, the same argument handling in a sibling
 command) and the lines that came next there, which is what a small model copies. RepoCoder's
 windows are fixed 20-line slices moving by 10, so the matching lines often sit at a window's
-bottom and the line the user is about to write is the first line the window does not show: on the
-dev set's exact-match sample the answer was the line right after such a match, outside the prompt's
-block, in 6 of 174 wrong API and 3 of 146 wrong line completions (docs/eval-history.md, fifth round).
+bottom and the line the user is about to write is the first line the window does not show; the
+answer is then often the line right after such a match, outside the prompt's block
+(docs/repoeval-devset.md#the-continuation-and-clone-search).
 
 `continued_span` finds where the visible code's last lines match inside (or just below) a window
 and slides the window down, keeping its length, until it shows `after` non-blank lines past the

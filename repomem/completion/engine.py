@@ -23,29 +23,24 @@ from repomem.backends.base import (
     constrains_start,
 )
 from repomem.completion.levers import LEVERS
-from repomem.completion.levers.base import FunctionKey, FunctionMemory, LeverRound, Pins, PromptLever
+from repomem.completion.levers.base import LeverRound, Pins, PromptLever
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.postprocess import CompletionShape, clean_completion, completion_settled
 from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
-from repomem.completion.retrievers import RETRIEVERS, RoundQuery
+from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuery
 from repomem.completion.rounds import RoundAnswer
+from repomem.completion.warm_prefix import FunctionKey, PromptStart, WarmPrefix
 from repomem.config import Config
-from repomem.failures import Failure, FailureKind
+from repomem.failures import Failure
 from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
 from repomem.languages.registry import language_named
 from repomem.positions import Cursor
+from repomem.repo_view import RepoView, masked
 from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, Strategy, strategy_named
-
-STABLE_MEMO_SIZE = 64  # functions whose blocks are remembered for --order stable
-FIRST_LINE_SLOT = "first-line"  # FunctionMemory slot: where the function's last prompt began its file
-# The first prompt in a function (editor order) leaves 1/16 of the budget free (64 tokens of 1,024,
-# about five lines): the rest of a line and the next lines typed keep its start, so a warm
-# completion evaluates only what changed instead of the whole file part again.
-STABLE_HEADROOM = 16
 
 
 @dataclass(frozen=True)
@@ -87,16 +82,17 @@ class CompletionEngine:
 
     With order "stable", the blocks are retrieved once per function (at the first completion in
     it) and reused, ordered by path and line, while the cursor stays in that function: every prompt
-    then shares its whole block section, and the backend's prompt cache skips it.
+    then shares its whole block section, and the backend's prompt cache skips it
+    (completion/warm_prefix.py).
     """
 
     def __init__(self, service: RepoService, backend: Backend, config: Config | None = None):
         self.service = service
         self.backend = backend
         self.config = config or service.config
-        self._tokenizer = BackendTokenizer(backend, service.mask)
+        self._tokenizer = BackendTokenizer(backend, lambda text: masked(text, self.config.scan))
         # Order "stable": what each function's first completion chose (blocks, shown spans, first line).
-        self._functions = FunctionMemory(STABLE_MEMO_SIZE)
+        self._warm = WarmPrefix.new()
 
     def request(
         self,
@@ -147,45 +143,45 @@ class CompletionEngine:
         return self.run(request)
 
     def run(self, request: CompletionRequest) -> Completion | Failure:
-        context = self._read_cursor(request)
+        view = self.service.view(self.config)
+        context = self._read_cursor(view, request)
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
-        model = self._memory_model(request)
+        model = self._memory_model(view, request)
         rounds: list[Completion] = []
         for round_number in range(1, self._round_count(request.strategy) + 1):
             if rounds:
                 # RepoCoder: the query window slides over the draft: last lines before the cursor + draft.
                 draft = rounds[-1].raw if context.shape.multiline else rounds[-1].text
                 query = "\n".join((context.query + draft).split("\n")[-self.config.retrieval.query_lines :])
-            result = self._round(request, context, query, round_number, timings, model)
-            if isinstance(result, Failure) and result.kind == FailureKind.DEFERRED and not rounds:
-                self._defer_second_opinion(request, context, follow_round=round_number + 1, model=model)
+            result = self._round(view, request, context, query, round_number, timings, model)
             if isinstance(result, Failure) or result.generation.finish_reason == "cancelled":
                 return result
             rounds.append(result)
         # A lever may ask for one more generation after the draft (same query, same blocks, its
         # lines pinned); one that fails or is cut leaves the draft standing.
         draft = rounds[-1]
-        _, follow = self._lever_round(request, context, draft.rounds + 1, model)
+        _, follow = self._lever_round(view, request, context, draft.rounds + 1, model)
         pinned = next((lines for lever in follow
                        if (lines := lever.follow_up(draft.raw, draft.prompt, draft.generation.finish_reason))), ())
         if pinned:
-            second = self._round(request, context, query, 2, timings, model, pinned_lines=tuple(pinned),
+            second = self._round(view, request, context, query, 2, timings, model, pinned_lines=tuple(pinned),
                                  fragments=draft.fragments)
             if not isinstance(second, Failure) and second.generation.finish_reason in ("stop", "length"):
                 rounds.append(second)
         if len(rounds) == 1:
-            return self._with_second_opinion(request, context, rounds[0], follow, timings)
+            return self._with_second_opinion(view, request, context, rounds[0], follow, timings)
         answers = tuple(RoundAnswer(r.raw, r.generation.mean_logprob) for r in rounds)
         chosen = next((shown for lever in follow if (shown := lever.shown_round(answers)) is not None),
                       len(answers) - 1)
         # The shown round's prompt, blocks and answer; the whole request's timings and round count.
         shown = dataclasses.replace(rounds[chosen], timings_ms=rounds[-1].timings_ms, rounds=rounds[-1].rounds,
                                     round_answers=answers, chosen_round=chosen)
-        return self._with_second_opinion(request, context, shown, follow, timings)
+        return self._with_second_opinion(view, request, context, shown, follow, timings)
 
-    def _with_second_opinion(self, request: CompletionRequest, context: CursorContext, result: Completion,
-                             follow: Sequence[PromptLever], timings: dict[str, float]) -> Completion:
+    def _with_second_opinion(self, view: RepoView, request: CompletionRequest, context: CursorContext,
+                             result: Completion, follow: Sequence[PromptLever],
+                             timings: dict[str, float]) -> Completion:
         """Another strategy's answer (PromptLever.second_opinion), shown when the model is surer of
         it than of the answer chosen so far; recorded as one more round."""
         confidence = result.generation.mean_logprob
@@ -193,8 +189,8 @@ class CompletionEngine:
         other = next((name for lever in follow if (name := lever.second_opinion(shown))), None)
         if other is None or confidence is None:
             return result
-        alone = self._round(dataclasses.replace(request, strategy=strategy_named(other)), context, context.query, 1,
-                            timings, None)
+        alone = self._round(view, dataclasses.replace(request, strategy=strategy_named(other)), context, context.query,
+                            1, timings, None)
         if isinstance(alone, Failure) or alone.generation.finish_reason not in ("stop", "length") \
                 or alone.generation.mean_logprob is None:
             return dataclasses.replace(result, timings_ms=dict(timings))  # what it cost, the answer as it was
@@ -204,44 +200,43 @@ class CompletionEngine:
                                        rounds=result.rounds + 1, round_answers=answers, chosen_round=len(answers) - 1)
         return dataclasses.replace(result, timings_ms=dict(timings), rounds=result.rounds + 1, round_answers=answers)
 
-    def _defer_second_opinion(self, request: CompletionRequest, context: CursorContext, follow_round: int,
-                              model: MemoryModel | None) -> None:
-        """`eval run --defer`: the first round's prompt was written out, not answered. The second
-        opinion's prompt does not depend on that answer (only whether it is asked does: an answer
-        with a confidence, as the answering GPU backends report), so it is written out too, and
-        one pass of answering completes the task."""
-        _, follow = self._lever_round(request, context, follow_round, model)
-        other = next((name for lever in follow if (name := lever.second_opinion(RoundAnswer("", 0.0)))), None)
-        if other is not None:
-            self._round(dataclasses.replace(request, strategy=strategy_named(other)), context, context.query, 1,
-                        {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}, None)
+    def second_opinion_strategy(self, request: CompletionRequest) -> str | None:
+        """The strategy whose answer the levers would generate as a second opinion for `request`
+        once its answer has a confidence (None: none). Its prompt does not depend on that answer,
+        so a caller that writes prompts out instead of answering them (`eval run --defer`) can
+        write this one out in the same pass."""
+        view = self.service.view(self.config)
+        context = self._read_cursor(view, request)
+        _, levers = self._lever_round(view, request, context, 2, self._memory_model(view, request))
+        return next((name for lever in levers if (name := lever.second_opinion(RoundAnswer("", 0.0)))), None)
 
     def _round_count(self, strategy: Strategy) -> int:
         """Generation rounds: the strategy's own, or completion.iterative_rounds for an iterative one."""
         configured = self.config.completion.iterative_rounds
         return configured if strategy.rounds > 1 and configured > 0 else strategy.rounds
 
-    def _memory_model(self, request: CompletionRequest) -> MemoryModel | None:
+    def _memory_model(self, view: RepoView, request: CompletionRequest) -> MemoryModel | None:
         """The request's budgeted access to the model, for strategies that ask it while retrieving."""
         if not request.strategy.asks_model:
             return None
-        return MemoryModel(self.backend, self.service.mask, self.config.memory.max_calls,
+        return MemoryModel(self.backend, view.mask, self.config.memory.max_calls,
                            self.config.completion.deadline_s, request.cancel)
 
     # -- the steps of one round ----------------------------------------------------------------
 
     def prepare(self, request: CompletionRequest) -> PreparedPrompt | Failure:
         """The first round's prompt without running the model (prompt-level evaluation, explain)."""
-        context = self._read_cursor(request)
-        return self._prepare(request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0},
-                             self._memory_model(request))
+        view = self.service.view(self.config)
+        context = self._read_cursor(view, request)
+        return self._prepare(view, request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0},
+                             self._memory_model(view, request))
 
-    def _read_cursor(self, request: CompletionRequest) -> CursorContext:
+    def _read_cursor(self, view: RepoView, request: CompletionRequest) -> CursorContext:
         return read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
-                           self.service.mask,
+                           view.mask,
                            heal_words=self.config.completion.word_healing and constrains_start(self.backend))
 
-    def _lever_round(self, request: CompletionRequest, context: CursorContext, round_number: int,
+    def _lever_round(self, view: RepoView, request: CompletionRequest, context: CursorContext, round_number: int,
                      model: MemoryModel | None,
                      pinned_lines: tuple[str, ...] = ()) -> tuple[LeverRound, list[PromptLever]]:
         """What the levers see of a round, and the strategy's levers made for it."""
@@ -254,28 +249,32 @@ class CompletionEngine:
                                      model, anchored=0)
             for lever in levers:
                 round_query = lever.ranking(round_query)
-            found = retrieve(self.service, round_query)
+            found = retrieve(view, round_query)
             for lever in levers:
                 found = lever.found(text, found)
             return found
 
-        lever_round = LeverRound(request, context, self.config, self.service, round_number,
-                                 self._stable_key(request, context), self._functions,
+        lever_round = LeverRound(request, context, self.config, view, round_number,
+                                 self._stable_key(request, context), self._warm.memory,
                                  list(context.file_lines),
                                  retrieve_text, pinned_lines)
         levers.extend(LEVERS[name](lever_round) for name in request.strategy.levers
                       if LEVERS[name].applies(self.config))
         return lever_round, levers
 
-    def _prepare(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
+    def _prepare(self, view: RepoView, request: CompletionRequest, context: CursorContext, query: str,
+                 round_number: int,
                  timings: dict[str, float], model: MemoryModel | None, pinned_lines: tuple[str, ...] = (),
                  fragments: Sequence[ScoredFragment] | None = None) -> PreparedPrompt | Failure:
         """`fragments`: the round's blocks when already known (a follow-up round keeps the draft's,
         which `--order stable` may have remembered rather than retrieved); `pinned_lines`: a
         follow-up round's lines (PromptLever.follow_up)."""
-        lever_round, levers = self._lever_round(request, context, round_number, model, pinned_lines)
+        lever_round, levers = self._lever_round(view, request, context, round_number, model, pinned_lines)
         started = time.perf_counter()
-        fragments = list(fragments) if fragments is not None else self._fragments(lever_round, levers, query)
+        try:
+            fragments = list(fragments) if fragments is not None else self._fragments(lever_round, levers, query)
+        except RetrievalFailed as error:
+            return error.failure
         timings["retrieve"] += (time.perf_counter() - started) * 1000
         if model is not None:  # part of "retrieve": what the memory's own model calls cost
             timings["memory_model"] = sum(call.seconds for call in model.calls) * 1000
@@ -287,14 +286,14 @@ class CompletionEngine:
         return PreparedPrompt(context, tuple(fragments), prompt, tuple(model.calls) if model is not None else (),
                               dict(timings))
 
-    def _round(self, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
+    def _round(self, view: RepoView, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
                timings: dict[str, float], model: MemoryModel | None, pinned_lines: tuple[str, ...] = (),
                fragments: Sequence[ScoredFragment] | None = None) -> Completion | Failure:
-        prepared = self._prepare(request, context, query, round_number, timings, model, pinned_lines, fragments)
+        prepared = self._prepare(view, request, context, query, round_number, timings, model, pinned_lines, fragments)
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt
-        generation = self._generate(request, context, prompt)
+        generation = self._generate(view, request, context, prompt)
         if isinstance(generation, Failure):
             return generation
         timings["generate"] += generation.seconds * 1000
@@ -308,7 +307,7 @@ class CompletionEngine:
         )
 
     def _stable_key(self, request: CompletionRequest, context: CursorContext) -> FunctionKey | None:
-        return (request.cursor.path, context.definition_line) if request.order == "stable" else None
+        return WarmPrefix.key(request.order, request.cursor.path, context.definition_line)
 
     def _fragments(self, lever_round: LeverRound, levers: Sequence[PromptLever], query: str) -> list[ScoredFragment]:
         """The round's fragments: remembered for the function (stable order, first round) or
@@ -316,14 +315,14 @@ class CompletionEngine:
         first_retrieval = lever_round.number == 1 and lever_round.request.strategy.retrieves
         memo_key = lever_round.stable_key if first_retrieval else None
         if memo_key is not None:
-            remembered = self._functions.fragments(memo_key, self.service.renewed_fragments)
+            remembered = self._warm.fragments(memo_key, lever_round.view.renewed_fragments)
             if remembered is not None:
                 return remembered
         fragments = lever_round.retrieve(query)
         for lever in levers:
             fragments = lever.candidates(fragments)
-        if memo_key is not None and fragments:
-            self._functions.remember_fragments(memo_key, fragments)
+        if memo_key is not None:
+            self._warm.remember_fragments(memo_key, fragments)
         return fragments
 
     def _fit_prompt(self, lever_round: LeverRound, levers: Sequence[PromptLever],
@@ -334,7 +333,7 @@ class CompletionEngine:
         request, settings = lever_round.request, self.config.completion
         cursor = request.cursor
         candidates = [
-            ContextBlock(f.fragment, f.path, f.start_line, f.end_line, self.service.fragment_text(f), f.s_rel,
+            ContextBlock(f.fragment, f.path, f.start_line, f.end_line, lever_round.view.fragment_text(f), f.s_rel,
                          summary=f.text is not None, similarity=f.s_ind)
             for f in fragments
         ]
@@ -342,33 +341,29 @@ class CompletionEngine:
             candidates = lever.blocks(candidates)
         select = next((chosen for lever in levers if (chosen := lever.selection()) is not None), None)
         budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
-        stable_key = lever_round.stable_key
-        aim = self._functions.get(FIRST_LINE_SLOT, stable_key) if stable_key else None  # a file line
         visible_from = min(max(request.visible_from, 0), cursor.line)
-        hint = aim - visible_from if aim is not None and aim >= visible_from else None
+        start = self._warm.start(lever_round.stable_key, visible_from, budget.max_prompt_tokens)
         try:
-            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, hint,
-                                      aim if hint is not None else None)
-            if not isinstance(prompt, Failure) and hint is not None and prompt.left_first_line > aim:
+            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, start)
+            if not isinstance(prompt, Failure) and start.aim is not None and prompt.left_first_line > start.aim:
                 # The previous start no longer fits (the cursor moved down): fit afresh, so that
                 # no block is dropped for lines this prompt does not show, nor an import left out
                 # as shown by the discarded fit.
                 for lever in levers:
                     lever.restart_fit()
-                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, hint, None)
+                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from,
+                                          start.afresh())
         except TokenCountFailed as error:
             return error.failure
         if isinstance(prompt, Failure):
             return prompt
-        if stable_key is not None:
-            self._functions.set(FIRST_LINE_SLOT, stable_key, prompt.left_first_line)
+        self._warm.remember_start(lever_round.stable_key, prompt.left_first_line)
         return prompt
 
     def _settle_fit(self, lever_round: LeverRound, levers: Sequence[PromptLever], candidates: list[ContextBlock],
-                    select, budget: PromptBudget, visible_from: int, hint: int | None,
-                    aim: int | None) -> Prompt | Failure:
+                    select, budget: PromptBudget, visible_from: int, start: PromptStart) -> Prompt | Failure:
         """build_prompt, redone until no block repeats what the prompt shows of the current file and
-        no lever's pins change. `aim` (a file line): where the previous prompt of this function
+        no lever's pins change. `start.aim` (a file line): where the previous prompt of this function
         began its file; blocks that the file from there on would show count as shown while the fit
         settles, so that the same candidates settle on the same prompt as last time (a block that
         only the first fits' starts overlapped would otherwise push the start down each time, and
@@ -386,8 +381,7 @@ class CompletionEngine:
             prompt = build_prompt(
                 left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                 tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
-                style=settings.style, repo=self.service.root.name, path=cursor.path, first_line_hint=hint,
-                headroom=budget.max_prompt_tokens // STABLE_HEADROOM if lever_round.stable_key else 0,
+                style=settings.style, repo=lever_round.view.root.name, path=cursor.path, start=start,
                 select=select, pinned=() if pinned is None else (pinned,),
                 comment=language_named(context.language).line_comment,
             )
@@ -395,7 +389,7 @@ class CompletionEngine:
                 return prompt
             # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
             prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
-            first_shown = prompt.left_first_line if aim is None else min(aim, prompt.left_first_line)
+            first_shown = prompt.left_first_line if start.aim is None else min(start.aim, prompt.left_first_line)
             shown = (first_shown, cursor.line + context.suffix_lines)
             duplicates = {id(b) for b in prompt.blocks
                           if b.path == cursor.path and not b.summary
@@ -407,7 +401,8 @@ class CompletionEngine:
             if not unsettled:
                 return prompt
 
-    def _generate(self, request: CompletionRequest, context: CursorContext, prompt: Prompt) -> Generation | Failure:
+    def _generate(self, view: RepoView, request: CompletionRequest, context: CursorContext,
+                  prompt: Prompt) -> Generation | Failure:
         stops = list(self.backend.template.stops)
         if not context.shape.multiline and context.shape.line_prefix.strip():
             stops.append("\n")
@@ -420,7 +415,7 @@ class CompletionEngine:
                 return completion_settled(_without_healed(text, context.healed), context.shape, sentinels, suffix,
                                           max_lines)
         return self.backend.generate(GenerationRequest(
-            prompt=self.service.mask(prompt.text),  # the last gate before text leaves repomem
+            prompt=view.mask(prompt.text),  # the last gate before text leaves repomem
             max_tokens=request.max_new_tokens, stop=stops,
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=enough,
             forced_start=context.forced_start,

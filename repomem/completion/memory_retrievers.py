@@ -1,7 +1,7 @@
 """The retrievers of the memory strategies that ask the model while they retrieve (issue 14):
 MemWalker (navigate the summary tree), ReadAgent (gists, then look pages up) and QRMeM (walk the
 entity graph, reflect). The memories themselves live in repomem/memory/ (the service holds them,
-`service.memories`); this module joins them to BM25 over the index and to the request's
+`view.memories`); this module joins them to BM25 over the index and to the request's
 `MemoryModel` (budgeted, recorded calls).
 
 Each returns its own findings first, best first, then fills the block budget with BM25 windows
@@ -12,15 +12,15 @@ is spent) every decision falls back to the BM25-best choice, recorded in the cal
 
 from __future__ import annotations
 
+from repomem.completion.levers.signature_lines import signature_span
 from repomem.completion.model_calls import MemoryModel, chosen_numbers, says_yes
 from repomem.completion.retrieval_round import RoundQuery, bm25_within
 from repomem.memory.entities import Entity, Usage, asked_name, names_at_cursor, reflection_question
 from repomem.memory.gists import Page, lookup_question
 from repomem.memory.memwalker import Option, navigation_question, walk
 from repomem.memory.summary_tree import SummaryNode, parent_of
-from repomem.retrieval.definitions import signature_span
+from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
-from repomem.service import RepoService
 
 QUESTION_CODE_LINES = 12  # lines before the cursor a memory question shows (the model is small)
 USAGE_CONTEXT_LINES = 3  # lines shown around a usage site, each side
@@ -55,23 +55,23 @@ def _window_summary(text: str) -> str:
     return " | ".join((heads or lines)[:2])[:160]
 
 
-def memory_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
-    if not service.index_loaded:
+def memory_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
+    if not view.index_loaded:
         return []
-    settings = service.config.memory
-    tree = service.memories.summary_tree()
+    settings = view.config.memory
+    tree = view.memories.summary_tree()
     windows: dict[int, ScoredFragment] = {}
 
     def children(node: str) -> list[Option]:
         kind = tree.nodes[node].kind
         if kind == "file":
-            found = bm25_within(service, query, {node}, settings.walk_children * 2)
+            found = bm25_within(view, query, {node}, settings.walk_children * 2)
             windows.update((f.fragment, f) for f in found)
             return [Option(f"#{f.fragment}", f"lines {f.start_line + 1}-{f.end_line}",
-                           _window_summary(service.fragment_text(f)), f.s_ind, f.fragment) for f in found]
+                           _window_summary(view.fragment_text(f)), f.s_ind, f.fragment) for f in found]
         return [Option(child.path, child.path.rsplit("/", 1)[-1] + ("/" if child.kind == "folder" else ""),
                        _summary_line(child, settings.summary_lines), score)
-                for child, score in tree.ranked_children(node, query.text, service.config.bm25)
+                for child, score in tree.ranked_children(node, query.text, view.config.bm25)
                 if child.path != query.cursor.path]  # the prompt shows the cursor's file already
 
     def choose(node: str, options) -> int | None:
@@ -90,20 +90,20 @@ def memory_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
     outcome = walk("", children, choose, settings.walk_leaves, steps, parent_of, settings.walk_children)
     collected = [windows[w] for w in outcome.windows]
     taken = {f.fragment for f in collected}
-    fill = bm25_within(service, query, set(tree.files_under(outcome.last_node)) | {query.cursor.path},
-                       service.config.retrieval.top_k)
+    fill = bm25_within(view, query, set(tree.files_under(outcome.last_node)) | {query.cursor.path},
+                       view.config.retrieval.top_k)
     return [*collected, *(f for f in fill if f.fragment not in taken)]
 
 
 # -- ReadAgent -----------------------------------------------------------------------------------
 
-def gist_lookup(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
-    if not service.index_loaded:
+def gist_lookup(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
+    if not view.index_loaded:
         return []
-    settings = service.config.memory
-    memory = service.memories.gist_memory()
+    settings = view.config.memory
+    memory = view.memories.gist_memory()
     # Pages scored by their best window's BM25 (the index's windows, no second index), other files only.
-    found = bm25_within(service, query, None, settings.gist_pages * 3)
+    found = bm25_within(view, query, None, settings.gist_pages * 3)
     scores: dict[Page, tuple[float, int]] = {}
     for f in found:
         if f.path == query.cursor.path:
@@ -133,17 +133,17 @@ def gist_lookup(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
 
 # -- QRMeM ---------------------------------------------------------------------------------------
 
-def entity_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]:
-    if not service.index_loaded:
+def entity_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
+    if not view.index_loaded:
         return []
-    settings = service.config.memory
-    memory = service.memories.entity_memory()
+    settings = view.config.memory
+    memory = view.memories.entity_memory()
     here = query.cursor.path
     lines_of: dict[str, list[str]] = {}
 
     def lines(path: str) -> list[str]:
         if path not in lines_of:
-            lines_of[path] = service.span_text(path, 0, 1 << 30).split("\n")
+            lines_of[path] = view.span_text(path, 0, 1 << 30).split("\n")
         return lines_of[path]
 
     evidence: list[Entity | Usage] = []
@@ -190,18 +190,18 @@ def entity_walk(service: RepoService, query: RoundQuery) -> list[ScoredFragment]
                             f"look up {name}: nothing new, expand one hop" if name else "expand one hop")
     out: list[ScoredFragment] = []
     for item in evidence:
-        fragment = _window_of(service, query, item)
+        fragment = _window_of(view, query, item)
         if fragment is None:
             continue
         if isinstance(item, Entity):
             start, stop = signature_span(lines(item.path), item.start_line, item.end_line,
-                                         service.config.prompt.definition_lines)
+                                         view.config.prompt.definition_lines)
         else:
             start = max(0, item.line - USAGE_CONTEXT_LINES)
             stop = min(len(lines(item.path)), item.line + USAGE_CONTEXT_LINES + 1)
         out.append(ScoredFragment(fragment, item.path, start, stop, 0.0, 0.0, 1.0))
     taken = {f.fragment for f in out}
-    fill = bm25_within(service, query, None, service.config.retrieval.top_k)
+    fill = bm25_within(view, query, None, view.config.retrieval.top_k)
     return [*out, *(f for f in fill if f.fragment not in taken)]
 
 
@@ -213,9 +213,9 @@ def _evidence_line(item: Entity | Usage, lines: list[str]) -> str:
     return f"{item.entity.name} is used in {item.path}: {text}"
 
 
-def _window_of(service: RepoService, query: RoundQuery, item: Entity | Usage) -> int | None:
+def _window_of(view: RepoView, query: RoundQuery, item: Entity | Usage) -> int | None:
     """A live window holding the item's line (its id names the block), None when the caller's
     masks hide it."""
     line = item.start_line if isinstance(item, Entity) else item.line
-    fragment = service.live_window_holding(item.file_id, line)
+    fragment = view.live_window_holding(item.file_id, line)
     return fragment if fragment is not None and query.offers(fragment) else None

@@ -1,8 +1,8 @@
 """Packing retrieved windows into prompt blocks without repeating lines.
 
 RepoCoder's windows overlap by half (20 lines moving by 10), so the best windows of a file often
-share ten lines: on the dev set about a third of the block tokens in a 1,024-token block budget
-repeated a line the prompt already showed. Packing keeps the ranking but shows each line once:
+share ten lines, and many block tokens repeat a line the prompt already shows
+(docs/repoeval-devset.md#block-packing). Packing keeps the ranking but shows each line once:
 a window's lines already covered by a better block of the same file are dropped, and what is
 left joins an adjacent block (up to `max_lines`) or becomes a block of its own.
 """

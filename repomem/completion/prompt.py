@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from repomem.backends.templates import Template
+from repomem.completion.warm_prefix import COLD_START, PromptStart, first_kept_line
 from repomem.failures import Failure
 
 
@@ -161,8 +162,7 @@ def build_prompt(
     style: str = "comments",
     repo: str = "",
     path: str = "",
-    first_line_hint: int | None = None,
-    headroom: int = 0,
+    start: PromptStart = COLD_START,
     select: BlockSelection | None = None,
     pinned: Sequence[ContextBlock] = (),
     comment: str = "#",
@@ -171,12 +171,8 @@ def build_prompt(
 
     `left_lines`: the current file up to the cursor, one entry per line (the last one cut at the
     cursor). `candidates`: retrieved blocks, best first. `suffix`: text after the cursor for
-    fill-in-the-middle (None for left-to-right). `first_line_hint`: where the previous prompt of
-    this function started the current file; kept while it fits, so the prompt prefix stays the
-    same as the cursor moves down (when it no longer fits, a quarter of the room is cleared at once).
-    `headroom`: tokens left free when the first kept line is searched for, or all lines are
-    tried (editor order): the lines typed next then fit from the same start (a hint is kept while
-    the prompt from it fits the whole budget), and the model's prompt cache keeps serving them.
+    fill-in-the-middle (None for left-to-right). `start`: where the function's previous prompt
+    began the current file and the tokens to leave free (order "stable", completion/warm_prefix.py).
     `select`: chooses the blocks within the block budget (default: best first, each block whole).
     `pinned`: blocks shown first, outside the block budget (their room comes from the current
     file's left context); dropped only when the line at the cursor would not fit otherwise.
@@ -222,48 +218,23 @@ def build_prompt(
 
     n_lines = len(left_lines)
 
-    def fits(first_line: int, room: int = budget.max_prompt_tokens) -> bool:
-        return tokenizer.count(render(first_line, blocks)) <= room
-
-    searched_room = budget.max_prompt_tokens - max(0, headroom)
+    def fits(first_line: int, spared: int) -> bool:
+        return tokenizer.count(render(first_line, blocks)) <= budget.max_prompt_tokens - spared
 
     while True:
-        # A hint inside the left context decides the first kept line from at most two counts of the
-        # prompt instead of ~log2(lines) + 1, and gives what the search below would: 0 when all of
-        # it fits, else the hint when the lines from it on fit (the prompt grows with every line
-        # kept, which the search relies on too). A cursor moving down a function keeps its hint
-        # until it no longer fits.
-        hinted = first_line_hint is not None and 0 < first_line_hint < n_lines
-        if hinted and fits(0, searched_room):
-            low = 0
-        elif hinted and fits(first_line_hint):
-            low = first_line_hint
-        else:
-            # Binary search the first kept line: the fewest lines dropped that fit the budget.
-            low, high = 0, max(n_lines - 1, 0)
-            if not fits(high):
-                if not blocks and pinned:
-                    pinned = []
-                    continue
-                if not blocks:
-                    return Failure(
-                        "prompt-too-long",
-                        f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
-                    )
-                weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
-                blocks = blocks[:weakest] + blocks[weakest + 1 :]
+        low = first_kept_line(n_lines, fits, start)
+        if low is None:  # not even the cursor line fits: drop the pins, then the weakest block
+            if not blocks and pinned:
+                pinned = []
                 continue
-            while low < high:
-                middle = (low + high) // 2
-                if fits(middle, searched_room):
-                    high = middle
-                else:
-                    low = middle + 1
-            if first_line_hint is not None and low > 0:
-                if low <= first_line_hint < n_lines:
-                    low = first_line_hint
-                else:
-                    low = min(n_lines - 1, low + (n_lines - low) // 4)
+            if not blocks:
+                return Failure(
+                    "prompt-too-long",
+                    f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
+                )
+            weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
+            blocks = blocks[:weakest] + blocks[weakest + 1 :]
+            continue
         text = render(low, blocks)
         left_text = "\n".join(left_lines[low:])
         shown = [*pinned, *blocks]

@@ -7,9 +7,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.completion.model_calls import MemoryModel
+from repomem.failures import Failure
 from repomem.positions import Cursor
+from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
-from repomem.service import RepoService
+
+
+class RetrievalFailed(Exception):
+    """A retriever that cannot retrieve at all (its model cannot be had): the request fails with
+    `failure` instead of going on with no context as if none were relevant."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 @dataclass(frozen=True)
@@ -37,16 +47,16 @@ def _holds(mask: np.ndarray | None, fragment: int) -> bool:
     return bool(np.any(mask == fragment))
 
 
-def bm25_within(service: RepoService, query: RoundQuery, files: set[str] | None, k: int) -> list[ScoredFragment]:
+def bm25_within(view: RepoView, query: RoundQuery, files: set[str] | None, k: int) -> list[ScoredFragment]:
     """The best `k` windows by BM25 (alpha 0) among `files` (None: every file), with the query's
     own masks (leakage rule, caller's exclusions) and the cursor's (visible lines)."""
     excluded = query.excluded
     if files is not None:
-        outside = np.flatnonzero(~service.fragments_of_files(files))  # fragment ids, as retrieve_at takes them
+        outside = np.flatnonzero(~view.fragments_of_files(files))  # fragment ids, as retrieve_at takes them
         if excluded is not None:
             caller = np.flatnonzero(excluded) if excluded.dtype == bool else excluded.astype(np.int64)
             outside = np.union1d(outside, caller)
         excluded = outside
-    found = service.retrieve_at(query.cursor, k=k, query=query.text, alpha=0.0, excluded=excluded,
+    found = view.retrieve_at(query.cursor, k=k, query=query.text, alpha=0.0, excluded=excluded,
                                 unlisted=query.unlisted)
     return list(found.fragments)

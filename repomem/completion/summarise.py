@@ -21,7 +21,7 @@ from repomem.failures import Failure
 from repomem.memory.summary_tree import summary_key
 from repomem.memory.written_summaries import WrittenSummaries
 from repomem.progress import NoProgress, Progress
-from repomem.service import RepoService
+from repomem.repo_view import RepoView
 
 SUMMARY_KINDS = ("files", "pages")
 PAGE_QUESTION_LINES = 80  # lines of a page shown to the model at most
@@ -54,19 +54,19 @@ def _page_question(path: str, text: str) -> str:
             "In one sentence, what does this code do? Name its main functions or classes.")
 
 
-def units_of(service: RepoService, kinds: tuple[str, ...]) -> list[Unit]:
+def units_of(view: RepoView, kinds: tuple[str, ...]) -> list[Unit]:
     """Every unit of the repository, files first, in path order."""
-    assert service.index_loaded, "call ensure_index first"
+    assert view.index_loaded, "call ensure_index first"
     out: list[Unit] = []
-    paths = sorted(f.path for f in service.indexed_files())
+    paths = sorted(f.path for f in view.indexed_files())
     if "files" in kinds:
-        for path, extractive in service.memories.file_summaries():
+        for path, extractive in view.memories.file_summaries():
             out.append(Unit("file", summary_key(extractive), path, _file_question(extractive)))
     if "pages" in kinds:
-        memory = service.memories.gist_memory()
+        memory = view.memories.gist_memory()
         for path in paths:
             for page in memory.pages_of(path):
-                text = service.span_text(path, page.start_line, min(page.end_line,
+                text = view.span_text(path, page.start_line, min(page.end_line,
                                                                     page.start_line + PAGE_QUESTION_LINES))
                 out.append(Unit("page", page.digest, f"{path}:{page.start_line + 1}-{page.end_line}",
                                 _page_question(path, text)))
@@ -85,13 +85,13 @@ def ask_summary(backend: Backend, mask: Callable[[str], str], unit: Unit, max_to
     return text or Failure("empty-summary", f"the model wrote nothing for {unit.label}")
 
 
-def plan(service: RepoService, backend: Backend, store: WrittenSummaries, kinds: tuple[str, ...],
+def plan(view: RepoView, backend: Backend, store: WrittenSummaries, kinds: tuple[str, ...],
          limit: int | None, progress: Progress | None = None) -> tuple[Plan, dict[str, str]]:
     """What `run` would do and cost. Two real calls, on the shortest and the longest prompt,
     measure the time of a call as a line in its prompt tokens (a fixed part for the answer, a
     part per prompt token); their summaries (key -> text) are returned for `run` to keep."""
     progress = progress or NoProgress()
-    every = units_of(service, kinds)
+    every = units_of(view, kinds)
     todo = [u for u in every if not store.has(backend.name, u.key)]
     already = len(every) - len(todo)
     if limit is not None:
@@ -99,7 +99,7 @@ def plan(service: RepoService, backend: Backend, store: WrittenSummaries, kinds:
     progress.start("counting", len(todo))
     tokens: list[int] = []
     for unit in todo:
-        counted = backend.count(service.mask(backend.template.instruction(unit.question)))
+        counted = backend.count(view.mask(backend.template.instruction(unit.question)))
         tokens.append(counted if isinstance(counted, int) else len(unit.question) // 3)
         progress.advance()
     if not todo:
@@ -109,8 +109,8 @@ def plan(service: RepoService, backend: Backend, store: WrittenSummaries, kinds:
     answers: dict[str, str] = {}
     for position in ends:
         started = time.perf_counter()
-        text = ask_summary(backend, service.mask, todo[position], service.config.memory.summary_tokens,
-                           service.config.completion.deadline_s)
+        text = ask_summary(backend, view.mask, todo[position], view.config.memory.summary_tokens,
+                           view.config.completion.deadline_s)
         measured.append((tokens[position], time.perf_counter() - started))
         if isinstance(text, str):
             answers[todo[position].key] = text
@@ -129,7 +129,7 @@ class SummariseReport:
     first_failure: str = ""
 
 
-def run(service: RepoService, backend: Backend, store: WrittenSummaries, work: Plan, answered: dict[str, str],
+def run(view: RepoView, backend: Backend, store: WrittenSummaries, work: Plan, answered: dict[str, str],
         progress: Progress | None = None) -> SummariseReport:
     """Write the plan's summaries, each appended durably as soon as the model answers."""
     progress = progress or NoProgress()
@@ -139,7 +139,7 @@ def run(service: RepoService, backend: Backend, store: WrittenSummaries, work: P
     first_failure = ""
     for unit in work.units:
         text = answered.get(unit.key) or ask_summary(
-            backend, service.mask, unit, service.config.memory.summary_tokens, service.config.completion.deadline_s)
+            backend, view.mask, unit, view.config.memory.summary_tokens, view.config.completion.deadline_s)
         if isinstance(text, Failure):
             failed += 1
             first_failure = first_failure or text.message

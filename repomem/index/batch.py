@@ -1,10 +1,10 @@
 """A parse worker's results on their way to the indexing process, as a few long arrays.
 
 A worker analyses a run of files and sends the analyses back by pickle. Pickled one by one, each
-file's dozen small arrays is an object to rebuild: Django's 2,895 files are ~37k arrays, and
-unpickling them took the indexing process 0.9 s of CPU while the two workers parsed (it shares
-their two cores). Here every array field is joined across the run into one array, and each file
-gets views into it back: a run's files cost one array per field.
+file's dozen small arrays is an object to rebuild, and unpickling them took the indexing process
+CPU while the two workers parsed (it shares their two cores; see
+docs/measurements.md#parsing-and-analysis). Here every array field is joined across the run into
+one array, and each file gets views into it back: a run's files cost one array per field.
 
 Fields join by part and name ("tokens.ids"), so a part the index lets go of early (the BM25 tokens,
 dropped before the relation phase) frees its own arrays, not its neighbours'.

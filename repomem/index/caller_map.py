@@ -1,7 +1,8 @@
 """Which files call into which: the reverse of the per-file call rows, kept up to date by updates.
 
 An edit needs the files that call into the files it changed (their call rows point at nodes
-that moved); scanning every call row of the repository for them cost Django ~1.5 ms an edit.
+that moved); scanning every call row of the repository for them cost too much of an edit
+(docs/measurements.md#an-edit).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A whole graph (`graph.build_graph`) numbers every file's syntax nodes back to back: an edit that
 adds one node to a file shifts every later id, and rebuilding the edge list, the adjacency, the
-fragment table and the node -> fragment index cost Django ~25 of an edit's ~50 ms. Here ids are
-stable instead:
+fragment table and the node -> fragment index cost half of an edit (docs/measurements.md#an-edit).
+Here ids are stable instead:
 
 - an edited file's nodes get new ids at the end of the numbering; its old ids are dead (no
   edges, never reached) until the next rebuild;

@@ -97,7 +97,8 @@ def directory_layout(paths: Sequence[str | None]) -> DirectoryLayout:
 @dataclass(frozen=True)
 class SyntaxEdges:
     """Every file's syntax edges (child -> kept parent) in global node ids, file after file: the
-    bulk of the graph (Django: 314k of 362k edges), which an edit changes in one file only."""
+    bulk of the graph (docs/measurements.md#graph-and-relations), which an edit changes in one file
+    only."""
 
     files: tuple[FileSyntax | None, ...]  # the syntax objects these edges were made of
     sizes: np.ndarray  # int64, shape (n_files,): syntax nodes of each file (0 when removed)
@@ -229,7 +230,7 @@ def build_graph(
         parts_b.append(b.astype(np.int64, copy=False))
         weights = np.asarray(weight, dtype=np.float64)
         parts_w.append(np.broadcast_to(weights, a.shape).copy())
-        # One logarithm per kind's weight, not per edge (Django: 724k edges, a few ms of every edit).
+        # One logarithm per kind's weight, not per edge (docs/measurements.md#an-edit).
         parts_c.append(np.broadcast_to(step_cost(weights), a.shape).copy())
         parts_k.append(np.full(a.shape[0], kind, dtype=np.int8))
 

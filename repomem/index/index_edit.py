@@ -15,7 +15,7 @@ through its public fields and methods: what the index derives and keeps is its o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +26,7 @@ from repomem.index.calls import CallResolution, resolves_calls
 from repomem.index.fragments import FileFragments
 from repomem.index.index_state import RepoIndex, stored_weights
 from repomem.index.indexed_files import FileAnalysis, FileRecord
-from repomem.index.relations import row_thresholds, strongest_per_row, symmetric_union
+from repomem.index.relations import WindowVectors, row_thresholds, strongest_per_row, symmetric_union
 from repomem.index.scan import SourceFile
 from repomem.languages.parsed import FileSyntax, call_array, symbol_shape
 from repomem.progress import NoProgress
@@ -193,8 +193,8 @@ def patch_calls(index: RepoIndex, changes: FileChanges, resolver: CallResolution
     files whose calls may now resolve differently are resolved again. The other files' rows into
     the edited files follow their definitions' new nodes: all of them when every edited file kept
     its symbols' shape (a change inside bodies), else those of the files that may ask for none of
-    the changed names (a function typed into a module many files import re-resolves none of them:
-    Django's auth/models.py, ~100 importers, ~110 ms an edit -> ~30)."""
+    the changed names (a function typed into a module many files import re-resolves none of them;
+    see docs/measurements.md#an-edit)."""
     touched = changes.touched_files
 
     def with_calls(file_ids: Iterable[int]) -> set[int]:
@@ -238,7 +238,8 @@ def _follow_moves(index: RepoIndex, files: Iterable[int],
     return remapped, unfollowed
 
 
-def patch_relations(index: RepoIndex, changes: FileChanges) -> None:
+def patch_relations(index: RepoIndex, changes: FileChanges,
+                    window_vectors: Callable[[RepoIndex], WindowVectors] | None = None) -> None:
     """W: entries with a retired end leave W_delta; the new fragments' rows are searched on the
     graph kept between edits, kept to their top lists, and mirrored (an old fragment also takes a
     new neighbour that beats its weakest kept relation); thresholds grow by the new rows' bars."""
@@ -254,7 +255,8 @@ def patch_relations(index: RepoIndex, changes: FileChanges) -> None:
     if n_added:
         limit = settings.max_relations_per_fragment
         n_old = n_total - n_added
-        rows, cols, values, _ = index.relation_rows(added, NoProgress(), keep=0, full=False)
+        rows, cols, values, _ = index.relation_rows(added, NoProgress(), keep=0, full=False,
+                                                    window_vectors=window_vectors)
         top_rows, top_cols, top_values = strongest_per_row(rows, cols, values, limit)
         thresholds[added] = row_thresholds(top_rows, top_values, n_total, limit, settings.relation_cutoff)[added]
         # W is the union of every row's top list: an old fragment also takes a new neighbour

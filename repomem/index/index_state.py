@@ -28,7 +28,7 @@ from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_g
 from repomem.index.indexed_files import FileAnalysis, FileRecord, analyze_file
 from repomem.index.kernels.csr import row_slots, rows_times
 from repomem.index.kernels.selection import strongest_in_row_runs
-from repomem.index.relations import relation_entries, symmetric_union
+from repomem.index.relations import WindowVectors, relation_entries, symmetric_union
 from repomem.index.scan import SourceFile
 from repomem.index.search_graph import SearchGraph
 from repomem.index.split_product import RowBlocks
@@ -40,8 +40,8 @@ def stored_weights(values: np.ndarray) -> np.ndarray:
     """W's weights as the index keeps them: rounded to float32 (7 significant digits of a weight in
     [1e-3, 1]), the precision they are saved at (half the bytes on disk), and held as float64, so
     a fresh index and a loaded one are the same and scipy's product runs on one dtype (its
-    mixed float32 x float64 product copies the whole matrix per query: 10 ms instead of 4 on
-    Django; a numba loop over float32 weights took 7)."""
+    mixed float32 x float64 product copies the whole matrix per query, and a numba loop over
+    float32 weights was slower too: docs/measurements.md#a-query)."""
     return values.astype(np.float32).astype(np.float64)
 
 
@@ -206,14 +206,14 @@ class RepoIndex:
     def prepare_edits(self) -> None:
         """Make now what the first edit of a loaded index would: the per-file structure, the call
         resolver and caller map, the graph kept between edits, and the compiled kernels an edit
-        runs (loaded from numba's cache on first use). Django: ~1.1 s that a language server spends
-        after loading, before its first keystroke instead of on it."""
+        runs (loaded from numba's cache on first use): time a language server spends after loading,
+        before its first keystroke instead of on it (docs/measurements.md#index-load)."""
         try:
             self.ensure_structure()
         except StructureUnavailable:
             return  # left to the first edit, which reports it as the service does
         # The resolver, and what its languages keep to scope an edit's re-resolution (Python: which
-        # names each file may ask for, Django ~0.15 s and 17 MB).
+        # names each file may ask for; docs/measurements.md#index-load).
         self.resolver().affected_by(set(), frozenset())
         self.callers_of(())
         for segment in self.segments:
@@ -302,11 +302,13 @@ class RepoIndex:
                               graph.node_offset)
 
     def relation_rows(
-        self, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True
+        self, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True,
+        window_vectors: Callable[[RepoIndex], WindowVectors] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Eq. 8 relations of fragment ids `rows` (int64) as (rows, cols, values, row bars), on the
         whole graph (`full`: a build, which records the graph's size) or on the graph kept between
-        edits; `keep` as `relations.relation_entries`."""
+        edits; `keep` as `relations.relation_entries`. `window_vectors(index)`: the windows'
+        embeddings, for eq. 6 (asked only when relations.semantic_neighbours is on)."""
         graph: CodeGraph | SearchGraph
         if full or self.config.relations.kind == "context":
             graph = self.graph(deduplicate=full)
@@ -318,8 +320,10 @@ class RepoIndex:
             edit = self.edit_graph()
             graph, table = edit.view(), edit.fragment_table(self)
         progress.start("relations", int(rows.shape[0]))
+        vectors = window_vectors(self) if window_vectors is not None and self.config.relations.semantic_neighbours \
+            else None
         return relation_entries(
-            rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep
+            rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep, vectors
         )
 
     # -- W -------------------------------------------------------------------------------------
@@ -338,8 +342,8 @@ class RepoIndex:
 
         The base part (w_base @ live) is kept between edits: when `newly_dead` fragments are all an
         edit changed about it, only the rows holding them (W is symmetric: their neighbours) are
-        summed again, in stored order, so the result is what the whole product gives (Django: 4 ms
-        of every edit became ~0.2)."""
+        summed again, in stored order, so the result is what the whole product gives (see
+        docs/measurements.md#an-edit)."""
         base = self.w_base
         n_base = base.shape[0]
         live = self.live.astype(np.float64)

@@ -122,7 +122,7 @@ def check_query_arrays(index: RepoIndex) -> None:
     require(not starts.size or (int(starts.min()) >= 0 and bool((ends > starts).all())),
             "a fragment's lines are negative or end before they start")
     # Each live file owns exactly its record's run of fragments, all of them live, and no live
-    # fragment lies outside every run (vectorised: Django has 2,788 files).
+    # fragment lies outside every run (vectorised: docs/measurements.md#index-load).
     present = [(file_id, r.first_fragment, r.n_fragments) for file_id, r in enumerate(index.files) if r is not None]
     ids, firsts, counts = (np.asarray([p[k] for p in present], dtype=np.int64).reshape(-1) for k in range(3))
     run_starts = np.cumsum(counts) - counts
@@ -181,8 +181,8 @@ FILE_ARRAYS = {  # offsets vector -> the arrays it splits into one run per file 
 
 def check_file_arrays(data: dict[str, np.ndarray], records: Sequence[FileRecord | None],
                       fragment_start: np.ndarray, fragment_end: np.ndarray, current: np.ndarray) -> None:
-    """The per-file structure of a files.npz, all files at once (vectorised: Django's 2,895 files
-    took 0.35 s checked one by one): syntax trees in pre-order with lines inside their file,
+    """The per-file structure of a files.npz, all files at once (vectorised, see
+    docs/measurements.md#index-load): syntax trees in pre-order with lines inside their file,
     windows and covering entries inside their file, and, for the files whose structure this set
     holds now (`current`, bool per file position), windows equal to the index's fragments."""
     file_ids = data["file_ids"]
@@ -245,7 +245,7 @@ def check_file_arrays(data: dict[str, np.ndarray], records: Sequence[FileRecord 
 
 
 def _all_of_type(values: Any, kind: type) -> bool:
-    """Whether every value is exactly `kind` (map and set run in C: Django's 169k call sites, 2 ms)."""
+    """Whether every value is exactly `kind` (map and set run in C; docs/measurements.md#index-load)."""
     return set(map(type, values)) <= {kind}
 
 

@@ -71,9 +71,9 @@ def _analyze_chunk(args: tuple[list[SourceFile], Config]) -> list[FileAnalysis]:
 def _read_and_analyze_chunk(
     args: tuple[Path, list[Candidate], dict[str, str], Config],
 ) -> list[tuple[SourceFile, FileAnalysis] | Skipped]:
-    """Read, mask and analyze files where the parsing runs (both cores read: Django's 0.9 s of
-    reading and masking no longer runs on one core before the parse). The index keeps no text,
-    so a source travels back without it (17 MB less to pickle on Django)."""
+    """Read, mask and analyze files where the parsing runs (both cores read: reading and masking
+    no longer run on one core before the parse). The index keeps no text, so a source travels back
+    without it (less to pickle; docs/measurements.md#parsing-and-analysis)."""
     root, candidates, buffers, config = args
     out: list[tuple[SourceFile, FileAnalysis] | Skipped] = []
     for candidate in candidates:

@@ -43,6 +43,9 @@ from repomem.index.kernels.shortest_paths import (
 from repomem.index.search_graph import SearchGraph, search_graph
 
 ProgressCallback = Callable[[int], None]
+# (vectors, known): every window's unit embedding by fragment id, float32, shape (n_fragments,
+# dimensions), and which of them hold one (bool, shape (n_fragments,)); eq. 6 reads them.
+WindowVectors = tuple[np.ndarray, np.ndarray]
 
 
 def cost_limit(strength_cutoff: float) -> float:
@@ -137,7 +140,7 @@ def graph_relation_entries(
             raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * edges
         if progress is not None:
             progress(int(part.shape[0]))
-        # Row and column ids as int32 (Django: 2.5M entries).
+        # Row and column ids as int32 (millions of entries: docs/measurements.md#graph-and-relations).
         return result[0].astype(np.int32), result[1].astype(np.int32), result[2], result[3]
 
     try:
@@ -193,8 +196,8 @@ def _rows_searched_on_two_threads(
 
 class KeptScratch:
     """One `relation_scratch` set kept between calls, for an edit's rows (a language server edits
-    all day): a fresh graph-sized set faulted its pages in on every edit, 2.2 ms of Django's ~42 ms.
-    About 8 MB of it stays resident on Django. One caller at a time; another gets None and makes
+    all day): a fresh graph-sized set faulted its pages in on every edit (what that cost, and what
+    the kept set leaves resident: docs/measurements.md#an-edit). One caller at a time; another gets None and makes
     its own set. Grown with headroom as the graph grows."""
 
     HEADROOM = 1.25  # sizes kept above the current need, so files added do not re-allocate at once
@@ -238,8 +241,8 @@ def gathered(
 
     With `keep` > 0 a row has at most `keep` entries, so the entries go straight into arrays of
     that capacity as the chunks come in, and the result is their filled front: untouched pages
-    of np.empty are never resident, and neither the chunks nor a joined copy pile up (Django's
-    cold build held both, 80 MB at its peak, for 40 MB of entries). Otherwise joined at the end.
+    of np.empty are never resident, and neither the chunks nor a joined copy pile up (a cold build
+    held both at its peak: docs/measurements.md#memory-of-a-cold-build). Otherwise joined at the end.
     """
     if keep <= 0:
         parts = list(chunks)
@@ -289,6 +292,49 @@ def context_relation_entries(
     return np.concatenate(out_r).astype(np.int64), np.concatenate(out_c).astype(np.int64), np.concatenate(out_v)
 
 
+# Rows of the cosine block computed at once: (rows x fragments) float32, 64 MB at 2,048 x 8,192.
+SEMANTIC_ROW_BLOCK = 2048
+
+
+def semantic_relation_entries(
+    rows: np.ndarray, fragments: FragmentTable, live: np.ndarray, window_vectors: WindowVectors,
+    config: RelationConfig,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eq. 6: w_ij = cos(e_i, e_j) of the windows' embeddings, each row keeping its
+    `semantic_neighbours` most similar live windows j != i at `semantic_min_cosine` or more. A
+    pair of windows of one file is scaled by `same_file_weight` (0 leaves it out, as eq. 8's are:
+    overlapping windows share half their lines, so their cosine says little). A window without a
+    vector (an unsaved editor buffer) has no semantic relations."""
+    empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    vectors, known = window_vectors
+    k = config.semantic_neighbours
+    candidates = np.flatnonzero(known[: fragments.size] & live[: fragments.size])
+    rows = rows[known[rows] & live[rows]] if rows.size else rows
+    if k <= 0 or not rows.size or not candidates.size:
+        return empty
+    basis = vectors[candidates]  # (n_candidates, dimensions), float32
+    out_r, out_c, out_v = [], [], []
+    for first in range(0, rows.shape[0], SEMANTIC_ROW_BLOCK):
+        block = rows[first : first + SEMANTIC_ROW_BLOCK]
+        cosines = vectors[block] @ basis.T  # (block, n_candidates)
+        same_file = fragments.file[block][:, None] == fragments.file[candidates][None, :]
+        cosines[same_file] *= config.same_file_weight
+        cosines[block[:, None] == candidates[None, :]] = -np.inf  # not its own neighbour
+        keep = min(k, candidates.size)
+        # The k largest per row (the merge with the other relations keeps the row's top list).
+        top = np.argpartition(-cosines, keep - 1, axis=1)[:, :keep] if keep < candidates.size else \
+            np.broadcast_to(np.arange(candidates.size), (block.size, candidates.size))
+        values = np.take_along_axis(cosines, top, axis=1)
+        r = np.repeat(block, keep)
+        c = candidates[top].ravel()
+        v = values.ravel().astype(np.float64)
+        chosen = v >= max(config.semantic_min_cosine, config.relation_cutoff)
+        out_r.append(r[chosen])
+        out_c.append(c[chosen])
+        out_v.append(v[chosen])
+    return np.concatenate(out_r), np.concatenate(out_c), np.concatenate(out_v)
+
+
 def relation_entries(
     rows: np.ndarray,
     fragments: FragmentTable,
@@ -298,10 +344,12 @@ def relation_entries(
     relation_config: RelationConfig,
     progress: ProgressCallback | None = None,
     keep: int | None = None,
+    window_vectors: WindowVectors | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The configured relation's strongest entries for `rows`: (row, col, w, entry bar per row).
 
-    Graph (eq. 8), context (eq. 7), or their elementwise max; each row keeps its
+    Graph (eq. 8), context (eq. 7), or their elementwise max, and with `window_vectors` and
+    `semantic_neighbours` the semantic relation (eq. 6) in that max too; each row keeps its
     `max_relations_per_fragment` largest entries (or `keep`; 0 keeps all), and its bar is the
     weakest one kept (the relation cutoff when the row was not full). A `CodeGraph` is made
     into its `SearchGraph` with `fragments` (when the relation kind reads the graph).
@@ -311,17 +359,23 @@ def relation_entries(
         keep = relation_config.max_relations_per_fragment
     if isinstance(graph, CodeGraph) and kind != "context":
         graph = search_graph(graph, fragments)
-    if kind == "graph":
-        # The kernel already keeps each row's `keep` strongest and knows their bars: sorting 2.5M
-        # entries again took 1 s of Django's cold build (the parity tests check both ways agree).
+    semantic = window_vectors is not None and relation_config.semantic_neighbours > 0
+    if kind == "graph" and not semantic:
+        # The kernel already keeps each row's `keep` strongest and knows their bars: sorting the
+        # entries again cost the cold build (docs/measurements.md#graph-and-relations; the parity
+        # tests check both ways agree).
         return graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config, progress, keep)
     parts = []
-    if kind == "graph+context":
+    if kind in ("graph", "graph+context"):
         parts.append(graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config,
                                             progress, keep)[:3])
     elif progress is not None:
         progress(int(rows.shape[0]))
-    parts.append(context_relation_entries(rows, fragments, live, relation_config))
+    if kind in ("context", "graph+context"):
+        parts.append(context_relation_entries(rows, fragments, live, relation_config))
+    if semantic:
+        assert window_vectors is not None
+        parts.append(semantic_relation_entries(rows, fragments, live, window_vectors, relation_config))
     r = np.concatenate([p[0] for p in parts])
     c = np.concatenate([p[1] for p in parts])
     v = np.concatenate([p[2] for p in parts])
@@ -384,7 +438,7 @@ def symmetric_union(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Entries plus their transposes; a pair present twice keeps its larger value. Sorted by row,
     then column (as `symmetric_union_by_lexsort`, the reference). One sort of a combined int64 key
-    and a maximum per run of equal keys: a three-key lexsort took 2 ms of every edit on Django."""
+    and a maximum per run of equal keys: a three-key lexsort was slower (docs/measurements.md#an-edit)."""
     r = np.concatenate([rows, cols])
     c = np.concatenate([cols, rows])
     v = np.concatenate([values, values])

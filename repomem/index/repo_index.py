@@ -6,7 +6,7 @@ The index itself, its fields and queries, is `index_state.RepoIndex`; an edit's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from repomem.index.index_edit import (
 )
 from repomem.index.index_state import RepoIndex, StructureUnavailable
 from repomem.index.indexed_files import FileAnalysis, FileRecord, analyze_file
-from repomem.index.relations import symmetric_matrix
+from repomem.index.relations import WindowVectors, symmetric_matrix
 from repomem.index.scan import SourceFile
 from repomem.languages.parsed import call_array
 from repomem.progress import NoProgress, Progress
@@ -43,12 +43,14 @@ def build_index(
     skipped: Sequence[tuple[str, str]] = (),
     progress: Progress | None = None,
     analyses: Sequence[FileAnalysis] | None = None,
+    window_vectors: Callable[[RepoIndex], WindowVectors] | None = None,
 ) -> RepoIndex:
-    """A complete index of `sources` (already read and filtered by the scan).
+    """A complete index of `sources` (already read and filtered by the scan); `window_vectors`:
+    the windows' embeddings once they are known, for eq. 6 (relations.semantic_neighbours).
 
     `sources` and `analyses` (in the order of `sources` sorted by path), when they are lists,
-    are emptied once read: the texts and the BM25 tokens by line (Django: 25 + 40 MB) are not
-    resident during the relation phase, the cold build's peak.
+    are emptied once read: the texts and the BM25 tokens by line are not resident during the
+    relation phase, the cold build's peak (docs/measurements.md#memory-of-a-cold-build).
     """
     progress = progress or NoProgress()
     consumed = [sources, analyses]
@@ -72,7 +74,7 @@ def build_index(
     segment = build_segment(0, doc_terms, len(vocabulary))
     live = np.ones(n_fragments, dtype=bool)
     doc_len = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=n_fragments)
-    del doc_terms  # Django: 7.6M term ids, not needed past the segment (the relations need the room)
+    del doc_terms  # not needed past the segment: the relations need the room
     syntax, file_fragments = [a.syntax for a in analyses], [a.fragments for a in analyses]
     fragment_start = np.concatenate([a.fragments.starts for a in analyses] or [np.zeros(0, np.int32)])
     fragment_end = np.concatenate([a.fragments.ends for a in analyses] or [np.zeros(0, np.int32)])
@@ -115,7 +117,7 @@ def build_index(
             index.calls[file_id] = call_array(resolver.resolve_file(file_id))
             progress.advance()
     all_rows = np.arange(n_fragments, dtype=np.int64)
-    rows, cols, values, bars = index.relation_rows(all_rows, progress)
+    rows, cols, values, bars = index.relation_rows(all_rows, progress, window_vectors=window_vectors)
     release_free_memory()  # the searches' scratch and pair lists, before W is made (the peak)
     index.thresholds = bars
     values[:] = values.astype(np.float32)  # stored_weights in place: no second float64 copy
@@ -131,6 +133,7 @@ def apply_changes(
     changed: Sequence[SourceFile],
     removed: Sequence[str],
     analyses: Sequence[FileAnalysis] | None = None,
+    window_vectors: Callable[[RepoIndex], WindowVectors] | None = None,
 ) -> list[int]:
     """Replace, add and remove files in place; returns the ids of the new fragments.
 
@@ -149,7 +152,7 @@ def apply_changes(
     newly_dead = retire_and_append_fragments(index, changes)
     patch_postings(index, changes, newly_dead)
     patch_calls(index, changes, resolver)
-    patch_relations(index, changes)
+    patch_relations(index, changes, window_vectors)
     index.rowsum = index.live_rowsum(newly_dead)
     index.generation += 1
     return changes.added.tolist()

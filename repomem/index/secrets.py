@@ -120,12 +120,12 @@ _SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", 
 
 def assignments(text: str) -> list[re.Match]:
     """The matches of _ASSIGNED in `text`, as `_ASSIGNED.finditer` finds them, tried only at the
-    name runs holding a secret-sounding word: scanning every position cost ~1 s per MB (a third of
-    Django's cold index), this costs a substring search.
+    name runs holding a secret-sounding word: scanning every position cost a share of a cold index
+    (docs/measurements.md#secret-masking-cost), this costs a substring search.
 
     A match's name is a run of name characters holding a secret word, so it starts where such a run
     starts. The runs are found from the words' literals (`str.find`, where a regex search for the
-    words tried its alternation at every position: 0.25 of 0.28 s on Django); a run holding a
+    words tried its alternation at every position, most of the time); a run holding a
     literal but no word (`monkey`) is tried too and fails to match.
     """
     lowered = text.lower()
@@ -164,8 +164,8 @@ def _on_lines_holding(text: str, marker: str, rewrite: Callable[[str], str]) -> 
 
     Equal to rewriting the whole text when what `rewrite` substitutes never spans a line break and
     looks at nothing beyond its line (the URL pattern: no match holds a line break, and `\\b` at a
-    line's start sees the break before it as a non-word). Django's 17 MB has "://" on ~1% of its
-    lines: scanning only those took the URL pass from 0.14 s to a few ms.
+    line's start sees the break before it as a non-word). Few lines hold "://", so scanning only
+    those makes the URL pass cheap (docs/measurements.md#secret-masking-cost).
     """
     at = text.find(marker)
     if at < 0:
@@ -299,7 +299,7 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
     registry logins, a Google service account key, a .env file), or None for other files.
 
     Each rule first looks at the first statement (its shape: `[section]`, `key: value`, `{`,
-    `key=value`), so a source file costs a glance at its head (Django's 2,899 files: 30 ms of CPU)."""
+    `key=value`), so a source file costs a glance at its head (docs/measurements.md#secret-masking-cost)."""
     text = text.removeprefix("\ufeff")  # a byte-order mark hides no file's first statement
     head = _statements(text[:4096])
     first = head[0] if head else ""

@@ -1,7 +1,7 @@
 """W @ x on two threads: a CSR matrix as row blocks that share its arrays.
 
-scipy's CSR product releases the GIL, so the blocks run at once: on Django's W (4.4M entries) one
-product takes 3.6 ms and two row halves on two threads 2.4 ms (this 2-core machine). Splitting
+scipy's CSR product releases the GIL, so the blocks run at once: two row halves on two threads
+beat one product (docs/measurements.md#a-query). Splitting
 costs no copy of the data or index arrays, only each block's row pointers (n_rows + 1 integers).
 """
 

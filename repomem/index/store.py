@@ -204,9 +204,9 @@ def _private(path: Path, mode: str):
 # Most of an index is integers far narrower than their int32/int64 arrays: column and document
 # ids that grow along each row of a sparse matrix, term counts, line numbers. Each array is
 # written in the narrowest integer dtype that holds its values, sparse index arrays first as
-# differences within each row, and the zip is deflated at level 1 (Django: 55.8 MB of arrays
-# -> 12.9 MB on disk; 0.40 s to write instead of 0.05 s, 0.15 s to read instead of 0.03 s;
-# W's float32 values barely compress and are most of what is left). CODEC_MEMBER records, per
+# differences within each row, and the zip is deflated at level 1 (sizes and times:
+# docs/measurements.md#index-on-disk; W's float32 values barely compress and are most of what is
+# left). CODEC_MEMBER records, per
 # array, its dtype in memory and the pointer array its rows are delta coded by, so reading gives
 # back the arrays exactly as they were written.
 
@@ -254,7 +254,7 @@ def _undelta_by_row(coded: np.ndarray, pointer: np.ndarray, dtype: np.dtype) -> 
     """Inverse of `_delta_by_row` without a loop over rows: one running sum over all entries, less
     the running sum reached before each row began. Summed in the array's own integer `dtype`:
     sums that wrap around are still exact modulo 2**bits, and every original value fits in it
-    (Django's int32 indices: 10 ms less than summing in int64)."""
+    (cheaper than summing in int64: docs/measurements.md#index-on-disk)."""
     running = np.zeros(coded.shape[0] + 1, dtype=dtype)
     np.cumsum(coded.astype(dtype, copy=False), out=running[1:])
     row_sizes = np.diff(pointer)
@@ -352,7 +352,7 @@ def _arrays_from(data: bytes, name: str) -> dict[str, np.ndarray]:
 
 def _write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:
     """A JSON object of `members` (key, value), gzip level 1: symbol tables are names and numbers
-    (Django: 11.4 MB -> ~1.5 MB). Written member by member: the whole text (and the objects behind
+    (docs/measurements.md#index-on-disk). Written member by member: the whole text (and the objects behind
     it) at once were tens of MB at a full build's peak of memory, its save."""
     encode = json.JSONEncoder(separators=(",", ":")).encode
     with _private(path, "wb") as handle:
@@ -555,8 +555,8 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                         "wu_data": upper_data, "w_shape": np.asarray(index.w_base.shape),
                         **_segments_arrays("seg", base_segments),
                     }, deltas={"wu_indices": "wu_indptr", **_segments_deltas("seg", base_segments)},
-                        # W's float32 weights: deflate took 0.19 s of a Django save (the longest member)
-                        # for 36% of 8.8 MB, and inflating them again ~30 ms of every load.
+                        # W's float32 weights barely deflate, and deflating them was a save's longest
+                        # member (docs/measurements.md#index-on-disk).
                         stored=("wu_data",))
                     del upper_indptr, upper_indices, upper_data
                     # The files' arrays on the helper too: the symbols' JSON (Python) is this thread's
@@ -596,7 +596,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     "base_segments": index.base_segments,
                     "base_files": sorted(index.base_files),
                     # A record's fields are plain values: its __dict__ is what dataclasses.asdict gives,
-                    # without asdict's recursive deep copy (Django: ~30 ms of every save).
+                    # without asdict's recursive deep copy (docs/measurements.md#index-on-disk).
                     "files": [None if r is None else vars(r) for r in index.files],
                     "skipped": index.skipped,
                     "digests": digests,
@@ -706,8 +706,9 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         if manifest.get("config") != config_fingerprint(config):
             return Failure("config-changed", "index settings changed")
         digests = manifest["digests"]
-        # All of the snapshot's bytes are checked now, the lazily read structure's too (Django: ~20
-        # ms), so damage anywhere means a rebuild at load, not an error at the first edit.
+        # All of the snapshot's bytes are checked now, the lazily read structure's too
+        # (docs/measurements.md#index-on-disk), so damage anywhere means a rebuild at load, not an
+        # error at the first edit.
         contents = {name: _verified(snapshot, name, digests) for name in ("base.npz", "delta.npz")}
         for name in SNAPSHOT_FILES[2:]:
             _verified(snapshot, name, digests)

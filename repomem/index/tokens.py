@@ -50,7 +50,7 @@ class LineTokens:
     """One file's tokens, line by line, compactly: each distinct token once, every occurrence as
     an index into them. A parse worker sends this instead of one string per token per window (a
     window's tokens are a slice: windows are line ranges), which keeps the cold build's memory and
-    the workers' pickles small (Django: 7.6M window tokens, 48k distinct)."""
+    the workers' pickles small (docs/measurements.md#parsing-and-analysis)."""
 
     words: tuple[str, ...]  # distinct tokens, in order of first appearance
     ids: np.ndarray  # int32, shape (n_tokens,): index into `words` of each token, line after line
@@ -69,8 +69,8 @@ class LineTokens:
         setdefault = vocabulary.setdefault
         if is_covered.all():
             # Every token in some window (windows tile a file): local ids already number the words
-            # by first appearance, so they join the vocabulary in id order (Django: 0.44 -> 0.15 s
-            # for all files, without a sort of each file's tokens).
+            # by first appearance, so they join the vocabulary in id order, without a sort of each
+            # file's tokens (docs/measurements.md#parsing-and-analysis).
             lookup = np.asarray([setdefault(word, len(vocabulary)) for word in self.words], dtype=np.int32)
         else:
             # First appearance of each local word among the covered tokens, in token order.
@@ -186,7 +186,7 @@ os.register_at_fork(after_in_child=_fresh_tables_in_child)
 def line_tokens(text: str, config: BM25Config) -> LineTokens:
     """`text`'s tokens by line (lines split at "\\n"). A compiled kernel scans the UTF-8 bytes into
     words of the process's word table, whose tokens are expanded once per process; the rest is
-    array work (Django's tokens took 1.2 s of the parse workers' time by regex). Words are ASCII
+    array work (a regex took longer: docs/measurements.md#parsing-and-analysis). Words are ASCII
     (`[A-Za-z_]...`), so other characters only separate them, except the non-ASCII digits `\\d`
     also takes: text holding one goes through the regex pass."""
     if not text.isascii() and _NON_ASCII_DIGIT.search(text):

@@ -10,8 +10,9 @@ from typing import NamedTuple
 import numpy as np
 
 
-# Symbols are NamedTuples, not frozen dataclasses: an index of Django holds 220k of them and
-# loading builds them all (a frozen dataclass constructs about 5x slower).
+# Symbols are NamedTuples, not frozen dataclasses: a large index holds hundreds of thousands and
+# loading builds them all (a frozen dataclass constructs slower:
+# docs/measurements.md#parsing-and-analysis).
 class Definition(NamedTuple):
     node: int  # file-local node index of the def / class statement
     name: str
@@ -38,9 +39,9 @@ class CallSite(NamedTuple):
 class CallSites:
     """One file's call sites as columns, row r being call site r (CallSite's fields).
 
-    Columns, not a CallSite each: Django has 169k call sites, and building their tuples again after
-    every pickle (a parse worker's results) and every load took 0.45 s of the indexing process (2.7
-    us each). Iterating gives CallSite tuples; the call resolver reads the columns.
+    Columns, not a CallSite each: building their tuples again after every pickle (a parse worker's
+    results) and every load cost the indexing process (docs/measurements.md#parsing-and-analysis).
+    Iterating gives CallSite tuples; the call resolver reads the columns.
     """
 
     node: tuple[int, ...] = ()

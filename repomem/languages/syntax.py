@@ -124,8 +124,8 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
     stack: list[tuple[Node, int, bool, str, bool]] = [
         (child, 0, root.type in _CONTAINERS, "", False) for child in reversed(root.named_children)
     ]
-    # The loop runs once per visited node (about 1M on Django): rules are read by kind id and the
-    # symbol collector is called only for the node kinds it watches.
+    # The loop runs once per visited node (about a million on a large repository): rules are read
+    # by kind id and the symbol collector is called only for the node kinds it watches.
     descend_everywhere = named or language.statements_in_expressions
     pushed_under_statements = _KEEP | _CONTAINER | _WATCHED | _ERROR
     while stack:
@@ -158,8 +158,8 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
                 stack.append((child, own_index, is_container, child_scope, child_in_function))
         elif kept or rule & _ERROR:
             # Under a node that is no container, a child is kept, descended into or watched only
-            # for these kinds; the others (a statement's expressions: ~60% of the visits on
-            # Django) would be popped to no effect, so they are not pushed.
+            # for these kinds; the others (a statement's expressions: most of the visits) would be
+            # popped to no effect, so they are not pushed.
             for child in reversed(node.named_children):
                 if rules[child.kind_id] & pushed_under_statements:
                     stack.append((child, own_index, False, child_scope, child_in_function))

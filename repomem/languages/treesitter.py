@@ -36,6 +36,13 @@ def node_kind_names(language: str) -> tuple[str, ...]:
     return tuple(grammar.node_kind_for_id(kind_id) or "" for kind_id in range(grammar.node_kind_count))
 
 
+def text_of(node: Node | None) -> str:
+    """A node's source text ("" for no node), undecodable bytes replaced."""
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", errors="replace")
+
+
 def parse(language: str, source: bytes) -> Tree:
     """Parse UTF-8 bytes; tree-sitter recovers from syntax errors, so this never fails."""
     return parser_for(language).parse(source)
@@ -44,8 +51,8 @@ def parse(language: str, source: bytes) -> Tree:
 def capture_nodes(language: str, query_source: str, root: Node, name: str) -> list[Node]:
     """Nodes captured under `name` by a tree-sitter query, in document order (an enclosing node
     before the nodes it holds). tree-sitter's captures come in match order, which changed from one
-    parse of a file to the next (14 of 16 files of django/db/models), and the order is saved with
-    the index's call sites: sorted, the same code writes the same index."""
+    parse of a file to the next (docs/measurements.md#parsing-and-analysis), and the order is
+    saved with the index's call sites: sorted, the same code writes the same index."""
     captures = tree_sitter.QueryCursor(_query(language, query_source)).captures(root)
     return sorted(captures.get(name, []), key=lambda node: (node.start_byte, -node.end_byte))
 

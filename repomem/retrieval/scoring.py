@@ -110,8 +110,8 @@ def best_fragments(index: RepoIndex, query_text: str, alpha: float, k: int, anch
     into its few largest entries ("strong", their rows of W added in) and the rest, each at most
     the smallest strong one: then s_env_i <= (W s_strong)_i / d_i + max(0, that), a bound on
     s_rel_i that is tight where it matters. Exact rows of W are summed only for fragments whose
-    bound reaches the K-th s_rel. On Django (4.2M entries in W) the whole product read ~50 MB,
-    2.4 of a query's 4.6 ms.
+    bound reaches the K-th s_rel. The whole product was half of a query's time
+    (docs/measurements.md#a-query).
     """
     s_ind, usable, excluded_ids = _independent_scores(index, query_text, excluded)
     environment = deadline is None or time.perf_counter() <= deadline

@@ -127,17 +127,17 @@ def test_secrets_never_indexed(shop):
 def test_unsaved_buffer_overlay(shop):
     service = RepoService.open(shop)
     service.ensure_index()
-    before = service.retrieve("estimate_delivery_days", k=5)
+    before = service.view().retrieve("estimate_delivery_days", k=5)
     assert all(f.s_ind == 0 for f in before)
     text = (shop / "shop" / "cart.py").read_text() + "\n\ndef estimate_delivery_days(zone):\n    return 2\n"
     assert service.set_buffer("shop/cart.py", text) is None
-    after = service.retrieve("estimate_delivery_days", k=1)
+    after = service.view().retrieve("estimate_delivery_days", k=1)
     assert after[0].path == "shop/cart.py" and after[0].s_ind > 0
-    assert "estimate_delivery_days" in service.fragment_text(after[0])
+    assert "estimate_delivery_days" in service.view().fragment_text(after[0])
     # the disk copy did not change, and dropping the buffer restores it
     assert "estimate_delivery_days" not in (shop / "shop" / "cart.py").read_text()
     service.drop_buffer("shop/cart.py")
-    assert service.retrieve("estimate_delivery_days", k=1)[0].s_ind == 0
+    assert service.view().retrieve("estimate_delivery_days", k=1)[0].s_ind == 0
 
 
 ENGINE_MODULES = ("numpy", "numba", "scipy", "repomem.service", "repomem.lsp.server", "repomem.evaluation.run")

@@ -256,7 +256,7 @@ def test_the_hole_file_is_indexed_as_cut_at_the_hole(tmp_path: Path):
     service = RepoService.open(repos / "r")
     service.ensure_index()
     assert service.index is not None and service.index.n_live_files == 2
-    definition = service.visible_fragments("liba/core/target.py", 0, 0)
+    definition = service.view().visible_fragments("liba/core/target.py", 0, 0)
     related = service.index.relation_matrix()[definition].toarray()
     user_file = service.index.file_id("appb/views/user.py")
     assert related[:, service.index.fragment_file == user_file].sum() > 0

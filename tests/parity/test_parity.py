@@ -737,7 +737,7 @@ def test_bounded_top_k_is_the_whole_products_top_k(synthetic_repo, monkeypatch, 
         text = (synthetic_repo / path).read_text(encoding="utf-8")
         for line in range(1, text.count("\n"), 5):
             cursor = locate(synthetic_repo, path, text, line, None)
-            excluded, unlisted = service.cursor_masks(cursor)
+            excluded, unlisted = service.view().cursor_masks(cursor)
             query = "\n".join(text.splitlines()[max(0, line - 10):line])
             for k, anchored, alpha in [(1, 0, 0.5), (5, 1, 0.5), (10, 1, 0.5), (10, 3, 2.0), (40, 0, 0.5),
                                        (5, -1, 1e-6), (5, 1, -0.5)]:
@@ -796,9 +796,9 @@ def test_fragrel_as_published_ignores_the_anchor_and_the_similarity_order(synthe
              != top_fragments(index, score_fragments(index, q, alpha=2.0), k=1, anchored=1)[0].fragment]
     assert moved  # a query whose BM25 best match eq. 10 moves off first place
     query = moved[0]
-    paper = [f.fragment for f in service.retrieve(query, 10, 2.0, anchored=0)]
+    paper = [f.fragment for f in service.view().retrieve(query, 10, 2.0, anchored=0)]
     assert paper == [f.fragment for f in top_fragments(index, score_fragments(index, query, alpha=2.0), k=10)]
-    assert [f.fragment for f in service.retrieve(query, 10, 2.0)][0] != paper[0]  # the config's anchor
+    assert [f.fragment for f in service.view().retrieve(query, 10, 2.0)][0] != paper[0]  # the config's anchor
 
     class Words:  # token counts only; request() never generates
         name, template, context_tokens = "words", None, 4096

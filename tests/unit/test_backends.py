@@ -16,7 +16,7 @@ import pytest
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
 from repomem.backends.batching import BatchingBackend, supports_batches
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING, ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
-from repomem.backends.memo import GenerationStore, MemoBackend
+from repomem.backends.memo import DEFERRED, DeferredRequests, GenerationStore, MemoBackend
 from repomem.backends.models import gguf_names
 from repomem.backends.openai_http import OpenAIBackend, model_label
 from repomem.backends.templates import PLAIN
@@ -376,6 +376,25 @@ def test_the_generation_store_answers_a_later_run_per_task_and_survives_a_torn_l
     assert later.inner.calls == 1 and later.recalled == 1
     reopened.close()
     assert all(line.endswith("}") for line in path.read_text().splitlines())
+
+
+def test_a_deferred_request_is_counted_so_a_task_with_one_is_not_recorded_half_answered(tmp_path: Path):
+    """`eval run --defer`: the evaluator compares the count before and after a task; a follow-up or
+    second-opinion generation written out after an answer from the store still counts."""
+    store = GenerationStore.open(tmp_path / "g.jsonl")
+    model = _CountingModel()
+    direct = MemoBackend(model, store)
+    direct.forget("t")
+    direct.generate(_request("draft"))  # answered earlier: in the store
+    deferring = DeferredRequests.open(tmp_path / "requests.jsonl")
+    memo = MemoBackend(_CountingModel(), store, deferring)
+    memo.forget("t")
+    assert memo.generate(_request("draft")).text == "tfard" and memo.deferred_requests == 0
+    follow_up = memo.generate(_request("draft with the signature pinned"))
+    assert isinstance(follow_up, Failure) and follow_up.kind == DEFERRED and memo.deferred_requests == 1
+    assert memo.inner.calls == 0
+    deferring.close()
+    store.close()
 
 
 def test_cut_answers_are_not_stored_and_a_folder_is_not_a_store(tmp_path: Path):

@@ -47,8 +47,9 @@ def test_one_alpha_is_named_and_an_ambiguous_choice_is_refused(tmp_path):
 
 
 def test_the_file_only_rounds_share_is_split_from_the_prompts(tmp_path):
-    """scripts/second_opinion_share.py: round_em[0] is the strategy's own prompt, em the answer shown."""
-    spec = importlib.util.spec_from_file_location("second_opinion_share", SCRIPT.parent / "second_opinion_share.py")
+    """experiments/second_opinion_share.py: round_em[0] is the strategy's own prompt, em the answer shown."""
+    share_script = SCRIPT.parents[1] / "experiments" / "second_opinion_share.py"
+    spec = importlib.util.spec_from_file_location("second_opinion_share", share_script)
     share = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(share)
     records = [_record(t, "vanilla", 0.0, t < 2) for t in range(10)]

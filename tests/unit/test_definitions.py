@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from repomem.completion.levers.definition_blocks import definitions_at, reachable_definitions
+from repomem.completion.levers.signature_lines import signature_span
 from repomem.config import Config
-from repomem.retrieval.definitions import reachable_definitions, signature_span
 from repomem.service import RepoService
 
 
@@ -17,7 +18,8 @@ def open_service(root):
 
 def test_imports_and_calls_reach_definitions_in_other_files(package_repo):
     service = open_service(package_repo)
-    sites = reachable_definitions(service.index, "pkg/sub/service.py", "slug = make_slug(name)", Config().bm25, 10)
+    sites = reachable_definitions(service.view().symbols, "pkg/sub/service.py", "slug = make_slug(name)",
+                                  Config().bm25, 10)
     names = {(s.path, s.name) for s in sites}
     # `from ..models import Model as M`, `models.Model.create`, `pkg.helpers.normalize`, and
     # `make_slug`, re-exported by pkg/__init__.py from pkg.helpers.slugify.
@@ -34,11 +36,11 @@ def test_imports_and_calls_reach_definitions_in_other_files(package_repo):
 def test_definition_blocks_join_the_retrieved_fragments(package_repo):
     service = open_service(package_repo)
     cursor = service.cursor_at(package_repo / "pkg/sub/service.py", 10, None)
-    added = service.definitions_at(cursor, "make_slug(name)", 2, 8)
+    added = definitions_at(service.view(), cursor, "make_slug(name)", 2, 8)
     assert len(added) == 2
-    text = service.fragment_text(added[0])
+    text = service.view().fragment_text(added[0])
     assert text.startswith("def slugify(text):") and len(text.split("\n")) <= 8
-    assert service.definitions_at(cursor, "make_slug(name)", 0, 8) == []
+    assert definitions_at(service.view(), cursor, "make_slug(name)", 0, 8) == []
 
 
 def test_signature_span_takes_the_header_docstring_and_init():

@@ -1,4 +1,4 @@
-"""scripts/gated_retrieval.py: a short file-only draft first, retrieval only when it is unsure, replayed."""
+"""experiments/gated_retrieval.py: a short file-only draft first, retrieval only when it is unsure, replayed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def _module():
-    sys.path.insert(0, str(SCRIPTS))  # it imports its sibling scripts as the command line does
-    spec = importlib.util.spec_from_file_location("gated_retrieval", SCRIPTS / "gated_retrieval.py")
+    sys.path.insert(0, str(EXPERIMENTS))  # it imports its sibling experiments as the command line does
+    spec = importlib.util.spec_from_file_location("gated_retrieval", EXPERIMENTS / "gated_retrieval.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up by name
     spec.loader.exec_module(module)
@@ -69,14 +69,14 @@ def test_the_draft_is_shown_when_sure_and_the_surer_answer_otherwise(tmp_path: P
 
 def test_the_command_line_refuses_a_missing_file_and_an_untuned_set_in_one_line(tmp_path: Path):
     draft, own, second = _files(tmp_path, ("other",))
-    script = str(SCRIPTS / "gated_retrieval.py")
+    script = str(EXPERIMENTS / "gated_retrieval.py")
     for args in (["--draft", str(tmp_path / "none.jsonl"), "--retrieving", str(own), "--second", str(second)],
                  ["--draft", str(draft), "--retrieving", str(own), "--second", str(second)],
                  ["--draft", str(draft), "--retrieving", str(own), "--second", str(second), "--strategy", "bm25"]):
-        run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=SCRIPTS)
+        run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=EXPERIMENTS)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.strip().splitlines()[-1].startswith("gated_retrieval.py: error:")
     ok = subprocess.run([sys.executable, script, "--draft", str(draft), "--retrieving", str(own), "--second",
                          str(second), "--threshold", "-0.05", "--plot", str(tmp_path / "gate.png")],
-                        capture_output=True, text=True, cwd=SCRIPTS)
+                        capture_output=True, text=True, cwd=EXPERIMENTS)
     assert ok.returncode == 0 and "given, not tuned" in ok.stdout and (tmp_path / "gate.png").stat().st_size > 0

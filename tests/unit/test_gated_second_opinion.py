@@ -1,4 +1,4 @@
-"""scripts/gated_second_opinion.py: the file-only round asked only below a threshold, replayed."""
+"""experiments/gated_second_opinion.py: the file-only round asked only below a threshold, replayed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def _module():
-    sys.path.insert(0, str(SCRIPTS))  # it imports its sibling scripts as the command line does
-    spec = importlib.util.spec_from_file_location("gated_second_opinion", SCRIPTS / "gated_second_opinion.py")
+    sys.path.insert(0, str(EXPERIMENTS))  # it imports its sibling experiments as the command line does
+    spec = importlib.util.spec_from_file_location("gated_second_opinion", EXPERIMENTS / "gated_second_opinion.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -55,10 +55,10 @@ def test_the_command_line_refuses_a_missing_file_and_an_untuned_set_in_one_line(
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in _records("other")), encoding="utf-8")
     for args in ([str(tmp_path / "none.jsonl")], [str(records)], [str(records), "--first", "bm25"]):
-        run = subprocess.run([sys.executable, str(SCRIPTS / "gated_second_opinion.py"), *args],
-                             capture_output=True, text=True, cwd=SCRIPTS)
+        run = subprocess.run([sys.executable, str(EXPERIMENTS / "gated_second_opinion.py"), *args],
+                             capture_output=True, text=True, cwd=EXPERIMENTS)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.strip().splitlines()[-1].startswith("gated_second_opinion.py: error:")
-    ok = subprocess.run([sys.executable, str(SCRIPTS / "gated_second_opinion.py"), str(records),
-                         "--threshold", "-0.05"], capture_output=True, text=True, cwd=SCRIPTS)
+    ok = subprocess.run([sys.executable, str(EXPERIMENTS / "gated_second_opinion.py"), str(records),
+                         "--threshold", "-0.05"], capture_output=True, text=True, cwd=EXPERIMENTS)
     assert ok.returncode == 0 and "| line | other | 3 | 33% |" in ok.stdout

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from repomem.completion.levers.names_in_scope import repository_imports
 from repomem.languages.go.packages import default_name
 from repomem.languages.registry import language_named
-from repomem.retrieval.scope import repository_imports
 from repomem.service import RepoService
 from tests.repos import call_edges, open_repository
 
@@ -172,11 +172,11 @@ def test_names_in_scope_are_the_imports_of_repository_packages(tmp_path):
             "import st \"example.com/shop/pkg/store\"\n\nfunc main() {\n\tst.New()\n}\n")
     service = open_repository(tmp_path, {**FILES, MAIN: text})
     lines = text.split("\n")
-    assert repository_imports(service.index, MAIN, lines, ("import ",), 10, 12) == [(7, 8)]
+    assert repository_imports(service.view().symbols, MAIN, lines, ("import ",), 10, 12) == [(7, 8)]
     # One import block holding repository packages (and the standard library's errors): kept whole.
     service.set_buffer(MAIN, FILES[MAIN])
     grouped = FILES[MAIN].split("\n")
-    assert repository_imports(service.index, MAIN, grouped, ("import ",), 10, 12) == [(2, 9)]
+    assert repository_imports(service.view().symbols, MAIN, grouped, ("import ",), 10, 12) == [(2, 9)]
 
 
 def test_an_edit_changes_the_edges_of_the_file_of_its_package_and_of_its_importers(tmp_path):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from repomem.completion.levers.names_in_scope import repository_imports
 from repomem.languages.registry import language_named
-from repomem.retrieval.scope import repository_imports
 from repomem.service import RepoService
 from tests.repos import call_edges, open_repository
 
@@ -184,9 +184,9 @@ def test_methods_resolve_through_this_super_fields_parameters_and_enclosing_clas
 
 def test_names_in_scope_are_the_imports_of_repository_code(shop):
     lines = FILES[APP].split("\n")
-    assert repository_imports(shop.index, APP, lines, ("import ",), 8, 12) == [(2, 3), (3, 4), (4, 5)]
+    assert repository_imports(shop.view().symbols, APP, lines, ("import ",), 8, 12) == [(2, 3), (3, 4), (4, 5)]
     lines = FILES[STORE].split("\n")
-    assert repository_imports(shop.index, STORE, lines, ("import ",), 7, 12) == [(2, 3), (3, 4)]
+    assert repository_imports(shop.view().symbols, STORE, lines, ("import ",), 7, 12) == [(2, 3), (3, 4)]
 
 
 def test_an_edit_changes_the_edges_of_its_package_and_of_its_importers(tmp_path):

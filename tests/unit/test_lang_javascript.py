@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from repomem.completion.levers.names_in_scope import repository_imports
 from repomem.config import Config
 from repomem.languages.javascript.calls import JavaScriptCallResolver
 from repomem.languages.javascript.modules import ModuleFiles
 from repomem.languages.registry import language_named
 from repomem.languages.syntax import extract_syntax
-from repomem.retrieval.scope import repository_imports
 from repomem.service import RepoService
 from tests.repos import call_edges, open_repository
 
@@ -165,8 +165,8 @@ def test_commonjs_and_module_level_arrow_functions_resolve_inside_their_file(sho
 def test_names_in_scope_are_the_imports_of_repository_modules(shop):
     lines = FILES[APP].split("\n")
     # util (twice) and Square; react and lodash are packages.
-    assert repository_imports(shop.index, APP, lines, ("import ",), 12, 10) == [(2, 3), (3, 4), (4, 5)]
-    assert repository_imports(shop.index, APP, lines, ("import ",), 12, 2) == [(3, 4), (4, 5)]
+    assert repository_imports(shop.view().symbols, APP, lines, ("import ",), 12, 10) == [(2, 3), (3, 4), (4, 5)]
+    assert repository_imports(shop.view().symbols, APP, lines, ("import ",), 12, 2) == [(3, 4), (4, 5)]
 
 
 def test_specifiers_name_files_like_node_and_typescript():

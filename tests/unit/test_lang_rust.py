@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from repomem.completion.levers.names_in_scope import repository_imports
 from repomem.languages.registry import language_named
 from repomem.languages.rust.layout import crate_name, module_path, source_directory
-from repomem.retrieval.scope import repository_imports
 from repomem.service import RepoService
 from tests.repos import call_edges, open_repository
 
@@ -255,16 +255,17 @@ def test_a_library_coming_and_going_moves_crate_boundaries(tmp_path):
 
 def test_names_in_scope_are_the_uses_of_repository_code(shop):
     lines = FILES[MAIN].split("\n")
-    assert repository_imports(shop.index, MAIN, lines, ("use ",), 10, 12) == [(2, 3)]
+    assert repository_imports(shop.view().symbols, MAIN, lines, ("use ",), 10, 12) == [(2, 3)]
     cli_lines = FILES[CLI].split("\n")
-    assert repository_imports(shop.index, CLI, cli_lines, ("use ",), 3, 12) == [(0, 1)]
+    assert repository_imports(shop.view().symbols, CLI, cli_lines, ("use ",), 3, 12) == [(0, 1)]
 
 
 def test_names_in_scope_keep_crate_relative_and_glob_uses_whole(tmp_path):
     text = ("use std::io;\nuse crate::a::{\n    one,\n    two,\n};\nuse super::*;\n\nfn f() {\n    one();\n}\n")
     files = {"src/lib.rs": "mod a;\nmod b;\n", "src/a.rs": "pub fn one() {}\npub fn two() {}\n", "src/b.rs": text}
     service = open_repository(tmp_path, files)
-    assert repository_imports(service.index, "src/b.rs", text.split("\n"), ("use ",), 8, 12) == [(1, 5), (5, 6)]
+    spans = repository_imports(service.view().symbols, "src/b.rs", text.split("\n"), ("use ",), 8, 12)
+    assert spans == [(1, 5), (5, 6)]
 
 
 def test_an_edit_changes_the_edges_of_its_crate(tmp_path):

@@ -23,8 +23,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.config", "repomem.setting_reference", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),
-    ("repomem.retrieval", "repomem.memory"),
+    ("repomem.retrieval", "repomem.memory", "repomem.embeddings"),
     ("repomem.positions", "repomem.records"),
+    ("repomem.repo_view",),
     ("repomem.service", "repomem.backends"),
     ("repomem.completion",),
     ("repomem.lsp", "repomem.evaluation"),
@@ -101,6 +102,17 @@ def test_every_import_points_down_or_within_its_package():
     assert not problems, "\n".join(problems)
 
 
+def test_only_the_engine_imports_the_service_within_completion():
+    """Prompt levers and retrievers read the repository through a RepoView made per request; the
+    service's life cycle (edits, saves, rollbacks) stays out of their reach."""
+    modules = module_files()
+    offenders = [f"{path.relative_to(ROOT)}:{line}"
+                 for module, path in modules.items()
+                 if module.startswith("repomem.completion") and module != "repomem.completion.engine"
+                 for name, line, _ in imports_of(path, module) if resolve(name, modules) == "repomem.service"]
+    assert not offenders, offenders
+
+
 def import_cycles(graph: dict[str, set[str]]) -> list[str]:
     """Each cycle of a module -> imported modules graph, as "a -> b -> a" (depth-first search)."""
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
@@ -155,6 +167,8 @@ def test_no_top_level_lsp_or_eval_package_is_installed():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     packages = pyproject.split("packages = [", 1)[1].split("]", 1)[0]
     assert '"lsp"' not in packages and '"eval"' not in packages
+    # scripts/ and experiments/ are run from a checkout, never installed.
+    assert not any(folder in packages for folder in ('"scripts', '"experiments', '"tests'))
     # Every engine package is listed: an editable install finds an unlisted one, a wheel would not.
     engine = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "repomem").rglob("__init__.py")}
     assert engine <= {name.strip().strip('"') for name in packages.split(",")}
@@ -215,7 +229,7 @@ def test_the_vscode_extension_offers_every_strategy_of_the_table():
 
 # -- the service is a narrow façade ----------------------------------------------------------------
 
-SERVICE_USERS = ("repomem", "lsp", "eval", "scripts")  # every folder whose code may hold a RepoService
+SERVICE_USERS = ("repomem", "lsp", "eval", "scripts", "experiments")  # every folder whose code may hold a RepoService
 
 
 def service_names(tree: ast.AST) -> set[str]:

@@ -13,8 +13,9 @@ import pytest
 
 from repomem.completion import engine as engine_module
 from repomem.completion.engine import CompletionEngine
-from repomem.completion.levers import LEVERS
-from repomem.completion.levers.base import FunctionMemory, Pins, PromptLever
+from repomem.completion.levers import LEVERS, order_problems
+from repomem.completion.levers.base import Pins, PromptLever
+from repomem.completion.warm_prefix import FunctionMemory
 from repomem.config import with_overrides
 from repomem.positions import locate
 from repomem.retrieval.scoring import ScoredFragment
@@ -27,17 +28,18 @@ LEVER_SETTINGS = ("anchor_matches", "definition_blocks", "clone_search", "clone_
                   "round_choice", "shared_callee", "imported_usage", "file_only_round")
 
 
-def test_every_listed_lever_exists_and_runs_in_a_workable_order():
+def test_every_listed_lever_exists_and_runs_after_what_it_declares():
     assert all(lever.name == name and issubclass(lever, PromptLever) for name, lever in LEVERS.items())
     for strategy in STRATEGY_TABLE:
         assert len(set(strategy.levers)) == len(strategy.levers), strategy.name
-        unknown = [name for name in strategy.levers if name not in LEVERS]
-        assert not unknown, f"{strategy.name} lists unknown levers {unknown}"
-        order = {name: place for place, name in enumerate(strategy.levers)}
-        # The signatures sign what names in scope pin; the continuation promotes from clone search's finds.
-        for before, after in (("names-in-scope", "scope-signatures"), ("clone-search", "continuation")):
-            if after in order:
-                assert order.get(before, -1) < order[after], strategy.name
+    assert order_problems(LEVERS, STRATEGY_TABLE) == []
+    # The signatures sign what names in scope pin: declared by the lever, not known to the table.
+    assert LEVERS["scope-signatures"].after == ("names-in-scope",)
+    swapped = dataclasses.replace(strategy_named("fragrel"), levers=("scope-signatures", "names-in-scope"))
+    assert order_problems(LEVERS, (swapped,)) == [
+        "strategy 'fragrel' runs 'scope-signatures' before 'names-in-scope', which it must run after"]
+    unknown = dataclasses.replace(swapped, levers=("no-such-lever",))
+    assert order_problems(LEVERS, (unknown,)) == ["strategy 'fragrel' lists an unknown prompt lever 'no-such-lever'"]
     # RepoCoder's and the paper's prompts stay exact: none of repomem's own ranking or pinning levers.
     for name in ("vanilla", "repocoder", "fragrel-paper"):
         assert set(strategy_named(name).levers) <= {"definition-blocks", "packing"}, name
@@ -119,6 +121,51 @@ def test_a_new_lever_is_one_class_and_one_line_in_the_table(tmp_path, monkeypatc
     assert "# remember: amounts are in cents" in prepared.prompt.blocks[0].text
     added = [f for f in prepared.fragments if f.fragment not in {g.fragment for g in plain.fragments}]
     assert len(prepared.fragments) == len(plain.fragments) + len(added) and len(added) <= 1
+
+
+class ImportedDefinition(PromptLever):
+    """A graph lever as a new one is written: one module, reading the code graph through the
+    round's view (imports resolved to definitions, the window holding a line), never the service."""
+
+    name = "imported-definition"
+
+    def candidates(self, fragments: list[ScoredFragment]) -> list[ScoredFragment]:
+        view = self.round.view
+        resolved = view.symbols.resolved_file(self.round.request.cursor.path)
+        file_id, syntax, resolution = resolved
+        for binding in syntax.imports:
+            target = resolution.resolve_name(file_id, binding.local)
+            if target is None or target[0] == file_id:
+                continue
+            target_syntax = view.symbols.syntax(target[0])
+            window = view.symbols.window_holding(target[0], int(target_syntax.start_line[target[1].node]))
+            path = view.symbols.record(target[0]).path
+            found = ScoredFragment(window, path, 0, 0, 0.0, 0.0, 1.0)
+            return [found, *(f for f in fragments if f.fragment != window)]
+        return fragments
+
+
+def test_a_new_graph_lever_is_one_module_reading_the_view_and_one_line_in_the_table(tmp_path, monkeypatch):
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 400, "fill_in_middle": False})
+    monkeypatch.setitem(LEVERS, ImportedDefinition.name, ImportedDefinition)
+    vanilla = strategy_named("vanilla")
+    with_lever = dataclasses.replace(vanilla, levers=(ImportedDefinition.name, *vanilla.levers))
+    monkeypatch.setattr(engine_module, "strategy_named", lambda name: with_lever if name == "vanilla" else None)
+    engine = CompletionEngine(service, Words(), config)
+    prepared = engine.prepare(engine.request(cursor, "vanilla", order="score"))
+    first = prepared.fragments[0]
+    # report.py's first import of repository code is `from .cart import Cart`: the window holding `class Cart`.
+    assert first.path == "shop/cart.py"
+    window_text = service.view().span_text("shop/cart.py", 0, 1 << 30).split("\n")
+    start = next(number for number, line in enumerate(window_text) if line.startswith("class Cart"))
+    symbols = service.view().symbols
+    assert symbols.window_holding(symbols.file_id("shop/cart.py"), start) == first.fragment
+    # The view reads and never writes: its arrays refuse a write.
+    rows = symbols.all_calls()
+    with pytest.raises(ValueError):
+        rows[:1] = 0
 
 
 @pytest.mark.parametrize("lever", sorted(LEVERS))

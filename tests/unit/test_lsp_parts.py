@@ -279,10 +279,10 @@ def test_explain_scores_given_fragments_with_lifts(package_repo: Path):
     service = _indexed(package_repo)
     text = (package_repo / "pkg/sub/service.py").read_text()
     cursor = locate(service.root, "pkg/sub/service.py", text, 12, None)
-    fresh = service.explain(cursor, alpha=0.5)
+    fresh = service.view().explain(cursor, alpha=0.5)
     assert 3 <= len(fresh) <= service.config.retrieval.top_k
     chosen = [fresh[2][0].fragment, fresh[0][0].fragment]
-    again = service.explain(cursor, alpha=0.5, fragments=chosen)
+    again = service.view().explain(cursor, alpha=0.5, fragments=chosen)
     assert [f.fragment for f, _ in again] == chosen  # in the order asked, same scores
     assert again[1][0].s_rel == fresh[0][0].s_rel
 
@@ -292,11 +292,11 @@ def test_file_events_reindex_from_disk_and_save_persists(package_repo: Path):
     helpers = package_repo / "pkg" / "helpers.py"
     helpers.write_text(helpers.read_text() + "\n\ndef zebra_crossing_total(x):\n    return x\n")
     assert service.file_changed("pkg/helpers.py") is None
-    assert any(f.path == "pkg/helpers.py" for f in service.retrieve("zebra_crossing_total", k=3))
+    assert any(f.path == "pkg/helpers.py" for f in service.view().retrieve("zebra_crossing_total", k=3))
     service.set_buffer("pkg/models.py", "def only_in_buffer():\n    pass\n")
     (package_repo / "pkg" / "models.py").write_text("def on_disk():\n    pass\n")
     service.file_changed("pkg/models.py")  # the open buffer wins over the disk
-    assert service.retrieve("only_in_buffer", k=1)[0].path == "pkg/models.py"
+    assert service.view().retrieve("only_in_buffer", k=1)[0].path == "pkg/models.py"
     assert service.save() is None
     loaded = load_index(package_repo, load_config(package_repo)[0])
     assert "zebra" in loaded.vocabulary
@@ -321,7 +321,7 @@ def test_only_the_most_recent_open_buffers_are_overlaid_on_the_index(package_rep
     explained = session.explain(paths[0], session.open_buffers[paths[0]], 1, 4, None)  # asked in: overlaid again
     assert "error" not in explained, explained
     assert overlaid() == {paths[0], paths[3]}
-    assert session.service.retrieve("only_in_buffer_0", k=1)[0].path == paths[0]
+    assert session.service.view().retrieve("only_in_buffer_0", k=1)[0].path == paths[0]
     session.buffer_changed(paths[1], "def edited_again(value):\n    return value\n")
     session.buffer_closed(paths[0])
     session.sync_buffers()

@@ -81,7 +81,7 @@ def test_pages_cover_each_file_and_end_at_syntax_boundaries(shop: RepoService):
     index = shop.index
     for record in (r for r in index.files if r is not None):
         syntax = index.syntax[index.file_id(record.path)]
-        lines = shop.span_text(record.path, 0, 1 << 30).split("\n")
+        lines = shop.view().span_text(record.path, 0, 1 << 30).split("\n")
         for page_lines in (5, 12):
             pages = page_bounds(syntax, len(lines), page_lines)
             assert pages[0][0] == 0 and pages[-1][1] == len(lines)
@@ -182,7 +182,8 @@ def test_model_summaries_replace_extractive_ones_only_for_the_text_they_were_wri
 
     index = shop.index
     path = "shop/cart.py"
-    extractive = file_summary(path, index.syntax[index.file_id(path)], shop.span_text(path, 0, 1 << 30).split("\n"))
+    lines = shop.view().span_text(path, 0, 1 << 30).split("\n")
+    extractive = file_summary(path, index.syntax[index.file_id(path)], lines)
     shop.memories.open_written_summaries().append(summary_key(extractive), "file", "m", "Keeps a cart of products.")
     assert "Keeps a cart" not in shop.memories.summary_tree().nodes[path].text  # extractive unless asked
     shop.config = with_overrides(shop.config, memory={"summaries": "model"})

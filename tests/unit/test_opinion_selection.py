@@ -1,4 +1,4 @@
-"""scripts/opinion_selection.py: the surer of several recorded answers, and the ceiling of a perfect chooser."""
+"""experiments/opinion_selection.py: the surer of several recorded answers, and the ceiling of a perfect chooser."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "opinion_selection.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "opinion_selection.py"
 
 
 def _module():

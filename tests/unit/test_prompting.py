@@ -5,6 +5,7 @@ from __future__ import annotations
 from repomem.backends.templates import CODELLAMA, PLAIN, QWEN, STARCODER, template_for
 from repomem.completion.postprocess import clean_completion, completion_shape
 from repomem.completion.prompt import HEADER, SEPARATOR, ContextBlock, PromptBudget, build_prompt, render_block
+from repomem.completion.warm_prefix import PromptStart
 from repomem.failures import Failure
 
 
@@ -231,7 +232,7 @@ def test_a_first_line_hint_gives_what_the_search_gives_with_fewer_counts():
                 return super().count(text)
 
         prompt = build_prompt(left_lines=left, suffix=None, candidates=blocks, tokenizer=Counting(), template=PLAIN,
-                              budget=budget, order="score", first_line_hint=hint)
+                              budget=budget, order="score", start=PromptStart(None, hint, 0))
         if isinstance(prompt, Failure):
             continue
         shown = list(prompt.blocks)

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 from repomem.completion.engine import CompletionEngine
+from repomem.completion.levers.names_in_scope import import_statements, repository_imports
+from repomem.completion.levers.signature_lines import definition_signature, parameter_list
 from repomem.config import Config, with_overrides
 from repomem.positions import locate
-from repomem.retrieval.scope import import_statements, repository_imports
-from repomem.retrieval.signatures import definition_signature, parameter_list
 from repomem.service import RepoService
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
@@ -55,10 +55,10 @@ def long_report(tmp_path: Path) -> tuple[RepoService, str, int]:
 
 def test_only_imports_of_repository_code_are_kept(tmp_path):
     service, text, n_lines = long_report(tmp_path)
-    spans = repository_imports(service.index, "shop/report.py", text.split("\n"), ("import ", "from "),
+    spans = repository_imports(service.view().symbols, "shop/report.py", text.split("\n"), ("import ", "from "),
                                n_lines - 1, 12)
     assert spans == [(1, 2), (2, 3)]  # `import json` binds no code of the repository
-    assert repository_imports(service.index, "shop/report.py", text.split("\n"), ("import ", "from "),
+    assert repository_imports(service.view().symbols, "shop/report.py", text.split("\n"), ("import ", "from "),
                               n_lines - 1, 1) == [(2, 3)]  # the cap keeps the last statements
 
 

@@ -8,31 +8,31 @@ from pathlib import Path
 import numpy as np
 
 from repomem.memory.entities import Entity
-from repomem.retrieval.definitions import window_holding
-from repomem.service import IndexedFile, RepoService
+from repomem.repo_view import IndexedFile
+from repomem.service import RepoService
 from tests.repos import copy_example
 
 
 def test_a_service_without_an_index_answers_plainly(tmp_path: Path):
     service = RepoService.open(copy_example(tmp_path / "shop"))
     assert isinstance(service, RepoService)
-    assert not service.index_loaded and service.indexed_files() == []
-    assert not service.needs_compaction() and service.live_window_holding(0, 0) is None
+    assert not service.index_loaded and service.view().indexed_files() == []
+    assert not service.needs_compaction() and service.view().live_window_holding(0, 0) is None
 
 
 def test_indexed_files_list_the_index_in_its_order(shop: RepoService):
     index = shop.index
     expected = [IndexedFile(r.path, r.language, r.n_fragments) for r in index.files if r is not None]
-    assert shop.index_loaded and shop.indexed_files() == expected and len(expected) > 3
+    assert shop.index_loaded and shop.view().indexed_files() == expected and len(expected) > 3
 
 
 def test_fragments_ending_after_a_line_are_the_visible_ones_to_the_end_of_the_file(shop: RepoService):
     for path in ("shop/cart.py", "shop/pricing.py"):
         for line in (0, 5, 12, 10_000):
-            ending = shop.fragments_ending_after(path, line)
+            ending = shop.view().fragments_ending_after(path, line)
             assert ending.dtype == np.int64
-            assert np.array_equal(ending, shop.visible_fragments(path, line, 1 << 40)), (path, line)
-    assert shop.fragments_ending_after("no/such.py", 0).size == 0
+            assert np.array_equal(ending, shop.view().visible_fragments(path, line, 1 << 40)), (path, line)
+    assert shop.view().fragments_ending_after("no/such.py", 0).size == 0
 
 
 def test_a_live_window_holds_each_entitys_line(shop: RepoService):
@@ -41,9 +41,9 @@ def test_a_live_window_holds_each_entitys_line(shop: RepoService):
     assert entities
     for entity in entities:
         assert isinstance(entity, Entity)
-        expected = window_holding(shop.index, entity.file_id, entity.start_line)
+        expected = shop.view().symbols.window_holding(entity.file_id, entity.start_line)
         assert expected is not None
-        assert shop.live_window_holding(entity.file_id, entity.start_line) == expected
+        assert shop.view().live_window_holding(entity.file_id, entity.start_line) == expected
 
 
 def test_an_index_built_elsewhere_is_handed_over_whole(shop: RepoService, tmp_path: Path):

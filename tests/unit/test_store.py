@@ -186,7 +186,7 @@ def test_pruned_snapshot_structure_means_rebuild(synthetic_repo):
     report = service.ensure_index()
     assert report.action == "built" and "structure unreadable" in report.reason
     assert report.index_bytes > 0
-    assert service.retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
+    assert service.view().retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
 
 
 def test_a_restamping_save_keeps_the_call_edges(synthetic_repo):
@@ -234,7 +234,7 @@ def test_checkpoint_survives_a_snapshot_pruned_by_another_process(synthetic_repo
     assert isinstance(checkpoint, bytes)
     reader.rollback(checkpoint)
     assert reader.index.snapshot != first_snapshot  # the current one, with the writer's files
-    assert reader.retrieve("edited_1", k=1)[0].path == "lib/part0/mod0.py"
+    assert reader.view().retrieve("edited_1", k=1)[0].path == "lib/part0/mod0.py"
 
 
 def test_cache_dir_keeps_the_repository_clean(synthetic_repo, tmp_path, monkeypatch):

@@ -96,7 +96,7 @@ def test_the_hat_retriever_ranks_only_windows_of_reached_files(service: RepoServ
     text = (service.root / "tools/report.py").read_text()
     cursor = service.cursor_at(service.root / "tools/report.py", 5, None)
     assert not hasattr(cursor, "kind"), cursor
-    found = RETRIEVERS["summary-tree"](service, RoundQuery(cursor, "refund_payment(payment_id, amount)", 0.0,
+    found = RETRIEVERS["summary-tree"](service.view(), RoundQuery(cursor, "refund_payment(payment_id, amount)", 0.0,
                                                            None, None))
     assert found and {f.path for f in found} <= {"app/billing/refunds.py", "tools/report.py"}
     assert found[0].path == "app/billing/refunds.py"

@@ -17,63 +17,23 @@ hands the round's state to the strategy's levers in table order (repomem.strateg
 Every hook defaults to leaving things as they are, so a lever fills only the ones it needs. A
 lever object lives for one round (the engine makes one per round from its class), so it may keep
 state between its hooks; what must outlive the round (a function's remembered spans in order
-"stable") goes in `LeverRound.memory`.
+"stable", completion/warm_prefix.py) goes in `LeverRound.memory`.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from repomem.completion.prompt import BlockSelection, ContextBlock, Prompt
 from repomem.completion.request import CompletionRequest, CursorContext
 from repomem.completion.retrieval_round import RoundQuery
 from repomem.completion.rounds import RoundAnswer
+from repomem.completion.warm_prefix import FunctionKey, FunctionMemory
 from repomem.config import Config
+from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
-from repomem.service import RepoService
-
-# (path, 0-based line of the enclosing definition): what order "stable" remembers things by
-FunctionKey = tuple[str, int]
-
-
-class FunctionMemory:
-    """What a function's first completion decided, kept while the cursor stays in it (order
-    "stable"): its retrieved fragments, least recently used dropped past `size` functions, and
-    named slots (a lever's own, the prompt's first line) dropped with them."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._fragments: OrderedDict[FunctionKey, list[ScoredFragment]] = OrderedDict()
-        self._slots: dict[str, dict[FunctionKey, Any]] = {}
-
-    def fragments(self, key: FunctionKey,
-                  renew: Callable[[list[ScoredFragment]], list[ScoredFragment] | None]) -> list[ScoredFragment] | None:
-        """The function's remembered fragments, marked recently used, as `renew` finds them in the
-        index now (the same windows under the ids an edit gave them); None when it cannot (a stale
-        entry keeps its place until replaced)."""
-        remembered = self._fragments.get(key)
-        renewed = None if remembered is None else renew(remembered)
-        if renewed is None:
-            return None
-        self._fragments[key] = renewed
-        self._fragments.move_to_end(key)
-        return renewed
-
-    def remember_fragments(self, key: FunctionKey, fragments: list[ScoredFragment]) -> None:
-        self._fragments[key] = fragments
-        while len(self._fragments) > self.size:
-            dropped, _ = self._fragments.popitem(last=False)
-            for slot in self._slots.values():
-                slot.pop(dropped, None)
-
-    def get(self, slot: str, key: FunctionKey) -> Any | None:
-        return self._slots.get(slot, {}).get(key)
-
-    def set(self, slot: str, key: FunctionKey, value: Any) -> None:
-        self._slots.setdefault(slot, {})[key] = value
 
 
 @dataclass
@@ -106,7 +66,7 @@ class LeverRound:
     request: CompletionRequest
     context: CursorContext
     config: Config
-    service: RepoService
+    view: RepoView  # what the request may read of the repository (never the service)
     number: int  # 1 for the first round
     stable_key: FunctionKey | None  # set in order "stable"
     memory: FunctionMemory
@@ -124,6 +84,10 @@ class PromptLever:
     """One prompt lever; subclasses set `name` (the strategy table lists it) and fill hooks."""
 
     name: ClassVar[str] = ""
+    # Levers whose hooks must have run before this one's at each stage (e.g. a lever that reads
+    # `round.pins.import_spans` runs after the one that pins them): where a strategy lists both,
+    # it lists these first (checked when the levers are loaded, repomem/completion/levers/__init__.py).
+    after: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, round: LeverRound):
         self.round = round

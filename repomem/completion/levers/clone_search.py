@@ -4,9 +4,8 @@ The clone a small model copies (the same test written for another metric, the sa
 handling in a sibling command) matches the few lines just above the cursor; the whole query
 window often ranks it below top K. This lever retrieves again with those lines
 (`prompt.continuation_match_lines` of them) and adds up to `prompt.clone_search` of what it
-finds to the candidates, for the continuation lever to promote the strongest clone among them. On
-the dev set, with promotion: line exact match +1.8 over the continuation alone (docs/eval-history.md,
-seventh round).
+finds to the candidates, for the continuation lever to promote the strongest clone among them
+(what it gains: docs/repoeval-devset.md#the-continuation-and-clone-search).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 RepoCoder's second round (and the draft-signature round) turns about as many right answers
 wrong as wrong answers right; the model's mean log-probability per generated token tells the two
 apart better than always taking the last round (completion/rounds.py; `prompt.round_choice`,
-"confident" won 22 and lost 10 of the dev-set tasks where it differs, docs/eval-history.md,
-ninth round). Without this lever (RepoCoder as published) the last round is shown.
+docs/repoeval-devset.md#round-choice). Without this lever (RepoCoder as published) the last round is shown.
 """
 
 from __future__ import annotations

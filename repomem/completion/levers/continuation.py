@@ -33,13 +33,13 @@ class Continuation(PromptLever):
         key = round.stable_key
         remembered = round.memory.get(self.name, key) if key is not None else None
         if remembered is not None:
-            shown = blocks_at(blocks, remembered, round.service.file_lines)
+            shown = blocks_at(blocks, remembered, round.view.file_lines)
             if shown is not None:
                 return shown
         settings = round.config.prompt
         tail = round.tail(settings.continuation_match_lines)
         # Several windows of one file are common among the candidates: read (and mask) it once.
-        file_lines = functools.cache(round.service.file_lines)
+        file_lines = functools.cache(round.view.file_lines)
         path = round.request.cursor.path
         continued = continued_blocks(blocks, file_lines, path, tail, settings.continuation_lines,
                                      settings.continuation_min_similarity)

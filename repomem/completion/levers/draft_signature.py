@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from repomem.completion.levers.base import PromptLever
+from repomem.completion.levers.signature_lines import called_signature
 from repomem.completion.prompt import Prompt
 from repomem.config import Config
 
@@ -29,8 +30,10 @@ class DraftSignature(PromptLever):
         if round.request.strategy.rounds != 1 or finish_reason not in ("stop", "length"):
             return ()
         first_line = next((line for line in draft_raw.split("\n") if line.strip()), "")
-        called = round.service.called_signature(round.request.cursor.path, first_line,
-                                                round.config.prompt.scope_signature_chars)
+        symbols = round.view.symbols
+        called = None if symbols is None else called_signature(
+            symbols, round.request.cursor.path, first_line, round.config.prompt.scope_signature_chars,
+            round.view.unmasked_lines)
         if called is None:
             return ()
         name, line = called
@@ -40,4 +43,4 @@ class DraftSignature(PromptLever):
         kind = "def" if line.startswith("def ") else "class"
         if re.search(rf"\b{kind} {re.escape(name)}\b", draft_prompt.text):
             return ()  # a block (or the visible file) shows the definition itself
-        return (round.service.mask(line),)
+        return (round.view.mask(line),)

@@ -1,8 +1,8 @@
 """File-only round: the answer from the file alone, shown when the model is surer of it.
 
 A small model given retrieved blocks sometimes copies a near miss from them where the file alone
-led it right (on the ten-repository dev set, in 3 to 4% of the tasks the file-only answer is right
-and the default's wrong). With `prompt.file_only_round` on, the `infile` prompt is completed as well and
+led it right (how often: docs/repoeval-devset.md#the-file-only-round, the file-only answer right and
+the default's wrong). With `prompt.file_only_round` on, the `infile` prompt is completed as well and
 the answer with the higher mean log-probability per token is shown, the retrieving one on a tie:
 no threshold to tune. A second generation, so only where the backend reports log-probabilities
 (every backend, the embedded model too; the language server turns it off with the embedded model,

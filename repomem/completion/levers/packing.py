@@ -22,7 +22,7 @@ class Packing(PromptLever):
 
     def selection(self) -> BlockSelection | None:
         max_lines = self.round.config.prompt.pack_max_lines
-        span_text = self.round.service.span_text
+        span_text = self.round.view.span_text
 
         def select(chosen, block_budget, cost):
             return pack_blocks(chosen, max_lines, span_text, block_budget, cost)

@@ -3,7 +3,7 @@
 Beside the names in scope, one line (parameters and defaults, no annotations; a class's
 `__init__`) for up to `prompt.scope_signatures` of the repository functions and classes those
 imports bind, leaving out names the visible code already calls: a small model that names the
-right function still misses its arguments (retrieval/signatures.py). Computed once the fit has
+right function still misses its arguments (signature_lines.py). Computed once the fit has
 settled (what the left context shows decides which names need no signature), then fitted again.
 Off (0) by default.
 """
@@ -11,12 +11,14 @@ Off (0) by default.
 from __future__ import annotations
 
 from repomem.completion.levers.base import Pins, PromptLever
+from repomem.completion.levers.signature_lines import imported_signatures
 from repomem.completion.prompt import Prompt
 from repomem.config import Config
 
 
 class ScopeSignatures(PromptLever):
     name = "scope-signatures"
+    after = ("names-in-scope",)  # signs what names in scope pin (`round.pins.import_spans`)
 
     @classmethod
     def applies(cls, config: Config) -> bool:
@@ -43,6 +45,9 @@ class ScopeSignatures(PromptLever):
         shown = "\n".join(line for start, end in spans for line in round.file_lines[start:end])
         visible = "\n".join(round.file_lines[prompt.left_first_line : cursor.line + 1])
         settings = round.config.prompt
-        self.lines = round.service.imported_signatures(cursor.path, shown, visible, settings.scope_signatures,
-                                                       settings.scope_signature_chars)
+        symbols = round.view.symbols
+        found = [] if symbols is None else imported_signatures(
+            symbols, cursor.path, shown, visible, settings.scope_signatures, settings.scope_signature_chars,
+            round.view.unmasked_lines, round.config.bm25)
+        self.lines = [round.view.mask(line) for line in found]
         return bool(self.lines)

@@ -69,9 +69,9 @@ def symmetric_max_csr(indptr, cols, values):
 
     Counts each row's entries first (a pair present both ways once: a binary search for the
     mirror), so the result is allocated at its exact size and nothing else graph-sized is made:
-    scipy's maximum held A, A^T and an unpruned result of both at once (Django: +70 MB at the
-    cold build's peak). A row of the result merges A's row (sorted) with the pairs only A^T has,
-    which arrive in ascending order as the rows are scanned: no sort.
+    scipy's maximum held A, A^T and an unpruned result of both at once
+    (docs/measurements.md#memory-of-a-cold-build). A row of the result merges A's row (sorted)
+    with the pairs only A^T has, which arrive in ascending order as the rows are scanned: no sort.
     """
     n = indptr.shape[0] - 1
     count = np.zeros(n + 1, dtype=np.int64)
@@ -154,8 +154,8 @@ def symmetric_from_upper(indptr, indices, data):
     given one (`upper_triangle`'s output): each row's entries below the diagonal, gathered from the
     rows above it in row order (so already sorted), then its own upper entries. Zeros are dropped,
     as scipy's sum U + U.T drops them. Two passes over the triangle, allocating only the result:
-    as fast as scipy's sum and transpose (~0.05 s on Django's W) without their temporaries (a load's
-    peak 12 MB lower). int64 row pointers (the caller narrows them). Raises ValueError if a row's
+    as fast as scipy's sum and transpose without their temporaries (a load's peak is lower;
+    docs/measurements.md#index-load). int64 row pointers (the caller narrows them). Raises ValueError if a row's
     columns are not increasing and above the row (a damaged index: the result would not be sorted,
     nor the matrix saved)."""
     n_rows = indptr.shape[0] - 1
@@ -193,7 +193,7 @@ def symmetric_from_upper(indptr, indices, data):
 def invert_incidence(indptr, nodes, weights, n_nodes):
     """Transpose of a fragment -> node incidence (CSR: `indptr` by fragment, `nodes`, `weights`):
     (indptr by node, fragment ids, weights), each node's fragments in fragment order. A counting
-    sort: a stable argsort of Django's 318k slots took 5 ms of every edit."""
+    sort: a stable argsort took too much of every edit (docs/measurements.md#an-edit)."""
     node_indptr = np.zeros(n_nodes + 1, dtype=np.int64)
     for slot in range(nodes.shape[0]):
         node_indptr[nodes[slot] + 1] += 1

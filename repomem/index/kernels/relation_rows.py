@@ -197,7 +197,7 @@ def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch,
     of the returned (pair_frag, pair_value). Summed per fragment while the search's nodes are
     walked (in cost order, so bands come one after the other): neighbouring statements share
     windows, so this is a fraction of the (node, fragment) pairs it replaces, which two rows then
-    read again (Django: 6.6 of 12.3 CPU-seconds were those pairs). Writes only rows `which` of
+    read again (they took half the build's CPU: docs/measurements.md#graph-and-relations). Writes only rows `which` of
     band_first/band_end, so callers may search disjoint sets of starts on several threads, each
     with its own scratch. Returns (pair_frag, pair_value, ok); ok is False when the heap was too
     small.

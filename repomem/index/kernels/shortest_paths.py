@@ -112,16 +112,17 @@ def bounded_dijkstra(graph, limits, scratch, source, stamp, pruned):
     dead ends, so every node outside the range keeps its exact cost.
 
     Two queues: edges whose cost is exactly `graph.queued_cost` (the graph's most common edge cost,
-    see `most_common_cost`: syntax edges, ~86% of Django's) go through a FIFO, every other edge
+    see `most_common_cost`: syntax edges, most of them) go through a FIFO, every other edge
     through a binary heap. Nodes settle in cost order, so what they push over one fixed cost is
     pushed in cost order too: the FIFO is sorted without sorting, and the next node to settle is
-    the cheaper of the two heads. Same costs as a heap alone, half the time on Django.
+    the cheaper of the two heads. Same costs as a heap alone, in less time
+    (docs/measurements.md#graph-and-relations).
 
     A level the cap will cut is not settled at all: when the next node starts a new level (its
     cost clear of the last kept one's) and the nodes already queued at that level, counted
     exactly, overflow the cap, the search stops. The cap would cut the whole level anyway, so the
-    nodes kept are the same; on Django 63% of searches reach the cap and 30% of the nodes they
-    settled were then cut. (Zero-cost edges can only add to a level, so the count never overstates.)
+    nodes kept are the same (how often searches reach the cap and how much they settled in vain:
+    docs/measurements.md#graph-and-relations). (Zero-cost edges can only add to a level, so the count never overstates.)
 
     A node with more neighbours than the cap has room left (a definition called from thousands of
     places) need not queue the levels the cap will cut: when its neighbours at one edge cost,
@@ -308,7 +309,8 @@ def most_common_cost(costs: np.ndarray) -> float:
     """The edge cost `bounded_dijkstra` queues in its FIFO (NaN, which no cost equals, for none).
 
     Read off at most 4,096 evenly spaced edges: any choice gives the same costs, this one only
-    decides the speed, and a full count of Django's 724k costs took 30 ms (an edit's budget).
+    decides the speed, and a full count of a large graph's costs takes an edit's budget
+    (docs/measurements.md#graph-and-relations).
     """
     if costs.shape[0] == 0:
         return float("nan")

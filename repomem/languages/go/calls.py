@@ -12,11 +12,13 @@ whose type the code does not name.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from repomem.languages.go.packages import PackageDirectories, directory_of, directory_tails, path_suffixes
 from repomem.languages.go.syntax import ALIAS_MARK, DOT_IMPORT
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
+from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases, remembered
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ def _exported(name: str) -> bool:
     return name[:1].isupper()
 
 
-class GoCallResolver:
+class GoCallResolver(TableResolver):
     """Resolves the calls of Go files against each other's definitions and imports."""
 
     def __init__(self, files: dict[int, FileSyntax], max_reexport_hops: int, max_base_depth: int):
@@ -84,10 +86,8 @@ class GoCallResolver:
         self._imports[file_id] = named
         self._dot_imports[file_id] = tuple(dotted)
 
-    def _forget_answers(self) -> None:
-        self._names_memo.clear()
-        self._members_memo.clear()
-        self._paths_memo.clear()
+    def _answers(self) -> tuple[dict, ...]:
+        return self._names_memo, self._members_memo, self._paths_memo
 
     def forget(self, file_id: int) -> None:
         """Drop a file's tables (before re-registering its new version or after its removal)."""
@@ -100,18 +100,8 @@ class GoCallResolver:
         self._packages.pop(directory, None)
         for binding in syntax.imports:
             for suffix in path_suffixes(binding.module):
-                importers = self._importers.get(suffix)
-                if importers is not None:
-                    importers.discard(file_id)
-                    if not importers:
-                        del self._importers[suffix]
+                drop_holder(self._importers, suffix, file_id)
         del self._imports[file_id], self._dot_imports[file_id]
-
-    def learn(self, file_id: int, syntax: FileSyntax) -> None:
-        """Add (or replace) one file's tables."""
-        self.forget(file_id)
-        self._forget_answers()
-        self._register(file_id, syntax)
 
     def module_of(self, file_id: int) -> str | None:
         """The package directory of a file ("" at the repository root)."""
@@ -193,30 +183,23 @@ class GoCallResolver:
         return resolved if isinstance(resolved, _Found) else found
 
     def _member(self, owner: _Found, name: str) -> _Found | None:
-        key = (owner.file, owner.definition.node, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: _Found, name: str) -> _Found | None:
         """A method of a type or of the types it embeds (breadth first, `max_base_depth` levels)."""
-        queue: list[tuple[_Found, int]] = [(owner, 0)]
-        seen: set[tuple[int, int]] = set()
-        while queue:
-            current, depth = queue.pop(0)
-            if (current.file, current.definition.node, current.definition.name) in seen:
-                continue
-            seen.add((current.file, current.definition.node, current.definition.name))
+
+        def own_method(current: _Found) -> _Found | None:
             methods = self._package_names(self._directory_of[current.file]).methods.get(current.definition.name)
-            if methods and name in methods:
-                return methods[name]
-            if depth >= self._base_depth:
-                continue
+            return methods.get(name) if methods else None
+
+        def embedded(current: _Found) -> Iterator[_Found]:
             for base in current.definition.bases:
                 resolved = self._resolve_dotted(current.file, base.removeprefix(ALIAS_MARK), self._hops)
                 if isinstance(resolved, _Found) and resolved.definition.kind == "class":
-                    queue.append((resolved, depth + 1))
-        return None
+                    yield resolved
+
+        return member_through_bases(owner, own_method, embedded, _identity, self._base_depth)
 
     def _resolve_dotted(self, file_id: int, dotted: str, hops: int) -> _Package | _Found | None:
         parts = dotted.split(".")
@@ -250,6 +233,10 @@ class GoCallResolver:
         # Go's calls do not depend on the enclosing type: resolved with none.
         return resolved_calls(file_id, self._files[file_id],
                               lambda file, callee, _: self.resolve_callee(file, callee, ""))
+
+
+def _identity(found: _Found) -> tuple[int, int, str]:
+    return found.file, found.definition.node, found.definition.name
 
 
 def _alias_target(definition: Definition) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from repomem.languages.treesitter import Node
+from repomem.languages.treesitter import Node, text_of
 
 # Nodes that open a scope for the names declared directly inside them (Go spec, "Blocks": each
 # if / for / switch / select statement and each case is its own implicit block).
@@ -25,12 +25,6 @@ class LocalName(NamedTuple):
     scope_end: int
     visible_from: int  # byte from which the name is in scope (after its declaration)
     receiver_type: str  # the method's receiver type when the name is its receiver, else ""
-
-
-def text_of(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", errors="replace")
 
 
 def receiver_type_name(type_node: Node | None) -> str:

@@ -10,6 +10,8 @@ import re
 from collections import defaultdict
 from pathlib import PurePosixPath
 
+from repomem.languages.resolver_scaffold import shared_prefix_length
+
 # Top-level elements of the standard library's import paths (no dot: paths of other modules
 # start with a host name). A repository directory of the same name never captures them.
 STANDARD_LIBRARY = frozenset({
@@ -95,14 +97,5 @@ class PackageDirectories:
             holders = self._by_tail.get(suffix)
             if holders:
                 here = importer_directory.split("/")
-                return min(holders, key=lambda d: (-_shared_elements(here, d.split("/")), d))
+                return min(holders, key=lambda d: (-shared_prefix_length(here, d.split("/")), d))
         return None
-
-
-def _shared_elements(a: list[str], b: list[str]) -> int:
-    count = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        count += 1
-    return count

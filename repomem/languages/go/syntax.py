@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from repomem.languages.go.locals import DECLARING_TYPES, FUNCTION_TYPES, LocalNames, text_of
+from repomem.languages.go.locals import DECLARING_TYPES, FUNCTION_TYPES, LocalNames
 from repomem.languages.go.packages import default_name
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
+from repomem.languages.symbol_scaffold import CollectedSymbols, MemberChain, call_rows
+from repomem.languages.treesitter import Node, capture_nodes, text_of
 
 LANGUAGE_NAME = "go"  # tree-sitter-language-pack grammar
 ALIAS_MARK = "="  # a base starting with it is a type alias's target
@@ -30,19 +31,19 @@ CALL_QUERY = """
 (call_expression function: [(identifier) (selector_expression)] @callee)
 (type_conversion_expression type: (generic_type type: [(type_identifier) (qualified_type)] @callee))
 """
-_PLAIN_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-MAX_DOTTED_PARTS = 32
+# `a.b.c`: an identifier, a qualified type or a selector chain of names.
+_CHAIN = MemberChain(re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"), "selector_expression",
+                     "operand", "field", None, frozenset({"identifier"}))
 
 
-class GoSymbols:
+class GoSymbols(CollectedSymbols):
     """One file's definitions, imports and local names as the walk meets them, then its calls."""
 
     watched_types = frozenset({"function_declaration", "method_declaration", "func_literal", "type_spec",
                                "type_alias", "import_spec", *DECLARING_TYPES})
 
     def __init__(self) -> None:
-        self.definitions: list[Definition] = []
-        self.imports: list[ImportBinding] = []
+        super().__init__()
         self.locals = LocalNames()
 
     def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
@@ -69,15 +70,8 @@ class GoSymbols:
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
                ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
-        calls: list[tuple[int, int, str, str]] = []
-        placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
-        for callee_node in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
-            callee = self._callee(callee_node)
-            if callee is None:
-                continue
-            owner_index, hops = nearest_kept(callee_node.parent, kept_index, placed)
-            calls.append((owner_index, hops, callee, class_scope[owner_index]))
-        return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
+        return self.symbols(call_rows(capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"), kept_index,
+                                      class_scope, lambda node, _: self._callee(node), {}))
 
     def _callee(self, node: Node) -> str | None:
         """The dotted callee as the resolver reads it, None for a call of a local value."""
@@ -96,20 +90,7 @@ class GoSymbols:
 def dotted_name(node: Node) -> str | None:
     """'a.b.c' for an identifier, a qualified type or a selector chain of names; None otherwise
     (a call on a call's result, an index, a type assertion)."""
-    text = text_of(node)
-    if _PLAIN_DOTTED.fullmatch(text):
-        return text if text.count(".") <= MAX_DOTTED_PARTS else None
-    parts: list[str] = []
-    while node.type == "selector_expression" and len(parts) <= MAX_DOTTED_PARTS:
-        operand, field = node.child_by_field_name("operand"), node.child_by_field_name("field")
-        if operand is None or field is None:
-            return None
-        parts.append(text_of(field))
-        node = operand
-    if node.type != "identifier" or len(parts) > MAX_DOTTED_PARTS:
-        return None
-    parts.append(text_of(node))
-    return ".".join(reversed(parts))
+    return _CHAIN.dotted_name(node)
 
 
 def _type_name(node: Node | None) -> str:

@@ -14,10 +14,18 @@ stands for all of them).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 
 from repomem.languages.java.packages import Found, Packages, is_platform, prefixes
 from repomem.languages.java.syntax import NEW, PACKAGE_MARK, WILDCARD
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
+from repomem.languages.parsed import Definition, FileSyntax, ImportBinding
+from repomem.languages.resolver_scaffold import (
+    TableResolver,
+    drop_holder,
+    member_through_bases,
+    node_identity,
+    remembered,
+)
 
 
 def _enclosing_chain(enclosing_class: str) -> list[str]:
@@ -27,7 +35,7 @@ def _enclosing_chain(enclosing_class: str) -> list[str]:
     return prefixes(enclosing_class)
 
 
-class JavaCallResolver:
+class JavaCallResolver(TableResolver):
     """Resolves the calls of Java files against each other's definitions and imports."""
 
     def __init__(self, files: dict[int, FileSyntax], max_reexport_hops: int, max_base_depth: int):
@@ -94,11 +102,8 @@ class JavaCallResolver:
         for key in keys:
             self._importers[key].add(file_id)
 
-    def _forget_answers(self) -> None:
-        self._types_memo.clear()
-        self._methods_memo.clear()
-        self._members_memo.clear()
-        self._qualified_memo.clear()
+    def _answers(self) -> tuple[dict, ...]:
+        return self._types_memo, self._methods_memo, self._members_memo, self._qualified_memo
 
     def forget(self, file_id: int) -> None:
         """Drop a file's tables (before re-registering its new version or after its removal)."""
@@ -107,11 +112,7 @@ class JavaCallResolver:
         self._forget_answers()
         self._packages.remove(self._package_of.pop(file_id), file_id)
         for key in self._import_keys.pop(file_id):
-            importers = self._importers.get(key)
-            if importers is not None:
-                importers.discard(file_id)
-                if not importers:
-                    del self._importers[key]
+            drop_holder(self._importers, key, file_id)
         for definition in self._classes[file_id].values():
             if definition.scope:
                 self._nested_names[definition.name] -= 1
@@ -119,12 +120,6 @@ class JavaCallResolver:
                     del self._nested_names[definition.name]
         for table in (self._classes, self._members, self._single, self._on_demand):
             del table[file_id]
-
-    def learn(self, file_id: int, syntax: FileSyntax) -> None:
-        """Add (or replace) one file's tables."""
-        self.forget(file_id)
-        self._forget_answers()
-        self._register(file_id, syntax)
 
     def module_of(self, file_id: int) -> str | None:
         """The package a file declares ("" for the default package)."""
@@ -145,33 +140,26 @@ class JavaCallResolver:
     # -- classes and members -------------------------------------------------------------------
 
     def _member(self, owner: Found, name: str) -> Found | None:
-        key = (owner.file, owner.definition.node, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: Found, name: str) -> Found | None:
         """A method or nested class of a class or of its in-repo supertypes (breadth first, the
         superclass before the interfaces, `max_base_depth` levels)."""
-        queue: list[tuple[Found, int]] = [(owner, 0)]
-        seen: set[tuple[int, int]] = set()
-        while queue:
-            current, depth = queue.pop(0)
-            if (current.file, current.definition.node) in seen:
-                continue
-            seen.add((current.file, current.definition.node))
+
+        def own_member(current: Found) -> Found | None:
             definition = current.definition
             qualified = f"{definition.scope}.{definition.name}" if definition.scope else definition.name
             found = self._members[current.file].get(qualified, {}).get(name)
-            if found is not None:
-                return Found(current.file, found)
-            if depth >= self._base_depth:
-                continue
-            for base in definition.bases:
-                resolved = self._type_path(current.file, base, definition.scope)
+            return None if found is None else Found(current.file, found)
+
+        def supertypes(current: Found) -> Iterator[Found]:
+            for base in current.definition.bases:
+                resolved = self._type_path(current.file, base, current.definition.scope)
                 if resolved is not None:
-                    queue.append((resolved, depth + 1))
-        return None
+                    yield resolved
+
+        return member_through_bases(owner, own_member, supertypes, node_identity, self._base_depth)
 
     def _qualified(self, qualified: str) -> Found | None:
         """The class, method or nested class a fully qualified name names: the longest prefix that
@@ -314,7 +302,3 @@ class JavaCallResolver:
         if binding.name == WILDCARD:
             return self._packages.holds(binding.module) or self._qualified(binding.module) is not None
         return self._qualified(f"{binding.module}.{binding.name}") is not None
-
-    def resolve_file(self, file_id: int) -> list[CallEdge]:
-        """Call edges whose call site lies in `file_id`."""
-        return resolved_calls(file_id, self._files[file_id], self.resolve_callee)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import NamedTuple
 
-from repomem.languages.treesitter import Node
+from repomem.languages.treesitter import Node, text_of
 
 # Nodes whose extent bounds the locals declared in them (a local's scope is the rest of its block).
 _SCOPE_TYPES = frozenset({
@@ -34,12 +34,6 @@ class LocalName(NamedTuple):
     scope_end: int
     visible_from: int
     type_name: str  # declared type as written, "" when no class of the repository can be its type
-
-
-def text_of(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", errors="replace")
 
 
 def type_name(node: Node | None) -> str:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from repomem.languages.java.locals import DECLARING_TYPES, ValueNames, text_of, type_name
+from repomem.languages.java.locals import DECLARING_TYPES, ValueNames, type_name
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
+from repomem.languages.symbol_scaffold import CollectedSymbols, MemberChain, call_rows
+from repomem.languages.treesitter import Node, capture_nodes, text_of
 
 LANGUAGE_NAME = "java"  # tree-sitter-language-pack grammar
 PACKAGE_MARK = "@package"  # local name of the binding that carries the package declaration
@@ -36,19 +37,19 @@ CALL_QUERY = """
 (object_creation_expression) @call
 (method_reference) @call
 """
-MAX_DOTTED_PARTS = 32
-_PLAIN_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+# `a.b.c`: an identifier or a field-access chain of names.
+_CHAIN = MemberChain(re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"), "field_access", "object", "field",
+                     frozenset({"identifier"}), frozenset({"identifier"}))
 
 
-class JavaSymbols:
+class JavaSymbols(CollectedSymbols):
     """One file's definitions, imports and value names as the walk meets them, then its calls."""
 
     watched_types = frozenset({"package_declaration", "import_declaration", "object_creation_expression",
                                *CLASS_TYPES, *METHOD_TYPES, *DECLARING_TYPES})
 
     def __init__(self) -> None:
-        self.definitions: list[Definition] = []
-        self.imports: list[ImportBinding] = []
+        super().__init__()
         self.values = ValueNames()
 
     def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
@@ -84,15 +85,9 @@ class JavaSymbols:
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
                ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
-        calls: list[tuple[int, int, str, str]] = []
-        placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
-        for call in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "call"):
-            owner_index, hops = nearest_kept(call, kept_index, placed)
-            enclosing = class_scope[owner_index]
-            callee = self._callee(call, enclosing)
-            if callee:
-                calls.append((owner_index, hops, callee, enclosing))
-        return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
+        # The capture is the whole call: its own kept node places it.
+        return self.symbols(call_rows(capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "call"), kept_index,
+                                      class_scope, self._callee, {}, anchor=lambda call: call))
 
     def _callee(self, call: Node, enclosing: str) -> str | None:
         """The dotted callee as the resolver reads it; None when the call reaches nothing it can name."""
@@ -143,20 +138,7 @@ def _dotted_text(node: Node) -> str:
 
 def dotted_name(node: Node) -> str | None:
     """'a.b.c' for an identifier or a field-access chain of names; None otherwise."""
-    text = text_of(node)
-    if _PLAIN_DOTTED.fullmatch(text):
-        return text if text.count(".") <= MAX_DOTTED_PARTS else None
-    parts: list[str] = []
-    while node.type == "field_access" and len(parts) <= MAX_DOTTED_PARTS:
-        owner, field = node.child_by_field_name("object"), node.child_by_field_name("field")
-        if owner is None or field is None or field.type != "identifier":
-            return None
-        parts.append(text_of(field))
-        node = owner
-    if node.type != "identifier" or len(parts) > MAX_DOTTED_PARTS:
-        return None
-    parts.append(text_of(node))
-    return ".".join(reversed(parts))
+    return _CHAIN.dotted_name(node)
 
 
 def _type_list(holder: Node | None) -> list[str]:

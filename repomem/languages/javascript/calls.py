@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 from repomem.languages.javascript.imports import ALL_NAMES, DEFAULT, EXPORT_MARK, is_export
 from repomem.languages.javascript.modules import ModuleFiles, module_keys, stem_of, target_key
-from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
+from repomem.languages.parsed import Definition, FileSyntax, ImportBinding
+from repomem.languages.resolver_scaffold import TableResolver, drop_holder, member_through_bases, remembered
 
 
 class _Module(NamedTuple):
@@ -67,7 +68,7 @@ def _tables(path: str, syntax: FileSyntax) -> _FileTables:
     return _FileTables(top, dict(members), imports, exports, tuple(stars), frozenset(k for k in keys if k is not None))
 
 
-class JavaScriptCallResolver:
+class JavaScriptCallResolver(TableResolver):
     """Resolves the calls of JavaScript, TypeScript and TSX files against each other."""
 
     def __init__(self, files: dict[int, FileSyntax], max_reexport_hops: int, max_base_depth: int):
@@ -98,11 +99,8 @@ class JavaScriptCallResolver:
         for key in tables.import_keys:
             self._importers[key].add(file_id)
 
-    def _forget_answers(self) -> None:
-        self._locals_memo.clear()
-        self._exports_memo.clear()
-        self._members_memo.clear()
-        self._specifiers_memo.clear()
+    def _answers(self) -> tuple[dict, ...]:
+        return self._locals_memo, self._exports_memo, self._members_memo, self._specifiers_memo
 
     def forget(self, file_id: int) -> None:
         """Drop a file's tables (before re-registering its new version or after its removal)."""
@@ -112,17 +110,7 @@ class JavaScriptCallResolver:
         self._forget_answers()
         self._modules.remove(syntax.path, file_id)
         for key in self._tables.pop(file_id).import_keys:
-            importers = self._importers.get(key)
-            if importers is not None:
-                importers.discard(file_id)
-                if not importers:
-                    del self._importers[key]
-
-    def learn(self, file_id: int, syntax: FileSyntax) -> None:
-        """Add (or replace) one file's tables."""
-        self.forget(file_id)
-        self._forget_answers()
-        self._register(file_id, syntax)
+            drop_holder(self._importers, key, file_id)
 
     def module_of(self, file_id: int) -> str | None:
         """The file's path without its extension (`src/a`, `src/lib/index`)."""
@@ -208,27 +196,17 @@ class JavaScriptCallResolver:
         return None
 
     def _member(self, owner: _Found, name: str) -> _Found | None:
-        key = (owner.file, owner.definition.node, owner.definition.name, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, owner.definition.name, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: _Found, name: str) -> _Found | None:
         """A method (or nested class) of a class or of the classes it extends, breadth first."""
-        queue: list[tuple[_Found, int]] = [(owner, 0)]
-        seen: set[tuple[int, int, str]] = set()
-        while queue:
-            current, depth = queue.pop(0)
-            identity = (current.file, current.definition.node, current.definition.name)
-            if identity in seen:
-                continue
-            seen.add(identity)
+
+        def own_member(current: _Found) -> _Found | None:
             found = self._tables[current.file].members.get(_qualified(current.definition), {}).get(name)
-            if found is not None:
-                return _Found(current.file, found)
-            if depth < self._base_depth:
-                queue.extend((base, depth + 1) for base in self._bases(current))
-        return None
+            return None if found is None else _Found(current.file, found)
+
+        return member_through_bases(owner, own_member, self._bases, _identity, self._base_depth)
 
     def _bases(self, owner: _Found) -> list[_Found]:
         bases = []
@@ -282,9 +260,10 @@ class JavaScriptCallResolver:
         return (file_id in self._files and not is_export(binding) and bool(binding.module)
                 and self._find_module(file_id, binding.module) is not None)
 
-    def resolve_file(self, file_id: int) -> list[CallEdge]:
-        """Call edges whose call site lies in `file_id`."""
-        return resolved_calls(file_id, self._files[file_id], self.resolve_callee)
+
+
+def _identity(found: _Found) -> tuple[int, int, str]:
+    return found.file, found.definition.node, found.definition.name
 
 
 def _qualified(definition: Definition) -> str:

@@ -12,9 +12,8 @@ bind nothing in the file, so names in scope never match them.
 
 from __future__ import annotations
 
-from repomem.languages.javascript.locals import text_of
 from repomem.languages.parsed import ImportBinding
-from repomem.languages.treesitter import Node
+from repomem.languages.treesitter import Node, text_of
 
 DEFAULT = "default"
 EXPORT_MARK = ">"

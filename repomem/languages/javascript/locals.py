@@ -13,17 +13,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from repomem.languages.treesitter import Node
+from repomem.languages.treesitter import Node, text_of
 
 FUNCTION_TYPES = frozenset({"function_declaration", "generator_function_declaration", "function_expression",
                             "function", "generator_function", "arrow_function", "method_definition"})
 BLOCK_TYPES = frozenset({"statement_block", "for_statement", "for_in_statement", "catch_clause"})
-
-
-def text_of(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", errors="replace")
 
 
 def pattern_names(node: Node | None) -> Iterator[str]:

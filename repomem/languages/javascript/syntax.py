@@ -24,10 +24,10 @@ from repomem.languages.javascript.locals import (
     LocalScopes,
     parameter_names,
     pattern_names,
-    text_of,
 )
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
+from repomem.languages.symbol_scaffold import CollectedSymbols, MemberChain, call_rows
+from repomem.languages.treesitter import Node, capture_nodes, text_of
 
 CLASS_TYPES = frozenset({"class_declaration", "abstract_class_declaration", "class"})
 TYPE_TYPES = frozenset({"interface_declaration", "type_alias_declaration", "enum_declaration"})
@@ -42,11 +42,13 @@ _JSX_CALLS = """
 (jsx_opening_element name: [(identifier) (member_expression)] @callee)
 (jsx_self_closing_element name: [(identifier) (member_expression)] @callee)
 """
-_PLAIN_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.#?[A-Za-z_$][\w$]*)*")
-MAX_DOTTED_PARTS = 32
+# `a.b.c`: a name or a member chain of names starting at a name, `this` or `super`.
+_CHAIN = MemberChain(re.compile(r"[A-Za-z_$][\w$]*(?:\.#?[A-Za-z_$][\w$]*)*"), "member_expression", "object",
+                     "property", frozenset({"property_identifier", "private_property_identifier"}),
+                     frozenset({"identifier", "this", "super"}))
 
 
-class JavaScriptSymbols:
+class JavaScriptSymbols(CollectedSymbols):
     """One file's definitions, imports and local names as the walk meets them, then its calls."""
 
     watched_types = frozenset({
@@ -55,9 +57,8 @@ class JavaScriptSymbols:
     })
 
     def __init__(self, grammar: str) -> None:
+        super().__init__()
         self.grammar = grammar
-        self.definitions: list[Definition] = []
-        self.imports: list[ImportBinding] = []
         self.scopes = LocalScopes()
         # Class expressions named by what they are assigned to (`const C = class {}`), by node id.
         self._class_names: dict[int, str] = {}
@@ -168,18 +169,13 @@ class JavaScriptSymbols:
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
                ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
-        calls: list[tuple[int, int, str, str]] = []
         placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
         queries = [_CALLS] + ([_JSX_CALLS] if self.grammar != "typescript" else [])
-        for query in queries:
-            for callee_node in capture_nodes(self.grammar, query, root, "callee"):
-                callee = self._callee(callee_node)
-                if callee is None:
-                    continue
-                owner_index, hops = nearest_kept(callee_node.parent, kept_index, placed)
-                calls.append((owner_index, hops, callee, class_scope[owner_index]))
+        calls = [row for query in queries
+                 for row in call_rows(capture_nodes(self.grammar, query, root, "callee"), kept_index, class_scope,
+                                      lambda node, _: self._callee(node), placed)]
         calls.sort(key=lambda row: (row[0], row[1], row[2]))
-        return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
+        return self.symbols(calls)
 
     def _callee(self, node: Node) -> str | None:
         """The dotted callee, None for a call of a local value or of an HTML element."""
@@ -230,18 +226,4 @@ def _object_exports(value: Node) -> list[ImportBinding]:
 def dotted_name(node: Node) -> str | None:
     """'a.b.c' for a name or a member chain of names starting at a name, `this` or `super`
     (optional chaining `a?.b` reads as `a.b`); None otherwise (calls, subscripts, literals)."""
-    text = text_of(node)
-    if _PLAIN_DOTTED.fullmatch(text):
-        return text if text.count(".") <= MAX_DOTTED_PARTS else None
-    parts: list[str] = []
-    while node.type == "member_expression" and len(parts) <= MAX_DOTTED_PARTS:
-        target, member = node.child_by_field_name("object"), node.child_by_field_name("property")
-        if target is None or member is None or member.type not in ("property_identifier",
-                                                                    "private_property_identifier"):
-            return None
-        parts.append(text_of(member))
-        node = target
-    if node.type not in ("identifier", "this", "super") or len(parts) > MAX_DOTTED_PARTS:
-        return None
-    parts.append(text_of(node))
-    return ".".join(reversed(parts))
+    return _CHAIN.dotted_name(node)

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls
 from repomem.languages.python.syntax import LANGUAGE_NAME
+from repomem.languages.resolver_scaffold import shared_prefix_length
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ class PythonCallResolver:
         self._hops = max_reexport_hops
         self._base_depth = max_base_depth
         # Answers that depend only on the tables, kept until a file is learned or forgotten: the
-        # same imported names and classes are looked up from thousands of call sites (Django: 93k
-        # name and 18k member lookups for 169k calls; resolving them all took 0.35 s).
+        # same imported names and classes are looked up from thousands of call sites
+        # (docs/measurements.md#parsing-and-analysis).
         self._names_memo: dict[tuple[int, str, int], _Module | _Class | _DefinitionRef | None] = {}
         self._members_memo: dict[tuple[int, int, str], _Class | _DefinitionRef | None] = {}
         self._modules_memo: dict[tuple[int, str], int | None] = {}
@@ -248,13 +249,7 @@ class PythonCallResolver:
         here = PurePosixPath(self._files[file_id].path).parts
 
         def shared(candidate: int) -> int:
-            there = PurePosixPath(self._files[candidate].path).parts
-            count = 0
-            for a, b in zip(here, there):
-                if a != b:
-                    break
-                count += 1
-            return count
+            return shared_prefix_length(here, PurePosixPath(self._files[candidate].path).parts)
 
         # Ties go to the first path (a whole build's order), not to the file learned first.
         return min(candidates, key=lambda c: (-shared(c), self._files[c].path))

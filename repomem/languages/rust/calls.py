@@ -21,9 +21,17 @@ placed by `#[path]`, calls of locals.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from repomem.languages.parsed import CallEdge, Definition, FileSyntax, ImportBinding, resolved_calls, symbol_shape
+from repomem.languages.resolver_scaffold import (
+    drop_holder,
+    member_through_bases,
+    node_identity,
+    remembered,
+    shared_prefix_length,
+)
 from repomem.languages.rust.layout import (
     STANDARD_CRATES,
     ModulePath,
@@ -102,10 +110,7 @@ class RustCallResolver:
 
     def _unplace_file(self, file_id: int) -> None:
         source_dir, _ = self._place.pop(file_id)
-        crate = self._crate_files[source_dir]
-        crate.discard(file_id)
-        if not crate:
-            del self._crate_files[source_dir]
+        drop_holder(self._crate_files, source_dir, file_id)
         self._tables.pop(source_dir, None)
         self._release_segments(file_id, self._files[file_id])
 
@@ -117,11 +122,7 @@ class RustCallResolver:
     def _release_segments(self, file_id: int, syntax: FileSyntax) -> None:
         """The file out of the holders of its (old version's) paths' first segments."""
         for segment in _first_segments(syntax):
-            holders = self._first_segments.get(segment)
-            if holders is not None:
-                holders.discard(file_id)
-                if not holders:
-                    del self._first_segments[segment]
+            drop_holder(self._first_segments, segment, file_id)
 
     def _replace(self, file_id: int, syntax: FileSyntax | None) -> None:
         """Forget a file's old version and learn `syntax` (None: it is gone). A lib.rs or main.rs
@@ -209,7 +210,8 @@ class RustCallResolver:
                 candidates = [d for d in self._library_dirs if matches_crate(name, crate_name(d))]
                 exact = [d for d in candidates if crate_name(d) == name]
                 here = importer_dir.split("/")
-                found = min(exact or candidates, key=lambda d: (-_shared(here, d.split("/")), d), default=None)
+                found = min(exact or candidates, key=lambda d: (-shared_prefix_length(here, d.split("/")), d),
+                            default=None)
             self._crates_memo[key] = found
         return self._crates_memo[key]
 
@@ -308,22 +310,15 @@ class RustCallResolver:
         return current
 
     def _member(self, owner: Found, name: str) -> Found | None:
-        key = (owner.file, owner.definition.node, name)
-        if key not in self._members_memo:
-            self._members_memo[key] = self._member_now(owner, name)
-        return self._members_memo[key]
+        return remembered(self._members_memo, (owner.file, owner.definition.node, name),
+                          lambda: self._member_now(owner, name))
 
     def _member_now(self, owner: Found, name: str) -> Found | None:
         """A function of the type's impl blocks (or the trait's own), else of its supertraits
         (breadth first, `max_base_depth` levels). An impl counts for the type when its type name
         means that type in the impl's module, or means nothing there (`impl super::S`)."""
-        queue: list[tuple[Found, int]] = [(owner, 0)]
-        seen: set[tuple[int, int]] = set()
-        while queue:
-            current, depth = queue.pop(0)
-            if (current.file, current.definition.node) in seen:
-                continue
-            seen.add((current.file, current.definition.node))
+
+        def own_function(current: Found) -> Found | None:
             type_name = current.definition.name
             by_module = self._crate(current.source_dir).methods.get(type_name, {})
             fallback = None
@@ -332,20 +327,20 @@ class RustCallResolver:
                 if method is None:
                     continue
                 means = self._lookup(_Module(current.source_dir, module), type_name, self._hops)
-                if isinstance(means, Found) and _same(means, current):
+                if isinstance(means, Found) and node_identity(means) == node_identity(current):
                     return method
                 if means is None and fallback is None:
                     fallback = method
-            if fallback is not None:
-                return fallback
-            if depth >= self._base_depth:
-                continue
+            return fallback
+
+        def supertraits(current: Found) -> Iterator[Found]:
             for base in current.definition.bases:
                 resolved = self._resolve_path(_Module(current.source_dir, current.module),
                                               base.removeprefix(ALIAS_MARK).split(PATH_SEPARATOR), self._hops)
                 if isinstance(resolved, Found) and resolved.definition.kind == "class":
-                    queue.append((resolved, depth + 1))
-        return None
+                    yield resolved
+
+        return member_through_bases(owner, own_function, supertraits, node_identity, self._base_depth)
 
     def _context(self, file_id: int, scope: str) -> tuple[_Module, str]:
         """The module a scope string of `file_id` lies in, and its `Self` type name."""
@@ -390,16 +385,3 @@ def _first_segments(syntax: FileSyntax) -> set[str]:
     found = {path[1] if path[0] == "" and len(path) > 1 else path[0] for path in paths if path}
     found.discard("")
     return found
-
-
-def _same(a: Found, b: Found) -> bool:
-    return (a.file, a.definition.node) == (b.file, b.definition.node)
-
-
-def _shared(a: list[str], b: list[str]) -> int:
-    count = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        count += 1
-    return count

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from repomem.languages.treesitter import Node
+from repomem.languages.treesitter import Node, text_of
 
 BINDING_TYPES = frozenset({"let_declaration", "for_expression", "let_condition", "match_arm", "closure_expression"})
 _CONDITIONAL_TYPES = frozenset({"if_expression", "while_expression"})
@@ -23,12 +23,6 @@ class LocalName(NamedTuple):
     scope_start: int  # bytes of the region the name is bound in
     scope_end: int
     visible_from: int  # byte from which the name is bound (after its `let`)
-
-
-def text_of(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", errors="replace")
 
 
 def pattern_names(pattern: Node | None) -> Iterator[str]:

@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
-from repomem.languages.rust.locals import BINDING_TYPES, LocalNames, text_of
+from repomem.languages.rust.locals import BINDING_TYPES, LocalNames
 from repomem.languages.rust.uses import PATH_SEPARATOR, extern_crate_binding, path_segments, use_bindings
-from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
+from repomem.languages.symbol_scaffold import CollectedSymbols, call_rows
+from repomem.languages.treesitter import Node, capture_nodes, nearest_kept, text_of
 
 LANGUAGE_NAME = "rust"  # tree-sitter-language-pack grammar
 ALIAS_MARK = "="  # a base starting with it is a type alias's target
@@ -83,15 +84,14 @@ def _expression_path(node: Node | None) -> str:
     return PATH_SEPARATOR.join(segments) if segments else ""
 
 
-class RustSymbols:
+class RustSymbols(CollectedSymbols):
     """One file's definitions, imports and local names as the walk meets them, then its calls."""
 
     watched_types = frozenset({*_FUNCTION_TYPES, *_TYPE_TYPES, "impl_item", "mod_item", "use_declaration",
                                "extern_crate_declaration", *BINDING_TYPES})
 
     def __init__(self) -> None:
-        self.definitions: list[Definition] = []
-        self.imports: list[ImportBinding] = []
+        super().__init__()
         self.locals = LocalNames()
 
     def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
@@ -124,13 +124,9 @@ class RustSymbols:
 
     def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
                ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
-        calls: list[tuple[int, int, str, str]] = []
         placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
-        for node in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
-            callee = self._callee(node)
-            if callee:
-                owner_index, hops = nearest_kept(node.parent, kept_index, placed)
-                calls.append((owner_index, hops, callee, class_scope[owner_index]))
+        calls = call_rows(capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"), kept_index, class_scope,
+                          lambda node, _: self._callee(node), placed)
         for tokens in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "tokens"):
             if tokens.parent is None or tokens.parent.type != "macro_invocation":
                 continue
@@ -138,7 +134,7 @@ class RustSymbols:
             if callees:
                 owner_index, hops = nearest_kept(tokens.parent, kept_index, placed)
                 calls.extend((owner_index, hops, callee, class_scope[owner_index]) for callee in callees)
-        return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
+        return self.symbols(calls)
 
     def _callee(self, node: Node) -> str | None:
         """The callee path as the resolver reads it; None for a local's or another value's call."""

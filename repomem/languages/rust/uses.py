@@ -11,8 +11,7 @@ leading `::` (another crate, explicitly) keeps an empty first segment: "::serde"
 from __future__ import annotations
 
 from repomem.languages.parsed import ImportBinding
-from repomem.languages.rust.locals import text_of
-from repomem.languages.treesitter import Node
+from repomem.languages.treesitter import Node, text_of
 
 GLOB = "*"
 PATH_SEPARATOR = "::"

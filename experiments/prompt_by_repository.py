@@ -1,7 +1,7 @@
 """Per-repository prompt-level rows of `eval run --prompt-only` results: one configuration against another.
 
-    python scripts/prompt_by_repository.py RESULTS.jsonl [--strategy fragrel] [--quick a,b,c] > table.md
-    python scripts/prompt_by_repository.py NEW.jsonl --base BASE.jsonl --base-strategy fragrel \
+    python experiments/prompt_by_repository.py RESULTS.jsonl [--strategy fragrel] [--quick a,b,c] > table.md
+    python experiments/prompt_by_repository.py NEW.jsonl --base BASE.jsonl --base-strategy fragrel \
         [--alpha 0] [--base-alpha 0.5] [--metric prompt_near_hit] > table.md
 
 For each split and repository: tasks, the metric (default: the answer in a prompt block,

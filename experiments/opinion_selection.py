@@ -7,7 +7,7 @@ answered, with no model: for each set of opinions, the exact match of showing th
 right answer when one of them has it. If the ceiling itself is near the baseline, no chooser
 will get far: better answers must enter the pool.
 
-    python scripts/opinion_selection.py eval/results/devset-ten-em-gpu/records.jsonl.xz \
+    python experiments/opinion_selection.py eval/results/devset-ten-em-gpu/records.jsonl.xz \
         --sets fragrel@0.5,infile fragrel@0,infile fragrel@0.5,fragrel@0,vanilla,infile
 
 An opinion is a strategy (`vanilla`, `repocoder+fragrel`: the records must hold it at one alpha

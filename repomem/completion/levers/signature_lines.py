@@ -1,6 +1,6 @@
 """Compact signatures of the repository functions and classes a file imports.
 
-The names in scope (scope.py) tell a small model which function to call; on the dev set it then
+The names in scope (names_in_scope.py) tell a small model which function to call; on the dev set it then
 named the right one more often, yet exact match did not move, because the arguments were what it
 missed (docs/eval-history.md, third round). A definition's parameter names and defaults are what an
 argument list is written from, and the code graph's import edges already say which definition
@@ -10,7 +10,8 @@ each imported name is. These lines put them beside the import header, one short 
     class BinaryStatScores(threshold=0.5, multidim_average="global", ignore_index=None, ...): ...
 
 Annotations are dropped (they cost most of the tokens), defaults kept, `self`/`cls` dropped;
-a class shows its `__init__`'s parameters.
+a class shows its `__init__`'s parameters. The definition blocks (definition_blocks.py) and the
+entity memory show a definition's header lines (`signature_span`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,38 @@ import re
 from collections.abc import Callable, Sequence
 
 from repomem.config import BM25Config
-from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import Definition
-from repomem.retrieval.definitions import header_end
+from repomem.retrieval.symbol_view import SymbolView
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _OPENING = {"(": ")", "[": "]", "{": "}"}
 _CLOSING = set(_OPENING.values())
+
+
+def header_end(lines: Sequence[str], start: int, last: int) -> int:
+    """Line after the header starting at `start`: through the first line whose code ends in ':'."""
+    line = start
+    while line <= last and not lines[line].split("#", 1)[0].rstrip().endswith(":"):
+        line += 1
+    return min(line + 1, last + 1)
+
+
+def signature_span(lines: list[str], start: int, end: int, max_lines: int) -> tuple[int, int]:
+    """[start, stop) of a definition's header (through the line ending in ':'), its docstring's
+    first line and, for a class, its __init__ header when it comes early; at most max_lines lines
+    (a class with __init__: twice that)."""
+    last = min(end, len(lines) - 1)
+    stop = header_end(lines, start, last)
+    if stop <= last and lines[stop].strip().startswith(('"""', "'''", 'r"""', "r'''")):
+        stop += 1
+    cap = max_lines
+    if lines[start].lstrip().startswith("class "):
+        for number in range(stop, min(last + 1, start + 2 * max_lines)):
+            if lines[number].lstrip().startswith("def __init__"):
+                stop, cap = header_end(lines, number, last), 2 * max_lines
+                break
+    return start, max(min(stop, start + cap), start + 1)
 
 
 def _top_level_split(text: str, separator: str) -> list[str]:
@@ -141,7 +166,7 @@ def _fit(line: str, max_chars: int) -> str:
     return f"{head}({', '.join(p.strip() for p in [*parameters, '...'])}): ..."
 
 
-def imported_signatures(index: RepoIndex, path: str, shown_imports: str, visible: str, limit: int,
+def imported_signatures(symbols: SymbolView, path: str, shown_imports: str, visible: str, limit: int,
                         max_chars: int, lines_of: Callable[[str], Sequence[str]], bm25: BM25Config
                         ) -> list[str]:
     """Signature lines of up to `limit` repository functions and classes that the import
@@ -150,7 +175,7 @@ def imported_signatures(index: RepoIndex, path: str, shown_imports: str, visible
     are ranked by the share of their name's subword tokens that the visible code shows (what the
     code is about), functions before classes on ties, then in import order. Lines are cut to
     `max_chars` characters at a parameter boundary."""
-    resolved = index.resolved_file(path) if limit > 0 else None
+    resolved = symbols.resolved_file(path) if limit > 0 else None
     if resolved is None:
         return []
     file_id, syntax, resolution = resolved
@@ -175,15 +200,15 @@ def imported_signatures(index: RepoIndex, path: str, shown_imports: str, visible
     for _, name, target_file, definition in sorted(candidates, key=lambda c: c[0]):
         if len(out) >= limit:
             break
-        line = _signature_in(index, target_file, definition, name, lines_of, max_chars)
+        line = _signature_in(symbols, target_file, definition, name, lines_of, max_chars)
         if line is not None:
             out.append(line)
     return out
 
 
-def _signature_in(index: RepoIndex, file_id: int, definition: Definition, shown_name: str,
+def _signature_in(symbols: SymbolView, file_id: int, definition: Definition, shown_name: str,
                   lines_of: Callable[[str], Sequence[str]], max_chars: int) -> str | None:
-    syntax, record = index.syntax[file_id], index.files[file_id]
+    syntax, record = symbols.syntax(file_id), symbols.record(file_id)
     if syntax is None or record is None:
         return None
     node = definition.node
@@ -195,13 +220,13 @@ def _signature_in(index: RepoIndex, file_id: int, definition: Definition, shown_
 _CALLED = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
 
 
-def called_signature(index: RepoIndex, path: str, code: str, max_chars: int,
+def called_signature(symbols: SymbolView, path: str, code: str, max_chars: int,
                      lines_of: Callable[[str], Sequence[str]]) -> tuple[str, str] | None:
     """(name, signature line) of the first name `code` calls that file `path` reaches through its
     imports (a name it imports, or an attribute of a module it imports) and that is defined in
     another file of the repository; None when there is none. `self.` / `cls.` calls are methods of
     the file's own classes and are skipped."""
-    resolved = index.resolved_file(path)
+    resolved = symbols.resolved_file(path)
     if resolved is None:
         return None
     file_id, _, resolution = resolved
@@ -212,7 +237,7 @@ def called_signature(index: RepoIndex, path: str, code: str, max_chars: int,
         if target is None or target[0] == file_id:
             continue
         name = dotted.rsplit(".", 1)[-1]
-        line = _signature_in(index, target[0], target[1], name, lines_of, max_chars)
+        line = _signature_in(symbols, target[0], target[1], name, lines_of, max_chars)
         if line is not None:
             return name, line
     return None

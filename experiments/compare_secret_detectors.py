@@ -1,7 +1,8 @@
 """repomem's secret masking against detect-secrets (Yelp's scanner, its default plugins and filters),
 and both together, on the same texts: the secret corpus (tests/data/secrets) and Django 5.1.4.
 
-    pip install detect-secrets && python scripts/compare_secret_detectors.py [--out eval/results/secret-detectors.json]
+    pip install detect-secrets
+    python experiments/compare_secret_detectors.py [--out eval/results/secret-detectors.json]
 
 detect-secrets reports (line, secret value) pairs; each value is masked in its line, as repomem
 masks. Figures: recall on the corpus (a value caught when no 8-character stretch of it is left),

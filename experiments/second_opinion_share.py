@@ -6,7 +6,7 @@ the answer with the higher mean log-probability; its records keep every round's 
 gain over a baseline into the retrieving prompt's part and the second opinion's, per split and per
 repository, paired task by task:
 
-    python scripts/second_opinion_share.py corpora/go/gpu-all/results.jsonl --strategy fragrel@0.5 \
+    python experiments/second_opinion_share.py corpora/go/gpu-all/results.jsonl --strategy fragrel@0.5 \
         --out eval/results/languages-em-gpu/go/file-only-round.md
 
 Exact match in %, Δ in points with 95% paired-bootstrap intervals (the report's seed).

@@ -1,7 +1,7 @@
 """Per-task diff of what FragRel and plain BM25 put into the prompt (the quality issue's question
 "why does it lose?"), from `repomem eval run --prompt-only` (or model) records.
 
-    python scripts/prompt_diff.py corpora/devset/results-prompt-diff.jsonl --out eval/results/prompt-diff.md
+    python experiments/prompt_diff.py corpora/devset/results-prompt-diff.jsonl --out eval/results/prompt-diff.md
 
 For every task where exactly one of the two prompts holds the answer (`--by prompt`), or, for model
 records, exactly one prediction is right (`--by em`), the blocks FragRel brought into the prompt
@@ -10,8 +10,8 @@ own file, a window overlapping another block of the prompt, a test file, the hol
 anything else. For lifted blocks it also reports how much of their s_rel came from s_env, and for
 every split how often the block nearest the code (the one a small model copies from) changed.
 
-    python scripts/prompt_diff.py corpora/em/paper.jsonl --by em            # vanilla vs fragrel, EM flips
-    python scripts/prompt_diff.py corpora/em/anchored.jsonl --by em \
+    python experiments/prompt_diff.py corpora/em/paper.jsonl --by em            # vanilla vs fragrel, EM flips
+    python experiments/prompt_diff.py corpora/em/anchored.jsonl --by em \
         --config prompt.pack_blocks=true,prompt.anchor_matches=1
 """
 

@@ -1,6 +1,6 @@
 """Does the model read the options a memory strategy shows it, or pick by position?
 
-    python scripts/memory_choice_probe.py RESULTS.jsonl [--calls 40] [--seed 0]
+    python experiments/memory_choice_probe.py RESULTS.jsonl [--calls 40] [--seed 0]
 
 Takes the navigation (MemWalker) and look-up (ReadAgent) calls recorded in evaluation results,
 asks the embedded model each question again with its numbered options in reversed order (the

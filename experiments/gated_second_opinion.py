@@ -1,6 +1,6 @@
 """The file-only round only when the retrieving answer is unsure, replayed from evaluation records.
 
-    python scripts/gated_second_opinion.py eval/results/devset-ten-em-gpu/records.jsonl.xz \
+    python experiments/gated_second_opinion.py eval/results/devset-ten-em-gpu/records.jsonl.xz \
         [--first fragrel@0.5] [--second infile] [--quick accelerate,optuna,torchmetrics] [--plot gate.png]
 
 The default completes the retrieving prompt, then the file-only one, and shows the answer the model

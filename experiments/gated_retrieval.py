@@ -1,6 +1,6 @@
 """Retrieval only when a cheap file-only draft is unsure (issue 36, item 3), replayed from records.
 
-    python scripts/gated_retrieval.py --draft DRAFT.jsonl --retrieving OWN.jsonl --second FILE.jsonl \
+    python experiments/gated_retrieval.py --draft DRAFT.jsonl --retrieving OWN.jsonl --second FILE.jsonl \
         [--strategy fragrel@0.5] [--quick accelerate,optuna,torchmetrics] [--out gate.md] [--plot gate.png]
 
 The default completes the retrieving prompt, then the file-only prompt of the same budget, and

