@@ -67,7 +67,7 @@ def settings_in_force(base: Config, options: Any, previous: dict[str, Any] | Non
         options = {}
     if not isinstance(options, dict):
         problems.append(ConfigProblem("", "not a table", value=options,
-                                      kept="previous settings" if previous else "defaults"))
+                                      message=f"{'previous settings' if previous else 'defaults'} kept"))
         return dict(previous), problems
     in_force: dict[str, Any] = {}
     for name, value in options.items():
@@ -93,8 +93,7 @@ def settings_in_force(base: Config, options: Any, previous: dict[str, Any] | Non
 def client_problem_line(problem: ConfigProblem) -> str:
     """A problem with the client's settings as the editor's user reads it (window/showMessage)."""
     if problem.kind == "not a table":
-        return (f"repomem settings must be an object, got {type(problem.value).__name__}; "
-                f"{problem.kept} kept")
+        return f"repomem settings must be an object, got {type(problem.value).__name__}; {problem.message}"
     if problem.kind == "unknown key":
         return f"unknown repomem setting {problem.key!r} ignored (known: {', '.join(CLIENT_SETTINGS)})"
     reason = problem.message if problem.kind == "wrong type" else f"{problem.value!r} {problem.message}"
