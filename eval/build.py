@@ -25,14 +25,14 @@ import shutil
 import time
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from repomem.completion.prompt import Tokenizer
 from repomem.config import GraphConfig, ScanConfig, deepest_key
 from repomem.evaluation.holes import CalledDefinition, Hole, PythonFile
 from repomem.evaluation.language_holes import language_api_holes, language_line_holes
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.scan import SourceFile, excluded_reason, source_from_bytes
 from repomem.languages.language import Language
 from repomem.languages.parsed import Definition, FileSyntax, split_lines
@@ -94,16 +94,16 @@ def load_devset(path: Path) -> DevSet | Failure:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text)
     except RecursionError:
-        return Failure("bad-devset", f"{path}: {deepest_key(text) or 'a value'} is nested too deeply")
+        return Failure(FailureKind.BAD_DEVSET, f"{path}: {deepest_key(text) or 'a value'} is nested too deeply")
     except FileNotFoundError:
-        return Failure("missing-file", f"{path}: no such dev set file")
+        return Failure(FailureKind.MISSING_FILE, f"{path}: no such dev set file")
     except (OSError, UnicodeDecodeError) as error:
-        return Failure("bad-devset", f"{path}: cannot read the dev set: {error}")
+        return Failure(FailureKind.BAD_DEVSET, f"{path}: cannot read the dev set: {error}")
     except tomllib.TOMLDecodeError as error:
-        return Failure("bad-devset", f"{path}: not valid TOML: {error}")
+        return Failure(FailureKind.BAD_DEVSET, f"{path}: not valid TOML: {error}")
 
     def bad(message: str) -> Failure:
-        return Failure("bad-devset", f"{path}: {message}")
+        return Failure(FailureKind.BAD_DEVSET, f"{path}: {message}")
 
     seed = data.get("seed")
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -491,23 +491,23 @@ def build_benchmark(
     for repo in devset.repos:
         if sources is not None:
             if repo.name not in sources:
-                return Failure("missing-source", f"no source folder given for repository {repo.name!r}")
+                return Failure(FailureKind.MISSING_SOURCE, f"no source folder given for repository {repo.name!r}")
             root = sources[repo.name]
         else:
             progress.start(f"{repo.name}: fetching {repo.requirement}", 1)
             fetched = fetch_package(repo)
             if isinstance(fetched, Failure):
-                return Failure(fetched.kind, f"{repo.name}: {fetched.message}")
+                return replace(fetched, message=f"{repo.name}: {fetched.message}")
             root = fetched
             progress.advance()
         if not root.is_dir():
-            return Failure("missing-source", f"{repo.name}: source folder {root} does not exist")
+            return Failure(FailureKind.MISSING_SOURCE, f"{repo.name}: source folder {root} does not exist")
         language = language_named(repo.language)
         files = read_python_files(root) if repo.language == PYTHON else read_language_files(root, language)
         if not files:
             if repo.language == PYTHON:
-                return Failure("no-python-files", f"{repo.name}: no readable .py files under {root}")
-            return Failure("missing-source", f"{repo.name}: no readable {language.name} files under {root}")
+                return Failure(FailureKind.NO_PYTHON_FILES, f"{repo.name}: no readable .py files under {root}")
+            return Failure(FailureKind.MISSING_SOURCE, f"{repo.name}: no readable {language.name} files under {root}")
         roots[repo.name] = root
         if "api" in devset.splits and not language.resolves_calls:
             notes.append(f"{repo.name}: {language.name} has no call resolution yet, so no API tasks (line tasks only)")
@@ -528,7 +528,7 @@ def build_benchmark(
             text = "".join(json.dumps(task, ensure_ascii=False) + "\n" for task in split_tasks)
             write_atomically(out / f"{split}.jsonl", text)
     except OSError as error:
-        return Failure("write-failed", f"cannot write the benchmark to {out}: {error}")
+        return Failure(FailureKind.WRITE_FAILED, f"cannot write the benchmark to {out}: {error}")
     return BuildReport(
         out=out,
         tasks={split: len(split_tasks) for split, split_tasks in tasks.items()},
@@ -544,7 +544,7 @@ def fetch_package(repo: DevSetRepo) -> Path | Failure:
     if repo.source == "pypi":
         fetched = package_source(repo.requirement, repo.sha256)
     elif repo.sha256 is None:  # load_devset refuses it; a DevSetRepo made in code may not
-        return Failure("unpinned", f"{repo.requirement}: a {repo.source} package needs its sha256")
+        return Failure(FailureKind.UNPINNED, f"{repo.requirement}: a {repo.source} package needs its sha256")
     elif repo.source == "npm":
         fetched = npm_package_source(repo.requirement, repo.sha256)
     elif repo.source == "deb":
@@ -552,14 +552,14 @@ def fetch_package(repo: DevSetRepo) -> Path | Failure:
     elif repo.source == "debsrc":
         fetched = debian_source_package_source(repo.requirement, repo.sha256)
     else:
-        return Failure("bad-devset", f"unknown package source {repo.source!r}")
+        return Failure(FailureKind.BAD_DEVSET, f"unknown package source {repo.source!r}")
     if isinstance(fetched, Failure) or not repo.root:
         return fetched
     root = fetched / repo.root
     if not _inside_relative_path(repo.root) or not root.resolve().is_relative_to(fetched.resolve()):
-        return Failure("bad-devset", f"root {repo.root!r} leaves the package {repo.requirement}")
+        return Failure(FailureKind.BAD_DEVSET, f"root {repo.root!r} leaves the package {repo.requirement}")
     if not root.is_dir():
-        return Failure("missing-source", f"{repo.requirement} has no folder {repo.root!r}")
+        return Failure(FailureKind.MISSING_SOURCE, f"{repo.requirement} has no folder {repo.root!r}")
     return root
 
 

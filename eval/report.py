@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from repomem.completion.rounds import choose_round
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.strategies import BASELINE, rank_of, strategy_named
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -275,13 +275,13 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     """Aggregate results records. Model rows come per run (model, order, prompt budget), the most
     common first; `backend` keeps one model only. Report.backend/order/prompt_tokens name the first."""
     if not records:
-        return Failure("no-results", "the results hold no records")
+        return Failure(FailureKind.NO_RESULTS, "the results hold no records")
     failed = [r for r in records if "error" in r]
     if len(failed) == len(records):
-        return Failure("no-results", f"all {len(records)} records failed (the first: {failed[0]['error']})")
+        return Failure(FailureKind.NO_RESULTS, f"all {len(records)} records failed (the first: {failed[0]['error']})")
     model = [r for r in records if r.get("mode") == "model" and (backend is None or r["backend"] == backend)]
     if backend is not None and not model:
-        return Failure("no-results", f"no model results for backend {backend!r}")
+        return Failure(FailureKind.NO_RESULTS, f"no model results for backend {backend!r}")
     counts: dict[tuple[str, str, int], int] = defaultdict(int)
     for r in model:
         counts[run_of(r)] += 1

@@ -246,7 +246,7 @@ def claim_results(results: Path) -> int | Failure:
         # Non-blocking: a pipe opened for writing without a reader must not wait (nor fail) before fstat.
         descriptor = os.open(results, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as error:
-        return Failure("write-failed", f"{refused}: cannot write there ({error.strerror or error})")
+        return Failure(FailureKind.WRITE_FAILED, f"{refused}: cannot write there ({error.strerror or error})")
     status = os.fstat(descriptor)
     problem = None
     if not stat.S_ISREG(status.st_mode):
@@ -262,7 +262,7 @@ def claim_results(results: Path) -> int | Failure:
                        "another results file" if busy else f"{refused}: cannot lock it ({error.strerror or error})")
     if problem is not None:
         os.close(descriptor)
-        return Failure("bad-option", problem)
+        return Failure(FailureKind.BAD_OPTION, problem)
     os.set_blocking(descriptor, True)
     return descriptor
 
@@ -286,16 +286,17 @@ def resolve_task_file(repos_dir: Path, task: EvalTask) -> Path | Failure:
         repo = repo_folder.resolve(strict=True)
         target = (repo_folder / task.path).resolve(strict=True)
     except FileNotFoundError:
-        return Failure("missing-task-file", f"files missing under {repos_dir}, e.g. {named}")
+        return Failure(FailureKind.MISSING_TASK_FILE, f"files missing under {repos_dir}, e.g. {named}")
     except (OSError, RuntimeError):  # a symbolic link loop (RuntimeError before Python 3.13)
-        return Failure("task-outside", f"files that are symbolic link loops, e.g. {named}")
+        return Failure(FailureKind.TASK_OUTSIDE, f"files that are symbolic link loops, e.g. {named}")
     if repo == top or not repo.is_relative_to(top):
-        return Failure("task-outside", f"repository folders outside {repos_dir}, e.g. {named}: "
-                                       f"{task.repo} leads to {repo}")
+        return Failure(FailureKind.TASK_OUTSIDE, f"repository folders outside {repos_dir}, e.g. {named}: "
+                                                 f"{task.repo} leads to {repo}")
     if not target.is_relative_to(repo):
-        return Failure("task-outside", f"files outside their repository folder, e.g. {named} leads to {target}")
+        return Failure(FailureKind.TASK_OUTSIDE,
+                       f"files outside their repository folder, e.g. {named} leads to {target}")
     if not target.is_file():
-        return Failure("missing-task-file", f"files missing under {repos_dir}, e.g. {named} is not a file")
+        return Failure(FailureKind.MISSING_TASK_FILE, f"files missing under {repos_dir}, e.g. {named} is not a file")
     return target
 
 
@@ -425,8 +426,9 @@ class Evaluator:
         that breaks this is refused whole, one line counting the tasks of the first kind found:
         a task file that does not match its repositories is not worth half a run."""
         if not self.repos_dir.is_dir():
-            return Failure("missing-repos", f"{self.repos_dir}: no such folder (--repos names the folder holding "
-                                            "one folder per repository)")
+            return Failure(FailureKind.MISSING_REPOS,
+                           f"{self.repos_dir}: no such folder (--repos names the folder holding "
+                           "one folder per repository)")
         refused: dict[FailureKind, list[Failure]] = {}
         lines: dict[Path, int | None] = {}  # per resolved file; None: unreadable, left to the task's record
         for task in tasks:
@@ -445,7 +447,8 @@ class Evaluator:
         for kind in (FailureKind.TASK_OUTSIDE, FailureKind.MISSING_TASK_FILE, FailureKind.TASK_PAST_END):
             if kind in refused:
                 failures = refused[kind]
-                return Failure(kind, f"{len(failures)} of {len(tasks)} tasks name {failures[0].message}")
+                return dataclasses.replace(failures[0], message=f"{len(failures)} of {len(tasks)} tasks name "
+                                                                f"{failures[0].message}")
         return None
 
     def _file_text(self, service: RepoService, task: EvalTask) -> str | Failure:
@@ -674,19 +677,20 @@ def run_evaluation(
     started = time.perf_counter()
     progress = progress or NoProgress()
     if not settings.retrieval_only and not backends:
-        return Failure("no-backend", "a model run needs a backend (or use --retrieval-only)")
+        return Failure(FailureKind.NO_BACKEND, "a model run needs a backend (or use --retrieval-only)")
     if workers < 1:
-        return Failure("bad-option", "--workers must be at least 1")
+        return Failure(FailureKind.BAD_OPTION, "--workers must be at least 1")
     models = sorted({b.name for b in backends})
     if len(models) > 1:
-        return Failure("mixed-models", f"the endpoints serve different models ({', '.join(models)}); one run "
-                                       "evaluates one model")
+        return Failure(FailureKind.MIXED_MODELS, f"the endpoints serve different models ({', '.join(models)}); one run "
+                                                 "evaluates one model")
     unknown = [s for s in settings.strategies if strategy_named(s) is None]
     if unknown:
-        return Failure("bad-strategy", f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
+        return Failure(FailureKind.BAD_STRATEGY,
+                       f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
     config, problems = with_assignments(config or Config(), settings.overrides)
     if problems:
-        return Failure("bad-option", f"--set: {problems[0].render(outcome=False)}")
+        return Failure(FailureKind.BAD_OPTION, f"--set: {problems[0].render(outcome=False)}")
     existed = results.exists()
     claimed = claim_results(results)
     if isinstance(claimed, Failure):
@@ -748,9 +752,10 @@ def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: Run
         return problem
     variants = run_variants(first.config, settings)
     if not variants:
-        return Failure("bad-strategy", f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN}, "
-                                       f"{RETRIEVAL_ONLY_RELATED} and strategies with their own retriever (hat); "
-                                       "name at least one")
+        return Failure(FailureKind.BAD_STRATEGY,
+                       f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN}, "
+                       f"{RETRIEVAL_ONLY_RELATED} and strategies with their own retriever (hat); "
+                       "name at least one")
     done = {record_key(r) for r in read_results(results)}
     pending: list[tuple[EvalTask, list[Variant]]] = []
     skipped = 0
@@ -817,8 +822,9 @@ def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: Run
                 failed += len(errors)
                 consecutive = consecutive + 1 if errors and len(errors) == len(records) else 0
                 if consecutive >= MAX_CONSECUTIVE_FAILURES:
-                    return Failure("run-failing", f"{consecutive} tasks in a row failed, stopping: "
-                                                  f"{errors[-1]['error']} (finished results are kept in {results})")
+                    return Failure(FailureKind.RUN_FAILING,
+                                   f"{consecutive} tasks in a row failed, stopping: "
+                                   f"{errors[-1]['error']} (finished results are kept in {results})")
     except KeyboardInterrupt:
         interrupted = True
     finally:

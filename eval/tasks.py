@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.scan import is_text_name
 from repomem.regular_files import open_regular
 
@@ -150,15 +150,17 @@ def _tasks_of(path: Path) -> Iterator[tuple[int, EvalTask]]:
                 try:
                     task = _task_from(json.loads(line), default_split)
                 except (ValueError, TypeError) as error:
-                    raise _BadTaskFile(Failure("bad-task", f"{path}:{number}: not a RepoEval task ({error})")) from None
+                    raise _BadTaskFile(Failure(FailureKind.BAD_TASK,
+                                               f"{path}:{number}: not a RepoEval task ({error})")) from None
                 if task.task_id in seen:
-                    raise _BadTaskFile(Failure("bad-task", f"{path}:{number}: task_id {task.task_id!r} appears twice"))
+                    raise _BadTaskFile(Failure(FailureKind.BAD_TASK,
+                                               f"{path}:{number}: task_id {task.task_id!r} appears twice"))
                 seen.add(task.task_id)
                 yield start, task
     except FileNotFoundError:
-        raise _BadTaskFile(Failure("missing-tasks", f"{path}: no such file")) from None
+        raise _BadTaskFile(Failure(FailureKind.MISSING_TASKS, f"{path}: no such file")) from None
     except (OSError, UnicodeDecodeError) as error:
-        raise _BadTaskFile(Failure("unreadable-tasks", f"{path}: cannot read ({error})")) from None
+        raise _BadTaskFile(Failure(FailureKind.UNREADABLE_TASKS, f"{path}: cannot read ({error})")) from None
 
 
 def load_tasks(path: Path) -> list[EvalTask] | Failure:
@@ -168,7 +170,7 @@ def load_tasks(path: Path) -> list[EvalTask] | Failure:
     except _BadTaskFile as error:
         return error.failure
     if not tasks:
-        return Failure("no-tasks", f"{path}: no tasks")
+        return Failure(FailureKind.NO_TASKS, f"{path}: no tasks")
     return tasks
 
 
@@ -211,7 +213,7 @@ def draw_tasks(paths: Sequence[Path], limit: int | None, seed: int) -> list[Eval
         except _BadTaskFile as error:
             return error.failure
         if not count:
-            return Failure("no-tasks", f"{path}: no tasks")
+            return Failure(FailureKind.NO_TASKS, f"{path}: no tasks")
     # Shuffling a queue's places moves them exactly as shuffling its tasks did (random.shuffle's
     # swaps depend only on the length): the same tasks as select_tasks, in the same order.
     places = _draw(by_split, limit, seed)
@@ -220,7 +222,7 @@ def draw_tasks(paths: Sequence[Path], limit: int | None, seed: int) -> list[Eval
             handles = [files.enter_context(open(path, "rb")) for path in paths]
             return [_task_at(handles, paths, place) for place in places]
     except (OSError, ValueError, TypeError) as error:  # UnicodeDecodeError is a ValueError
-        return Failure("unreadable-tasks", f"a task file changed while it was read ({error}); run again")
+        return Failure(FailureKind.UNREADABLE_TASKS, f"a task file changed while it was read ({error}); run again")
 
 
 def _task_at(handles: Sequence[BinaryIO], paths: Sequence[Path], place: int) -> EvalTask:

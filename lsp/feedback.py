@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.records import fragment_record
 from repomem.regular_files import open_private
 from repomem.retrieval.scoring import ScoredFragment
@@ -90,5 +90,5 @@ class FeedbackLog:
             with self._lock, os.fdopen(descriptor, "a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
         except OSError as error:
-            return Failure("feedback-write", f"cannot append to {self.path}: {error.strerror or error}")
+            return Failure(FailureKind.FEEDBACK_WRITE, f"cannot append to {self.path}: {error.strerror or error}")
         return None

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from repomem.config import ServerConfig
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.lsp.framing import HEADER, INVALID_REQUEST, complain, frame
 
 ACCEPT_POLL_S = 0.1  # the accept loop's wait between looks at whether a client was admitted
@@ -76,28 +76,30 @@ def load_or_create_token(path: Path) -> str:
         try:
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except OSError as error:
-            raise ListenError(Failure("bad-token-file", f"cannot create the token file {path}: "
-                                                        f"{error.strerror or error}")) from None
+            raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE, f"cannot create the token file {path}: "
+                                                                  f"{error.strerror or error}")) from None
         with os.fdopen(descriptor, "w") as out:
             out.write(token + "\n")
         complain(f"created the token file {path} (mode 0600)")
         return token
     except OSError as error:
-        raise ListenError(Failure("bad-token-file", f"cannot read {path}: {error.strerror or error}")) from None
+        raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE,
+                                  f"cannot read {path}: {error.strerror or error}")) from None
     if not stat.S_ISREG(info.st_mode):
-        raise ListenError(Failure("bad-token-file", f"the token file {path} is not a regular file"))
+        raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE, f"the token file {path} is not a regular file"))
     if info.st_uid != os.getuid():
-        raise ListenError(Failure("bad-token-file", f"the token file {path} belongs to another user"))
+        raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE, f"the token file {path} belongs to another user"))
     if info.st_mode & 0o077:
-        raise ListenError(Failure("bad-token-file", f"the token file {path} can be read by other users "
-                                                    f"(mode {stat.S_IMODE(info.st_mode):04o}); run chmod 600 on it"))
+        raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE,
+                                  f"the token file {path} can be read by other users "
+                                  f"(mode {stat.S_IMODE(info.st_mode):04o}); run chmod 600 on it"))
     try:
         token = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as error:
-        raise ListenError(Failure("bad-token-file", f"cannot read {path}: {error}")) from None
+        raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE, f"cannot read {path}: {error}")) from None
     if len(token) < MIN_TOKEN_CHARS or any(character.isspace() for character in token):
-        raise ListenError(Failure("bad-token-file", f"the token file {path} must hold one token of at least "
-                                                    f"{MIN_TOKEN_CHARS} characters and no spaces"))
+        raise ListenError(Failure(FailureKind.BAD_TOKEN_FILE, f"the token file {path} must hold one token of at least "
+                                                              f"{MIN_TOKEN_CHARS} characters and no spaces"))
     return token
 
 
@@ -131,14 +133,14 @@ def unix_listener(path: Path) -> Listener:
         info = None
     if info is not None:
         if not stat.S_ISSOCK(info.st_mode):
-            raise ListenError(Failure("bad-option", f"{path} exists and is not a socket; not replacing it"))
+            raise ListenError(Failure(FailureKind.BAD_OPTION, f"{path} exists and is not a socket; not replacing it"))
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             probe.connect(str(path))
         except OSError:
             path.unlink()  # a socket nobody listens on: left by a server that died
         else:
-            raise ListenError(Failure("serve-failed", f"another server is listening on {path}"))
+            raise ListenError(Failure(FailureKind.SERVE_FAILED, f"another server is listening on {path}"))
         finally:
             probe.close()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -37,7 +37,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from repomem.config import ServerConfig, problem_lines, read_settings, resolved_config
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
 from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
@@ -301,7 +301,7 @@ class RepomemServer(LanguageServer):
             try:
                 index = session.build_index(progress)
             except Exception as error:  # an index that cannot be built leaves in-file completion  # noqa: BLE001
-                index = Failure("index", f"{error.__class__.__name__}: {error}")
+                index = Failure(FailureKind.INDEX, f"{error.__class__.__name__}: {error}")
             if isinstance(index, Failure):
                 progress.end("failed")
                 message = f"no index ({index.message}); completing from the open file only"

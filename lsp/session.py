@@ -24,8 +24,8 @@ from repomem.backends.factory import open_backend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.config import Config, SettingsRead, settings_given
 from repomem.failures import Failure, FailureKind
+from repomem.index.index_folder import index_dir
 from repomem.index.repo_index import RepoIndex
-from repomem.index.store import index_dir
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
 from repomem.lsp.settings import backend_changed, client_problem_line, session_config
 from repomem.positions import locate

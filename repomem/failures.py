@@ -1,9 +1,10 @@
 """Expected failures travel as values: adapters turn them into one clear line and an exit code.
 
-A failure's kind is one of FailureKind, a declared set: code that branches on a kind names the
-member (`failure.kind == FailureKind.NO_INDEX`), and a kind nobody declared fails at construction,
-not in a comparison that silently never matches. `Failure("no-index", ...)` still works: the string
-is checked and turned into its member, and a member compares equal to (and prints as) its string.
+A failure's kind is one of FailureKind, a declared set: code that builds or branches on a kind names
+the member (`Failure(FailureKind.NO_INDEX, ...)`, `failure.kind == FailureKind.NO_INDEX`), so a
+misspelt kind is an AttributeError where it is written, not a branch that silently never matches. A
+kind given as a string is a TypeError. A member compares equal to, and prints and serialises as,
+its string: JSON output, LSP messages and evaluation records carry the slugs below.
 """
 
 from __future__ import annotations
@@ -107,16 +108,18 @@ class FailureKind(StrEnum):
 
 @dataclass(frozen=True)
 class Failure:
-    kind: FailureKind  # a member, or its string (converted); an undeclared kind raises ValueError
+    kind: FailureKind  # a member only (TypeError otherwise)
     message: str  # one line for a person
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, FailureKind):
-            try:
-                kind = FailureKind(self.kind)
-            except ValueError:
-                raise ValueError(f"undeclared failure kind {self.kind!r}: add it to FailureKind") from None
-            object.__setattr__(self, "kind", kind)
+            raise TypeError(f"a failure's kind is a FailureKind member, not {self.kind!r}: {_member_hint(self.kind)}")
 
     def __str__(self) -> str:
         return self.message
+
+
+def _member_hint(kind: object) -> str:
+    """What to write instead of `kind` (the member its string names, or where to declare it)."""
+    named = next((member for member in FailureKind if member.value == kind), None)
+    return f"write FailureKind.{named.name}" if named is not None else "declare the kind in FailureKind"

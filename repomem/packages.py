@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from repomem.cache import cache_root
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 def sha256_of(path: Path) -> str:
@@ -52,7 +52,7 @@ def _download(requirement: str, destination: Path) -> Path | Failure:
                 shutil.move(str(files[0]), final)
                 return final
             last_error = (result.stderr.strip().splitlines() or ["no file"])[-1]
-    return Failure("download-failed", f"pip could not download {requirement}: {last_error}")
+    return Failure(FailureKind.DOWNLOAD_FAILED, f"pip could not download {requirement}: {last_error}")
 
 
 def _unpack(archive: Path, target: Path) -> None:
@@ -72,7 +72,7 @@ def _unpack(archive: Path, target: Path) -> None:
 def package_source(requirement: str, sha256: str | None = None, cache: Path | None = None) -> Path | Failure:
     """Unpacked source tree of `name==version` (the sdist's top folder, or the wheel's root)."""
     if "==" not in requirement:
-        return Failure("unpinned", f"{requirement}: pin an exact version (name==version)")
+        return Failure(FailureKind.UNPINNED, f"{requirement}: pin an exact version (name==version)")
     cache = cache or cache_root() / "packages"
     cache.mkdir(parents=True, exist_ok=True)
     unpacked = cache / requirement.replace("==", "-")
@@ -83,14 +83,14 @@ def package_source(requirement: str, sha256: str | None = None, cache: Path | No
         return archive
     if sha256 is not None and sha256_of(archive) != sha256:
         archive.unlink()
-        return Failure("hash-mismatch", f"{archive.name} does not match its pinned sha256")
+        return Failure(FailureKind.HASH_MISMATCH, f"{archive.name} does not match its pinned sha256")
     partial = cache / f".partial-{unpacked.name}"
     shutil.rmtree(partial, ignore_errors=True)
     try:
         _unpack(archive, partial)
     except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile) as error:
         shutil.rmtree(partial, ignore_errors=True)
-        return Failure("unpack-failed", f"cannot unpack {archive.name}: {error}")
+        return Failure(FailureKind.UNPACK_FAILED, f"cannot unpack {archive.name}: {error}")
     (partial / ".complete").write_text(archive.name + "\n")
     shutil.rmtree(unpacked, ignore_errors=True)
     os.replace(partial, unpacked)
@@ -117,7 +117,7 @@ _TOOL_TIMEOUT_S = 600
 def npm_package_source(spec: str, sha256: str, cache: Path | None = None) -> Path | Failure:
     """Unpacked `npm pack` tarball of `name@version` (its top folder, `package/` as npm packs it)."""
     if not NPM_SPEC.fullmatch(spec):
-        return Failure("unpinned", f"{spec}: pin an exact npm version (name@1.2.3)")
+        return Failure(FailureKind.UNPINNED, f"{spec}: pin an exact npm version (name@1.2.3)")
     key = "npm-" + spec.lstrip("@").replace("/", "+").replace("@", "-")
     unpacked = _pinned_archive(key, sha256, cache, lambda scratch: _npm_pack(spec, scratch), _unpack_tar)
     return unpacked if isinstance(unpacked, Failure) else _source_top(unpacked)
@@ -127,7 +127,7 @@ def deb_package_source(spec: str, sha256: str, cache: Path | None = None) -> Pat
     """The file tree of the Debian package `name=version` (its root: `usr/...`), extracted from the
     .deb that `apt-get download` fetches; never installed, its maintainer scripts never run."""
     if not DEB_SPEC.fullmatch(spec):
-        return Failure("unpinned", f"{spec}: pin an exact Debian version (name=version)")
+        return Failure(FailureKind.UNPINNED, f"{spec}: pin an exact Debian version (name=version)")
     key = "deb-" + spec.replace("=", "-").replace(":", "%3a")
     return _pinned_archive(key, sha256, cache, lambda scratch: _apt_download(spec, scratch), _unpack_deb)
 
@@ -137,7 +137,7 @@ def debian_source_package_source(spec: str, sha256: str, cache: Path | None = No
     unpacked (its top folder). The `deb-src` line lives in a temporary sources list with its own
     package lists: the machine's apt configuration and state are never changed."""
     if not DEB_SPEC.fullmatch(spec):
-        return Failure("unpinned", f"{spec}: pin an exact Debian version (name=version)")
+        return Failure(FailureKind.UNPINNED, f"{spec}: pin an exact Debian version (name=version)")
     key = "debsrc-" + spec.replace("=", "-").replace(":", "%3a")
     unpacked = _pinned_archive(key, sha256, cache, lambda scratch: _apt_source(spec, scratch), _unpack_tar)
     return unpacked if isinstance(unpacked, Failure) else _source_top(unpacked)
@@ -162,14 +162,14 @@ def _pinned_archive(
             return archive
         actual = sha256_of(archive)
         if actual != sha256:
-            return Failure("hash-mismatch", f"{archive.name} has sha256 {actual}, the pin says {sha256}")
+            return Failure(FailureKind.HASH_MISMATCH, f"{archive.name} has sha256 {actual}, the pin says {sha256}")
         partial = cache / f".partial-{key}"
         shutil.rmtree(partial, ignore_errors=True)
         try:
             unpack(archive, partial)
         except (OSError, ValueError, tarfile.TarError, subprocess.SubprocessError) as error:
             shutil.rmtree(partial, ignore_errors=True)
-            return Failure("unpack-failed", f"cannot unpack {archive.name}: {error}")
+            return Failure(FailureKind.UNPACK_FAILED, f"cannot unpack {archive.name}: {error}")
         (partial / ".complete").write_text(f"{archive.name} {actual}\n", encoding="utf-8")
         shutil.rmtree(unpacked, ignore_errors=True)
         os.replace(partial, unpacked)
@@ -179,15 +179,16 @@ def _pinned_archive(
 def _run_tool(command: list[str], cwd: Path, what: str) -> Failure | None:
     """Run a download tool; a missing tool, a timeout or a failure is one Failure line."""
     if shutil.which(command[0]) is None:
-        return Failure("download-failed", f"{command[0]} is not installed; it is needed to fetch {what}")
+        return Failure(FailureKind.DOWNLOAD_FAILED, f"{command[0]} is not installed; it is needed to fetch {what}")
     try:
         result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return Failure("download-failed", f"{command[0]} took over {_TOOL_TIMEOUT_S} s to fetch {what}")
+        return Failure(FailureKind.DOWNLOAD_FAILED, f"{command[0]} took over {_TOOL_TIMEOUT_S} s to fetch {what}")
     except OSError as error:
-        return Failure("download-failed", f"cannot run {command[0]} to fetch {what}: {error}")
+        return Failure(FailureKind.DOWNLOAD_FAILED, f"cannot run {command[0]} to fetch {what}: {error}")
     if result.returncode != 0:
-        return Failure("download-failed", f"{command[0]} could not fetch {what}: {_first_error(result.stderr)}")
+        return Failure(FailureKind.DOWNLOAD_FAILED,
+                       f"{command[0]} could not fetch {what}: {_first_error(result.stderr)}")
     return None
 
 
@@ -201,7 +202,7 @@ def _first_error(stderr: str) -> str:
 def _only_file(scratch: Path, suffix: str, what: str) -> Path | Failure:
     found = sorted(p for p in scratch.iterdir() if p.name.endswith(suffix) and p.is_file())
     if len(found) != 1:
-        return Failure("download-failed", f"expected one {suffix} file for {what}, found {len(found)}")
+        return Failure(FailureKind.DOWNLOAD_FAILED, f"expected one {suffix} file for {what}, found {len(found)}")
     return found[0]
 
 
@@ -239,7 +240,7 @@ def _apt_source(spec: str, scratch: Path) -> Path | Failure:
     tarballs = sorted(p for p in downloads.iterdir() if ".tar." in p.name and ".debian.tar." not in p.name
                       and "asc" not in p.suffix)
     if len(tarballs) != 1:
-        return Failure("download-failed", f"expected one upstream tarball for {spec}, found {len(tarballs)}")
+        return Failure(FailureKind.DOWNLOAD_FAILED, f"expected one upstream tarball for {spec}, found {len(tarballs)}")
     return tarballs[0]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repomem.config import ScanConfig
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.scan import NOT_UTF8_NAME, is_text_name, normalize_newlines, printable_path
 from repomem.regular_files import read_regular
 
@@ -40,11 +40,11 @@ class Cursor:
 def parse_position(spec: str) -> PositionSpec | Failure:
     match = _POSITION.match(spec)
     if match is None:
-        return Failure("bad-position", f"expected FILE:LINE[:COL], got {spec!r}")
+        return Failure(FailureKind.BAD_POSITION, f"expected FILE:LINE[:COL], got {spec!r}")
     line = int(match["line"])
     column = int(match["col"]) if match["col"] is not None else None
     if line < 1 or (column is not None and column < 1):
-        return Failure("bad-position", f"lines and columns start at 1: {spec!r}")
+        return Failure(FailureKind.BAD_POSITION, f"lines and columns start at 1: {spec!r}")
     return PositionSpec(Path(match["path"]), line, column)
 
 
@@ -68,27 +68,28 @@ def relative_to_root(root: Path, path: Path) -> str | Failure:
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
-        return Failure("symlink-loop", f"{path}: a symbolic link loop, not a file")
+        return Failure(FailureKind.SYMLINK_LOOP, f"{path}: a symbolic link loop, not a file")
     try:
         return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
         if path.is_symlink():
-            return Failure("outside-repo", f"{path} is a symbolic link to {resolved}, outside the repository {root}")
-        return Failure("outside-repo", f"{path} is outside the repository {root}")
+            return Failure(FailureKind.OUTSIDE_REPO,
+                           f"{path} is a symbolic link to {resolved}, outside the repository {root}")
+        return Failure(FailureKind.OUTSIDE_REPO, f"{path} is outside the repository {root}")
 
 
 def read_text_file(path: Path) -> str | Failure:
     """A file's text for a cursor; missing, unreadable or binary files are Failures."""
     if not path.exists():
-        return Failure("missing-file", f"{path}: no such file")
+        return Failure(FailureKind.MISSING_FILE, f"{path}: no such file")
     if path.is_dir():
-        return Failure("not-a-file", f"{path} is a folder, not a file")
+        return Failure(FailureKind.NOT_A_FILE, f"{path} is a folder, not a file")
     try:
         data = read_regular(path)
     except OSError as error:
-        return Failure("unreadable-file", f"{path}: cannot read ({error.strerror or error})")
+        return Failure(FailureKind.UNREADABLE_FILE, f"{path}: cannot read ({error.strerror or error})")
     if b"\0" in data:  # anywhere: a NUL past the first kilobytes reached prompts (scan.source_from_bytes)
-        return Failure("binary-file", f"{path} is a binary file")
+        return Failure(FailureKind.BINARY_FILE, f"{path} is a binary file")
     return normalize_newlines(data.decode("utf-8", errors="replace"))
 
 
@@ -97,23 +98,26 @@ def uncompletable(relative_path: str, text: str, scan: ScanConfig) -> Failure | 
     leaves out still reached the query and the prompt as the cursor's own file: a 10 MB line
     cost 1.8 GB and a model call that timed out before the prompt budget refused it."""
     if not is_text_name(relative_path):
-        return Failure("not-utf8-name", f"{printable_path(relative_path)}: the {NOT_UTF8_NAME}; repomem neither "
-                                        "indexes nor completes in such files (rename it)")
+        return Failure(FailureKind.NOT_UTF8_NAME,
+                       f"{printable_path(relative_path)}: the {NOT_UTF8_NAME}; repomem neither "
+                       "indexes nor completes in such files (rename it)")
     internal = next((part for part in relative_path.split("/")[:-1] if part in INTERNAL_FOLDERS), None)
     if internal is not None:
         # A remote's URL with its token sits in .git/config: nothing in these folders is code.
-        return Failure("not-indexed", f"{relative_path} lies inside {internal}/ (version control or the index's "
-                                      "own files): repomem neither indexes nor completes there")
+        return Failure(FailureKind.NOT_INDEXED,
+                       f"{relative_path} lies inside {internal}/ (version control or the index's "
+                       "own files): repomem neither indexes nor completes there")
     if "\0" in text:
-        return Failure("binary-file", f"{relative_path} is a binary file (it holds a NUL character)")
+        return Failure(FailureKind.BINARY_FILE, f"{relative_path} is a binary file (it holds a NUL character)")
     if len(text) > scan.max_file_bytes and len(text.encode("utf-8", "surrogatepass")) > scan.max_file_bytes:
-        return Failure("file-too-large", f"{relative_path} is larger than {scan.max_file_bytes} bytes "
-                                         "(scan.max_file_bytes): not indexed, nor completed in")
+        return Failure(FailureKind.FILE_TOO_LARGE, f"{relative_path} is larger than {scan.max_file_bytes} bytes "
+                                                   "(scan.max_file_bytes): not indexed, nor completed in")
     longest = max(map(len, text.split("\n")), default=0)
     if longest > scan.max_line_chars:
-        return Failure("line-too-long", f"{relative_path} has a line of {longest} characters, more than "
-                                        f"{scan.max_line_chars} (scan.max_line_chars; minified?): not indexed, "
-                                        "nor completed in")
+        return Failure(FailureKind.LINE_TOO_LONG,
+                       f"{relative_path} has a line of {longest} characters, more than "
+                       f"{scan.max_line_chars} (scan.max_line_chars; minified?): not indexed, "
+                       "nor completed in")
     return None
 
 
@@ -129,13 +133,14 @@ def locate(root: Path, relative_path: str, text: str, line: int, column: int | N
         lines.pop()  # the empty string after the final newline is not a line an editor shows
     n_lines = max(len(lines), 1)
     if line > n_lines:
-        return Failure("line-out-of-range", f"{relative_path}:{line}: line out of range (the file has {n_lines} lines)")
+        return Failure(FailureKind.LINE_OUT_OF_RANGE,
+                       f"{relative_path}:{line}: line out of range (the file has {n_lines} lines)")
     current = lines[line - 1] if lines else ""
     if column is None:
         column = len(current) + 1
     if column > len(current) + 1:
         return Failure(
-            "column-out-of-range",
+            FailureKind.COLUMN_OUT_OF_RANGE,
             f"{relative_path}:{line}:{column}: column out of range (the line has {len(current)} characters)",
         )
     return Cursor(root, relative_path, line - 1, column - 1, text)

@@ -29,7 +29,7 @@ import numpy as np
 
 from repomem.config import Config, ScanConfig
 from repomem.embeddings.window_embeddings import DenseWindows
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.repo_index import RepoIndex
 from repomem.index.secrets import mask_secrets
 from repomem.memory.stores import MemoryStores
@@ -267,7 +267,7 @@ class RepoView:
         retriever); the cursor's masks apply, and neither `excluded` nor `unlisted` windows are
         offered. s_ind = s_rel = the cosine."""
         if self._dense is None:
-            return Failure("bad-strategy", "dense retrieval needs the repository service's embeddings")
+            return Failure(FailureKind.BAD_STRATEGY, "dense retrieval needs the repository service's embeddings")
         windows = self._dense()
         if isinstance(windows, Failure):
             return windows

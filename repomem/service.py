@@ -31,6 +31,7 @@ from repomem.embeddings.embedder import TextEmbedder
 from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
 from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
+from repomem.index.index_folder import index_dir, index_outside_repo
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
 from repomem.index.relations import WindowVectors
@@ -46,7 +47,8 @@ from repomem.index.scan import (
     secret_reason,
     source_from_bytes,
 )
-from repomem.index.store import index_dir, index_outside_repo, load_index, save_index
+from repomem.index.snapshot_load import load_index
+from repomem.index.snapshot_save import save_index
 from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root
@@ -114,9 +116,9 @@ class RepoService:
     @classmethod
     def open(cls, root: Path, config: Config | None = None) -> RepoService | Failure:
         if not root.exists():
-            return Failure("missing-repo", f"{root}: no such folder")
+            return Failure(FailureKind.MISSING_REPO, f"{root}: no such folder")
         if not root.is_dir():
-            return Failure("not-a-folder", f"{root} is not a folder")
+            return Failure(FailureKind.NOT_A_FOLDER, f"{root} is not a folder")
         root = root.resolve()
         warnings: list[str] = []
         if config is None:
@@ -223,7 +225,7 @@ class RepoService:
                         index.ensure_structure()
                     changed, removed, restamped = self._refresh(index, progress)
                     if restamped and save:
-                        index.ensure_structure()  # the save writes it (index/store.save_index)
+                        index.ensure_structure()  # the save writes it (index/snapshot_save.py)
                     action = "updated" if changed or removed else "unchanged"
                 except StructureUnavailable as error:
                     reason = f"index structure unreadable ({error})"
@@ -244,7 +246,7 @@ class RepoService:
             if action == "built":
                 release_free_memory()  # what the build freed, back to the system (a server lives on)
         except OSError as error:
-            return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
+            return Failure(FailureKind.INDEX_WRITE, f"cannot write the index in {directory}: {written_what(error)}")
         self.index = index
         if self.config.index.window_embeddings:
             embedded = self.update_window_embeddings(progress)
@@ -323,7 +325,7 @@ class RepoService:
         dropped a buffer differs slightly from one that never did. An evaluation rolls back after
         every task, so each task sees the index plus its own buffer only, whatever ran before."""
         if self.index is None:
-            return Failure("no-index", "the index is not loaded")
+            return Failure(FailureKind.NO_INDEX, "the index is not loaded")
         try:
             self.index.ensure_structure()
         except StructureUnavailable:
@@ -338,7 +340,7 @@ class RepoService:
             try:
                 self.index.ensure_structure()
             except StructureUnavailable as error:
-                return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
+                return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
         return pickle.dumps(self.index, protocol=pickle.HIGHEST_PROTOCOL)
 
     def rollback(self, checkpoint: bytes) -> None:
@@ -351,7 +353,7 @@ class RepoService:
     def set_buffer(self, path: str, text: str) -> None | Failure:
         """Index an unsaved editor buffer instead of the file on disk (in memory only)."""
         if self.index is None:
-            return Failure("no-index", "the index is not loaded")
+            return Failure(FailureKind.NO_INDEX, "the index is not loaded")
         self._buffers[path] = text
         return self._update_one(path)
 
@@ -371,15 +373,15 @@ class RepoService:
         """Write the in-memory index as a new snapshot. Files indexed from buffers carry mtime 0,
         so the next load re-reads them from disk rather than trusting unsaved text."""
         if self.index is None:
-            return Failure("no-index", "the index is not loaded")
+            return Failure(FailureKind.NO_INDEX, "the index is not loaded")
         directory = index_dir(self.root, self.config)
         try:
             save_index(self.index, directory, self.index.snapshot)
         except OSError as error:
-            return Failure("index-write", f"cannot write the index in {directory}: {written_what(error)}")
+            return Failure(FailureKind.INDEX_WRITE, f"cannot write the index in {directory}: {written_what(error)}")
         except StructureUnavailable as error:  # another process pruned the snapshot it would read
             self.index = None
-            return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
+            return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
         return None
 
     def _update_one(self, path: str) -> None | Failure:
@@ -387,7 +389,7 @@ class RepoService:
         assert self.index is not None
         reason = excluded_reason(path, self.config.scan) or secret_reason(self.root, path, self.config.scan)
         if reason is not None:
-            return Failure("not-indexed", f"{printable_path(path)}: not indexed ({reason})")
+            return Failure(FailureKind.NOT_INDEXED, f"{printable_path(path)}: not indexed ({reason})")
         language = language_of(path)
         assert language is not None
         text = self._buffers.get(path)
@@ -406,12 +408,13 @@ class RepoService:
             if isinstance(source, Skipped):
                 if record is not None:
                     apply_changes(self.index, [], [path], window_vectors=self._window_vectors(embed=False))
-                return None if source.reason == "no such file" else Failure("not-indexed", f"{path}: {source.reason}")
+                return None if source.reason == "no such file" else Failure(FailureKind.NOT_INDEXED,
+                                                                            f"{path}: {source.reason}")
             if record is None or record.digest != source.digest:
                 apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=False))
         except StructureUnavailable as error:
             self.index = None
-            return Failure("damaged-index", f"index structure unreadable ({error}); rebuild it")
+            return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
         return None
 
     # -- what a request reads ------------------------------------------------------------------
@@ -504,7 +507,8 @@ class RepoService:
         try:
             self._embeddings.save(directory)
         except OSError as error:
-            return Failure("index-write", f"cannot write the window embeddings in {directory}: {written_what(error)}")
+            return Failure(FailureKind.INDEX_WRITE,
+                           f"cannot write the window embeddings in {directory}: {written_what(error)}")
         self._embeddings_unsaved = False
         return None
 

@@ -37,7 +37,7 @@ import json, sys, time
 from pathlib import Path
 from repomem.config import load_config
 from repomem.failures import Failure
-from repomem.index.store import load_index
+from repomem.index.snapshot_load import load_index
 from repomem.service import RepoService
 
 root, repeats, edited = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]

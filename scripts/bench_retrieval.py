@@ -32,9 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from repomem.config import Config  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
+from repomem.index.index_folder import index_dir  # noqa: E402
 from repomem.index.repo_index import apply_changes  # noqa: E402
 from repomem.index.scan import SourceFile, content_digest  # noqa: E402
-from repomem.index.store import index_dir, load_index, save_index  # noqa: E402
+from repomem.index.snapshot_load import load_index  # noqa: E402
+from repomem.index.snapshot_save import save_index  # noqa: E402
 from repomem.packages import package_source  # noqa: E402
 from repomem.positions import locate, text_before_cursor  # noqa: E402
 from repomem.retrieval.scoring import score_fragments, top_fragments  # noqa: E402

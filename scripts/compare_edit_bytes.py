@@ -37,7 +37,6 @@ from pathlib import Path
 
 from repomem.config import load_config
 from repomem.failures import Failure
-from repomem.index.store import index_dir
 from repomem.languages.python import syntax as python_syntax
 from repomem.service import RepoService
 
@@ -115,8 +114,7 @@ def first_function(text: str) -> str | None:
 
 
 def snapshot_hashes(root: Path, service: RepoService) -> list[str]:
-    directory = index_dir(root, service.config)
-    current = directory / (directory / "CURRENT").read_text().strip()
+    current = service.index_for_measurement().snapshot  # the one CURRENT names, in either checkout
     return [f"{current.name}/{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}"
             for path in sorted(current.iterdir())]
 

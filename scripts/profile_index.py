@@ -39,14 +39,15 @@ sys.path.insert(0, str(ROOT))
 import repomem.index.index_edit as index_edit_module  # noqa: E402
 import repomem.index.index_state as index_state_module  # noqa: E402
 import repomem.index.repo_index as repo_index_module  # noqa: E402
-import repomem.index.store as store_module  # noqa: E402
 import repomem.languages.syntax as syntax_module  # noqa: E402
 import repomem.service as service_module  # noqa: E402
 from repomem.config import Config  # noqa: E402
 from repomem.index.calls import CallResolution  # noqa: E402
 from repomem.index.edit_graph import EditGraph  # noqa: E402
 from repomem.index.fragments import file_fragments  # noqa: E402
+from repomem.index.index_folder import index_dir  # noqa: E402
 from repomem.index.scan import SourceFile, content_digest, list_candidates, read_source  # noqa: E402
+from repomem.index.snapshot_save import save_index  # noqa: E402
 from repomem.index.tokens import LineTokens, line_tokens  # noqa: E402
 from repomem.languages.registry import language_named  # noqa: E402
 from repomem.languages.treesitter import parse  # noqa: E402
@@ -209,7 +210,7 @@ def timed_edit(work: Path, repeats: int) -> tuple[dict[str, float], float, float
         per_phase["other (postings merge, W rows, arrays)"].append(total - sum(phases.seconds.values()))
         totals.append(total)
         started = time.perf_counter()
-        store_module.save_index(index, store_module.index_dir(work, service.config), index.snapshot)
+        save_index(index, index_dir(work, service.config), index.snapshot)
         saves.append(time.perf_counter() - started)
     return ({name: statistics.median(values) for name, values in per_phase.items()}, statistics.median(totals),
             statistics.median(saves), f"{path} ({len(lines)} lines)", first_edit)

@@ -24,7 +24,8 @@ import numpy as np
 
 from repomem.failures import Failure
 from repomem.index.provenance import file_digest, sealed
-from repomem.index.store import MANIFEST, _read_npz, _write_npz
+from repomem.index.snapshot_files import read_npz, write_npz
+from repomem.index.snapshot_manifest import MANIFEST
 from repomem.service import RepoService
 
 EDITED = "pkg/edited.py"
@@ -94,7 +95,7 @@ SYMBOL_DAMAGES: dict[str, Callable[[dict], None]] = {
 
 def _cases(snapshot: Path) -> Iterator[tuple[str, str, str]]:
     for file_name in NPZ_FILES:
-        for array_name, array in _read_npz(snapshot / file_name).items():
+        for array_name, array in read_npz(snapshot / file_name).items():
             for damage, _ in _damages(array):
                 yield file_name, array_name, damage
     for damage in MANIFEST_DAMAGES:
@@ -118,11 +119,11 @@ def _damage(snapshot: Path, file_name: str, array_name: str, damage: str, reseal
         (snapshot / file_name).write_bytes(gzip.compress(json.dumps(symbols).encode()))
         reseal_snapshot(snapshot)
         return
-    arrays = _read_npz(snapshot / file_name)
+    arrays = read_npz(snapshot / file_name)
     arrays[array_name] = dict(_damages(arrays[array_name]))[damage]
     # Hard-linked into later snapshots of the same build: replace, never write through.
     (snapshot / file_name).unlink()
-    _write_npz(snapshot / file_name, arrays)
+    write_npz(snapshot / file_name, arrays)
     if reseal:
         reseal_snapshot(snapshot)
 

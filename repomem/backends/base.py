@@ -108,8 +108,8 @@ def window_overflow(prompt_tokens: int, max_tokens: int, context_tokens: int) ->
     """A Failure when the prompt plus the tokens to generate do not fit the model's window."""
     if prompt_tokens + max_tokens <= context_tokens:
         return None
-    return Failure("prompt-too-long", f"prompt of {prompt_tokens} tokens plus {max_tokens} new ones exceeds "
-                                      f"the model window of {context_tokens}")
+    return Failure(FailureKind.PROMPT_TOO_LONG, f"prompt of {prompt_tokens} tokens plus {max_tokens} new ones exceeds "
+                                                f"the model window of {context_tokens}")
 
 
 # Failure kinds after which a backend is presumed broken: the language server closes it and

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from repomem.backends.base import Backend, Generation, GenerationRequest, constrains_start
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 class BatchBackend(Backend, Protocol):
@@ -57,7 +57,7 @@ class BatchingBackend:
         waiting = _Waiting(request)
         with self._ready:
             if self._closed:
-                return Failure("backend-closed", "the batching backend was closed")
+                return Failure(FailureKind.BACKEND_CLOSED, "the batching backend was closed")
             self._queue.append(waiting)
             self._ready.notify_all()
         waiting.done.wait()
@@ -85,7 +85,7 @@ class BatchingBackend:
             try:
                 answers = self.inner.generate_batch([w.request for w in batch])
             except Exception as error:  # a crashing batch must not leave its callers waiting forever  # noqa: BLE001
-                answers = [Failure("generation", f"batched generation failed: {error}")] * len(batch)
+                answers = [Failure(FailureKind.GENERATION, f"batched generation failed: {error}")] * len(batch)
             for waiting, answer in zip(batch, answers):
                 waiting.answer = answer
                 waiting.done.set()

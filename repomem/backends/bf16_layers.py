@@ -35,7 +35,7 @@ from repomem.backends.models import (
     models_dir,
     sha256_with_progress,
 )
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.progress import NoProgress, Progress
 
 # ggml's type numbers (ggml.h, enum ggml_type); llama-cpp-python exports only some of them.
@@ -120,7 +120,7 @@ def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_DEFAULT,
     try:
         import llama_cpp
     except ImportError:
-        return Failure("model-load", "llama-cpp-python is not installed")
+        return Failure(FailureKind.MODEL_LOAD, "llama-cpp-python is not installed")
     progress = progress or NoProgress()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".widen-") as scratch:
@@ -143,7 +143,8 @@ def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_DEFAULT,
             llama_logger.setLevel(level)
         progress.advance()
         if status != 0 or not partial.is_file():
-            return Failure("model-load", f"llama.cpp could not widen {source.name} to bfloat16 (status {status})")
+            return Failure(FailureKind.MODEL_LOAD,
+                           f"llama.cpp could not widen {source.name} to bfloat16 (status {status})")
         sha256 = sha256_with_progress(partial, progress, "hashing the widened model")
         os.replace(partial, target)
     _stamp_path(target).write_text(json.dumps(_stamp_of(target, sha256, widened)))
@@ -155,11 +156,12 @@ def verify_widened(path: Path, widened: WidenedModel = WIDENED_DEFAULT,
     """Hash the widened file again against its stamp (`repomem model verify`)."""
     stamp = _stamp_matches(path, widened)
     if stamp is None:
-        return Failure("model-hash", f"{path} does not match the stamp written with it; delete it, and the next "
-                                     "completion writes it again")
+        return Failure(FailureKind.MODEL_HASH,
+                       f"{path} does not match the stamp written with it; delete it, and the next "
+                       "completion writes it again")
     if sha256_with_progress(path, progress or NoProgress(), "verifying") != stamp["sha256"]:
         _stamp_path(path).unlink(missing_ok=True)
-        return Failure("model-hash", f"{path} fails its sha256 check; the next completion writes it again")
+        return Failure(FailureKind.MODEL_HASH, f"{path} fails its sha256 check; the next completion writes it again")
     return path
 
 

@@ -34,7 +34,7 @@ from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.backends.templates import template_for
 from repomem.config import CompletionConfig
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 # Seconds for the child to load the model and answer when the caller names no deadline (the
 # factory passes completion.deadline_s, which bounds a model's start as it bounds a generation).
@@ -99,7 +99,7 @@ class LlamaProcessBackend:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, env=environment, cwd=tempfile.gettempdir())
         except OSError as error:
-            return Failure("model-load", f"cannot start the model process: {error.strerror or error}")
+            return Failure(FailureKind.MODEL_LOAD, f"cannot start the model process: {error.strerror or error}")
         log_tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         ports: queue.SimpleQueue[int] = queue.SimpleQueue()
         threading.Thread(target=_drain, args=(process, log_tail), name="llama-child-log", daemon=True).start()
@@ -111,8 +111,8 @@ class LlamaProcessBackend:
             code = process.poll()
             if code is not None:
                 process.wait()
-                return Failure("model-load", f"the model process exited while loading {path.name} "
-                                             f"({_exit_reason(code)}){_last_line(log_tail)}")
+                return Failure(FailureKind.MODEL_LOAD, f"the model process exited while loading {path.name} "
+                                                       f"({_exit_reason(code)}){_last_line(log_tail)}")
             if port is None:
                 try:
                     port = ports.get(timeout=POLL_S)
@@ -128,8 +128,9 @@ class LlamaProcessBackend:
             if time.perf_counter() > deadline:
                 process.kill()  # hung: nothing of it is worth a graceful stop (SIGTERM would wait on a stopped one)
                 process.wait()
-                return Failure("model-load", f"the model process did not answer within {start_deadline_s:g} s "
-                                             "(completion.deadline_s)")
+                return Failure(FailureKind.MODEL_LOAD,
+                               f"the model process did not answer within {start_deadline_s:g} s "
+                               "(completion.deadline_s)")
         backend = cls(process, client, path, time.perf_counter() - started, log_tail)
         backend.prefill_chunk_tokens = prefill_chunk_tokens
         backend.reuse_chunk_tokens = reuse_chunk_tokens
@@ -139,8 +140,8 @@ class LlamaProcessBackend:
         code = self._process.poll()
         if code is None:
             return None
-        return Failure("model-crashed", f"the model process stopped ({_exit_reason(code)})"
-                                        f"{_last_line(self._log_tail)}")
+        return Failure(FailureKind.MODEL_CRASHED, f"the model process stopped ({_exit_reason(code)})"
+                                                  f"{_last_line(self._log_tail)}")
 
     def count(self, text: str) -> int | Failure:
         crashed = self._crashed()

@@ -45,7 +45,7 @@ class GenerationStore:
     def open(cls, path: Path) -> GenerationStore | Failure:
         """Load the answers a file holds (a torn last line is dropped) and append to it from now on."""
         if path.exists() and not path.is_file():
-            return Failure("bad-option", f"--generations {path}: not a file")
+            return Failure(FailureKind.BAD_OPTION, f"--generations {path}: not a file")
         answers: dict[str, Generation] = {}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +58,7 @@ class GenerationStore:
                             answers[entry[0]] = entry[1]
             handle = open(path, "a", encoding="utf-8")
         except OSError as error:
-            return Failure("bad-option", f"--generations {path}: {error.strerror or error}")
+            return Failure(FailureKind.BAD_OPTION, f"--generations {path}: {error.strerror or error}")
         return cls(path, answers, handle)
 
     def __len__(self) -> int:
@@ -125,12 +125,12 @@ class DeferredRequests:
     @classmethod
     def open(cls, path: Path) -> DeferredRequests | Failure:
         if path.exists() and not path.is_file():
-            return Failure("bad-option", f"--defer {path}: not a file")
+            return Failure(FailureKind.BAD_OPTION, f"--defer {path}: not a file")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             return cls(path, open(path, "w", encoding="utf-8"))
         except OSError as error:
-            return Failure("bad-option", f"--defer {path}: {error.strerror or error}")
+            return Failure(FailureKind.BAD_OPTION, f"--defer {path}: {error.strerror or error}")
 
     def put(self, key: str, scope: str, model: str, request: GenerationRequest) -> None:
         # The evaluator's `enough` predicate says how many lines end the answer (a callable cannot
@@ -192,7 +192,8 @@ class MemoBackend:
         if self.deferred is not None:
             self.deferred.put(stored_key, self._scope, self.name, request)
             self.deferred_requests += 1
-            return Failure(DEFERRED, "generation deferred: answer the requests file, then run again with the store")
+            return Failure(FailureKind.DEFERRED,
+                           "generation deferred: answer the requests file, then run again with the store")
         answer = self.inner.generate(request)
         if isinstance(answer, Generation) and answer.finish_reason not in ("cancelled", "deadline"):
             self._answers[key] = answer

@@ -66,8 +66,8 @@ def model_named(name: str) -> PackagedModel | Failure:
     """The embedded model called `name` (case and a `-instruct` ending ignored)."""
     model = EMBEDDED_MODELS.get(name.strip().lower().removesuffix("-instruct"))
     if model is None:
-        return Failure("bad-option", f"unknown model {name!r}; the embedded models are "
-                                     f"{', '.join(EMBEDDED_MODELS)} (or give a .gguf file)")
+        return Failure(FailureKind.BAD_OPTION, f"unknown model {name!r}; the embedded models are "
+                                               f"{', '.join(EMBEDDED_MODELS)} (or give a .gguf file)")
     return model
 
 
@@ -118,17 +118,18 @@ def verify_model(path: Path, model: PackagedModel = DEFAULT_MODEL, progress: Pro
     """Check size and sha256: cheap when a verified stamp matches the file's size and mtime, unless
     `rehash` (the explicit check: weights that rotted on disk keep their size and mtime)."""
     if not path.is_file():
-        return Failure("model-missing", f"model file {path} is missing; run `repomem model pull {model.name}`")
+        return Failure(FailureKind.MODEL_MISSING,
+                       f"model file {path} is missing; run `repomem model pull {model.name}`")
     if not rehash and _stamp_matches(path, model):
         return path
     size = path.stat().st_size
     if size != model.size:
-        return Failure("model-hash", f"model file {path} has {size} bytes, expected {model.size}; "
-                                     f"run `repomem model pull --force {model.name}`")
+        return Failure(FailureKind.MODEL_HASH, f"model file {path} has {size} bytes, expected {model.size}; "
+                                               f"run `repomem model pull --force {model.name}`")
     if sha256_with_progress(path, progress or NoProgress(), "verifying") != model.sha256:
         _stamp_path(path).unlink(missing_ok=True)  # no later use may trust it
-        return Failure("model-hash", f"model file {path} fails its sha256 check; run "
-                                     f"`repomem model pull --force {model.name}`")
+        return Failure(FailureKind.MODEL_HASH, f"model file {path} fails its sha256 check; run "
+                                               f"`repomem model pull --force {model.name}`")
     _write_stamp(path, model)
     return path
 
@@ -172,25 +173,25 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
                 wheels = list(download.glob("*.whl"))
                 if result.returncode != 0 or len(wheels) != 1:
                     reason = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
-                    return Failure("model-download", f"cannot download {requirement}: {reason}")
+                    return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot download {requirement}: {reason}")
                 try:
                     with zipfile.ZipFile(wheels[0]) as wheel:
                         names = [n for n in wheel.namelist() if n.endswith(member_suffix)]
                         if len(names) != 1:
-                            return Failure("model-download", f"{requirement} holds no {member_suffix}")
+                            return Failure(FailureKind.MODEL_DOWNLOAD, f"{requirement} holds no {member_suffix}")
                         with wheel.open(names[0]) as member:
                             for block in iter(lambda: member.read(1 << 20), b""):
                                 out.write(block)
                                 digest.update(block)
                                 written += len(block)
                 except zipfile.BadZipFile:
-                    return Failure("model-download", f"{requirement}: damaged wheel")
+                    return Failure(FailureKind.MODEL_DOWNLOAD, f"{requirement}: damaged wheel")
                 wheels[0].unlink()
                 progress.advance()
             out.flush()
             os.fsync(out.fileno())
         if written != model.size or digest.hexdigest() != model.sha256:
-            return Failure("model-hash", f"assembled model has {written} bytes and does not match its sha256")
+            return Failure(FailureKind.MODEL_HASH, f"assembled model has {written} bytes and does not match its sha256")
         os.replace(partial, target)
     _write_stamp(target, model)
     return target
@@ -199,16 +200,16 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
 def check_gguf(path: Path) -> Path | Failure:
     """A user-supplied model path: present, readable, a GGUF file."""
     if not path.exists():
-        return Failure("model-missing", f"model file {path} does not exist")
+        return Failure(FailureKind.MODEL_MISSING, f"model file {path} does not exist")
     if not path.is_file():
-        return Failure("model-missing", f"model path {path} is not a file")
+        return Failure(FailureKind.MODEL_MISSING, f"model path {path} is not a file")
     try:
         with open(path, "rb") as handle:
             magic = handle.read(4)
     except OSError as error:
-        return Failure("model-unreadable", f"cannot read model file {path}: {error.strerror or error}")
+        return Failure(FailureKind.MODEL_UNREADABLE, f"cannot read model file {path}: {error.strerror or error}")
     if magic != GGUF_MAGIC:
-        return Failure("model-format", f"{path} is not a GGUF model file")
+        return Failure(FailureKind.MODEL_FORMAT, f"{path} is not a GGUF model file")
     return path
 
 

@@ -115,12 +115,12 @@ class OpenAIBackend:
                 sampling: Mapping[str, float] | None = None) -> OpenAIBackend | Failure:
         """Reach the server and learn its model name (GET /v1/models) unless one is given."""
         if not endpoint.startswith(("http://", "https://")):
-            return Failure("bad-endpoint", f"endpoint must be an http(s) URL, got {endpoint!r}")
+            return Failure(FailureKind.BAD_ENDPOINT, f"endpoint must be an http(s) URL, got {endpoint!r}")
         try:
             if not httpx.URL(endpoint).host:
                 raise httpx.InvalidURL("no host")
         except httpx.InvalidURL as error:
-            return Failure("bad-endpoint", f"endpoint {endpoint!r} is not a valid URL ({error})")
+            return Failure(FailureKind.BAD_ENDPOINT, f"endpoint {endpoint!r} is not a valid URL ({error})")
         backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
                       tokenize_path=tokenize_path, asks_logprobs=asks_logprobs, sampling=sampling)
         answer = backend._request("GET", "/v1/models", None, deadline_s)
@@ -132,13 +132,14 @@ class OpenAIBackend:
             owners = {entry.get("owned_by") for entry in answer["data"]}
         except (KeyError, TypeError, AttributeError):
             backend.close()
-            return Failure("bad-response", f"{endpoint}/v1/models answered something that is not a model list")
+            return Failure(FailureKind.BAD_RESPONSE,
+                           f"{endpoint}/v1/models answered something that is not a model list")
         if sampling is None and LLAMA_CPP_PYTHON_OWNER in owners:
             backend.decode_greedily()
         if not model:
             if not served:
                 backend.close()
-                return Failure("bad-response", f"{endpoint} serves no model")
+                return Failure(FailureKind.BAD_RESPONSE, f"{endpoint} serves no model")
             backend.model = served[0]
             backend.template = template_for(served[0])
             backend.name = model_label(served[0], endpoint)
@@ -169,7 +170,7 @@ class OpenAIBackend:
                     status = response.status_code
                     body = _capped_body(response, started + deadline_s) if status < 400 else b""
             except httpx.TimeoutException:
-                return Failure("backend-timeout", f"{self.endpoint} did not answer within {deadline_s:.0f} s")
+                return Failure(FailureKind.BACKEND_TIMEOUT, f"{self.endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
                 last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
@@ -179,17 +180,19 @@ class OpenAIBackend:
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
             if status in (401, 403):
-                return Failure("backend-auth", f"{self.endpoint} refused the API key (HTTP {status})")
+                return Failure(FailureKind.BACKEND_AUTH, f"{self.endpoint} refused the API key (HTTP {status})")
             if status >= 400:
-                return Failure("backend-error", f"{self.endpoint}{path} answered HTTP {status}")
+                return Failure(FailureKind.BACKEND_ERROR, f"{self.endpoint}{path} answered HTTP {status}")
             if body is None:
-                return Failure("bad-response", f"{self.endpoint}{path} answered more than {MAX_ANSWER_BYTES >> 20} MB "
-                                               f"or past {deadline_s:.0f} s")
+                return Failure(FailureKind.BAD_RESPONSE,
+                               f"{self.endpoint}{path} answered more than {MAX_ANSWER_BYTES >> 20} MB "
+                               f"or past {deadline_s:.0f} s")
             try:
                 return json.loads(body)
             except ValueError:
-                return Failure("bad-response", f"{self.endpoint}{path} answered something that is not JSON")
-        return Failure("backend-unreachable", last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
+                return Failure(FailureKind.BAD_RESPONSE, f"{self.endpoint}{path} answered something that is not JSON")
+        return Failure(FailureKind.BACKEND_UNREACHABLE,
+                       last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
 
     def count(self, text: str) -> int | Failure:
         with self._lock:
@@ -219,10 +222,10 @@ class OpenAIBackend:
                 return answer
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
             if not isinstance(tokens, list):
-                return Failure("bad-response", f"{self.endpoint}{path} answered without tokens")
+                return Failure(FailureKind.BAD_RESPONSE, f"{self.endpoint}{path} answered without tokens")
             self._tokenize_path = path
             return tokens
-        return Failure("backend-error", f"{self.endpoint} offers neither /tokenize nor /extras/tokenize")
+        return Failure(FailureKind.BACKEND_ERROR, f"{self.endpoint} offers neither /tokenize nor /extras/tokenize")
 
     def generate(self, request: GenerationRequest, logit_bias: Mapping[int, float] | None = None
                  ) -> Generation | Failure:
@@ -246,7 +249,8 @@ class OpenAIBackend:
         for attempt in range(self._retries + 1 + int(self._asks_logprobs)):
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
-                return Failure("backend-timeout", f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
+                return Failure(FailureKind.BACKEND_TIMEOUT,
+                               f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
             try:
                 with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
@@ -261,8 +265,8 @@ class OpenAIBackend:
                         self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                         continue
                     if response.status_code >= 400:
-                        return Failure("backend-error", f"{self.endpoint}/v1/completions answered HTTP "
-                                                        f"{response.status_code}")
+                        return Failure(FailureKind.BACKEND_ERROR, f"{self.endpoint}/v1/completions answered HTTP "
+                                                                  f"{response.status_code}")
                     received = 0  # characters of completion text
                     for line in _sse_lines(response, deadline):
                         if line is None:  # the deadline passed inside a line
@@ -288,7 +292,7 @@ class OpenAIBackend:
                                 if choices[0].get("finish_reason"):
                                     finish = choices[0]["finish_reason"]
                         except (ValueError, AttributeError, TypeError):
-                            return Failure("bad-response",
+                            return Failure(FailureKind.BAD_RESPONSE,
                                            f"{self.endpoint} streamed something that is not a completion")
                         if len(pieces) > request.max_tokens + STREAM_SLACK_CHUNKS or \
                                 received > MAX_CHARS_PER_TOKEN * request.max_tokens:
@@ -302,23 +306,27 @@ class OpenAIBackend:
                             break
                 break
             except _OversizedLine:
-                return Failure("bad-response", f"{self.endpoint} streamed a line longer than {MAX_LINE_BYTES} bytes")
+                return Failure(FailureKind.BAD_RESPONSE,
+                               f"{self.endpoint} streamed a line longer than {MAX_LINE_BYTES} bytes")
             except httpx.TimeoutException:
                 if pieces:
                     finish = "deadline"
                     break
-                return Failure("backend-timeout", f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
+                return Failure(FailureKind.BACKEND_TIMEOUT,
+                               f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
             except httpx.HTTPError as error:
                 if pieces:
-                    return Failure("backend-error", f"{self.endpoint} dropped the stream ({error.__class__.__name__})")
+                    return Failure(FailureKind.BACKEND_ERROR,
+                                   f"{self.endpoint} dropped the stream ({error.__class__.__name__})")
                 last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
                 self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
         else:
-            return Failure("backend-unreachable", last or f"cannot reach {self.endpoint}")
+            return Failure(FailureKind.BACKEND_UNREACHABLE, last or f"cannot reach {self.endpoint}")
         if not finish:
-            return Failure("backend-interrupted", f"{self.endpoint} ended the answer without a finish reason (a "
-                                                  "llama-cpp-python server interrupts a request when another "
-                                                  "arrives unless started with --interrupt_requests False)")
+            return Failure(FailureKind.BACKEND_INTERRUPTED,
+                           f"{self.endpoint} ended the answer without a finish reason (a "
+                           "llama-cpp-python server interrupts a request when another "
+                           "arrives unless started with --interrupt_requests False)")
         prompt_tokens = usage.get("prompt_tokens")
         if not isinstance(prompt_tokens, int):
             counted = self.count(request.prompt)

@@ -23,7 +23,7 @@ from repomem.backends.forced_start import StartConstraint, TokenVocabulary
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.templates import template_for
 from repomem.cache import cache_root
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
@@ -48,14 +48,14 @@ def _model_named(model: str, path: Path) -> None | Failure:
     if path.is_dir():
         return None
     if not _looks_like_hub_id(model):
-        return Failure("model-missing", f"{model}: no such model file or folder")
+        return Failure(FailureKind.MODEL_MISSING, f"{model}: no such model file or folder")
     try:
         from huggingface_hub.constants import HF_HUB_CACHE
     except ImportError:
         return None  # transformers' own import reports the missing backend
     if not (Path(HF_HUB_CACHE) / f"models--{model.replace('/', '--')}").is_dir():
-        return Failure("model-load", f"transformers cannot load {model}: not in the local Hugging Face cache "
-                                     f"({HF_HUB_CACHE}); repomem does not download models from the hub")
+        return Failure(FailureKind.MODEL_LOAD, f"transformers cannot load {model}: not in the local Hugging Face cache "
+                                               f"({HF_HUB_CACHE}); repomem does not download models from the hub")
     return None
 
 
@@ -169,8 +169,9 @@ class TransformersBackend:
             import torch
             import transformers
         except ImportError as error:
-            return Failure("backend-missing", f"the transformers backend needs torch and transformers ({error}); "
-                                              "pip install 'repomem[hf]'")
+            return Failure(FailureKind.BACKEND_MISSING,
+                           f"the transformers backend needs torch and transformers ({error}); "
+                           "pip install 'repomem[hf]'")
         device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
         if threads:
@@ -193,7 +194,8 @@ class TransformersBackend:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(source, **options)
                 loaded = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **options)
         except (OSError, ValueError, RuntimeError, ImportError, KeyError) as error:
-            return Failure("model-load", f"transformers cannot load {model}: {str(error).splitlines()[0][:300]}")
+            return Failure(FailureKind.MODEL_LOAD,
+                           f"transformers cannot load {model}: {str(error).splitlines()[0][:300]}")
         if converted is not None and "gguf_file" in options:
             _save_converted(loaded, tokenizer, converted)
         loaded = loaded.to(device).eval()
@@ -210,7 +212,7 @@ class TransformersBackend:
 
     def count(self, text: str) -> int | Failure:
         if self._model is None:
-            return Failure("backend-closed", "the transformers model was closed")
+            return Failure(FailureKind.BACKEND_CLOSED, "the transformers model was closed")
         return len(self._encode(text))
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
@@ -219,7 +221,7 @@ class TransformersBackend:
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation | Failure]:
         """Greedy continuations of many prompts, padded on the left into one batch."""
         if self._model is None:
-            return [Failure("backend-closed", "the transformers model was closed") for _ in requests]
+            return [Failure(FailureKind.BACKEND_CLOSED, "the transformers model was closed") for _ in requests]
         with self._lock:
             started = time.perf_counter()
             encoded = [self._encode(r.prompt) for r in requests]
@@ -265,7 +267,8 @@ class TransformersBackend:
                 )
                 confidence.settle()
         except (RuntimeError, ValueError) as error:
-            return [Failure("generation", f"transformers failed while generating: {str(error).splitlines()[0][:300]}")
+            return [Failure(FailureKind.GENERATION,
+                            f"transformers failed while generating: {str(error).splitlines()[0][:300]}")
                     for _ in requests]
         return states
 

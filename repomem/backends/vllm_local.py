@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from repomem.backends.base import Generation, GenerationRequest
 from repomem.backends.templates import template_for
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 class VLLMBackend:
@@ -32,19 +32,20 @@ class VLLMBackend:
             import torch
             import vllm
         except ImportError as error:
-            return Failure("backend-missing", f"vllm is not installed ({error}); pip install vllm on a GPU machine")
+            return Failure(FailureKind.BACKEND_MISSING,
+                           f"vllm is not installed ({error}); pip install vllm on a GPU machine")
         if not torch.cuda.is_available():
-            return Failure("backend-missing", "vllm needs a CUDA GPU and none is visible")
+            return Failure(FailureKind.BACKEND_MISSING, "vllm needs a CUDA GPU and none is visible")
         try:
             llm = vllm.LLM(model=model, max_model_len=context_tokens, enable_prefix_caching=True,
                            tensor_parallel_size=tensor_parallel)
         except Exception as error:  # vLLM raises many types while loading; report them as one value
-            return Failure("model-load", f"vllm cannot load {model}: {error}")
+            return Failure(FailureKind.MODEL_LOAD, f"vllm cannot load {model}: {error}")
         return cls(llm, vllm.SamplingParams, model, context_tokens)
 
     def count(self, text: str) -> int | Failure:
         if self._tokenizer is None:
-            return Failure("backend-closed", "the vLLM engine was closed")
+            return Failure(FailureKind.BACKEND_CLOSED, "the vLLM engine was closed")
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
@@ -55,7 +56,7 @@ class VLLMBackend:
         together). `enough`, cancel and the deadline are not polled inside a batch: the scorer
         reads the same lines either way, greedy decoding being deterministic per sequence."""
         if self._llm is None:
-            return [Failure("backend-closed", "the vLLM engine was closed") for _ in requests]
+            return [Failure(FailureKind.BACKEND_CLOSED, "the vLLM engine was closed") for _ in requests]
         started = time.perf_counter()
         # logprobs=0: the picked token's log-probability only (vLLM then fills cumulative_logprob).
         params = [self._sampling_type(temperature=0.0, max_tokens=r.max_tokens, stop=list(r.stop) or None,
@@ -64,7 +65,7 @@ class VLLMBackend:
         try:
             outputs = self._llm.generate([r.prompt for r in requests], params, use_tqdm=False)
         except Exception as error:  # vLLM raises many types; one value for the whole batch  # noqa: BLE001
-            return [Failure("generation", f"vllm failed while generating: {error}") for _ in requests]
+            return [Failure(FailureKind.GENERATION, f"vllm failed while generating: {error}") for _ in requests]
         seconds = time.perf_counter() - started
         answers: list[Generation | Failure] = []
         for output in outputs:

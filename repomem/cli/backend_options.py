@@ -11,7 +11,7 @@ from repomem.backends.factory import connect_endpoint, open_backend
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import Config, with_overrides
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False) -> None:
@@ -40,13 +40,14 @@ def _refuse_empty_choices(args: argparse.Namespace) -> None:
     for option in ("model", "endpoint", "hf", "vllm"):
         value = getattr(args, option, None)
         if value == "" or (isinstance(value, list) and "" in value):
-            raise UserError(Failure("bad-option", f"--{option} is an empty string"))
+            raise UserError(Failure(FailureKind.BAD_OPTION, f"--{option} is an empty string"))
 
 
 def chosen_settings(args: argparse.Namespace, config: Config) -> Config:
     _refuse_empty_choices(args)
     if args.gpu_layers is not None and args.gpu_layers < -1:
-        raise UserError(Failure("bad-option", "--gpu-layers takes -1 (all layers), 0 (none) or a layer count"))
+        raise UserError(Failure(FailureKind.BAD_OPTION,
+                                "--gpu-layers takes -1 (all layers), 0 (none) or a layer count"))
     if args.gpu_layers is not None:
         return with_overrides(config, model={"gpu_layers": args.gpu_layers})
     return config

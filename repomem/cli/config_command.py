@@ -17,7 +17,7 @@ from repomem.config import (
     read_settings,
     resolved_config,
 )
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.setting_reference import toml_value
 from repomem.setting_rules import SURFACES, ConfigProblem, settings_of
 
@@ -43,12 +43,12 @@ def _repository(path: str | None) -> Path | None:
 
         return find_repo_root(Path.cwd())
     if not path.strip():
-        raise UserError(Failure("missing-repo", "the repository folder is an empty string"))
+        raise UserError(Failure(FailureKind.MISSING_REPO, "the repository folder is an empty string"))
     folder = Path(path)
     if not folder.exists():
-        raise UserError(Failure("missing-repo", f"{path}: no such folder"))
+        raise UserError(Failure(FailureKind.MISSING_REPO, f"{path}: no such folder"))
     if not folder.is_dir():
-        raise UserError(Failure("not-a-folder", f"{path} is not a folder"))
+        raise UserError(Failure(FailureKind.NOT_A_FOLDER, f"{path} is not a folder"))
     return folder.resolve()
 
 
@@ -66,10 +66,10 @@ def cmd_config_show(args: argparse.Namespace, out: Console, err: Console) -> int
     read = SettingsRead({}, {}, []) if args.surface == "eval" else read_settings(root)
     unreadable = [problem for problem in read.problems if problem.kind == "unreadable"]
     if unreadable:  # shown to be looked at: a file that cannot be read is the answer, not a warning
-        raise UserError(Failure("bad-config", unreadable[0].render(outcome=False)))
+        raise UserError(Failure(FailureKind.BAD_CONFIG, unreadable[0].render(outcome=False)))
     overrides, refused, moved = assignment_overrides(args.set)
     if refused:
-        raise UserError(Failure("bad-option", f"--set: {refused[0].render(outcome=False)}"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--set: {refused[0].render(outcome=False)}"))
     resolved = resolved_config(read, args.surface, overrides, "command line")
     problems = moved + resolved.problems
     for problem in problems:

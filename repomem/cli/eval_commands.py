@@ -17,7 +17,7 @@ from repomem.cli.backend_options import add_backend_options, open_chosen_backend
 from repomem.cli.errors import UserError, alpha_value, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS, Config, ConfigProblem, with_assignments, with_overrides
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.strategies import EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES
 
 DEFAULT_REPORT_DIR = Path("eval/results")
@@ -36,14 +36,14 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     devset = ok(load_devset(shipped_devset(args.devset) or Path(args.devset)))
     # Refused before the packages are fetched (minutes), not when the tasks are written at the end.
     if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UserError(Failure("bad-option", f"--out {args.out} is a file; name a folder for the tasks"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--out {args.out} is a file; name a folder for the tasks"))
     if args.prompt_tokens < 64:  # as eval run: a prompt of no context is no task
-        raise UserError(Failure("bad-option", "--prompt-tokens must be at least 64"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--prompt-tokens must be at least 64"))
     if args.seed is not None or args.tasks_per_repo is not None:
         import dataclasses
 
         if args.tasks_per_repo is not None and args.tasks_per_repo < 1:
-            raise UserError(Failure("bad-option", "--tasks-per-repo must be at least 1"))
+            raise UserError(Failure(FailureKind.BAD_OPTION, "--tasks-per-repo must be at least 1"))
         devset = dataclasses.replace(
             devset, seed=devset.seed if args.seed is None else args.seed,
             tasks_per_repo=devset.tasks_per_repo if args.tasks_per_repo is None else args.tasks_per_repo)
@@ -76,10 +76,10 @@ def _parse_floats(text: str, option: str) -> tuple[float, ...]:
     try:
         values = tuple(finite_float(v) for v in text.split(","))
     except argparse.ArgumentTypeError:
-        raise UserError(Failure("bad-option", f"{option} takes finite numbers separated by commas, "
-                                              f"got {text!r}")) from None
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"{option} takes finite numbers separated by commas, "
+                                                        f"got {text!r}")) from None
     if any(v < 0 for v in values):
-        raise UserError(Failure("bad-option", f"{option}: values must be >= 0"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"{option}: values must be >= 0"))
     return values
 
 
@@ -87,27 +87,29 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
     if unknown or not strategies:
-        raise UserError(Failure("bad-option", f"--strategies: unknown {unknown[0] if unknown else 'empty'!r}; "
-                                              f"choose from {', '.join(STRATEGY_NAMES)}"))
+        raise UserError(Failure(FailureKind.BAD_OPTION,
+                                f"--strategies: unknown {unknown[0] if unknown else 'empty'!r}; "
+                                f"choose from {', '.join(STRATEGY_NAMES)}"))
     if args.limit is not None and args.limit < 1:
-        raise UserError(Failure("bad-option", "--limit must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--limit must be at least 1"))
     if args.k is not None and args.k < 1:
-        raise UserError(Failure("bad-option", "--k must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--k must be at least 1"))
     if args.max_new_tokens < 1:
-        raise UserError(Failure("bad-option", "--max-new-tokens must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--max-new-tokens must be at least 1"))
     if args.prompt_tokens is not None and args.prompt_tokens < 64:
-        raise UserError(Failure("bad-option", "--prompt-tokens must be at least 64"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--prompt-tokens must be at least 64"))
     if args.threads is not None and args.threads < 1:
-        raise UserError(Failure("bad-option", "--threads must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--threads must be at least 1"))
     if args.retrieval_only and args.prompt_only:
-        raise UserError(Failure("bad-option", "--retrieval-only and --prompt-only exclude each other"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--retrieval-only and --prompt-only exclude each other"))
     if args.workers < 1:
-        raise UserError(Failure("bad-option", "--workers must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--workers must be at least 1"))
     alphas = _parse_floats(args.alphas, "--alphas") if args.alphas else ()
     if args.defer and not args.generations:
-        raise UserError(Failure("bad-option", "--defer needs --generations (the store whose answers it defers)"))
+        raise UserError(Failure(FailureKind.BAD_OPTION,
+                                "--defer needs --generations (the store whose answers it defers)"))
     if args.results and Path(args.results).is_dir():
-        raise UserError(Failure("bad-option", f"--results {args.results} is a folder; name a JSONL file"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--results {args.results} is a folder; name a JSONL file"))
     # The evaluator (and with it the engine) is imported once the options are known to be good.
     from repomem.evaluation.run import RunSettings, run_evaluation
     from repomem.evaluation.tasks import draw_tasks
@@ -127,7 +129,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     moved: list[ConfigProblem] = []
     config, problems = with_assignments(config, settings.overrides, moved)
     if problems:
-        raise UserError(Failure("bad-option", f"--set: {problems[0].render(outcome=False)}"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--set: {problems[0].render(outcome=False)}"))
     for notice in moved:
         err.print(f"repomem: warning: {notice.render()}", style="yellow", markup=False, highlight=False)
     backends = [] if args.retrieval_only else open_chosen_backends(args, config, err)
@@ -171,9 +173,9 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
             # A named pipe or a device exists: "no such file" sent the user looking for a typo.
             what = ("a folder, not a results file" if Path(path).is_dir()
                     else "not a regular file" if Path(path).exists() else "no such file")
-            raise UserError(Failure("missing-results", f"{path}: {what}"))
+            raise UserError(Failure(FailureKind.MISSING_RESULTS, f"{path}: {what}"))
     if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise UserError(Failure("bad-option", f"--out {args.out} is a file; name a folder for the report"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--out {args.out} is a file; name a folder for the report"))
     from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars
     from repomem.evaluation.report import markdown, summarize
     from repomem.evaluation.run import read_results
@@ -182,8 +184,9 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
     for path in args.results:
         read = read_results(Path(path))
         if not read:
-            raise UserError(Failure("no-results", f"{path}: no results records in it (not written by `repomem eval "
-                                                  "run`, or by another version)"))
+            raise UserError(Failure(FailureKind.NO_RESULTS,
+                                    f"{path}: no results records in it (not written by `repomem eval "
+                                    "run`, or by another version)"))
         records.extend(read)
     report = ok(summarize(records, backend=args.backend))
     target = Path(args.out)

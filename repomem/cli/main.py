@@ -25,7 +25,7 @@ from repomem.cli.backend_options import add_backend_options, open_chosen_backend
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
 
 def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.k is not None and args.k < 1:
-        raise UserError(Failure("bad-option", "--k must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--k must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
     from repomem.cli.service_setup import ensure_index
 
@@ -167,7 +167,7 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
         found = find_repo_root(existing.parent.resolve() if existing.is_symlink() else existing.resolve())
         if found is None:
             raise UserError(Failure(
-                "not-a-repo",
+                FailureKind.NOT_A_REPO,
                 f"{spec.path} is not inside a repository (no .git or repomem.toml above it, nor an index); "
                 "pass --repo PATH",
             ))
@@ -180,7 +180,7 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
 
 def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.max_tokens is not None and args.max_tokens < 1:
-        raise UserError(Failure("bad-option", "--max-tokens must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--max-tokens must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
     from repomem.cli.service_setup import embed_windows, ensure_index
     from repomem.completion.engine import CompletionEngine
@@ -247,9 +247,9 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.tcp is not None and not 1 <= args.tcp <= 65535:
-        raise UserError(Failure("bad-option", f"--tcp takes a port from 1 to 65535, got {args.tcp}"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--tcp takes a port from 1 to 65535, got {args.tcp}"))
     if args.token_file is not None and args.tcp is None:
-        raise UserError(Failure("bad-option", "--token-file goes with --tcp (a Unix socket needs no token)"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--token-file goes with --tcp (a Unix socket needs no token)"))
     from repomem.lsp.listen import ListenError
     from repomem.lsp.server import serve
 
@@ -259,7 +259,8 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
     except ListenError as error:
         raise UserError(error.failure) from None
     except OSError as error:  # the port is taken, or not ours to bind; the socket's folder is missing
-        raise UserError(Failure("serve-failed", f"cannot listen on {where}: {error.strerror or error}")) from None
+        raise UserError(Failure(FailureKind.SERVE_FAILED,
+                                f"cannot listen on {where}: {error.strerror or error}")) from None
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.positions import find_repo_root
 from repomem.service import IndexReport, RepoService
 
@@ -45,7 +45,7 @@ def named_folder(text: str) -> Path:
     """A repository folder a person named (`index PATH`, `--repo`): an empty string is no folder
     (Path("") would be the current one)."""
     if not text.strip():
-        raise UserError(Failure("missing-repo", "the repository folder is an empty string"))
+        raise UserError(Failure(FailureKind.MISSING_REPO, "the repository folder is an empty string"))
     return Path(text)
 
 
@@ -57,7 +57,7 @@ def index_root(path: str | None) -> Path:
         if found is None:
             # Indexing whatever folder one stands in (a home folder, /tmp) is never what was meant.
             raise UserError(Failure(
-                "not-a-repo",
+                FailureKind.NOT_A_REPO,
                 f"{Path.cwd()} is not inside a repository (no .git or repomem.toml above it, nor an index); "
                 "run `repomem index .` to index this folder as one",
             ))

@@ -17,7 +17,7 @@ from rich.table import Table
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError
 from repomem.cli.progress_bars import RichProgress
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 def _minutes(seconds: float) -> str:
@@ -30,10 +30,11 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.completion import summarise
 
     if args.limit is not None and args.limit < 1:
-        raise UserError(Failure("bad-option", "--limit must be at least 1"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--limit must be at least 1"))
     if not (args.yes or args.dry_run or sys.stdin.isatty()):
-        raise UserError(Failure("needs-confirmation", "add --yes to write summaries, or --dry-run to see what "
-                                                      "they would cost (stdin is not a terminal to ask on)"))
+        raise UserError(Failure(FailureKind.NEEDS_CONFIRMATION,
+                                "add --yes to write summaries, or --dry-run to see what "
+                                "they would cost (stdin is not a terminal to ask on)"))
     kinds = summarise.SUMMARY_KINDS if args.kind == "all" else (args.kind,)
     service = open_service(index_root(args.path))
     ensure_index(service, err)

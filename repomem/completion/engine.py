@@ -32,7 +32,7 @@ from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuer
 from repomem.completion.rounds import RoundAnswer
 from repomem.completion.warm_prefix import FunctionKey, PromptStart, WarmPrefix
 from repomem.config import Config
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
 from repomem.languages.registry import language_named
@@ -117,12 +117,14 @@ class CompletionEngine:
             held = secret_file_reason(cursor.text, scan.secret_min_length, scan.secret_min_entropy)
             reason = None if held is None else f"holds {held}"
         if reason is not None:
-            return Failure("secret-file", f"{cursor.path} {reason}: repomem never completes in it, nor sends its "
-                                          "text to a model")
+            return Failure(FailureKind.SECRET_FILE,
+                           f"{cursor.path} {reason}: repomem never completes in it, nor sends its "
+                           "text to a model")
         name = strategy or settings.strategy
         chosen = strategy_named(name)
         if chosen is None:
-            return Failure("bad-strategy", f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}")
+            return Failure(FailureKind.BAD_STRATEGY,
+                           f"unknown strategy {name!r}; choose one of {', '.join(STRATEGY_NAMES)}")
         order = order or settings.order
         if chosen.as_published and order == "similarity":
             order = "score"  # the paper's prompt: the best block by s_rel sits nearest the code

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from repomem.backends.templates import Template
 from repomem.completion.warm_prefix import COLD_START, PromptStart, first_kept_line
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 
 
 def header(comment: str = "#") -> str:
@@ -229,7 +229,7 @@ def build_prompt(
                 continue
             if not blocks:
                 return Failure(
-                    "prompt-too-long",
+                    FailureKind.PROMPT_TOO_LONG,
                     f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
                 )
             weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)

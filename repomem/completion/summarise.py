@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from repomem.backends.base import Backend, GenerationRequest
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.memory.summary_tree import summary_key
 from repomem.memory.written_summaries import WrittenSummaries
 from repomem.progress import NoProgress, Progress
@@ -82,7 +82,7 @@ def ask_summary(backend: Backend, mask: Callable[[str], str], unit: Unit, max_to
     if isinstance(answer, Failure):
         return answer
     text = " ".join(answer.text.split())
-    return text or Failure("empty-summary", f"the model wrote nothing for {unit.label}")
+    return text or Failure(FailureKind.EMPTY_SUMMARY, f"the model wrote nothing for {unit.label}")
 
 
 def plan(view: RepoView, backend: Backend, store: WrittenSummaries, kinds: tuple[str, ...],

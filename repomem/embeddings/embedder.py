@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from repomem.cache import cache_root
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.packages import package_source, sha256_of
 
 EMBEDDER_NAME = "all-minilm-l6-v2"
@@ -49,7 +49,7 @@ def embedder_dir() -> Path | Failure:
         return package
     archive = package / EMBEDDER_MEMBER
     if not archive.is_file():
-        return Failure("model-download", f"{EMBEDDER_REQUIREMENT} holds no {EMBEDDER_MEMBER}")
+        return Failure(FailureKind.MODEL_DOWNLOAD, f"{EMBEDDER_REQUIREMENT} holds no {EMBEDDER_MEMBER}")
     partial = target.with_name(f".partial-{EMBEDDER_NAME}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -61,10 +61,11 @@ def embedder_dir() -> Path | Failure:
             bundle.extractall(partial)
     except (OSError, ValueError, zipfile.BadZipFile) as error:
         shutil.rmtree(partial, ignore_errors=True)
-        return Failure("unpack-failed", f"cannot unpack {archive}: {error}")
+        return Failure(FailureKind.UNPACK_FAILED, f"cannot unpack {archive}: {error}")
     if not (partial / WEIGHTS_FILE).is_file() or sha256_of(partial / WEIGHTS_FILE) != WEIGHTS_SHA256:
         shutil.rmtree(partial, ignore_errors=True)
-        return Failure("model-hash", f"{EMBEDDER_REQUIREMENT}: {WEIGHTS_FILE} does not match its pinned sha256")
+        return Failure(FailureKind.MODEL_HASH,
+                       f"{EMBEDDER_REQUIREMENT}: {WEIGHTS_FILE} does not match its pinned sha256")
     (partial / ".complete").write_text(EMBEDDER_REQUIREMENT + "\n")
     shutil.rmtree(target, ignore_errors=True)
     os.replace(partial, target)
@@ -92,7 +93,7 @@ class TextEmbedder:
         try:
             return cls(directory, threads)
         except (OSError, ValueError) as error:
-            return Failure("model-load", f"cannot load the embedding model from {directory}: {error}")
+            return Failure(FailureKind.MODEL_LOAD, f"cannot load the embedding model from {directory}: {error}")
 
     def embed(self, texts: Sequence[str], advance: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-length embeddings, float32, shape (len(texts), DIMENSIONS), in the order given;

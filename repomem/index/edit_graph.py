@@ -32,7 +32,7 @@ from repomem.index.fragments import FileFragments, FragmentTable
 from repomem.index.graph import CALL, DIRECTORY, FILE_ROOT, CodeGraph, call_edges, directory_chain, step_cost
 from repomem.index.indexed_files import FileRecord
 from repomem.index.kernels.csr import row_slots
-from repomem.index.kernels.row_patching import patch_rows
+from repomem.index.kernels.row_patching import AdjacencySlots, EntriesByNode, patch_rows
 from repomem.index.search_graph import SearchGraph, search_graph
 from repomem.languages.parsed import FileSyntax
 
@@ -427,9 +427,10 @@ class EditGraph:
         needed = self.n_slots + int((self.row_end[nodes] - self.row_start[nodes]).sum()) + add_node.shape[0]
         self.indices = _room(self.indices, needed)
         self.costs = _room(self.costs, needed)
+        slots = AdjacencySlots(self.row_start, self.row_end, self.indices, self.costs)
         self.n_slots, unmatched, unused = patch_rows(
-            self.row_start, self.row_end, self.indices, self.costs, self.n_slots, self.dead, nodes,
-            drop_first, drop_other, drop_cost, add_first, add_other, add_cost)
+            slots, self.n_slots, self.dead, nodes,
+            EntriesByNode(drop_first, drop_other, drop_cost), EntriesByNode(add_first, add_other, add_cost))
         self.unused_slots += unused
         return unmatched == 0
 

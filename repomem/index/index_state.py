@@ -99,7 +99,7 @@ class RepoIndex:
     generation: int = 0  # bumped by each change; the store names snapshots after it
     graph_nodes: int = 0  # size of the code graph when W was last extended
     graph_edges: int = 0
-    # Persistence bookkeeping (see store.py): which full build the base files belong to.
+    # Persistence bookkeeping (see snapshot_save.py): which full build the base files belong to.
     base_id: str = ""
     base_segments: int = 1
     base_files: set[int] = field(default_factory=set)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from repomem.cache import cache_root
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.regular_files import read_regular
 
 KEY_NAME = "index-seal.key"
@@ -74,8 +74,9 @@ def seal_key() -> bytes | Failure:
         try:
             _key = _read_or_make_key(key_path())
         except OSError as error:
-            _key = Failure("no-seal-key", f"cannot keep the index key {key_path()} ({error.strerror or error}): "
-                                          "indexes are rebuilt by every run")
+            _key = Failure(FailureKind.NO_SEAL_KEY,
+                           f"cannot keep the index key {key_path()} ({error.strerror or error}): "
+                           "indexes are rebuilt by every run")
     return _key
 
 
@@ -96,17 +97,18 @@ def check_seal(manifest: Any) -> Failure | None:
     """None when this user's key sealed `manifest`; else why it is not trusted."""
     key = seal_key()
     if isinstance(key, Failure):
-        return Failure("untrusted-index", key.message)
+        return Failure(FailureKind.UNTRUSTED_INDEX, key.message)
     if not isinstance(manifest, dict) or not isinstance(manifest.get(SEAL_FIELD), str):
-        return Failure("untrusted-index", "the index was not written on this machine (no seal)")
+        return Failure(FailureKind.UNTRUSTED_INDEX, "the index was not written on this machine (no seal)")
     try:
         expected = hmac.new(key, _canonical(manifest), hashlib.sha256).hexdigest()
     except (TypeError, ValueError):
-        return Failure("untrusted-index", "the index manifest is damaged")
+        return Failure(FailureKind.UNTRUSTED_INDEX, "the index manifest is damaged")
     if not hmac.compare_digest(expected, manifest[SEAL_FIELD]):
-        return Failure("untrusted-index", "the index was not written on this machine by this user, or was changed "
-                                          "since (its seal does not match index-seal.key in the repomem cache, "
-                                          "which a new cache folder replaces)")
+        return Failure(FailureKind.UNTRUSTED_INDEX,
+                       "the index was not written on this machine by this user, or was changed "
+                       "since (its seal does not match index-seal.key in the repomem cache, "
+                       "which a new cache folder replaces)")
     return None
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from repomem.config import load_config
 from repomem.failures import Failure
-from repomem.index.store import load_index
+from repomem.index.snapshot_load import load_index
 from tests.cli_process import assert_user_error, free_port, run
 from tests.http_servers import GarbageHandler, serve_http
 from tests.repos import copy_example, synthetic_files, write_repo

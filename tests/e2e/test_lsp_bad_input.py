@@ -22,7 +22,7 @@ import pytest
 from lsp.server import SHUTDOWN_DRAIN_S
 from repomem.config import ServerConfig, load_config
 from repomem.failures import Failure
-from repomem.index.store import load_index
+from repomem.index.snapshot_load import load_index
 from tests.cli_process import alive, framed, free_port, model_children, read_framed
 from tests.http_servers import answer_json, serve_http
 from tests.repos import copy_example

@@ -38,7 +38,7 @@ from repomem.index.relations import (
 )
 from repomem.index.repo_index import RepoIndex, apply_changes
 from repomem.index.scan import SourceFile, content_digest
-from repomem.index.store import _symmetric_from_upper
+from repomem.index.snapshot_encoding import symmetric_matrix_from_upper
 from repomem.index.tokens import _line_tokens_by_regex, line_tokens, tokenize
 from repomem.languages.python.calls import CallEdge
 from repomem.positions import locate
@@ -343,7 +343,7 @@ def test_loaded_matrix_is_scipys_upper_plus_its_transpose(size, density):
     upper.sort_indices()
     expected = (upper.astype(np.float64) + upper.T.astype(np.float64)).tocsr()
     expected.sort_indices()
-    got = _symmetric_from_upper(upper)
+    got = symmetric_matrix_from_upper(upper)
     assert got.has_canonical_format and got.dtype == np.float64
     np.testing.assert_array_equal(got.indptr, expected.indptr)
     np.testing.assert_array_equal(got.indices, expected.indices)
@@ -355,7 +355,7 @@ def test_loaded_matrix_is_scipys_upper_plus_its_transpose(size, density):
         damaged = upper.copy()
         damaged.indices[-1] = 0
         with pytest.raises(ValueError):
-            _symmetric_from_upper(damaged)
+            symmetric_matrix_from_upper(damaged)
 
 
 def test_stored_matrix_is_symmetric_union_of_row_tops(synthetic_repo):

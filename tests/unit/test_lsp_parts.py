@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from repomem.config import Config, load_config, read_config, read_settings, with_overrides
-from repomem.index.store import load_index
+from repomem.index.snapshot_load import load_index
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
 from repomem.lsp.session import CompletionSession

@@ -229,7 +229,7 @@ def test_hard_links_and_pipes_a_repository_ships_in_its_index_folder_are_never_w
 def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Path, array: str, shift: int,
                                                                   no_user_config: Path):
     """Postings or relations pointing past the end were read unchecked by compiled kernels (SIGSEGV)."""
-    from repomem.index.store import _read_npz, _write_npz
+    from repomem.index.snapshot_files import read_npz, write_npz
     from tests.index_damage import reseal_snapshot
 
     repo = write_repo(tmp_path / "repo", {f"pkg/m{i}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(6)})
@@ -237,11 +237,11 @@ def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Pat
     snapshot = next((repo / ".repomem").glob("snap-*"))
     # Damaged in memory and written back through the index's own codec (stored arrays are narrowed
     # and delta coded): what reaches the bounds checks is an entry past the end, not a codec error.
-    arrays = _read_npz(snapshot / "base.npz")
+    arrays = read_npz(snapshot / "base.npz")
     arrays[array] = arrays[array].copy()
     arrays[array][-1] += shift
     (snapshot / "base.npz").unlink()
-    _write_npz(snapshot / "base.npz", arrays)
+    write_npz(snapshot / "base.npz", arrays)
     reseal_snapshot(snapshot)  # damage the seal cannot see: the bounds checks must catch it
     run = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{repo}/pkg/m1.py:2"], capture_output=True,
                          text=True, timeout=120)

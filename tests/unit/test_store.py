@@ -23,18 +23,12 @@ from repomem.config import Config, with_overrides
 from repomem.failures import Failure
 from repomem.index import builder_version
 from repomem.index.builder_version import builder_digest
+from repomem.index.index_folder import current_snapshot, index_dir
 from repomem.index.kernels.csr import upper_triangle
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
-from repomem.index.store import (
-    _read_json_gz,
-    _read_npz,
-    _write_json_gz,
-    _write_npz,
-    config_fingerprint,
-    current_snapshot,
-    index_dir,
-    load_index,
-)
+from repomem.index.snapshot_files import read_json_gz, read_npz, write_json_gz, write_npz
+from repomem.index.snapshot_load import load_index
+from repomem.index.snapshot_manifest import config_fingerprint
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.index_damage import reseal_snapshot
@@ -134,7 +128,9 @@ WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from repomem.config import Config
-    from repomem.index.store import index_dir, load_index, save_index
+    from repomem.index.index_folder import index_dir
+    from repomem.index.snapshot_load import load_index
+    from repomem.index.snapshot_save import save_index
     root = Path(sys.argv[1])
     index = load_index(root, Config())
     index.ensure_structure()
@@ -286,9 +282,9 @@ def test_array_codec_round_trip_is_exact(tmp_path):
         "rowsum": np.asarray([np.pi, -np.e], dtype=np.float64),
     }
     path = tmp_path / "arrays.npz"
-    _write_npz(path, arrays, deltas={
+    write_npz(path, arrays, deltas={
         "indices": "indptr", "empty_indices": "empty_indptr", "unsigned_indices": "unsigned_indptr"})
-    back = _read_npz(path)
+    back = read_npz(path)
     assert back.keys() == arrays.keys()
     for name, array in arrays.items():
         assert back[name].dtype == array.dtype, name
@@ -326,8 +322,8 @@ def test_symbol_tables_are_written_member_by_member_as_one_json_object(tmp_path)
         members = [(str(i), {"d": [[i, "caf\u00e9", "function", "", 0, ["Base"]]], "i": [], "c": []})
                    for i in range(count)]
         (tmp_path / "symbols.json.gz").unlink(missing_ok=True)  # snapshot files are only ever created new
-        _write_json_gz(tmp_path / "symbols.json.gz", iter(members))
-        assert _read_json_gz(tmp_path / "symbols.json.gz") == dict(members)
+        write_json_gz(tmp_path / "symbols.json.gz", iter(members))
+        assert read_json_gz(tmp_path / "symbols.json.gz") == dict(members)
 
 
 def test_array_codec_sorted_rows_shrink(tmp_path):
@@ -337,9 +333,9 @@ def test_array_codec_sorted_rows_shrink(tmp_path):
     rows = [np.sort(rng.choice(200_000, size=2000, replace=False)) for _ in range(50)]
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32)
     indices = np.concatenate(rows).astype(np.int32)
-    _write_npz(tmp_path / "plain.npz", {"indptr": indptr, "indices": indices})
-    _write_npz(tmp_path / "delta.npz", {"indptr": indptr, "indices": indices}, deltas={"indices": "indptr"})
-    np.testing.assert_array_equal(_read_npz(tmp_path / "delta.npz")["indices"], indices)
+    write_npz(tmp_path / "plain.npz", {"indptr": indptr, "indices": indices})
+    write_npz(tmp_path / "delta.npz", {"indptr": indptr, "indices": indices}, deltas={"indices": "indptr"})
+    np.testing.assert_array_equal(read_npz(tmp_path / "delta.npz")["indices"], indices)
     assert (tmp_path / "delta.npz").stat().st_size < 0.75 * (tmp_path / "plain.npz").stat().st_size
 
 
@@ -397,7 +393,7 @@ def test_torn_deflate_stream_means_structure_unavailable(synthetic_repo):
     path.unlink()  # hard-linked into later snapshots: replace it
     path.write_bytes(bytes(raw))
     with pytest.raises(zipfile.BadZipFile):
-        _read_npz(path)
+        read_npz(path)
     with pytest.raises(StructureUnavailable):  # the digest no longer matches
         loaded.ensure_structure()
     reseal_snapshot(path.parent)
@@ -445,7 +441,7 @@ def test_the_builder_digest_follows_the_shaping_sources(tmp_path):
 
 def _claim_after(barrier, directory: str, root: str) -> str:
     """One process's claim of a fresh index folder, all of them released at once."""
-    from repomem.index.store import IndexFolderRefused, claim_index_folder
+    from repomem.index.index_folder import IndexFolderRefused, claim_index_folder
 
     barrier.wait()
     try:
@@ -461,7 +457,7 @@ def test_processes_creating_a_fresh_index_at_once_all_claim_it(tmp_path):
     scratch file but not the marker yet). Each round starts from no folder."""
     import multiprocessing
 
-    from repomem.index.store import MARKER
+    from repomem.index.index_folder import MARKER
 
     context = multiprocessing.get_context("fork")
     processes = 8

@@ -2,23 +2,43 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def patch_rows(row_start, row_end, indices, costs, n_slots, dead, nodes, drop_first, drop_other, drop_cost,
-               add_first, add_other, add_cost):
-    """Change the adjacency rows of `nodes` (distinct) in place where they have room.
+class AdjacencySlots(NamedTuple):
+    """The adjacency rows an edit patches, all changed in place: node u's neighbours are
+    indices[row_start[u]:row_end[u]], their step costs at the same slots of `costs` (inf: a freed
+    slot). The arrays have room past the slots in use for every added entry and every moved row."""
 
-    Node nodes[t] loses its entries to `dead` nodes and one entry per (other, cost) in
-    drop_other/drop_cost[drop_first[t]:drop_first[t + 1]]: their cost becomes inf (a search
-    never steps over it). It gains the entries in add_other/add_cost[add_first[t]:add_first[t + 1]]
-    in those slots; when it gains more than it has, the row moves to the end of `indices`/`costs`
-    from slot `n_slots` (the caller made room for every added entry and every moved row).
+    row_start: np.ndarray  # int64, shape (n_nodes,)
+    row_end: np.ndarray  # int64, shape (n_nodes,)
+    indices: np.ndarray  # int64, shape (capacity,): neighbour node ids
+    costs: np.ndarray  # float64, shape (capacity,): step costs -ln w, inf for a freed slot
+
+
+class EntriesByNode(NamedTuple):
+    """Entries listed per patched node: nodes[t]'s are (other, cost) at [first[t], first[t + 1])."""
+
+    first: np.ndarray  # int64, shape (n_patched + 1,)
+    other: np.ndarray  # int64, shape (n_entries,): neighbour node ids
+    cost: np.ndarray  # float64, shape (n_entries,): step costs -ln w
+
+
+@njit(cache=True, nogil=True)
+def patch_rows(slots, n_slots, dead, nodes, dropped, added):
+    """Change the adjacency rows of `nodes` (int64, distinct) in `slots` where they have room.
+
+    Node nodes[t] loses its entries to `dead` nodes (bool, shape (n_nodes,)) and its entries in
+    `dropped`: their cost becomes inf (a search never steps over it). It gains its entries in
+    `added` in those slots; when it gains more than it has, the row moves to the end of the
+    arrays, from slot `n_slots` (the first slot not in use).
     Returns (slots in use, drops that matched no entry: 0 unless the lists disagree with the rows,
     the change in slots holding no entry).
     """
+    row_start, row_end, indices, costs = slots
     unmatched = 0
     unused = 0
     for t in range(nodes.shape[0]):
@@ -32,10 +52,10 @@ def patch_rows(row_start, row_end, indices, costs, n_slots, dead, nodes, drop_fi
                 costs[slot] = np.inf
                 free += 1
                 unused += 1
-        for d in range(drop_first[t], drop_first[t + 1]):
+        for d in range(dropped.first[t], dropped.first[t + 1]):
             found = False
             for slot in range(start, end):
-                if costs[slot] == drop_cost[d] and indices[slot] == drop_other[d]:
+                if costs[slot] == dropped.cost[d] and indices[slot] == dropped.other[d]:
                     costs[slot] = np.inf
                     free += 1
                     unused += 1
@@ -43,7 +63,7 @@ def patch_rows(row_start, row_end, indices, costs, n_slots, dead, nodes, drop_fi
                     break
             if not found:
                 unmatched += 1
-        n_add = add_first[t + 1] - add_first[t]
+        n_add = added.first[t + 1] - added.first[t]
         if n_add > free:
             # Too few free slots: the kept entries and the added ones move to the end.
             moved = n_slots
@@ -53,18 +73,18 @@ def patch_rows(row_start, row_end, indices, costs, n_slots, dead, nodes, drop_fi
                     costs[n_slots] = costs[slot]
                     n_slots += 1
             unused += (end - start) - free  # the old slots left behind (free ones counted already)
-            for a in range(add_first[t], add_first[t + 1]):
-                indices[n_slots] = add_other[a]
-                costs[n_slots] = add_cost[a]
+            for a in range(added.first[t], added.first[t + 1]):
+                indices[n_slots] = added.other[a]
+                costs[n_slots] = added.cost[a]
                 n_slots += 1
             row_start[node] = moved
             row_end[node] = n_slots
             continue
         slot = start
-        for a in range(add_first[t], add_first[t + 1]):
+        for a in range(added.first[t], added.first[t + 1]):
             while costs[slot] != np.inf:
                 slot += 1
-            indices[slot] = add_other[a]
-            costs[slot] = add_cost[a]
+            indices[slot] = added.other[a]
+            costs[slot] = added.cost[a]
             unused -= 1
     return n_slots, unmatched, unused
