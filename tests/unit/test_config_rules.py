@@ -148,8 +148,8 @@ def test_the_repository_caps():
         "model.batch_size": 64, "completion.deadline_s": 600.0, "memory.max_calls": 32,
         "memory.answer_tokens": 256, "memory.summary_tokens": 1_024, "scan.max_file_bytes": 10_000_000,
         "scan.max_line_chars": 100_000, "graph.max_reach": 8_192, "graph.max_file_nodes": 100_000,
-        "relations.max_relations_per_fragment": 512, "relations.semantic_neighbours": 512, "retrieval.top_k": 200,
-        "retrieval.query_lines": 1_000,
+        "relations.max_relations_per_fragment": 512, "relations.semantic_neighbours": 512,
+        "retrieval.top_k": 200, "retrieval.query_lines": 1_000,
         "retrieval.summary_walk_files": 256, "retrieval.summary_walk_steps": 4_096, "index.keep_snapshots": 8,
         "server.completion_cache_entries": 4_096, "server.shown_completions": 4_096, "server.indexed_buffers": 512}
     assert names_where(lambda r: r.zero_is_unlimited) == {"graph.max_reach", "graph.max_file_nodes"}
