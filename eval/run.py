@@ -690,7 +690,7 @@ def run_evaluation(
                        f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
     config, problems = with_assignments(config or Config(), settings.overrides)
     if problems:
-        return Failure(FailureKind.BAD_OPTION, f"--set: {problems[0]}")
+        return Failure(FailureKind.BAD_OPTION, f"--set: {problems[0].render(outcome=False)}")
     existed = results.exists()
     claimed = claim_results(results)
     if isinstance(claimed, Failure):
@@ -712,8 +712,8 @@ def _run_claimed(tasks: Sequence[EvalTask], repos_dir: Path, results: Path, hand
     """run_evaluation once `results` is this run's (`handle`, locked, appends to it)."""
     stop = threading.Event()
     # A batch never waits for more requests than there are workers to send them.
-    batchers = [BatchingBackend(b, max_batch=min(config.completion.batch_size, workers),
-                                gather_s=config.completion.batch_gather_ms / 1000)
+    batchers = [BatchingBackend(b, max_batch=min(config.model.batch_size, workers),
+                                gather_s=config.model.batch_gather_ms / 1000)
                 if workers > 1 and supports_batches(b) else None for b in backends]
     shared = [batcher or backend for batcher, backend in zip(batchers, backends)]
     store = None

@@ -80,8 +80,7 @@ def main() -> int:
     if isinstance(model, Failure):
         print(model.message, file=sys.stderr)
         return 1
-    settings = Config().completion
-    backend = open_gguf(model, settings)
+    backend = open_gguf(model, Config())
     if isinstance(backend, Failure):
         print(backend.message, file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from repomem.config import ServerConfig, load_config
+from repomem.config import ServerConfig, problem_lines, read_settings, resolved_config
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
@@ -384,10 +384,10 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
         ls.show("warning", "no workspace folder: nothing to index, no completions (open a file inside a repository)")
         return
     root_path = Path(root).resolve()
-    base_config, warnings = load_config(root_path)
-    for warning in warnings:
+    settings = read_settings(root_path)
+    for warning in problem_lines(resolved_config(settings, "lsp").problems):
         ls.show("warning", warning)
-    ls.session = CompletionSession(root_path, base_config, ls.log)
+    ls.session = CompletionSession(root_path, settings, ls.log)
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.apply_options(ls.options)

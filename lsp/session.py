@@ -22,12 +22,12 @@ from typing import Any
 from repomem.backends.base import Backend, backend_broken
 from repomem.backends.factory import open_backend
 from repomem.completion.engine import Completion, CompletionEngine
-from repomem.config import Config
+from repomem.config import Config, SettingsRead, settings_given
 from repomem.failures import Failure, FailureKind
 from repomem.index.index_folder import index_dir
 from repomem.index.repo_index import RepoIndex
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
-from repomem.lsp.settings import apply_settings, backend_changed, settings_in_force
+from repomem.lsp.settings import backend_changed, client_problem_line, session_config
 from repomem.positions import locate
 from repomem.progress import Progress
 from repomem.records import fragment_record, lift_record
@@ -66,11 +66,13 @@ def alpha_for(config: Config) -> float:
 
 
 class CompletionSession:
-    def __init__(self, root: Path, base_config: Config, log: LogSink):
+    def __init__(self, root: Path, settings: SettingsRead | Config, log: LogSink):
         self.root = root
-        self.base_config = base_config  # repomem.toml (or defaults)
-        self.config, _ = apply_settings(base_config, {})
-        self.client_settings: dict[str, Any] = {}  # the editor's settings in force (settings_in_force)
+        # The user's config and repomem.toml as read (or a Config built by the caller), resolved
+        # for the "lsp" surface at each change of the client's settings.
+        self.settings_read = settings if isinstance(settings, SettingsRead) else settings_given(settings)
+        # The one config of every request, the engine's and the service's alike (_use).
+        self.config, self.client_settings, _ = session_config(self.settings_read, {})
         self.log = log
         self.service = RepoService(root, self.config)
         self.backend: Backend | None = None
@@ -99,19 +101,22 @@ class CompletionSession:
     # -- settings --------------------------------------------------------------------------------
 
     def configure(self, options: Any) -> list[str]:
-        """Apply client settings; returns the problems (for window/showMessage)."""
-        in_force, problems = settings_in_force(self.base_config, options, self.client_settings)
-        config, _ = apply_settings(self.base_config, in_force)
-        self.client_settings = in_force
+        """Apply client settings; returns the problems, worded for window/showMessage."""
+        config, self.client_settings, problems = session_config(self.settings_read, options, self.client_settings)
         reopen = backend_changed(self.config, config)
-        self.config = config
-        self.service.config = config
         if reopen and self.backend is not None:
             self.backend.close()
             self.backend = None
         self._backend_failed_at = None
-        self.engine = CompletionEngine(self.service, self.backend, config) if self.backend is not None else None
-        return problems
+        self._use(config, self.backend)
+        return [client_problem_line(problem) for problem in problems]
+
+    def _use(self, config: Config, backend: Backend | None) -> None:
+        """Make `config` the one config of the requests from now on: the service and the engine are
+        handed the same object, never a copy to be kept equal."""
+        self.config = config
+        self.service.config = config
+        self.engine = CompletionEngine(self.service, backend, config) if backend is not None else None
 
     @property
     def feedback(self) -> FeedbackLog:
@@ -135,7 +140,7 @@ class CompletionSession:
         if (self._backend_failed_at is not None
                 and time.monotonic() - self._backend_failed_at < self.config.server.backend_retry_s):
             return None
-        backend = open_backend(self.config.completion)
+        backend = open_backend(self.config)
         if isinstance(backend, Failure):
             self._backend_failed_at = time.monotonic()
             self.backend_problem = backend.message
@@ -143,7 +148,7 @@ class CompletionSession:
             return None
         self._backend_failed_at = None
         self.backend = backend
-        self.engine = CompletionEngine(self.service, backend, self.config)
+        self._use(self.config, backend)
         started = getattr(backend, "start_seconds", None)
         self.log("info", f"model ready: {backend.name}" + (f" (started in {started:.1f} s)" if started else ""))
         return self.engine
@@ -196,7 +201,7 @@ class CompletionSession:
         self.service.install_index(index)
         self._rebuilding = False
         if self.backend is not None:  # the stable-order memo holds fragment ids of the old index
-            self.engine = CompletionEngine(self.service, self.backend, self.config)
+            self._use(self.config, self.backend)
         with self._dirty_lock:
             self._overlaid.clear()  # built from the disk: every buffer is overlaid again
         self.index_ready.set()

@@ -6,16 +6,19 @@ Editors send flat camelCase settings, optionally under a "repomem" key:
 
 Each one sets the setting of the config tree whose rules carry its name (`lsp="topK"` in
 repomem/config.py; docs/configuration.md lists them) and is checked by the same validator as
-`repomem.toml`; an unknown or invalid setting keeps the repository's value (its
-`repomem.toml`, else the default) and comes back as a message for `window/showMessage`.
+`repomem.toml` (checked_value); an unknown or invalid setting keeps the value in force before it
+and comes back as a ConfigProblem, which `client_problem_line` words for `window/showMessage`.
+
+The config a request runs with is resolved once, for the "lsp" surface (its "lsp_embedded" values
+when the embedded model runs), from the settings files with the client's settings over them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from repomem.config import Config, config_from_mapping, with_overrides
-from repomem.setting_rules import Setting, settings_of
+from repomem.config import Config, SettingsRead, resolved_config, settings_given
+from repomem.setting_rules import NOTHING_KEPT, ConfigProblem, Setting, checked_value, settings_of
 
 # Client setting name -> the setting it sets: every setting whose rules name it (lsp="topK").
 CLIENT_SETTINGS: dict[str, Setting] = {s.rules.lsp: s for s in settings_of(Config) if s.rules.lsp}
@@ -48,85 +51,82 @@ def layered_settings(initial: Any, changed: Any) -> Any:
     return {**base, **changed}
 
 
-def _checked(target: Setting, value: Any) -> tuple[Any, str | None]:
-    """`value` as the setting `target` holds it, and why it is invalid (None when it is not), by the
-    validator `repomem.toml` goes through."""
-    section, key = target.section, target.key
-    checked, warnings = config_from_mapping({section: {key: value}})
-    if warnings:
-        return None, warnings[0].split(";")[0].removeprefix(f"config {section}.{key}").lstrip(": =")
-    return getattr(getattr(checked, section), key), None
-
-
 def settings_in_force(base: Config, options: Any, previous: dict[str, Any] | None = None,
-                      ) -> tuple[dict[str, Any], list[str]]:
-    """The client settings to apply, by client name and as sent, and one message per rejected one.
+                      ) -> tuple[dict[str, Any], list[ConfigProblem]]:
+    """The client settings to apply, by client name and as sent, and one problem per rejected one
+    (its key the client name).
 
     `previous`: this function's last result, the settings in force until now. An invalid value keeps
     the one in force before it (lsp/README.md: "the previous value is kept"; a typo in an editor's
     `endpoint` must not silently switch a working model server back to the embedded model), else
-    the repository's value (`base`)."""
+    the value the settings files give (`base`, resolved for the language server)."""
     previous = previous or {}
-    problems: list[str] = []
+    problems: list[ConfigProblem] = []
     options = _own(options)
     if options is None:
         options = {}
     if not isinstance(options, dict):
-        problems.append(f"repomem settings must be an object, got {type(options).__name__}; "
-                        f"{'previous settings' if previous else 'defaults'} kept")
+        problems.append(ConfigProblem("", "not a table", value=options,
+                                      message=f"{'previous settings' if previous else 'defaults'} kept"))
         return dict(previous), problems
     in_force: dict[str, Any] = {}
     for name, value in options.items():
         target = CLIENT_SETTINGS.get(name)
         if target is None:
-            problems.append(f"unknown repomem setting {name!r} ignored (known: {', '.join(CLIENT_SETTINGS)})")
+            problems.append(ConfigProblem(name, "unknown key", value=value))
             continue
         if value is None:
             continue  # an editor's way of saying "not set"
-        _, reason = _checked(target, value)
-        if reason is None:
+        _, refused = checked_value(target, value, name)
+        if refused is None:
             in_force[name] = value
             continue
         if name in previous:
             in_force[name] = previous[name]
-            kept = _checked(target, previous[name])[0]
+            kept = checked_value(target, previous[name])[0]
         else:
             kept = getattr(getattr(base, target.section), target.key)
-        problems.append(f"repomem setting {name}={value!r} is invalid ({reason}); {kept!r} kept")
+        problems.append(ConfigProblem(name, refused.kind, refused.message, value=value, kept=kept))
     return in_force, problems
 
 
-def apply_settings(base: Config, options: Any, previous: dict[str, Any] | None = None) -> tuple[Config, list[str]]:
-    """`base` (the repository's config) with the client's settings applied, and one message per
-    rejected setting (settings_in_force: a rejected one keeps its value in `previous`). The result is
-    the config the server's requests run with (for_server_requests)."""
-    in_force, problems = settings_in_force(base, options, previous)
-    changes: dict[str, dict[str, Any]] = {}
-    for name, value in in_force.items():
-        target = CLIENT_SETTINGS[name]
-        changes.setdefault(target.section, {})[target.key] = _checked(target, value)[0]
-    config = with_overrides(base, **changes)
-    completion = config.completion
-    if not completion.endpoint and not completion.hf_model:  # the embedded model, on this machine
-        prompt_tokens = completion.max_prompt_tokens
-        if "max_prompt_tokens" not in changes.get("completion", {}) and config.server.embedded_prompt_tokens > 0:
-            prompt_tokens = config.server.embedded_prompt_tokens
-        file_only_round = changes.get("prompt", {}).get("file_only_round", config.server.embedded_file_only_round)
-        config = with_overrides(config, completion={"prefill_chunk_tokens": config.server.prefill_chunk_tokens,
-                                                     "reuse_chunk_tokens": config.server.reuse_chunk_tokens,
-                                                     "max_prompt_tokens": prompt_tokens},
-                                prompt={"file_only_round": file_only_round})
-    return for_server_requests(config), problems
+def client_problem_line(problem: ConfigProblem) -> str:
+    """A problem with the client's settings as the editor's user reads it (window/showMessage)."""
+    if problem.kind == "not a table":
+        return f"repomem settings must be an object, got {type(problem.value).__name__}; {problem.message}"
+    if problem.kind == "unknown key":
+        return f"unknown repomem setting {problem.key!r} ignored (known: {', '.join(CLIENT_SETTINGS)})"
+    reason = problem.message if problem.kind == "wrong type" else f"{problem.value!r} {problem.message}"
+    kept = "" if problem.kept is NOTHING_KEPT else f"; {problem.kept!r} kept"
+    return f"repomem setting {problem.key}={problem.value!r} is invalid ({reason}){kept}"
 
 
-def for_server_requests(config: Config) -> Config:
-    """A copy of `config` for the language server's own requests: retrieval.time_budget_ms (the
-    budget of the CLI and the evaluator, in the repository's file too) replaced there by
-    server.retrieval_budget_ms, the server's. Two settings, one meaning each; `config` is unchanged."""
-    return with_overrides(config, retrieval={"time_budget_ms": config.server.retrieval_budget_ms})
+def client_overrides(in_force: dict[str, Any]) -> dict[str, Any]:
+    """The client's settings in force (settings_in_force) by the setting they set: "section.key"
+    -> the value as that setting holds it."""
+    return {CLIENT_SETTINGS[name].name: checked_value(CLIENT_SETTINGS[name], value)[0]
+            for name, value in in_force.items()}
+
+
+def session_config(base: SettingsRead | Config, options: Any, previous: dict[str, Any] | None = None,
+                   ) -> tuple[Config, dict[str, Any], list[ConfigProblem]]:
+    """The one config the language server's requests run with: the settings files (`base`: read,
+    or a Config already built) resolved for the "lsp" surface with the client's settings over
+    them; the client's settings in force (settings_in_force, for the next change) and one
+    problem per rejected one."""
+    read = base if isinstance(base, SettingsRead) else settings_given(base)
+    from_files = resolved_config(read, "lsp").config
+    in_force, problems = settings_in_force(from_files, options, previous)
+    return resolved_config(read, "lsp", client_overrides(in_force), "editor setting").config, in_force, problems
+
+
+def apply_settings(base: SettingsRead | Config, options: Any, previous: dict[str, Any] | None = None,
+                   ) -> tuple[Config, list[ConfigProblem]]:
+    """session_config's config and problems."""
+    config, _, problems = session_config(base, options, previous)
+    return config, problems
 
 
 def backend_changed(old: Config, new: Config) -> bool:
     return any(getattr(getattr(old, s.section), s.key) != getattr(getattr(new, s.section), s.key)
                for s in BACKEND_SETTINGS)
-

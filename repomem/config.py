@@ -2,12 +2,17 @@
 
 Defaults follow docs/design.md (RepoCoder windows, FragRel eqs. 7-10, BM25 Okapi). A user overrides
 them in ``repomem.toml`` at the repository root; an unknown key or a value of the wrong type falls
-back to the default and is reported (never an exception), as jedi-language-server does.
+back to the default and is reported (never an exception), as jedi-language-server does. Problems
+are ConfigProblem values; only the CLI's stderr and the language server's messages word them.
 
 Each setting is declared with `setting(default, ...)` (repomem/setting_rules.py): its type is its
-default's, and its bounds or choices, who may set it, whether it is run-only and its language-server
-name sit beside it, where every validator below and lsp/settings.py read them. docs/configuration.md
-is written from them (scripts/config_reference.py, repomem/setting_reference.py).
+default's, and its bounds or choices, who may set it, whether it is run-only, its language-server
+name, its old names and its values on some surfaces sit beside it, where every validator below and
+lsp/settings.py read them. docs/configuration.md is written from them (scripts/config_reference.py,
+repomem/setting_reference.py).
+
+Each surface (the CLI, the language server, the evaluator) resolves one Config from the settings
+read (read_settings, resolved_config): a Config holds plain values, the ones that surface runs with.
 """
 
 from __future__ import annotations
@@ -16,19 +21,21 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from repomem.regular_files import read_regular
 from repomem.setting_rules import (
     CPU_COUNT,
+    SURFACE_KEYS,
+    ConfigProblem,
     Setting,
     coerce,
     is_number,
+    resolved_tree,
     setting,
     settings_by_name,
     settings_of,
@@ -41,9 +48,9 @@ from repomem.strategies import STRATEGY_NAMES
 GRANULARITIES = ("statement", "named")  # see GraphConfig.granularity
 RELATION_KINDS = ("graph", "context", "graph+context")  # see RelationConfig.kind
 BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
-EMBEDDED_LAYER_CHOICES = ("auto", "bf16", "quantized")  # see CompletionConfig.embedded_layers
+EMBEDDED_LAYER_CHOICES = ("auto", "bf16", "quantized")  # see ModelConfig.embedded_layers
 # The names of repomem.backends.models.EMBEDDED_MODELS (a unit test keeps the two equal).
-EMBEDDED_MODEL_CHOICES = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")  # see CompletionConfig.embedded_model
+EMBEDDED_MODEL_CHOICES = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")  # see ModelConfig.embedded_model
 PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
 ROUND_CHOICES = ("last", "confident")  # see CompletionConfig.round_choice
 SUMMARY_KINDS = ("extractive", "model")  # see MemoryConfig.summaries
@@ -196,11 +203,11 @@ class RetrievalConfig:
                                                         "s_env")
     # When the BM25 pass alone has used it up, the environment pass (W · s_ind) is skipped and the
     # ranking is plain BM25 for that query: a late answer is worth less to an editor than a
-    # slightly weaker one. This is the CLI's and the evaluator's budget (default: exact FragRel);
-    # the language server's requests run on a copy of the config with server.retrieval_budget_ms
-    # in its place (lsp/settings.py for_server_requests).
-    time_budget_ms: float = setting(0.0, help="milliseconds of retrieval before the environment pass is skipped "
-                                              "(0 = none); the CLI's and the evaluator's")
+    # slightly weaker one. None for the CLI and the evaluator (exact FragRel); 50 ms in the editor.
+    time_budget_ms: float = setting(0.0, lsp="retrievalBudgetMs", surfaces={"lsp": 50.0},
+                                    surface_moved_from={"server.retrieval_budget_ms": "lsp"},
+                                    help="milliseconds of retrieval before the environment pass is skipped "
+                                         "(0 = none)")
     # Strategy "hat": the summary tree's best-first walk (repomem/memory/summary_tree.py).
     summary_walk_files: int = setting(8, positive=True, repository_cap=256,
                                       help="strategy hat: the walk stops after reaching this many files")
@@ -249,7 +256,12 @@ class CompletionConfig:
     strategy: str = setting("fragrel", choices=STRATEGY_NAMES, lsp="strategy",
                             help="strategy of `repomem complete` and the language server "
                                  "(repomem/strategies.py)")
+    # The embedded model in an editor ("lsp_embedded"): a cold prompt costs ~7 ms a token on two
+    # cores, so the 2,048 a GPU server takes in its stride is ~15 s there. 1,024 is also the budget
+    # of the CPU exact-match runs (docs/editors.md).
     max_prompt_tokens: int = setting(2048, positive=True, repository_cap=MODEL_WINDOW_CAP, lsp="maxPromptTokens",
+                                     surfaces={"lsp_embedded": 1024},
+                                     surface_moved_from={"server.embedded_prompt_tokens": "lsp_embedded"},
                                      help="whole prompt, in the backend's tokens")
     context_share: float = setting(0.5, within="(0, 1]", lsp="contextShare",
                                    help="share of the prompt for retrieved blocks (RepoCoder: half)")
@@ -283,29 +295,54 @@ class CompletionConfig:
     deadline_s: float = setting(60.0, positive=True, repository_cap=600.0, run_only=True, lsp="deadlineSeconds",
                                 help="seconds: a generation returns by then; so does the embedded model's start "
                                      "(or fails)")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model runs and how: the embedded model, a GGUF file, a checkpoint or a model server,
+    and the backend's resources. Each setting used to live in [completion], where it is still
+    read, with a warning."""
+
+    # Hashed as part of [completion] (settings_digest), where these settings lived until issue 58:
+    # the fingerprints of evaluation records made before stay valid.
+    DIGESTED_AS: ClassVar[str] = "completion"
+
     # The KV cache the embedded model allocates grows with it.
     context_tokens: int = setting(4096, positive=True, repository_cap=MODEL_WINDOW_CAP, run_only=True,
                                   reopens_backend=True,
+                                  moved_from=("completion.context_tokens",),
                                   help="model window of the embedded backend (prompt + generation), in tokens")
     threads: int = setting(0, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True, reopens_backend=True,
+                           moved_from=("completion.threads",),
                            help="llama.cpp threads (0 = all cores)")
     # A CPU-only build of llama.cpp ignores it.
     gpu_layers: int = setting(-1, minimum=-1, minimum_means="all layers", run_only=True, reopens_backend=True,
-                              lsp="gpuLayers", help="layers of the embedded model offloaded to a GPU (-1 = all, "
+                              lsp="gpuLayers", moved_from=("completion.gpu_layers",),
+                                               help="layers of the embedded model offloaded to a GPU (-1 = all, "
                                                     "0 = none)")
     # In a child process (llama.cpp's server on loopback) a crash never takes repomem down, and
     # llama.cpp's CUDA build cannot share a process with numba. False saves ~1 s of start-up.
     isolate_model: bool = setting(True, run_only=True, reopens_backend=True,
+                                  moved_from=("completion.isolate_model",),
                                   help="run the embedded model in a child process (false: in this one, CPU builds "
                                        "only)")
     # llama.cpp cannot stop a prompt's evaluation halfway. 0 for the CLI and evaluation: chunked
-    # evaluation may round differently; the language server sets server.prefill_chunk_tokens.
-    prefill_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True,
+    # evaluation may round differently. 0 in the editor too: chunk boundaries follow the prompt
+    # cache's state, which changes the evaluation order and flipped the example's near tie between
+    # runs (256 makes abandoned prompts stop within ~2 s, at that price).
+    prefill_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True, surfaces={"lsp_embedded": 0},
+                                        surface_moved_from={"server.prefill_chunk_tokens": "lsp_embedded"},
+                                        moved_from=("completion.prefill_chunk_tokens",),
                                         help="with a request that can be cancelled, a long uncached prompt is "
                                              "evaluated this many tokens at a time, checking for a stop (0 = whole)")
     # Prompts as they are for the CLI and evaluation: a moved cell approximates a cold evaluation
-    # (repomem.backends.kv_reuse); the language server sets server.reuse_chunk_tokens.
-    reuse_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True,
+    # (repomem.backends.kv_reuse). In the editor, after Enter the retrieved blocks change and the
+    # file's window slides: the prompt shares only ~150 of ~960 tokens from its beginning with the
+    # last one, ~600-900 in runs (docs/editors.md).
+    reuse_chunk_tokens: int = setting(0, run_only=True, reopens_backend=True, lsp="reuseChunkTokens",
+                                      surfaces={"lsp_embedded": 64},
+                                      surface_moved_from={"server.reuse_chunk_tokens": "lsp_embedded"},
+                                      moved_from=("completion.reuse_chunk_tokens",),
                                       help="the embedded model keeps the cached tokens of every run at least this "
                                            "long that the next prompt repeats elsewhere, moved, and evaluates the "
                                            "rest (0 = only a common beginning)")
@@ -316,25 +353,33 @@ class CompletionConfig:
     embedded_layers: str = setting("auto", choices=EMBEDDED_LAYER_CHOICES, repository="not a repository",
                                    run_only=True, reopens_backend=True,
                                    lsp="embeddedLayers",
+                                   moved_from=("completion.embedded_layers",),
                                    help="the default model's layer weights: widened to bfloat16 where the CPU and "
                                         "llama.cpp multiply it (auto), always (bf16), or as shipped (quantized)")
     # The 1.5B takes about twice the 0.5B's time on a CPU and writes 1.1 GB into the user's cache:
     # the user's machine decides, not a repository (README, "Models").
     embedded_model: str = setting("qwen2.5-coder-0.5b", choices=EMBEDDED_MODEL_CHOICES,
                                   repository="not a repository", reopens_backend=True, lsp="embeddedModel",
+                                  moved_from=("completion.embedded_model",),
                                   help="the embedded model run when no model file, checkpoint or endpoint is given "
                                        "(`repomem model pull NAME` fetches it ahead)")
     model_path: str = setting("", repository="not a repository", reopens_backend=True, lsp="model",
+                              moved_from=("completion.model_path",),
                               help="a GGUF file (or an embedded model's name) instead of the embedded model")
     hf_model: str = setting("", repository="not a repository", reopens_backend=True, lsp="hfModel",
+                            moved_from=("completion.hf_model",),
                             help="a Hugging Face checkpoint folder or GGUF file, run by transformers")
     # Evaluation with several workers and an in-process batching backend (transformers, vLLM).
-    batch_size: int = setting(16, repository_cap=64, run_only=True, help="prompts per forward pass")
+    batch_size: int = setting(16, repository_cap=64, run_only=True, moved_from=("completion.batch_size",),
+                                                                    help="prompts per forward pass")
     batch_gather_ms: float = setting(50.0, run_only=True,
+                                     moved_from=("completion.batch_gather_ms",),
                                      help="milliseconds the first prompt of a batch waits for others to join")
     endpoint: str = setting("", repository="not a repository", run_only=True, reopens_backend=True,
-                            lsp="endpoint", help="an OpenAI-compatible server (vLLM) instead of the embedded model")
+                            lsp="endpoint", moved_from=("completion.endpoint",),
+                                            help="an OpenAI-compatible server (vLLM) instead of the embedded model")
     api_key_env: str = setting("REPOMEM_API_KEY", repository="not a repository", run_only=True,
+                               moved_from=("completion.api_key_env",),
                                help="environment variable holding the server's API key")
     # The answers' confidence (mean log-probability per token) chooses between RepoCoder's rounds and
     # the file-only round's two answers (prompt.round_choice, prompt.file_only_round); without it one
@@ -342,6 +387,7 @@ class CompletionConfig:
     # entries for Qwen2.5) for each token it reports one for, ~0.25 s a token on two cores; vLLM and
     # llama.cpp's llama-server report them at no cost worth counting.
     endpoint_logprobs: bool = setting(True, reopens_backend=True, lsp="endpointLogprobs",
+                                      moved_from=("completion.endpoint_logprobs",),
                                       help="ask an OpenAI-compatible server for each token's log-probability "
                                            "(false for a server slow at it, such as llama-cpp-python's)")
 
@@ -439,16 +485,19 @@ class PromptConfig:
     # on, a retrieving strategy's answer is compared with a completion from the file alone (the
     # `infile` prompt) and the one the model gives the higher mean log-probability per token is
     # shown, the retrieving one on a tie. A second generation, so only where the backend reports
-    # log-probabilities (every backend since the embedded model's report theirs; the language
-    # server with the embedded model turns it off: server.embedded_file_only_round). What it gains:
+    # log-probabilities (every backend since the embedded model's report theirs). Off in an editor
+    # with the embedded model ("lsp_embedded"): its second prompt shares no beginning with the
+    # retrieving one, and llama.cpp keeps one prompt in its cache, so each completion reads both
+    # prompts cold (docs/measurements.md#editor-and-the-embedded-model). What it gains:
     # docs/repoeval-devset.md#the-file-only-round. Off: one generation a completion.
-    file_only_round: bool = setting(True, lsp="fileOnlyRound",
+    file_only_round: bool = setting(True, lsp="fileOnlyRound", surfaces={"lsp_embedded": False},
+                                    surface_moved_from={"server.embedded_file_only_round": "lsp_embedded"},
                                     help="also complete from the file alone and show whichever answer the "
                                                 "model is surer of (a second generation; needs log-probabilities)")
     # Rounds: repocoder+fragrel's, the draft-signature round.
     # "last" is RepoCoder's (the last round's); "confident" is the round whose answer the model gave
     # the highest mean log-probability per token, the last on a tie or when the backend reports
-    # none (an endpoint with completion.endpoint_logprobs off). `repocoder` itself always shows its last round, as
+    # none (an endpoint with model.endpoint_logprobs off). `repocoder` itself always shows its last round, as
     # published. "confident" wins more tasks than it loses where it differs from "last"
     # (docs/repoeval-devset.md#round-choice).
     round_choice: str = setting("confident", choices=ROUND_CHOICES,
@@ -491,9 +540,6 @@ class ServerConfig:
     # start one generation).
     debounce_ms: int = setting(75, run_only=True, lsp="debounceMs",
                                help="milliseconds an inline-completion request waits before it starts")
-    # The CLI and the evaluator keep retrieval.time_budget_ms as set.
-    retrieval_budget_ms: float = setting(50.0, run_only=True, lsp="retrievalBudgetMs",
-                                         help="milliseconds: retrieval.time_budget_ms for the server's requests only")
     # Below eglot's 10 s request time-out, so clients see an answer, never a time-out error.
     answer_within_ms: int = setting(8000, positive=True, run_only=True, lsp="answerWithinMs",
                                     help="milliseconds after which a waiting request gets an empty incomplete list "
@@ -504,29 +550,6 @@ class ServerConfig:
     warm_after_ms: int = setting(400, run_only=True, lsp="warmAfterMs",
                                  help="milliseconds the cursor rests, nothing asked, before the completion there "
                                       "starts speculatively (0 = off)")
-    # The embedded model: llama.cpp, no endpoint, no HF model. A cold prompt costs ~7 ms a token on
-    # two cores, so the 2,048 a GPU server takes in its stride is ~15 s here. 1,024 is also the
-    # budget of the CPU exact-match runs (docs/editors.md).
-    embedded_prompt_tokens: int = setting(1024, run_only=True,
-                                          help="prompt budget (tokens) with the embedded model unless the client "
-                                               "sets maxPromptTokens (0 = completion.max_prompt_tokens)")
-    # The file-only round's second prompt shares no beginning with the retrieving one, and llama.cpp
-    # keeps one prompt in its cache: in an editor each completion then reads both prompts cold.
-    # In an editor that doubles the first and the warm completions' latency
-    # (docs/measurements.md#editor-and-the-embedded-model). The CLI and `eval run` keep it (the exact match).
-    embedded_file_only_round: bool = setting(False, run_only=True,
-                                             help="the file-only round with the embedded model unless the client "
-                                                  "sets fileOnlyRound (a second generation a completion)")
-    # A request the user typed over holds the model for its whole cold prompt (~7 s for 1,024
-    # tokens here) unless the prompt is evaluated in chunks. Off by default: chunk boundaries follow
-    # the prompt cache's state, which changes the evaluation order and flipped the example's near
-    # tie between runs (256 makes abandoned prompts stop within ~2 s, at that price).
-    prefill_chunk_tokens: int = setting(0, run_only=True,
-                                        help="completion.prefill_chunk_tokens with the embedded model (0 = off)")
-    # After Enter the retrieved blocks change and the file's window slides: the prompt shares only
-    # ~150 of ~960 tokens from its beginning with the last one, ~600-900 in runs (docs/editors.md).
-    reuse_chunk_tokens: int = setting(64, run_only=True, lsp="reuseChunkTokens",
-                                      help="completion.reuse_chunk_tokens with the embedded model (0 = off)")
     completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
                                             lsp="completionCacheEntries",
                                             help="finished completions kept (LRU), keyed by document text and "
@@ -570,6 +593,7 @@ class Config:
     bm25: BM25Config = field(default_factory=BM25Config)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     completion: CompletionConfig = field(default_factory=CompletionConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
@@ -579,18 +603,32 @@ class Config:
 CONFIG_FILE_NAME = "repomem.toml"
 
 
-def config_from_mapping(data: dict[str, Any]) -> tuple[Config, list[str]]:
-    """Build a Config from a nested mapping; bad entries fall back to defaults with a warning."""
-    return tree_from_mapping(Config, data)
+def runs_embedded(config: Config) -> bool:
+    """Whether the embedded model runs on this machine (llama.cpp: no model server, no checkpoint):
+    then a surface's "_embedded" values apply (a CPU affords less than a model server)."""
+    return not config.model.endpoint and not config.model.hf_model
+
+
+def config_from_mapping(data: dict[str, Any], surface: str = "cli") -> tuple[Config, list[ConfigProblem]]:
+    """Build a Config for `surface` from a nested mapping; bad entries fall back to defaults, each
+    with a problem."""
+    return tree_from_mapping(Config, data, surface, runs_embedded)
 
 
 TRUST_SECTION = "trust"
 
 
-def _repository_cap(user_section: dict[str, Any], setting_: Setting, asked: Any) -> tuple[Any, str | None]:
-    """`asked` (a repository's value of a setting with a repository_cap), or the cap with a warning
+def _elsewhere() -> str:
+    """Where a user sets what a repository may not; said in each refusal."""
+    return (f"set it in {user_config_path()} or on the command line, or trust the repository there under "
+            f"[{TRUST_SECTION}]")
+
+
+def _repository_cap(user_section: dict[str, Any], setting_: Setting, asked: Any,
+                    written: str) -> tuple[Any, ConfigProblem | None]:
+    """`asked` (a repository's value of a setting with a repository_cap), or the cap with a problem
     when it is above (the user's own value, where higher, is the cap); a value of the wrong type is
-    left for config_from_mapping to report."""
+    left for the resolution to report."""
     if not is_number(asked):
         return asked, None
     cap = setting_.rules.repository_cap
@@ -600,11 +638,11 @@ def _repository_cap(user_section: dict[str, Any], setting_: Setting, asked: Any)
     if is_number(users) and users > cap:
         cap = users
     unlimited = asked == 0 and setting_.rules.zero_is_unlimited
-    if not unlimited and not asked > cap:  # NaN is reported by config_from_mapping
+    if not unlimited and not asked > cap:  # NaN is reported by the resolution
         return asked, None
-    return cap, (f"{CONFIG_FILE_NAME}: {setting_.name}={asked!r}{' (no limit)' if unlimited else ''} is more than "
-                 f"a repository's own settings may ask for ({cap:,}); {cap:,} used (set it in {user_config_path()} "
-                 f"or on the command line, or trust the repository there under [{TRUST_SECTION}])")
+    return cap, ConfigProblem(written, "capped", value=asked, kept=cap, source=CONFIG_FILE_NAME, message=(
+        f"{'(no limit) ' if unlimited else ''}is more than a repository's own settings may ask for ({cap:,}); "
+        f"{cap:,} used ({_elsewhere()})"))
 
 
 def user_config_path() -> Path:
@@ -615,21 +653,22 @@ def user_config_path() -> Path:
     return Path(base) / "repomem" / "config.toml"
 
 
-def _read_toml(path: Path, label: str) -> tuple[dict[str, Any], list[str]]:
+def _read_toml(path: Path, label: str) -> tuple[dict[str, Any], list[ConfigProblem]]:
     """A settings file's mapping, settings that moved read under their current names."""
     if not path.exists():
         return {}, []
     if not path.is_file():
-        return {}, [f"{label} is not a regular file; defaults used"]
+        return {}, [ConfigProblem("", "unreadable", f"{label} is not a regular file")]
     try:
         text = read_regular(path).decode("utf-8")
         data = tomllib.loads(text)
     except RecursionError:
-        return {}, [f"{label}: {deepest_key(text) or 'a value'} is nested too deeply; defaults used"]
+        return {}, [ConfigProblem("", "unreadable", f"{deepest_key(text) or 'a value'} is nested too deeply",
+                                  source=label)]
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        return {}, [f"{label}: {str(error).splitlines()[0] if str(error) else error.__class__.__name__}; "
-                    "defaults used"]
-    return with_current_names(Config, data, f"{label}:")
+        reason = str(error).splitlines()[0] if str(error) else error.__class__.__name__
+        return {}, [ConfigProblem("", "unreadable", reason, source=label)]
+    return with_current_names(Config, data, label)
 
 
 def deepest_key(text: str) -> str:
@@ -703,7 +742,7 @@ def _stricter_only(user_section: dict[str, Any], setting_: Setting, asked: Any) 
     try:
         current = coerce(user_section.get(setting_.key, default), default)
     except TypeError:
-        current = default  # the user's own value is unusable: config_from_mapping falls back to this
+        current = default  # the user's own value is unusable: the resolution falls back to this
     if isinstance(default, tuple):
         return list(dict.fromkeys((*current, *asked))), None
     if isinstance(default, bool):
@@ -711,67 +750,182 @@ def _stricter_only(user_section: dict[str, Any], setting_: Setting, asked: Any) 
     return min(current, asked), "weaker" if asked > current else None
 
 
-def load_config(repo_root: Path) -> tuple[Config, list[str]]:
+def load_config(repo_root: Path, surface: str = "cli") -> tuple[Config, list[str]]:
+    """read_config's config for `surface`, its problems as lines for a person (at most
+    MAX_WARNINGS and a count): for callers that print them (RepoService.open's warnings)."""
+    resolved = read_config(repo_root, surface)
+    return resolved.config, problem_lines(resolved.problems)
+
+
+@dataclass(frozen=True)
+class SettingsRead:
+    """The settings files of one repository merged, before a surface resolves them: the user's
+    config, then the repository's repomem.toml within what a repository may set."""
+
+    merged: dict[str, Any]  # as TOML nests it: section -> key -> value, section -> SURFACE -> key -> value
+    origins: dict[str, str]  # "section.key" or "section.SURFACE.key" -> the file whose value it is
+    problems: list[ConfigProblem]
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """The config one surface runs with, what was wrong with the settings read, and where each
+    setting's value came from ("section.key" -> "default", "surface default (lsp_embedded)", a
+    file's path, "command line", "editor setting")."""
+
+    config: Config
+    problems: list[ConfigProblem]
+    sources: dict[str, str]
+    surface: str
+    surface_key: str  # the most specific surface key that applied: "lsp_embedded", "cli", ...
+
+
+def _entry_names(mapping: dict[str, Any]) -> list[str]:
+    """The dotted names of a settings mapping's entries: section.key and section.SURFACE.key."""
+    names = []
+    for section, values in mapping.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if key in SURFACE_KEYS and isinstance(value, dict):
+                names += [f"{section}.{key}.{inner}" for inner in value]
+            else:
+                names.append(f"{section}.{key}")
+    return names
+
+
+def read_settings(repo_root: Path | None) -> SettingsRead:
     """The user's config (user_config_path), then the repository's ``repomem.toml`` over it, minus
     the settings a repository may not set unless the user trusts it (repository="not a repository"),
     with its secret protection settings counted only where they are stricter ("stricter only") and
-    its resource settings lowered to their repository_cap."""
-    user, warnings = _read_toml(user_config_path(), str(user_config_path()))
-    repo, repo_warnings = _read_toml(repo_root / CONFIG_FILE_NAME, CONFIG_FILE_NAME)
-    warnings += repo_warnings
-    trusted = _trusted(user, repo_root)
+    its resource settings lowered to their repository_cap. A surface's values ([section.lsp]) obey
+    the same rules as the plain ones. No `repo_root`: the user's config alone."""
+    user_path = user_config_path()
+    user, problems = _read_toml(user_path, str(user_path))
+    repo_path = repo_root / CONFIG_FILE_NAME if repo_root is not None else Path()
+    repo: dict[str, Any] = {}
+    if repo_root is not None:
+        repo, repo_problems = _read_toml(repo_path, CONFIG_FILE_NAME)
+        problems += repo_problems
+    trusted = repo_root is not None and _trusted(user, repo_root)
     by_name = settings_by_name(Config)
-    merged: dict[str, Any] = {name: dict(value) if isinstance(value, dict) else value
-                              for name, value in user.items() if name != TRUST_SECTION}
+    merged: dict[str, Any] = {name: _copied(value) for name, value in user.items() if name != TRUST_SECTION}
+    origins = dict.fromkeys(_entry_names(merged), str(user_path))
     weakened: list[str] = []  # the repository's settings that would lower secret protection, said once
+
+    def admitted(section: str, key: str, value: Any, users: dict[str, Any], written: str) -> Any:
+        """The repository's `value` for section.key as the user's settings let it be, or REFUSED."""
+        setting_ = by_name.get((section, key))
+        if setting_ is None or trusted:  # unknown keys are the resolution's to report
+            return value
+        if setting_.rules.repository == "not a repository":
+            problems.append(ConfigProblem(written, "not for a repository", source=CONFIG_FILE_NAME, message=(
+                "a repository's own settings may not send data elsewhere, name paths outside it or choose how "
+                f"this machine runs the model ({_elsewhere()})")))
+            return REFUSED
+        if setting_.rules.repository == "stricter only":
+            value, refused = _stricter_only(users, setting_, value)
+            if refused == "weaker":
+                weakened.append(written)
+            elif refused is not None:
+                problems.append(ConfigProblem(written, "stricter only", refused, source=CONFIG_FILE_NAME))
+            if value is None:
+                return REFUSED
+        if setting_.rules.repository_cap is not None:
+            value, capped = _repository_cap(users, setting_, value, written)
+            if capped is not None:
+                problems.append(capped)
+        return value
+
     for section, values in repo.items():
-        if not isinstance(values, dict) or not isinstance(merged.get(section, {}), dict):
+        current = merged.get(section, {})
+        if not isinstance(values, dict) or not isinstance(current, dict):
             merged[section] = values
+            origins.update(dict.fromkeys(_entry_names({section: values}), str(repo_path)))
             continue
-        kept = {}
+        plain_users = {key: value for key, value in current.items() if key not in SURFACE_KEYS}
         for key, value in values.items():
-            setting_ = by_name.get((section, key))
-            if setting_ is None or trusted:  # unknown keys are config_from_mapping's to report
-                kept[key] = value
+            if key in SURFACE_KEYS and isinstance(value, dict) and isinstance(current.get(key, {}), dict):
+                users = {**plain_users, **current.get(key, {})}  # what the user has on that surface
+                for inner, inner_value in value.items():
+                    kept = admitted(section, inner, inner_value, users, f"{section}.{key}.{inner}")
+                    if kept is not REFUSED:
+                        current.setdefault(key, {})[inner] = kept
+                        origins[f"{section}.{key}.{inner}"] = str(repo_path)
                 continue
-            if setting_.rules.repository == "not a repository":
-                warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key} ignored: a repository's own settings may not "
-                                f"send data elsewhere, name paths outside it or choose how this machine runs the "
-                                f"model (set it in {user_config_path()} or "
-                                f"on the command line, or trust the repository there under [{TRUST_SECTION}])")
-                continue
-            if setting_.rules.repository == "stricter only":
-                value, refused = _stricter_only(merged.get(section, {}), setting_, value)
-                if refused == "weaker":
-                    weakened.append(f"{section}.{key}")
-                elif refused is not None:
-                    warnings.append(f"{CONFIG_FILE_NAME}: {section}.{key}: {refused}; ignored")
-                if value is None:
-                    continue
-            if setting_.rules.repository_cap is not None:
-                value, capped = _repository_cap(merged.get(section, {}), setting_, value)
-                if capped is not None:
-                    warnings.append(capped)
-            kept[key] = value
-        merged[section] = {**merged.get(section, {}), **kept}
+            kept = admitted(section, key, value, plain_users, f"{section}.{key}")
+            if kept is not REFUSED:
+                current[key] = kept
+                origins[f"{section}.{key}"] = str(repo_path)
+        merged[section] = current
     if weakened:
-        warnings.append(f"{CONFIG_FILE_NAME}: {', '.join(weakened)}: a repository's own settings may only add secret "
-                        "file patterns, lower the masking thresholds or keep masking on; the stricter value was kept "
-                        f"(set it in {user_config_path()} or on the command line, or trust the repository there under "
-                        f"[{TRUST_SECTION}])")
-    config, problems = config_from_mapping(merged)
-    return config, capped_warnings(warnings + problems)
+        problems.append(ConfigProblem(", ".join(weakened), "weaker", source=CONFIG_FILE_NAME, message=(
+            "a repository's own settings may only add secret file patterns, lower the masking thresholds or keep "
+            f"masking on; the stricter value was kept ({_elsewhere()})")))
+    return SettingsRead(merged, origins, problems)
+
+
+REFUSED = object()  # read_settings: a repository's value not admitted
+
+
+def settings_given(config: Config, source: str = "given") -> SettingsRead:
+    """A Config already built (tests, a caller's own) as settings read, its values that differ
+    from the defaults set as plain values: another surface resolves it as it would the file that
+    set them (the surface defaults of the language server still apply to it)."""
+    merged: dict[str, Any] = {}
+    for setting_ in settings_of(Config):
+        value = getattr(getattr(config, setting_.section), setting_.key)
+        if value != setting_.default:
+            merged.setdefault(setting_.section, {})[setting_.key] = list(value) if isinstance(value, tuple) else value
+    return SettingsRead(merged, dict.fromkeys(_entry_names(merged), source), [])
+
+
+def _copied(value: Any) -> Any:
+    """A settings table copied two levels deep (its surface tables too), so merging leaves the
+    mapping read from the file as it was."""
+    if not isinstance(value, dict):
+        return value
+    return {key: dict(inner) if isinstance(inner, dict) else inner for key, inner in value.items()}
+
+
+def resolved_config(settings: SettingsRead, surface: str = "cli", overrides: dict[str, Any] | None = None,
+                    overrides_source: str = "command line") -> ResolvedConfig:
+    """The config `surface` runs with, from the settings read (SettingsRead) and `overrides`
+    ("section.key" -> a checked value: the command line's, the editor's), which win over all."""
+    resolved = resolved_tree(Config, settings.merged, surface, runs_embedded, overrides)
+    sources: dict[str, str] = {}
+    for name, where in resolved.chosen.items():
+        section, _, key = name.partition(".")
+        if where == "override":
+            sources[name] = overrides_source
+        elif where == "set":
+            sources[name] = settings.origins.get(name, "set")
+        elif where.startswith("set for "):
+            surface_key = where.removeprefix("set for ")
+            sources[name] = f"{settings.origins.get(f'{section}.{surface_key}.{key}', 'set')} [{section}.{surface_key}]"
+        else:
+            sources[name] = where
+    return ResolvedConfig(resolved.tree, settings.problems + resolved.problems, sources, surface, resolved.surface_key)
+
+
+def read_config(repo_root: Path, surface: str = "cli") -> ResolvedConfig:
+    """The config `surface` ("cli", "lsp", "eval") runs with in the repository at `repo_root`: the
+    settings files read (read_settings), resolved for that surface."""
+    return resolved_config(read_settings(repo_root), surface)
 
 
 MAX_WARNINGS = 20  # config warnings shown; the rest are counted in one line
 
 
-def capped_warnings(warnings: list[str], limit: int = MAX_WARNINGS) -> list[str]:
-    """The first `limit` warnings and one line counting the rest: a repomem.toml with 100,000
-    unknown sections printed 100,000 lines (and sent as many window/showMessage)."""
-    if len(warnings) <= limit:
-        return warnings
-    return [*warnings[:limit], f"and {len(warnings) - limit:,} more config warnings"]
+def problem_lines(problems: Iterable[ConfigProblem], limit: int = MAX_WARNINGS, outcome: bool = True) -> list[str]:
+    """The problems as lines for a person: the first `limit` and one line counting the rest (a
+    repomem.toml with 100,000 unknown sections printed 100,000 lines, and sent as many
+    window/showMessage)."""
+    problems = list(problems)
+    lines = [problem.render(outcome) for problem in problems[:limit]]
+    if len(problems) > limit:
+        lines.append(f"and {len(problems) - limit:,} more config warnings")
+    return lines
 
 
 def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
@@ -782,41 +936,53 @@ def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
     return dataclasses.replace(config, **replaced)
 
 
-_ASSIGNMENT_OUTCOME = re.compile(r"(; default .* kept| ignored)$")
-
-
-def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
-                     notices: list[str] | None = None) -> tuple[Config, list[str]]:
-    """`config` with "section.key=value" assignments applied (values in TOML syntax; a bare word
-    is a string), each checked as repomem.toml's keys are. Returns the problems, one per bad one.
-    A setting named where it used to live is applied where it lives now, with a line in `notices`."""
-    problems: list[str] = []
+def assignment_overrides(assignments: Iterable[str]) -> tuple[dict[str, Any], list[ConfigProblem],
+                                                          list[ConfigProblem]]:
+    """"section.key=value" assignments (values in TOML syntax; a bare word is a string), each checked
+    as repomem.toml's keys are: the values ("section.key" -> the value as the setting holds it), the
+    problems, one per bad assignment (it stops the command: render them without an outcome), and
+    one notice (kind "moved") per setting named where it used to live, applied where it lives now."""
+    problems: list[ConfigProblem] = []
     mapping: dict[str, dict[str, Any]] = {}
     for assignment in assignments:
         name, sep, raw = assignment.partition("=")
         section, dot, key = name.strip().partition(".")
         if not sep or not dot or not key:
-            problems.append(f"{assignment!r}: expected section.key=value")
+            problems.append(ConfigProblem(name.strip(), "bad assignment", "expected section.key=value",
+                                          value=assignment))
             continue
         try:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw.strip()
         except RecursionError:
-            problems.append(f"{name.strip()}: the value is nested too deeply")
+            problems.append(ConfigProblem(name.strip(), "bad assignment",
+                                          f"{name.strip()}: the value is nested too deeply"))
             continue
         mapping.setdefault(section, {})[key] = value
-    mapping, moved = with_current_names(Config, mapping, "--set:")
+    mapping, notices = with_current_names(Config, mapping, "--set")
+    checked, refused = config_from_mapping(mapping)
+    problems.extend(refused)
+    if problems:
+        return {}, problems, notices
+    return ({f"{section}.{key}": getattr(getattr(checked, section), key) for section, keys in mapping.items()
+             for key in keys}, problems, notices)
+
+
+def with_assignments(config: Config, assignments: list[str] | tuple[str, ...],
+                     notices: list[ConfigProblem] | None = None) -> tuple[Config, list[ConfigProblem]]:
+    """`config` with "section.key=value" assignments applied (assignment_overrides), or `config`
+    and the problems when one is refused. Moved names go to `notices`."""
+    values, problems, moved = assignment_overrides(assignments)
     if notices is not None:
         notices.extend(moved)
-    checked, warnings = config_from_mapping(mapping)
-    # repomem.toml's warnings say what happens instead ("; default 10 kept", "ignored"); an
-    # assignment refused stops the command, so only the reason is kept.
-    problems.extend(_ASSIGNMENT_OUTCOME.sub("", warning) for warning in warnings)
     if problems:
         return config, problems
-    return with_overrides(config, **{section: {key: getattr(getattr(checked, section), key) for key in keys}
-                                     for section, keys in mapping.items()}), []
+    sections: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        section, _, key = name.partition(".")
+        sections.setdefault(section, {})[key] = value
+    return with_overrides(config, **sections), []
 
 
 def settings_digest(config: Config, sections: Iterable[str] | None = None, digest_size: int = 16) -> str:
@@ -825,10 +991,11 @@ def settings_digest(config: Config, sections: Iterable[str] | None = None, diges
     index nor re-runs an evaluation."""
     names = [f.name for f in dataclasses.fields(config)] if sections is None else list(sections)
     run_only = {(s.section, s.key) for s in settings_of(Config) if s.rules.run_only}
-    chosen = {}
+    chosen: dict[str, dict[str, Any]] = {}
     for name in names:
         values = dataclasses.asdict(getattr(config, name))
         if values and all((name, key) in run_only for key in values):
             continue  # where the index lives, how the server answers: the whole section is run-only
-        chosen[name] = {key: value for key, value in values.items() if (name, key) not in run_only}
+        kept = {key: value for key, value in values.items() if (name, key) not in run_only}
+        chosen.setdefault(getattr(getattr(config, name), "DIGESTED_AS", name), {}).update(kept)
     return hashlib.blake2b(json.dumps(chosen, sort_keys=True).encode(), digest_size=digest_size).hexdigest()

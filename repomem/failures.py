@@ -47,6 +47,7 @@ class FailureKind(StrEnum):
 
     # Options a person gave
     BAD_OPTION = "bad-option"
+    BAD_CONFIG = "bad-config"  # `config show`: a settings file that cannot be read
     BAD_STRATEGY = "bad-strategy"
     NEEDS_CONFIRMATION = "needs-confirmation"
 

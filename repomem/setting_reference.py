@@ -29,6 +29,16 @@ set; the command line (`--set section.key=value` of `eval run`, and the options 
 and the editor's client settings (the language server). An unknown key, a value of the wrong type
 or one outside its bounds falls back to the default with one warning; nothing fails.
 
+**Surfaces.** The command line (`cli`), the language server (`lsp`) and the evaluator (`eval`, which
+reads no settings files: defaults and its `--set`) each resolve one config. A few settings hold
+another default on one surface, shown as *on lsp* in the default column; `lsp_embedded` is the
+language server while the embedded model runs on this machine (no `model.endpoint`, no
+`model.hf_model`). A file may set such a setting for one surface in a sub-table,
+`[retrieval.lsp]` / `[completion.lsp_embedded]`: the most specific value wins (a surface's own
+over the plain one, whichever file it is in), then the later file; the command line and the
+editor's settings win over all. `repomem config show [--surface cli|lsp|eval] [--json]` prints
+every value in force and where it came from.
+
 - **type**: the TOML type. Every number is also at most {SETTING_CEILING:,}.
 - **values**: bounds or choices.
 - **a repository**: what a repository's own `repomem.toml` may do with the setting: *yes*; *up to*
@@ -41,7 +51,10 @@ or one outside its bounds falls back to the default with one warning; nothing fa
   `workspace/didChangeConfiguration`, flat or under `"repomem"`; lsp/README.md).
 - **run only**: the setting changes how work is carried out, not what it produces: an index or an
   evaluation's records stay valid when it changes.
-- A setting that moved still reads under its old name (shown as *was*), with one warning.
+- A setting that moved still reads under its old name (shown as *was*), with one warning; the
+  language server's `server.retrieval_budget_ms`, `server.embedded_prompt_tokens`,
+  `server.embedded_file_only_round`, `server.prefill_chunk_tokens` and `server.reuse_chunk_tokens`
+  are read as the surface values they became (*was … on lsp…*).
 """
 
 
@@ -107,7 +120,8 @@ LONGEST_LIST_IN_A_CELL = 3
 def default_cell(setting: Setting) -> str:
     if isinstance(setting.default, tuple) and len(setting.default) > LONGEST_LIST_IN_A_CELL:
         return f"{len(setting.default)} entries, below"
-    return f"`{toml_value(setting.default)}`"
+    return f"`{toml_value(setting.default)}`" + "".join(
+        f"; on {surface_key}: `{toml_value(value)}`" for surface_key, value in setting.rules.surfaces)
 
 
 def wrapped_items(items: tuple[str, ...], width: int = 100) -> list[str]:
@@ -123,7 +137,8 @@ def wrapped_items(items: tuple[str, ...], width: int = 100) -> list[str]:
 
 def setting_row(setting: Setting) -> str:
     rules = setting.rules
-    key = f"`{setting.key}`" + "".join(f" (was `{old}`)" for old in rules.moved_from)
+    key = f"`{setting.key}`" + "".join(f" (was `{old}`)" for old in rules.moved_from) + "".join(
+        f" (was `{old}` on {surface_key})" for old, surface_key in rules.surface_moved_from)
     columns = [key, type_name(setting.default), default_cell(setting),
                accepted_values(rules, setting.default), repository_may(rules),
                f"`{rules.lsp}`" if rules.lsp else "", "yes" if rules.run_only else "", rules.help]

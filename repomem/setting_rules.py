@@ -8,6 +8,12 @@ server's client settings (their names) and the configuration reference (docs/con
 No validator keeps a table of its own keyed by setting names, so a misspelt name cannot hide: a
 rule names no setting, it sits on one, and `rule_problems` (run by the tests) checks each.
 
+A setting may hold another value on a surface (SURFACES: the command line, the language server,
+the evaluator; "lsp_embedded" while the language server runs the embedded model): its rules declare
+that value, and a file may set one under [section.SURFACE_KEY]; resolved_tree picks, for one
+surface, the most specific value. What is wrong with a mapping comes back as ConfigProblem values,
+worded by ConfigProblem.render where a person reads them.
+
 This module knows no particular setting; it reads any tree of frozen dataclasses whose fields are
 sections and whose sections' fields are settings.
 """
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, TypeVar
@@ -43,6 +49,80 @@ Interval = Literal["(0, 1]", "[0, 1]"]
 INTERVALS: tuple[Interval, ...] = ("(0, 1]", "[0, 1]")
 
 METADATA_KEY = "repomem.setting"
+
+# Where a config is used: the command line, the language server, the evaluator. A setting may hold
+# another value on one of them (SettingRules.surfaces), and on one of them when the embedded model
+# runs on this machine ("lsp_embedded": a CPU affords a smaller prompt than a model server).
+SURFACES = ("cli", "lsp", "eval")
+EMBEDDED = "embedded"
+SURFACE_KEYS = (*SURFACES, *(f"{surface}_{EMBEDDED}" for surface in SURFACES))
+
+
+class _NothingKept:
+    """No value is kept instead: the entry is ignored (an unknown key, a moved name)."""
+
+    def __repr__(self) -> str:
+        return "nothing"
+
+
+NOTHING_KEPT: Any = _NothingKept()
+
+# What is wrong with an entry of the settings read. The validators produce these as data; only the
+# edges (the CLI's stderr, the language server's window/showMessage) turn them into prose, with
+# ConfigProblem.render: nothing reads a problem's words back.
+ProblemKind = Literal[
+    "unknown section", "unknown key", "not a table", "wrong type", "refused value", "one value everywhere",
+    "moved", "moved, both set", "not for a repository", "stricter only", "weaker", "capped", "unreadable",
+    "bad assignment", "unknown surface",
+]
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One problem with the settings read: which setting (or section) it is about, its kind, the
+    reason in a user's words, the value refused and the value kept instead."""
+
+    key: str  # "retrieval.top_k", "retrieval.lsp.time_budget_ms" or a section; "" for a whole file
+    kind: ProblemKind
+    message: str = ""  # the reason ("must be > 0"), or the explanation a kind needs
+    value: Any = NOTHING_KEPT  # the value refused, as written
+    kept: Any = NOTHING_KEPT  # the value in force instead; NOTHING_KEPT: the entry is ignored
+    source: str = ""  # where it was read: a file's path, "repomem.toml", "--set"; "" when merged
+    old_name: str = ""  # "moved": the name the setting was read under
+
+    def reason(self) -> str:
+        """What is wrong with the value, without naming the setting or what happens instead (the
+        language server says that its own way)."""
+        if self.kind == "refused value":
+            return f"{self.value!r} {self.message}"
+        return self.message or self.kind
+
+    def render(self, outcome: bool = True) -> str:
+        """The problem as one line for a person. `outcome`: say what happens instead ("default 10
+        kept", "ignored"); off where a refused entry stops the command (`--set`)."""
+        where = f"{self.source}: " if self.source else ("config " if self.kind.startswith("moved") else "")
+        kept = f"; default {self.kept!r} kept" if outcome and self.kept is not NOTHING_KEPT else ""
+        ignored = " ignored" if outcome else ""
+        section, _, key = self.key.partition(".")
+        text = {
+            "unknown section": f"unknown config section [{self.key}]{ignored}",
+            "unknown key": f"unknown config key {self.key}{ignored}",
+            "not a table": f"config section [{self.key}] must be a table" + ("; default kept" if outcome else ""),
+            "wrong type": f"config {self.key}: {self.message}{kept}",
+            "refused value": f"config {self.key}={self.value!r} {self.message}{kept}",
+            "one value everywhere": f"config {self.key}{ignored}: {section}.{key.rpartition('.')[2]} has one value "
+                                    f"on every surface (set it under [{section}])",
+            "moved": f"{self.old_name} has moved to {self.key}; read as {self.key} (rename it there)",
+            "moved, both set": f"{self.old_name} has moved to {self.key}, which is set too; {self.old_name}{ignored}",
+            "not for a repository": f"{self.key}{ignored}: {self.message}",
+            "stricter only": f"{self.key}: {self.message}" + ("; ignored" if outcome else ""),
+            "weaker": f"{self.key}: {self.message}",
+            "capped": f"{self.key}={self.value!r} {self.message}",
+            "unreadable": self.message + ("; defaults used" if outcome else ""),
+            "bad assignment": self.message if self.value is NOTHING_KEPT else f"{self.value!r}: {self.message}",
+            "unknown surface": f"unknown surface {self.value!r}: one of {', '.join(SURFACES)}",
+        }[self.kind]
+        return where + text
 
 
 @dataclass(frozen=True)
@@ -71,6 +151,13 @@ class SettingRules:
     lsp: str = ""  # the language server's client setting (camelCase), if it has one
     # Where the setting used to live ("section.key"): still accepted there, with one warning.
     moved_from: tuple[str, ...] = ()
+    # The setting may hold another value on some surfaces (SURFACE_KEYS: "lsp", "lsp_embedded",
+    # ...): these are its defaults there, as (surface key, value) pairs; a user's file may give it
+    # one per surface too, under [section.SURFACE_KEY]. Empty: one value on every surface.
+    surfaces: tuple[tuple[str, Any], ...] = ()
+    # Old names of one surface's value, as (old "section.key", surface key) pairs: the language
+    # server's server.retrieval_budget_ms is retrieval.time_budget_ms on the "lsp" surface now.
+    surface_moved_from: tuple[tuple[str, str], ...] = ()
 
 
 def setting(default: Any, *, help: str, minimum: int | float = 0, minimum_means: str = "", positive: bool = False,
@@ -78,12 +165,17 @@ def setting(default: Any, *, help: str, minimum: int | float = 0, minimum_means:
             folder_name: bool = False, repository: Repository = "anyone",
             repository_cap: int | float | str | None = None, zero_is_unlimited: bool = False,
             run_only: bool = False, reopens_backend: bool = False, lsp: str = "",
-            moved_from: Iterable[str] = ()) -> Any:
-    """A config section's field: its default and its SettingRules, in the field's metadata."""
+            moved_from: Iterable[str] = (), surfaces: dict[str, Any] | None = None,
+            surface_moved_from: dict[str, str] | None = None) -> Any:
+    """A config section's field: its default and its SettingRules, in the field's metadata.
+    `surfaces`: its defaults on some surfaces ({"lsp": 50.0}); `surface_moved_from`: old names of
+    those values ({"server.retrieval_budget_ms": "lsp"})."""
     rules = SettingRules(help=help, minimum=minimum, minimum_means=minimum_means, positive=positive, within=within,
                          maximum=maximum, choices=tuple(choices), folder_name=folder_name, repository=repository,
                          repository_cap=repository_cap, zero_is_unlimited=zero_is_unlimited, run_only=run_only,
-                         reopens_backend=reopens_backend, lsp=lsp, moved_from=tuple(moved_from))
+                         reopens_backend=reopens_backend, lsp=lsp, moved_from=tuple(moved_from),
+                         surfaces=tuple((surfaces or {}).items()),
+                         surface_moved_from=tuple((surface_moved_from or {}).items()))
     return dataclasses.field(default=default, metadata={METADATA_KEY: rules})
 
 
@@ -124,83 +216,185 @@ def settings_by_name(root: type) -> dict[tuple[str, str], Setting]:
 
 
 @cache
-def moved_settings(root: type) -> dict[tuple[str, str], Setting]:
-    """(old section, old key) -> the Setting that moved from there."""
+def moved_settings(root: type) -> dict[tuple[str, str], tuple[Setting, str]]:
+    """(old section, old key) -> the Setting that moved from there, and the surface key of the
+    value the old name held ("" when it held the setting's value on every surface)."""
     moved = {}
     for setting_ in settings_of(root):
         for old in setting_.rules.moved_from:
             section, _, key = old.partition(".")
-            moved[(section, key)] = setting_
+            moved[(section, key)] = (setting_, "")
+        for old, surface_key in setting_.rules.surface_moved_from:
+            section, _, key = old.partition(".")
+            moved[(section, key)] = (setting_, surface_key)
     return moved
 
 
-def with_current_names(root: type, data: dict[str, Any], label: str = "config") -> tuple[dict[str, Any], list[str]]:
+def with_current_names(root: type, data: dict[str, Any],
+                       source: str = "") -> tuple[dict[str, Any], list[ConfigProblem]]:
     """`data` (a nested mapping, as read from TOML) with every moved setting's old name replaced by
-    its current one, and one warning per old name. Where the current name is set too, it wins.
-    Sections and values are left as they are for the validators to judge."""
+    its current one (a surface's value under [section.SURFACE]), and one problem per old name.
+    Where the current name is set too, it wins. Sections and values are left as they are for the
+    validators to judge. `source`: where `data` was read, for the problems."""
     moved = moved_settings(root)
     if not moved:
         return data, []
-    warnings: list[str] = []
+    problems: list[ConfigProblem] = []
     renamed: dict[str, Any] = {name: dict(values) if isinstance(values, dict) else values
                                for name, values in data.items()}
+    current_sections = {s.section for s in settings_of(root)}
     for section, values in data.items():
         if not isinstance(values, dict):
             continue
         for key, value in values.items():
-            target = moved.get((section, key))
-            if target is None:
+            found = moved.get((section, key))
+            if found is None:
                 continue
+            target, surface_key = found
             current = renamed.setdefault(target.section, {})
             if not isinstance(current, dict):
-                continue  # the current section is not a table: config_from_mapping reports both
+                continue  # the current section is not a table: tree_from_mapping reports both
+            if surface_key:
+                current = current.setdefault(surface_key, {})
+                if not isinstance(current, dict):
+                    continue  # [section] surface_key = 3: reported as not a table
+            new_name = target.name if not surface_key else f"{target.section}.{surface_key}.{target.key}"
             del renamed[section][key]
-            if not renamed[section] and section not in {s.section for s in settings_of(root)}:
+            if not renamed[section] and section not in current_sections:
                 del renamed[section]  # a section that exists no more, now empty
             if target.key in current:
-                warnings.append(f"{label} {section}.{key} has moved to {target.name}, which is set too; "
-                                f"{section}.{key} ignored")
+                problems.append(ConfigProblem(new_name, "moved, both set", old_name=f"{section}.{key}",
+                                              source=source))
                 continue
             current[target.key] = value
-            warnings.append(f"{label} {section}.{key} has moved to {target.name}; read as {target.name} "
-                            "(rename it there)")
-    return renamed, warnings
+            problems.append(ConfigProblem(new_name, "moved", old_name=f"{section}.{key}", source=source))
+    return renamed, problems
 
 
-def tree_from_mapping(root: type[Tree], data: dict[str, Any]) -> tuple[Tree, list[str]]:
-    """The config tree `root` built from a nested mapping (as read from TOML): each value of the
-    setting's type and accepted by its rules replaces the default; any other entry falls back to
-    the default with one warning. A moved setting's old name counts as its current one."""
-    data, warnings = with_current_names(root, data)
+def checked_value(setting_: Setting, value: Any, name: str = "", kept: Any = NOTHING_KEPT,
+                  source: str = "") -> tuple[Any, ConfigProblem | None]:
+    """`value` as the setting holds it (coerced to its type) and None, or None and why it is
+    refused: the one check of a value, whoever sent it (a file, the command line, an editor).
+    `name`: the setting's name as the user wrote it (default its current one); `kept`: the value in
+    force instead (default the setting's default)."""
+    name = name or setting_.name
+    kept = setting_.default if kept is NOTHING_KEPT else kept
+    try:
+        coerced = coerce(value, setting_.default)
+    except TypeError as error:
+        return None, ConfigProblem(name, "wrong type", str(error), value=value, kept=kept, source=source)
+    problem = value_problem(setting_.rules, coerced)
+    if problem is not None:
+        return None, ConfigProblem(name, "refused value", problem, value=coerced, kept=kept, source=source)
+    return coerced, None
+
+
+@dataclass(frozen=True)
+class ResolvedTree:
+    """A config tree as one surface sees it, what was wrong with the mapping it was read from, and
+    where each setting's value came from (by "section.key"): "default", "surface default (KEY)" (the
+    setting's declared value on that surface), "set" (the mapping's plain value), "set for KEY"
+    (the mapping's value for that surface) or "override" (resolved_tree's overrides)."""
+
+    tree: Any
+    problems: list[ConfigProblem]
+    chosen: dict[str, str]
+    surface_key: str  # the most specific surface key that applied ("lsp_embedded", "cli")
+
+
+def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
+                  embedded_when: Callable[[Any], bool] | None = None,
+                  overrides: dict[str, Any] | None = None) -> ResolvedTree:
+    """The config tree `root` built from a nested mapping (as read from TOML) for `surface`: each
+    value of the setting's type and accepted by its rules replaces the default; any other entry
+    falls back to the default with one problem. A moved setting's old name counts as its current
+    one. The most specific value wins: [section.SURFACE_embedded] (when `embedded_when(tree)` says
+    the embedded model runs) over [section.SURFACE] over [section]; at one level the mapping's value
+    over the setting's declared surface default. `overrides` ("section.key" -> a value already
+    checked, checked_value) win over all: the command line's and the editor's, given for this
+    surface; they count when judging whether the embedded model runs (an editor's endpoint)."""
+    if surface not in SURFACES:
+        raise ValueError(f"unknown surface {surface!r}: one of {', '.join(SURFACES)}")
+    data, problems = with_current_names(root, data)
     by_name = settings_by_name(root)
-    base = root()
     section_names = {section.name for section in dataclasses.fields(root)}  # type: ignore[arg-type]
-    sections: dict[str, Any] = {}
+    plain: dict[tuple[str, str], Any] = {}
+    per_surface: dict[str, dict[tuple[str, str], Any]] = {key: {} for key in SURFACE_KEYS}
     for section_name, section_value in data.items():
         if section_name not in section_names:
-            warnings.append(f"unknown config section [{section_name}] ignored")
+            problems.append(ConfigProblem(section_name, "unknown section"))
             continue
         if not isinstance(section_value, dict):
-            warnings.append(f"config section [{section_name}] must be a table; default kept")
+            problems.append(ConfigProblem(section_name, "not a table"))
             continue
-        changes: dict[str, Any] = {}
         for key, value in section_value.items():
+            if key in SURFACE_KEYS:
+                if not isinstance(value, dict):
+                    problems.append(ConfigProblem(f"{section_name}.{key}", "not a table"))
+                    continue
+                for surface_setting, surface_value in value.items():
+                    setting_ = by_name.get((section_name, surface_setting))
+                    written = f"{section_name}.{key}.{surface_setting}"
+                    if setting_ is None:
+                        problems.append(ConfigProblem(written, "unknown key"))
+                        continue
+                    if not setting_.rules.surfaces:
+                        problems.append(ConfigProblem(written, "one value everywhere", kept=NOTHING_KEPT))
+                        continue
+                    declared = dict(setting_.rules.surfaces).get(key, setting_.default)
+                    coerced, problem = checked_value(setting_, surface_value, written, declared)
+                    if problem is not None:
+                        problems.append(problem)
+                        continue
+                    per_surface[key][(section_name, surface_setting)] = coerced
+                continue
             setting_ = by_name.get((section_name, key))
             if setting_ is None:
-                warnings.append(f"unknown config key {section_name}.{key} ignored")
+                problems.append(ConfigProblem(f"{section_name}.{key}", "unknown key"))
                 continue
-            try:
-                coerced = coerce(value, setting_.default)
-            except TypeError as error:
-                warnings.append(f"config {setting_.name}: {error}; default {setting_.default!r} kept")
-                continue
-            problem = value_problem(setting_.rules, coerced)
+            coerced, problem = checked_value(setting_, value)
             if problem is not None:
-                warnings.append(f"config {setting_.name}={coerced!r} {problem}; default {setting_.default!r} kept")
+                problems.append(problem)
                 continue
-            changes[key] = coerced
-        sections[section_name] = dataclasses.replace(getattr(base, section_name), **changes)
-    return dataclasses.replace(base, **sections), warnings  # type: ignore[type-var]
+            plain[(section_name, key)] = coerced
+    values: dict[tuple[str, str], Any] = {(s.section, s.key): s.default for s in settings_of(root)}
+    chosen = {s.name: "default" for s in settings_of(root)}
+
+    def lay(entries: dict[tuple[str, str], Any], where: str) -> None:
+        for (section_name, key), value in entries.items():
+            values[(section_name, key)] = value
+            chosen[f"{section_name}.{key}"] = where
+
+    def declared_on(surface_key: str) -> dict[tuple[str, str], Any]:
+        return {(s.section, s.key): dict(s.rules.surfaces)[surface_key]
+                for s in settings_of(root) if surface_key in dict(s.rules.surfaces)}
+
+    def built() -> Any:
+        base = root()
+        sections = {name: dataclasses.replace(getattr(base, name), **{key: values[(name, key)] for key in (
+            f.name for f in dataclasses.fields(getattr(base, name)))}) for name in section_names}
+        return dataclasses.replace(base, **sections)  # type: ignore[type-var]
+
+    given = {tuple(name.split(".", 1)): value for name, value in (overrides or {}).items()}
+    lay(plain, "set")
+    lay(declared_on(surface), f"surface default ({surface})")
+    lay(per_surface[surface], f"set for {surface}")
+    lay(given, "override")  # type: ignore[arg-type]
+    surface_key = surface
+    embedded_key = f"{surface}_{EMBEDDED}"
+    if embedded_when is not None and embedded_when(built()):
+        surface_key = embedded_key
+        lay(declared_on(embedded_key), f"surface default ({embedded_key})")
+        lay(per_surface[embedded_key], f"set for {embedded_key}")
+        lay(given, "override")  # type: ignore[arg-type]
+    return ResolvedTree(built(), problems, chosen, surface_key)
+
+
+def tree_from_mapping(root: type[Tree], data: dict[str, Any], surface: str = "cli",
+                      embedded_when: Callable[[Any], bool] | None = None) -> tuple[Tree, list[ConfigProblem]]:
+    """resolved_tree's tree and problems."""
+    resolved = resolved_tree(root, data, surface, embedded_when)
+    return resolved.tree, resolved.problems
 
 
 def coerce(value: Any, default: Any) -> Any:
@@ -284,7 +478,7 @@ def rule_problems(root: type) -> list[str]:
                 problems.append(f"{setting_.name}: language-server name {setting_.rules.lsp!r} is "
                                 f"{lsp_names[setting_.rules.lsp]}'s too")
             lsp_names[setting_.rules.lsp] = setting_.name
-        for old in setting_.rules.moved_from:
+        for old in (*setting_.rules.moved_from, *(name for name, _ in setting_.rules.surface_moved_from)):
             if old in current:
                 problems.append(f"{setting_.name}: moved_from {old!r} is a current setting")
             if old in old_names:
@@ -339,8 +533,20 @@ def setting_problems(setting_: Setting) -> list[str]:
         problems.append(f"the default {default!r} is refused by its own rules: {refused}")
     if rules.lsp and not (rules.lsp.isidentifier() and rules.lsp[0].islower() and "_" not in rules.lsp):
         problems.append(f"language-server name {rules.lsp!r} is not camelCase")
-    for old in rules.moved_from:
+    for old in (*rules.moved_from, *(name for name, _ in rules.surface_moved_from)):
         section, dot, key = old.partition(".")
         if not dot or not section.isidentifier() or not key.isidentifier():
             problems.append(f"moved_from {old!r} is not section.key")
+    if setting_.key in SURFACE_KEYS:
+        problems.append(f"named like a surface ({setting_.key!r}): [section.{setting_.key}] holds surface values")
+    declared = dict(rules.surfaces)
+    for surface_key, value in rules.surfaces:
+        if surface_key not in SURFACE_KEYS:
+            problems.append(f"surface {surface_key!r} is not one of {SURFACE_KEYS}")
+        refused = checked_value(setting_, list(value) if isinstance(value, tuple) else value)[1]
+        if refused is not None:
+            problems.append(f"its value on {surface_key} is refused by its own rules: {refused.reason()}")
+    for old, surface_key in rules.surface_moved_from:
+        if surface_key not in declared:
+            problems.append(f"surface_moved_from {old!r} names surface {surface_key!r}, which it declares no value on")
     return problems

@@ -73,7 +73,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.perf_counter()
     try:
-        backend = open_chosen_backends(args, Config().completion, Console(stderr=True))[0]
+        backend = open_chosen_backends(args, Config(), Console(stderr=True))[0]
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--orders", default="score,stable", help="block orders to walk with")
     parser.add_argument("--skip-single", action="store_true")
     parser.add_argument("--in-process", action="store_true",
-                        help="llama.cpp in this process (completion.isolate_model = false) instead of the default "
+                        help="llama.cpp in this process (model.isolate_model = false) instead of the default "
                              "child process")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-completion.json")
     args = parser.parse_args()
@@ -116,7 +116,7 @@ def main() -> None:
     model = pull_default_model()
     if isinstance(model, Failure):
         raise SystemExit(model.message)
-    settings = dataclasses.replace(service.config.completion, context_tokens=4096, isolate_model=not args.in_process)
+    settings = with_overrides(service.config, model={"context_tokens": 4096, "isolate_model": not args.in_process})
     started = time.perf_counter()
     backend = open_gguf(model, settings)
     assert not isinstance(backend, Failure), backend

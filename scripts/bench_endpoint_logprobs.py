@@ -1,4 +1,4 @@
-"""What asking a server for log-probabilities costs (completion.endpoint_logprobs), per generation.
+"""What asking a server for log-probabilities costs (model.endpoint_logprobs), per generation.
 
     python scripts/bench_endpoint_logprobs.py [--prompt-tokens 300] [--new-tokens 24] [--repeats 5]
 

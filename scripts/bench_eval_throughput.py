@@ -76,9 +76,9 @@ def main() -> int:
 
     started = time.perf_counter()
     if args.endpoint:
-        backends = [connect_endpoint(url, config.completion) for url in args.endpoint]
+        backends = [connect_endpoint(url, config) for url in args.endpoint]
     else:
-        backends = [open_backend(config.completion, model_path=args.model or "", hf_model=args.hf or "")]
+        backends = [open_backend(config, model_path=args.model or "", hf_model=args.hf or "")]
     failed = [b for b in backends if isinstance(b, Failure)]
     if failed:
         console.print(failed[0].message)

@@ -82,7 +82,7 @@ def main() -> None:
     assert isinstance(service, RepoService)
     console.print("index ...")
     service.ensure_index()
-    backend = open_backend(service.config.completion)
+    backend = open_backend(service.config)
     if isinstance(backend, Failure):
         raise SystemExit(backend.message)
     engine = CompletionEngine(service, backend)

@@ -1,4 +1,4 @@
-"""The embedded model's KV cache kept in runs (completion.reuse_chunk_tokens) against its common
+"""The embedded model's KV cache kept in runs (model.reuse_chunk_tokens) against its common
 beginning only, on what an editor asks most: the completion of a new line after the last was
 written, line after line.
 
@@ -42,7 +42,7 @@ from repomem.backends.kv_reuse import with_chunk_reuse  # noqa: E402
 from repomem.backends.llama import LlamaBackend  # noqa: E402
 from repomem.backends.models import pull_default_model  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
-from repomem.config import with_overrides  # noqa: E402
+from repomem.config import config_from_mapping, with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from repomem.positions import locate  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
@@ -107,10 +107,10 @@ def main() -> None:
     model = pull_default_model()
     if isinstance(model, Failure):
         raise SystemExit(model.message)
-    # What the language server runs the embedded model with (lsp/settings.py).
-    config = with_overrides(service.config,
-                            completion={"max_prompt_tokens": service.config.server.embedded_prompt_tokens},
-                            prompt={"file_only_round": False})
+    # What the language server runs the embedded model with (its "lsp_embedded" surface values).
+    lsp = config_from_mapping({}, "lsp")[0]
+    config = with_overrides(service.config, completion={"max_prompt_tokens": lsp.completion.max_prompt_tokens},
+                            prompt={"file_only_round": lsp.prompt.file_only_round})
     variants = [("beginning only", 0, 0)] + [(f"runs, moved <= {m}", args.min_run, int(m))
                                               for m in args.max_moves.split(",")]
     engines = {}

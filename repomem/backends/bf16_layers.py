@@ -11,7 +11,7 @@ and the token embeddings (Q5_0, only looked up) are copied unchanged. The file i
 next to the shipped one (960 MB beside 491 MB), by llama.cpp's own quantizer, and checked by size
 and modification time against the stamp written with it (`repomem model verify` hashes it again).
 
-`completion.embedded_layers`: "auto" widens where it pays (the CPU reports avx512_bf16 and the
+`model.embedded_layers`: "auto" widens where it pays (the CPU reports avx512_bf16 and the
 installed llama.cpp was built with it), "bf16" always, "quantized" never (the shipped file, as the
 CPU exact-match records before 2026-11-28 were made).
 """
@@ -171,7 +171,7 @@ def widened_path(widened: WidenedModel = WIDENED_DEFAULT) -> Path:
 
 
 def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool] = build_multiplies_bf16) -> bool:
-    """Whether `completion.embedded_layers = mode` runs the widened file here."""
+    """Whether `model.embedded_layers = mode` runs the widened file here."""
     if mode == "bf16":
         return True
     if mode != "auto":

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from repomem.backends.base import Backend
-from repomem.config import CompletionConfig
+from repomem.config import Config, ModelConfig
 from repomem.failures import Failure
 from repomem.progress import Progress
 
@@ -14,17 +14,18 @@ from repomem.progress import Progress
 CONNECT_DEADLINE_S = 15.0
 
 
-def api_key_from_environment(settings: CompletionConfig) -> str:
+def api_key_from_environment(settings: ModelConfig) -> str:
     return os.environ.get(settings.api_key_env, "") if settings.api_key_env else ""
 
 
-def open_backend(settings: CompletionConfig, progress: Progress | None = None, *, model_path: str = "",
+def open_backend(config: Config, progress: Progress | None = None, *, model_path: str = "",
                  endpoint: str = "", vllm_model: str = "", hf_model: str = "") -> Backend | Failure:
     """vLLM in process, transformers, an OpenAI-compatible endpoint, a GGUF file, or an embedded
     model (pulled if needed), in that order. Arguments win over settings; a model argument that
     names an embedded model (`--model qwen2.5-coder-1.5b`, `--hf qwen2.5-coder-1.5b`) is that
     model's file; the API key comes from `api_key_env`; a GGUF runs in a child process unless
-    `isolate_model` is off."""
+    `isolate_model` is off. The [model] settings choose it; completion.deadline_s bounds its start."""
+    settings = config.model
     if vllm_model:
         from repomem.backends.vllm_local import VLLMBackend
 
@@ -41,10 +42,10 @@ def open_backend(settings: CompletionConfig, progress: Progress | None = None, *
         return TransformersBackend.open(hf_model, settings.context_tokens, settings.threads)
     endpoint = endpoint or settings.endpoint
     if endpoint:
-        return connect_endpoint(endpoint, settings)
+        return connect_endpoint(endpoint, config)
     chosen = model_path or settings.model_path
     if chosen and not embedded_model_name(chosen):
-        return open_gguf(Path(chosen).expanduser(), settings)
+        return open_gguf(Path(chosen).expanduser(), config)
     pulled = pulled_model(chosen or settings.embedded_model, progress)
     if isinstance(pulled, Failure):
         return pulled
@@ -52,7 +53,7 @@ def open_backend(settings: CompletionConfig, progress: Progress | None = None, *
     from repomem.backends.models import model_named, say_on_stderr
 
     widened = widened_for(model_named(chosen or settings.embedded_model))
-    return open_gguf(embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr, widened), settings)
+    return open_gguf(embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr, widened), config)
 
 
 def embedded_model_name(value: str) -> bool:
@@ -71,20 +72,22 @@ def pulled_model(name: str, progress: Progress | None) -> Path | Failure:
     return model if isinstance(model, Failure) else pull_model(model, progress=progress)
 
 
-def connect_endpoint(endpoint: str, settings: CompletionConfig) -> Backend | Failure:
+def connect_endpoint(endpoint: str, config: Config) -> Backend | Failure:
     from repomem.backends.openai_http import OpenAIBackend
 
+    settings = config.model
     return OpenAIBackend.connect(endpoint, api_key=api_key_from_environment(settings),
-                                 deadline_s=min(settings.deadline_s, CONNECT_DEADLINE_S),
+                                 deadline_s=min(config.completion.deadline_s, CONNECT_DEADLINE_S),
                                  context_tokens=settings.context_tokens, asks_logprobs=settings.endpoint_logprobs)
 
 
-def open_gguf(path: Path, settings: CompletionConfig) -> Backend | Failure:
+def open_gguf(path: Path, config: Config) -> Backend | Failure:
+    settings = config.model
     if settings.isolate_model:
         from repomem.backends.llama_process import LlamaProcessBackend
 
         return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
-                                        start_deadline_s=settings.deadline_s,
+                                        start_deadline_s=config.completion.deadline_s,
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens,
                                         reuse_chunk_tokens=settings.reuse_chunk_tokens)
     from repomem.backends.llama import LlamaBackend

@@ -11,8 +11,8 @@ before each prompt, keeps the cached cells of those runs, moves them to their ne
 (llama.cpp re-rotates their keys, a K-shift) and evaluates only the tokens between them. A moved
 cell was computed after other text than it now follows, so the answer approximates a cold
 evaluation's: llama.cpp's own server offers the same (`--cache-reuse`) for editor plugins. The
-language server turns it on for the embedded model (server.reuse_chunk_tokens); the CLI and
-`eval run` keep exact prompts (completion.reuse_chunk_tokens = 0).
+language server turns it on for the embedded model ([model.lsp_embedded] reuse_chunk_tokens); the CLI and
+`eval run` keep exact prompts (model.reuse_chunk_tokens = 0).
 
 The model's child process (repomem.backends.llama_child) uses this module: it must not load
 repomem's engine.

@@ -1,4 +1,4 @@
-"""Adapter for llama-cpp-python in this process: the embedded model when `completion.isolate_model`
+"""Adapter for llama-cpp-python in this process: the embedded model when `model.isolate_model`
 is off (the default runs it in a child process, repomem.backends.llama_process).
 
 llama.cpp keeps the tokens of the previous prompt in its KV cache and reuses their longest common
@@ -34,7 +34,7 @@ class LlamaBackend:
         self.name = f"llama.cpp:{path.name}"
         self.template = template
         self.context_tokens = context_tokens
-        self.reuse_chunk_tokens = 0  # see CompletionConfig.reuse_chunk_tokens
+        self.reuse_chunk_tokens = 0  # see ModelConfig.reuse_chunk_tokens
 
     @classmethod
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0,

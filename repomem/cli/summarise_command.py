@@ -38,7 +38,7 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     kinds = summarise.SUMMARY_KINDS if args.kind == "all" else (args.kind,)
     service = open_service(index_root(args.path))
     ensure_index(service, err)
-    backend = open_chosen_backends(args, service.config.completion, err)[0]
+    backend = open_chosen_backends(args, service.config, err)[0]
     store = service.memories.open_written_summaries()
     try:
         with RichProgress(err) as progress:

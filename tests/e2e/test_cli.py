@@ -146,7 +146,7 @@ ENGINE_MODULES = ("numpy", "numba", "scipy", "repomem.service", "repomem.lsp.ser
 @pytest.mark.parametrize("arguments", [
     ["--help"], ["complete", "--help"], ["frobnicate"], ["model", "path"], ["serve", "--tcp", "70000"],
     ["complete", "a.py:3", "--max-tokens", "0"], ["eval", "report", "absent.jsonl"],
-    ["eval", "run", "--tasks", "t.jsonl", "--repos", ".", "--workers", "0"],
+    ["eval", "run", "--tasks", "t.jsonl", "--repos", ".", "--workers", "0"], ["config", "show", "--surface", "gui"],
 ], ids=" ".join)
 def test_help_and_usage_errors_answer_without_importing_the_engine(arguments: list[str], tmp_path: Path):
     """The engine (index, numpy, numba, scipy: ~1 s of imports here) is imported by the commands
@@ -159,3 +159,41 @@ def test_help_and_usage_errors_answer_without_importing_the_engine(arguments: li
     assert "Traceback" not in result.stderr
     assert result.returncode in (0, 2), result.stderr
     assert "LOADED []" in result.stdout, result.stdout[-300:]
+
+
+def test_config_show_tells_each_value_on_a_surface_and_where_it_came_from(tmp_path: Path, monkeypatch):
+    user = tmp_path / "user.toml"
+    user.write_text("[retrieval]\nalpha = 0.25\n")
+    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "repomem.toml").write_text("[retrieval]\ntop_k = 7\n[server]\nretrieval_budget_ms = 30\n")
+    shown = run("config", "show", str(repo), "--surface", "lsp", "--json", "--set", "completion.max_new_tokens=12")
+    assert shown.returncode == 0, shown.stderr
+    answer = json.loads(shown.stdout)
+    assert (answer["surface"], answer["surface_key"]) == ("lsp", "lsp_embedded")
+    settings = {s["name"]: (s["value"], s["source"]) for s in answer["settings"]}
+    assert settings["retrieval.alpha"] == (0.25, str(user))
+    assert settings["retrieval.top_k"] == (7, str(repo / "repomem.toml"))
+    assert settings["retrieval.time_budget_ms"] == (30, f"{repo / 'repomem.toml'} [retrieval.lsp]")
+    assert settings["completion.max_prompt_tokens"] == (1024, "surface default (lsp_embedded)")
+    assert settings["completion.max_new_tokens"] == (12, "command line")
+    assert settings["bm25.k1"] == (1.5, "default")
+    assert [p["kind"] for p in answer["problems"]] == ["moved"]
+    assert "server.retrieval_budget_ms has moved to retrieval.lsp.time_budget_ms" in shown.stderr
+    text = run("config", "show", str(repo))  # the CLI's: its own budget, as TOML with sources
+    assert text.returncode == 0, text.stderr
+    assert "time_budget_ms = 0.0  # default" in text.stdout and "top_k = 7  # " in text.stdout
+    assert "[model]" in text.stdout
+
+
+def test_config_show_refuses_bad_input_in_one_line(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "none.toml"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert_user_error(run("config", "show", str(repo), "--surface", "gui"), "invalid choice: 'gui'")
+    (repo / "repomem.toml").write_text("[retrieval\ntop_k = ")
+    assert_user_error(run("config", "show", str(repo)), "repomem.toml")
+    (repo / "repomem.toml").write_text("")
+    assert_user_error(run("config", "show", str(repo), "--set", "retrieval.top_k=ten"), "expected an integer")
+    assert_user_error(run("config", "show", str(tmp_path / "missing")), "no such folder")

@@ -458,14 +458,14 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
 def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tuple[Path, Path], llama_server):
     """Three workers over two clients of a real server write, in the same order, the records one
     worker writes (wall times and cache hits aside); results name the model, not the server's URL.
-    Log-probabilities are not asked for (completion.endpoint_logprobs): llama-cpp-python's server
+    Log-probabilities are not asked for (model.endpoint_logprobs): llama-cpp-python's server
     sorts the whole vocabulary for each one (~0.25 s a token here), and without them fragrel's
     file-only round generates nothing more."""
     base, repos = shop_benchmark
     url, _ = llama_server
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
               "--repos", str(repos), "--strategies", "vanilla,fragrel", "--max-new-tokens", "6",
-              "--prompt-tokens", "256", "--set", "completion.endpoint_logprobs=false"]
+              "--prompt-tokens", "256", "--set", "model.endpoint_logprobs=false"]
     runs = {}
     for workers, endpoints in ((1, [url]), (3, [url, url])):
         results = base / f"workers-{workers}.jsonl"
@@ -533,7 +533,7 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
           "--set", "prompt.pack_max_lines=0"], "must be > 0"),
         # Refused before the model is opened (the embedded one would take seconds to start).
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos),
-          "--set", "completion.endpoint_logprobs=maybe"], "completion.endpoint_logprobs"),
+          "--set", "model.endpoint_logprobs=maybe"], "model.endpoint_logprobs"),
     ]
     for args, expected in cases:
         result = _repomem(*args)

@@ -1,4 +1,4 @@
-"""The embedded model keeping moved runs of its KV cache (completion.reuse_chunk_tokens), with the
+"""The embedded model keeping moved runs of its KV cache (model.reuse_chunk_tokens), with the
 real GGUF, in this process and in the child: fewer tokens evaluated, the cache's cells where
 llama.cpp expects them, and the answer a cold evaluation gives on a clear-cut prompt."""
 

@@ -20,7 +20,7 @@ from repomem.backends.base import GenerationRequest, backend_broken
 from repomem.backends.factory import open_backend
 from repomem.backends.llama_process import LlamaProcessBackend
 from repomem.backends.models import DEFAULT_MODEL
-from repomem.config import CompletionConfig
+from repomem.config import Config, with_overrides
 from repomem.failures import Failure
 from tests.cli_process import alive, model_children
 
@@ -142,8 +142,9 @@ def test_the_child_dies_with_its_parent_and_llama_cpp_stays_out_of_repomem(model
         import repomem.index.kernels.selection  # numba first: the import order that crashes with a CUDA build
         from repomem.backends.base import GenerationRequest
         from repomem.backends.factory import open_backend
-        from repomem.config import CompletionConfig
-        backend = open_backend(CompletionConfig(model_path={str(model_path)!r}, threads=1, context_tokens=1024))
+        from repomem.config import Config, with_overrides
+        backend = open_backend(with_overrides(Config(), model=dict(model_path={str(model_path)!r}, threads=1,
+                                                                   context_tokens=1024)))
         answer = backend.generate(GenerationRequest({PROMPT!r}, 4, ("\\n",), 120))
         print(backend.pid, "llama_cpp" in sys.modules, type(answer).__name__, flush=True)
         time.sleep(600)
@@ -181,7 +182,8 @@ def test_a_model_that_hangs_at_start_fails_within_completion_deadline_s(model_pa
     opened: list = []
     others = set(model_children(os.getpid()))  # other tests' model processes, still open
     started = time.monotonic()
-    settings = CompletionConfig(model_path=str(model_path), deadline_s=3, threads=1, context_tokens=512)
+    settings = with_overrides(Config(), model={"model_path": str(model_path), "threads": 1, "context_tokens": 512},
+                              completion={"deadline_s": 3})
     opener = threading.Thread(target=lambda: opened.append(open_backend(settings)), daemon=True)
     opener.start()
     child = None

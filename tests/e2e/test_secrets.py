@@ -147,7 +147,7 @@ def test_a_hostile_repository_config_reaches_no_server(repo: Path, tmp_path: Pat
         server.shutdown()
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["backend"].startswith("llama.cpp:")
-    assert "completion.endpoint ignored" in completed.stderr and "completion.api_key_env ignored" in completed.stderr
+    assert "model.endpoint ignored" in completed.stderr and "model.api_key_env ignored" in completed.stderr
     assert _Counting.requests == []
 
 

@@ -3,7 +3,6 @@ result labels."""
 
 from __future__ import annotations
 
-import dataclasses
 import http.server
 import json
 import struct
@@ -253,16 +252,16 @@ def test_log_probabilities_are_averaged_per_token_and_a_server_refusing_them_is_
 
 
 def test_endpoint_logprobs_off_never_asks_for_them():
-    """completion.endpoint_logprobs = false (a server slow at log-probabilities): the backend the
+    """model.endpoint_logprobs = false (a server slow at log-probabilities): the backend the
     settings open never sends the field, so its answers carry no confidence and no lever adds a
     generation for one."""
     from repomem.backends.factory import connect_endpoint
-    from repomem.config import CompletionConfig
+    from repomem.config import Config, with_overrides
 
     _NoLogprobs.asked = []
     server, url = serve_http(_NoLogprobs)
     try:
-        backend = connect_endpoint(url, dataclasses.replace(CompletionConfig(), endpoint_logprobs=False))
+        backend = connect_endpoint(url, with_overrides(Config(), model={"endpoint_logprobs": False}))
         answers = [backend.generate(_request(prompt, max_tokens=8)) for prompt in ("x", "y")]
         backend.close()
     finally:

@@ -1,4 +1,4 @@
-"""Which file the embedded model runs (completion.embedded_layers), without llama.cpp."""
+"""Which file the embedded model runs (model.embedded_layers), without llama.cpp."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_auto_asks_the_build_only_where_the_cpu_has_the_instruction():
     assert not wanted("auto", WITH_BF16, build(False))  # an AVX2 build would emulate bfloat16
     assert wanted("bf16", WITHOUT, build(False))
     assert not wanted("quantized", WITH_BF16, build(True))
-    assert Config().completion.embedded_layers == "auto" and "quantized" in EMBEDDED_LAYER_CHOICES
+    assert Config().model.embedded_layers == "auto" and "quantized" in EMBEDDED_LAYER_CHOICES
 
 
 def test_a_stamped_widened_file_is_used_and_a_changed_one_is_not(tmp_path, monkeypatch):

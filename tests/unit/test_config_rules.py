@@ -23,10 +23,11 @@ from repomem.config import (
     with_assignments,
     with_overrides,
 )
-from repomem.lsp.settings import CLIENT_SETTINGS, apply_settings, backend_changed
+from repomem.lsp.settings import CLIENT_SETTINGS, apply_settings, backend_changed, client_problem_line
 from repomem.setting_reference import REFERENCE_PATH, configuration_reference
 from repomem.setting_rules import (
     CPU_COUNT,
+    ConfigProblem,
     rule_problems,
     setting,
     settings_by_name,
@@ -132,8 +133,8 @@ def test_the_validators_read_no_table_keyed_by_setting_names():
 
 def test_what_a_repository_may_not_set_or_only_make_stricter():
     assert names_where(lambda r: r.repository == "not a repository") == {
-        "completion.endpoint", "completion.api_key_env", "completion.model_path", "completion.hf_model",
-        "server.feedback_log", "index.cache_dir", "completion.embedded_layers", "completion.embedded_model"}
+        "model.endpoint", "model.api_key_env", "model.model_path", "model.hf_model",
+        "server.feedback_log", "index.cache_dir", "model.embedded_layers", "model.embedded_model"}
     assert names_where(lambda r: r.repository == "stricter only") == {
         "scan.secret_patterns", "scan.mask_secrets", "scan.secret_min_length", "scan.secret_min_entropy"}
 
@@ -142,9 +143,9 @@ def test_the_repository_caps():
     caps = {s.name: s.rules.repository_cap for s in settings_of(Config) if s.rules.repository_cap is not None}
     assert caps == {
         "index.workers": CPU_COUNT, "relations.workers": CPU_COUNT, "relations.product_threads": CPU_COUNT,
-        "completion.threads": CPU_COUNT, "completion.context_tokens": 32_768, "completion.max_prompt_tokens": 32_768,
+        "model.threads": CPU_COUNT, "model.context_tokens": 32_768, "completion.max_prompt_tokens": 32_768,
         "completion.max_suffix_tokens": 32_768, "completion.max_new_tokens": 2_048, "completion.iterative_rounds": 4,
-        "completion.batch_size": 64, "completion.deadline_s": 600.0, "memory.max_calls": 32,
+        "model.batch_size": 64, "completion.deadline_s": 600.0, "memory.max_calls": 32,
         "memory.answer_tokens": 256, "memory.summary_tokens": 1_024, "scan.max_file_bytes": 10_000_000,
         "scan.max_line_chars": 100_000, "graph.max_reach": 8_192, "graph.max_file_nodes": 100_000,
         "relations.max_relations_per_fragment": 512, "relations.semantic_neighbours": 512,
@@ -162,10 +163,10 @@ def test_run_only_settings_leave_the_fingerprints_alone():
     assert wholly == {"index", "server"}
     assert run_only - {s.name for s in settings_of(Config) if s.section in wholly} == {
         "relations.workers", "relations.product_threads", "relations.parallel_product_entries",
-        "completion.threads", "completion.endpoint", "completion.api_key_env", "completion.deadline_s",
-        "completion.isolate_model", "completion.gpu_layers", "completion.embedded_layers", "completion.batch_size",
-        "completion.batch_gather_ms",
-        "completion.context_tokens", "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens"}
+        "model.threads", "model.endpoint", "model.api_key_env", "completion.deadline_s",
+        "model.isolate_model", "model.gpu_layers", "model.embedded_layers", "model.batch_size",
+        "model.batch_gather_ms",
+        "model.context_tokens", "model.prefill_chunk_tokens", "model.reuse_chunk_tokens"}
     base = Config()
     for s in settings_of(Config):
         if isinstance(s.default, (bool, tuple, str)) or s.rules.choices:
@@ -178,16 +179,17 @@ def test_run_only_settings_leave_the_fingerprints_alone():
 
 def test_the_backend_reopens_for_its_own_settings_only():
     assert names_where(lambda r: r.reopens_backend) == {
-        "completion.model_path", "completion.endpoint", "completion.hf_model", "completion.gpu_layers",
-        "completion.isolate_model", "completion.threads", "completion.context_tokens",
-        "completion.prefill_chunk_tokens", "completion.reuse_chunk_tokens", "completion.endpoint_logprobs",
-        "completion.embedded_layers", "completion.embedded_model"}
+        "model.model_path", "model.endpoint", "model.hf_model", "model.gpu_layers",
+        "model.isolate_model", "model.threads", "model.context_tokens",
+        "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.endpoint_logprobs",
+        "model.embedded_layers", "model.embedded_model"}
     base = Config()
     for s in settings_of(Config):
-        if s.section != "completion" or s.rules.choices:
+        if s.section not in ("completion", "model") or s.rules.choices:
             continue
         new = "x" if isinstance(s.default, str) else (not s.default if isinstance(s.default, bool) else s.default + 1)
-        assert backend_changed(base, with_overrides(base, completion={s.key: new})) == s.rules.reopens_backend, s.name
+        changed = with_overrides(base, **{s.section: {s.key: new}})
+        assert backend_changed(base, changed) == s.rules.reopens_backend, s.name
 
 
 # -- the language server's names -----------------------------------------------------------------
@@ -196,18 +198,18 @@ def test_the_backend_reopens_for_its_own_settings_only():
 def test_client_settings_keep_their_names():
     """Editors' configurations name these: renaming one breaks them."""
     assert {name: s.name for name, s in CLIENT_SETTINGS.items()} == {
-        "model": "completion.model_path", "endpoint": "completion.endpoint", "hfModel": "completion.hf_model",
-        "endpointLogprobs": "completion.endpoint_logprobs", "embeddedLayers": "completion.embedded_layers",
-        "embeddedModel": "completion.embedded_model",
-        "gpuLayers": "completion.gpu_layers", "strategy": "completion.strategy", "order": "completion.order",
+        "model": "model.model_path", "endpoint": "model.endpoint", "hfModel": "model.hf_model",
+        "endpointLogprobs": "model.endpoint_logprobs", "embeddedLayers": "model.embedded_layers",
+        "embeddedModel": "model.embedded_model",
+        "gpuLayers": "model.gpu_layers", "strategy": "completion.strategy", "order": "completion.order",
         "alpha": "retrieval.alpha", "topK": "retrieval.top_k", "maxPromptTokens": "completion.max_prompt_tokens",
         "contextShare": "completion.context_share", "maxSuffixTokens": "completion.max_suffix_tokens",
         "maxNewTokens": "completion.max_new_tokens", "maxLines": "completion.max_lines",
         "wordHealing": "completion.word_healing",
         "deadlineSeconds": "completion.deadline_s", "fileOnlyRound": "prompt.file_only_round",
-        "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "server.retrieval_budget_ms",
+        "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "retrieval.time_budget_ms",
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
-        "reuseChunkTokens": "server.reuse_chunk_tokens",
+        "reuseChunkTokens": "model.reuse_chunk_tokens",
         "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
 
 
@@ -215,7 +217,9 @@ def test_every_client_setting_is_checked_by_its_settings_rules():
     for name, target in CLIENT_SETTINGS.items():
         wrong = [1] if not isinstance(target.default, tuple) else 1
         config, problems = apply_settings(Config(), {name: wrong})
-        assert len(problems) == 1 and f"repomem setting {name}=" in problems[0], (name, problems)
+        assert len(problems) == 1 and problems[0].key == name, (name, problems)
+        assert problems[0].kind in ("wrong type", "refused value")
+        assert client_problem_line(problems[0]).startswith(f"repomem setting {name}=")
 
 
 def test_the_editor_clients_name_known_client_settings_only():
@@ -271,7 +275,7 @@ def test_the_editor_clients_send_only_what_the_user_set():
     ("graph.call_weight", 1.5, "config graph.call_weight=1.5 must lie in (0, 1]; default 0.8 kept"),
     ("graph.strength_cutoff", 0.0, "config graph.strength_cutoff=0.0 must lie in (0, 1]; default 0.01 kept"),
     ("relations.context_gamma", 1.5, "config relations.context_gamma=1.5 must lie in [0, 1]; default 0.5 kept"),
-    ("completion.gpu_layers", -2, "config completion.gpu_layers=-2 must be -1 (all layers) or more; default -1 kept"),
+    ("model.gpu_layers", -2, "config model.gpu_layers=-2 must be -1 (all layers) or more; default -1 kept"),
     ("prompt.clone_position", -3, "config prompt.clone_position=-3 must be -1 (off) or more; default 1 kept"),
     ("relations.max_relations_per_fragment", 5000,
      "config relations.max_relations_per_fragment=5000 must be at most 4,096; default 64 kept"),
@@ -290,20 +294,21 @@ def test_the_editor_clients_send_only_what_the_user_set():
 ])
 def test_a_refused_value_keeps_the_default_with_the_same_warning(name, value, warning):
     section, key = name.split(".")
-    config, warnings = config_from_mapping({section: {key: value}})
-    assert warnings == [warning]
+    config, problems = config_from_mapping({section: {key: value}})
+    assert [problem.render() for problem in problems] == [warning]
+    assert problems[0].key == name and problems[0].kept == settings_by_name(Config)[(section, key)].default
     assert config == Config()
 
 
 def test_accepted_values_at_the_bounds():
-    config, warnings = config_from_mapping({"completion": {"gpu_layers": -1, "context_share": 1,
-                                                           "order": BLOCK_ORDERS[0]},
+    config, warnings = config_from_mapping({"completion": {"context_share": 1, "order": BLOCK_ORDERS[0]},
+                                            "model": {"gpu_layers": -1},
                                             "prompt": {"clone_position": -1},
                                             "graph": {"strength_cutoff": 1e-9, "max_reach": 0},
                                             "relations": {"context_gamma": 0, "max_relations_per_fragment": 4096}})
     assert warnings == []
     assert config.completion.context_share == 1.0 and isinstance(config.completion.context_share, float)
-    assert (config.completion.gpu_layers, config.graph.max_reach, config.relations.max_relations_per_fragment) == (
+    assert (config.model.gpu_layers, config.graph.max_reach, config.relations.max_relations_per_fragment) == (
         -1, 0, 4096)
 
 
@@ -329,51 +334,53 @@ class MovedTree:
 
 def test_a_moved_setting_reads_under_its_old_name_with_one_warning():
     assert rule_problems(MovedTree) == []
-    tree, warnings = tree_from_mapping(MovedTree, {"completion": {"budget": 40, "other": 2}})
+    tree, problems = tree_from_mapping(MovedTree, {"completion": {"budget": 40, "other": 2}})
+    warnings = [problem.render() for problem in problems]
     assert (tree.prompt.budget, tree.completion.other) == (40, 2)
+    assert [(p.key, p.kind, p.old_name) for p in problems] == [("prompt.budget", "moved", "completion.budget")]
     assert warnings == ["config completion.budget has moved to prompt.budget; read as prompt.budget (rename it there)"]
     # A section that exists no more is not reported as unknown once its moved keys are read.
-    tree, warnings = tree_from_mapping(MovedTree, {"legacy": {"budget": 50}})
-    assert tree.prompt.budget == 50 and len(warnings) == 1 and "legacy.budget has moved" in warnings[0]
-    tree, warnings = tree_from_mapping(MovedTree, {"legacy": {"budget": 50, "colour": 1}})
-    assert warnings[1] == "unknown config section [legacy] ignored"
+    tree, problems = tree_from_mapping(MovedTree, {"legacy": {"budget": 50}})
+    assert tree.prompt.budget == 50 and len(problems) == 1 and "legacy.budget has moved" in problems[0].render()
+    tree, problems = tree_from_mapping(MovedTree, {"legacy": {"budget": 50, "colour": 1}})
+    assert problems[1].render() == "unknown config section [legacy] ignored"
 
 
 def test_the_current_name_wins_and_the_old_name_is_checked_as_the_new_one():
-    tree, warnings = tree_from_mapping(MovedTree, {"completion": {"budget": 40}, "prompt": {"budget": 60}})
+    tree, problems = tree_from_mapping(MovedTree, {"completion": {"budget": 40}, "prompt": {"budget": 60}})
     assert tree.prompt.budget == 60
-    assert warnings == ["config completion.budget has moved to prompt.budget, which is set too; completion.budget "
-                        "ignored"]
-    tree, warnings = tree_from_mapping(MovedTree, {"completion": {"budget": 0}})
+    assert [problem.render() for problem in problems] == [
+        "config completion.budget has moved to prompt.budget, which is set too; completion.budget ignored"]
+    tree, problems = tree_from_mapping(MovedTree, {"completion": {"budget": 0}})
     assert tree.prompt.budget == 100
-    assert warnings[1] == "config prompt.budget=0 must be > 0; default 100 kept"
-    renamed, notices = with_current_names(MovedTree, {"completion": {"budget": 3, "other": 4}}, "repomem.toml:")
+    assert problems[1].render() == "config prompt.budget=0 must be > 0; default 100 kept"
+    renamed, notices = with_current_names(MovedTree, {"completion": {"budget": 3, "other": 4}}, "repomem.toml")
     assert renamed == {"completion": {"other": 4}, "prompt": {"budget": 3}}
-    assert notices == ["repomem.toml: completion.budget has moved to prompt.budget; read as prompt.budget "
-                       "(rename it there)"]
+    assert [notice.render() for notice in notices] == [
+        "repomem.toml: completion.budget has moved to prompt.budget; read as prompt.budget (rename it there)"]
 
 
 def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path: Path, monkeypatch):
-    """Were completion.endpoint once [legacy] endpoint, a repository still could not set it that way."""
-    endpoint = settings_by_name(Config)[("completion", "endpoint")]
-    monkeypatch.setattr(setting_rules, "moved_settings", lambda root: {("legacy", "endpoint"): endpoint})
+    """Were model.endpoint once [legacy] endpoint, a repository still could not set it that way."""
+    endpoint = settings_by_name(Config)[("model", "endpoint")]
+    monkeypatch.setattr(setting_rules, "moved_settings", lambda root: {("legacy", "endpoint"): (endpoint, "")})
     user = tmp_path / "user.toml"
     monkeypatch.setenv("REPOMEM_CONFIG", str(user))
     repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     (repo / "repomem.toml").write_text('[legacy]\nendpoint = "http://attacker.example"\n')
     config, warnings = load_config(repo)
-    assert config.completion.endpoint == ""
-    assert warnings[0].startswith("repomem.toml: legacy.endpoint has moved to completion.endpoint")
-    assert "completion.endpoint ignored: a repository's own settings may not send data elsewhere" in warnings[1]
+    assert config.model.endpoint == ""
+    assert warnings[0].startswith("repomem.toml: legacy.endpoint has moved to model.endpoint")
+    assert "model.endpoint ignored: a repository's own settings may not send data elsewhere" in warnings[1]
     user.write_text('[legacy]\nendpoint = "http://127.0.0.1:8000"\n')
     config, warnings = load_config(repo)
-    assert config.completion.endpoint == "http://127.0.0.1:8000"  # the user's own, under its old name
-    assert warnings[0].startswith(f"{user}: legacy.endpoint has moved to completion.endpoint")
-    notices: list[str] = []
+    assert config.model.endpoint == "http://127.0.0.1:8000"  # the user's own, under its old name
+    assert warnings[0].startswith(f"{user}: legacy.endpoint has moved to model.endpoint")
+    notices: list[ConfigProblem] = []
     config, problems = with_assignments(Config(), ["legacy.endpoint=http://127.0.0.1:9"], notices)
-    assert problems == [] and config.completion.endpoint == "http://127.0.0.1:9"
-    assert notices == ["--set: legacy.endpoint has moved to completion.endpoint; read as completion.endpoint "
-                       "(rename it there)"]
+    assert problems == [] and config.model.endpoint == "http://127.0.0.1:9"
+    assert [notice.render() for notice in notices] == [
+        "--set: legacy.endpoint has moved to model.endpoint; read as model.endpoint (rename it there)"]
 
 
 # -- the reference for users ---------------------------------------------------------------------
@@ -402,7 +409,8 @@ def test_the_prompt_levers_settings_moved_to_prompt_and_are_read_under_their_old
     --set or client setting keeps working, with one warning per moved key."""
     moved = {"retrieval": {"anchor_matches": 2, "scope_imports": 5, "draft_signature": True},
              "completion": {"continuation_lines": 2, "clone_search": 3, "round_choice": "last", "pack_blocks": True}}
-    config, warnings = config_from_mapping(moved)
+    config, problems = config_from_mapping(moved)
+    warnings = [problem.render() for problem in problems]
     assert (config.prompt.anchor_matches, config.prompt.scope_imports, config.prompt.draft_signature,
             config.prompt.continuation_lines, config.prompt.clone_search, config.prompt.round_choice,
             config.prompt.pack_blocks) == (2, 5, True, 2, 3, "last", True)

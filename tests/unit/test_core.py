@@ -38,7 +38,7 @@ def test_config_bad_values_fall_back_with_warnings():
     assert config.graph.granularity == "statement"
     assert config.relations.relation_cutoff == Config().relations.relation_cutoff
     assert len(warnings) == 5
-    assert any("retrieval.alpha" in w for w in warnings)
+    assert any(w.key == "retrieval.alpha" and w.kind == "wrong type" for w in warnings)
 
 
 def test_config_file_with_syntax_error_uses_defaults(tmp_path):

@@ -188,7 +188,7 @@ def test_deep_nesting_elsewhere_is_a_named_problem_not_a_recursion_error(tmp_pat
     from repomem.evaluation.build import load_devset
 
     _, problems = with_assignments(Config(), ["retrieval.alpha=" + "[" * 5000 + "]" * 5000])
-    assert problems == ["retrieval.alpha: the value is nested too deeply"]
+    assert [p.render(outcome=False) for p in problems] == ["retrieval.alpha: the value is nested too deeply"]
     devset = tmp_path / "devset.toml"
     devset.write_text("[[repos]]\nname = 'x'\nfiles = " + "[" * 5000 + "]" * 5000 + "\n")
     failure = load_devset(devset)

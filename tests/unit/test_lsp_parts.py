@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from repomem.config import Config, load_config, with_overrides
+from repomem.config import Config, load_config, read_config, read_settings, with_overrides
 from repomem.index.snapshot_load import load_index
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
 from repomem.lsp.session import CompletionSession
-from repomem.lsp.settings import apply_settings, backend_changed, layered_settings
+from repomem.lsp.settings import apply_settings, backend_changed, client_problem_line, layered_settings
 from repomem.positions import locate
 from repomem.progress import NoProgress
 from repomem.retrieval.scoring import ScoredFragment, score_fragments, strongest_lifts, top_fragments
@@ -38,11 +38,14 @@ def test_settings_apply_and_bad_ones_fall_back_with_a_message():
     assert config.retrieval.top_k == 7  # the repository's value, not the library default
     assert config.completion.strategy == "fragrel" and config.completion.context_share == 0.5
     assert len(problems) == 4
-    assert any("topK=-3" in p and "7 kept" in p for p in problems)
-    assert any("strategy='psychic'" in p for p in problems)
-    assert any("unknown repomem setting 'colour'" in p for p in problems)
+    assert {(p.key, p.kind) for p in problems} == {("topK", "refused value"), ("strategy", "refused value"),
+                                                   ("contextShare", "wrong type"), ("colour", "unknown key")}
+    lines = [client_problem_line(p) for p in problems]
+    assert any("topK=-3" in line and "7 kept" in line for line in lines)
+    assert any("strategy='psychic'" in line for line in lines)
+    assert any("unknown repomem setting 'colour'" in line for line in lines)
     _, problems = apply_settings(Config(), ["not", "an", "object"])
-    assert problems and "must be an object" in problems[0]
+    assert problems and "must be an object" in client_problem_line(problems[0])
     assert backend_changed(Config(), apply_settings(Config(), {"endpoint": "http://127.0.0.1:1"})[0])
     assert not backend_changed(apply_settings(Config(), {})[0], apply_settings(Config(), {"alpha": 0.1})[0])
 
@@ -53,7 +56,7 @@ def test_an_invalid_setting_in_a_configuration_change_keeps_the_previous_value(t
     session = CompletionSession(tmp_path, Config(), lambda level, message: None)
     assert session.configure({"endpoint": "http://127.0.0.1:1", "debounceMs": 40, "topK": 9}) == []
     problems = session.configure({"repomem": {"endpoint": 12, "debounceMs": -5, "topK": 9}})
-    assert session.config.completion.endpoint == "http://127.0.0.1:1"
+    assert session.config.model.endpoint == "http://127.0.0.1:1"
     assert session.config.server.debounce_ms == 40 and session.config.retrieval.top_k == 9
     assert len(problems) == 2
     assert any("endpoint=12" in p and "'http://127.0.0.1:1' kept" in p for p in problems)
@@ -61,59 +64,82 @@ def test_an_invalid_setting_in_a_configuration_change_keeps_the_previous_value(t
     # Still the previous value at the next change, and a setting the change leaves out goes back
     # to the repository's value, as before.
     session.configure({"endpoint": 13})
-    assert session.config.completion.endpoint == "http://127.0.0.1:1"
+    assert session.config.model.endpoint == "http://127.0.0.1:1"
     assert session.config.server.debounce_ms == Config().server.debounce_ms
     _, problems = apply_settings(Config(), {"debounceMs": -5}, {"debounceMs": 40})
-    assert problems and "40 kept" in problems[0]
+    assert problems and problems[0].kept == 40 and "40 kept" in client_problem_line(problems[0])
 
 
-def test_the_servers_retrieval_budget_applies_to_its_requests_only(tmp_path: Path, monkeypatch):
-    """server.retrieval_budget_ms and retrieval.time_budget_ms mean one thing each: the server's
-    budget, and the CLI's (and the evaluator's); setting either leaves the other's meaning alone."""
-    from repomem.lsp.settings import for_server_requests
-
+def test_the_retrieval_budget_is_one_setting_with_a_value_per_surface(tmp_path: Path, monkeypatch):
+    """retrieval.time_budget_ms holds the CLI's (and the evaluator's) budget and, under
+    [retrieval.lsp], the language server's; the old server.retrieval_budget_ms reads as the latter."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REPOMEM_CONFIG", raising=False)
-    (tmp_path / "repomem.toml").write_text("[retrieval]\ntime_budget_ms = 7\n[server]\nretrieval_budget_ms = 30\n")
+    (tmp_path / "repomem.toml").write_text("[retrieval]\ntime_budget_ms = 7\n[retrieval.lsp]\ntime_budget_ms = 30\n")
     cli, warnings = load_config(tmp_path)  # what `repomem complete` and `repomem retrieve` run with
-    assert not warnings
-    assert cli.retrieval.time_budget_ms == 7 and cli.server.retrieval_budget_ms == 30
-    served, problems = apply_settings(cli, {"retrievalBudgetMs": 20})
-    assert not problems and served.retrieval.time_budget_ms == 20 and served.server.retrieval_budget_ms == 20
-    assert cli.retrieval.time_budget_ms == 7  # the CLI's budget is not the server's
-    assert load_config(tmp_path)[0].retrieval.time_budget_ms == 7
-    assert for_server_requests(cli).retrieval.time_budget_ms == 30
+    assert not warnings and cli.retrieval.time_budget_ms == 7
+    settings = read_settings(tmp_path)
+    assert apply_settings(settings, {})[0].retrieval.time_budget_ms == 30
+    served, problems = apply_settings(settings, {"retrievalBudgetMs": 20})
+    assert not problems and served.retrieval.time_budget_ms == 20  # the editor's over the file's
+    assert load_config(tmp_path)[0].retrieval.time_budget_ms == 7  # the CLI's budget is not the server's
+    # The old name, with one warning; the plain value leaves the server's default alone.
+    (tmp_path / "repomem.toml").write_text("[retrieval]\ntime_budget_ms = 7\n[server]\nretrieval_budget_ms = 30\n")
+    resolved = read_config(tmp_path, "lsp")
+    assert resolved.config.retrieval.time_budget_ms == 30
+    assert [(p.kind, p.old_name, p.key) for p in resolved.problems] == [
+        ("moved", "server.retrieval_budget_ms", "retrieval.lsp.time_budget_ms")]
+    assert resolved.sources["retrieval.time_budget_ms"].endswith("repomem.toml [retrieval.lsp]")
+    (tmp_path / "repomem.toml").write_text("[retrieval]\ntime_budget_ms = 7\n")
+    assert read_config(tmp_path, "lsp").config.retrieval.time_budget_ms == 50  # the surface's own default
     # Defaults: exact FragRel for the CLI, a budget for the editor.
     assert Config().retrieval.time_budget_ms == 0
-    assert apply_settings(Config(), {})[0].retrieval.time_budget_ms == Config().server.retrieval_budget_ms > 0
+    assert apply_settings(Config(), {})[0].retrieval.time_budget_ms == 50
 
 
 def test_the_prompt_budget_fits_the_backend_unless_the_client_sets_one():
     assert apply_settings(Config(), {})[0].completion.max_prompt_tokens == 1024  # embedded, on the CPU
-    chunked = with_overrides(Config(), server={"prefill_chunk_tokens": 256})
-    assert apply_settings(chunked, {})[0].completion.prefill_chunk_tokens == 256  # the server's, when set
-    assert Config().completion.prefill_chunk_tokens == 0  # the CLI and evaluation: in one piece
+    chunked = read_settings_from({"model": {"lsp_embedded": {"prefill_chunk_tokens": 256}}})
+    assert apply_settings(chunked, {})[0].model.prefill_chunk_tokens == 256  # the server's, when set
+    assert Config().model.prefill_chunk_tokens == 0  # the CLI and evaluation: in one piece
     # Moved runs of the KV cache kept: in the editor, not for the CLI and evaluation (exact prompts).
-    assert apply_settings(Config(), {})[0].completion.reuse_chunk_tokens == Config().server.reuse_chunk_tokens > 0
-    assert apply_settings(Config(), {"reuseChunkTokens": 0})[0].completion.reuse_chunk_tokens == 0
-    assert Config().completion.reuse_chunk_tokens == 0
-    assert apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0].completion.reuse_chunk_tokens == 0
+    assert apply_settings(Config(), {})[0].model.reuse_chunk_tokens == 64
+    assert apply_settings(Config(), {"reuseChunkTokens": 0})[0].model.reuse_chunk_tokens == 0
+    assert Config().model.reuse_chunk_tokens == 0
+    assert apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0].model.reuse_chunk_tokens == 0
     assert apply_settings(Config(), {"maxPromptTokens": 512})[0].completion.max_prompt_tokens == 512
     served = apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0]
     assert served.completion.max_prompt_tokens == 2048  # a served model keeps completion.max_prompt_tokens
 
 
+def read_settings_from(mapping: dict):
+    from repomem.config import SettingsRead
+
+    return SettingsRead(mapping, {}, [])
+
+
 def test_the_file_only_round_is_off_in_the_editor_with_the_embedded_model_unless_asked_for():
-    """Its second prompt evicts the first from llama.cpp's one prompt cache (server.embedded_file_only_round)."""
+    """Its second prompt evicts the first from llama.cpp's one prompt cache ([prompt.lsp_embedded])."""
     assert Config().prompt.file_only_round  # the CLI and the evaluator: the exact match's default
     assert not apply_settings(Config(), {})[0].prompt.file_only_round
     assert apply_settings(Config(), {"fileOnlyRound": True})[0].prompt.file_only_round
-    asked = with_overrides(Config(), server={"embedded_file_only_round": True})
+    asked = read_settings_from({"prompt": {"lsp_embedded": {"file_only_round": True}}})
     assert apply_settings(asked, {})[0].prompt.file_only_round
     served = apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000"})[0]
     assert served.prompt.file_only_round  # a served model has the batch and the cache for it
     assert not apply_settings(Config(), {"endpoint": "http://127.0.0.1:8000", "fileOnlyRound": False})[0] \
         .prompt.file_only_round
+
+
+def test_the_session_hands_the_engine_and_the_service_one_config(tmp_path: Path):
+    """One resolved config per request: the engine and the service read the same object, never
+    copies kept equal by assignment."""
+    session = CompletionSession(tmp_path, Config(), lambda level, message: None)
+    session.backend = object()  # type: ignore[assignment]  # no model: only the engine's wiring is looked at
+    session.configure({"topK": 4})
+    assert session.engine is not None
+    assert session.engine.config is session.service.config is session.config
+    assert session.config.retrieval.top_k == 4 and session.config.completion.max_prompt_tokens == 1024
 
 
 def test_a_configuration_change_layers_over_the_initialization_options():

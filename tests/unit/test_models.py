@@ -18,14 +18,14 @@ from repomem.backends.models import (
     model_path,
     verify_model,
 )
-from repomem.config import EMBEDDED_MODEL_CHOICES, CompletionConfig
+from repomem.config import EMBEDDED_MODEL_CHOICES, ModelConfig
 from repomem.failures import Failure
 from tests.cli_process import assert_user_error, run
 
 
 def test_the_setting_offers_exactly_the_registry_and_defaults_to_the_default_model():
     assert EMBEDDED_MODEL_CHOICES == tuple(EMBEDDED_MODELS)
-    assert CompletionConfig().embedded_model == DEFAULT_MODEL.name
+    assert ModelConfig().embedded_model == DEFAULT_MODEL.name
     assert set(WIDENED_MODELS) == set(EMBEDDED_MODELS)
     for model in EMBEDDED_MODELS.values():
         assert widened_for(model).source is model

@@ -81,7 +81,7 @@ def test_the_settings_fingerprint_follows_what_shapes_a_record_not_how_it_runs()
     from repomem.evaluation.run import record_key, settings_fingerprint
 
     config = Config()
-    same = [with_overrides(config, completion={"threads": 1, "endpoint": "http://x", "deadline_s": 5}),
+    same = [with_overrides(config, model={"threads": 1, "endpoint": "http://x"}, completion={"deadline_s": 5}),
             with_overrides(config, relations={"workers": 1}), with_overrides(config, index={"workers": 1})]
     assert {settings_fingerprint(c) for c in same} == {settings_fingerprint(config)}
     other = [with_overrides(config, prompt={"continuation_lines": 0}),

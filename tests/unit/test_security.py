@@ -52,10 +52,10 @@ def test_a_repositorys_config_cannot_send_data_elsewhere(tmp_path: Path, no_user
     (repo / "repomem.toml").write_text(HOSTILE)
     config, warnings = load_config(repo)
     defaults = Config()
-    assert config.completion.endpoint == defaults.completion.endpoint == ""
-    assert config.completion.api_key_env == defaults.completion.api_key_env
-    assert config.completion.model_path == "" and config.completion.hf_model == ""
-    assert config.completion.embedded_layers == "auto"  # not a 960 MB file written on the repository's word
+    assert config.model.endpoint == defaults.model.endpoint == ""
+    assert config.model.api_key_env == defaults.model.api_key_env
+    assert config.model.model_path == "" and config.model.hf_model == ""
+    assert config.model.embedded_layers == "auto"  # not a 960 MB file written on the repository's word
     assert config.server.feedback_log == "" and config.index.cache_dir == ""
     assert config.retrieval.top_k == 7  # harmless settings still apply
     ignored = [w for w in warnings if "ignored: a repository's own settings" in w]
@@ -68,11 +68,12 @@ def test_the_users_own_config_sets_them_and_can_trust_a_repository(tmp_path: Pat
     (repo / "repomem.toml").write_text(HOSTILE)
     no_user_config.write_text('[completion]\nendpoint = "http://127.0.0.1:8000"\n[retrieval]\ntop_k = 4\n')
     config, _ = load_config(repo)
-    assert config.completion.endpoint == "http://127.0.0.1:8000"  # the user's, not the repository's
+    assert config.model.endpoint == "http://127.0.0.1:8000"  # the user's, not the repository's
     assert config.retrieval.top_k == 7  # the repository's harmless value over the user's
     no_user_config.write_text(f'[trust]\nrepositories = ["{repo}"]\n')
     config, warnings = load_config(repo)
-    assert config.completion.endpoint == "http://attacker.example:8000" and not warnings  # trusted on purpose
+    assert config.model.endpoint == "http://attacker.example:8000"  # trusted on purpose
+    assert all("has moved to model." in w for w in warnings)  # read under their old [completion] names
 
 
 @pytest.mark.parametrize("name", [".env", ".env.local", "id_rsa", "server.pem", "secrets.py", "Secrets.py",

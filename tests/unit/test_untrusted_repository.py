@@ -29,8 +29,9 @@ def test_every_number_setting_has_a_ceiling():
             if isinstance(default, bool) or not isinstance(default, (int, float)):
                 continue
             huge = SETTING_CEILING + 1 if isinstance(default, int) else float(SETTING_CEILING) * 2
-            config, warnings = config_from_mapping({section.name: {setting.name: huge}})
-            assert len(warnings) == 1 and "must be at most" in warnings[0], (section.name, setting.name, warnings)
+            config, problems = config_from_mapping({section.name: {setting.name: huge}})
+            assert len(problems) == 1 and problems[0].kind == "refused value", (section.name, setting.name, problems)
+            assert "must be at most" in problems[0].message
             assert getattr(getattr(config, section.name), setting.name) == default
 
 
@@ -43,20 +44,20 @@ def user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_repository_may_not_ask_for_more_than_its_caps(tmp_path: Path, user_config: Path):
     repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (repo / "repomem.toml").write_text("[index]\nworkers = 1000\n[completion]\ncontext_tokens = 1000000\n"
-                                       "max_new_tokens = 64\n[graph]\nmax_reach = 0\n")
+    (repo / "repomem.toml").write_text("[index]\nworkers = 1000\n[model]\ncontext_tokens = 1000000\n"
+                                       "[completion]\nmax_new_tokens = 64\n[graph]\nmax_reach = 0\n")
     config, warnings = load_config(repo)
     cpus = len(os.sched_getaffinity(0))
-    assert config.index.workers == cpus and config.completion.context_tokens == 32_768
+    assert config.index.workers == cpus and config.model.context_tokens == 32_768
     max_reach = settings_by_name(Config)[("graph", "max_reach")]
     assert config.graph.max_reach == max_reach.rules.repository_cap  # 0 = no limit: above the cap
     assert config.completion.max_new_tokens == 64  # under its cap: as asked
     assert len(warnings) == 3 and all("more than a repository's own settings may ask" in w for w in warnings)
 
     # The user's own config may ask for more, and raises the repository's cap to what it asks.
-    user_config.write_text(f"[index]\nworkers = {cpus + 20}\n[completion]\ncontext_tokens = 1000000\n")
+    user_config.write_text(f"[index]\nworkers = {cpus + 20}\n[model]\ncontext_tokens = 1000000\n")
     config, warnings = load_config(repo)
-    assert config.index.workers == cpus + 20 and config.completion.context_tokens == 1_000_000
+    assert config.index.workers == cpus + 20 and config.model.context_tokens == 1_000_000
     assert [w for w in warnings if "index.workers" in w]  # 1,000 is still more than the user's
     # A repository the user trusts sets what it likes.
     user_config.write_text(f"[trust]\nrepositories = [{str(repo)!r}]\n")
