@@ -6,7 +6,7 @@ the default's wrong). With `prompt.file_only_round` on, the `infile` prompt is c
 the answer with the higher mean log-probability per token is shown, the retrieving one on a tie:
 no threshold to tune. A second generation, so only where the backend reports log-probabilities
 (every backend, the embedded model too; the language server turns it off with the embedded model,
-server.embedded_file_only_round); eval/README.md has the measurement.
+`[prompt.lsp_embedded] file_only_round`); eval/README.md has the measurement.
 """
 
 from __future__ import annotations
