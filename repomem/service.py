@@ -493,9 +493,11 @@ class RepoService:
         if isinstance(embedder, Failure):
             return embedder
         progress = progress or NoProgress()
-        progress.start("embedding windows", sum(index.files[f].n_fragments for f in missing))
+        named = sum(index.files[f].n_fragments for f in missing)  # type: ignore[union-attr]
+        progress.start("embedding windows", named)
         embedded = store.update(index, lambda path: self.view().file_lines(path), lambda: embedder,
                                 progress.advance)
+        progress.advance(named - embedded)  # windows whose text had a vector already
         self._embeddings_unsaved = True
         self._dense = None
         return store, embedded

@@ -2,10 +2,12 @@
 
 Embedding every window of a repository takes minutes on a CPU (repomem/embeddings/embedder.py), so
 they are computed once and kept in the index folder (`window-embeddings.npz`), keyed by each
-file's content digest: a file's windows follow from its text, so an unchanged file keeps its
-vectors through every edit, rebuild and snapshot of the index, and only new or changed files are
-embedded again. The file also names the embedder and the settings that shape a window's text
-(window size and step, secret masking); when they change, it starts empty.
+window's text (a digest of it): an edit re-embeds only the windows whose text it changed (a
+function added at the end of a file: the last window or two), and an evaluation that cuts a file
+at the hole finds every window above the cut already there. Each file's content digest also names
+its windows' keys, so an unchanged file is looked up without reading its text. The file names the
+embedder and the settings that shape a window's text (window size and step, secret masking); when
+they change, it starts empty.
 
 Vectors are kept as float16 (half the disk and memory; a cosine changes in the fourth decimal)
 and handed out as float32 rows aligned with the index's fragment ids. The file is written
@@ -14,6 +16,7 @@ atomically; a damaged or foreign one is ignored and rebuilt, never trusted.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import zipfile
@@ -27,19 +30,26 @@ from repomem.embeddings.embedder import DIMENSIONS, EMBEDDER_NAME, TextEmbedder
 from repomem.index.index_state import RepoIndex
 
 FILE_NAME = "window-embeddings.npz"
+KEY_BYTES = 16  # blake2b digest of a window's text
 
 
 def store_key(config: Config) -> str:
-    """What the stored vectors depend on besides the files' contents."""
+    """What the stored vectors depend on besides the windows' texts."""
     return f"{EMBEDDER_NAME}:{settings_digest(config, ('fragments', 'scan'))}"
 
 
-class WindowEmbeddings:
-    """File digest -> float16 vectors of the file's windows, shape (n_windows, DIMENSIONS)."""
+def window_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=KEY_BYTES).digest()
 
-    def __init__(self, key: str, by_digest: dict[str, np.ndarray] | None = None):
+
+class WindowEmbeddings:
+    """Window text digest -> float16 vector; file content digest -> its windows' text digests."""
+
+    def __init__(self, key: str, windows: dict[bytes, np.ndarray] | None = None,
+                 files: dict[str, tuple[bytes, ...]] | None = None):
         self.key = key
-        self.by_digest: dict[str, np.ndarray] = dict(by_digest or {})
+        self.windows: dict[bytes, np.ndarray] = dict(windows or {})  # each float16, shape (DIMENSIONS,)
+        self.files: dict[str, tuple[bytes, ...]] = dict(files or {})
 
     @classmethod
     def load(cls, folder: Path, key: str) -> WindowEmbeddings:
@@ -49,26 +59,38 @@ class WindowEmbeddings:
             with np.load(folder / FILE_NAME, allow_pickle=False) as data:
                 if str(data["key"]) != key:
                     return cls(key)
-                digests, counts, vectors = data["digests"], data["counts"], data["vectors"]
-                if vectors.ndim != 2 or vectors.shape[1] != DIMENSIONS or int(counts.sum()) != vectors.shape[0] \
-                        or digests.shape != counts.shape:
+                keys, vectors = data["window_keys"], data["vectors"]
+                digests, counts, rows = data["file_digests"], data["file_counts"], data["file_rows"]
+                if vectors.ndim != 2 or vectors.shape[1] != DIMENSIONS or keys.shape[0] != vectors.shape[0] \
+                        or digests.shape != counts.shape or int(counts.sum()) != rows.shape[0] \
+                        or (rows.size and (rows.min() < 0 or rows.max() >= keys.shape[0])):
                     return cls(key)
+                window_keys = [bytes(k) for k in keys]
+                windows = dict(zip(window_keys, vectors))
                 ends = np.cumsum(counts)
-                return cls(key, {str(d): vectors[end - n : end] for d, n, end in zip(digests, counts, ends)})
+                files = {str(d): tuple(window_keys[r] for r in rows[end - n : end])
+                         for d, n, end in zip(digests, counts, ends)}
+                return cls(key, windows, files)
         except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError):
             return cls(key)
 
     def save(self, folder: Path) -> None:
-        """Write the store atomically (a reader sees the old file or the new one, whole)."""
-        digests = sorted(self.by_digest)
-        vectors = [self.by_digest[d] for d in digests]
+        """Write the store atomically (a reader sees the old file or the new one, whole); windows
+        no file names any more are left out."""
+        digests = sorted(self.files)
+        named = sorted({k for d in digests for k in self.files[d]})
+        row_of = {k: row for row, k in enumerate(named)}
         folder.mkdir(parents=True, exist_ok=True)
         handle, scratch = tempfile.mkstemp(dir=folder, prefix=".embeddings-", suffix=".npz")
         try:
             with os.fdopen(handle, "wb") as out:
-                np.savez(out, key=np.asarray(self.key), digests=np.asarray(digests, dtype=str),
-                         counts=np.asarray([v.shape[0] for v in vectors], dtype=np.int64),
-                         vectors=np.concatenate(vectors) if vectors else np.zeros((0, DIMENSIONS), np.float16))
+                np.savez(out, key=np.asarray(self.key),
+                         window_keys=np.asarray(named, dtype=f"S{KEY_BYTES}"),
+                         vectors=np.stack([self.windows[k] for k in named]) if named else
+                         np.zeros((0, DIMENSIONS), np.float16),
+                         file_digests=np.asarray(digests, dtype=str),
+                         file_counts=np.asarray([len(self.files[d]) for d in digests], dtype=np.int64),
+                         file_rows=np.asarray([row_of[k] for d in digests for k in self.files[d]], dtype=np.int64))
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(scratch, folder / FILE_NAME)
@@ -77,38 +99,40 @@ class WindowEmbeddings:
             raise
 
     def missing_files(self, index: RepoIndex) -> list[int]:
-        """Ids of the index's files whose windows have no vectors here."""
+        """Ids of the index's files whose windows are not all known here by the file's content."""
         return [file_id for file_id, record in enumerate(index.files)
                 if record is not None and record.n_fragments
-                and getattr(self.by_digest.get(record.digest), "shape", (-1,))[0] != record.n_fragments]
+                and len(self.files.get(record.digest, ())) != record.n_fragments]
 
     def update(self, index: RepoIndex, lines_of: Callable[[str], list[str]], embedder: Callable[[], TextEmbedder],
                advance: Callable[[int], None] | None = None) -> int:
-        """Embed the windows of the files that have no vectors yet (`lines_of(path)`: the file's
-        lines as indexed, secrets masked; `embedder()` is asked only when there is work) and drop
-        the vectors of contents no longer indexed. Returns the windows embedded."""
+        """Name the windows of the files not known yet (`lines_of(path)`: the file's lines as
+        indexed, secrets masked), embed the windows whose text has no vector (`embedder()` is asked
+        only when there is one), and forget files no longer indexed. Returns the windows embedded."""
         live = {record.digest for record in index.files if record is not None}
-        for digest in [d for d in self.by_digest if d not in live]:
-            del self.by_digest[digest]
-        todo = self.missing_files(index)
-        if not todo:
-            return 0
-        texts: list[str] = []
-        owners: list[tuple[str, int]] = []  # (digest, windows) in the order of `texts`
-        for file_id in todo:
+        for digest in [d for d in self.files if d not in live]:
+            del self.files[digest]
+        todo: dict[bytes, str] = {}  # key -> text of the windows to embed, each text once
+        for file_id in self.missing_files(index):
             record = index.files[file_id]
             assert record is not None
             lines = lines_of(record.path)
             ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
-            texts.extend("\n".join(lines[int(s) : int(e)])
-                         for s, e in zip(index.fragment_start[ids], index.fragment_end[ids]))
-            owners.append((record.digest, record.n_fragments))
-        vectors = embedder().embed(texts, advance).astype(np.float16)
-        first = 0
-        for digest, count in owners:
-            self.by_digest[digest] = vectors[first : first + count]
-            first += count
-        return len(texts)
+            keys = []
+            for start, end in zip(index.fragment_start[ids].tolist(), index.fragment_end[ids].tolist()):
+                text = "\n".join(lines[start:end])
+                key = window_key(text)
+                keys.append(key)
+                if key not in self.windows:
+                    todo[key] = text
+            self.files[record.digest] = tuple(keys)
+        if todo:
+            vectors = embedder().embed(list(todo.values()), advance).astype(np.float16)
+            self.windows.update(zip(todo, vectors))
+        named = {k for keys in self.files.values() for k in keys}
+        for key in [k for k in self.windows if k not in named]:
+            del self.windows[key]
+        return len(todo)
 
     def matrix(self, index: RepoIndex) -> tuple[np.ndarray, np.ndarray]:
         """(vectors, known): float32 rows by fragment id, shape (n_fragments, DIMENSIONS), zero
@@ -118,11 +142,11 @@ class WindowEmbeddings:
         for record in index.files:
             if record is None or not record.n_fragments:
                 continue
-            stored = self.by_digest.get(record.digest)
-            if stored is None or stored.shape[0] != record.n_fragments:
+            keys = self.files.get(record.digest)
+            if keys is None or len(keys) != record.n_fragments:
                 continue
-            rows = slice(record.first_fragment, record.first_fragment + record.n_fragments)
-            vectors[rows] = stored
+            rows = np.arange(record.first_fragment, record.first_fragment + record.n_fragments)
+            vectors[rows] = np.stack([self.windows[k] for k in keys])
             known[rows] = True
         return vectors, known & index.live
 

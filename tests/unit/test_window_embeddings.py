@@ -72,10 +72,12 @@ def test_every_window_is_embedded_once_and_only_changed_files_again(shop: RepoSe
     index = shop.index_for_measurement()
     before = len(model.embedded)
     embedded = _update(shop, store, model)
-    assert embedded == index.record("shop/pricing.py").n_fragments == len(model.embedded) - before
+    # Only the windows whose text changed: the file's last ones, where the function was added.
+    assert 0 < embedded == len(model.embedded) - before < index.record("shop/pricing.py").n_fragments
     vectors, known = store.matrix(index)
     assert known.sum() == int(index.live.sum())  # the old windows of pricing.py are dead and known no more
-    assert len(store.by_digest) == index.n_live_files  # the old content's vectors were dropped
+    assert len(store.files) == index.n_live_files  # the old content is forgotten
+    assert len(store.windows) == len({k for keys in store.files.values() for k in keys})
 
 
 def test_the_store_survives_a_round_trip_and_ignores_a_damaged_or_foreign_file(shop: RepoService, tmp_path):
@@ -84,14 +86,14 @@ def test_the_store_survives_a_round_trip_and_ignores_a_damaged_or_foreign_file(s
     folder = tmp_path / "store"
     store.save(folder)
     again = WindowEmbeddings.load(folder, store.key)
-    assert again.by_digest.keys() == store.by_digest.keys()
-    assert all(np.array_equal(again.by_digest[d], store.by_digest[d]) for d in store.by_digest)
+    assert again.files == store.files and again.windows.keys() == store.windows.keys()
+    assert all(np.array_equal(again.windows[k], store.windows[k]) for k in store.windows)
     # Other window settings: the vectors would belong to other windows.
     other = store_key(with_overrides(shop.config, fragments={"window_lines": 30}))
-    assert other != store.key and WindowEmbeddings.load(folder, other).by_digest == {}
+    assert other != store.key and WindowEmbeddings.load(folder, other).files == {}
     (folder / FILE_NAME).write_bytes((folder / FILE_NAME).read_bytes()[:200])  # torn
-    assert WindowEmbeddings.load(folder, store.key).by_digest == {}
-    assert WindowEmbeddings.load(tmp_path / "nowhere", store.key).by_digest == {}
+    assert WindowEmbeddings.load(folder, store.key).files == {}
+    assert WindowEmbeddings.load(tmp_path / "nowhere", store.key).files == {}
     assert not list(folder.glob(".embeddings-*"))  # no scratch file left by the save
 
 
