@@ -5,7 +5,7 @@ Editors send flat camelCase settings, optionally under a "repomem" key:
     {"repomem": {"strategy": "fragrel", "alpha": 0.5, "topK": 10, "maxNewTokens": 32}}
 
 Each one sets the setting of the config tree whose rules carry its name (`lsp="topK"` in
-repomem/config.py; docs/configuration.md lists them) and is checked by the same validator as
+repomem/config/sections.py; docs/configuration.md lists them) and is checked by the same validator as
 `repomem.toml` (checked_value); an unknown or invalid setting keeps the value in force before it
 and comes back as a ConfigProblem, which `client_problem_line` words for `window/showMessage`.
 

@@ -19,7 +19,7 @@ REFERENCE_PATH = "docs/configuration.md"
 INTRO = f"""# Configuration reference
 
 *Written by `python scripts/config_reference.py` from the settings' declarations in
-`repomem/config.py` (each field's `setting(...)`); edit those, not this file.
+`repomem/config/sections.py` (each field's `setting(...)`); edit those, not this file.
 `tests/unit/test_config_rules.py` checks that it is current.*
 
 Settings are read, each over the one before: the defaults below; the user's config

@@ -1,6 +1,6 @@
 """What one setting of the config tree may hold, and who may set it: its SettingRules.
 
-Every field of a config section (repomem/config.py) is declared with `setting(default, ...)`, which
+Every field of a config section (repomem/config/sections.py) is declared with `setting(default, ...)`, which
 puts the field's SettingRules in its dataclass metadata. Every validator reads them from there:
 repomem.toml and the user's config (type, bounds, choices), a repository's own settings (forbidden,
 stricter-only, capped), the index and evaluation fingerprints (run-only settings), the language

@@ -1,5 +1,5 @@
 """Write docs/configuration.md, the configuration reference, from the settings' declarations
-(repomem/config.py, each field's `setting(...)`).
+(repomem/config/sections.py, each field's `setting(...)`).
 
     python scripts/config_reference.py           # rewrite the file
     python scripts/config_reference.py --check   # exit 1 when the committed file is out of date

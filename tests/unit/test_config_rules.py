@@ -1,5 +1,5 @@
 """One description per setting (issue 35): every setting's rules sit on its field
-(repomem/config.py, `setting(...)`), every validator reads them there, and a misspelt rule fails
+(repomem/config/sections.py, `setting(...)`), every validator reads them there, and a misspelt rule fails
 here instead of being silently ignored."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from repomem.setting_rules import (
 from tests.repos import write_repo
 
 ROOT = Path(__file__).resolve().parents[2]
-VALIDATORS = (ROOT / "repomem" / "config.py", ROOT / "repomem" / "setting_rules.py", ROOT / "lsp" / "settings.py")
+VALIDATORS = (ROOT / "repomem" / "config" / "sections.py", ROOT / "repomem" / "config" / "reading.py",
+              ROOT / "repomem" / "setting_rules.py", ROOT / "lsp" / "settings.py")
 
 
 def names_where(predicate) -> set[str]:
