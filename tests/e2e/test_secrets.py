@@ -217,7 +217,7 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text, encoding="utf-8")
     config, _ = load_config(repo)
-    config = with_overrides(config, completion={"max_prompt_tokens": 4096, "context_tokens": 8192})
+    config = with_overrides(config, completion={"max_prompt_tokens": 4096}, model={"context_tokens": 8192})
     service = RepoService.open(repo, config)
     report = service.ensure_index()
     assert not isinstance(report, Failure), report

@@ -95,7 +95,7 @@ def test_evaluation_batches_workers_requests(hf, tmp_path: Path):
     results = tmp_path / "results.jsonl"
     summary = run_evaluation(load_tasks(tmp_path / "line.jsonl"), repos, results,
                              RunSettings(strategies=("vanilla",), max_new_tokens=12, max_prompt_tokens=256),
-                             config=with_overrides(Config(), completion={"batch_gather_ms": 5000.0}),
+                             config=with_overrides(Config(), model={"batch_gather_ms": 5000.0}),
                              backends=[hf], workers=2)
     assert not isinstance(summary, Failure), summary
     assert summary.written == 2 and summary.failed == 0
