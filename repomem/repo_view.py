@@ -160,14 +160,7 @@ class RepoView:
     def fragments_ending_after(self, path: str, line: int) -> np.ndarray:
         """Ids of the file's fragments that end after 0-based line `line` (the fragment's end is
         exclusive), in id order; none for a file the index lacks."""
-        index = self._loaded()
-        file_id = index.file_id(path)
-        if file_id is None:
-            return np.zeros(0, dtype=np.int64)
-        record = index.files[file_id]
-        assert record is not None
-        ids = np.arange(record.first_fragment, record.first_fragment + record.n_fragments, dtype=np.int64)
-        return ids[index.fragment_end[ids] > line]
+        return self._loaded_symbols().windows_overlapping(path, line, np.iinfo(np.int32).max)
 
     def fragments_of_files(self, paths: set[str]) -> np.ndarray:
         """Bool mask, shape (n_fragments,): fragments of the given files."""
