@@ -1,5 +1,3 @@
-import sys
+from repomem.cli.main import entry
 
-from repomem.cli.main import main
-
-sys.exit(main())
+entry()

@@ -2,18 +2,91 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import locale
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+TIMEOUT_S = 300
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"}
+
+def _command_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"}
+
+
+def run_exec(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m repomem ARGS` started from nothing: for what the interpreter's start decides."""
     return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+                          cwd=cwd, env=_command_environment(), timeout=TIMEOUT_S)
+
+
+def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+    """`repomem ARGS` as a process of its own, forked from a zygote that imported the command once
+    (tests/cli_zygote.py): the same code from `main()` on, without ~2 s of start a command. `env`:
+    the whole environment (as subprocess's), by default this one without REPOMEM_DEBUG."""
+    zygote = _idle_zygote()
+    with tempfile.TemporaryDirectory(prefix="repomem-cli-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+        try:
+            answer = zygote.ask({"args": list(args), "cwd": str(cwd or Path.cwd()), "out": str(out), "err": str(err),
+                                 "env": env or _command_environment(), "timeout_s": timeout})
+        finally:
+            _IDLE.append(zygote)
+        if answer.get("timeout"):
+            raise subprocess.TimeoutExpired(["repomem", *args], timeout)
+        encoding = locale.getpreferredencoding(False)
+        return subprocess.CompletedProcess(["repomem", *args], answer["returncode"],
+                                           out.read_text(encoding=encoding), err.read_text(encoding=encoding))
+
+
+class _Zygote:
+    def __init__(self) -> None:
+        root = Path(__file__).resolve().parent.parent
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote"], cwd=root,
+                                        env=_command_environment(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        if self._answer().get("ready") is not True:
+            raise RuntimeError("the CLI zygote did not start")
+
+    def _answer(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the CLI zygote exited ({self.process.wait()})")
+        return json.loads(line)
+
+    def ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+_IDLE: list[_Zygote] = []  # zygotes not running a command; list.pop/append are atomic across threads
+_ALL: list[_Zygote] = []
+
+
+def _idle_zygote() -> _Zygote:
+    try:
+        return _IDLE.pop()
+    except IndexError:
+        zygote = _Zygote()
+        _ALL.append(zygote)
+        return zygote
+
+
+@atexit.register
+def _close_zygotes() -> None:
+    for zygote in _ALL:
+        zygote.close()
 
 
 def assert_user_error(result: subprocess.CompletedProcess, *needles: str) -> None:

@@ -16,13 +16,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.table import Table
 
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, ok
+from repomem.cli.process_exit import exit_now, exit_status
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure, FailureKind
@@ -416,5 +417,14 @@ def _internal_error(error: Exception) -> int:
     return 1
 
 
+def entry() -> NoReturn:
+    """The `repomem` command: `main`, then the exit without the interpreter's teardown."""
+    try:
+        status = main()
+    except SystemExit as stop:  # argparse's usage errors and --help
+        status = exit_status(stop.code)
+    exit_now(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

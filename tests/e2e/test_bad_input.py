@@ -447,8 +447,7 @@ def test_a_read_only_repository_indexes_into_the_user_cache(read_only_repo: Path
     cache = tmp_path / "cache"
     env = {**os.environ, "REPOMEM_CACHE": str(cache)}
     for _ in range(2):  # built, then loaded from the same place
-        result = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{read_only_repo}/shop/report.py:9"],
-                                capture_output=True, text=True, env=env, timeout=300)
+        result = run("retrieve", f"{read_only_repo}/shop/report.py:9", env=env)
         assert result.returncode == 0, result.stderr
         assert "is read-only: its index lives in" in result.stderr and "Traceback" not in result.stderr
         assert "compute_tax" in result.stdout or "pricing.py" in result.stdout
@@ -504,8 +503,7 @@ def test_pathological_files_index_in_bounded_time(tmp_path: Path):
     (repo / "deep.py").write_text("def f(v):\n    return v\n\n\ny = " + "f(" * 3000 + "1" + ")" * 3000 + "\n")
     (repo / "long.py").write_text("x = f(1)\n" * 100_000)  # 900 KB: under scan.max_file_bytes
     (repo / "ok.py").write_text("from deep import f\n\n\ndef g():\n    return f(2)\n")
-    result = subprocess.run([sys.executable, "-m", "repomem", "index", str(repo), "--json"],
-                            capture_output=True, text=True, timeout=120)
+    result = run("index", str(repo), "--json", timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["outside_graph"] == ["long.py"] and report["files"] == 3
@@ -669,8 +667,7 @@ def test_a_pathological_gitignore_line_does_not_hang_indexing(tmp_path: Path):
     (repo / ".gitignore").write_text("*a" * 30 + "*b\n" + "*a" * 30 + "*b.py\n")
     (repo / ("a" * 200 + ".py")).write_text("def kept():\n    return 1\n")
     (repo / ("a" * 40 + "b.py")).write_text("def ignored():\n    return 2\n")
-    result = subprocess.run([sys.executable, "-m", "repomem", "index", str(repo), "--json"],
-                            capture_output=True, text=True, timeout=180)
+    result = run("index", str(repo), "--json", timeout=180)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["files"] == 1
 

@@ -19,14 +19,21 @@ def shop(tmp_path: Path) -> Path:
     return copy_example(tmp_path / "shop")
 
 
+def _console_script(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The `repomem` the install put beside this Python, started from nothing (the other tests fork
+    the command from a process that imported it once: tests/cli_zygote.py)."""
+    return subprocess.run([str(Path(sys.executable).parent / "repomem"), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
 def test_index_then_retrieve_json(shop):
-    result = run("index", str(shop), "--json")
+    result = _console_script("index", str(shop), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["action"] == "built" and report["files"] == 8 and report["fragments"] > 10
     assert report["nodes"] > 100 and report["edges"] > 100 and report["index_bytes"] > 0
 
-    result = run("retrieve", "shop/checkout.py:17", "--json", "--k", "3", cwd=shop)
+    result = _console_script("retrieve", "shop/checkout.py:17", "--json", "--k", "3", cwd=shop)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["version"] == 1 and data["file"] == "shop/checkout.py" and data["line"] == 17
@@ -42,6 +49,8 @@ def test_index_then_retrieve_json(shop):
 
     again = run("index", str(shop), "--json")
     assert json.loads(again.stdout)["action"] == "unchanged"
+    usage = _console_script("retrieve", "--k", "0", "shop/checkout.py:17", cwd=shop)
+    assert usage.returncode == 2 and usage.stderr.startswith("repomem: error: ") and usage.stdout == ""
 
 
 def test_retrieve_finds_the_called_definition(shop):

@@ -31,6 +31,7 @@ from repomem.evaluation.tasks import (
     typed_prefix,
 )
 from repomem.failures import Failure
+from tests.cli_process import run
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
 
@@ -277,8 +278,7 @@ def test_missing_repository_files_fail_before_any_work(benchmark: tuple[Path, Pa
 
 
 def _repomem(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+    return run(*args, cwd=cwd, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import pytest
 from repomem.failures import Failure
 from repomem.index import provenance
 from repomem.service import RepoService
+from tests.cli_process import run
 from tests.index_damage import EDITED, answer
 from tests.repos import write_repo
 
@@ -86,8 +87,7 @@ def test_an_index_a_repository_ships_is_rebuilt_not_trusted(tmp_path: Path, monk
     """A clone carries the index its author built (another machine's key): it is not this one's."""
     author = write_repo(tmp_path / "author", FILES)
     environment = {**os.environ, "REPOMEM_CACHE": str(tmp_path / "author-cache")}
-    built = subprocess.run([sys.executable, "-m", "repomem", "index", str(author)], env=environment,
-                           capture_output=True, text=True, timeout=300)
+    built = run("index", str(author), env=environment)
     assert built.returncode == 0, built.stderr
     clone = tmp_path / "clone"
     shutil.copytree(author, clone, symlinks=True)

@@ -22,7 +22,7 @@ from repomem.backends.llama_process import LlamaProcessBackend
 from repomem.backends.models import DEFAULT_MODEL
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
-from tests.cli_process import alive, model_children
+from tests.cli_process import alive, model_children, run
 
 PROMPT = "def add(a, b):\n    return"
 
@@ -211,8 +211,7 @@ def _repomem(cache: Path, *args: str, offline: Path | None = None) -> subprocess
     env = {k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"} | {"REPOMEM_CACHE": str(cache)}
     if offline is not None:
         env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(offline)}
-    return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
+    return run(*args, env=env, timeout=600)
 
 
 def test_model_verify_hashes_again_and_a_pull_says_it_downloads_a_damaged_file_again(model_path: Path,

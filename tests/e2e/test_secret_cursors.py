@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from repomem.index.secrets import secret_file_reason
+from tests.cli_process import run
 from tests.e2e.test_secrets import _RecordingModelServer
 from tests.http_servers import serve_http
 from tests.secret_corpus import CorpusFile, corpus_files, leaked
@@ -114,9 +114,8 @@ def test_the_cli_sends_no_secret_with_the_cursor_in_each_file(repo, server, corp
     outcomes = {}
     for file in corpus:
         line = len(file.text.rstrip("\n").split("\n"))
-        done = subprocess.run([sys.executable, "-m", "repomem", "complete", f"{repo / file.path}:{line}",
-                               "--endpoint", server, "--max-tokens", "1", "--json"],
-                              capture_output=True, text=True, env=env, timeout=300)
+        done = run("complete", f"{repo / file.path}:{line}", "--endpoint", server, "--max-tokens", "1", "--json",
+                   env=env)
         outcomes[file.path] = done.returncode
         if done.returncode:
             assert done.returncode == 2 and "repomem never completes in it" in done.stderr, (file.path, done.stderr)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -140,9 +138,8 @@ def test_a_hostile_repository_config_reaches_no_server(repo: Path, tmp_path: Pat
             f'[completion]\nendpoint = "{url}"\n'
             'api_key_env = "PLANTED_SECRET"\n')
         env = {**os.environ, "PLANTED_SECRET": DB_PASSWORD, "REPOMEM_CONFIG": str(tmp_path / "none.toml")}
-        completed = subprocess.run([sys.executable, "-m", "repomem", "complete", f"{repo}/service/client.py:12",
-                                    "--strategy", "infile", "--max-tokens", "2", "--json"],
-                                   capture_output=True, text=True, env=env, timeout=600)
+        completed = run("complete", f"{repo}/service/client.py:12", "--strategy", "infile", "--max-tokens", "2",
+                        "--json", env=env, timeout=600)
     finally:
         server.shutdown()
     assert completed.returncode == 0, completed.stderr

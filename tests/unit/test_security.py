@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from repomem.memory.written_summaries import WrittenSummaries
 from repomem.positions import Cursor
 from repomem.service import RepoService
 from repomem.setting_rules import settings_of
+from tests.cli_process import run as repomem_command
 from tests.repos import write_repo
 
 HOSTILE = '''[completion]
@@ -243,7 +243,6 @@ def test_an_index_with_entries_past_the_end_is_rebuilt_not_a_crash(tmp_path: Pat
     (snapshot / "base.npz").unlink()
     write_npz(snapshot / "base.npz", arrays)
     reseal_snapshot(snapshot)  # damage the seal cannot see: the bounds checks must catch it
-    run = subprocess.run([sys.executable, "-m", "repomem", "retrieve", f"{repo}/pkg/m1.py:2"], capture_output=True,
-                         text=True, timeout=120)
+    run = repomem_command("retrieve", f"{repo}/pkg/m1.py:2", timeout=120)
     assert run.returncode == 0, (run.returncode, run.stderr)  # -11 was the segfault
     assert "m1.py" in run.stdout or "m0.py" in run.stdout
