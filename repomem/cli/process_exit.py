@@ -31,9 +31,10 @@ def exit_status(code: object) -> int:
 
 def exit_now(status: int) -> NoReturn:
     """Finish what a normal exit finishes, then end the process with `status`."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # What the interpreter's exit does first, in its order: the threading module's own exit hooks
+    # (a ThreadPoolExecutor's idle workers wait for one of them to stop), then each non-daemon
+    # thread joined. Joining without the hooks waits for those workers for ever.
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

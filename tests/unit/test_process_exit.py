@@ -21,6 +21,9 @@ def late():
     with log.open("a") as handle:
         handle.write("thread\\n")
 threading.Thread(target=late).start()
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(2)
+pool.submit(time.sleep, 0.01).result()  # its idle workers stop only when told to, at exit
 atexit.register(lambda: log.open("a").write("atexit\\n"))
 sys.stdout.write("buffered, not yet flushed")
 exit_now(int(sys.argv[2]))
