@@ -47,6 +47,7 @@ from repomem.index.scan import (
     secret_reason,
     source_from_bytes,
 )
+from repomem.index.snapshot_check import SnapshotSummary, snapshot_summary, unchanged_since
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
 from repomem.languages.registry import language_of
@@ -81,6 +82,27 @@ def written_what(error: OSError) -> str:
     """An index write's OSError for a person: the reason and the path it concerns."""
     reason = error.strerror or str(error)
     return f"{reason} ({error.filename})" if error.filename else reason
+
+
+def _summary_report(root: Path, summary: SnapshotSummary, seconds: float) -> IndexReport:
+    """The report of an index known unchanged, from its manifest alone (what ensure_index would
+    report after loading it)."""
+    return IndexReport(
+        root=root,
+        files=len(summary.records),
+        fragments=summary.live_fragments,
+        nodes=summary.nodes,
+        edges=summary.edges,
+        seconds=seconds,
+        index_bytes=_directory_bytes(summary.snapshot),
+        action="unchanged",
+        reason="",
+        changed=0,
+        removed=0,
+        skipped=summary.skipped,
+        masked=tuple((r.path, r.masked) for r in summary.records if r.masked),
+        over_node_limit=tuple(r.path for r in summary.records if r.over_node_limit),
+    )
 
 
 def _directory_bytes(path: Path) -> int:
@@ -200,11 +222,13 @@ class RepoService:
         return len(changed), len(removed), restamped
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False,
-                     save: bool = True, structure: bool = False) -> IndexReport | Failure:
+                     save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:
         """Load, update or build the index, save it if anything changed (and `save`), and report.
 
         `structure`: also read a loaded index's per-file structure now (a command that will need it
-        anyway), so that a damaged one is rebuilt here rather than failing halfway through."""
+        anyway), so that a damaged one is rebuilt here rather than failing halfway through.
+        `load`: False when the caller needs only the report (`repomem index`): an index on disk that
+        is known unchanged (snapshot_check) is then reported from its manifest, not loaded."""
         progress = progress or NoProgress()
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
@@ -212,6 +236,12 @@ class RepoService:
         warning = ""
         index: RepoIndex | None = None
         restamped = 0
+        summary = None if full or self.index is not None or self._buffers else snapshot_summary(self.root, self.config)
+        known_unchanged = summary is not None and unchanged_since(
+            summary, *list_candidates(self.root, self.config.scan), self.config.index.compact_ratio, self._read)
+        if known_unchanged and not load and not self.config.index.window_embeddings:
+            assert summary is not None
+            return _summary_report(self.root, summary, time.perf_counter() - started)
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)
             if isinstance(loaded, Failure):
@@ -229,7 +259,9 @@ class RepoService:
                 try:
                     if structure:
                         index.ensure_structure()
-                    changed, removed, restamped = self._refresh(index, progress)
+                    # Known unchanged from the same manifest a moment ago: no second scan.
+                    same = known_unchanged and summary is not None and index.snapshot == summary.snapshot
+                    changed, removed, restamped = (0, 0, 0) if same else self._refresh(index, progress)
                     if restamped and save:
                         index.ensure_structure()  # the save writes it (index/snapshot_save.py)
                     action = "updated" if changed or removed else "unchanged"

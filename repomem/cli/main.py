@@ -69,7 +69,7 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.cli.service_setup import ensure_index, index_root, open_service
 
     service = open_service(index_root(args.path))
-    report = ensure_index(service, err, full=args.full)
+    report = ensure_index(service, err, full=args.full, load=False)
     if args.json:
         print(json.dumps(_report_json(report), indent=2))
         return 0

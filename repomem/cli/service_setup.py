@@ -24,11 +24,12 @@ def open_service(root: Path) -> RepoService:
     return service
 
 
-def ensure_index(service: RepoService, err: Console, full: bool = False) -> IndexReport:
+def ensure_index(service: RepoService, err: Console, full: bool = False, load: bool = True) -> IndexReport:
     """The index, loaded, updated or built, with its per-file structure read (what completion uses
-    and an update writes), so a damaged index is rebuilt before the command, not during it."""
+    and an update writes), so a damaged index is rebuilt before the command, not during it.
+    `load` False: only the report is needed (an unchanged index is not loaded)."""
     with RichProgress(err) as progress:
-        report = ok(service.ensure_index(progress, full=full, structure=True))
+        report = ok(service.ensure_index(progress, full=full, structure=load, load=load))
     if report.warning:
         print(f"repomem: warning: {report.warning}", file=sys.stderr)
     return report

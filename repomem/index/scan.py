@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 
 from repomem.config import ScanConfig
 from repomem.index.gitignore import IgnoreRules
@@ -134,12 +134,27 @@ def printable_path(path: str) -> str:
 NOT_UTF8_NAME = "file name is not valid UTF-8"
 
 
-def excluded_reason(path: str, config: ScanConfig) -> str | None:
-    """Name-based reason to skip a repository-relative path, or None to keep it."""
-    parts = path.split("/")
-    for part in parts[:-1]:
+def _folder_reason(folder: str, config: ScanConfig) -> str | None:
+    """Why the files of repository-relative `folder` ("" for the top) are skipped by its name or
+    an enclosing one's, or None."""
+    for part in folder.split("/") if folder else ():
         if _excluded_dir(part, config):
             return f"inside excluded folder {part}"
+    return None
+
+
+def excluded_reason(path: str, config: ScanConfig, folders: dict[str, str | None] | None = None) -> str | None:
+    """Name-based reason to skip a repository-relative path, or None to keep it. `folders`: the
+    verdicts on the folders met so far (a scan asks about thousands of files in hundreds of folders)."""
+    folder = path.rpartition("/")[0]
+    if folders is None:
+        reason = _folder_reason(folder, config)
+    elif folder in folders:
+        reason = folders[folder]
+    else:
+        reason = folders[folder] = _folder_reason(folder, config)
+    if reason is not None:
+        return reason
     if is_secret(path, config):
         return "secret (never indexed)"
     if language_of(path) is None:
@@ -235,19 +250,22 @@ def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], li
         names = _walk_files(root, config, skipped)
     candidates: list[Candidate] = []
     top = str(root)
+    folders: dict[str, str | None] = {}
     for name in names:
-        reason = excluded_reason(name, config)
+        reason = excluded_reason(name, config, folders)
         if reason is not None:
             if reason != "no grammar for this file type":
                 skipped.append(Skipped(printable_path(name), reason))
             continue
         full = os.path.join(top, name)
         try:
-            link_reason = link_target_reason(root, name, config)
-            if link_reason is not None:
-                skipped.append(Skipped(name, link_reason))
-                continue
-            stat = os.stat(full)
+            stat = os.lstat(full)  # one call for the common file that is no link
+            if S_ISLNK(stat.st_mode):
+                link_reason = link_target_reason(root, name, config)
+                if link_reason is not None:
+                    skipped.append(Skipped(name, link_reason))
+                    continue
+                stat = os.stat(full)
         except RuntimeError:  # a symlink loop (Python < 3.13 raises RuntimeError, later ones OSError)
             skipped.append(Skipped(name, "symbolic link loop"))
             continue

@@ -9,7 +9,6 @@ edges), needed only to update the index, is read on demand.
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 
@@ -24,11 +23,11 @@ from repomem.index.fragments import FileFragments
 from repomem.index.index_folder import current_snapshot, index_dir
 from repomem.index.integrity import check_compressed, check_offsets, check_query_arrays, check_structure
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
+from repomem.index.snapshot_check import read_manifest
 from repomem.index.snapshot_encoding import decode_files, segments_from, symmetric_matrix_from_upper
 from repomem.index.snapshot_files import arrays_from, json_from
-from repomem.index.snapshot_manifest import MANIFEST, SNAPSHOT_FILES, unusable_manifest, verified_bytes
+from repomem.index.snapshot_manifest import SNAPSHOT_FILES, verified_bytes
 from repomem.languages.parsed import FileSyntax
-from repomem.regular_files import read_regular
 
 
 def load_index(root: Path, config: Config) -> RepoIndex | Failure:
@@ -39,10 +38,9 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     if isinstance(snapshot, Failure):
         return snapshot
     try:
-        manifest = json.loads(read_regular(snapshot / MANIFEST).decode("utf-8"))
-        unusable = unusable_manifest(manifest, config)
-        if unusable is not None:
-            return unusable
+        manifest = read_manifest(snapshot, config)
+        if isinstance(manifest, Failure):
+            return manifest
         digests = manifest["digests"]
         # All of the snapshot's bytes are checked now, the lazily read structure's too
         # (docs/measurements.md#index-on-disk), so damage anywhere means a rebuild at load, not an

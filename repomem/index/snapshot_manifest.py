@@ -42,6 +42,8 @@ def write_manifest(folder: Path, index: RepoIndex, digests: dict[str, str]) -> N
         "config": config_fingerprint(index.config),
         "generation": index.generation,
         "graph": [index.graph_nodes, index.graph_edges],
+        # What snapshot_check needs to tell "nothing changed" and report it without loading arrays.
+        "fragments": {"base": int(index.w_base.shape[0]), "all": index.n_fragments, "live": int(index.live.sum())},
         "base_id": index.base_id,
         "base_segments": index.base_segments,
         "base_files": sorted(index.base_files),

@@ -1,0 +1,152 @@
+"""What a command pays for the index when nothing changed, or one file did (not a test).
+
+    python scripts/bench_no_change.py                         # Django 5.1.4 and 50,000 small files
+    python scripts/bench_no_change.py --before REV --rounds 5
+    python scripts/bench_no_change.py --trees django
+
+For this checkout and a reference commit (a git worktree of REV, same interpreter), in the same
+run and in turns: each tree is copied into a git repository with its files committed (what a user
+has), indexed once by each checkout (each in its own cache folder), then timed as a user runs it,
+a fresh `python -m repomem` process each time:
+- `repomem index --json` with nothing changed: its `seconds` (the index step) and the process's wall;
+- `repomem retrieve FILE:LINE --json` with nothing changed: `timings_ms.index` and the wall;
+- `repomem index --json` after one function was appended to one file (then the file is restored and
+  indexed again, untimed).
+Results: eval/results/bench-no-change.json and a table of medians (min-max).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from scripts.bench_sources import django_or  # noqa: E402
+
+# (tree, the file edited, the cursor retrieved at)
+TREES = {
+    "django": ("django/db/models/query.py", "django/db/models/query.py:120"),
+    "fifty-k": ("part042/mod0250.py", "part042/mod0250.py:3"),
+}
+
+
+def _git_repository(files_from: Path | None, folder: Path) -> Path:
+    """`folder` as a git repository holding `files_from`'s files, or 50,000 small ones (100 folders
+    of 500), all committed."""
+    if files_from is not None:
+        shutil.copytree(files_from, folder, symlinks=True)
+    else:
+        for part in range(100):
+            sub = folder / f"part{part:03d}"
+            sub.mkdir(parents=True)
+            for number in range(500):
+                (sub / f"mod{number:04d}.py").write_text(
+                    f"def f{number}(x):\n    return x + {number}\n\n\ndef g{number}(y):\n    return f{number}(y) * 2\n")
+    git = ["git", "-C", str(folder), "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "tree"], check=True)
+    return folder
+
+
+def _repomem(checkout: Path, cache: Path, *args: str) -> tuple[dict, float]:
+    config = cache / "config.toml"
+    config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
+    environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config)}
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "repomem", *args], env=environment, capture_output=True, text=True,
+                         cwd=checkout)
+    wall = time.perf_counter() - started
+    if run.returncode != 0:
+        raise SystemExit(f"{checkout} {' '.join(args)}: {run.stderr[-2000:]}")
+    return json.loads(run.stdout), wall
+
+
+def measure(checkouts: dict[str, Path], caches: dict[str, Path], tree: Path, edited: str, cursor: str,
+            rounds: int) -> dict:
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in checkouts}
+
+    def keep(name: str, key: str, value: float) -> None:
+        samples[name].setdefault(key, []).append(value)
+
+    for name, checkout in checkouts.items():
+        _repomem(checkout, caches[name], "index", str(tree), "--json")
+    path = tree / edited
+    original = path.read_bytes()
+    for _ in range(rounds):
+        for name, checkout in checkouts.items():
+            report, wall = _repomem(checkout, caches[name], "index", str(tree), "--json")
+            assert report["action"] == "unchanged", report
+            keep(name, "index, nothing changed: index step s", report["seconds"])
+            keep(name, "index, nothing changed: command wall s", wall)
+            answer, wall = _repomem(checkout, caches[name], "retrieve", str(tree / cursor), "--json")
+            keep(name, "retrieve, nothing changed: index step s", answer["timings_ms"]["index"] / 1000)
+            keep(name, "retrieve, nothing changed: command wall s", wall)
+            path.write_bytes(original + b"\n\ndef bench_added(x):\n    return x\n")
+            try:
+                report, wall = _repomem(checkout, caches[name], "index", str(tree), "--json")
+                assert report["action"] == "updated", report
+                keep(name, "index, one file edited: index step s", report["seconds"])
+            finally:
+                path.write_bytes(original)
+            _repomem(checkout, caches[name], "index", str(tree), "--json")
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", default="7f6c994", help="reference commit (default: before the manifest check)")
+    parser.add_argument("--trees", default=",".join(TREES), help="comma-separated, from: " + ", ".join(TREES))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-no-change.json")
+    args = parser.parse_args()
+    console = Console()
+    results: dict = {"before": args.before, "rounds": args.rounds, "trees": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-no-change-") as scratch:
+        work = Path(scratch)
+        reference = work / "reference"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(reference), args.before],
+                       check=True, capture_output=True)
+        try:
+            checkouts = {"before": reference, "this checkout": ROOT}
+            for tree_name in args.trees.split(","):
+                edited, cursor = TREES[tree_name]
+                with console.status(f"{tree_name}: copying and committing"):
+                    tree = _git_repository(django_or(None) if tree_name == "django" else None, work / tree_name)
+                caches = {name: work / f"cache-{tree_name}-{index}" for index, name in enumerate(checkouts)}
+                for cache in caches.values():
+                    cache.mkdir()
+                with console.status(f"{tree_name}: {args.rounds} rounds"):
+                    results["trees"][tree_name] = measure(checkouts, caches, tree, edited, cursor, args.rounds)
+                shutil.rmtree(tree)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(reference)],
+                           capture_output=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    table = Table(title=f"the index when nothing changed: medians (min-max) of {args.rounds} rounds, seconds")
+    for column in ("tree", "measure", f"before ({args.before})", "this checkout", "ratio"):
+        table.add_column(column)
+    for tree_name, samples in results["trees"].items():
+        for key in samples["before"]:
+            before, after = samples["before"][key], samples["this checkout"][key]
+            cell = [f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in (before, after)]
+            table.add_row(tree_name, key, *cell, f"{statistics.median(before) / statistics.median(after):.1f}x")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""`repomem index` with nothing changed is told from the sealed manifest and one scan, without
+loading the index (repomem/index/snapshot_check.py). Whatever the repository did, the report is the
+one the full path (load, refresh) gives, and the index on disk is the same afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from repomem.index.index_folder import current_snapshot, index_dir
+from repomem.index.provenance import sealed
+from repomem.index.snapshot_files import write_text
+from repomem.index.snapshot_manifest import MANIFEST
+from repomem.service import RepoService
+from tests.repos import synthetic_files, write_repo
+
+MINIFIED = "x = [" + "1, " * 6000 + "]\n"  # skipped when read: a line longer than scan.max_line_chars
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = write_repo(tmp_path / "repo", {**synthetic_files(6), "vendor/min.py": MINIFIED})
+    (root / "blob.py").write_bytes(b"\0binary")
+    assert RepoService.open(root).ensure_index().action == "built"
+    return root
+
+
+def _fields(report) -> dict:
+    return {k: v for k, v in vars(report).items() if k != "seconds"}
+
+
+def _both_ways(root: Path) -> tuple[RepoService, dict, dict]:
+    """The report without loading (this check), then the full path's on a copy of the index state:
+    the check runs first and writes nothing, so the second sees the same disk."""
+    quick = RepoService.open(root)
+    quick_report = quick.ensure_index(load=False)
+    full_report = RepoService.open(root).ensure_index()
+    return quick, _fields(quick_report), _fields(full_report)
+
+
+def test_nothing_changed_is_reported_from_the_manifest_alone(tmp_path: Path):
+    root = _repo(tmp_path)
+    snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
+    quick, quick_report, full_report = _both_ways(root)
+    assert quick.index is None  # nothing was loaded
+    assert quick_report == full_report and quick_report["action"] == "unchanged"
+    assert {p for p, _ in quick_report["skipped"]} >= {"vendor/min.py", "blob.py"}
+    assert current_snapshot(index_dir(root, quick.config)) == snapshot  # nothing written
+
+
+def _touch(root: Path) -> None:
+    path = root / "lib/part0/mod0.py"
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+
+
+CHANGES = {
+    "a file touched, its bytes the same": _touch,
+    "a file edited": lambda root: (root / "lib/part0/mod0.py").write_text("def edited():\n    return 1\n"),
+    "a file added": lambda root: (root / "new.py").write_text("def added():\n    return 2\n"),
+    "a file removed": lambda root: (root / "lib/part0/mod0.py").unlink(),
+    "a minified file made readable": lambda root: (root / "vendor/min.py").write_text("def ok():\n    return 3\n"),
+    "a binary file added": lambda root: (root / "blob2.py").write_bytes(b"\0more"),
+    "an ignore rule added": lambda root: (root / ".gitignore").write_text("lib/part1/\n"),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_any_change_takes_the_full_path_and_reports_the_same(tmp_path: Path, change: str):
+    root = _repo(tmp_path)
+    CHANGES[change](root)
+    quick = RepoService.open(root)
+    quick_report = _fields(quick.ensure_index(load=False))
+    assert quick.index is not None  # loaded: the change was seen
+    again = _fields(RepoService.open(root).ensure_index())
+    assert again["action"] == "unchanged"  # the first run saved what it saw
+    assert {k: v for k, v in quick_report.items() if k not in ("action", "changed", "removed")} == \
+        {k: v for k, v in again.items() if k not in ("action", "changed", "removed")}
+
+
+def _rewrite_manifest(root: Path, edit) -> None:
+    snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
+    manifest = json.loads((snapshot / MANIFEST).read_text())
+    manifest.pop("seal", None)
+    edit(manifest)
+    (snapshot / MANIFEST).unlink()
+    write_text(snapshot / MANIFEST, json.dumps(sealed(manifest)))
+
+
+def test_a_manifest_without_the_counts_takes_the_full_path(tmp_path: Path):
+    root = _repo(tmp_path)
+    _rewrite_manifest(root, lambda manifest: manifest.pop("fragments"))
+    quick = RepoService.open(root)
+    assert quick.ensure_index(load=False).action == "unchanged" and quick.index is not None
+
+
+def test_counts_that_say_compaction_is_due_take_the_full_path(tmp_path: Path):
+    """The full path decides on the loaded arrays (here: not due, the counts were made up)."""
+    root = _repo(tmp_path)
+    _rewrite_manifest(root, lambda manifest: manifest["fragments"].update(all=manifest["fragments"]["base"] * 2))
+    quick = RepoService.open(root)
+    assert quick.ensure_index(load=False).action == "unchanged" and quick.index is not None
+
+
+def test_a_manifest_not_sealed_here_is_not_believed(tmp_path: Path):
+    root = _repo(tmp_path)
+    snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
+    manifest = json.loads((snapshot / MANIFEST).read_text())
+    manifest["fragments"]["live"] += 1  # the seal no longer matches
+    (snapshot / MANIFEST).write_text(json.dumps(manifest))
+    report = RepoService.open(root).ensure_index(load=False)
+    assert report.action == "built" and report.warning
