@@ -127,7 +127,7 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.cli.service_setup import ensure_index
 
     started = time.perf_counter()
-    ensure_index(service, err)
+    ensure_index(service, err, structure=False)
     index_ms = (time.perf_counter() - started) * 1000
     result = service.view().retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
     timings = {"index": index_ms, **result.timings_ms}

@@ -24,12 +24,14 @@ def open_service(root: Path) -> RepoService:
     return service
 
 
-def ensure_index(service: RepoService, err: Console, full: bool = False, load: bool = True) -> IndexReport:
+def ensure_index(service: RepoService, err: Console, full: bool = False, load: bool = True,
+                 structure: bool = True) -> IndexReport:
     """The index, loaded, updated or built, with its per-file structure read (what completion uses
     and an update writes), so a damaged index is rebuilt before the command, not during it.
-    `load` False: only the report is needed (an unchanged index is not loaded)."""
+    `load` False: only the report is needed (an unchanged index is not loaded); `structure` False:
+    the command reads no structure (`retrieve`: fragments and scores only)."""
     with RichProgress(err) as progress:
-        report = ok(service.ensure_index(progress, full=full, structure=load, load=load))
+        report = ok(service.ensure_index(progress, full=full, structure=load and structure, load=load))
     if report.warning:
         print(f"repomem: warning: {report.warning}", file=sys.stderr)
     return report
