@@ -5,9 +5,9 @@
     python scripts/bench_no_change.py --trees django
 
 For this checkout and a reference commit (a git worktree of REV, same interpreter), in the same
-run and in turns: each tree is copied into a git repository with its files committed (what a user
-has), indexed once by each checkout (each in its own cache folder), then timed as a user runs it,
-a fresh `python -m repomem` process each time:
+run and in turns: each tree is a git repository with its files committed (what a user has; made
+once in ~/.cache/repomem/bench-trees), indexed once by each checkout (each in its own cache
+folder), then timed as a user runs it, a fresh `python -m repomem` process each time:
 - `repomem index --json` with nothing changed: its `seconds` (the index step) and the process's wall;
 - `repomem retrieve FILE:LINE --json` with nothing changed: `timings_ms.index` and the wall;
 - `repomem index --json` after one function was appended to one file (then the file is restored and
@@ -36,6 +36,8 @@ from rich.table import Table  # noqa: E402
 
 from scripts.bench_sources import django_or  # noqa: E402
 
+# The trees as git repositories, kept between runs (the benchmark leaves them as it found them).
+TREE_CACHE = Path.home() / ".cache" / "repomem" / "bench-trees"
 # (tree, the file edited, the cursor retrieved at)
 TREES = {
     "django": ("django/db/models/query.py", "django/db/models/query.py:120"),
@@ -85,7 +87,13 @@ def measure(checkouts: dict[str, Path], caches: dict[str, Path], tree: Path, edi
     for name, checkout in checkouts.items():
         _repomem(checkout, caches[name], "index", str(tree), "--json")
     path = tree / edited
-    original = path.read_bytes()
+    original, stat = path.read_bytes(), path.stat()
+
+    def restore() -> None:
+        """The file as it was, bytes and modification time: to the other checkout's index too."""
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
     for _ in range(rounds):
         for name, checkout in checkouts.items():
             report, wall = _repomem(checkout, caches[name], "index", str(tree), "--json")
@@ -101,7 +109,7 @@ def measure(checkouts: dict[str, Path], caches: dict[str, Path], tree: Path, edi
                 assert report["action"] == "updated", report
                 keep(name, "index, one file edited: index step s", report["seconds"])
             finally:
-                path.write_bytes(original)
+                restore()
             _repomem(checkout, caches[name], "index", str(tree), "--json")
     return samples
 
@@ -124,14 +132,16 @@ def main() -> None:
             checkouts = {"before": reference, "this checkout": ROOT}
             for tree_name in args.trees.split(","):
                 edited, cursor = TREES[tree_name]
-                with console.status(f"{tree_name}: copying and committing"):
-                    tree = _git_repository(django_or(None) if tree_name == "django" else None, work / tree_name)
+                tree = TREE_CACHE / tree_name
+                if not (tree / ".git").is_dir():  # made once: 50,000 files take minutes to write here
+                    shutil.rmtree(tree, ignore_errors=True)
+                    with console.status(f"{tree_name}: copying and committing into {tree}"):
+                        _git_repository(django_or(None) if tree_name == "django" else None, tree)
                 caches = {name: work / f"cache-{tree_name}-{index}" for index, name in enumerate(checkouts)}
                 for cache in caches.values():
                     cache.mkdir()
                 with console.status(f"{tree_name}: {args.rounds} rounds"):
                     results["trees"][tree_name] = measure(checkouts, caches, tree, edited, cursor, args.rounds)
-                shutil.rmtree(tree)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(reference)],
                            capture_output=True)
