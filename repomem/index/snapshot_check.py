@@ -23,7 +23,7 @@ from repomem.failures import Failure
 from repomem.index.index_folder import current_snapshot, index_dir
 from repomem.index.indexed_files import FileRecord
 from repomem.index.scan import Candidate, Skipped
-from repomem.index.snapshot_manifest import MANIFEST, unusable_manifest
+from repomem.index.snapshot_manifest import MANIFEST, SNAPSHOT_FILES, unusable_manifest, verified_bytes
 from repomem.regular_files import read_regular
 
 
@@ -41,23 +41,31 @@ class SnapshotSummary:
     live_fragments: int
 
 
-def read_manifest(snapshot: Path, config: Config) -> dict[str, Any] | Failure:
-    """The snapshot's manifest, provided it is sealed by this user's key and made for `config`."""
+def current_manifest(root: Path, config: Config) -> tuple[Path, dict[str, Any]] | Failure:
+    """The current snapshot of `root`'s index and its manifest, provided the manifest is sealed by
+    this user's key and made for `config`. Raises OSError or ValueError for a manifest that cannot
+    be read or parsed."""
+    snapshot = current_snapshot(index_dir(root, config))
+    if isinstance(snapshot, Failure):
+        return snapshot
     manifest = json.loads(read_regular(snapshot / MANIFEST).decode("utf-8"))
     unusable = unusable_manifest(manifest, config)
-    return unusable if unusable is not None else manifest
+    return unusable if unusable is not None else (snapshot, manifest)
 
 
 def snapshot_summary(root: Path, config: Config) -> SnapshotSummary | None:
     """The current snapshot's summary, or None where only loading it can tell (no index, one not
-    sealed here or made for other settings, a damaged or older manifest)."""
-    snapshot = current_snapshot(index_dir(root, config))
-    if isinstance(snapshot, Failure):
-        return None
+    sealed here or made for other settings, a damaged or older manifest, a file of the snapshot
+    whose bytes are not the ones the manifest names)."""
     try:
-        manifest = read_manifest(snapshot, config)
-        if isinstance(manifest, Failure):
+        current = current_manifest(root, config)
+        if isinstance(current, Failure):
             return None
+        snapshot, manifest = current
+        # Every byte checked, as a load checks them (docs/measurements.md#index-on-disk): "unchanged"
+        # is said of an index that is whole, and a damaged one is rebuilt by the full path.
+        for name in SNAPSHOT_FILES:
+            verified_bytes(snapshot, name, manifest["digests"])
         counts = manifest["fragments"]
         records = tuple(FileRecord(**r) for r in manifest["files"] if r is not None)
         return SnapshotSummary(snapshot, records, tuple((str(p), str(r)) for p, r in manifest["skipped"]),

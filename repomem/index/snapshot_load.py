@@ -20,10 +20,9 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
-from repomem.index.index_folder import current_snapshot, index_dir
 from repomem.index.integrity import check_compressed, check_offsets, check_query_arrays, check_structure
 from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
-from repomem.index.snapshot_check import read_manifest
+from repomem.index.snapshot_check import current_manifest
 from repomem.index.snapshot_encoding import decode_files, segments_from, symmetric_matrix_from_upper
 from repomem.index.snapshot_files import arrays_from, json_from
 from repomem.index.snapshot_manifest import SNAPSHOT_FILES, verified_bytes
@@ -33,14 +32,11 @@ from repomem.languages.parsed import FileSyntax
 def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     """The current snapshot for `root`, or why it cannot be used (then rebuild): not sealed by this
     user's key, a file whose bytes are not the ones written, or an array that breaks an invariant."""
-    directory = index_dir(root, config)
-    snapshot = current_snapshot(directory)
-    if isinstance(snapshot, Failure):
-        return snapshot
     try:
-        manifest = read_manifest(snapshot, config)
-        if isinstance(manifest, Failure):
-            return manifest
+        current = current_manifest(root, config)
+        if isinstance(current, Failure):
+            return current
+        snapshot, manifest = current
         digests = manifest["digests"]
         # All of the snapshot's bytes are checked now, the lazily read structure's too
         # (docs/measurements.md#index-on-disk), so damage anywhere means a rebuild at load, not an

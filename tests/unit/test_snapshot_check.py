@@ -112,3 +112,12 @@ def test_a_manifest_not_sealed_here_is_not_believed(tmp_path: Path):
     (snapshot / MANIFEST).write_text(json.dumps(manifest))
     report = RepoService.open(root).ensure_index(load=False)
     assert report.action == "built" and report.warning
+
+
+@pytest.mark.parametrize("name", ["base.npz", "symbols.json.gz"])
+def test_a_damaged_file_of_the_snapshot_is_rebuilt_not_reported_unchanged(tmp_path: Path, name: str):
+    root = _repo(tmp_path)
+    snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
+    (snapshot / name).write_bytes(b"garbage")
+    report = RepoService.open(root).ensure_index(load=False)
+    assert report.action == "built" and "damaged" in report.reason
