@@ -47,7 +47,7 @@ from repomem.index.scan import (
     secret_reason,
     source_from_bytes,
 )
-from repomem.index.snapshot_check import SnapshotSummary, snapshot_summary, unchanged_since
+from repomem.index.snapshot_check import SnapshotSummary, snapshot_summary, snapshot_whole, unchanged_since
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
 from repomem.languages.registry import language_of
@@ -179,13 +179,15 @@ class RepoService:
             return build_index(self.root, self.config, sources, reasons, progress, analyses,
                                self._window_vectors(embed=True, progress=progress))
 
-    def _refresh(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int]:
-        """Bring `index` up to date with the disk (and open buffers).
+    def _refresh(self, index: RepoIndex, progress: Progress,
+                 scan: tuple[list[Candidate], list[Skipped]] | None = None) -> tuple[int, int, int]:
+        """Bring `index` up to date with the disk (and open buffers); `scan`: list_candidates' answer
+        when the caller has it already.
 
         Returns (changed, removed, restamped): restamped files were touched without changing.
         """
         restamped = 0
-        candidates, skipped = list_candidates(self.root, self.config.scan)
+        candidates, skipped = scan if scan is not None else list_candidates(self.root, self.config.scan)
         present = {c.path for c in candidates}
         changed: list[SourceFile] = []
         unreadable: list[Skipped] = []
@@ -237,10 +239,12 @@ class RepoService:
         index: RepoIndex | None = None
         restamped = 0
         summary = None if full or self.index is not None or self._buffers else snapshot_summary(self.root, self.config)
-        known_unchanged = summary is not None and unchanged_since(
-            summary, *list_candidates(self.root, self.config.scan), self.config.index.compact_ratio, self._read)
-        if known_unchanged and not load and not self.config.index.window_embeddings:
-            assert summary is not None
+        scan = None if summary is None else list_candidates(self.root, self.config.scan)  # one scan for both
+        known_unchanged = scan is not None and unchanged_since(summary, *scan, self.config.index.compact_ratio,
+                                                               self._read)
+        # Reported without a load only when every byte of it checks out, as a load would check them.
+        if (known_unchanged and not load and not self.config.index.window_embeddings
+                and snapshot_whole(summary)):
             return _summary_report(self.root, summary, time.perf_counter() - started)
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)
@@ -261,7 +265,9 @@ class RepoService:
                         index.ensure_structure()
                     # Known unchanged from the same manifest a moment ago: no second scan.
                     same = known_unchanged and summary is not None and index.snapshot == summary.snapshot
-                    changed, removed, restamped = (0, 0, 0) if same else self._refresh(index, progress)
+                    # The scan is this moment's only for the snapshot it was compared with.
+                    scanned = scan if summary is not None and index.snapshot == summary.snapshot else None
+                    changed, removed, restamped = (0, 0, 0) if same else self._refresh(index, progress, scanned)
                     if restamped and save:
                         index.ensure_structure()  # the save writes it (index/snapshot_save.py)
                     action = "updated" if changed or removed else "unchanged"

@@ -33,6 +33,7 @@ class SnapshotSummary:
 
     snapshot: Path
     records: tuple[FileRecord, ...]  # the live files
+    digests: dict[str, str]  # of the snapshot's other files, as the sealed manifest names them
     skipped: tuple[tuple[str, str], ...]
     nodes: int
     edges: int
@@ -55,24 +56,33 @@ def current_manifest(root: Path, config: Config) -> tuple[Path, dict[str, Any]] 
 
 def snapshot_summary(root: Path, config: Config) -> SnapshotSummary | None:
     """The current snapshot's summary, or None where only loading it can tell (no index, one not
-    sealed here or made for other settings, a damaged or older manifest, a file of the snapshot
-    whose bytes are not the ones the manifest names)."""
+    sealed here or made for other settings, a damaged or older manifest)."""
     try:
         current = current_manifest(root, config)
         if isinstance(current, Failure):
             return None
         snapshot, manifest = current
-        # Every byte checked, as a load checks them (docs/measurements.md#index-on-disk): "unchanged"
-        # is said of an index that is whole, and a damaged one is rebuilt by the full path.
-        for name in SNAPSHOT_FILES:
-            verified_bytes(snapshot, name, manifest["digests"])
         counts = manifest["fragments"]
         records = tuple(FileRecord(**r) for r in manifest["files"] if r is not None)
-        return SnapshotSummary(snapshot, records, tuple((str(p), str(r)) for p, r in manifest["skipped"]),
+        return SnapshotSummary(snapshot, records, manifest["digests"],
+                               tuple((str(p), str(r)) for p, r in manifest["skipped"]),
                                int(manifest["graph"][0]), int(manifest["graph"][1]), int(counts["base"]),
                                int(counts["all"]), int(counts["live"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
+
+
+def snapshot_whole(summary: SnapshotSummary) -> bool:
+    """Whether every file of the snapshot has the bytes the manifest names, as a load checks them
+    (docs/measurements.md#index-on-disk): "unchanged" is said only of an index that is whole; a
+    damaged one is loaded, found damaged and rebuilt by the full path. A caller that loads the
+    index anyway leaves this to the load (each byte hashed once)."""
+    try:
+        for name in SNAPSHOT_FILES:
+            verified_bytes(summary.snapshot, name, summary.digests)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def unchanged_since(summary: SnapshotSummary, candidates: Sequence[Candidate], skipped: Sequence[Skipped],
