@@ -241,12 +241,28 @@ class Tty:
         self.wait(self.dump_file.exists, 20, "dump from M-x tty-test-dump")
         return json.loads(self.dump_file.read_text())
 
-    def set_line(self, text: str) -> None:
-        """Line 9 becomes `text`, point at its end: M-g g 9 RET, C-k, then the text typed."""
-        self.keys("M-g", "g")
-        self.type(str(LINE))
-        self.keys("Enter", "C-a", "C-k")
-        self.type(text)
+    def set_line(self, text: str, verify: bool = True) -> None:
+        """Line 9 becomes `text`, point at its end: M-g g 9 RET, C-k, then the text typed; then
+        read back (`verify`; a check that needs its request at once checks the request's position).
+        Once in CI (one run of many) none of these keys reached the buffer and the check after it
+        asked about the old line: the keys are typed again then, once, and the screen of the miss
+        is kept in the session's results (`set_line_misses`)."""
+        for _attempt in range(2):
+            self.keys("M-g", "g")
+            self.type(str(LINE))
+            self.keys("Enter", "C-a", "C-k")
+            self.type(text)
+            if not verify:
+                return
+            state = self.dump()
+            if state["line"] == text:
+                return
+            misses = self.info.setdefault("set_line_misses", [])
+            assert isinstance(misses, list)
+            misses.append({"wanted": text, "line": state["line"], "buffer": state["buffer"],
+                           "screen": self.screen()[-2000:], "messages": state["messages"][-1000:]})
+        pytest.fail(f"line {LINE} is {state['line']!r}, not {text!r}, after typing it twice; "
+                    f"screen:\n{self.screen()}")
 
     def ask(self) -> dict:
         """C-M-i (completion-at-point); the completion request it sent, once eglot sent it."""
@@ -376,7 +392,7 @@ def test_typing_while_a_completion_is_pending_is_kept(tty: Tty):
     """C-M-i at a fresh spot, then keys typed at once: eglot gives the request up for the input, the
     server's late answer inserts nothing, and every typed character is in the buffer."""
     with check(tty, "typing_while_pending") as result:
-        tty.set_line(FRESH)
+        tty.set_line(FRESH, verify=False)  # asked at once: the server has no answer yet
         request = tty.ask()
         tty.type(TYPED)
         assert (request["line"], request["character"]) == (LINE - 1, len(FRESH)), request
@@ -406,9 +422,11 @@ def test_completion_at_point_completes_the_line(tty: Tty):
     with check(tty, "complete_line") as result:
         tty.set_line("    return ")
         started = time.monotonic()
-        replies = []
+        replies, asked = [], []
         while not replies or (replies[-1]["pending"] and time.monotonic() < started + COMPLETE_WITHIN_S):
-            reply = tty.answer(tty.ask(), "the completion's answer")
+            request = tty.ask()
+            asked.append((request["line"], request["character"]))
+            reply = tty.answer(request, "the completion's answer")
             replies.append(reply.value)
         tty.info["first_answer_s"] = round(time.monotonic() - started, 1)
         tty.info["complete_line_answers"] = replies
@@ -417,7 +435,7 @@ def test_completion_at_point_completes_the_line(tty: Tty):
                  "completion-at-point to take the answer")
         state = tty.dump()
         details = f"line {LINE} {state['line']!r} after {tty.info['first_answer_s']} s; answers {replies}"
-        assert state["line"] == EXPECTED, details
+        assert state["line"] == EXPECTED, f"{details}; asked at {asked}"
         tty.info["accepted_id"] = replies[-1]["itemId"]
         result["details"] = details
 
