@@ -47,7 +47,8 @@ from repomem.index.scan import (
     secret_reason,
     source_from_bytes,
 )
-from repomem.index.snapshot_check import SnapshotSummary, snapshot_summary, snapshot_whole, unchanged_since
+from repomem.index.scan_memo import listed_names
+from repomem.index.snapshot_check import SnapshotSummary, snapshot_as_written, snapshot_summary, unchanged_since
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
 from repomem.languages.registry import language_of
@@ -89,7 +90,7 @@ def _summary_report(root: Path, summary: SnapshotSummary, seconds: float) -> Ind
     report after loading it)."""
     return IndexReport(
         root=root,
-        files=len(summary.records),
+        files=len(summary.files),
         fragments=summary.live_fragments,
         nodes=summary.nodes,
         edges=summary.edges,
@@ -100,8 +101,8 @@ def _summary_report(root: Path, summary: SnapshotSummary, seconds: float) -> Ind
         changed=0,
         removed=0,
         skipped=summary.skipped,
-        masked=tuple((r.path, r.masked) for r in summary.records if r.masked),
-        over_node_limit=tuple(r.path for r in summary.records if r.over_node_limit),
+        masked=summary.masked,
+        over_node_limit=summary.over_node_limit,
     )
 
 
@@ -166,11 +167,17 @@ class RepoService:
     def _read(self, candidate: Candidate) -> SourceFile | Skipped:
         return read_candidate(self.root, candidate, self._buffers, self.config.scan)
 
+    def _scan(self) -> tuple[list[Candidate], list[Skipped]]:
+        """The repository's files as they are now; the names' part from the memo while the folders
+        are as they were (index/scan_memo.py)."""
+        listing = listed_names(self.root, self.config.scan, index_dir(self.root, self.config))
+        return list_candidates(self.root, self.config.scan, listing)
+
     def _full_build(self, progress: Progress) -> RepoIndex:
         self._embedder_for_relations()
         warming = threading.Thread(target=warm_up, name="warm-kernels", daemon=True)
         warming.start()
-        candidates, skipped = list_candidates(self.root, self.config.scan)
+        candidates, skipped = self._scan()
         warming.join()  # before the parse workers fork: no thread may be mid-compile then
         with rarer_collections(self.config.index.gc_young_threshold):  # the workers inherit it
             sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config,
@@ -187,7 +194,7 @@ class RepoService:
         Returns (changed, removed, restamped): restamped files were touched without changing.
         """
         restamped = 0
-        candidates, skipped = scan if scan is not None else list_candidates(self.root, self.config.scan)
+        candidates, skipped = scan if scan is not None else self._scan()
         present = {c.path for c in candidates}
         changed: list[SourceFile] = []
         unreadable: list[Skipped] = []
@@ -239,12 +246,12 @@ class RepoService:
         index: RepoIndex | None = None
         restamped = 0
         summary = None if full or self.index is not None or self._buffers else snapshot_summary(self.root, self.config)
-        scan = None if summary is None else list_candidates(self.root, self.config.scan)  # one scan for both
+        scan = None if summary is None else self._scan()  # one scan for both
         known_unchanged = scan is not None and unchanged_since(summary, *scan, self.config.index.compact_ratio,
                                                                self._read)
         # Reported without a load only when every byte of it checks out, as a load would check them.
         if (known_unchanged and not load and not self.config.index.window_embeddings
-                and snapshot_whole(summary)):
+                and snapshot_as_written(summary)):
             return _summary_report(self.root, summary, time.perf_counter() - started)
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)

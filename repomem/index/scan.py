@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import hashlib
+import heapq
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
+from typing import NamedTuple
 
 from repomem.config import ScanConfig
 from repomem.index.gitignore import IgnoreRules
@@ -43,9 +45,9 @@ class Skipped:
     reason: str
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A file that passed the name-based filters; its content is not read yet."""
+class Candidate(NamedTuple):
+    """A file that passed the name-based filters; its content is not read yet. A tuple: a scan
+    makes one per file, 50,000 on a large tree, three times faster than a frozen dataclass."""
 
     path: str
     language: str
@@ -132,6 +134,7 @@ def printable_path(path: str) -> str:
 
 
 NOT_UTF8_NAME = "file name is not valid UTF-8"
+NO_GRAMMAR = "no grammar for this file type"  # not reported: most of a tree is such files
 
 
 def _folder_reason(folder: str, config: ScanConfig) -> str | None:
@@ -158,7 +161,7 @@ def excluded_reason(path: str, config: ScanConfig, folders: dict[str, str | None
     if is_secret(path, config):
         return "secret (never indexed)"
     if language_of(path) is None:
-        return "no grammar for this file type"
+        return NO_GRAMMAR
     # Skipped, not carried: a path goes into the index's JSON manifest, JSON output, prompt
     # headers sent to a model (UTF-8 text) and editors' URIs, and a name that is not text broke
     # every completion that retrieved the file. Such names are rare in source trees; one reason
@@ -178,9 +181,9 @@ GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 _GIT_UNLISTED = re.compile(r"^warning: could not open directory '(.*?)(?:': (.*))?$", re.MULTILINE)
 
 
-def _git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | None:
+def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | None:
     """Paths from git, or None when `root` is not the top of a git work tree. The folders git could
-    not list go to `unlisted` with the reason (see _walk_files)."""
+    not list go to `unlisted` with the reason (see walk_files)."""
     try:
         top = subprocess.run(
             [*GIT, "-C", str(root), "rev-parse", "--show-toplevel"],
@@ -212,10 +215,12 @@ def unreadable_reason(error: OSError) -> str:
     return f"unreadable: {error.strerror or error}"
 
 
-def _walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = None) -> list[str]:
+def walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = None,
+               visited: list[str] | None = None) -> list[str]:
     """All files under `root` not ignored by .gitignore files; never follows directory symlinks.
     The folders that could not be listed go to `unlisted` with the reason (os.walk drops them
-    silently: a folder deeper than PATH_MAX took its files out of the index with no reason given)."""
+    silently: a folder deeper than PATH_MAX took its files out of the index with no reason given).
+    `visited`: gets every folder entered, repository-relative ("" for the top)."""
     found: list[str] = []
     unlisted = [] if unlisted is None else unlisted
     rules = IgnoreRules()
@@ -228,6 +233,8 @@ def _walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None =
     for directory, dir_names, file_names in os.walk(top, onerror=unlistable, followlinks=False):
         relative_dir = os.path.relpath(directory, top).replace(os.sep, "/")
         prefix = "" if relative_dir == "." else relative_dir + "/"
+        if visited is not None:
+            visited.append(prefix[:-1])
         if ".gitignore" in file_names:
             rules.add_file(Path(directory) / ".gitignore", prefix)
         kept_dirs = []
@@ -242,46 +249,83 @@ def _walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None =
     return sorted(found)
 
 
-def list_candidates(root: Path, config: ScanConfig) -> tuple[list[Candidate], list[Skipped]]:
-    """Files that may be indexed, with cheap stat data; nothing is read yet."""
-    skipped: list[Skipped] = []
-    names = _git_files(root, skipped)
-    if names is None:
-        names = _walk_files(root, config, skipped)
-    candidates: list[Candidate] = []
-    top = str(root)
+@dataclass(frozen=True)
+class NameListing:
+    """The names' part of a scan: what may be indexed, and what was skipped by name alone."""
+
+    kept: list[tuple[str, str]]  # (repository-relative path, language), in path order
+    unlisted: list[Skipped]  # folders that could not be listed
+    skipped: list[tuple[str, Skipped]]  # (the path as listed, why), in path order
+
+
+def judge_names(names: list[str], config: ScanConfig) -> tuple[list[tuple[str, str]], list[tuple[str, Skipped]]]:
+    """Each listed name judged by name alone: (kept with their language, skipped with why)."""
+    kept: list[tuple[str, str]] = []
+    skipped: list[tuple[str, Skipped]] = []
     folders: dict[str, str | None] = {}
     for name in names:
         reason = excluded_reason(name, config, folders)
-        if reason is not None:
-            if reason != "no grammar for this file type":
-                skipped.append(Skipped(printable_path(name), reason))
-            continue
-        full = os.path.join(top, name)
-        try:
-            stat = os.lstat(full)  # one call for the common file that is no link
-            if S_ISLNK(stat.st_mode):
-                link_reason = link_target_reason(root, name, config)
-                if link_reason is not None:
-                    skipped.append(Skipped(name, link_reason))
+        if reason is None:
+            language = language_of(name)
+            assert language is not None
+            kept.append((name, language))
+        elif reason != NO_GRAMMAR:
+            skipped.append((name, Skipped(printable_path(name), reason)))
+    return kept, skipped
+
+
+def list_names(root: Path, config: ScanConfig, visited: list[str] | None = None) -> tuple[NameListing, bool]:
+    """The names' part of a scan of `root`, and whether git listed them (`visited`: the folders a
+    walk entered, when git did not)."""
+    unlisted: list[Skipped] = []
+    names = git_files(root, unlisted)
+    from_git = names is not None
+    if names is None:
+        names = walk_files(root, config, unlisted, visited)
+    kept, skipped = judge_names(names, config)
+    return NameListing(kept, unlisted, skipped), from_git
+
+
+def list_candidates(root: Path, config: ScanConfig,
+                    listing: NameListing | None = None) -> tuple[list[Candidate], list[Skipped]]:
+    """Files that may be indexed, with cheap stat data; nothing is read yet. `listing`: the names'
+    part when the caller has it (scan_memo.py), else listed now."""
+    listing = listing if listing is not None else list_names(root, config)[0]
+    later: list[tuple[str, Skipped]] = []  # skipped by what lstat says, merged into the name order
+    candidates: list[Candidate] = []
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    largest, lstat, keep = config.max_file_bytes, os.lstat, candidates.append  # the loop runs per file
+    try:
+        for name, language in listing.kept:
+            try:
+                stat = lstat(name, dir_fd=top)  # one call for the common file that is no link
+                if S_ISREG(stat.st_mode) and stat.st_size <= largest:
+                    keep(Candidate(name, language, stat.st_size, stat.st_mtime_ns))
                     continue
-                stat = os.stat(full)
-        except RuntimeError:  # a symlink loop (Python < 3.13 raises RuntimeError, later ones OSError)
-            skipped.append(Skipped(name, "symbolic link loop"))
-            continue
-        except OSError as error:
-            loop = error.errno == errno.ELOOP
-            skipped.append(Skipped(name, "symbolic link loop" if loop else unreadable_reason(error)))
-            continue
-        if not S_ISREG(stat.st_mode):
-            continue
-        if stat.st_size > config.max_file_bytes:
-            skipped.append(Skipped(name, f"larger than {config.max_file_bytes} bytes"))
-            continue
-        language = language_of(name)
-        assert language is not None
-        candidates.append(Candidate(name, language, stat.st_size, stat.st_mtime_ns))
-    return candidates, skipped
+                if S_ISLNK(stat.st_mode):
+                    link_reason = link_target_reason(root, name, config)
+                    if link_reason is not None:
+                        later.append((name, Skipped(name, link_reason)))
+                        continue
+                    stat = os.stat(name, dir_fd=top)
+            except RuntimeError:  # a symlink loop (Python < 3.13 raises RuntimeError, later ones OSError)
+                later.append((name, Skipped(name, "symbolic link loop")))
+                continue
+            except OSError as error:
+                loop = error.errno == errno.ELOOP
+                later.append((name, Skipped(name, "symbolic link loop" if loop else unreadable_reason(error))))
+                continue
+            if not S_ISREG(stat.st_mode):
+                continue
+            if stat.st_size > largest:
+                later.append((name, Skipped(name, f"larger than {largest} bytes")))
+                continue
+            keep(Candidate(name, language, stat.st_size, stat.st_mtime_ns))
+    finally:
+        os.close(top)
+    # Both in the order of the listed names, as one pass over them would give.
+    in_order = heapq.merge(listing.skipped, later, key=lambda pair: pair[0]) if later else listing.skipped
+    return candidates, [*listing.unlisted, *(entry for _, entry in in_order)]
 
 
 def read_source(root: Path, candidate: Candidate, config: ScanConfig) -> SourceFile | Skipped:

@@ -12,7 +12,6 @@ written before these counts) says "not known unchanged", and the command takes t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,8 @@ from typing import Any
 from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.index_folder import current_snapshot, index_dir
-from repomem.index.indexed_files import FileRecord
 from repomem.index.scan import Candidate, Skipped
-from repomem.index.snapshot_manifest import MANIFEST, SNAPSHOT_FILES, unusable_manifest, verified_bytes
+from repomem.index.snapshot_manifest import MANIFEST, SNAPSHOT_FILES, file_column, file_identity, read_manifest
 from repomem.regular_files import read_regular
 
 
@@ -32,8 +30,10 @@ class SnapshotSummary:
     """What a sealed manifest says of its index, enough to report on it."""
 
     snapshot: Path
-    records: tuple[FileRecord, ...]  # the live files
-    digests: dict[str, str]  # of the snapshot's other files, as the sealed manifest names them
+    files: dict[str, tuple[int, int]]  # each live file's path -> (size, mtime_ns) as indexed
+    masked: tuple[tuple[str, int], ...]  # (path, secrets masked) of the files with any
+    over_node_limit: tuple[str, ...]
+    identities: dict[str, list[int]]  # of the snapshot's other files as written (snapshot_manifest)
     skipped: tuple[tuple[str, str], ...]
     nodes: int
     edges: int
@@ -49,9 +49,8 @@ def current_manifest(root: Path, config: Config) -> tuple[Path, dict[str, Any]] 
     snapshot = current_snapshot(index_dir(root, config))
     if isinstance(snapshot, Failure):
         return snapshot
-    manifest = json.loads(read_regular(snapshot / MANIFEST).decode("utf-8"))
-    unusable = unusable_manifest(manifest, config)
-    return unusable if unusable is not None else (snapshot, manifest)
+    manifest = read_manifest(read_regular(snapshot / MANIFEST), config)
+    return manifest if isinstance(manifest, Failure) else (snapshot, manifest)
 
 
 def snapshot_summary(root: Path, config: Config) -> SnapshotSummary | None:
@@ -62,9 +61,13 @@ def snapshot_summary(root: Path, config: Config) -> SnapshotSummary | None:
         if isinstance(current, Failure):
             return None
         snapshot, manifest = current
-        counts = manifest["fragments"]
-        records = tuple(FileRecord(**r) for r in manifest["files"] if r is not None)
-        return SnapshotSummary(snapshot, records, manifest["digests"],
+        counts, columns = manifest["fragments"], manifest["files"]
+        paths = file_column(columns, "path")
+        files = dict(zip(paths, zip(file_column(columns, "size"), file_column(columns, "mtime_ns"))))
+        files.pop("", None)  # removed files' slots
+        masked = tuple((path, count) for path, count in zip(paths, file_column(columns, "masked")) if path and count)
+        over = tuple(path for path, over in zip(paths, file_column(columns, "over_node_limit")) if path and over)
+        return SnapshotSummary(snapshot, files, masked, over, manifest["identities"],
                                tuple((str(p), str(r)) for p, r in manifest["skipped"]),
                                int(manifest["graph"][0]), int(manifest["graph"][1]), int(counts["base"]),
                                int(counts["all"]), int(counts["live"]))
@@ -72,17 +75,16 @@ def snapshot_summary(root: Path, config: Config) -> SnapshotSummary | None:
         return None
 
 
-def snapshot_whole(summary: SnapshotSummary) -> bool:
-    """Whether every file of the snapshot has the bytes the manifest names, as a load checks them
-    (docs/measurements.md#index-on-disk): "unchanged" is said only of an index that is whole; a
-    damaged one is loaded, found damaged and rebuilt by the full path. A caller that loads the
-    index anyway leaves this to the load (each byte hashed once)."""
+def snapshot_as_written(summary: SnapshotSummary) -> bool:
+    """Whether every file of the snapshot is the one written (same inode, size and time): "unchanged"
+    is said without a load only of an index whose files were neither replaced nor written to since.
+    Damage that leaves a file's size and time alone (a bit flipped on the disk) is found by the next
+    load, which hashes every byte (snapshot_load.py) and rebuilds; hashing here cost Django's
+    no-change check a fifth of its time (docs/measurements.md#nothing-changed)."""
     try:
-        for name in SNAPSHOT_FILES:
-            verified_bytes(summary.snapshot, name, summary.digests)
-    except (OSError, ValueError):
+        return all(file_identity(summary.snapshot / name) == summary.identities[name] for name in SNAPSHOT_FILES)
+    except (OSError, KeyError, TypeError):
         return False
-    return True
 
 
 def unchanged_since(summary: SnapshotSummary, candidates: Sequence[Candidate], skipped: Sequence[Skipped],
@@ -94,7 +96,7 @@ def unchanged_since(summary: SnapshotSummary, candidates: Sequence[Candidate], s
     read, for the reason recorded (`read`: the refresh's read, a Skipped or the source; a minified
     file is such a candidate); the same skipped files in the same order; no compaction due
     (RepoService._needs_compaction)."""
-    recorded = {r.path: r for r in summary.records}
+    recorded = summary.files
     unreadable: list[Skipped] = []
     seen = 0
     for candidate in candidates:
@@ -104,11 +106,11 @@ def unchanged_since(summary: SnapshotSummary, candidates: Sequence[Candidate], s
             if not isinstance(result, Skipped):
                 return False  # a new file
             unreadable.append(result)
-        elif record.mtime_ns == 0 or record.size != candidate.size or record.mtime_ns != candidate.mtime_ns:
+        elif record[1] == 0 or record != (candidate.size, candidate.mtime_ns):
             return False
         else:
             seen += 1
-    if seen != len(summary.records):
+    if seen != len(recorded):
         return False  # an indexed file is gone
     if tuple((s.path, s.reason) for s in (*skipped, *unreadable)) != summary.skipped:
         return False

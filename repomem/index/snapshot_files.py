@@ -156,9 +156,9 @@ def json_from(data: bytes) -> Any:
     return json.loads(gzip.decompress(data).decode("utf-8"))
 
 
-def write_text(path: Path, text: str) -> None:
-    """A new UTF-8 text file (the manifest), fsynced."""
-    with create_private_file(path, "w") as handle:
-        handle.write(text)
+def write_bytes(path: Path, data: bytes) -> None:
+    """A new file (the manifest), fsynced."""
+    with create_private_file(path, "wb") as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

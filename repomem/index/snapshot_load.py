@@ -21,11 +21,11 @@ from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
 from repomem.index.integrity import check_compressed, check_offsets, check_query_arrays, check_structure
-from repomem.index.repo_index import FileRecord, RepoIndex, StructureUnavailable
+from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.snapshot_check import current_manifest
 from repomem.index.snapshot_encoding import decode_files, segments_from, symmetric_matrix_from_upper
 from repomem.index.snapshot_files import arrays_from, json_from
-from repomem.index.snapshot_manifest import SNAPSHOT_FILES, verified_bytes
+from repomem.index.snapshot_manifest import SNAPSHOT_FILES, file_records, unpacked_integers, verified_bytes
 from repomem.languages.parsed import FileSyntax
 
 
@@ -44,7 +44,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         contents = {name: verified_bytes(snapshot, name, digests) for name in ("base.npz", "delta.npz")}
         for name in SNAPSHOT_FILES[2:]:
             verified_bytes(snapshot, name, digests)
-        records: list[FileRecord | None] = [None if r is None else FileRecord(**r) for r in manifest["files"]]
+        records = file_records(manifest["files"])
         base, arrays = arrays_from(contents["base.npz"], "base.npz"), arrays_from(contents["delta.npz"], "delta.npz")
         del contents
         shape = tuple(int(v) for v in base["w_shape"].tolist())
@@ -92,7 +92,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         )
         index.base_id = str(manifest["base_id"])
         index.base_segments = int(manifest["base_segments"])
-        index.base_files = {int(f) for f in manifest["base_files"]}
+        index.base_files = set(unpacked_integers(manifest["base_files"]))
         check_query_arrays(index)
         index.stats = compute_stats(index.df, index.doc_len, index.live, config.bm25)
         index.snapshot = snapshot

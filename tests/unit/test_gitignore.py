@@ -13,7 +13,7 @@ import pytest
 
 from repomem.config import ScanConfig
 from repomem.index.gitignore import ignores, parse_rule
-from repomem.index.scan import _walk_files
+from repomem.index.scan import walk_files
 
 
 def _verdict(lines: list[str], path: str, is_dir: bool = False) -> bool | None:
@@ -85,7 +85,7 @@ def test_the_walk_lists_what_git_lists(tmp_path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
     root = tmp_path / "tree"
-    walked = set(_walk_files(root, ScanConfig()))
+    walked = set(walk_files(root, ScanConfig()))
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard", "-z"],
                             capture_output=True, text=True, check=True).stdout.split("\0")
@@ -106,8 +106,8 @@ def test_a_pathological_gitignore_line_scans_in_bounded_time(tmp_path: Path):
     deep.mkdir(parents=True)
     (deep / "c.py").write_text("y = 2\n")
     script = ("import sys; from pathlib import Path; from repomem.config import ScanConfig; "
-              "from repomem.index.scan import _walk_files; "
-              "print('\\n'.join(_walk_files(Path(sys.argv[1]), ScanConfig())))")
+              "from repomem.index.scan import walk_files; "
+              "print('\\n'.join(walk_files(Path(sys.argv[1]), ScanConfig())))")
     result = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     found = set(result.stdout.split())

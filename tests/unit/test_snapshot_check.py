@@ -4,17 +4,14 @@ one the full path (load, refresh) gives, and the index on disk is the same after
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from repomem.index.index_folder import current_snapshot, index_dir
-from repomem.index.provenance import sealed
-from repomem.index.snapshot_files import write_text
-from repomem.index.snapshot_manifest import MANIFEST
 from repomem.service import RepoService
+from tests.manifests import manifest_body, manifest_seal, write_manifest
 from tests.repos import synthetic_files, write_repo
 
 MINIFIED = "x = [" + "1, " * 6000 + "]\n"  # skipped when read: a line longer than scan.max_line_chars
@@ -82,11 +79,9 @@ def test_any_change_takes_the_full_path_and_reports_the_same(tmp_path: Path, cha
 
 def _rewrite_manifest(root: Path, edit) -> None:
     snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
-    manifest = json.loads((snapshot / MANIFEST).read_text())
-    manifest.pop("seal", None)
+    manifest = manifest_body(snapshot)
     edit(manifest)
-    (snapshot / MANIFEST).unlink()
-    write_text(snapshot / MANIFEST, json.dumps(sealed(manifest)))
+    write_manifest(snapshot, manifest)
 
 
 def test_a_manifest_without_the_counts_takes_the_full_path(tmp_path: Path):
@@ -107,9 +102,9 @@ def test_counts_that_say_compaction_is_due_take_the_full_path(tmp_path: Path):
 def test_a_manifest_not_sealed_here_is_not_believed(tmp_path: Path):
     root = _repo(tmp_path)
     snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
-    manifest = json.loads((snapshot / MANIFEST).read_text())
-    manifest["fragments"]["live"] += 1  # the seal no longer matches
-    (snapshot / MANIFEST).write_text(json.dumps(manifest))
+    manifest = manifest_body(snapshot)
+    manifest["fragments"]["live"] += 1
+    write_manifest(snapshot, manifest, seal=manifest_seal(snapshot))  # the seal no longer matches
     report = RepoService.open(root).ensure_index(load=False)
     assert report.action == "built" and report.warning
 
@@ -121,3 +116,20 @@ def test_a_damaged_file_of_the_snapshot_is_rebuilt_not_reported_unchanged(tmp_pa
     (snapshot / name).write_bytes(b"garbage")
     report = RepoService.open(root).ensure_index(load=False)
     assert report.action == "built" and "damaged" in report.reason
+
+
+def test_damage_that_keeps_a_files_identity_is_found_by_the_next_load(tmp_path: Path):
+    """`repomem index` compares the snapshot files' identities (inode, size, time), not their bytes:
+    a byte flipped in place with the time put back is reported unchanged, and the next load, which
+    hashes every byte, finds it and rebuilds."""
+    root = _repo(tmp_path)
+    path = current_snapshot(index_dir(root, RepoService.open(root).config)) / "base.npz"
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x20
+    with open(path, "r+b") as handle:  # in place: the same inode and size
+        handle.write(data)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert RepoService.open(root).ensure_index(load=False).action == "unchanged"
+    report = RepoService.open(root).ensure_index()
+    assert report.action == "built" and "not the file this index wrote" in report.reason, report.reason

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import shutil
@@ -32,6 +31,7 @@ from repomem.index.snapshot_manifest import config_fingerprint
 from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.index_damage import reseal_snapshot
+from tests.manifests import manifest_body, record_rows, write_manifest
 from tests.repos import synthetic_files, write_repo
 
 QUERY = "def grow(self, amount):\n    total_3 = func4_2(x) + Thing1(total_3).grow(x)"
@@ -70,8 +70,8 @@ def test_round_trip_and_lazy_structure(synthetic_repo):
         np.testing.assert_array_equal(loaded.calls[file_id], edges)
     # The manifest writes each file record's fields as they are (no deep copy): the same records back.
     assert loaded.files == fresh.files and any(r is not None for r in loaded.files)
-    manifest = json.loads((fresh.snapshot / "manifest.json").read_text())
-    assert manifest["files"] == [None if r is None else dataclasses.asdict(r) for r in fresh.files]
+    manifest = manifest_body(fresh.snapshot)
+    assert record_rows(manifest) == [None if r is None else dataclasses.asdict(r) for r in fresh.files]
 
 
 def test_incremental_save_reuses_base_files(synthetic_repo):
@@ -94,9 +94,9 @@ def test_unknown_format_and_damage_mean_rebuild(synthetic_repo):
     built(synthetic_repo)
     directory = index_dir(synthetic_repo, Config())
     snapshot = current_snapshot(directory)
-    manifest = json.loads((snapshot / "manifest.json").read_text())
+    manifest = manifest_body(snapshot)
     manifest["format"] = 999
-    (snapshot / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(snapshot, manifest)
     assert load_index(synthetic_repo, Config()).kind == "old-index"
     report = RepoService.open(synthetic_repo).ensure_index()
     assert report.action == "built" and "format" in report.reason
@@ -414,11 +414,10 @@ def test_an_index_built_by_other_code_is_rebuilt(synthetic_repo):
     not reused as unchanged: its graph is what the old code built."""
     built(synthetic_repo)
     snapshot = current_snapshot(index_dir(synthetic_repo, Config()))
-    manifest = json.loads((snapshot / "manifest.json").read_text())
+    manifest = manifest_body(snapshot)
     assert manifest["builder"] == builder_digest()
     manifest["builder"] = "0" * len(manifest["builder"])
-    (snapshot / "manifest.json").write_text(json.dumps(manifest))
-    reseal_snapshot(snapshot)  # the seal is this user's: only the builder differs
+    write_manifest(snapshot, manifest)  # the seal is this user's: only the builder differs
     failure = load_index(synthetic_repo, Config())
     assert isinstance(failure, Failure) and failure.kind == "old-index"
     report = RepoService.open(synthetic_repo).ensure_index()

@@ -1,0 +1,207 @@
+"""What a scan learns from names alone, kept between runs while the tree's folders stay as they were.
+
+A scan has two parts. The names: `git ls-files` (or a walk honouring .gitignore files), then each
+name judged by name (excluded folder, secret name, no grammar); on 50,000 files that is two git
+processes and 50,000 verdicts, most of the time a command spends learning that nothing changed
+(docs/measurements.md#nothing-changed). The files: one lstat each, for size and time.
+
+The names change only when a folder's entries change, an ignore rule changes, or git's own index
+does; a folder's entries change only with its modification time (a file's edit leaves its folder's
+time alone). So the names' part is kept in `scan-memo.json` beside the index, with the identity and
+times of everything that decides it: every folder the listing depends on (all but .git and folders
+git ignores whole; in a tree without git, the folders the walk entered), every ignore file met,
+git's index, git's exclude and config files, the settings that judge names and the code that judges
+them. When each of those is as recorded, the kept names are the answer and only the lstat pass runs;
+anything else lists and judges again and records anew. A folder changed in the last RACY_S seconds
+is not recorded (its time may not move again within the same clock tick); the next scan records it.
+
+The memo is sealed with the index's key (provenance.py): a forged memo could hide files from the
+index. A damaged, foreign or unreadable memo is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from repomem.config import ScanConfig
+from repomem.index.builder_version import builder_digest
+from repomem.index.index_folder import MARKER
+from repomem.index.provenance import sealed_json, unsealed_json
+from repomem.index.scan import GIT, NameListing, Skipped, list_names
+from repomem.regular_files import read_regular, replace_private
+
+MEMO = "scan-memo.json"
+RACY_S = 2.0  # seconds: a folder younger than this may change again without its time moving
+MEMO_VERSION = 1
+
+
+def _identity(path: str) -> list[int] | None:
+    """What tells a folder or file apart from its earlier self: inode, size and times (ns)."""
+    try:
+        stat = os.lstat(path)
+    except OSError:
+        return None
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def _settings_key(config: ScanConfig) -> str:
+    """The settings and code that judge names, and the environment git reads its rules from."""
+    environment = sorted((name, value) for name, value in os.environ.items()
+                         if name.startswith("GIT_") or name in ("HOME", "XDG_CONFIG_HOME"))
+    text = repr((MEMO_VERSION, builder_digest(), config, environment))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _git_inputs(root: Path) -> list[str] | None:
+    """The files git's listing reads besides the folders: its index, exclude and config files, the
+    global excludes file; None when git cannot say (then nothing is recorded)."""
+    try:
+        where = subprocess.run([*GIT, "-C", str(root), "rev-parse", "--path-format=absolute", "--git-dir",
+                                "--git-common-dir"], capture_output=True, text=True, timeout=30)
+        excludes = subprocess.run([*GIT, "-C", str(root), "config", "--path", "--get", "core.excludesFile"],
+                                  capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = where.stdout.splitlines()
+    if where.returncode != 0 or len(lines) != 2:
+        return None
+    git_dir, common_dir = lines
+    home = os.environ.get("HOME", "")
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    inputs = [os.environ.get("GIT_INDEX_FILE") or os.path.join(git_dir, "index"),
+              os.path.join(common_dir, "info", "exclude"), os.path.join(common_dir, "config"),
+              os.path.join(git_dir, "config.worktree"), os.path.join(home, ".gitconfig"),
+              os.path.join(config_home, "git", "config"), os.path.join(config_home, "git", "ignore"),
+              "/etc/gitconfig", str(root / ".git")]
+    if excludes.returncode == 0 and excludes.stdout.strip():
+        inputs.append(excludes.stdout.strip())
+    return inputs
+
+
+def _git_ignored_folders(root: Path) -> set[str] | None:
+    """The folders git ignores whole (repository-relative, no trailing slash)."""
+    try:
+        listed = subprocess.run([*GIT, "-C", str(root), "ls-files", "-z", "--others", "--ignored",
+                                 "--exclude-standard", "--directory"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if listed.returncode != 0:
+        return None
+    names = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    return {name[:-1] for name in names if name.endswith("/")}
+
+
+def _folders_for_git(root: Path) -> list[str] | None:
+    """Every folder under `root` git's listing may read: all but .git and folders ignored whole.
+    Repository-relative, "" for the top."""
+    ignored = _git_ignored_folders(root)
+    if ignored is None:
+        return None
+    found: list[str] = []
+    pending = [""]
+    top = str(root)
+    while pending:
+        folder = pending.pop()
+        found.append(folder)
+        try:
+            with os.scandir(os.path.join(top, folder) if folder else top) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    relative = f"{folder}/{entry.name}" if folder else entry.name
+                    if relative != ".git" and relative not in ignored:
+                        pending.append(relative)
+        except OSError:
+            continue  # recorded as it is (maybe absent); git says what it could not list
+    return found
+
+
+@dataclass
+class _Recorded:
+    listing: NameListing
+    watched: dict[str, list[int] | None]  # absolute path -> identity when listed
+
+
+def _read(memo: Path, key: str) -> _Recorded | None:
+    try:
+        body = unsealed_json(read_regular(memo))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not isinstance(body, dict) or body.get("key") != key:
+            return None
+        names = body["kept"].split("\0") if body["kept"] else []
+        languages = body["languages"]
+        codes = [languages[code] for code in body["language_of"]]
+        if len(codes) != len(names):
+            return None
+        unlisted = [Skipped(path, reason) for path, reason in body["unlisted"]]
+        skipped = [(path, Skipped(shown, reason)) for path, shown, reason in body["skipped"]]
+        watched = {path: identity for path, identity in body["watched"]}
+        return _Recorded(NameListing(list(zip(names, codes)), unlisted, skipped), watched)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _still_true(recorded: _Recorded) -> bool:
+    return all(_identity(path) == identity for path, identity in recorded.watched.items())
+
+
+def _write(memo: Path, key: str, listing: NameListing, watched: dict[str, list[int] | None]) -> None:
+    languages = sorted({language for _, language in listing.kept})
+    code = {language: number for number, language in enumerate(languages)}
+    body = {
+        "key": key,
+        "kept": "\0".join(path for path, _ in listing.kept),  # no file name holds a NUL
+        "languages": languages,
+        "language_of": [code[language] for _, language in listing.kept],
+        "unlisted": [[skipped.path, skipped.reason] for skipped in listing.unlisted],
+        "skipped": [[path, skipped.path, skipped.reason] for path, skipped in listing.skipped],
+        "watched": [[path, identity] for path, identity in watched.items()],
+    }
+    try:
+        replace_private(memo, sealed_json(body))
+    except OSError:
+        pass  # a memo is a shortcut: the next scan lists again
+
+
+def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] | None]:
+    """The names' part of a scan, and the paths it depended on (None: cannot be told, record nothing)."""
+    visited: list[str] = []
+    listing, from_git = list_names(root, config, visited)
+    if from_git:
+        inputs, folders = _git_inputs(root), _folders_for_git(root)
+        if inputs is None or folders is None:
+            return listing, None
+    else:
+        inputs, folders = [], visited
+    paths = [str(root / folder) if folder else str(root) for folder in folders]
+    return listing, [*inputs, *paths, *(os.path.join(path, ".gitignore") for path in paths)]
+
+
+def listed_names(root: Path, config: ScanConfig, memo_folder: Path | None) -> NameListing:
+    """The names' part of a scan of `root`: from the memo in `memo_folder` while everything it
+    depends on is as recorded, else listed and judged again (and recorded when nothing is racy)."""
+    if memo_folder is None:
+        return _list_names(root, config)[0]
+    memo = memo_folder / MEMO
+    key = _settings_key(config)
+    recorded = _read(memo, key)
+    if recorded is not None and _still_true(recorded):
+        return recorded.listing
+    started_ns = time.time_ns()
+    listing, watched = _list_names(root, config)
+    if watched is None or not (memo_folder / MARKER).is_file():  # only in a folder repomem made
+        return listing
+    identities = {path: _identity(path) for path in watched}
+    racy = started_ns - int(RACY_S * 1e9)
+    # A folder (or rule file) changed just now may change again within its clock tick unseen.
+    if any(identity is not None and identity[2] >= racy for identity in identities.values()):
+        return listing
+    _write(memo, key, listing, identities)
+    return listing
