@@ -44,7 +44,6 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         contents = {name: verified_bytes(snapshot, name, digests) for name in ("base.npz", "delta.npz")}
         for name in SNAPSHOT_FILES[2:]:
             verified_bytes(snapshot, name, digests)
-        records = file_records(manifest["files"])
         base, arrays = arrays_from(contents["base.npz"], "base.npz"), arrays_from(contents["delta.npz"], "delta.npz")
         del contents
         shape = tuple(int(v) for v in base["w_shape"].tolist())
@@ -60,6 +59,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         if live.dtype != np.bool_:
             return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (live is not a mask)")
         n = int(live.shape[0])
+        records = file_records(manifest["files"], n)  # checked against the arrays' fragment count
         rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"].astype(np.float64)
         check_offsets(np.asarray([0, rows.shape[0]]), 1, cols.shape[0], "W's updates")
         if rows.size and (int(min(rows.min(), cols.min())) < 0 or int(max(rows.max(), cols.max())) >= n):

@@ -20,6 +20,7 @@ import numpy as np
 from repomem.config import Config, settings_digest
 from repomem.failures import Failure, FailureKind
 from repomem.index.builder_version import builder_digest
+from repomem.index.integrity import check_file_columns
 from repomem.index.provenance import bytes_digest, file_digest, sealed_json, unsealed_json
 from repomem.index.repo_index import FileRecord, RepoIndex
 from repomem.index.snapshot_files import write_bytes
@@ -57,14 +58,19 @@ def packed_integers(values: Any) -> str:
     return base64.b64encode(np.asarray(values, dtype="<i8").tobytes()).decode("ascii")
 
 
-def unpacked_integers(text: Any, count: int | None = None) -> list[int]:
-    """The integers of packed_integers; ValueError unless there are `count` of them (when given)."""
+def unpacked_array(text: Any, count: int | None = None) -> np.ndarray:
+    """The int64 array of packed_integers; ValueError unless it has `count` values (when given)."""
     if not isinstance(text, str):
         raise ValueError("a packed column is not text")
     values = np.frombuffer(base64.b64decode(text, validate=True), dtype="<i8")
     if count is not None and values.shape[0] != count:
         raise ValueError("a packed column has the wrong length")
-    return values.tolist()
+    return values
+
+
+def unpacked_integers(text: Any, count: int | None = None) -> list[int]:
+    """The integers of packed_integers, as Python ints."""
+    return unpacked_array(text, count).tolist()
 
 
 def file_columns(records: list[FileRecord | None]) -> dict[str, Any]:
@@ -78,25 +84,37 @@ def file_columns(records: list[FileRecord | None]) -> dict[str, Any]:
     return columns
 
 
-def file_records(columns: Any) -> list[FileRecord | None]:
-    """The records back from their columns. Raises ValueError for columns of another shape (the
-    values themselves are checked by the load, integrity.py)."""
+def file_records(columns: Any, n_fragments: int | None = None) -> list[FileRecord | None]:
+    """The records back from their columns. Raises ValueError for columns of another shape and,
+    given the index's `n_fragments`, for values the index cannot hold (integrity.check_file_columns)."""
     if not isinstance(columns, dict) or set(columns) != {"count", *FILE_COLUMNS}:
         raise ValueError("the file records are not the manifest's columns")
-    lists = [file_column(columns, name) for name in FILE_COLUMNS]
-    flags = FILE_COLUMNS.index("over_node_limit")
-    lists[flags] = [value != 0 for value in lists[flags]]
+    numbers = {name: file_array(columns, name) for name in FILE_COLUMNS if name not in TEXT_COLUMNS}
+    paths = file_column(columns, "path")
+    if n_fragments is not None:
+        flags = numbers.pop("over_node_limit")
+        check_file_columns(paths, numbers, flags, n_fragments)
+        numbers["over_node_limit"] = flags
+    lists = [paths if name == "path" else file_column(columns, name) if name in TEXT_COLUMNS
+             else numbers[name].astype(bool).tolist() if name == "over_node_limit" else numbers[name].tolist()
+             for name in FILE_COLUMNS]
     return [FileRecord(*row) if row[0] else None for row in zip(*lists)]
+
+
+def file_array(columns: Any, name: str) -> np.ndarray:
+    """One number column of the records."""
+    count = columns["count"]
+    if not isinstance(count, int) or count < 0:
+        raise ValueError("the file records' count is not a count")
+    return unpacked_array(columns[name], count)
 
 
 def file_column(columns: Any, name: str) -> list[Any]:
     """One column of the records: "" for a removed file's path (what snapshot_check compares)."""
-    count = columns["count"]
-    if not isinstance(count, int) or count < 0:
-        raise ValueError("the file records' count is not a count")
-    column = columns[name]
     if name not in TEXT_COLUMNS:
-        return unpacked_integers(column, count)
+        return file_array(columns, name).tolist()
+    count = columns["count"]
+    column = columns[name]
     if not isinstance(column, str):
         raise ValueError(f"the file records' {name} column is not text")
     values = column.split("\0") if count else []
