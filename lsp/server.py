@@ -521,7 +521,9 @@ async def scheduled_completion(ls: RepomemServer, uri: str,
     return await ls.scheduler.complete(ask), word, units
 
 
-@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION)
+# Options given: pygls advertises inlineCompletionProvider only then, and clients that check it
+# (Neovim 0.12's vim.lsp.inline_completion, vscode-languageclient) never asked without it.
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: RepomemServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position)
     if answer.outcome is not Outcome.ANSWERED or not answer.text:

@@ -48,13 +48,16 @@ async def wait_for_log(client: LanguageClient, needle: str, timeout_s: float = 1
     pytest.fail(f"no log message with {needle!r}: {[m.message for m in client.log_messages[after:]]}")
 
 
+INITIALIZED: list[types.InitializeResult] = []  # the server's answer to this module's `initialize`
+
+
 @pytest_lsp.fixture(scope="module",
                     config=ClientServerConfig(server_command=[sys.executable, "-m", "repomem", "serve"]))
 async def client(lsp_client: LanguageClient, workspace: Path):
-    await lsp_client.initialize_session(types.InitializeParams(
+    INITIALIZED.append(await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), root_uri=workspace.as_uri(),
         initialization_options={"repomem": {**SETTINGS, **BAD_SETTINGS}},
-    ))
+    )))
     await wait_for_log(lsp_client, "repomem: ready", timeout_s=240)
     yield
     await lsp_client.shutdown_session()
@@ -125,6 +128,14 @@ async def test_start_up_reports_progress_and_rejects_bad_settings(client: Langua
     shown = [m.message for m in client.messages]
     assert any("unknown repomem setting 'colour'" in m for m in shown), shown
     assert any("topK=-1" in m and "5 kept" in m for m in shown), shown  # the repomem.toml value
+
+
+async def test_the_server_offers_ghost_text_and_the_menu(client: LanguageClient):
+    """Clients ask only for what the server offers: without inlineCompletionProvider Neovim 0.12
+    never asked for ghost text (tests/e2e/test_nvim.py found it)."""
+    capabilities = INITIALIZED[-1].capabilities
+    assert capabilities.inline_completion_provider is not None, capabilities
+    assert capabilities.completion_provider is not None, capabilities
 
 
 async def test_inline_completion_uses_an_unsaved_buffer(client: LanguageClient, workspace: Path):

@@ -52,7 +52,7 @@ EXPECTED = "compute_tax(amount_cents, tax_class)"
 LINE_9 = "    return "
 WIDTH, HEIGHT = 120, 40
 STATUS = re.compile(r"repomem\[(\d+):(\w*)\]")
-CHECKS = ("ready", "explain", "end_of_line", "partial_word", "dismiss", "type_ahead", "quit")
+CHECKS = ("ready", "explain", "end_of_line", "partial_word", "dismiss", "type_ahead", "ghost_text", "quit")
 
 INIT_LUA = """
 vim.g.repomem_cmd = vim.fn.json_decode([==[{cmd}]==])
@@ -65,6 +65,10 @@ vim.o.completeopt = "menuone,noinsert"
 vim.o.laststatus = 2
 vim.o.statusline = "repomem[%{{get(g:,'repomem_answers',0)}}:%{{get(g:,'repomem_status','')}}]"
 vim.cmd("autocmd User RepomemStatus redrawstatus")
+-- 0.12+: the ghost text's accept, as lsp/nvim/repomem.lua suggests (Neovim maps no key to it).
+if vim.lsp.inline_completion then
+  vim.keymap.set("i", "<C-l>", function() vim.lsp.inline_completion.get() end)
+end
 """
 
 
@@ -157,6 +161,7 @@ class Nvim:
     gone_after_s: float | None = None  # server and model gone, seconds after :qa!
     accepted: int = 0  # items the tests accepted so far: each is one "accept" in feedback.jsonl
     results_name: str = "editor-nvim.json"  # under $REPOMEM_EDITOR_RESULTS
+    ghost_screen: str = ""  # the screen's top lines while the ghost text shows (docs/editors.md)
 
     def run(self, *args: str) -> str:
         result = subprocess.run([*self.tmux, *args], env=self.env, capture_output=True, text=True, timeout=30)
@@ -265,6 +270,7 @@ def record(nvim: Nvim, pytestconfig) -> None:
         "first_answer_s": rounded(nvim.first_answer_s),
         "session_wall_s": rounded(time.monotonic() - nvim.started),
         "processes_gone_after_exit_s": rounded(nvim.gone_after_s),
+        **({"ghost_text_screen": nvim.ghost_screen} if nvim.ghost_screen else {}),
     }, indent=2) + "\n")
 
 
@@ -430,6 +436,30 @@ def test_typing_on_while_waiting_is_never_overwritten(nvim):
         line = nvim.buffer_lines()[8]
         assert line == "    total =  # typed"
         result["details"] = f"asked, typed ' # typed' at once: answer dropped, line {line!r}"
+
+
+def test_ghost_text_shows_the_completion_and_the_accept_key_inserts_it(nvim):
+    """0.12+: the plugin turns Neovim's inline completion on. Typing `    return ` shows the
+    completion after the cursor as ghost text (on the screen, not in the buffer), and the user's
+    accept key (<C-l> here) inserts it."""
+    if "v0.7." in nvim.version:
+        nvim.results["ghost_text"] = {"ok": None, "details": "no inline completion before Neovim 0.12"}
+        pytest.skip("Neovim 0.7 has no inline completion (the menu is tested above)")
+    with check(nvim, "ghost_text") as result:
+        nvim.ex("call setline(9, '')")
+        nvim.keys("9", "G", "A")
+        started = time.monotonic()
+        nvim.type(LINE_9)
+        shown = LINE_9 + EXPECTED
+        nvim.wait(lambda: shown in nvim.screen(), 60, "ghost text")
+        waited = time.monotonic() - started
+        nvim.ghost_screen = "\n".join(nvim.screen().splitlines()[:10])
+        # Still in Insert mode (reading the buffer now would leave it, and leaving drops the ghost
+        # text): accept, then the line holds the completion once, so it was not in the buffer before.
+        nvim.keys("C-l")
+        time.sleep(0.5)
+        assert nvim.buffer_lines()[8] == shown, nvim.screen()
+        result["details"] = f"ghost text after {waited:.1f} s of typing `return `, <C-l> inserted it"
 
 
 def test_quitting_stops_the_server_and_its_model(nvim):
