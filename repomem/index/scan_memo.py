@@ -16,7 +16,9 @@ anything else lists and judges again and records anew. A folder changed in the l
 is not recorded (its time may not move again within the same clock tick); the next scan records it.
 
 The memo is sealed with the index's key (provenance.py): a forged memo could hide files from the
-index. A damaged, foreign or unreadable memo is ignored and replaced.
+index. A damaged, foreign or unreadable memo is ignored and replaced. Not watched: git config files
+pulled in by `include.path` (their changes reach the listing at the next change of a folder or of
+the files above).
 """
 
 from __future__ import annotations
