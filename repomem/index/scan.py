@@ -220,7 +220,7 @@ def walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = 
     """All files under `root` not ignored by .gitignore files; never follows directory symlinks.
     The folders that could not be listed go to `unlisted` with the reason (os.walk drops them
     silently: a folder deeper than PATH_MAX took its files out of the index with no reason given).
-    `visited`: gets every folder entered, repository-relative ("" for the top)."""
+    `visited`: gets every folder entered or found unlistable, repository-relative ("" for the top)."""
     found: list[str] = []
     unlisted = [] if unlisted is None else unlisted
     rules = IgnoreRules()
@@ -229,6 +229,8 @@ def walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = 
     def unlistable(error: OSError) -> None:
         folder = os.path.relpath(error.filename, top).replace(os.sep, "/") if error.filename else "."
         unlisted.append(Skipped(printable_path(folder) + "/", unreadable_reason(error)))
+        if visited is not None and folder != ".":  # made readable again, its files count
+            visited.append(folder)
 
     for directory, dir_names, file_names in os.walk(top, onerror=unlistable, followlinks=False):
         relative_dir = os.path.relpath(directory, top).replace(os.sep, "/")
