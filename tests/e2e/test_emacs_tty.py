@@ -321,7 +321,7 @@ def tty(tmp_path_factory, request) -> Iterator[Tty]:
            if key not in {"TMUX", "TMUX_PANE", "EMACSLOADPATH", "EMACS_SERVER_FILE", "REPOMEM_CONFIG"}}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
                XDG_DATA_HOME=str(home / ".local/share"), XDG_STATE_HOME=str(home / ".local/state"),
-               TERM="xterm-256color")
+               TERM="tmux-256color")
     eglot = find_eglot(binary, env)
     model_path = request.getfixturevalue("model_path")  # downloaded once, only when Emacs is there
     env["REPOMEM_CACHE"] = str(Path(model_path).parent.parent)  # <cache>/models/<file>
@@ -333,7 +333,11 @@ def tty(tmp_path_factory, request) -> Iterator[Tty]:
                                    dump=elisp_string(str(dump_file)), line=LINE, line_index=LINE - 1))
     # The pane's terminal is what tmux says it is, whatever TERM the test runs under.
     tmux_conf = base / "tmux.conf"
-    tmux_conf.write_text('set -g default-terminal "xterm-256color"\n')
+    # tmux's own terminal type, as tmux recommends: Emacs's term/tmux.el sends no Device Attributes
+    # query (term/xterm.el does; an answer later than its 0.2 s wait, on a loaded machine, was read
+    # as typed keys and ate the keys typed next: "84;0;0c" on the screen, a whole `M-g g 9 RET C-k`
+    # lost in CI).
+    tmux_conf.write_text('set -g default-terminal "tmux-256color"\n')
     # The socket in the module's temporary folder: no other tmux is reached, none is left behind.
     session = Tty(tmux=["tmux", "-S", str(base / "tmux.sock"), "-f", str(tmux_conf)], env=env,
                   workspace=workspace, log=log, dump_file=dump_file)

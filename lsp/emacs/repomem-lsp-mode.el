@@ -1,0 +1,64 @@
+;;; repomem-lsp-mode.el --- repomem completions in Emacs through lsp-mode  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; For users of lsp-mode (8.0+) rather than eglot (for eglot: repomem.el).  Load it from
+;; init.el after lsp-mode:
+;;
+;;   (require 'lsp-mode)
+;;   (load "/path/to/repomem/lsp/emacs/repomem-lsp-mode.el")
+;;   (setq repomem-settings '(:maxNewTokens 32))   ; optional, see the README's settings
+;;   (add-hook 'python-mode-hook #'lsp)             ; as for any lsp-mode server
+;;
+;; Debian 12: `apt-get install elpa-lsp-mode elpa-company'.  `repomem' must be on PATH, or set
+;; `repomem-server-command'.
+;;
+;; repomem registers as an lsp-mode client of a high priority for the languages it indexes,
+;; so lsp-mode starts it (one server per project root) in their buffers.  Completion is
+;; lsp-mode's: company's pop-up (company-mode, which lsp-mode turns on where company is
+;; installed), or C-M-i (`completion-at-point'); the one candidate is the whole completion,
+;; replacing the word being typed.  Choosing it in company's pop-up runs the item's command,
+;; which reports the acceptance (repomem.didAccept) to the local feedback log,
+;; `.repomem/feedback.jsonl'.  C-M-i inserts it without that report: lsp-mode's completion
+;; table never calls the exit function of `completion-at-point', which runs the command.
+
+;;; Code:
+
+(require 'lsp-mode)
+
+(defgroup repomem nil
+  "Repository-aware code completion."
+  :group 'tools
+  :prefix "repomem-")
+
+(defcustom repomem-server-command '("repomem" "serve")
+  "The program and arguments that start the language server (stdio).
+Read whenever lsp-mode starts a server."
+  :type '(repeat string))
+
+(defcustom repomem-settings nil
+  "Client settings sent as initializationOptions, a plist of camelCase keys.
+For example (:strategy \"fragrel\" :maxNewTokens 32).  Invalid or unknown
+keys are reported by the server and ignored."
+  :type 'plist)
+
+(defcustom repomem-lsp-languages
+  '("python" "javascript" "typescript" "typescriptreact" "go" "rust" "java" "c" "cpp" "ruby")
+  "lsp-mode language ids (`lsp-language-id-configuration') repomem serves."
+  :type '(repeat string))
+
+(defun repomem-lsp--initialization-options ()
+  "The initializationOptions: `repomem-settings' under a \"repomem\" key."
+  (list :repomem (or repomem-settings (make-hash-table))))
+
+(lsp-register-client
+ (make-lsp-client
+  :new-connection (lsp-stdio-connection (lambda () repomem-server-command))
+  :activation-fn (lambda (_file-name _mode) (member (lsp-buffer-language) repomem-lsp-languages))
+  :priority 10  ; above the languages' own servers: repomem is the completion engine here
+  :server-id 'repomem
+  :initialization-options #'repomem-lsp--initialization-options))
+
+
+(provide 'repomem-lsp-mode)
+;;; repomem-lsp-mode.el ends here
