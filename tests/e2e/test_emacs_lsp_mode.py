@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.editors import feedback_events, matrix_check
-from tests.e2e.test_emacs import GONE_WITHIN_S, RESULTS_DIR, TreeWatcher, _stat, alive, descendants, unavailable
-from tests.e2e.test_emacs_tty import HEIGHT, LINE, SESSION, WIDTH, Tty, elisp_string
+from tests.e2e.test_emacs import GONE_WITHIN_S, RESULTS_DIR, alive, descendants, unavailable
+from tests.e2e.test_emacs_tty import LINE, Tty, elisp_string, emacs_in_tmux, private_environment
 from tests.repos import copy_example
 
 pytestmark = pytest.mark.slow
@@ -93,13 +92,7 @@ def tty(tmp_path_factory, request) -> Iterator[Tty]:
     if shutil.which("tmux") is None:
         unavailable("tmux not installed: apt-get install tmux")
     base = tmp_path_factory.mktemp("emacs-lsp-mode")
-    home = base / "home"
-    home.mkdir()
-    env = {key: value for key, value in os.environ.items()
-           if key not in {"TMUX", "TMUX_PANE", "EMACSLOADPATH", "EMACS_SERVER_FILE", "REPOMEM_CONFIG"}}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
-               XDG_DATA_HOME=str(home / ".local/share"), XDG_STATE_HOME=str(home / ".local/state"),
-               TERM="tmux-256color")
+    env = private_environment(base / "home")
     model_path = request.getfixturevalue("model_path")
     env["REPOMEM_CACHE"] = str(Path(model_path).parent.parent)  # <cache>/models/<file>
     workspace = copy_example(base / "shop")
@@ -108,37 +101,9 @@ def tty(tmp_path_factory, request) -> Iterator[Tty]:
     init.write_text(INIT_EL.format(elpa=elisp_string(str(ELPA)), config=elisp_string(str(CONFIG)),
                                    python=elisp_string(sys.executable), dump=elisp_string(str(dump_file)),
                                    line=LINE, line_index=LINE - 1))
-    tmux_conf = base / "tmux.conf"
-    # tmux's own terminal type, as tmux recommends: Emacs's term/tmux.el sends no Device Attributes
-    # query (term/xterm.el does; an answer later than its 0.2 s wait, on a loaded machine, was read
-    # as typed keys and ate the keys typed next: "84;0;0c" on the screen, a whole `M-g g 9 RET C-k`
-    # lost in CI).
-    tmux_conf.write_text('set -g default-terminal "tmux-256color"\n')
-    session = Tty(tmux=["tmux", "-S", str(base / "tmux.sock"), "-f", str(tmux_conf)], env=env,
-                  workspace=workspace, log=base / "events.log", dump_file=dump_file)
-    session.run("new-session", "-d", "-s", SESSION, "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(workspace),
-                binary, "-nw", "-Q", "-l", str(init), "shop/report.py")
-    try:
-        session.pid = int(session.run("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
-        stat = _stat(session.pid)
-        assert stat is not None, "Emacs exited at once"
-        session.emacs_start = stat[1]
-        session.watcher = TreeWatcher(session.pid)
-        session.watcher.start()
+    with emacs_in_tmux(base, env, workspace, base / "events.log", dump_file,
+                       [binary, "-nw", "-Q", "-l", str(init), "shop/report.py"], _record) as session:
         yield session
-    finally:
-        _record(session)
-        if session.watcher is not None:
-            session.watcher.stop.set()
-            session.watcher.join()
-        seen = dict(session.watcher.seen) if session.watcher else {}
-        subprocess.run([*session.tmux, "kill-server"], env=env, capture_output=True, timeout=30)
-        deadline = time.monotonic() + 10
-        while any(alive(process) for process in seen) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for pid, start in seen:
-            if alive((pid, start)):
-                os.kill(pid, signal.SIGKILL)
 
 
 def _record(tty: Tty) -> None:

@@ -16,6 +16,7 @@ README's editor matrix)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -305,33 +306,23 @@ def record(tty: Tty) -> None:
     }, indent=2) + "\n")
 
 
-@pytest.fixture(scope="module")
-def tty(tmp_path_factory, request) -> Iterator[Tty]:
-    binary = shutil.which("emacs")
-    if binary is None:
-        unavailable("emacs not installed: apt-get install emacs-nox elpa-eglot")
-    if shutil.which("tmux") is None:
-        unavailable("tmux not installed: apt-get install tmux")
-    base = tmp_path_factory.mktemp("emacs-tty")
-    home = base / "home"
+def private_environment(home: Path) -> dict[str, str]:
+    """The caller's environment with a private HOME and XDG folders under `home` (no user
+    configuration leaks in), no tmux or Emacs of the caller's reachable, and the pane's TERM."""
     home.mkdir()
-    # A private HOME and XDG folders (no user configuration leaks in); no tmux or Emacs of the
-    # caller's is reached.
     env = {key: value for key, value in os.environ.items()
            if key not in {"TMUX", "TMUX_PANE", "EMACSLOADPATH", "EMACS_SERVER_FILE", "REPOMEM_CONFIG"}}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
                XDG_DATA_HOME=str(home / ".local/share"), XDG_STATE_HOME=str(home / ".local/state"),
                TERM="tmux-256color")
-    eglot = find_eglot(binary, env)
-    model_path = request.getfixturevalue("model_path")  # downloaded once, only when Emacs is there
-    env["REPOMEM_CACHE"] = str(Path(model_path).parent.parent)  # <cache>/models/<file>
+    return env
 
-    workspace = copy_example(base / "shop")
-    log, dump_file, init = base / "events.log", base / "dump.json", base / "init.el"
-    init.write_text(INIT_EL.format(python=elisp_string(sys.executable), settings=SETTINGS,
-                                   config=elisp_string(str(CONFIG)), log=elisp_string(str(log)),
-                                   dump=elisp_string(str(dump_file)), line=LINE, line_index=LINE - 1))
-    # The pane's terminal is what tmux says it is, whatever TERM the test runs under.
+
+@contextlib.contextmanager
+def emacs_in_tmux(base: Path, env: dict[str, str], workspace: Path, log: Path, dump_file: Path,
+                  emacs: list[str], record: Callable[[Tty], None]) -> Iterator[Tty]:
+    """`emacs` (the command) in a detached tmux session on a private socket in `base`, started in
+    `workspace`; on the way out the session's results are recorded and nothing it ran is left."""
     tmux_conf = base / "tmux.conf"
     # tmux's own terminal type, as tmux recommends: Emacs's term/tmux.el sends no Device Attributes
     # query (term/xterm.el does; an answer later than its 0.2 s wait, on a loaded machine, was read
@@ -343,7 +334,7 @@ def tty(tmp_path_factory, request) -> Iterator[Tty]:
                   workspace=workspace, log=log, dump_file=dump_file)
     # Several arguments: tmux runs Emacs itself (no shell in between), so the pane's pid is Emacs's.
     session.run("new-session", "-d", "-s", SESSION, "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(workspace),
-                binary, "-nw", "-Q", "-L", str(eglot), "-l", str(init), "shop/report.py")
+                *emacs)
     try:
         session.pid = int(session.run("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
         stat = _stat(session.pid)
@@ -366,6 +357,29 @@ def tty(tmp_path_factory, request) -> Iterator[Tty]:
         for pid, start in seen:
             if alive((pid, start)):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def tty(tmp_path_factory, request) -> Iterator[Tty]:
+    binary = shutil.which("emacs")
+    if binary is None:
+        unavailable("emacs not installed: apt-get install emacs-nox elpa-eglot")
+    if shutil.which("tmux") is None:
+        unavailable("tmux not installed: apt-get install tmux")
+    base = tmp_path_factory.mktemp("emacs-tty")
+    env = private_environment(base / "home")
+    eglot = find_eglot(binary, env)
+    model_path = request.getfixturevalue("model_path")  # downloaded once, only when Emacs is there
+    env["REPOMEM_CACHE"] = str(Path(model_path).parent.parent)  # <cache>/models/<file>
+
+    workspace = copy_example(base / "shop")
+    log, dump_file, init = base / "events.log", base / "dump.json", base / "init.el"
+    init.write_text(INIT_EL.format(python=elisp_string(sys.executable), settings=SETTINGS,
+                                   config=elisp_string(str(CONFIG)), log=elisp_string(str(log)),
+                                   dump=elisp_string(str(dump_file)), line=LINE, line_index=LINE - 1))
+    with emacs_in_tmux(base, env, workspace, log, dump_file,
+                       [binary, "-nw", "-Q", "-L", str(eglot), "-l", str(init), "shop/report.py"], record) as session:
+        yield session
 
 
 # -- the checks, in order: each builds on the session's state ----------------------------------------
