@@ -20,7 +20,10 @@ re-send a request they gave up on, keep typing while a request is pending, and c
 - **Answer budget**: a request still waiting after `answer_within_s` is answered *pending* (the
   server sends an empty incomplete list, which clients ask again for) and the flight is kept: it
   runs on, and its answer lands in the cache for the client's next ask, which then costs nothing.
-  Better than the client's own time-out, which answers the user with an error.
+  Better than the client's own time-out, which answers the user with an error. Only for
+  `textDocument/completion`: inline completion clients (VS Code, Neovim 0.12) ask without a
+  time-out, cancel when the user types, and never ask again for a position they got an empty
+  answer at, so an inline request waits for its answer (`answer_budget=False`).
 - **Stale answers are dropped**: an answer for a document whose version moved on while the request
   waited is not sent (`dropped`); applying it would overwrite what the user typed since.
 - **Speculation at rest**: where the user's cursor rests (the end of an edit, or a cursor position
@@ -186,7 +189,7 @@ class CompletionScheduler:
 
     # -- requests ------------------------------------------------------------------------------
 
-    async def complete(self, ask: CompletionAsk) -> Scheduled:
+    async def complete(self, ask: CompletionAsk, answer_budget: bool = True) -> Scheduled:
         self._cancel_rest(ask.uri)
         known = self.cached(ask.state)
         if known is not None:
@@ -196,7 +199,7 @@ class CompletionScheduler:
             if flight is not None:
                 flight.halt()  # superseded by this request
             flight = self._launch(ask)
-        return await self._await(flight, ask)
+        return await self._await(flight, ask, self.answer_within_s if answer_budget else None)
 
     def _launch(self, ask: CompletionAsk, debounce: bool = True) -> Flight:
         flight = Flight(ask)
@@ -226,11 +229,11 @@ class CompletionScheduler:
             if self._flights.get(flight.ask.uri) is flight:
                 del self._flights[flight.ask.uri]
 
-    async def _await(self, flight: Flight, ask: CompletionAsk) -> Scheduled:
+    async def _await(self, flight: Flight, ask: CompletionAsk, budget_s: float | None) -> Scheduled:
         assert flight.task is not None
         flight.waiting += 1
         try:
-            done, _ = await asyncio.wait((flight.task, flight.halted), timeout=self.answer_within_s,
+            done, _ = await asyncio.wait((flight.task, flight.halted), timeout=budget_s,
                                          return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # $/cancelRequest
             if flight.waiting == 1 and not flight.kept:

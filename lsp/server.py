@@ -40,6 +40,7 @@ from repomem.config import ServerConfig, problem_lines, read_settings, resolved_
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
+from repomem.lsp.client_quirks import lenient_converter
 from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
@@ -155,7 +156,7 @@ class Readiness:
 
 class RepomemServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("repomem", server_version())
+        super().__init__("repomem", server_version(), converter_factory=lenient_converter)
         self.session: CompletionSession | None = None
         self.options: Any = None  # initializationOptions, applied once the workspace is known
         self.settings_in_force: Any = None  # what apply_options last applied
@@ -509,8 +510,8 @@ def did_change_watched_files(ls: RepomemServer, params: types.DidChangeWatchedFi
 # -- completions -------------------------------------------------------------------------------------
 
 
-async def scheduled_completion(ls: RepomemServer, uri: str,
-                               position: types.Position) -> tuple[Scheduled, str, int]:
+async def scheduled_completion(ls: RepomemServer, uri: str, position: types.Position,
+                               answer_budget: bool = True) -> tuple[Scheduled, str, int]:
     """The scheduler's answer at a position, the word typed before it, and that word's length in
     the client's position units."""
     ask = ls.ask_at(uri, position) if ls.session is not None else None
@@ -518,14 +519,16 @@ async def scheduled_completion(ls: RepomemServer, uri: str,
         return Scheduled(Outcome.DROPPED), "", 0
     word = typed_word(ask.line_text, ask.character)
     units = ls.workspace.get_text_document(uri).position_codec.client_num_units(word)
-    return await ls.scheduler.complete(ask), word, units
+    return await ls.scheduler.complete(ask, answer_budget), word, units
 
 
 # Options given: pygls advertises inlineCompletionProvider only then, and clients that check it
 # (Neovim 0.12's vim.lsp.inline_completion, vscode-languageclient) never asked without it.
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: RepomemServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position)
+    # No answer budget: an empty inline answer is final for the client (see lsp/scheduler.py).
+    answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position,
+                                                     answer_budget=False)
     if answer.outcome is not Outcome.ANSWERED or not answer.text:
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[inline_item(answer.text, word, params.position, units,

@@ -4,6 +4,9 @@ const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
 const { isSecretDocument } = require("./secret_files");
 
+// repomem's own index folder and git's: the server reads neither as source, and every index save
+// would otherwise come back as a burst of watched-file events.
+const UNWATCHED = /\/(\.repomem|\.git)\//;
 const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxLines", "maxPromptTokens", "debounceMs", "endpoint", "model"];
 let client;
 
@@ -34,10 +37,17 @@ async function activate(context) {
         didChange: (event, next) => (isSecretDocument(event.document) ? Promise.resolve() : next(event)),
         didSave: (document, next) => (isSecretDocument(document) ? Promise.resolve() : next(document)),
         didClose: (document, next) => (isSecretDocument(document) ? Promise.resolve() : next(document)),
+        // vscode-languageclient 9 sends VS Code's context as it is (trigger kinds 0/1, LSP's 1/2; a
+        // Range where LSP has {start, end}): sent in LSP's shape here. The server reads neither.
         provideInlineCompletionItems: (document, position, context, token, next) =>
-          (isSecretDocument(document) ? null : next(document, position, context, token)),
-        provideCompletionItem: (document, position, context, token, next) =>
-          (isSecretDocument(document) ? null : next(document, position, context, token)),
+          (isSecretDocument(document) ? null
+            : next(document, position, { triggerKind: context.triggerKind + 1 }, token)),
+        // The ghost text is the one place a completion shows in VS Code: the same answer in the
+        // suggest widget would only cover it (the server's list is for clients without ghost text).
+        provideCompletionItem: () => null,
+        workspace: {
+          didChangeWatchedFile: (event, next) => (UNWATCHED.test(event.uri) ? Promise.resolve() : next(event)),
+        },
       },
       initializationOptions: settings(),
       synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*") },

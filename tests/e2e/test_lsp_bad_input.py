@@ -190,6 +190,24 @@ def test_invalid_params_are_an_error_answer(client: RawClient):
     client.alive()
 
 
+def test_vscode_languageclients_own_inline_context_is_answered(client: RawClient, workspace: Path):
+    """vscode-languageclient 9 passes VS Code's inline completion context unconverted: trigger kind
+    0 and a range as a two-element list (lsp/client_quirks.py). Refused as invalid params, VS Code
+    showed no ghost text once its suggest widget was open (tests/e2e/test_vscode.py found it)."""
+    report = workspace / "shop" / "report.py"
+    uri = report.as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": report.read_text()}})
+    at = {"line": 8, "character": 11}
+    answer = client.answer(client.request("textDocument/inlineCompletion", {
+        "textDocument": {"uri": uri}, "position": at,
+        "context": {"triggerKind": 0, "selectedCompletionInfo": {"range": [at, at], "text": "compute_tax"}}}),
+        timeout_s=120)
+    items = answer.get("result", {}).get("items")
+    assert items and items[0]["insertText"].startswith("compute"), answer
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+
 def test_documents_and_positions_that_do_not_exist_get_empty_answers(client: RawClient, workspace: Path):
     unopened = (workspace / "shop" / "never_opened.py").as_uri()
     answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(unopened, 0, 0)))

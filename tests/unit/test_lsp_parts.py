@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from lsprotocol import types
 
 from repomem.config import Config, load_config, read_config, read_settings, with_overrides
 from repomem.index.snapshot_load import load_index
@@ -338,3 +339,25 @@ def test_an_empty_settings_object_from_neovim_is_no_settings():
         assert apply_settings(Config(), sent) == nothing_sent, sent
     assert nothing_sent[1] == []
     assert layered_settings({"repomem": {"maxNewTokens": 24}}, {"repomem": []}) == {"maxNewTokens": 24}
+
+
+def test_inline_context_as_vscode_languageclient_sends_it_is_read_as_meant():
+    """lsp/client_quirks.py: VS Code's own trigger kind (0 = Invoke) and Range (a list) arrive
+    unconverted from vscode-languageclient 9; LSP's own shapes pass as they are."""
+    from repomem.lsp.client_quirks import lenient_converter
+
+    converter = lenient_converter()
+    at = {"line": 8, "character": 11}
+
+    def context(**fields) -> types.InlineCompletionContext:
+        params = {"textDocument": {"uri": "file:///r/a.py"}, "position": at, "context": fields}
+        return converter.structure(params, types.InlineCompletionParams).context
+
+    vscode = context(triggerKind=0, selectedCompletionInfo={"range": [at, at], "text": "compute"})
+    assert vscode == types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked)
+    lsp_range = {"start": at, "end": {"line": 8, "character": 14}}
+    proper = context(triggerKind=2, selectedCompletionInfo={"range": lsp_range, "text": "com"})
+    assert proper.trigger_kind is types.InlineCompletionTriggerKind.Automatic
+    assert proper.selected_completion_info == types.SelectedCompletionInfo(
+        range=types.Range(types.Position(8, 11), types.Position(8, 14)), text="com")
+    assert context(triggerKind=1).trigger_kind is types.InlineCompletionTriggerKind.Invoked

@@ -87,6 +87,20 @@ async def test_a_request_past_the_budget_is_answered_pending_and_the_retry_gets_
     assert answer.outcome is Outcome.ANSWERED and answer.text == "a + b" and len(model.started) == 1
 
 
+async def test_an_inline_request_waits_past_the_budget_for_its_answer():
+    """Inline clients never ask again at a position they got an empty answer at (VS Code shows no
+    ghost text until the user types): such a request has no answer budget, while a
+    textDocument/completion request joining the same generation is answered pending."""
+    model, plan = opened(answer_within_s=0.05)
+    inline = asyncio.ensure_future(plan.complete(ask(), answer_budget=False))
+    assert (await plan.complete(ask())).outcome is Outcome.PENDING
+    await asyncio.sleep(0.1)  # twice the budget
+    assert not inline.done()
+    model.release.set()
+    answer = await inline
+    assert (answer.outcome, answer.text) == (Outcome.ANSWERED, "a + b") and len(model.started) == 1
+
+
 async def test_an_answer_for_a_document_that_moved_on_is_dropped_and_its_generation_stopped():
     model, plan = opened()
     pending = asyncio.ensure_future(plan.complete(ask()))

@@ -1,0 +1,413 @@
+"""VS Code end to end: the shipped extension (`lsp/vscode/`, packaged by its `build.sh`) installed
+into code-server (VS Code's workbench served to a browser), driven in Debian's Chromium, headless,
+through chromedriver (Selenium), as a user types.
+
+One code-server and one browser run for the whole module, with their own HOME, user-data and
+extensions folders; the tests run in file order and build on each other's state. The document is
+read back from disk after Ctrl+S (the rendered lines would include the ghost text); the server's
+messages are read from the extension's output channel, which VS Code writes to its log folder.
+
+Install (`.ci/run` does all of it): `apt-get install chromium chromium-driver ripgrep libkrb5-dev`,
+`sh scripts/install_code_server.sh` (code-server from npm), the test extra (Selenium). Without
+them the module skips, saying which is missing; with CI set it fails.
+
+At the end the module prints a one-line summary and, when REPOMEM_EDITOR_RESULTS is set, writes
+the editor matrix's row (editor-vscode.json) and a screenshot of the ghost text there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from repomem.cache import cache_root
+from tests.e2e.editors import feedback_events, matrix_check
+from tests.e2e.test_emacs import GONE_WITHIN_S, RESULTS_DIR, TreeWatcher, alive, unavailable
+from tests.repos import copy_example
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "lsp" / "vscode" / "build.sh"
+EXPECTED = "compute_tax(amount_cents, tax_class)"
+LINE_9 = "    return "
+# Short generations and prompts keep each model call to seconds on 2 cores; topK is not the
+# server's default (10), so the explain output's fragment count shows the settings arrived.
+SETTINGS = {"repomem.maxNewTokens": 24, "repomem.maxPromptTokens": 1024, "repomem.debounceMs": 10,
+            "repomem.topK": 4}
+CHECKS = ("ready", "explain", "ghost_text", "word_by_word", "partial_word", "type_ahead", "quit")
+ANSWER_S = 180  # a first answer: the index, the model's start and a 1,024-token prompt on a busy machine
+T = TypeVar("T")
+
+
+def find_tools() -> dict[str, str]:
+    """code-server, Chromium, chromidriver and npm, or a skip naming what is missing."""
+    tools = {"code-server": os.environ.get("REPOMEM_CODE_SERVER") or shutil.which("code-server"),
+             "chromium": shutil.which("chromium"), "chromedriver": shutil.which("chromedriver"),
+             "npm": shutil.which("npm")}
+    missing = [name for name, path in tools.items() if not path]
+    if importlib.util.find_spec("selenium") is None:
+        missing.append("selenium (the test extra)")
+    if missing:
+        unavailable(f"VS Code test needs {', '.join(missing)}: apt-get install chromium chromium-driver "
+                    "ripgrep libkrb5-dev, sh scripts/install_code_server.sh, pip install -e '.[test]'")
+    return {name: str(path) for name, path in tools.items()}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class VSCode:
+    driver: Any  # selenium.webdriver.Chrome
+    server: subprocess.Popen
+    url: str
+    workspace: Path
+    data: Path  # code-server's user-data folder: settings, logs
+    watcher: TreeWatcher
+    version: str
+    results: dict[str, dict] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    ready_s: float | None = None
+    first_ghost_s: float | None = None
+    gone_after_s: float | None = None
+    accepted: int = 0
+
+    # -- keys ----------------------------------------------------------------------------------------
+
+    def keys(self, *keys: str) -> None:
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        ActionChains(self.driver).send_keys(*keys).perform()
+
+    def chord(self, *modifiers: str, key: str) -> None:
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        chain = ActionChains(self.driver)
+        for modifier in modifiers:
+            chain.key_down(modifier)
+        chain.send_keys(key)
+        for modifier in reversed(modifiers):
+            chain.key_up(modifier)
+        chain.perform()
+
+    def command(self, title: str) -> None:
+        """A command by its title, through the command palette (Ctrl+Shift+P)."""
+        from selenium.webdriver.common.keys import Keys
+
+        self.chord(Keys.CONTROL, Keys.SHIFT, key="p")
+        self.wait(lambda: self.driver.find_elements("css selector", ".quick-input-widget input"), 10, "command palette")
+        time.sleep(0.3)
+        self.keys(title)
+        time.sleep(0.5)
+        self.keys(Keys.ENTER)
+
+    def go_to_line(self, line: int) -> None:
+        """The cursor at the start of `line` (1-based), Ctrl+G as a user does."""
+        from selenium.webdriver.common.keys import Keys
+
+        self.chord(Keys.CONTROL, key="g")
+        time.sleep(0.3)
+        self.keys(str(line), Keys.ENTER)
+        time.sleep(0.3)
+
+    def replace_line(self, line: int, text: str) -> None:
+        """Line `line` replaced by `text`, typed, the cursor after it (typing asks for a completion)."""
+        from selenium.webdriver.common.keys import Keys
+
+        self.go_to_line(line)
+        self.chord(Keys.SHIFT, key=Keys.END)
+        self.keys(text)
+
+    # -- what the user sees --------------------------------------------------------------------------
+
+    def ghost_text(self) -> str:
+        """The inline suggestion drawn after the cursor (not in the document); the editor draws
+        spaces as no-break spaces."""
+        drawn = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('.monaco-editor .ghost-text-decoration,"
+            " .monaco-editor .ghost-text-decoration-preview')).map(e => e.textContent).join('');")
+        return drawn.replace("\u00a0", " ")
+
+    def saved_lines(self, path: str = "shop/report.py") -> list[str]:
+        """Ctrl+S, then the file as written."""
+        from selenium.webdriver.common.keys import Keys
+
+        file = self.workspace / path
+        before = file.stat().st_mtime_ns
+        self.chord(Keys.CONTROL, key="s")
+        self.wait(lambda: file.stat().st_mtime_ns != before, 10, "the save")
+        time.sleep(0.2)
+        return file.read_text().split("\n")
+
+    def log(self, channel: str = "repomem") -> str:
+        """An output channel's text, from the files VS Code writes it to."""
+        return "".join(path.read_text(errors="replace")
+                       for path in sorted(self.data.glob(f"logs/*/exthost*/output_logging_*/*-{channel}.log")))
+
+    def feedback(self) -> list[dict]:
+        return feedback_events(self.workspace)
+
+    def accepts(self) -> list[dict]:
+        return [event for event in self.feedback() if event.get("event") == "accept"]
+
+    def wait(self, predicate: Callable[[], T], timeout_s: float, what: str) -> T:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {timeout_s:.0f} s; the server's log ends:\n{self.log()[-3000:]}")
+            time.sleep(0.1)
+
+
+def check(vscode: VSCode, name: str):
+    return matrix_check(vscode.results, name)
+
+
+def rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
+
+
+def record(vscode: VSCode, pytestconfig) -> None:
+    checks = {name: vscode.results.get(name, {"ok": None, "details": "not run"}) for name in CHECKS}
+    verdict = {True: "pass", False: "FAIL", None: "not run"}
+    summary = (f"{vscode.version}: " + " ".join(f"{name}={verdict[row['ok']]}" for name, row in checks.items())
+               + f" first_ghost_s={rounded(vscode.first_ghost_s)}"
+               + f" session_s={rounded(time.monotonic() - vscode.started)}")
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\nvscode e2e: {summary}")
+    if not RESULTS_DIR:
+        return
+    (Path(RESULTS_DIR) / "editor-vscode.json").write_text(json.dumps({
+        "editor": "vscode",
+        "version": vscode.version,
+        "client": "lsp/vscode (vscode-languageclient 9, inline completion), in code-server, Chromium headless",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "recorded": time.strftime("%Y-%m-%d"),
+        "settings": SETTINGS,
+        "checks": checks,
+        "ready_s": rounded(vscode.ready_s),
+        "first_ghost_s": rounded(vscode.first_ghost_s),
+        "session_wall_s": rounded(time.monotonic() - vscode.started),
+        "processes_gone_after_exit_s": rounded(vscode.gone_after_s),
+    }, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def vscode(tmp_path_factory, request, pytestconfig):
+    tools = find_tools()
+    request.getfixturevalue("model_path")  # downloaded once, only when the editor is there to use it
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    base = tmp_path_factory.mktemp("vscode")
+    workspace = copy_example(base / "shop")
+    home, data, extensions = base / "home", base / "data", base / "extensions"
+    (data / "User").mkdir(parents=True)
+    home.mkdir()
+    (data / "User" / "settings.json").write_text(json.dumps({
+        **SETTINGS,
+        "repomem.command": str(Path(sys.executable).with_name("repomem")),
+        "repomem.trace.server": "messages",  # requests and answers in the log: what a failure shows
+        "workbench.startupEditor": "none", "security.workspace.trust.enabled": False,
+        "telemetry.telemetryLevel": "off", "extensions.autoCheckUpdates": False,
+        "extensions.autoUpdate": False, "update.mode": "none", "workbench.tips.enabled": False,
+        "editor.inlineSuggest.enabled": True, "editor.quickSuggestions": {"other": False},
+        "files.autoSave": "off", "git.enabled": False,
+    }, indent=2))
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("VSCODE_", "REPOMEM_CONFIG")) and key not in {"TMUX", "TMUX_PANE"}}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
+               XDG_CACHE_HOME=str(home / ".cache"), REPOMEM_CACHE=str(cache_root()))
+    vsix = base / "repomem-vscode.vsix"
+    built = subprocess.run(["sh", str(BUILD), str(vsix)], capture_output=True, text=True, timeout=600, env=env)
+    assert built.returncode == 0, f"lsp/vscode/build.sh failed:\n{built.stderr[-3000:]}"
+    code_server = [tools["code-server"], "--user-data-dir", str(data), "--extensions-dir", str(extensions)]
+    installed = subprocess.run([*code_server, "--install-extension", str(vsix)], capture_output=True, text=True,
+                               timeout=300, env=env)
+    assert installed.returncode == 0 and "successfully installed" in installed.stdout, (installed.stdout
+                                                                                       + installed.stderr)
+    version = subprocess.run([tools["code-server"], "--version"], capture_output=True, text=True, timeout=60,
+                             env=env).stdout.strip().splitlines()[-1]
+    port = free_port()
+    server_log = open(base / "code-server.log", "w")  # noqa: SIM115 - closed when the module ends
+    server = subprocess.Popen([*code_server, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}",
+                               "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
+                               "--disable-getting-started-override", str(workspace)],
+                              env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
+    watcher = TreeWatcher(server.pid)
+    watcher.start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = tools["chromium"]
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1100,600", f"--user-data-dir={base / 'chromium'}", "--no-first-run"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(tools["chromedriver"]))
+    session = VSCode(driver=driver, server=server, url=f"http://127.0.0.1:{port}", workspace=workspace,
+                     data=data, watcher=watcher, version=f"code-server {version}")
+    try:
+        yield session
+    finally:
+        record(session, pytestconfig)
+        watcher.stop.set()
+        with contextlib.suppress(Exception):  # the quit check may have closed it already
+            driver.quit()
+        if session.server.poll() is None:
+            os.killpg(session.server.pid, signal.SIGKILL)
+        for process in session.watcher.seen:
+            if alive(process):
+                os.kill(process[0], signal.SIGKILL)
+        server_log.close()
+
+
+# -- the checks, in order -------------------------------------------------------------------------------
+
+
+def test_extension_starts_the_server_and_it_is_ready(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    with check(vscode, "ready") as result:
+        vscode.wait(lambda: _loads(vscode, vscode.url), 60, "code-server answering")
+        vscode.wait(lambda: vscode.driver.find_elements("css selector", ".monaco-workbench .part.editor"), 60,
+                    "the workbench")
+        time.sleep(2)  # the workbench takes keys once its first layout is done
+        vscode.chord(Keys.CONTROL, key="p")
+        time.sleep(0.5)
+        vscode.keys("report.py")
+        time.sleep(1.0)
+        vscode.keys(Keys.ENTER)
+        # The extension activates on a Python file, starts `repomem serve`, which indexes and loads the model.
+        vscode.wait(lambda: "repomem: ready" in vscode.log(), ANSWER_S, '"repomem: ready" in the output channel')
+        vscode.ready_s = time.monotonic() - vscode.started
+        servers = [command for command in vscode.watcher.seen.values() if "repomem" in command and "serve" in command]
+        assert servers, f"no `repomem serve` below code-server: {vscode.watcher.seen}"
+        result["details"] = f"'repomem: ready' after {vscode.ready_s:.1f} s"
+
+
+def _loads(vscode: VSCode, url: str) -> bool:
+    try:
+        vscode.driver.get(url)
+    except Exception:  # noqa: BLE001 - not listening yet
+        return False
+    return True
+
+
+def test_explain_shows_the_fragments_with_the_users_settings(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    with check(vscode, "explain") as result:
+        vscode.go_to_line(9)
+        vscode.keys(Keys.END)
+        vscode.command("repomem: Explain the completion at the cursor")
+        text = vscode.wait(lambda: vscode.log("repomem explain"), 60, "the explain output")
+        explained = vscode.wait(lambda: _json(vscode.log("repomem explain")), 30, "the whole explain output")
+        fragments = explained.get("fragments", [])
+        assert len(fragments) == SETTINGS["repomem.topK"], (
+            f"{len(fragments)} fragments, not the topK set: the settings did not reach the server\n{text[:2000]}")
+        result["details"] = f"output channel lists {len(fragments)} fragments (topK as set)"
+
+
+def _json(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def test_ghost_text_shows_the_completion_and_tab_accepts_it(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    with check(vscode, "ghost_text") as result:
+        started = time.monotonic()
+        vscode.replace_line(9, LINE_9)
+        ghost = vscode.wait(vscode.ghost_text, ANSWER_S, "ghost text")
+        vscode.first_ghost_s = time.monotonic() - started
+        assert ghost.startswith(EXPECTED), ghost
+        if RESULTS_DIR:
+            vscode.driver.save_screenshot(str(Path(RESULTS_DIR) / "editor-vscode-ghost.png"))
+        vscode.keys(Keys.TAB)
+        vscode.accepted += 1
+        assert vscode.saved_lines()[8] == LINE_9 + EXPECTED
+        accepts = vscode.wait(vscode.accepts, 30, "accept logged")
+        assert len(accepts) == 1 and EXPECTED in accepts[0].get("completion", ""), accepts
+        result["details"] = f"ghost text {ghost!r} after {vscode.first_ghost_s:.1f} s; Tab inserted it, accept logged"
+
+
+def test_ctrl_right_accepts_the_next_word_and_escape_dismisses_the_rest(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    with check(vscode, "word_by_word") as result:
+        vscode.replace_line(9, LINE_9)  # the state answered before: from the server's cache
+        vscode.wait(lambda: vscode.ghost_text().startswith(EXPECTED), 60, "ghost text again")
+        vscode.chord(Keys.CONTROL, key=Keys.ARROW_RIGHT)
+        vscode.wait(lambda: not vscode.ghost_text().startswith("compute_tax"), 10, "one word accepted")
+        rest = vscode.ghost_text()
+        vscode.keys(Keys.ESCAPE)
+        line = vscode.saved_lines()[8]
+        assert line.startswith(LINE_9 + "compute_tax") and line != LINE_9 + EXPECTED, line
+        assert LINE_9 + rest.strip() != line
+        time.sleep(1)
+        assert len(vscode.accepts()) == vscode.accepted  # a partial accept and a dismiss log no accept
+        result["details"] = f"Ctrl+Right -> {line!r} (ghost left {rest!r}), Escape dismissed it"
+
+
+def test_a_partly_typed_name_is_completed_once(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    with check(vscode, "partial_word") as result:
+        vscode.replace_line(9, LINE_9 + "com")
+        ghost = vscode.wait(vscode.ghost_text, ANSWER_S, "ghost text after `return com`")
+        vscode.keys(Keys.TAB)
+        vscode.accepted += 1
+        line = vscode.saved_lines()[8]
+        assert line == LINE_9 + EXPECTED, line  # not "comcompute_tax(...)"
+        result["details"] = f"'    return com' showed {ghost!r}; Tab -> {line!r}"
+
+
+def test_typing_on_while_waiting_is_never_overwritten(vscode):
+    with check(vscode, "type_ahead") as result:
+        # A place no cache knows: the answer needs the model (seconds), the typing is instant.
+        vscode.replace_line(9, "    total = ")
+        vscode.keys("# typed")
+        time.sleep(3)
+        line = vscode.saved_lines()[8]
+        assert line == "    total = # typed", line
+        result["details"] = f"asked, typed on at once: line {line!r}"
+
+
+def test_stopping_code_server_stops_the_server_and_its_model(vscode):
+    with check(vscode, "quit") as result:
+        seen = dict(vscode.watcher.seen)
+        assert any("llama_child" in command for command in seen.values()), seen  # the model's own process
+        vscode.driver.quit()
+        vscode.server.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        vscode.server.wait(timeout=30)
+        while any(alive(process) for process in seen) and time.monotonic() < stopped_at + GONE_WITHIN_S:
+            time.sleep(0.1)
+        left = {process: command for process, command in seen.items() if alive(process)}
+        assert not left, f"still running {GONE_WITHIN_S} s after code-server stopped: {left}"
+        vscode.gone_after_s = time.monotonic() - stopped_at
+        result["details"] = f"{len(seen)} processes under code-server: gone {vscode.gone_after_s:.1f} s after"
