@@ -112,13 +112,16 @@ function! s:Here() abort
         \ 'key': join([l:buffer, getbufvar(l:buffer, 'changedtick'), l:line, l:col], ':')}
 endfunction
 
-function! s:Ask(here) abort
+" `status`: what the statusline says meanwhile ("working" while a pending answer is asked again).
+function! s:Ask(here, status = 'completing') abort
   let l:linter = s:Linter(a:here.buffer)
   if empty(l:linter)
     call s:SetStatus('error', 1)
     return
   endif
-  call s:SetStatus('completing', 0)
+  if g:repomem_status isnot# a:status
+    call s:SetStatus(a:status, 0)
+  endif
   call ale#lsp_linter#StartLSP(a:here.buffer, l:linter, function('s:Send', [a:here]))
 endfunction
 
@@ -214,7 +217,7 @@ endfunction
 
 function! s:AskAgain(asked) abort
   if mode() is# 'i' && s:Here().key is# a:asked.key
-    call s:Ask(a:asked)
+    call s:Ask(a:asked, 'working')
   endif
 endfunction
 
