@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -39,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from repomem.cache import cache_root
-from tests.e2e.editors import feedback_events, matrix_check
+from tests.e2e.editors import feedback_events, matrix_check, matrix_rows, print_summary, wait_for, write_matrix_row
 from tests.repos import copy_example
 
 pytestmark = pytest.mark.slow
@@ -211,14 +210,7 @@ class Nvim:
         return (int(match.group(1)), match.group(2)) if match else (0, "")
 
     def wait(self, predicate, timeout_s: float, what: str):
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {timeout_s:.0f} s; screen:\n{self.screen()}")
-            time.sleep(0.1)
+        return wait_for(predicate, timeout_s, lambda: f"no {what} within {timeout_s:.0f} s; screen:\n{self.screen()}")
 
     def normal(self) -> None:
         """Back to Normal mode from anywhere (CTRL-\\ CTRL-N: unlike <Esc>, never read as a Meta key)."""
@@ -270,35 +262,17 @@ def check(nvim: Nvim, name: str):
     return matrix_check(nvim.results, name)
 
 
-def rounded(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 1)
-
-
 def record(nvim: Nvim, pytestconfig) -> None:
     """The one-line summary, and the editor matrix's row where REPOMEM_EDITOR_RESULTS points."""
-    checks = {name: nvim.results.get(name, {"ok": None, "details": "not run"}) for name in CHECKS}
-    verdict = {True: "pass", False: "FAIL", None: "not run"}
-    summary = (f"{nvim.version}: " + " ".join(f"{name}={verdict[row['ok']]}" for name, row in checks.items())
-               + f" first_answer_s={rounded(nvim.first_answer_s)} session_s={rounded(time.monotonic() - nvim.started)}")
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\n{nvim.results_name.removesuffix('.json')} e2e: {summary}")
-    if not RESULTS_DIR:
-        return
-    (Path(RESULTS_DIR) / nvim.results_name).write_text(json.dumps({
-        "editor": nvim.editor,
-        f"{'nvim' if nvim.editor == 'neovim' else 'vim'}_version": nvim.version.removeprefix("NVIM v"),
-        "client": nvim.client,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "recorded": time.strftime("%Y-%m-%d"),
-        "settings": SETTINGS,
-        "checks": checks,
-        "ready_s": rounded(nvim.ready_s),
-        "first_answer_s": rounded(nvim.first_answer_s),
-        "session_wall_s": rounded(time.monotonic() - nvim.started),
-        "processes_gone_after_exit_s": rounded(nvim.gone_after_s),
-        **({"ghost_text_screen": nvim.ghost_screen} if nvim.ghost_screen else {}),
-    }, indent=2) + "\n")
+    checks = matrix_rows(nvim.results, CHECKS)
+    print_summary(pytestconfig, nvim.results_name.removesuffix(".json"), nvim.version, checks,
+                  first_answer_s=nvim.first_answer_s, session_s=time.monotonic() - nvim.started)
+    version_key = f"{'nvim' if nvim.editor == 'neovim' else 'vim'}_version"
+    write_matrix_row(RESULTS_DIR, nvim.results_name,
+                     {"editor": nvim.editor, version_key: nvim.version.removeprefix("NVIM v"), "client": nvim.client},
+                     SETTINGS, checks, ready_s=nvim.ready_s, first_answer_s=nvim.first_answer_s,
+                     session_wall_s=time.monotonic() - nvim.started, processes_gone_after_exit_s=nvim.gone_after_s,
+                     **({"ghost_text_screen": nvim.ghost_screen} if nvim.ghost_screen else {}))
 
 
 def debian_ale() -> None:

@@ -21,7 +21,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -36,7 +35,7 @@ from typing import Any, TypeVar
 import pytest
 
 from repomem.cache import cache_root
-from tests.e2e.editors import feedback_events, matrix_check
+from tests.e2e.editors import feedback_events, matrix_check, matrix_rows, print_summary, wait_for, write_matrix_row
 from tests.e2e.test_emacs import GONE_WITHIN_S, RESULTS_DIR, TreeWatcher, alive, unavailable
 from tests.repos import copy_example
 
@@ -170,48 +169,25 @@ class VSCode:
         return [event for event in self.feedback() if event.get("event") == "accept"]
 
     def wait(self, predicate: Callable[[], T], timeout_s: float, what: str) -> T:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {timeout_s:.0f} s; the server's log ends:\n{self.log()[-3000:]}")
-            time.sleep(0.1)
+        return wait_for(predicate, timeout_s,
+                        lambda: f"no {what} within {timeout_s:.0f} s; the server's log ends:\n{self.log()[-3000:]}")
 
 
 def check(vscode: VSCode, name: str):
     return matrix_check(vscode.results, name)
 
 
-def rounded(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 1)
-
-
 def record(vscode: VSCode, pytestconfig) -> None:
-    checks = {name: vscode.results.get(name, {"ok": None, "details": "not run"}) for name in CHECKS}
-    verdict = {True: "pass", False: "FAIL", None: "not run"}
-    summary = (f"{vscode.version}: " + " ".join(f"{name}={verdict[row['ok']]}" for name, row in checks.items())
-               + f" first_ghost_s={rounded(vscode.first_ghost_s)}"
-               + f" session_s={rounded(time.monotonic() - vscode.started)}")
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\nvscode e2e: {summary}")
-    if not RESULTS_DIR:
-        return
-    (Path(RESULTS_DIR) / "editor-vscode.json").write_text(json.dumps({
-        "editor": "vscode",
-        "version": vscode.version,
-        "client": "lsp/vscode (vscode-languageclient 9, inline completion), in code-server, Chromium headless",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "recorded": time.strftime("%Y-%m-%d"),
-        "settings": SETTINGS,
-        "checks": checks,
-        "ready_s": rounded(vscode.ready_s),
-        "first_ghost_s": rounded(vscode.first_ghost_s),
-        "session_wall_s": rounded(time.monotonic() - vscode.started),
-        "processes_gone_after_exit_s": rounded(vscode.gone_after_s),
-    }, indent=2) + "\n")
+    checks = matrix_rows(vscode.results, CHECKS)
+    print_summary(pytestconfig, "vscode", vscode.version, checks, first_ghost_s=vscode.first_ghost_s,
+                  session_s=time.monotonic() - vscode.started)
+    write_matrix_row(RESULTS_DIR, "editor-vscode.json",
+                     {"editor": "vscode", "version": vscode.version,
+                      "client": "lsp/vscode (vscode-languageclient 9, inline completion), in code-server, "
+                                "Chromium headless"},
+                     SETTINGS, checks, ready_s=vscode.ready_s, first_ghost_s=vscode.first_ghost_s,
+                     session_wall_s=time.monotonic() - vscode.started,
+                     processes_gone_after_exit_s=vscode.gone_after_s)
 
 
 @pytest.fixture(scope="module")
