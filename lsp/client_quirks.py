@@ -20,10 +20,8 @@ import cattrs
 from lsprotocol import types
 from pygls.protocol import default_converter
 
-converter_base = default_converter()  # structures the parts the hooks below do not replace
 
-
-def _inline_completion_context(value: Any, _: type) -> types.InlineCompletionContext:
+def _inline_completion_context(converter: cattrs.Converter, value: Any) -> types.InlineCompletionContext:
     fields = value if isinstance(value, dict) else {}
     kind = fields.get("triggerKind")
     trigger = (types.InlineCompletionTriggerKind.Automatic if kind == types.InlineCompletionTriggerKind.Automatic
@@ -31,7 +29,7 @@ def _inline_completion_context(value: Any, _: type) -> types.InlineCompletionCon
     selected = None
     if fields.get("selectedCompletionInfo") is not None:
         try:
-            selected = converter_base.structure(fields["selectedCompletionInfo"], types.SelectedCompletionInfo)
+            selected = converter.structure(fields["selectedCompletionInfo"], types.SelectedCompletionInfo)
         except (cattrs.BaseValidationError, ValueError, TypeError, KeyError):
             selected = None
     return types.InlineCompletionContext(trigger_kind=trigger, selected_completion_info=selected)
@@ -40,5 +38,6 @@ def _inline_completion_context(value: Any, _: type) -> types.InlineCompletionCon
 def lenient_converter() -> cattrs.Converter:
     """pygls's converter, with the hooks above."""
     converter = default_converter()
-    converter.register_structure_hook(types.InlineCompletionContext, _inline_completion_context)
+    converter.register_structure_hook(types.InlineCompletionContext,
+                                      lambda value, _: _inline_completion_context(converter, value))
     return converter
