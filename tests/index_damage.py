@@ -1,6 +1,6 @@
 """Damage a real index every way this module knows and say what repomem did with each.
 
-Run as `python -m tests.index_damage REPO` (a repository already indexed once): it copies the
+Run as `python -m tests.index_damage REPO [SHARD SHARDS]` (a repository already indexed once): it copies the
 index aside, then for each array of each snapshot file and each kind of damage it restores the
 index, damages it, edits one file of the repository (the edit kernels are what crashed) and asks
 a fresh service for the index and a retrieval. One JSON line per case on stdout; a case that
@@ -171,7 +171,10 @@ def answer(repo: Path) -> tuple[str, str, list]:
     return report.action, report.warning, [[f.path, f.start_line, f.end_line, round(f.s_rel, 6)] for f in top]
 
 
-def run(repo: Path, cases: Callable[[Path], Iterator[tuple[str, str, str]]] = _cases) -> None:
+def run(repo: Path, cases: Callable[[Path], Iterator[tuple[str, str, str]]] = _cases, shard: int = 0,
+        shards: int = 1) -> None:
+    """Every case whose number is `shard` modulo `shards` (the test runs the shards side by side, each
+    on its own copy of the repository: the cases are independent, each starts from the pristine index)."""
     folder = repo / ".repomem"
     pristine = repo.parent / "pristine-index"
     shutil.copytree(folder, pristine, symlinks=True)
@@ -198,7 +201,7 @@ def run(repo: Path, cases: Callable[[Path], Iterator[tuple[str, str, str]]] = _c
     snapshot_files = sorted(p.name for p in (pristine / snapshot_name).iterdir())
     flips = [(name, "bytes", "one byte flipped", False) for name in snapshot_files]
     damages = [(name, array, damage, True) for name, array, damage in cases(pristine / snapshot_name)]
-    for file_name, array_name, damage, reseal in flips + damages:
+    for file_name, array_name, damage, reseal in (flips + damages)[shard::shards]:
         restore()
         if reseal:
             _damage(folder / snapshot_name, file_name, array_name, damage, reseal)
@@ -214,5 +217,6 @@ def run(repo: Path, cases: Callable[[Path], Iterator[tuple[str, str, str]]] = _c
     restore()
 
 
-if __name__ == "__main__":
-    run(Path(sys.argv[1]))
+if __name__ == "__main__":  # python -m tests.index_damage REPO [SHARD SHARDS]
+    run(Path(sys.argv[1]), shard=int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+        shards=int(sys.argv[3]) if len(sys.argv) > 3 else 1)

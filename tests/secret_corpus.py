@@ -215,7 +215,33 @@ def corpus_files(directory: Path = CORPUS) -> list[CorpusFile]:
 WORD_STRETCH = re.compile(r"[a-z_.-]+")  # an issuer's prefix (`secret_a…`, `rubygems`): in ordinary text too
 
 
-def leaked(value: str, text: str) -> bool:
+class HeardText:
+    """What a model server heard, searched for secret stretches: the text whole, and its lines once
+    each. Requests repeat most of their lines (the same blocks in many prompts, JSON bodies with
+    escaped newlines), so a stretch is looked for in the distinct pieces, not in every copy.
+
+    Exact: the pieces are the text's lines, also cut at each escaped newline (`\\n`, kept at the end
+    of the piece before and the start of the piece after), so a stretch holding neither a newline
+    nor an escaped one lies inside one piece wherever it occurs; a stretch that holds an escaped
+    newline is looked for in the whole text."""
+
+    def __init__(self, text: str) -> None:
+        self.whole = text
+        pieces: set[str] = set()
+        for line in text.split("\n"):
+            parts = line.split("\\n")
+            last = len(parts) - 1
+            pieces.update(("\\n" if number else "") + part + ("\\n" if number < last else "")
+                          for number, part in enumerate(parts))
+        self.distinct = "\n".join(pieces)
+
+    def __contains__(self, stretch: str) -> bool:
+        if "\n" in stretch:
+            return stretch in self.whole
+        return stretch in (self.whole if "\\n" in stretch else self.distinct)
+
+
+def leaked(value: str, text: str | HeardText) -> bool:
     """Whether any LEAK_WINDOW-character stretch of `value` (of each of its lines) is in `text`; a
     stretch of lower-case letters alone (a token's prefix, `secret_a`) tells nothing and is skipped."""
     for line in value.split("\n"):

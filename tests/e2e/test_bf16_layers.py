@@ -1,5 +1,5 @@
 """The embedded model widened to bfloat16 (repomem.backends.bf16_layers): llama.cpp's own quantizer
-on the real shipped file, read back with the gguf reader, and run."""
+on the real shipped file, read back (tests/gguf_tensors.py, checked against gguf's reader), and run."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from repomem.backends.base import GenerationRequest
 from repomem.backends.bf16_layers import WIDENED_DEFAULT, embedded_model_file, verify_widened, widen
 from repomem.backends.llama import LlamaBackend
 from repomem.failures import Failure
+from tests.gguf_tensors import read_tensors
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,12 @@ def _sha256(path) -> str:
 
 
 def test_layers_are_bfloat16_of_the_shipped_values_and_the_rest_is_copied(model_path, widened):
-    shipped = {t.name: t for t in gguf.GGUFReader(model_path).tensors}
-    wide = {t.name: t for t in gguf.GGUFReader(widened).tensors}
+    shipped, wide = read_tensors(model_path), read_tensors(widened)  # as gguf.GGUFReader reads them, 50x sooner
     assert shipped.keys() == wide.keys()
     for name, tensor in wide.items():
         if name in ("output.weight", "token_embd.weight") or tensor.tensor_type == gguf.GGMLQuantizationType.F32:
             assert tensor.tensor_type == shipped[name].tensor_type, name  # kept as shipped, byte for byte
-            assert np.array_equal(np.asarray(tensor.data), np.asarray(shipped[name].data)), name
+            assert np.array_equal(tensor.data, shipped[name].data), name
         else:
             assert tensor.tensor_type == gguf.GGMLQuantizationType.BF16, name
     # one matrix of each shipped block type: the widened values are the shipped ones, rounded to
@@ -47,8 +47,8 @@ def test_layers_are_bfloat16_of_the_shipped_values_and_the_rest_is_copied(model_
     checked = ("blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.2.ffn_down.weight", "blk.0.attn_v.weight")
     assert {shipped[name].tensor_type.name for name in checked} == {"Q5_0", "Q6_K", "Q4_K", "Q8_0"}
     for name in checked:
-        exact = gguf.quants.dequantize(np.asarray(shipped[name].data), shipped[name].tensor_type)
-        got = gguf.quants.dequantize(np.asarray(wide[name].data), gguf.GGMLQuantizationType.BF16)
+        exact = gguf.quants.dequantize(shipped[name].data, shipped[name].tensor_type)
+        got = gguf.quants.dequantize(wide[name].data, gguf.GGMLQuantizationType.BF16)
         assert got.shape == exact.shape
         assert np.all(np.abs(got - exact) <= np.abs(exact) * 2.0 ** -8), name
 

@@ -40,9 +40,8 @@ FILES = {
 UNDETECTABLE = {"zero", "reversed", "flipped"}
 
 
-@pytest.fixture
-def indexed(tmp_path: Path) -> Path:
-    repo = write_repo(tmp_path / "repo", FILES)
+def _indexed(repo: Path) -> Path:
+    write_repo(repo, FILES)
     service = RepoService.open(repo)
     assert not isinstance(service, Failure)
     assert not isinstance(service.ensure_index(), Failure)
@@ -52,13 +51,35 @@ def indexed(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.fixture
+def indexed(tmp_path: Path) -> Path:
+    return _indexed(tmp_path / "repo")
+
+
+SHARDS = 2  # the cases split over two processes side by side (each one core's work)
+
+
 @pytest.mark.slow
-def test_every_damaged_array_is_rebuilt_never_a_crash_never_a_wrong_answer(indexed: Path):
-    run = subprocess.run([sys.executable, "-m", "tests.index_damage", str(indexed)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900)
-    lines = [json.loads(line) for line in run.stdout.splitlines()]
-    assert run.returncode == 0, (run.returncode, lines[-1] if lines else None, run.stderr[-2000:])
-    reference, cases = lines[0], [c for c in lines[1:] if "action" in c]
+def test_every_damaged_array_is_rebuilt_never_a_crash_never_a_wrong_answer(tmp_path: Path):
+    shards = []
+    for shard in range(SHARDS):
+        folder = tmp_path / f"shard{shard}"
+        repo = _indexed(folder / "repo")
+        with open(folder / "out", "w") as out, open(folder / "err", "w") as err:
+            shards.append((folder, subprocess.Popen(
+                [sys.executable, "-m", "tests.index_damage", str(repo), str(shard), str(SHARDS)], cwd=ROOT,
+                stdout=out, stderr=err)))
+    references, cases = [], []
+    for folder, process in shards:
+        process.wait(timeout=900)
+        lines = [json.loads(line) for line in (folder / "out").read_text().splitlines()]
+        assert process.returncode == 0, (process.returncode, lines[-1] if lines else None,
+                                         (folder / "err").read_text()[-2000:])
+        references.append(lines[0])
+        cases += [c for c in lines[1:] if "action" in c]
+    reference = references[0]
+    assert all(r["incremental"][2] == reference["incremental"][2] and r["rebuilt"][2] == reference["rebuilt"][2]
+               for r in references)  # the shards' copies answer alike
     assert reference["incremental"][2] and reference["rebuilt"][2]
     assert len(cases) >= 150, len(cases)
     arrays = {(c["file"], c["array"]) for c in cases}

@@ -23,7 +23,7 @@ from repomem.index.secrets import secret_file_reason
 from tests.cli_process import run
 from tests.e2e.test_secrets import _RecordingModelServer
 from tests.http_servers import serve_http
-from tests.secret_corpus import CorpusFile, corpus_files, leaked
+from tests.secret_corpus import CorpusFile, HeardText, corpus_files, leaked
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def cursors(file: CorpusFile) -> list[tuple[int, int]]:
 
 
 def assert_nothing_leaked(corpus: list[CorpusFile], heard: list[str]) -> None:
-    text = "\n".join(heard)
+    text = HeardText("\n".join(heard))
     leaks = [f"{file.path}: {planted.shape}" for file in corpus for planted in file.planted
              if planted.secret and leaked(planted.value, text)]
     assert not leaks, leaks

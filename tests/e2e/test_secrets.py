@@ -196,7 +196,7 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
     from repomem.config import load_config, with_overrides
     from repomem.index.secrets import mask_secrets
     from repomem.languages.registry import language_of
-    from tests.secret_corpus import corpus_files, leaked, score
+    from tests.secret_corpus import HeardText, corpus_files, leaked, score
 
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "no-user-config.toml"))
     files = [file for file in corpus_files() if language_of(file.path) is not None]  # what repomem indexes
@@ -233,7 +233,7 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
             assert not isinstance(result, Failure), result
     finally:
         server.shutdown()
-    heard = "\n".join(_RecordingModelServer.heard)
+    heard = HeardText("\n".join(_RecordingModelServer.heard))
     prompts = [json.loads(entry.split(" ", 2)[2])["prompt"] for entry in _RecordingModelServer.heard
                if entry.startswith("POST /v1/completions")]
     assert len(prompts) == len(callers)

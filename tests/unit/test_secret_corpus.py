@@ -4,8 +4,10 @@ look-alikes that must stay. scripts/bench_secrets.py reports the same figures wi
 
 from __future__ import annotations
 
+import random
+
 from repomem.index.secrets import MASK, mask_secrets
-from tests.secret_corpus import corpus_files, leaked, score
+from tests.secret_corpus import HeardText, corpus_files, leaked, score
 
 MIN_RECALL = 0.99  # DESIGN.md section 7
 MAX_FALSE_POSITIVE_RATE = 0.0  # no look-alike and no ordinary corpus line is changed
@@ -48,3 +50,18 @@ def test_a_secret_masked_in_part_counts_as_leaked():
     secret = "9fK2pX7qLmN4vB8wR1tY6zH3"
     assert leaked(secret, f"x = '{secret[:12]}[REDACTED]'")  # the first 12 characters are left
     assert not leaked(secret, "x = '[REDACTED]'") and not leaked(secret, f"x = '{secret[:7]}'")
+
+
+def test_heard_text_finds_a_stretch_exactly_where_the_whole_text_holds_it():
+    """The end-to-end leak search looks in the distinct pieces of what a server heard: the same
+    answer as a search of the whole text, for every stretch of it and stretches it lacks."""
+    rng = random.Random(7)
+    alphabet = ["a", "b", "n", "\\", "\n", '"', "x"]
+    for _ in range(200):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        heard = HeardText(text + "\n" + text[::-1])
+        whole = heard.whole
+        stretches = {whole[i:j] for i in range(len(whole)) for j in range(i + 1, min(len(whole), i + 9) + 1)}
+        stretches |= {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(50)}
+        for stretch in stretches:
+            assert (stretch in heard) == (stretch in whole), (text, stretch)
