@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.gguf_tensors import read_tensors
-
 gguf = pytest.importorskip("gguf")
+
+from tests.gguf_tensors import read_tensors  # noqa: E402 - imports gguf itself
 
 
 def test_the_tensor_table_and_bytes_are_the_ones_ggufs_reader_gives(tmp_path: Path):
