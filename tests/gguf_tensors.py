@@ -16,8 +16,10 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-# Fixed sizes of GGUF's scalar value types, by type number (8 = string, 9 = array: variable).
-_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+from repomem.backends.models import _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING
+
+# Sizes of GGUF's fixed-size value types, from the value-type table the model checks use.
+_SCALAR_BYTES = {kind: struct.calcsize("<" + fmt) for kind, fmt in _GGUF_SCALARS.items()}
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,10 @@ class _Cursor:
         return bytes(self.buffer[self.at - length:self.at]).decode("utf-8")
 
     def skip_value(self, value_type: int) -> None:
-        if value_type == 8:
+        if value_type == _GGUF_STRING:
             length = self.take("Q")  # read first: `self.at += self.take(...)` would add to the old offset
             self.at += length
-        elif value_type == 9:
+        elif value_type == _GGUF_ARRAY:
             item_type, count = self.take("I"), self.take("Q")
             if item_type in _SCALAR_BYTES:
                 self.at += _SCALAR_BYTES[item_type] * count

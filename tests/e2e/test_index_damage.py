@@ -41,6 +41,7 @@ UNDETECTABLE = {"zero", "reversed", "flipped"}
 
 
 def _indexed(repo: Path) -> Path:
+    """`repo` written and indexed, with one edit saved."""
     write_repo(repo, FILES)
     service = RepoService.open(repo)
     assert not isinstance(service, Failure)
@@ -49,11 +50,6 @@ def _indexed(repo: Path) -> Path:
     (repo / "pkg/mod0.py").write_text(FILES["pkg/mod0.py"] + "def g(values):\n    return helper(values)\n")
     assert not isinstance(RepoService.open(repo).ensure_index(), Failure)
     return repo
-
-
-@pytest.fixture
-def indexed(tmp_path: Path) -> Path:
-    return _indexed(tmp_path / "repo")
 
 
 SHARDS = 2  # the cases split over two processes side by side (each one core's work)
