@@ -81,6 +81,17 @@ def connect_endpoint(endpoint: str, config: Config) -> Backend | Failure:
                                  context_tokens=settings.context_tokens, asks_logprobs=settings.endpoint_logprobs)
 
 
+def prompt_cache(settings: ModelConfig) -> tuple[Path, int] | None:
+    """Where the embedded model keeps evaluated prompts for later processes, and how many bytes
+    (repomem.backends.prompt_states); None when it keeps none. Only exact prompts are kept: not
+    with moved runs (reuse_chunk_tokens)."""
+    if settings.prompt_cache_mb <= 0 or settings.reuse_chunk_tokens > 0:
+        return None
+    from repomem.cache import cache_root
+
+    return cache_root() / "prompt-states", settings.prompt_cache_mb << 20
+
+
 def open_gguf(path: Path, config: Config) -> Backend | Failure:
     settings = config.model
     if settings.isolate_model:
@@ -89,8 +100,9 @@ def open_gguf(path: Path, config: Config) -> Backend | Failure:
         return LlamaProcessBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
                                         start_deadline_s=config.completion.deadline_s,
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens,
-                                        reuse_chunk_tokens=settings.reuse_chunk_tokens)
+                                        reuse_chunk_tokens=settings.reuse_chunk_tokens,
+                                        prompt_cache=prompt_cache(settings))
     from repomem.backends.llama import LlamaBackend
 
     return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
-                             reuse_chunk_tokens=settings.reuse_chunk_tokens)
+                             reuse_chunk_tokens=settings.reuse_chunk_tokens, prompt_cache=prompt_cache(settings))

@@ -25,10 +25,12 @@ import argparse
 import os
 import socket
 import threading
+from pathlib import Path
 
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.backends.kv_reuse import with_chunk_reuse
+from repomem.backends.prompt_states import StateFolder, folder_for, with_prompt_states
 from repomem.child_processes import die_with_parent
 
 PORT_LINE = "repomem-port"
@@ -45,6 +47,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--reuse-chunk-tokens", type=int, default=0)  # repomem.backends.kv_reuse
+    parser.add_argument("--prompt-states", default="")  # a folder: repomem.backends.prompt_states
+    parser.add_argument("--prompt-states-bytes", type=int, default=0)
     return parser.parse_args()
 
 
@@ -95,7 +99,9 @@ def main() -> None:
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
                           logits_all=False, verbose=False)
-    llama_cpp.Llama = with_greedy_logprobs(with_chunk_reuse(Llama, args.reuse_chunk_tokens))
+    states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers),
+                          args.prompt_states_bytes) if args.prompt_states else None)
+    llama_cpp.Llama = with_greedy_logprobs(with_prompt_states(with_chunk_reuse(Llama, args.reuse_chunk_tokens), states))
     app = create_app(server_settings=server, model_settings=[model])
     vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
     vocabulary_lock = threading.Lock()

@@ -81,7 +81,8 @@ class LlamaProcessBackend:
     @classmethod
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
              start_deadline_s: float = START_DEADLINE_S,
-             prefill_chunk_tokens: int = 0, reuse_chunk_tokens: int = 0) -> LlamaProcessBackend | Failure:
+             prefill_chunk_tokens: int = 0, reuse_chunk_tokens: int = 0,
+             prompt_cache: tuple[Path, int] | None = None) -> LlamaProcessBackend | Failure:
         checked = check_gguf(path)
         if isinstance(checked, Failure):
             return checked
@@ -92,6 +93,8 @@ class LlamaProcessBackend:
             "--context", str(context_tokens), "--threads", str(workers),
             "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
             "--reuse-chunk-tokens", str(reuse_chunk_tokens),
+            *(("--prompt-states", str(prompt_cache[0]), "--prompt-states-bytes", str(prompt_cache[1]))
+              if prompt_cache else ()),
         ]
         environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid()), KEY_VARIABLE: key}
         started = time.perf_counter()
@@ -230,6 +233,8 @@ class LlamaProcessBackend:
         with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
             cached = reused_tokens(self._previous if before is None else before, tokens, self.reuse_chunk_tokens)
             self._previous = tokens
+        if before is None:  # the child's own count also has the tokens it loaded (prompt_states)
+            cached = max(cached, answer.cached_tokens)
         return Generation(answer.text, len(tokens), answer.completion_tokens, min(cached, max(len(tokens) - 1, 0)),
                           answer.finish_reason, answer.seconds, answer.mean_logprob)
 

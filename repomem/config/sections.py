@@ -326,6 +326,15 @@ class ModelConfig:
                                       help="the embedded model keeps the cached tokens of every run at least this "
                                            "long that the next prompt repeats elsewhere, moved, and evaluates the "
                                            "rest (0 = only a common beginning)")
+    # Each `repomem complete` starts a new model process, whose prompts then evaluate from nothing;
+    # with their states kept in the user's cache the next completion in the file evaluates only what
+    # changed, answering as a cold evaluation does (repomem.backends.prompt_states). Off for
+    # evaluation (each task's prompt is new: a write per prompt, few reads) and in the editor (its
+    # model process keeps its prompts in memory, and runs moved there are not exact).
+    prompt_cache_mb: int = setting(512, run_only=True, reopens_backend=True, repository="not a repository",
+                                   surfaces={"eval": 0, "lsp": 0},
+                                   help="megabytes of the user's cache that keep the embedded model's evaluated "
+                                        "prompts for later processes (0 = none kept)")
     # Where the CPU multiplies bfloat16, prompts evaluate ~1.5x faster with the default model's
     # layers widened to it and tokens decode ~1.3x slower (repomem.backends.bf16_layers); answers
     # may differ at near-ties. The user's machine decides, not a repository: "bf16" writes 960 MB

@@ -135,7 +135,8 @@ def test_the_validators_read_no_table_keyed_by_setting_names():
 def test_what_a_repository_may_not_set_or_only_make_stricter():
     assert names_where(lambda r: r.repository == "not a repository") == {
         "model.endpoint", "model.api_key_env", "model.model_path", "model.hf_model",
-        "server.feedback_log", "index.cache_dir", "model.embedded_layers", "model.embedded_model"}
+        "server.feedback_log", "index.cache_dir", "model.embedded_layers", "model.embedded_model",
+        "model.prompt_cache_mb"}
     assert names_where(lambda r: r.repository == "stricter only") == {
         "scan.secret_patterns", "scan.mask_secrets", "scan.secret_min_length", "scan.secret_min_entropy"}
 
@@ -167,7 +168,7 @@ def test_run_only_settings_leave_the_fingerprints_alone():
         "model.threads", "model.endpoint", "model.api_key_env", "completion.deadline_s",
         "model.isolate_model", "model.gpu_layers", "model.embedded_layers", "model.batch_size",
         "model.batch_gather_ms",
-        "model.context_tokens", "model.prefill_chunk_tokens", "model.reuse_chunk_tokens"}
+        "model.context_tokens", "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.prompt_cache_mb"}
     base = Config()
     for s in settings_of(Config):
         if isinstance(s.default, (bool, tuple, str)) or s.rules.choices:
@@ -183,7 +184,7 @@ def test_the_backend_reopens_for_its_own_settings_only():
         "model.model_path", "model.endpoint", "model.hf_model", "model.gpu_layers",
         "model.isolate_model", "model.threads", "model.context_tokens",
         "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.endpoint_logprobs",
-        "model.embedded_layers", "model.embedded_model"}
+        "model.embedded_layers", "model.embedded_model", "model.prompt_cache_mb"}
     base = Config()
     for s in settings_of(Config):
         if s.section not in ("completion", "model") or s.rules.choices:

@@ -29,6 +29,9 @@ hf_model = "/tmp/attacker"
 embedded_layers = "bf16"
 embedded_model = "qwen2.5-coder-1.5b"
 
+[model]
+prompt_cache_mb = 100000
+
 [server]
 feedback_log = "/tmp/everyone-can-read.jsonl"
 
@@ -56,11 +59,12 @@ def test_a_repositorys_config_cannot_send_data_elsewhere(tmp_path: Path, no_user
     assert config.model.api_key_env == defaults.model.api_key_env
     assert config.model.model_path == "" and config.model.hf_model == ""
     assert config.model.embedded_layers == "auto"  # not a 960 MB file written on the repository's word
+    assert config.model.prompt_cache_mb == defaults.model.prompt_cache_mb  # nor 100 GB of prompt states
     assert config.server.feedback_log == "" and config.index.cache_dir == ""
     assert config.retrieval.top_k == 7  # harmless settings still apply
     ignored = [w for w in warnings if "ignored: a repository's own settings" in w]
     forbidden = [s for s in settings_of(Config) if s.rules.repository == "not a repository"]
-    assert len(ignored) == len(forbidden) == 8
+    assert len(ignored) == len(forbidden) == 9
 
 
 def test_the_users_own_config_sets_them_and_can_trust_a_repository(tmp_path: Path, no_user_config: Path):
