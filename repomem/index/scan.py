@@ -258,6 +258,9 @@ class NameListing:
     kept: list[tuple[str, str]]  # (repository-relative path, language), in path order
     unlisted: list[Skipped]  # folders that could not be listed
     skipped: list[tuple[str, Skipped]]  # (the path as listed, why), in path order
+    # Per kept name, its size and modification time (ns) now, as git vouches for them
+    # (index/git_stat.py, index/scan_memo.py); -1 where only an lstat can tell; None: all lstat'ed.
+    current_stats: tuple[list[int], list[int]] | None = None
 
 
 def judge_names(names: list[str], config: ScanConfig) -> tuple[list[tuple[str, str]], list[tuple[str, Skipped]]]:
@@ -297,8 +300,16 @@ def list_candidates(root: Path, config: ScanConfig,
     candidates: list[Candidate] = []
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     largest, lstat, keep = config.max_file_bytes, os.lstat, candidates.append  # the loop runs per file
+    unknown = [-1] * len(listing.kept)
+    sizes, times = listing.current_stats or (unknown, unknown)
     try:
-        for name, language in listing.kept:
+        for (name, language), size, mtime_ns in zip(listing.kept, sizes, times):
+            if size >= 0:  # a regular file, as git's index recorded it and git found it now
+                if size <= largest:
+                    keep(Candidate(name, language, size, mtime_ns))
+                else:
+                    later.append((name, Skipped(name, f"larger than {largest} bytes")))
+                continue
             try:
                 stat = lstat(name, dir_fd=top)  # one call for the common file that is no link
                 if S_ISREG(stat.st_mode) and stat.st_size <= largest:

@@ -12,7 +12,10 @@ times of everything that decides it: every folder the listing depends on (all bu
 git ignores whole; in a tree without git, the folders the walk entered), every ignore file met,
 git's index, git's exclude and config files, the settings that judge names and the code that judges
 them. When each of those is as recorded, the kept names are the answer and only the lstat pass runs;
-anything else lists and judges again and records anew. A folder changed in the last RACY_S seconds
+anything else lists and judges again and records anew. In a git work tree the memo also keeps the
+size and time git's index records for each kept file (index/git_stat.py; git's index is one of
+the files watched): with the memo valid, `git diff-files` names the tracked files whose stat moved,
+and only those and the untracked ones are lstat'ed. A folder changed in the last RACY_S seconds
 is not recorded (its time may not move again within the same clock tick); the next scan records it.
 
 The memo is sealed with the index's key (provenance.py): a forged memo could hide files from the
@@ -23,15 +26,19 @@ the files above).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, replace
 from pathlib import Path
+from stat import S_ISREG
 
 from repomem.config import ScanConfig
 from repomem.index.builder_version import builder_digest
+from repomem.index.git_stat import asking_changed_files, changed_files_answer, index_entries, object_hash_bytes
 from repomem.index.index_folder import MARKER
 from repomem.index.provenance import sealed_json, unsealed_json
 from repomem.index.scan import GIT, NameListing, Skipped, list_names
@@ -39,7 +46,10 @@ from repomem.regular_files import read_regular, replace_private
 
 MEMO = "scan-memo.json"
 RACY_S = 2.0  # seconds: a folder younger than this may change again without its time moving
-MEMO_VERSION = 1
+MEMO_VERSION = 2
+# Below this many kept names an lstat each (~5 us) costs less than starting git (~5 ms of this
+# process's time, docs/measurements.md#nothing-changed).
+GIT_STAT_MIN_FILES = 1000
 
 
 def _identity(path: str) -> list[int] | None:
@@ -127,6 +137,23 @@ def _folders_for_git(root: Path) -> list[str] | None:
 class _Recorded:
     listing: NameListing
     watched: dict[str, list[int] | None]  # absolute path -> identity when listed
+    # Per kept name, size and mtime (ns) as git's index recorded them, -1 for a file it does not
+    # vouch for (untracked, not a plain entry); None outside git.
+    git_stats: tuple[list[int], list[int]] | None = None
+
+
+def _packed(values: list[int], kind: str = "q") -> str:
+    """A column of integers as base64 of machine words (`kind`: array's type code): a 50,000-long
+    JSON list of numbers parsed in ~10 ms, this in ~1."""
+    return base64.b64encode(array(kind, values).tobytes()).decode("ascii")
+
+
+def _unpacked(text: str, count: int, kind: str = "q") -> list[int]:
+    values = array(kind)
+    values.frombytes(base64.b64decode(text, validate=True))
+    if len(values) != count:
+        raise ValueError("a column of another length")
+    return values.tolist()
 
 
 def _read(memo: Path, key: str) -> _Recorded | None:
@@ -139,13 +166,15 @@ def _read(memo: Path, key: str) -> _Recorded | None:
             return None
         names = body["kept"].split("\0") if body["kept"] else []
         languages = body["languages"]
-        codes = [languages[code] for code in body["language_of"]]
+        codes = [languages[code] for code in _unpacked(body["language_of"], len(names), "H")]
         if len(codes) != len(names):
             return None
         unlisted = [Skipped(path, reason) for path, reason in body["unlisted"]]
         skipped = [(path, Skipped(shown, reason)) for path, shown, reason in body["skipped"]]
         watched = {path: identity for path, identity in body["watched"]}
-        return _Recorded(NameListing(list(zip(names, codes)), unlisted, skipped), watched)
+        stats = body.get("git_stats")
+        git_stats = (_unpacked(stats[0], len(names)), _unpacked(stats[1], len(names))) if stats else None
+        return _Recorded(NameListing(list(zip(names, codes)), unlisted, skipped), watched, git_stats)
     except (KeyError, TypeError, ValueError, IndexError):
         return None
 
@@ -154,17 +183,19 @@ def _still_true(recorded: _Recorded) -> bool:
     return all(_identity(path) == identity for path, identity in recorded.watched.items())
 
 
-def _write(memo: Path, key: str, listing: NameListing, watched: dict[str, list[int] | None]) -> None:
+def _write(memo: Path, key: str, listing: NameListing, watched: dict[str, list[int] | None],
+           git_stats: tuple[list[int], list[int]] | None) -> None:
     languages = sorted({language for _, language in listing.kept})
     code = {language: number for number, language in enumerate(languages)}
     body = {
         "key": key,
         "kept": "\0".join(path for path, _ in listing.kept),  # no file name holds a NUL
         "languages": languages,
-        "language_of": [code[language] for _, language in listing.kept],
+        "language_of": _packed([code[language] for _, language in listing.kept], "H"),
         "unlisted": [[skipped.path, skipped.reason] for skipped in listing.unlisted],
         "skipped": [[path, skipped.path, skipped.reason] for path, skipped in listing.skipped],
         "watched": [[path, identity] for path, identity in watched.items()],
+        "git_stats": [_packed(git_stats[0]), _packed(git_stats[1])] if git_stats else None,
     }
     try:
         replace_private(memo, sealed_json(body))
@@ -172,18 +203,67 @@ def _write(memo: Path, key: str, listing: NameListing, watched: dict[str, list[i
         pass  # a memo is a shortcut: the next scan lists again
 
 
-def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] | None]:
-    """The names' part of a scan, and the paths it depended on (None: cannot be told, record nothing)."""
+def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] | None, str | None]:
+    """The names' part of a scan, the paths it depended on (None: cannot be told, record nothing)
+    and git's index file (None outside git)."""
     visited: list[str] = []
     listing, from_git = list_names(root, config, visited)
     if from_git:
         inputs, folders = _git_inputs(root), _folders_for_git(root)
         if inputs is None or folders is None:
-            return listing, None
+            return listing, None, None
     else:
         inputs, folders = [], visited
     paths = [str(root / folder) if folder else str(root) for folder in folders]
-    return listing, [*inputs, *paths, *(os.path.join(path, ".gitignore") for path in paths)]
+    return listing, [*inputs, *paths, *(os.path.join(path, ".gitignore") for path in paths)], \
+        inputs[0] if from_git else None
+
+
+def _git_stats(root: Path, listing: NameListing, index: str,
+               identity: list[int] | None) -> tuple[list[int], list[int]] | None:
+    """What git's index file `index` records of each kept name, where that is what the disk says
+    now (-1: nothing vouched for; an entry git smudged or never refreshed is not the file), read
+    only if the file is still `identity` before and after: git may rewrite it at any time."""
+    hash_bytes = object_hash_bytes(root)
+    if identity is None or hash_bytes is None:
+        return None
+    try:
+        data = read_regular(Path(index))
+    except OSError:
+        return None
+    entries = index_entries(data, hash_bytes) if _identity(index) == identity else None
+    if entries is None or _identity(index) != identity:
+        return None
+    unknown = (-1, -1)
+    found = [entries.get(name, unknown) for name, _ in listing.kept]
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for number, ((name, _), (size, mtime_ns)) in enumerate(zip(listing.kept, found)):
+            if size >= 0:
+                try:
+                    status = os.lstat(name, dir_fd=top)
+                except OSError:
+                    found[number] = unknown
+                    continue
+                if not S_ISREG(status.st_mode) or (status.st_size, status.st_mtime_ns) != (size, mtime_ns):
+                    found[number] = unknown
+    finally:
+        os.close(top)
+    return [size for size, _ in found], [mtime for _, mtime in found]
+
+
+def _vouched(recorded: _Recorded, asked: subprocess.Popen | None) -> NameListing:
+    """The recorded listing, with the sizes and times of the tracked files git (`asked`:
+    asking_changed_files) finds unchanged."""
+    changed = changed_files_answer(asked, wanted=recorded.git_stats is not None)
+    if recorded.git_stats is None or changed is None:
+        return recorded.listing
+    sizes, times = list(recorded.git_stats[0]), recorded.git_stats[1]
+    if changed:
+        for number, (name, _) in enumerate(recorded.listing.kept):
+            if name in changed:
+                sizes[number] = -1
+    return replace(recorded.listing, current_stats=(sizes, times))
 
 
 def listed_names(root: Path, config: ScanConfig, memo_folder: Path | None) -> NameListing:
@@ -193,11 +273,21 @@ def listed_names(root: Path, config: ScanConfig, memo_folder: Path | None) -> Na
         return _list_names(root, config)[0]
     memo = memo_folder / MEMO
     key = _settings_key(config)
+    # git's answer only serves a memo with git's entries of enough files; asked first, it comes
+    # while the memo is read and checked.
+    try:  # each kept file takes at least 25 bytes of a memo with git's entries (a name, 2 + 16 packed)
+        worth_asking = memo.stat().st_size > GIT_STAT_MIN_FILES * 25 and (root / ".git").exists()
+    except OSError:
+        worth_asking = False
+    asked = asking_changed_files(root) if worth_asking else None
     recorded = _read(memo, key)
     if recorded is not None and _still_true(recorded):
-        return recorded.listing
+        if len(recorded.listing.kept) < GIT_STAT_MIN_FILES:
+            recorded.git_stats = None
+        return _vouched(recorded, asked)
+    changed_files_answer(asked, wanted=False)
     started_ns = time.time_ns()
-    listing, watched = _list_names(root, config)
+    listing, watched, index = _list_names(root, config)
     if watched is None or not (memo_folder / MARKER).is_file():  # only in a folder repomem made
         return listing
     identities = {path: _identity(path) for path in watched}
@@ -205,5 +295,6 @@ def listed_names(root: Path, config: ScanConfig, memo_folder: Path | None) -> Na
     # A folder (or rule file) changed just now may change again within its clock tick unseen.
     if any(identity is not None and identity[2] >= racy for identity in identities.values()):
         return listing
-    _write(memo, key, listing, identities)
+    _write(memo, key, listing, identities, None if index is None else
+           _git_stats(root, listing, index, identities.get(index)))
     return listing
