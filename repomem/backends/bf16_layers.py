@@ -179,6 +179,16 @@ def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool
     return cpu_has_bf16(_read_cpuinfo() if cpuinfo is None else cpuinfo) and build_check()
 
 
+def embedded_model_file_as_is(shipped: Path, mode: str, widened: WidenedModel = WIDENED_DEFAULT) -> Path | None:
+    """What embedded_model_file returns when it would write nothing; None when it would widen."""
+    if mode == "quantized":
+        return shipped
+    target = shipped.with_name(widened.file_name)
+    if _stamp_matches(target, widened) is not None:
+        return target
+    return None if wanted(mode) else shipped
+
+
 def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = None,
                         say: Callable[[str], None] | None = None,
                         widened: WidenedModel = WIDENED_DEFAULT) -> Path:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repomem.backends.base import Backend
 from repomem.config import Config, ModelConfig
 from repomem.failures import Failure
 from repomem.progress import Progress
+
+if TYPE_CHECKING:
+    from repomem.backends.llama_process import StartedAhead
 
 # Seconds to wait for a server's first answer when connecting (generation has its own deadline).
 CONNECT_DEADLINE_S = 15.0
@@ -18,13 +22,42 @@ def api_key_from_environment(settings: ModelConfig) -> str:
     return os.environ.get(settings.api_key_env, "") if settings.api_key_env else ""
 
 
+def start_ahead(config: Config, model_path: str = "") -> StartedAhead | None:
+    """The embedded model's child process started now, when open_backend(config, model_path=...)
+    would start that very process and nothing needs fetching or writing first (a pull, a
+    widening, a progress bar): the caller's next steps then run while the model loads. The caller
+    passes it to open_backend, and discards it when it opens none."""
+    settings = config.model
+    if not settings.isolate_model or settings.endpoint or settings.hf_model:
+        return None
+    chosen = model_path or settings.model_path
+    if chosen and not embedded_model_name(chosen):
+        path: Path | None = Path(chosen).expanduser()
+    else:
+        from repomem.backends.bf16_layers import embedded_model_file_as_is, widened_for
+        from repomem.backends.models import model_named, verified_on_disk
+
+        model = model_named(chosen or settings.embedded_model)
+        shipped = None if isinstance(model, Failure) else verified_on_disk(model)
+        path = None if shipped is None else embedded_model_file_as_is(shipped, settings.embedded_layers,
+                                                                         widened_for(model))
+    if path is None or not path.is_file():
+        return None
+    from repomem.backends.llama_process import start_ahead as start_child
+
+    return start_child(path, settings.context_tokens, settings.threads, settings.gpu_layers,
+                       settings.reuse_chunk_tokens, prompt_cache(settings))
+
+
 def open_backend(config: Config, progress: Progress | None = None, *, model_path: str = "",
-                 endpoint: str = "", vllm_model: str = "", hf_model: str = "") -> Backend | Failure:
+                 endpoint: str = "", vllm_model: str = "", hf_model: str = "",
+                 ahead: StartedAhead | None = None) -> Backend | Failure:
     """vLLM in process, transformers, an OpenAI-compatible endpoint, a GGUF file, or an embedded
     model (pulled if needed), in that order. Arguments win over settings; a model argument that
     names an embedded model (`--model qwen2.5-coder-1.5b`, `--hf qwen2.5-coder-1.5b`) is that
     model's file; the API key comes from `api_key_env`; a GGUF runs in a child process unless
-    `isolate_model` is off. The [model] settings choose it; completion.deadline_s bounds its start."""
+    `isolate_model` is off. The [model] settings choose it; completion.deadline_s bounds its start.
+    `ahead`: start_ahead's child, taken if it is the one wanted (else stopped)."""
     settings = config.model
     if vllm_model:
         from repomem.backends.vllm_local import VLLMBackend
@@ -45,7 +78,7 @@ def open_backend(config: Config, progress: Progress | None = None, *, model_path
         return connect_endpoint(endpoint, config)
     chosen = model_path or settings.model_path
     if chosen and not embedded_model_name(chosen):
-        return open_gguf(Path(chosen).expanduser(), config)
+        return open_gguf(Path(chosen).expanduser(), config, ahead)
     pulled = pulled_model(chosen or settings.embedded_model, progress)
     if isinstance(pulled, Failure):
         return pulled
@@ -53,7 +86,8 @@ def open_backend(config: Config, progress: Progress | None = None, *, model_path
     from repomem.backends.models import model_named, say_on_stderr
 
     widened = widened_for(model_named(chosen or settings.embedded_model))
-    return open_gguf(embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr, widened), config)
+    return open_gguf(embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr, widened), config,
+                     ahead)
 
 
 def embedded_model_name(value: str) -> bool:
@@ -92,7 +126,7 @@ def prompt_cache(settings: ModelConfig) -> tuple[Path, int] | None:
     return cache_root() / "prompt-states", settings.prompt_cache_mb << 20
 
 
-def open_gguf(path: Path, config: Config) -> Backend | Failure:
+def open_gguf(path: Path, config: Config, ahead: StartedAhead | None = None) -> Backend | Failure:
     settings = config.model
     if settings.isolate_model:
         from repomem.backends.llama_process import LlamaProcessBackend
@@ -101,7 +135,7 @@ def open_gguf(path: Path, config: Config) -> Backend | Failure:
                                         start_deadline_s=config.completion.deadline_s,
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens,
                                         reuse_chunk_tokens=settings.reuse_chunk_tokens,
-                                        prompt_cache=prompt_cache(settings))
+                                        prompt_cache=prompt_cache(settings), ahead=ahead)
     from repomem.backends.llama import LlamaBackend
 
     return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,

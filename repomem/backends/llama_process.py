@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
@@ -51,6 +51,59 @@ def _exit_reason(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit status {code}"
+
+
+@dataclass
+class StartedAhead:
+    """A model child started before it is needed (the CLI starts it before the index step, which
+    then runs while the model loads), not yet waited for: no thread of this process watches it
+    yet, so the index step may still fork its parse workers. `LlamaProcessBackend.open` takes it
+    when asked for the very same command; `discard` stops one nobody took."""
+
+    command: list[str]
+    process: subprocess.Popen
+    key: str
+    started: float  # time.perf_counter() at the start
+    taken: bool = False
+
+    def discard(self) -> None:
+        if not self.taken:
+            self.taken = True
+            self.process.kill()
+            self.process.wait()
+
+
+def _command(path: Path, context_tokens: int, workers: int, gpu_layers: int, reuse_chunk_tokens: int,
+             prompt_cache: tuple[Path, int] | None) -> list[str]:
+    return [
+        sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
+        "--context", str(context_tokens), "--threads", str(workers),
+        "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
+        "--reuse-chunk-tokens", str(reuse_chunk_tokens),
+        *(("--prompt-states", str(prompt_cache[0]), "--prompt-states-bytes", str(prompt_cache[1]))
+          if prompt_cache else ()),
+    ]
+
+
+def _spawn(command: list[str]) -> StartedAhead | Failure:
+    key = secrets.token_urlsafe(24)  # only repomem may use the child, though it listens on loopback
+    environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid()), KEY_VARIABLE: key}
+    started = time.perf_counter()
+    try:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=environment, cwd=tempfile.gettempdir())
+    except OSError as error:
+        return Failure(FailureKind.MODEL_LOAD, f"cannot start the model process: {error.strerror or error}")
+    return StartedAhead(command, process, key, started)
+
+
+def start_ahead(path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
+                reuse_chunk_tokens: int = 0, prompt_cache: tuple[Path, int] | None = None) -> StartedAhead | None:
+    """The child for `path` started now, to be taken by `LlamaProcessBackend.open` with the same
+    settings; None when it cannot start (open then says why)."""
+    workers = threads or (os.cpu_count() or 1)
+    started = _spawn(_command(path, context_tokens, workers, gpu_layers, reuse_chunk_tokens, prompt_cache))
+    return None if isinstance(started, Failure) else started
 
 
 class LlamaProcessBackend:
@@ -82,27 +135,27 @@ class LlamaProcessBackend:
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
              start_deadline_s: float = START_DEADLINE_S,
              prefill_chunk_tokens: int = 0, reuse_chunk_tokens: int = 0,
-             prompt_cache: tuple[Path, int] | None = None) -> LlamaProcessBackend | Failure:
+             prompt_cache: tuple[Path, int] | None = None,
+             ahead: StartedAhead | None = None) -> LlamaProcessBackend | Failure:
+        """Start the child (or take `ahead`, started with the same command) and wait until it
+        answers."""
         checked = check_gguf(path)
         if isinstance(checked, Failure):
+            if ahead is not None:
+                ahead.discard()
             return checked
         workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
-        key = secrets.token_urlsafe(24)  # only repomem may use the child, though it listens on loopback
-        command = [
-            sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
-            "--context", str(context_tokens), "--threads", str(workers),
-            "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
-            "--reuse-chunk-tokens", str(reuse_chunk_tokens),
-            *(("--prompt-states", str(prompt_cache[0]), "--prompt-states-bytes", str(prompt_cache[1]))
-              if prompt_cache else ()),
-        ]
-        environment = {**os.environ, "REPOMEM_PARENT_PID": str(os.getpid()), KEY_VARIABLE: key}
-        started = time.perf_counter()
-        try:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, env=environment, cwd=tempfile.gettempdir())
-        except OSError as error:
-            return Failure(FailureKind.MODEL_LOAD, f"cannot start the model process: {error.strerror or error}")
+        command = _command(path, context_tokens, workers, gpu_layers, reuse_chunk_tokens, prompt_cache)
+        if ahead is not None and not ahead.taken and ahead.command == command:
+            ahead.taken = True
+            spawned: StartedAhead | Failure = ahead
+        else:
+            if ahead is not None:
+                ahead.discard()
+            spawned = _spawn(command)
+        if isinstance(spawned, Failure):
+            return spawned
+        process, key, started = spawned.process, spawned.key, spawned.started
         log_tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         ports: queue.SimpleQueue[int] = queue.SimpleQueue()
         threading.Thread(target=_drain, args=(process, log_tail), name="llama-child-log", daemon=True).start()

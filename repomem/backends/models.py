@@ -96,6 +96,13 @@ def _stamp_matches(path: Path, model: PackagedModel) -> bool:
     return stamp == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": model.sha256}
 
 
+def verified_on_disk(model: PackagedModel) -> Path | None:
+    """`model`'s file when it is in the cache with a verified stamp matching it (no hashing, no
+    fetching): what pull_model would return at once."""
+    path = model_path(model)
+    return path if _stamp_matches(path, model) else None
+
+
 def _write_stamp(path: Path, model: PackagedModel) -> None:
     stat = path.stat()
     _stamp_path(path).write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns,

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from repomem.backends.base import Backend
-from repomem.backends.factory import connect_endpoint, open_backend
+from repomem.backends.factory import connect_endpoint, open_backend, start_ahead
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure, FailureKind
+
+if TYPE_CHECKING:
+    from repomem.backends.llama_process import StartedAhead
 
 
 def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False) -> None:
@@ -53,8 +57,18 @@ def chosen_settings(args: argparse.Namespace, config: Config) -> Config:
     return config
 
 
-def open_chosen_backends(args: argparse.Namespace, config: Config, err: Console) -> list[Backend]:
-    """One backend, or one per `--endpoint` when several are given (all must serve one model)."""
+def start_model_ahead(args: argparse.Namespace, config: Config) -> StartedAhead | None:
+    """The embedded model's process started before the index step, which then runs while the
+    model loads (repomem.backends.factory.start_ahead); None for a server or transformers."""
+    if args.endpoint or args.hf or args.vllm:
+        return None
+    return start_ahead(chosen_settings(args, config), args.model or "")
+
+
+def open_chosen_backends(args: argparse.Namespace, config: Config, err: Console,
+                         ahead: StartedAhead | None = None) -> list[Backend]:
+    """One backend, or one per `--endpoint` when several are given (all must serve one model).
+    `ahead`: start_model_ahead's process, taken when it is the model wanted."""
     settings = chosen_settings(args, config)
     endpoints = args.endpoint if isinstance(args.endpoint, list) else [args.endpoint] if args.endpoint else []
     if len(endpoints) > 1:
@@ -70,4 +84,4 @@ def open_chosen_backends(args: argparse.Namespace, config: Config, err: Console)
     with RichProgress(err) as progress:
         return [ok(open_backend(settings, progress, model_path=args.model or "",
                                 endpoint=endpoints[0] if endpoints else "", hf_model=args.hf or "",
-                                vllm_model=args.vllm or ""))]
+                                vllm_model=args.vllm or "", ahead=ahead))]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from repomem.cli.backend_options import add_backend_options, open_chosen_backends
+from repomem.cli.backend_options import add_backend_options, open_chosen_backends, start_model_ahead
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, ok
 from repomem.cli.process_exit import exit_now, exit_status
 from repomem.cli.progress_bars import RichProgress
@@ -196,17 +196,22 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
             ok(check_gguf(Path(args.model)))
     settings = service.config.completion
     timings: dict[str, float] = {}
-    started = time.perf_counter()
-    strategy = args.strategy or settings.strategy
-    if strategy_named(strategy).retrieves:
-        ensure_index(service, err)
-    if strategy_named(strategy).embeds_windows:
-        embed_windows(service, err)
-    timings["index"] = (time.perf_counter() - started) * 1000
-    started = time.perf_counter()
-    backend = open_chosen_backends(args, service.config, err)[0]
-    # starting the model: the child process and its model load, or the connection to a server
-    timings["load_model"] = (time.perf_counter() - started) * 1000
+    ahead = start_model_ahead(args, service.config)  # it loads while the index step runs
+    try:
+        started = time.perf_counter()
+        strategy = args.strategy or settings.strategy
+        if strategy_named(strategy).retrieves:
+            ensure_index(service, err)
+        if strategy_named(strategy).embeds_windows:
+            embed_windows(service, err)
+        timings["index"] = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        backend = open_chosen_backends(args, service.config, err, ahead)[0]
+        # the model's start still to wait for after the index step, or the connection to a server
+        timings["load_model"] = (time.perf_counter() - started) * 1000
+    finally:
+        if ahead is not None:
+            ahead.discard()  # an error came first, or another model was opened
     try:
         engine = CompletionEngine(service, backend)
         result = ok(engine.complete(cursor, strategy, order=args.order, use_suffix=not args.no_suffix,
