@@ -73,8 +73,9 @@ class StartedAhead:
             self.process.wait()
 
 
-def _command(path: Path, context_tokens: int, workers: int, gpu_layers: int, reuse_chunk_tokens: int,
+def _command(path: Path, context_tokens: int, threads: int, gpu_layers: int, reuse_chunk_tokens: int,
              prompt_cache: tuple[Path, int] | None) -> list[str]:
+    workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
     return [
         sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
         "--context", str(context_tokens), "--threads", str(workers),
@@ -101,8 +102,7 @@ def start_ahead(path: Path, context_tokens: int = 4096, threads: int = 0, gpu_la
                 reuse_chunk_tokens: int = 0, prompt_cache: tuple[Path, int] | None = None) -> StartedAhead | None:
     """The child for `path` started now, to be taken by `LlamaProcessBackend.open` with the same
     settings; None when it cannot start (open then says why)."""
-    workers = threads or (os.cpu_count() or 1)
-    started = _spawn(_command(path, context_tokens, workers, gpu_layers, reuse_chunk_tokens, prompt_cache))
+    started = _spawn(_command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache))
     return None if isinstance(started, Failure) else started
 
 
@@ -144,8 +144,7 @@ class LlamaProcessBackend:
             if ahead is not None:
                 ahead.discard()
             return checked
-        workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
-        command = _command(path, context_tokens, workers, gpu_layers, reuse_chunk_tokens, prompt_cache)
+        command = _command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache)
         if ahead is not None and not ahead.taken and ahead.command == command:
             ahead.taken = True
             spawned: StartedAhead | Failure = ahead

@@ -309,7 +309,6 @@ def with_prompt_states(llama_class: type, states: StateFolder | None) -> type:
                 return
             kept = min(length, len(stored))
             self.input_ids[:len(stored)] = stored
-            self.n_tokens = len(stored)
             self._ctx.kv_cache_seq_rm(-1, kept, -1)
             self.n_tokens = kept
             self._requires_eval = True

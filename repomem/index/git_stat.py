@@ -40,17 +40,6 @@ _SKIP_WORKTREE, _INTENT_TO_ADD = 0x4000, 0x2000  # in the extended flags
 _REGULAR = 0o100000  # the object type bits of a mode: a regular file (644 or 755)
 
 
-def index_file(root: Path) -> Path | None:
-    """The index file of the git work tree at `root` (GIT_INDEX_FILE, a worktree's own)."""
-    try:
-        where = subprocess.run([*GIT, "-C", str(root), "rev-parse", "--path-format=absolute", "--git-path", "index"],
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    path = where.stdout.strip()
-    return Path(path) if where.returncode == 0 and path else None
-
-
 def index_entries(data: bytes, hash_bytes: int = 20) -> dict[str, tuple[int, int]] | None:
     """path -> (size, mtime in ns) of the plain entries of a git index file's bytes (versions 2 to
     4); None for what this reader does not take apart (a split or sparse index, damage).

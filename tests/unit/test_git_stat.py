@@ -16,7 +16,7 @@ import pytest
 
 from repomem.config import Config
 from repomem.index import scan_memo
-from repomem.index.git_stat import changed_files, index_entries, index_file
+from repomem.index.git_stat import changed_files, index_entries
 from repomem.index.index_folder import MARKER
 from repomem.index.scan import list_candidates
 from repomem.index.scan_memo import listed_names
@@ -36,6 +36,11 @@ FILES = {
 
 def _git(root: Path, *args: str) -> str:
     return subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def index_file(root: Path) -> Path:
+    """git's index file of the work tree at `root`."""
+    return Path(_git(root, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
 
 
 def _repository(tmp_path: Path, *init: str) -> Path:
