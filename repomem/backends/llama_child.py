@@ -5,9 +5,9 @@ GGUF, tied to its parent's life.
 [--gpu-layers N] [--reuse-chunk-tokens N]`, with the API key in REPOMEM_CHILD_KEY. The child binds
 a free port on 127.0.0.1 itself and prints `repomem-port <port>` on stdout once the model is loaded
 (no race for a port between choosing and binding it). Besides llama-cpp-python's routes it serves
-`POST /repomem/tokenize` from a vocabulary-only copy of the model: the server's own tokenize route
-waits behind the generation in progress, so a parent counting prompt tokens while other requests
-generate (evaluation workers) would stall for seconds.
+`POST /repomem/tokenize` from the model's vocabulary, outside the server's lock: the server's own
+tokenize route waits behind the generation in progress, so a parent counting prompt tokens while
+other requests generate (evaluation workers) would stall for seconds.
 
 The child must not outlive repomem (a killed CLI or language server would leave a 500 MB process):
 repomem.child_processes ties it to its parent. Nothing of repomem's engine is imported here,
@@ -77,14 +77,38 @@ def with_greedy_logprobs(llama_class: type) -> type:
     return GreedyLogprobsLlama
 
 
+class _ModelLoad(threading.Thread):
+    """The model, loaded on a thread of its own while the main thread imports the HTTP server
+    (fastapi, uvicorn: ~0.6 s of Python): llama.cpp loads in C without the GIL, so the child is
+    ready sooner (docs/measurements.md, "The model process's start")."""
+
+    def __init__(self, model_settings) -> None:
+        super().__init__(name="model-load", daemon=True)
+        self.model_settings = model_settings
+        self.model = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from llama_cpp.server.model import LlamaProxy
+
+        try:
+            self.model = LlamaProxy.load_llama_from_model_settings(self.model_settings)
+        except BaseException as error:  # noqa: BLE001 - raised again on the main thread
+            self.error = error
+
+    def loaded(self):
+        self.join()
+        if self.model is None:
+            raise self.error or RuntimeError("the model did not load")
+        return self.model
+
+
 def main() -> None:
     die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
     args = _arguments()
     import llama_cpp
-    import uvicorn
-    from fastapi import Body, Header, HTTPException
     from llama_cpp import Llama
-    from llama_cpp.server.app import create_app
+    from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     key = os.environ.get(KEY_VARIABLE) or None
@@ -102,8 +126,22 @@ def main() -> None:
     states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers),
                           args.prompt_states_bytes) if args.prompt_states else None)
     llama_cpp.Llama = with_greedy_logprobs(with_prompt_states(with_chunk_reuse(Llama, args.reuse_chunk_tokens), states))
+    load = _ModelLoad(model)
+    load.start()
+    import uvicorn
+    from fastapi import Body, Header, HTTPException
+    from llama_cpp.server.app import create_app
+
+    # The server's proxy loads its default model as it is made: it takes the one loaded above.
+    load_by_settings = LlamaProxy.load_llama_from_model_settings
+    LlamaProxy.load_llama_from_model_settings = staticmethod(
+        lambda settings: load.loaded() if settings is model else load_by_settings(settings))
     app = create_app(server_settings=server, model_settings=[model])
-    vocabulary = Llama(model_path=args.model, vocab_only=True, verbose=False)
+    # The routes below tokenize with the served model itself, outside the server's lock (which a
+    # generation holds): llama.cpp's tokenizer reads the vocabulary only, and llama.cpp's own
+    # server tokenizes on its HTTP threads while it decodes. (A vocabulary-only copy of the
+    # model did this before, loaded after it: 0.34 s more of the child's start.)
+    vocabulary = load.loaded()
     vocabulary_lock = threading.Lock()
     vocabularies: list[TokenVocabulary] = []  # built once, below
     building_lock = threading.Lock()
