@@ -25,6 +25,7 @@ import argparse
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
@@ -130,13 +131,13 @@ def main() -> None:
     load.start()
     import uvicorn
     from fastapi import Body, Header, HTTPException
-    from llama_cpp.server.app import create_app
+    from llama_cpp.server import app as server_app
 
     # The server's proxy loads its default model as it is made: it takes the one loaded above.
     load_by_settings = LlamaProxy.load_llama_from_model_settings
     LlamaProxy.load_llama_from_model_settings = staticmethod(
         lambda settings: load.loaded() if settings is model else load_by_settings(settings))
-    app = create_app(server_settings=server, model_settings=[model])
+    app = server_app.create_app(server_settings=server, model_settings=[model])
     # The routes below tokenize with the served model itself, outside the server's lock (which a
     # generation holds): llama.cpp's tokenizer reads the vocabulary only, and llama.cpp's own
     # server tokenizes on its HTTP threads while it decodes. (A vocabulary-only copy of the
@@ -164,14 +165,25 @@ def main() -> None:
     @app.post(START_TOKENS_PATH)
     def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
         text = text_field(body, "text", authorization)
+        wanted.set()  # a builder in the background stops giving way
         return {"tokens": built_vocabulary().consistent_with(text.encode("utf-8"))}
 
-    def built_vocabulary() -> TokenVocabulary:
+    # The server holds this lock while it serves a model request (llama-cpp-python's app).
+    serving = getattr(server_app, "llama_inner_lock", None)
+    wanted = threading.Event()
+
+    def give_way() -> None:
+        """The background builder waits while a request uses the model: its Python loop would
+        take the GIL from the generation's thread at each of its many ctypes calls."""
+        while serving is not None and serving.locked() and not wanted.is_set():
+            time.sleep(0.02)
+
+    def built_vocabulary(pause=None) -> TokenVocabulary:
         # Its own lock: token counts (the other lock) go on while it is built; llama.cpp's
         # vocabulary is read-only once loaded.
         with building_lock:
             if not vocabularies:
-                vocabularies.append(TokenVocabulary.of_llama(vocabulary))
+                vocabularies.append(TokenVocabulary.of_llama(vocabulary, pause))
             return vocabularies[0]
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -180,10 +192,10 @@ def main() -> None:
     listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     listener.bind(("127.0.0.1", 0))
     print(f"{PORT_LINE} {listener.getsockname()[1]}", flush=True)
-    # Every token's bytes, for the first forced start (a word typed halfway): 0.84 s on this
-    # machine, which the first such completion of a session waited for. Built now, while the
-    # parent still loads its index, instead.
-    threading.Thread(target=built_vocabulary, name="vocabulary", daemon=True).start()
+    # Every token's bytes, for the first forced start (a word typed halfway), which the first
+    # such completion of a session would wait for (docs/measurements.md, "The model process's
+    # start"). Built now, while the parent still loads its index, giving way to generations.
+    threading.Thread(target=built_vocabulary, args=(give_way,), name="vocabulary", daemon=True).start()
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from repomem.backends.base import GenerationRequest, backend_broken
 from repomem.backends.factory import open_backend
+from repomem.backends.forced_start import TokenVocabulary
 from repomem.backends.llama_process import LlamaProcessBackend
 from repomem.backends.models import DEFAULT_MODEL
 from repomem.config import Config, with_overrides
@@ -91,6 +92,46 @@ def test_a_forced_start_is_written_with_the_models_own_tokens_in_the_child_as_in
     if "self.x".startswith(typed):
         broken = llama.generate(GenerationRequest(prompt=POINT + typed, max_tokens=16, stop=("\n",), deadline_s=120))
         assert not isinstance(broken, Failure) and not (typed + broken.text).startswith("self.x"), broken
+
+
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """Byte-level BPE's printable stand-ins for the 256 bytes (GPT-2's table, which Qwen keeps)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), ord("\xff") + 1)]
+    stand_ins = {byte: chr(byte) for byte in kept}
+    for byte in range(256):
+        if byte not in stand_ins:
+            stand_ins[byte] = chr(256 + len(stand_ins) - len(kept))
+    return {char: byte for byte, char in stand_ins.items()}
+
+
+def test_the_vocabulary_holds_every_tokens_bytes_long_ones_included(llama):
+    """TokenVocabulary.of_llama against the GGUF's own token texts (byte-level BPE, decoded through
+    GPT-2's byte table) and llama-cpp-python's detokenize: the same bytes for every ordinary token,
+    the long ones included (detokenize reads 32 bytes at most and gives b"" for the 240 longer
+    ones, runs of spaces or dashes among them)."""
+    import llama_cpp
+
+    model = llama._llama
+    vocabulary = TokenVocabulary.of_llama(model, pause=lambda: None)
+    texts = llama_cpp.llama_model_get_vocab(model.model)
+    decoder = _gpt2_byte_decoder()
+    assert len(vocabulary.pieces) == model.n_vocab()
+    long_ones = 0
+    for index, piece in enumerate(vocabulary.pieces):
+        text = llama_cpp.llama_vocab_get_text(texts, index).decode("utf-8")
+        if not piece:  # control tokens (end of text, FIM sentinels, padding): never part of a word
+            assert model.detokenize([index], special=False) == b"", (index, text)
+            continue
+        assert piece == bytes(decoder[char] for char in text), (index, text)
+        if len(piece) > 32:
+            long_ones += 1
+            assert model.detokenize([index], special=False) == b""
+        else:
+            assert piece == model.detokenize([index], special=False), index
+    assert long_ones == 240
+    dashes = model.tokenize(b"-" * 64, add_bos=False, special=False)
+    assert len(dashes) == 1 and vocabulary.pieces[dashes[0]] == b"-" * 64
+    assert dashes[0] in vocabulary.consistent_with(b"-" * 70)
 
 
 def test_a_long_prompt_evaluated_in_chunks_can_be_stopped_between_them_and_answers_the_same(child):
