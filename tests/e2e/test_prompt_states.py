@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 from repomem.backends.base import GenerationRequest, common_prefix
@@ -16,13 +15,13 @@ from repomem.backends.llama import LlamaBackend
 from repomem.backends.prompt_states import SUFFIX
 from repomem.failures import Failure
 from tests.cli_process import run
+from tests.repos import copy_example, with_short_prompts
 
 HEADER = "# the below code fragments can be found in the repository\n"
 PRICING = "".join(f"def price_{n}(amount):\n    return amount * {n + 2} // {n + 1}\n\n" for n in range(8))
 FILE = "from shop.pricing import price_3\n\n\ndef total(items):\n    return sum(price_3(item) for item in"
 OTHER_FILE = "from shop.pricing import price_5\n\n\ndef cheapest(items):\n    return min(price_5(item) for item in"
 FIRST, SECOND = HEADER + PRICING + FILE, HEADER + PRICING + OTHER_FILE
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
 
 
 def _request(prompt: str) -> GenerationRequest:
@@ -75,8 +74,7 @@ def test_a_damaged_state_is_never_loaded_and_the_prompt_is_evaluated_cold(model_
 
 
 def test_the_second_complete_in_a_file_evaluates_only_what_changed(model_path, tmp_path):
-    repo = tmp_path / "shop"
-    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(".repomem"))
+    repo = with_short_prompts(copy_example(tmp_path / "shop"))
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "models").symlink_to(model_path.parent)  # the model pulled once; the states this test's own
