@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from repomem.embeddings.window_embeddings import FILE_NAME
+from repomem.failures import Failure
 from tests.cli_process import run
+from tests.repos import EXAMPLE as ROOT
 from tests.repos import copy_example, with_short_prompts
 
 
@@ -69,3 +71,35 @@ def test_the_semantic_relation_joins_w_with_the_real_model(tmp_path: Path):
     result = run("retrieve", "shop/report.py:9", "--json", cwd=shop)
     assert result.returncode == 0, result.stderr
     assert any(f["s_env"] > 0 for f in json.loads(result.stdout)["fragments"])
+
+
+def test_the_numpy_encoder_is_transformers_bert_to_the_last_bits(monkeypatch):
+    """repomem's BERT forward pass in numpy against transformers' BertModel on torch with the
+    model's own pooling written out (attention-masked mean, unit length): texts short and long
+    (cut at 256 tokens), empty, non-ASCII, in one padded batch. Many texts in one call go through
+    transformers itself (embedder.BULK_TEXTS), with the same answers."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from repomem.embeddings import embedder as module
+
+    texts = [(ROOT / "shop" / name).read_text() for name in ("pricing.py", "cart.py", "report.py")]
+    texts += ["", "x", "def total(items):\n    return sum(items)", "ünïcode 日本語 tëxt", "word " * 400,
+              "\n".join(f"value_{n} = compute_{n}(amount)" for n in range(80))]
+    embedder = module.TextEmbedder.load(threads=2)
+    assert not isinstance(embedder, Failure), embedder
+    ours = embedder.embed(texts)
+    directory = str(module.embedder_dir())
+    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    model = AutoModel.from_pretrained(directory, local_files_only=True).eval()
+    with torch.inference_mode():
+        encoded = tokenizer(texts, padding=True, truncation=True, max_length=module.MAX_TOKENS, return_tensors="pt")
+        assert encoded["input_ids"].shape[1] == module.MAX_TOKENS  # the long ones were cut
+        hidden = model(**encoded).last_hidden_state
+        mask = encoded["attention_mask"].unsqueeze(-1).float()
+        theirs = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=1).numpy()
+    assert ours.shape == (len(texts), module.DIMENSIONS) and ours.dtype == np.float32
+    assert np.abs(ours - theirs).max() < 1e-5
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    monkeypatch.setattr(module, "BULK_TEXTS", 1)
+    assert np.abs(embedder.embed(texts) - ours).max() < 1e-5
