@@ -294,6 +294,19 @@ def test_other_languages_get_statement_nodes():
 def test_module_names():
     assert module_name("pkg/sub/mod.py") == "pkg.sub.mod"
     assert module_name("pkg/__init__.py") == "pkg"
+    # Split as strings; the reference is pathlib's reading of the same file paths.
+    from pathlib import PurePosixPath
+
+    from repomem.languages.python.calls import module_stem
+
+    def by_pathlib(path: str) -> str:
+        parts = list(PurePosixPath(path).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts and parts[-1] == "__init__" else parts)
+
+    for path in ("__init__.py", "mod.py", "a/b.c.py", "a/.hidden", "x.", "a/x.", "./a/b.py", "a//b.py", "a/./b.pyi",
+                 "a/__init__.pyi", "a.b/c.py", "a/b..py", "...py", "a/.py", "a/__init__", "ü/ñ.py"):
+        assert module_name(path) == by_pathlib(path), path
+        assert module_stem(path) == PurePosixPath(path).stem, path
 
 
 def test_call_resolution_across_files(tmp_path):
