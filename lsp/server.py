@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -46,6 +46,9 @@ from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, type
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 from repomem.lsp.settings import layered_settings
+
+if TYPE_CHECKING:
+    from repomem.backends.llama_process import StartedAhead
 
 EXPLAIN_COMMAND = "repomem.explain"
 ACCEPT_NOTIFICATION = "repomem/didAccept"
@@ -158,6 +161,9 @@ class RepomemServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("repomem", server_version(), converter_factory=lenient_converter)
         self.session: CompletionSession | None = None
+        # The embedded model's child, started by `repomem serve` before this module was imported
+        # (lsp/model_ahead.py); the session's first model open takes it or stops it.
+        self.model_ahead: StartedAhead | None = None
         self.options: Any = None  # initializationOptions, applied once the workspace is known
         self.settings_in_force: Any = None  # what apply_options last applied
         self.model_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repomem-model")
@@ -381,14 +387,17 @@ def initialize(ls: RepomemServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     root = ls.workspace.root_path
+    ahead, ls.model_ahead = ls.model_ahead, None
     if not root or not Path(root).is_dir():
+        if ahead is not None:
+            ahead.discard()
         ls.show("warning", "no workspace folder: nothing to index, no completions (open a file inside a repository)")
         return
     root_path = Path(root).resolve()
     settings = read_settings(root_path)
     for warning in problem_lines(resolved_config(settings, "lsp").problems):
         ls.show("warning", warning)
-    ls.session = CompletionSession(root_path, settings, ls.log)
+    ls.session = CompletionSession(root_path, settings, ls.log, ahead)
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.apply_options(ls.options)
@@ -676,9 +685,11 @@ def exit_code_without_waiting(ls: RepomemServer, code: int) -> int:
     return code
 
 
-def serve(tcp_port: int | None = None, socket_path: Path | None = None, token_file: Path | None = None) -> int:
+def serve(tcp_port: int | None = None, socket_path: Path | None = None, token_file: Path | None = None,
+          model_ahead: StartedAhead | None = None) -> int:
     """stdio by default; `--tcp PORT` (loopback, clients need the token) or `--socket PATH`
-    (a Unix socket only its owner can open)."""
+    (a Unix socket only its owner can open). `model_ahead`: the model's child, already started."""
+    server.model_ahead = model_ahead
     if tcp_port is None and socket_path is None:
         return exit_code_without_waiting(server, serve_stdio(server, protocol_stdin(), protocol_stdout()))
     from repomem.lsp.listen import serve_socket, tcp_listener, unix_listener

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repomem.backends.base import Backend, backend_broken
 from repomem.backends.factory import open_backend
@@ -33,6 +33,9 @@ from repomem.progress import Progress
 from repomem.records import fragment_record, lift_record
 from repomem.service import IndexReport, RepoService
 from repomem.strategies import strategy_named
+
+if TYPE_CHECKING:
+    from repomem.backends.llama_process import StartedAhead
 
 # log(level, message): level is one of "error", "warning", "info", "log" (window/logMessage types).
 LogSink = Callable[[str, str], None]
@@ -66,8 +69,11 @@ def alpha_for(config: Config) -> float:
 
 
 class CompletionSession:
-    def __init__(self, root: Path, settings: SettingsRead | Config, log: LogSink):
+    def __init__(self, root: Path, settings: SettingsRead | Config, log: LogSink, ahead: StartedAhead | None = None):
         self.root = root
+        # The model's child started by `repomem serve` before the server's imports (model_ahead):
+        # the first open takes it when it is the model these settings want, else stops it.
+        self._ahead = ahead
         # The user's config and repomem.toml as read (or a Config built by the caller), resolved
         # for the "lsp" surface at each change of the client's settings.
         self.settings_read = settings if isinstance(settings, SettingsRead) else settings_given(settings)
@@ -140,7 +146,8 @@ class CompletionSession:
         if (self._backend_failed_at is not None
                 and time.monotonic() - self._backend_failed_at < self.config.server.backend_retry_s):
             return None
-        backend = open_backend(self.config)
+        ahead, self._ahead = self._ahead, None
+        backend = open_backend(self.config, ahead=ahead)
         if isinstance(backend, Failure):
             self._backend_failed_at = time.monotonic()
             self.backend_problem = backend.message
@@ -157,6 +164,9 @@ class CompletionSession:
         """From any thread, when the server exits: the model's child process (the embedded model)
         is killed, so that a call waiting on it returns now, and no model opens after it."""
         self.stopped = True
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.discard()
         backend = self.backend
         kill = getattr(backend, "kill", None)
         if kill is not None:

@@ -256,12 +256,15 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--tcp takes a port from 1 to 65535, got {args.tcp}"))
     if args.token_file is not None and args.tcp is None:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--token-file goes with --tcp (a Unix socket needs no token)"))
+    from repomem.lsp.model_ahead import start_for_folder
+
+    ahead = start_for_folder(Path.cwd())  # it loads while the server's modules import
     from repomem.lsp.listen import ListenError
     from repomem.lsp.server import serve
 
     where = f"127.0.0.1:{args.tcp}" if args.tcp is not None else str(args.socket)
     try:
-        return serve(args.tcp, args.socket, args.token_file)
+        return serve(args.tcp, args.socket, args.token_file, ahead)
     except ListenError as error:
         raise UserError(error.failure) from None
     except OSError as error:  # the port is taken, or not ours to bind; the socket's folder is missing

@@ -129,7 +129,7 @@ def _wait_until_ready(client: RawClient, timeout_s: float = 240.0) -> None:
             message = client.messages.get(timeout=0.1)
         except queue.Empty:
             continue
-        if message.get("method") == "window/logMessage" and "ready" in message["params"]["message"]:
+        if message.get("method") == "window/logMessage" and "repomem: ready" in message["params"]["message"]:
             return
     pytest.fail("the server never became ready")
 

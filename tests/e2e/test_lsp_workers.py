@@ -42,9 +42,10 @@ async def client(lsp_client: LanguageClient, workspace: Path):
 
 async def test_a_repository_that_needs_parse_workers_becomes_ready(client: LanguageClient, workspace: Path):
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any("ready" in m.message for m in client.log_messages):
+    # "repomem: ready" once both are in (the model's own "model ready" may come first).
+    while time.monotonic() < deadline and not any("repomem: ready" in m.message for m in client.log_messages):
         await asyncio.sleep(0.2)
     messages = [m.message for m in client.log_messages]
-    assert any("ready" in m for m in messages), messages
+    assert any("repomem: ready" in m for m in messages), messages
     assert any("indexed" in m or "built" in m for m in messages), messages
     assert (workspace / ".repomem").is_dir()

@@ -81,3 +81,43 @@ def test_complete_stops_the_process_it_started_when_the_index_step_fails(model_p
     answer = run("complete", "shop/report.py:9", "--json", cwd=repo)
     assert answer.returncode == 0, answer.stderr
     assert json.loads(answer.stdout)["completion"] == "compute_tax(amount_cents, tax_class)"
+
+
+def _serve_until_ready(root: Path, options: dict) -> tuple[object, int, list[int]]:
+    """`repomem serve` in `root`: the model child it started before the client said anything, and
+    the model children once it is ready with `options` as the client's settings."""
+    import time
+
+    from tests.cli_process import model_children
+    from tests.e2e.test_lsp_bad_input import RawClient
+
+    client = RawClient(root)
+    deadline = time.monotonic() + 30
+    while not (early := model_children(client.process.pid)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(early) == 1, "no model child before initialize"
+    client.answer(client.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {},
+                                                "initializationOptions": {"repomem": options}}))
+    client.notify("initialized", {})
+    while not any("repomem: ready" in line for line in client.logs):
+        assert time.monotonic() < deadline + 90, client.logs[-5:]
+        time.sleep(0.05)
+    return client, early[0], model_children(client.process.pid)
+
+
+def test_the_language_server_starts_the_model_before_its_imports_and_takes_it(model_path, tmp_path):
+    """lsp/model_ahead.py: `repomem serve` starts the embedded model for the folder it runs in
+    before the client's `initialize`; the session takes that process when the client's settings
+    want the same model, and stops it for another (here a client setting, gpuLayers 0)."""
+    repo = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns(".repomem"))
+    for options, taken in (({}, True), ({"gpuLayers": 0}, False)):
+        client, early, serving = _serve_until_ready(repo, options)
+        try:
+            assert len(serving) == 1 and (serving[0] == early) == taken, (early, serving)
+            assert taken or not alive(early)
+        finally:
+            client.answer(client.request("shutdown"))
+            client.notify("exit", {})
+            assert client.process.wait(timeout=30) == 0
+        assert not alive(serving[0]) and not alive(early)
