@@ -5,8 +5,6 @@ CLI and the evaluator driving it."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from repomem.config import Config, with_overrides
 from repomem.evaluation.run import RunSettings, read_results, run_evaluation
 from repomem.evaluation.tasks import load_tasks
 from repomem.failures import Failure
+from tests.cli_process import run
 from tests.repos import copy_example, with_short_prompts
 
 PROMPTS = (
@@ -34,7 +33,7 @@ def hf(model_path: Path):
     backend.close()
 
 
-def _request(prompt: str, max_tokens: int = 24) -> GenerationRequest:
+def _request(prompt: str, max_tokens: int = 12) -> GenerationRequest:
     return GenerationRequest(prompt=prompt, max_tokens=max_tokens, stop=("\n\n", "<|endoftext|>"), deadline_s=300)
 
 
@@ -48,7 +47,7 @@ def test_counts_match_llama_cpp_and_batches_match_single_prompts(hf, llama):
     assert [s.text for s in single] == [b.text for b in batch]  # left padding changes nothing (float32)
     for answer in single:
         assert not isinstance(answer, Failure) and answer.text.strip()
-        assert "\n\n" not in answer.text and answer.completion_tokens <= 24
+        assert "\n\n" not in answer.text and answer.completion_tokens <= 12
         assert answer.finish_reason in ("stop", "length")
     short = hf.generate(_request(PROMPTS[0], max_tokens=3))
     assert short.completion_tokens == 3 and short.finish_reason == "length"
@@ -75,10 +74,9 @@ def test_a_forced_start_holds_its_own_row_of_a_batch(hf):
 @pytest.mark.slow
 def test_complete_with_the_hf_backend(model_path: Path, tmp_path: Path):
     repo = with_short_prompts(copy_example(tmp_path / "shop"))
-    run = subprocess.run([sys.executable, "-m", "repomem", "complete", str(repo / "shop" / "report.py") + ":9",
-                          "--hf", str(model_path)], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip().startswith("compute_tax("), run.stdout
+    result = run("complete", str(repo / "shop" / "report.py") + ":9", "--hf", str(model_path), timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith("compute_tax("), result.stdout
 
 
 @pytest.mark.slow
