@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 from repomem.backends.bf16_layers import embedded_model_file_as_is
@@ -86,8 +87,6 @@ def test_complete_stops_the_process_it_started_when_the_index_step_fails(model_p
 def _serve_until_ready(root: Path, options: dict) -> tuple[object, int, list[int]]:
     """`repomem serve` in `root`: the model child it started before the client said anything, and
     the model children once it is ready with `options` as the client's settings."""
-    import time
-
     from tests.cli_process import model_children
     from tests.e2e.test_lsp_bad_input import RawClient
 
@@ -120,4 +119,8 @@ def test_the_language_server_starts_the_model_before_its_imports_and_takes_it(mo
             client.answer(client.request("shutdown"))
             client.notify("exit", {})
             assert client.process.wait(timeout=30) == 0
+        # The model's child dies with its parent (a signal the kernel sends as the parent exits).
+        gone_by = time.monotonic() + 10
+        while (alive(serving[0]) or alive(early)) and time.monotonic() < gone_by:
+            time.sleep(0.05)
         assert not alive(serving[0]) and not alive(early)
