@@ -1,0 +1,105 @@
+"""The structure check of a loaded index (repomem.index.integrity): every file's symbols checked
+together in a few C-level passes says what checking them file by file says, on well-formed
+symbols and on each way they can be damaged; every file's call edges, checked as one array, are
+refused for each kind of damage."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from repomem.index.integrity import IndexDamage, _symbols_well_formed, check_structure, check_symbols
+from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
+
+NO_CALLS = CallSites()
+
+
+def _syntax(path: str, n_nodes: int, definitions=(), imports=(), calls=NO_CALLS) -> FileSyntax:
+    zeros = np.zeros(n_nodes, dtype=np.int32)
+    return FileSyntax(path=path, language="python", parent=zeros, start_line=zeros, end_line=zeros, length=zeros,
+                      line_chars=np.zeros(1, dtype=np.int32), definitions=tuple(definitions),
+                      imports=tuple(imports), calls=calls)
+
+
+GOOD = [
+    _syntax("a.py", 6, [Definition(1, "f", "function", "", False, ()), Definition(5, "C", "class", "", False, ("B",))],
+            [ImportBinding("os", "os", "")], CallSites((2, 3), (0, 1), ("g", "self.h"), ("", "C"))),
+    _syntax("b.py", 3, [Definition(2, "g", "function", "C", True, ())]),
+    _syntax("empty.py", 1),
+]
+
+
+def _file_by_file(syntaxes) -> bool:
+    try:
+        for syntax in syntaxes:
+            check_symbols(syntax)
+    except IndexDamage:
+        return False
+    return True
+
+
+def _with(index: int, **changes) -> list[FileSyntax]:
+    files = list(GOOD)
+    files[index] = dataclasses.replace(files[index], **changes)
+    return files
+
+
+DAMAGED = {
+    "a definition past its file's nodes": _with(1, definitions=(Definition(3, "g", "function", "", False, ()),)),
+    "a negative definition node": _with(1, definitions=(Definition(-1, "g", "function", "", False, ()),)),
+    "a node past int64": _with(1, definitions=(Definition(2**70, "g", "function", "", False, ()),)),
+    "a node that is a string": _with(1, definitions=(Definition("2", "g", "function", "", False, ()),)),
+    "a node that is a bool": _with(1, definitions=(Definition(True, "g", "function", "", False, ()),)),
+    "a kind of definition unknown": _with(1, definitions=(Definition(2, "g", "method", "", False, ()),)),
+    "in_function an int": _with(1, definitions=(Definition(2, "g", "function", "", 0, ()),)),
+    "a base that is not a string": _with(0, definitions=(Definition(5, "C", "class", "", False, (7,)),)),
+    "an import of two fields": _with(0, imports=(("os", "os"),)),
+    "an import field not a string": _with(0, imports=(ImportBinding("os", 1, ""),)),
+    "a call past its file's nodes": _with(0, calls=CallSites((2, 6), (0, 1), ("g", "h"), ("", ""))),
+    "a call with negative hops": _with(0, calls=CallSites((2, 3), (0, -1), ("g", "h"), ("", ""))),
+    "a callee not a string": _with(0, calls=CallSites((2, 3), (0, 1), ("g", None), ("", ""))),
+    "call columns of unequal lengths": _with(0, calls=CallSites((2, 3), (0,), ("g", "h"), ("", ""))),
+    "a call node that is a float": _with(0, calls=CallSites((2.0, 3), (0, 1), ("g", "h"), ("", ""))),
+}
+
+
+def test_well_formed_symbols_pass_both_ways():
+    assert _symbols_well_formed(GOOD) and _file_by_file(GOOD)
+    assert _symbols_well_formed([]) and _symbols_well_formed([GOOD[2]])
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_each_damage_is_found_together_as_file_by_file(damage):
+    files = DAMAGED[damage]
+    assert not _file_by_file(files)
+    assert not _symbols_well_formed(files)
+
+
+def _index(calls: dict) -> SimpleNamespace:
+    """What check_structure reads of a RepoIndex: two files, their structure and call edges."""
+    records = [SimpleNamespace(path="a.py"), SimpleNamespace(path="b.py")]
+    return SimpleNamespace(files=records, syntax=[GOOD[0], GOOD[1]], file_fragments=[object(), object()], calls=calls)
+
+
+# Rows (file, node, target file, target node, hops): a.py has 6 nodes, b.py 3.
+EDGES = {0: np.array([[0, 2, 1, 2, 0], [0, 3, 0, 1, 1]], dtype=np.int32), 1: np.zeros((0, 5), dtype=np.int32)}
+
+
+@pytest.mark.parametrize("damage, calls", [
+    ("filed under another file", {0: EDGES[0], 1: np.array([[0, 1, 0, 1, 0]], dtype=np.int32)}),
+    ("a target file past the files", {0: np.array([[0, 2, 2, 0, 0]], dtype=np.int32)}),
+    ("negative hops", {0: np.array([[0, 2, 1, 2, -1]], dtype=np.int32)}),
+    ("a node past its file's", {0: np.array([[0, 6, 1, 2, 0]], dtype=np.int32)}),
+    ("a target node past its file's", {0: np.array([[0, 2, 1, 3, 0]], dtype=np.int32)}),
+    ("a negative node", {0: np.array([[0, -1, 1, 2, 0]], dtype=np.int32)}),
+    ("floats", {0: EDGES[0].astype(np.float64)}),
+    ("four columns", {0: EDGES[0][:, :4]}),
+    ("past int64 as unsigned", {0: np.array([[0, 2**64 - 1, 1, 2, 0]], dtype=np.uint64)}),
+])
+def test_call_edges_are_checked_together(damage, calls):
+    check_structure(_index(EDGES))
+    with pytest.raises(IndexDamage):
+        check_structure(_index(calls))
