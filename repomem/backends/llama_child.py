@@ -142,8 +142,8 @@ def main() -> None:
     # generation holds): llama.cpp's tokenizer reads the vocabulary only, and llama.cpp's own
     # server tokenizes on its HTTP threads while it decodes. (A vocabulary-only copy of the
     # model did this before, loaded after it: 0.34 s more of the child's start.)
-    vocabulary = load.loaded()
-    vocabulary_lock = threading.Lock()
+    served = load.loaded()
+    tokenize_lock = threading.Lock()
     vocabularies: list[TokenVocabulary] = []  # built once, below
     building_lock = threading.Lock()
 
@@ -159,8 +159,8 @@ def main() -> None:
     @app.post(TOKENIZE_PATH)
     def tokenize(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
         text = text_field(body, "input", authorization)
-        with vocabulary_lock:
-            return {"tokens": vocabulary.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
+        with tokenize_lock:
+            return {"tokens": served.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
 
     @app.post(START_TOKENS_PATH)
     def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
@@ -183,7 +183,7 @@ def main() -> None:
         # vocabulary is read-only once loaded.
         with building_lock:
             if not vocabularies:
-                vocabularies.append(TokenVocabulary.of_llama(vocabulary, pause))
+                vocabularies.append(TokenVocabulary.of_llama(served, pause))
             return vocabularies[0]
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

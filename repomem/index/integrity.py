@@ -279,63 +279,16 @@ def check_symbols(syntax: FileSyntax) -> None:
                 f"{name}: a call site of the wrong shape")
 
 
-def _symbols_well_formed(syntaxes: Sequence[FileSyntax]) -> bool:
-    """check_symbols's conditions over many files' symbols at once: each column of every file
-    joined into one sequence, its types checked in one C-level pass and its node ids against
-    their file's node count in one array comparison. Per file, the checks cost ~40 us, 2.0 s of
-    the 50,000-file tree's structure load (docs/measurements.md, "An edit")."""
-    definitions = [definition for syntax in syntaxes for definition in syntax.definitions]
-    if definitions:
-        node, names, kind, scope, in_function, bases = zip(*definitions)
-        if not (_all_of_type(node, int) and _all_of_type(names, str) and _all_of_type(scope, str)
-                and set(kind) <= {"function", "class"} and _all_of_type(in_function, bool)
-                and _all_of_type(chain.from_iterable(bases), str)):
-            return False
-        limits = [syntax.n_nodes for syntax in syntaxes for _ in syntax.definitions]
-        if not _below(node, limits):
-            return False
-    imports = [binding for syntax in syntaxes for binding in syntax.imports]
-    if not (_all_of_type(chain.from_iterable(imports), str) and set(map(len, imports)) <= {3}):
-        return False
-    calls = [syntax.calls for syntax in syntaxes if len(syntax.calls)]
-    if not calls:
-        return True
-    if not all(len(c.hops) == len(c.callee) == len(c.enclosing_class) == len(c) for c in calls):
-        return False
-    call_nodes = list(chain.from_iterable(c.node for c in calls))
-    hops = list(chain.from_iterable(c.hops for c in calls))
-    if not (_all_of_type(call_nodes, int) and _all_of_type(hops, int)
-            and _all_of_type(chain.from_iterable(c.callee for c in calls), str)
-            and _all_of_type(chain.from_iterable(c.enclosing_class for c in calls), str)):
-        return False
-    limits = [syntax.n_nodes for syntax in syntaxes for _ in range(len(syntax.calls))]
-    return _below(call_nodes, limits) and min(hops) >= 0
-
-
-def _below(values: Sequence[int], limits: Sequence[int]) -> bool:
-    """0 <= values[i] < limits[i] for every i (Python ints, maybe past int64: then not)."""
-    try:
-        array = np.asarray(values, dtype=np.int64)
-    except OverflowError:
-        return False
-    return bool((array >= 0).all()) and bool((array < np.asarray(limits, dtype=np.int64)).all())
-
-
 def check_structure(index: RepoIndex) -> None:
     """Every live file has its structure with well-formed symbols; call edges stay inside it.
     (The arrays themselves were checked as they were read: check_file_arrays.)"""
-    syntaxes = []
     for file_id, record in enumerate(index.files):
         if record is None:
             continue
         syntax, fragments = index.syntax[file_id], index.file_fragments[file_id]
         require(syntax is not None and fragments is not None, f"{record.path} has no structure")
         assert syntax is not None
-        syntaxes.append(syntax)
-    if not _symbols_well_formed(syntaxes):
-        for syntax in syntaxes:  # which file: its own message
-            check_symbols(syntax)
-        require(False, "a file's symbols are of the wrong shape")
+        check_symbols(syntax)
     n_files = len(index.files)
     # Nodes per file, 0 for a file without structure: a call edge into one points past the end.
     node_counts = np.asarray([0 if s is None else s.n_nodes for s in index.syntax], dtype=np.int64)

@@ -1,7 +1,6 @@
-"""The structure check of a loaded index (repomem.index.integrity): every file's symbols checked
-together in a few C-level passes says what checking them file by file says, on well-formed
-symbols and on each way they can be damaged; every file's call edges, checked as one array, are
-refused for each kind of damage."""
+"""The structure check of a loaded index (repomem.index.integrity.check_structure): well-formed
+symbols and call edges pass; each way a file's symbols can be damaged is refused, and so is each
+kind of damaged call edge (every file's edges are checked as one array)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from repomem.index.integrity import IndexDamage, _symbols_well_formed, check_structure, check_symbols
+from repomem.index.integrity import IndexDamage, check_structure
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
 
 NO_CALLS = CallSites()
@@ -32,13 +31,13 @@ GOOD = [
 ]
 
 
-def _file_by_file(syntaxes) -> bool:
-    try:
-        for syntax in syntaxes:
-            check_symbols(syntax)
-    except IndexDamage:
-        return False
-    return True
+def _index(calls: dict, syntaxes=None) -> SimpleNamespace:
+    """What check_structure reads of a RepoIndex: files (a.py and b.py unless given), their
+    structure and call edges."""
+    syntaxes = GOOD[:2] if syntaxes is None else syntaxes
+    records = [SimpleNamespace(path=syntax.path) for syntax in syntaxes]
+    return SimpleNamespace(files=records, syntax=list(syntaxes), file_fragments=[object() for _ in syntaxes],
+                           calls=calls)
 
 
 def _with(index: int, **changes) -> list[FileSyntax]:
@@ -66,22 +65,15 @@ DAMAGED = {
 }
 
 
-def test_well_formed_symbols_pass_both_ways():
-    assert _symbols_well_formed(GOOD) and _file_by_file(GOOD)
-    assert _symbols_well_formed([]) and _symbols_well_formed([GOOD[2]])
+def test_well_formed_symbols_pass():
+    check_structure(_index({}, GOOD))
+    check_structure(_index({}, []))
 
 
 @pytest.mark.parametrize("damage", DAMAGED)
-def test_each_damage_is_found_together_as_file_by_file(damage):
-    files = DAMAGED[damage]
-    assert not _file_by_file(files)
-    assert not _symbols_well_formed(files)
-
-
-def _index(calls: dict) -> SimpleNamespace:
-    """What check_structure reads of a RepoIndex: two files, their structure and call edges."""
-    records = [SimpleNamespace(path="a.py"), SimpleNamespace(path="b.py")]
-    return SimpleNamespace(files=records, syntax=[GOOD[0], GOOD[1]], file_fragments=[object(), object()], calls=calls)
+def test_each_damaged_symbol_is_refused(damage):
+    with pytest.raises(IndexDamage):
+        check_structure(_index({}, DAMAGED[damage]))
 
 
 # Rows (file, node, target file, target node, hops): a.py has 6 nodes, b.py 3.
