@@ -304,6 +304,13 @@ class OpenAIBackend:
                         if stopped is not None:
                             finish = stopped
                             break
+                    if not finish and not pieces and "logprobs" in payload:
+                        # llama-cpp-python's server started with --logits_all False answers a
+                        # streamed request for them with 200 and an empty stream (its error
+                        # comes after the status): the same refusal, the same retry.
+                        self._asks_logprobs = False
+                        del payload["logprobs"]
+                        continue
                 break
             except _OversizedLine:
                 return Failure(FailureKind.BAD_RESPONSE,

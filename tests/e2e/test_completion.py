@@ -131,8 +131,8 @@ def test_garbage_and_slow_servers_are_failures():
         server.shutdown()
 
 
-def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_report):
-    url, _ = llama_server
+def test_openai_backend_against_a_real_server(llama_server_with_logprobs, llama, shop_with_report):
+    url, _ = llama_server_with_logprobs
     backend = OpenAIBackend.connect(url)
     assert not isinstance(backend, Failure)
     text = "def compute_tax(amount_cents: int, tax_class: str) -> int:"
@@ -163,8 +163,8 @@ def test_openai_backend_against_a_real_server(llama_server, llama, shop_with_rep
     assert data["completion"].startswith("compute_tax(")
 
 
-def test_server_going_away_is_a_failure_not_a_hang(llama_server):
-    url, process = llama_server
+def test_server_going_away_is_a_failure_not_a_hang(llama_server_with_logprobs):
+    url, process = llama_server_with_logprobs
     backend = OpenAIBackend.connect(url)
     assert not isinstance(backend, Failure)
     process.kill()

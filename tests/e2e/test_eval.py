@@ -397,7 +397,7 @@ def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchma
     pass as the prompt it second-guesses: one answering pass completes the run."""
     base, repos = shop_benchmark
     common = ("--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"), "--repos", str(repos),
-              "--strategies", "vanilla,fragrel", "--alphas", "0", "--max-new-tokens", "12", "--prompt-tokens", "256")
+              "--strategies", "vanilla,fragrel", "--alphas", "0", "--max-new-tokens", "12", "--prompt-tokens", "128")
     direct = tmp_path / "direct.jsonl"
     assert _repomem("eval", "run", *common, "--results", str(direct)).returncode == 0
     results, store, requests = tmp_path / "results.jsonl", tmp_path / "store.jsonl", tmp_path / "requests.jsonl"
@@ -465,7 +465,7 @@ def test_workers_and_several_endpoints_write_the_same_records(shop_benchmark: tu
     url, _ = llama_server
     common = ["eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
               "--repos", str(repos), "--strategies", "vanilla,fragrel", "--max-new-tokens", "6",
-              "--prompt-tokens", "256", "--set", "model.endpoint_logprobs=false"]
+              "--prompt-tokens", "128", "--set", "model.endpoint_logprobs=false"]
     runs = {}
     for workers, endpoints in ((1, [url]), (3, [url, url])):
         results = base / f"workers-{workers}.jsonl"

@@ -135,13 +135,13 @@ def test_the_vocabulary_holds_every_tokens_bytes_long_ones_included(llama):
 
 
 def test_a_long_prompt_evaluated_in_chunks_can_be_stopped_between_them_and_answers_the_same(child):
-    # ~540 tokens of code, none of it in the child's cache.
+    # ~330 tokens of code, none of it in the child's cache.
     body = "".join(f"def helper_{i}(value):\n    total = value * {i} + {i * 7}\n    return total - {i}\n\n"
-                   for i in range(20))
+                   for i in range(12))
     prompt = body + "def helper_total(value):\n    return"
     whole = child.generate(_request(prompt + "  "))  # the same answer, evaluated in one piece
     child.generate(_request("# something else entirely\n"))  # the cache no longer holds it
-    child.prefill_chunk_tokens = 128
+    child.prefill_chunk_tokens = 64
     try:
         chunked = child.generate(GenerationRequest(prompt=prompt + "  ", max_tokens=12, stop=("\n",),
                                                    deadline_s=120, cancel=lambda: False))
@@ -155,8 +155,8 @@ def test_a_long_prompt_evaluated_in_chunks_can_be_stopped_between_them_and_answe
     finally:
         child.prefill_chunk_tokens = 0
     assert not isinstance(stopped, Failure) and stopped.finish_reason == "cancelled" and stopped.text == ""
-    # Stopped at the first chunk boundary after 0.5 s: a chunk is ~128 tokens, ~1.3 s on two cores
-    # (the whole cold prompt takes ~5 s at ~10 ms a token).
+    # Stopped at the first chunk boundary after 0.5 s: a chunk is 64 tokens, ~0.65 s on two cores
+    # (the whole cold prompt takes ~3.3 s at ~10 ms a token).
     assert elapsed < whole.seconds * 0.6, (elapsed, whole.seconds)
 
 

@@ -206,15 +206,29 @@ class _NoLogprobs(_CutStream):
         if self.path.endswith("/v1/completions"):
             type(self).asked.append("logprobs" in body)
         if "logprobs" in body:
-            self.send_response(400)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.refuse()
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         chunk = {"choices": [{"text": "return a", "finish_reason": "stop"}]}
         self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+
+    def refuse(self):
+        self.send_response(400)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class _NoLogprobsEmptyStream(_NoLogprobs):
+    """llama-cpp-python's server started with --logits_all False: a streamed request for
+    log-probabilities gets 200 and a stream that ends at once (its error is raised after the status)."""
+
+    def refuse(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
 
 class _WithLogprobs(_CutStream):
@@ -252,6 +266,16 @@ def test_log_probabilities_are_averaged_per_token_and_a_server_refusing_them_is_
         server.shutdown()
     assert first.text == second.text == "return a" and first.mean_logprob is None
     assert _NoLogprobs.asked == [True, False, False]  # refused once, then never asked again
+    _NoLogprobs.asked = []
+    server, url = serve_http(_NoLogprobsEmptyStream)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        answers = [backend.generate(_request(prompt, max_tokens=8)) for prompt in ("x", "y")]
+        backend.close()
+    finally:
+        server.shutdown()
+    assert [a.text for a in answers] == ["return a", "return a"], answers
+    assert _NoLogprobs.asked == [True, False, False]
 
 
 def test_endpoint_logprobs_off_never_asks_for_them():

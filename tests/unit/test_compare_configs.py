@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from repomem.evaluation.run import RESULTS_VERSION
+from tests.script_run import run_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_configs.py"
 
@@ -20,10 +20,8 @@ def _record(task: int, strategy: str, alpha: float, em: bool) -> dict:
 
 
 def _compare(results: Path, *configs: str, out: Path | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(SCRIPT), *(f"--config={c.replace('FILE', str(results))}" for c in configs)]
-    if out is not None:
-        command += ["--out", str(out)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    arguments = [f"--config={c.replace('FILE', str(results))}" for c in configs]
+    return run_script(SCRIPT, *arguments, *(["--out", str(out)] if out is not None else []))
 
 
 def test_one_alpha_is_named_and_an_ambiguous_choice_is_refused(tmp_path):

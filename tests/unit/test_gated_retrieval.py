@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.script_run import run_script
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
@@ -69,14 +70,13 @@ def test_the_draft_is_shown_when_sure_and_the_surer_answer_otherwise(tmp_path: P
 
 def test_the_command_line_refuses_a_missing_file_and_an_untuned_set_in_one_line(tmp_path: Path):
     draft, own, second = _files(tmp_path, ("other",))
-    script = str(EXPERIMENTS / "gated_retrieval.py")
+    script = EXPERIMENTS / "gated_retrieval.py"
     for args in (["--draft", str(tmp_path / "none.jsonl"), "--retrieving", str(own), "--second", str(second)],
                  ["--draft", str(draft), "--retrieving", str(own), "--second", str(second)],
                  ["--draft", str(draft), "--retrieving", str(own), "--second", str(second), "--strategy", "bm25"]):
-        run = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, cwd=EXPERIMENTS)
+        run = run_script(script, *args, cwd=EXPERIMENTS)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.strip().splitlines()[-1].startswith("gated_retrieval.py: error:")
-    ok = subprocess.run([sys.executable, script, "--draft", str(draft), "--retrieving", str(own), "--second",
-                         str(second), "--threshold", "-0.05", "--plot", str(tmp_path / "gate.png")],
-                        capture_output=True, text=True, cwd=EXPERIMENTS)
+    ok = run_script(script, "--draft", str(draft), "--retrieving", str(own), "--second", str(second),
+                    "--threshold", "-0.05", "--plot", str(tmp_path / "gate.png"), cwd=EXPERIMENTS)
     assert ok.returncode == 0 and "given, not tuned" in ok.stdout and (tmp_path / "gate.png").stat().st_size > 0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.script_run import run_script
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
@@ -55,10 +56,8 @@ def test_the_command_line_refuses_a_missing_file_and_an_untuned_set_in_one_line(
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in _records("other")), encoding="utf-8")
     for args in ([str(tmp_path / "none.jsonl")], [str(records)], [str(records), "--first", "bm25"]):
-        run = subprocess.run([sys.executable, str(EXPERIMENTS / "gated_second_opinion.py"), *args],
-                             capture_output=True, text=True, cwd=EXPERIMENTS)
+        run = run_script(EXPERIMENTS / "gated_second_opinion.py", *args, cwd=EXPERIMENTS)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.strip().splitlines()[-1].startswith("gated_second_opinion.py: error:")
-    ok = subprocess.run([sys.executable, str(EXPERIMENTS / "gated_second_opinion.py"), str(records),
-                         "--threshold", "-0.05"], capture_output=True, text=True, cwd=EXPERIMENTS)
+    ok = run_script(EXPERIMENTS / "gated_second_opinion.py", str(records), "--threshold", "-0.05", cwd=EXPERIMENTS)
     assert ok.returncode == 0 and "| line | other | 3 | 33% |" in ok.stdout

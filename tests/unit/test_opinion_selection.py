@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import lzma
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.script_run import run_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "opinion_selection.py"
 
@@ -60,14 +61,12 @@ def test_reads_xz_and_refuses_an_opinion_it_has_no_records_of(tmp_path):
     path = tmp_path / "records.jsonl.xz"
     with lzma.open(path, "wt", encoding="utf-8") as handle:
         handle.writelines(json.dumps(r) + "\n" for r in _records())
-    run = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0.5,infile",
-                          "--out", str(tmp_path / "t.md"), "--plot", str(tmp_path / "t.png")],
-                         capture_output=True, text=True, timeout=120)
+    run = run_script(SCRIPT, str(path), "--sets", "fragrel@0.5,infile", "--out", str(tmp_path / "t.md"),
+                     "--plot", str(tmp_path / "t.png"))
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| fragrel@0.5 + infile | 50.0 |" in (tmp_path / "t.md").read_text()
-    unknown = subprocess.run([sys.executable, str(SCRIPT), str(path), "--sets", "fragrel@0,infile"],
-                             capture_output=True, text=True, timeout=120)
+    unknown = run_script(SCRIPT, str(path), "--sets", "fragrel@0,infile")
     assert unknown.returncode == 2 and "no records of fragrel@0 (these have: fragrel@0.5" in unknown.stderr
     assert "Traceback" not in unknown.stderr
 

@@ -125,6 +125,7 @@ def test_config_change_means_rebuild(synthetic_repo):
 
 
 WRITER = textwrap.dedent("""
+    import os
     import sys
     from pathlib import Path
     from repomem.config import Config
@@ -132,13 +133,19 @@ WRITER = textwrap.dedent("""
     from repomem.index.snapshot_load import load_index
     from repomem.index.snapshot_save import save_index
     root = Path(sys.argv[1])
-    index = load_index(root, Config())
-    index.ensure_structure()
-    print("ready", flush=True)
-    while True:
-        index.generation += 1
-        index.base_id = ""  # force a full rewrite of every file: the longest window to be killed in
-        save_index(index, index_dir(root, Config()), None)
+    # One writer a line read: a child forked from this process (imported once), killed by the test.
+    for _ in sys.stdin:
+        writer = os.fork()
+        if writer == 0:
+            index = load_index(root, Config())
+            index.ensure_structure()
+            print("ready", os.getpid(), flush=True)
+            while True:
+                index.generation += 1
+                index.base_id = ""  # force a full rewrite of every file: the longest window to be killed in
+                save_index(index, index_dir(root, Config()), None)
+        os.waitpid(writer, 0)
+        print("gone", flush=True)
 """)
 
 
@@ -149,16 +156,24 @@ def test_killed_writer_leaves_a_loadable_index(tmp_path):
     rng = random.Random(7)
     directory = index_dir(root, Config())
     interrupted_writes = 0
-    for attempt in range(8):
-        process = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE, text=True)
-        assert process.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.6))
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-        interrupted_writes += bool(list(directory.glob("tmp-*")))
-        loaded = load_index(root, Config())
-        assert isinstance(loaded, RepoIndex), f"attempt {attempt}: {loaded}"
-        assert ranked(loaded) == expected
+    writers = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        for attempt in range(8):
+            writers.stdin.write("\n")
+            writers.stdin.flush()
+            said, pid = writers.stdout.readline().split()
+            assert said == "ready"
+            time.sleep(rng.uniform(0.05, 0.6))
+            os.kill(int(pid), signal.SIGKILL)
+            assert writers.stdout.readline().strip() == "gone"
+            interrupted_writes += bool(list(directory.glob("tmp-*")))
+            loaded = load_index(root, Config())
+            assert isinstance(loaded, RepoIndex), f"attempt {attempt}: {loaded}"
+            assert ranked(loaded) == expected
+    finally:
+        writers.kill()
+        writers.wait(timeout=30)
     # Evidence that kills landed mid-write: half-written snapshot folders were left behind.
     assert interrupted_writes >= 2
     (root / "lib/part0/mod0.py").write_text("def changed():\n    return 0\n", encoding="utf-8")
