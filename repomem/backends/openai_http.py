@@ -19,6 +19,7 @@ import httpx
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
+from repomem.backends.http_sockets import ShuttableClient
 from repomem.backends.templates import template_for
 from repomem.failures import Failure, FailureKind
 
@@ -70,6 +71,10 @@ def _sse_lines(response: httpx.Response, deadline: float) -> Iterator[str | None
         yield pending.decode("utf-8", "replace")
 
 
+def _stopped(endpoint: str) -> Failure:
+    return Failure(FailureKind.BACKEND_INTERRUPTED, f"the call to {endpoint} was stopped: the session ended")
+
+
 def model_label(model: str, endpoint: str) -> str:
     """The backend's name in results: the served model, not the URL, so shards run against
     several servers of one model are one group in a report. A model id that is a file path (how
@@ -90,11 +95,13 @@ class OpenAIBackend:
         self.endpoint = endpoint.rstrip("/")
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=httpx.Timeout(30.0, connect=connect_timeout_s), headers=self._headers)
+        self._shuttable = ShuttableClient(timeout=httpx.Timeout(30.0, connect=connect_timeout_s), headers=self._headers)
+        self._client = self._shuttable.client
         self._retries = retries
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()  # guards _counts: evaluation workers share one backend
         self._gone = threading.Event()  # the server is gone for good (give_up): no waits between retries
+        self._killed = threading.Event()  # the session ended (kill): no call tries again
         # "/tokenize" (vLLM, {"prompt"}), else a route taking {"input"} ("/extras/tokenize" of
         # llama-cpp-python's server); found at the first count unless given.
         self._tokenize_path: str | None = tokenize_path or None
@@ -164,6 +171,8 @@ class OpenAIBackend:
             remaining = deadline_s - (time.perf_counter() - started)
             if remaining <= 0:
                 break
+            if self._killed.is_set():
+                return _stopped(self.endpoint)
             try:
                 with self._client.stream(method, self.endpoint + path, json=payload,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
@@ -251,6 +260,8 @@ class OpenAIBackend:
             if remaining <= 0:
                 return Failure(FailureKind.BACKEND_TIMEOUT,
                                f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
+            if self._killed.is_set():
+                return _stopped(self.endpoint)
             try:
                 with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
@@ -304,7 +315,8 @@ class OpenAIBackend:
                         if stopped is not None:
                             finish = stopped
                             break
-                    if not finish and not pieces and "logprobs" in payload:
+                    if not finish and not pieces and "logprobs" in payload and not self._killed.is_set() \
+                            and self._refuses_logprobs(deadline):
                         # llama-cpp-python's server started with --logits_all False answers a
                         # streamed request for them with 200 and an empty stream (its error
                         # comes after the status): the same refusal, the same retry.
@@ -329,6 +341,8 @@ class OpenAIBackend:
                 self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
         else:
             return Failure(FailureKind.BACKEND_UNREACHABLE, last or f"cannot reach {self.endpoint}")
+        if self._killed.is_set() and not finish:
+            return _stopped(self.endpoint)
         if not finish:
             return Failure(FailureKind.BACKEND_INTERRUPTED,
                            f"{self.endpoint} ended the answer without a finish reason (a "
@@ -346,10 +360,28 @@ class OpenAIBackend:
             finish_reason=finish, seconds=time.perf_counter() - started, mean_logprob=mean_of(logprobs),
         )
 
+    def _refuses_logprobs(self, deadline: float) -> bool:
+        """Whether the server refuses log-probabilities, asked without streaming, where a refusal
+        is a status (a stream that ended empty may also be a request the server interrupted)."""
+        payload = {"model": self.model, "prompt": "\n", "max_tokens": 1, "temperature": 0.0, "logprobs": 0}
+        try:
+            answer = self._client.post(self.endpoint + "/v1/completions", json=payload,
+                                       timeout=httpx.Timeout(max(deadline - time.perf_counter(), 0.1), connect=3.0))
+        except httpx.HTTPError:
+            return False
+        return answer.status_code in (400, 422, 500)
+
     def give_up(self) -> None:
         """From any thread: the server is gone for good (its process was killed), so calls in
         progress fail at once instead of waiting between their retries."""
         self._gone.set()
+
+    def kill(self) -> None:
+        """From any thread, when the session ends: no call tries again, and one waiting on the
+        server returns now with a failure (its connection is shut; over TLS, at its deadline)."""
+        self._killed.set()
+        self._gone.set()
+        self._shuttable.shut()
 
     def close(self) -> None:
         self._client.close()

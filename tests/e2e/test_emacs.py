@@ -100,11 +100,13 @@ class TreeWatcher(threading.Thread):
             self.stop.wait(0.25)
 
     def note(self, found: dict[tuple[int, int], str]) -> None:
-        """Add processes found below the editor. One that has exited but is not yet reaped has an
+        """Add processes found below the editor, each under its latest command line: one seen
+        between its fork and its exec still shows its parent's (VS Code's extension host forks
+        itself, then becomes `repomem serve`). One that has exited but is not yet reaped has an
         empty command line: the one read while it ran is kept (the server now exits within a
         second of `exit`, so a late look often finds it so)."""
         for process, command in found.items():
-            if not self.seen.get(process):
+            if command or process not in self.seen:
                 self.seen[process] = command
 
 

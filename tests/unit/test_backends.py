@@ -206,7 +206,7 @@ class _NoLogprobs(_CutStream):
         if self.path.endswith("/v1/completions"):
             type(self).asked.append("logprobs" in body)
         if "logprobs" in body:
-            self.refuse()
+            self.refuse(body)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -214,7 +214,7 @@ class _NoLogprobs(_CutStream):
         chunk = {"choices": [{"text": "return a", "finish_reason": "stop"}]}
         self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
 
-    def refuse(self):
+    def refuse(self, body: dict):
         self.send_response(400)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -224,7 +224,9 @@ class _NoLogprobsEmptyStream(_NoLogprobs):
     """llama-cpp-python's server started with --logits_all False: a streamed request for
     log-probabilities gets 200 and a stream that ends at once (its error is raised after the status)."""
 
-    def refuse(self):
+    def refuse(self, body: dict):
+        if not body.get("stream"):
+            return super().refuse(body)  # asked plainly, the refusal is a status (HTTP 500 there)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", "0")
@@ -275,7 +277,7 @@ def test_log_probabilities_are_averaged_per_token_and_a_server_refusing_them_is_
     finally:
         server.shutdown()
     assert [a.text for a in answers] == ["return a", "return a"], answers
-    assert _NoLogprobs.asked == [True, False, False]
+    assert _NoLogprobs.asked == [True, True, False, False]  # streamed, asked plainly (refused), never again
 
 
 def test_endpoint_logprobs_off_never_asks_for_them():
@@ -541,3 +543,58 @@ def test_only_llama_cpp_pythons_server_is_told_to_decode_greedily(owner):
         assert {k: payload[k] for k in GREEDY_SAMPLING} == GREEDY_SAMPLING
     else:
         assert not set(GREEDY_SAMPLING) & set(payload)
+
+
+class _Hangs(http.server.BaseHTTPRequestHandler):
+    """Lists a model, then holds every completion for 30 s: before its status line, or (`streams`)
+    after the status and one chunk (a loaded GPU server, a stalled stream)."""
+
+    streams = False
+    release = threading.Event()
+
+    def do_GET(self):  # noqa: N802
+        answer_json(self, {"data": [{"id": "m"}]})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if type(self).streams:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b'data: {"choices": [{"text": "re", "finish_reason": null}]}\n\n')
+            self.wfile.flush()
+        self.release.wait(30)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("streams", [False, True], ids=["before-the-status", "mid-stream"])
+def test_kill_ends_a_call_waiting_on_the_server_at_once(streams: bool):
+    """The language server's shutdown kills the backend: a call waiting on a server that does not
+    answer returns at once with a failure (it waited for its deadline, here 20 s), and nothing
+    is tried again after it."""
+    _Hangs.streams = streams
+    _Hangs.release.clear()
+    server, url = serve_http(_Hangs)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        answers: list = []
+        call = threading.Thread(target=lambda: answers.append(
+            backend.generate(GenerationRequest("x", 8, [], 20.0))))
+        call.start()
+        time.sleep(0.5)  # the request is at the server
+        killed = time.perf_counter()
+        backend.kill()
+        call.join(timeout=10)
+        waited = time.perf_counter() - killed
+        assert not call.is_alive() and waited < 1.0, waited
+        (answer,) = answers
+        assert isinstance(answer, Failure) and answer.kind == "backend-interrupted", answer
+        assert "session ended" in answer.message
+        again = backend.generate(GenerationRequest("y", 8, [], 20.0))
+        assert isinstance(again, Failure) and "session ended" in again.message
+        backend.close()
+    finally:
+        _Hangs.release.set()
+        server.shutdown()

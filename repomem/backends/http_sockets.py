@@ -1,0 +1,58 @@
+"""An httpx client whose calls in flight another thread can end at once.
+
+Closing a socket does not wake a thread blocked reading it; shutting it down does (the read
+returns end of file at once). httpx offers no handle on its sockets, so its transport's connection
+pool is given httpcore's own network backend, wrapped to remember the TCP sockets it opens. Over
+TLS the socket read is the TLS layer's, which the shutdown does not reach: such a call still ends
+at its deadline. If httpx ever builds its pool differently, the client is a plain one and `shut`
+does nothing (tests/unit/test_backends.py notices).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import weakref
+from typing import Any
+
+import httpcore
+import httpx
+
+
+class _RememberedSockets(httpcore.SyncBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self._open: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        stream = super().connect_tcp(*args, **kwargs)
+        opened = stream.get_extra_info("socket")
+        if isinstance(opened, socket.socket):
+            with self._lock:
+                self._open.add(opened)
+        return stream
+
+    def shut(self) -> None:
+        with self._lock:
+            sockets = list(self._open)
+        for opened in sockets:
+            with contextlib.suppress(OSError):  # closed meanwhile, or never connected
+                opened.shutdown(socket.SHUT_RDWR)
+
+
+class ShuttableClient:
+    """`client`: an httpx.Client; `shut()`, from any thread: every read waiting on one of its
+    plain-TCP connections ends now (httpx raises a transport error in the calling thread)."""
+
+    def __init__(self, **client_options: Any) -> None:
+        self._sockets = _RememberedSockets()
+        transport = httpx.HTTPTransport()
+        pool = getattr(transport, "_pool", None)
+        if isinstance(pool, httpcore.ConnectionPool) and hasattr(pool, "_network_backend"):
+            pool._network_backend = self._sockets  # noqa: SLF001 - the one seam httpcore offers
+        self.client = httpx.Client(transport=transport, **client_options)
+
+    def shut(self) -> None:
+        self._sockets.shut()
