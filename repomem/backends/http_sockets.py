@@ -2,10 +2,10 @@
 
 Closing a socket does not wake a thread blocked reading it; shutting it down does (the read
 returns end of file at once). httpx offers no handle on its sockets, so its transport's connection
-pool is given httpcore's own network backend, wrapped to remember the TCP sockets it opens. Over
-TLS the socket read is the TLS layer's, which the shutdown does not reach: such a call still ends
-at its deadline. If httpx ever builds its pool differently, the client is a plain one and `shut`
-does nothing (tests/unit/test_backends.py notices).
+pool (httpcore's, with httpx's default limits) is given httpcore's own network backend, wrapped to
+remember the TCP sockets it opens. Over TLS the socket read is the TLS layer's, which the shutdown
+does not reach: such a call still ends at its deadline (tests/unit/test_backends.py times a plain
+one).
 """
 
 from __future__ import annotations
@@ -42,17 +42,26 @@ class _RememberedSockets(httpcore.SyncBackend):
                 opened.shutdown(socket.SHUT_RDWR)
 
 
+class _Transport(httpx.HTTPTransport):
+    """httpx's own transport (its defaults), its connection pool given the remembering backend."""
+
+    def __init__(self, sockets: _RememberedSockets) -> None:
+        super().__init__()
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+            network_backend=sockets)
+
+
 class ShuttableClient:
     """`client`: an httpx.Client; `shut()`, from any thread: every read waiting on one of its
-    plain-TCP connections ends now (httpx raises a transport error in the calling thread)."""
+    plain-TCP connections ends now (httpx raises a transport error in the calling thread, or the
+    stream ends)."""
 
     def __init__(self, **client_options: Any) -> None:
         self._sockets = _RememberedSockets()
-        transport = httpx.HTTPTransport()
-        pool = getattr(transport, "_pool", None)
-        if isinstance(pool, httpcore.ConnectionPool) and hasattr(pool, "_network_backend"):
-            pool._network_backend = self._sockets  # noqa: SLF001 - the one seam httpcore offers
-        self.client = httpx.Client(transport=transport, **client_options)
+        self.client = httpx.Client(transport=_Transport(self._sockets), **client_options)
 
     def shut(self) -> None:
         self._sockets.shut()

@@ -364,12 +364,16 @@ class OpenAIBackend:
         """Whether the server refuses log-probabilities, asked without streaming, where a refusal
         is a status (a stream that ended empty may also be a request the server interrupted)."""
         payload = {"model": self.model, "prompt": "\n", "max_tokens": 1, "temperature": 0.0, "logprobs": 0}
-        try:
-            answer = self._client.post(self.endpoint + "/v1/completions", json=payload,
-                                       timeout=httpx.Timeout(max(deadline - time.perf_counter(), 0.1), connect=3.0))
-        except httpx.HTTPError:
-            return False
-        return answer.status_code in (400, 422, 500)
+        for _ in range(2):  # the first may take the connection the server closed after its error
+            try:
+                answer = self._client.post(self.endpoint + "/v1/completions", json=payload, timeout=httpx.Timeout(
+                    max(deadline - time.perf_counter(), 0.1), connect=3.0))
+            except httpx.TransportError:
+                continue
+            except httpx.HTTPError:
+                return False
+            return answer.status_code in (400, 422, 500)
+        return False
 
     def give_up(self) -> None:
         """From any thread: the server is gone for good (its process was killed), so calls in

@@ -183,6 +183,12 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--max-tokens must be at least 1"))
     service, cursor = _cursor_from_args(args, err)
+    window, served = service.config.model.context_tokens, args.endpoint or service.config.model.endpoint
+    if args.max_tokens is not None and args.max_tokens >= window and not served:
+        # No prompt fits beside them in a window of the model this process opens: said before it
+        # starts (seconds), not at its first generation.
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--max-tokens {args.max_tokens} exceeds the model window "
+                                                        f"of {window} tokens (model.context_tokens)"))
     from repomem.cli.service_setup import embed_windows, ensure_index
     from repomem.completion.engine import CompletionEngine
     from repomem.records import JSON_VERSION, fragment_record

@@ -294,7 +294,7 @@ def cli_results(request, shop: Path, garbage_server: str) -> tuple[int, dict[str
     values = {"repo": str(shop), "port": str(free_port()), "garbage": garbage_server}
     selected = {item.callspec.params["kind"] for item in request.session.items
                 if item.originalname == "test_cli_bad_input"}
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(2) as pool:
         running = {kind: pool.submit(run, *[a.format(**values) for a in arguments])
                    for kind, arguments, _, _ in CLI_CASES if kind in selected}
         return before, {kind: future.result() for kind, future in running.items()}

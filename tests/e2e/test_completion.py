@@ -131,7 +131,7 @@ def test_garbage_and_slow_servers_are_failures():
         server.shutdown()
 
 
-def test_openai_backend_against_a_real_server(llama_server_with_logprobs, llama, shop_with_report):
+def test_openai_backend_against_a_real_server(llama_server_with_logprobs, llama, shop_with_report, tmp_path):
     url, _ = llama_server_with_logprobs
     backend = OpenAIBackend.connect(url)
     assert not isinstance(backend, Failure)
@@ -151,11 +151,18 @@ def test_openai_backend_against_a_real_server(llama_server_with_logprobs, llama,
     assert again.mean_logprob == pytest.approx(generation.mean_logprob, abs=0.01)  # its prompt cache: other batches
     # Greedy as the in-process model, though the server's own default repeat penalty (1.1) would
     # end this run of zeros early: the client tells a llama-cpp-python server to decode greedily.
+    # (Without log-probabilities: llama-cpp-python's server sorts the vocabulary for each token's,
+    # ~0.25 s a token here.)
+    plain = OpenAIBackend.connect(url, asks_logprobs=False)
     zeros = GenerationRequest("def pad(values):\n    return [0, 0, 0, 0, 0, 0, 0,", 16, ["\n"], 60.0)
-    from_server, from_process = backend.generate(zeros), llama.generate(zeros)
+    from_server, from_process = plain.generate(zeros), llama.generate(zeros)
     assert from_server.text == from_process.text and from_server.text.startswith(" 0, 0, 0, 0, 0,")
     backend.close()
-    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
+    plain.close()
+    settings = tmp_path / "config.toml"
+    settings.write_text("[model]\nendpoint_logprobs = false\n")
+    environment = {k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"} | {"REPOMEM_CONFIG": str(settings)}
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json", env=environment)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     # results name the model the server serves, not its URL (eval report groups shards by model)

@@ -434,7 +434,7 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     results = base / "interrupted.jsonl"
     command = [sys.executable, "-m", "repomem", "eval", "run", "--tasks", str(base / "line.jsonl"),
                "--tasks", str(base / "api.jsonl"), "--repos", str(repos), "--results", str(results),
-               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "48", "--prompt-tokens", "256"]
+               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "24", "--prompt-tokens", "256"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 3):
