@@ -61,11 +61,14 @@ def _identity(path: str) -> list[int] | None:
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
-def _settings_key(config: ScanConfig) -> str:
-    """The settings and code that judge names, and the environment git reads its rules from."""
+def _settings_key(config: ScanConfig, root: Path) -> str:
+    """The settings and code that judge names, the environment git reads its rules from, and the
+    tree's own path: the folders watched are named by absolute path, so a copy of the tree with
+    its index folder inside (`cp -a`, a restored backup) would otherwise watch the original's
+    folders and never see a file added to the copy."""
     environment = sorted((name, value) for name, value in os.environ.items()
                          if name.startswith("GIT_") or name in ("HOME", "XDG_CONFIG_HOME"))
-    text = repr((MEMO_VERSION, builder_digest(), config, environment))
+    text = repr((MEMO_VERSION, builder_digest(), config, environment, os.path.abspath(root)))
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -272,7 +275,7 @@ def listed_names(root: Path, config: ScanConfig, memo_folder: Path | None) -> Na
     if memo_folder is None:
         return _list_names(root, config)[0]
     memo = memo_folder / MEMO
-    key = _settings_key(config)
+    key = _settings_key(config, root)
     # git's answer only serves a memo with git's entries of enough files; asked first, it comes
     # while the memo is read and checked.
     try:  # each kept file takes at least 25 bytes of a memo with git's entries (a name, 2 + 16 packed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -184,3 +185,19 @@ def test_no_memo_outside_a_folder_repomem_made(tmp_path: Path):
     (memo_folder / MARKER).unlink()
     _scan(root, memo_folder)
     assert not (memo_folder / MEMO).exists()
+
+
+def test_a_copy_of_the_tree_with_its_index_folder_lists_its_own_files(repo):
+    """`cp -a` of a repository whose index folder is inside it: the memo copied along named the
+    original's folders, all as recorded, so a file added to the copy was never listed."""
+    root, memo_folder, _ = repo
+    shutil.move(memo_folder, root / ".repomem")
+    _age(root)
+    _scan(root, root / ".repomem")
+    assert (root / ".repomem" / MEMO).is_file()
+    copy = root.parent / "copy"
+    shutil.copytree(root, copy, symlinks=True)  # times kept, folders' too
+    (copy / "app" / "added.py").write_text("def added():\n    return 6\n")
+    _age(copy)
+    assert "app/added.py" in {c.path for c in _scan(copy, copy / ".repomem")[0]}
+    assert _scan(copy, copy / ".repomem") == _from_nothing(copy)
