@@ -33,7 +33,7 @@ def hf(model_path: Path):
     backend.close()
 
 
-def _request(prompt: str, max_tokens: int = 12) -> GenerationRequest:
+def _request(prompt: str, max_tokens: int = 8) -> GenerationRequest:
     return GenerationRequest(prompt=prompt, max_tokens=max_tokens, stop=("\n\n", "<|endoftext|>"), deadline_s=300)
 
 
@@ -47,7 +47,7 @@ def test_counts_match_llama_cpp_and_batches_match_single_prompts(hf, llama):
     assert [s.text for s in single] == [b.text for b in batch]  # left padding changes nothing (float32)
     for answer in single:
         assert not isinstance(answer, Failure) and answer.text.strip()
-        assert "\n\n" not in answer.text and answer.completion_tokens <= 12
+        assert "\n\n" not in answer.text and answer.completion_tokens <= 8
         assert answer.finish_reason in ("stop", "length")
     short = hf.generate(_request(PROMPTS[0], max_tokens=3))
     assert short.completion_tokens == 3 and short.finish_reason == "length"
@@ -74,6 +74,8 @@ def test_a_forced_start_holds_its_own_row_of_a_batch(hf):
 @pytest.mark.slow
 def test_complete_with_the_hf_backend(model_path: Path, tmp_path: Path):
     repo = with_short_prompts(copy_example(tmp_path / "shop"))
+    # One generation (the file-only round's second costs ~4 s more with transformers on the CPU).
+    (repo / "repomem.toml").write_text((repo / "repomem.toml").read_text() + "[prompt]\nfile_only_round = false\n")
     result = run("complete", str(repo / "shop" / "report.py") + ":9", "--hf", str(model_path), timeout=900)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith("compute_tax("), result.stdout
