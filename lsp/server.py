@@ -692,8 +692,12 @@ def serve(tcp_port: int | None = None, socket_path: Path | None = None, token_fi
     server.model_ahead = model_ahead
     if tcp_port is None and socket_path is None:
         return exit_code_without_waiting(server, serve_stdio(server, protocol_stdin(), protocol_stdout()))
+    from repomem.config import load_config
     from repomem.lsp.listen import serve_socket, tcp_listener, unix_listener
 
+    # The listener's settings (server.auth_timeout_s, pending_clients) are the user's, read where
+    # the server starts (a repository cannot set them); the defaults were used whatever they said.
+    settings = load_config(Path.cwd(), "lsp")[0].server
     listener = tcp_listener(tcp_port, token_file) if tcp_port is not None else unix_listener(socket_path)
     return exit_code_without_waiting(server, serve_socket(listener, lambda stream, writer: run_session(
-        server, stream, writer)))
+        server, stream, writer), settings))

@@ -176,7 +176,6 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
             raise UserError(Failure(FailureKind.MISSING_RESULTS, f"{path}: {what}"))
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--out {args.out} is a file; name a folder for the report"))
-    from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars
     from repomem.evaluation.report import markdown, summarize
     from repomem.evaluation.run import read_results
 
@@ -189,6 +188,8 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
                                     "run`, or by another version)"))
         records.extend(read)
     report = ok(summarize(records, backend=args.backend))
+    from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars  # matplotlib: ~0.5 s
+
     target = Path(args.out)
     target.mkdir(parents=True, exist_ok=True)
     text = markdown(report, args.title)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lsp.server import SHUTDOWN_DRAIN_S
-from repomem.config import ServerConfig, load_config
+from repomem.config import load_config
 from repomem.failures import Failure
 from repomem.index.snapshot_load import load_index
 from tests.cli_process import alive, framed, free_port, model_children, read_framed
@@ -474,8 +474,11 @@ def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: P
     said nothing held the listener for 10 s, one sending a byte every few seconds for ever. Each
     client now authenticates on its own, within server.auth_timeout_s in all."""
     port = free_port()
+    auth_timeout_s = 2.0  # the user's setting (5 s by default): the test waits it out twice
+    settings = tmp_path / "settings.toml"
+    settings.write_text(f"[server]\nauth_timeout_s = {auth_timeout_s}\n")
     environment = {**{k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"},
-                   "XDG_CONFIG_HOME": str(tmp_path / "config")}
+                   "XDG_CONFIG_HOME": str(tmp_path / "config"), "REPOMEM_CONFIG": str(settings)}
     process = subprocess.Popen([sys.executable, "-m", "repomem", "serve", "--tcp", str(port)], cwd=workspace,
                                env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
@@ -523,12 +526,12 @@ def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: P
             assert answer is not None and "capabilities" in answer["result"], answer
             assert time.monotonic() - started < 3  # before: 10 s behind the silent one, then for ever
             for late in (silent, trickler):  # closed when their time is up
-                late.settimeout(ServerConfig().auth_timeout_s + 5)
+                late.settimeout(auth_timeout_s + 5)
                 try:
                     assert late.recv(1) == b""
                 except ConnectionResetError:
                     pass
-            assert time.monotonic() - connected < ServerConfig().auth_timeout_s + 3
+            assert time.monotonic() - connected < auth_timeout_s + 3
             editor.sendall(framed({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
             editor.sendall(framed({"jsonrpc": "2.0", "method": "exit"}))
             assert process.wait(timeout=60) == 0
