@@ -11,7 +11,9 @@ one).
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
+import ssl
 import threading
 import weakref
 from typing import Any
@@ -42,15 +44,21 @@ class _RememberedSockets(httpcore.SyncBackend):
                 opened.shutdown(socket.SHUT_RDWR)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's authorities, or SSL_CERT_FILE's), built once a process:
+    ~25 ms each, which every backend's client paid (and the transport below would pay twice)."""
+    return httpx.create_ssl_context()
+
+
 class _Transport(httpx.HTTPTransport):
     """httpx's own transport (its defaults), its connection pool given the remembering backend."""
 
     def __init__(self, sockets: _RememberedSockets) -> None:
-        super().__init__()
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+        context = _tls_context()
+        super().__init__(verify=context)
+        self._pool = httpcore.ConnectionPool(  # httpx.Limits' defaults
+            ssl_context=context, max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0,
             network_backend=sockets)
 
 
