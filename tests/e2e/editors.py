@@ -46,13 +46,21 @@ def matrix_rows(results: dict[str, dict], names: Sequence[str]) -> dict[str, dic
     return {name: results.get(name, {"ok": None, "details": "not run"}) for name in names}
 
 
+EDITOR_SUMMARIES = "editor_summaries"  # a worker's lines, sent to the controller with its output
+
+
 def print_summary(pytestconfig, editor: str, version: str, rows: dict[str, dict], **seconds: float | None) -> None:
-    """One line on the terminal, past pytest's capture: pass / FAIL / not run per check, and times."""
+    """One line on the terminal, past pytest's capture: pass / FAIL / not run per check, and times
+    (printed at the end of the run when the tests run in xdist workers)."""
     verdict = {True: "pass", False: "FAIL", None: "not run"}
     line = (f"{version}: " + " ".join(f"{name}={verdict[row['ok']]}" for name, row in rows.items())
             + "".join(f" {name}={rounded(value)}" for name, value in seconds.items()))
+    line = f"{editor} e2e: {line}"
+    if hasattr(pytestconfig, "workeroutput"):  # an xdist worker: the controller prints it (tests/conftest.py)
+        pytestconfig.workeroutput.setdefault(EDITOR_SUMMARIES, []).append(line)
+        return
     with pytestconfig.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-        print(f"\n{editor} e2e: {line}")
+        print(f"\n{line}")
 
 
 def wait_for(predicate: Callable[[], T], timeout_s: float, failure: Callable[[], str]) -> T:
