@@ -138,7 +138,7 @@ def symmetric_matrix_from_upper(upper: sp.csr_matrix) -> sp.csr_matrix:
         raise ValueError("W is not square")
     indptr, indices, data = symmetric_from_upper(upper.indptr, upper.indices, upper.data)
     if indptr[-1] <= np.iinfo(np.int32).max:  # scipy's choice: int32 indices while they fit
-        indptr, indices = indptr.astype(np.int32), indices.astype(np.int32)
+        indptr, indices = indptr.astype(np.int32), indices.astype(np.int32, copy=False)
     full = sp.csr_matrix(upper.shape, dtype=np.float64)
     full.indptr, full.indices, full.data = indptr, indices, data
     full.has_sorted_indices = True

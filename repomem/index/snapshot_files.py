@@ -17,10 +17,12 @@ import gzip
 import io
 import json
 import os
+import struct
 import time
 import zipfile
 import zlib
 from collections.abc import Iterable
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -107,27 +109,73 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
     return arrays_from(read_regular(path), path.name)
 
 
-def arrays_from(data: bytes, name: str) -> dict[str, np.ndarray]:
-    """`read_npz` of a file's bytes (read once: checked against the manifest's digest first)."""
-    stored: dict[str, np.ndarray] = {}
+def arrays_from(data: bytes, name: str, pool: Executor | None = None) -> dict[str, np.ndarray]:
+    """`read_npz` of a file's bytes (read once: checked against the manifest's digest first).
+
+    The members are inflated straight from `data` without zipfile's CRC-32 (the digest covers every
+    byte, and the CRCs were a tenth of a load) and, given a `pool`, several at once: zlib and numpy
+    release the GIL, so a load inflates on both cores (docs/measurements.md#index-load)."""
+    run = pool.map if pool is not None else map
+    view = memoryview(data)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            for member in archive.namelist():
-                with archive.open(member) as handle:
-                    stored[member.removesuffix(".npy")] = np.lib.format.read_array(handle, allow_pickle=False)
+            members = sorted(archive.infolist(), key=lambda info: -info.compress_size)  # the longest first
+        stored = dict(run(lambda info: (info.filename.removesuffix(".npy"), _member_array(view, info, name)), members))
     except zlib.error as error:
         raise zipfile.BadZipFile(f"{name}: {error}") from error
     entries = _read_codec(stored)
-    arrays: dict[str, np.ndarray] = {}
-    for name, (original, pointer_name) in entries.items():
-        if pointer_name is None:
-            arrays[name] = stored[name].astype(original, copy=False)
-    for name, (original, pointer_name) in entries.items():
-        if pointer_name is not None:
-            pointer = arrays[pointer_name]
-            check_row_pointer(pointer, stored[name].shape[0], name)
-            arrays[name] = undelta_by_row(stored[name], pointer, original)
+
+    def plain(item: tuple[str, tuple[np.dtype, str | None]]) -> tuple[str, np.ndarray]:
+        member, (original, _) = item
+        return member, _writable(stored[member].astype(original, copy=False))
+
+    def undeltaed(item: tuple[str, tuple[np.dtype, str | None]]) -> tuple[str, np.ndarray]:
+        member, (original, pointer_name) = item
+        pointer = arrays[pointer_name]
+        check_row_pointer(pointer, stored[member].shape[0], member)
+        return member, undelta_by_row(stored[member], pointer, original)
+
+    arrays = dict(run(plain, [item for item in entries.items() if item[1][1] is None]))
+    arrays.update(run(undeltaed, [item for item in entries.items() if item[1][1] is not None]))
     return arrays
+
+
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # a zip member's local file header (APPNOTE 4.3.7)
+
+
+def _member_array(view: memoryview, info: zipfile.ZipInfo, name: str) -> np.ndarray:
+    """One .npy member of a zip held in `view`, read-only over its inflated bytes (no copy)."""
+    header = _LOCAL_HEADER.unpack_from(view, info.header_offset)
+    if header[0] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"{name}: {info.filename} has no local header")
+    start = info.header_offset + _LOCAL_HEADER.size + header[-2] + header[-1]
+    raw = view[start:start + info.compress_size]
+    if info.compress_type == zipfile.ZIP_STORED:
+        payload: bytes | memoryview = raw
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        payload = zlib.decompress(raw, -15, max(info.file_size, 1))
+    else:
+        raise zipfile.BadZipFile(f"{name}: {info.filename} is compressed in a way this index never writes")
+    if len(payload) != info.file_size:
+        raise zipfile.BadZipFile(f"{name}: {info.filename} is not as long as its header says")
+    header_bytes = io.BytesIO(payload[:_NPY_HEADER_MAX])
+    version = np.lib.format.read_magic(header_bytes)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran_order, dtype = read_header(header_bytes)
+    if dtype.hasobject:
+        raise ValueError(f"{name}: {info.filename} holds objects")
+    count = int(np.prod(shape, dtype=np.int64))
+    array = np.frombuffer(payload, dtype=dtype, count=count, offset=header_bytes.tell())
+    return array.reshape(shape[::-1]).transpose() if fortran_order else array.reshape(shape)
+
+
+_NPY_HEADER_MAX = 65_536 + 12  # a version 2 header's longest (magic, length, dictionary)
+
+
+def _writable(array: np.ndarray) -> np.ndarray:
+    """`array`, copied where it still lies over the file's read-only bytes (the index updates some
+    arrays in place)."""
+    return array if array.flags.writeable else array.copy()
 
 
 def write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:

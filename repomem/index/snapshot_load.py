@@ -10,6 +10,7 @@ edges), needed only to update the index, is read on demand.
 from __future__ import annotations
 
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -40,26 +41,26 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         digests = manifest["digests"]
         # All of the snapshot's bytes are checked now, the lazily read structure's too
         # (docs/measurements.md#index-on-disk), so damage anywhere means a rebuild at load, not an
-        # error at the first edit.
-        contents = {name: verified_bytes(snapshot, name, digests) for name in ("base.npz", "delta.npz")}
-        for name in SNAPSHOT_FILES[2:]:
-            verified_bytes(snapshot, name, digests)
-        base, arrays = arrays_from(contents["base.npz"], "base.npz"), arrays_from(contents["delta.npz"], "delta.npz")
-        del contents
-        shape = tuple(int(v) for v in base["w_shape"].tolist())
-        upper = sp.csr_matrix((base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=shape)
-        check_compressed(upper, "W")
-        w_base = symmetric_matrix_from_upper(upper)
+        # error at the first edit. Two threads: hashing, inflating and W's kernel release the GIL,
+        # so the base file's members are inflated two at a time, then W is made symmetric and the
+        # structure hashed while this thread decodes the rest (docs/measurements.md#index-load).
+        with ThreadPoolExecutor(2, thread_name_prefix="repomem-load") as pool:
+            base = arrays_from(verified_bytes(snapshot, "base.npz", digests), "base.npz", pool)
+            symmetric = pool.submit(_symmetric_w, base)
+            structure_checked = pool.submit(_check_digests, snapshot, SNAPSHOT_FILES[2:], digests)
+            arrays = arrays_from(verified_bytes(snapshot, "delta.npz", digests), "delta.npz")
+            words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
+            vocabulary = dict(zip(words, range(len(words))))
+            if len(vocabulary) != len(words):
+                return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (a word is listed twice in the vocabulary)")
+            records = file_records(manifest["files"], int(arrays["live"].shape[0]))  # checked against the arrays
+            w_base = symmetric.result()
+            structure_checked.result()
         segments = segments_from("seg", base) + segments_from("dseg", arrays)
-        words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
-        vocabulary = {word: number for number, word in enumerate(words)}
-        if len(vocabulary) != len(words):
-            return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (a word is listed twice in the vocabulary)")
         live = arrays["live"]
         if live.dtype != np.bool_:
             return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (live is not a mask)")
         n = int(live.shape[0])
-        records = file_records(manifest["files"], n)  # checked against the arrays' fragment count
         rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"].astype(np.float64)
         check_offsets(np.asarray([0, rows.shape[0]]), 1, cols.shape[0], "W's updates")
         if rows.size and (int(min(rows.min(), cols.min())) < 0 or int(max(rows.max(), cols.max())) >= n):
@@ -104,6 +105,20 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     except Exception as error:  # zipfile.BadZipFile and other decoder errors of a torn file
         return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.__class__.__name__})")
     return index
+
+
+def _symmetric_w(base: dict[str, np.ndarray]) -> sp.csr_matrix:
+    """W whole (symmetric) from the triangle the base file stores."""
+    shape = tuple(int(v) for v in base["w_shape"].tolist())
+    upper = sp.csr_matrix((base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=shape)
+    check_compressed(upper, "W")
+    return symmetric_matrix_from_upper(upper)
+
+
+def _check_digests(snapshot: Path, names: tuple[str, ...], digests: dict[str, str]) -> None:
+    """ValueError unless each of `names` holds the bytes the sealed manifest names."""
+    for name in names:
+        verified_bytes(snapshot, name, digests)
 
 
 def _load_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]) -> None:
