@@ -22,7 +22,6 @@ def synthetic_repo(tmp_path: Path) -> Path:
     return write_repo(tmp_path / "synthetic", synthetic_files(9))
 
 
-
 # Two pytest-xdist workers (pyproject's addopts) and two tiers of different shape: the end-to-end
 # tests run one after another in one worker (each drives a llama.cpp generation over both cores or
 # an editor against wall-clock limits: two at once wait on each other's spinning threads), and the

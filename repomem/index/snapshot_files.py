@@ -121,7 +121,7 @@ def arrays_from(data: bytes, name: str, pool: Executor | None = None) -> dict[st
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = sorted(archive.infolist(), key=lambda info: -info.compress_size)  # the longest first
         stored = dict(run(lambda info: (info.filename.removesuffix(".npy"), _member_array(view, info, name)), members))
-    except zlib.error as error:
+    except (zlib.error, struct.error) as error:  # a torn deflate stream or a header cut short
         raise zipfile.BadZipFile(f"{name}: {error}") from error
     entries = _read_codec(stored)
 

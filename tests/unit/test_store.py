@@ -315,6 +315,30 @@ def test_array_codec_round_trip_is_exact(tmp_path):
         np.testing.assert_array_equal(stored["indices"][:3], [9, -7, 3])
 
 
+def test_arrays_read_on_a_pool_are_the_same_writable_and_a_damaged_member_header_is_a_bad_zip(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from repomem.index.snapshot_files import arrays_from
+
+    arrays = {"indptr": np.asarray([0, 2, 5], dtype=np.int64), "indices": np.asarray([1, 7, 0, 3, 9], dtype=np.int32),
+              "fortran": np.asfortranarray(np.arange(12, dtype=np.int16).reshape(3, 4)),
+              "rowsum": np.linspace(0, 1, 1000), "live": np.ones(5, dtype=bool)}
+    path = tmp_path / "arrays.npz"
+    write_npz(path, arrays, deltas={"indices": "indptr"}, stored=("rowsum",))
+    data = path.read_bytes()
+    with ThreadPoolExecutor(2) as pool:
+        for back in (arrays_from(data, "arrays.npz"), arrays_from(data, "arrays.npz", pool)):
+            assert back.keys() == arrays.keys()
+            for name, array in arrays.items():
+                assert back[name].dtype == array.dtype and back[name].flags.writeable, name
+                np.testing.assert_array_equal(back[name], array, err_msg=name)
+    with zipfile.ZipFile(path) as archive:
+        offset = archive.getinfo("indices.npy").header_offset
+    for damaged in (data[:offset] + b"PK\x00\x00" + data[offset + 4:], data[:offset + 10]):
+        with pytest.raises(zipfile.BadZipFile):
+            arrays_from(damaged, "arrays.npz")
+
+
 def test_the_saved_upper_triangle_is_scipys(tmp_path):
     import scipy.sparse as sp
 
