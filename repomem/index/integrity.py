@@ -73,6 +73,15 @@ def check_compressed(matrix: sp.spmatrix, name: str) -> None:
     _within(matrix.indices, 0, matrix.shape[1 - compressed_axis], f"{name}'s indices")
 
 
+def check_stored_w(upper: sp.csr_matrix) -> None:
+    """W's stored strict upper triangle: in bounds, weights finite in [0, 1]. The whole W is this
+    triangle and its mirror (snapshot_encoding.symmetric_matrix_from_upper, which also refuses
+    columns that are not increasing above the diagonal), so this checks W's base entirely, on half
+    of its entries."""
+    check_compressed(upper, "W")
+    _finite(upper.data, "W's weights", 0.0, 1.0)
+
+
 def check_relative_path(path: Any) -> None:
     """A repository-relative POSIX path in normal form: never absolute, never `..`, so that reading
     it (fragment text, prompts) cannot leave the repository. A backslash is an ordinary character
@@ -163,11 +172,10 @@ def check_query_arrays(index: RepoIndex) -> None:
     require(bool((index.doc_len[live] == tokens[live]).all()), "document lengths disagree with the postings")
     require(bool((index.df == frequencies).all()), "document frequencies disagree with the postings")
 
-    # W: in bounds, weights in (0, 1] (max-product path strengths), updates inside the index.
+    # W: its base was checked as it was read (check_stored_w: the triangle whose mirror it is),
+    # weights in (0, 1] (max-product path strengths); updates inside the index.
     w_base = index.w_base
     require(w_base.shape[0] == w_base.shape[1] <= n, "W's base is not square inside the index")
-    check_compressed(w_base, "W")
-    _finite(w_base.data, "W's weights", 0.0, 1.0)
     rows, cols, values = index.delta_entries
     _integers(rows, "W's updated rows")
     _integers(cols, "W's updated columns")

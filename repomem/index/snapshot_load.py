@@ -21,7 +21,7 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
-from repomem.index.integrity import check_compressed, check_offsets, check_query_arrays, check_structure
+from repomem.index.integrity import check_offsets, check_query_arrays, check_stored_w, check_structure
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.snapshot_check import current_manifest
 from repomem.index.snapshot_encoding import decode_files, segments_from, symmetric_matrix_from_upper
@@ -111,7 +111,7 @@ def _symmetric_w(base: dict[str, np.ndarray]) -> sp.csr_matrix:
     """W whole (symmetric) from the triangle the base file stores."""
     shape = tuple(int(v) for v in base["w_shape"].tolist())
     upper = sp.csr_matrix((base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=shape)
-    check_compressed(upper, "W")
+    check_stored_w(upper)  # here, beside the kernel, rather than on the whole W in check_query_arrays
     return symmetric_matrix_from_upper(upper)
 
 
