@@ -6,8 +6,9 @@
 
 For this checkout and a reference commit (a git worktree of REV, same interpreter), in the same
 run: build the index of the tree once (each in its own cache folder), then time `load_index`
-(the query arrays: read, digests, checks) and the per-file structure (read, checks) over several
-repeats, and the same after one edited file was saved. A check that refused a real index would
+(the query arrays: read, digests, checks) and the per-file structure (read, checks) in alternating
+rounds, a fresh process each (this machine's noise drifts over minutes; both sides meet the same
+drift), and the same after one edited file was saved. A check that refused a real index would
 show as a rebuild here, so the script also says whether each load was trusted.
 Results: eval/results/bench-index-load.json and a table.
 """
@@ -31,7 +32,9 @@ from rich.table import Table  # noqa: E402
 
 from scripts.bench_sources import django_or  # noqa: E402
 
-# Runs inside the checkout under test (PYTHONPATH): prints one JSON object.
+# Runs inside the checkout under test (PYTHONPATH): "build" brings the index up to date; "load"
+# loads it `repeats` times after one untimed load (the kernels' compiled code read from numba's
+# cache, the files in the page cache), timing the structure too. Prints one JSON object.
 PROBE = r"""
 import json, sys, time
 from pathlib import Path
@@ -40,74 +43,90 @@ from repomem.failures import Failure
 from repomem.index.snapshot_load import load_index
 from repomem.service import RepoService
 
-root, repeats, edited = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-service = RepoService.open(root)
-report = service.ensure_index()
+root, phase, repeats = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if phase == "build":
+    report = RepoService.open(root).ensure_index()
+    print(json.dumps({"build": report.action, "fragments": report.fragments, "files": report.files}))
+    raise SystemExit
 config, _ = load_config(root)
-
-def timed(after_edit):
-    loads, structures, trusted = [], [], True
-    for _ in range(repeats):
-        started = time.perf_counter()
-        index = load_index(root, config)
-        loads.append(time.perf_counter() - started)
-        if isinstance(index, Failure):
-            trusted = False
-            continue
-        started = time.perf_counter()
-        index.ensure_structure()
-        structures.append(time.perf_counter() - started)
-    return {"load_s": loads, "structure_s": structures, "trusted": trusted}
-
-out = {"build": report.action, "fragments": report.fragments, "files": report.files, "fresh": timed(False)}
-path = root / edited
-original = path.read_bytes()
-try:
-    path.write_bytes(original + b"\n\ndef bench_added(x):\n    return x\n")
-    service = RepoService.open(root)
-    service.ensure_index()
-    out["after_edit"] = timed(True)
-finally:
-    path.write_bytes(original)
-print(json.dumps(out))
+load_index(root, config)
+loads, structures, trusted = [], [], True
+for _ in range(repeats):
+    started = time.perf_counter()
+    index = load_index(root, config)
+    loads.append(time.perf_counter() - started)
+    if isinstance(index, Failure):
+        trusted = False
+        continue
+    started = time.perf_counter()
+    index.ensure_structure()
+    structures.append(time.perf_counter() - started)
+print(json.dumps({"load_s": loads, "structure_s": structures, "trusted": trusted}))
 """
 
 
-def probe(checkout: Path, tree: Path, cache: Path, repeats: int, edited: str) -> dict:
+def probe(checkout: Path, tree: Path, cache: Path, phase: str, repeats: int = 0) -> dict:
     config = cache / "config.toml"
     config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
     environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config)}
-    run = subprocess.run([sys.executable, "-c", PROBE, str(tree), str(repeats), edited], env=environment,
+    run = subprocess.run([sys.executable, "-c", PROBE, str(tree), phase, str(repeats)], env=environment,
                          capture_output=True, text=True, cwd=checkout)
     if run.returncode != 0:
         raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
     return json.loads(run.stdout.splitlines()[-1])
 
 
+def timed_rounds(checkouts: dict[str, tuple[Path, Path]], tree: Path, rounds: int, repeats: int) -> dict:
+    """Each checkout's index brought up to date, then loaded in `rounds` alternating rounds (the
+    reference, this checkout, the reference, ...): this machine's noise drifts over minutes, so
+    both sides meet the same drift."""
+    out = {label: probe(checkout, tree, cache, "build") for label, (checkout, cache) in checkouts.items()}
+    for label in out:
+        out[label].update({"load_s": [], "structure_s": [], "trusted": True})
+    for _ in range(rounds):
+        for label, (checkout, cache) in checkouts.items():
+            measured = probe(checkout, tree, cache, "load", repeats)
+            out[label]["load_s"] += measured["load_s"]
+            out[label]["structure_s"] += measured["structure_s"]
+            out[label]["trusted"] = out[label]["trusted"] and measured["trusted"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", type=Path)
     parser.add_argument("--before", default="0047f1e", help="reference commit (default: the commit before the seal)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="loads per round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of each checkout")
     parser.add_argument("--edited", default="django/db/models/query.py")
     parser.add_argument("--out", type=Path, default=ROOT / "eval/results/bench-index-load.json")
     args = parser.parse_args()
     tree = django_or(args.repo)
     console = Console()
-    results = {}
     with tempfile.TemporaryDirectory(prefix="bench-load-") as scratch:
         before = Path(scratch) / "before"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
                        check=True, capture_output=True)
+        checkouts = {}
+        for label, checkout in (("before " + args.before, before), ("this checkout", ROOT)):
+            checkouts[label] = (checkout, Path(scratch) / label.replace(" ", "-"))
+            checkouts[label][1].mkdir()
+        edited = tree / args.edited
+        original = edited.read_bytes()
         try:
-            for label, checkout in (("before " + args.before, before), ("this checkout", ROOT)):
-                cache = Path(scratch) / label.replace(" ", "-")
-                cache.mkdir()
-                console.print(f"{label}: indexing {tree.name} and loading it {args.repeats} times ...")
-                results[label] = probe(checkout, tree, cache, args.repeats, args.edited)
+            console.print(f"indexing {tree.name} with each checkout, then {args.rounds} alternating rounds of "
+                          f"{args.repeats} loads ...")
+            fresh = timed_rounds(checkouts, tree, args.rounds, args.repeats)
+            edited.write_bytes(original + b"\n\ndef bench_added(x):\n    return x\n")
+            console.print(f"the same after an edit of {args.edited} ...")
+            after_edit = timed_rounds(checkouts, tree, args.rounds, args.repeats)
         finally:
+            edited.write_bytes(original)
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], capture_output=True)
-    table = Table(title=f"index load, {tree.name} (median of {args.repeats}; seconds)")
+    results = {label: {"build": fresh[label]["build"], "fragments": fresh[label]["fragments"],
+                       "files": fresh[label]["files"], "fresh": fresh[label], "after_edit": after_edit[label]}
+               for label in checkouts}
+    table = Table(title=f"index load, {tree.name} (median of {args.rounds} × {args.repeats}, alternating; seconds)")
     for column in ("checkout", "files", "fragments", "load", "structure", "load after an edit",
                    "structure after an edit", "trusted"):
         table.add_column(column, justify="right")
