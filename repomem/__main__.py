@@ -1,3 +1,3 @@
-from repomem.cli.main import entry
+from repomem.cli.launch import entry
 
 entry()

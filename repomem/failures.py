@@ -77,6 +77,7 @@ class FailureKind(StrEnum):
 
     # The language server
     SERVE_FAILED = "serve-failed"
+    DAEMON_FAILED = "daemon-failed"  # `repomem daemon start`: it could not start or did not answer
     BAD_TOKEN_FILE = "bad-token-file"
     FEEDBACK_WRITE = "feedback-write"
 

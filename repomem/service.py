@@ -15,12 +15,14 @@ back as `Failure` values.
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 import numpy as np
 
@@ -47,10 +49,11 @@ from repomem.index.scan import (
     secret_reason,
     source_from_bytes,
 )
-from repomem.index.scan_memo import listed_names
+from repomem.index.scan_memo import listed_names, listing_inputs
 from repomem.index.snapshot_check import SnapshotSummary, snapshot_as_written, snapshot_summary, unchanged_since
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
+from repomem.index.tree_watch import TreeWatch
 from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root
@@ -140,6 +143,8 @@ class RepoService:
         self._dense: tuple[RepoIndex, int, DenseWindows] | None = None
         self._embeddings: WindowEmbeddings | None = None  # the window embeddings kept, as last read or made
         self._embeddings_unsaved = False
+        # A resident process's watch on the tree (watch_tree): a refresh then reads what it saw.
+        self._watch: TreeWatch | None = None
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -193,9 +198,21 @@ class RepoService:
 
         Returns (changed, removed, restamped): restamped files were touched without changing.
         """
-        restamped = 0
         candidates, skipped = scan if scan is not None else self._scan()
         present = {c.path for c in candidates}
+        changed, unreadable, restamped = self._changed_sources(index, candidates)
+        unreadable_paths = {s.path for s in unreadable}
+        removed = [r.path for r in index.files
+                   if r is not None and (r.path not in present or r.path in unreadable_paths)]
+        index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
+        self._apply(index, changed, removed, progress)
+        return len(changed), len(removed), restamped
+
+    def _changed_sources(self, index: RepoIndex, candidates: list[Candidate]
+                         ) -> tuple[list[SourceFile], list[Skipped], int]:
+        """Of `candidates`, the files whose bytes differ from the index's, those that could not be
+        read, and how many were touched without changing (their new stat is kept)."""
+        restamped = 0
         changed: list[SourceFile] = []
         unreadable: list[Skipped] = []
         for candidate in candidates:
@@ -217,10 +234,9 @@ class RepoService:
                     restamped += 1
                 continue
             changed.append(result)
-        unreadable_paths = {s.path for s in unreadable}
-        removed = [r.path for r in index.files
-                   if r is not None and (r.path not in present or r.path in unreadable_paths)]
-        index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
+        return changed, unreadable, restamped
+
+    def _apply(self, index: RepoIndex, changed: list[SourceFile], removed: list[str], progress: Progress) -> None:
         if changed or removed:
             self._embedder_for_relations()  # before the index changes: a failure leaves it whole
             index.ensure_structure()
@@ -228,7 +244,65 @@ class RepoService:
             apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()),
                           self._window_vectors(embed=True, progress=progress))
             progress.advance(len(changed) + len(removed))
-        return len(changed), len(removed), restamped
+
+    def watch_tree(self) -> bool:
+        """Watch the repository's folders from now on (a resident process: index/tree_watch.py), so
+        that a refresh reads only what changed; then bring the loaded index up to date with what
+        changed before the watch began. True when that changed the index (it is not saved here).
+        Without inotify, or past its limits, every refresh stays a full scan."""
+        if self.index is None or self._watch is not None:
+            return False
+        inputs = listing_inputs(self.root, self.config.scan)
+        if inputs is None:
+            return False
+        folders, rule_files = inputs
+        own = str(index_dir(self.root, self.config))  # the index's own writes change no scan
+        folders = [folder for folder in folders if folder != own and not folder.startswith(own + os.sep)]
+        self._watch = TreeWatch.start(str(self.root), folders, rule_files)
+        if self._watch is None:
+            return False
+        changed, removed, _ = self._refresh(self.index, NoProgress())
+        return bool(changed or removed)
+
+    @property
+    def watching(self) -> bool:
+        return self._watch is not None
+
+    def stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def _refresh_watched(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int] | None:
+        """_refresh's answer from the watch alone, when it saw only files written: those files
+        re-read, the rest as they were (what a full scan would find, since only a write moves a
+        file's size or time). None when only a full scan can tell (names changed, a file the index
+        does not hold or could not read, no watch)."""
+        if self._watch is None or self._buffers:
+            return None
+        seen = self._watch.look()
+        if seen.names:
+            return None
+        skipped = {path for path, _ in index.skipped}
+        candidates: list[Candidate] = []
+        for path in sorted(seen.written):
+            record = index.record(path)
+            if record is None:
+                if path in skipped:
+                    return None  # too large or unreadable before: a full scan judges it again
+                continue  # judged out by its name (no grammar, excluded, ignored): its bytes change nothing
+            try:
+                stat = os.lstat(self.root / path)
+            except OSError:
+                return None
+            if not S_ISREG(stat.st_mode) or stat.st_size > self.config.scan.max_file_bytes:
+                return None
+            candidates.append(Candidate(path, record.language, stat.st_size, stat.st_mtime_ns))
+        changed, unreadable, restamped = self._changed_sources(index, candidates)
+        if unreadable:
+            return None
+        self._apply(index, changed, [], progress)
+        return len(changed), 0, restamped
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False,
                      save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:
@@ -274,7 +348,9 @@ class RepoService:
                     same = known_unchanged and summary is not None and index.snapshot == summary.snapshot
                     # The scan is this moment's only for the snapshot it was compared with.
                     scanned = scan if summary is not None and index.snapshot == summary.snapshot else None
-                    changed, removed, restamped = (0, 0, 0) if same else self._refresh(index, progress, scanned)
+                    watched = None if same or scanned is not None else self._refresh_watched(index, progress)
+                    changed, removed, restamped = (0, 0, 0) if same else watched if watched is not None \
+                        else self._refresh(index, progress, scanned)
                     if restamped and save:
                         index.ensure_structure()  # the save writes it (index/snapshot_save.py)
                     action = "updated" if changed or removed else "unchanged"

@@ -11,6 +11,10 @@ from xdist.scheduler import LoadScopeScheduling
 from tests.e2e.editors import EDITOR_SUMMARIES
 from tests.repos import PACKAGE_FILES, synthetic_files, write_repo
 
+# A developer's `repomem daemon` never answers the commands of the tests (nor sees their
+# repositories); tests/e2e/test_daemon.py starts its own, in a cache folder of its own.
+os.environ["REPOMEM_NO_DAEMON"] = "1"
+
 
 @pytest.fixture
 def package_repo(tmp_path: Path) -> Path:

@@ -127,7 +127,7 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.cli.service_setup import ensure_index
 
     started = time.perf_counter()
-    ensure_index(service, err, structure=False)
+    ensure_index(service, err, structure=False, save_later=True)
     index_ms = (time.perf_counter() - started) * 1000
     result = service.view().retrieve_at(cursor, k=args.k, alpha=args.alpha, exclude_visible=not args.include_visible)
     timings = {"index": index_ms, **result.timings_ms}
@@ -207,7 +207,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
         started = time.perf_counter()
         strategy = args.strategy or settings.strategy
         if strategy_named(strategy).retrieves:
-            ensure_index(service, err)
+            ensure_index(service, err, save_later=True)
         if strategy_named(strategy).embeds_windows:
             embed_windows(service, err)
         timings["index"] = (time.perf_counter() - started) * 1000
@@ -383,18 +383,22 @@ def build_parser() -> argparse.ArgumentParser:
     model.set_defaults(handler=cmd_model)
 
     from repomem.cli.config_command import add_config_parser
+    from repomem.cli.daemon_command import add_daemon_parser
     from repomem.cli.eval_commands import add_eval_parser
     from repomem.cli.summarise_command import add_summarise_parser
 
     add_summarise_parser(commands)
     add_eval_parser(commands)
     add_config_parser(commands)
+    add_daemon_parser(commands)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    out = Console()
-    err = Console(stderr=True)
+def main(argv: list[str] | None = None, out: Console | None = None, err: Console | None = None) -> int:
+    """One command; `out` and `err`: the consoles it prints tables and bars on (a resident process
+    passes those of its client's terminal)."""
+    out = out or Console()
+    err = err or Console(stderr=True)
     parser = build_parser()
     args = parser.parse_args(argv)
     if sys.stdout is None and args.command != "serve":

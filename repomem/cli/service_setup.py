@@ -4,7 +4,9 @@ date with a progress bar. Shared by the commands that index (`index`, `retrieve`
 
 from __future__ import annotations
 
+import os
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
 from rich.console import Console
@@ -16,22 +18,95 @@ from repomem.positions import find_repo_root
 from repomem.service import IndexReport, RepoService
 
 
+class KeptServices:
+    """The services a resident process (`repomem daemon`) keeps between commands, by repository
+    root, the most recently used last: a command finds its repository's index, structure and edit
+    state in memory. A service is reused only for the same resolved settings (a changed config
+    file or environment opens a new one); past `limit` repositories the oldest is dropped."""
+
+    def __init__(self, limit: int):
+        self.limit = max(1, limit)
+        self.services: OrderedDict[Path, RepoService] = OrderedDict()
+        self.unsaved: set[Path] = set()  # updated in memory, written after the command answered
+        self._keys: dict[Path, object] = {}
+
+    @staticmethod
+    def _key(service: RepoService) -> object:
+        """What a kept service must share with a command's: its settings, and the environment git
+        reads its rules from (which files a scan lists; index/scan_memo.py's key)."""
+        environment = sorted((name, value) for name, value in os.environ.items()
+                             if name.startswith("GIT_") or name in ("HOME", "XDG_CONFIG_HOME"))
+        return service.config, environment
+
+    def reuse(self, opened: RepoService) -> RepoService:
+        kept = self.services.get(opened.root)
+        key = self._key(opened)
+        if kept is not None and self._keys.get(opened.root) == key:
+            kept.warnings = opened.warnings
+            self.services.move_to_end(opened.root)
+            return kept
+        if kept is not None:
+            self.drop(opened.root)
+        self.services[opened.root] = opened
+        self._keys[opened.root] = key
+        while len(self.services) > self.limit:
+            self.drop(next(iter(self.services)))
+        return opened
+
+    def drop(self, root: Path) -> Failure | None:
+        """Stop keeping a repository (its unsaved update written first)."""
+        failure = self.save(root)
+        service = self.services.pop(root)
+        self._keys.pop(root, None)
+        service.stop_watching()
+        return failure
+
+    def save(self, root: Path) -> Failure | None:
+        """Write one repository's index if a command left it updated in memory only."""
+        if root not in self.unsaved:
+            return None
+        self.unsaved.discard(root)
+        return self.services[root].save()
+
+    def save_all(self) -> list[Failure]:
+        return [f for f in (self.save(root) for root in list(self.unsaved)) if f is not None]
+
+
+# Set by a resident process only (repomem/cli/daemon_server.py); a one-command process keeps nothing.
+KEPT: KeptServices | None = None
+
+
 def open_service(root: Path) -> RepoService:
     """The service of the repository at root; its configuration's warnings go to stderr."""
     service = ok(RepoService.open(root))
+    if KEPT is not None:
+        service = KEPT.reuse(service)
     for warning in service.warnings:
         print(f"repomem: warning: {warning}", file=sys.stderr)
     return service
 
 
 def ensure_index(service: RepoService, err: Console, full: bool = False, load: bool = True,
-                 structure: bool = True) -> IndexReport:
+                 structure: bool = True, save_later: bool = False) -> IndexReport:
     """The index, loaded, updated or built, with its per-file structure read (what completion uses
     and an update writes), so a damaged index is rebuilt before the command, not during it.
     `load` False: only the report is needed (an unchanged index is not loaded); `structure` False:
-    the command reads no structure (`retrieve`: fragments and scores only)."""
+    the command reads no structure (`retrieve`: fragments and scores only). `save_later`: in a
+    resident process, an update is written after the command has answered (a one-command process
+    writes it now); window embeddings are written with the index, so they are never deferred."""
+    embeds = service.config.index.window_embeddings or service.config.relations.semantic_neighbours > 0
+    deferred = save_later and KEPT is not None and not embeds
     with RichProgress(err) as progress:
-        report = ok(service.ensure_index(progress, full=full, structure=load and structure, load=load))
+        report = ok(service.ensure_index(progress, full=full, structure=load and structure, load=load,
+                                         save=not deferred))
+    if KEPT is not None:
+        if report.action == "unchanged":
+            if not deferred:  # what an earlier command left unwritten, written now as this one asks
+                ok(KEPT.save(service.root))
+        elif deferred:
+            KEPT.unsaved.add(service.root)
+        else:
+            KEPT.unsaved.discard(service.root)  # written just now
     if report.warning:
         print(f"repomem: warning: {report.warning}", file=sys.stderr)
     return report

@@ -206,9 +206,11 @@ def _write(memo: Path, key: str, listing: NameListing, watched: dict[str, list[i
         pass  # a memo is a shortcut: the next scan lists again
 
 
-def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] | None, str | None]:
-    """The names' part of a scan, the paths it depended on (None: cannot be told, record nothing)
-    and git's index file (None outside git)."""
+def _listing_and_inputs(root: Path, config: ScanConfig
+                        ) -> tuple[NameListing, tuple[list[str], list[str]] | None, str | None]:
+    """The names' part of a scan; what it depended on (None: cannot be told), as the folders it
+    read (absolute) and the files that judged names (git's index, exclude and config files, each
+    folder's .gitignore); git's index file (None outside git)."""
     visited: list[str] = []
     listing, from_git = list_names(root, config, visited)
     if from_git:
@@ -218,8 +220,24 @@ def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] 
     else:
         inputs, folders = [], visited
     paths = [str(root / folder) if folder else str(root) for folder in folders]
-    return listing, [*inputs, *paths, *(os.path.join(path, ".gitignore") for path in paths)], \
+    return listing, (paths, [*inputs, *(os.path.join(path, ".gitignore") for path in paths)]), \
         inputs[0] if from_git else None
+
+
+def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] | None, str | None]:
+    """The names' part of a scan, the paths it depended on (None: cannot be told, record nothing)
+    and git's index file (None outside git)."""
+    listing, depended, index = _listing_and_inputs(root, config)
+    if depended is None:
+        return listing, None, None
+    folders, rule_files = depended
+    return listing, [*rule_files, *folders], index
+
+
+def listing_inputs(root: Path, config: ScanConfig) -> tuple[list[str], list[str]] | None:
+    """What a scan's names depend on, for a watch (index/tree_watch.py): the folders read and the
+    files that judge names, absolute; None when it cannot be told."""
+    return _listing_and_inputs(root, config)[1]
 
 
 def _git_stats(root: Path, listing: NameListing, index: str,

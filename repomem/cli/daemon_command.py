@@ -1,0 +1,130 @@
+"""`repomem daemon start|stop|status`: the resident process that keeps indexes in memory between
+commands (repomem/cli/daemon_server.py; forwarding in repomem/cli/daemon_client.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+
+from repomem.cli.daemon_client import OPT_OUT, connect, daemon_folder, send_json, socket_path
+from repomem.cli.errors import UserError
+from repomem.failures import Failure, FailureKind
+
+START_TIMEOUT_S = 60.0  # the engine's imports and numba's set-up, on a loaded machine
+STOP_TIMEOUT_S = 60.0  # a running command finishes and unsaved indexes are written first
+
+
+def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
+    """A control request's answer, or None when no daemon listens."""
+    conn = connect(timeout_s)
+    if conn is None:
+        return None
+    with conn:
+        try:
+            send_json(conn, {"control": control})
+            line = conn.makefile("rb").readline()
+        except OSError:
+            return None
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def cmd_daemon(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.idle_minutes <= 0:
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--idle-minutes must be more than 0"))
+    if args.repositories < 1:
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--repositories must be at least 1"))
+    if args.action == "status":
+        return _status(args)
+    if args.action == "stop":
+        return _stop()
+    if args.foreground:
+        from repomem.cli.daemon_server import Daemon
+
+        return Daemon(args.idle_minutes * 60, args.repositories).run()
+    return _start(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    answer = _ask("status")
+    if args.json:
+        print(json.dumps({"running": answer is not None, **(answer or {})}, indent=2))
+        return 0
+    if answer is None:
+        print(f"no daemon running (socket {socket_path()})")
+        return 0
+    print(f"daemon pid {answer['pid']}, up {answer['uptime_s']:.0f} s, {answer['commands']} commands, "
+          f"{answer['resident_mb']} MB resident, exits after {answer['idle_exit_s'] / 60:g} idle minutes")
+    for repository in answer["repositories"]:
+        state = f"{repository['files']:,} files in memory" if repository["loaded"] else "index not loaded"
+        print(f"  {repository['root']}: {state}" + (", unsaved changes" if repository["unsaved"] else ""))
+    return 0
+
+
+def _stop() -> int:
+    answer = _ask("stop", timeout_s=STOP_TIMEOUT_S)
+    if answer is None:
+        print("no daemon running")
+        return 0
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while socket_path().exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("daemon stopped")
+    return 0
+
+
+def _start(args: argparse.Namespace) -> int:
+    running = _ask("status")
+    if running is not None:
+        print(f"a daemon is already running (pid {running['pid']}, socket {running['socket']})")
+        return 0
+    folder = daemon_folder()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log = open(folder / "log", "ab")
+    except OSError as error:
+        raise UserError(Failure(FailureKind.DAEMON_FAILED, f"cannot write {folder}: {error.strerror}")) from None
+    environment = {k: v for k, v in os.environ.items() if k != OPT_OUT}
+    with log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "repomem", "daemon", "start", "--foreground",
+             "--idle-minutes", str(args.idle_minutes), "--repositories", str(args.repositories)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=environment, start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        answer = _ask("status")
+        if answer is not None:
+            print(f"daemon started: pid {answer['pid']}, socket {answer['socket']}, log {folder / 'log'}; "
+                  f"it exits after {args.idle_minutes:g} idle minutes (`repomem daemon stop` ends it)")
+            return 0
+        if process.poll() is not None:
+            raise UserError(Failure(FailureKind.DAEMON_FAILED, f"the daemon exited at its start; see {folder / 'log'}"))
+        time.sleep(0.05)
+    process.kill()
+    raise UserError(Failure(FailureKind.DAEMON_FAILED,
+                            f"the daemon did not answer within {START_TIMEOUT_S:.0f} s; see {folder / 'log'}"))
+
+
+def add_daemon_parser(commands) -> None:
+    daemon = commands.add_parser(
+        "daemon", help="keep indexes in memory between commands (index, retrieve and complete use it)",
+        description="A resident process of this user that runs `repomem index`, `retrieve` and `complete` with "
+                    "each repository's index kept in memory: a command then pays for what changed since the "
+                    f"last one. Commands use a running daemon by themselves ({OPT_OUT}=1 runs one without it).")
+    daemon.add_argument("action", choices=("start", "stop", "status"))
+    daemon.add_argument("--idle-minutes", type=float, default=30.0,
+                        help="exit after this many minutes without a command (default 30)")
+    daemon.add_argument("--repositories", type=int, default=3,
+                        help="indexes kept in memory at most, the least recently used dropped (default 3)")
+    daemon.add_argument("--foreground", action="store_true", help="start: run in this process (logs on stderr)")
+    daemon.add_argument("--json", action="store_true", help="status: as JSON")
+    daemon.set_defaults(handler=cmd_daemon)

@@ -1,0 +1,341 @@
+"""The resident process behind `repomem daemon start`: it runs the commands that
+repomem/cli/daemon_client.py forwards (`index`, `retrieve`, `complete`) with each repository's
+index kept in memory between them, so that a command pays for what changed since the last one,
+not for loading the index, importing the engine and setting numba up again.
+
+One command at a time, on this process's main thread (the working folder, the environment and
+standard streams are the client's for its duration); other clients wait in the listen queue. An
+index that a command updated is written after the command has answered. The daemon ends after
+`idle_s` seconds without a command, at `repomem daemon stop`, at SIGTERM, or when its own code
+changed (a command then runs in its client's process).
+
+Only this user reaches it: the socket is 0600 in a 0700 folder, and each peer's uid is checked
+(SO_PEERCRED) before a byte is read.
+"""
+
+from __future__ import annotations
+
+import _thread
+import fcntl
+import io
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from repomem.cli import service_setup
+from repomem.cli.daemon_client import HEADER, MAX_SOCKET_PATH, STATUS, daemon_folder, package_folder, socket_path
+from repomem.cli.process_exit import exit_status
+
+PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+REQUEST_TIMEOUT_S = 10.0  # a client sends its request as soon as it connects
+
+
+class _Frames(io.RawIOBase):
+    """A writable stream that sends what is written as frames of one kind to the client."""
+
+    def __init__(self, conn: socket.socket, kind: bytes):
+        self._conn = conn
+        self._kind = kind
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        payload = bytes(data)
+        if payload:
+            self._conn.sendall(HEADER.pack(self._kind, len(payload)) + payload)
+        return len(payload)
+
+
+def _text_stream(conn: socket.socket, kind: bytes) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BufferedWriter(_Frames(conn, kind)), encoding="utf-8", errors="replace",
+                            line_buffering=True)
+
+
+def _send(conn: socket.socket, kind: bytes, payload: bytes) -> None:
+    conn.sendall(HEADER.pack(kind, len(payload)) + payload)
+
+
+def code_identity(folder: str) -> tuple[tuple[str, int, int], ...]:
+    """Each source file of the package with its size and time: a daemon whose code changed on
+    disk answers no more commands (a checkout edited, a package upgraded)."""
+    found = []
+    for path in sorted(Path(folder).rglob("*.py")):
+        stat = path.stat()
+        found.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
+
+
+def _resident_kb() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}", file=sys.__stderr__, flush=True)
+
+
+class Daemon:
+    def __init__(self, idle_s: float, repositories: int):
+        self.idle_s = idle_s
+        self.repositories = repositories
+        self.started = time.time()
+        self.commands = 0
+        self.package = package_folder()
+        self.code = code_identity(self.package)
+        self._running_command = False
+        self._hangup_lock = threading.Lock()
+        self._hung_up = False
+        self._prepared: set[int] = set()  # ids of the indexes made ready for edits
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Listen until idle, stopped or outdated; 0, or 2 with one line when it cannot start."""
+        folder = daemon_folder()
+        path = socket_path()
+        if len(os.fsencode(str(path))) > MAX_SOCKET_PATH:
+            print(f"repomem: error: the daemon's socket path {path} is longer than a Unix socket allows "
+                  f"({MAX_SOCKET_PATH} bytes); set REPOMEM_CACHE to a shorter folder", file=sys.stderr)
+            return 2
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if folder.stat().st_uid != os.getuid():
+            print(f"repomem: error: {folder} belongs to another user", file=sys.stderr)
+            return 2
+        folder.chmod(0o700)
+        lock = open(folder / "lock", "a+")  # held for the daemon's life: one daemon a user
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("repomem: error: a daemon is already running (`repomem daemon status`)", file=sys.stderr)
+            return 2
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        path.unlink(missing_ok=True)  # a socket left by a daemon that was killed: we hold the lock
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_mask = os.umask(0o177)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old_mask)
+        listener.listen(16)
+        identity = path.stat().st_ino
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored when started in the background
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
+        service_setup.KEPT = service_setup.KeptServices(self.repositories)
+        self._warm_up()
+        _log(f"listening on {path} (pid {os.getpid()}, idle exit after {self.idle_s:.0f} s)")
+        try:
+            self._serve_until_done(listener)
+        except (KeyboardInterrupt, SystemExit):
+            _log("stopped by a signal")
+        finally:
+            listener.close()
+            try:
+                if path.stat().st_ino == identity:
+                    path.unlink()
+            except OSError:
+                pass
+            self._save_all()
+            lock.close()
+        return 0
+
+    def _warm_up(self) -> None:
+        """What every forwarded command would import and set up: done once, before the first."""
+        import numpy as np
+
+        import repomem.cli.main  # noqa: F401
+        import repomem.service  # noqa: F401
+        from repomem.index.kernels.csr import row_slots
+
+        row_slots(np.zeros(1, np.int64), np.ones(1, np.int64))  # numba's CPU target, set up once
+
+    def _serve_until_done(self, listener: socket.socket) -> None:
+        while True:
+            listener.settimeout(self.idle_s)
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                _log(f"idle for {self.idle_s:.0f} s: exiting")
+                return
+            except KeyboardInterrupt:
+                if self._hung_up:  # a client's hang-up that arrived after its command ended
+                    self._hung_up = False
+                    continue
+                raise
+            with conn:
+                try:
+                    stop = self._serve(conn)
+                except KeyboardInterrupt:
+                    if not self._hung_up:
+                        raise
+                    self._hung_up, stop = False, False
+                except OSError as error:  # the client went away mid-answer
+                    _log(f"connection lost: {error}")
+                    stop = False
+            self._save_all()
+            if stop:
+                return
+            self._prepare_for_edits()
+
+    def _prepare_for_edits(self) -> None:
+        """Between commands, what the first edit of a newly loaded index would make (its structure,
+        call tables, edit graph: ~1 s on Django), so that the command after a saved file pays for
+        the file only. A command arriving meanwhile waits in the listen queue."""
+        for service in list(service_setup.KEPT.services.values()) if service_setup.KEPT is not None else ():
+            if service.index is not None and id(service.index) not in self._prepared:
+                self._prepared.add(id(service.index))
+                started = time.perf_counter()
+                try:
+                    service.prepare_for_edits()
+                    if service.watch_tree():  # changes made before the watch began, read now
+                        service_setup.KEPT.unsaved.add(service.root)
+                except Exception as error:  # the next command opens the repository afresh and meets it
+                    _log(f"preparing {service.root} for edits failed: {error}")
+                    service_setup.KEPT.drop(service.root)
+                    return
+                watching = "watching its folders" if service.watching else "no watch: every command scans"
+                _log(f"prepared {service.root} for edits in {time.perf_counter() - started:.2f} s; {watching}")
+
+    def _save_all(self) -> None:
+        if service_setup.KEPT is None:
+            return
+        for failure in service_setup.KEPT.save_all():
+            _log(f"saving an index failed: {failure.message}")
+
+    # -- one connection ------------------------------------------------------------------------
+
+    def _serve(self, conn: socket.socket) -> bool:
+        """Answer one client; True when the daemon should stop."""
+        pid, uid, _ = PEER_CREDENTIALS.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                              PEER_CREDENTIALS.size))
+        if uid != os.getuid():
+            _log(f"refused a connection of uid {uid} (pid {pid})")
+            return False
+        conn.settimeout(REQUEST_TIMEOUT_S)
+        line = conn.makefile("rb").readline(1 << 24)
+        conn.settimeout(None)
+        try:
+            request = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(request, dict):
+            return False
+        control = request.get("control")
+        if control == "status":
+            conn.sendall(json.dumps(self.status()).encode() + b"\n")
+            return False
+        if control == "stop":
+            conn.sendall(b'{"stopping": true}\n')
+            _log("stopped by `repomem daemon stop`")
+            return True
+        if request.get("package") != self.package:
+            _send(conn, b"d", f"another repomem ({request.get('package')})".encode())
+            return False
+        if code_identity(self.package) != self.code:
+            _send(conn, b"d", b"repomem's code changed since the daemon started")
+            _log("repomem's code changed on disk: exiting")
+            return True
+        self._run_command(conn, request)
+        return False
+
+    def status(self) -> dict:
+        kept = service_setup.KEPT
+        repositories = []
+        for root, service in (kept.services.items() if kept is not None else ()):
+            index = service.index
+            repositories.append({"root": str(root), "loaded": index is not None,
+                                 "files": index.n_live_files if index is not None else 0,
+                                 "unsaved": kept is not None and root in kept.unsaved, "watching": service.watching})
+        return {"pid": os.getpid(), "socket": str(socket_path()), "uptime_s": round(time.time() - self.started, 1),
+                "commands": self.commands, "idle_exit_s": self.idle_s, "resident_mb": round(_resident_kb() / 1024),
+                "repositories": repositories, "package": self.package}
+
+    def _run_command(self, conn: socket.socket, request: dict) -> None:
+        from repomem.cli.main import main
+
+        argv = [str(a) for a in request.get("argv", [])]
+        terminals = request.get("terminals") or [False, False]
+        columns = request.get("columns")
+        saved_env, saved_streams = dict(os.environ), (sys.stdout, sys.stderr)
+        out_stream, err_stream = _text_stream(conn, b"o"), _text_stream(conn, b"e")
+        wake_read, wake_write = socket.socketpair()
+        watcher = threading.Thread(target=self._watch_hang_up, args=(conn, wake_read), daemon=True,
+                                   name="hang-up")
+        started = time.perf_counter()
+        status = 1
+        try:
+            os.environ.clear()
+            os.environ.update({str(k): str(v) for k, v in dict(request.get("env", {})).items()})
+            sys.stdout, sys.stderr = out_stream, err_stream
+            try:
+                os.chdir(request.get("cwd", "/"))
+            except OSError as error:
+                print(f"repomem: error: cannot enter the working folder: {error.strerror}", file=sys.stderr)
+                return
+            out = Console(file=out_stream, force_terminal=True if terminals[0] else None,
+                          width=columns if terminals[0] and columns else None)
+            err = Console(file=err_stream, force_terminal=True if terminals[1] else None,
+                          width=columns if terminals[1] and columns else None)
+            self._running_command, self._hung_up = True, False
+            watcher.start()
+            try:
+                status = main(argv, out, err)
+            except SystemExit as stop:  # argparse's usage errors and --help
+                status = exit_status(stop.code)
+            except KeyboardInterrupt:
+                status = 130
+            finally:
+                with self._hangup_lock:
+                    self._running_command = False
+            for stream in (out_stream, err_stream):
+                stream.flush()
+        finally:
+            wake_write.send(b"x")
+            if watcher.is_alive():
+                watcher.join()
+            wake_read.close()
+            wake_write.close()
+            sys.stdout, sys.stderr = saved_streams
+            os.environ.clear()
+            os.environ.update(saved_env)
+            os.chdir("/")
+            self.commands += 1
+            _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
+        _send(conn, b"x", STATUS.pack(status))
+
+    def _watch_hang_up(self, conn: socket.socket, wake: socket.socket) -> None:
+        """A client that closes its connection (Ctrl+C) stops its command: KeyboardInterrupt in the
+        main thread, as a terminal's Ctrl+C does in a one-command process."""
+        readable, _, _ = select.select([conn, wake], [], [])
+        if wake in readable:
+            return
+        try:
+            data = conn.recv(1, socket.MSG_PEEK)
+        except OSError:
+            data = b""
+        if data:
+            return  # a client sends nothing after its request: not a hang-up
+        with self._hangup_lock:
+            if self._running_command:
+                self._hung_up = True
+                _thread.interrupt_main()
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,205 @@
+"""What changed in a repository since the last look, from Linux's inotify: a resident process
+(`repomem daemon`) then skips the scan when nothing changed and re-reads only the files written
+when only files were written.
+
+A scan's answer has two parts (index/scan_memo.py): the names, which change only when a folder's
+entries change or a file they are judged by changes (a .gitignore, git's index, exclude and config
+files), and each file's size and time, which change when it is written. So the folders the
+listing depends on are watched, and so are the folders holding those rule files; each event is
+read as:
+- a folder's entries created, deleted or moved, a rule file touched in any way, a watched folder
+  changed or gone, a directory event, or the kernel's queue overflowing: the names may have changed,
+  and the next look is a full scan (a new folder is watched first, so nothing written into it
+  after that is missed);
+- a file written or its attributes changed: that file's path, re-read if the index holds it.
+Anything else (git's objects, other files in a rule file's folder) changes no scan's answer.
+
+A watch is started before the scan it follows: an event that races the scan is seen at the next
+look, at worst as one more read of an unchanged file. Off Linux, or past the user's inotify limits,
+there is no watch and every look is a full scan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+
+IN_MODIFY = 0x00000002
+IN_ATTRIB = 0x00000004
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_ISDIR = 0x40000000
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+
+WRITTEN = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE
+ENTRIES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+GONE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
+FOLDER_MASK = WRITTEN | ENTRIES | GONE | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
+EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then len bytes of name)
+READ_BYTES = 1 << 16
+
+
+@dataclass
+class Changes:
+    """What a look found: `names` True when only a full scan can say what the repository holds
+    now; otherwise `written`, the repository-relative paths of files written since the last look."""
+
+    names: bool = False
+    written: set[str] = field(default_factory=set)
+
+
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.inotify_init1.argtypes = [ctypes.c_int]
+        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+class TreeWatch:
+    """inotify watches on a repository's folders and the folders of the files its names are judged
+    by. `start` answers None where no watch can be had; `look` drains what happened since the
+    last look."""
+
+    def __init__(self, libc, fd: int, root: str):
+        self._libc = libc
+        self._fd = fd
+        self._root = root.rstrip("/") or "/"
+        self._tree: dict[int, str] = {}  # watch -> a folder of the tree (absolute)
+        self._rules: dict[int, set[str]] = {}  # watch -> names in it that rule the listing
+        self._folders: dict[str, int] = {}  # absolute folder -> watch
+        self.failed = ""  # why the watch stopped being complete (then every look says `names`)
+
+    @classmethod
+    def start(cls, root: str, folders: list[str], rule_files: list[str]) -> TreeWatch | None:
+        """Watch `folders` (absolute; the tree's) and, for each of `rule_files` (absolute), the
+        nearest existing folder above it; None where inotify is not available or a limit is met."""
+        libc = _libc()
+        if libc is None:
+            return None
+        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            return None
+        watch = cls(libc, fd, root)
+        for folder in folders:
+            watch._add(folder, tree=True)
+        for path in rule_files:
+            folder, name = os.path.split(path)
+            while folder and not os.path.isdir(folder) and folder != os.path.dirname(folder):
+                folder, name = os.path.split(folder)
+            watch._add(folder, tree=False, rule=name)
+        if watch.failed:
+            watch.close()
+            return None
+        return watch
+
+    def _add(self, folder: str, tree: bool, rule: str | None = None) -> None:
+        wd = self._folders.get(folder)
+        if wd is None:
+            wd = self._libc.inotify_add_watch(self._fd, os.fsencode(folder), FOLDER_MASK)
+            if wd < 0:
+                error = ctypes.get_errno()
+                if error in (errno.ENOENT, errno.ENOTDIR):
+                    return  # gone since it was listed: the scan after the watch sees it gone
+                self.failed = f"inotify: {os.strerror(error)} (fs.inotify.max_user_watches?)"
+                return
+            self._folders[folder] = wd
+        if tree:
+            self._tree[wd] = folder
+        if rule is not None:
+            self._rules.setdefault(wd, set()).add(rule)
+
+    def _watch_new_tree(self, folder: str) -> None:
+        """A folder created or moved into the tree, and every folder below it."""
+        pending = [folder]
+        while pending:
+            current = pending.pop()
+            self._add(current, tree=True)
+            try:
+                with os.scandir(current) as entries:
+                    pending.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False)
+                                   and entry.name != ".git")
+            except OSError:
+                continue
+
+    def look(self) -> Changes:
+        """What happened since the last look (or the start)."""
+        changes = Changes()
+        while True:
+            try:
+                data = os.read(self._fd, READ_BYTES)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                self.failed = f"inotify: {error.strerror}"
+                break
+            if not data:
+                break
+            self._read_events(data, changes)
+        if self.failed:
+            changes.names = True
+        return changes
+
+    def _read_events(self, data: bytes, changes: Changes) -> None:
+        offset = 0
+        while offset + EVENT.size <= len(data):
+            wd, mask, _, length = EVENT.unpack_from(data, offset)
+            offset += EVENT.size
+            name = os.fsdecode(data[offset:offset + length].split(b"\0", 1)[0])
+            offset += length
+            if mask & IN_Q_OVERFLOW:
+                changes.names = True
+                continue
+            if name and name in self._rules.get(wd, ()):
+                changes.names = True
+            folder = self._tree.get(wd)
+            if folder is None:
+                continue  # a rule file's folder: only the rule files' own names count (above)
+            if mask & GONE or not name:
+                changes.names = True  # the folder itself changed or went away
+                if mask & IN_IGNORED:
+                    self._tree.pop(wd, None)
+                    self._folders = {path: w for path, w in self._folders.items() if w != wd}
+                continue
+            if mask & IN_ISDIR:
+                changes.names = True
+                if mask & (IN_CREATE | IN_MOVED_TO) and name != ".git":
+                    self._watch_new_tree(os.path.join(folder, name))
+                continue
+            if mask & ENTRIES:
+                changes.names = True
+            elif mask & WRITTEN:
+                path = os.path.join(folder, name)
+                if folder == self._root:
+                    changes.written.add(name)
+                elif path.startswith(self._root + "/"):
+                    changes.written.add(path[len(self._root) + 1:])
+
+    @property
+    def folders(self) -> int:
+        return len(self._tree)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

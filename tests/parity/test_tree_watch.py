@@ -1,0 +1,140 @@
+"""A refresh that reads the tree's watch (repomem/index/tree_watch.py, RepoService.watch_tree) gives
+the index a full scan gives, after each kind of change a person or a tool makes; and it skips the
+scan where only files were written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from repomem.index.tree_watch import TreeWatch
+from repomem.service import RepoService
+from tests.repos import write_repo
+
+FILES = {
+    "app/main.py": "from app.util import helper\n\n\ndef main():\n    return helper()\n",
+    "app/util.py": "def helper():\n    return 2\n",
+    "lib/deep/mod.py": "def deep():\n    return 3\n",
+    "docs/notes.txt": "no grammar\n",
+    ".gitignore": "ignored/\n",
+    "ignored/skip.py": "def skip():\n    return 5\n",
+}
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as stream:
+        stream.write(text)
+
+
+def _new_folder(folder: Path, name: str, text: str) -> None:
+    folder.mkdir()
+    (folder / name).write_text(text)
+
+
+# (what a person did, whether a scan is needed to know it)
+CHANGES: list[tuple[str, Callable[[Path], None], bool]] = [
+    ("a file written", lambda root: _append(root / "app/util.py", "\n\ndef added():\n    return helper()\n"), False),
+    ("a file touched, bytes the same", lambda root: os.utime(root / "lib/deep/mod.py"), False),
+    ("a file without a grammar written", lambda root: _append(root / "docs/notes.txt", "more\n"), False),
+    ("a file created", lambda root: (root / "app/new.py").write_text("def new():\n    return 1\n"), True),
+    ("a file deleted", lambda root: (root / "app/new.py").unlink(), True),
+    ("a folder created with a file", lambda root: _new_folder(root / "pkg2", "core.py", "def core():\n    pass\n"), True),
+    ("a file in the new folder written", lambda root: _append(root / "pkg2/core.py", "\n\ndef more():\n    pass\n"),
+     False),
+    ("a folder renamed", lambda root: (root / "pkg2").rename(root / "pkg3"), True),
+    ("an ignore rule added", lambda root: _append(root / ".gitignore", "lib/\n"), True),
+    ("a folder removed", lambda root: shutil.rmtree(root / "pkg3"), True),
+    ("a file grown past the size limit", lambda root: _append(root / "app/main.py", "# " + "x" * 3000 + "\n"), True),
+]
+
+
+def _state(service: RepoService) -> tuple[dict, list]:
+    index = service.index_for_measurement()
+    files = {r.path: (r.digest, r.size, r.mtime_ns) for r in index.files if r is not None}
+    return files, sorted(index.skipped)
+
+
+@pytest.mark.parametrize("git", [False, True], ids=["walk", "git"])
+def test_a_watched_refresh_equals_a_full_scan_after_every_change(tmp_path: Path, git: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_repo(tmp_path / "repo", FILES)
+    # compact_ratio 1000: no rebuild of this small index after a few edits (a build scans anyway)
+    (root / "repomem.toml").write_text("[scan]\nmax_file_bytes = 2000\n\n[index]\ncompact_ratio = 1000.0\n")
+    if git:
+        subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
+        subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+        subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
+    watched = RepoService.open(root)
+    assert isinstance(watched, RepoService)
+    watched.ensure_index()
+    watched.watch_tree()
+    assert watched.watching
+    scans: list[int] = []
+    full_scan = watched._scan
+    monkeypatch.setattr(watched, "_scan", lambda: scans.append(1) or full_scan())
+    for what, change, needs_scan in CHANGES:
+        scans.clear()
+        time.sleep(0.01)  # a new mtime_ns even on coarse clocks
+        change(root)
+        report = watched.ensure_index(save=False)
+        assert not isinstance(report, RepoService) and report.warning == "", what
+        assert bool(scans) == needs_scan, (what, report.action, report.reason)
+        # What a full scan from the index on disk finds, in a service without a watch.
+        fresh = RepoService.open(root)
+        assert isinstance(fresh, RepoService)
+        fresh.ensure_index(save=False)
+        assert _state(watched) == _state(fresh), what
+    watched.stop_watching()
+    assert not watched.watching
+
+
+def test_the_index_folder_inside_the_tree_is_not_watched(tmp_path: Path) -> None:
+    """Saving the index writes files in the tree's own index folder: no event of it asks for a scan."""
+    root = write_repo(tmp_path / "repo", FILES)
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+    _append(root / "app/util.py", "\n\ndef saved():\n    return 1\n")
+    service.ensure_index(save=False)
+    assert service.save() is None
+    assert service._watch is not None
+    seen = service._watch.look()
+    assert not seen.names and not seen.written
+
+
+def test_past_the_watch_limit_there_is_no_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """inotify's ENOSPC (fs.inotify.max_user_watches reached): no watch, every refresh scans."""
+    import repomem.index.tree_watch as tree_watch
+
+    class FullLibc:
+        def __init__(self, real):
+            self._real = real
+
+        def inotify_init1(self, flags):
+            return self._real.inotify_init1(flags)
+
+        def inotify_add_watch(self, fd, path, mask):
+            import ctypes
+            import errno
+
+            ctypes.set_errno(errno.ENOSPC)
+            return -1
+
+    real = tree_watch._libc()
+    if real is None:
+        pytest.skip("no inotify on this system")
+    monkeypatch.setattr(tree_watch, "_libc", lambda: FullLibc(real))
+    root = write_repo(tmp_path / "repo", FILES)
+    assert TreeWatch.start(str(root), [str(root)], []) is None
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    assert service.watch_tree() is False and not service.watching
