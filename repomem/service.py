@@ -265,6 +265,11 @@ class RepoService:
         return bool(changed or removed)
 
     @property
+    def loaded_files(self) -> int:
+        """Files in the loaded index (0 when none is loaded)."""
+        return self.index.n_live_files if self.index is not None else 0
+
+    @property
     def watching(self) -> bool:
         return self._watch is not None
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from repomem.backends.base import Backend
+from repomem.backends.base import Backend, backend_broken
 from repomem.backends.factory import connect_endpoint, open_backend, start_ahead
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
@@ -85,3 +85,51 @@ def open_chosen_backends(args: argparse.Namespace, config: Config, err: Console,
         return [ok(open_backend(settings, progress, model_path=args.model or "",
                                 endpoint=endpoints[0] if endpoints else "", hf_model=args.hf or "",
                                 vllm_model=args.vllm or "", ahead=ahead))]
+
+
+class KeptBackend:
+    """The model a resident process (`repomem daemon`) keeps open between `complete` commands: one
+    (a model holds gigabytes), reused while a command asks for the same model with the same
+    settings; closed when another is asked for, after a command that found it broken or was
+    interrupted, and when the daemon ends."""
+
+    def __init__(self) -> None:
+        self._key: object = None
+        self._backend: Backend | None = None
+
+    @staticmethod
+    def key(args: argparse.Namespace, config: Config) -> object:
+        return (args.model, args.endpoint, args.hf, args.vllm, args.gpu_layers, config.model)
+
+    def take(self, key: object) -> Backend | None:
+        """The backend kept for `key`, or None (and whatever another key kept is closed)."""
+        if self._backend is not None and self._key != key:
+            self.close()
+        return self._backend
+
+    def keep(self, key: object, backend: Backend) -> None:
+        self._key, self._backend = key, backend
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+        self.forget()
+
+    def forget(self) -> None:
+        self._key, self._backend = None, None
+
+
+# Set by a resident process only (repomem/cli/daemon_server.py); a one-command process keeps nothing.
+KEPT_BACKEND: KeptBackend | None = None
+
+
+def release_backend(backend: Backend, key: object, error: BaseException | None) -> None:
+    """After a command: the backend kept for the next one in a resident process, unless the command
+    found it broken or was interrupted in the middle of a call; closed otherwise."""
+    broken = error is not None and not (isinstance(error, UserError) and not backend_broken(error.failure))
+    if KEPT_BACKEND is not None and not broken:
+        KEPT_BACKEND.keep(key, backend)
+        return
+    if KEPT_BACKEND is not None:
+        KEPT_BACKEND.forget()  # whatever it kept is this backend (take closed any other)
+    backend.close()

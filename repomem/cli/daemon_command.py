@@ -4,17 +4,22 @@ commands (repomem/cli/daemon_server.py; forwarding in repomem/cli/daemon_client.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from repomem.cli.daemon_client import OPT_OUT, connect, daemon_folder, send_json, socket_path
 from repomem.cli.errors import UserError
 from repomem.failures import Failure, FailureKind
+
+if TYPE_CHECKING:
+    from repomem.cli.daemon_server import RunCommand
 
 START_TIMEOUT_S = 60.0  # the engine's imports and numba's set-up, on a loaded machine
 STOP_TIMEOUT_S = 60.0  # a running command finishes and unsaved indexes are written first
@@ -38,7 +43,7 @@ def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
     return answer if isinstance(answer, dict) else None
 
 
-def cmd_daemon(args: argparse.Namespace, out: Console, err: Console) -> int:
+def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand) -> int:
     if args.idle_minutes <= 0:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--idle-minutes must be more than 0"))
     if args.repositories < 1:
@@ -48,9 +53,9 @@ def cmd_daemon(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.action == "stop":
         return _stop()
     if args.foreground:
-        from repomem.cli.daemon_server import Daemon
+        from repomem.cli.daemon_server import Daemon  # the engine's imports: only in the daemon
 
-        return Daemon(args.idle_minutes * 60, args.repositories).run()
+        return Daemon(args.idle_minutes * 60, args.repositories, run_command).run()
     return _start(args)
 
 
@@ -114,7 +119,8 @@ def _start(args: argparse.Namespace) -> int:
                             f"the daemon did not answer within {START_TIMEOUT_S:.0f} s; see {folder / 'log'}"))
 
 
-def add_daemon_parser(commands) -> None:
+def add_daemon_parser(commands, run_command: RunCommand) -> None:
+    """`run_command`: how the daemon runs a forwarded command (repomem/cli/main.py's main)."""
     daemon = commands.add_parser(
         "daemon", help="keep indexes in memory between commands (index, retrieve and complete use it)",
         description="A resident process of this user that runs `repomem index`, `retrieve` and `complete` with "
@@ -127,4 +133,4 @@ def add_daemon_parser(commands) -> None:
                         help="indexes kept in memory at most, the least recently used dropped (default 3)")
     daemon.add_argument("--foreground", action="store_true", help="start: run in this process (logs on stderr)")
     daemon.add_argument("--json", action="store_true", help="status: as JSON")
-    daemon.set_defaults(handler=cmd_daemon)
+    daemon.set_defaults(handler=functools.partial(cmd_daemon, run_command=run_command))

@@ -27,11 +27,12 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
-from repomem.cli import service_setup
+from repomem.cli import backend_options, service_setup
 from repomem.cli.daemon_client import HEADER, MAX_SOCKET_PATH, STATUS, daemon_folder, package_folder, socket_path
 from repomem.cli.process_exit import exit_status
 
@@ -89,8 +90,13 @@ def _log(message: str) -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}", file=sys.__stderr__, flush=True)
 
 
+# One command: argv, the consoles of the client's stdout and stderr -> exit status (cli/main.py's main).
+RunCommand = Callable[[list[str], Console, Console], int]
+
+
 class Daemon:
-    def __init__(self, idle_s: float, repositories: int):
+    def __init__(self, idle_s: float, repositories: int, run_command: RunCommand):
+        self.run_command = run_command
         self.idle_s = idle_s
         self.repositories = repositories
         self.started = time.time()
@@ -100,7 +106,7 @@ class Daemon:
         self._running_command = False
         self._hangup_lock = threading.Lock()
         self._hung_up = False
-        self._prepared: set[int] = set()  # ids of the indexes made ready for edits
+        self._prepared: set[int] = set()  # ids of the services made ready for edits and watched
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -138,6 +144,7 @@ class Daemon:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored when started in the background
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
         service_setup.KEPT = service_setup.KeptServices(self.repositories)
+        backend_options.KEPT_BACKEND = backend_options.KeptBackend()
         self._warm_up()
         _log(f"listening on {path} (pid {os.getpid()}, idle exit after {self.idle_s:.0f} s)")
         try:
@@ -152,6 +159,7 @@ class Daemon:
             except OSError:
                 pass
             self._save_all()
+            backend_options.KEPT_BACKEND.close()
             lock.close()
         return 0
 
@@ -159,7 +167,6 @@ class Daemon:
         """What every forwarded command would import and set up: done once, before the first."""
         import numpy as np
 
-        import repomem.cli.main  # noqa: F401
         import repomem.service  # noqa: F401
         from repomem.index.kernels.csr import row_slots
 
@@ -195,11 +202,12 @@ class Daemon:
 
     def _prepare_for_edits(self) -> None:
         """Between commands, what the first edit of a newly loaded index would make (its structure,
-        call tables, edit graph: ~1 s on Django), so that the command after a saved file pays for
-        the file only. A command arriving meanwhile waits in the listen queue."""
+        call tables, edit graph: docs/measurements.md#index-load), and the watch of its tree, so
+        that the command after a saved file pays for the file only. A command arriving meanwhile
+        waits in the listen queue."""
         for service in list(service_setup.KEPT.services.values()) if service_setup.KEPT is not None else ():
-            if service.index is not None and id(service.index) not in self._prepared:
-                self._prepared.add(id(service.index))
+            if service.index_loaded and id(service) not in self._prepared:
+                self._prepared.add(id(service))
                 started = time.perf_counter()
                 try:
                     service.prepare_for_edits()
@@ -258,17 +266,13 @@ class Daemon:
         kept = service_setup.KEPT
         repositories = []
         for root, service in (kept.services.items() if kept is not None else ()):
-            index = service.index
-            repositories.append({"root": str(root), "loaded": index is not None,
-                                 "files": index.n_live_files if index is not None else 0,
+            repositories.append({"root": str(root), "loaded": service.index_loaded, "files": service.loaded_files,
                                  "unsaved": kept is not None and root in kept.unsaved, "watching": service.watching})
         return {"pid": os.getpid(), "socket": str(socket_path()), "uptime_s": round(time.time() - self.started, 1),
                 "commands": self.commands, "idle_exit_s": self.idle_s, "resident_mb": round(_resident_kb() / 1024),
                 "repositories": repositories, "package": self.package}
 
     def _run_command(self, conn: socket.socket, request: dict) -> None:
-        from repomem.cli.main import main
-
         argv = [str(a) for a in request.get("argv", [])]
         terminals = request.get("terminals") or [False, False]
         columns = request.get("columns")
@@ -295,7 +299,7 @@ class Daemon:
             self._running_command, self._hung_up = True, False
             watcher.start()
             try:
-                status = main(argv, out, err)
+                status = self.run_command(argv, out, err)
             except SystemExit as stop:  # argparse's usage errors and --help
                 status = exit_status(stop.code)
             except KeyboardInterrupt:

@@ -202,7 +202,11 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
             ok(check_gguf(Path(args.model)))
     settings = service.config.completion
     timings: dict[str, float] = {}
-    ahead = start_model_ahead(args, service.config)  # it loads while the index step runs
+    from repomem.cli import backend_options
+
+    key = backend_options.KeptBackend.key(args, service.config)
+    kept = backend_options.KEPT_BACKEND.take(key) if backend_options.KEPT_BACKEND is not None else None
+    ahead = None if kept is not None else start_model_ahead(args, service.config)  # it loads during the index step
     try:
         started = time.perf_counter()
         strategy = args.strategy or settings.strategy
@@ -212,7 +216,7 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
             embed_windows(service, err)
         timings["index"] = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
-        backend = open_chosen_backends(args, service.config, err, ahead)[0]
+        backend = kept if kept is not None else open_chosen_backends(args, service.config, err, ahead)[0]
         # the model's start still to wait for after the index step, or the connection to a server
         timings["load_model"] = (time.perf_counter() - started) * 1000
     finally:
@@ -222,8 +226,10 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
         engine = CompletionEngine(service, backend)
         result = ok(engine.complete(cursor, strategy, order=args.order, use_suffix=not args.no_suffix,
                                      max_new_tokens=args.max_tokens))
-    finally:
-        backend.close()
+    except BaseException as error:
+        backend_options.release_backend(backend, key, error)
+        raise
+    backend_options.release_backend(backend, key, None)
     timings.update(result.timings_ms)
     if args.json:
         prompt = result.prompt
@@ -390,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_summarise_parser(commands)
     add_eval_parser(commands)
     add_config_parser(commands)
-    add_daemon_parser(commands)
+    add_daemon_parser(commands, main)
     return parser
 
 

@@ -1,0 +1,212 @@
+"""`repomem daemon` as a user runs it: real `python -m repomem` processes, one daemon in a cache
+folder of this module's own. Forwarded commands answer as a fresh process does (output, errors,
+exit codes), a saved file is seen and the index written after the answer, the daemon is its
+user's alone, and it ends when idle or asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from repomem.cache import cache_root
+from repomem.cli.daemon_client import HEADER, OPT_OUT, package_folder
+from tests.cli_process import run
+from tests.repos import copy_example
+
+TIMEOUT_S = 120
+
+
+def repomem(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m repomem ARGS` from nothing, as a user's shell starts it; without a daemon (env
+    with REPOMEM_NO_DAEMON) the same command forked from the tests' zygote, which runs it in its
+    own process as a fresh one would (tests/cli_zygote.py), ~2 s sooner."""
+    if env.get(OPT_OUT):
+        return run(*args, cwd=cwd, env=env, timeout=TIMEOUT_S)
+    return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=TIMEOUT_S)
+
+
+def _environment(cache: Path, daemon: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in (OPT_OUT, "REPOMEM_DEBUG")}
+    env["REPOMEM_CACHE"] = str(cache)
+    if not daemon:
+        env[OPT_OUT] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def cache() -> Iterator[Path]:
+    # Short: a Unix socket's path holds 107 bytes, and pytest's folders are long.
+    folder = Path(tempfile.mkdtemp(prefix="rmd-"))
+    # The embedded model, pulled once, and its saved prompt states, as the other tests use them.
+    for shared in ("models", "prompt-states"):
+        (cache_root() / shared).mkdir(parents=True, exist_ok=True)
+        (folder / shared).symlink_to(cache_root() / shared)
+    started = repomem("daemon", "start", "--idle-minutes", "10", env=_environment(folder, True))
+    assert started.returncode == 0, started.stderr
+    assert "daemon started: pid" in started.stdout
+    yield folder
+    children = _children(_status(folder)["pid"])
+    stopped = repomem("daemon", "stop", env=_environment(folder, True))
+    assert stopped.returncode == 0 and "daemon stopped" in stopped.stdout
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in children)  # the kept model's process ended with it
+    assert not (folder / "daemon" / "socket").exists()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not ended (a zombie nobody reaped has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _status(cache: Path) -> dict:
+    answer = repomem("daemon", "status", "--json", env=_environment(cache, True))
+    assert answer.returncode == 0, answer.stderr
+    return json.loads(answer.stdout)
+
+
+def _without_timings(text: str) -> dict:
+    answer = json.loads(text)
+    answer.pop("timings_ms")
+    return answer
+
+
+def test_forwarded_commands_answer_as_a_fresh_process(cache: Path, package_repo: Path) -> None:
+    commands_before = _status(cache)["commands"]
+    both = {}
+    for daemon in (True, False):
+        env = _environment(cache, daemon)
+        both[daemon] = [
+            repomem("retrieve", "pkg/models.py:20", "--json", env=env, cwd=package_repo),
+            repomem("retrieve", "pkg/models.py:20", env=env, cwd=package_repo),
+            repomem("retrieve", "pkg/missing.py:1", env=env, cwd=package_repo),
+            repomem("retrieve", "pkg/models.py:9999", env=env, cwd=package_repo),
+            repomem("retrieve", "pkg/models.py:20", "--k", "0", env=env, cwd=package_repo),
+        ]
+    forwarded, fresh = both[True], both[False]
+    assert forwarded[0].returncode == fresh[0].returncode == 0
+    assert _without_timings(forwarded[0].stdout) == _without_timings(fresh[0].stdout)
+    assert forwarded[1].stdout == fresh[1].stdout  # the table, as wide as a pipe's
+    for one, other in zip(forwarded[2:], fresh[2:]):
+        assert one.returncode == other.returncode == 2
+        assert one.stderr == other.stderr and one.stderr.startswith("repomem: error: ")
+        assert "Traceback" not in one.stderr
+    status = _status(cache)
+    assert status["commands"] == commands_before + 5  # the daemon ran them, the fresh process did not
+    assert str(package_repo.resolve()) in [r["root"] for r in status["repositories"]]
+
+
+def _wait_until_watched(cache: Path, root: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(r["root"] == str(root.resolve()) and r["watching"] for r in _status(cache)["repositories"]):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the daemon never watched the repository")
+
+
+def test_a_saved_file_is_seen_and_the_index_written_after_the_answer(cache: Path, package_repo: Path) -> None:
+    daemon_env, fresh_env = _environment(cache, True), _environment(cache, False)
+    assert repomem("retrieve", "pkg/models.py:20", env=daemon_env, cwd=package_repo).returncode == 0
+    _wait_until_watched(cache, package_repo)
+    with (package_repo / "pkg/helpers.py").open("a") as stream:
+        stream.write("\n\ndef zebra_stripes(name):\n    return slugify(name) + '-zebra'\n")
+    forwarded = repomem("retrieve", "pkg/models.py:20", "--json", "--k", "50", env=daemon_env, cwd=package_repo)
+    assert forwarded.returncode == 0, forwarded.stderr
+    assert "zebra_stripes" in forwarded.stdout
+    assert _status(cache)["commands"] > 0  # answered after the daemon wrote the index
+    # A fresh process finds the index on disk up to date, and ranks as the daemon did.
+    report = json.loads(repomem("index", "--json", env=fresh_env, cwd=package_repo).stdout)
+    assert report["action"] == "unchanged"
+    files = report["files"]
+    fresh = repomem("retrieve", "pkg/models.py:20", "--json", "--k", "50", env=fresh_env, cwd=package_repo)
+    assert _without_timings(forwarded.stdout) == _without_timings(fresh.stdout)
+    # A new file: the names changed, so the daemon scans, and `index` writes at once.
+    (package_repo / "pkg/extra.py").write_text("def extra():\n    return 1\n")
+    report = json.loads(repomem("index", "--json", env=daemon_env, cwd=package_repo).stdout)
+    # (this small index is rebuilt rather than updated: index.compact_ratio)
+    assert report["action"] in ("updated", "built") and report["files"] == files + 1
+    assert json.loads(repomem("index", "--json", env=fresh_env, cwd=package_repo).stdout)["action"] == "unchanged"
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat_file.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_complete_keeps_the_model_open_between_commands(cache: Path, tmp_path: Path) -> None:
+    """The embedded model: the second completion through the daemon starts no model and answers as
+    a fresh process does; the model's process is the daemon's child until the daemon ends."""
+    shop = copy_example(tmp_path / "shop")
+    daemon_env = _environment(cache, True)
+    answers = [repomem("complete", "shop/report.py:9", "--json", env=daemon_env, cwd=shop) for _ in range(2)]
+    for answer in answers:
+        assert answer.returncode == 0, answer.stderr
+    first, second = (json.loads(answer.stdout) for answer in answers)
+    assert second["timings_ms"]["load_model"] < 50 < first["timings_ms"]["load_model"]
+    assert first["completion"] == second["completion"] == "compute_tax(amount_cents, tax_class)"
+    fresh = repomem("complete", "shop/report.py:9", env=_environment(cache, False), cwd=shop)
+    assert fresh.stdout.strip() == first["completion"]
+    assert len(_children(_status(cache)["pid"])) == 1  # the model's process, kept
+
+
+def test_the_daemon_is_private_and_declines_another_installation(cache: Path) -> None:
+    folder = cache / "daemon"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "socket").stat().st_mode) == 0o600
+    again = repomem("daemon", "start", env=_environment(cache, True))
+    assert again.returncode == 0 and "already running" in again.stdout
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(str(folder / "socket"))
+        conn.sendall(json.dumps({"argv": ["index"], "cwd": "/", "env": {}, "package": "/another/repomem",
+                                 "terminals": [False, False]}).encode() + b"\n")
+        kind, length = HEADER.unpack(conn.recv(HEADER.size, socket.MSG_WAITALL))
+        assert kind == b"d" and b"another repomem" in conn.recv(length, socket.MSG_WAITALL)
+    assert package_folder() == _status(cache)["package"]
+
+
+def test_an_idle_daemon_exits_and_a_bad_option_is_one_line(tmp_path: Path) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="rmi-"))
+    try:
+        env = _environment(folder, True)
+        bad = repomem("daemon", "start", "--idle-minutes", "0", env=env)
+        assert bad.returncode == 2 and bad.stderr.strip() == "repomem: error: --idle-minutes must be more than 0"
+        assert repomem("daemon", "start", "--idle-minutes", "0.02", env=env).returncode == 0
+        pid = _status(folder)["pid"]
+        deadline = time.monotonic() + 30
+        while (folder / "daemon" / "socket").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not (folder / "daemon" / "socket").exists()
+        assert "idle for 1 s: exiting" in (folder / "daemon" / "log").read_text()
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:  # the process ends right after its socket
+            time.sleep(0.05)
+        assert not _alive(pid)
+        assert repomem("daemon", "status", env=env).stdout.startswith("no daemon running")
+        assert repomem("daemon", "stop", env=env).stdout.strip() == "no daemon running"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
