@@ -107,6 +107,11 @@ class KeptBackend:
             self.close()
         return self._backend
 
+    @property
+    def process_id(self) -> int | None:
+        """The kept model's child process, where it runs in one."""
+        return getattr(self._backend, "pid", None)
+
     def keep(self, key: object, backend: Backend) -> None:
         self._key, self._backend = key, backend
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from repomem.cli.daemon_client import OPT_OUT, connect, daemon_folder, send_json, socket_path
-from repomem.cli.errors import UserError
+from repomem.cli.daemon_client import MAX_SOCKET_PATH, OPT_OUT, connect, daemon_folder, send_json, socket_path
+from repomem.cli.errors import UserError, finite_float
 from repomem.failures import Failure, FailureKind
 
 if TYPE_CHECKING:
@@ -25,8 +25,14 @@ START_TIMEOUT_S = 60.0  # the engine's imports and numba's set-up, on a loaded m
 STOP_TIMEOUT_S = 60.0  # a running command finishes and unsaved indexes are written first
 
 
+# The answer of a daemon that listens but did not answer in time: it is running a long command
+# (a first index of a large repository); it answers when that ends.
+BUSY = {"busy": True}
+LOG_BYTES = 1 << 20  # the log is moved aside to log.1 at a start past this size
+
+
 def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
-    """A control request's answer, or None when no daemon listens."""
+    """A control request's answer, BUSY, or None when no daemon listens."""
     conn = connect(timeout_s)
     if conn is None:
         return None
@@ -34,6 +40,8 @@ def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
         try:
             send_json(conn, {"control": control})
             line = conn.makefile("rb").readline()
+        except TimeoutError:
+            return BUSY
         except OSError:
             return None
     try:
@@ -67,6 +75,9 @@ def _status(args: argparse.Namespace) -> int:
     if answer is None:
         print(f"no daemon running (socket {socket_path()})")
         return 0
+    if answer is BUSY:
+        print(f"a daemon is running a long command; it answers when that ends (socket {socket_path()})")
+        return 0
     print(f"daemon pid {answer['pid']}, up {answer['uptime_s']:.0f} s, {answer['commands']} commands, "
           f"{answer['resident_mb']} MB resident, exits after {answer['idle_exit_s'] / 60:g} idle minutes")
     for repository in answer["repositories"]:
@@ -81,8 +92,12 @@ def _stop() -> int:
         print("no daemon running")
         return 0
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while socket_path().exists() and time.monotonic() < deadline:
+    while answer is not BUSY and socket_path().exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    if answer is BUSY or socket_path().exists():
+        raise UserError(Failure(FailureKind.DAEMON_FAILED,
+                                f"the daemon did not stop within {STOP_TIMEOUT_S:.0f} s (a long command); ask again "
+                                f"when it ends, or end its process (pid in {daemon_folder() / 'lock'})"))
     print("daemon stopped")
     return 0
 
@@ -90,11 +105,19 @@ def _stop() -> int:
 def _start(args: argparse.Namespace) -> int:
     running = _ask("status")
     if running is not None:
-        print(f"a daemon is already running (pid {running['pid']}, socket {running['socket']})")
+        print(f"a daemon is already running (socket {socket_path()}"
+              + (f", pid {running['pid']})" if "pid" in running else ", busy with a command)"))
         return 0
+    path = socket_path()
+    if len(os.fsencode(str(path))) > MAX_SOCKET_PATH:
+        raise UserError(Failure(FailureKind.DAEMON_FAILED,
+                                f"the daemon's socket path {path} is longer than a Unix socket allows "
+                                f"({MAX_SOCKET_PATH} bytes); set REPOMEM_CACHE to a shorter folder"))
     folder = daemon_folder()
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if (folder / "log").is_file() and (folder / "log").stat().st_size > LOG_BYTES:
+            (folder / "log").replace(folder / "log.1")
         log = open(folder / "log", "ab")
     except OSError as error:
         raise UserError(Failure(FailureKind.DAEMON_FAILED, f"cannot write {folder}: {error.strerror}")) from None
@@ -127,7 +150,7 @@ def add_daemon_parser(commands, run_command: RunCommand) -> None:
                     "each repository's index kept in memory: a command then pays for what changed since the "
                     f"last one. Commands use a running daemon by themselves ({OPT_OUT}=1 runs one without it).")
     daemon.add_argument("action", choices=("start", "stop", "status"))
-    daemon.add_argument("--idle-minutes", type=float, default=30.0,
+    daemon.add_argument("--idle-minutes", type=finite_float, default=30.0,
                         help="exit after this many minutes without a command (default 30)")
     daemon.add_argument("--repositories", type=int, default=3,
                         help="indexes kept in memory at most, the least recently used dropped (default 3)")

@@ -27,6 +27,7 @@ import struct
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -195,6 +196,7 @@ class Daemon:
                 except OSError as error:  # the client went away mid-answer
                     _log(f"connection lost: {error}")
                     stop = False
+            self._stop_stray_children()
             self._save_all()
             if stop:
                 return
@@ -219,6 +221,20 @@ class Daemon:
                     return
                 watching = "watching its folders" if service.watching else "no watch: every command scans"
                 _log(f"prepared {service.root} for edits in {time.perf_counter() - started:.2f} s; {watching}")
+
+    def _stop_stray_children(self) -> None:
+        """End what a command left running besides the kept model: a one-command process's exit
+        ends its children, a daemon outlives its commands (a model started by a command that was
+        interrupted while it loaded would hold its gigabytes until the daemon ends)."""
+        kept = backend_options.KEPT_BACKEND.process_id if backend_options.KEPT_BACKEND is not None else None
+        strays = [pid for pid in _children(os.getpid()) if pid != kept]
+        for pid in strays:
+            _log(f"ending process {pid}, left running by a command")
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                continue
 
     def _save_all(self) -> None:
         if service_setup.KEPT is None:
@@ -304,6 +320,9 @@ class Daemon:
                 status = exit_status(stop.code)
             except KeyboardInterrupt:
                 status = 130
+            except Exception:  # REPOMEM_DEBUG=1 re-raises a bug for its traceback: the client's to read
+                traceback.print_exc()
+                status = 1
             finally:
                 with self._hangup_lock:
                     self._running_command = False
@@ -339,6 +358,19 @@ class Daemon:
             if self._running_command:
                 self._hung_up = True
                 _thread.interrupt_main()
+
+
+def _children(parent: int) -> list[int]:
+    """The running (not ended) child processes of `parent`, from /proc."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(parent) and fields[0] != "Z":
+            found.append(int(stat_file.parent.name))
+    return found
 
 
 def _stop_on_sigterm(signum, frame) -> None:
