@@ -25,6 +25,7 @@ import signal
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -302,6 +303,7 @@ class Daemon:
         try:
             os.environ.clear()
             os.environ.update({str(k): str(v) for k, v in dict(request.get("env", {})).items()})
+            tempfile.tempdir = None  # gettempdir() read TMPDIR once: the client's now
             sys.stdout, sys.stderr = out_stream, err_stream
             try:
                 os.chdir(request.get("cwd", "/"))
@@ -337,6 +339,7 @@ class Daemon:
             sys.stdout, sys.stderr = saved_streams
             os.environ.clear()
             os.environ.update(saved_env)
+            tempfile.tempdir = None
             os.chdir("/")
             self.commands += 1
             _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
