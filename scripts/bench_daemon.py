@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,8 +35,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from repomem.cache import cache_root  # noqa: E402
-from scripts.bench_no_change import TREE_CACHE, TREES, _git_repository  # noqa: E402
-from scripts.bench_sources import django_or  # noqa: E402
+from scripts.bench_no_change import TREES, bench_tree  # noqa: E402
+from scripts.bench_no_change import timed_repomem as _repomem  # noqa: E402
 
 EXAMPLE = ("examples/shop", "shop/report.py:9")
 MODES = ("fresh process", "daemon")
@@ -49,16 +48,6 @@ def _environment(cache: Path, daemon: bool) -> dict[str, str]:
     if not daemon:
         environment["REPOMEM_NO_DAEMON"] = "1"
     return environment
-
-
-def _repomem(environment: dict[str, str], cwd: Path, *args: str) -> tuple[dict, float]:
-    started = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "repomem", *args], env=environment, capture_output=True, text=True,
-                         cwd=cwd)
-    wall = time.perf_counter() - started
-    if run.returncode != 0:
-        raise SystemExit(f"{' '.join(args)}: {run.stderr[-2000:]}")
-    return (json.loads(run.stdout) if "--json" in args else {}), wall
 
 
 def _wait_until_watched(environment: dict[str, str], tree: Path) -> None:
@@ -141,11 +130,7 @@ def main() -> None:
                     results["trees"][tree_name] = measure_complete(cache, args.rounds)
                 continue
             edited, cursor = TREES[tree_name]
-            tree = TREE_CACHE / tree_name
-            if not (tree / ".git").is_dir():  # made once: 50,000 files take minutes to write here
-                shutil.rmtree(tree, ignore_errors=True)
-                with console.status(f"{tree_name}: copying and committing into {tree}"):
-                    _git_repository(django_or(None) if tree_name == "django" else None, tree)
+            tree = bench_tree(tree_name, console)
             with console.status(f"{tree_name}: {args.rounds} rounds"):
                 results["trees"][tree_name] = measure_tree(tree, edited, cursor, cache, args.rounds)
         finally:

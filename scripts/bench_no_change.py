@@ -64,17 +64,34 @@ def _git_repository(files_from: Path | None, folder: Path) -> Path:
     return folder
 
 
+def bench_tree(name: str, console: Console) -> Path:
+    """The tree `name` of TREES as a git repository in TREE_CACHE, made the first time (50,000
+    files take minutes to write here)."""
+    tree = TREE_CACHE / name
+    if not (tree / ".git").is_dir():
+        shutil.rmtree(tree, ignore_errors=True)
+        with console.status(f"{name}: copying and committing into {tree}"):
+            _git_repository(django_or(None) if name == "django" else None, tree)
+    return tree
+
+
+def timed_repomem(environment: dict[str, str], cwd: Path, *args: str) -> tuple[dict, float]:
+    """`python -m repomem ARGS` as a user's shell starts it: its JSON answer (`--json`, else {})
+    and its wall time in seconds; a failure ends the benchmark with its stderr."""
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "repomem", *args], env=environment, capture_output=True, text=True,
+                         cwd=cwd)
+    wall = time.perf_counter() - started
+    if run.returncode != 0:
+        raise SystemExit(f"{cwd} {' '.join(args)}: {run.stderr[-2000:]}")
+    return (json.loads(run.stdout) if "--json" in args else {}), wall
+
+
 def _repomem(checkout: Path, cache: Path, *args: str) -> tuple[dict, float]:
     config = cache / "config.toml"
     config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
     environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config)}
-    started = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "repomem", *args], env=environment, capture_output=True, text=True,
-                         cwd=checkout)
-    wall = time.perf_counter() - started
-    if run.returncode != 0:
-        raise SystemExit(f"{checkout} {' '.join(args)}: {run.stderr[-2000:]}")
-    return json.loads(run.stdout), wall
+    return timed_repomem(environment, checkout, *args)
 
 
 def measure(checkouts: dict[str, Path], caches: dict[str, Path], tree: Path, edited: str, cursor: str,
@@ -132,11 +149,7 @@ def main() -> None:
             checkouts = {"before": reference, "this checkout": ROOT}
             for tree_name in args.trees.split(","):
                 edited, cursor = TREES[tree_name]
-                tree = TREE_CACHE / tree_name
-                if not (tree / ".git").is_dir():  # made once: 50,000 files take minutes to write here
-                    shutil.rmtree(tree, ignore_errors=True)
-                    with console.status(f"{tree_name}: copying and committing into {tree}"):
-                        _git_repository(django_or(None) if tree_name == "django" else None, tree)
+                tree = bench_tree(tree_name, console)
                 caches = {name: work / f"cache-{tree_name}-{index}" for index, name in enumerate(checkouts)}
                 for cache in caches.values():
                     cache.mkdir()
