@@ -92,6 +92,9 @@ class RepoView:
         self.memories = memories
         self._dense = dense
         self._symbols: SymbolView | None = None
+        # Each file's masked lines, made once per request: masking is a pass over the whole file
+        # (milliseconds for a long one), and a request reads one file for many fragments.
+        self._lines: dict[str, list[str]] = {}
 
     # -- the index -----------------------------------------------------------------------------
 
@@ -123,8 +126,12 @@ class RepoView:
         return masked(text, self.config.scan)
 
     def file_lines(self, path: str) -> list[str]:
-        """A file's lines as indexed: its editor buffer, else the disk ([] when unreadable)."""
-        return self.mask(self._raw_text(path)).split("\n")
+        """A file's lines as indexed: its editor buffer, else the disk ([] when unreadable), as
+        they were at this request's first read of them; a list of the caller's own."""
+        lines = self._lines.get(path)
+        if lines is None:
+            lines = self._lines[path] = self.mask(self._raw_text(path)).split("\n")
+        return list(lines)
 
     def unmasked_lines(self, path: str) -> list[str]:
         """`file_lines` before secret masking, for a caller that masks the few lines it keeps

@@ -145,7 +145,10 @@ def main() -> None:
         for key in samples[MODES[0]]:
             fresh, daemon = samples[MODES[0]][key], samples[MODES[1]][key]
             cells = [f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in (fresh, daemon)]
-            ratio = statistics.median(fresh) / max(statistics.median(daemon), 1e-6)
+            if statistics.median(daemon) < 0.001:  # under a millisecond: no ratio worth printing
+                table.add_row(tree_name, key, *cells, "-")
+                continue
+            ratio = statistics.median(fresh) / statistics.median(daemon)
             table.add_row(tree_name, key, *cells, f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x")
     console.print(table)
 

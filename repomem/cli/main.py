@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import json
 import os
 import sys
@@ -105,6 +106,7 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
     from repomem.records import JSON_VERSION, fragment_record
 
     cursor = result.cursor
+    view = service.view()
     return {
         "version": JSON_VERSION,
         "repo": str(service.root),
@@ -114,7 +116,7 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
         "alpha": result.alpha,
         "k": result.k,
         "query": {"first_line": result.query_first_line + 1, "last_line": cursor.line + 1},
-        "fragments": [fragment_record(f, rank, text=service.view().fragment_text(f))
+        "fragments": [fragment_record(f, rank, text=view.fragment_text(f))
                       for rank, f in enumerate(result.fragments, start=1)],
         "timings_ms": {name: round(value, 3) for name, value in timings.items()},
     }
@@ -143,9 +145,10 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
                       f"{f.s_env:.3f}", f"{f.s_rel:.3f}")
     out.print(table)
     if args.code:
+        view = service.view()
         for rank, f in enumerate(result.fragments, start=1):
             out.rule(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}")
-            out.print(service.view().fragment_text(f), markup=False, highlight=False, soft_wrap=True)
+            out.print(view.fragment_text(f), markup=False, highlight=False, soft_wrap=True)
     err.print(f"index {index_ms:.0f} ms, retrieve {result.timings_ms['retrieve']:.1f} ms", style="dim")
     return 0
 
@@ -400,12 +403,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once a process (~20 ms): a daemon parses every command with it."""
+    return build_parser()
+
+
 def main(argv: list[str] | None = None, out: Console | None = None, err: Console | None = None) -> int:
     """One command; `out` and `err`: the consoles it prints tables and bars on (a resident process
     passes those of its client's terminal)."""
     out = out or Console()
     err = err or Console(stderr=True)
-    parser = build_parser()
+    parser = _parser()
     args = parser.parse_args(argv)
     if sys.stdout is None and args.command != "serve":
         # Started with standard output closed (`>&-`): every result would vanish without a word.
