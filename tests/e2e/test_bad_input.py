@@ -282,6 +282,10 @@ CLI_CASES = [
     ("serve --socket past the socket path limit", ["serve", "--socket", "{repo}/" + "s" * 120], 2,
      "cannot listen"),
     ("serve --tcp with --socket", ["serve", "--tcp", "1", "--socket", "s.sock"], 2, "not allowed with"),
+    ("daemon --idle-minutes 0", ["daemon", "start", "--idle-minutes", "0"], 2, "--idle-minutes must be more than 0"),
+    ("daemon --idle-minutes nan", ["daemon", "start", "--idle-minutes", "nan"], 2, "finite number"),
+    ("daemon --repositories 0", ["daemon", "start", "--repositories", "0"], 2, "--repositories must be at least 1"),
+    ("an unknown daemon action", ["daemon", "frob"], 2, "invalid choice"),
 ]
 
 
