@@ -143,8 +143,11 @@ class RepoService:
         self._dense: tuple[RepoIndex, int, DenseWindows] | None = None
         self._embeddings: WindowEmbeddings | None = None  # the window embeddings kept, as last read or made
         self._embeddings_unsaved = False
-        # A resident process's watch on the tree (watch_tree): a refresh then reads what it saw.
+        # A resident process's watch on the tree (watch_tree): a refresh then reads what it saw,
+        # and stats the files indexed through a symbolic link (a write reports the target's name).
         self._watch: TreeWatch | None = None
+        self._linked: set[str] = set()
+        self._scanned_links: set[str] = set()  # of the last scan (list_candidates)
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -176,13 +179,18 @@ class RepoService:
         """The repository's files as they are now; the names' part from the memo while the folders
         are as they were (index/scan_memo.py)."""
         listing = listed_names(self.root, self.config.scan, index_dir(self.root, self.config))
-        return list_candidates(self.root, self.config.scan, listing)
+        links: list[str] = []
+        found = list_candidates(self.root, self.config.scan, listing, links)
+        self._scanned_links = set(links)
+        return found
 
     def _full_build(self, progress: Progress) -> RepoIndex:
         self._embedder_for_relations()
         warming = threading.Thread(target=warm_up, name="warm-kernels", daemon=True)
         warming.start()
         candidates, skipped = self._scan()
+        if self._watch is not None:
+            self._linked = set(self._scanned_links)
         warming.join()  # before the parse workers fork: no thread may be mid-compile then
         with rarer_collections(self.config.index.gc_young_threshold):  # the workers inherit it
             sources, analyses, unreadable = read_and_analyze(self.root, candidates, self._buffers, self.config,
@@ -206,6 +214,7 @@ class RepoService:
                    if r is not None and (r.path not in present or r.path in unreadable_paths)]
         index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         self._apply(index, changed, removed, progress)
+        self._linked = self._scanned_links - unreadable_paths if self._watch is not None else set()
         return len(changed), len(removed), restamped
 
     def _changed_sources(self, index: RepoIndex, candidates: list[Candidate]
@@ -261,7 +270,7 @@ class RepoService:
         self._watch = TreeWatch.start(str(self.root), folders, rule_files)
         if self._watch is None:
             return False
-        changed, removed, _ = self._refresh(self.index, NoProgress())
+        changed, removed, _ = self._refresh(self.index, NoProgress())  # and the links among its files
         return bool(changed or removed)
 
     @property
@@ -277,6 +286,7 @@ class RepoService:
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+            self._linked = set()
 
     def _refresh_watched(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int] | None:
         """_refresh's answer from the watch alone, when it saw only files written: those files
@@ -290,14 +300,16 @@ class RepoService:
             return None
         skipped = {path for path, _ in index.skipped}
         candidates: list[Candidate] = []
-        for path in sorted(seen.written):
+        # Written files, and every file indexed through a link (its target's write names the
+        # target), stat'ed as the scan does: a link followed, a file as it is.
+        for path in sorted(seen.written.union(self._linked)):
             record = index.record(path)
             if record is None:
                 if path in skipped:
                     return None  # too large or unreadable before: a full scan judges it again
                 continue  # judged out by its name (no grammar, excluded, ignored): its bytes change nothing
             try:
-                stat = os.lstat(self.root / path)
+                stat = os.stat(self.root / path) if path in self._linked else os.lstat(self.root / path)
             except OSError:
                 return None
             if not S_ISREG(stat.st_mode) or stat.st_size > self.config.scan.max_file_bytes:

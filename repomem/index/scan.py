@@ -291,10 +291,11 @@ def list_names(root: Path, config: ScanConfig, visited: list[str] | None = None)
     return NameListing(kept, unlisted, skipped), from_git
 
 
-def list_candidates(root: Path, config: ScanConfig,
-                    listing: NameListing | None = None) -> tuple[list[Candidate], list[Skipped]]:
+def list_candidates(root: Path, config: ScanConfig, listing: NameListing | None = None,
+                    links: list[str] | None = None) -> tuple[list[Candidate], list[Skipped]]:
     """Files that may be indexed, with cheap stat data; nothing is read yet. `listing`: the names'
-    part when the caller has it (scan_memo.py), else listed now."""
+    part when the caller has it (scan_memo.py), else listed now; `links`, when given, receives the
+    candidates that are symbolic links (their stat is their target's)."""
     listing = listing if listing is not None else list_names(root, config)[0]
     later: list[tuple[str, Skipped]] = []  # skipped by what lstat says, merged into the name order
     candidates: list[Candidate] = []
@@ -321,6 +322,8 @@ def list_candidates(root: Path, config: ScanConfig,
                         later.append((name, Skipped(name, link_reason)))
                         continue
                     stat = os.stat(name, dir_fd=top)
+                    if links is not None and S_ISREG(stat.st_mode) and stat.st_size <= largest:
+                        links.append(name)
             except RuntimeError:  # a symlink loop (Python < 3.13 raises RuntimeError, later ones OSError)
                 later.append((name, Skipped(name, "symbolic link loop")))
                 continue

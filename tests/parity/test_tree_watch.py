@@ -68,6 +68,7 @@ def test_a_watched_refresh_equals_a_full_scan_after_every_change(tmp_path: Path,
     root = write_repo(tmp_path / "repo", FILES)
     # compact_ratio 1000: no rebuild of this small index after a few edits (a build scans anyway)
     (root / "repomem.toml").write_text("[scan]\nmax_file_bytes = 2000\n\n[index]\ncompact_ratio = 1000.0\n")
+    (root / "app/alias.py").symlink_to("util.py")  # indexed through the link: a write to util.py changes it too
     if git:
         subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
         subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
