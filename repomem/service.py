@@ -53,7 +53,7 @@ from repomem.index.scan_memo import listed_names, listing_inputs
 from repomem.index.snapshot_check import SnapshotSummary, snapshot_as_written, snapshot_summary, unchanged_since
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
-from repomem.index.tree_watch import TreeWatch
+from repomem.index.tree_watch import FULL_SCAN_EVERY_S, TreeWatch
 from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root
@@ -148,6 +148,7 @@ class RepoService:
         self._watch: TreeWatch | None = None
         self._linked: set[str] = set()
         self._scanned_links: set[str] = set()  # of the last scan (list_candidates)
+        self._scanned_at = 0.0  # time.monotonic() of the last full refresh while watching
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -215,6 +216,7 @@ class RepoService:
         index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         self._apply(index, changed, removed, progress)
         self._linked = self._scanned_links - unreadable_paths if self._watch is not None else set()
+        self._scanned_at = time.monotonic()
         return len(changed), len(removed), restamped
 
     def _changed_sources(self, index: RepoIndex, candidates: list[Candidate]
@@ -292,11 +294,11 @@ class RepoService:
         """_refresh's answer from the watch alone, when it saw only files written: those files
         re-read, the rest as they were (what a full scan would find, since only a write moves a
         file's size or time). None when only a full scan can tell (names changed, a file the index
-        does not hold or could not read, no watch)."""
+        does not hold or could not read, no watch, or the last full scan is FULL_SCAN_EVERY_S old)."""
         if self._watch is None or self._buffers:
             return None
         seen = self._watch.look()
-        if seen.names:
+        if seen.names or time.monotonic() - self._scanned_at > FULL_SCAN_EVERY_S:
             return None
         skipped = {path for path, _ in index.skipped}
         candidates: list[Candidate] = []

@@ -17,6 +17,11 @@ Anything else (git's objects, other files in a rule file's folder) changes no sc
 A watch is started before the scan it follows: an event that races the scan is seen at the next
 look, at worst as one more read of an unchanged file. Off Linux, or past the user's inotify limits,
 there is no watch and every look is a full scan.
+
+Not seen by inotify: a write through a hard link whose other name lies outside the watched
+folders, a write through a shared memory mapping, a change made by another machine on a network
+file system. The service therefore still scans in full once FULL_SCAN_EVERY_S has passed since
+its last full scan, which bounds how long such a change can go unseen.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ GONE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
 FOLDER_MASK = WRITTEN | ENTRIES | GONE | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
 EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then len bytes of name)
 READ_BYTES = 1 << 16
+FULL_SCAN_EVERY_S = 300.0  # seconds: what a watch cannot see is found at the next full scan
 
 
 @dataclass

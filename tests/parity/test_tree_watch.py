@@ -140,3 +140,27 @@ def test_past_the_watch_limit_there_is_no_watch(tmp_path: Path, monkeypatch: pyt
     assert isinstance(service, RepoService)
     service.ensure_index()
     assert service.watch_tree() is False and not service.watching
+
+
+def test_what_the_watch_did_not_see_is_found_by_the_next_full_scan_in_time(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change inotify cannot report (here: its events drained unread, as a write through a mapping
+    or a remote file system leaves none) is found once FULL_SCAN_EVERY_S has passed."""
+    import repomem.service as service_module
+
+    root = write_repo(tmp_path / "repo", FILES)
+    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")  # updated, not rebuilt
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+    _append(root / "app/util.py", "\n\ndef unseen():\n    return 1\n")
+    assert service._watch is not None and service._watch.look().written == {"app/util.py"}  # drained
+    assert service.ensure_index(save=False).action == "unchanged"  # within the period: trusted
+    monkeypatch.setattr(service_module, "FULL_SCAN_EVERY_S", 0.0)
+    report = service.ensure_index(save=False)
+    assert report.action == "updated" and report.changed == 1
+    fresh = RepoService.open(root)
+    assert isinstance(fresh, RepoService)
+    fresh.ensure_index(save=False)
+    assert _state(service) == _state(fresh)
