@@ -56,6 +56,10 @@ def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command
         raise UserError(Failure(FailureKind.BAD_OPTION, "--idle-minutes must be more than 0"))
     if args.repositories < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--repositories must be at least 1"))
+    if args.action == "start" and not sys.platform.startswith("linux"):
+        # Its peers are checked with SO_PEERCRED and its children found in /proc: Linux's own.
+        raise UserError(Failure(FailureKind.DAEMON_FAILED, "repomem daemon runs on Linux only; "
+                                                            "commands run in their own process here"))
     if args.action == "status":
         return _status(args)
     if args.action == "stop":
