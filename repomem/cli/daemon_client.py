@@ -92,12 +92,16 @@ def forward(argv: list[str]) -> int | None:
     """Run `repomem ARGV` in the daemon: its exit status, or None when this process must run it."""
     if not argv or argv[0] not in FORWARDED or os.environ.get(OPT_OUT, "") not in ("", "0"):
         return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None  # the working folder was removed: this process says so, as it always did
     conn = connect()
     if conn is None:
         return None
     with conn:
         try:
-            send_json(conn, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
+            send_json(conn, {"argv": argv, "cwd": cwd, "env": dict(os.environ),
                              "package": package_folder(), "terminals": [os.isatty(1), os.isatty(2)],
                              "columns": _terminal_columns()})
         except OSError:

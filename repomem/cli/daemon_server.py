@@ -307,8 +307,10 @@ class Daemon:
             sys.stdout, sys.stderr = out_stream, err_stream
             try:
                 os.chdir(request.get("cwd", "/"))
-            except OSError as error:
+            except OSError as error:  # removed since the client sent it
                 print(f"repomem: error: cannot enter the working folder: {error.strerror}", file=sys.stderr)
+                err_stream.flush()
+                status = 2
                 return
             out = Console(file=out_stream, force_terminal=True if terminals[0] else None,
                           width=columns if terminals[0] and columns else None)
@@ -343,7 +345,7 @@ class Daemon:
             os.chdir("/")
             self.commands += 1
             _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
-        _send(conn, b"x", STATUS.pack(status))
+            _send(conn, b"x", STATUS.pack(status))
 
     def _watch_hang_up(self, conn: socket.socket, wake: socket.socket) -> None:
         """A client that closes its connection (Ctrl+C) stops its command: KeyboardInterrupt in the

@@ -421,6 +421,12 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
         print("repomem: error: standard output is closed; nothing could be printed", file=sys.stderr)
         return 1
     try:
+        os.getcwd()
+    except OSError:  # every command finds its repository or settings from here
+        print("repomem: error: the current folder no longer exists (removed after the shell entered it); "
+              "cd to an existing folder", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         return int(args.handler(args, out, err))
     except UserError as error:
         print(f"repomem: error: {error.failure.message}", file=sys.stderr)

@@ -758,3 +758,15 @@ def test_a_bad_model_file_is_refused_before_the_index_is_touched(tmp_path: Path)
     result = run("complete", f"{repo}/shop/report.py:9", "--model", str(tmp_path / "absent.gguf"))
     assert_user_error(result, "does not exist")
     assert (repo / ".repomem" / "CURRENT").read_text() == current
+
+
+def test_a_removed_working_folder_is_one_error(tmp_path: Path) -> None:
+    """A shell still standing in a folder that was removed: one line, exit 2, no internal error."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    answer = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$0" -m repomem retrieve x.py:1',
+                             sys.executable], capture_output=True, text=True, timeout=120,
+                            env={k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"})
+    assert answer.returncode == 2
+    assert answer.stderr.strip() == ("repomem: error: the current folder no longer exists (removed after the shell "
+                                     "entered it); cd to an existing folder")
