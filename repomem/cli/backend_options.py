@@ -131,8 +131,8 @@ KEPT_BACKEND: KeptBackend | None = None
 def release_backend(backend: Backend, key: object, error: BaseException | None) -> None:
     """After a command: the backend kept for the next one in a resident process, unless the command
     found it broken or was interrupted in the middle of a call; closed otherwise."""
-    broken = error is not None and not (isinstance(error, UserError) and not backend_broken(error.failure))
-    if KEPT_BACKEND is not None and not broken:
+    usable = error is None or (isinstance(error, UserError) and not backend_broken(error.failure))
+    if KEPT_BACKEND is not None and usable:
         KEPT_BACKEND.keep(key, backend)
         return
     if KEPT_BACKEND is not None:

@@ -6,7 +6,7 @@ repository's index (and the model) already in memory, and prints what it prints 
 daemon, or one that declines (another repomem installation, code changed since it started), the
 command runs in this process as always.
 
-This module imports only the standard library: a forwarded command pays the interpreter's start
+This module imports only the standard library and repomem.cache: a forwarded command pays the interpreter's start
 (~0.04 s), not the engine's imports (~1 s) nor repomem.cli.main's (~0.25 s).
 
 Frames from the daemon: one byte of kind, four bytes of length (big-endian), the payload.
@@ -23,6 +23,8 @@ import struct
 import sys
 from pathlib import Path
 
+from repomem.cache import cache_root
+
 # The commands a daemon runs; every other command (eval, model, serve, config, summarise) runs here.
 FORWARDED = ("index", "retrieve", "complete")
 # Set to anything but "" or "0": never use a daemon (tests, or a user who wants a fresh process).
@@ -34,11 +36,9 @@ STATUS = struct.Struct(">i")
 
 
 def daemon_folder() -> Path:
-    """Where the daemon's socket, lock and log live: the user cache (repomem.cache.cache_root's
-    rule, repeated here so that this module imports nothing of the engine)."""
-    if os.environ.get("REPOMEM_CACHE"):
-        return Path(os.environ["REPOMEM_CACHE"]) / "daemon"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repomem" / "daemon"
+    """Where the daemon's socket, lock and log live: the user cache (repomem.cache imports only
+    the standard library too)."""
+    return cache_root() / "daemon"
 
 
 def socket_path() -> Path:

@@ -366,16 +366,23 @@ class Daemon:
 
 
 def _children(parent: int) -> list[int]:
-    """The running (not ended) child processes of `parent`, from /proc."""
-    found = []
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+    """The running (not ended) child processes of `parent`, from each of its threads' /proc
+    children list: a walk of every process on the machine took ~5 ms with 70 of them, after every
+    command."""
+    found: list[int] = []
+    for task in Path(f"/proc/{parent}/task").iterdir():
         try:
-            fields = stat_file.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[1] == str(parent) and fields[0] != "Z":
-            found.append(int(stat_file.parent.name))
-    return found
+            found.extend(int(pid) for pid in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return [pid for pid in found if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _stop_on_sigterm(signum, frame) -> None:

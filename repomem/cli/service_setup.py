@@ -4,7 +4,6 @@ date with a progress bar. Shared by the commands that index (`index`, `retrieve`
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -14,6 +13,7 @@ from rich.console import Console
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.failures import Failure, FailureKind
+from repomem.index.scan_memo import git_environment
 from repomem.positions import find_repo_root
 from repomem.service import IndexReport, RepoService
 
@@ -34,9 +34,7 @@ class KeptServices:
     def _key(service: RepoService) -> object:
         """What a kept service must share with a command's: its settings, and the environment git
         reads its rules from (which files a scan lists; index/scan_memo.py's key)."""
-        environment = sorted((name, value) for name, value in os.environ.items()
-                             if name.startswith("GIT_") or name in ("HOME", "XDG_CONFIG_HOME"))
-        return service.config, environment
+        return service.config, git_environment()
 
     def reuse(self, opened: RepoService) -> RepoService:
         kept = self.services.get(opened.root)

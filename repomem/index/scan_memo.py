@@ -61,14 +61,18 @@ def _identity(path: str) -> list[int] | None:
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
 
 
+def git_environment() -> list[tuple[str, str]]:
+    """The environment git reads its rules from (which files a listing holds), sorted."""
+    return sorted((name, value) for name, value in os.environ.items()
+                  if name.startswith("GIT_") or name in ("HOME", "XDG_CONFIG_HOME"))
+
+
 def _settings_key(config: ScanConfig, root: Path) -> str:
     """The settings and code that judge names, the environment git reads its rules from, and the
     tree's own path: the folders watched are named by absolute path, so a copy of the tree with
     its index folder inside (`cp -a`, a restored backup) would otherwise watch the original's
     folders and never see a file added to the copy."""
-    environment = sorted((name, value) for name, value in os.environ.items()
-                         if name.startswith("GIT_") or name in ("HOME", "XDG_CONFIG_HOME"))
-    text = repr((MEMO_VERSION, builder_digest(), config, environment, os.path.abspath(root)))
+    text = repr((MEMO_VERSION, builder_digest(), config, git_environment(), os.path.abspath(root)))
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
