@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +29,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scripts.bench_sources import django_or  # noqa: E402
+from scripts.reference_checkout import reference_worktree, run_probe  # noqa: E402
 
 # Runs inside the checkout under test (PYTHONPATH): "build" brings the index up to date; "load"
 # loads it `repeats` times after one untimed load (the kernels' compiled code read from numba's
@@ -66,14 +65,7 @@ print(json.dumps({"load_s": loads, "structure_s": structures, "trusted": trusted
 
 
 def probe(checkout: Path, tree: Path, cache: Path, phase: str, repeats: int = 0) -> dict:
-    config = cache / "config.toml"
-    config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
-    environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config)}
-    run = subprocess.run([sys.executable, "-c", PROBE, str(tree), phase, str(repeats)], env=environment,
-                         capture_output=True, text=True, cwd=checkout)
-    if run.returncode != 0:
-        raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
-    return json.loads(run.stdout.splitlines()[-1])
+    return run_probe(checkout, cache, PROBE, str(tree), phase, str(repeats))
 
 
 def timed_rounds(checkouts: dict[str, tuple[Path, Path]], tree: Path, rounds: int, repeats: int) -> dict:
@@ -103,14 +95,9 @@ def main() -> None:
     args = parser.parse_args()
     tree = django_or(args.repo)
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="bench-load-") as scratch:
-        before = Path(scratch) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
-                       check=True, capture_output=True)
-        checkouts = {}
-        for label, checkout in (("before " + args.before, before), ("this checkout", ROOT)):
-            checkouts[label] = (checkout, Path(scratch) / label.replace(" ", "-"))
-            checkouts[label][1].mkdir()
+    with reference_worktree(args.before) as before, tempfile.TemporaryDirectory(prefix="bench-load-") as scratch:
+        checkouts = {label: (checkout, Path(scratch) / label.replace(" ", "-"))
+                     for label, checkout in (("before " + args.before, before), ("this checkout", ROOT))}
         edited = tree / args.edited
         original = edited.read_bytes()
         try:
@@ -122,7 +109,6 @@ def main() -> None:
             after_edit = timed_rounds(checkouts, tree, args.rounds, args.repeats)
         finally:
             edited.write_bytes(original)
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], capture_output=True)
     results = {label: {"build": fresh[label]["build"], "fragments": fresh[label]["fragments"],
                        "files": fresh[label]["files"], "fresh": fresh[label], "after_edit": after_edit[label]}
                for label in checkouts}

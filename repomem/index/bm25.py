@@ -98,9 +98,9 @@ def score_query(
     norm_scale = config.k1 * (1.0 - config.b)
     length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
     term_weights = counts * stats.idf[ids]  # per query term: occurrences x idf
-    query = OkapiQuery(ids, term_weights, config.k1, norm_scale, length_scale)
+    query = OkapiQuery(ids, term_weights, config.k1, norm_scale, length_scale * doc_len)
     for segment in segments:
         tf = segment.tf
-        add_bm25_scores(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), query, doc_len, scores)
+        add_bm25_scores(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), query, scores)
     scores[~live] = 0.0
     return scores

@@ -16,7 +16,7 @@ import numpy as np
 from repomem.index.bm25 import score_query
 from repomem.index.kernels.csr import rows_times
 from repomem.index.kernels.environment import add_rows_scaled, relation_bounds
-from repomem.index.kernels.selection import top_k_positions
+from repomem.index.kernels.selection import largest_positions, top_k_offered, top_k_positions
 from repomem.index.repo_index import RepoIndex
 from repomem.index.tokens import tokenize
 
@@ -59,8 +59,8 @@ class Lift:
 
 
 def query_terms(index: RepoIndex, query_text: str) -> list[int]:
-    vocabulary = index.vocabulary
-    return [vocabulary[t] for t in tokenize(query_text, index.config.bm25) if t in vocabulary]
+    term_id = index.vocabulary.get
+    return [i for i in map(term_id, tokenize(query_text, index.config.bm25)) if i is not None]
 
 
 def _live_ids(index: RepoIndex, chosen: np.ndarray | None) -> np.ndarray:
@@ -124,7 +124,7 @@ def best_fragments(index: RepoIndex, query_text: str, alpha: float, k: int, anch
         return []
     # Positions are fragment ids here, so top_k_positions' ties go to the lower id, as in top_fragments.
     n_anchors = max(0, min(anchored, k, n_offered))
-    anchors = top_k_positions(np.where(offered, s_ind, -np.inf), n_anchors) if n_anchors > 0 else np.zeros(0, np.int64)
+    anchors = top_k_offered(s_ind, offered, n_anchors)
     places = min(k, n_offered) - n_anchors
     rows = _RelationRows(index, s_ind, _relation_mass(index, excluded_ids))
     rest, rest_env = anchors[:0], np.zeros(0)
@@ -178,7 +178,7 @@ class _RelationRows:
         smallest of them (a weighted mean of the weak ones is at most that)."""
         s_ind = self.s_ind
         n_strong = min(self.STRONG, s_ind.size)
-        strong = np.argpartition(s_ind, s_ind.size - n_strong)[s_ind.size - n_strong:]  # any order
+        strong = np.sort(largest_positions(s_ind, n_strong))
         # The weak ones' part of a mean is at most their share of the weight times their largest
         # s_ind, so at most max(0, that): BM25 goes below 0 where the average idf does.
         weak_bar = max(0.0, float(s_ind[strong].min())) if n_strong < s_ind.size else 0.0
@@ -204,8 +204,9 @@ def _independent_scores(index: RepoIndex, query_text: str,
     excluded_ids = _live_ids(index, excluded)
     usable[excluded_ids] = False
     s_ind = score_query(query_terms(index, query_text), index.segments, index.stats, index.doc_len,
-                        index.live, index.config.bm25)
-    return np.where(usable, s_ind, 0.0), usable, excluded_ids
+                        index.live, index.config.bm25)  # a new array, 0 where not live
+    s_ind[excluded_ids] = 0.0
+    return s_ind, usable, excluded_ids
 
 
 def _relation_mass(index: RepoIndex, excluded_ids: np.ndarray) -> np.ndarray:
@@ -259,13 +260,6 @@ def strongest_lifts(index: RepoIndex, scores: Scores, fragments: Sequence[int]) 
     return out
 
 
-def _best(candidates: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
-    """The k candidates (sorted ids) with the largest values, best first (ties: lower id first)."""
-    if k <= 0:
-        return candidates[:0]
-    return candidates[top_k_positions(np.ascontiguousarray(values, dtype=np.float64), k)]
-
-
 def top_fragments(index: RepoIndex, scores: Scores, k: int, anchored: int = 0) -> list[ScoredFragment]:
     """The k best usable fragments by s_rel, best first (ties: lower fragment id first).
 
@@ -273,15 +267,12 @@ def top_fragments(index: RepoIndex, scores: Scores, k: int, anchored: int = 0) -
     s_rel, in s_ind order; the rest follow by s_rel. Relations then add to the lexical best match
     instead of displacing it (prompt.anchor_matches; 0 is the paper's ranking).
     """
-    candidates = np.flatnonzero(~np.isnan(scores.s_rel))
-    if candidates.size == 0 or k <= 0:
+    if k <= 0:
         return []
-    anchors = _best(candidates, scores.s_ind[candidates], min(anchored, k)) if anchored > 0 else candidates[:0]
-    if anchors.size:
-        keep = np.ones(candidates.size, dtype=bool)
-        keep[np.searchsorted(candidates, anchors)] = False  # candidates are sorted ids (flatnonzero)
-        candidates = candidates[keep]
-    rest = _best(candidates, scores.s_rel[candidates], k - anchors.size)
+    candidates = ~np.isnan(scores.s_rel)
+    anchors = top_k_offered(scores.s_ind, candidates, min(max(anchored, 0), k))
+    candidates[anchors] = False
+    rest = top_k_offered(scores.s_rel, candidates, k - anchors.size)
     return scored_fragments(index, scores, [*anchors.tolist(), *rest.tolist()])
 
 

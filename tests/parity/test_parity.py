@@ -15,7 +15,7 @@ from repomem.config import BM25Config, Config, with_overrides
 from repomem.index.bm25 import build_segment
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
-from repomem.index.kernels.selection import top_k_positions
+from repomem.index.kernels.selection import largest_positions, top_k_offered, top_k_positions
 from repomem.index.kernels.shortest_paths import (
     GraphRows,
     PrunedSpan,
@@ -829,6 +829,23 @@ def test_top_k_matches_a_full_sort_ties_included(seed):
         assert top_k_positions(values, k).tolist() == _top_k_reference(values, k), (n, k)
     ascending = np.sort(values)  # every value replaces a kept one: the slow case stays exact
     assert top_k_positions(ascending, 10).tolist() == _top_k_reference(ascending, 10)
+    offered = rng.random(n) < 0.6
+    offered_ids = np.flatnonzero(offered)
+    for k in (0, 1, 3, 10, n + 5):
+        expected = offered_ids[_top_k_reference(values[offered_ids], k)].tolist()
+        assert top_k_offered(values, offered, k).tolist() == expected, (n, k)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_largest_positions_is_the_top_k_as_a_set_ties_included(seed):
+    """The heap the bound's strong entries come from keeps the same set as the full sort."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 600))
+    values = rng.integers(0, 7, size=n).astype(np.float64) if seed % 2 else rng.random(n)
+    for values_in in (values, np.sort(values), np.sort(values)[::-1].copy()):
+        for k in (1, 2, 10, 256, n, n + 5):
+            kept = sorted(largest_positions(values_in, k).tolist())
+            assert kept == sorted(_top_k_reference(values_in, k)), (n, k)
 
 
 @pytest.mark.parametrize("granularity", ["statement", "named"])

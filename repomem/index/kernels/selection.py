@@ -12,29 +12,50 @@ def top_k_positions(values, k):
     """Positions of the k largest of `values` (float64, shape (n,), no NaN), best first; equal
     values in position order. One pass keeping k slots (k is ~10: a query's top K), where a full
     partition of 50k scores cost 0.5 ms."""
+    return _top_k(values, None, k)
+
+
+@njit(cache=True, nogil=True)
+def top_k_offered(values, offered, k):
+    """`top_k_positions` among the positions where `offered` (bool, shape (n,)) holds: fewer than
+    k where fewer are offered. Positions stay those of `values`, where masking the others with
+    -inf cost a pass and an array of n."""
+    return _top_k(values, offered, k)
+
+
+@njit(cache=True, nogil=True)
+def _top_k(values, offered, k):
+    """The k slots' pass; `offered` None: every position (numba compiles that case without the test)."""
     n = values.shape[0]
-    k = min(k, n)
+    k = max(0, min(k, n))
     slot_pos = np.empty(k, dtype=np.int64)
     slot_val = np.empty(k, dtype=np.float64)
+    if k == 0:
+        return slot_pos
+    filled = 0
     worst = 0
     for i in range(n):
+        if offered is not None and not offered[i]:
+            continue
         value = values[i]
-        if i < k:
-            slot_pos[i] = i
-            slot_val[i] = value
+        if filled < k:
+            slot_pos[filled] = i
+            slot_val[filled] = value
+            filled += 1
+            if filled < k:
+                continue
         elif value > slot_val[worst]:  # equal: the kept one has the lower position and stays
             slot_pos[worst] = i
             slot_val[worst] = value
         else:
             continue
-        if i >= k - 1:
-            # The worst slot: smallest value, and of equal values the highest position.
-            worst = 0
-            for s in range(1, k):
-                if slot_val[s] < slot_val[worst] or (slot_val[s] == slot_val[worst] and slot_pos[s] > slot_pos[worst]):
-                    worst = s
-    # Insertion sort of the k slots by (value descending, position ascending).
-    for a in range(1, k):
+        # The worst slot: smallest value, and of equal values the highest position.
+        worst = 0
+        for s in range(1, k):
+            if slot_val[s] < slot_val[worst] or (slot_val[s] == slot_val[worst] and slot_pos[s] > slot_pos[worst]):
+                worst = s
+    # Insertion sort of the filled slots by (value descending, position ascending).
+    for a in range(1, filled):
         pos = slot_pos[a]
         val = slot_val[a]
         b = a - 1
@@ -44,6 +65,50 @@ def top_k_positions(values, k):
             b -= 1
         slot_pos[b + 1] = pos
         slot_val[b + 1] = val
+    return slot_pos[:filled]
+
+
+@njit(cache=True, nogil=True)
+def largest_positions(values, k):
+    """Positions of the k largest of `values` (float64, shape (n,), no NaN), in no set order; of
+    equal values the lower positions. A heap of k slots whose root is the worst one kept (smallest
+    value, of equal values the highest position): one pass, and a sift only where a value beats the
+    root, where np.argpartition over a query's scores (one per fragment) took ~0.45 ms for k = 256."""
+    n = values.shape[0]
+    k = min(k, n)
+    slot_pos = np.empty(k, dtype=np.int64)
+    slot_val = np.empty(k, dtype=np.float64)
+    for i in range(k):  # sift up: later positions of equal value are the worse ones
+        child = i
+        while child > 0:
+            parent = (child - 1) // 2
+            if slot_val[parent] < values[i] or (slot_val[parent] == values[i] and slot_pos[parent] > i):
+                break
+            slot_pos[child] = slot_pos[parent]
+            slot_val[child] = slot_val[parent]
+            child = parent
+        slot_pos[child] = i
+        slot_val[child] = values[i]
+    for i in range(k, n):
+        value = values[i]
+        if not value > slot_val[0]:  # equal: the kept one has the lower position and stays
+            continue
+        parent = 0
+        while True:  # sift down from the root: move the worse child up while it is worse than `value`
+            child = 2 * parent + 1
+            if child >= k:
+                break
+            right = child + 1
+            if right < k and (slot_val[right] < slot_val[child]
+                              or (slot_val[right] == slot_val[child] and slot_pos[right] > slot_pos[child])):
+                child = right
+            if slot_val[child] > value or (slot_val[child] == value and slot_pos[child] < i):
+                break
+            slot_pos[parent] = slot_pos[child]
+            slot_val[parent] = slot_val[child]
+            parent = child
+        slot_pos[parent] = i
+        slot_val[parent] = value
     return slot_pos
 
 

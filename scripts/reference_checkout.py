@@ -1,0 +1,48 @@
+"""A reference commit beside this checkout, for benchmarks that run the same probe in both.
+
+`reference_worktree(rev)` checks REV out as a detached git worktree in a scratch folder (removed
+afterwards); `run_probe` runs a probe script with a checkout first on PYTHONPATH and its own index
+cache (so the two checkouts never rebuild each other's indexes: the builder digest differs), and
+returns the JSON object the probe prints last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def reference_worktree(rev: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="repomem-reference-") as scratch:
+        checkout = Path(scratch) / "checkout"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), rev],
+                       check=True, capture_output=True)
+        try:
+            yield checkout
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)],
+                           capture_output=True)
+
+
+def run_probe(checkout: Path, cache: Path, probe: str, *args: str) -> dict:
+    """`python -c PROBE ARGS` in `checkout` with the index cache under `cache`; its last line as JSON.
+    A failing probe ends the benchmark with its stderr."""
+    cache.mkdir(parents=True, exist_ok=True)
+    config = cache / "config.toml"
+    config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
+    environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config),
+                   "REPOMEM_NO_DAEMON": "1"}
+    run = subprocess.run([sys.executable, "-c", probe, *args], env=environment, capture_output=True, text=True,
+                         cwd=checkout)
+    if run.returncode != 0:
+        raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
+    return json.loads(run.stdout.splitlines()[-1])
