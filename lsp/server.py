@@ -9,7 +9,8 @@ never waits on the model, so the server keeps answering while it generates.
   Until the index is ready completions come from the open file alone.
 - Open buffers are what retrieval and prompts see: each change is remembered and overlaid on the
   index right before the next retrieval. Saves and watched-file events re-index from disk and
-  persist the index.
+  persist the index; so does the server's own watch of the repository's folders (inotify, read
+  before each retrieval), for changes the client does not report.
 - Which request reaches the model and which answer reaches the editor is decided in one place,
   `CompletionScheduler` (lsp/scheduler.py): caches, debounce, joining an identical request,
   superseding, cancelling, the answer budget and dropping answers for a document that moved on.
@@ -325,6 +326,15 @@ class RepomemServer(LanguageServer):
 
         self.with_progress("indexing", run)
 
+    def persist_later(self) -> None:
+        """The index written to disk after what the model thread is doing now (called on it)."""
+        session = self.session
+        assert session is not None
+        try:
+            self.model_worker.submit(session.persist)
+        except RuntimeError:  # the server is exiting: the index stays as the last save left it
+            pass
+
     def start_model(self) -> None:
         """Open the model on the model thread (it loads while the index builds)."""
         session = self.session
@@ -400,6 +410,7 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     ls.session = CompletionSession(root_path, settings, ls.log, ahead)
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
+    ls.session.on_disk_changed = ls.persist_later
     ls.apply_options(ls.options)
     ls.options_applied()
     ls.start_model()  # the model loads while the index builds

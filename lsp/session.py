@@ -100,6 +100,9 @@ class CompletionSession:
         # ratio: ids only grow, so every keystroke's re-indexed file leaves dead fragments behind.
         # The server rebuilds in the background; the current index keeps answering meanwhile.
         self.on_index_churned: Callable[[], None] = lambda: None
+        # Called (on the model thread) when changes on disk were indexed before a retrieval: the
+        # server queues `persist` behind the request, so the snapshot is written after the answer.
+        self.on_disk_changed: Callable[[], None] = lambda: None
         self._rebuilding = False
         self._feedback: FeedbackLog | None = None
         self.stopped = False  # the session is ending: no generation starts, no model opens
@@ -214,8 +217,33 @@ class CompletionSession:
             self._use(self.config, self.backend)
         with self._dirty_lock:
             self._overlaid.clear()  # built from the disk: every buffer is overlaid again
+        self._watch_disk()
         self.index_ready.set()
         self.sync_buffers()
+
+    def _watch_disk(self) -> None:
+        """Watch the tree for the new index (server.watch_disk); what changed on disk while it was
+        being built is indexed now."""
+        self.service.stop_watching()
+        if self.config.server.watch_disk and self.service.watch_tree():
+            self.on_disk_changed()
+        if self.config.server.watch_disk and not self.service.watching:
+            self.log("info", "no watch of the repository's folders (not Linux, or past fs.inotify.max_user_watches): "
+                             "changes on disk reach the index through saves and the client's file events only")
+
+    def _read_disk(self) -> None:
+        """Index what the watch saw change on disk since the last look (nothing to do: ~10 µs)."""
+        read = self.service.read_disk_changes()
+        if isinstance(read, Failure):
+            self.log("warning", f"changes on disk not indexed: {read.message}")
+        elif read != (0, 0):
+            self.log("info", f"changes on disk indexed: {read[0]} files changed, {read[1]} removed")
+            self.on_disk_changed()
+
+    def persist(self) -> None:
+        """Write the index as it is now (after changes on disk were indexed)."""
+        if self.service.index_loaded:
+            self._report(self.service.save())
 
     def buffer_changed(self, path: str, text: str) -> None:
         """Called on the event loop: remember the text; the model thread indexes it when next needed."""
@@ -238,6 +266,7 @@ class CompletionSession:
         minutes. Buffers left out are retrieved as the disk has them."""
         if not self.service.index_loaded:
             return
+        self._read_disk()
         limit = max(self.config.server.indexed_buffers, 1)
         with self._dirty_lock:
             recent = list(self._recent)[-limit:]

@@ -43,6 +43,7 @@ from repomem.index.scan import (
     Skipped,
     SourceFile,
     excluded_reason,
+    judge_names,
     list_candidates,
     printable_path,
     read_source,
@@ -211,8 +212,9 @@ class RepoService:
         present = {c.path for c in candidates}
         changed, unreadable, restamped = self._changed_sources(index, candidates)
         unreadable_paths = {s.path for s in unreadable}
-        removed = [r.path for r in index.files
-                   if r is not None and (r.path not in present or r.path in unreadable_paths)]
+        # An open editor buffer stays indexed from its text even when its file is gone from the disk.
+        removed = [r.path for r in index.files if r is not None and r.path not in self._buffers
+                   and (r.path not in present or r.path in unreadable_paths)]
         index.skipped = [(s.path, s.reason) for s in (*skipped, *unreadable)]
         self._apply(index, changed, removed, progress)
         self._linked = self._scanned_links - unreadable_paths if self._watch is not None else set()
@@ -294,17 +296,22 @@ class RepoService:
         """_refresh's answer from the watch alone, when it saw only files written: those files
         re-read, the rest as they were (what a full scan would find, since only a write moves a
         file's size or time). None when only a full scan can tell (names changed, a file the index
-        does not hold or could not read, no watch, or the last full scan is FULL_SCAN_EVERY_S old)."""
-        if self._watch is None or self._buffers:
+        does not hold or could not read, no watch, or the last full scan is FULL_SCAN_EVERY_S old).
+        Files an editor buffer overlays are left as the buffer has them."""
+        if self._watch is None:
             return None
         seen = self._watch.look()
         if seen.names or time.monotonic() - self._scanned_at > FULL_SCAN_EVERY_S:
             return None
+        if seen.entries:  # names come and go: only those the scan keeps or reports can change its answer
+            kept, skipped = judge_names(sorted(seen.entries), self.config.scan)
+            if kept or skipped:
+                return None
         skipped = {path for path, _ in index.skipped}
         candidates: list[Candidate] = []
         # Written files, and every file indexed through a link (its target's write names the
         # target), stat'ed as the scan does: a link followed, a file as it is.
-        for path in sorted(seen.written.union(self._linked)):
+        for path in sorted(seen.written.union(self._linked).difference(self._buffers)):
             record = index.record(path)
             if record is None:
                 if path in skipped:
@@ -322,6 +329,22 @@ class RepoService:
             return None
         self._apply(index, changed, [], progress)
         return len(changed), 0, restamped
+
+    def read_disk_changes(self) -> tuple[int, int] | Failure:
+        """What the watch saw change on disk, indexed in memory (not saved): (files changed,
+        removed). A resident process that keeps editor buffers (the language server) calls it before
+        each retrieval: nothing seen costs one read of the watch; only files written re-reads those;
+        names changed, a full scan (buffers stay as they are). (0, 0) without an index or a watch."""
+        if self.index is None or self._watch is None:
+            return 0, 0
+        try:
+            watched = self._refresh_watched(self.index, NoProgress())
+            changed, removed, _ = watched if watched is not None else self._refresh(self.index, NoProgress())
+        except EmbedderUnavailable as error:
+            return error.failure
+        except StructureUnavailable as error:
+            return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error})")
+        return changed, removed
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False,
                      save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:

@@ -547,6 +547,13 @@ class ServerConfig:
     # are kept as text only and retrieved as the disk has them until edited or asked in again.
     indexed_buffers: int = setting(64, positive=True, repository_cap=512, run_only=True,
                                    help="open buffers overlaid on the index, the most recently edited or asked in")
+    # inotify on the folders the file listing depends on (repomem/index/tree_watch.py), read before
+    # each retrieval: what changes on disk outside the editor (a checkout, a pull, a generated file)
+    # reaches the index even from clients that send no watched-file events. One watch a folder
+    # counts against fs.inotify.max_user_watches; past it, or off Linux, there is no watch.
+    watch_disk: bool = setting(True, run_only=True,
+                               help="watch the repository's folders and re-index what changes on disk before the "
+                                    "next completion")
     shown_completions: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
                                      help="completions remembered for accept / reject / explain, by id")
     # Local only.

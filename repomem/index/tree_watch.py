@@ -7,10 +7,12 @@ entries change or a file they are judged by changes (a .gitignore, git's index, 
 files), and each file's size and time, which change when it is written. So the folders the
 listing depends on are watched, and so are the folders holding those rule files; each event is
 read as:
-- a folder's entries created, deleted or moved, a rule file touched in any way, a watched folder
-  changed or gone, a directory event, or the kernel's queue overflowing: the names may have changed,
-  and the next look is a full scan (a new folder is watched first, so nothing written into it
-  after that is missed);
+- a rule file touched in any way, a watched folder changed or gone, a directory event, or the
+  kernel's queue overflowing: the names may have changed, and the next look is a full scan (a new
+  folder is watched first, so nothing written into it after that is missed);
+- a file created, deleted or moved: its path, which the service judges by name as the scan would
+  (an editor's swap, lock or backup file, with no grammar, changes no scan's answer; any other
+  name asks for a full scan);
 - a file written or its attributes changed: that file's path, re-read if the index holds it.
 Anything else (git's objects, other files in a rule file's folder) changes no scan's answer.
 
@@ -64,10 +66,12 @@ FULL_SCAN_EVERY_S = 300.0  # seconds: what a watch cannot see is found at the ne
 @dataclass
 class Changes:
     """What a look found: `names` True when only a full scan can say what the repository holds
-    now; otherwise `written`, the repository-relative paths of files written since the last look."""
+    now; otherwise `written`, the repository-relative paths of files written since the last look,
+    and `entries`, those of files created, deleted or moved (in or out)."""
 
     names: bool = False
     written: set[str] = field(default_factory=set)
+    entries: set[str] = field(default_factory=set)
 
 
 def _libc():
@@ -192,14 +196,17 @@ class TreeWatch:
                 if mask & (IN_CREATE | IN_MOVED_TO) and name != ".git":
                     self._watch_new_tree(os.path.join(folder, name))
                 continue
+            if folder == self._root:
+                path = name
+            elif folder.startswith(self._root + "/"):
+                path = folder[len(self._root) + 1:] + "/" + name
+            else:
+                changes.names = True  # not under the root (a tree above it?): only a scan can tell
+                continue
             if mask & ENTRIES:
-                changes.names = True
+                changes.entries.add(path)
             elif mask & WRITTEN:
-                path = os.path.join(folder, name)
-                if folder == self._root:
-                    changes.written.add(name)
-                elif path.startswith(self._root + "/"):
-                    changes.written.add(path[len(self._root) + 1:])
+                changes.written.add(path)
 
     @property
     def folders(self) -> int:

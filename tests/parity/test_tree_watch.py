@@ -43,6 +43,11 @@ CHANGES: list[tuple[str, Callable[[Path], None], bool]] = [
     ("a file written", lambda root: _append(root / "app/util.py", "\n\ndef added():\n    return helper()\n"), False),
     ("a file touched, bytes the same", lambda root: os.utime(root / "lib/deep/mod.py"), False),
     ("a file without a grammar written", lambda root: _append(root / "docs/notes.txt", "more\n"), False),
+    ("an editor's swap and lock files created",
+     lambda root: [(root / "app" / name).write_text("x") for name in (".main.py.swp", "#main.py#", "main.py~")],
+     False),
+    ("an editor's swap file removed", lambda root: (root / "app/.main.py.swp").unlink(), False),
+    ("a secret file created", lambda root: (root / "app/.env").write_text("TOKEN=1\n"), True),
     ("a file created", lambda root: (root / "app/new.py").write_text("def new():\n    return 1\n"), True),
     ("a file deleted", lambda root: (root / "app/new.py").unlink(), True),
     ("a folder created with a file",
@@ -164,3 +169,48 @@ def test_what_the_watch_did_not_see_is_found_by_the_next_full_scan_in_time(tmp_p
     assert isinstance(fresh, RepoService)
     fresh.ensure_index(save=False)
     assert _state(service) == _state(fresh)
+
+
+def test_with_editor_buffers_the_watch_indexes_the_disk_and_leaves_the_buffers(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The language server's path (`read_disk_changes` with buffers open): a file written on disk
+    is re-read without a scan, a buffer's file written on disk keeps the buffer's text, a new file
+    is found by the scan the new name asks for, and a buffer's file deleted on disk stays indexed
+    from the buffer until the buffer is dropped. Each step: the index a service with the same buffer
+    and no watch builds from a full scan."""
+    root = write_repo(tmp_path / "repo", FILES)
+    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+    buffer = "def main():\n    return buffered_only()\n"
+    assert service.set_buffer("app/main.py", buffer) is None
+    scans: list[int] = []
+    full_scan = service._scan
+    monkeypatch.setattr(service, "_scan", lambda: scans.append(1) or full_scan())
+
+    def same_as_a_full_scan(what: str) -> None:
+        fresh = RepoService.open(root)
+        assert isinstance(fresh, RepoService)
+        fresh.ensure_index(save=False)
+        if "app/main.py" in service._buffers:
+            assert fresh.set_buffer("app/main.py", buffer) is None
+        fresh.ensure_index(save=False)
+        assert {path: state[0] for path, state in _state(service)[0].items()} == \
+            {path: state[0] for path, state in _state(fresh)[0].items()}, what
+
+    time.sleep(0.01)
+    _append(root / "app/util.py", "\n\ndef written():\n    return 1\n")
+    _append(root / "app/main.py", "\n\ndef on_disk_only():\n    return 1\n")
+    assert service.read_disk_changes() == (1, 0) and not scans
+    same_as_a_full_scan("files written")
+    (root / "app/fresh.py").write_text("def fresh():\n    return 7\n")
+    assert service.read_disk_changes() == (1, 0) and scans
+    same_as_a_full_scan("a file created")
+    (root / "app/main.py").unlink()
+    assert service.read_disk_changes() == (0, 0)
+    assert service.index_for_measurement().record("app/main.py") is not None  # the buffer's text
+    assert service.drop_buffer("app/main.py") is None
+    assert service.index_for_measurement().record("app/main.py") is None
+    assert service.read_disk_changes() == (0, 0)
