@@ -1,6 +1,6 @@
 """What changed in a repository since the last look, from Linux's inotify: a resident process
-(`repomem daemon`) then skips the scan when nothing changed and re-reads only the files written
-when only files were written.
+(`repomem daemon`, the language server) then skips the scan when nothing changed and re-reads only
+the files written when only files were written.
 
 A scan's answer has two parts (index/scan_memo.py): the names, which change only when a folder's
 entries change or a file they are judged by changes (a .gitignore, git's index, exclude and config
