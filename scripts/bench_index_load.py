@@ -15,7 +15,6 @@ Results: eval/results/bench-index-load.json and a table.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -29,7 +28,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scripts.bench_sources import django_or  # noqa: E402
-from scripts.reference_checkout import reference_worktree, run_probe  # noqa: E402
+from scripts.reference_checkout import paired_arguments, reference_worktree, run_probe  # noqa: E402
 
 # Runs inside the checkout under test (PYTHONPATH): "build" brings the index up to date; "load"
 # loads it `repeats` times after one untimed load (the kernels' compiled code read from numba's
@@ -85,13 +84,10 @@ def timed_rounds(checkouts: dict[str, tuple[Path, Path]], tree: Path, rounds: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", type=Path)
-    parser.add_argument("--before", default="0047f1e", help="reference commit (default: the commit before the seal)")
+    # The default reference: the commit before the seal.
+    parser = paired_arguments(__doc__, "0047f1e", 3, ROOT / "eval/results/bench-index-load.json")
     parser.add_argument("--repeats", type=int, default=5, help="loads per round")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of each checkout")
     parser.add_argument("--edited", default="django/db/models/query.py")
-    parser.add_argument("--out", type=Path, default=ROOT / "eval/results/bench-index-load.json")
     args = parser.parse_args()
     tree = django_or(args.repo)
     console = Console()

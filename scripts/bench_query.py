@@ -13,7 +13,6 @@ Results: eval/results/bench-query.json and a table (docs/design.md section 7: p5
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -27,7 +26,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scripts.bench_sources import django_or  # noqa: E402
-from scripts.reference_checkout import reference_worktree, run_probe  # noqa: E402
+from scripts.reference_checkout import paired_arguments, reference_worktree, run_probe  # noqa: E402
 
 ALPHAS = (0.5, 0.0)
 
@@ -75,12 +74,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", type=Path)
-    parser.add_argument("--before", default="HEAD", help="reference commit")
+    parser = paired_arguments(__doc__, "HEAD", 4, ROOT / "eval/results/bench-query.json")
     parser.add_argument("--cursors", type=int, default=200, help="cursors a round")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of each checkout")
-    parser.add_argument("--out", type=Path, default=ROOT / "eval/results/bench-query.json")
     args = parser.parse_args()
     tree = django_or(args.repo)
     console = Console()

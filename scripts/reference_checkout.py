@@ -8,6 +8,7 @@ returns the JSON object the probe prints last.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -46,3 +47,14 @@ def run_probe(checkout: Path, cache: Path, probe: str, *args: str) -> dict:
     if run.returncode != 0:
         raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
     return json.loads(run.stdout.splitlines()[-1])
+
+
+def paired_arguments(description: str, before: str, rounds: int, out: Path) -> argparse.ArgumentParser:
+    """The options every paired benchmark takes: the tree (`--repo`, default Django 5.1.4), the
+    reference commit, the alternating rounds and the results file; the caller adds its own."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", type=Path)
+    parser.add_argument("--before", default=before, help="reference commit")
+    parser.add_argument("--rounds", type=int, default=rounds, help="alternating rounds of each checkout")
+    parser.add_argument("--out", type=Path, default=out)
+    return parser
