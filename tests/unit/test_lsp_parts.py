@@ -361,3 +361,23 @@ def test_inline_context_as_vscode_languageclient_sends_it_is_read_as_meant():
     assert proper.selected_completion_info == types.SelectedCompletionInfo(
         range=types.Range(types.Position(8, 11), types.Position(8, 14)), text="com")
     assert context(triggerKind=1).trigger_kind is types.InlineCompletionTriggerKind.Invoked
+
+
+def test_the_session_reads_the_disk_watch_before_retrieval_unless_it_is_off(package_repo: Path):
+    """server.watch_disk: a file another program writes reaches the next retrieval without a
+    client event, and the session asks for the index to be written (after the answer); off, the
+    session keeps no watch and such a file waits for a save or a client event."""
+    for watch in (True, False):
+        persisted: list[int] = []
+        session = CompletionSession(package_repo, with_overrides(Config(), server={"watch_disk": watch}),
+                                    lambda level, message: None)
+        session.on_disk_changed = lambda: persisted.append(1)
+        session.install_index(session.build_index(NoProgress()))
+        assert session.service.watching is watch
+        name = f"pkg/written_{int(watch)}.py"
+        (package_repo / name).write_text(f"def written_elsewhere_{int(watch)}(value):\n    return value\n")
+        session.sync_buffers()
+        assert (session.service.index.record(name) is not None) is watch
+        assert bool(persisted) is watch
+        session.persist()
+        session.service.stop_watching()
