@@ -293,25 +293,29 @@ class RepoService:
             self._linked = set()
 
     def _refresh_watched(self, index: RepoIndex, progress: Progress) -> tuple[int, int, int] | None:
-        """_refresh's answer from the watch alone, when it saw only files written: those files
+        """_refresh's answer from the watch alone, when the names it saw come and go are files the
+        index holds and still finds, or names the scan would not keep: those files re-stat'ed and
         re-read, the rest as they were (what a full scan would find, since only a write moves a
-        file's size or time). None when only a full scan can tell (names changed, a file the index
-        does not hold or could not read, no watch, or the last full scan is FULL_SCAN_EVERY_S old).
-        Files an editor buffer overlays are left as the buffer has them."""
+        file's size or time, and only an entry change its name). None when only a full scan can
+        tell (a folder or rule file changed, a new name the scan would keep or report, a file gone
+        or unreadable, no watch, or the last full scan is FULL_SCAN_EVERY_S old). Files an editor
+        buffer overlays are left as the buffer has them."""
         if self._watch is None:
             return None
         seen = self._watch.look()
         if seen.names or time.monotonic() - self._scanned_at > FULL_SCAN_EVERY_S:
             return None
-        if seen.entries:  # names come and go: only those the scan keeps or reports can change its answer
-            kept, skipped = judge_names(sorted(seen.entries), self.config.scan)
-            if kept or skipped:
-                return None
+        # A name the index does not hold that the scan would keep or report (an editor's swap, lock
+        # or backup file has no grammar: neither): only a scan can judge it against the ignore rules.
+        new_names = sorted(path for path in seen.entries if index.record(path) is None and path not in self._buffers)
+        if new_names and any(judge_names(new_names, self.config.scan)):
+            return None
         skipped = {path for path, _ in index.skipped}
         candidates: list[Candidate] = []
-        # Written files, and every file indexed through a link (its target's write names the
-        # target), stat'ed as the scan does: a link followed, a file as it is.
-        for path in sorted(seen.written.union(self._linked).difference(self._buffers)):
+        # Files written or whose name came and went (an editor's save by rename, a checkout), and
+        # every file indexed through a link (its target's write names the target), stat'ed as the
+        # scan does: a link followed, a file as it is.
+        for path in sorted(seen.written.union(seen.entries, self._linked).difference(self._buffers)):
             record = index.record(path)
             if record is None:
                 if path in skipped:
@@ -320,7 +324,7 @@ class RepoService:
             try:
                 stat = os.stat(self.root / path) if path in self._linked else os.lstat(self.root / path)
             except OSError:
-                return None
+                return None  # gone: the scan says how (git still lists a tracked file: "unreadable")
             if not S_ISREG(stat.st_mode) or stat.st_size > self.config.scan.max_file_bytes:
                 return None
             candidates.append(Candidate(path, record.language, stat.st_size, stat.st_mtime_ns))

@@ -10,9 +10,10 @@ read as:
 - a rule file touched in any way, a watched folder changed or gone, a directory event, or the
   kernel's queue overflowing: the names may have changed, and the next look is a full scan (a new
   folder is watched first, so nothing written into it after that is missed);
-- a file created, deleted or moved: its path, which the service judges by name as the scan would
-  (an editor's swap, lock or backup file, with no grammar, changes no scan's answer; any other
-  name asks for a full scan);
+- a file created, deleted or moved: its path; the service re-reads it where the index holds it and
+  it is still there (a save by rename), and judges a name it does not hold as the scan would (an
+  editor's swap, lock or backup file, with no grammar, changes no scan's answer); anything else
+  asks for a full scan;
 - a file written or its attributes changed: that file's path, re-read if the index holds it.
 Anything else (git's objects, other files in a rule file's folder) changes no scan's answer.
 

@@ -33,6 +33,14 @@ def _append(path: Path, text: str) -> None:
         stream.write(text)
 
 
+def _saved_by_rename(path: Path) -> None:
+    """The old file kept as a backup, the new text written beside it and renamed over the name."""
+    shutil.copyfile(path, path.with_name(path.name + "~"))
+    written = path.with_name("." + path.name + ".tmp4913")
+    written.write_text(path.read_text() + "\n\ndef saved():\n    return 2\n")
+    os.replace(written, path)
+
+
 def _new_folder(folder: Path, name: str, text: str) -> None:
     folder.mkdir()
     (folder / name).write_text(text)
@@ -49,12 +57,14 @@ CHANGES: list[tuple[str, Callable[[Path], None], bool]] = [
     ("an editor's swap file removed", lambda root: (root / "app/.main.py.swp").unlink(), False),
     ("a secret file created", lambda root: (root / "app/.env").write_text("TOKEN=1\n"), True),
     ("a file created", lambda root: (root / "app/new.py").write_text("def new():\n    return 1\n"), True),
+    ("a file saved by rename, as Vim saves", lambda root: _saved_by_rename(root / "app/new.py"), False),
     ("a file deleted", lambda root: (root / "app/new.py").unlink(), True),
     ("a folder created with a file",
      lambda root: _new_folder(root / "pkg2", "core.py", "def core():\n    pass\n"), True),
     ("a file in the new folder written", lambda root: _append(root / "pkg2/core.py", "\n\ndef more():\n    pass\n"),
      False),
     ("a folder renamed", lambda root: (root / "pkg2").rename(root / "pkg3"), True),
+    ("a tracked file deleted", lambda root: (root / "lib/deep/mod.py").unlink(), True),
     ("an ignore rule added", lambda root: _append(root / ".gitignore", "lib/\n"), True),
     ("a folder removed", lambda root: shutil.rmtree(root / "pkg3"), True),
     ("a file grown past the size limit", lambda root: _append(root / "app/main.py", "# " + "x" * 3000 + "\n"), True),

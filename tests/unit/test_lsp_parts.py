@@ -371,7 +371,7 @@ def test_the_session_reads_the_disk_watch_before_retrieval_unless_it_is_off(pack
         persisted: list[int] = []
         session = CompletionSession(package_repo, with_overrides(Config(), server={"watch_disk": watch}),
                                     lambda level, message: None)
-        session.on_disk_changed = lambda: persisted.append(1)
+        session.on_disk_changed = lambda box=persisted: box.append(1)
         session.install_index(session.build_index(NoProgress()))
         assert session.service.watching is watch
         name = f"pkg/written_{int(watch)}.py"
