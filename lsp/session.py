@@ -225,15 +225,26 @@ class CompletionSession:
         """Watch the tree for the new index (server.watch_disk); what changed on disk while it was
         being built is indexed now."""
         self.service.stop_watching()
-        if self.config.server.watch_disk and self.service.watch_tree():
-            self.on_disk_changed()
+        try:
+            if self.config.server.watch_disk and self.service.watch_tree():
+                self.on_disk_changed()
+        except Exception as error:  # a watch that cannot start costs the watch, never the index  # noqa: BLE001
+            self.service.stop_watching()
+            self.log("warning", f"no watch of the repository's folders ({error.__class__.__name__}: {error})")
+            return
         if self.config.server.watch_disk and not self.service.watching:
             self.log("info", "no watch of the repository's folders (not Linux, or past fs.inotify.max_user_watches): "
                              "changes on disk reach the index through saves and the client's file events only")
 
     def _read_disk(self) -> None:
         """Index what the watch saw change on disk since the last look (nothing to do: ~10 µs)."""
-        read = self.service.read_disk_changes()
+        try:
+            read = self.service.read_disk_changes()
+        except Exception as error:  # the completion goes on without the watch  # noqa: BLE001
+            self.service.stop_watching()
+            self.log("warning", f"the watch of the repository's folders stopped ({error.__class__.__name__}: "
+                                f"{error}); changes on disk reach the index through saves and file events")
+            return
         if isinstance(read, Failure):
             self.log("warning", f"changes on disk not indexed: {read.message}")
         elif read != (0, 0):

@@ -381,3 +381,29 @@ def test_the_session_reads_the_disk_watch_before_retrieval_unless_it_is_off(pack
         assert bool(persisted) is watch
         session.persist()
         session.service.stop_watching()
+
+
+def test_a_watch_that_fails_costs_the_watch_never_the_index(package_repo: Path, monkeypatch):
+    """An error starting or reading the watch (an embedder the update needs is missing, a file
+    system that errs): logged once, the session goes on without the watch."""
+    logged: list[tuple[str, str]] = []
+    session = CompletionSession(package_repo, Config(), lambda level, message: logged.append((level, message)))
+
+    def broken() -> bool:
+        raise OSError("watch refused")
+
+    monkeypatch.setattr(session.service, "watch_tree", broken)
+    session.install_index(session.build_index(NoProgress()))
+    assert session.index_ready.is_set() and not session.service.watching
+    assert any(level == "warning" and "watch refused" in message for level, message in logged)
+    monkeypatch.undo()
+    session.install_index(session.service.index)
+    assert session.service.watching
+
+    def unreadable() -> tuple[int, int]:
+        raise OSError("read refused")
+
+    monkeypatch.setattr(session.service, "read_disk_changes", unreadable)
+    session.sync_buffers()
+    assert not session.service.watching
+    assert any("read refused" in message for _, message in logged)
