@@ -15,7 +15,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import BM25Config
-from repomem.index.kernels.postings import OkapiQuery, PostingsSegment, add_bm25_scores, term_postings
+from repomem.index.kernels.postings import (
+    OkapiQuery,
+    PostingsSegment,
+    add_bm25_scores,
+    joined_postings,
+    term_postings,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,41 @@ def build_segment(first_doc: int, doc_terms: Sequence[np.ndarray], n_terms: int)
     tf.indptr, tf.indices, tf.data = indptr.astype(index_dtype), docs.astype(index_dtype, copy=False), counts
     tf.has_sorted_indices = True
     return TermSegment(first_doc, tf)
+
+
+def joined_segment(segments: Sequence[TermSegment], live: np.ndarray) -> TermSegment:
+    """Consecutive segments (each one's documents right after the one before's) as one, without
+    the postings of dead documents. Scores are unchanged, bit for bit: a document lives in one
+    segment either way and sums its terms in the query's order, and a dead one scores 0."""
+    first = segments[0].first_doc
+    n_docs = sum(segment.tf.shape[0] for segment in segments)
+    n_terms = max(segment.tf.shape[1] for segment in segments)
+    indptrs = np.empty((len(segments), n_terms + 1), dtype=np.int64)
+    for row, segment in zip(indptrs, segments):
+        own = segment.tf.indptr
+        row[: own.shape[0]] = own
+        row[own.shape[0]:] = own[-1]  # terms the segment never saw: no postings
+    sizes = np.fromiter((segment.tf.nnz for segment in segments), dtype=np.int64, count=len(segments))
+    entry_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    docs = np.concatenate([segment.tf.indices.astype(np.int64) + (segment.first_doc - first) for segment in segments])
+    counts = np.concatenate([segment.tf.data for segment in segments])
+    indptr, kept_docs, kept_counts = joined_postings(indptrs, entry_starts, docs, counts, live[docs + first])
+    index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
+    tf = sp.csc_matrix((n_docs, n_terms), dtype=np.int32)
+    tf.indptr, tf.indices, tf.data = indptr.astype(index_dtype), kept_docs.astype(index_dtype, copy=False), kept_counts
+    tf.has_sorted_indices = True
+    return TermSegment(first, tf)
+
+
+def appended_segment(segments: list[TermSegment], first_kept: int, live: np.ndarray) -> None:
+    """After an edit appended its segment: the newest segments past `first_kept` (the base's)
+    joined while the one before the newest holds no more postings than it, like a binary counter.
+    An editing session then keeps a few segments, not one per edit (each query visits every
+    segment, and each holds pointers for the whole vocabulary: docs/measurements.md#an-edit);
+    every posting is copied about log2(edits) times, and a file edited again leaves its old
+    postings behind at the next join."""
+    while len(segments) - first_kept >= 2 and segments[-2].tf.nnz <= segments[-1].tf.nnz:
+        segments[-2:] = [joined_segment(segments[-2:], live)]
 
 
 def document_frequencies(segment: TermSegment, n_terms: int, live: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from repomem.index.bm25 import TermSegment, build_segment, compute_stats, document_frequencies
+from repomem.index.bm25 import TermSegment, appended_segment, build_segment, compute_stats, document_frequencies
 from repomem.index.calls import CallResolution, resolves_calls
 from repomem.index.fragments import FileFragments
 from repomem.index.index_state import RepoIndex, stored_weights
@@ -174,6 +174,7 @@ def patch_postings(index: RepoIndex, changes: FileChanges, newly_dead: np.ndarra
         segment = build_segment(changes.first_new, changes.new_docs, n_terms)
         index.segments.append(segment)
         df += document_frequencies(segment, n_terms, index.live)
+        appended_segment(index.segments, index.base_segments, index.live)
     index.doc_len = np.concatenate([index.doc_len, np.fromiter((d.shape[0] for d in changes.new_docs),
                                                                dtype=np.int64, count=n_added)])
     index.df = df

@@ -11,6 +11,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,6 +19,7 @@ import scipy.sparse as sp
 from repomem.config import GraphConfig, RelationConfig
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
+from repomem.index.helper_threads import run_parts
 from repomem.index.kernels.csr import invert_incidence, sort_rows_by_column, symmetric_max_csr
 from repomem.index.kernels.relation_rows import (
     BandSums,
@@ -176,10 +178,7 @@ def _rows_searched_on_two_threads(
         def search(which: np.ndarray, buffers: RelationScratch):
             return search_bands(which, numbered, cover, graph, limits, rules, anchors, buffers, band_first, band_end)
 
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            other = pool.submit(search, halves[1], second)
-            mine = search(halves[0], kept)
-            theirs = other.result()
+        mine, theirs = run_parts([partial(search, halves[0], kept), partial(search, halves[1], second)])
         if not (mine[2] and theirs[2]):
             raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * slots
         offset = mine[0].shape[0]

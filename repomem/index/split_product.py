@@ -7,23 +7,12 @@ costs no copy of the data or index arrays, only each block's row pointers (n_row
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _helpers() -> ThreadPoolExecutor:
-    """One process-wide pool of helper threads (a query's other blocks; the caller runs the first)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="w-product")
-        return _pool
+from repomem.index.helper_threads import run_parts
 
 
 class RowBlocks:
@@ -43,11 +32,9 @@ class RowBlocks:
         """out[:n_rows] = matrix @ x (the first block on the calling thread, the others on helpers)."""
         if not self.rows:
             return  # no rows (a repository with nothing to index)
-        pending: list[Future] = [_helpers().submit(block.__matmul__, x) for block in self.blocks[1:]]
-        first_end = self.rows[0][1]
-        out[:first_end] = self.blocks[0] @ x
-        for (start, end), future in zip(self.rows[1:], pending):
-            out[start:end] = future.result()
+        products = run_parts([partial(block.__matmul__, x) for block in self.blocks])
+        for (start, end), product in zip(self.rows, products):
+            out[start:end] = product
 
 
 def _row_block(matrix: sp.csr_matrix, first: int, end: int) -> sp.csr_matrix:

@@ -12,7 +12,7 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import BM25Config, Config, with_overrides
-from repomem.index.bm25 import build_segment
+from repomem.index.bm25 import build_segment, compute_stats, document_frequencies, joined_segment, score_query
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
 from repomem.index.kernels.selection import largest_positions, top_k_offered, top_k_positions
@@ -472,6 +472,54 @@ def test_postings_segment_is_scipys_csc_of_the_token_counts():
     for name in ("indptr", "indices", "data"):
         np.testing.assert_array_equal(getattr(segment.tf, name), getattr(expected, name))
     assert segment.tf.data.max() > 1
+
+
+def test_joined_segments_score_the_same_bits_without_dead_postings():
+    """Consecutive segments joined (vocabularies of different widths, dead documents in each):
+    every live document scores the same bits as over the separate segments, dead ones 0, and the
+    joined postings are the live documents' postings of the parts, ascending per term."""
+    rng = np.random.default_rng(11)
+    segments, first, widths = [], 0, [40, 47, 55]
+    for width in widths:
+        doc_terms = [rng.integers(0, width, rng.integers(0, 25)).astype(np.int32) for _ in range(30)]
+        segments.append(build_segment(first, doc_terms, width))
+        first += len(doc_terms)
+    live = rng.random(first) < 0.6
+    joined = joined_segment(segments, live)
+    assert joined.first_doc == 0 and joined.tf.shape == (first, widths[-1]) and joined.tf.has_canonical_format
+    dense = sum(sp.vstack([sp.csr_matrix((s.first_doc, s.tf.shape[1])), s.tf.tocsr(),
+                           sp.csr_matrix((first - s.first_doc - s.tf.shape[0], s.tf.shape[1]))])
+                .toarray() @ np.eye(s.tf.shape[1], widths[-1]) for s in segments)
+    np.testing.assert_array_equal(joined.tf.toarray(), dense * live[:, None])
+    doc_len = rng.integers(1, 40, first).astype(np.int64)
+    df = document_frequencies(joined, widths[-1], live)
+    stats = compute_stats(df, doc_len, live, BM25Config())
+    for query in ([3, 3, 9, 41, 54], list(range(0, 55, 2)), [50]):
+        apart = score_query(query, segments, stats, doc_len, live, BM25Config())
+        together = score_query(query, [joined], stats, doc_len, live, BM25Config())
+        assert apart.tobytes() == together.tobytes()
+        assert (together[~live] == 0).all()
+
+
+def test_an_editing_session_keeps_few_segments_and_rank_bm25s_scores(synthetic_repo):
+    """Forty edits of one file and a few of others: the postings stay in a handful of segments
+    (one appended per edit, joined as they come), and BM25 still equals rank-bm25 over the
+    windows the index holds now."""
+    index = open_index(synthetic_repo, Config())
+    names = ["lib/part1/mod4.py"] * 30 + ["lib/part0/mod3.py", "lib/part2/mod8.py"] * 5
+    for round_number, name in enumerate(names):
+        text = (synthetic_repo / name).read_text(encoding="utf-8") + f"\n\ndef edit_{round_number}(q):\n    return q\n"
+        source = SourceFile(name, "python", text, content_digest(text.encode()), len(text.encode()), 1)
+        apply_changes(index, [source], [])
+        (synthetic_repo / name).write_text(text, encoding="utf-8")
+        assert len(index.segments) - index.base_segments <= 1 + math.log2(round_number + 1)
+    corpus = window_corpus(index, synthetic_repo)
+    live = np.flatnonzero(index.live)
+    reference = BM25Okapi([corpus[f] for f in live], k1=1.5, b=0.75, epsilon=0.25)
+    for query in QUERIES:
+        expected = reference.get_scores(tokenize(query + " edit_39 edit_12", index.config.bm25))
+        scores = score_fragments(index, query + " edit_39 edit_12", alpha=0.0)
+        np.testing.assert_allclose(scores.s_ind[live], expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("query", QUERIES)

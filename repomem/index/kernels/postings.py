@@ -66,6 +66,41 @@ def term_postings(terms, doc_offsets, n_terms):
 
 
 @njit(cache=True, nogil=True)
+def joined_postings(indptrs, entry_starts, docs, counts, kept):
+    """Postings of consecutive segments as one: for each term, every segment's documents in
+    segment order (so still ascending), entries with kept[entry] False left out.
+
+    indptrs: int64 (n_segments, n_terms + 1), each segment's pointers padded to the widest
+    vocabulary (a term a segment never saw is empty); entry_starts: int64 (n_segments,), where each
+    segment's entries begin in docs / counts / kept (all segments' entries end to end); docs:
+    int64, documents numbered from the joined segment's first. Returns (indptr int64, docs int32,
+    counts int32)."""
+    n_segments, width = indptrs.shape
+    n_terms = width - 1
+    indptr = np.zeros(width, dtype=np.int64)
+    for term in range(n_terms):
+        held = 0
+        for segment in range(n_segments):
+            base = entry_starts[segment]
+            for entry in range(base + indptrs[segment, term], base + indptrs[segment, term + 1]):
+                if kept[entry]:
+                    held += 1
+        indptr[term + 1] = indptr[term] + held
+    out_docs = np.empty(indptr[n_terms], dtype=np.int32)
+    out_counts = np.empty(indptr[n_terms], dtype=np.int32)
+    slot = 0
+    for term in range(n_terms):
+        for segment in range(n_segments):
+            base = entry_starts[segment]
+            for entry in range(base + indptrs[segment, term], base + indptrs[segment, term + 1]):
+                if kept[entry]:
+                    out_docs[slot] = docs[entry]
+                    out_counts[slot] = counts[entry]
+                    slot += 1
+    return indptr, out_docs, out_counts
+
+
+@njit(cache=True, nogil=True)
 def add_posting_sums(segment, live, tokens, frequencies):
     """One postings segment (a `PostingsSegment`) added into tokens (n_docs,): the counts each
     document holds, and frequencies (n_terms,): how many live documents (live: bool, (n_docs,))
