@@ -116,9 +116,13 @@ def main() -> None:
     same = True
     for label, measured in runs.items():
         at: dict[str, dict] = {}
+        previous = 1  # the first edit reads the structure: left out
         for point in measured[0]["at"]:
             timings = [ms for run in measured for ms in run["at"][point]["ms"]]
+            since = [ms for run in measured for ms in run["edit_ms"][previous : int(point)]]
+            previous = max(previous, int(point))
             at[point] = {"p50_ms": percentile(timings, 50), "p95_ms": percentile(timings, 95),
+                         "edits_since_p50_ms": percentile(since, 50) if since else None,
                          "segments": measured[0]["at"][point]["segments"],
                          "resident_mb": statistics.median(run["at"][point]["resident_mb"] for run in measured),
                          "answers": sorted({run["at"][point]["answers"] for run in measured})}
@@ -130,12 +134,17 @@ def main() -> None:
         same &= summary[labels[0]]["at"][point]["answers"] == summary[labels[1]]["at"][point]["answers"]
     table = Table(title=f"{tree.name}: {args.edits} edits of {', '.join(summary[labels[1]]['edited'])}, "
                         f"{args.rounds} alternating rounds, {args.cursors} cursors a checkpoint")
-    for column in ("edits", *(f"{label}: query p50 / p95 ms, segments, MB" for label in labels)):
+    for column in ("edits", *(f"{label}: query p50 / p95 ms, segments, MB; the edits since, p50 ms"
+                              for label in labels)):
         table.add_column(column, justify="right")
+
+    def since(at: dict) -> str:
+        return "" if at["edits_since_p50_ms"] is None else f"; {at['edits_since_p50_ms']:.1f}"
+
     for point in summary[labels[0]]["at"]:
         table.add_row(point, *(f"{s['at'][point]['p50_ms']:.2f} / {s['at'][point]['p95_ms']:.2f}, "
                                f"{s['at'][point]['segments']}, {s['at'][point]['resident_mb']:.0f}"
-                               for s in summary.values()))
+                               f"{since(s['at'][point])}" for s in summary.values()))
     table.add_row("an edit p50 / p95",
                   *(f"{s['edit_p50_ms']:.1f} / {s['edit_p95_ms']:.1f} ms" for s in summary.values()))
     console.print(table)
