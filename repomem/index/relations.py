@@ -6,6 +6,7 @@ W is symmetric, has an empty diagonal (eq. 9 sums over j != i) and keeps only w_
 
 from __future__ import annotations
 
+import itertools
 import math
 import queue
 import threading
@@ -157,35 +158,54 @@ def graph_relation_entries(
 
 # An edit with fewer new fragments searches on one thread (a thread's start costs more than it saves).
 TWO_THREAD_MIN_ROWS = 8
+# Starts a thread takes at a time: a few calls of the search kernel an edit, each run's starts
+# neighbours in the file.
+STARTS_PER_RUN = 6
 
 
 def _rows_searched_on_two_threads(
     rows: np.ndarray, cover: FragmentCover, graph: GraphRows, limits: SearchLimits, rules: RelationRules,
     anchors: StartAnchors, kept: RelationScratch, second: RelationScratch,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`relation_rows` for an edit's rows with the searches split between two threads: the starts
-    alternate between them (neighbouring starts cost alike), each sums into its own scratch and
-    pair list, and the rows are put together from both lists. The same entries, bit for bit, as
-    on one thread (the same searches and sums, in the same order per start)."""
+    """`relation_rows` for an edit's rows with the searches split between two threads: runs of
+    neighbouring starts (which cost alike) go to whichever thread is free next, each thread sums
+    into its own scratch and pair list, and the rows are put together from the runs' lists in run
+    order. The same entries, bit for bit, as on one thread (the same searches and sums, in the same
+    order per start). Taken as the threads come free rather than split in halves: halves of
+    alternating starts left one thread waiting on the other (7.3 against 4.9 ms on an edit of
+    Django's auth/models.py)."""
     rows = rows.astype(np.int64)
     numbered = number_starts(rows, cover, limits, rules, anchors, kept.source_slot)
     starts = numbered.starts
     try:
         band_first = np.zeros((starts.shape[0], numbered.budgets.shape[0]), dtype=np.int64)
         band_end = np.zeros_like(band_first)
-        halves = (np.arange(0, starts.shape[0], 2), np.arange(1, starts.shape[0], 2))
+        # At least four runs (two per thread) where there are starts enough.
+        size = max(1, min(STARTS_PER_RUN, starts.shape[0] // 4))
+        runs = [np.arange(first, min(first + size, starts.shape[0])) for first in range(0, starts.shape[0], size)]
+        found: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int32), np.zeros(0))] * len(runs)
+        next_run = itertools.count(2)  # one C call under the GIL: each run is taken once
 
-        def search(which: np.ndarray, buffers: RelationScratch):
-            return search_bands(which, numbered, cover, graph, limits, rules, anchors, buffers, band_first, band_end)
+        def search(first_run: int, buffers: RelationScratch) -> bool:
+            run = first_run  # each thread's first run is its own, then whichever is next
+            while run < len(runs):
+                pair_frag, pair_value, ok = search_bands(runs[run], numbered, cover, graph, limits, rules, anchors,
+                                                         buffers, band_first, band_end)
+                if not ok:
+                    return False
+                found[run] = (pair_frag, pair_value)
+                run = next(next_run)
+            return True
 
-        mine, theirs = run_parts([partial(search, halves[0], kept), partial(search, halves[1], second)])
-        if not (mine[2] and theirs[2]):
+        if not all(run_parts([partial(search, 0, kept), partial(search, 1, second)])):
             raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * slots
-        offset = mine[0].shape[0]
-        band_first[halves[1]] += offset
-        band_end[halves[1]] += offset
-        sums = BandSums(band_first, band_end, np.concatenate([mine[0], theirs[0]]),
-                        np.concatenate([mine[1], theirs[1]]))
+        offset = 0
+        for run, (pair_frag, _) in zip(runs, found):
+            band_first[run] += offset
+            band_end[run] += offset
+            offset += pair_frag.shape[0]
+        sums = BandSums(band_first, band_end, np.concatenate([pair_frag for pair_frag, _ in found]),
+                        np.concatenate([pair_value for _, pair_value in found]))
         out_row, out_col, out_val, bars = assemble_rows(rows, cover, limits, rules, anchors, numbered, sums, kept)
     finally:
         kept.source_slot[starts] = -1
