@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +29,7 @@ from rich.table import Table  # noqa: E402
 
 from scripts.bench_query import percentile  # noqa: E402
 from scripts.bench_sources import django_or  # noqa: E402
-from scripts.reference_checkout import paired_arguments, reference_worktree, run_probe  # noqa: E402
+from scripts.reference_checkout import alternating_rounds, paired_arguments  # noqa: E402
 
 # Runs inside the checkout under test (PYTHONPATH); prints one JSON object.
 PROBE = r"""
@@ -101,17 +100,8 @@ def main() -> None:
     tree = django_or(args.repo)
     console = Console()
     checkpoints = sorted({args.edits // 4, args.edits // 2, args.edits} - {0})
-    with reference_worktree(args.before) as before, tempfile.TemporaryDirectory(prefix="bench-session-") as scratch:
-        checkouts = {"before " + args.before: before, "this checkout": ROOT}
-        runs: dict[str, list[dict]] = {label: [] for label in checkouts}
-        with console.status("") as status:
-            for round_number in range(args.rounds):
-                for label, checkout in checkouts.items():
-                    status.update(f"round {round_number + 1} of {args.rounds}: {label} "
-                                  f"({'indexing ' + tree.name + ' first, ' if round_number == 0 else ''}"
-                                  f"{args.edits} edits)")
-                    runs[label].append(run_probe(checkout, Path(scratch) / label.replace(" ", "-"), PROBE,
-                                                 str(tree), str(args.cursors), ",".join(map(str, checkpoints))))
+    runs = alternating_rounds(args.before, args.rounds, console, tree.name, f"{args.edits} edits", PROBE,
+                              lambda _: [str(tree), str(args.cursors), ",".join(map(str, checkpoints))])
     summary: dict[str, dict] = {}
     same = True
     for label, measured in runs.items():

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +25,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scripts.bench_sources import django_or  # noqa: E402
-from scripts.reference_checkout import paired_arguments, reference_worktree, run_probe  # noqa: E402
+from scripts.reference_checkout import alternating_rounds, paired_arguments  # noqa: E402
 
 ALPHAS = (0.5, 0.0)
 
@@ -80,20 +79,14 @@ def main() -> None:
     tree = django_or(args.repo)
     console = Console()
     alphas = ",".join(str(a) for a in ALPHAS)
-    with reference_worktree(args.before) as before, tempfile.TemporaryDirectory(prefix="bench-query-") as scratch:
-        checkouts = {"before " + args.before: before, "this checkout": ROOT}
-        results = {label: {"ms": {str(a): [] for a in ALPHAS}, "answers": set()} for label in checkouts}
-        with console.status("") as status:
-            for round_number in range(args.rounds):
-                for label, checkout in checkouts.items():
-                    status.update(f"round {round_number + 1} of {args.rounds}: {label} "
-                                  f"({'indexing ' + tree.name + ' first, ' if round_number == 0 else ''}"
-                                  f"{args.cursors} cursors)")
-                    measured = run_probe(checkout, Path(scratch) / label.replace(" ", "-"), PROBE, str(tree),
-                                         str(args.cursors), str(round_number), alphas)
-                    for alpha, values in measured["ms"].items():
-                        results[label]["ms"][alpha] += values
-                    results[label]["answers"].add(measured["answers"])
+    runs = alternating_rounds(args.before, args.rounds, console, tree.name, f"{args.cursors} cursors", PROBE,
+                              lambda round_number: [str(tree), str(args.cursors), str(round_number), alphas])
+    results = {label: {"ms": {str(a): [] for a in ALPHAS}, "answers": set()} for label in runs}
+    for label, measured_runs in runs.items():
+        for measured in measured_runs:
+            for alpha, values in measured["ms"].items():
+                results[label]["ms"][alpha] += values
+            results[label]["answers"].add(measured["answers"])
     digests = [sorted(result["answers"]) for result in results.values()]
     same = digests[0] == digests[1]
     table = Table(title=f"retrieve_at, top 10, {tree.name}: {args.rounds} alternating rounds × {args.cursors} "

@@ -15,8 +15,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from rich.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,6 +49,24 @@ def run_probe(checkout: Path, cache: Path, probe: str, *args: str) -> dict:
     if run.returncode != 0:
         raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
     return json.loads(run.stdout.splitlines()[-1])
+
+
+def alternating_rounds(before: str, rounds: int, console: Console, tree_name: str, work: str, probe: str,
+                       arguments: Callable[[int], list[str]]) -> dict[str, list[dict]]:
+    """REV ("before REV") and this checkout ("this checkout") in alternating rounds, a fresh
+    process each with its own index cache (the first round of each indexes the tree): each
+    probe's JSON by checkout, in round order. `arguments(round)`: the probe's arguments."""
+    with reference_worktree(before) as reference, tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        checkouts = {"before " + before: reference, "this checkout": ROOT}
+        runs: dict[str, list[dict]] = {label: [] for label in checkouts}
+        with console.status("") as status:
+            for round_number in range(rounds):
+                for label, checkout in checkouts.items():
+                    status.update(f"round {round_number + 1} of {rounds}: {label} "
+                                  f"({'indexing ' + tree_name + ' first, ' if round_number == 0 else ''}{work})")
+                    runs[label].append(run_probe(checkout, Path(scratch) / label.replace(" ", "-"), probe,
+                                                 *arguments(round_number)))
+    return runs
 
 
 def paired_arguments(description: str, before: str, rounds: int, out: Path) -> argparse.ArgumentParser:
