@@ -47,6 +47,8 @@ rng = random.Random(5)
 def line_count(path):
     return (root / path).read_text(encoding="utf-8", errors="replace").count("\n")
 sized = [path for path in files if 200 <= line_count(path) <= 800]
+if len(sized) < 3:
+    raise SystemExit(f"{root} holds {len(sized)} Python files of 200-800 lines; the session edits 3")
 edited = rng.sample(sized, 3)
 cursors = []
 others = [path for path in files if path not in edited]
@@ -69,7 +71,7 @@ def queries():
         timings.append((time.perf_counter() - started) * 1000)
         for f in found.fragments:
             answers.update(struct.pack("<q3d", f.fragment, f.s_ind, f.s_env, f.s_rel))
-    index = service.view()._loaded()
+    index = service.index_for_measurement()
     resident_mb = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     return {"ms": timings, "answers": answers.hexdigest()[:16], "segments": len(index.segments),
             "resident_mb": round(resident_mb, 1)}
