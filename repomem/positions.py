@@ -151,12 +151,18 @@ def text_before_cursor(cursor: Cursor, n_lines: int) -> tuple[str, int]:
 
     Returns the text and its first line (0-based).
     """
-    return window_before(cursor.text.split("\n"), cursor.line, cursor.column, n_lines)
+    # Split no further than the cursor's line: the lines after it are never read.
+    return window_before(cursor.text.split("\n", cursor.line + 1), cursor.line, cursor.column, n_lines)
+
+
+def query_first_line(line: int, n_lines: int) -> int:
+    """The first line (0-based) of the `n_lines` lines that end at 0-based line `line`."""
+    return max(0, line - n_lines + 1)
 
 
 def window_before(lines: list[str], line: int, column: int, n_lines: int) -> tuple[str, int]:
     """`text_before_cursor` over a file already split into lines (0-based `line` / `column`)."""
-    first = max(0, line - n_lines + 1)
+    first = query_first_line(line, n_lines)
     window = lines[first:line]
     window.append(lines[line][:column] if line < len(lines) else "")
     return "\n".join(window), first

@@ -33,7 +33,7 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.repo_index import RepoIndex
 from repomem.index.secrets import mask_secrets
 from repomem.memory.stores import MemoryStores
-from repomem.positions import Cursor, text_before_cursor
+from repomem.positions import Cursor, query_first_line, text_before_cursor
 from repomem.retrieval.scoring import (
     Lift,
     ScoredFragment,
@@ -228,12 +228,13 @@ class RepoView:
         environment starts at the cursor), otherwise they are excluded. `excluded` / `unlisted`
         add the caller's own (e.g. RepoEval's unseen lines, and its leakage rule).
         """
-        _, first_line = text_before_cursor(cursor, self.config.retrieval.query_lines)
+        first_line = query_first_line(cursor.line, self.config.retrieval.query_lines)
         visible = self.visible_fragments(cursor.path, first_line, cursor.line)
         excluded, unlisted = fragment_ids(excluded), fragment_ids(unlisted)
+        # `visible` is sorted and unique already: the union is only needed beside other ids.
         if self.config.retrieval.visible_feed_environment:
-            return excluded, np.union1d(unlisted, visible)
-        return np.union1d(excluded, visible), unlisted
+            return excluded, np.union1d(unlisted, visible) if unlisted.size else visible
+        return np.union1d(excluded, visible) if excluded.size else visible, unlisted
 
     def retrieve_at(
         self,

@@ -44,6 +44,20 @@ class BM25Stats:
     idf: np.ndarray  # float64, shape (n_terms,), rank-bm25's idf with the epsilon floor
     avgdl: float
     n_live: int
+    # (document lengths, their scaled lengths): the last `scaled_lengths` answer, kept while the
+    # same length array is asked about (an edit makes a new one, and new statistics).
+    _scaled: list = field(default_factory=list, compare=False, repr=False)
+
+    def scaled_lengths(self, doc_len: np.ndarray, config: BM25Config) -> np.ndarray:
+        """k1 b / avgdl x each document's length, float64, shape (n_docs,): what every posting's
+        denominator adds. Worked out once per index state, not once a query (one product per
+        document and an allocation: docs/measurements.md#a-query)."""
+        if self._scaled and self._scaled[0][0] is doc_len:
+            return self._scaled[0][1]
+        length_scale = config.k1 * config.b / self.avgdl if self.avgdl > 0 else 0.0
+        scaled = length_scale * doc_len
+        self._scaled[:] = [(doc_len, scaled)]
+        return scaled
 
 
 def build_segment(first_doc: int, doc_terms: Sequence[np.ndarray], n_terms: int) -> TermSegment:
@@ -137,9 +151,8 @@ def score_query(
         return scores
     ids, counts = np.unique(np.fromiter(query_terms, dtype=np.int64), return_counts=True)
     norm_scale = config.k1 * (1.0 - config.b)
-    length_scale = config.k1 * config.b / stats.avgdl if stats.avgdl > 0 else 0.0
     term_weights = counts * stats.idf[ids]  # per query term: occurrences x idf
-    query = OkapiQuery(ids, term_weights, config.k1, norm_scale, length_scale * doc_len)
+    query = OkapiQuery(ids, term_weights, config.k1, norm_scale, stats.scaled_lengths(doc_len, config))
     for segment in segments:
         tf = segment.tf
         add_bm25_scores(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), query, scores)

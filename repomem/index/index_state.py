@@ -25,11 +25,10 @@ from repomem.index.calls import CallResolution
 from repomem.index.edit_graph import EditGraph
 from repomem.index.fragments import CoverEntries, FileFragments, FragmentTable, fragment_table
 from repomem.index.graph import CodeGraph, DirectoryLayout, SyntaxEdges, build_graph, directory_layout, syntax_edges
-from repomem.index.indexed_files import FileAnalysis, FileRecord, analyze_file
+from repomem.index.indexed_files import FileAnalysis, FileRecord, warmed_file_analysis
 from repomem.index.kernels.csr import row_slots, rows_times
 from repomem.index.kernels.selection import strongest_in_row_runs
 from repomem.index.relations import WindowVectors, relation_entries, symmetric_union
-from repomem.index.scan import SourceFile
 from repomem.index.search_graph import SearchGraph
 from repomem.index.split_product import RowBlocks
 from repomem.languages.parsed import FileSyntax
@@ -219,8 +218,7 @@ class RepoIndex:
         for segment in self.segments:
             segment.doc_terms(np.zeros(0, dtype=np.int64))  # the by-document copy an edit reads
         # A small file analysed and its postings made, then dropped: the kernels of both.
-        text = "import os\n\n\ndef warm(path):\n    return os.path.join(path, 'x')\n"
-        analysis = analyze_file(SourceFile("warm.py", "python", text, "", len(text), 0), self.config)
+        analysis = warmed_file_analysis(self.config)
         build_segment(0, analysis.window_term_ids({}), 1 << 16)
         rows_times(self.w_base.indptr, self.w_base.indices, self.w_base.data, np.zeros(0, dtype=np.int64),
                    np.zeros(self.w_base.shape[0]))

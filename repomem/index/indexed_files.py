@@ -45,3 +45,12 @@ def analyze_file(source: SourceFile, config: Config) -> FileAnalysis:
                             config.graph.max_file_nodes)
     fragments = file_fragments(syntax, config.fragments)
     return FileAnalysis(syntax, fragments, line_tokens(source.text, config.bm25))
+
+
+def warmed_file_analysis(config: Config) -> FileAnalysis:
+    """A small Python file analysed: loads what every file's analysis runs the first time in a
+    process (numba's compiled window kernel from its cache, the grammar, the tokenizer's tables),
+    so that processes forked after it, or an edit after it, do not load them again."""
+    text = "import os\n\n\ndef warm(path):\n    return os.path.join(path, 'x')\n"
+    return analyze_file(SourceFile("warm.py", "python", text, "", len(text), 0), config)
+

@@ -19,6 +19,7 @@ from typing import Any
 from repomem.child_processes import die_with_parent
 from repomem.config import Config, ScanConfig
 from repomem.index.batch import AnalysisBatch, pack_analyses, unpack_analyses
+from repomem.index.indexed_files import warmed_file_analysis
 from repomem.index.repo_index import FileAnalysis, analyze_file
 from repomem.index.scan import Candidate, Skipped, SourceFile, read_source, source_from_bytes
 from repomem.progress import Progress
@@ -98,6 +99,10 @@ def _in_chunks(function: Callable[[Any], list[Any]], items: Sequence[Any], make_
         return out
     chunk = max(8, len(items) // (workers * 16))
     parts = [list(items[i : i + chunk]) for i in range(0, len(items), chunk)]
+    # Loaded here once, the forked workers inherit it: each worker loaded numba's kernels and
+    # their runtime on its first file otherwise, a few tenths of a second each on both cores,
+    # while this process loads the runtime later anyway (docs/measurements.md#parsing-and-analysis).
+    warmed_file_analysis(config)
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:

@@ -233,7 +233,8 @@ def rows_times(indptr, indices, data, rows, x):
     for at in range(rows.shape[0]):
         row = rows[at]
         total = 0.0
-        for slot in range(indptr[row], indptr[row + 1]):
-            total += data[slot] * x[indices[slot]]
+        # Unsigned positions: no wrap-around test per entry (kernels/postings.add_bm25_scores).
+        for slot in range(np.uint64(indptr[row]), np.uint64(indptr[row + 1])):
+            total += data[slot] * x[np.uint64(indices[slot])]
         out[at] = total
     return out

@@ -15,11 +15,13 @@ def add_rows_scaled(indptr, cols, values, rows, scale, out):
     for r in range(rows.shape[0]):
         row = rows[r]
         factor = scale[r]
-        for slot in range(indptr[row], indptr[row + 1]):
-            out[cols[slot]] += values[slot] * factor
+        # Unsigned positions: no wrap-around test per entry (kernels/postings.add_bm25_scores).
+        for slot in range(np.uint64(indptr[row]), np.uint64(indptr[row + 1])):
+            out[np.uint64(cols[slot])] += values[slot] * factor
 
 
-@njit(cache=True, nogil=True)
+# error_model="numpy": no zero-divisor check per fragment (the divisor is tested above 1e-300).
+@njit(cache=True, nogil=True, error_model="numpy")
 def relation_bounds(s_ind, strong_part, denominator, offered, alpha, weak_bar):
     """Upper bounds on s_rel_i = s_ind_i + alpha * s_env_i (eqs. 9-10, alpha > 0), shape (n,),
     -inf where fragment i is not offered. s_env_i is a weighted mean of its usable neighbours'

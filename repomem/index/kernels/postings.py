@@ -107,15 +107,17 @@ def add_posting_sums(segment, live, tokens, frequencies):
     hold each term. The caller has checked the bounds (index/integrity.py); one pass, where numpy
     took five over Django's postings."""
     indptr, indices, data, first_doc = segment
+    base = np.uint64(first_doc)  # unsigned positions: no wrap-around test (see add_bm25_scores)
     for term in range(indptr.shape[0] - 1):
-        for entry in range(indptr[term], indptr[term + 1]):
-            document = indices[entry] + first_doc
+        for entry in range(np.uint64(indptr[term]), np.uint64(indptr[term + 1])):
+            document = np.uint64(indices[entry]) + base
             tokens[document] += data[entry]
             if live[document]:
                 frequencies[term] += 1
 
 
-@njit(cache=True, nogil=True)
+# error_model="numpy": no zero-divisor check per posting (the divisor is at least 1, a count).
+@njit(cache=True, nogil=True, error_model="numpy")
 def add_bm25_scores(segment, query, scores):
     """BM25 Okapi of one postings segment (a `PostingsSegment`) against `query` (an `OkapiQuery`)
     into `scores` (float64, shape (n_docs,)).
@@ -126,12 +128,16 @@ def add_bm25_scores(segment, query, scores):
     indptr, indices, counts, first_doc = segment
     terms, term_weights, k1, norm_scale, scaled_lengths = query
     n_terms = indptr.shape[0] - 1
+    # Unsigned positions: numba wraps a signed index that could be negative (a compare and an add
+    # per access), and these are never negative (integrity.check_query_arrays); about a quarter
+    # of the kernel's time (docs/measurements.md#a-query).
+    base = np.uint64(first_doc)
     for position in range(terms.shape[0]):
         term = terms[position]
         if term >= n_terms:
             continue
         weight = term_weights[position]
-        for slot in range(indptr[term], indptr[term + 1]):
-            doc = indices[slot] + first_doc
+        for slot in range(np.uint64(indptr[term]), np.uint64(indptr[term + 1])):
+            doc = np.uint64(indices[slot]) + base
             freq = np.float64(counts[slot])
             scores[doc] += weight * (freq * (k1 + 1.0)) / (freq + norm_scale + scaled_lengths[doc])
