@@ -16,7 +16,8 @@ tag (`secrets.token_hex`) comes from a counter, the zip members' dates from a fi
 every file the script writes gets a fixed modification time (the index records it), and the
 Python call sites come in document order: tree-sitter's query captures came in a varying order
 (one file analysed three times in one process gave three orders of its call sites, saved as they
-come in the symbol tables), and string hashes get one seed. Compaction is
+come in the symbol tables), and string hashes get one seed. The manifest is hashed without its
+seal and the snapshot files' identities (inodes and write times: `snapshot_file_hash`). Compaction is
 turned off (`index.compact_ratio`): on a small repository one edit would rebuild the index whole
 instead of editing it.
 """
@@ -27,6 +28,7 @@ import argparse
 import dataclasses
 import hashlib
 import itertools
+import json
 import os
 import re
 import secrets
@@ -115,8 +117,21 @@ def first_function(text: str) -> str | None:
 
 def snapshot_hashes(root: Path, service: RepoService) -> list[str]:
     current = service.index_for_measurement().snapshot  # the one CURRENT names, in either checkout
-    return [f"{current.name}/{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}"
-            for path in sorted(current.iterdir())]
+    return [f"{current.name}/{path.name} {snapshot_file_hash(path)}" for path in sorted(current.iterdir())]
+
+
+def snapshot_file_hash(path: Path) -> str:
+    """SHA-256 of a snapshot file; of the manifest, without what differs between any two writes of
+    the same index: its seal (a keyed hash of the rest) and the identities of the files as
+    written (inode, size, time: snapshot_check.SnapshotSummary). The manifest's digests of the
+    other files stay in, and each of those files is hashed itself."""
+    data = path.read_bytes()
+    if path.name == "manifest.json":
+        manifest = json.loads(data)
+        manifest.pop("seal", None)
+        manifest.get("body", {}).pop("identities", None)
+        data = json.dumps(manifest, sort_keys=True).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
 
 
 def main() -> int:

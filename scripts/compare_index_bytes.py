@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
 import itertools
 import os
 import shutil
@@ -52,8 +51,10 @@ def pin_volatile_inputs() -> None:
 def snapshot_listing(root: Path, service) -> list[str]:  # type: ignore[no-untyped-def]
     # The snapshot the service just saved (the one CURRENT names), found without importing the
     # index's modules: their names differ between the two checkouts a comparison runs.
+    from compare_edit_bytes import snapshot_file_hash
+
     current = service.index_for_measurement().snapshot
-    return [f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}" for path in sorted(current.iterdir())]
+    return [f"{path.name} {snapshot_file_hash(path)}" for path in sorted(current.iterdir())]
 
 
 def build_and_edit(repo: Path, work: Path) -> int:

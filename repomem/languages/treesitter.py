@@ -6,6 +6,7 @@ wheel (1.x downloads grammars at run time, which fails offline).
 
 from __future__ import annotations
 
+import operator
 from functools import cache
 
 import tree_sitter
@@ -48,13 +49,20 @@ def parse(language: str, source: bytes) -> Tree:
     return parser_for(language).parse(source)
 
 
+_START_BYTE = operator.attrgetter("start_byte")
+_END_BYTE = operator.attrgetter("end_byte")
+
+
 def capture_nodes(language: str, query_source: str, root: Node, name: str) -> list[Node]:
     """Nodes captured under `name` by a tree-sitter query, in document order (an enclosing node
     before the nodes it holds). tree-sitter's captures come in match order, which changed from one
     parse of a file to the next (docs/measurements.md#parsing-and-analysis), and the order is
     saved with the index's call sites: sorted, the same code writes the same index."""
     captures = tree_sitter.QueryCursor(_query(language, query_source)).captures(root)
-    return sorted(captures.get(name, []), key=lambda node: (node.start_byte, -node.end_byte))
+    # By (start, -end) in two stable sorts on C-level keys: a Python key function per node cost
+    # a quarter of this function (docs/measurements.md#parsing-and-analysis).
+    by_end = sorted(captures.get(name, []), key=_END_BYTE, reverse=True)
+    return sorted(by_end, key=_START_BYTE)
 
 
 def nearest_kept(node: Node | None, kept_index: dict[int, int], placed: dict[int, tuple[int, int]]

@@ -21,7 +21,7 @@ from repomem.index.tokens import line_tokens, tokenize
 from repomem.languages.parsed import CallSite, CallSites
 from repomem.languages.python.calls import module_name, resolve_calls
 from repomem.languages.syntax import extract_syntax
-from repomem.positions import find_repo_root, locate, parse_position, text_before_cursor
+from repomem.positions import find_repo_root, locate, parse_position, query_first_line, text_before_cursor
 from tests.repos import PACKAGE_FILES, write_repo
 
 # -- config --------------------------------------------------------------------------------------
@@ -425,6 +425,22 @@ def test_locate_and_query(tmp_path):
     assert (query, first) == ("two\nth", 1)
     end = locate(tmp_path, "f.py", text, 1, None)
     assert not isinstance(end, Failure) and end.column == 3
+
+
+def test_query_window_at_every_cursor_equals_the_whole_files_lines(tmp_path):
+    """text_before_cursor splits the text only up to the cursor's line; the window must be the one
+    the whole file's lines give, at every line and column, last lines and empty lines included."""
+    text = "import os\n\ndef f(a):\n    return a\n\nx = f(1)\n"
+    lines = text.split("\n")
+    for line_number, line in enumerate(lines[:-1], start=1):  # the file has 6 lines
+        for column in [None, *range(1, len(line) + 2)]:
+            cursor = locate(tmp_path, "f.py", text, line_number, column)
+            assert not isinstance(cursor, Failure)
+            for n_lines in (1, 2, 3, 10):
+                first = max(0, cursor.line - n_lines + 1)
+                expected = "\n".join([*lines[first:cursor.line], lines[cursor.line][:cursor.column]])
+                assert text_before_cursor(cursor, n_lines) == (expected, first)
+                assert query_first_line(cursor.line, n_lines) == first
 
 
 def test_find_repo_root(tmp_path):
