@@ -53,4 +53,3 @@ def warmed_file_analysis(config: Config) -> FileAnalysis:
     so that processes forked after it, or an edit after it, do not load them again."""
     text = "import os\n\n\ndef warm(path):\n    return os.path.join(path, 'x')\n"
     return analyze_file(SourceFile("warm.py", "python", text, "", len(text), 0), config)
-
