@@ -501,6 +501,28 @@ def test_joined_segments_score_the_same_bits_without_dead_postings():
         assert (together[~live] == 0).all()
 
 
+def test_scaled_lengths_follow_the_length_array_they_are_asked_about():
+    """The statistics keep the scaled lengths of the last length array asked about: the same array
+    answers from the cache, another array (an edit's) is worked out again, and scores agree with
+    the product made per query (what score_query computed before the cache) bit for bit."""
+    rng = np.random.default_rng(5)
+    doc_terms = [rng.integers(0, 30, rng.integers(1, 20)).astype(np.int32) for _ in range(40)]
+    segment = build_segment(0, doc_terms, 30)
+    live = np.ones(40, dtype=bool)
+    doc_len = np.asarray([t.shape[0] for t in doc_terms], dtype=np.int64)
+    config = BM25Config()
+    stats = compute_stats(document_frequencies(segment, 30, live), doc_len, live, config)
+    first = stats.scaled_lengths(doc_len, config)
+    assert stats.scaled_lengths(doc_len, config) is first
+    assert first.tobytes() == (config.k1 * config.b / stats.avgdl * doc_len).tobytes()
+    longer = doc_len + 3  # another array, as an edit makes
+    again = stats.scaled_lengths(longer, config)
+    assert again is not first and again.tobytes() == (config.k1 * config.b / stats.avgdl * longer).tobytes()
+    query = [1, 4, 4, 29]
+    assert score_query(query, [segment], stats, longer, live, config).tobytes() != \
+        score_query(query, [segment], stats, doc_len, live, config).tobytes()
+
+
 def test_an_editing_session_keeps_few_segments_and_rank_bm25s_scores(synthetic_repo):
     """Forty edits of one file and a few of others: the postings stay in a handful of segments
     (one appended per edit, joined as they come), and BM25 still equals rank-bm25 over the
