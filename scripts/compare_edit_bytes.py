@@ -13,10 +13,10 @@ lines mean the same index bit for bit.
 
 What would differ between two runs of one checkout is pinned, not skipped: the snapshot's random
 tag (`secrets.token_hex`) comes from a counter, the zip members' dates from a fixed clock, and
-every file the script writes gets a fixed modification time (the index records it), and the
-Python call sites come in document order: tree-sitter's query captures came in a varying order
-(one file analysed three times in one process gave three orders of its call sites, saved as they
-come in the symbol tables), and string hashes get one seed. The manifest is hashed without its
+every file the script writes gets a fixed modification time (the index records it), and string
+hashes get one seed; the builder digest (a hash of repomem's index sources, in the manifest) is
+pinned, so that two checkouts compare on what they write. (tree-sitter's query captures come in a varying order; `capture_nodes`
+sorts them itself, so the call sites are compared in the order the index saves them.) The manifest is hashed without its
 seal and the snapshot files' identities (inodes and write times: `snapshot_file_hash`). Compaction is
 turned off (`index.compact_ratio`): on a small repository one edit would rebuild the index whole
 instead of editing it.
@@ -39,7 +39,6 @@ from pathlib import Path
 
 from repomem.config import load_config
 from repomem.failures import Failure
-from repomem.languages.python import syntax as python_syntax
 from repomem.service import RepoService
 
 # Modification times the script gives what it writes (ns): one second apart, after any real file's.
@@ -48,14 +47,13 @@ FIXED_CLOCK_S = 1_700_000_000.0  # what the zip writer reads as "now" (a member'
 
 
 def pin_volatile_inputs() -> None:
-    """A counter for the snapshot tags, a fixed clock for the zip dates, and tree-sitter's
-    captures in document order (see the module doc)."""
-    captured = python_syntax.capture_nodes
+    """A counter for the snapshot tags, a fixed clock for the zip dates (see the module doc), and
+    the builder digest, which any change to repomem's index sources changes (the manifest names
+    it): two checkouts are compared on what they write, not on which code wrote it."""
+    from repomem.index import builder_version
 
-    def in_document_order(*args, **kwargs):  # type: ignore[no-untyped-def]
-        return sorted(captured(*args, **kwargs), key=lambda node: (node.start_byte, node.end_byte))
-
-    python_syntax.capture_nodes = in_document_order  # type: ignore[assignment]
+    builder_version.sources_digest = lambda package_root: "0" * 64  # type: ignore[assignment]
+    builder_version.builder_digest.cache_clear()
     counter = itertools.count()
     secrets.token_hex = lambda nbytes=None: f"{next(counter):0{2 * (nbytes or 32)}x}"  # type: ignore[assignment]
     real_localtime = time.localtime

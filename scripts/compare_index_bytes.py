@@ -14,9 +14,9 @@ parent compares the two listings line by line and exits 1 on any difference.
 
 What differs between two runs of one checkout is pinned in the child, not skipped: the snapshot
 tag (`secrets.token_hex`) comes from a counter, the zip members' dates from a fixed clock,
-tree-sitter's call captures are put in document order (their order varies between runs and is
-saved as it comes), string hashes get one seed (symbol tables are saved in set order), and the
-files the script writes get fixed modification times (the index records them). Compaction is
+string hashes get one seed (symbol tables are saved in set order), and the files the script
+writes get fixed modification times (the index records them); the manifest is hashed without its
+seal and the files' identities (compare_edit_bytes.snapshot_file_hash). Compaction is
 off (`index.compact_ratio`), so an edit is applied as an edit, not a rebuild. What differs between
 two checkouts by design is pinned too: the manifest's builder digest, a hash of repomem's own index
 sources (`index/builder_version.py`), which any change to those sources changes.
@@ -37,15 +37,11 @@ FIRST_MTIME_NS = 4_000_000_000 * 10**9  # the files the script writes: one secon
 
 
 def pin_volatile_inputs() -> None:
-    """As compare_edit_bytes pins them (snapshot tags, zip dates, capture order), and the builder
-    digest; imported in the child, so its repomem is the checkout's."""
+    """As compare_edit_bytes pins them (snapshot tags, zip dates, the builder digest); imported in
+    the child, so its repomem is the checkout's."""
     from compare_edit_bytes import pin_volatile_inputs as pin_as_the_edit_comparison
 
-    from repomem.index import builder_version
-
     pin_as_the_edit_comparison()
-    builder_version.sources_digest = lambda package_root: "0" * 64  # type: ignore[assignment]
-    builder_version.builder_digest.cache_clear()
 
 
 def snapshot_listing(root: Path, service) -> list[str]:  # type: ignore[no-untyped-def]
