@@ -15,9 +15,10 @@ What would differ between two runs of one checkout is pinned, not skipped: the s
 tag (`secrets.token_hex`) comes from a counter, the zip members' dates from a fixed clock, and
 every file the script writes gets a fixed modification time (the index records it), and string
 hashes get one seed; the builder digest (a hash of repomem's index sources, in the manifest) is
-pinned, so that two checkouts compare on what they write. (tree-sitter's query captures come in a varying order; `capture_nodes`
-sorts them itself, so the call sites are compared in the order the index saves them.) The manifest is hashed without its
-seal and the snapshot files' identities (inodes and write times: `snapshot_file_hash`). Compaction is
+pinned, so that two checkouts compare on what they write. (tree-sitter's query captures come in
+a varying order; `capture_nodes` sorts them itself, so the call sites are compared in the order
+the index saves them.) The manifest is hashed without its seal and the snapshot files'
+identities (inodes and write times: `snapshot_file_hash`). Compaction is
 turned off (`index.compact_ratio`): on a small repository one edit would rebuild the index whole
 instead of editing it.
 """
