@@ -32,6 +32,7 @@ from repomem.index.relations import WindowVectors, relation_entries, symmetric_u
 from repomem.index.search_graph import SearchGraph
 from repomem.index.split_product import RowBlocks
 from repomem.languages.parsed import FileSyntax
+from repomem.languages.reparse import TreeMemo
 from repomem.progress import NoProgress, Progress
 
 
@@ -69,6 +70,7 @@ class DerivedCaches:
     base_rowsum: tuple[sp.csr_matrix, np.ndarray] | None = None
     # The code graph with stable node ids that edits search (made at the first edit, then synced).
     edit_graph: EditGraph | None = None
+    trees: TreeMemo | None = None  # the edited files' last parses, which their next edit starts from
 
 
 @dataclass
@@ -190,6 +192,13 @@ class RepoIndex:
         if self._derived.resolver is None:
             self._derived.resolver = CallResolution(self.syntax, self.config.graph)
         return self._derived.resolver
+
+    def edit_trees(self) -> TreeMemo:
+        """The last parses of the files this index was edited for, which the next edit of the
+        same file parses from (`reparse.TreeMemo`)."""
+        if self._derived.trees is None:
+            self._derived.trees = TreeMemo()
+        return self._derived.trees
 
     def graph(self, deduplicate: bool = True) -> CodeGraph:
         self.ensure_structure()

@@ -11,6 +11,7 @@ from repomem.index.fragments import FileFragments, file_fragments
 from repomem.index.scan import SourceFile
 from repomem.index.tokens import LineTokens, line_tokens
 from repomem.languages.parsed import FileSyntax
+from repomem.languages.reparse import TreeMemo
 from repomem.languages.syntax import extract_syntax
 
 
@@ -40,9 +41,10 @@ class FileAnalysis:
         return self.tokens.window_term_ids(vocabulary, self.fragments.starts, self.fragments.ends)
 
 
-def analyze_file(source: SourceFile, config: Config) -> FileAnalysis:
+def analyze_file(source: SourceFile, config: Config, trees: TreeMemo | None = None) -> FileAnalysis:
+    """`trees`: an edit's memo of last parses (`TreeMemo`), none for a build."""
     syntax = extract_syntax(source.path, source.language, source.text, config.graph.granularity,
-                            config.graph.max_file_nodes)
+                            config.graph.max_file_nodes, trees)
     fragments = file_fragments(syntax, config.fragments)
     return FileAnalysis(syntax, fragments, line_tokens(source.text, config.bm25))
 

@@ -144,7 +144,8 @@ def apply_changes(
     """
     index.ensure_structure()
     if analyses is None:
-        analyses = [analyze_file(source, index.config) for source in changed]
+        trees = index.edit_trees()
+        analyses = [analyze_file(source, index.config, trees) for source in changed]
     resolver = index.resolver()
     changes = FileChanges(first_new=index.n_fragments)
     drop_removed_files(index, removed, resolver, changes)

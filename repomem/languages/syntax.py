@@ -19,6 +19,7 @@ import numpy as np
 from repomem.languages.language import Language, SymbolCollector
 from repomem.languages.parsed import CallSites, FileSyntax, split_lines
 from repomem.languages.registry import language_named
+from repomem.languages.reparse import TreeMemo
 from repomem.languages.treesitter import ERROR_KIND_ID, Node, node_kind_names, parse
 
 # Node types whose named children are statements, per grammar family.
@@ -51,13 +52,16 @@ class KeptTree:
     over_limit: bool = False  # the walk stopped at its node limit: the lists are incomplete
 
 
-def extract_syntax(path: str, language_name: str, text: str, granularity: str, max_nodes: int = 0) -> FileSyntax:
+def extract_syntax(path: str, language_name: str, text: str, granularity: str, max_nodes: int = 0,
+                   trees: TreeMemo | None = None) -> FileSyntax:
     """Parse one file with its own grammar and collect its kept nodes (and symbols, where the
     language has them). A file with more than `max_nodes` kept nodes (0: no limit) keeps only its
-    root: its text is still windowed and searched, but it takes no part in the code graph."""
+    root: its text is still windowed and searched, but it takes no part in the code graph.
+    `trees`: the last parses of edited files, which this parse starts from (the same tree)."""
     language = language_named(language_name)
     source = text.encode("utf-8")
-    root = parse(language.name, source).root_node
+    tree = parse(language.name, source) if trees is None else trees.parse(path, language.name, source)
+    root = tree.root_node
     kept = walk_tree(root, language, granularity, max(len(split_lines(text)) - 1, 0), len(source), max_nodes)
     if kept.over_limit:
         return FileSyntax(path=path, language=language.name, parent=np.full(1, -1, dtype=np.int32),

@@ -1,0 +1,91 @@
+"""Incremental parses (`reparse.TreeMemo`) give what a parse from nothing gives, edit after edit."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repomem.languages.parsed import FileSyntax
+from repomem.languages.reparse import TreeMemo, common_prefix_length, common_suffix_length, edited_tree
+from repomem.languages.syntax import extract_syntax
+from repomem.languages.treesitter import parse, parser_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+JAVASCRIPT = """\
+import { total } from './cart.js';
+
+export function render(items, taxRate) {
+  const sum = total(items);
+  if (sum > 100) {
+    return `big: ${sum * (1 + taxRate)}`;
+  }
+  return items.map((item) => item.name).join(', ');
+}
+"""
+
+# Fragments typed into the files: statements, half-typed calls, unbalanced brackets, non-ASCII
+# text (tree-sitter's points count bytes), new definitions.
+TYPED = ["x = 1\n", "return compute_tax(", ")", "    ", "\n\n", "def typed(a, b):\n    return a + b\n",
+         "café = 'naïve'  # ünïcode\n", "(", "]", "class Typed:\n    pass\n", "self.items.append(item)",
+         "const y = total([1, 2]);\n", "émoji = '😀'\n", ":", "\t"]
+
+
+def assert_same_syntax(got: FileSyntax, want: FileSyntax) -> None:
+    for name in ("parent", "start_line", "end_line", "length", "line_chars"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert got.definitions == want.definitions
+    assert got.imports == want.imports
+    assert got.calls == want.calls
+    assert got.over_node_limit == want.over_node_limit
+
+
+def random_edit(text: str, rng: random.Random) -> str:
+    """One insertion, deletion or replacement at a random character position."""
+    start = rng.randint(0, len(text))
+    kind = rng.choice(("insert", "delete", "replace"))
+    if kind == "insert":
+        return text[:start] + rng.choice(TYPED) + text[start:]
+    end = min(len(text), start + rng.randint(1, 40))
+    return text[:start] + ("" if kind == "delete" else rng.choice(TYPED)) + text[end:]
+
+
+@pytest.mark.parametrize(("path", "language", "text"), [
+    ("shop/cart.py", "python", (ROOT / "examples/shop/shop/cart.py").read_text(encoding="utf-8")),
+    ("repomem/languages/reparse.py", "python", (ROOT / "repomem/languages/reparse.py").read_text(encoding="utf-8")),
+    ("ui/render.js", "javascript", JAVASCRIPT),
+])
+def test_each_edit_parses_to_what_a_fresh_parse_gives(path, language, text):
+    rng = random.Random(path)
+    trees = TreeMemo(capacity=2)
+    extract_syntax(path, language, text, "statement", trees=trees)
+    for _ in range(60):
+        text = random_edit(text, rng)
+        assert_same_syntax(extract_syntax(path, language, text, "statement", trees=trees),
+                           extract_syntax(path, language, text, "statement"))
+
+
+def test_the_edit_span_is_found_between_the_common_prefix_and_suffix():
+    assert common_prefix_length(b"abcdef", b"abXdef") == 2
+    assert common_suffix_length(b"abcdef", b"abXdef", 4) == 3
+    # A repeated run: prefix and suffix never overlap (aa -> aaa inserts one "a" at the end).
+    assert common_prefix_length(b"aa", b"aaa") == 2
+    assert common_suffix_length(b"aa", b"aaa", 0) == 0
+    assert common_prefix_length(b"", b"x") == 0
+    old, new = b"a = 1\nb = 2\n", "a = 1\nbé = 2\n".encode()
+    tree = edited_tree(parse("python", old), old, new)
+    assert tree.root_node.has_changes
+    assert str(parser_for("python").parse(new, tree).root_node) == str(parse("python", new).root_node)
+
+
+def test_the_memo_keeps_the_last_parses_of_a_few_paths():
+    trees = TreeMemo(capacity=2)
+    for path in ("a.py", "b.py", "c.py"):
+        trees.parse(path, "python", b"x = 1\n")
+    assert len(trees) == 2
+    # A path parsed in another language is parsed afresh, not from the other grammar's tree.
+    tree = trees.parse("c.py", "javascript", b"let x = 1;\n")
+    assert tree.root_node.type == "program" and not tree.root_node.has_error
