@@ -44,6 +44,9 @@ class BM25Stats:
     idf: np.ndarray  # float64, shape (n_terms,), rank-bm25's idf with the epsilon floor
     avgdl: float
     n_live: int
+    # (df, idf before the floor) these statistics came from: an edit that keeps the number of
+    # live documents works out the idf of the terms whose df changed only (`compute_stats`).
+    unfloored: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
     # (document lengths, their scaled lengths): the last `scaled_lengths` answer, kept while the
     # same length array is asked about (an edit makes a new one, and new statistics).
     _scaled: list = field(default_factory=list, compare=False, repr=False)
@@ -112,6 +115,10 @@ def appended_segment(segments: list[TermSegment], first_kept: int, live: np.ndar
 def document_frequencies(segment: TermSegment, n_terms: int, live: np.ndarray) -> np.ndarray:
     """How many live documents of the segment contain each term, shape (n_terms,)."""
     tf = segment.tf
+    if live[segment.first_doc : segment.first_doc + tf.shape[0]].all():
+        # All live (an edit's new segment): each posting is one document of its term.
+        counts = np.diff(tf.indptr).astype(np.int64)
+        return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
     doc_ids = tf.indices + segment.first_doc
     alive = live[doc_ids]
     term_of_entry = np.repeat(np.arange(tf.shape[1], dtype=np.int64), np.diff(tf.indptr))
@@ -119,18 +126,36 @@ def document_frequencies(segment: TermSegment, n_terms: int, live: np.ndarray) -
     return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
 
 
-def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config: BM25Config) -> BM25Stats:
-    n_live = int(live.sum())
+def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config: BM25Config,
+                  before: BM25Stats | None = None) -> BM25Stats:
+    """N, avgdl and rank-bm25's idf over the live documents. `before`: the statistics this edit
+    started from; when it kept the number of live documents (a line typed into a file), only the
+    terms whose df changed get a new idf, which is the value a whole pass gives (the same
+    arithmetic on the same numbers), and the floor's average is summed over the same array."""
+    n_live = int(np.count_nonzero(live))
     if n_live == 0:
         return BM25Stats(np.zeros(df.shape[0]), 0.0, 0)
     avgdl = float(doc_len[live].sum()) / n_live
     present = df > 0
-    idf = np.zeros(df.shape[0])
-    idf[present] = np.log(n_live - df[present] + 0.5) - np.log(df[present] + 0.5)
-    n_present = int(present.sum())
-    average = float(idf[present].sum()) / n_present if n_present else 0.0
-    idf[present & (idf < 0)] = config.epsilon * average
-    return BM25Stats(idf, avgdl, n_live)
+    if before is not None and before.n_live == n_live and before.unfloored is not None \
+            and before.unfloored[0].shape[0] <= df.shape[0]:
+        old_df, old_raw = before.unfloored
+        raw = np.zeros(df.shape[0])
+        raw[: old_raw.shape[0]] = old_raw
+        changed = np.flatnonzero(df[: old_df.shape[0]] != old_df)
+        changed = np.concatenate([changed, np.arange(old_df.shape[0], df.shape[0])])
+        changed_df = df[changed]
+        raw[changed] = 0.0
+        counted = changed[changed_df > 0]
+        raw[counted] = np.log(n_live - df[counted] + 0.5) - np.log(df[counted] + 0.5)
+    else:
+        raw = np.zeros(df.shape[0])
+        raw[present] = np.log(n_live - df[present] + 0.5) - np.log(df[present] + 0.5)
+    n_present = int(np.count_nonzero(present))
+    average = float(raw[present].sum()) / n_present if n_present else 0.0
+    idf = raw.copy()
+    idf[present & (raw < 0)] = config.epsilon * average
+    return BM25Stats(idf, avgdl, n_live, (df, raw))
 
 
 def score_query(

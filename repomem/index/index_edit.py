@@ -178,7 +178,7 @@ def patch_postings(index: RepoIndex, changes: FileChanges, newly_dead: np.ndarra
     index.doc_len = np.concatenate([index.doc_len, np.fromiter((d.shape[0] for d in changes.new_docs),
                                                                dtype=np.int64, count=n_added)])
     index.df = df
-    index.stats = compute_stats(df, index.doc_len, index.live, index.config.bm25)
+    index.stats = compute_stats(df, index.doc_len, index.live, index.config.bm25, before=index.stats)
 
 
 def _note_changed_names(changes: FileChanges, names: frozenset[str] | None) -> None:
@@ -259,7 +259,8 @@ def patch_relations(index: RepoIndex, changes: FileChanges,
         rows, cols, values, _ = index.relation_rows(added, NoProgress(), keep=0, full=False,
                                                     window_vectors=window_vectors)
         top_rows, top_cols, top_values = strongest_per_row(rows, cols, values, limit)
-        thresholds[added] = row_thresholds(top_rows, top_values, n_total, limit, settings.relation_cutoff)[added]
+        # The new ids are one run at the end, [n_old, n_total): their bars are counted on it alone.
+        thresholds[n_old:] = row_thresholds(top_rows - n_old, top_values, n_added, limit, settings.relation_cutoff)
         # W is the union of every row's top list: an old fragment also takes a new neighbour
         # that beats its weakest kept relation.
         enters_old = (cols < n_old) & (values >= thresholds[cols])

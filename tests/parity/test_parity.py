@@ -523,6 +523,37 @@ def test_scaled_lengths_follow_the_length_array_they_are_asked_about():
         score_query(query, [segment], stats, doc_len, live, config).tobytes()
 
 
+def test_statistics_worked_out_from_the_last_edits_are_a_whole_pass_bit_for_bit():
+    """An edit's idf starts from the statistics before it (only the terms whose df changed are
+    worked out again when the live count stays): after a run of random edits (df up and down,
+    terms dropping to 0 and coming back, the vocabulary growing, the live count kept or changed),
+    every idf, the floor's average and N are a whole pass's, bit for bit."""
+    rng = np.random.default_rng(11)
+    config = BM25Config(epsilon=0.25)
+    n_docs = 60
+    live = np.ones(n_docs, dtype=bool)
+    doc_len = rng.integers(1, 50, n_docs).astype(np.int64)
+    # Terms in most documents have a negative idf, which the floor replaces.
+    df = np.concatenate([rng.integers(0, 8, 300), rng.integers(40, 60, 20)]).astype(np.int64)
+    stats = compute_stats(df, doc_len, live, config)
+    kept_count = 0
+    for step in range(80):
+        df = df.copy()
+        changed = rng.choice(df.shape[0], size=rng.integers(1, 12), replace=False)
+        df[changed] = np.clip(df[changed] + rng.integers(-2, 3, changed.shape[0]), 0, n_docs)
+        if step % 7 == 3:
+            df = np.concatenate([df, rng.integers(0, 3, 5)])  # new words joined the vocabulary
+        if step % 5 == 4:
+            live = live.copy()
+            live[rng.integers(0, n_docs)] ^= True  # the edit changed the number of windows
+        incremental = compute_stats(df, doc_len, live, config, before=stats)
+        whole = compute_stats(df, doc_len, live, config)
+        kept_count += incremental.n_live == stats.n_live
+        assert incremental.idf.tobytes() == whole.idf.tobytes()
+        assert (incremental.avgdl, incremental.n_live) == (whole.avgdl, whole.n_live)
+        stats = incremental
+    assert kept_count > 40  # most edits took the incremental path
+
 def test_an_editing_session_keeps_few_segments_and_rank_bm25s_scores(synthetic_repo):
     """Forty edits of one file and a few of others: the postings stay in a handful of segments
     (one appended per edit, joined as they come), and BM25 still equals rank-bm25 over the
