@@ -143,7 +143,19 @@ class BackendTokenizer:
         self._mask = mask
 
     def count(self, text: str) -> int:
-        value = self._backend.count(self._mask(text) if self._mask is not None else text)
+        return self._counted(self._mask(text) if self._mask is not None else text)
+
+    def exceeds(self, text: str, limit: int) -> bool:
+        """count(text) > limit; without counting when the backend's lower bound (`count_floor`,
+        e.g. backends.token_floor) is already above the limit: the same answer."""
+        masked = self._mask(text) if self._mask is not None else text
+        floor = getattr(self._backend, "count_floor", None)
+        if floor is not None and floor(masked) > limit:
+            return True
+        return self._counted(masked) > limit
+
+    def _counted(self, masked: str) -> int:
+        value = self._backend.count(masked)
         if isinstance(value, Failure):
             raise TokenCountFailed(value)
         return value

@@ -37,6 +37,8 @@ from repomem.child_processes import die_with_parent
 PORT_LINE = "repomem-port"
 TOKENIZE_PATH = "/repomem/tokenize"
 START_TOKENS_PATH = "/repomem/start_tokens"  # {"text"} -> {"tokens"}: TokenVocabulary.consistent_with
+# {} -> {"pre": the GGUF's tokenizer.ggml.pre, "special": texts of its special tokens}: token_floor
+VOCABULARY_PATH = "/repomem/vocabulary"
 KEY_VARIABLE = "REPOMEM_CHILD_KEY"
 
 
@@ -51,6 +53,18 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--prompt-states", default="")  # a folder: repomem.backends.prompt_states
     parser.add_argument("--prompt-states-bytes", type=int, default=0)
     return parser.parse_args()
+
+
+def special_texts(llama) -> list[str]:
+    """The texts of a llama_cpp.Llama's special tokens (control, user-defined, unknown): those its
+    tokenizer splits out of a text as single tokens when it parses special tokens."""
+    import llama_cpp
+
+    vocabulary = llama_cpp.llama_model_get_vocab(llama.model)
+    special = (llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+               | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN)
+    return [llama_cpp.llama_vocab_get_text(vocabulary, token).decode("utf-8", errors="replace")
+            for token in range(llama.n_vocab()) if llama_cpp.llama_vocab_get_attr(vocabulary, token) & special]
 
 
 def with_greedy_logprobs(llama_class: type) -> type:
@@ -161,6 +175,12 @@ def main() -> None:
         text = text_field(body, "input", authorization)
         with tokenize_lock:
             return {"tokens": served.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
+
+    @app.post(VOCABULARY_PATH)
+    def vocabulary_facts(authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
+        if key and authorization != f"Bearer {key}":
+            raise HTTPException(status_code=401, detail="bad key")
+        return {"pre": str(served.metadata.get("tokenizer.ggml.pre", "")), "special": special_texts(served)}
 
     @app.post(START_TOKENS_PATH)
     def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008

@@ -29,10 +29,11 @@ from repomem.backends.base import Generation, GenerationRequest, common_prefix, 
 from repomem.backends.forced_start import ALLOWED_BIAS
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.kv_reuse import reused_tokens
-from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, START_TOKENS_PATH, TOKENIZE_PATH
+from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, START_TOKENS_PATH, TOKENIZE_PATH, VOCABULARY_PATH
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.backends.templates import template_for
+from repomem.backends.token_floor import TokenFloor, token_floor
 from repomem.config import CompletionConfig
 from repomem.failures import Failure, FailureKind
 
@@ -126,6 +127,8 @@ class LlamaProcessBackend:
         self.name = f"llama.cpp:{path.name}"
         self.template = template_for(path.name, *gguf_names(path))
         self.context_tokens = client.context_tokens
+        # What the child says of its vocabulary, asked at the first count_floor: [TokenFloor | None].
+        self._floor: list[TokenFloor | None] = []
 
     @property
     def pid(self) -> int:
@@ -206,6 +209,20 @@ class LlamaProcessBackend:
         if isinstance(counted, Failure):
             return self._crashed() or counted
         return counted
+
+    def count_floor(self, text: str) -> int:
+        """A lower bound on count(text) that costs no tokenization (backends.token_floor); 0 when
+        the model's tokenizer is not one it holds for, or the child could not say."""
+        if not self._floor:
+            facts = self._client.post(VOCABULARY_PATH, {}, 10.0)
+            floor = None
+            special = facts.get("special") if isinstance(facts, dict) else None
+            if isinstance(special, list) and all(isinstance(s, str) for s in special) \
+                    and isinstance(facts.get("pre"), str):  # type: ignore[union-attr]
+                floor = token_floor(facts["pre"], special)  # type: ignore[index]
+            self._floor.append(floor)
+        floor = self._floor[0]
+        return floor(text) if floor is not None else 0
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
         if request.forced_start:

@@ -96,6 +96,14 @@ class Prompt:
         return frozenset(f for block in self.blocks for f in block.fragments)
 
 
+def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
+    """tokenizer.count(text) > limit. A tokenizer with an `exceeds` of its own answers from a
+    cheap lower bound when it can (`BackendTokenizer`, `backends.token_floor`): the fit probes
+    texts many times too long, the whole file on either side of the cursor."""
+    own = getattr(tokenizer, "exceeds", None)
+    return own(text, limit) if own is not None else tokenizer.count(text) > limit
+
+
 def render_block(block: ContextBlock, comment: str = "#") -> str:
     """One block as RepoCoder lays it out: its path and lines, each line commented out with
     `comment` (the cursor file's line comment)."""
@@ -186,7 +194,7 @@ def build_prompt(
         suffix_lines = suffix.split("\n")
         # Keep whole lines of the right context, nearest first, within max_suffix_tokens.
         kept = len(suffix_lines)
-        while kept > 0 and tokenizer.count("\n".join(suffix_lines[:kept])) > budget.max_suffix_tokens:
+        while kept > 0 and exceeds(tokenizer, "\n".join(suffix_lines[:kept]), budget.max_suffix_tokens):
             kept = kept // 2 if kept > 8 else kept - 1
         suffix_text = "\n".join(suffix_lines[:kept])
         suffix_tokens = tokenizer.count(suffix_text) if suffix_text else 0
@@ -219,7 +227,7 @@ def build_prompt(
     n_lines = len(left_lines)
 
     def fits(first_line: int, spared: int) -> bool:
-        return tokenizer.count(render(first_line, blocks)) <= budget.max_prompt_tokens - spared
+        return not exceeds(tokenizer, render(first_line, blocks), budget.max_prompt_tokens - spared)
 
     while True:
         low = first_kept_line(n_lines, fits, start)

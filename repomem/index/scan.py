@@ -361,7 +361,7 @@ def source_from_bytes(
     if b"\0" in data:  # anywhere (memchr over at most max_file_bytes): a late NUL reached prompts
         return Skipped(path, "binary file")
     text = normalize_newlines(data.decode("utf-8", errors="replace"))
-    longest = max((len(line) for line in text.split("\n")), default=0)
+    longest = max(map(len, text.split("\n")), default=0)
     if longest > config.max_line_chars:
         return Skipped(path, f"a line is longer than {config.max_line_chars} characters (minified?)")
     reason = secret_file_reason(text, config.secret_min_length, config.secret_min_entropy)

@@ -286,3 +286,34 @@ def test_model_verify_hashes_again_and_a_pull_says_it_downloads_a_damaged_file_a
     assert len(said) == 1 and "is damaged" in said[0] and str(copy) in said[0], pulled.stderr
     assert pulled.returncode == 2 and "cannot download" in pulled.stderr, pulled.stderr
     assert "Traceback" not in pulled.stderr + rotted.stderr
+
+
+def test_the_token_floor_never_exceeds_the_models_count(child):
+    """The child says its tokenizer is Qwen2's and names its special tokens; the floor made of them
+    (backends.token_floor) is at most the real count on code cut anywhere, with the prompt
+    templates' special tokens inside it and non-ASCII text, and prunes a text several times too long."""
+    import random
+
+    sources = [path.read_text(encoding="utf-8") for path in sorted(Path(__file__).resolve().parents[2].glob(
+        "repomem/**/*.py"))[:60]]
+    rng = random.Random(3)
+    specials = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|file_sep|>", "<|repo_name|>",
+                "<|endoftext|>", "<tool_call>", "</tool_call>"]
+    ratios = []
+    for _ in range(300):
+        text = rng.choice(sources)
+        start = rng.randint(0, len(text))
+        piece = text[start:start + rng.randint(0, 3000)]
+        if rng.random() < 0.5:  # special tokens glued to words, as a prompt has them
+            cut = rng.randint(0, len(piece))
+            piece = rng.choice(specials) + piece[:cut] + rng.choice(specials) + "x" + piece[cut:] + rng.choice(specials)
+        if rng.random() < 0.1:
+            piece += " café ünïcode 😀 12345"
+        counted = child.count(piece)
+        assert not isinstance(counted, Failure)
+        floor = child.count_floor(piece)
+        assert floor <= counted, (floor, counted, piece[:200])
+        if piece.isascii() and counted:
+            ratios.append(floor / counted)
+    assert sum(ratios) / len(ratios) > 0.3  # a floor worth having: it prunes texts ~3x too long
+    assert child.count_floor("café x") == 0 and child.count_floor("<|fim_prefix|>a1<|fim_middle|>") == 2
