@@ -1,15 +1,17 @@
-"""Fitting a prompt to its token budget, with and without the token floor (backends.token_floor).
+"""Fitting a prompt to its token budget: counting whole texts against the token floor and
+counts summed over pieces (backends.token_floor, backends.token_pieces).
 
     python scripts/bench_prompt_fit.py [--repo DIR] [--cursors 60] [--max-prompt-tokens 1024]
 
 On Django 5.1.4 (pinned; or --repo) with the embedded model's child counting tokens: seeded
 cursors at the start of lines in the lower half of Python files of 300 lines or more (where the
 file left of the cursor is many times the budget), each prompt built (`CompletionEngine.prepare`:
-retrieval, the fit and its token counts; no generation) once with the floor and once without it
-(the backend's `count_floor` answering 0), in alternating order, the child's count cache emptied
-before each. Reports p50 / p95 / max milliseconds and the counts sent to the child per prompt, and
-checks that both ways build the same prompt, byte for byte. Results:
-eval/results/bench-prompt-fit.json and a table.
+retrieval, the fit and its token counts; no generation) each way, in alternating order: "whole"
+(every text tokenized whole, as before) and "floor + pieces"; "cold" with every count cache
+emptied first (a file's first prompt), "again" the same prompt built once more with the caches
+it left (an ask after a keystroke that kept the blocks). Reports p50 / p95 / max milliseconds and
+the requests to the child per prompt, and checks that every way builds the same prompt, byte for
+byte. Results: eval/results/bench-prompt-fit.json and a table.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from repomem.backends.factory import open_backend  # noqa: E402
 from repomem.backends.llama_process import LlamaProcessBackend  # noqa: E402
+from repomem.backends.token_pieces import PieceCounts  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
@@ -62,18 +65,28 @@ def main() -> int:
     files = [f.path for f in service.view().indexed_files() if f.language == "python"]
     texts = {path: (service.root / path).read_text(encoding="utf-8", errors="replace") for path in files}
     long_files = sorted(path for path in files if texts[path].count("\n") >= 300)
-    sent: list[int] = []
-    counting = backend.count
+    requests: list[int] = []
+    posting = backend._client.post  # noqa: SLF001
+    counting = backend._client.count  # noqa: SLF001
 
-    def count(text: str):
-        sent.append(len(text))
+    def post(path, payload, deadline_s):
+        requests.append(1)
+        return posting(path, payload, deadline_s)
+
+    def count(text):
+        requests.append(1)
         return counting(text)
 
-    backend.count = count  # type: ignore[method-assign]
-    with_floor = backend.count_floor
-    timings: dict[str, list[float]] = {"floor": [], "no floor": []}
-    counts: dict[str, list[int]] = {"floor": [], "no floor": []}
+    backend._client.post, backend._client.count = post, count  # type: ignore[method-assign]  # noqa: SLF001
+    facts = backend._tokenizer_facts()  # noqa: SLF001
+    assert facts[0] is not None and facts[1] is not None, "this model's tokenizer allows neither"
+    ways = {"whole": (None, None), "floor + pieces": facts}
+    timings: dict[str, list[float]] = {f"{way}, {when}": [] for way in ways for when in ("cold", "again")}
+    counts: dict[str, list[int]] = {name: [] for name in timings}
     same = 0
+    warm_up = locate(service.root, long_files[0], texts[long_files[0]], 2, 1)  # first-use costs, not timed
+    assert not isinstance(warm_up, Failure), warm_up
+    engine.prepare(engine.request(warm_up))  # type: ignore[arg-type]
     for number in range(args.cursors):
         path = rng.choice(long_files)
         lines = texts[path].split("\n")
@@ -83,27 +96,29 @@ def main() -> int:
             continue
         request = engine.request(cursor)
         assert not isinstance(request, Failure), request
-        prompts = {}
-        for mode in (("floor", "no floor") if number % 2 else ("no floor", "floor")):
-            backend.count_floor = with_floor if mode == "floor" else (lambda text: 0)  # type: ignore[method-assign]
-            backend._client._counts.clear()  # noqa: SLF001 (a cold count cache each time)
-            sent.clear()
+        prompts: dict[str, set[str]] = {"cold": set(), "again": set()}
+        for way in (list(ways) if number % 2 else list(ways)[::-1]):
+            backend._vocabulary[:] = [ways[way]]  # noqa: SLF001
+            backend._client._counts.clear()  # noqa: SLF001 (cold count caches)
+            backend._piece_counts = PieceCounts()  # noqa: SLF001
             fresh = CompletionEngine(service, backend, config)  # no start remembered from the other way
-            started = time.perf_counter()
-            prepared = fresh.prepare(request)
-            timings[mode].append((time.perf_counter() - started) * 1000)
-            counts[mode].append(len(sent))
-            assert not isinstance(prepared, Failure), prepared
-            prompts[mode] = prepared.prompt.text
-        same += prompts["floor"] == prompts["no floor"]
+            for when in ("cold", "again"):
+                requests.clear()
+                started = time.perf_counter()
+                prepared = fresh.prepare(request)
+                timings[f"{way}, {when}"].append((time.perf_counter() - started) * 1000)
+                counts[f"{way}, {when}"].append(len(requests))
+                assert not isinstance(prepared, Failure), prepared
+                prompts[when].add(prepared.prompt.text)
+        same += all(len(texts) == 1 for texts in prompts.values())  # each way the same prompt
     backend.close()
-    n = len(timings["floor"])
+    n = len(timings["whole, cold"])
     summary = {mode: {"p50_ms": round(statistics.median(values), 1), "p95_ms": round(percentile(values, 95), 1),
                       "max_ms": round(max(values), 1), "counts_p50": statistics.median(counts[mode]),
                       "counts_sum": sum(counts[mode])}
                for mode, values in timings.items()}
     table = Table(title=f"prompt fit, {n} cursors, {args.max_prompt_tokens}-token prompts; same prompt: {same} of {n}")
-    for column in ("", "p50 ms", "p95 ms", "max ms", "counts / prompt (p50)", "counts, all"):
+    for column in ("", "p50 ms", "p95 ms", "max ms", "requests / prompt (p50)", "requests, all"):
         table.add_column(column, justify="right")
     for mode, row in summary.items():
         table.add_row(mode, str(row["p50_ms"]), str(row["p95_ms"]), str(row["max_ms"]), str(row["counts_p50"]),

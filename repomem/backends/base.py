@@ -154,6 +154,13 @@ class BackendTokenizer:
             return True
         return self._counted(masked) > limit
 
+    def warm(self, texts: list[str]) -> None:
+        """Texts about to be counted, handed to a backend that counts many in one request
+        (`warm_counts`); nothing for one that does not."""
+        warm = getattr(self._backend, "warm_counts", None)
+        if warm is not None:
+            warm([self._mask(text) if self._mask is not None else text for text in texts])
+
     def _counted(self, masked: str) -> int:
         value = self._backend.count(masked)
         if isinstance(value, Failure):

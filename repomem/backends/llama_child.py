@@ -37,8 +37,10 @@ from repomem.child_processes import die_with_parent
 PORT_LINE = "repomem-port"
 TOKENIZE_PATH = "/repomem/tokenize"
 START_TOKENS_PATH = "/repomem/start_tokens"  # {"text"} -> {"tokens"}: TokenVocabulary.consistent_with
-# {} -> {"pre": the GGUF's tokenizer.ggml.pre, "special": texts of its special tokens}: token_floor
+# {} -> {"pre": the GGUF's tokenizer.ggml.pre, "special": texts of its special tokens, "strips": whether
+# one of them strips the whitespace beside it}: backends.token_floor and backends.token_pieces
 VOCABULARY_PATH = "/repomem/vocabulary"
+COUNT_MANY_PATH = "/repomem/count_many"  # {"texts": [...]} -> {"counts": [...]}: one request for many counts
 KEY_VARIABLE = "REPOMEM_CHILD_KEY"
 
 
@@ -55,16 +57,23 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def special_texts(llama) -> list[str]:
-    """The texts of a llama_cpp.Llama's special tokens (control, user-defined, unknown): those its
-    tokenizer splits out of a text as single tokens when it parses special tokens."""
+def special_tokens(llama) -> tuple[list[str], bool]:
+    """The texts of a llama_cpp.Llama's special tokens (control, user-defined, unknown: those its
+    tokenizer splits out of a text as single tokens when it parses special tokens), and whether
+    any of them strips the whitespace beside it."""
     import llama_cpp
 
     vocabulary = llama_cpp.llama_model_get_vocab(llama.model)
     special = (llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
                | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN)
-    return [llama_cpp.llama_vocab_get_text(vocabulary, token).decode("utf-8", errors="replace")
-            for token in range(llama.n_vocab()) if llama_cpp.llama_vocab_get_attr(vocabulary, token) & special]
+    strip = llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP | llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP
+    texts, strips = [], False
+    for token in range(llama.n_vocab()):
+        attributes = llama_cpp.llama_vocab_get_attr(vocabulary, token)
+        if attributes & special:
+            texts.append(llama_cpp.llama_vocab_get_text(vocabulary, token).decode("utf-8", errors="replace"))
+            strips = strips or bool(attributes & strip)
+    return texts, strips
 
 
 def with_greedy_logprobs(llama_class: type) -> type:
@@ -180,7 +189,19 @@ def main() -> None:
     def vocabulary_facts(authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
         if key and authorization != f"Bearer {key}":
             raise HTTPException(status_code=401, detail="bad key")
-        return {"pre": str(served.metadata.get("tokenizer.ggml.pre", "")), "special": special_texts(served)}
+        special, strips = special_tokens(served)
+        return {"pre": str(served.metadata.get("tokenizer.ggml.pre", "")), "special": special, "strips": strips}
+
+    @app.post(COUNT_MANY_PATH)
+    def count_many(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
+        if key and authorization != f"Bearer {key}":
+            raise HTTPException(status_code=401, detail="bad key")
+        texts = body.get("texts")
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise HTTPException(status_code=400, detail="texts must be a list of strings")
+        with tokenize_lock:
+            return {"counts": [len(served.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+                               for text in texts]}
 
     @app.post(START_TOKENS_PATH)
     def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008

@@ -29,11 +29,19 @@ from repomem.backends.base import Generation, GenerationRequest, common_prefix, 
 from repomem.backends.forced_start import ALLOWED_BIAS
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.kv_reuse import reused_tokens
-from repomem.backends.llama_child import KEY_VARIABLE, PORT_LINE, START_TOKENS_PATH, TOKENIZE_PATH, VOCABULARY_PATH
+from repomem.backends.llama_child import (
+    COUNT_MANY_PATH,
+    KEY_VARIABLE,
+    PORT_LINE,
+    START_TOKENS_PATH,
+    TOKENIZE_PATH,
+    VOCABULARY_PATH,
+)
 from repomem.backends.models import check_gguf, gguf_names
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.backends.templates import template_for
 from repomem.backends.token_floor import TokenFloor, token_floor
+from repomem.backends.token_pieces import PieceCounts, TokenPieces, token_pieces
 from repomem.config import CompletionConfig
 from repomem.failures import Failure, FailureKind
 
@@ -127,8 +135,9 @@ class LlamaProcessBackend:
         self.name = f"llama.cpp:{path.name}"
         self.template = template_for(path.name, *gguf_names(path))
         self.context_tokens = client.context_tokens
-        # What the child says of its vocabulary, asked at the first count_floor: [TokenFloor | None].
-        self._floor: list[TokenFloor | None] = []
+        # What the child says of its vocabulary, asked at the first count: [(floor, cutter) or Nones].
+        self._vocabulary: list[tuple[TokenFloor | None, TokenPieces | None]] = []
+        self._piece_counts = PieceCounts()
 
     @property
     def pid(self) -> int:
@@ -205,24 +214,66 @@ class LlamaProcessBackend:
         crashed = self._crashed()
         if crashed is not None:
             return crashed
-        counted = self._client.count(text)
+        cutter = self._tokenizer_facts()[1]
+        counted = self._client.count(text) if cutter is None else self._count_by_pieces(cutter, text)
         if isinstance(counted, Failure):
             return self._crashed() or counted
         return counted
 
+    def warm_counts(self, texts: list[str]) -> None:
+        """Count the pieces of `texts` not counted before, in one request: what a prompt's fit will
+        count next (its blocks, the file on both sides of the cursor) then costs no request."""
+        cutter = self._tokenizer_facts()[1]
+        if cutter is None or self._crashed() is not None:
+            return
+        pieces = dict.fromkeys(piece for text in texts for piece in cutter.pieces(text)[1])
+        self._counted_pieces(list(pieces))
+
+    def _count_by_pieces(self, cutter: TokenPieces, text: str) -> int | Failure:
+        """count(text) as the sum of its pieces' counts (backends.token_pieces); the pieces not
+        counted before are counted in one request."""
+        n_special, pieces = cutter.pieces(text)
+        known = self._counted_pieces(list(dict.fromkeys(pieces)))
+        if isinstance(known, Failure):
+            return known
+        return n_special + sum(known[piece] for piece in pieces)
+
+    def _counted_pieces(self, unique: list[str]) -> dict[str, int] | Failure:
+        """The count of each of `unique` (distinct pieces), those not known asked in one request."""
+        known = self._piece_counts.known(unique)
+        missing = [piece for piece in unique if piece not in known]
+        if missing:
+            answer = self._client.post(COUNT_MANY_PATH, {"texts": missing}, 30.0)
+            if isinstance(answer, Failure):
+                return answer
+            counts = answer.get("counts")
+            if not isinstance(counts, list) or len(counts) != len(missing) \
+                    or not all(isinstance(n, int) and n >= 0 for n in counts):
+                return Failure(FailureKind.BAD_RESPONSE, "the model process answered token counts that do not fit")
+            fetched = dict(zip(missing, counts))
+            self._piece_counts.keep(fetched)
+            known.update(fetched)
+        return known
+
     def count_floor(self, text: str) -> int:
         """A lower bound on count(text) that costs no tokenization (backends.token_floor); 0 when
         the model's tokenizer is not one it holds for, or the child could not say."""
-        if not self._floor:
-            facts = self._client.post(VOCABULARY_PATH, {}, 10.0)
-            floor = None
-            special = facts.get("special") if isinstance(facts, dict) else None
-            if isinstance(special, list) and all(isinstance(s, str) for s in special) \
-                    and isinstance(facts.get("pre"), str):  # type: ignore[union-attr]
-                floor = token_floor(facts["pre"], special)  # type: ignore[index]
-            self._floor.append(floor)
-        floor = self._floor[0]
+        floor = self._tokenizer_facts()[0]
         return floor(text) if floor is not None else 0
+
+    def _tokenizer_facts(self) -> tuple[TokenFloor | None, TokenPieces | None]:
+        """What the child says of its tokenizer, asked once: the floor and the cutter it allows
+        (None each when it does not allow them, or the child could not say)."""
+        if not self._vocabulary:
+            facts = self._client.post(VOCABULARY_PATH, {}, 10.0)
+            made: tuple[TokenFloor | None, TokenPieces | None] = (None, None)
+            special = facts.get("special") if isinstance(facts, dict) else None
+            pre = facts.get("pre") if isinstance(facts, dict) else None
+            strips = facts.get("strips", True) if isinstance(facts, dict) else True
+            if isinstance(special, list) and all(isinstance(s, str) for s in special) and isinstance(pre, str):
+                made = (token_floor(pre, special), token_pieces(pre, special, strips is not False))
+            self._vocabulary.append(made)
+        return self._vocabulary[0]
 
     def generate(self, request: GenerationRequest) -> Generation | Failure:
         if request.forced_start:

@@ -96,6 +96,18 @@ class Prompt:
         return frozenset(f for block in self.blocks for f in block.fragments)
 
 
+def _nearest_lines(lines: Sequence[str], tokens: int) -> str:
+    """The last of `lines` (joined) that a prompt of `tokens` tokens could show: up to ~8
+    characters a token, twice what code takes; farther lines are counted only when asked."""
+    kept, characters = 0, 0
+    for line in reversed(lines):
+        characters += len(line) + 1
+        if characters > 8 * tokens:
+            break
+        kept += 1
+    return "\n".join(lines[len(lines) - kept:])
+
+
 def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
     """tokenizer.count(text) > limit. A tokenizer with an `exceeds` of its own answers from a
     cheap lower bound when it can (`BackendTokenizer`, `backends.token_floor`): the fit probes
@@ -187,6 +199,15 @@ def build_prompt(
     `comment`: the cursor file's line comment, which the blocks and their headers are written in.
     """
     use_fim = suffix is not None and template.supports_fim
+    repo_form = _repo_form(template, style)
+
+    def shown_block(block: ContextBlock) -> str:
+        return template.file_section(block.path, block.text) if repo_form else render_block(block, comment)
+
+    warm = getattr(tokenizer, "warm", None)
+    if warm is not None:  # what the fit counts below, counted at once where the backend can
+        warm([shown_block(block) for block in candidates] + [_nearest_lines(left_lines, budget.max_prompt_tokens)]
+             + ([_nearest_lines(suffix.split("\n")[::-1], budget.max_suffix_tokens)] if use_fim and suffix else []))
     suffix_text: str | None = None
     suffix_tokens = 0
     if use_fim:
@@ -203,9 +224,7 @@ def build_prompt(
 
     def block_cost(block: ContextBlock) -> int:
         """Tokens of one block as the prompt's style writes it."""
-        shown = template.file_section(block.path, block.text) if _repo_form(template, style) else \
-            render_block(block, comment)
-        return tokenizer.count(shown)
+        return tokenizer.count(shown_block(block))
 
     if select is not None:
         chosen = select(candidates, block_budget, block_cost)

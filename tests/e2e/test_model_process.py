@@ -317,3 +317,28 @@ def test_the_token_floor_never_exceeds_the_models_count(child):
             ratios.append(floor / counted)
     assert sum(ratios) / len(ratios) > 0.3  # a floor worth having: it prunes texts ~3x too long
     assert child.count_floor("café x") == 0 and child.count_floor("<|fim_prefix|>a1<|fim_middle|>") == 2
+
+
+def test_counts_summed_over_pieces_are_the_tokenizers_whole_counts(child):
+    """The child's tokenizer is Qwen2's: counts are sums over a text's pieces (backends.token_pieces),
+    each piece counted once. Against the tokenizer's count of the whole text, on code cut anywhere
+    with special tokens, CRLF, tabs, blank and whitespace-only lines, form feeds and non-ASCII
+    characters put in at random."""
+    import random
+
+    sources = [path.read_text(encoding="utf-8") for path in sorted(Path(__file__).resolve().parents[2].glob(
+        "repomem/**/*.py"))[:80]]
+    rng = random.Random(9)
+    odd = ["\r\n", "\t", "  \n", "\n\n\n", " \n \n", "\u00a0", "\u2028", "é", "😀", "\x0b", "\x0c", "\r", "'s",
+           "<|fim_prefix|>", "<|fim_suffix|>", "<|file_sep|>", "<tool_call>", "\n<|endoftext|>\n"]
+    assert child.count("") == 0
+    for _ in range(300):
+        text = rng.choice(sources)
+        start = rng.randint(0, len(text))
+        piece = list(text[start:start + rng.randint(0, 3000)])
+        for _ in range(rng.randint(0, 12)):
+            piece.insert(rng.randint(0, len(piece)), rng.choice(odd))
+        sample = "".join(piece)
+        whole = child._client.tokens(sample)  # noqa: SLF001 (the tokenizer's own count of the whole text)
+        assert not isinstance(whole, Failure)
+        assert child.count(sample) == len(whole), sample[:300]
