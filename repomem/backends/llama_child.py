@@ -170,10 +170,13 @@ def main() -> None:
     vocabularies: list[TokenVocabulary] = []  # built once, below
     building_lock = threading.Lock()
 
-    def text_field(body: dict, name: str, authorization: str | None) -> str:
-        """The request's string field `name`, once its key is checked (401 / 400 otherwise)."""
+    def check_key(authorization: str | None) -> None:
         if key and authorization != f"Bearer {key}":
             raise HTTPException(status_code=401, detail="bad key")
+
+    def text_field(body: dict, name: str, authorization: str | None) -> str:
+        """The request's string field `name`, once its key is checked (401 / 400 otherwise)."""
+        check_key(authorization)
         text = body.get(name)
         if not isinstance(text, str):
             raise HTTPException(status_code=400, detail=f"{name} must be a string")
@@ -187,15 +190,13 @@ def main() -> None:
 
     @app.post(VOCABULARY_PATH)
     def vocabulary_facts(authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        if key and authorization != f"Bearer {key}":
-            raise HTTPException(status_code=401, detail="bad key")
-        special, strips = special_tokens(served)
+        check_key(authorization)
+        special, strips = tokenizer_facts()
         return {"pre": str(served.metadata.get("tokenizer.ggml.pre", "")), "special": special, "strips": strips}
 
     @app.post(COUNT_MANY_PATH)
     def count_many(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        if key and authorization != f"Bearer {key}":
-            raise HTTPException(status_code=401, detail="bad key")
+        check_key(authorization)
         texts = body.get("texts")
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise HTTPException(status_code=400, detail="texts must be a list of strings")
@@ -219,6 +220,15 @@ def main() -> None:
         while serving is not None and serving.locked() and not wanted.is_set():
             time.sleep(0.02)
 
+    facts_lock = threading.Lock()
+    facts: list[tuple[list[str], bool]] = []
+
+    def tokenizer_facts() -> tuple[list[str], bool]:
+        with facts_lock:
+            if not facts:
+                facts.append(special_tokens(served))
+            return facts[0]
+
     def built_vocabulary(pause=None) -> TokenVocabulary:
         # Its own lock: token counts (the other lock) go on while it is built; llama.cpp's
         # vocabulary is read-only once loaded.
@@ -236,7 +246,9 @@ def main() -> None:
     # Every token's bytes, for the first forced start (a word typed halfway), which the first
     # such completion of a session would wait for (docs/measurements.md, "The model process's
     # start"). Built now, while the parent still loads its index, giving way to generations.
-    threading.Thread(target=built_vocabulary, args=(give_way,), name="vocabulary", daemon=True).start()
+    # The special tokens too (~0.07 s), which the parent's first token count asks for.
+    threading.Thread(target=lambda: (tokenizer_facts(), built_vocabulary(give_way)), name="vocabulary",
+                     daemon=True).start()
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-# llama.cpp pre-tokenizer types (GGUF `tokenizer.ggml.pre`) whose regex is Qwen2's, as above.
-QWEN2_LIKE_PRE_TOKENIZERS = frozenset({"qwen2"})
+from repomem.backends.token_pieces import QWEN2_LIKE_PRE_TOKENIZERS
+
 _LETTER_RUN_OR_DIGIT = re.compile(r"[A-Za-z]+|[0-9]")
 
 

@@ -342,3 +342,19 @@ def test_counts_summed_over_pieces_are_the_tokenizers_whole_counts(child):
         whole = child._client.tokens(sample)  # noqa: SLF001 (the tokenizer's own count of the whole text)
         assert not isinstance(whole, Failure)
         assert child.count(sample) == len(whole), sample[:300]
+
+
+def test_the_childs_own_routes_answer_only_with_its_key(child):
+    """The child listens on loopback, where any local user could reach it: each route repomem
+    added answers 401 without the per-start key, and counts with it."""
+    import httpx
+
+    from repomem.backends.llama_child import COUNT_MANY_PATH, START_TOKENS_PATH, TOKENIZE_PATH, VOCABULARY_PATH
+
+    endpoint = child._client.endpoint  # noqa: SLF001
+    for path, body in ((TOKENIZE_PATH, {"input": "x"}), (START_TOKENS_PATH, {"text": "x"}), (VOCABULARY_PATH, {}),
+                       (COUNT_MANY_PATH, {"texts": ["x"]})):
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            assert httpx.post(endpoint + path, json=body, headers=headers, timeout=30).status_code == 401, path
+    answer = child._client.post(COUNT_MANY_PATH, {"texts": ["def f():\n", "", "<|fim_prefix|>"]}, 30.0)  # noqa: SLF001
+    assert answer == {"counts": [child.count("def f():\n"), 0, 1]}

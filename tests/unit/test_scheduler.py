@@ -125,15 +125,39 @@ async def test_an_answer_that_lands_after_a_change_is_still_dropped():
     assert (await plan.complete(ask(version=3))).text == "a + b"
 
 
-async def test_a_newer_request_elsewhere_supersedes_and_a_burst_starts_one_generation():
-    model, plan = opened()
+async def test_a_newer_request_elsewhere_supersedes_and_a_burst_starts_its_first_and_last():
+    model = ControlledModel()
+    plan = CompletionScheduler(model, debounce_s=0.3, answer_within_s=5.0, cache_entries=8)
+    plan.document_changed("file:///r/a.py", 1)
     other_text = TEXT + "x = \n"
-    burst = [asyncio.ensure_future(plan.complete(ask(other_text, len(other_text) - 1 - i))) for i in (2, 1, 0)]
+    asks = [ask(other_text, len(other_text) - 1 - i) for i in (2, 1, 0)]
+    burst = []
+    for each in asks:  # keystrokes 2 ms apart, well within the debounce
+        burst.append(asyncio.ensure_future(plan.complete(each)))
+        await asyncio.sleep(0.002)
     await asyncio.sleep(0.1)
     model.release.set()
     answers = await asyncio.gather(*burst)
     assert [a.outcome for a in answers] == [Outcome.DROPPED, Outcome.DROPPED, Outcome.ANSWERED]
-    assert len(model.started) == 1  # the debounce let only the last one reach the model
+    # The first started at once (nothing asked before it) and was superseded; the debounce let
+    # none of the rest of the burst but its last reach the model.
+    assert [started.character for started in model.started] == [asks[0].character, asks[-1].character]
+    assert model.stopped == model.started[:1]
+
+
+async def test_a_request_after_a_quiet_spell_starts_at_once_and_one_in_a_burst_waits():
+    model = ControlledModel()
+    plan = CompletionScheduler(model, debounce_s=5.0, answer_within_s=10.0, cache_entries=8)
+    plan.document_changed("file:///r/a.py", 1)
+    first = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.05)
+    assert len(model.started) == 1  # not 5 s later
+    second = asyncio.ensure_future(plan.complete(ask(TEXT, OFFSET - 1)))  # 0.05 s after the first
+    await asyncio.sleep(0.1)
+    assert len(model.started) == 1  # waits out the debounce
+    second.cancel()
+    model.release.set()
+    assert (await first).outcome is Outcome.DROPPED  # superseded by the second
 
 
 async def test_cancelling_the_last_waiter_stops_the_generation_but_not_a_kept_one():
