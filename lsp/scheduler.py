@@ -16,8 +16,8 @@ re-send a request they gave up on, keep typing while a request is pending, and c
 - **Debounce, on bursts only**: a request that comes `debounce_s` or longer after the document's
   last one starts at once (the ask after the user stopped typing, the first of a burst); one that
   follows another within `debounce_s` waits that long first, so the rest of a burst of keystrokes
-  starts one more generation, the last. Waiting before every request cost each answer the model
-  gave ~70 ms in the editor walk (docs/editors.md#interactive-latency).
+  starts one more generation, the last. Waiting before every request added `debounce_s` to every
+  answer the model gave (docs/editors.md#interactive-latency).
 - **Cancelling**: `$/cancelRequest` of the last request waiting on a flight stops it, unless the
   flight was *kept* (below).
 - **Answer budget**: a request still waiting after `answer_within_s` is answered *pending* (the

@@ -525,10 +525,12 @@ class ServerConfig:
     """The language server (`repomem serve`); client settings override these per session. Run-only:
     none changes what an index or an evaluation holds."""
 
-    # A newer request for the same document within this window answers instead (typing bursts
-    # start one generation).
+    # A request that follows the document's last one within this window waits it out, and a newer
+    # one answers instead (a typing burst starts its first and its last generation); a request
+    # after a quiet spell starts at once (lsp/scheduler.py).
     debounce_ms: int = setting(75, run_only=True, lsp="debounceMs",
-                               help="milliseconds an inline-completion request waits before it starts")
+                               help="milliseconds a completion request that follows another within them waits "
+                                    "before it starts")
     # Below eglot's 10 s request time-out, so clients see an answer, never a time-out error.
     answer_within_ms: int = setting(8000, positive=True, run_only=True, lsp="answerWithinMs",
                                     help="milliseconds after which a waiting request gets an empty incomplete list "
