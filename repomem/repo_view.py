@@ -23,6 +23,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,22 @@ class Retrieval:
 
 def masked(text: str, scan: ScanConfig) -> str:
     """`text` with secrets masked as the index masks them under `scan` (nothing when it is off)."""
-    return mask_secrets(text, scan.secret_min_length, scan.secret_min_entropy)[0] if scan.mask_secrets else text
+    if not scan.mask_secrets:
+        return text
+    if len(text) <= MEMO_MAX_CHARACTERS:
+        return _masked_recently(text, scan.secret_min_length, scan.secret_min_entropy)
+    return mask_secrets(text, scan.secret_min_length, scan.secret_min_entropy)[0]
+
+
+# An editor's requests mask the same texts prompt after prompt (the files its blocks come from,
+# the blocks whose tokens are counted): a pass over a whole file each (docs/editors.md#interactive-latency).
+# Kept: the last 256 answers for texts of at most 64k characters (at most ~16 MB).
+MEMO_MAX_CHARACTERS = 1 << 16
+
+
+@lru_cache(maxsize=256)
+def _masked_recently(text: str, min_length: int, min_entropy: float) -> str:
+    return mask_secrets(text, min_length, min_entropy)[0]
 
 
 def fragment_ids(mask: np.ndarray | None) -> np.ndarray:

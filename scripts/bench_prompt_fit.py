@@ -7,9 +7,9 @@ On Django 5.1.4 (pinned; or --repo) with the embedded model's child counting tok
 cursors at the start of lines in the lower half of Python files of 300 lines or more (where the
 file left of the cursor is many times the budget), each prompt built (`CompletionEngine.prepare`:
 retrieval, the fit and its token counts; no generation) each way, in alternating order: "whole"
-(every text tokenized whole, as before) and "floor + pieces"; "cold" with every count cache
-emptied first (a file's first prompt), "again" the same prompt built once more with the caches
-it left (an ask after a keystroke that kept the blocks). Reports p50 / p95 / max milliseconds and
+(every text tokenized whole, as before) and "floor + pieces"; "cold" with every count cache and
+the masking memo emptied first (a file's first prompt), "again" the same prompt built once more
+with the caches it left (an ask after a keystroke that kept the blocks). Reports p50 / p95 / max milliseconds and
 the requests to the child per prompt, and checks that every way builds the same prompt, byte for
 byte. Results: eval/results/bench-prompt-fit.json and a table.
 """
@@ -37,6 +37,7 @@ from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from repomem.positions import locate  # noqa: E402
+from repomem.repo_view import _masked_recently  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
 from scripts.bench_query import percentile  # noqa: E402
 from scripts.bench_sources import django_or  # noqa: E402
@@ -101,6 +102,7 @@ def main() -> int:
             backend._vocabulary[:] = [ways[way]]  # noqa: SLF001
             backend._client._counts.clear()  # noqa: SLF001 (cold count caches)
             backend._piece_counts = PieceCounts()  # noqa: SLF001
+            _masked_recently.cache_clear()  # and the masking memo: a first prompt in these files
             fresh = CompletionEngine(service, backend, config)  # no start remembered from the other way
             for when in ("cold", "again"):
                 requests.clear()
