@@ -96,16 +96,17 @@ class Prompt:
         return frozenset(f for block in self.blocks for f in block.fragments)
 
 
-def _nearest_lines(lines: Sequence[str], tokens: int) -> str:
-    """The last of `lines` (joined) that a prompt of `tokens` tokens could show: up to ~8
-    characters a token, twice what code takes; farther lines are counted only when asked."""
+def _nearest_lines(lines: Sequence[str], tokens: int, first: bool = False) -> str:
+    """The last (`first`: the first) of `lines`, joined, that a prompt part of `tokens` tokens
+    could show: up to ~8 characters a token, twice what code takes; farther lines are counted
+    only when asked."""
     kept, characters = 0, 0
-    for line in reversed(lines):
+    for line in (lines if first else reversed(lines)):
         characters += len(line) + 1
         if characters > 8 * tokens:
             break
         kept += 1
-    return "\n".join(lines[len(lines) - kept:])
+    return "\n".join(lines[:kept] if first else lines[len(lines) - kept:])
 
 
 def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
@@ -206,8 +207,10 @@ def build_prompt(
 
     warm = getattr(tokenizer, "warm", None)
     if warm is not None:  # what the fit counts below, counted at once where the backend can
-        warm([shown_block(block) for block in candidates] + [_nearest_lines(left_lines, budget.max_prompt_tokens)]
-             + ([_nearest_lines(suffix.split("\n")[::-1], budget.max_suffix_tokens)] if use_fim and suffix else []))
+        near_suffix = [_nearest_lines(suffix.split("\n"), budget.max_suffix_tokens, first=True)] \
+            if use_fim and suffix else []
+        warm([shown_block(block) for block in candidates]
+             + [_nearest_lines(left_lines, budget.max_prompt_tokens), *near_suffix])
     suffix_text: str | None = None
     suffix_tokens = 0
     if use_fim:
