@@ -143,12 +143,12 @@ class BackendTokenizer:
         self._mask = mask
 
     def count(self, text: str) -> int:
-        return self._counted(self._mask(text) if self._mask is not None else text)
+        return self._counted(self._masked(text))
 
     def exceeds(self, text: str, limit: int) -> bool:
         """count(text) > limit; without counting when the backend's lower bound (`count_floor`,
         e.g. backends.token_floor) is already above the limit: the same answer."""
-        masked = self._mask(text) if self._mask is not None else text
+        masked = self._masked(text)
         floor = getattr(self._backend, "count_floor", None)
         if floor is not None and floor(masked) > limit:
             return True
@@ -159,7 +159,10 @@ class BackendTokenizer:
         (`warm_counts`); nothing for one that does not."""
         warm = getattr(self._backend, "warm_counts", None)
         if warm is not None:
-            warm([self._mask(text) if self._mask is not None else text for text in texts])
+            warm([self._masked(text) for text in texts])
+
+    def _masked(self, text: str) -> str:
+        return self._mask(text) if self._mask is not None else text
 
     def _counted(self, masked: str) -> int:
         value = self._backend.count(masked)

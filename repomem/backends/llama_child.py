@@ -170,6 +170,10 @@ def main() -> None:
     vocabularies: list[TokenVocabulary] = []  # built once, below
     building_lock = threading.Lock()
 
+    def tokens_of(text: str) -> list[int]:
+        with tokenize_lock:
+            return served.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
     def check_key(authorization: str | None) -> None:
         if key and authorization != f"Bearer {key}":
             raise HTTPException(status_code=401, detail="bad key")
@@ -184,9 +188,7 @@ def main() -> None:
 
     @app.post(TOKENIZE_PATH)
     def tokenize(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        text = text_field(body, "input", authorization)
-        with tokenize_lock:
-            return {"tokens": served.tokenize(text.encode("utf-8"), add_bos=False, special=True)}
+        return {"tokens": tokens_of(text_field(body, "input", authorization))}
 
     @app.post(VOCABULARY_PATH)
     def vocabulary_facts(authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
@@ -200,9 +202,7 @@ def main() -> None:
         texts = body.get("texts")
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise HTTPException(status_code=400, detail="texts must be a list of strings")
-        with tokenize_lock:
-            return {"counts": [len(served.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-                               for text in texts]}
+        return {"counts": [len(tokens_of(text)) for text in texts]}
 
     @app.post(START_TOKENS_PATH)
     def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from repomem.backends.token_pieces import QWEN2_LIKE_PRE_TOKENIZERS
+from repomem.backends.token_pieces import QWEN2_LIKE_PRE_TOKENIZERS, special_token_pattern
 
 _LETTER_RUN_OR_DIGIT = re.compile(r"[A-Za-z]+|[0-9]")
 
@@ -31,8 +31,7 @@ class TokenFloor:
     """floor(text) <= the tokenizer's count of `text` (with special tokens parsed)."""
 
     def __init__(self, special: Sequence[str]):
-        ordered = sorted({s for s in special if s}, key=len, reverse=True)
-        self._special = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._special = special_token_pattern(special)
 
     def __call__(self, text: str) -> int:
         if not text.isascii():

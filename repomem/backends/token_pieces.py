@@ -32,12 +32,21 @@ QWEN2_LIKE_PRE_TOKENIZERS = frozenset({"qwen2"})
 _INDENT = " \t\f\v"
 
 
+def special_token_pattern(special: Sequence[str], group: bool = False) -> re.Pattern | None:
+    """A regex matching the special tokens' texts, the longest first (`group`: as one capturing
+    group, so that `split` keeps them); None when there are none."""
+    ordered = sorted({s for s in special if s}, key=len, reverse=True)
+    if not ordered:
+        return None
+    alternatives = "|".join(map(re.escape, ordered))
+    return re.compile(f"({alternatives})" if group else alternatives)
+
+
 class TokenPieces:
     """Cuts a text where its token count is the sum of the parts' (see the module's doc)."""
 
     def __init__(self, special: Sequence[str]):
-        ordered = sorted({s for s in special if s}, key=len, reverse=True)
-        self._special = re.compile("(" + "|".join(map(re.escape, ordered)) + ")") if ordered else None
+        self._special = special_token_pattern(special, group=True)
 
     def pieces(self, text: str) -> tuple[int, list[str]]:
         """(special tokens in `text`, the other pieces in order)."""

@@ -117,13 +117,21 @@ def document_frequencies(segment: TermSegment, n_terms: int, live: np.ndarray) -
     tf = segment.tf
     if live[segment.first_doc : segment.first_doc + tf.shape[0]].all():
         # All live (an edit's new segment): each posting is one document of its term.
-        counts = np.diff(tf.indptr).astype(np.int64)
-        return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
+        return _sized(np.diff(tf.indptr).astype(np.int64), n_terms)
     doc_ids = tf.indices + segment.first_doc
     alive = live[doc_ids]
     term_of_entry = np.repeat(np.arange(tf.shape[1], dtype=np.int64), np.diff(tf.indptr))
-    counts = np.bincount(term_of_entry[alive], minlength=n_terms)
+    return _sized(np.bincount(term_of_entry[alive], minlength=n_terms), n_terms)
+
+
+def _sized(counts: np.ndarray, n_terms: int) -> np.ndarray:
+    """Per-term counts cut or zero-padded to the vocabulary's size, shape (n_terms,)."""
     return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
+
+
+def _unfloored_idf(n_live: int, frequencies: np.ndarray) -> np.ndarray:
+    """rank-bm25's idf of terms in `frequencies` (> 0) of the `n_live` documents, before the floor."""
+    return np.log(n_live - frequencies + 0.5) - np.log(frequencies + 0.5)
 
 
 def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config: BM25Config,
@@ -142,15 +150,14 @@ def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config:
         old_df, old_raw = before.unfloored
         raw = np.zeros(df.shape[0])
         raw[: old_raw.shape[0]] = old_raw
-        changed = np.flatnonzero(df[: old_df.shape[0]] != old_df)
-        changed = np.concatenate([changed, np.arange(old_df.shape[0], df.shape[0])])
-        changed_df = df[changed]
+        changed = np.concatenate([np.flatnonzero(df[: old_df.shape[0]] != old_df),
+                                  np.arange(old_df.shape[0], df.shape[0])])
         raw[changed] = 0.0
-        counted = changed[changed_df > 0]
-        raw[counted] = np.log(n_live - df[counted] + 0.5) - np.log(df[counted] + 0.5)
+        counted = changed[df[changed] > 0]
+        raw[counted] = _unfloored_idf(n_live, df[counted])
     else:
         raw = np.zeros(df.shape[0])
-        raw[present] = np.log(n_live - df[present] + 0.5) - np.log(df[present] + 0.5)
+        raw[present] = _unfloored_idf(n_live, df[present])
     n_present = int(np.count_nonzero(present))
     average = float(raw[present].sum()) / n_present if n_present else 0.0
     idf = raw.copy()
