@@ -80,17 +80,28 @@ class ForwardTypingCache:
     def continuation(self, state: CursorState) -> CachedCompletion | None:
         """The rest of the last shown completion if the user has typed a proper prefix of it
         since (same text after the cursor, same settings), else None."""
+        typed, completion = self._typed_since_shown(state)
+        if completion is None or len(typed) >= len(completion.text) or not completion.text.startswith(typed):
+            return None
+        return CachedCompletion(completion.text[len(typed):], completion.completion_id)
+
+    def parted(self, state: CursorState) -> bool:
+        """Whether the user typed on the line of the last shown completion (at its cursor, nothing
+        after it changed) something that is not a proper prefix of it: the completion was not taken."""
+        typed, completion = self._typed_since_shown(state)
+        return completion is not None and "\n" not in typed and self.continuation(state) is None
+
+    def _typed_since_shown(self, state: CursorState) -> tuple[str, CachedCompletion | None]:
+        """(what was typed at the last shown completion's cursor since, that completion), or
+        ("", None) when `state` does not follow it (another document, text changed elsewhere)."""
         shown = self._shown.get(state.path)
         if shown is None:
-            return None
+            return "", None
         before, completion = shown
         if (before.right_digest != state.right_digest or before.settings_generation != state.settings_generation
                 or len(state.left) <= len(before.left) or not state.left.startswith(before.left)):
-            return None
-        typed = state.left[len(before.left):]
-        if len(typed) >= len(completion.text) or not completion.text.startswith(typed):
-            return None
-        return CachedCompletion(completion.text[len(typed):], completion.completion_id)
+            return "", None
+        return state.left[len(before.left):], completion
 
     def forget(self, path: str) -> None:
         self._shown.pop(path, None)

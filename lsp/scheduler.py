@@ -33,6 +33,14 @@ re-send a request they gave up on, keep typing while a request is pending, and c
   the editor reports) for `warm_after_s` with nothing asked, a kept flight starts there. A request
   that then comes at that spot joins it or finds its answer cached; one elsewhere supersedes it,
   and still finds the model's prompt cache warm with the blocks and the file's head.
+- **Typing through a flight** (`type_through`): characters typed at a flight's cursor (same line,
+  nothing after the cursor changed) do not stop it: its answer may still begin with them, and
+  then the forward-typing cache serves the rest, as Copilot joins the requests a user types
+  through. A request at the typed-on cursor waits for that flight, then takes the cached rest or,
+  if the answer parted from what was typed, starts its own. And where typing parts from the
+  completion last shown (the user did not take it), the completion at the new cursor starts at
+  once instead of after `warm_after_s`: a warm answer decodes for a few hundred milliseconds,
+  about as long as the next few keystrokes take (docs/editors.md#interactive-latency).
 """
 
 from __future__ import annotations
@@ -110,14 +118,25 @@ class Flight:
             self.halted.set_result(None)
 
 
+def typed_through(before: CursorState, after: CursorState) -> bool:
+    """Whether `after` is `before` with characters typed at its cursor: the same line (no line
+    break typed), the same text after the cursor, the same settings."""
+    return (after.path == before.path and after.right_digest == before.right_digest
+            and after.settings_generation == before.settings_generation
+            and len(after.left) > len(before.left) and after.left.startswith(before.left)
+            and "\n" not in after.left[len(before.left):])
+
+
 class CompletionScheduler:
     def __init__(self, run_model: RunModel, debounce_s: float, answer_within_s: float, cache_entries: int,
-                 log: Callable[[str, str], None] = lambda level, message: None, warm_after_s: float = 0.0):
+                 log: Callable[[str, str], None] = lambda level, message: None, warm_after_s: float = 0.0,
+                 type_through: bool = True):
         self._run_model = run_model
         self._log = log
         self.debounce_s = debounce_s
         self.answer_within_s = answer_within_s
         self.warm_after_s = warm_after_s  # 0 = no speculation
+        self.type_through = type_through
         self._rests: dict[str, asyncio.TimerHandle] = {}  # uri -> the speculation waiting to start
         self.cache = CompletionCache(cache_entries)
         self.forward = ForwardTypingCache()
@@ -128,10 +147,11 @@ class CompletionScheduler:
     # -- settings and documents ----------------------------------------------------------------
 
     def configure(self, debounce_s: float, answer_within_s: float, cache_entries: int,
-                  warm_after_s: float = 0.0) -> None:
+                  warm_after_s: float = 0.0, type_through: bool = True) -> None:
         """New settings: answers cached under the old ones are gone (their keys would not match
         anyway: CursorState carries the settings generation)."""
         self.debounce_s, self.answer_within_s, self.warm_after_s = debounce_s, answer_within_s, warm_after_s
+        self.type_through = type_through
         self.cache = CompletionCache(cache_entries)
         self.forward.clear()
 
@@ -149,9 +169,21 @@ class CompletionScheduler:
         self._cancel_rest(uri)
         flight = self._flights.get(uri)
         if flight is not None and flight.ask.version != version:
-            flight.halt()
-        if rest is not None:
+            if self._typed_through(flight, rest):
+                flight.kept = True  # its answer may begin with what was typed: it runs on
+            else:
+                flight.halt()
+        if rest is None:
+            return
+        if self.warm_after_s > 0 and self.type_through and self.forward.parted(rest.state):
+            self._speculate(rest)  # the shown completion was not taken: the next one starts now
+        else:
             self.cursor_rests(rest)
+
+    def _typed_through(self, flight: Flight, ask: CompletionAsk | None) -> bool:
+        """Whether `ask` only typed on at the cursor of `flight`, which still runs."""
+        return (self.type_through and ask is not None and not flight.stop.is_set()
+                and typed_through(flight.ask.state, ask.state))
 
     def cursor_rests(self, ask: CompletionAsk, reported: bool = False) -> None:
         """The cursor stands at `ask`: speculate there if nothing else happens for warm_after_s,
@@ -204,11 +236,30 @@ class CompletionScheduler:
         if known is not None:
             return Scheduled(Outcome.ANSWERED, known.text, known.completion_id)
         flight = self._flights.get(ask.uri)
+        budget_s = self.answer_within_s if answer_budget else None
+        if flight is not None and not flight.joins(ask) and self._typed_through(flight, ask):
+            # The user typed on at the cursor of the generation under way: its answer comes first.
+            flight.kept = True
+            started = asyncio.get_running_loop().time()
+            through = await self._await(flight, flight.ask, budget_s, versioned=False)
+            if through.outcome is Outcome.PENDING:
+                return through
+            if self._versions.get(ask.uri, ask.version) != ask.version:
+                return Scheduled(Outcome.DROPPED)
+            known = self.cached(ask.state)
+            if known is not None:
+                return Scheduled(Outcome.ANSWERED, known.text, known.completion_id)
+            if budget_s is not None:
+                budget_s = max(0.0, budget_s - (asyncio.get_running_loop().time() - started))
+            current = self._flights.get(ask.uri)
+            if current is not None and current is not flight and not current.joins(ask):
+                return Scheduled(Outcome.DROPPED)  # a newer request's generation: it answers instead
+            flight, in_burst = current, False  # the user has waited already
         if flight is None or not flight.joins(ask):
             if flight is not None:
                 flight.halt()  # superseded by this request
             flight = self._launch(ask, debounce=in_burst)
-        return await self._await(flight, ask, self.answer_within_s if answer_budget else None)
+        return await self._await(flight, ask, budget_s)
 
     def _launch(self, ask: CompletionAsk, debounce: bool = True) -> Flight:
         flight = Flight(ask)
@@ -238,7 +289,10 @@ class CompletionScheduler:
             if self._flights.get(flight.ask.uri) is flight:
                 del self._flights[flight.ask.uri]
 
-    async def _await(self, flight: Flight, ask: CompletionAsk, budget_s: float | None) -> Scheduled:
+    async def _await(self, flight: Flight, ask: CompletionAsk, budget_s: float | None,
+                     versioned: bool = True) -> Scheduled:
+        """`ask`'s answer from `flight` (DROPPED when the document moved on, unless not `versioned`:
+        a request typing through the flight checks its own version)."""
         assert flight.task is not None
         flight.waiting += 1
         try:
@@ -256,7 +310,7 @@ class CompletionScheduler:
             flight.kept = True
             return Scheduled(Outcome.PENDING)
         answer = flight.task.result()
-        if answer is None or self._versions.get(ask.uri, ask.version) != ask.version:
+        if answer is None or (versioned and self._versions.get(ask.uri, ask.version) != ask.version):
             return Scheduled(Outcome.DROPPED)
         completion_id = answer.shown.completion_id if answer.shown is not None else None
         return Scheduled(Outcome.ANSWERED, answer.text, completion_id)

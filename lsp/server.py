@@ -275,7 +275,7 @@ class RepomemServer(LanguageServer):
         assert self.session is not None
         server = self.session.config.server
         self.scheduler.configure(server.debounce_ms / 1000, server.answer_within_ms / 1000,
-                                 server.completion_cache_entries, server.warm_after_ms / 1000)
+                                 server.completion_cache_entries, server.warm_after_ms / 1000, server.type_through)
 
     # -- long work with work-done progress -------------------------------------------------------
 

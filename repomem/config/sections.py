@@ -541,6 +541,12 @@ class ServerConfig:
     warm_after_ms: int = setting(400, run_only=True, lsp="warmAfterMs",
                                  help="milliseconds the cursor rests, nothing asked, before the completion there "
                                       "starts speculatively (0 = off)")
+    # Characters typed at the cursor of a running generation leave it running (its answer may begin
+    # with them), and typing that parts from the completion shown starts the next one at once
+    # (lsp/scheduler.py).
+    type_through: bool = setting(True, run_only=True, lsp="typeThrough",
+                                 help="typing on at a completion's cursor keeps its generation running, and typing "
+                                      "that parts from the shown completion starts the next one at once")
     completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
                                             lsp="completionCacheEntries",
                                             help="finished completions kept (LRU), keyed by document text and "

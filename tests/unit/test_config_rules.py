@@ -211,6 +211,7 @@ def test_client_settings_keep_their_names():
         "deadlineSeconds": "completion.deadline_s", "fileOnlyRound": "prompt.file_only_round",
         "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "retrieval.time_budget_ms",
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
+        "typeThrough": "server.type_through",
         "reuseChunkTokens": "model.reuse_chunk_tokens",
         "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
 

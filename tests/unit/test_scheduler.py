@@ -250,3 +250,61 @@ async def test_a_halted_flight_releases_its_requests_at_once_even_while_the_mode
     answer = await asyncio.wait_for(waiting, 0.5)  # not after the 5 s budget, as "pending"
     assert answer.outcome is Outcome.DROPPED
     model.release.set()
+
+
+def typed_on(characters: str, version: int) -> CompletionAsk:
+    """The test document with `characters` typed at the cursor after `return `."""
+    return ask(TEXT[:OFFSET] + characters + TEXT[OFFSET:], OFFSET + len(characters), version=version)
+
+
+async def test_typing_through_a_generation_keeps_it_and_a_request_there_takes_the_rest_of_its_answer():
+    model, plan = opened()
+    first = asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.03)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a", 2))  # typed while it generates
+    later = asyncio.ensure_future(plan.complete(typed_on("a", 2)))
+    await asyncio.sleep(0.05)
+    assert not model.stopped and not later.done()  # it waits for the generation typed through
+    model.release.set()
+    answer = await later
+    assert (answer.outcome, answer.text, answer.completion_id) == (Outcome.ANSWERED, " + b", "c1")
+    assert (await first).outcome is Outcome.DROPPED  # the first request's text is gone
+    assert len(model.started) == 1 and not model.stopped
+
+
+async def test_typing_through_that_parts_from_the_answer_starts_the_requests_own_generation():
+    model, plan = opened()
+    asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.03)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("x", 2))
+    later = asyncio.ensure_future(plan.complete(typed_on("x", 2)))
+    await asyncio.sleep(0.03)
+    model.release.set()
+    answer = await later
+    assert (answer.outcome, answer.text, answer.completion_id) == (Outcome.ANSWERED, "a + b", "c2")
+    assert [a.state.left[-1] for a in model.started] == [" ", "x"] and not model.stopped
+
+
+async def test_a_line_break_or_type_through_off_stops_the_generation():
+    for typed, type_through in (("\n    ", True), ("a", False)):
+        model, plan = opened()
+        plan.configure(0.01, 5.0, 8, type_through=type_through)
+        first = asyncio.ensure_future(plan.complete(ask()))
+        await asyncio.sleep(0.03)
+        plan.document_changed("file:///r/a.py", 2, rest=typed_on(typed, 2))
+        assert (await first).outcome is Outcome.DROPPED
+        await asyncio.sleep(0.03)
+        assert model.stopped == model.started, typed
+
+
+async def test_typing_that_parts_from_the_shown_completion_starts_the_next_one_at_once():
+    model, plan = opened(warm_after_s=10.0)  # speculation at rest would wait 10 s
+    model.release.set()
+    assert (await plan.complete(ask())).text == "a + b"  # shown
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a", 2))  # what was shown: nothing to start
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 1
+    plan.document_changed("file:///r/a.py", 3, rest=typed_on("ax", 3))  # parted from it
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 2 and model.started[1].state.left.endswith("return ax")
+    assert (await plan.complete(typed_on("ax", 3))).completion_id == "c2"
