@@ -46,7 +46,7 @@ def start_ahead(config: Config, model_path: str = "") -> StartedAhead | None:
     from repomem.backends.llama_process import start_ahead as start_child
 
     return start_child(path, settings.context_tokens, settings.threads, settings.gpu_layers,
-                       settings.reuse_chunk_tokens, prompt_cache(settings))
+                       settings.reuse_chunk_tokens, prompt_cache(settings), settings.flash_attention)
 
 
 def open_backend(config: Config, progress: Progress | None = None, *, model_path: str = "",
@@ -135,8 +135,10 @@ def open_gguf(path: Path, config: Config, ahead: StartedAhead | None = None) -> 
                                         start_deadline_s=config.completion.deadline_s,
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens,
                                         reuse_chunk_tokens=settings.reuse_chunk_tokens,
-                                        prompt_cache=prompt_cache(settings), ahead=ahead)
+                                        prompt_cache=prompt_cache(settings), ahead=ahead,
+                                        flash_attention=settings.flash_attention)
     from repomem.backends.llama import LlamaBackend
 
     return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
-                             reuse_chunk_tokens=settings.reuse_chunk_tokens, prompt_cache=prompt_cache(settings))
+                             reuse_chunk_tokens=settings.reuse_chunk_tokens, prompt_cache=prompt_cache(settings),
+                             flash_attention=settings.flash_attention)

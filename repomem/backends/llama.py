@@ -40,7 +40,7 @@ class LlamaBackend:
     @classmethod
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0,
              gpu_layers: int = 0, reuse_chunk_tokens: int = 0,
-             prompt_cache: tuple[Path, int] | None = None) -> LlamaBackend | Failure:
+             prompt_cache: tuple[Path, int] | None = None, flash_attention: bool = False) -> LlamaBackend | Failure:
         checked = check_gguf(path)
         if isinstance(checked, Failure):
             return checked
@@ -53,11 +53,11 @@ class LlamaBackend:
         # here at 20 tokens in 64.8 s with 2 threads against 4.6 s with 1 while another job ran.
         workers = threads or (os.cpu_count() or 1)
         try:
-            states = (StateFolder(folder_for(prompt_cache[0], path, context_tokens, gpu_layers), prompt_cache[1])
-                      if prompt_cache else None)
+            states = (StateFolder(folder_for(prompt_cache[0], path, context_tokens, gpu_layers, flash_attention),
+                                  prompt_cache[1]) if prompt_cache else None)
             llama = with_prompt_states(with_chunk_reuse(Llama, reuse_chunk_tokens), states)(
                 model_path=str(path), n_ctx=context_tokens, n_threads=workers, n_threads_batch=workers,
-                n_gpu_layers=gpu_layers, verbose=False,
+                n_gpu_layers=gpu_layers, flash_attn=flash_attention, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as error:
             return Failure(FailureKind.MODEL_LOAD, f"llama.cpp cannot load {path.name}: {error}")

@@ -54,6 +54,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--reuse-chunk-tokens", type=int, default=0)  # repomem.backends.kv_reuse
     parser.add_argument("--prompt-states", default="")  # a folder: repomem.backends.prompt_states
     parser.add_argument("--prompt-states-bytes", type=int, default=0)
+    parser.add_argument("--flash-attention", action="store_true")  # ModelConfig.flash_attention
     return parser.parse_args()
 
 
@@ -146,9 +147,9 @@ def main() -> None:
     # llama_cpp.Llama, bound here to the class that records greedy answers' log-probabilities.
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
-                          logits_all=False, verbose=False)
-    states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers),
-                          args.prompt_states_bytes) if args.prompt_states else None)
+                          logits_all=False, flash_attn=args.flash_attention, verbose=False)
+    states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers,
+                                     args.flash_attention), args.prompt_states_bytes) if args.prompt_states else None)
     llama_cpp.Llama = with_greedy_logprobs(with_prompt_states(with_chunk_reuse(Llama, args.reuse_chunk_tokens), states))
     load = _ModelLoad(model)
     load.start()

@@ -83,7 +83,7 @@ class StartedAhead:
 
 
 def _command(path: Path, context_tokens: int, threads: int, gpu_layers: int, reuse_chunk_tokens: int,
-             prompt_cache: tuple[Path, int] | None) -> list[str]:
+             prompt_cache: tuple[Path, int] | None, flash_attention: bool = False) -> list[str]:
     workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
     return [
         sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
@@ -92,6 +92,7 @@ def _command(path: Path, context_tokens: int, threads: int, gpu_layers: int, reu
         "--reuse-chunk-tokens", str(reuse_chunk_tokens),
         *(("--prompt-states", str(prompt_cache[0]), "--prompt-states-bytes", str(prompt_cache[1]))
           if prompt_cache else ()),
+        *(("--flash-attention",) if flash_attention else ()),
     ]
 
 
@@ -108,10 +109,12 @@ def _spawn(command: list[str]) -> StartedAhead | Failure:
 
 
 def start_ahead(path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
-                reuse_chunk_tokens: int = 0, prompt_cache: tuple[Path, int] | None = None) -> StartedAhead | None:
+                reuse_chunk_tokens: int = 0, prompt_cache: tuple[Path, int] | None = None,
+                flash_attention: bool = False) -> StartedAhead | None:
     """The child for `path` started now, to be taken by `LlamaProcessBackend.open` with the same
     settings; None when it cannot start (open then says why)."""
-    started = _spawn(_command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache))
+    started = _spawn(_command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache,
+                              flash_attention))
     return None if isinstance(started, Failure) else started
 
 
@@ -148,7 +151,7 @@ class LlamaProcessBackend:
              start_deadline_s: float = START_DEADLINE_S,
              prefill_chunk_tokens: int = 0, reuse_chunk_tokens: int = 0,
              prompt_cache: tuple[Path, int] | None = None,
-             ahead: StartedAhead | None = None) -> LlamaProcessBackend | Failure:
+             ahead: StartedAhead | None = None, flash_attention: bool = False) -> LlamaProcessBackend | Failure:
         """Start the child (or take `ahead`, started with the same command) and wait until it
         answers."""
         checked = check_gguf(path)
@@ -156,7 +159,8 @@ class LlamaProcessBackend:
             if ahead is not None:
                 ahead.discard()
             return checked
-        command = _command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache)
+        command = _command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache,
+                           flash_attention)
         if ahead is not None and not ahead.taken and ahead.command == command:
             ahead.taken = True
             spawned: StartedAhead | Failure = ahead

@@ -54,12 +54,14 @@ MIN_NEW_TOKENS = 64
 STALE_TEMPORARY_S = 3600.0  # a temporary file this old was left by a killed writer
 
 
-def folder_for(root: Path, model: Path, context_tokens: int, gpu_layers: int) -> Path:
-    """`state_folder` for llama-cpp-python as installed here, on this CPU."""
+def folder_for(root: Path, model: Path, context_tokens: int, gpu_layers: int, flash_attention: bool = False) -> Path:
+    """`state_folder` for llama-cpp-python as installed here, on this CPU (states computed with the
+    fused attention apart: their values differ in the last bits)."""
     import llama_cpp
 
     system = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-    return state_folder(root, model, (llama_cpp.__version__, system, context_tokens, gpu_layers))
+    return state_folder(root, model, (llama_cpp.__version__, system, context_tokens, gpu_layers,
+                                      *(("flash attention",) if flash_attention else ())))
 
 
 def state_folder(root: Path, model: Path, identity: Sequence[object]) -> Path:

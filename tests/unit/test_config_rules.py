@@ -168,7 +168,8 @@ def test_run_only_settings_leave_the_fingerprints_alone():
         "model.threads", "model.endpoint", "model.api_key_env", "completion.deadline_s",
         "model.isolate_model", "model.gpu_layers", "model.embedded_layers", "model.batch_size",
         "model.batch_gather_ms",
-        "model.context_tokens", "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.prompt_cache_mb"}
+        "model.context_tokens", "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.flash_attention",
+        "model.prompt_cache_mb"}
     base = Config()
     for s in settings_of(Config):
         if isinstance(s.default, (bool, tuple, str)) or s.rules.choices:
@@ -183,7 +184,7 @@ def test_the_backend_reopens_for_its_own_settings_only():
     assert names_where(lambda r: r.reopens_backend) == {
         "model.model_path", "model.endpoint", "model.hf_model", "model.gpu_layers",
         "model.isolate_model", "model.threads", "model.context_tokens",
-        "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.endpoint_logprobs",
+        "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.flash_attention", "model.endpoint_logprobs",
         "model.embedded_layers", "model.embedded_model", "model.prompt_cache_mb"}
     base = Config()
     for s in settings_of(Config):
@@ -211,7 +212,7 @@ def test_client_settings_keep_their_names():
         "deadlineSeconds": "completion.deadline_s", "fileOnlyRound": "prompt.file_only_round",
         "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "retrieval.time_budget_ms",
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
-        "typeThrough": "server.type_through",
+        "typeThrough": "server.type_through", "flashAttention": "model.flash_attention",
         "reuseChunkTokens": "model.reuse_chunk_tokens",
         "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
 
