@@ -87,9 +87,9 @@ class ForwardTypingCache:
 
     def parted(self, state: CursorState) -> bool:
         """Whether the user typed on the line of the last shown completion (at its cursor, nothing
-        after it changed) something that is not a proper prefix of it: the completion was not taken."""
+        after it changed) something that it does not begin with: the completion was not taken."""
         typed, completion = self._typed_since_shown(state)
-        return completion is not None and "\n" not in typed and self.continuation(state) is None
+        return completion is not None and "\n" not in typed and not completion.text.startswith(typed)
 
     def _typed_since_shown(self, state: CursorState) -> tuple[str, CachedCompletion | None]:
         """(what was typed at the last shown completion's cursor since, that completion), or

@@ -41,6 +41,10 @@ re-send a request they gave up on, keep typing while a request is pending, and c
   completion last shown (the user did not take it), the completion at the new cursor starts at
   once instead of after `warm_after_s`: a warm answer decodes for a few hundred milliseconds,
   about as long as the next few keystrokes take (docs/editors.md#interactive-latency).
+- **Speculation after an accept** (`speculate_below`): a completion accepted at the end of a line
+  starts the next line's completion where Enter would leave the cursor (lsp/next_line.py). If
+  Enter then makes exactly that text, the flight runs on and the request there joins it; if the
+  editor indented otherwise, the model's prompt cache is warm all the same.
 """
 
 from __future__ import annotations
@@ -169,8 +173,8 @@ class CompletionScheduler:
         self._cancel_rest(uri)
         flight = self._flights.get(uri)
         if flight is not None and flight.ask.version != version:
-            if self._typed_through(flight, rest):
-                flight.kept = True  # its answer may begin with what was typed: it runs on
+            if self._still_wanted(flight, rest):
+                flight.kept = True  # the text it completes (or one typed on from it): it runs on
             else:
                 flight.halt()
         if rest is None:
@@ -179,6 +183,22 @@ class CompletionScheduler:
             self._speculate(rest)  # the shown completion was not taken: the next one starts now
         else:
             self.cursor_rests(rest)
+
+    def _still_wanted(self, flight: Flight, ask: CompletionAsk | None) -> bool:
+        """Whether the document the edit left (cursor at `ask`) is the one `flight` completes (a
+        speculation of this very edit) or one typed on from it."""
+        return (ask is not None and not flight.stop.is_set() and flight.ask.state.key() == ask.state.key()) \
+            or self._typed_through(flight, ask)
+
+    def speculate_below(self, ask: CompletionAsk) -> None:
+        """A completion was accepted at the end of a line: `ask` is where Enter would leave the
+        cursor (a text the document does not have yet); its completion starts now."""
+        if self.warm_after_s > 0:
+            self._cancel_rest(ask.uri)
+            flight = self._flights.get(ask.uri)
+            if flight is not None and flight.waiting == 0:
+                flight.halt()  # a speculation where the accepted text was typed in: this one is likelier
+            self._speculate(ask)
 
     def _typed_through(self, flight: Flight, ask: CompletionAsk | None) -> bool:
         """Whether `ask` only typed on at the cursor of `flight`, which still runs."""

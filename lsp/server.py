@@ -44,6 +44,7 @@ from repomem.lsp.cache import CursorState
 from repomem.lsp.client_quirks import lenient_converter
 from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
+from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 from repomem.lsp.settings import layered_settings
@@ -601,6 +602,28 @@ def _feedback(ls: RepomemServer, event: str, completion_id: Any) -> None:
         ls.log("warning", f"{event}: expected a completion id, got {completion_id!r}")
         return
     ls.model_worker.submit(ls.session.record_feedback, event, completion_id)
+    if event == "accept" and ls.session.config.server.speculate_below:
+        ask = _below_accepted(ls, completion_id)
+        if ask is not None:
+            ls.scheduler.speculate_below(ask)
+
+
+def _below_accepted(ls: RepomemServer, completion_id: str) -> CompletionAsk | None:
+    """Where Enter would leave the cursor after the accepted completion `completion_id`, when it
+    ended a line of a document still open (lsp/next_line.py); else None."""
+    shown = ls.session.shown.get(completion_id) if ls.session is not None else None
+    uri = None if shown is None else next(
+        (uri for uri in ls.workspace.text_documents if ls.relative(uri) == shown.path), None)
+    if shown is None or uri is None:
+        return None
+    text = ls.document_text(uri)
+    below = enter_at_end(text, shown.line + shown.text.count("\n"), shown.text.split("\n")[-1])
+    if below is None:
+        return None
+    new_text, line, indent = below
+    offset = sum(len(row) + 1 for row in new_text.split("\n")[:line]) + len(indent)
+    state = CursorState.of(shown.path, new_text, offset, ls.settings_generation)
+    return CompletionAsk(uri, ls.workspace.get_text_document(uri).version, state, new_text, line, len(indent), indent)
 
 
 @server.command(ACCEPT_COMMAND)

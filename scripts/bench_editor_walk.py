@@ -18,7 +18,10 @@ the shipped editor set-ups does, sending what those set-ups send:
 5. move into another function: cut one of its lines the same way (a didChange), 1 s later ask:
    **first in function**; type 3 characters and ask: **warm**;
 6. write the rest of that line and press Enter (one didChange; the new line indented as the
-   line above) and ask: **new line** (a whole line to complete, also a warm completion).
+   line above) and ask: **new line** (a whole line to complete, also a warm completion);
+7. with `--accept` only: accept that answer (its text typed in, `repomem/didAccept`), 0.5 s
+   later press Enter (the next line indented as an editor does, lsp/next_line.py) and ask:
+   **after accept** (where the server may have started the completion at the accept).
 
 Each answer is also checked against the file: the line as it would read once the item is accepted
 (items replace the word being typed, lsp/items.py) against the line the file really has, counted
@@ -55,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lsp.items import typed_word  # noqa: E402
+from lsp.next_line import enter_at_end  # noqa: E402
 from scripts.bench_sources import django_or  # noqa: E402
 
 CUT = re.compile(r"^(\s+(?:[\w.\[\]]+ = |return ))(\S.{4,})$")  # an assignment or return with a real rest
@@ -63,6 +67,7 @@ CHARS_PER_SECOND = 8.0
 OPEN_TO_CURSOR_S = 1.0
 OPEN_TO_ASK_S = 2.0
 REASK_S = 0.5
+ACCEPT_TO_ENTER_S = 0.5  # --accept: from accepting a line to pressing Enter
 GIVE_UP_S = 60.0
 TARGETS = {"first in file": ("p95", 3.0), "warm": ("p50", 0.3)}
 
@@ -109,6 +114,7 @@ class Editor:
         self.client = client
         self.versions: dict[str, int] = {}
         self.texts: dict[str, str] = {}
+        self.last_id: str | None = None  # the completion id of the last answer
 
     def open(self, uri: str, text: str) -> None:
         self.versions[uri], self.texts[uri] = 1, text
@@ -142,12 +148,14 @@ class Editor:
                 text_document=types.TextDocumentIdentifier(uri), position=position))
             items = answer.items if isinstance(answer, types.CompletionList) else (answer or [])
             if items:
+                self.last_id = (items[0].data or {}).get("id") if isinstance(items[0].data, dict) else None
                 return time.perf_counter() - started, items[0].insert_text or "", asks
             await asyncio.sleep(REASK_S)
         return time.perf_counter() - started, "", asks
 
 
-async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, console: Console) -> dict:
+async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, console: Console,
+               accept: bool = False) -> dict:
     client = LanguageClient("repomem-bench-editor", "1")
     messages: list[str] = []
     client.feature(types.WINDOW_SHOW_MESSAGE)(lambda params: messages.append(params.message))
@@ -169,7 +177,7 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
     editor = Editor(client)
     records = []
 
-    async def ask(kind: str, path: str, uri: str, line: int, character: int, real_line: str) -> None:
+    async def ask(kind: str, path: str, uri: str, line: int, character: int, real_line: str) -> str:
         seconds, text, asks = await editor.ask(uri, line, character)
         current = editor.texts[uri].split("\n")[line]
         accepted = current[: character - len(typed_word(current, character))] + text.split("\n")[0]
@@ -177,6 +185,7 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
                         "asks": asks, "answered": bool(text), "completion": text[:80],
                         "right": bool(text) and accepted.rstrip() == real_line.rstrip()})
         console.print(f"{kind:>17}  {seconds:6.2f} s  {asks} ask(s)  {path}:{line + 1}  {text[:50]!r}")
+        return text
 
     async def type_and_ask(path: str, uri: str, cut: Cut) -> None:
         for count in range(1, TYPED_CHARS + 1):
@@ -207,7 +216,17 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
         await asyncio.sleep(1 / CHARS_PER_SECOND)
         editor.replace_line_tail(uri, second.line, len(second.prefix) + TYPED_CHARS,
                                  second.rest[TYPED_CHARS:] + "\n" + indent)
-        await ask("new line", path, uri, second.line + 1, len(indent), after_second)
+        answer = await ask("new line", path, uri, second.line + 1, len(indent), after_second)
+        first_line = answer.split("\n")[0]
+        if accept and first_line.strip() and editor.last_id:
+            editor.replace_line_tail(uri, second.line + 1, len(indent), first_line)  # accepted
+            client.protocol.notify("repomem/didAccept", {"id": editor.last_id})
+            await asyncio.sleep(ACCEPT_TO_ENTER_S)
+            below = enter_at_end(editor.texts[uri], second.line + 1, first_line)
+            if below is not None:
+                _, new_line, new_indent = below
+                editor.replace_line_tail(uri, second.line + 1, len(indent + first_line), "\n" + new_indent)
+                await ask("after accept", path, uri, new_line, len(new_indent), lines[second.line + 2])
         client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     await client.shutdown_async(None)
     client.exit(None)
@@ -217,7 +236,7 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
 
 def summarise(records: list[dict]) -> dict:
     kinds: dict[str, dict] = {}
-    for kind in ("first in file", "first in function", "warm", "new line"):
+    for kind in ("first in file", "first in function", "warm", "new line", "after accept"):
         seconds = [r["seconds"] for r in records if r["kind"] == kind]
         if seconds:
             kinds[kind] = {"n": len(seconds), "p50_s": float(np.percentile(seconds, 50)),
@@ -236,6 +255,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a language-server setting (lsp/README.md), e.g. maxPromptTokens=1024")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-editor-walk.json")
+    parser.add_argument("--accept", action="store_true",
+                        help="also accept each new line's answer, press Enter and ask (\"after accept\")")
     args = parser.parse_args()
     console = Console(width=150)
     source = django_or(args.repo)
@@ -249,11 +270,12 @@ def main() -> int:
         repo = Path(scratch) / source.name
         shutil.copytree(source, repo, ignore=shutil.ignore_patterns("__pycache__"))
         files = choose_files(repo, args.files, args.seed)
-        result = asyncio.run(walk(repo, files, settings, console))
+        result = asyncio.run(walk(repo, files, settings, console, args.accept))
     result.update({"repo": source.name, "settings": settings, "files": len(files),
                    "protocol": {"open_to_cursor_s": OPEN_TO_CURSOR_S, "open_to_ask_s": OPEN_TO_ASK_S,
                                 "typed_chars": TYPED_CHARS, "chars_per_second": CHARS_PER_SECOND,
-                                "reask_s": REASK_S}})
+                                "reask_s": REASK_S, "accept": args.accept,
+                                "accept_to_enter_s": ACCEPT_TO_ENTER_S}})
     result["summary"] = summarise(result["records"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
@@ -262,11 +284,11 @@ def main() -> int:
         table.add_column(column, justify="right" if column != "request" else "left")
     for kind, row in result["summary"].items():
         target = ""
-        if kind in TARGETS or kind in ("warm", "new line"):  # a new line is a warm completion too
+        if kind in TARGETS or kind in ("warm", "new line", "after accept"):  # a new line is a warm completion too
             which, bound = TARGETS.get(kind, ("p50", 0.3))
             value = row[f"{which}_s"]
             target = f"{which} <= {bound:g} s: {'met' if value <= bound else 'NOT met'}"
-            if kind in ("warm", "new line"):
+            if kind in ("warm", "new line", "after accept"):
                 target += f"; p95 <= 1 s: {'met' if row['p95_s'] <= 1.0 else 'NOT met'}"
         table.add_row(kind, str(row["n"]), f"{row['p50_s']:.2f}", f"{row['p95_s']:.2f}", f"{row['max_s']:.2f}",
                       str(row["reasked"]), str(row["unanswered"]), str(row["right"]), target)

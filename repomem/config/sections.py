@@ -555,6 +555,11 @@ class ServerConfig:
     type_through: bool = setting(True, run_only=True, lsp="typeThrough",
                                  help="typing on at a completion's cursor keeps its generation running, and typing "
                                       "that parts from the shown completion starts the next one at once")
+    # An accepted completion that ends a line: the next line's completion starts where Enter would
+    # leave the cursor (lsp/next_line.py), before the user presses it.
+    speculate_below: bool = setting(True, run_only=True, lsp="speculateBelow",
+                                    help="after a completion accepted at the end of a line, the next line's "
+                                         "completion starts where Enter would put the cursor")
     completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
                                             lsp="completionCacheEntries",
                                             help="finished completions kept (LRU), keyed by document text and "

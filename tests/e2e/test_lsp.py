@@ -282,6 +282,34 @@ async def test_where_the_cursor_rests_the_completion_is_ready_before_it_is_asked
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
 
 
+async def test_after_an_accept_the_next_line_is_completed_before_enter(client: LanguageClient, workspace: Path):
+    """An accepted completion that ends a line starts the next line's completion where Enter
+    leaves the cursor; Enter that makes that text finds it (speculation at rest held off here)."""
+    configure(client, {"warmAfterMs": 600_000})
+    try:
+        text = ("from .pricing import compute_tax\n\n\ndef tax_on_refund(refund_cents: int, tax_class: str) -> int:\n"
+                "    tax = ")
+        uri = open_document(client, workspace / "shop" / "refund_below.py", text)
+        shown = (await inline(client, uri, 4, 10)).items[0]
+        accepted = shown.insert_text.split("\n")[0]
+        assert accepted.strip(), shown
+        insert_text(client, uri, 2, 4, 10, accepted)
+        client.protocol.notify("repomem/didAccept", {"id": shown.command.arguments[0]})
+        insert_text(client, uri, 3, 4, 10 + len(accepted), "\n    ")  # Enter, as Python modes indent
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            answer = await explain(client, uri, 5, 4)
+            if answer["completion_id"]:  # known there before anything asked at that line
+                break
+            await asyncio.sleep(0.5)
+        assert answer["completion_id"], answer
+        below = await inline(client, uri, 5, 4)
+        assert below.items and list(below.items[0].command.arguments) == [answer["completion_id"]]
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    finally:
+        configure(client, {})
+
+
 async def test_disk_changes_reach_retrieval(client: LanguageClient, workspace: Path):
     report = workspace / "shop" / "report.py"
     uri = report.as_uri()

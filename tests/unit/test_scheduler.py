@@ -308,3 +308,50 @@ async def test_typing_that_parts_from_the_shown_completion_starts_the_next_one_a
     await asyncio.sleep(0.03)
     assert len(model.started) == 2 and model.started[1].state.left.endswith("return ax")
     assert (await plan.complete(typed_on("ax", 3))).completion_id == "c2"
+
+
+async def test_after_an_accept_the_next_line_starts_and_enter_joins_it():
+    from repomem.lsp.next_line import enter_at_end
+
+    done = "def total(a, b):\n    return a + b\n"  # the accepted completion ended line 1
+    model, plan = opened(warm_after_s=10.0)
+    plan.document_changed("file:///r/a.py", 2)
+    text, line, indent = enter_at_end(done, 1, "a + b")
+    offset = len(done.split("\n")[0]) + 1 + len("    return a + b") + 1 + len(indent)
+    below = ask(text, offset, version=2)
+    plan.speculate_below(below)
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 1 and model.started[0].state.key() == below.state.key()
+    plan.document_changed("file:///r/a.py", 3, rest=ask(text, offset, version=3))  # Enter: that very text
+    request = asyncio.ensure_future(plan.complete(ask(text, offset, version=3)))
+    await asyncio.sleep(0.03)
+    model.release.set()
+    assert (await request).completion_id == "c1" and len(model.started) == 1 and not model.stopped
+    # Enter indented otherwise (a dedent): the speculation stops.
+    model2, plan2 = opened(warm_after_s=10.0)
+    plan2.document_changed("file:///r/a.py", 2)
+    plan2.speculate_below(ask(text, offset, version=2))
+    await asyncio.sleep(0.03)
+    dedented = done + "\n"
+    plan2.document_changed("file:///r/a.py", 3, rest=ask(dedented, len(done), version=3))
+    await asyncio.sleep(0.03)
+    assert model2.stopped == model2.started
+
+
+def test_enter_at_the_end_of_a_line_indents_as_editors_do():
+    from repomem.lsp.next_line import enter_at_end
+
+    assert enter_at_end("def f():\n    return x\n", 1, "x") == ("def f():\n    return x\n    \n", 2, "    ")
+    assert enter_at_end("def f():\n    if a:\n", 1, "if a:")[2] == "        "  # a block opens
+    assert enter_at_end("def f():\n\tif a:\n", 1, "if a:")[2] == "\t\t"
+    assert enter_at_end("def f():\n    foo(x)\n", 1, "x") is None  # the accepted text did not end the line
+    assert enter_at_end("x = 1\n", 5, "1") is None and enter_at_end("x = 1 \n", 0, "1") is None
+
+
+async def test_typing_all_of_the_shown_completion_is_taking_it_not_parting_from_it():
+    model, plan = opened(warm_after_s=10.0)
+    model.release.set()
+    assert (await plan.complete(ask())).text == "a + b"
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a + b", 2))  # accepted: typed in whole
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 1  # nothing started at once (a rest may start one later)
