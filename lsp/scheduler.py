@@ -41,7 +41,7 @@ re-send a request they gave up on, keep typing while a request is pending, and c
   completion last shown (the user did not take it), the completion at the new cursor starts at
   once instead of after `warm_after_s`: a warm answer decodes for a few hundred milliseconds,
   about as long as the next few keystrokes take (docs/editors.md#interactive-latency).
-- **Speculation after an accept** (`speculate_below`): a completion accepted at the end of a line
+- **Speculation after an accept** (`speculate_below`, off by default): a completion accepted at a line's end
   starts the next line's completion where Enter would leave the cursor (lsp/next_line.py). If
   Enter then makes exactly that text, the flight runs on and the request there joins it; if the
   editor indented otherwise, the model's prompt cache is warm all the same.
