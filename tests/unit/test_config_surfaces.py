@@ -43,7 +43,8 @@ def test_the_surface_values_are_declared_on_their_settings():
     assert declared == {
         "retrieval.time_budget_ms": {"lsp": 50.0}, "completion.max_prompt_tokens": {"lsp_embedded": 1024},
         "model.prefill_chunk_tokens": {"lsp_embedded": 0}, "model.reuse_chunk_tokens": {"lsp_embedded": 64},
-        "prompt.file_only_round": {"lsp_embedded": False}, "model.prompt_cache_mb": {"eval": 0, "lsp": 0}}
+        "prompt.file_only_round": {"lsp_embedded": False}, "model.prompt_cache_mb": {"eval": 0, "lsp": 0},
+        "model.flash_attention": {"lsp_embedded": True}}
     assert all(key in SURFACE_KEYS for values in declared.values() for key in values)
 
 
@@ -54,10 +55,10 @@ def test_each_surface_resolves_its_own_values_and_the_cli_and_evaluator_keep_the
     assert evaluator == with_overrides(Config(), model={"prompt_cache_mb": 0})
     lsp = config_from_mapping({}, "lsp")[0]
     assert (lsp.retrieval.time_budget_ms, lsp.completion.max_prompt_tokens, lsp.model.reuse_chunk_tokens,
-            lsp.prompt.file_only_round) == (50.0, 1024, 64, False)
+            lsp.prompt.file_only_round, lsp.model.flash_attention) == (50.0, 1024, 64, False, True)
     served = config_from_mapping({"model": {"endpoint": "http://127.0.0.1:8000"}}, "lsp")[0]
     assert (served.retrieval.time_budget_ms, served.completion.max_prompt_tokens, served.model.reuse_chunk_tokens,
-            served.prompt.file_only_round) == (50.0, 2048, 0, True)  # lsp, not lsp_embedded
+            served.prompt.file_only_round, served.model.flash_attention) == (50.0, 2048, 0, True, False)  # not embedded
 
 
 def test_the_most_specific_value_wins_then_the_later_layer():
@@ -128,7 +129,7 @@ def test_the_old_server_settings_read_as_surface_values_with_one_notice_each(rep
 
 def test_the_model_settings_live_in_model_and_read_under_their_completion_names():
     moved = {s.key for s in settings_of(Config) if s.section == "model"}
-    newer = {"prompt_cache_mb"}  # added to [model] after the move: no old name
+    newer = {"prompt_cache_mb", "flash_attention"}  # added to [model] after the move: no old name
     assert all(f"completion.{s.key}" in s.rules.moved_from for s in settings_of(Config)
                if s.section == "model" and s.key not in newer)
     assert len(moved - newer) == 15 and "deadline_s" not in moved and not hasattr(Config().completion, "endpoint")
