@@ -76,6 +76,11 @@ def cpu_has_bf16(cpuinfo: str) -> bool:
     return False
 
 
+def is_widened_file(path: Path) -> bool:
+    """Whether `path` is one of the embedded models with its layers widened to bfloat16."""
+    return path.name in {widened.file_name for widened in WIDENED_MODELS.values()}
+
+
 def build_multiplies_bf16() -> bool:
     """Whether the installed llama.cpp was built with AVX512_BF16 (a build without it would emulate
     bfloat16 and evaluate slower than the shipped file). Imports llama_cpp: ~0.3 s."""

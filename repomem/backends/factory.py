@@ -46,7 +46,7 @@ def start_ahead(config: Config, model_path: str = "") -> StartedAhead | None:
     from repomem.backends.llama_process import start_ahead as start_child
 
     return start_child(path, settings.context_tokens, settings.threads, settings.gpu_layers,
-                       settings.reuse_chunk_tokens, prompt_cache(settings), settings.flash_attention)
+                       settings.reuse_chunk_tokens, prompt_cache(settings), fused_attention(settings, path))
 
 
 def open_backend(config: Config, progress: Progress | None = None, *, model_path: str = "",
@@ -115,6 +115,16 @@ def connect_endpoint(endpoint: str, config: Config) -> Backend | Failure:
                                  context_tokens=settings.context_tokens, asks_logprobs=settings.endpoint_logprobs)
 
 
+def fused_attention(settings: ModelConfig, path: Path) -> bool:
+    """Whether llama.cpp evaluates `path`'s attention with its fused kernel: where the setting asks
+    for it and the file is an embedded model widened to bfloat16 (a build with AVX512_BF16), the
+    case it was measured in (docs/editors.md#interactive-latency). With the AVX2 build it turned a
+    near tie of the bundled example the other way, so other files keep llama.cpp's default."""
+    from repomem.backends.bf16_layers import is_widened_file
+
+    return settings.flash_attention and is_widened_file(path)
+
+
 def prompt_cache(settings: ModelConfig) -> tuple[Path, int] | None:
     """Where the embedded model keeps evaluated prompts for later processes, and how many bytes
     (repomem.backends.prompt_states); None when it keeps none. Only exact prompts are kept: not
@@ -136,9 +146,9 @@ def open_gguf(path: Path, config: Config, ahead: StartedAhead | None = None) -> 
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens,
                                         reuse_chunk_tokens=settings.reuse_chunk_tokens,
                                         prompt_cache=prompt_cache(settings), ahead=ahead,
-                                        flash_attention=settings.flash_attention)
+                                        flash_attention=fused_attention(settings, path))
     from repomem.backends.llama import LlamaBackend
 
     return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
                              reuse_chunk_tokens=settings.reuse_chunk_tokens, prompt_cache=prompt_cache(settings),
-                             flash_attention=settings.flash_attention)
+                             flash_attention=fused_attention(settings, path))

@@ -315,14 +315,15 @@ class ModelConfig:
                                         moved_from=("completion.prefill_chunk_tokens",),
                                         help="with a request that can be cancelled, a long uncached prompt is "
                                              "evaluated this many tokens at a time, checking for a stop (0 = whole)")
-    # llama.cpp's fused attention: a cold prompt evaluates ~1.3x faster on the CPU, decoding at the
-    # same speed; its sums run in another order, so near ties may fall the other way. On where the
+    # llama.cpp's fused attention: a cold prompt evaluates ~1.3x faster on the CPU with the layers
+    # in bfloat16; its sums run in another order, so near ties may fall the other way. On where the
     # first answer in a file waits for a cold prompt (the editor); off for the CLI and evaluation,
-    # whose measured answers it would move (docs/editors.md#interactive-latency).
+    # whose measured answers it would move. Applied to the widened embedded files only, where it
+    # was measured (backends.factory.fused_attention; docs/editors.md#interactive-latency).
     flash_attention: bool = setting(False, run_only=True, reopens_backend=True, lsp="flashAttention",
                                     surfaces={"lsp_embedded": True},
-                                    help="the embedded model evaluates attention with llama.cpp's fused kernel "
-                                         "(faster prompts; answers may differ on near ties)")
+                                    help="the embedded model, its layers widened to bfloat16, evaluates attention with "
+                                         "llama.cpp's fused kernel (faster prompts; answers may differ on near ties)")
     # Prompts as they are for the CLI and evaluation: a moved cell approximates a cold evaluation
     # (repomem.backends.kv_reuse). In the editor, after Enter the retrieved blocks change and the
     # file's window slides: the prompt shares only ~150 of ~960 tokens from its beginning with the

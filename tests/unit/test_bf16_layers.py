@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from repomem.backends import bf16_layers
-from repomem.backends.bf16_layers import WIDENED_DEFAULT, cpu_has_bf16, embedded_model_file, wanted
-from repomem.config import EMBEDDED_LAYER_CHOICES, Config
+from repomem.backends.bf16_layers import WIDENED_DEFAULT, WIDENED_MODELS, cpu_has_bf16, embedded_model_file, wanted
+from repomem.backends.factory import fused_attention
+from repomem.config import EMBEDDED_LAYER_CHOICES, Config, with_overrides
 
 WITH_BF16 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
 WITHOUT = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni avx512bw\n"
@@ -58,3 +60,13 @@ def test_a_failed_widening_runs_the_shipped_file_and_says_so_once(tmp_path, monk
     assert len(said) == 1 and "shipped model file" in said[0]
     assert not (tmp_path / WIDENED_DEFAULT.file_name).exists()
     assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]  # no scratch left behind
+
+
+def test_fused_attention_only_for_a_widened_embedded_model():
+    """Measured with the layers in bfloat16 (an AVX512_BF16 build); on the shipped file (an AVX2
+    build, or layers kept quantized) llama.cpp's default attention stays."""
+    asked = with_overrides(Config(), model={"flash_attention": True}).model
+    for widened in WIDENED_MODELS.values():
+        assert fused_attention(asked, Path("/models") / widened.file_name)
+        assert not fused_attention(asked, Path("/models") / widened.source.file_name)
+        assert not fused_attention(Config().model, Path("/models") / widened.file_name)  # the CLI's default
