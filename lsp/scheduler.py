@@ -187,8 +187,9 @@ class CompletionScheduler:
     def _still_wanted(self, flight: Flight, ask: CompletionAsk | None) -> bool:
         """Whether the document the edit left (cursor at `ask`) is the one `flight` completes (a
         speculation of this very edit) or one typed on from it."""
-        return (ask is not None and not flight.stop.is_set() and flight.ask.state.key() == ask.state.key()) \
-            or self._typed_through(flight, ask)
+        if ask is None or flight.stop.is_set():
+            return False
+        return flight.ask.state.key() == ask.state.key() or self._typed_through(flight, ask)
 
     def speculate_below(self, ask: CompletionAsk) -> None:
         """A completion was accepted at the end of a line: `ask` is where Enter would leave the

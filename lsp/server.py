@@ -231,9 +231,15 @@ class RepomemServer(LanguageServer):
             return None
         server_position = document.position_from_client_units(position)
         character = min(server_position.character, len(lines[position.line]))
-        offset = sum(len(line) + 1 for line in lines[: position.line]) + character
+        return self.ask_in(uri, path, document.version, text, position.line, character)
+
+    def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int) -> CompletionAsk:
+        """The request at (line, character), in code points, of `text` as the document `uri` at
+        `version` (its text now, or the one an edit would give it)."""
+        lines = text.split("\n")
+        offset = sum(len(row) + 1 for row in lines[:line]) + character
         state = CursorState.of(path, text, offset, self.settings_generation)
-        return CompletionAsk(uri, document.version, state, text, position.line, character, lines[position.line])
+        return CompletionAsk(uri, version, state, text, line, character, lines[line])
 
     def document_text(self, uri: str) -> str:
         """An open document's text as the server uses it: newlines normalized, and each unpaired
@@ -621,9 +627,7 @@ def _below_accepted(ls: RepomemServer, completion_id: str) -> CompletionAsk | No
     if below is None:
         return None
     new_text, line, indent = below
-    offset = sum(len(row) + 1 for row in new_text.split("\n")[:line]) + len(indent)
-    state = CursorState.of(shown.path, new_text, offset, ls.settings_generation)
-    return CompletionAsk(uri, ls.workspace.get_text_document(uri).version, state, new_text, line, len(indent), indent)
+    return ls.ask_in(uri, shown.path, ls.workspace.get_text_document(uri).version, new_text, line, len(indent))
 
 
 @server.command(ACCEPT_COMMAND)
