@@ -233,13 +233,14 @@ class RepomemServer(LanguageServer):
         character = min(server_position.character, len(lines[position.line]))
         return self.ask_in(uri, path, document.version, text, position.line, character)
 
-    def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int) -> CompletionAsk:
+    def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int,
+               exact_cells: bool = False) -> CompletionAsk:
         """The request at (line, character), in code points, of `text` as the document `uri` at
         `version` (its text now, or the one an edit would give it)."""
         lines = text.split("\n")
         offset = sum(len(row) + 1 for row in lines[:line]) + character
         state = CursorState.of(path, text, offset, self.settings_generation)
-        return CompletionAsk(uri, version, state, text, line, character, lines[line])
+        return CompletionAsk(uri, version, state, text, line, character, lines[line], exact_cells)
 
     def document_text(self, uri: str) -> str:
         """An open document's text as the server uses it: newlines normalized, and each unpaired
@@ -261,7 +262,8 @@ class RepomemServer(LanguageServer):
     async def run_model(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
         """The scheduler's way to the model: the request on the model thread, stopped by `stop`."""
         assert self.session is not None
-        request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set)
+        request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set,
+                                exact_cells=ask.exact_cells)
         return await self.on_model_thread(self.session.complete, request)
 
     def stop_model(self) -> None:
@@ -627,7 +629,10 @@ def _below_accepted(ls: RepomemServer, completion_id: str) -> CompletionAsk | No
     if below is None:
         return None
     new_text, line, indent = below
-    return ls.ask_in(uri, shown.path, ls.workspace.get_text_document(uri).version, new_text, line, len(indent))
+    # Exact cells: the accepted line sits just before the file's cached rest, whose moved cells
+    # would not have seen it (the model then wrote it again: docs/editors.md#interactive-latency).
+    return ls.ask_in(uri, shown.path, ls.workspace.get_text_document(uri).version, new_text, line, len(indent),
+                     exact_cells=True)
 
 
 @server.command(ACCEPT_COMMAND)

@@ -12,7 +12,9 @@ before each prompt, keeps the cached cells of those runs, moves them to their ne
 cell was computed after other text than it now follows, so the answer approximates a cold
 evaluation's: llama.cpp's own server offers the same (`--cache-reuse`) for editor plugins. The
 language server turns it on for the embedded model ([model.lsp_embedded] reuse_chunk_tokens); the CLI and
-`eval run` keep exact prompts (model.reuse_chunk_tokens = 0).
+`eval run` keep exact prompts (model.reuse_chunk_tokens = 0), and so does a request that asks for
+exact cells (`GenerationRequest.exact_cells`: the editor's completion below an accepted line, whose
+moved cells would not have seen that line).
 
 The model's child process (repomem.backends.llama_child) uses this module: it must not load
 repomem's engine.
@@ -29,6 +31,9 @@ from repomem.backends.base import common_prefix
 MAX_CANDIDATES = 8  # cache places tried per prompt position (repetitive text has many)
 MAX_RUNS = 512  # runs the chain is chosen among (quadratic)
 MAX_MOVES = 2  # times a cell may be moved before it is evaluated again (scripts/bench_kv_reuse.py)
+# How a client of the model's child asks for exact cells for one prompt (GenerationRequest.exact_cells):
+# this request header, "1", which the child's server hands to the model as `exact_cells` below.
+EXACT_CELLS_HEADER = "X-Repomem-Exact-Cells"
 
 
 @dataclass(frozen=True)
@@ -134,12 +139,17 @@ def with_chunk_reuse(llama_class: type, min_run: int, max_moves: int = MAX_MOVES
             # keeps an evaluation made after other text, so the bound stops errors compounding.
             self._moves = [0] * self._n_ctx
             self._fresh_from = 0  # cells from here on were evaluated by llama-cpp-python since
+            # Set by the caller before a completion (one at a time): its prompt keeps only the
+            # common beginning, as without this class (GenerationRequest.exact_cells).
+            self.exact_cells = False
 
         def generate(self, tokens, *args, **settings):
             tokens = list(tokens)
             self._moves[self._fresh_from:] = [0] * (len(self._moves) - self._fresh_from)
             kept = self.n_tokens if not settings.get("reset", True) else 0
-            if settings.get("reset", True) and self.n_tokens > 0:
+            if settings.get("reset", True) and self.n_tokens > 0 and self.exact_cells:
+                kept = self._exact_beginning(tokens)
+            elif settings.get("reset", True) and self.n_tokens > 0:
                 try:
                     kept = self._arrange_cache(tokens)
                 except RuntimeError:  # a failed decode: the prompt is evaluated cold, as without
@@ -148,6 +158,18 @@ def with_chunk_reuse(llama_class: type, min_run: int, max_moves: int = MAX_MOVES
                     kept = 0
             self._fresh_from = min(kept, max(len(tokens) - 1, 0))
             return super().generate(tokens, *args, **settings)
+
+        def _exact_beginning(self, prompt: list[int]) -> int:
+            """Keep the cached cells of the prompt's common beginning up to the first one moved
+            since it was evaluated, drop the rest; the length kept (llama-cpp-python's prefix
+            match then evaluates the prompt from there)."""
+            shared = common_prefix(self._input_ids.tolist(), prompt)
+            kept = next((at for at in range(shared) if self._moves[at]), shared)
+            if kept < self.n_tokens:
+                self._ctx.kv_cache_seq_rm(-1, kept, -1)
+                self.n_tokens = kept
+                self._requires_eval = True  # the last logits are of a dropped cell
+            return kept
 
         def _arrange_cache(self, prompt: list[int]) -> int:
             """Arrange the cache for `prompt`; the prompt tokens it then holds (a beginning)."""

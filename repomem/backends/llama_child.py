@@ -30,7 +30,7 @@ from pathlib import Path
 
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
-from repomem.backends.kv_reuse import with_chunk_reuse
+from repomem.backends.kv_reuse import EXACT_CELLS_HEADER, with_chunk_reuse
 from repomem.backends.prompt_states import StateFolder, folder_for, with_prompt_states
 from repomem.child_processes import die_with_parent
 
@@ -102,6 +102,26 @@ def with_greedy_logprobs(llama_class: type) -> type:
     return GreedyLogprobsLlama
 
 
+def _tell_models_the_cell_rule(server_app) -> None:
+    """The server's streamed answers (every completion repomem asks for) tell the model first
+    whether the request asked for exact cells (EXACT_CELLS_HEADER; kv_reuse's `exact_cells`).
+    Set in the call that starts the answer, which runs under the server's lock as the answer's
+    generation does, so a request never reads another's rule."""
+    publish = server_app.get_event_publisher  # looked up by the route at each request
+
+    async def publish_with_cell_rule(request, inner_send_chan, body, body_model, llama_call, kwargs):
+        exact = request.headers.get(EXACT_CELLS_HEADER) == "1"
+
+        def call(llama, **settings):
+            if hasattr(llama, "exact_cells"):  # a model keeping moved runs
+                llama.exact_cells = exact
+            return llama_call(llama, **settings)
+
+        return await publish(request, inner_send_chan, body, body_model, call, kwargs)
+
+    server_app.get_event_publisher = publish_with_cell_rule
+
+
 class _ModelLoad(threading.Thread):
     """The model, loaded on a thread of its own while the main thread imports the HTTP server
     (fastapi, uvicorn: ~0.6 s of Python): llama.cpp loads in C without the GIL, so the child is
@@ -162,6 +182,7 @@ def main() -> None:
     LlamaProxy.load_llama_from_model_settings = staticmethod(
         lambda settings: load.loaded() if settings is model else load_by_settings(settings))
     app = server_app.create_app(server_settings=server, model_settings=[model])
+    _tell_models_the_cell_rule(server_app)
     # The routes below tokenize with the served model itself, outside the server's lock (which a
     # generation holds): llama.cpp's tokenizer reads the vocabulary only, and llama.cpp's own
     # server tokenizes on its HTTP threads while it decodes. (A vocabulary-only copy of the
