@@ -71,9 +71,9 @@ class CompletionAsk:
     line: int  # 0-based
     character: int  # 0-based, in code points
     line_text: str  # the cursor's line (split once, where the request is read)
-    # The model reads the prompt as a cold evaluation would, no cached run moved (the line below
-    # an accepted completion: the moved cells would not have seen it; GenerationRequest.exact_cells).
-    exact_cells: bool = False
+    # The model's cache keeps only its common beginning with the prompt, no run moved (the line
+    # below an accepted completion: moved cells would not have seen it; GenerationRequest.prefix_only).
+    prefix_only: bool = False
 
 
 class Outcome(Enum):

@@ -234,13 +234,13 @@ class RepomemServer(LanguageServer):
         return self.ask_in(uri, path, document.version, text, position.line, character)
 
     def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int,
-               exact_cells: bool = False) -> CompletionAsk:
+               prefix_only: bool = False) -> CompletionAsk:
         """The request at (line, character), in code points, of `text` as the document `uri` at
         `version` (its text now, or the one an edit would give it)."""
         lines = text.split("\n")
         offset = sum(len(row) + 1 for row in lines[:line]) + character
         state = CursorState.of(path, text, offset, self.settings_generation)
-        return CompletionAsk(uri, version, state, text, line, character, lines[line], exact_cells)
+        return CompletionAsk(uri, version, state, text, line, character, lines[line], prefix_only)
 
     def document_text(self, uri: str) -> str:
         """An open document's text as the server uses it: newlines normalized, and each unpaired
@@ -263,7 +263,7 @@ class RepomemServer(LanguageServer):
         """The scheduler's way to the model: the request on the model thread, stopped by `stop`."""
         assert self.session is not None
         request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set,
-                                exact_cells=ask.exact_cells)
+                                prefix_only=ask.prefix_only)
         return await self.on_model_thread(self.session.complete, request)
 
     def stop_model(self) -> None:
@@ -629,10 +629,10 @@ def _below_accepted(ls: RepomemServer, completion_id: str) -> CompletionAsk | No
     if below is None:
         return None
     new_text, line, indent = below
-    # Exact cells: the accepted line sits just before the file's cached rest, whose moved cells
+    # Prefix only: the accepted line sits just before the file's cached rest, whose moved cells
     # would not have seen it (the model then wrote it again: docs/editors.md#interactive-latency).
     return ls.ask_in(uri, shown.path, ls.workspace.get_text_document(uri).version, new_text, line, len(indent),
-                     exact_cells=True)
+                     prefix_only=True)
 
 
 @server.command(ACCEPT_COMMAND)

@@ -48,7 +48,7 @@ class EditorRequest:
     line: int  # 0-based
     character: int  # 0-based, in code points
     cancelled: Callable[[], bool]  # polled before the model starts and between its tokens
-    exact_cells: bool = False  # CompletionAsk.exact_cells
+    prefix_only: bool = False  # CompletionAsk.prefix_only
 
 
 @dataclass(frozen=True)
@@ -354,7 +354,7 @@ class CompletionSession:
         if engine is None:
             return CompletionAnswer("", None, "unavailable")
         try:
-            result = engine.complete(cursor, cancel=request.cancelled, exact_cells=request.exact_cells)
+            result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only)
             if isinstance(result, Failure) and result.kind == FailureKind.MODEL_CRASHED:
                 # The model's child process died: start a new one now (no retry delay) and answer
                 # this request with it, unless a newer request already replaced this one.
@@ -365,7 +365,7 @@ class CompletionSession:
                 engine = self.ensure_engine()
                 if engine is None:
                     return CompletionAnswer("", None, "unavailable")
-                result = engine.complete(cursor, cancel=request.cancelled, exact_cells=request.exact_cells)
+                result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only)
         except Exception as error:  # a crashing model call must not take the server down  # noqa: BLE001
             self.log("error", f"completion failed ({error.__class__.__name__}: {error}); the model is reopened "
                               "at the next request")

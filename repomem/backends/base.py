@@ -42,11 +42,11 @@ class GenerationRequest:
     # word: repomem.backends.forced_start). Only for a backend that `constrains_start`; the
     # Generation's text then begins with it, and its tokens count among the generated ones.
     forced_start: str = ""
-    # The prompt's KV cells as a cold evaluation gives them: the cache keeps only its common
-    # beginning with the prompt, no run of it moved into place (repomem.backends.kv_reuse). A
-    # moved run was computed after other text; right after an edit it never saw the edited text
-    # (the line below an accepted completion). Backends without moved runs ignore it.
-    exact_cells: bool = False
+    # The model's cache keeps only its common beginning with the prompt and evaluates the rest:
+    # no cached run moved into place (repomem.backends.kv_reuse). A moved run was computed after
+    # other text; right after an edit before it, it never saw the edited text (the line below an
+    # accepted completion). Backends without moved runs ignore it.
+    prefix_only: bool = False
 
 
 class Backend(Protocol):

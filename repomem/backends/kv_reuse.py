@@ -12,9 +12,9 @@ before each prompt, keeps the cached cells of those runs, moves them to their ne
 cell was computed after other text than it now follows, so the answer approximates a cold
 evaluation's: llama.cpp's own server offers the same (`--cache-reuse`) for editor plugins. The
 language server turns it on for the embedded model ([model.lsp_embedded] reuse_chunk_tokens); the CLI and
-`eval run` keep exact prompts (model.reuse_chunk_tokens = 0), and so does a request that asks for
-exact cells (`GenerationRequest.exact_cells`: the editor's completion below an accepted line, whose
-moved cells would not have seen that line).
+`eval run` keep exact prompts (model.reuse_chunk_tokens = 0). A request may also ask that no run be
+moved for it (`GenerationRequest.prefix_only`: the editor's completion below an accepted line,
+whose moved cells would not have seen that line): the cache then keeps its common beginning only.
 
 The model's child process (repomem.backends.llama_child) uses this module: it must not load
 repomem's engine.
@@ -31,9 +31,10 @@ from repomem.backends.base import common_prefix
 MAX_CANDIDATES = 8  # cache places tried per prompt position (repetitive text has many)
 MAX_RUNS = 512  # runs the chain is chosen among (quadratic)
 MAX_MOVES = 2  # times a cell may be moved before it is evaluated again (scripts/bench_kv_reuse.py)
-# How a client of the model's child asks for exact cells for one prompt (GenerationRequest.exact_cells):
-# this request header, "1", which the child's server hands to the model as `exact_cells` below.
-EXACT_CELLS_HEADER = "X-Repomem-Exact-Cells"
+# How a client of the model's child asks that no run be moved for one prompt
+# (GenerationRequest.prefix_only): this request header, "1", which the child's server hands to the
+# model as `prefix_only` below.
+PREFIX_ONLY_HEADER = "X-Repomem-Prefix-Only"
 
 
 @dataclass(frozen=True)
@@ -140,15 +141,15 @@ def with_chunk_reuse(llama_class: type, min_run: int, max_moves: int = MAX_MOVES
             self._moves = [0] * self._n_ctx
             self._fresh_from = 0  # cells from here on were evaluated by llama-cpp-python since
             # Set by the caller before a completion (one at a time): its prompt keeps only the
-            # common beginning, as without this class (GenerationRequest.exact_cells).
-            self.exact_cells = False
+            # cache's common beginning, as without this class (GenerationRequest.prefix_only).
+            self.prefix_only = False
 
         def generate(self, tokens, *args, **settings):
             tokens = list(tokens)
             self._moves[self._fresh_from:] = [0] * (len(self._moves) - self._fresh_from)
             kept = self.n_tokens if not settings.get("reset", True) else 0
-            if settings.get("reset", True) and self.n_tokens > 0 and self.exact_cells:
-                kept = self._exact_beginning(tokens)
+            if settings.get("reset", True) and self.n_tokens > 0 and self.prefix_only:
+                kept = common_prefix(self._input_ids.tolist(), tokens)  # llama-cpp-python's prefix match
             elif settings.get("reset", True) and self.n_tokens > 0:
                 try:
                     kept = self._arrange_cache(tokens)
@@ -158,18 +159,6 @@ def with_chunk_reuse(llama_class: type, min_run: int, max_moves: int = MAX_MOVES
                     kept = 0
             self._fresh_from = min(kept, max(len(tokens) - 1, 0))
             return super().generate(tokens, *args, **settings)
-
-        def _exact_beginning(self, prompt: list[int]) -> int:
-            """Keep the cached cells of the prompt's common beginning up to the first one moved
-            since it was evaluated, drop the rest; the length kept (llama-cpp-python's prefix
-            match then evaluates the prompt from there)."""
-            shared = common_prefix(self._input_ids.tolist(), prompt)
-            kept = next((at for at in range(shared) if self._moves[at]), shared)
-            if kept < self.n_tokens:
-                self._ctx.kv_cache_seq_rm(-1, kept, -1)
-                self.n_tokens = kept
-                self._requires_eval = True  # the last logits are of a dropped cell
-            return kept
 
         def _arrange_cache(self, prompt: list[int]) -> int:
             """Arrange the cache for `prompt`; the prompt tokens it then holds (a beginning)."""

@@ -91,9 +91,9 @@ class LlamaBackend:
             if overflow is not None:
                 return overflow
             previous = list(self._llama._input_ids[: self._llama.n_tokens])
-            cached = reused_tokens(previous, prompt_tokens, 0 if request.exact_cells else self.reuse_chunk_tokens)
-            if hasattr(self._llama, "exact_cells"):  # a class keeping moved runs (kv_reuse)
-                self._llama.exact_cells = request.exact_cells
+            cached = reused_tokens(previous, prompt_tokens, 0 if request.prefix_only else self.reuse_chunk_tokens)
+            if hasattr(self._llama, "prefix_only"):  # a class keeping moved runs (kv_reuse)
+                self._llama.prefix_only = request.prefix_only
             pieces: list[str] = []
             finish = "length"
             count = 0

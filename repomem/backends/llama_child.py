@@ -30,7 +30,7 @@ from pathlib import Path
 
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
-from repomem.backends.kv_reuse import EXACT_CELLS_HEADER, with_chunk_reuse
+from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER, with_chunk_reuse
 from repomem.backends.prompt_states import StateFolder, folder_for, with_prompt_states
 from repomem.child_processes import die_with_parent
 
@@ -104,17 +104,17 @@ def with_greedy_logprobs(llama_class: type) -> type:
 
 def _tell_models_the_cell_rule(server_app) -> None:
     """The server's streamed answers (every completion repomem asks for) tell the model first
-    whether the request asked for exact cells (EXACT_CELLS_HEADER; kv_reuse's `exact_cells`).
+    whether the request asked that no cached run be moved (PREFIX_ONLY_HEADER; kv_reuse's `prefix_only`).
     Set in the call that starts the answer, which runs under the server's lock as the answer's
     generation does, so a request never reads another's rule."""
     publish = server_app.get_event_publisher  # looked up by the route at each request
 
     async def publish_with_cell_rule(request, inner_send_chan, body, body_model, llama_call, kwargs):
-        exact = request.headers.get(EXACT_CELLS_HEADER) == "1"
+        prefix_only = request.headers.get(PREFIX_ONLY_HEADER) == "1"
 
         def call(llama, **settings):
-            if hasattr(llama, "exact_cells"):  # a model keeping moved runs
-                llama.exact_cells = exact
+            if hasattr(llama, "prefix_only"):  # a model keeping moved runs
+                llama.prefix_only = prefix_only
             return llama_call(llama, **settings)
 
         return await publish(request, inner_send_chan, body, body_model, call, kwargs)

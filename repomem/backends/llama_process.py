@@ -303,7 +303,7 @@ class LlamaProcessBackend:
                 return self._unforced(request)
             step = self._generate_plain(
                 GenerationRequest(request.prompt + written, 1, [], max(deadline - time.perf_counter(), 0.0),
-                                  request.cancel, exact_cells=request.exact_cells),
+                                  request.cancel, prefix_only=request.prefix_only),
                 logit_bias={int(token): ALLOWED_BIAS for token in tokens})
             if isinstance(step, Failure):
                 return step
@@ -356,7 +356,7 @@ class LlamaProcessBackend:
             return self._crashed() or answer
         with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
             cached = reused_tokens(self._previous if before is None else before, tokens,
-                                   0 if request.exact_cells else self.reuse_chunk_tokens)
+                                   0 if request.prefix_only else self.reuse_chunk_tokens)
             self._previous = tokens
         if before is None:  # the child's own count also has the tokens it loaded (prompt_states)
             cached = max(cached, answer.cached_tokens)
@@ -388,7 +388,7 @@ class LlamaProcessBackend:
                 break
             chunk = request.prompt[: cut + 1]
             answer = self._client.generate(GenerationRequest(chunk, 1, [], request.deadline_s,
-                                                             exact_cells=request.exact_cells))
+                                                             prefix_only=request.prefix_only))
             if isinstance(answer, Failure):
                 return self._crashed() or answer
             evaluated = self._client.tokens(chunk)

@@ -20,14 +20,14 @@ import httpx
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.http_sockets import ShuttableClient
-from repomem.backends.kv_reuse import EXACT_CELLS_HEADER
+from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER
 from repomem.backends.templates import template_for
 from repomem.failures import Failure, FailureKind
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-# Sent with a request for exact cells (GenerationRequest.exact_cells); only the embedded model's
-# child reads it, other servers pass it by.
-EXACT_CELLS = {EXACT_CELLS_HEADER: "1"}
+# Sent with a request that no cached run be moved for (GenerationRequest.prefix_only); only the
+# embedded model's child reads it, other servers pass it by.
+PREFIX_ONLY = {PREFIX_ONLY_HEADER: "1"}
 
 
 # Caps on a streamed answer, whatever the server does: chunks beyond max_tokens (each event carries
@@ -268,7 +268,7 @@ class OpenAIBackend:
                 return _stopped(self.endpoint)
             try:
                 with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
-                                         headers=EXACT_CELLS if request.exact_cells else None,
+                                         headers=PREFIX_ONLY if request.prefix_only else None,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
                     if response.status_code in (400, 422, 500) and "logprobs" in payload:
                         # A server without them (llama-cpp-python's with logits_all off answers

@@ -108,7 +108,7 @@ class CompletionEngine:
         unlisted: np.ndarray | None = None,
         cancel: Callable[[], bool] | None = None,
         enough: Callable[[str], bool] | None = None,
-        exact_cells: bool = False,
+        prefix_only: bool = False,
     ) -> CompletionRequest | Failure:
         """A request at `cursor`, every choice not given taken from the config."""
         settings = self.config.completion
@@ -136,7 +136,7 @@ class CompletionEngine:
             use_suffix=settings.fill_in_middle if use_suffix is None else use_suffix,
             max_new_tokens=max_new_tokens or settings.max_new_tokens,
             visible_from=visible_from, excluded=excluded, unlisted=unlisted, cancel=cancel, enough=enough,
-            exact_cells=exact_cells,
+            prefix_only=prefix_only,
         )
 
     def complete(self, cursor: Cursor, strategy: str | None = None, **choices) -> Completion | Failure:
@@ -422,7 +422,7 @@ class CompletionEngine:
             prompt=view.mask(prompt.text),  # the last gate before text leaves repomem
             max_tokens=request.max_new_tokens, stop=stops,
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=enough,
-            forced_start=context.forced_start, exact_cells=request.exact_cells,
+            forced_start=context.forced_start, prefix_only=request.prefix_only,
         ))
 
 

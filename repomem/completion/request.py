@@ -38,7 +38,7 @@ class CompletionRequest:
     unlisted: np.ndarray | None = None
     cancel: Callable[[], bool] | None = None  # polled between generated tokens
     enough: Callable[[str], bool] | None = None  # ends generation early (see GenerationRequest)
-    exact_cells: bool = False  # the model reads the prompt as a cold evaluation would (see GenerationRequest)
+    prefix_only: bool = False  # no cached run of the prompt moved into place (see GenerationRequest)
 
 
 @dataclass(frozen=True)

@@ -96,41 +96,37 @@ def test_cells_moved_max_moves_times_are_evaluated_again(model_path: Path):
     assert held_after(AFTER) > shared + 100  # evaluated afresh, they may move once more
 
 
-def test_exact_cells_keep_only_the_beginning_no_cell_of_which_moved(model_path: Path):
-    """A request for exact cells (the line below an accepted completion) keeps the cached cells of
-    the common beginning up to the first moved one, and evaluates the rest."""
+def test_a_prefix_only_request_moves_no_run(model_path: Path):
+    """A prefix-only request (the line below an accepted completion) keeps the cache's common
+    beginning with its prompt and evaluates the rest; the next request may move runs again."""
     model = with_chunk_reuse(llama_cpp.Llama, 32)(
         model_path=str(model_path), n_ctx=2048, n_threads=2, n_threads_batch=2, verbose=False)
 
-    def held_after(prompt: str, exact: bool) -> int:
-        model.exact_cells = exact
+    def held_after(prompt: str, prefix_only: bool) -> int:
+        model.prefix_only = prefix_only
         model.create_completion(prompt, max_tokens=2, temperature=0.0, top_k=1)
         return model._fresh_from
 
     after_tokens = model.tokenize(AFTER.encode(), add_bos=False, special=True)
     shared = common_prefix(model.tokenize(BEFORE.encode(), add_bos=False, special=True), after_tokens)
     held_after(BEFORE, False)
-    assert held_after(AFTER, False) > shared + 100  # PRICING and the file's lines moved into place
-    moved_at = next(at for at in range(model.n_tokens) if model._moves[at])
-    assert shared < moved_at
-    # The same prompt again, exact: its cells up to the first moved one stay, the rest is evaluated.
-    assert held_after(AFTER, True) == moved_at
-    # Evaluated afresh, nothing there counts as moved: the same prompt again reads only its last token.
-    assert held_after(AFTER, True) == len(after_tokens) - 1
+    assert held_after(AFTER, True) == shared  # PRICING and the file's lines evaluated where they are now
+    held_after(BEFORE, False)
+    assert held_after(AFTER, False) > shared + 100  # moved into place when allowed
 
 
-def test_the_child_evaluates_a_request_for_exact_cells_from_the_beginning(model_path: Path, tmp_path: Path):
-    """The child hears the request's exact-cells header (its prompt states count what it evaluated)."""
+def test_the_child_moves_no_run_for_a_prefix_only_request(model_path: Path, tmp_path: Path):
+    """The child hears the request's prefix-only header (its prompt states count what it evaluated)."""
     child = LlamaProcessBackend.open(model_path, context_tokens=2048, threads=2, reuse_chunk_tokens=32,
                                      prompt_cache=(tmp_path, 1 << 30))
     assert not isinstance(child, Failure), child
     try:
         shared = common_prefix(child._client.tokens(BEFORE), child._client.tokens(AFTER))
         answers = {}
-        for exact in (False, True):
+        for prefix_only in (False, True):
             for prompt in ("# something else\n", BEFORE):
                 assert not isinstance(child.generate(_request(prompt)), Failure)
-            answers[exact] = child.generate(dataclasses.replace(_request(AFTER), exact_cells=exact))
+            answers[prefix_only] = child.generate(dataclasses.replace(_request(AFTER), prefix_only=prefix_only))
         assert not isinstance(answers[False], Failure) and not isinstance(answers[True], Failure)
         assert answers[False].cached_tokens > shared + 100
         assert answers[True].cached_tokens == shared  # what the child kept, not more
