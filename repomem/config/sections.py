@@ -557,10 +557,10 @@ class ServerConfig:
                                  help="typing on at a completion's cursor keeps its generation running, and typing "
                                       "that parts from the shown completion starts the next one at once")
     # An accepted completion that ends a line: the next line's completion starts where Enter would
-    # leave the cursor (lsp/next_line.py), before the user presses it. Off: with the embedded
-    # model's moved runs (model.reuse_chunk_tokens) the speculation reads the file after the
-    # cursor from cells computed before the accepted line was there, and repeated that line in 2
-    # of 8 walk answers; with exact prompts its answers are the ones asked after Enter
+    # leave the cursor (lsp/next_line.py), before the user presses it. Its prompt moves no cached
+    # run (GenerationRequest.prefix_only: moved cells of the file after the cursor would not have
+    # seen the accepted line, and the model wrote that line again). Off: reading that part again
+    # made the median after an accept sooner and the 95th percentile later
     # (docs/editors.md#interactive-latency).
     speculate_below: bool = setting(False, run_only=True, lsp="speculateBelow",
                                     help="after a completion accepted at the end of a line, the next line's "
