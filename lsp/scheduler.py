@@ -41,6 +41,10 @@ re-send a request they gave up on, keep typing while a request is pending, and c
   completion last shown (the user did not take it), the completion at the new cursor starts at
   once instead of after `warm_after_s`: a warm answer decodes for a few hundred milliseconds,
   about as long as the next few keystrokes take (docs/editors.md#interactive-latency).
+- **A function the model has not read** (`warm_new_function`): an edit whose cursor is in a function
+  no flight was launched in (`function_of`: the definition line the prompt's blocks are kept by)
+  starts the completion there at once; its cold prompt is most of the wait, and the next requests in
+  the function find it cached.
 - **Speculation after an accept** (`speculate_below`, off by default): a completion accepted at a line's end
   starts the next line's completion where Enter would leave the cursor (lsp/next_line.py). If
   Enter then makes exactly that text, the flight runs on and the request there joins it; if the
@@ -52,12 +56,19 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from repomem.completion.request import enclosing_definition_of
+from repomem.languages.registry import language_named, language_of
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.session import CompletionAnswer
+
+# Functions remembered as ones the model read a prompt for (the warm prefix keeps as many:
+# repomem.completion.warm_prefix.STABLE_MEMO_SIZE).
+READ_FUNCTIONS = 64
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,17 @@ class Scheduled:
 
 # run_model(ask, stop): the model's answer for the ask; it polls `stop` between tokens.
 RunModel = Callable[[CompletionAsk, threading.Event], Awaitable[CompletionAnswer]]
+
+
+def function_of(ask: CompletionAsk) -> tuple[str, str]:
+    """(path, the first line of the definition the cursor is in, "" at module level): what the
+    editor's prompt keeps its retrieved blocks by (order "stable", repomem.completion.warm_prefix),
+    so a flight in a function leaves the model's cache warm for the next one there. The line's
+    text, not its number, names it: lines above move as the user types."""
+    grammar = language_of(ask.state.path)
+    lines = ask.text.split("\n")
+    number = -1 if grammar is None else enclosing_definition_of(language_named(grammar), lines, ask.line)
+    return ask.state.path, lines[number].strip() if number >= 0 else ""
 
 
 def worth_speculating(ask: CompletionAsk) -> bool:
@@ -137,13 +159,15 @@ def typed_through(before: CursorState, after: CursorState) -> bool:
 class CompletionScheduler:
     def __init__(self, run_model: RunModel, debounce_s: float, answer_within_s: float, cache_entries: int,
                  log: Callable[[str, str], None] = lambda level, message: None, warm_after_s: float = 0.0,
-                 type_through: bool = True):
+                 type_through: bool = True, warm_new_function: bool = False):
         self._run_model = run_model
         self._log = log
         self.debounce_s = debounce_s
         self.answer_within_s = answer_within_s
         self.warm_after_s = warm_after_s  # 0 = no speculation
         self.type_through = type_through
+        self.warm_new_function = warm_new_function
+        self._read_functions: OrderedDict[tuple[str, str], None] = OrderedDict()  # function_of a launched flight
         self._rests: dict[str, asyncio.TimerHandle] = {}  # uri -> the speculation waiting to start
         self.cache = CompletionCache(cache_entries)
         self.forward = ForwardTypingCache()
@@ -154,11 +178,11 @@ class CompletionScheduler:
     # -- settings and documents ----------------------------------------------------------------
 
     def configure(self, debounce_s: float, answer_within_s: float, cache_entries: int,
-                  warm_after_s: float = 0.0, type_through: bool = True) -> None:
+                  warm_after_s: float = 0.0, type_through: bool = True, warm_new_function: bool = False) -> None:
         """New settings: answers cached under the old ones are gone (their keys would not match
         anyway: CursorState carries the settings generation)."""
         self.debounce_s, self.answer_within_s, self.warm_after_s = debounce_s, answer_within_s, warm_after_s
-        self.type_through = type_through
+        self.type_through, self.warm_new_function = type_through, warm_new_function
         self.cache = CompletionCache(cache_entries)
         self.forward.clear()
 
@@ -184,6 +208,8 @@ class CompletionScheduler:
             return
         if self.warm_after_s > 0 and self.type_through and self.forward.parted(rest.state):
             self._speculate(rest)  # the shown completion was not taken: the next one starts now
+        elif self.warm_after_s > 0 and self.warm_new_function and function_of(rest) not in self._read_functions:
+            self._speculate(rest)  # the model has not read this function: its cold prompt starts now
         else:
             self.cursor_rests(rest)
 
@@ -286,6 +312,11 @@ class CompletionScheduler:
         return await self._await(flight, ask, budget_s)
 
     def _launch(self, ask: CompletionAsk, debounce: bool = True) -> Flight:
+        read = function_of(ask)
+        self._read_functions[read] = None
+        self._read_functions.move_to_end(read)
+        while len(self._read_functions) > READ_FUNCTIONS:
+            self._read_functions.popitem(last=False)
         flight = Flight(ask)
         self._flights[ask.uri] = flight
         flight.task = asyncio.ensure_future(self._fly(flight, self.debounce_s if debounce else 0.0))

@@ -284,7 +284,8 @@ class RepomemServer(LanguageServer):
         assert self.session is not None
         server = self.session.config.server
         self.scheduler.configure(server.debounce_ms / 1000, server.answer_within_ms / 1000,
-                                 server.completion_cache_entries, server.warm_after_ms / 1000, server.type_through)
+                                 server.completion_cache_entries, server.warm_after_ms / 1000, server.type_through,
+                                 server.warm_new_function)
 
     # -- long work with work-done progress -------------------------------------------------------
 

@@ -550,6 +550,12 @@ class ServerConfig:
     warm_after_ms: int = setting(400, run_only=True, lsp="warmAfterMs",
                                  help="milliseconds the cursor rests, nothing asked, before the completion there "
                                       "starts speculatively (0 = off)")
+    # The model has not read the function an edit is in (its prompt, with the blocks the function
+    # keeps: completion.warm_prefix, is cold, ~1,000 tokens): the completion there starts at the
+    # edit instead of after warm_after_ms of rest (docs/editors.md#interactive-latency).
+    warm_new_function: bool = setting(True, run_only=True, lsp="warmNewFunction",
+                                      help="an edit in a function no completion was started in starts the "
+                                           "completion there at once, not after warmAfterMs of rest")
     # Characters typed at the cursor of a running generation leave it running (its answer may begin
     # with them), and typing that parts from the completion shown starts the next one at once
     # (lsp/scheduler.py).

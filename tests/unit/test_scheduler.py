@@ -14,7 +14,7 @@ from lsprotocol import types
 from repomem.lsp.cache import CursorState
 from repomem.lsp.feedback import ShownCompletion
 from repomem.lsp.items import completion_item, inline_item, typed_word
-from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, worth_speculating
+from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, function_of, worth_speculating
 from repomem.lsp.session import CompletionAnswer
 
 TEXT = "def total(a, b):\n    return \n"
@@ -355,3 +355,34 @@ async def test_typing_all_of_the_shown_completion_is_taking_it_not_parting_from_
     plan.document_changed("file:///r/a.py", 2, rest=typed_on("a + b", 2))  # accepted: typed in whole
     await asyncio.sleep(0.03)
     assert len(model.started) == 1  # nothing started at once (a rest may start one later)
+
+
+async def test_an_edit_in_a_function_the_model_has_not_read_starts_its_completion_at_once():
+    model = ControlledModel()
+    plan = CompletionScheduler(model, debounce_s=0.01, answer_within_s=5.0, cache_entries=8, warm_after_s=10.0,
+                               warm_new_function=True)  # speculation at rest would wait 10 s
+    text = "def total(a, b):\n    return \n\n\ndef scale(a):\n    return \n"
+    in_total, in_scale = text.index("return ") + 7, text.rindex("return ") + 7
+    plan.document_changed("file:///r/a.py", 1, rest=ask(text, in_total))
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 1  # `total` was never read: started at the edit
+    model.release.set()
+    await asyncio.sleep(0.03)
+    plan.document_changed("file:///r/a.py", 2, rest=ask(text.replace("return \n", "return a\n", 1), in_total + 1, 2))
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 1  # typing on in `total`: it waits for the cursor to rest, as before
+    plan.document_changed("file:///r/a.py", 3, rest=ask(text.replace("return \n", "return a\n", 1), in_scale + 1, 3))
+    await asyncio.sleep(0.03)
+    assert len(model.started) == 2 and model.started[1].state.left.endswith("def scale(a):\n    return ")
+    # Off (the scheduler's own default), an edit in a new function waits like any other.
+    model2, plan2 = opened(warm_after_s=10.0, rest=ask(text, in_scale))
+    await asyncio.sleep(0.03)
+    assert not model2.started
+
+
+def test_a_function_is_named_by_its_definition_line_wherever_it_moves():
+    text = "import os\n\n\nclass Shop:\n    def total(self, a):\n        return \n"
+    moved = "import os\nimport re\n\n\nclass Shop:\n    def total(self, a):\n        return \n"
+    assert function_of(ask(text, text.index("return ") + 7)) == ("a.py", "def total(self, a):")
+    assert function_of(ask(moved, moved.index("return ") + 7)) == function_of(ask(text, text.index("return ") + 7))
+    assert function_of(ask(text, text.index("os") + 2)) == ("a.py", "")  # module level
