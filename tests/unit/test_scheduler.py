@@ -386,3 +386,16 @@ def test_a_function_is_named_by_its_definition_line_wherever_it_moves():
     assert function_of(ask(text, text.index("return ") + 7)) == ("a.py", "def total(self, a):")
     assert function_of(ask(moved, moved.index("return ") + 7)) == function_of(ask(text, text.index("return ") + 7))
     assert function_of(ask(text, text.index("os") + 2)) == ("a.py", "")  # module level
+    # A brace language's, from the top-level statement around the cursor only.
+    script = "const a = 1;\n\nfunction outer(x) {\n  return \n}\n\nclass Shop {\n  total(a) {\n    return \n  }\n}\n"
+    at = script.index("return ") + 7
+
+    def in_script(offset: int) -> tuple[str, str]:
+        line = script[:offset].count("\n")
+        state = CursorState.of("a.js", script, offset, 0)
+        return function_of(CompletionAsk("file:///r/a.js", 1, state, script, line,
+                                         offset - (script.rfind("\n", 0, offset) + 1), script.split("\n")[line]))
+
+    assert in_script(at) == ("a.js", "function outer(x) {")
+    assert in_script(script.rindex("return ") + 7) == ("a.js", "total(a) {")
+    assert in_script(5) == ("a.js", "")
