@@ -478,6 +478,14 @@ def test_ghost_text_shows_the_completion_and_the_accept_key_inserts_it(nvim):
         nvim.results["ghost_text"] = {"ok": None, "details": "no inline completion (Neovim before 0.12, Vim)"}
         pytest.skip(f"{nvim.version}: no inline completion (the menu is tested above)")
     with check(nvim, "ghost_text") as result:
+        # Neovim 0.12-dev's inline completion keeps an item whose answer came after Insert mode
+        # was left (its handler does not drop a cancelled request's answer), then shows it at the
+        # next InsertEnter at that item's old column: the line is shorter by then and the extmark
+        # call fails ("Invalid 'col': out of range", a hit-enter prompt that eats the typing).
+        # The earlier tests' last answers can land so; turning the feature off and on again, as
+        # the plugin turns it on at attach, starts this test from no item.
+        nvim.ex("lua vim.lsp.inline_completion.enable(false, { bufnr = 0 }); "
+                "vim.lsp.inline_completion.enable(true, { bufnr = 0 })")
         nvim.ex("call setline(9, '')")
         nvim.keys("9", "G", "A")
         started = time.monotonic()
