@@ -310,6 +310,28 @@ async def test_after_an_accept_the_next_line_is_completed_before_enter(client: L
         configure(client, {})
 
 
+async def test_an_edit_in_a_function_not_yet_read_starts_its_completion_before_any_ask(
+        client: LanguageClient, workspace: Path):
+    """warmNewFunction (on by default): the edit that enters a function no completion was made in
+    starts the completion there at once (resting speculation held off here); known before asked."""
+    configure(client, {"warmAfterMs": 600_000})
+    try:
+        text = ("from .pricing import compute_tax\n\n\ndef tax_on_credit(credit_cents: int, tax_class: str) -> int:\n"
+                "    tax = 0\n")
+        uri = open_document(client, workspace / "shop" / "credit_new_function.py", text)
+        insert_text(client, uri, 2, 5, 0, "    return ")  # typed into the function, one change
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            answer = await explain(client, uri, 5, 11)
+            if answer["completion_id"]:  # the completion at this state is known: nobody asked
+                break
+            await asyncio.sleep(0.5)
+        assert answer["completion_id"], answer
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    finally:
+        configure(client, {})
+
+
 async def test_disk_changes_reach_retrieval(client: LanguageClient, workspace: Path):
     report = workspace / "shop" / "report.py"
     uri = report.as_uri()
