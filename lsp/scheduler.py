@@ -114,14 +114,15 @@ def function_of(ask: CompletionAsk) -> tuple[str, str]:
     if grammar is None or not 0 <= ask.line < len(lines):
         return ask.state.path, ""
     language = language_named(grammar)
-    top, bottom = 0, len(lines) - 1
-    if not language.indented_blocks:
-        # A brace language's definitions come from a parse, and this runs at every keystroke (a
-        # whole 10,000-line file: ~30 ms of the event loop): only the top-level statement around
-        # the cursor is read, from the line without indentation at or above it to the next one
-        # below (its closing brace).
-        top = next((at for at in range(ask.line, -1, -1) if lines[at][:1].strip()), 0)
-        bottom = next((at for at in range(ask.line + 1, len(lines)) if lines[at][:1].strip()), bottom)
+    if language.indented_blocks:  # def / class lines, read upwards from the cursor
+        number = enclosing_definition_of(language, lines, ask.line)
+        return ask.state.path, lines[number].strip() if number >= 0 else ""
+    # A brace language's definitions come from a parse, and this runs at every keystroke (a whole
+    # 10,000-line file: ~30 ms of the event loop): only the top-level statement around the cursor
+    # is read, from the line without indentation at or above it to the next one below (its
+    # closing brace).
+    top = next((at for at in range(ask.line, -1, -1) if lines[at][:1].strip()), 0)
+    bottom = next((at for at in range(ask.line + 1, len(lines)) if lines[at][:1].strip()), len(lines) - 1)
     number = enclosing_definition_of(language, lines[top:bottom + 1], ask.line - top)
     return ask.state.path, lines[top + number].strip() if number >= 0 else ""
 
