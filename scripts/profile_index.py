@@ -11,7 +11,10 @@ Three parts:
 2. the per-file analysis split into tree-sitter parse, syntax walk, symbols (the call query),
    windows and tokens, measured on one process over every file (the parse workers run this code);
 3. one edited ~500-line file applied to the loaded index (the language server's save path), and
-   saved.
+   saved;
+4. the parse floors: tree-sitter's parse of every file on one process, and on `index.workers`
+   forked processes at once (what this machine's cores give in parallel: two vCPUs may not be two
+   cores' worth), each the best of three, beside the cold build.
 
 Writes eval/results/profile-index.json and profile-index.md.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import shutil
 import statistics
 import sys
@@ -156,6 +160,42 @@ def analysis_split(work: Path, config: Config) -> dict[str, float]:
     return dict(seconds)
 
 
+# The sources the parse floors parse, set before the workers fork (they inherit it, nothing is pickled).
+_FLOOR_SOURCES: list[tuple[str, bytes]] = []
+
+
+def _parse_share(share: int, shares: int) -> float:
+    """Parse every `shares`-th source from `share` on; its seconds on this process."""
+    started = time.perf_counter()
+    for language, data in _FLOOR_SOURCES[share::shares]:
+        parse(language, data)
+    return time.perf_counter() - started
+
+
+def parse_floors(work: Path, config: Config, rounds: int = 3) -> tuple[float, float, int]:
+    """(one process's parse of every file, the wall of `index.workers` processes parsing it in
+    interleaved shares, the process count), seconds, each the best of `rounds`. The files are read
+    first; the workers are started and warmed before the clock runs."""
+    candidates, _ = list_candidates(work, config.scan)
+    _FLOOR_SOURCES.clear()
+    for candidate in candidates:
+        source = read_source(work, candidate, config.scan)
+        if isinstance(source, SourceFile):
+            _FLOOR_SOURCES.append((language_named(source.language).name, source.text.encode("utf-8")))
+    _FLOOR_SOURCES.sort(key=lambda item: -len(item[1]))  # interleaved shares of similar sizes
+    workers = max(1, config.index.workers)
+    one = min(_parse_share(0, 1) for _ in range(rounds))
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.starmap(_parse_share, [(share, len(_FLOOR_SOURCES)) for share in range(workers)])  # warm
+        walls = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            pool.starmap(_parse_share, [(share, workers) for share in range(workers)])
+            walls.append(time.perf_counter() - started)
+    _FLOOR_SOURCES.clear()
+    return one, min(walls), workers
+
+
 EDIT_PHASES = [
     (repo_index_module, "analyze_file", "parse + syntax + windows of the file"),
     (repo_index_module.RepoIndex, "ensure_structure", "load per-file structure"),
@@ -247,6 +287,7 @@ def main() -> None:
         cold, cold_total = timed_build(work)
         split = analysis_split(work, config)
         edit, edit_total, save_seconds, edited, first_edit = timed_edit(work, args.edits)
+        one_core, in_parallel, workers = parse_floors(work, config)
     parts = []
     cold_table, cold_md = table(f"cold build of {source_tree.name}: {cold_total:.1f} s", cold, cold_total)
     split_total = sum(split.values())
@@ -258,13 +299,18 @@ def main() -> None:
         parts.append(rendered)
     console.print(f"saving the snapshot after the edit: {save_seconds * 1000:.0f} ms; the first edit after the "
                   f"load (builds the kept edit graph): {first_edit * 1000:.0f} ms")
+    floors = (f"parse floors: one process {one_core:.2f} s, {workers} processes at once {in_parallel:.2f} s "
+              f"({one_core / in_parallel:.2f}x); the cold build is {cold_total / one_core:.1f}x the one-core parse, "
+              f"{cold_total / in_parallel:.1f}x the parallel one")
+    console.print(floors)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # Suffixes appended, not swapped: "--out eval/results/profile-index-1.5M" keeps its ".5M".
     args.out.parent.joinpath(args.out.name + ".json").write_text(json.dumps({
         "repo": source_tree.name, "cold_seconds": cold_total, "cold_phases": cold,
         "analysis_phases_one_process": split, "edit_file": edited, "edit_ms": edit_total * 1000,
         "edit_phases_ms": {k: v * 1000 for k, v in edit.items()}, "save_after_edit_ms": save_seconds * 1000,
-        "first_edit_after_load_ms": first_edit * 1000,
+        "first_edit_after_load_ms": first_edit * 1000, "parse_one_process_seconds": one_core,
+        "parse_in_parallel_seconds": in_parallel, "parse_processes": workers,
     }, indent=2))
     args.out.parent.joinpath(args.out.name + ".md").write_text("\n".join([
         f"# Index profile: {source_tree.name} (`python scripts/profile_index.py`)", "",
@@ -275,6 +321,7 @@ def main() -> None:
         f"saving the snapshot: {save_seconds * 1000:.0f} ms", "",
         f"The first edit after a load, not in the median, also builds the graph kept between edits: "
         f"{first_edit * 1000:.0f} ms.", "", *edit_md, "",
+        "## Parse floors (tree-sitter alone, best of three)", "", floors + ".", "",
     ]))
 
 
