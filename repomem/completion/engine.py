@@ -26,7 +26,7 @@ from repomem.completion.levers import LEVERS
 from repomem.completion.levers.base import LeverRound, Pins, PromptLever
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.postprocess import CompletionShape, clean_completion, completion_settled
-from repomem.completion.prompt import ContextBlock, Prompt, PromptBudget, build_prompt
+from repomem.completion.prompt import BLOCK_WORDS, ContextBlock, Prompt, PromptBudget, build_prompt, frames_blocks
 from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
 from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuery
 from repomem.completion.rounds import RoundAnswer
@@ -304,6 +304,8 @@ class CompletionEngine:
         raw = _without_healed(generation.text, context.healed)
         text = clean_completion(raw, context.shape, self.backend.template.sentinels, context.suffix or "",
                                 self.config.completion.max_lines)
+        if _continues_the_frame(text, prompt, context):
+            text = ""  # nothing shown rather than the prompt's own frame around its blocks
         return Completion(
             text=text, raw=raw, strategy=request.strategy.name, prompt=prompt, fragments=prepared.fragments,
             generation=generation, shape=context.shape, rounds=round_number, timings_ms=dict(timings),
@@ -424,6 +426,17 @@ class CompletionEngine:
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=enough,
             forced_start=context.forced_start, prefix_only=request.prefix_only,
         ))
+
+
+def _continues_the_frame(text: str, prompt: Prompt, context: CursorContext) -> bool:
+    """Whether the completion's first line is a line of the frame around the prompt's blocks
+    (prompt.frames_blocks) that the visible file does not itself have: the model wrote the frame
+    on, not code."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    comment = language_named(context.language).line_comment
+    if not prompt.blocks or BLOCK_WORDS not in prompt.text or not frames_blocks(first, comment):
+        return False
+    return not any(frames_blocks(line, comment) for line in context.left_lines)
 
 
 def _without_healed(raw: str, healed: str) -> str:

@@ -26,10 +26,14 @@ from repomem.backends.templates import Template
 from repomem.completion.warm_prefix import COLD_START, PromptStart, first_kept_line
 from repomem.failures import Failure, FailureKind
 
+# The words of RepoCoder's frame around the blocks: the line above them all, and each block's first line.
+HEADER_WORDS = "Here are some relevant code fragments from other files of the repo:"
+BLOCK_WORDS = "the below code fragment can be found in:"
+
 
 def header(comment: str = "#") -> str:
     """The line above the retrieved blocks (RepoCoder's), in the cursor file's line comments."""
-    return f"{comment} Here are some relevant code fragments from other files of the repo:\n"
+    return f"{comment} {HEADER_WORDS}\n"
 
 
 def separator(comment: str = "#") -> str:
@@ -123,7 +127,23 @@ def render_block(block: ContextBlock, comment: str = "#") -> str:
     lines = block.text.split("\n")
     commented = "".join(f"{comment} {line}\n" for line in lines)
     rule = separator(comment)
-    return f"{comment} the below code fragment can be found in:\n{comment} {block.path}\n{rule}{commented}{rule}"
+    return f"{comment} {BLOCK_WORDS}\n{comment} {block.path}\n{rule}{commented}{rule}"
+
+
+# A frame line's first four words, which a model cut short still writes.
+_FRAME_STARTS = tuple(" ".join(words.split()[:4]) for words in (BLOCK_WORDS, HEADER_WORDS))
+
+
+def frames_blocks(line: str, comment: str = "#") -> bool:
+    """Whether `line` is a line of the frame `render_context` puts around the blocks (its header, a
+    block's first line, a rule of dashes, shortened or not) rather than code: what a model writes
+    when it continues the frame instead of the file (the 1.5B now and then:
+    eval/results/devset-ten-em-cpu-1.5b-definitions/README.md)."""
+    body = line.strip()
+    if not body.startswith(comment):
+        return False
+    words = body[len(comment):].strip()
+    return (len(words) >= 2 and words == "-" * len(words)) or words.startswith(_FRAME_STARTS)
 
 
 def render_context(blocks: Sequence[ContextBlock], comment: str = "#") -> str:
