@@ -14,8 +14,9 @@ import scipy.sparse as sp
 
 from repomem.allocator import release_free_memory
 from repomem.config import Config
-from repomem.index.bm25 import build_segment, compute_stats, document_frequencies
-from repomem.index.calls import resolves_calls
+from repomem.index.bm25 import TermSegment, build_segment, compute_stats, document_frequencies
+from repomem.index.calls import CallResolution, resolves_calls
+from repomem.index.helper_threads import run_parts
 from repomem.index.index_edit import (
     FileChanges,
     drop_removed_files,
@@ -71,10 +72,7 @@ def build_index(
     n_fragments = first
     vocabulary: dict[str, int] = {}
     doc_terms = [terms for a in analyses for terms in a.window_term_ids(vocabulary)]
-    segment = build_segment(0, doc_terms, len(vocabulary))
     live = np.ones(n_fragments, dtype=bool)
-    doc_len = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=n_fragments)
-    del doc_terms  # not needed past the segment: the relations need the room
     syntax, file_fragments = [a.syntax for a in analyses], [a.fragments for a in analyses]
     fragment_start = np.concatenate([a.fragments.starts for a in analyses] or [np.zeros(0, np.int32)])
     fragment_end = np.concatenate([a.fragments.ends for a in analyses] or [np.zeros(0, np.int32)])
@@ -82,7 +80,28 @@ def build_index(
         if isinstance(given, list):
             given.clear()
     del sources, analyses
-    df = document_frequencies(segment, len(vocabulary), live)
+
+    def postings() -> tuple[TermSegment, np.ndarray, np.ndarray]:
+        segment = build_segment(0, doc_terms, len(vocabulary))
+        doc_len = np.fromiter((t.shape[0] for t in doc_terms), dtype=np.int64, count=n_fragments)
+        doc_terms.clear()  # not needed past the segment: the relations need the room
+        return segment, doc_len, document_frequencies(segment, len(vocabulary), live)
+
+    resolver = CallResolution(syntax, config.graph)
+
+    def resolved_calls() -> dict[int, np.ndarray]:
+        progress.start("calls", sum(1 for s in syntax if resolves_calls(s)))
+        calls = {}
+        for file_id, file_syntax in enumerate(syntax):
+            if resolves_calls(file_syntax):
+                calls[file_id] = call_array(resolver.resolve_file(file_id))
+                progress.advance()
+        return calls
+
+    # The calls resolved here while a helper thread builds the postings: each is one core's work
+    # (the postings kernel releases the GIL), and they were the longest stretch of a cold build
+    # with one core idle (docs/measurements.md#parsing-and-analysis).
+    calls, (segment, doc_len, df) = run_parts([resolved_calls, postings])
     index = RepoIndex(
         root=root,
         config=config,
@@ -106,16 +125,11 @@ def build_index(
         delta_entries=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)),
         thresholds=np.zeros(n_fragments),
         rowsum=np.zeros(n_fragments),
-        calls={},
+        calls=calls,
         skipped=list(skipped),
         base_files=set(range(len(records))),
     )
-    resolver = index.resolver()
-    progress.start("calls", sum(1 for s in index.syntax if resolves_calls(s)))
-    for file_id, syntax in enumerate(index.syntax):
-        if resolves_calls(syntax):
-            index.calls[file_id] = call_array(resolver.resolve_file(file_id))
-            progress.advance()
+    index.keep_resolver(resolver)
     all_rows = np.arange(n_fragments, dtype=np.int64)
     rows, cols, values, bars = index.relation_rows(all_rows, progress, window_vectors=window_vectors)
     release_free_memory()  # the searches' scratch and pair lists, before W is made (the peak)

@@ -87,3 +87,22 @@ def test_the_build_through_workers_equals_the_build_in_one_process(tmp_path: Pat
         np.testing.assert_array_equal(a.parent, b.parent)
     assert (one.w_base != two.w_base).nnz == 0 and one.w_base.nnz > 0
     np.testing.assert_array_equal(one.doc_len, two.doc_len)
+
+
+def test_the_workers_parts_tile_the_files_and_shrink_towards_the_end():
+    """Parts of the cold build's files for the parse workers: every file once, in order; the first
+    parts large (few round trips), the last ones small, so no worker is left with a long last part
+    while the other has nothing to do."""
+    from repomem.index.parse_pool import part_bounds
+
+    for n_items, workers in ((64, 2), (65, 2), (2895, 2), (23160, 2), (50000, 4), (100, 1)):
+        bounds = part_bounds(n_items, workers)
+        assert bounds[0][0] == 0 and bounds[-1][1] == n_items
+        assert all(end == next_start for (_, end), (next_start, _) in zip(bounds, bounds[1:]))
+        sizes = [end - start for start, end in bounds]
+        assert all(size > 0 for size in sizes) and sizes == sorted(sizes, reverse=True)
+        assert sizes[0] == max(8, n_items // (workers * 16)) and sizes[-1] <= 8
+        # What is left after each part's start is at least six parts of that size per worker,
+        # until the parts are down to their minimum.
+        for (start, _), size in zip(bounds, sizes):
+            assert size <= 8 or (n_items - start) >= 6 * workers * size
