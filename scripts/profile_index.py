@@ -7,7 +7,8 @@ Not a test and not cProfile (its per-call overhead inflates the Python-heavy pha
 function is wrapped with a wall-clock timer in this process, so the phases add up to the build.
 Three parts:
 
-1. the cold build as `repomem index --full` runs it (parse workers included);
+1. the cold build as `repomem index --full` runs it (parse workers included), with the host's busy
+   cores during each phase (read from /proc/stat every 50 ms: a phase at ~1 left a core idle);
 2. the per-file analysis split into tree-sitter parse, syntax walk, symbols (the call query),
    windows and tokens, measured on one process over every file (the parse workers run this code);
 3. one edited ~500-line file applied to the loaded index (the language server's save path), and
@@ -24,10 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -68,6 +71,7 @@ class Phases:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._stack: list[list[Any]] = []  # [name, started, inner seconds]
+        self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)  # perf_counter (start, end) per call
 
     def wrap(self, owner: Any, attribute: str, name: str) -> Callable[[], None]:
         original = getattr(owner, attribute)
@@ -78,7 +82,9 @@ class Phases:
                 return original(*args, **kwargs)
             finally:
                 phase, started, inner = self._stack.pop()
-                spent = time.perf_counter() - started
+                ended = time.perf_counter()
+                spent = ended - started
+                self.spans[phase].append((started, ended))
                 self.seconds[phase] += spent - inner
                 self.calls[phase] += 1
                 if self._stack:
@@ -90,7 +96,7 @@ class Phases:
 
 # The phases a cold build and an edit share: call resolution, the graph and the relation rows.
 GRAPH_PHASES = [
-    (repo_index_module.RepoIndex, "resolver", "calls: resolver tables"),
+    (CallResolution, "__init__", "calls: resolver tables"),
     (CallResolution, "resolve_file", "calls: resolve (per file)"),
     (repo_index_module.RepoIndex, "graph", "graph: edges"),
     (repo_index_module.RepoIndex, "fragment_table", "graph: fragment table"),
@@ -108,22 +114,71 @@ COLD_PHASES = [
 ]
 
 
-def timed_build(work: Path) -> tuple[dict[str, float], float]:
+class BusyCores:
+    """The host's busy processors (0..cores), sampled from /proc/stat every `period` seconds on a
+    thread; empty where there is no /proc/stat."""
+
+    def __init__(self, period: float = 0.05) -> None:
+        self.period = period
+        self.samples: list[tuple[float, float]] = []  # (perf_counter at the sample's end, busy cores)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="busy-cores", daemon=True)
+
+    @staticmethod
+    def _ticks() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as handle:
+                fields = [int(v) for v in handle.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return sum(fields), fields[3] + fields[4]  # all ticks, idle + iowait
+
+    def _sample(self) -> None:
+        before = self._ticks()
+        cores = os.cpu_count() or 1
+        while before is not None and not self._stop.wait(self.period):
+            now = self._ticks()
+            if now is None:
+                return
+            total, idle = now[0] - before[0], now[1] - before[1]
+            if total > 0:
+                self.samples.append((time.perf_counter(), cores * (total - idle) / total))
+            before = now
+
+    def __enter__(self) -> BusyCores:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def during(self, spans: list[tuple[float, float]]) -> float | None:
+        """The mean busy cores over samples taken inside `spans`; None without one."""
+        inside = [busy for at, busy in self.samples if any(a <= at <= b for a, b in spans)]
+        return sum(inside) / len(inside) if inside else None
+
+
+def timed_build(work: Path) -> tuple[dict[str, float], float, dict[str, float]]:
+    """The cold build's seconds per phase, its total, and the mean busy cores during each phase."""
     phases = Phases()
     undo = [phases.wrap(*spec) for spec in COLD_PHASES]
     try:
         service = RepoService.open(work)
         assert isinstance(service, RepoService), service
-        started = time.perf_counter()
-        report = service.ensure_index(full=True)
-        total = time.perf_counter() - started
+        with BusyCores() as busy:
+            started = time.perf_counter()
+            report = service.ensure_index(full=True)
+            ended = time.perf_counter()
     finally:
         for restore in reversed(undo):
             restore()
     assert not hasattr(report, "kind"), report
+    total = ended - started
     seconds = dict(phases.seconds)
     seconds["other (W matrix, records, arrays)"] = total - sum(seconds.values())
-    return seconds, total
+    cores = {name: value for name, spans in phases.spans.items() if (value := busy.during(spans)) is not None}
+    return seconds, total, cores
 
 
 def analysis_split(work: Path, config: Config) -> dict[str, float]:
@@ -256,19 +311,25 @@ def timed_edit(work: Path, repeats: int) -> tuple[dict[str, float], float, float
             statistics.median(saves), f"{path} ({len(lines)} lines)", first_edit)
 
 
-def table(title: str, rows: dict[str, float], total: float, unit: str = "s") -> tuple[Table, list[str]]:
+def table(title: str, rows: dict[str, float], total: float, unit: str = "s",
+          cores: dict[str, float] | None = None) -> tuple[Table, list[str]]:
+    """`cores`: the mean busy cores during each phase, a column when given."""
     scale = 1000.0 if unit == "ms" else 1.0
     out = Table(title=title)
     out.add_column("phase")
     out.add_column(unit, justify="right")
     out.add_column("share", justify="right")
-    markdown = [f"| phase | {unit} | share |", "|---|---:|---:|"]
+    if cores is not None:
+        out.add_column("cores busy", justify="right")
+    markdown = [f"| phase | {unit} | share |" + (" cores busy |" if cores is not None else ""),
+                "|---|---:|---:|" + ("---:|" if cores is not None else "")]
     for name, value in sorted(rows.items(), key=lambda item: -item[1]):
         share = f"{100 * value / total:.0f}%" if total > 0 else ""
-        out.add_row(name, f"{value * scale:.2f}", share)
-        markdown.append(f"| {name} | {value * scale:.2f} | {share} |")
-    out.add_row("total", f"{total * scale:.2f}", "100%", style="bold")
-    markdown.append(f"| **total** | **{total * scale:.2f}** | |")
+        busy = [] if cores is None else [f"{cores[name]:.2f}" if name in cores else ""]
+        out.add_row(name, f"{value * scale:.2f}", share, *busy)
+        markdown.append(f"| {name} | {value * scale:.2f} | {share} |" + "".join(f" {b} |" for b in busy))
+    out.add_row("total", f"{total * scale:.2f}", "100%", *([""] if cores is not None else []), style="bold")
+    markdown.append(f"| **total** | **{total * scale:.2f}** | |" + (" |" if cores is not None else ""))
     return out, markdown
 
 
@@ -284,12 +345,13 @@ def main() -> None:
         work = Path(scratch) / source_tree.name
         shutil.copytree(source_tree, work, ignore=shutil.ignore_patterns(".repomem"))
         config = Config()
-        cold, cold_total = timed_build(work)
+        cold, cold_total, cold_cores = timed_build(work)
         split = analysis_split(work, config)
         edit, edit_total, save_seconds, edited, first_edit = timed_edit(work, args.edits)
         one_core, in_parallel, workers = parse_floors(work, config)
     parts = []
-    cold_table, cold_md = table(f"cold build of {source_tree.name}: {cold_total:.1f} s", cold, cold_total)
+    cold_table, cold_md = table(f"cold build of {source_tree.name}: {cold_total:.1f} s", cold, cold_total,
+                                cores=cold_cores)
     split_total = sum(split.values())
     split_table, split_md = table("per-file analysis, one process (what the parse workers run)",
                                   split, split_total)
@@ -306,7 +368,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # Suffixes appended, not swapped: "--out eval/results/profile-index-1.5M" keeps its ".5M".
     args.out.parent.joinpath(args.out.name + ".json").write_text(json.dumps({
-        "repo": source_tree.name, "cold_seconds": cold_total, "cold_phases": cold,
+        "repo": source_tree.name, "cold_seconds": cold_total, "cold_phases": cold, "cold_busy_cores": cold_cores,
         "analysis_phases_one_process": split, "edit_file": edited, "edit_ms": edit_total * 1000,
         "edit_phases_ms": {k: v * 1000 for k, v in edit.items()}, "save_after_edit_ms": save_seconds * 1000,
         "first_edit_after_load_ms": first_edit * 1000, "parse_one_process_seconds": one_core,
