@@ -87,21 +87,20 @@ def build_index(
         doc_terms.clear()  # not needed past the segment: the relations need the room
         return segment, doc_len, document_frequencies(segment, len(vocabulary), live)
 
-    resolver = CallResolution(syntax, config.graph)
-
-    def resolved_calls() -> dict[int, np.ndarray]:
+    def resolved_calls() -> tuple[dict[int, np.ndarray], CallResolution]:
+        resolver = CallResolution(syntax, config.graph)
         progress.start("calls", sum(1 for s in syntax if resolves_calls(s)))
         calls = {}
         for file_id, file_syntax in enumerate(syntax):
             if resolves_calls(file_syntax):
                 calls[file_id] = call_array(resolver.resolve_file(file_id))
                 progress.advance()
-        return calls
+        return calls, resolver
 
     # The calls resolved here while a helper thread builds the postings: each is one core's work
     # (the postings kernel releases the GIL), and they were the longest stretch of a cold build
     # with one core idle (docs/measurements.md#parsing-and-analysis).
-    calls, (segment, doc_len, df) = run_parts([resolved_calls, postings])
+    (calls, resolver), (segment, doc_len, df) = run_parts([resolved_calls, postings])
     index = RepoIndex(
         root=root,
         config=config,
