@@ -23,6 +23,7 @@ Writes eval/results/profile-index.json and profile-index.md.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import multiprocessing
 import os
@@ -154,8 +155,18 @@ class BusyCores:
         self._thread.join()
 
     def during(self, spans: list[tuple[float, float]]) -> float | None:
-        """The mean busy cores over samples taken inside `spans`; None without one."""
-        inside = [busy for at, busy in self.samples if any(a <= at <= b for a, b in spans)]
+        """The mean busy cores over samples taken inside `spans`; None without one. The spans are
+        merged and searched by bisection: a per-file phase has one span a file (23,160 on x8)."""
+        starts: list[float] = []
+        ends: list[float] = []
+        for start, end in sorted(spans):
+            if ends and start <= ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+        inside = [busy for at, busy in self.samples
+                  if (i := bisect.bisect_right(starts, at) - 1) >= 0 and at <= ends[i]]
         return sum(inside) / len(inside) if inside else None
 
 
