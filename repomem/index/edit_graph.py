@@ -41,7 +41,16 @@ from repomem.languages.parsed import FileSyntax
 REBUILD_DEAD_SHARE = 0.25
 REBUILD_UNUSED_SHARE = 0.5
 GROWTH = 1.5  # arrays grow to this multiple of what they must hold, so appends are amortised
-BUILT_ROOM = 1.1  # a graph built whole holds this multiple of its size: dozens of edits before a growth
+# What a graph built whole reserves, as a multiple of its size: the room the edits until the next
+# rebuild use. Nodes by id: up to 1 / (1 - REBUILD_DEAD_SHARE) of the live ones; adjacency slots:
+# up to 1 / (1 - REBUILD_UNUSED_SHARE) of those in use; the fragment table and the node ->
+# fragment entries grow with every edit's fragments until the index is compacted
+# (index.compact_ratio of the fragments). Reserved as zeros, pages the kernel maps when first
+# written: room not used costs address space, not memory. A growth copies every node array
+# (megabytes each, freshly faulted), a 0.1-0.3 s stall of an edit on Django.
+NODE_ROOM = 1.0 / (1.0 - REBUILD_DEAD_SHARE) + 0.05
+SLOT_ROOM = 1.0 / (1.0 - REBUILD_UNUSED_SHARE) + 0.05
+FRAGMENT_ROOM = 1.5
 
 
 class FollowedIndex(Protocol):
@@ -67,9 +76,10 @@ class FollowedIndex(Protocol):
     def callers_of(self, file_ids: Iterable[int]) -> set[int]: ...
 
 
-def _with_room(array: np.ndarray) -> np.ndarray:
-    """A copy of `array` with room to grow (the first edits then append in place)."""
-    out = np.zeros(int(array.shape[0] * BUILT_ROOM) + 16, dtype=array.dtype)
+def _with_room(array: np.ndarray, room: float) -> np.ndarray:
+    """A copy of `array` with room for `room` times its items (the edits then append in place):
+    zeros, so the room is not touched until written."""
+    out = np.zeros(int(array.shape[0] * room) + 16, dtype=array.dtype)
     out[: array.shape[0]] = array
     return out
 
@@ -158,25 +168,27 @@ class EditGraph:
         # -- nodes (arrays by node id, `n_nodes` of them in use) --
         self.n_nodes = graph.n_nodes
         self.n_dead = 0
-        self.row_start = _with_room(whole.row_start)
-        self.row_end = _with_room(whole.row_end)
-        self.syntax_parent = _with_room(graph.syntax_parent)
-        self.dead = _with_room(np.zeros(graph.n_nodes, dtype=bool))
+        self.row_start = _with_room(whole.row_start, NODE_ROOM)
+        self.row_end = _with_room(whole.row_end, NODE_ROOM)
+        self.syntax_parent = _with_room(graph.syntax_parent, NODE_ROOM)
+        self.dead = _with_room(np.zeros(graph.n_nodes, dtype=bool), NODE_ROOM)
         # A node is a portal when it has a file-root or directory edge, or any call edge.
         fixed_portal = np.zeros(graph.n_nodes, dtype=bool)
         structural = (graph.edge_kind == FILE_ROOT) | (graph.edge_kind == DIRECTORY)
         fixed_portal[graph.edge_a[structural]] = True
         fixed_portal[graph.edge_b[structural]] = True
-        self.fixed_portal = _with_room(fixed_portal)
+        self.fixed_portal = _with_room(fixed_portal, NODE_ROOM)
         calls = graph.edge_kind == CALL
         self.call_degree = _with_room((np.bincount(graph.edge_a[calls], minlength=graph.n_nodes)
-                                       + np.bincount(graph.edge_b[calls], minlength=graph.n_nodes)).astype(np.int64))
-        self.portal = _with_room(whole.portal)
-        self.node_indptr = _with_room(whole.node_indptr)
-        self.node_frags, self.node_weights = _with_room(whole.node_frags), _with_room(whole.node_weights)
+                                       + np.bincount(graph.edge_b[calls], minlength=graph.n_nodes)).astype(np.int64),
+                                      NODE_ROOM)
+        self.portal = _with_room(whole.portal, NODE_ROOM)
+        self.node_indptr = _with_room(whole.node_indptr, NODE_ROOM)
+        self.node_frags = _with_room(whole.node_frags, FRAGMENT_ROOM)
+        self.node_weights = _with_room(whole.node_weights, FRAGMENT_ROOM)
         self.n_node_entries = int(whole.node_frags.shape[0])
         # -- adjacency slots --
-        self.indices, self.costs = _with_room(whole.indices), _with_room(whole.costs)
+        self.indices, self.costs = _with_room(whole.indices, SLOT_ROOM), _with_room(whole.costs, SLOT_ROOM)
         self.n_slots = whole.n_slots
         self.unused_slots = 0
         # -- files --
@@ -193,10 +205,11 @@ class EditGraph:
                 self.dir_files[folder] = self.dir_files.get(folder, 0) + 1
         # -- fragments (the table of every fragment id, `n_frags` of them) --
         self.n_frags = table.size
-        self.frag_indptr = _with_room(table.indptr)
-        self.frag_nodes, self.frag_weights = _with_room(table.nodes), _with_room(table.weights)
+        self.frag_indptr = _with_room(table.indptr, FRAGMENT_ROOM)
+        self.frag_nodes = _with_room(table.nodes, FRAGMENT_ROOM)
+        self.frag_weights = _with_room(table.weights, FRAGMENT_ROOM)
         self.n_frag_entries = int(table.nodes.shape[0])
-        self.frag_totals = _with_room(table.totals)
+        self.frag_totals = _with_room(table.totals, FRAGMENT_ROOM)
 
     # -- reading ---------------------------------------------------------------------------------
 
