@@ -48,6 +48,7 @@ from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 from repomem.lsp.settings import layered_settings
+from repomem.thread_priority import lower_thread_priority, thread_nice
 
 if TYPE_CHECKING:
     from repomem.backends.llama_process import StartedAhead
@@ -315,6 +316,9 @@ class RepomemServer(LanguageServer):
         assert session is not None
 
         def run(progress: LspProgress) -> None:
+            # This thread ends with the build: its priority, and its workers', need no restoring.
+            if lower_thread_priority(session.config.server.index_nice):
+                self.log("info", f"indexing at a lower CPU priority than completions (nice {thread_nice()})")
             progress.open("loading the index")
             try:
                 index = session.build_index(progress)

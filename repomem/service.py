@@ -33,7 +33,7 @@ from repomem.embeddings.embedder import TextEmbedder
 from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
 from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
-from repomem.index.index_folder import index_dir, index_outside_repo
+from repomem.index.index_folder import claim_index_folder, index_dir, index_outside_repo
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
 from repomem.index.relations import WindowVectors
@@ -383,6 +383,11 @@ class RepoService:
                 index = loaded
         try:
             if index is None:
+                if save:
+                    # Before the build, not after it: an index folder repomem cannot have (a file in
+                    # its place, a folder that is not repomem's, no right to create it) fails now,
+                    # as the save would once every file was parsed.
+                    claim_index_folder(directory, self.root)
                 index = self._full_build(progress)
                 action, changed, removed = "built", index.n_live_files, 0
             else:

@@ -575,6 +575,12 @@ class ServerConfig:
                                             lsp="completionCacheEntries",
                                             help="finished completions kept (LRU), keyed by document text and "
                                                  "cursor")
+    # The index is built (at start, and again when edits call for a compaction) on a thread of its
+    # own and forked parse workers; at a lower CPU priority they take only the cycles the model's
+    # process leaves, so completions keep their pace while it builds (Linux: repomem/thread_priority.py).
+    index_nice: int = setting(10, maximum=19, run_only=True, lsp="indexNice",
+                              help="how many nice steps below the model the language server builds its index "
+                                   "(0 = the same priority; Linux only)")
     # Each costs ~200 KB and ~30 ms to index, so 3,000 open documents took over 1 GB. The others
     # are kept as text only and retrieved as the disk has them until edited or asked in again.
     indexed_buffers: int = setting(64, positive=True, repository_cap=512, run_only=True,

@@ -47,7 +47,7 @@ GROWTH = 1.5  # arrays grow to this multiple of what they must hold, so appends 
 # fragment entries grow with every edit's fragments until the index is compacted
 # (index.compact_ratio of the fragments). Reserved as zeros, pages the kernel maps when first
 # written: room not used costs address space, not memory. A growth copies every node array
-# (megabytes each, freshly faulted), a 0.1-0.3 s stall of an edit on Django.
+# (megabytes each, freshly faulted): a stall of the edit that meets it (docs/measurements.md#an-edit).
 NODE_ROOM = 1.0 / (1.0 - REBUILD_DEAD_SHARE) + 0.05
 SLOT_ROOM = 1.0 / (1.0 - REBUILD_UNUSED_SHARE) + 0.05
 FRAGMENT_ROOM = 1.5

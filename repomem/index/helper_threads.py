@@ -2,7 +2,10 @@
 
 The kernels handed to it release the GIL (numba `nogil`, scipy's CSR product), so on two cores the
 caller's part and a helper's run side by side. A pool started once: a thread started per call cost
-more than a small part saves (docs/measurements.md#a-query).
+more than a small part saves (docs/measurements.md#a-query). One pool per CPU priority of the
+threads that call it: a helper thread is started by its caller and inherits its nice value
+(`repomem.thread_priority`), so a build running at a low priority never leaves its helpers to
+the edits a user waits for, nor the other way round.
 """
 
 from __future__ import annotations
@@ -12,18 +15,22 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from repomem.thread_priority import thread_nice
+
 Result = TypeVar("Result")
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+_pools: dict[int, ThreadPoolExecutor] = {}  # the callers' nice value -> their pool
+_pools_lock = threading.Lock()
 
 
 def _helpers() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="repomem-helper")
-        return _pool
+    nice = thread_nice()
+    with _pools_lock:
+        pool = _pools.get(nice)
+        if pool is None:
+            suffix = f"-nice{nice}" if nice else ""
+            pool = _pools[nice] = ThreadPoolExecutor(max_workers=3, thread_name_prefix=f"repomem-helper{suffix}")
+        return pool
 
 
 def run_parts(parts: Sequence[Callable[[], Result]]) -> list[Result]:

@@ -48,4 +48,7 @@ async def test_a_repository_that_needs_parse_workers_becomes_ready(client: Langu
     messages = [m.message for m in client.log_messages]
     assert any("repomem: ready" in m for m in messages), messages
     assert any("indexed" in m or "built" in m for m in messages), messages
+    # The build (its thread and forked workers) ran below the model's priority (server.index_nice).
+    if sys.platform.startswith("linux"):
+        assert any("indexing at a lower CPU priority than completions (nice " in m for m in messages), messages
     assert (workspace / ".repomem").is_dir()

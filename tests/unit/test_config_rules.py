@@ -214,7 +214,7 @@ def test_client_settings_keep_their_names():
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
         "typeThrough": "server.type_through", "flashAttention": "model.flash_attention",
         "speculateBelow": "server.speculate_below", "warmNewFunction": "server.warm_new_function",
-        "reuseChunkTokens": "model.reuse_chunk_tokens",
+        "reuseChunkTokens": "model.reuse_chunk_tokens", "indexNice": "server.index_nice",
         "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
 
 

@@ -594,3 +594,31 @@ def test_a_full_build_collects_less_often_and_puts_the_thresholds_back(tmp_path:
     assert isinstance(service, RepoService)
     service.ensure_index(full=True, save=False)
     assert seen == [4321] and gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("kind", ["a file in its place", "someone else's folder"])
+def test_an_index_folder_repomem_cannot_have_fails_before_the_build(tmp_path: Path, monkeypatch, kind):
+    """The save would fail once every file was parsed (19 s on Django): the folder is claimed first."""
+    import repomem.service as service_module
+    from repomem.failures import FailureKind
+    from repomem.service import RepoService
+
+    repo = write_repo(tmp_path / "repo", PACKAGE_FILES)
+    if kind == "a file in its place":
+        (repo / ".repomem").write_text("someone's notes")
+    else:
+        (repo / ".repomem").mkdir()
+        (repo / ".repomem" / "notes.txt").write_text("someone's notes")
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the index was built before its folder was claimed")
+
+    monkeypatch.setattr(service_module, "build_index", no_build)
+    report = RepoService(repo, Config()).ensure_index()
+    assert isinstance(report, Failure) and report.kind == FailureKind.INDEX_WRITE, report
+    assert "cannot write the index" in report.message
+    # Nothing of the user's was touched; without saving, nothing is claimed either.
+    assert "someone's notes" in ((repo / ".repomem").read_text() if kind == "a file in its place"
+                                 else (repo / ".repomem" / "notes.txt").read_text())
+    monkeypatch.undo()
+    assert not isinstance(RepoService(repo, Config()).ensure_index(save=False), Failure)
