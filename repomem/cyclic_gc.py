@@ -1,4 +1,4 @@
-"""Python's cyclic garbage collector during a full build.
+"""Python's cyclic garbage collector during a full build, and in processes that keep an index.
 
 A full build makes millions of container objects that live on (symbol tuples, dict entries, syntax
 node wrappers) and few cycles. With Python's default thresholds (700 allocations, then 10 and 10)
@@ -7,6 +7,11 @@ measurable share of the per-file analysis's CPU, while the cold build's wall mov
 host's noise (see docs/measurements.md#parsing-and-analysis). Collections are
 made rarer for the build only, and the forked parse workers inherit the setting; the thresholds are
 put back after.
+
+A process that keeps an index loaded (the language server, the daemon) holds its objects for
+long, and each collection of the oldest generation walks all of them: a stall of whatever edit or
+completion it lands in (docs/measurements.md#an-edit). Once an index is in place, its objects are
+moved out of the collector's reach (`settle_long_lived`).
 """
 
 from __future__ import annotations
@@ -31,3 +36,14 @@ def rarer_collections(young_threshold: int) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*previous)
+
+
+def settle_long_lived() -> None:
+    """Collect everything once, then keep every object alive now out of later collections
+    (gc.freeze): what the process keeps for long (its index) is walked no more. Called after an
+    index is put in place and the one it replaced let go: unfrozen first, so the old index's
+    garbage (cycles included) is collected here and not kept frozen. Objects frozen are still
+    freed when no longer referenced; only cycles among them wait for the next call."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()

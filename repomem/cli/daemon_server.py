@@ -37,6 +37,7 @@ from rich.console import Console
 from repomem.cli import backend_options, service_setup
 from repomem.cli.daemon_client import HEADER, MAX_SOCKET_PATH, STATUS, daemon_folder, package_folder, socket_path
 from repomem.cli.process_exit import exit_status
+from repomem.cyclic_gc import settle_long_lived
 
 PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 REQUEST_TIMEOUT_S = 10.0  # a client sends its request as soon as it connects
@@ -222,6 +223,7 @@ class Daemon:
                     return
                 watching = "watching its folders" if service.watching else "no watch: every command scans"
                 _log(f"prepared {service.root} for edits in {time.perf_counter() - started:.2f} s; {watching}")
+                settle_long_lived()  # its index out of later collections (repomem/cyclic_gc.py)
 
     def _stop_stray_children(self) -> None:
         """End what a command left running besides the kept model: a one-command process's exit

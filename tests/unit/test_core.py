@@ -622,3 +622,34 @@ def test_an_index_folder_repomem_cannot_have_fails_before_the_build(tmp_path: Pa
                                  else (repo / ".repomem" / "notes.txt").read_text())
     monkeypatch.undo()
     assert not isinstance(RepoService(repo, Config()).ensure_index(save=False), Failure)
+
+
+def test_settling_collects_the_garbage_then_keeps_the_living_out_of_collections():
+    import gc
+    import weakref
+
+    from repomem.cyclic_gc import settle_long_lived
+
+    class Node:
+        pass
+
+    garbage = Node()
+    garbage.me = garbage  # a cycle no one holds: collected by the settling, never frozen
+    gone = weakref.ref(garbage)
+    del garbage
+    kept = [Node() for _ in range(1000)]
+    try:
+        settle_long_lived()
+        assert gone() is None
+        assert gc.get_freeze_count() >= len(kept)
+        assert not any(gc.is_tracked(node) and node in gc.get_objects(0) for node in kept[:3])
+        # Settling again unfreezes first: a frozen object's cycle, once let go, is collected then.
+        kept[0].me = kept[0]
+        later = weakref.ref(kept[0])
+        del kept[0]
+        gc.collect()
+        assert later() is not None  # frozen: the collector does not look at it
+        settle_long_lived()
+        assert later() is None
+    finally:
+        gc.unfreeze()
