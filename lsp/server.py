@@ -334,11 +334,13 @@ class RepomemServer(LanguageServer):
             progress.end("done")
             try:
                 self.model_worker.submit(session.install_index, index).result()
+                # The old index let go: its garbage collected, the new one out of later collections
+                # (a walk of it would stall an edit or a completion every few dozen edits). On the
+                # model's thread: a collection holds Python's lock throughout, and this thread,
+                # at its lower priority, could hold it long while the model takes the cores.
+                self.model_worker.submit(settle_long_lived).result()
             except RuntimeError:  # the server is exiting (exit arrived while the index was built)
                 return
-            # The old index let go: its garbage collected, the new one out of later collections
-            # (a walk of it would stall an edit or a completion ~0.1 s every few dozen edits).
-            settle_long_lived()
             self.log("info", "ready")
             self.readiness.index_in(f"{index.n_live_files} files indexed")
 
