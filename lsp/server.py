@@ -497,6 +497,11 @@ def _edit_end(ls: RepomemServer, uri: str, change: Any) -> types.Position | None
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None:
     _buffer_changed(ls, params.text_document.uri)
+    if ls.session is not None:
+        # Indexed now, while the user reads, instead of by the first completion in it: an opened
+        # text that differs from the disk costs an edit (docs/editors.md#interactive-latency), the
+        # same text a digest.
+        ls.model_worker.submit(ls.session.sync_buffers)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
