@@ -507,3 +507,25 @@ def test_processes_creating_a_fresh_index_at_once_all_claim_it(tmp_path):
             refusals = pool.starmap(_claim_after, [(barrier, str(root / ".repomem"), str(root))] * processes)
             assert refusals == [""] * processes, (round_number, refusals)
             assert sorted(p.name for p in (root / ".repomem").iterdir()) == [MARKER]  # no scratch file left
+
+
+def test_a_claim_killed_while_writing_the_marker_leaves_a_folder_still_claimable(tmp_path):
+    """A server stopped as it started (a test killed it right after initialize) left `.repomem`
+    holding only the marker's scratch file; every later start refused the folder as not repomem's
+    and completed without an index. The scratch is the claim's own: removed, the folder claimed.
+    Anything else in the folder is still refused."""
+    from repomem.index.index_folder import MARKER, IndexFolderRefused, claim_index_folder
+
+    root = tmp_path / "repo"
+    (root / ".repomem").mkdir(parents=True)
+    (root / ".repomem" / f".{MARKER}.fdfe559eec41.tmp").write_text("repomem index folder: …")
+    claim_index_folder(root / ".repomem", root)
+    assert sorted(p.name for p in (root / ".repomem").iterdir()) == [MARKER]
+
+    other = tmp_path / "other"
+    (other / ".repomem").mkdir(parents=True)
+    (other / ".repomem" / f".{MARKER}.0123456789ab.tmp").write_text("x")
+    (other / ".repomem" / "notes.txt").write_text("someone's")
+    with pytest.raises(IndexFolderRefused):
+        claim_index_folder(other / ".repomem", other)
+    assert (other / ".repomem" / "notes.txt").read_text() == "someone's"
