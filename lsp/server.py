@@ -501,7 +501,10 @@ def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None
         # Indexed now, while the user reads, instead of by the first completion in it: an opened
         # text that differs from the disk costs an edit (docs/editors.md#interactive-latency), the
         # same text a digest.
-        ls.model_worker.submit(ls.session.sync_buffers)
+        try:
+            ls.model_worker.submit(ls.session.sync_buffers)
+        except RuntimeError:  # the server is exiting: no completion will need it
+            pass
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
