@@ -21,7 +21,13 @@ from repomem.config import GraphConfig, RelationConfig
 from repomem.index.fragments import FragmentTable
 from repomem.index.graph import CodeGraph
 from repomem.index.helper_threads import run_parts
-from repomem.index.kernels.csr import invert_incidence, sort_rows_by_column, symmetric_max_csr
+from repomem.index.kernels.csr import (
+    invert_incidence,
+    mark_mirrored,
+    merge_mirrored_rows,
+    place_mirror_only,
+    sort_row_range_by_column,
+)
 from repomem.index.kernels.relation_rows import (
     BandSums,
     FragmentCover,
@@ -485,6 +491,33 @@ def symmetric_union_by_lexsort(
     return r[first], c[first], v[first]
 
 
+def _symmetric_max(indptr: np.ndarray, cols: np.ndarray,
+                   values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """max(A, A^T) of the CSR matrix (indptr, cols, values) as CSR arrays (int64 indptr, int32
+    columns, float64 values), rows sorted by column; A's rows are sorted in place first. The
+    passes that go row by row run on two threads, half of A's entries each (the kernels release
+    the GIL; kernels/csr.py): on one core they were the longest serial stretch of a cold build
+    after the calls (docs/measurements.md#parsing-and-analysis)."""
+    size = indptr.shape[0] - 1
+    middle = int(np.searchsorted(indptr, indptr[-1] // 2))
+    halves = ((0, min(middle, size)), (min(middle, size), size))
+    run_parts([partial(sort_row_range_by_column, indptr, cols, values, first, end) for first, end in halves])
+    mirrored = np.empty(cols.shape[0], dtype=np.bool_)
+    counts = [np.zeros(size, dtype=np.int64) for _ in halves]
+    run_parts([partial(mark_mirrored, indptr, cols, mirrored, count, first, end)
+               for count, (first, end) in zip(counts, halves)])
+    only_mirrored = counts[0] + counts[1]
+    del counts
+    out_indptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.diff(indptr) + only_mirrored, out=out_indptr[1:])
+    out_cols = np.empty(out_indptr[size], dtype=np.int32)
+    out_values = np.empty(out_indptr[size], dtype=np.float64)
+    place_mirror_only(indptr, cols, values, mirrored, out_indptr, only_mirrored, out_cols, out_values)
+    run_parts([partial(merge_mirrored_rows, indptr, cols, values, mirrored, out_indptr, only_mirrored,
+                       out_cols, out_values, first, end) for first, end in halves])
+    return out_indptr, out_cols, out_values
+
+
 def symmetric_matrix(entries: list[np.ndarray], size: int) -> sp.csr_matrix:
     """`symmetric_union` of a whole build's entries [rows, cols, values] as a canonical CSR matrix
     of shape (size, size).
@@ -503,8 +536,7 @@ def symmetric_matrix(entries: list[np.ndarray], size: int) -> sp.csr_matrix:
     indptr = np.zeros(size + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=size), out=indptr[1:])
     del rows
-    sort_rows_by_column(indptr, cols, values)
-    out_indptr, out_cols, out_values = symmetric_max_csr(indptr, cols, values)
+    out_indptr, out_cols, out_values = _symmetric_max(indptr, cols, values)
     del indptr, cols, values
     index_dtype = np.int32 if out_indptr[-1] < np.iinfo(np.int32).max else np.int64
     matrix = sp.csr_matrix((size, size), dtype=np.float64)

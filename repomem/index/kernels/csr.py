@@ -63,44 +63,56 @@ def sort_rows_by_column(indptr, cols, values):
 
 
 @njit(cache=True, nogil=True)
-def symmetric_max_csr(indptr, cols, values):
-    """max(A, A^T) of a square CSR matrix A (rows sorted by column, values > 0), as CSR arrays
-    (indptr int64, cols int32, values float64) with rows sorted by column.
+def sort_row_range_by_column(indptr, cols, values, first_row, end_row):
+    """`sort_rows_by_column` on rows [first_row, end_row) alone: two threads sort two ranges."""
+    sort_rows_by_column(indptr[first_row:end_row + 1], cols, values)
 
-    Counts each row's entries first (a pair present both ways once: a binary search for the
-    mirror), so the result is allocated at its exact size and nothing else graph-sized is made:
-    scipy's maximum held A, A^T and an unpruned result of both at once
-    (docs/measurements.md#memory-of-a-cold-build). A row of the result merges A's row (sorted)
-    with the pairs only A^T has, which arrive in ascending order as the rows are scanned: no sort.
-    """
-    n = indptr.shape[0] - 1
-    count = np.zeros(n + 1, dtype=np.int64)
-    only_mirrored = np.zeros(n, dtype=np.int64)
-    mirrored = np.zeros(cols.shape[0], dtype=np.bool_)  # A has the pair both ways
-    for row in range(n):
+
+# max(A, A^T) of a square CSR matrix A (rows sorted by column, values > 0) in three passes, the
+# result allocated at its exact size and nothing else graph-sized made (scipy's maximum held A, A^T
+# and an unpruned result of both at once: docs/measurements.md#memory-of-a-cold-build):
+# `mark_mirrored` finds the pairs A has both ways and counts, per row, the pairs only A^T has;
+# `place_mirror_only` puts those at the tail of their row; `merge_mirrored_rows` merges each row
+# of A with its tail. The first and the last pass are per row, so two threads take a range each
+# (relations.symmetric_matrix).
+
+
+@njit(cache=True, nogil=True)
+def mark_mirrored(indptr, cols, mirrored, only_mirrored, first_row, end_row):
+    """For the rows [first_row, end_row): mirrored[slot] = whether the pair at `slot` is also in A
+    the other way round (a binary search each), and only_mirrored[col] += 1 for each pair that is
+    not (`only_mirrored` is this range's own count, int64 of the matrix's size)."""
+    for row in range(first_row, end_row):
         for slot in range(indptr[row], indptr[row + 1]):
             col = cols[slot]
-            count[row + 1] += 1
-            if _column_slot(indptr, cols, col, row) < 0:
-                count[col + 1] += 1
-                only_mirrored[col] += 1
-            else:
+            if _column_slot(indptr, cols, col, row) >= 0:
                 mirrored[slot] = True
-    out_indptr = np.cumsum(count)
-    out_cols = np.empty(out_indptr[n], dtype=np.int32)
-    out_values = np.empty(out_indptr[n], dtype=np.float64)
-    # Pairs only A^T has go to the tail of their row, in ascending column order (rows scanned in order).
+            else:
+                mirrored[slot] = False
+                only_mirrored[col] += 1
+
+
+@njit(cache=True, nogil=True)
+def place_mirror_only(indptr, cols, values, mirrored, out_indptr, only_mirrored, out_cols, out_values):
+    """The pairs only A^T has go to the tail of their row, in ascending column order (the rows
+    are scanned in order): one pass over A, scattered by column."""
     fill = out_indptr[1:] - only_mirrored
-    for row in range(n):
+    for row in range(indptr.shape[0] - 1):
         for slot in range(indptr[row], indptr[row + 1]):
             col = cols[slot]
             if not mirrored[slot]:
                 out_cols[fill[col]] = row
                 out_values[fill[col]] = values[slot]
                 fill[col] += 1
-    # Merge from the front: A's row (from the input) with the tail. The write position never
-    # passes the tail's read position, so nothing unread is overwritten.
-    for row in range(n):
+
+
+@njit(cache=True, nogil=True)
+def merge_mirrored_rows(indptr, cols, values, mirrored, out_indptr, only_mirrored, out_cols, out_values,
+                        first_row, end_row):
+    """Rows [first_row, end_row) of max(A, A^T): A's row (sorted) merged from the front with the
+    pairs only A^T has, already at the row's tail. The write position never passes the tail's
+    read position, so nothing unread is overwritten; a row writes only its own slots."""
+    for row in range(first_row, end_row):
         write = out_indptr[row]
         tail, tail_end = out_indptr[row + 1] - only_mirrored[row], out_indptr[row + 1]
         for slot in range(indptr[row], indptr[row + 1]):
@@ -121,7 +133,6 @@ def symmetric_max_csr(indptr, cols, values):
             out_values[write] = out_values[tail]
             write += 1
             tail += 1
-    return out_indptr, out_cols, out_values
 
 
 @njit(cache=True, nogil=True)
