@@ -13,7 +13,7 @@ base runs that did not (records carry each prompt's SHA-256, `prompt_sha256`). T
     repomem eval run --tasks CHANGED.jsonl ... --strategies fragrel --set KEY=VALUE --results G.jsonl
     # 2. the variant's records for every task: the answered ones, the base run's where the prompt is the same
     python experiments/paired_ablation.py merge --base BASE.jsonl --prompts P.jsonl --answers G.jsonl \
-        --config KEY=VALUE --out VARIANT.jsonl
+        --out VARIANT.jsonl
 
 `--base` may repeat (plain or .xz records) and `--base-config` picks one configuration among them;
 a task answered twice keeps its last record. `merge` refuses an answered record whose prompt is not
@@ -54,10 +54,10 @@ def changed_tasks(base: dict[str, dict], prompts: dict[str, dict]) -> list[str]:
     return sorted(task for task, record in prompts.items() if record["prompt_sha256"] != base[task]["prompt_sha256"])
 
 
-def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dict[str, dict],
-                   config: str) -> list[dict]:
+def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dict[str, dict]) -> list[dict]:
     """The variant's record of every prompted task: answered where its prompt changed, else the
-    base run's record, relabelled with the variant's configuration."""
+    base run's record, relabelled with the variant's configuration (its `--prompt-only` record's
+    `config` and `settings`)."""
     out = []
     for task in sorted(prompts):
         if prompts[task]["prompt_sha256"] != base[task]["prompt_sha256"]:
@@ -68,7 +68,8 @@ def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dic
                 raise SystemExit(f"{task}: the answered prompt is not the one --prompt-only built")
             record = {**record, "answer_from": "variant"}
         else:
-            record = {**base[task], "config": config, "answer_from": "base (the same prompt)"}
+            record = {**base[task], "config": prompts[task].get("config"), "settings": prompts[task].get("settings"),
+                      "answer_from": "base (the same prompt)"}
         out.append(record)
     return out
 
@@ -84,7 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=Path, help="select: the tasks file the prompts were built from")
     parser.add_argument("--answers", type=Path, action="append", default=[],
                         help="merge: the variant's answered records")
-    parser.add_argument("--config", default="", help="merge: the configuration the merged records carry")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     base = by_task(args.base, args.strategy, args.base_config)
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                     out.write(line if line.endswith("\n") else line + "\n")
         print(f"{len(changed)} of {len(prompts)} prompts changed -> {args.out}")
         return 0
-    records = merged_records(base, prompts, by_task(args.answers, args.strategy), args.config)
+    records = merged_records(base, prompts, by_task(args.answers, args.strategy))
     with args.out.open("w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")

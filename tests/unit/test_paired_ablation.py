@@ -14,7 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "paired_ablation.
 
 def _record(task: int, prompt: str, right: bool, config: str = "base") -> dict:
     return {"task_id": f"r/line/{task}", "split": "line", "repo": "r", "strategy": "fragrel", "alpha": 0.5,
-            "config": config, "prompt_sha256": prompt, "em": right}
+            "config": config, "settings": f"hash-{config}", "prompt_sha256": prompt, "em": right}
 
 
 def _write(path: Path, records: list[dict]) -> Path:
@@ -42,14 +42,15 @@ def test_select_then_merge(tmp_path):
 
     merged = tmp_path / "merged.jsonl"
     answers = _write(tmp_path / "answers.jsonl", [_record(1, "q1", True, "v")])
-    run = run_script(SCRIPT, "merge", *common, "--answers", str(answers), "--config", "v", "--out", str(merged))
+    run = run_script(SCRIPT, "merge", *common, "--answers", str(answers), "--out", str(merged))
     assert run.returncode == 0, run.stderr
     records = [json.loads(line) for line in merged.read_text().splitlines()]
-    assert [(r["task_id"], r["em"], r["config"], r["answer_from"]) for r in records] == [
-        ("r/line/0", True, "v", "base (the same prompt)"),
-        ("r/line/1", True, "v", "variant"),
-        ("r/line/2", True, "v", "base (the same prompt)"),
-        ("r/line/3", True, "v", "base (the same prompt)"),
+    # Every record carries the variant's configuration and settings hash, as one run's would.
+    assert [(r["task_id"], r["em"], r["config"], r["settings"], r["answer_from"]) for r in records] == [
+        ("r/line/0", True, "v", "hash-v", "base (the same prompt)"),
+        ("r/line/1", True, "v", "hash-v", "variant"),
+        ("r/line/2", True, "v", "hash-v", "base (the same prompt)"),
+        ("r/line/3", True, "v", "hash-v", "base (the same prompt)"),
     ]
 
     # An answer to another prompt than the one --prompt-only built is refused, and so is a missing one.
