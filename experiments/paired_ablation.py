@@ -29,6 +29,10 @@ import lzma
 import sys
 from pathlib import Path
 
+# What names the run a record belongs to: a copied record takes the variant's (`--alpha 0` is a
+# variant too), so that the merged file reads as one run's.
+RUN_FIELDS = ("config", "settings", "alpha", "k", "order")
+
 
 def read_records(path: Path) -> list[dict]:
     opener = lzma.open if path.suffix == ".xz" else open
@@ -56,8 +60,7 @@ def changed_tasks(base: dict[str, dict], prompts: dict[str, dict]) -> list[str]:
 
 def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dict[str, dict]) -> list[dict]:
     """The variant's record of every prompted task: answered where its prompt changed, else the
-    base run's record, relabelled with the variant's configuration (its `--prompt-only` record's
-    `config` and `settings`)."""
+    base run's record, relabelled with the variant's run (its `--prompt-only` record's RUN_FIELDS)."""
     out = []
     for task in sorted(prompts):
         if prompts[task]["prompt_sha256"] != base[task]["prompt_sha256"]:
@@ -68,8 +71,8 @@ def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dic
                 raise SystemExit(f"{task}: the answered prompt is not the one --prompt-only built")
             record = {**record, "answer_from": "variant"}
         else:
-            record = {**base[task], "config": prompts[task].get("config"), "settings": prompts[task].get("settings"),
-                      "answer_from": "base (the same prompt)"}
+            variant = {key: prompts[task][key] for key in RUN_FIELDS if key in prompts[task]}
+            record = {**base[task], **variant, "answer_from": "base (the same prompt)"}
         out.append(record)
     return out
 

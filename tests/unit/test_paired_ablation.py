@@ -29,7 +29,7 @@ def test_select_then_merge(tmp_path):
     # Another configuration in the same file is not the base; the last record of a task wins.
     base += [_record(0, "other", False, config="other"), _record(3, "p3", True)]
     base_file = _write(tmp_path / "base.jsonl.xz", base)
-    variant = [_record(t, "q1" if t == 1 else f"p{t}", False, "v") for t in range(4)]
+    variant = [{**_record(t, "q1" if t == 1 else f"p{t}", False, "v"), "alpha": 0.0} for t in range(4)]
     prompts = _write(tmp_path / "prompts.jsonl", variant)
     tasks = _write(tmp_path / "tasks.jsonl", [{"prompt": "x", "metadata": {"task_id": f"r/line/{t}"}}
                                               for t in range(4)])
@@ -41,16 +41,16 @@ def test_select_then_merge(tmp_path):
     assert [json.loads(line)["metadata"]["task_id"] for line in chosen.read_text().splitlines()] == ["r/line/1"]
 
     merged = tmp_path / "merged.jsonl"
-    answers = _write(tmp_path / "answers.jsonl", [_record(1, "q1", True, "v")])
+    answers = _write(tmp_path / "answers.jsonl", [{**_record(1, "q1", True, "v"), "alpha": 0.0}])
     run = run_script(SCRIPT, "merge", *common, "--answers", str(answers), "--out", str(merged))
     assert run.returncode == 0, run.stderr
     records = [json.loads(line) for line in merged.read_text().splitlines()]
     # Every record carries the variant's configuration and settings hash, as one run's would.
-    assert [(r["task_id"], r["em"], r["config"], r["settings"], r["answer_from"]) for r in records] == [
-        ("r/line/0", True, "v", "hash-v", "base (the same prompt)"),
-        ("r/line/1", True, "v", "hash-v", "variant"),
-        ("r/line/2", True, "v", "hash-v", "base (the same prompt)"),
-        ("r/line/3", True, "v", "hash-v", "base (the same prompt)"),
+    assert [(r["task_id"], r["em"], r["config"], r["settings"], r["alpha"], r["answer_from"]) for r in records] == [
+        ("r/line/0", True, "v", "hash-v", 0.0, "base (the same prompt)"),
+        ("r/line/1", True, "v", "hash-v", 0.0, "variant"),
+        ("r/line/2", True, "v", "hash-v", 0.0, "base (the same prompt)"),
+        ("r/line/3", True, "v", "hash-v", 0.0, "base (the same prompt)"),
     ]
 
     # An answer to another prompt than the one --prompt-only built is refused, and so is a missing one.
