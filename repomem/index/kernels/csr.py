@@ -74,7 +74,7 @@ def sort_row_range_by_column(indptr, cols, values, first_row, end_row):
 # `mark_mirrored` finds the pairs A has both ways and counts, per row, the pairs only A^T has;
 # `place_mirror_only` puts those at the tail of their row; `merge_mirrored_rows` merges each row
 # of A with its tail. The first and the last pass are per row, so two threads take a range each
-# (relations.symmetric_matrix).
+# (relations._symmetric_max).
 
 
 @njit(cache=True, nogil=True)
