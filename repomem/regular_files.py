@@ -80,12 +80,23 @@ def open_private(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_EXCL, 0o600)
 
 
+SCRATCH_HEX_DIGITS = 12  # the random part of a scratch file's name (secrets.token_hex(6))
+
+
+def is_scratch_of(name: str, target: str) -> bool:
+    """Whether `name` is a scratch file `replace_private` writes `target` under (.TARGET.<hex>.tmp):
+    what a writer killed before its rename leaves beside the target."""
+    prefix, suffix = f".{target}.", ".tmp"
+    middle = name[len(prefix):-len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else ""
+    return len(middle) == SCRATCH_HEX_DIGITS and all(c in "0123456789abcdef" for c in middle)
+
+
 def replace_private(path: Path, data: bytes) -> None:
     """Make `path` a new owner-only file holding `data`, atomically: written under a fresh name
     (O_EXCL | O_NOFOLLOW) beside it, synced, then renamed over it. A rename replaces a symbolic or
     hard link found at `path` instead of writing through it, and a reader sees the old file or the
     new one, never a torn one."""
-    scratch = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    scratch = path.with_name(f".{path.name}.{secrets.token_hex(SCRATCH_HEX_DIGITS // 2)}.tmp")
     descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                          | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:

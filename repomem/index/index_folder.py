@@ -24,7 +24,7 @@ from pathlib import Path
 from repomem.cache import cache_root
 from repomem.config import Config
 from repomem.failures import Failure, FailureKind
-from repomem.regular_files import open_private, read_regular, replace_private
+from repomem.regular_files import is_scratch_of, open_private, read_regular, replace_private
 
 CURRENT = "CURRENT"
 MARKER = "REPOMEM-INDEX"  # written into every index folder repomem creates: what it may delete in
@@ -94,20 +94,13 @@ def claim_index_folder(directory: Path, root: Path) -> None:
         entries = list(directory.iterdir())
         # A claim killed while it wrote the marker (a server stopped as it started) leaves only the
         # marker's scratch file: the folder is repomem's, made by that claim.
-        scratch = [entry for entry in entries if _is_marker_scratch(entry.name)]
+        scratch = [entry for entry in entries if is_scratch_of(entry.name, MARKER)]
         if len(scratch) < len(entries) and not _looks_like_an_old_index(directory):
             raise IndexFolderRefused(f"{directory} exists and is not a repomem index; choose another "
                                      "index.dir_name (repomem only writes in folders it created)")
         for entry in scratch:
             entry.unlink(missing_ok=True)
         replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
-
-
-def _is_marker_scratch(name: str) -> bool:
-    """The name `replace_private` gives the marker while writing it (.REPOMEM-INDEX.<hex>.tmp)."""
-    prefix, suffix = f".{MARKER}.", ".tmp"
-    middle = name[len(prefix):-len(suffix)] if name.startswith(prefix) and name.endswith(suffix) else ""
-    return bool(middle) and all(c in "0123456789abcdef" for c in middle)
 
 
 @contextlib.contextmanager
