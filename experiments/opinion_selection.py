@@ -15,6 +15,11 @@ and one configuration) or `strategy@alpha`; sets are comma-separated. Its answer
 own prompt's (`round_em[0]`, `round_logprob[0]`), so a record made with the file-only round on
 counts as its retrieving answer alone. Exact match in %, Δ in points with 95% paired-bootstrap
 intervals (the report's seed) over the tasks every named opinion answered.
+
+`--shown FILE` writes the first set's shown answers as records (the first-named opinion's record,
+its prompt's figures kept, the answer and its scores taken from the surer opinion's record):
+the default derived from a run of fragrel's own prompt and one of `infile`, for
+`scripts/compare_configs.py` to pair against other configurations.
 """
 
 from __future__ import annotations
@@ -86,6 +91,33 @@ def surer(opinions: dict[str, tuple[bool, float]], names: list[str]) -> bool:
     """Exact match of the answer the model was surest of; the first-named wins a tie."""
     best = max(range(len(names)), key=lambda i: (opinions[names[i]][1], -i))
     return opinions[names[best]][0]
+
+
+# A record's fields that describe its answer (the rest describe its prompt and its run).
+ANSWER_FIELDS = ("prediction", "completion", "em", "es", "call_match", "tokens", "finish_reason")
+
+
+def shown_records(records: list[dict], names: list[str]) -> list[dict]:
+    """Per task every named opinion answered: the first-named opinion's record with the surer
+    opinion's answer (ANSWER_FIELDS: runs with the file-only round off, whose answer is their own
+    prompt's), `chosen_round` its position in `names`, and `config` naming
+    the set; `round_em` / `round_logprob` hold each opinion's, in the order named."""
+    by_name = {name: {r["task_id"]: r for r in own_records(records, name)} for name in dict.fromkeys(names)}
+    shown = []
+    for task_id, first in by_name[names[0]].items():
+        if not all(task_id in by_name[name] for name in names):
+            continue
+        opinions = [by_name[name][task_id] for name in names]
+        logprobs = [own_logprob(r) for r in opinions]
+        best = max(range(len(names)), key=lambda i: (logprobs[i], -i))
+        record = dict(first)
+        record.update({field: opinions[best][field] for field in ANSWER_FIELDS if field in opinions[best]})
+        record["em"] = bool(opinions[best]["round_em"][OWN_ROUND])  # its own prompt's, as `surer` counts
+        record.update(config=f"surer of {', '.join(names)} ({first.get('config', '')})".replace(" ()", ""),
+                      chosen_round=best, round_em=[bool(r["round_em"][OWN_ROUND]) for r in opinions],
+                      round_logprob=[None if np.isinf(x) else x for x in logprobs])
+        shown.append(record)
+    return shown
 
 
 @dataclass
@@ -180,6 +212,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, metavar="PNG", help="also draw the Δ of each set and its ceiling")
     parser.add_argument("--goal", type=float, default=5.0, help="the goal line of the plot (points over the baseline)")
+    parser.add_argument("--shown", type=Path, metavar="JSONL",
+                        help="also write the first set's shown answers as records (see the module's text)")
     args = parser.parse_args()
     missing = [path for path in args.records if not path.is_file()]
     if missing:
@@ -195,6 +229,9 @@ def main() -> None:
         args.out.write_text(text + "\n", encoding="utf-8")
     if args.plot:
         plot(records, sets, args.baseline, args.plot, args.goal)
+    if args.shown:
+        args.shown.write_text("".join(json.dumps(r) + "\n" for r in shown_records(records, sets[0])),
+                              encoding="utf-8")
     print(text)
 
 

@@ -86,3 +86,26 @@ def test_a_bare_name_must_mean_one_run():
     # A strategy whose name holds a "+" is one opinion (sets are comma-separated).
     combined = [{**r, "strategy": "repocoder+fragrel"} for r in _records() if r["strategy"] == "fragrel"]
     assert module.answers_by_task(combined, ["repocoder+fragrel"])["r/line/1"]["repocoder+fragrel"] == (True, -0.2)
+
+
+def test_shown_records_carry_the_surer_answer_under_the_first_opinions_prompt(tmp_path):
+    module = _module()
+    records = _records()
+    for record in records:
+        record.update(prediction=f"{record['strategy']} {record['task_id']}", prompt_sha256=record["strategy"])
+    shown = {r["task_id"]: r for r in module.shown_records(records, ["fragrel@0.5", "infile"])}
+    assert sorted(shown) == [f"r/line/{t}" for t in range(4)]
+    # As test_surer_answer_first_named_on_a_tie_and_ceiling: infile surer in tasks 0, 2, 3.
+    assert [shown[f"r/line/{t}"]["chosen_round"] for t in range(4)] == [1, 0, 1, 1]
+    assert [shown[f"r/line/{t}"]["em"] for t in range(4)] == [False, True, False, True]
+    assert shown["r/line/1"]["prediction"] == "fragrel r/line/1"
+    assert shown["r/line/3"]["prediction"] == "infile r/line/3"
+    assert all(r["prompt_sha256"] == "fragrel" and r["strategy"] == "fragrel" for r in shown.values())
+    assert shown["r/line/0"]["round_logprob"] == [-0.9, -0.4]
+
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "shown.jsonl"
+    run_script(SCRIPT, str(source), "--sets", "fragrel@0.5,infile", "--shown", str(out))
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["em"] for r in written] == [shown[r["task_id"]]["em"] for r in written] and len(written) == 4
