@@ -22,6 +22,10 @@ else compares strategy names. A strategy is a way of choosing the context a mode
   their match, ... RepoCoder's and the paper's exact prompts use none of those.
 - `as_published`: rank and order exactly as the FragRel paper does (no "similarity" block order;
   with no anchored-match lever listed, eq. 10's top K as it comes).
+- `published_prompt`: the blocks always in RepoCoder's commented form, whatever `completion.style`
+  says: the published baselines (RepoCoder's sparse and dense retrievers, its iterative rounds,
+  FragRel as published) stay the prompts their papers measured. The other strategies write the
+  configured form (the model family's repository form by default, where the family has one).
 
 Adding a strategy is one line here (and, for a new way of retrieving, one retriever module).
 """
@@ -43,6 +47,11 @@ class Strategy:
     # says (the paper, one setting away).
     as_published: bool = False
     levers: tuple[str, ...] = ()  # names of repomem.completion.levers.LEVERS, in the order they run
+    published_prompt: bool = False  # RepoCoder's commented blocks whatever completion.style says
+
+    def prompt_style(self, configured: str) -> str:
+        """The prompt form this strategy writes, given the configured `completion.style`."""
+        return "comments" if self.published_prompt else configured
 
     @property
     def embeds_windows(self) -> bool:
@@ -72,16 +81,16 @@ GRAPH_LEVERS = ("anchored-match", "definition-blocks", "clone-search", "shared-c
 STRATEGY_TABLE: tuple[Strategy, ...] = (
     Strategy("infile", "the current file only", "none", False, 1, levers=LAYOUT_LEVERS),
     Strategy("vanilla", "BM25 over 20-line windows (RepoCoder's sparse retriever)", "sparse", False, 1,
-             levers=SPARSE_LEVERS),
+             levers=SPARSE_LEVERS, published_prompt=True),
     Strategy("dense", "cosine of all-MiniLM-L6-v2 embeddings over 20-line windows (RepoCoder's dense retriever)",
-             "dense", False, 1, levers=SPARSE_LEVERS),
+             "dense", False, 1, levers=SPARSE_LEVERS, published_prompt=True),
     Strategy("fragrel", "BM25 re-weighted by code-graph relations (FragRel eq. 10), BM25's best match kept "
              "nearest the code, the file's imports of repository code in scope, blocks showing what "
              "followed their match", "sparse", True, 1, levers=GRAPH_LEVERS),
     Strategy("fragrel-paper", "FragRel exactly as published: eq. 10's ranking and block order", "sparse", True, 1,
-             as_published=True, levers=SPARSE_LEVERS),
+             as_published=True, levers=SPARSE_LEVERS, published_prompt=True),
     Strategy("repocoder", "two rounds of BM25, the second querying with the first draft", "sparse", False, 2,
-             levers=SPARSE_LEVERS),
+             levers=SPARSE_LEVERS, published_prompt=True),
     Strategy("repocoder+fragrel", "two rounds of FragRel, the second querying with the first draft",
              "sparse", True, 2, levers=GRAPH_LEVERS),
     Strategy("hat", "a summary tree walked best-first to the best-matching files (HAT), then BM25 in them",

@@ -387,7 +387,8 @@ class CompletionEngine:
             prompt = build_prompt(
                 left_lines=context.left_lines, suffix=context.suffix, candidates=candidates,
                 tokenizer=self._tokenizer, template=self.backend.template, budget=budget, order=request.order,
-                style=settings.style, repo=lever_round.view.root.name, path=cursor.path, start=start,
+                style=request.strategy.prompt_style(settings.style), repo=lever_round.view.root.name,
+                path=cursor.path, start=start,
                 select=select, pinned=() if pinned is None else (pinned,),
                 comment=language_named(context.language).line_comment,
             )

@@ -258,8 +258,13 @@ class CompletionConfig:
     # alone, so the block nearest the code is the most lexically similar one whatever ranked it in.
     order: str = setting("stable", choices=BLOCK_ORDERS, lsp="order",
                          help="block order: kept within a function, best-scored last, or most BM25-similar last")
-    style: str = setting("comments", choices=PROMPT_STYLES,
-                         help="prompt style: RepoCoder's comments, or the model family's file-separator form")
+    # "repo": the model family's repository form (Qwen2.5-Coder's <|repo_name|> / <|file_sep|> file
+    # sections, what it was pretrained on), where the family has one; "comments": RepoCoder's
+    # commented blocks. The published baselines write RepoCoder's form whatever this says
+    # (Strategy.published_prompt). Measured in eval/results/devset-ten-em-cpu-1.5b-repo-form.
+    style: str = setting("repo", choices=PROMPT_STYLES,
+                         help="prompt form of repomem's own strategies: the model family's file sections (where it "
+                              "has them) or RepoCoder's commented blocks; the published baselines keep RepoCoder's")
     fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")
     # After a partly typed name the prompt ends before it and the model's first tokens are held to
     # the typed letters (repomem.backends.forced_start): 2 -> 14 right lines of 28 cursors. Needs a

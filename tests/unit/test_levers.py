@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,12 @@ from repomem.completion.engine import CompletionEngine
 from repomem.completion.levers import LEVERS, order_problems
 from repomem.completion.levers.base import Pins, PromptLever
 from repomem.completion.warm_prefix import FunctionMemory
-from repomem.config import with_overrides
+from repomem.config import Config, with_overrides
 from repomem.positions import locate
 from repomem.retrieval.scoring import ScoredFragment
+from repomem.service import RepoService
 from repomem.strategies import STRATEGY_TABLE, strategy_named
-from tests.unit.test_scope_imports import Words, long_report
+from tests.unit.test_scope_imports import EXAMPLE, Words, long_report
 
 ROOT = Path(__file__).resolve().parents[2]
 LEVER_SETTINGS = ("anchor_matches", "definition_blocks", "clone_search", "clone_position", "continuation_",
@@ -184,3 +186,36 @@ def test_each_lever_can_be_switched_off_by_leaving_it_out_of_the_table(tmp_path,
     assert prepared.prompt.n_tokens <= 300
     pinned = any(block.fragment == -1 for block in prepared.prompt.blocks)
     assert pinned == (lever != "names-in-scope")  # only names in scope pins the hidden imports here
+
+
+class QwenWords(Words):
+    """Words with Qwen2.5-Coder's template, whose family has the repository form."""
+
+    def __init__(self):
+        from repomem.backends.templates import QWEN
+
+        self.template = QWEN
+
+
+def test_repomems_strategies_write_the_repository_form_and_the_published_baselines_repocoders(tmp_path):
+    root = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, root)
+    service = RepoService.open(root, Config())
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    text = (root / "shop" / "report.py").read_text(encoding="utf-8")
+    cursor = locate(service.root, "shop/report.py", text, 9, None)  # `return `, as the README's example
+    published = {s.name for s in STRATEGY_TABLE if s.published_prompt}
+    assert published == {"vanilla", "dense", "fragrel-paper", "repocoder"}
+    for style in ("repo", "comments"):
+        config = with_overrides(service.config, completion={"style": style, "max_prompt_tokens": 1500})
+        assert style == "comments" or service.config.completion.style == "repo"  # the default
+        engine = CompletionEngine(service, QwenWords(), config)
+        for name in ("fragrel", "infile", "vanilla", "fragrel-paper", "repocoder"):
+            prepared = engine.prepare(engine.request(cursor, name, order="score")).prompt
+            prompt, shown = prepared.text, [b for b in prepared.blocks if b.fragment >= 0]
+            repo_form = style == "repo" and name not in published
+            assert prompt.startswith("<|repo_name|>shop\n") == repo_form, (style, name, prompt[:80])
+            assert ("<|file_sep|>shop/report.py\n" in prompt) == repo_form, (style, name)
+            assert name == "infile" or shown, (style, name)
+            assert ("# the below code fragment can be found in:" in prompt) == (bool(shown) and not repo_form)
+            assert all((f"<|file_sep|>{b.path}\n" in prompt) == repo_form for b in shown), (style, name)
