@@ -91,10 +91,11 @@ def test_the_second_complete_in_a_file_evaluates_only_what_changed(model_path, t
     again = complete(9)  # a new process, a new model: the prompt from the state, its last token again
     assert again["completion"] == cold["completion"] == "compute_tax(amount_cents, tax_class)"
     assert again["tokens"]["cached"] == again["tokens"]["prompt"] - 1
-    # An edit below the cursor is not in the prompt; one above changes its end only.
+    # An edit below the cursor is not in the prompt; one above changes its end only. A blank line:
+    # words there would change the retrieval query, and with it the blocks at the prompt's start.
     report = repo / "shop" / "report.py"
     lines = report.read_text().splitlines(keepends=True)
-    report.write_text("".join(lines[:8] + ["    # the tax comes from the class\n"] + lines[8:]))
+    report.write_text("".join(lines[:8] + ["\n"] + lines[8:]))
     edited = complete(10)
     assert edited["completion"] == cold["completion"]
     assert edited["tokens"]["blocks"] <= edited["tokens"]["cached"] < edited["tokens"]["prompt"] - 1
