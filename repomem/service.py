@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,10 @@ class RepoService:
                                      lambda: index_dir(self.root, self.config))
 
     @classmethod
-    def open(cls, root: Path, config: Config | None = None) -> RepoService | Failure:
+    def open(cls, root: Path, config: Config | None = None,
+             overrides: dict[str, Any] | None = None) -> RepoService | Failure:
+        """The service of the repository at `root`, with `config` or the one its settings files
+        give (`overrides`, "section.key" -> a checked value, over them: the command line's)."""
         if not root.exists():
             return Failure(FailureKind.MISSING_REPO, f"{root}: no such folder")
         if not root.is_dir():
@@ -163,7 +167,7 @@ class RepoService:
         root = root.resolve()
         warnings: list[str] = []
         if config is None:
-            config, warnings = load_config(root)
+            config, warnings = load_config(root, overrides=overrides)
         if index_outside_repo(root, config):
             warnings.append(f"{root} is read-only: its index lives in {index_dir(root, config)}")
         pointer = index_dir(root, config) / "CURRENT"

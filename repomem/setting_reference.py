@@ -121,7 +121,8 @@ def default_cell(setting: Setting) -> str:
     if isinstance(setting.default, tuple) and len(setting.default) > LONGEST_LIST_IN_A_CELL:
         return f"{len(setting.default)} entries, below"
     return f"`{toml_value(setting.default)}`" + "".join(
-        f"; on {surface_key}: `{toml_value(value)}`" for surface_key, value in setting.rules.surfaces)
+        f"; on {surface_key}: `{toml_value(value)}`" for surface_key, value in setting.rules.surfaces) + "".join(
+        f"; with {model}: `{toml_value(value)}`" for model, value in setting.rules.models)
 
 
 def wrapped_items(items: tuple[str, ...], width: int = 100) -> list[str]:

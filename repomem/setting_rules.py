@@ -158,6 +158,11 @@ class SettingRules:
     # Old names of one surface's value, as (old "section.key", surface key) pairs: the language
     # server's server.retrieval_budget_ms is retrieval.time_budget_ms on the "lsp" surface now.
     surface_moved_from: tuple[tuple[str, str], ...] = ()
+    # Its defaults with some models, as (model name, value) pairs: what was measured to suit that
+    # model (a larger model uses what a smaller one only copies). They apply where the user set
+    # nothing for the surface, over the surface's own default; resolved_tree's `model_of` says which
+    # model runs.
+    models: tuple[tuple[str, Any], ...] = ()
 
 
 def setting(default: Any, *, help: str, minimum: int | float = 0, minimum_means: str = "", positive: bool = False,
@@ -166,16 +171,18 @@ def setting(default: Any, *, help: str, minimum: int | float = 0, minimum_means:
             repository_cap: int | float | str | None = None, zero_is_unlimited: bool = False,
             run_only: bool = False, reopens_backend: bool = False, lsp: str = "",
             moved_from: Iterable[str] = (), surfaces: dict[str, Any] | None = None,
-            surface_moved_from: dict[str, str] | None = None) -> Any:
+            surface_moved_from: dict[str, str] | None = None, models: dict[str, Any] | None = None) -> Any:
     """A config section's field: its default and its SettingRules, in the field's metadata.
     `surfaces`: its defaults on some surfaces ({"lsp": 50.0}); `surface_moved_from`: old names of
-    those values ({"server.retrieval_budget_ms": "lsp"})."""
+    those values ({"server.retrieval_budget_ms": "lsp"}); `models`: its defaults with some models
+    ({"qwen2.5-coder-1.5b": 4})."""
     rules = SettingRules(help=help, minimum=minimum, minimum_means=minimum_means, positive=positive, within=within,
                          maximum=maximum, choices=tuple(choices), folder_name=folder_name, repository=repository,
                          repository_cap=repository_cap, zero_is_unlimited=zero_is_unlimited, run_only=run_only,
                          reopens_backend=reopens_backend, lsp=lsp, moved_from=tuple(moved_from),
                          surfaces=tuple((surfaces or {}).items()),
-                         surface_moved_from=tuple((surface_moved_from or {}).items()))
+                         surface_moved_from=tuple((surface_moved_from or {}).items()),
+                         models=tuple((models or {}).items()))
     return dataclasses.field(default=default, metadata={METADATA_KEY: rules})
 
 
@@ -304,7 +311,8 @@ class ResolvedTree:
 
 def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
                   embedded_when: Callable[[Any], bool] | None = None,
-                  overrides: dict[str, Any] | None = None) -> ResolvedTree:
+                  overrides: dict[str, Any] | None = None,
+                  model_of: Callable[[Any], str] | None = None) -> ResolvedTree:
     """The config tree `root` built from a nested mapping (as read from TOML) for `surface`: each
     value of the setting's type and accepted by its rules replaces the default; any other entry
     falls back to the default with one problem. A moved setting's old name counts as its current
@@ -312,7 +320,10 @@ def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
     the embedded model runs) over [section.SURFACE] over [section]; at one level the mapping's value
     over the setting's declared surface default. `overrides` ("section.key" -> a value already
     checked, checked_value) win over all: the command line's and the editor's, given for this
-    surface; they count when judging whether the embedded model runs (an editor's endpoint)."""
+    surface; they count when judging whether the embedded model runs (an editor's endpoint).
+    `model_of(tree)` names the model that runs ("" for one without declared defaults): a setting's
+    value for that model (SettingRules.models) replaces its default or surface default, never a
+    value the mapping or the overrides give."""
     if surface not in SURFACES:
         raise ValueError(f"unknown surface {surface!r}: one of {', '.join(SURFACES)}")
     data, problems = with_current_names(root, data)
@@ -387,13 +398,23 @@ def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
         lay(declared_on(embedded_key), f"surface default ({embedded_key})")
         lay(per_surface[embedded_key], f"set for {embedded_key}")
         lay(given, "override")  # type: ignore[arg-type]
+    model = model_of(built()) if model_of is not None else ""
+    if model:
+        lay({(s.section, s.key): dict(s.rules.models)[model] for s in settings_of(root)
+             if model in dict(s.rules.models) and _unset(chosen[s.name])}, f"model default ({model})")
     return ResolvedTree(built(), problems, chosen, surface_key)
 
 
+def _unset(where: str) -> bool:
+    """Whether a setting resolved from `where` (ResolvedTree.chosen) holds a value nobody set."""
+    return where == "default" or where.startswith("surface default")
+
+
 def tree_from_mapping(root: type[Tree], data: dict[str, Any], surface: str = "cli",
-                      embedded_when: Callable[[Any], bool] | None = None) -> tuple[Tree, list[ConfigProblem]]:
+                      embedded_when: Callable[[Any], bool] | None = None,
+                      model_of: Callable[[Any], str] | None = None) -> tuple[Tree, list[ConfigProblem]]:
     """resolved_tree's tree and problems."""
-    resolved = resolved_tree(root, data, surface, embedded_when)
+    resolved = resolved_tree(root, data, surface, embedded_when, model_of=model_of)
     return resolved.tree, resolved.problems
 
 
@@ -546,6 +567,10 @@ def setting_problems(setting_: Setting) -> list[str]:
         refused = checked_value(setting_, list(value) if isinstance(value, tuple) else value)[1]
         if refused is not None:
             problems.append(f"its value on {surface_key} is refused by its own rules: {refused.reason()}")
+    for model, value in rules.models:
+        refused = checked_value(setting_, list(value) if isinstance(value, tuple) else value)[1]
+        if refused is not None:
+            problems.append(f"its value with {model} is refused by its own rules: {refused.reason()}")
     for old, surface_key in rules.surface_moved_from:
         if surface_key not in declared:
             problems.append(f"surface_moved_from {old!r} names surface {surface_key!r}, which it declares no value on")

@@ -176,10 +176,20 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
                 "pass --repo PATH",
             ))
         root = found
-    service = open_service(root)
+    service = open_service(root, _model_override(getattr(args, "model", None)))
     path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
     cursor = ok(service.cursor_at(path, spec.line, spec.column))
     return service, cursor
+
+
+def _model_override(model: str | None) -> dict[str, str] | None:
+    """`--model NAME` of an embedded model as the setting that names it (model.embedded_model), so
+    the levers measured with that model apply (SettingRules.models) unless the settings set them."""
+    if not model:
+        return None
+    from repomem.backends.factory import embedded_model_name
+
+    return {"model.embedded_model": model} if embedded_model_name(model) else None
 
 
 def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:

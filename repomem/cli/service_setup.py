@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -74,9 +75,10 @@ class KeptServices:
 KEPT: KeptServices | None = None
 
 
-def open_service(root: Path) -> RepoService:
-    """The service of the repository at root; its configuration's warnings go to stderr."""
-    service = ok(RepoService.open(root))
+def open_service(root: Path, overrides: dict[str, Any] | None = None) -> RepoService:
+    """The service of the repository at root; its configuration's warnings go to stderr.
+    `overrides`: the command line's settings (RepoService.open)."""
+    service = ok(RepoService.open(root, overrides=overrides))
     if KEPT is not None:
         service = KEPT.reuse(service)
     for warning in service.warnings:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repomem.config.sections import Config
+from repomem.config.sections import EMBEDDED_MODEL_CHOICES, Config
 from repomem.regular_files import read_regular
 from repomem.setting_rules import (
     CPU_COUNT,
@@ -45,10 +45,32 @@ def runs_embedded(config: Config) -> bool:
     return not config.model.endpoint and not config.model.hf_model
 
 
+def measured_model(config: Config) -> str:
+    """The model whose measured defaults apply (SettingRules.models): an embedded model, run by
+    llama.cpp here (`model.embedded_model`) or read by transformers (`model.hf_model` naming it);
+    "" for a model server's model or another checkpoint, whose levers were not measured."""
+    if config.model.endpoint:
+        return ""
+    if config.model.hf_model:
+        return config.model.hf_model if config.model.hf_model in EMBEDDED_MODEL_CHOICES else ""
+    return config.model.embedded_model
+
+
+def model_defaults(model: str) -> dict[str, dict[str, Any]]:
+    """The settings whose default differs with `model` (SettingRules.models), as with_overrides
+    takes them: section -> key -> value."""
+    sections: dict[str, dict[str, Any]] = {}
+    for setting_ in settings_of(Config):
+        values = dict(setting_.rules.models)
+        if model in values:
+            sections.setdefault(setting_.section, {})[setting_.key] = values[model]
+    return sections
+
+
 def config_from_mapping(data: dict[str, Any], surface: str = "cli") -> tuple[Config, list[ConfigProblem]]:
     """Build a Config for `surface` from a nested mapping; bad entries fall back to defaults, each
     with a problem."""
-    return tree_from_mapping(Config, data, surface, runs_embedded)
+    return tree_from_mapping(Config, data, surface, runs_embedded, measured_model)
 
 
 TRUST_SECTION = "trust"
@@ -186,10 +208,12 @@ def _stricter_only(user_section: dict[str, Any], setting_: Setting, asked: Any) 
     return min(current, asked), "weaker" if asked > current else None
 
 
-def load_config(repo_root: Path, surface: str = "cli") -> tuple[Config, list[str]]:
+def load_config(repo_root: Path, surface: str = "cli",
+                overrides: dict[str, Any] | None = None) -> tuple[Config, list[str]]:
     """read_config's config for `surface`, its problems as lines for a person (at most
-    MAX_WARNINGS and a count): for callers that print them (RepoService.open's warnings)."""
-    resolved = read_config(repo_root, surface)
+    MAX_WARNINGS and a count): for callers that print them (RepoService.open's warnings).
+    `overrides` ("section.key" -> a checked value): the command line's, over every settings file."""
+    resolved = resolved_config(read_settings(repo_root), surface, overrides)
     return resolved.config, problem_lines(resolved.problems)
 
 
@@ -328,7 +352,7 @@ def resolved_config(settings: SettingsRead, surface: str = "cli", overrides: dic
                     overrides_source: str = "command line") -> ResolvedConfig:
     """The config `surface` runs with, from the settings read (SettingsRead) and `overrides`
     ("section.key" -> a checked value: the command line's, the editor's), which win over all."""
-    resolved = resolved_tree(Config, settings.merged, surface, runs_embedded, overrides)
+    resolved = resolved_tree(Config, settings.merged, surface, runs_embedded, overrides, measured_model)
     sources: dict[str, str] = {}
     for name, where in resolved.chosen.items():
         section, _, key = name.partition(".")

@@ -1,0 +1,118 @@
+"""Issue 56: a setting's default may differ with the model that runs (SettingRules.models): the
+levers measured to suit a larger model come with it, unless the user set them. A made-up tree
+first, then the real one on every surface, the command line and the evaluator."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+
+from repomem.config import Config, SettingsRead, measured_model, model_defaults, resolved_config, with_overrides
+from repomem.setting_rules import resolved_tree, setting, setting_problems, settings_of
+
+# -- a made-up tree -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeverSection:
+    blocks: int = setting(0, models={"big": 4}, help="blocks, more with the big model")
+    room: int = setting(100, surfaces={"lsp": 50}, models={"big": 80}, help="room, less in the editor")
+    other: int = setting(1, help="the same with every model")
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    name: str = setting("small", help="the model that runs")
+
+
+@dataclass(frozen=True)
+class LeverTree:
+    lever: LeverSection = LeverSection()
+    model: ModelSection = ModelSection()
+
+
+def resolve(mapping: dict, surface: str = "cli", overrides: dict | None = None):
+    return resolved_tree(LeverTree, mapping, surface, overrides=overrides, model_of=lambda tree: tree.model.name)
+
+
+def test_a_models_value_replaces_the_default_only_with_that_model():
+    small = resolve({})
+    assert (small.tree.lever.blocks, small.tree.lever.room, small.chosen["lever.blocks"]) == (0, 100, "default")
+    big = resolve({"model": {"name": "big"}})
+    assert (big.tree.lever.blocks, big.tree.lever.room, big.tree.lever.other) == (4, 80, 1)
+    assert big.chosen["lever.blocks"] == big.chosen["lever.room"] == "model default (big)"
+    assert big.chosen["lever.other"] == "default"
+
+
+def test_what_the_user_sets_wins_over_the_models_value_even_when_it_equals_the_default():
+    assert resolve({"model": {"name": "big"}, "lever": {"blocks": 0}}).tree.lever.blocks == 0
+    assert resolve({"model": {"name": "big"}, "lever": {"lsp": {"room": 60}}}, "lsp").tree.lever.room == 60
+    overridden = resolve({}, overrides={"model.name": "big", "lever.blocks": 2})
+    assert (overridden.tree.lever.blocks, overridden.tree.lever.room) == (2, 80)  # the model named by an override
+
+
+def test_a_models_value_replaces_a_surfaces_declared_default():
+    assert resolve({}, "lsp").tree.lever.room == 50
+    big = resolve({"model": {"name": "big"}}, "lsp")
+    assert big.tree.lever.room == 80 and big.chosen["lever.room"] == "model default (big)"
+
+
+def test_a_models_value_is_checked_by_the_settings_own_rules():
+    @dataclass(frozen=True)
+    class Section:
+        count: int = setting(1, positive=True, models={"big": 0}, help="a count")
+
+    @dataclass(frozen=True)
+    class Tree:
+        section: Section = Section()
+
+    [declared] = settings_of(Tree)
+    assert any("with big" in problem for problem in setting_problems(declared))
+
+
+# -- the real tree ------------------------------------------------------------------------------------
+
+
+def test_the_measured_model_is_the_embedded_one_that_runs_here_or_through_transformers():
+    assert measured_model(Config()) == "qwen2.5-coder-0.5b"
+    assert measured_model(with_overrides(Config(), model={"embedded_model": "qwen2.5-coder-1.5b"})) \
+        == "qwen2.5-coder-1.5b"
+    assert measured_model(with_overrides(Config(), model={"hf_model": "qwen2.5-coder-1.5b"})) == "qwen2.5-coder-1.5b"
+    assert measured_model(with_overrides(Config(), model={"hf_model": "/models/codellama"})) == ""
+    served = with_overrides(Config(), model={"endpoint": "http://127.0.0.1:8000",
+                                             "embedded_model": "qwen2.5-coder-1.5b"})
+    assert measured_model(served) == ""  # a server's model was not measured
+
+
+@pytest.mark.parametrize("surface", ["cli", "lsp", "eval"])
+def test_every_surface_applies_the_measured_defaults_of_the_model_it_runs(surface: str):
+    shipped = model_defaults("qwen2.5-coder-1.5b")
+    read = SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b"}}, {}, [])
+    resolved = resolved_config(read, surface)
+    for section, values in shipped.items():
+        for key, value in values.items():
+            assert getattr(getattr(resolved.config, section), key) == value
+            assert resolved.sources[f"{section}.{key}"] == "model default (qwen2.5-coder-1.5b)"
+    served = resolved_config(SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b",
+                                                     "endpoint": "http://127.0.0.1:8000"}}, {}, []), surface)
+    assert all(not where.startswith("model default") for where in served.sources.values())
+    assert model_defaults("qwen2.5-coder-0.5b") == {}  # the default model keeps the defaults
+
+
+def test_the_command_lines_model_name_selects_its_measured_defaults():
+    from repomem.cli.eval_commands import _measured_model
+    from repomem.cli.main import _model_override
+
+    assert _model_override("qwen2.5-coder-1.5b") == {"model.embedded_model": "qwen2.5-coder-1.5b"}
+    assert _model_override("/nowhere/model.gguf") is None and _model_override(None) is None
+
+    def args(**given) -> argparse.Namespace:
+        return argparse.Namespace(**{"model": None, "hf": None, "endpoint": [], "vllm": None, **given})
+
+    assert _measured_model(args()) == "qwen2.5-coder-0.5b"
+    assert _measured_model(args(model="qwen2.5-coder-1.5b")) == "qwen2.5-coder-1.5b"
+    assert _measured_model(args(hf="qwen2.5-coder-1.5b")) == "qwen2.5-coder-1.5b"
+    assert _measured_model(args(hf="qwen2.5-coder-1.5b", endpoint=["http://127.0.0.1:8000"])) == ""
+    assert _measured_model(args(model="/nowhere/model.gguf")) == ""
