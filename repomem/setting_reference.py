@@ -36,8 +36,12 @@ language server while the embedded model runs on this machine (no `model.endpoin
 `model.hf_model`). A file may set such a setting for one surface in a sub-table,
 `[retrieval.lsp]` / `[completion.lsp_embedded]`: the most specific value wins (a surface's own
 over the plain one, whichever file it is in), then the later file; the command line and the
-editor's settings win over all. `repomem config show [--surface cli|lsp|eval] [--json]` prints
-every value in force and where it came from.
+editor's settings win over all. A few settings hold another default with one embedded model,
+shown as *with NAME*: what was measured to suit it (the 1.5B's repository form); it applies where
+nobody set the setting, on every surface, when that model runs here or through transformers
+(`model.embedded_model`, `--model NAME`, `--hf NAME`), never for a model server's model.
+`repomem config show [--surface cli|lsp|eval] [--json]` prints every value in force and where it
+came from.
 
 - **type**: the TOML type. Every number is also at most {SETTING_CEILING:,}.
 - **values**: bounds or choices.

@@ -261,8 +261,10 @@ class CompletionConfig:
     # "repo": the model family's repository form (Qwen2.5-Coder's <|repo_name|> / <|file_sep|> file
     # sections, what it was pretrained on), where the family has one; "comments": RepoCoder's
     # commented blocks. The published baselines write RepoCoder's form whatever this says
-    # (Strategy.published_prompt). Measured in eval/results/devset-ten-em-cpu-1.5b-repo-form.
-    style: str = setting("repo", choices=PROMPT_STYLES,
+    # (Strategy.published_prompt). The 1.5B gains from the form; the 0.5B, which copies what it
+    # sees, was no better with it and at a near tie answered nothing after a block that ends in an
+    # unfinished line (eval/results/devset-ten-em-cpu-1.5b-repo-form).
+    style: str = setting("comments", choices=PROMPT_STYLES, models={"qwen2.5-coder-1.5b": "repo"},
                          help="prompt form of repomem's own strategies: the model family's file sections (where it "
                               "has them) or RepoCoder's commented blocks; the published baselines keep RepoCoder's")
     fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")

@@ -116,3 +116,14 @@ def test_the_command_lines_model_name_selects_its_measured_defaults():
     assert _measured_model(args(hf="qwen2.5-coder-1.5b")) == "qwen2.5-coder-1.5b"
     assert _measured_model(args(hf="qwen2.5-coder-1.5b", endpoint=["http://127.0.0.1:8000"])) == ""
     assert _measured_model(args(model="/nowhere/model.gguf")) == ""
+
+
+def test_the_repository_form_comes_with_the_15b_and_the_05b_keeps_repocoders_comments():
+    assert Config().completion.style == "comments"
+    assert model_defaults("qwen2.5-coder-1.5b")["completion"]["style"] == "repo"
+    for surface in ("cli", "lsp", "eval"):
+        read = SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b"}}, {}, [])
+        assert resolved_config(read, surface).config.completion.style == "repo"
+        chosen = SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b"},
+                               "completion": {"style": "comments"}}, {}, [])
+        assert resolved_config(chosen, surface).config.completion.style == "comments"  # the user's choice
