@@ -87,10 +87,15 @@ def own_logprob(record: dict) -> float:
     return -np.inf if logprob is None else float(logprob)
 
 
+def surest(logprobs: list[float]) -> int:
+    """Position of the answer the model was surest of (mean log-probability per token); the first
+    wins a tie."""
+    return max(range(len(logprobs)), key=lambda i: (logprobs[i], -i))
+
+
 def surer(opinions: dict[str, tuple[bool, float]], names: list[str]) -> bool:
     """Exact match of the answer the model was surest of; the first-named wins a tie."""
-    best = max(range(len(names)), key=lambda i: (opinions[names[i]][1], -i))
-    return opinions[names[best]][0]
+    return opinions[names[surest([opinions[name][1] for name in names])]][0]
 
 
 # A record's fields that describe its answer (the rest describe its prompt and its run).
@@ -109,7 +114,7 @@ def shown_records(records: list[dict], names: list[str]) -> list[dict]:
             continue
         opinions = [by_name[name][task_id] for name in names]
         logprobs = [own_logprob(r) for r in opinions]
-        best = max(range(len(names)), key=lambda i: (logprobs[i], -i))
+        best = surest(logprobs)
         record = dict(first)
         record.update({field: opinions[best][field] for field in ANSWER_FIELDS if field in opinions[best]})
         record["em"] = bool(opinions[best]["round_em"][OWN_ROUND])  # its own prompt's, as `surer` counts

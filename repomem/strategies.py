@@ -25,7 +25,7 @@ else compares strategy names. A strategy is a way of choosing the context a mode
 - `published_prompt`: the blocks always in RepoCoder's commented form, whatever `completion.style`
   says: the published baselines (RepoCoder's sparse and dense retrievers, its iterative rounds,
   FragRel as published) stay the prompts their papers measured. The other strategies write the
-  configured form (the model family's repository form by default, where the family has one).
+  configured form (the comments, or with the 1.5B the model family's repository form).
 
 Adding a strategy is one line here (and, for a new way of retrieving, one retriever module).
 """
