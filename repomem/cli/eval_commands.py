@@ -16,7 +16,15 @@ from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError, alpha_value, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
-from repomem.config import BLOCK_ORDERS, Config, ConfigProblem, model_defaults, with_assignments, with_overrides
+from repomem.config import (
+    BLOCK_ORDERS,
+    Config,
+    ConfigProblem,
+    measured_model,
+    model_defaults,
+    with_assignments,
+    with_overrides,
+)
 from repomem.failures import Failure, FailureKind
 from repomem.strategies import EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES
 
@@ -83,17 +91,18 @@ def _parse_floats(text: str, option: str) -> tuple[float, ...]:
     return values
 
 
-def _measured_model(args: argparse.Namespace) -> str:
-    """The embedded model a run's --model or --hf names (or the default one when neither, nor a
-    server, is given): the model whose measured levers apply (config.measured_model); "" for a
-    model server or another checkpoint."""
+def _measured_model(args: argparse.Namespace, assigned: Config) -> str:
+    """The embedded model a run's --model or --hf names, else the one its --set assignments name
+    (`assigned`: Config() under them; `model.embedded_model`, `model.hf_model`, or the default when
+    neither, nor a server, is given): the model whose measured levers apply
+    (config.measured_model); "" for a model server or another checkpoint."""
     from repomem.backends.factory import embedded_model_name
 
     if args.endpoint or args.vllm:
         return ""
     named = args.model or args.hf
     if not named:
-        return Config().model.embedded_model
+        return measured_model(assigned)
     return named if embedded_model_name(named) else ""
 
 
@@ -135,8 +144,10 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         prompt_only=args.prompt_only, overrides=tuple(args.set), typing=args.typing,
     )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
-    # The levers measured with the model the run asks for (SettingRules.models), under --set.
-    config = with_overrides(Config(), **model_defaults(_measured_model(args)))
+    # The levers measured with the model the run asks for (SettingRules.models), under --set; the
+    # model may be named by --set itself (model.embedded_model=...), so it is read with them applied.
+    assigned, _ = with_assignments(Config(), settings.overrides)
+    config = with_overrides(Config(), **model_defaults(_measured_model(args, assigned)))
     if args.threads is not None:
         config = with_overrides(config, model={"threads": args.threads})
     # --set applies before the backend opens: some settings shape it (model.endpoint_logprobs,

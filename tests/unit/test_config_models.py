@@ -9,7 +9,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from repomem.config import Config, SettingsRead, measured_model, model_defaults, resolved_config, with_overrides
+from repomem.config import (
+    Config,
+    SettingsRead,
+    measured_model,
+    model_defaults,
+    resolved_config,
+    with_assignments,
+    with_overrides,
+)
 from repomem.setting_rules import resolved_tree, setting, setting_problems, settings_of
 
 # -- a made-up tree -----------------------------------------------------------------------------------
@@ -111,11 +119,18 @@ def test_the_command_lines_model_name_selects_its_measured_defaults():
     def args(**given) -> argparse.Namespace:
         return argparse.Namespace(**{"model": None, "hf": None, "endpoint": [], "vllm": None, **given})
 
-    assert _measured_model(args()) == "qwen2.5-coder-0.5b"
-    assert _measured_model(args(model="qwen2.5-coder-1.5b")) == "qwen2.5-coder-1.5b"
-    assert _measured_model(args(hf="qwen2.5-coder-1.5b")) == "qwen2.5-coder-1.5b"
-    assert _measured_model(args(hf="qwen2.5-coder-1.5b", endpoint=["http://127.0.0.1:8000"])) == ""
-    assert _measured_model(args(model="/nowhere/model.gguf")) == ""
+    plain = Config()
+    assert _measured_model(args(), plain) == "qwen2.5-coder-0.5b"
+    assert _measured_model(args(model="qwen2.5-coder-1.5b"), plain) == "qwen2.5-coder-1.5b"
+    assert _measured_model(args(hf="qwen2.5-coder-1.5b"), plain) == "qwen2.5-coder-1.5b"
+    assert _measured_model(args(hf="qwen2.5-coder-1.5b", endpoint=["http://127.0.0.1:8000"]), plain) == ""
+    assert _measured_model(args(model="/nowhere/model.gguf"), plain) == ""
+    # `eval run --set model.embedded_model=...` names the model as --model does
+    named, problems = with_assignments(plain, ("model.embedded_model=qwen2.5-coder-1.5b",))
+    assert not problems and _measured_model(args(), named) == "qwen2.5-coder-1.5b"
+    assert _measured_model(args(model="qwen2.5-coder-0.5b"), named) == "qwen2.5-coder-0.5b"  # --model wins
+    served, _ = with_assignments(plain, ("model.endpoint=http://127.0.0.1:8000",))
+    assert _measured_model(args(), served) == ""
 
 
 def test_the_repository_form_comes_with_the_15b_and_the_05b_keeps_repocoders_comments():
