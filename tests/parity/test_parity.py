@@ -15,7 +15,8 @@ from repomem.config import BM25Config, Config, with_overrides
 from repomem.index.bm25 import build_segment, compute_stats, document_frequencies, joined_segment, score_query
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
-from repomem.index.kernels.selection import largest_positions, top_k_offered, top_k_positions
+from repomem.index.kernels.csr import sort_rows_by_column
+from repomem.index.kernels.selection import kth_smallest, largest_positions, top_k_offered, top_k_positions
 from repomem.index.kernels.shortest_paths import (
     GraphRows,
     PrunedSpan,
@@ -284,6 +285,30 @@ def test_node_fragment_index_is_a_stable_sort_of_the_incidence(synthetic_repo):
     np.testing.assert_array_equal(node_frags, frag_of_slot[order])
     np.testing.assert_array_equal(node_weights, table.weights[order])
     assert (np.diff(node_indptr) > 1).any()  # some node lies in several fragments
+
+
+def test_the_selection_and_the_row_sort_are_numpys_sorts():
+    """The kernels' own quickselect and heapsort (numba's np.partition / np.argsort took seconds
+    to compile on a first run) against numpy: order statistics with many ties, and rows longer
+    than the insertion sort's 64 entries sorted by column with their values."""
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n = int(rng.integers(1, 200))
+        values = (rng.integers(0, 4, n) * 0.25) if trial % 2 else rng.random(n)
+        ids = rng.integers(0, 50, n).astype(np.int64)
+        k = int(rng.integers(0, n))
+        assert kth_smallest(values, k) == np.sort(values)[k] and kth_smallest(ids, k) == np.sort(ids)[k]
+    lengths = np.array([0, 3, 64, 65, 300, 1, 1000])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    cols = np.concatenate([rng.permutation(5000)[:length] for length in lengths]).astype(np.int32)
+    values = rng.random(cols.shape[0])
+    want_cols, want_values = cols.copy(), values.copy()
+    for first, end in zip(indptr[:-1], indptr[1:]):
+        order = np.argsort(want_cols[first:end])
+        want_cols[first:end], want_values[first:end] = want_cols[first:end][order], want_values[first:end][order]
+    sort_rows_by_column(indptr, cols, values)
+    np.testing.assert_array_equal(cols, want_cols)
+    np.testing.assert_array_equal(values, want_values)
 
 
 @pytest.mark.parametrize("keep", [8, 14, 20])

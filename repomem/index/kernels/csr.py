@@ -44,14 +44,13 @@ def _column_slot(indptr, cols, row, col):
 
 @njit(cache=True, nogil=True)
 def sort_rows_by_column(indptr, cols, values):
-    """Sort each CSR row's entries by column, in place (no column twice in a row). Rows of up to
-    64 entries (a relation row's top list) by insertion, which allocates nothing."""
+    """Sort each CSR row's entries by column, in place (no column twice in a row, so any sort gives
+    the same rows). Rows of up to 64 entries (a relation row's top list) by insertion, longer ones
+    by heapsort: neither allocates, and numba's np.argsort compiled for seconds on a first run."""
     for row in range(indptr.shape[0] - 1):
         first, end = indptr[row], indptr[row + 1]
         if end - first > 64:
-            order = np.argsort(cols[first:end])
-            cols[first:end] = cols[first:end][order]
-            values[first:end] = values[first:end][order]
+            _heapsort_by_column(cols, values, first, end)
             continue
         for at in range(first + 1, end):
             col, value = cols[at], values[at]
@@ -60,6 +59,35 @@ def sort_rows_by_column(indptr, cols, values):
                 cols[to], values[to] = cols[to - 1], values[to - 1]
                 to -= 1
             cols[to], values[to] = col, value
+
+
+@njit(cache=True, nogil=True)
+def _heapsort_by_column(cols, values, first, end):
+    """cols[first:end] sorted ascending in place, values[first:end] moved with them."""
+    n = end - first
+    for top in range(n // 2 - 1, -1, -1):
+        _sift_down(cols, values, first, top, n)
+    for last in range(n - 1, 0, -1):
+        cols[first], cols[first + last] = cols[first + last], cols[first]
+        values[first], values[first + last] = values[first + last], values[first]
+        _sift_down(cols, values, first, 0, last)
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(cols, values, first, parent, size):
+    """Restore the max-heap of cols[first:first + size] below `parent` (values follow their column)."""
+    col, value = cols[first + parent], values[first + parent]
+    while True:
+        child = 2 * parent + 1
+        if child >= size:
+            break
+        if child + 1 < size and cols[first + child + 1] > cols[first + child]:
+            child += 1
+        if cols[first + child] <= col:
+            break
+        cols[first + parent], values[first + parent] = cols[first + child], values[first + child]
+        parent = child
+    cols[first + parent], values[first + parent] = col, value
 
 
 @njit(cache=True, nogil=True)

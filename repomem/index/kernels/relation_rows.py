@@ -159,7 +159,7 @@ def number_starts(rows, cover, limits, rules, anchors, source_slot):
     skip_own_file = rules.same_file_weight == 0.0
     budgets = np.empty(8, dtype=np.float64)
     budgets[0] = limit
-    n_budgets = 1
+    n_budgets = np.int64(1)  # int64, not a literal: a literal compiles _add_budget once more
     starts = np.empty(64, dtype=np.int64)
     start_file = np.empty(64, dtype=np.int64)
     n_sources = 0
@@ -214,7 +214,7 @@ def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch,
     pair_capacity = 1024
     pair_frag = np.empty(pair_capacity, dtype=np.int32)  # fragment ids: half the bytes
     pair_value = np.empty(pair_capacity, dtype=np.float64)
-    n_pairs = 0
+    n_pairs = np.int64(0)  # int64, not a literal 0 (see _flush_band)
     for at in range(which.shape[0]):
         k = which[at]
         start = starts[k]
@@ -232,7 +232,7 @@ def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch,
         level_cost = -1.0
         strength = 0.0
         band = n_budgets - 1
-        n_touched = 0
+        n_touched = np.int64(0)
         for t in range(n_reached):  # settling order: costs ascending
             node = reached[t]
             if prune_first <= node < prune_end:
@@ -247,7 +247,7 @@ def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch,
                         acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
                     band_first[k, band] = n_pairs - n_touched
                     band_end[k, band] = n_pairs
-                    n_touched = 0
+                    n_touched = np.int64(0)
                     while band >= 0 and cost > budgets[band]:
                         band -= 1
                     if band < 0:
@@ -320,7 +320,7 @@ def assemble_rows(rows, cover, limits, rules, anchors, numbered, sums, scratch):
             group_band[at] = own_band
             group_weight[at] = frag_weights[slot] * np.exp(-offset)
             n_group += 1
-        n_touched = 0
+        n_touched = np.int64(0)
         first = 0
         while first < n_group:
             k = group_start[first]

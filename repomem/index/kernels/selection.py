@@ -115,16 +115,60 @@ def largest_positions(values, k):
 @njit(cache=True, nogil=True)
 def strongest_of_row(cols, values, keep):
     """One row's `keep` largest entries (at least `keep` given): (bool mask, the keep-th largest
-    value). Every larger value, then values equal to it by column id, so the order the entries
-    came in never decides. A partition, not a sort."""
+    value). Every larger value, then values equal to it by column id (one column twice: the
+    earlier first), so the order of distinct entries never decides. Two selections, not a sort;
+    not numba's np.partition and np.argsort, whose generic code took ~11 s of a first run's
+    compilation."""
     count = values.shape[0]
-    bar = np.partition(values, count - keep)[count - keep]
+    bar = kth_smallest(values, count - keep)
     kept = values > bar
     needed = keep - int(kept.sum())
     tied = np.flatnonzero(values == bar)
-    for position in np.argsort(cols[tied])[:needed]:
-        kept[tied[position]] = True
+    if needed >= tied.shape[0]:
+        kept[tied] = True
+    elif needed > 0:
+        tied_cols = cols[tied]
+        last_col = kth_smallest(tied_cols, needed - 1)  # the needed-th lowest column id among the ties
+        for at in range(tied.shape[0]):
+            if tied_cols[at] < last_col:
+                kept[tied[at]] = True
+                needed -= 1
+        for at in range(tied.shape[0]):
+            if needed > 0 and tied_cols[at] == last_col:
+                kept[tied[at]] = True
+                needed -= 1
     return kept, bar
+
+
+@njit(cache=True, nogil=True)
+def kth_smallest(values, k):
+    """The k-th smallest of `values` (0-based; shape (n,), k < n, no NaN): the value np.sort(values)[k]
+    holds, found by quickselect on a copy (Hoare's partition around the median of three)."""
+    work = values.copy()
+    low, high = 0, work.shape[0] - 1
+    while low < high:
+        middle = (low + high) >> 1
+        first, centre, last = work[low], work[middle], work[high]
+        if first > centre:
+            first, centre = centre, first
+        pivot = centre if centre < last else (last if first < last else first)
+        i, j = low, high
+        while i <= j:
+            while work[i] < pivot:
+                i += 1
+            while work[j] > pivot:
+                j -= 1
+            if i <= j:
+                work[i], work[j] = work[j], work[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            high = j
+        elif k >= i:
+            low = i
+        else:
+            return work[k]  # between the two parts: every value there equals the pivot
+    return work[k]
 
 
 @njit(cache=True, nogil=True)

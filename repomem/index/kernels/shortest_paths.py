@@ -141,12 +141,12 @@ def bounded_dijkstra(graph, limits, scratch, source, stamp, pruned):
     row_start, row_end, indices, costs, queued_cost, distinct_neighbours = graph
     limit, max_reach = limits
     dist, settled, reached, heap_cost, heap_node, queue_cost, queue_node = scratch
-    size = _heap_push(heap_cost, heap_node, 0, 0.0, source)
-    head = 0
-    tail = 0
+    size = _heap_push(heap_cost, heap_node, np.int64(0), 0.0, source)
+    head = np.int64(0)  # int64, not a literal 0: a literal compiles the helpers it reaches once more
+    tail = np.int64(0)
     dist[source] = 0.0
     settled[source] = -stamp  # negative = seen, positive = settled
-    n_reached = 0
+    n_reached = np.int64(0)
     stop_cost = np.inf  # the first level a hub showed the cap will cut (see above)
     while size > 0 or head < tail:
         if head < tail and (size == 0 or queue_cost[head] < heap_cost[0]):
@@ -246,7 +246,16 @@ def _cut_level(graph, scratch, pruned, node, cost, limit, room, stamp):
             steps[at] = step
             n_steps += 1
         counts[at] += 1
-    order = np.argsort(steps[:n_steps])
+    # The distinct steps (at most 16) in ascending order, by insertion: numba's np.argsort
+    # compiled for seconds on a first run.
+    order = np.arange(n_steps)
+    for position in range(1, n_steps):
+        moved = order[position]
+        to = position
+        while to > 0 and steps[order[to - 1]] > steps[moved]:
+            order[to] = order[to - 1]
+            to -= 1
+        order[to] = moved
     total = 0
     for position in range(n_steps):
         at = order[position]

@@ -82,7 +82,7 @@ def known_words(data, n_occurrences, table, word_first, word_end, word_bytes, n_
     mask = table.shape[0] - 1
     n_found = 0
     line = 0
-    at = 0
+    at = np.int64(0)  # int64, not a literal 0: a literal compiles _fnv_slot once more
     while at < n:
         byte = data[at]
         if byte == 10:
