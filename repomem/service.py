@@ -56,6 +56,7 @@ from repomem.index.snapshot_check import SnapshotSummary, snapshot_as_written, s
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
 from repomem.index.tree_watch import FULL_SCAN_EVERY_S, TreeWatch
+from repomem.kernel_compile import compile_kernels_once
 from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root
@@ -363,6 +364,7 @@ class RepoService:
         `load`: False when the caller needs only the report (`repomem index`): an index on disk that
         is known unchanged (snapshot_check) is then reported from its manifest, not loaded."""
         progress = progress or NoProgress()
+        compile_kernels_once(progress)  # a first run on this machine: its own step, not a stalled bar
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
         reason = "--full requested" if full else ""

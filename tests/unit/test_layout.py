@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.languages",),
     ("repomem.index",),
     ("repomem.retrieval", "repomem.memory", "repomem.embeddings"),
-    ("repomem.positions", "repomem.records"),
+    ("repomem.positions", "repomem.records", "repomem.kernel_compile"),
     ("repomem.repo_view",),
     ("repomem.service", "repomem.backends"),
     ("repomem.completion",),

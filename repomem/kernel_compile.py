@@ -1,0 +1,135 @@
+"""The index kernels compiled once per machine, as a step of its own with its own progress label.
+
+numba compiles a kernel the first time a process calls it and caches the machine code beside its
+source; later processes load it in milliseconds. The first run on a machine compiles some forty
+kernels: ~30 s on two cores, which used to pass inside the "parsing" and "relations" bars with
+nothing moving. `RepoService.ensure_index` calls `compile_kernels_once` first: when the kernels of
+this source, this numba, this Python and this CPU were never compiled here, a small package in a
+temporary folder is indexed, saved, loaded, edited and queried under the label below (every kernel
+an index needs compiles then), and a marker beside numba's cache records it. A failure here only
+leaves the kernels to compile where they are first used, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from repomem.config import Config
+from repomem.failures import Failure
+from repomem.index.index_folder import index_dir
+from repomem.index.repo_index import apply_changes, build_index
+from repomem.index.scan import SourceFile, content_digest
+from repomem.index.snapshot_load import load_index
+from repomem.index.snapshot_save import save_index
+from repomem.progress import Progress
+from repomem.retrieval.scoring import best_fragments, score_fragments
+
+STAGE = "compiling the index kernels (once on this machine)"
+
+# A small package whose index has every part the kernels build: syntax nodes over several windows,
+# calls within a file and across files, a class with methods, an import, and a folder.
+_PACKAGE = {
+    "shop/__init__.py": "",
+    "shop/pricing.py": (
+        '"""Prices."""\n\nRATES = {"standard": 20, "reduced": 5}\n\n\n'
+        "def rate_of(tax_class):\n    return RATES.get(tax_class, 0)\n\n\n"
+        "def compute_tax(amount_cents, tax_class):\n    rate = rate_of(tax_class)\n"
+        "    return amount_cents * rate // 100\n\n\n"
+        "class PriceList:\n    def __init__(self, prices):\n        self.prices = dict(prices)\n\n"
+        "    def price(self, name):\n        return self.prices[name]\n\n"
+        "    def with_tax(self, name, tax_class):\n        amount = self.price(name)\n"
+        "        return amount + compute_tax(amount, tax_class)\n"
+    ),
+    "shop/cart.py": (
+        "from .pricing import PriceList, compute_tax\n\n\n"
+        "class Cart:\n    def __init__(self, prices):\n        self.items = []\n"
+        "        self.prices = PriceList(prices)\n\n"
+        "    def add(self, name):\n        self.items.append(name)\n\n"
+        "    def total(self, tax_class):\n        amounts = [self.prices.price(name) for name in self.items]\n"
+        "        return sum(amounts) + compute_tax(sum(amounts), tax_class)\n"
+    ),
+}
+_EDITED = ("shop/cart.py",
+           "\n    def clear(self):\n        self.items = []\n        return compute_tax(0, 'standard')\n")
+
+_checked: dict[str, bool] = {}  # marker path -> compiled (one look per process)
+
+
+def compile_kernels_once(progress: Progress) -> None:
+    """Compile every index kernel now, under STAGE, unless this machine has them compiled."""
+    marker = compiled_marker()
+    if marker is None or _checked.get(str(marker)) or marker.exists():
+        _checked[str(marker)] = True
+        return
+    _checked[str(marker)] = True  # before the step: the step's own index must not start another
+    progress.start(STAGE, len(_STEPS))
+    try:
+        with tempfile.TemporaryDirectory(prefix="repomem-kernels-") as folder:
+            _run_steps(Path(folder), progress)
+    except Exception:  # noqa: BLE001 - a failure only leaves the rest to compile where first used
+        pass  # (and is not tried again: what it compiled stays cached; tests run the steps themselves)
+    try:
+        marker.write_text(f"{STAGE}: done by repomem for {platform.machine()} / Python {sys.version.split()[0]}\n",
+                          encoding="utf-8")
+    except OSError:
+        pass
+
+
+_STEPS = ("build", "save and load", "edit", "query")
+
+
+def _run_steps(root: Path, progress: Progress) -> None:
+    """Index _PACKAGE (the parse, the graph, W), save and load it (the snapshot's codecs and checks),
+    edit one file of it (the edit path's kernels) and score a query both ways (the top K alone, and
+    every fragment)."""
+    config = Config()
+    built = build_index(root, config, [_source(path, text) for path, text in _PACKAGE.items()])
+    progress.advance()
+    save_index(built, index_dir(root, config))
+    index = load_index(root, config)
+    if isinstance(index, Failure):
+        raise RuntimeError(index.message)
+    progress.advance()
+    index.prepare_edits()
+    path, added = _EDITED
+    apply_changes(index, [_source(path, _PACKAGE[path] + added)], [])
+    progress.advance()
+    query = "\n".join((_PACKAGE[path] + added).splitlines()[-6:])
+    best_fragments(index, query, config.retrieval.alpha, config.retrieval.top_k)
+    score_fragments(index, query, config.retrieval.alpha)
+    progress.advance()
+
+
+def _source(path: str, text: str) -> SourceFile:
+    data = text.encode("utf-8")
+    return SourceFile(path, "python", text, content_digest(data), len(data), 0)
+
+
+@functools.cache
+def compiled_marker() -> Path | None:
+    """The file that says the kernels were compiled here: beside numba's cache of them (the two go
+    together), named by what makes numba compile again (the kernels' source, numba's version,
+    Python's, the CPU). None where numba keeps no cache it names, or one this process cannot write."""
+    try:
+        import numba
+        from llvmlite import binding
+
+        from repomem.index.kernels import selection
+
+        cache_folder = Path(selection.top_k_positions._cache._cache_path)  # numba's FunctionCache
+        host = f"{numba.__version__} {sys.version} {platform.machine()} {binding.get_host_cpu_name()}"
+        cache_folder.mkdir(parents=True, exist_ok=True)  # numba makes it at its first save
+    except Exception:  # noqa: BLE001 - another numba, or no room: the kernels compile where first used
+        return None
+    if not os.access(cache_folder, os.W_OK):
+        return None
+    digest = hashlib.sha256(host.encode())
+    for source in sorted((Path(__file__).parent / "index" / "kernels").glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return cache_folder / f"repomem-kernels-{digest.hexdigest()[:16]}.compiled"

@@ -1,0 +1,67 @@
+"""The first run's kernel compilation as a step of its own (repomem/kernel_compile.py): it runs its
+steps on a real index under its own progress label, once, and records that beside numba's cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repomem import kernel_compile
+from repomem.index.kernels import selection
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.stages: list[tuple[str, int]] = []
+        self.advanced = 0
+
+    def start(self, stage: str, total: int) -> None:
+        self.stages.append((stage, total))
+
+    def advance(self, units: int = 1) -> None:
+        self.advanced += units
+
+
+def test_the_steps_index_save_load_edit_and_query_a_real_package(tmp_path: Path):
+    progress = Recorder()
+    kernel_compile._run_steps(tmp_path, progress)  # raises on any failure: the product swallows it
+    assert progress.advanced == len(kernel_compile._STEPS)
+    assert (tmp_path / ".repomem" / "CURRENT").exists()  # the snapshot the load step read
+
+
+def test_the_step_runs_once_under_its_label_and_leaves_a_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    marker = tmp_path / "repomem-kernels-test.compiled"
+    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
+    monkeypatch.setattr(kernel_compile, "_checked", {})
+    ran: list[Path] = []
+    monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
+    first, again = Recorder(), Recorder()
+    kernel_compile.compile_kernels_once(first)
+    kernel_compile.compile_kernels_once(again)
+    assert first.stages == [(kernel_compile.STAGE, len(kernel_compile._STEPS))] and len(ran) == 1
+    assert again.stages == [] and marker.is_file()
+    monkeypatch.setattr(kernel_compile, "_checked", {})  # another process: the marker says done
+    kernel_compile.compile_kernels_once(again)
+    assert again.stages == [] and len(ran) == 1
+
+
+def test_a_failing_step_leaves_the_command_alone_and_is_not_tried_again(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    marker = tmp_path / "repomem-kernels-test.compiled"
+    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
+    monkeypatch.setattr(kernel_compile, "_checked", {})
+
+    def broken(root: Path, progress: Recorder) -> None:
+        raise MemoryError("no room to compile")
+
+    monkeypatch.setattr(kernel_compile, "_run_steps", broken)
+    kernel_compile.compile_kernels_once(Recorder())
+    assert marker.is_file()
+
+
+def test_the_marker_lies_beside_numbas_cache_and_names_the_kernels_source():
+    marker = kernel_compile.compiled_marker()
+    assert marker is not None  # numba caches these kernels beside their source in a writable checkout
+    assert marker.parent == Path(selection.top_k_positions._cache._cache_path)
+    assert marker.name.startswith("repomem-kernels-") and marker.suffix == ".compiled"
