@@ -6,8 +6,10 @@ kernels: ~40 s on two cores, which used to pass inside the "parsing" and "relati
 nothing moving. `RepoService.ensure_index` calls `compile_kernels_once` first: when the kernels of
 this source, this numba, this Python and this CPU were never compiled here, a small package in a
 temporary folder is indexed, saved, loaded, edited and queried under the label below (every kernel
-an index needs compiles then), and a marker beside numba's cache records it. A failure here only
-leaves the kernels to compile where they are first used, as before.
+an index needs compiles then), and a marker beside numba's cache records it. Since the marker is
+named by the kernels' source, the step also runs after an upgrade that changed a kernel, and it
+starts by removing the cached kernels (numba would keep a stale copy of a callee in another module).
+A failure here only leaves the kernels to compile where they are first used, as before.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def compile_kernels_once(progress: Progress) -> None:
         _checked[str(marker)] = True
         return
     _checked[str(marker)] = True  # before the step: the step's own index must not start another
+    _forget_compiled(marker.parent)
     progress.start(STAGE, len(_STEPS))
     try:
         with tempfile.TemporaryDirectory(prefix="repomem-kernels-") as folder:
@@ -82,6 +85,19 @@ def compile_kernels_once(progress: Progress) -> None:
 
 
 _STEPS = ("build", "save and load", "edit", "query")
+
+
+def _forget_compiled(cache_folder: Path) -> None:
+    """Remove numba's cached kernels and older markers: numba checks only a kernel's own file for
+    changes, so a kernel calling into another module (relation_rows -> selection) kept its cached
+    copy of a callee whose file changed. A changed kernel source changes the marker's name, so the
+    step after an upgrade compiles everything afresh. Files another process holds are left."""
+    for pattern in ("*.nbi", "*.nbc", "repomem-kernels-*.compiled"):
+        for stale in cache_folder.glob(pattern):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
 
 
 def _run_steps(root: Path, progress: Progress) -> None:

@@ -65,3 +65,20 @@ def test_the_marker_lies_beside_numbas_cache_and_names_the_kernels_source():
     assert marker is not None  # numba caches these kernels beside their source in a writable checkout
     assert marker.parent == Path(selection.top_k_positions._cache._cache_path)
     assert marker.name.startswith("repomem-kernels-") and marker.suffix == ".compiled"
+
+
+def test_a_changed_kernel_source_clears_numbas_cache_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """numba would keep a stale copy of a callee from another module: the step starts afresh."""
+    cached = [tmp_path / "relation_rows.search_bands-190.py311.nbi",
+              tmp_path / "relation_rows.search_bands-190.py311.1.nbc",
+              tmp_path / "repomem-kernels-0123456789abcdef.compiled"]
+    for path in cached:
+        path.write_bytes(b"old")
+    unrelated = tmp_path / "selection.cpython-311.pyc"
+    unrelated.write_bytes(b"python's own")
+    marker = tmp_path / "repomem-kernels-fedcba9876543210.compiled"
+    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
+    monkeypatch.setattr(kernel_compile, "_checked", {})
+    monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: None)
+    kernel_compile.compile_kernels_once(Recorder())
+    assert not any(path.exists() for path in cached) and unrelated.exists() and marker.exists()

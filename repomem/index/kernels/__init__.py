@@ -17,7 +17,8 @@ references live in the tests. Import a kernel from its module; this package hold
 
 numba caches each module's compiled code beside it and checks only that module's own file for
 changes: a kernel that calls into another module (relation_rows -> shortest_paths) keeps its cached
-copy of the callee when only the callee's file changed. Clear `__pycache__` here after such an edit.
+copy of the callee when only the callee's file changed. `repomem.kernel_compile` clears the cache
+whenever any kernel's source changed (its marker is named by all of them) and compiles them again.
 """
 
 from __future__ import annotations
