@@ -58,13 +58,18 @@ def changed_tasks(base: dict[str, dict], prompts: dict[str, dict]) -> list[str]:
     return sorted(task for task, record in prompts.items() if record["prompt_sha256"] != base[task]["prompt_sha256"])
 
 
-def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dict[str, dict]) -> list[dict]:
+def merged_records(base: dict[str, dict], prompts: dict[str, dict], answers: dict[str, dict],
+                   answered_only: bool = False) -> list[dict]:
     """The variant's record of every prompted task: answered where its prompt changed, else the
-    base run's record, relabelled with the variant's run (its `--prompt-only` record's RUN_FIELDS)."""
+    base run's record, relabelled with the variant's run (its `--prompt-only` record's RUN_FIELDS).
+    `answered_only`: a changed task not answered yet is left out (a run stopped early) instead of
+    refused; the pairing is then over the tasks left, not the whole draw."""
     out = []
     for task in sorted(prompts):
         if prompts[task]["prompt_sha256"] != base[task]["prompt_sha256"]:
             record = answers.get(task)
+            if record is None and answered_only:
+                continue
             if record is None:
                 raise SystemExit(f"{task}: its prompt changed and --answers has no record of it")
             if record["prompt_sha256"] != prompts[task]["prompt_sha256"]:
@@ -88,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=Path, help="select: the tasks file the prompts were built from")
     parser.add_argument("--answers", type=Path, action="append", default=[],
                         help="merge: the variant's answered records")
+    parser.add_argument("--answered-only", action="store_true",
+                        help="merge: leave out changed tasks not answered yet (a run stopped early)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     base = by_task(args.base, args.strategy, args.base_config)
@@ -103,11 +110,13 @@ def main(argv: list[str] | None = None) -> int:
                     out.write(line if line.endswith("\n") else line + "\n")
         print(f"{len(changed)} of {len(prompts)} prompts changed -> {args.out}")
         return 0
-    records = merged_records(base, prompts, by_task(args.answers, args.strategy))
+    records = merged_records(base, prompts, by_task(args.answers, args.strategy), args.answered_only)
     with args.out.open("w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")
-    print(f"{len(records)} records ({len(changed)} answered by the variant) -> {args.out}", file=sys.stderr)
+    answered = sum(1 for record in records if record["answer_from"] == "variant")
+    print(f"{len(records)} records ({answered} of {len(changed)} changed prompts answered by the variant) "
+          f"-> {args.out}", file=sys.stderr)
     return 0
 
 

@@ -59,3 +59,9 @@ def test_select_then_merge(tmp_path):
     assert run.returncode == 1 and "not the one --prompt-only built" in run.stderr and "Traceback" not in run.stderr
     run = run_script(SCRIPT, "merge", *common, "--out", str(merged))
     assert run.returncode == 1 and "has no record of it" in run.stderr
+    # A run stopped early: --answered-only leaves the unanswered changed task out and says so.
+    run = run_script(SCRIPT, "merge", *common, "--answered-only", "--out", str(merged))
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(line)["task_id"] for line in merged.read_text().splitlines()] == [
+        "r/line/0", "r/line/2", "r/line/3"]
+    assert "0 of 1 changed prompts answered" in run.stderr
