@@ -26,7 +26,7 @@ from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.index_folder import index_dir
 from repomem.index.repo_index import apply_changes, build_index
-from repomem.index.scan import SourceFile, content_digest
+from repomem.index.scan import SourceFile, source_from_bytes
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
 from repomem.progress import Progress
@@ -105,7 +105,7 @@ def _run_steps(root: Path, progress: Progress) -> None:
     edit one file of it (the edit path's kernels) and score a query both ways (the top K alone, and
     every fragment)."""
     config = Config()
-    built = build_index(root, config, [_source(path, text) for path, text in _PACKAGE.items()])
+    built = build_index(root, config, [_source(path, text, config) for path, text in _PACKAGE.items()])
     progress.advance()
     save_index(built, index_dir(root, config))
     index = load_index(root, config)
@@ -114,7 +114,7 @@ def _run_steps(root: Path, progress: Progress) -> None:
     progress.advance()
     index.prepare_edits()
     path, added = _EDITED
-    apply_changes(index, [_source(path, _PACKAGE[path] + added)], [])
+    apply_changes(index, [_source(path, _PACKAGE[path] + added, config)], [])
     progress.advance()
     query = "\n".join((_PACKAGE[path] + added).splitlines()[-6:])
     best_fragments(index, query, config.retrieval.alpha, config.retrieval.top_k)
@@ -122,9 +122,12 @@ def _run_steps(root: Path, progress: Progress) -> None:
     progress.advance()
 
 
-def _source(path: str, text: str) -> SourceFile:
-    data = text.encode("utf-8")
-    return SourceFile(path, "python", text, content_digest(data), len(data), 0)
+def _source(path: str, text: str, config: Config) -> SourceFile:
+    """The file as the scan reads one (repomem.index.scan.source_from_bytes)."""
+    source = source_from_bytes(path, "python", text.encode("utf-8"), 0, config.scan)
+    if not isinstance(source, SourceFile):
+        raise RuntimeError(source.reason)
+    return source
 
 
 @functools.cache
