@@ -13,15 +13,18 @@ the code after the cursor already closes the block (an editor's auto-paired brac
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from repomem.languages.language import Language
 from repomem.languages.python import PYTHON
 from repomem.languages.treesitter import parse
 
-LOOP_REPEATS = 12  # a unit written this many times in a row on one line: a generation loop
-_ANY_LOOP = re.compile(rf"(.{{2,16}}?)\1{{{LOOP_REPEATS - 1},}}")  # one-character units included
+# A unit written this many times in a row on one line, where the file shows no such run: a
+# generation loop. 5 is too few (pytest's `IdMaker([], [], None, None, None, None, None)`);
+# eval/results/loop-cut has what each count cuts of the dev sets' answers and real lines.
+LOOP_REPEATS = 6
 _TOP_LEVEL = re.compile(r"^(def |class |async def |@|if __name__|import |from )")
 
 
@@ -31,6 +34,9 @@ class CompletionShape:
     block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
     line_prefix: str  # the cursor line's text before the cursor
     brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
+    # The file's text around the cursor (before and after it): a run it shows (a table of
+    # `__, __, …`) is written on purpose, not a loop (`loop_end`).
+    shown: str = field(default="", compare=False, repr=False)
 
 
 def _indent(line: str) -> int:
@@ -73,6 +79,10 @@ def _inside_string_or_comment(prefix: str, suffix: str, language: Language) -> b
 def completion_shape(prefix: str, suffix: str = "", language: Language = PYTHON) -> CompletionShape:
     """Block or single line at the end of `prefix`; languages without indented blocks complete
     the current line."""
+    return replace(_shape_at(prefix, suffix, language), shown=prefix + "\n" + suffix)
+
+
+def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
     lines = prefix.split("\n")
     current = lines[-1]
     if not language.indented_blocks and not language.brace_blocks:
@@ -122,7 +132,7 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
     lines = text.split("\n")
     looped = False  # a line loops: it ends there, and nothing after it counts
     for at, line in enumerate(lines):
-        end = loop_end(line)
+        end = loop_end(line, shape.shown)
         if end is not None:
             lines, looped = [*lines[:at], line[:end]], True
             break
@@ -145,12 +155,19 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
     return "\n".join(line.rstrip() for line in kept), settled or cut or looped or repeated
 
 
-def loop_end(line: str) -> int | None:
+@functools.cache
+def _any_loop(repeats: int) -> re.Pattern[str]:
+    """A unit of 2-16 characters `repeats` times in a row, one-character units included."""
+    return re.compile(rf"(.{{2,16}}?)\1{{{repeats - 1},}}")
+
+
+def loop_end(line: str, shown: str = "", repeats: int = LOOP_REPEATS) -> int | None:
     """Where the line's first generation loop ends (`%s, %s, %s, …`, `TypeVar, TypeVar, …`): the
-    earliest end of a unit of 2-16 characters written LOOP_REPEATS times in a row; None without
-    one. Such a line otherwise runs to the token cap (2.2 s of a warm completion in the editor
-    walk). A unit of one character repeated (`# ------` separators) is no loop."""
-    if len(line) < 2 * LOOP_REPEATS or _ANY_LOOP.search(line) is None:
+    earliest end of a unit of 2-16 characters written `repeats` times in a row that `shown`
+    (the file's text) does not hold as written; None without one. Such a line otherwise runs to
+    the token cap (2 s of a warm completion in the editor walk). A unit of one character repeated
+    (`# ------` separators) is no loop, and a unit that repeats a shorter one is judged as that."""
+    if len(line) < 2 * repeats or _any_loop(repeats).search(line) is None:
         return None  # the common case, per token and line, decided in C (a third of the scan's time)
     first = None
     for unit in range(2, 17):
@@ -160,10 +177,17 @@ def loop_end(line: str) -> int | None:
                 run = 0
                 continue
             run += 1
-            if run >= (LOOP_REPEATS - 1) * unit and len(set(line[i + 1 - unit:i + 1])) > 1:
+            if (run >= (repeats - 1) * unit and not _repeats_a_shorter_unit(line[i + 1 - unit:i + 1])
+                    and line[i + 1 - repeats * unit:i + 1] not in shown):
                 first = i + 1
                 break
     return first
+
+
+def _repeats_a_shorter_unit(unit: str) -> bool:
+    """`-----` or `0, 0, `: a run of it is a run of the shorter unit, judged as that (one
+    character repeated is written on purpose; `0, ` against what the file shows)."""
+    return unit in (unit + unit)[1:-1]
 
 
 def _brace_body(lines: list[str], suffix: str, max_lines: int) -> tuple[list[str], bool]:

@@ -83,15 +83,27 @@ def test_what_settles_a_completion():
 
 def test_a_line_that_loops_ends_there():
     line = completion_shape("sql = build(")
-    looping = "s>(" + "%s, " * 11 + "%s"
-    assert not completion_settled(looping, line)  # 11 units and a half: not yet
-    assert completion_settled(looping + ", ", line)  # the twelfth
+    looping = "s>(" + "%s, " * 5 + "%s"
+    assert not completion_settled(looping, line)  # 5 units and a half: not yet
+    assert completion_settled(looping + ", ", line)  # the sixth
     assert clean_completion(looping + ", %s, %s, %s)", line) == looping + ","
-    assert not completion_settled("[" + "0, " * 11 + "0]", line)  # a long literal, not a loop
+    assert not completion_settled("IdMaker([], [], None, None, None, None, None)", line)  # five: written on purpose
     separator = completion_shape("    # ")
     assert not completion_settled("-" * 70, separator)  # one character repeated is written on purpose
     body = completion_shape("def f(x):")
-    assert completion_settled("\n    return [" + "TypeVar, " * 12, body)
+    assert completion_settled("\n    return [" + "TypeVar, " * 6, body)
+
+
+def test_a_run_the_file_shows_is_no_loop():
+    table = "TABLE = [\n    [" + "0, " * 15 + "0],\n    ["
+    row = "0, " * 15 + "0],"
+    assert clean_completion(row, completion_shape(table)) == row  # a row like the ones above it
+    assert not completion_settled(row[:-3], completion_shape(table))
+    elsewhere = completion_shape("weights = [")
+    assert completion_settled(row[:-3], elsewhere)  # no such row in the file: a loop
+    assert clean_completion(row, elsewhere) == "0, 0, 0, 0, 0, 0,"
+    after = completion_shape("weights = [", "\nDEFAULT = [" + "0, " * 9 + "0]\n")
+    assert clean_completion(row, after) == row  # the text after the cursor counts too
 
 
 @pytest.mark.parametrize("healed", ["", " ", "    "])
