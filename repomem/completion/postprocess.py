@@ -35,7 +35,7 @@ class CompletionShape:
     line_prefix: str  # the cursor line's text before the cursor
     brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
     # The file's text around the cursor (before and after it): a run it shows (a table of
-    # `__, __, …`) is written on purpose, not a loop (`loop_end`).
+    # `__, __, …`) is written on purpose, not a loop, up to the length it shows (`loop_end`).
     shown: str = field(default="", compare=False, repr=False)
 
 
@@ -163,8 +163,8 @@ def _any_loop(repeats: int) -> re.Pattern[str]:
 
 def loop_end(line: str, shown: str = "", repeats: int = LOOP_REPEATS) -> int | None:
     """Where the line's first generation loop ends (`%s, %s, %s, …`, `TypeVar, TypeVar, …`): the
-    earliest end of a unit of 2-16 characters written `repeats` times in a row that `shown`
-    (the file's text) does not hold as written; None without one. Such a line otherwise runs to
+    earliest end of a unit of 2-16 characters written `repeats` times in a row, or where such a
+    run grows past what `shown` (the file's text) holds as written; None without one. Such a line otherwise runs to
     the token cap (2 s of a warm completion in the editor walk). A unit of one character repeated
     (`# ------` separators) is no loop, and a unit that repeats a shorter one is judged as that."""
     if len(line) < 2 * repeats or _any_loop(repeats).search(line) is None:
@@ -177,8 +177,10 @@ def loop_end(line: str, shown: str = "", repeats: int = LOOP_REPEATS) -> int | N
                 run = 0
                 continue
             run += 1
+            # The run so far, from its first unit: the file may show it (a table's rows), but
+            # not longer than it shows it.
             if (run >= (repeats - 1) * unit and not _repeats_a_shorter_unit(line[i + 1 - unit:i + 1])
-                    and line[i + 1 - repeats * unit:i + 1] not in shown):
+                    and line[i + 1 - run - unit:i + 1] not in shown):
                 first = i + 1
                 break
     return first

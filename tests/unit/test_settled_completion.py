@@ -102,8 +102,10 @@ def test_a_run_the_file_shows_is_no_loop():
     elsewhere = completion_shape("weights = [")
     assert completion_settled(row[:-3], elsewhere)  # no such row in the file: a loop
     assert clean_completion(row, elsewhere) == "0, 0, 0, 0, 0, 0,"
-    after = completion_shape("weights = [", "\nDEFAULT = [" + "0, " * 9 + "0]\n")
+    after = completion_shape("weights = [", "\nDEFAULT = [" + "0, " * 15 + "0]\n")
     assert clean_completion(row, after) == row  # the text after the cursor counts too
+    shorter = completion_shape("weights = [", "\nDEFAULT = [" + "0, " * 9 + "0]\n")
+    assert clean_completion(row, shorter) == "0, " * 9 + "0,"  # a run longer than the file's: a loop
 
 
 @pytest.mark.parametrize("healed", ["", " ", "    "])
