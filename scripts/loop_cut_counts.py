@@ -3,7 +3,9 @@ for each number of repeats, to choose `LOOP_REPEATS`.
 
     python scripts/loop_cut_counts.py --tasks corpora/ten/line.jsonl --tasks corpora/ten/api.jsonl \
         --records eval/results/devset-ten-em-gpu/records.jsonl.xz \
-        --records eval/results/languages-em-gpu/records.jsonl.xz --out eval/results/loop-cut/README.md
+        --records eval/results/languages-em-gpu/records.jsonl.xz --out counts.md
+
+Prints the table (the one in eval/results/loop-cut/README.md) and writes it to `--out`.
 
 A task's real line (its ground truth) that the cut would shorten is a right answer the product
 could no longer give; a right answer cut is the same seen in a model's records; a wrong answer
@@ -67,14 +69,11 @@ def main() -> int:
     examples: list[str] = []
     # The cut before it read the file (2026-12-04): 12 repeats, whatever the file showed.
     for repeats, reads_file in [(12, False), *((count, True) for count in COUNTS)]:
-        def shown_of(task_id: str, reads_file: bool = reads_file) -> str:
-            return tasks.get(task_id, ("", ""))[1] if reads_file else ""
-
-        truths_cut = [truth for task_id, (truth, _) in tasks.items()
-                      if characters_cut(truth, shown_of(task_id), repeats) is not None]
+        truths_cut = [truth for truth, shown in tasks.values()
+                      if characters_cut(truth, shown if reads_file else "", repeats) is not None]
         right = wrong = dropped = 0
         for record in records:
-            shown = shown_of(record["task_id"])
+            shown = tasks.get(record["task_id"], ("", ""))[1] if reads_file else ""
             cut = characters_cut(record["prediction"], shown, repeats)
             if cut is None:
                 continue

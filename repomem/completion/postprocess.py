@@ -164,9 +164,10 @@ def _any_loop(repeats: int) -> re.Pattern[str]:
 def loop_end(line: str, shown: str = "", repeats: int = LOOP_REPEATS) -> int | None:
     """Where the line's first generation loop ends (`%s, %s, %s, …`, `TypeVar, TypeVar, …`): the
     earliest end of a unit of 2-16 characters written `repeats` times in a row, or where such a
-    run grows past what `shown` (the file's text) holds as written; None without one. Such a line otherwise runs to
-    the token cap (2 s of a warm completion in the editor walk). A unit of one character repeated
-    (`# ------` separators) is no loop, and a unit that repeats a shorter one is judged as that."""
+    run grows past what `shown` (the file's text) holds as written; None without one. Such a line
+    otherwise runs to the token cap (2 s of a warm completion in the editor walk). A unit of one
+    character repeated (`# ------` separators) is no loop, and a unit that repeats a shorter one
+    is judged as that."""
     if len(line) < 2 * repeats or _any_loop(repeats).search(line) is None:
         return None  # the common case, per token and line, decided in C (a third of the scan's time)
     first = None
