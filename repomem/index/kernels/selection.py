@@ -187,6 +187,8 @@ def strongest_in_row_runs(rows, cols, values, keep):
         if count <= keep:
             kept[start:end] = True
         else:
-            kept[start:end] = strongest_of_row(cols[start:end], values[start:end], keep)[0]
+            strongest = strongest_of_row(cols[start:end], values[start:end], keep)[0]
+            for at in range(count):  # a loop: an array slice assigned compiles numba's shape-error
+                kept[start + at] = strongest[at]  # message, ~3 s of a first run (buffers.grow)
         start = end
     return kept
