@@ -10,6 +10,13 @@ an index needs compiles then), and a marker beside numba's cache records it. Sin
 named by the kernels' source, the step also runs after an upgrade that changed a kernel, and it
 starts by removing the cached kernels (numba would keep a stale copy of a callee in another module).
 A failure here only leaves the kernels to compile where they are first used, as before.
+
+The step uses both cores: numba compiles one kernel at a time on one core, and one kernel,
+`relation_rows` with the searches it calls, is a third of the work. A helper process runs the steps
+with the relation searches left out (their results empty, so every kernel downstream still compiles
+for the same types), while this process compiles `relation_rows` alone for the types the index
+gives it; both write numba's cache. The steps then run here in full, loading what the two compiled.
+A helper that cannot start or fails leaves this process to compile the rest in that last run.
 """
 
 from __future__ import annotations
@@ -18,13 +25,27 @@ import functools
 import hashlib
 import os
 import platform
+import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+import numpy as np
+
+import repomem
+from repomem.child_processes import die_with_parent
 from repomem.config import Config
 from repomem.failures import Failure
 from repomem.index.index_folder import index_dir
+from repomem.index.kernels.relation_rows import (
+    FragmentCover,
+    RelationRules,
+    StartAnchors,
+    relation_rows,
+    relation_scratch,
+)
+from repomem.index.kernels.shortest_paths import GraphRows, SearchLimits
 from repomem.index.repo_index import apply_changes, build_index
 from repomem.index.scan import SourceFile, source_from_bytes
 from repomem.index.snapshot_load import load_index
@@ -71,12 +92,27 @@ def compile_kernels_once(progress: Progress) -> None:
         return
     _checked[str(marker)] = True  # before the step: the step's own index must not start another
     _forget_compiled(marker.parent)
-    progress.start(STAGE, len(_STEPS))
+    helper = _start_helper()
+    # The helper's steps and the relation kernel, then the same steps here (quick once the two
+    # have compiled); without a helper, the steps alone.
+    progress.start(STAGE, 2 * len(_STEPS) + 1 if helper is not None else len(_STEPS))
     try:
+        if helper is not None:
+            reader = _follow(helper, progress)
+            try:
+                _compile_relation_rows()  # while the helper compiles the rest
+            except Exception:  # noqa: BLE001 - the steps below compile it where they call it
+                pass
+            progress.advance()
+            reader.join(timeout=HELPER_TIMEOUT_S)
         with tempfile.TemporaryDirectory(prefix="repomem-kernels-") as folder:
             _run_steps(Path(folder), progress)
     except Exception:  # noqa: BLE001 - a failure only leaves the rest to compile where first used
         pass  # (and is not tried again: what it compiled stays cached; tests run the steps themselves)
+    finally:
+        if helper is not None and helper.poll() is None:
+            helper.kill()
+            helper.wait()
     try:
         marker.write_text(f"{STAGE}: done by repomem for {platform.machine()} / Python {sys.version.split()[0]}\n",
                           encoding="utf-8")
@@ -85,6 +121,79 @@ def compile_kernels_once(progress: Progress) -> None:
 
 
 _STEPS = ("build", "save and load", "edit", "query")
+HELPER_TIMEOUT_S = 600.0  # then it is ended, and this process compiles what it left
+STEP_LINE = b"repomem-kernel-step"  # what the helper writes on stdout after each step
+
+
+def _start_helper() -> subprocess.Popen | None:
+    """The helper process (`helper_main`), with this process's interpreter and environment (numba's
+    cache folder included), from the folder holding this repomem; None when it cannot start."""
+    package_parent = Path(repomem.__file__).resolve().parent.parent
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-c", "from repomem.kernel_compile import helper_main; helper_main()"],
+            cwd=package_parent, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, "REPOMEM_PARENT_PID": str(os.getpid())})
+    except OSError:
+        return None
+
+
+def _follow(helper: subprocess.Popen, progress: Progress) -> threading.Thread:
+    """A thread that advances `progress` as the helper reports its steps (a line each: rich's bars
+    and the language server's reports take advances from any thread) and ends with the helper."""
+
+    def read() -> None:
+        for line in helper.stdout or ():
+            if line.strip() == STEP_LINE:
+                progress.advance()
+        helper.wait()
+
+    reader = threading.Thread(target=read, name="kernel-compile-helper", daemon=True)
+    reader.start()
+    return reader
+
+
+def helper_main() -> None:
+    """The helper process: the steps with the relation searches left out (see the module)."""
+    die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
+    from repomem.index import relations
+
+    relations.relation_rows = _no_relations  # this process only indexes the throwaway package
+    with tempfile.TemporaryDirectory(prefix="repomem-kernels-") as folder:
+        _run_steps(Path(folder), _StepLines())
+
+
+def _no_relations(rows, cover, graph, limits, rules, anchors, scratch):
+    """What `relation_rows` returns for rows with no relation, typed as it types it."""
+    return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64),
+            np.full(rows.shape[0], rules.relation_cutoff), True)
+
+
+def relation_rows_arguments() -> tuple:
+    """Arguments of `relation_rows` typed as relations.graph_relation_entries types them (tiny; a
+    unit test checks the index calls it with these types and no others)."""
+    ints, reals = np.zeros(1, np.int64), np.zeros(1, np.float64)
+    cover = FragmentCover(ints, ints, reals, reals, ints, np.zeros(1, np.bool_), ints, ints, reals)
+    graph = GraphRows(ints, ints, ints, reals, 0.0, True)
+    anchors = StartAnchors(0, ints, reals, reals, ints, ints)
+    return ints, cover, graph, SearchLimits(1.0, 1), RelationRules(1e-3, 1, 0.0), anchors, relation_scratch(1, 1, 1)
+
+
+def _compile_relation_rows() -> None:
+    from numba import typeof
+
+    relation_rows.compile(tuple(typeof(argument) for argument in relation_rows_arguments()))
+
+
+class _StepLines:
+    """The helper's progress: a line on stdout per step, which its parent's bar counts."""
+
+    def start(self, stage: str, total: int) -> None:
+        pass
+
+    def advance(self, units: int = 1) -> None:
+        sys.stdout.buffer.write(STEP_LINE + b"\n")
+        sys.stdout.flush()
 
 
 def _forget_compiled(cache_folder: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from repomem import kernel_compile
@@ -30,12 +31,37 @@ def test_the_steps_index_save_load_edit_and_query_a_real_package(tmp_path: Path)
     assert (tmp_path / ".repomem" / "CURRENT").exists()  # the snapshot the load step read
 
 
+def test_the_helper_process_runs_the_steps_without_the_searches_and_reports_each(tmp_path: Path):
+    """The helper's half of the two-core compile: a real process, the real steps, a line per step."""
+    helper = kernel_compile._start_helper()
+    assert helper is not None
+    progress = Recorder()
+    kernel_compile._follow(helper, progress).join(timeout=300)
+    assert helper.returncode == 0 and progress.advanced == len(kernel_compile._STEPS)
+
+
+def test_the_relation_kernel_is_compiled_for_the_types_the_index_calls_it_with(tmp_path: Path):
+    """What this process compiles while the helper runs is what the build and the edit use: no
+    second compilation of the largest kernel; and the helper's stand-in returns its types."""
+    from numba import typeof
+
+    from repomem.index.kernels.relation_rows import relation_rows
+
+    kernel_compile._run_steps(tmp_path, Recorder())
+    arguments = kernel_compile.relation_rows_arguments()
+    assert tuple(typeof(argument) for argument in arguments) in relation_rows.signatures
+    no_rows = (np.zeros(0, np.int64), *arguments[1:])
+    real, stand_in = relation_rows(*no_rows), kernel_compile._no_relations(*no_rows)
+    assert [typeof(value) for value in real] == [typeof(value) for value in stand_in]
+
+
 def test_the_step_runs_once_under_its_label_and_leaves_a_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     marker = tmp_path / "repomem-kernels-test.compiled"
     monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
     monkeypatch.setattr(kernel_compile, "_checked", {})
     ran: list[Path] = []
     monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
+    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: None)
     first, again = Recorder(), Recorder()
     kernel_compile.compile_kernels_once(first)
     kernel_compile.compile_kernels_once(again)
@@ -56,6 +82,7 @@ def test_a_failing_step_leaves_the_command_alone_and_is_not_tried_again(tmp_path
         raise MemoryError("no room to compile")
 
     monkeypatch.setattr(kernel_compile, "_run_steps", broken)
+    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: None)
     kernel_compile.compile_kernels_once(Recorder())
     assert marker.is_file()
 
