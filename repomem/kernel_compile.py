@@ -1,9 +1,9 @@
 """The index kernels compiled once per machine, as a step of its own with its own progress label.
 
 numba compiles a kernel the first time a process calls it and caches the machine code beside its
-source; later processes load it in milliseconds. The first run on a machine compiles some forty
-kernels: ~40 s on two cores, which used to pass inside the "parsing" and "relations" bars with
-nothing moving. `RepoService.ensure_index` calls `compile_kernels_once` first: when the kernels of
+source; later processes load it in milliseconds. The first run on a machine compiles some fifty
+kernels, ~30 s of one core's work, which used to pass inside the "parsing" and "relations" bars
+with nothing moving. `RepoService.ensure_index` calls `compile_kernels_once` first: when the kernels of
 this source, this numba, this Python and this CPU were never compiled here, a small package in a
 temporary folder is indexed, saved, loaded, edited and queried under the label below (every kernel
 an index needs compiles then), and a marker beside numba's cache records it. Since the marker is
