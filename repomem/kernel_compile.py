@@ -78,6 +78,9 @@ _PACKAGE = {
         "        return sum(amounts) + compute_tax(sum(amounts), tax_class)\n"
     ),
 }
+# More distinct words than the tokenizer's first hash table holds (index.tokens._WordTable): the
+# table grows, as it does early in any real repository.
+_PACKAGE["shop/codes.py"] = "CODES = [\n" + "".join(f"    'code_{n}',\n" for n in range(2100)) + "]\n"
 _EDITED = ("shop/cart.py",
            "\n    def clear(self):\n        self.items = []\n        return compute_tax(0, 'standard')\n")
 
@@ -211,8 +214,8 @@ def _forget_compiled(cache_folder: Path) -> None:
 
 def _run_steps(root: Path, progress: Progress) -> None:
     """Index _PACKAGE (the parse, the graph, W), save and load it (the snapshot's codecs and checks),
-    edit one file of it (the edit path's kernels) and score a query both ways (the top K alone, and
-    every fragment)."""
+    edit one file of it thrice (the edit path's kernels, the joining of postings) and score a query
+    both ways (the top K alone, and every fragment)."""
     config = Config()
     built = build_index(root, config, [_source(path, text, config) for path, text in _PACKAGE.items()])
     progress.advance()
@@ -223,6 +226,10 @@ def _run_steps(root: Path, progress: Progress) -> None:
     progress.advance()
     index.prepare_edits()
     path, added = _EDITED
+    apply_changes(index, [_source(path, _PACKAGE[path] + added, config)], [])
+    # Edited back: the second edit's postings join the first's (bm25.appended_segment), a kernel
+    # of its own that an editing session otherwise compiled at its second edit.
+    apply_changes(index, [_source(path, _PACKAGE[path], config)], [])
     apply_changes(index, [_source(path, _PACKAGE[path] + added, config)], [])
     progress.advance()
     query = "\n".join((_PACKAGE[path] + added).splitlines()[-6:])

@@ -31,6 +31,34 @@ def test_the_steps_index_save_load_edit_and_query_a_real_package(tmp_path: Path)
     assert (tmp_path / ".repomem" / "CURRENT").exists()  # the snapshot the load step read
 
 
+def test_the_steps_reach_every_kernel(tmp_path: Path):
+    """Each kernel the index calls compiles in the step, none later in a session (the joining of
+    postings did, at an editor's second edit: ~0.5 s). A kernel that only other kernels call is
+    compiled into them (and has no signature of its own when they come from numba's cache)."""
+    import importlib
+    import inspect
+    import pkgutil
+    import re
+
+    from numba.core.registry import CPUDispatcher
+
+    from repomem.index import kernels
+
+    kernel_compile._run_steps(tmp_path, Recorder())
+    found: dict[str, CPUDispatcher] = {}
+    for module_info in pkgutil.iter_modules(kernels.__path__):
+        module = importlib.import_module(f"{kernels.__name__}.{module_info.name}")
+        found.update({name: value for name, value in vars(module).items()
+                      if isinstance(value, CPUDispatcher) and value.__module__ == module.__name__})
+    sources = {name: inspect.getsource(kernel.py_func) for name, kernel in found.items()}
+
+    def called_by_a_kernel(name: str) -> bool:
+        return any(re.search(rf"\b{name}\(", source) for other, source in sources.items() if other != name)
+
+    missed = sorted(name for name, kernel in found.items() if not kernel.signatures and not called_by_a_kernel(name))
+    assert missed == []
+
+
 def test_the_helper_process_runs_the_steps_without_the_searches_and_reports_each(tmp_path: Path):
     """The helper's half of the two-core compile: a real process, the real steps, a line per step."""
     helper = kernel_compile._start_helper()
