@@ -21,6 +21,7 @@ A helper that cannot start or fails leaves this process to compile the rest in t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -90,13 +93,28 @@ _checked: dict[str, bool] = {}  # marker path -> compiled (one look per process)
 
 
 def compile_kernels_once(progress: Progress) -> None:
-    """Compile every index kernel now, under STAGE, unless this machine has them compiled."""
+    """Compile every index kernel now, under STAGE, unless this machine has them compiled. One
+    process at a time (a lock beside the marker): another that starts meanwhile (a second test
+    worker, an editor's server beside a command) waits under the same label, then finds the marker."""
     marker = compiled_marker()
     if marker is None or _checked.get(str(marker)) or marker.exists():
         _checked[str(marker)] = True
         return
     _checked[str(marker)] = True  # before the step: the step's own index must not start another
-    _forget_compiled(marker.parent)
+    with _machine_lock(marker.parent / LOCK_NAME, lambda: progress.start(STAGE, 1)):
+        if marker.exists():  # compiled by the process this one waited for
+            return
+        _forget_compiled(marker.parent)
+        _compile_all(progress)
+        try:
+            marker.write_text(f"{STAGE}: done by repomem for {platform.machine()} / Python "
+                              f"{sys.version.split()[0]}\n", encoding="utf-8")
+        except OSError:
+            pass
+
+
+def _compile_all(progress: Progress) -> None:
+    """The steps, on both cores where a helper process starts (see the module)."""
     helper = _start_helper()
     # The helper's steps and the relation kernel, then the same steps here (quick once the two
     # have compiled); without a helper, the steps alone.
@@ -118,14 +136,46 @@ def compile_kernels_once(progress: Progress) -> None:
         if helper is not None and helper.poll() is None:
             helper.kill()
             helper.wait()
+
+
+@contextlib.contextmanager
+def _machine_lock(path: Path, waiting: Callable[[], None]) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (flock: the kernel drops it when a holder dies), calling
+    `waiting` once if another process holds it; at most LOCK_WAIT_S of waiting, then on without
+    it (the step is only slower twice, never wrong). No lock where there is no flock."""
     try:
-        marker.write_text(f"{STAGE}: done by repomem for {platform.machine()} / Python {sys.version.split()[0]}\n",
-                          encoding="utf-8")
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    try:
+        handle = open(path, "a+b")  # noqa: SIM115 - held across the yield
     except OSError:
-        pass
-
-
+        yield
+        return
+    with handle:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    yield
+                    return
+                if not told:
+                    waiting()
+                    told = True
+                time.sleep(LOCK_POLL_S)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 _STEPS = ("build", "save and load", "edit", "query")
+LOCK_NAME = "repomem-kernels.lock"  # beside the marker; _forget_compiled leaves it
+LOCK_WAIT_S = 900.0  # longer than a step has ever taken
+LOCK_POLL_S = 0.2
 HELPER_TIMEOUT_S = 600.0  # then it is ended, and this process compiles what it left
 STEP_LINE = b"repomem-kernel-step"  # what the helper writes on stdout after each step
 

@@ -100,6 +100,32 @@ def test_the_step_runs_once_under_its_label_and_leaves_a_marker(tmp_path: Path, 
     assert again.stages == [] and len(ran) == 1
 
 
+def test_a_second_process_waits_for_the_first_and_compiles_nothing(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    """Two test workers or a server beside a command on a fresh machine: one compiles, the other
+    waits under the same label and then finds the marker (another process holds the lock here)."""
+    import fcntl
+    import threading
+
+    marker = tmp_path / "repomem-kernels-test.compiled"
+    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
+    monkeypatch.setattr(kernel_compile, "_checked", {})
+    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: None)
+    ran: list[Path] = []
+    monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
+    waiting = Recorder()
+    with open(tmp_path / kernel_compile.LOCK_NAME, "a+b") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as the first process does
+        second = threading.Thread(target=kernel_compile.compile_kernels_once, args=(waiting,))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive() and waiting.stages == [(kernel_compile.STAGE, 1)]
+        marker.write_text("done by the first process")
+        fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+    second.join(timeout=30)
+    assert not second.is_alive() and ran == []
+
+
 def test_a_failing_step_leaves_the_command_alone_and_is_not_tried_again(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch):
     marker = tmp_path / "repomem-kernels-test.compiled"
