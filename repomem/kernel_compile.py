@@ -81,9 +81,9 @@ _PACKAGE = {
         "        return sum(amounts) + compute_tax(sum(amounts), tax_class)\n"
     ),
 }
-# More distinct words than the tokenizer's first hash table holds (index.tokens._WordTable): the
-# table grows, as it does early in any real repository.
-# A short file (two windows): the package stays small enough that no search runs on two threads.
+# More distinct words than the tokenizer's first hash table holds (index.tokens._WordTable), so the
+# table grows as it does early in any real repository; in few lines, so the package keeps too few
+# windows for a search to run on two threads (relations.TWO_THREAD_MIN_ROWS).
 _PACKAGE["shop/codes.py"] = "CODES = [\n" + "".join(
     "    " + " ".join(f"'code_{n}'," for n in range(row, row + 100)) + "\n" for row in range(0, 2100, 100)) + "]\n"
 _EDITED = ("shop/cart.py",
@@ -172,6 +172,8 @@ def _machine_lock(path: Path, waiting: Callable[[], None]) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 _STEPS = ("build", "save and load", "edit", "query")
 LOCK_NAME = "repomem-kernels.lock"  # beside the marker; _forget_compiled leaves it
 LOCK_WAIT_S = 900.0  # longer than a step has ever taken
