@@ -82,8 +82,8 @@ _PACKAGE = {
     ),
 }
 # More distinct words than the tokenizer's first hash table holds (index.tokens._WordTable), so the
-# table grows as it does early in any real repository; in few lines, so the package keeps too few
-# windows for a search to run on two threads (relations.TWO_THREAD_MIN_ROWS).
+# table grows as it does early in any real repository; in 22 lines (two windows): the package
+# stays small.
 _PACKAGE["shop/codes.py"] = "CODES = [\n" + "".join(
     "    " + " ".join(f"'code_{n}'," for n in range(row, row + 100)) + "\n" for row in range(0, 2100, 100)) + "]\n"
 _EDITED = ("shop/cart.py",
