@@ -100,6 +100,24 @@ def test_the_step_runs_once_under_its_label_and_leaves_a_marker(tmp_path: Path, 
     assert again.stages == [] and len(ran) == 1
 
 
+def test_a_helper_that_fails_leaves_this_process_to_compile_the_rest(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch):
+    import subprocess
+    import sys
+
+    marker = tmp_path / "repomem-kernels-test.compiled"
+    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
+    monkeypatch.setattr(kernel_compile, "_checked", {})
+    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: subprocess.Popen(
+        [sys.executable, "-c", "raise SystemExit(3)"], stdout=subprocess.PIPE))
+    ran: list[Path] = []
+    monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
+    progress = Recorder()
+    kernel_compile.compile_kernels_once(progress)
+    assert len(ran) == 1 and marker.is_file()  # the steps ran here, in full
+    assert progress.stages == [(kernel_compile.STAGE, 2 * len(kernel_compile._STEPS) + 1)]
+
+
 def test_a_second_process_waits_for_the_first_and_compiles_nothing(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch):
     """Two test workers or a server beside a command on a fresh machine: one compiles, the other
