@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 
-import repomem
 from repomem.child_processes import die_with_parent
 from repomem.config import Config
 from repomem.failures import Failure
@@ -185,7 +184,7 @@ STEP_LINE = b"repomem-kernel-step"  # what the helper writes on stdout after eac
 def _start_helper() -> subprocess.Popen | None:
     """The helper process (`helper_main`), with this process's interpreter and environment (numba's
     cache folder included), from the folder holding this repomem; None when it cannot start."""
-    package_parent = Path(repomem.__file__).resolve().parent.parent
+    package_parent = Path(__file__).resolve().parent.parent  # this module is repomem/kernel_compile.py
     try:
         return subprocess.Popen(
             [sys.executable, "-c", "from repomem.kernel_compile import helper_main; helper_main()"],

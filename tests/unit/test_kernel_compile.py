@@ -83,13 +83,20 @@ def test_the_relation_kernel_is_compiled_for_the_types_the_index_calls_it_with(t
     assert [typeof(value) for value in real] == [typeof(value) for value in stand_in]
 
 
-def test_the_step_runs_once_under_its_label_and_leaves_a_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def _step_without_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Path]]:
+    """compile_kernels_once with its marker in `tmp_path`, no helper process, and steps that only
+    record their folder: (the marker, the folders the steps ran in)."""
     marker = tmp_path / "repomem-kernels-test.compiled"
     monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
     monkeypatch.setattr(kernel_compile, "_checked", {})
+    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: None)
     ran: list[Path] = []
     monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
-    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: None)
+    return marker, ran
+
+
+def test_the_step_runs_once_under_its_label_and_leaves_a_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    marker, ran = _step_without_work(tmp_path, monkeypatch)
     first, again = Recorder(), Recorder()
     kernel_compile.compile_kernels_once(first)
     kernel_compile.compile_kernels_once(again)
@@ -105,13 +112,9 @@ def test_a_helper_that_fails_leaves_this_process_to_compile_the_rest(tmp_path: P
     import subprocess
     import sys
 
-    marker = tmp_path / "repomem-kernels-test.compiled"
-    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
-    monkeypatch.setattr(kernel_compile, "_checked", {})
+    marker, ran = _step_without_work(tmp_path, monkeypatch)
     monkeypatch.setattr(kernel_compile, "_start_helper", lambda: subprocess.Popen(
         [sys.executable, "-c", "raise SystemExit(3)"], stdout=subprocess.PIPE))
-    ran: list[Path] = []
-    monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
     progress = Recorder()
     kernel_compile.compile_kernels_once(progress)
     assert len(ran) == 1 and marker.is_file()  # the steps ran here, in full
@@ -125,12 +128,7 @@ def test_a_second_process_waits_for_the_first_and_compiles_nothing(tmp_path: Pat
     import fcntl
     import threading
 
-    marker = tmp_path / "repomem-kernels-test.compiled"
-    monkeypatch.setattr(kernel_compile, "compiled_marker", lambda: marker)
-    monkeypatch.setattr(kernel_compile, "_checked", {})
-    monkeypatch.setattr(kernel_compile, "_start_helper", lambda: None)
-    ran: list[Path] = []
-    monkeypatch.setattr(kernel_compile, "_run_steps", lambda root, progress: ran.append(root))
+    marker, ran = _step_without_work(tmp_path, monkeypatch)
     waiting = Recorder()
     with open(tmp_path / kernel_compile.LOCK_NAME, "a+b") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as the first process does
