@@ -37,7 +37,7 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from repomem.config import ServerConfig, problem_lines, read_settings, resolved_config
+from repomem.config import Config, ServerConfig, problem_lines, read_settings, resolved_config
 from repomem.cyclic_gc import settle_long_lived
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
@@ -48,7 +48,7 @@ from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, type
 from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
-from repomem.lsp.settings import layered_settings
+from repomem.lsp.settings import layered_settings, session_config
 from repomem.thread_priority import lower_thread_priority, thread_nice
 
 if TYPE_CHECKING:
@@ -281,10 +281,9 @@ class RepomemServer(LanguageServer):
         for problem in self.session.configure(options):
             self.show("warning", problem)
 
-    def options_applied(self) -> None:
-        """On the event loop, once the session has the new settings: the scheduler takes its own."""
-        assert self.session is not None
-        server = self.session.config.server
+    def schedule_with(self, config: Config) -> None:
+        """On the event loop: the scheduler takes its settings (timings, caches) from `config`."""
+        server = config.server
         self.scheduler.configure(server.debounce_ms / 1000, server.answer_within_ms / 1000,
                                  server.completion_cache_entries, server.warm_after_ms / 1000, server.type_through,
                                  server.warm_new_function)
@@ -432,7 +431,7 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_disk_changed = ls.persist_later
     ls.apply_options(ls.options)
-    ls.options_applied()
+    ls.schedule_with(ls.session.config)
     ls.start_model()  # the model loads while the index builds
     ls.start_indexing()
     if field(ls.client_capabilities, "workspace", "did_change_watched_files", "dynamic_registration"):
@@ -466,8 +465,13 @@ async def did_change_configuration(ls: RepomemServer, params: types.DidChangeCon
         # must not join a generation running with the old settings.
         ls.settings_generation += 1
         ls.scheduler.stop_all()
+        # The scheduler's settings apply from this notification on, in the client's order: a
+        # request sent after it must not get the old answer budget because the model thread was
+        # still busy (a generation stopping, a prompt being read) when it came. The same settings,
+        # worked out here from the same files; the session's own are applied on its thread.
+        ls.schedule_with(session_config(ls.session.settings_read, settings, ls.session.client_settings)[0])
         await ls.on_model_thread(ls.apply_options, settings)
-        ls.options_applied()
+        ls.schedule_with(ls.session.config)
 
 
 # -- documents -------------------------------------------------------------------------------------

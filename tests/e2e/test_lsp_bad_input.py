@@ -410,6 +410,36 @@ def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
 
 
 
+def test_a_new_answer_budget_holds_for_the_next_request_while_the_model_is_busy(workspace: Path):
+    """The answer budget came into force only once the model thread had applied the new settings:
+    a completion sent right after a workspace/didChangeConfiguration, while a generation held the
+    model thread (here a served model that does not answer), still waited the old budget (Emacs
+    in CI: an answer after 4.2 s where 100 ms was set). It is pending within the new one."""
+    _ListsItsModelThenHangs.release.clear()
+    served, url = serve_http(_ListsItsModelThenHangs)
+    client = RawClient(workspace)
+    try:
+        _initialize(client, workspace, {**SETTINGS, "endpoint": url})  # the budget: 120 s
+        _wait_for_log(client, "model ready")
+        uri = _open_copy_of_report(client, workspace, "report_budget.py")
+        client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 11))
+        time.sleep(1.0)  # that request reaches the model server, which holds the model thread
+        client.notify("workspace/didChangeConfiguration",
+                      {"settings": {"repomem": {**SETTINGS, "endpoint": url, "answerWithinMs": 200}}})
+        started = time.monotonic()
+        pending = client.answer(client.request("textDocument/completion", {
+            "textDocument": {"uri": uri}, "position": {"line": 8, "character": 11}}), timeout_s=30)
+        assert pending["result"].get("itemDefaults", {}).get("data") == {"pending": True}, pending
+        assert time.monotonic() - started < 10
+    finally:
+        _ListsItsModelThenHangs.release.set()
+        served.shutdown()
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
 class _SlowModel(http.server.BaseHTTPRequestHandler):
     """A served model that lists itself at once and takes 30 s over anything else (a loaded GPU
     server): a completion stays running as long as the test needs, without the real model."""
