@@ -2,6 +2,7 @@
 unsaved buffer of one ~500-line file (`RepoService.set_buffer`, which runs `apply_changes`).
 
     python scripts/bench_index_edit.py PREPARED_COPY --edits 15 [--edited Django-5.1.4/django/contrib/auth/models.py]
+    python scripts/bench_index_edit.py PREPARED_COPY --typing
     python scripts/bench_index_edit.py PREPARED_COPY --prepare-from ~/.cache/repomem/packages/django-5.1.4
 
 `--prepare-from` copies a repository to PREPARED_COPY and builds its index once; later runs load
@@ -12,6 +13,11 @@ structure, the call tables, the graph kept between edits, the kernels) and kept 
 garbage collector's walks (`cyclic_gc.settle_long_lived`). Prints one JSON line: the
 seconds to load and to prepare, the first edit's milliseconds apart, then each later edit's and
 their median.
+
+The edits: a statement typed whole in the middle of the file (even edits), and also a function
+added at its end (odd ones), so every edit changes the file's syntax tree. `--typing` instead
+types three lines into three functions key by key (`TYPED_LINES`), a buffer per keystroke as an
+editor sends them: most keystrokes leave the tree as it was.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import json
 import shutil
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from repomem.cyclic_gc import settle_long_lived
@@ -34,6 +41,7 @@ def main() -> int:
     parser.add_argument("--prepare-from", type=Path, help="repository to copy and index first")
     parser.add_argument("--edits", type=int, default=15)
     parser.add_argument("--edited", default="Django-5.1.4/django/contrib/auth/models.py")
+    parser.add_argument("--typing", action="store_true", help="type lines key by key (see above)")
     args = parser.parse_args()
     if args.prepare_from is not None:
         if args.copy.exists():
@@ -56,16 +64,8 @@ def main() -> int:
     if not (args.copy / args.edited).is_file():
         raise SystemExit(f"--edited: no file {args.edited} in {args.copy}")
     lines = (args.copy / args.edited).read_text(encoding="utf-8").splitlines()
-    middle = len(lines) // 2
     edit_ms = []
-    indent = lines[middle][: len(lines[middle]) - len(lines[middle].lstrip())]
-    for attempt in range(args.edits):
-        # A statement typed in the middle of the file (its definitions keep their shape) on even
-        # attempts; odd ones also add a function at the end (the definitions change).
-        typed = lines[:middle] + [f"{indent}typed_{attempt} = {attempt}"] + lines[middle:]
-        if attempt % 2:
-            typed += ["", "", f"def typed_{attempt}():", "    pass"]
-        text = "\n".join(typed) + "\n"
+    for text in typed_buffers(lines) if args.typing else whole_edits(lines, args.edits):
         began = time.perf_counter()
         assert service.set_buffer(args.edited, text) is None
         edit_ms.append((time.perf_counter() - began) * 1000)
@@ -76,6 +76,33 @@ def main() -> int:
                       "p95_edit_ms": round(sorted(later)[int(0.95 * (len(later) - 1))], 2),
                       "max_edit_ms": round(max(later), 2)}))
     return 0
+
+
+# Typed key by key, each as the first line of a function's body (after its `def` line), in
+# functions a third, half and two thirds of the way down the file.
+TYPED_LINES = ("self.last_login = timezone.now()", "# a note typed here, with words", "return value + 1")
+
+
+def whole_edits(lines: list[str], count: int) -> Iterator[str]:
+    """A statement typed in the middle of the file (its definitions keep their shape) on even
+    edits; odd ones also add a function at the end (the definitions change)."""
+    middle = len(lines) // 2
+    indent = lines[middle][: len(lines[middle]) - len(lines[middle].lstrip())]
+    for attempt in range(count):
+        typed = lines[:middle] + [f"{indent}typed_{attempt} = {attempt}"] + lines[middle:]
+        if attempt % 2:
+            typed += ["", "", f"def typed_{attempt}():", "    pass"]
+        yield "\n".join(typed) + "\n"
+
+
+def typed_buffers(lines: list[str]) -> Iterator[str]:
+    """The buffer after each keystroke of TYPED_LINES (see above)."""
+    for share, line in zip((1 / 3, 1 / 2, 2 / 3), TYPED_LINES):
+        after = next(i for i in range(int(len(lines) * share), len(lines)) if lines[i].lstrip().startswith("def "))
+        indent = " " * (len(lines[after]) - len(lines[after].lstrip()) + 4)
+        typed = indent + line
+        for end in range(len(indent) + 1, len(typed) + 1):
+            yield "\n".join(lines[: after + 1] + [typed[:end]] + lines[after + 1 :]) + "\n"
 
 
 if __name__ == "__main__":

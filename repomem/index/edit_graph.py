@@ -34,6 +34,7 @@ from repomem.index.indexed_files import FileRecord
 from repomem.index.kernels.csr import row_slots
 from repomem.index.kernels.row_patching import AdjacencySlots, EntriesByNode, patch_rows
 from repomem.index.search_graph import SearchGraph, search_graph
+from repomem.index.search_memo import SearchMemory
 from repomem.languages.parsed import FileSyntax
 
 # Rebuild whole once dead nodes pass this share of the ids, or unused slots this share of the
@@ -122,6 +123,12 @@ def _in_files(file_ids: np.ndarray, moving: np.ndarray) -> np.ndarray:
     return file_ids == moving[0] if moving.shape[0] == 1 else np.isin(file_ids, moving)
 
 
+def _same_tree(old: FileSyntax | None, new: FileSyntax | None) -> bool:
+    """Whether two versions of a file keep the same syntax nodes under the same parents (its graph
+    block has the same edges, whatever its lines and lengths)."""
+    return old is not None and new is not None and np.array_equal(old.parent, new.parent)
+
+
 def _multiset_difference(old: np.ndarray, new: np.ndarray, moving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Which rows of `old` are not in `new` and which of `new` not in `old`, counted with
     multiplicity (bool masks): a row with an end in a `moving` file is never the same."""
@@ -165,6 +172,9 @@ class EditGraph:
         # Files whose call rows the index replaced since the last sync (`note_replaced_calls`: the
         # index tells, from the only method that changes its call rows once built).
         self.calls_replaced: set[int] = set()
+        # What the last edit's searches found (`search_memo`): kept by a sync only while the graph
+        # stays the same but for one file's new ids.
+        self.searches = SearchMemory()
         # -- nodes (arrays by node id, `n_nodes` of them in use) --
         self.n_nodes = graph.n_nodes
         self.n_dead = 0
@@ -245,7 +255,10 @@ class EditGraph:
 
     def sync(self, index: FollowedIndex) -> bool:
         """Bring the graph to `index` (its files' syntax and calls, its fragments); False when the
-        change is not one this graph can follow (then it must be rebuilt: see `follows`)."""
+        change is not one this graph can follow (then it must be rebuilt: see `follows`). The
+        searches' memo (`searches`) stays only when the graph stayed the same but for new ids of
+        the memo's file."""
+        memo, self.searches.memo = self.searches.memo, None
         if not self.follows(index):
             return False
         self._add_file_ids(len(index.files))
@@ -304,6 +317,11 @@ class EditGraph:
                 self.calls[g] = index.calls[g]
             else:
                 self.calls.pop(g, None)
+        if memo is not None and not removed and not structure and set(touched_files) <= {memo.file} \
+                and _same_tree(self.syntax[memo.file], index.syntax[memo.file]) \
+                and np.array_equal(old_rows, new_rows):
+            # Call rows name nodes by their place in their file: equal rows are the same edges.
+            self.searches.memo = memo
         for f in touched_files:
             self.syntax[f] = index.syntax[f]
         self.calls_replaced = set()

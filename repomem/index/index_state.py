@@ -30,6 +30,7 @@ from repomem.index.kernels.csr import row_slots, rows_times
 from repomem.index.kernels.selection import strongest_in_row_runs
 from repomem.index.relations import WindowVectors, relation_entries, symmetric_union
 from repomem.index.search_graph import SearchGraph
+from repomem.index.search_memo import SearchMemory
 from repomem.index.split_product import RowBlocks
 from repomem.languages.parsed import FileSyntax
 from repomem.languages.reparse import TreeMemo
@@ -321,6 +322,7 @@ class RepoIndex:
         edits; `keep` as `relations.relation_entries`. `window_vectors(index)`: the windows'
         embeddings, for eq. 6 (asked only when relations.semantic_neighbours is on)."""
         graph: CodeGraph | SearchGraph
+        memory: SearchMemory | None = None  # an edit's: what the last edit's searches found
         if full or self.config.relations.kind == "context":
             graph = self.graph(deduplicate=full)
             if full:
@@ -329,12 +331,13 @@ class RepoIndex:
         else:
             # An edit: the graph kept between edits, which pays for the files changed only.
             edit = self.edit_graph()
-            graph, table = edit.view(), edit.fragment_table(self)
+            graph, table, memory = edit.view(), edit.fragment_table(self), edit.searches
         progress.start("relations", int(rows.shape[0]))
         vectors = window_vectors(self) if window_vectors is not None and self.config.relations.semantic_neighbours \
             else None
         return relation_entries(
-            rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep, vectors
+            rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep, vectors,
+            memory,
         )
 
     # -- W -------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from repomem.index.kernels.csr import (
 from repomem.index.kernels.relation_rows import (
     BandSums,
     FragmentCover,
+    NumberedStarts,
     RelationRules,
     RelationScratch,
     StartAnchors,
@@ -50,6 +51,7 @@ from repomem.index.kernels.shortest_paths import (
     tree_anchors,
 )
 from repomem.index.search_graph import SearchGraph, search_graph
+from repomem.index.search_memo import SearchMemory, joined_sums, memo_of, recalled_rows
 
 ProgressCallback = Callable[[int], None]
 # (vectors, known): every window's unit embedding by fragment id, float32, shape (n_fragments,
@@ -75,12 +77,15 @@ def graph_relation_entries(
     relation_config: RelationConfig,
     progress: ProgressCallback | None = None,
     keep: int = 0,
+    memory: SearchMemory | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Eq. 8 entries (row, col, w) for fragment `rows` against every live fragment, pairs of one
     file scaled by `relation_config.same_file_weight`.
 
     At most `keep` strongest entries per row when keep > 0. Also returns each row's entry bar
     (shape (len(rows),)): its weakest kept value if truncated, else the relation cutoff.
+    `memory`: the kept graph's memo of the last edit's searches (`search_memo`), read and replaced
+    by an edit's rows.
     """
     queued_cost = most_common_cost(graph.costs[: graph.n_slots])
     limit = cost_limit(graph_config.strength_cutoff)
@@ -115,25 +120,22 @@ def graph_relation_entries(
     # One scratch set per thread, handed from chunk to chunk; an edit's rows take the kept set.
     scratch: queue.SimpleQueue = queue.SimpleQueue()
     kept = _EDIT_SCRATCH.take(graph.n_nodes, fragments.size, heap_capacity) if rows.shape[0] <= 512 else None
-    if kept is not None:
+    if kept is not None and rows.shape[0] >= TWO_THREAD_MIN_ROWS:
+        # An edit's rows in three steps: each start searched once, on two threads where there are
+        # two, or recalled from the last edit of the file (`memory`).
         second = None
-        if relation_config.workers > 1 and rows.shape[0] >= TWO_THREAD_MIN_ROWS:
-            try:
+        try:
+            if relation_config.workers > 1:
                 second = _SECOND_EDIT_SCRATCH.take(graph.n_nodes, fragments.size, heap_capacity)
-            except BaseException:
-                _EDIT_SCRATCH.give_back()
-                raise
-        if second is not None:
-            # An edit's searches on two threads (each start searched once, by one of them).
-            try:
-                entries = _rows_searched_on_two_threads(
-                    rows, cover, rows_of_graph, limits, rules, anchors, kept, second)
-            finally:
+            entries = _edit_rows_searched(rows, cover, rows_of_graph, limits, rules, anchors, kept, second, memory)
+        finally:
+            if second is not None:
                 _SECOND_EDIT_SCRATCH.give_back()
-                _EDIT_SCRATCH.give_back()
-            if progress is not None:
-                progress(int(rows.shape[0]))
-            return entries
+            _EDIT_SCRATCH.give_back()
+        if progress is not None:
+            progress(int(rows.shape[0]))
+        return entries
+    if kept is not None:
         scratch.put(kept)
     else:
         for _ in range(min(workers, len(chunks))):
@@ -169,53 +171,80 @@ TWO_THREAD_MIN_ROWS = 8
 STARTS_PER_RUN = 6
 
 
-def _rows_searched_on_two_threads(
+def _edit_rows_searched(
     rows: np.ndarray, cover: FragmentCover, graph: GraphRows, limits: SearchLimits, rules: RelationRules,
-    anchors: StartAnchors, kept: RelationScratch, second: RelationScratch,
+    anchors: StartAnchors, kept: RelationScratch, second: RelationScratch | None, memory: SearchMemory | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`relation_rows` for an edit's rows with the searches split between two threads: runs of
-    neighbouring starts (which cost alike) go to whichever thread is free next, each thread sums
-    into its own scratch and pair list, and the rows are put together from the runs' lists in run
-    order. The same entries, bit for bit, as on one thread (the same searches and sums, in the same
-    order per start). Taken as the threads come free rather than split in halves: halves of
-    alternating starts left one thread waiting on the other (docs/measurements.md#an-edit)."""
+    """`relation_rows` for an edit's rows in its three steps: the starts numbered, each searched once
+    (on two threads when `second` is given) unless `memory` holds what it found at the last edit of
+    the same file (`search_memo`), the rows assembled. The same entries as `relation_rows`, bit for
+    bit, when nothing is recalled (the same searches and sums, in the same order per start)."""
     rows = rows.astype(np.int64)
     numbered = number_starts(rows, cover, limits, rules, anchors, kept.source_slot)
     starts = numbered.starts
     try:
-        band_first = np.zeros((starts.shape[0], numbered.budgets.shape[0]), dtype=np.int64)
-        band_end = np.zeros_like(band_first)
-        # At least four runs (two per thread) where there are starts enough.
-        size = max(1, min(STARTS_PER_RUN, starts.shape[0] // 4))
-        runs = [np.arange(first, min(first + size, starts.shape[0])) for first in range(0, starts.shape[0], size)]
-        found: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int32), np.zeros(0))] * len(runs)
-        next_run = itertools.count(2)  # one C call under the GIL: each run is taken once
-
-        def search(first_run: int, buffers: RelationScratch) -> bool:
-            run = first_run  # each thread's first run is its own, then whichever is next
-            while run < len(runs):
-                pair_frag, pair_value, ok = search_bands(runs[run], numbered, cover, graph, limits, rules, anchors,
-                                                         buffers, band_first, band_end)
-                if not ok:
-                    return False
-                found[run] = (pair_frag, pair_value)
-                run = next(next_run)
-            return True
-
-        if not all(run_parts([partial(search, 0, kept), partial(search, 1, second)])):
-            raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * slots
-        offset = 0
-        for run, (pair_frag, _) in zip(runs, found):
-            band_first[run] += offset
-            band_end[run] += offset
-            offset += pair_frag.shape[0]
-        sums = BandSums(band_first, band_end, np.concatenate([pair_frag for pair_frag, _ in found]),
-                        np.concatenate([pair_value for _, pair_value in found]))
+        file = int(cover.file[rows[0]])
+        # Recalled only where a search sums other files' fragments alone and the rows are one file's.
+        recallable = memory is not None and rules.same_file_weight == 0.0 and bool((cover.file[rows] == file).all())
+        block_first = int(anchors.block_start[file])
+        key = (numbered.budgets.tobytes(), float(limits.limit), int(limits.max_reach))
+        memo = memory.memo if memory is not None and recallable else None
+        recalled = recalled_rows(memo, file, key, starts, block_first)
+        searched = _searched_starts(np.flatnonzero(recalled < 0), numbered, cover, graph, limits, rules, anchors,
+                                    kept, second)
+        sums = joined_sums(memo, recalled, searched)
+        if memory is not None:
+            memory.memo = memo_of(file, key, starts, block_first, sums) if recallable else None
         out_row, out_col, out_val, bars = assemble_rows(rows, cover, limits, rules, anchors, numbered, sums, kept)
     finally:
         kept.source_slot[starts] = -1
     return gathered([(out_row.astype(np.int32), out_col.astype(np.int32), out_val, bars)], rows.shape[0],
                     rules.keep)
+
+
+def _searched_starts(
+    which: np.ndarray, numbered: NumberedStarts, cover: FragmentCover, graph: GraphRows, limits: SearchLimits,
+    rules: RelationRules, anchors: StartAnchors, kept: RelationScratch, second: RelationScratch | None,
+) -> BandSums:
+    """The band sums of the starts numbered `which` (rows of the other starts empty). On two threads
+    when `second` is given: runs of neighbouring starts (which cost alike) go to whichever thread is
+    free next, each thread sums into its own scratch and pair list, and the pairs are put together
+    in run order. Taken as the threads come free rather than split in halves: halves of
+    alternating starts left one thread waiting on the other (docs/measurements.md#an-edit)."""
+    band_first = np.zeros((numbered.starts.shape[0], numbered.budgets.shape[0]), dtype=np.int64)
+    band_end = np.zeros_like(band_first)
+    if second is None or not which.shape[0]:
+        pair_frag, pair_value, ok = search_bands(which, numbered, cover, graph, limits, rules, anchors, kept,
+                                                 band_first, band_end)
+        if not ok:
+            raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * slots
+        return BandSums(band_first, band_end, pair_frag, pair_value)
+    # At least four runs (two per thread) where there are starts enough.
+    size = max(1, min(STARTS_PER_RUN, which.shape[0] // 4))
+    runs = [which[first : first + size] for first in range(0, which.shape[0], size)]
+    found: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int32), np.zeros(0))] * len(runs)
+    next_run = itertools.count(2)  # one C call under the GIL: each run is taken once
+
+    def search(first_run: int, buffers: RelationScratch) -> bool:
+        run = first_run  # each thread's first run is its own, then whichever is next
+        while run < len(runs):
+            pair_frag, pair_value, ok = search_bands(runs[run], numbered, cover, graph, limits, rules, anchors,
+                                                     buffers, band_first, band_end)
+            if not ok:
+                return False
+            found[run] = (pair_frag, pair_value)
+            run = next(next_run)
+        return True
+
+    if not all(run_parts([partial(search, 0, kept), partial(search, 1, second)])):
+        raise RuntimeError("Dijkstra heap overflow")  # cannot happen: capacity >= 2 * slots
+    offset = 0
+    for run, (pair_frag, _) in zip(runs, found):
+        band_first[run] += offset
+        band_end[run] += offset
+        offset += pair_frag.shape[0]
+    return BandSums(band_first, band_end, np.concatenate([pair_frag for pair_frag, _ in found]),
+                    np.concatenate([pair_value for _, pair_value in found]))
 
 
 class KeptScratch:
@@ -369,6 +398,7 @@ def relation_entries(
     progress: ProgressCallback | None = None,
     keep: int | None = None,
     window_vectors: WindowVectors | None = None,
+    memory: SearchMemory | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The configured relation's strongest entries for `rows`: (row, col, w, entry bar per row).
 
@@ -376,7 +406,8 @@ def relation_entries(
     `semantic_neighbours` the semantic relation (eq. 6) in that max too; each row keeps its
     `max_relations_per_fragment` largest entries (or `keep`; 0 keeps all), and its bar is the
     weakest one kept (the relation cutoff when the row was not full). A `CodeGraph` is made
-    into its `SearchGraph` with `fragments` (when the relation kind reads the graph).
+    into its `SearchGraph` with `fragments` (when the relation kind reads the graph). `memory`: as
+    `graph_relation_entries`.
     """
     kind = relation_config.kind
     if keep is None:
@@ -388,11 +419,12 @@ def relation_entries(
         # The kernel already keeps each row's `keep` strongest and knows their bars: sorting the
         # entries again cost the cold build (docs/measurements.md#graph-and-relations; the parity
         # tests check both ways agree).
-        return graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config, progress, keep)
+        return graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config, progress, keep,
+                                      memory)
     parts = []
     if kind in ("graph", "graph+context"):
         parts.append(graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config,
-                                            progress, keep)[:3])
+                                            progress, keep, memory)[:3])
     elif progress is not None:
         progress(int(rows.shape[0]))
     if kind in ("context", "graph+context"):

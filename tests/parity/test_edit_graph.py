@@ -561,3 +561,53 @@ def test_an_edit_reaches_files_that_look_it_up_through_other_files(tmp_path, cas
         assert _edges_by_path(index) == _edges_by_path(whole), (path, text)
         seen.append(_edges_by_path(whole))
     assert any(a != b for a, b in zip(seen, seen[1:])), "no step moved an edge: the case can not fail"
+
+
+def test_edits_that_keep_a_files_graph_recall_its_searches_and_give_the_same_index(synthetic_repo, monkeypatch):
+    """Keystrokes that leave the edited file's syntax tree and call rows as they were (a number, a
+    name inside a statement) take its searches from the last edit's memo (`search_memo`) instead
+    of searching again; the index they leave is, bit for bit, the one the same edits leave with
+    every search made. An edit of another file, or one that changes the file's tree, searches."""
+    import repomem.index.relations as relations
+
+    recalled: list[tuple[int, int]] = []
+    recalled_rows = relations.recalled_rows
+
+    def counted(*arguments):
+        rows = recalled_rows(*arguments)
+        recalled.append((int((rows >= 0).sum()), int(rows.shape[0])))
+        return rows
+
+    monkeypatch.setattr(relations, "recalled_rows", counted)
+    config = Config()
+    assert config.relations.same_file_weight == 0.0
+    remembering, searching = open_index(synthetic_repo, config), open_index(synthetic_repo, config)
+    paths = sorted(r.path for r in remembering.files if r is not None and "mod" in r.path)
+    typed, other = paths[3], paths[5]
+    text = (synthetic_repo / typed).read_text(encoding="utf-8")
+    assert "x * 5 + y" in text and "total_1 -= item\n" in text
+    steps = [
+        ("search", typed, text + "\n\nZ = 3\n"),  # a new statement: the first edit searches
+        ("recall", typed, text.replace("x * 5 + y", "x * 55 + y", 1) + "\n\nZ = 3\n"),
+        ("recall", typed, text.replace("x * 5 + y", "x * 556 + y", 1) + "\n\nZ = 3\n"),
+        ("recall", typed, text.replace("x * 5 + y", "x * 556 + y", 1).replace("total_1 -= item\n", "total_1 -= items\n")
+         + "\n\nZ = 34\n"),
+        ("search", other, (synthetic_repo / other).read_text(encoding="utf-8") + "\n\nW = 1\n"),
+        ("search", typed, text.replace("x * 5 + y", "x * 5 + yy", 1) + "\n\nZ = 3\n"),  # after another file
+        ("recall", typed, text.replace("x * 5 + y", "x * 5 + yyy", 1) + "\n\nZ = 3\n"),
+        ("search", typed, text.replace("x * 5 + y", "x * 5 + yyy", 1) + "\n\nZ = 3\nV = 4\n"),  # a new node
+    ]
+    for expected, path, new_text in steps:
+        recalled.clear()
+        rows = edit_file(remembering, synthetic_repo, path, new_text)
+        assert len(rows) >= relations.TWO_THREAD_MIN_ROWS and len(recalled) == 1
+        hits, starts = recalled[0]
+        assert (hits == starts > 0) if expected == "recall" else hits == 0, (expected, path, recalled)
+        if searching._derived.edit_graph is not None:
+            searching._derived.edit_graph.searches.memo = None  # every search made
+        edit_file(searching, synthetic_repo, path, new_text)
+        assert recalled[-1][0] == 0
+        for ours, theirs in zip(remembering.delta_entries, searching.delta_entries):
+            np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(remembering.thresholds, searching.thresholds)
+    assert (remembering.relation_matrix() != searching.relation_matrix()).nnz == 0
