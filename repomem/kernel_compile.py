@@ -85,6 +85,7 @@ _PACKAGE = {
 # stays small.
 _PACKAGE["shop/codes.py"] = "CODES = [\n" + "".join(
     "    " + " ".join(f"'code_{n}'," for n in range(row, row + 100)) + "\n" for row in range(0, 2100, 100)) + "]\n"
+_CODES = "shop/codes.py"
 _EDITED = ("shop/cart.py",
            "\n    def clear(self):\n        self.items = []\n        return compute_tax(0, 'standard')\n")
 
@@ -268,7 +269,7 @@ def _forget_compiled(cache_folder: Path) -> None:
 
 def _run_steps(root: Path, progress: Progress) -> None:
     """Index _PACKAGE (the parse, the graph, W), save and load it (the snapshot's codecs and checks),
-    edit one file of it thrice (the edit path's kernels, the joining of postings) and score a query
+    edit it thrice (the edit path's kernels, the joining of postings) and score a query
     both ways (the top K alone, and every fragment)."""
     config = Config()
     built = build_index(root, config, [_source(path, text, config) for path, text in _PACKAGE.items()])
@@ -281,10 +282,10 @@ def _run_steps(root: Path, progress: Progress) -> None:
     index.prepare_edits()
     path, added = _EDITED
     apply_changes(index, [_source(path, _PACKAGE[path] + added, config)], [])
-    # Edited back: the second edit's postings join the first's (bm25.appended_segment), a kernel
-    # of its own that an editing session otherwise compiled at its second edit.
+    # Another file next: its postings join the first edit's, both live (bm25.postings_joined), a
+    # kernel of its own that an editing session otherwise compiled at its second edit.
+    apply_changes(index, [_source(_CODES, _PACKAGE[_CODES] + "MORE = CODES\n", config)], [])
     apply_changes(index, [_source(path, _PACKAGE[path], config)], [])
-    apply_changes(index, [_source(path, _PACKAGE[path] + added, config)], [])
     progress.advance()
     query = "\n".join((_PACKAGE[path] + added).splitlines()[-6:])
     best_fragments(index, query, config.retrieval.alpha, config.retrieval.top_k)

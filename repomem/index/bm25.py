@@ -84,6 +84,21 @@ def joined_segment(segments: Sequence[TermSegment], live: np.ndarray) -> TermSeg
     first = segments[0].first_doc
     n_docs = sum(segment.tf.shape[0] for segment in segments)
     n_terms = max(segment.tf.shape[1] for segment in segments)
+    alive = [bool(live[s.first_doc : s.first_doc + s.tf.shape[0]].any()) for s in segments]
+    if sum(alive) == 1:
+        only = segments[alive.index(True)]
+        if live[only.first_doc : only.first_doc + only.tf.shape[0]].all():
+            # One segment holds every live document (typing into one file: the last version's
+            # segment is all dead): its postings as they are, renumbered, no pass over the terms.
+            return _rebased(only, first, n_docs, n_terms)
+    return postings_joined(segments, live)
+
+
+def postings_joined(segments: Sequence[TermSegment], live: np.ndarray) -> TermSegment:
+    """`joined_segment` by the joining kernel, whatever lives where."""
+    first = segments[0].first_doc
+    n_docs = sum(segment.tf.shape[0] for segment in segments)
+    n_terms = max(segment.tf.shape[1] for segment in segments)
     indptrs = np.empty((len(segments), n_terms + 1), dtype=np.int64)
     for row, segment in zip(indptrs, segments):
         own = segment.tf.indptr
@@ -97,6 +112,22 @@ def joined_segment(segments: Sequence[TermSegment], live: np.ndarray) -> TermSeg
     index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
     tf = sp.csc_matrix((n_docs, n_terms), dtype=np.int32)
     tf.indptr, tf.indices, tf.data = indptr.astype(index_dtype), kept_docs.astype(index_dtype, copy=False), kept_counts
+    tf.has_sorted_indices = True
+    return TermSegment(first, tf)
+
+
+def _rebased(segment: TermSegment, first: int, n_docs: int, n_terms: int) -> TermSegment:
+    """`segment`'s postings in a segment of `n_docs` documents from `first` and `n_terms` terms:
+    what `joined_segment` makes when the other segments hold no live document."""
+    own = segment.tf
+    indptr = np.empty(n_terms + 1, dtype=np.int64)
+    indptr[: own.indptr.shape[0]] = own.indptr
+    indptr[own.indptr.shape[0]:] = own.indptr[-1]  # terms the segment never saw: no postings
+    index_dtype = np.int32 if indptr[-1] < np.iinfo(np.int32).max else np.int64
+    tf = sp.csc_matrix((n_docs, n_terms), dtype=np.int32)
+    tf.indptr = indptr.astype(index_dtype)
+    tf.indices = (own.indices.astype(np.int64) + (segment.first_doc - first)).astype(index_dtype)
+    tf.data = own.data.copy()
     tf.has_sorted_indices = True
     return TermSegment(first, tf)
 

@@ -12,7 +12,14 @@ from rank_bm25 import BM25Okapi
 
 from repomem.completion.engine import CompletionEngine
 from repomem.config import BM25Config, Config, with_overrides
-from repomem.index.bm25 import build_segment, compute_stats, document_frequencies, joined_segment, score_query
+from repomem.index.bm25 import (
+    build_segment,
+    compute_stats,
+    document_frequencies,
+    joined_segment,
+    postings_joined,
+    score_query,
+)
 from repomem.index.fragments import CoverEntries
 from repomem.index.graph import syntax_edges
 from repomem.index.kernels.csr import sort_rows_by_column
@@ -524,6 +531,27 @@ def test_joined_segments_score_the_same_bits_without_dead_postings():
         together = score_query(query, [joined], stats, doc_len, live, BM25Config())
         assert apart.tobytes() == together.tobytes()
         assert (together[~live] == 0).all()
+
+
+@pytest.mark.parametrize("alive", [(False, True), (False, True, False), (True,)])
+def test_a_join_where_one_segment_holds_every_live_document_is_the_kernels_join(alive):
+    """Typing into one file leaves the last version's segment all dead beside the new one: the
+    join then takes the live segment's postings as they are (`joined_segment`'s short way), the
+    same arrays, dtypes and shape as the joining kernel's."""
+    rng = np.random.default_rng(5)
+    segments, first = [], 7
+    for width in [30, 44, 38][: len(alive)]:
+        doc_terms = [rng.integers(0, width, rng.integers(1, 20)).astype(np.int32) for _ in range(12)]
+        segments.append(build_segment(first, doc_terms, width))
+        first += len(doc_terms)
+    live = np.zeros(first + 3, dtype=bool)
+    for segment, on in zip(segments, alive):
+        live[segment.first_doc : segment.first_doc + segment.tf.shape[0]] = on
+    short, kernel = joined_segment(segments, live), postings_joined(segments, live)
+    assert short.first_doc == kernel.first_doc and short.tf.shape == kernel.tf.shape
+    for name in ("indptr", "indices", "data"):
+        ours, theirs = getattr(short.tf, name), getattr(kernel.tf, name)
+        assert ours.dtype == theirs.dtype and ours.tobytes() == theirs.tobytes(), name
 
 
 def test_scaled_lengths_follow_the_length_array_they_are_asked_about():
