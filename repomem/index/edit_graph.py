@@ -168,6 +168,8 @@ class EditGraph:
         whole = search_graph(graph, table)
         self.config: GraphConfig = index.config.graph
         self.syntax: list[FileSyntax | None] = list(index.syntax)
+        # id() of each of `syntax`, int64 (n_files,): a sync compares the index's with these.
+        self.syntax_ids = np.fromiter(map(id, self.syntax), dtype=np.int64, count=len(self.syntax))
         self.calls: dict[int, np.ndarray] = dict(index.calls)
         # Files whose call rows the index replaced since the last sync (`note_replaced_calls`: the
         # index tells, from the only method that changes its call rows once built).
@@ -265,8 +267,7 @@ class EditGraph:
         # Which files changed: a new syntax object (an edit or a new file makes one; a removal
         # leaves None).
         now = np.fromiter(map(id, index.syntax), dtype=np.int64, count=len(index.syntax))
-        then = np.fromiter(map(id, self.syntax), dtype=np.int64, count=len(self.syntax))
-        touched_files = np.flatnonzero(now != then).tolist()
+        touched_files = np.flatnonzero(now != self.syntax_ids).tolist()
         if any((index.syntax[f] is None) != (index.files[f] is None) for f in touched_files):
             return False
         changed = [f for f in touched_files if index.syntax[f] is not None]  # edited or new
@@ -324,6 +325,7 @@ class EditGraph:
             self.searches.memo = memo
         for f in touched_files:
             self.syntax[f] = index.syntax[f]
+        self.syntax_ids[touched_files] = now[touched_files]
         self.calls_replaced = set()
         return True
 
@@ -383,6 +385,7 @@ class EditGraph:
         if extra <= 0:
             return
         self.syntax.extend([None] * extra)
+        self.syntax_ids = np.concatenate([self.syntax_ids, np.full(extra, id(None), dtype=np.int64)])
         self.paths.extend([None] * extra)
         self.block_start = np.concatenate([self.block_start, np.zeros(extra, dtype=np.int64)])
         self.block_end = np.concatenate([self.block_end, np.zeros(extra, dtype=np.int64)])
@@ -392,6 +395,8 @@ class EditGraph:
         """Removed files' file nodes die, and folders no present file lies under any more; returns
         the live folder nodes whose rows held an edge to one of them (their blocks die with
         `_move_blocks`)."""
+        if not removed:
+            return np.zeros(0, dtype=np.int64)
         dying: list[int] = []
         swept: list[int] = []
         for f in removed:

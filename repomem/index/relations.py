@@ -501,7 +501,8 @@ def symmetric_union(
     if r.shape[0] == 0:
         return r, c, v
     key = r.astype(np.int64) * (int(c.max()) + 1) + c
-    order = np.argsort(key, kind="stable")
+    # Not a stable sort: entries with one key are one pair, whose maximum takes no order.
+    order = np.argsort(key)
     key, v = key[order], v[order]
     first = np.ones(key.shape[0], dtype=bool)
     first[1:] = key[1:] != key[:-1]
