@@ -223,19 +223,26 @@ def _follow_moves(index: RepoIndex, files: Iterable[int],
                   node_moves: dict[int, np.ndarray]) -> tuple[dict[int, np.ndarray], set[int]]:
     """The call rows of `files` with their targets in moved files taken to the new nodes, and
     the files with a row into a definition that went (they must be resolved again)."""
-    remapped: dict[int, np.ndarray] = {}
-    unfollowed: set[int] = set()
-    for file_id in files:
-        edges = index.calls[file_id]
-        moved = edges.copy()
-        for target, moves in node_moves.items():
-            rows = np.flatnonzero(edges[:, 2] == target)
-            if rows.size:
-                moved[rows, 3] = moves[edges[rows, 3]]
-        if (moved[:, 3] < 0).any():
-            unfollowed.add(file_id)
-        elif not np.array_equal(moved, edges):
-            remapped[file_id] = moved
+    files = sorted(files)
+    if not files:
+        return {}, set()
+    # Every file's rows at once (a module many files import has many callers; a loop over them
+    # took a third of a millisecond an edit).
+    parts = [index.calls[file_id] for file_id in files]
+    bounds = np.cumsum([0, *(part.shape[0] for part in parts)])
+    edges = np.concatenate(parts)
+    moved = edges.copy()
+    for target, moves in node_moves.items():
+        rows = np.flatnonzero(edges[:, 2] == target)
+        if rows.size:
+            moved[rows, 3] = moves[edges[rows, 3]]
+    owner = np.repeat(np.arange(len(files)), np.diff(bounds))
+    lost = np.zeros(len(files), dtype=bool)
+    lost[owner[moved[:, 3] < 0]] = True
+    changed = np.zeros(len(files), dtype=bool)
+    changed[owner[(moved != edges).any(axis=1)]] = True
+    unfollowed = {files[i] for i in np.flatnonzero(lost).tolist()}
+    remapped = {files[i]: moved[bounds[i] : bounds[i + 1]].copy() for i in np.flatnonzero(changed & ~lost).tolist()}
     return remapped, unfollowed
 
 

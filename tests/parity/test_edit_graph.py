@@ -344,6 +344,46 @@ def test_a_resolver_taught_edits_answers_as_one_built_on_the_edited_files(langua
     assert kept_shape >= len(files)  # most edits kept the shape: the in-place path was taken
 
 
+def test_the_python_resolver_keeps_its_answers_through_edits_inside_bodies():
+    """A new version of a file with the same definitions and imports (keystrokes inside bodies,
+    calls typed, changed and removed) keeps the Python resolver's tables and memo of answers, and
+    it resolves every file's calls as a resolver built on the edited files; an edit that changes a
+    definition starts the answers again."""
+    from repomem.index.calls import CallResolution
+    from repomem.languages.syntax import extract_syntax
+
+    paths = sorted(NAMESAKE_FILES)
+    texts = [NAMESAKE_FILES[path] for path in paths]
+    graph = Config().graph
+    syntax = [extract_syntax(path, "python", text, "statement") for path, text in zip(paths, texts)]
+    taught = CallResolution(syntax, graph)
+    taught.affected_by({0}, frozenset({"helper"}))  # the lookup keys built, as in a running index
+    for file_id in range(len(paths)):
+        taught.resolve_file(file_id)
+    (resolver,) = taught._resolvers.values()
+    core = paths.index("core.py")
+    edits = [
+        ("return 1\n", "return 11\n", True),
+        ("return self.save()", "return self.save() + helper(2)", True),  # a call typed
+        ("return self.save() + helper(2)", "return self.name()", True),
+        ("def unrelated(y):\n    return y", "def unrelated(y):\n    return helper(y)", True),
+        ("def unrelated(y):", "def unrelated(y, z=0):", True),  # a signature: the same definition
+        ("class User(Base):", "class User(object):", False),  # its bases: another definition
+    ]
+    for old, new, kept in edits:
+        assert old in texts[core]
+        texts[core] = texts[core].replace(old, new, 1)
+        syntax[core] = extract_syntax("core.py", "python", texts[core], "statement")
+        answers = dict(resolver._names_memo)
+        assert answers
+        taught.learn(core, syntax[core])
+        assert (resolver._names_memo == answers) is kept, (old, new)
+        fresh = CallResolution(syntax, graph)
+        for file_id in range(len(paths)):
+            assert taught.resolve_file(file_id) == fresh.resolve_file(file_id), (old, new, paths[file_id])
+        assert taught.affected_by({core}, frozenset({"helper"})) == fresh.affected_by({core}, frozenset({"helper"}))
+
+
 def _edges_by_path(index: RepoIndex) -> set[tuple]:
     """Every call edge as (caller path, call node, callee path, definition node, hops)."""
     path = {f: r.path for f, r in enumerate(index.files) if r is not None}

@@ -117,7 +117,17 @@ class PythonCallResolver:
         return self._module_of.get(file_id)
 
     def learn(self, file_id: int, syntax: FileSyntax) -> None:
-        """Add (or replace) one file's tables."""
+        """Add (or replace) one file's tables. A new version with the same definitions (nodes
+        included) and imports as the old one (a keystroke inside a body) makes the same tables, and
+        every answer stays: they read tables and paths, never call sites. Its call sites are read
+        from it from now on (`resolve_file`), and the lookup keys, which hold its callees, follow."""
+        old = self._files.get(file_id)
+        if old is not None and old.path == syntax.path and old.definitions == syntax.definitions \
+                and old.imports == syntax.imports:
+            self._files[file_id] = syntax
+            if self._lookups is not None:
+                self._learn_lookups(file_id, syntax)  # replaces the old version's keys
+            return
         self.forget(file_id)
         self._forget_answers()
         self._files[file_id] = syntax
