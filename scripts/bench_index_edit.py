@@ -4,6 +4,7 @@ unsaved buffer of one ~500-line file (`RepoService.set_buffer`, which runs `appl
     python scripts/bench_index_edit.py PREPARED_COPY --edits 15 [--edited Django-5.1.4/django/contrib/auth/models.py]
     python scripts/bench_index_edit.py PREPARED_COPY --typing
     python scripts/bench_index_edit.py PREPARED_COPY --prepare-from ~/.cache/repomem/packages/django-5.1.4
+    python scripts/bench_index_edit.py SCRATCH --before REV --rounds 3   # both kinds of edit, paired
 
 `--prepare-from` copies a repository to PREPARED_COPY and builds its index once; later runs load
 that index (they never save: buffers stay in memory), so every run times the same edits of the
@@ -18,21 +19,32 @@ The edits: a statement typed whole in the middle of the file (even edits), and a
 added at its end (odd ones), so every edit changes the file's syntax tree. `--typing` instead
 types three lines into three functions key by key (`TYPED_LINES`), a buffer per keystroke as an
 editor sends them: most keystrokes leave the tree as it was.
+
+`--before REV` times both kinds of edit in this checkout and in REV (a git worktree), each in its
+own copy of Django under SCRATCH prepared by its own code (the builder digests differ), in
+alternating processes, and writes eval/results/bench-index-edit.json: each run's median and p95,
+and the median of the pairs' ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from repomem.cyclic_gc import settle_long_lived
-from repomem.failures import Failure
-from repomem.service import RepoService
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))  # for scripts.*; the repomem timed is the one PYTHONPATH names first
+
+from repomem.cyclic_gc import settle_long_lived  # noqa: E402
+from repomem.failures import Failure  # noqa: E402
+from repomem.service import RepoService  # noqa: E402
 
 
 def main() -> int:
@@ -42,7 +54,12 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=15)
     parser.add_argument("--edited", default="Django-5.1.4/django/contrib/auth/models.py")
     parser.add_argument("--typing", action="store_true", help="type lines key by key (see above)")
+    parser.add_argument("--before", help="reference commit: time both checkouts, paired (see above)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-index-edit.json")
     args = parser.parse_args()
+    if args.before is not None:
+        return paired(args)
     if args.prepare_from is not None:
         if args.copy.exists():
             shutil.rmtree(args.copy)
@@ -75,6 +92,62 @@ def main() -> int:
                       "edit_ms": [round(ms, 2) for ms in later], "median_edit_ms": round(statistics.median(later), 2),
                       "p95_edit_ms": round(sorted(later)[int(0.95 * (len(later) - 1))], 2),
                       "max_edit_ms": round(max(later), 2)}))
+    return 0
+
+
+def paired(args: argparse.Namespace) -> int:
+    """This checkout against `args.before`, both kinds of edit, alternating (see above)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from scripts.bench_sources import django_or
+    from scripts.reference_checkout import reference_worktree
+
+    # The folder holding Django's sources (the default --edited path starts with its name).
+    source = args.prepare_from if args.prepare_from is not None else django_or(None).parent
+    console = Console(width=130)
+    labels = (f"before {args.before}", "this checkout")
+    kinds = {"whole statements and functions": ["--edits", str(args.edits)], "typing key by key": ["--typing"]}
+    runs: dict[str, dict[str, list[dict]]] = {label: {kind: [] for kind in kinds} for label in labels}
+
+    def probe(checkout: Path, *arguments: str) -> dict:
+        run = subprocess.run([sys.executable, str(Path(__file__).resolve()), *arguments, "--edited", args.edited],
+                             env={**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_NO_DAEMON": "1"},
+                             capture_output=True, text=True, cwd=checkout)
+        if run.returncode != 0:
+            raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
+        return json.loads(run.stdout.splitlines()[-1])
+
+    with reference_worktree(args.before) as reference, console.status("") as status:
+        checkouts = dict(zip(labels, (reference, ROOT)))
+        copies = {label: args.copy.resolve() / name for label, name in zip(labels, ("before", "now"))}
+        for label, checkout in checkouts.items():
+            status.update(f"indexing a copy of {source.name} with {label}")
+            probe(checkout, str(copies[label]), "--prepare-from", str(source))
+        for round_number in range(args.rounds):
+            for kind, arguments in kinds.items():
+                for label, checkout in checkouts.items():
+                    status.update(f"round {round_number + 1} of {args.rounds}: {kind}, {label}")
+                    runs[label][kind].append(probe(checkout, str(copies[label]), *arguments))
+    table = Table(title=f"One edited file of {args.edited} in memory (ms; medians of the runs' medians "
+                        f"and p95s, {args.rounds} alternating runs each)")
+    table.add_column("edits")
+    for label in labels:
+        table.add_column(f"{label}: median / p95", justify="right")
+    table.add_column("this / before, median pair", justify="right")
+    summary = {}
+    for kind in kinds:
+        before, now = ([run["median_edit_ms"] for run in runs[label][kind]] for label in labels)
+        p95s = [statistics.median(run["p95_edit_ms"] for run in runs[label][kind]) for label in labels]
+        ratio = statistics.median(b / a for a, b in zip(before, now))
+        summary[kind] = {"before_median_ms": statistics.median(before), "now_median_ms": statistics.median(now),
+                         "before_p95_ms": p95s[0], "now_p95_ms": p95s[1], "ratio": ratio}
+        table.add_row(kind, f"{statistics.median(before):.1f} / {p95s[0]:.1f}",
+                      f"{statistics.median(now):.1f} / {p95s[1]:.1f}", f"{ratio:.2f}")
+    console.print(table)
+    args.out.write_text(json.dumps({"before": args.before, "edited": args.edited, "rounds": args.rounds,
+                                    "runs": runs, "summary": summary}, indent=2) + "\n")
+    console.print(f"written {args.out}")
     return 0
 
 
