@@ -31,7 +31,15 @@ class TermSegment:
     _by_doc: list = field(default_factory=list, compare=False, repr=False)  # cached CSR copy
 
     def doc_terms(self, local_docs: np.ndarray) -> np.ndarray:
-        """Term ids present in the given segment rows (one entry per row and term)."""
+        """Term ids present in the given segment rows (one entry per row and term; distinct rows)."""
+        tf = self.tf
+        if not self._by_doc and tf.nnz <= tf.shape[1]:
+            # A segment with fewer postings than terms (an edit's): read its columns where they hold
+            # the rows, rather than make a by-document copy, a pass over the whole vocabulary.
+            wanted = np.zeros(tf.shape[0], dtype=bool)
+            wanted[local_docs] = True
+            at = np.flatnonzero(wanted[tf.indices])
+            return (np.searchsorted(tf.indptr, at, side="right") - 1).astype(np.int64)
         if not self._by_doc:
             self._by_doc.append(self.tf.tocsr())
         by_doc = self._by_doc[0]

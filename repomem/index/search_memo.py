@@ -2,18 +2,17 @@
 
 A language server re-indexes the file being typed into at every keystroke, and most keystrokes
 leave that file's part of the code graph the same shape: a letter typed inside a name, a string
-or a comment changes no kept syntax node and no call edge (typing a line of Django's
-`contrib/auth/models.py` key by key: 23 of 32 keystrokes). Its nodes are renumbered (the kept
-graph gives an edited file new ids, `edit_graph`), but a search from one of its anchors walks the
-same graph, so it finds the same sums. With `same_file_weight` 0 (the default) a search sums
-other files' fragments only, which the edit did not touch; the edited file's new windows differ
-only in their own cover, which `assemble_rows` reads afresh.
+or a comment changes no kept syntax node and no call edge (docs/measurements.md#an-edit). Its
+nodes are renumbered (the kept graph gives an edited file new ids, `edit_graph`), but a search
+from one of its anchors walks the same graph, so it finds the same sums. With `same_file_weight`
+0 (the default) a search sums other files' fragments only, which the edit did not touch; the
+edited file's new windows differ only in their own cover, which `assemble_rows` reads afresh.
 
 The memo holds the band sums (`relation_rows.BandSums`) of the last edit's search starts, keyed by
-the start's offset in its file's block of nodes. `EditGraph.sync` keeps it only across a sync that
-changed nothing but that file, and left its syntax tree and every call row the same
-(`EditGraph.search_memo`); anything else drops it. A memo also answers only searches with the same
-bands (the budgets) and limits.
+the start's offset in its file's block of nodes. `EditGraph.sync` keeps it (`EditGraph.searches`)
+only across a sync that changed nothing but that file, and left its syntax tree and every call
+row the same; anything else drops it. A memo also answers only searches with the same bands (the
+budgets) and limits.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from rank_bm25 import BM25Okapi
 from repomem.completion.engine import CompletionEngine
 from repomem.config import BM25Config, Config, with_overrides
 from repomem.index.bm25 import (
+    TermSegment,
     build_segment,
     compute_stats,
     document_frequencies,
@@ -552,6 +553,21 @@ def test_a_join_where_one_segment_holds_every_live_document_is_the_kernels_join(
     for name in ("indptr", "indices", "data"):
         ours, theirs = getattr(short.tf, name), getattr(kernel.tf, name)
         assert ours.dtype == theirs.dtype and ours.tobytes() == theirs.tobytes(), name
+
+
+def test_a_small_segments_documents_give_their_terms_as_its_by_document_copy_does():
+    """An edit's segment (fewer postings than terms) reads the retired documents' terms from its
+    columns; the same term ids, as many times, as the by-document copy a large segment keeps."""
+    rng = np.random.default_rng(3)
+    doc_terms = [rng.integers(0, 900, rng.integers(0, 40)).astype(np.int32) for _ in range(30)]
+    small = build_segment(11, doc_terms, 1000)
+    assert small.tf.nnz <= small.tf.shape[1]
+    copied = TermSegment(small.first_doc, small.tf)
+    copied._by_doc.append(small.tf.tocsr())  # as `prepare_edits` makes it
+    for docs in ([0, 5, 29], [], list(range(30)), [7]):
+        local = np.asarray(docs, dtype=np.int64)
+        assert sorted(small.doc_terms(local).tolist()) == sorted(copied.doc_terms(local).tolist())
+    assert not small._by_doc  # no copy made
 
 
 def test_scaled_lengths_follow_the_length_array_they_are_asked_about():
