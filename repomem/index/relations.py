@@ -484,7 +484,13 @@ def row_thresholds(rows: np.ndarray, values: np.ndarray, size: int, limit: int, 
     counts = np.bincount(rows, minlength=size)
     full = counts >= limit
     weakest = np.full(size, np.inf)
-    np.minimum.at(weakest, rows, values)
+    if np.all(rows[1:] >= rows[:-1]):
+        # Rows in runs (an edit's top lists): one minimum per run, where np.minimum.at costs a
+        # call per entry (0.75 ms an edit of a 2,700-line file).
+        starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+        weakest[rows[starts]] = np.minimum.reduceat(values, starts)
+    else:
+        np.minimum.at(weakest, rows, values)
     threshold[full] = np.maximum(weakest[full], cutoff)
     return threshold
 

@@ -334,6 +334,9 @@ def test_strongest_per_row_by_partition_is_the_sort(keep):
     assert (lengths > keep).any() and (lengths <= keep).any()
     np.testing.assert_array_equal(row_thresholds(fast[0], fast[2], 40, keep, 0.01),
                                   row_thresholds(slow[0], slow[2], 40, keep, 0.01))
+    shuffled = rng.permutation(fast[0].shape[0])  # entries in any order: the same bars
+    np.testing.assert_array_equal(row_thresholds(fast[0][shuffled], fast[2][shuffled], 40, keep, 0.01),
+                                  row_thresholds(fast[0], fast[2], 40, keep, 0.01))
 
 
 @pytest.mark.parametrize("seed, rows_ascending", [(0, True), (1, True), (2, False)])
