@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,12 +49,31 @@ def _point(text: bytes, offset: int) -> tuple[int, int]:
 
 def edited_tree(tree: Tree, old: bytes, new: bytes) -> Tree:
     """`tree` (a parse of `old`) told of the one span in which `new` differs, in place."""
+    edited_span(tree, old, new)
+    return tree
+
+
+def edited_span(tree: Tree, old: bytes, new: bytes) -> tuple[int, int]:
+    """`edited_tree`'s work; returns the span [start, end) of `new` that replaced old bytes."""
     start = common_prefix_length(old, new)
     suffix = common_suffix_length(old, new, min(len(old), len(new)) - start)
     old_end, new_end = len(old) - suffix, len(new) - suffix
     tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end, start_point=_point(old, start),
               old_end_point=_point(old, old_end), new_end_point=_point(new, new_end))
-    return tree
+    return start, new_end
+
+
+@dataclass(frozen=True)
+class Reparse:
+    """How a parse from the last tree of a path differs from that tree: the span [start, end) of
+    the new text holding every byte that changed and every node whose structure did (tree-sitter's
+    changed ranges); old bytes after it moved by `delta`. `before`: what the analysis of the old
+    text left with the memo (`TreeMemo.attach`), None when it left nothing."""
+
+    start: int
+    end: int
+    delta: int
+    before: object
 
 
 class TreeMemo:
@@ -63,25 +83,51 @@ class TreeMemo:
 
     def __init__(self, capacity: int = 8) -> None:
         self.capacity = capacity
-        self._trees: OrderedDict[tuple[str, str], tuple[bytes, Tree]] = OrderedDict()
+        # (path, language) -> (source, its tree, what its analysis attached)
+        self._trees: OrderedDict[tuple[str, str], tuple[bytes, Tree, object]] = OrderedDict()
+        self._reparses: dict[tuple[str, str], tuple[bytes, Reparse]] = {}  # the last parse's, by its source
         self._lock = threading.Lock()  # the language server edits on one thread, a refresh on another
 
     def parse(self, path: str, language: str, source: bytes) -> Tree:
         key = (path, language)
         with self._lock:
             previous = self._trees.pop(key, None)
+            self._reparses.pop(key, None)
+        reparse = None
         if previous is None:
             tree = parse(language, source)
         else:
-            old_source, old_tree = previous
+            old_source, old_tree, attached = previous
             # The old tree is this memo's alone (no node of it outlives the analysis that made
             # it), so it is edited in place rather than copied.
-            tree = parser_for(language).parse(source, edited_tree(old_tree, old_source, source))
+            start, end = edited_span(old_tree, old_source, source)
+            tree = parser_for(language).parse(source, old_tree)
+            for changed in old_tree.changed_ranges(tree):
+                start, end = min(start, changed.start_byte), max(end, changed.end_byte)
+            reparse = Reparse(start, end, len(source) - len(old_source), attached)
         with self._lock:
-            self._trees[key] = (source, tree)
+            self._trees[key] = (source, tree, None)
+            if reparse is not None:
+                self._reparses[key] = (source, reparse)
             while len(self._trees) > self.capacity:
-                self._trees.popitem(last=False)
+                dropped, _ = self._trees.popitem(last=False)
+                self._reparses.pop(dropped, None)
         return tree
+
+    def reparse_of(self, path: str, language: str, source: bytes) -> Reparse | None:
+        """How the last parse of `source` at this path differed from the tree before (None: it was
+        parsed from nothing, or `source` is not what was parsed last)."""
+        with self._lock:
+            found = self._reparses.get((path, language))
+        return found[1] if found is not None and found[0] is source else None
+
+    def attach(self, path: str, language: str, source: bytes, value: object) -> None:
+        """Keep `value` (an analysis of `source`) with the last tree of the path, for the analysis
+        of the next version (`Reparse.before`); nothing when `source` is not what was parsed last."""
+        with self._lock:
+            held = self._trees.get((path, language))
+            if held is not None and held[0] is source:
+                self._trees[(path, language)] = (source, held[1], value)
 
     def __len__(self) -> int:
         return len(self._trees)

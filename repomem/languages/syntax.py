@@ -16,6 +16,7 @@ from functools import cache
 
 import numpy as np
 
+from repomem.languages.call_reuse import KnownCalls, call_reuse
 from repomem.languages.language import Language, SymbolCollector
 from repomem.languages.parsed import CallSites, FileSyntax, split_lines
 from repomem.languages.registry import language_named
@@ -69,8 +70,18 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
                           length=np.asarray(kept.lengths[:1], dtype=np.int32), line_chars=_line_chars(text),
                           over_node_limit=True)
     symbols = kept.symbols
-    definitions, imports, calls = ((), (), CallSites()) if symbols is None else symbols.finish(
-        root, kept.kept_index, kept.class_scope)
+    if symbols is None:
+        definitions, imports, calls = (), (), CallSites()
+    elif trees is not None and getattr(symbols, "reuses_calls", False):
+        # An edited file: the call sites its edit cannot have changed are the last version's
+        # (languages/call_reuse.py).
+        reparse = trees.reparse_of(path, language.name, source)
+        reuse = None if reparse is None else call_reuse(reparse.before, (reparse.start, reparse.end, reparse.delta),
+                                                        kept.parents, root, kept.kept_index)
+        definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope, reuse)
+        trees.attach(path, language.name, source, KnownCalls(kept.parents, symbols.call_starts, symbols.call_rows))
+    else:
+        definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope)
     return FileSyntax(
         path=path,
         language=language.name,

@@ -53,12 +53,17 @@ _START_BYTE = operator.attrgetter("start_byte")
 _END_BYTE = operator.attrgetter("end_byte")
 
 
-def capture_nodes(language: str, query_source: str, root: Node, name: str) -> list[Node]:
+def capture_nodes(language: str, query_source: str, root: Node, name: str,
+                  byte_range: tuple[int, int] | None = None) -> list[Node]:
     """Nodes captured under `name` by a tree-sitter query, in document order (an enclosing node
     before the nodes it holds). tree-sitter's captures come in match order, which changed from one
     parse of a file to the next (docs/measurements.md#parsing-and-analysis), and the order is
-    saved with the index's call sites: sorted, the same code writes the same index."""
-    captures = tree_sitter.QueryCursor(_query(language, query_source)).captures(root)
+    saved with the index's call sites: sorted, the same code writes the same index.
+    `byte_range` (start, end): only the matches that meet those bytes."""
+    cursor = tree_sitter.QueryCursor(_query(language, query_source))
+    if byte_range is not None:
+        cursor.set_byte_range(*byte_range)
+    captures = cursor.captures(root)
     # By (start, -end) in two stable sorts on C-level keys: a Python key function per node cost
     # a quarter of this function (docs/measurements.md#parsing-and-analysis).
     by_end = sorted(captures.get(name, []), key=_END_BYTE, reverse=True)

@@ -89,3 +89,42 @@ def test_the_memo_keeps_the_last_parses_of_a_few_paths():
     # A path parsed in another language is parsed afresh, not from the other grammar's tree.
     tree = trees.parse("c.py", "javascript", b"let x = 1;\n")
     assert tree.root_node.type == "program" and not tree.root_node.has_error
+
+
+TYPED_LINES = ["self.items.append(compute_tax(item, rate=0.2))", "# a note, typed (with brackets)",
+               "total = sum(price.amount for price in prices) + len(self.items)", "return x.y.z(1)"]
+
+
+@pytest.mark.parametrize("path", ["examples/shop/shop/cart.py", "repomem/languages/reparse.py",
+                                  "repomem/index/edit_graph.py"])
+def test_keystrokes_take_the_call_sites_they_cannot_change_from_the_last_version(path, monkeypatch):
+    """Lines typed key by key into function bodies and deleted key by key again: each version's
+    syntax, call sites included, is a fresh parse's; most keystrokes kept the kept nodes, so most
+    took the calls outside the edited statement from the last version (languages/call_reuse.py)."""
+    import repomem.languages.syntax as syntax_module
+
+    reused = []
+    call_reuse = syntax_module.call_reuse
+
+    def counted(*arguments):
+        found = call_reuse(*arguments)
+        reused.append(found is not None)
+        return found
+
+    monkeypatch.setattr(syntax_module, "call_reuse", counted)
+    text = (ROOT / path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    trees = TreeMemo(capacity=2)
+    extract_syntax(path, "python", text, "statement", trees=trees)
+    bodies = [i + 1 for i, line in enumerate(lines) if line.lstrip().startswith("def ") and line.rstrip().endswith(":")]
+    for at, typed in zip(bodies[len(bodies) // 3 :: max(1, len(bodies) // 6)], TYPED_LINES):
+        indent = " " * (len(lines[at]) - len(lines[at].lstrip()))
+        steps = list(range(1, len(typed) + 1))
+        for end in steps + steps[::-1][1:]:  # typed, then deleted again
+            edited = "\n".join(lines[:at] + [indent + typed[:end]] + lines[at:])
+            assert_same_syntax(extract_syntax(path, "python", edited, "statement", trees=trees),
+                               extract_syntax(path, "python", edited, "statement"))
+        lines_text = "\n".join(lines)
+        assert_same_syntax(extract_syntax(path, "python", lines_text, "statement", trees=trees),
+                           extract_syntax(path, "python", lines_text, "statement"))
+    assert sum(reused) > len(reused) // 2, reused

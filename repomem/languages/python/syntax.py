@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
+from repomem.languages.call_reuse import CallReuse
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
 from repomem.languages.treesitter import Node, capture_nodes, nearest_kept
 
@@ -18,14 +20,22 @@ CALL_QUERY = "(call function: [(identifier) (attribute)] @callee)"
 
 
 class PythonSymbols:
-    """One file's definitions and imports as the walk meets them, then its calls (SymbolCollector)."""
+    """One file's definitions and imports as the walk meets them, then its calls (SymbolCollector).
+
+    Its call sites can be taken from the file's last version (`finish`'s `reuse`): a keystroke
+    changes the calls of one statement, and the call query over a whole large file was most of
+    an edit's analysis (docs/measurements.md#an-edit)."""
 
     watched_types = frozenset({"function_definition", "class_definition", "import_statement",
                                "import_from_statement"})
+    reuses_calls = True
 
     def __init__(self) -> None:
         self.definitions: list[Definition] = []
         self.imports: list[ImportBinding] = []
+        # After `finish`: each call site's callee start byte and its row, in order (`KnownCalls`).
+        self.call_starts: list[int] = []
+        self.call_rows: list[tuple[int, int, str, str]] = []
 
     def enter(self, node: Node, kept_index: int, scope: str, in_function: bool) -> tuple[str, bool]:
         node_type = node.type
@@ -40,21 +50,35 @@ class PythonSymbols:
             self.imports.extend(_imports(node))
         return scope, in_function
 
-    def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str]
-               ) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
+    def finish(self, root: Node, kept_index: dict[int, int], class_scope: Sequence[str],
+               reuse: CallReuse | None = None) -> tuple[tuple[Definition, ...], tuple[ImportBinding, ...], CallSites]:
+        """`reuse`: the last version's call sites and the bytes of this one that hold every call
+        site that may differ (see `CallReuse`); the others are the last version's rows."""
         calls: list[tuple[int, int, str, str]] = []
+        starts: list[int] = []
         # Each expression node's nearest kept ancestor and its distance in parent steps, found
         # once per node: tree-sitter's `parent` walks down from the root (cost ~ depth), so walking
         # every call up to its statement would cost calls * depth**2 on deeply nested expressions
         # (a 9 KB `f(f(...))` 3,000 deep took minutes); with the memo each call stops at the first
         # ancestor already placed.
         placed: dict[int, tuple[int, int]] = {}  # node id -> (kept index, parent steps to it)
-        for callee in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee"):
+        span = None if reuse is None else (reuse.first, reuse.end)
+        for callee in capture_nodes(LANGUAGE_NAME, CALL_QUERY, root, "callee", span):
+            if span is not None and not span[0] <= callee.start_byte < span[1]:
+                continue  # a match that only meets the span: its call site is the last version's
             dotted = dotted_name(callee)
             if dotted is None:
                 continue
             owner_index, hops = nearest_kept(callee.parent, kept_index, placed)
             calls.append((owner_index, hops, dotted, class_scope[owner_index]))
+            starts.append(callee.start_byte)
+        if reuse is not None:
+            known = reuse.known
+            before = bisect.bisect_left(known.starts, reuse.first)
+            after = bisect.bisect_left(known.starts, reuse.end - reuse.delta)
+            calls = [*known.rows[:before], *calls, *known.rows[after:]]
+            starts = [*known.starts[:before], *starts, *(start + reuse.delta for start in known.starts[after:])]
+        self.call_starts, self.call_rows = starts, calls
         return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
 
 
