@@ -5,6 +5,7 @@ request. The index still loads afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -382,11 +384,27 @@ class _ListsItsModelThenHangs(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
-    """No child to kill: the process ends without waiting for the model thread's call."""
+@contextlib.contextmanager
+def _served_by_a_hung_model(workspace: Path) -> Iterator[tuple[RawClient, str]]:
+    """A server started in `workspace` and the URL of a served model that lists itself, then never
+    answers (`_ListsItsModelThenHangs`); both gone afterwards, and no traceback was printed."""
+    _ListsItsModelThenHangs.release.clear()
     served, url = serve_http(_ListsItsModelThenHangs)
     client = RawClient(workspace)
     try:
+        yield client, url
+    finally:
+        _ListsItsModelThenHangs.release.set()
+        served.shutdown()
+        if client.process.poll() is None:
+            client.process.kill()
+            client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
+def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
+    """No child to kill: the process ends without waiting for the model thread's call."""
+    with _served_by_a_hung_model(workspace) as (client, url):
         _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000, "endpoint": url})
         _wait_for_log(client, "model ready")
         uri = _open_copy_of_report(client, workspace, "report_hung.py")
@@ -397,17 +415,6 @@ def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
         client.notify("exit", {})
         assert client.process.wait(timeout=60) == 1
         assert time.monotonic() - started < 3
-    finally:
-        _ListsItsModelThenHangs.release.set()
-        served.shutdown()
-        if client.process.poll() is None:
-            client.process.kill()
-            client.process.wait()
-    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
-
-
-
-
 
 
 def test_a_new_answer_budget_holds_for_the_next_request_while_the_model_is_busy(workspace: Path):
@@ -415,10 +422,7 @@ def test_a_new_answer_budget_holds_for_the_next_request_while_the_model_is_busy(
     a completion sent right after a workspace/didChangeConfiguration, while a generation held the
     model thread (here a served model that does not answer), still waited the old budget (Emacs
     in CI: an answer after 4.2 s where 100 ms was set). It is pending within the new one."""
-    _ListsItsModelThenHangs.release.clear()
-    served, url = serve_http(_ListsItsModelThenHangs)
-    client = RawClient(workspace)
-    try:
+    with _served_by_a_hung_model(workspace) as (client, url):
         _initialize(client, workspace, {**SETTINGS, "endpoint": url})  # the budget: 120 s
         _wait_for_log(client, "model ready")
         uri = _open_copy_of_report(client, workspace, "report_budget.py")
@@ -431,13 +435,6 @@ def test_a_new_answer_budget_holds_for_the_next_request_while_the_model_is_busy(
             "textDocument": {"uri": uri}, "position": {"line": 8, "character": 11}}), timeout_s=30)
         assert pending["result"].get("itemDefaults", {}).get("data") == {"pending": True}, pending
         assert time.monotonic() - started < 10
-    finally:
-        _ListsItsModelThenHangs.release.set()
-        served.shutdown()
-        if client.process.poll() is None:
-            client.process.kill()
-            client.process.wait()
-    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
 
 
 class _SlowModel(http.server.BaseHTTPRequestHandler):
