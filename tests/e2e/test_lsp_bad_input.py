@@ -385,16 +385,16 @@ class _ListsItsModelThenHangs(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def _served_by_a_hung_model(workspace: Path) -> Iterator[tuple[RawClient, str]]:
-    """A server started in `workspace` and the URL of a served model that lists itself, then never
-    answers (`_ListsItsModelThenHangs`); both gone afterwards, and no traceback was printed."""
-    _ListsItsModelThenHangs.release.clear()
-    served, url = serve_http(_ListsItsModelThenHangs)
+def _served_by(model: type, workspace: Path) -> Iterator[tuple[RawClient, str]]:
+    """A server started in `workspace` and the URL of a served `model` (a handler class holding back
+    its answers until its `release` is set); both gone afterwards, and no traceback was printed."""
+    model.release.clear()
+    served, url = serve_http(model)
     client = RawClient(workspace)
     try:
         yield client, url
     finally:
-        _ListsItsModelThenHangs.release.set()
+        model.release.set()
         served.shutdown()
         if client.process.poll() is None:
             client.process.kill()
@@ -404,7 +404,7 @@ def _served_by_a_hung_model(workspace: Path) -> Iterator[tuple[RawClient, str]]:
 
 def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
     """No child to kill: the process ends without waiting for the model thread's call."""
-    with _served_by_a_hung_model(workspace) as (client, url):
+    with _served_by(_ListsItsModelThenHangs, workspace) as (client, url):
         _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000, "endpoint": url})
         _wait_for_log(client, "model ready")
         uri = _open_copy_of_report(client, workspace, "report_hung.py")
@@ -422,7 +422,7 @@ def test_a_new_answer_budget_holds_for_the_next_request_while_the_model_is_busy(
     a completion sent right after a workspace/didChangeConfiguration, while a generation held the
     model thread (here a served model that does not answer), still waited the old budget (Emacs
     in CI: an answer after 4.2 s where 100 ms was set). It is pending within the new one."""
-    with _served_by_a_hung_model(workspace) as (client, url):
+    with _served_by(_ListsItsModelThenHangs, workspace) as (client, url):
         _initialize(client, workspace, {**SETTINGS, "endpoint": url})  # the budget: 120 s
         _wait_for_log(client, "model ready")
         uri = _open_copy_of_report(client, workspace, "report_budget.py")
@@ -463,10 +463,7 @@ def test_shutdown_while_a_completion_runs_is_answered_and_exit_is_clean(workspac
     """`shutdown` then `exit` sent while a completion waits on a slow served model (an inline
     request still in flight, or a completion whose answer is pending): shutdown is answered at once,
     the completion ends with the process, which exits 0 within a few seconds, no traceback."""
-    _SlowModel.release.clear()
-    served, url = serve_http(_SlowModel)
-    client = RawClient(workspace)
-    try:
+    with _served_by(_SlowModel, workspace) as (client, url):
         _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 1000 if "inline" not in method else 60000,
                                         "endpoint": url})
         _wait_for_log(client, "model ready")
@@ -487,13 +484,6 @@ def test_shutdown_while_a_completion_runs_is_answered_and_exit_is_clean(workspac
         client.notify("exit", {})
         assert client.process.wait(timeout=30) == 0
         assert time.monotonic() - started < 4.0
-    finally:
-        _SlowModel.release.set()
-        served.shutdown()
-        if client.process.poll() is None:
-            client.process.kill()
-            client.process.wait()
-    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
 
 
 def test_a_silent_or_trickling_client_keeps_nobody_out_of_serve_tcp(workspace: Path, tmp_path: Path):
