@@ -70,6 +70,7 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
                           length=np.asarray(kept.lengths[:1], dtype=np.int32), line_chars=_line_chars(text),
                           over_node_limit=True)
     symbols = kept.symbols
+    parent = np.asarray(kept.parents, dtype=np.int32)
     if symbols is None:
         definitions, imports, calls = (), (), CallSites()
     elif trees is not None and getattr(symbols, "reuses_calls", False):
@@ -77,15 +78,15 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
         # (languages/call_reuse.py).
         reparse = trees.reparse_of(path, language.name, source)
         reuse = None if reparse is None else call_reuse(reparse.before, (reparse.start, reparse.end, reparse.delta),
-                                                        kept.parents, root, kept.kept_index)
+                                                        parent, root, kept.kept_index)
         definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope, reuse)
-        trees.attach(path, language.name, source, KnownCalls(kept.parents, symbols.call_starts, symbols.call_rows))
+        trees.attach(path, language.name, source, KnownCalls(parent, symbols.call_starts, symbols.call_rows))
     else:
         definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope)
     return FileSyntax(
         path=path,
         language=language.name,
-        parent=np.asarray(kept.parents, dtype=np.int32),
+        parent=parent,
         start_line=np.asarray(kept.starts, dtype=np.int32),
         end_line=np.asarray(kept.ends, dtype=np.int32),
         length=np.asarray(kept.lengths, dtype=np.int32),

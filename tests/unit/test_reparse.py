@@ -99,16 +99,18 @@ TYPED_LINES = ["self.items.append(compute_tax(item, rate=0.2))", "# a note, type
                                   "repomem/index/edit_graph.py"])
 def test_keystrokes_take_the_call_sites_they_cannot_change_from_the_last_version(path, monkeypatch):
     """Lines typed key by key into function bodies and deleted key by key again: each version's
-    syntax, call sites included, is a fresh parse's; most keystrokes kept the kept nodes, so most
-    took the calls outside the edited statement from the last version (languages/call_reuse.py)."""
+    syntax, call sites included, is a fresh parse's; most keystrokes took the calls outside the
+    edited statement from the last version (languages/call_reuse.py), some of them across a
+    statement that came or went (the kept nodes after it renumbered)."""
     import repomem.languages.syntax as syntax_module
 
-    reused = []
+    reused, moved = [], []
     call_reuse = syntax_module.call_reuse
 
     def counted(*arguments):
         found = call_reuse(*arguments)
         reused.append(found is not None)
+        moved.append(found is not None and found.shift != 0)  # a statement came or went
         return found
 
     monkeypatch.setattr(syntax_module, "call_reuse", counted)
@@ -127,4 +129,35 @@ def test_keystrokes_take_the_call_sites_they_cannot_change_from_the_last_version
         lines_text = "\n".join(lines)
         assert_same_syntax(extract_syntax(path, "python", lines_text, "statement", trees=trees),
                            extract_syntax(path, "python", lines_text, "statement"))
-    assert sum(reused) > len(reused) // 2, reused
+    assert sum(reused) > len(reused) // 2 and any(moved), reused
+
+
+def test_no_call_site_is_taken_when_the_kept_nodes_outside_the_edited_one_differ():
+    """`call_reuse` checks what it relies on: the kept nodes before the edited kept node, and those
+    after its subtree (renumbered), under the same parents as before; a last version that differs
+    there (here made up) gives nothing to take."""
+    from repomem.languages.call_reuse import KnownCalls, call_reuse
+
+    path = "examples/shop/shop/cart.py"
+    text = (ROOT / path).read_text(encoding="utf-8")
+    trees = TreeMemo(capacity=2)
+    syntax = extract_syntax(path, "python", text, "statement", trees=trees)
+    at = text.index("find_product(sku)\n")  # inside a method body: kept nodes before and after it
+    edited = text[:at] + "x" + text[at:]
+    source = edited.encode("utf-8")
+    tree = trees.parse(path, "python", source)
+    reparse = trees.reparse_of(path, "python", source)
+    assert reparse is not None and isinstance(reparse.before, KnownCalls)
+    from repomem.languages.registry import language_named
+    from repomem.languages.syntax import walk_tree
+
+    kept = walk_tree(tree.root_node, language_named("python"), "statement", len(edited.split("\n")) - 1,
+                     len(source), 0)
+    parents = np.asarray(kept.parents, dtype=np.int32)
+    changed = (reparse.start, reparse.end, reparse.delta)
+    assert call_reuse(reparse.before, changed, parents, tree.root_node, kept.kept_index) is not None
+    for where in (1, -1):  # a parent changed before the edited node, or after its subtree
+        other = syntax.parent.copy()
+        other[where] = 0 if other[where] != 0 else -1
+        before = KnownCalls(other, reparse.before.starts, reparse.before.rows)
+        assert call_reuse(before, changed, parents, tree.root_node, kept.kept_index) is None

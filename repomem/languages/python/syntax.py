@@ -76,7 +76,10 @@ class PythonSymbols:
             known = reuse.known
             before = bisect.bisect_left(known.starts, reuse.first)
             after = bisect.bisect_left(known.starts, reuse.end - reuse.delta)
-            calls = [*known.rows[:before], *calls, *known.rows[after:]]
+            moved_from, shift = reuse.moved_from, reuse.shift
+            calls = [*known.rows[:before], *calls,
+                     *((owner + shift if owner >= moved_from else owner, hops, callee, scope)
+                       for owner, hops, callee, scope in known.rows[after:])]
             starts = [*known.starts[:before], *starts, *(start + reuse.delta for start in known.starts[after:])]
         self.call_starts, self.call_rows = starts, calls
         return tuple(self.definitions), tuple(self.imports), CallSites.of_rows(calls)
