@@ -63,7 +63,10 @@ def test_the_semantic_relation_joins_w_with_the_real_model(tmp_path: Path):
     from repomem.service import RepoService
 
     with_eq6, without = RepoService.open(shop), RepoService.open(plain)
-    assert with_eq6.ensure_index().action == "unchanged" and without.ensure_index().action == "unchanged"
+    for service in (with_eq6, without):
+        report = service.ensure_index()
+        assert not isinstance(report, Failure), report
+        assert report.action == "unchanged", (service.root, report.reason, report.warning)
     w_with = with_eq6.index_for_measurement().relation_matrix().toarray()
     w_without = without.index_for_measurement().relation_matrix().toarray()
     assert w_with.shape == w_without.shape and (w_with >= w_without - 1e-6).all()
