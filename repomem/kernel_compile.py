@@ -83,9 +83,9 @@ _PACKAGE = {
 # More distinct words than the tokenizer's first hash table holds (index.tokens._WordTable), so the
 # table grows as it does early in any real repository; in 22 lines (two windows): the package
 # stays small.
-_PACKAGE["shop/codes.py"] = "CODES = [\n" + "".join(
-    "    " + " ".join(f"'code_{n}'," for n in range(row, row + 100)) + "\n" for row in range(0, 2100, 100)) + "]\n"
 _CODES = "shop/codes.py"
+_PACKAGE[_CODES] = "CODES = [\n" + "".join(
+    "    " + " ".join(f"'code_{n}'," for n in range(row, row + 100)) + "\n" for row in range(0, 2100, 100)) + "]\n"
 _EDITED = ("shop/cart.py",
            "\n    def clear(self):\n        self.items = []\n        return compute_tax(0, 'standard')\n")
 
@@ -216,7 +216,7 @@ def helper_main() -> None:
     from repomem.index import relations
 
     relations.relation_rows = _no_relations  # this process only indexes the throwaway package
-    relations.TWO_THREAD_MIN_ROWS = sys.maxsize  # searches split between threads call its parts
+    relations.TWO_THREAD_MIN_ROWS = sys.maxsize  # an edit's rows past it call its parts, not it
     with tempfile.TemporaryDirectory(prefix="repomem-kernels-") as folder:
         _run_steps(Path(folder), _StepLines())
 

@@ -194,7 +194,9 @@ def _edit_rows_searched(
                                     kept, second)
         sums = joined_sums(memo, recalled, searched)
         if memory is not None:
-            memory.memo = memo_of(file, key, starts, block_first, sums) if recallable else None
+            # All recalled in the same order: the memo already describes these sums.
+            memory.memo = None if not recallable else memo if memo is not None and sums is memo.sums \
+                else memo_of(file, key, starts, block_first, sums)
         out_row, out_col, out_val, bars = assemble_rows(rows, cover, limits, rules, anchors, numbered, sums, kept)
     finally:
         kept.source_slot[starts] = -1

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from repomem.languages.reparse import Reparse
 from repomem.languages.treesitter import Node
 
 
@@ -46,14 +47,15 @@ class CallReuse:
     shift: int
 
 
-def call_reuse(before: object, changed: tuple[int, int, int] | None, parents: np.ndarray, root: Node,
-               kept_index: dict[int, int]) -> CallReuse | None:
-    """What the new version may take from `before` (a `KnownCalls`, or anything else: nothing),
-    given the changed span (start, end, delta) of its parse and its kept nodes' parents; None when
-    the span is unknown or the kept nodes outside K's subtree differ."""
-    if changed is None or not isinstance(before, KnownCalls):
+def call_reuse(reparse: Reparse | None, parents: np.ndarray, root: Node, kept_index: dict[int, int]
+               ) -> CallReuse | None:
+    """What the new version may take from the last one (`reparse.before`, when a `KnownCalls`),
+    given how its parse differed (`reparse`) and its kept nodes' parents; None when it was parsed
+    from nothing or the kept nodes outside K's subtree differ."""
+    before = None if reparse is None else reparse.before
+    if reparse is None or not isinstance(before, KnownCalls):
         return None
-    start, end, delta = changed
+    start, end, delta = reparse.start, reparse.end, reparse.delta
     node: Node | None = root.descendant_for_byte_range(start, max(start, end))
     # K starts before the span (or is the root): a kept node starting where the span starts may be
     # a new one, or an old one's neighbour, and the numbering up to K must be the old one's.

@@ -76,9 +76,7 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
     elif trees is not None and getattr(symbols, "reuses_calls", False):
         # An edited file: the call sites its edit cannot have changed are the last version's
         # (languages/call_reuse.py).
-        reparse = trees.reparse_of(path, language.name, source)
-        reuse = None if reparse is None else call_reuse(reparse.before, (reparse.start, reparse.end, reparse.delta),
-                                                        parent, root, kept.kept_index)
+        reuse = call_reuse(trees.reparse_of(path, language.name, source), parent, root, kept.kept_index)
         definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope, reuse)
         trees.attach(path, language.name, source, KnownCalls(parent, symbols.call_starts, symbols.call_rows))
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -154,10 +155,9 @@ def test_no_call_site_is_taken_when_the_kept_nodes_outside_the_edited_one_differ
     kept = walk_tree(tree.root_node, language_named("python"), "statement", len(edited.split("\n")) - 1,
                      len(source), 0)
     parents = np.asarray(kept.parents, dtype=np.int32)
-    changed = (reparse.start, reparse.end, reparse.delta)
-    assert call_reuse(reparse.before, changed, parents, tree.root_node, kept.kept_index) is not None
+    assert call_reuse(reparse, parents, tree.root_node, kept.kept_index) is not None
     for where in (1, -1):  # a parent changed before the edited node, or after its subtree
         other = syntax.parent.copy()
         other[where] = 0 if other[where] != 0 else -1
         before = KnownCalls(other, reparse.before.starts, reparse.before.rows)
-        assert call_reuse(before, changed, parents, tree.root_node, kept.kept_index) is None
+        assert call_reuse(replace(reparse, before=before), parents, tree.root_node, kept.kept_index) is None
