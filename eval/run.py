@@ -23,6 +23,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import lzma
 import os
 import queue
 import stat
@@ -217,17 +218,23 @@ def records_named(records: list[dict[str, Any]], strategy: str, alpha: float | N
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    """Records of a results file; a torn or foreign line is skipped."""
+    """Records of a results file, plain or xz-compressed (the slimmed copies in eval/results, which
+    carry no version: a record there is one with a task and a strategy); a torn or foreign line is
+    skipped."""
     if not path.is_file():
         return []
     records = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    opener = lzma.open if path.suffix == ".xz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         for line in handle:
             try:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and record.get("version") == RESULTS_VERSION:
+            if not isinstance(record, dict):
+                continue
+            version = record.get("version")
+            if version == RESULTS_VERSION or (version is None and {"task_id", "strategy"} <= record.keys()):
                 records.append(record)
     return records
 

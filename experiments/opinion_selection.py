@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,16 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from repomem.evaluation.report import format_interval, paired_bootstrap
-from repomem.evaluation.run import records_named, strategy_and_alpha
+from repomem.evaluation.run import read_results, records_named, strategy_and_alpha
 
 OWN_ROUND = 0  # round_em[0] / round_logprob[0]: the answer to the strategy's own prompt
-
-
-def read_records(path: Path) -> list[dict]:
-    """Records of a results file, plain or xz-compressed JSON lines (the slim copies in eval/results)."""
-    opener = lzma.open if path.suffix == ".xz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 class UnknownOpinion(ValueError):
@@ -223,7 +215,7 @@ def main() -> None:
     missing = [path for path in args.records if not path.is_file()]
     if missing:
         parser.error(f"no such file: {missing[0]}")
-    records = [r for path in args.records for r in read_records(path)]
+    records = [r for path in args.records for r in read_results(path)]
     sets = [[name.strip() for name in names.split(",")] for names in args.sets]
     try:
         answers_by_task(records, [args.baseline, *(name for names in sets for name in names)])

@@ -25,26 +25,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import sys
 from pathlib import Path
+
+from repomem.evaluation.run import read_results
 
 # What names the run a record belongs to: a copied record takes the variant's (`--alpha 0` is a
 # variant too), so that the merged file reads as one run's.
 RUN_FIELDS = ("config", "settings", "alpha", "k", "order")
 
 
-def read_records(path: Path) -> list[dict]:
-    opener = lzma.open if path.suffix == ".xz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def by_task(paths: list[Path], strategy: str, config: str | None = None) -> dict[str, dict]:
     """task id -> record of `strategy` (and of `config`, when given), the last one read winning."""
     records: dict[str, dict] = {}
     for path in paths:
-        for record in read_records(path):
+        for record in read_results(path):
             if record["strategy"] == strategy and (config is None or record.get("config") == config):
                 records[record["task_id"]] = record
     return records

@@ -97,6 +97,14 @@ def _percent(values: list[bool | None]) -> float | None:
     return 100.0 * sum(bool(v) for v in values) / len(values)
 
 
+def _calls(records: list[dict]) -> np.ndarray | None:
+    """Whether each prediction calls the function its answer calls; None when a record lacks the
+    answer (the slimmed copies of the first GPU rounds in eval/results kept none)."""
+    if any("ground_truth" not in r for r in records):
+        return None
+    return np.array([same_call(r["prediction"], r["ground_truth"]) for r in records])
+
+
 def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
     names = list(by_config)
     common = set.intersection(*(set(records) for records in by_config.values())) if names else set()
@@ -108,7 +116,7 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
         base = [by_config[names[0]][t] for t in ids]
         base_em = np.array([bool(r["em"]) for r in base])
         api = split == "api"
-        base_call = np.array([same_call(r["prediction"], r["ground_truth"]) for r in base])
+        base_call = _calls(base)
         for name in names:
             records = [by_config[name][t] for t in ids]
             em = np.array([bool(r["em"]) for r in records])
@@ -125,9 +133,9 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
                 prompt_hit=_percent([r.get("prompt_hit") for r in records]),
                 near_hit=_percent([r.get("prompt_near_hit") for r in records]),
                 name_hit=_percent([r.get("prompt_name_hit") for r in records]),
-                call_match=100.0 * float(np.mean(calls := np.array([same_call(r["prediction"], r["ground_truth"])
-                                                                     for r in records]))) if api else None,
-                call_delta=None if is_base or not api else paired_bootstrap(calls, base_call),
+                call_match=100.0 * float(np.mean(calls)) if api and (calls := _calls(records)) is not None else None,
+                call_delta=None if is_base or not api or calls is None or base_call is None
+                else paired_bootstrap(calls, base_call),
                 by_repo={repo: (len(d), 100.0 * float(np.mean(d))) for repo, d in sorted(by_repo.items())},
             ))
     return rows

@@ -67,3 +67,28 @@ def test_the_file_only_rounds_share_is_split_from_the_prompts(tmp_path):
     cells = [cell.strip() for cell in all_row.strip("|").split("|")]
     assert cells[1:4] == ["10", "40.0", "60.0"] and cells[4].startswith("+20.0")
     assert "vanilla" not in alone
+
+
+def test_a_slimmed_xz_copy_is_read_as_it_is_committed(tmp_path):
+    """eval/results keeps records xz-compressed and slimmed: the first GPU rounds' without a version
+    or the answer. They compare as they are (the right-function column left blank where the answer
+    is missing), and a line that is no record (a generation store's) is skipped."""
+    import lzma
+
+    full = [_record(t, "vanilla", 0.0, t < 2) | {"split": "api", "task_id": f"r/api/{t}", "prediction": "total(a)\n",
+                                                 "ground_truth": "total(b)\n"} for t in range(6)]
+    slim = [{k: v for k, v in r.items() if k not in ("version", "ground_truth", "mode")}
+            | {"strategy": "fragrel", "alpha": 0.5, "em": r["task_id"] < "r/api/4"} for r in full]
+    with lzma.open(tmp_path / "slim.jsonl.xz", "wt") as handle:
+        handle.write('{"key": "ab12", "text": "x = 1\\n"}\n')
+        handle.writelines(json.dumps(r) + "\n" for r in slim)
+    (tmp_path / "full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full))
+
+    done = run_script(SCRIPT, f"--config=vanilla={tmp_path / 'full.jsonl'}:vanilla",
+                      f"--config=fragrel={tmp_path / 'slim.jsonl.xz'}:fragrel@0.5", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    rows = {r["config"]: r for r in json.loads((tmp_path / "out" / "report.json").read_text())}
+    assert rows["vanilla"]["n"] == 6
+    assert (round(rows["vanilla"]["em"], 6), round(rows["fragrel"]["em"], 6)) == (round(100 / 3, 6), round(200 / 3, 6))
+    assert rows["vanilla"]["call_match"] == 100.0 and rows["fragrel"]["call_match"] is None
+    assert rows["fragrel"]["call_delta"] is None and (rows["fragrel"]["won"], rows["fragrel"]["lost"]) == (2, 0)
