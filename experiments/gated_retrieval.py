@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from opinion_selection import OWN_ROUND, UnknownOpinion, own_logprob, own_records, read_records
+from opinion_selection import OWN_ROUND, UnknownOpinion, own_logprob, own_records
 from prompt_by_repository import QUICK
 
 from repomem.evaluation.report import format_interval, paired_bootstrap
+from repomem.evaluation.run import read_results
 
 QUANTILES = 41  # thresholds tried: quantiles 0, 2.5, ..., 100% of the quick set's draft confidences
 
@@ -69,7 +70,7 @@ class Task:
 def _answers(path: Path, name: str) -> dict[str, tuple[dict, Answer]]:
     """task id -> (record, its own prompt's answer) of the named opinion in one results file."""
     out = {}
-    for record in own_records(read_records(path), name):
+    for record in own_records(read_results(path), name):
         timings = record.get("timings_ms") or {}
         seconds = (float(timings.get("prompt", 0.0)) + float(timings.get("generate", 0.0))) / 1000
         tokens = int(record["tokens"]["prompt"]) + int(record["tokens"]["generated"])

@@ -24,10 +24,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from opinion_selection import OWN_ROUND, UnknownOpinion, own_logprob, own_records, read_records
+from opinion_selection import OWN_ROUND, UnknownOpinion, own_logprob, own_records
 from prompt_by_repository import QUICK
 
 from repomem.evaluation.report import format_interval, paired_bootstrap
+from repomem.evaluation.run import read_results
 
 # Thresholds on the retrieving answer's mean log-probability per token; +inf asks always (the
 # file-only round as it was), -inf never (the retrieving answer alone).
@@ -135,7 +136,7 @@ def main() -> int:
     missing = [path for path in args.records if not path.is_file()]
     if missing:
         parser.error(f"no such file: {missing[0]}")
-    records = [r for path in args.records for r in read_records(path)]
+    records = [r for path in args.records for r in read_results(path)]
     try:
         text, threshold, curves = table(records, args.first, args.second, set(args.quick.split(",")), args.threshold)
     except (UnknownOpinion, ValueError) as error:
