@@ -116,12 +116,13 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
         base = [by_config[names[0]][t] for t in ids]
         base_em = np.array([bool(r["em"]) for r in base])
         api = split == "api"
-        base_call = _calls(base)
+        base_call = _calls(base) if api else None
         for name in names:
             records = [by_config[name][t] for t in ids]
             em = np.array([bool(r["em"]) for r in records])
             es = np.array([float(r["es"]) for r in records])
             is_base = name == names[0]
+            calls = _calls(records) if api else None
             by_repo: dict[str, list[int]] = defaultdict(list)
             for r, b in zip(records, base):
                 by_repo[r["repo"]].append(int(bool(r["em"])) - int(bool(b["em"])))
@@ -133,8 +134,8 @@ def compare(by_config: dict[str, dict[str, dict]]) -> list[ConfigRow]:
                 prompt_hit=_percent([r.get("prompt_hit") for r in records]),
                 near_hit=_percent([r.get("prompt_near_hit") for r in records]),
                 name_hit=_percent([r.get("prompt_name_hit") for r in records]),
-                call_match=100.0 * float(np.mean(calls)) if api and (calls := _calls(records)) is not None else None,
-                call_delta=None if is_base or not api or calls is None or base_call is None
+                call_match=None if calls is None else 100.0 * float(np.mean(calls)),
+                call_delta=None if is_base or calls is None or base_call is None
                 else paired_bootstrap(calls, base_call),
                 by_repo={repo: (len(d), 100.0 * float(np.mean(d))) for repo, d in sorted(by_repo.items())},
             ))
