@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from repomem.backends.base import GenerationRequest  # noqa: E402
 from repomem.backends.factory import open_gguf  # noqa: E402
-from repomem.backends.models import DEFAULT_MODEL, model_named, pull_model  # noqa: E402
+from repomem.backends.models import SMALL_MODEL, model_named, pull_model  # noqa: E402
 from repomem.completion.model_calls import chosen_numbers  # noqa: E402
 from repomem.config import Config  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
@@ -67,10 +67,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--calls", type=int, default=40, help="calls to ask again, per purpose")
-    parser.add_argument("--model", default=DEFAULT_MODEL.name, help="a packaged model's name (repomem model list)")
+    parser.add_argument("--model", default=SMALL_MODEL.name, help="a packaged model's name (repomem model list)")
     parser.add_argument("--out", type=Path, help="default: eval/results/memory-choice-probe[-NAME].json")
     args = parser.parse_args()
-    suffix = "" if args.model == DEFAULT_MODEL.name else f"-{args.model}"
+    suffix = "" if args.model == SMALL_MODEL.name else f"-{args.model}"
     out = args.out or ROOT / "eval" / "results" / f"memory-choice-probe{suffix}.json"
     calls: dict[str, list[dict]] = {p: [] for p in PURPOSES}
     for line in args.results.read_text(encoding="utf-8").splitlines():

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from repomem.backends.bf16_layers import build_multiplies_bf16, widen, widened_path  # noqa: E402
-from repomem.backends.models import pull_default_model  # noqa: E402
+from repomem.backends.models import pull_small_model  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from scripts.bench_sources import django_or  # noqa: E402
 
@@ -46,7 +46,7 @@ def main() -> int:
     args = parser.parse_args()
     import llama_cpp
 
-    shipped = pull_default_model()
+    shipped = pull_small_model()
     assert not isinstance(shipped, Failure), shipped
     wide = widened_path() if widened_path().exists() else widen(shipped, widened_path())
     assert not isinstance(wide, Failure), wide

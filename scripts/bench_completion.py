@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from repomem.backends.base import Backend, GenerationRequest  # noqa: E402
 from repomem.backends.factory import open_gguf  # noqa: E402
-from repomem.backends.models import pull_default_model  # noqa: E402
+from repomem.backends.models import pull_small_model  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
@@ -113,7 +113,7 @@ def main() -> None:
     assert isinstance(service, RepoService)
     console.print("index ...")
     service.ensure_index()
-    model = pull_default_model()
+    model = pull_small_model()
     if isinstance(model, Failure):
         raise SystemExit(model.message)
     settings = with_overrides(service.config, model={"context_tokens": 4096, "isolate_model": not args.in_process})

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from repomem.backends.base import GenerationRequest  # noqa: E402
-from repomem.backends.models import pull_default_model  # noqa: E402
+from repomem.backends.models import pull_small_model  # noqa: E402
 from repomem.backends.openai_http import OpenAIBackend  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from tests.cli_process import free_port  # noqa: E402
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-endpoint-logprobs.json")
     args = parser.parse_args()
-    model = pull_default_model()
+    model = pull_small_model()
     if isinstance(model, Failure):
         raise SystemExit(model.message)
     process, url = start_server(model, args.threads)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs  # noqa: E402
-from repomem.backends.models import default_model_path  # noqa: E402
+from repomem.backends.models import small_model_path  # noqa: E402
 
 CODE_LINE = "    total = sum(item.price * item.quantity for item in cart.items if item.quantity > 0)\n"
 
@@ -56,7 +56,7 @@ def main() -> int:
     args = parser.parse_args()
     from llama_cpp import Llama
 
-    path = default_model_path()
+    path = small_model_path()
     if not path.is_file():
         print(f"error: {path} is missing: run `repomem model pull` first", file=sys.stderr)
         return 2

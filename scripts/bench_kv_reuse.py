@@ -40,7 +40,7 @@ from llama_cpp import Llama  # noqa: E402
 
 from repomem.backends.kv_reuse import with_chunk_reuse  # noqa: E402
 from repomem.backends.llama import LlamaBackend  # noqa: E402
-from repomem.backends.models import pull_default_model  # noqa: E402
+from repomem.backends.models import pull_small_model  # noqa: E402
 from repomem.completion.engine import CompletionEngine  # noqa: E402
 from repomem.config import config_from_mapping, with_overrides  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
@@ -104,7 +104,7 @@ def main() -> None:
     assert isinstance(service, RepoService), service
     console.print("index ...")
     service.ensure_index()
-    model = pull_default_model()
+    model = pull_small_model()
     if isinstance(model, Failure):
         raise SystemExit(model.message)
     # What the language server runs the embedded model with (its "lsp_embedded" surface values).

@@ -35,9 +35,9 @@ def measure() -> dict:
     """One process: this build's prompt and decode speed and its greedy tokens (JSON on stdout)."""
     import llama_cpp
 
-    from repomem.backends.models import default_model_path
+    from repomem.backends.models import small_model_path
 
-    model = llama_cpp.Llama(model_path=str(default_model_path()), n_ctx=2048, n_threads=2, n_threads_batch=2,
+    model = llama_cpp.Llama(model_path=str(small_model_path()), n_ctx=2048, n_threads=2, n_threads_batch=2,
                             verbose=False)
     text = (ROOT / "repomem" / "index" / "relations.py").read_text(encoding="utf-8")
     prompt = model.tokenize(text.encode("utf-8"))[:PROMPT_TOKENS]

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from repomem.backends.models import pull_default_model  # noqa: E402
+from repomem.backends.models import pull_small_model  # noqa: E402
 
 FLOOR = """
 import sys, time
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--model", default="")
     parser.add_argument("--child", default="", help="another llama_child.py to time")
     args = parser.parse_args()
-    model = args.model or str(pull_default_model())
+    model = args.model or str(pull_small_model())
     entry = [args.child] if args.child else ["-m", "repomem.backends.llama_child"]
     command = [sys.executable, *entry, "--model", model, "--threads", "2", "--context", "4096"]
     child_ready_s(command)  # warm the page cache

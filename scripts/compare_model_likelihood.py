@@ -30,7 +30,7 @@ from rich.progress import track
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from repomem.backends.bf16_layers import widened_path  # noqa: E402
-from repomem.backends.models import default_model_path  # noqa: E402
+from repomem.backends.models import small_model_path  # noqa: E402
 from repomem.evaluation.report import paired_bootstrap  # noqa: E402
 from repomem.evaluation.tasks import load_tasks  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
@@ -60,7 +60,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("requests", type=Path)
     parser.add_argument("--tasks", type=Path, action="append", required=True)
-    parser.add_argument("--models", type=Path, nargs=2, default=[default_model_path(), widened_path()])
+    parser.add_argument("--models", type=Path, nargs=2, default=[small_model_path(), widened_path()])
     parser.add_argument("--out", type=Path, default=Path("eval/results/bf16-layers/likelihood.json"))
     args = parser.parse_args()
     import llama_cpp

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repomem.backends.models import (
-    DEFAULT_MODEL,
     QWEN_CODER_05B,
     QWEN_CODER_15B,
+    SMALL_MODEL,
     PackagedModel,
     models_dir,
     sha256_with_progress,
@@ -61,7 +61,7 @@ WIDENED_MODELS: dict[str, WidenedModel] = {
                                       file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.bf16-layers.gguf",
                                       output_type=GGML_TYPE_OUTPUT_15B, token_embedding_type=GGML_TYPE_EMBEDDING_15B),
 }
-WIDENED_DEFAULT = WIDENED_MODELS[DEFAULT_MODEL.name]
+WIDENED_SMALL = WIDENED_MODELS[SMALL_MODEL.name]
 
 
 def widened_for(model: PackagedModel) -> WidenedModel:
@@ -119,7 +119,7 @@ def _stamp_matches(path: Path, widened: WidenedModel) -> dict | None:
     return stamp if same else None
 
 
-def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_DEFAULT,
+def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_SMALL,
           progress: Progress | None = None) -> Path | Failure:
     """Write `target`, `source` with its layers in bfloat16, atomically, and stamp it."""
     try:
@@ -156,7 +156,7 @@ def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_DEFAULT,
     return target
 
 
-def verify_widened(path: Path, widened: WidenedModel = WIDENED_DEFAULT,
+def verify_widened(path: Path, widened: WidenedModel = WIDENED_SMALL,
                    progress: Progress | None = None) -> Path | Failure:
     """Hash the widened file again against its stamp (`repomem model verify`)."""
     stamp = _stamp_matches(path, widened)
@@ -170,7 +170,7 @@ def verify_widened(path: Path, widened: WidenedModel = WIDENED_DEFAULT,
     return path
 
 
-def widened_path(widened: WidenedModel = WIDENED_DEFAULT) -> Path:
+def widened_path(widened: WidenedModel = WIDENED_SMALL) -> Path:
     """Where the widened copy of `widened.source` is written (beside the shipped file)."""
     return models_dir() / widened.file_name
 
@@ -184,7 +184,7 @@ def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool
     return cpu_has_bf16(_read_cpuinfo() if cpuinfo is None else cpuinfo) and build_check()
 
 
-def embedded_model_file_as_is(shipped: Path, mode: str, widened: WidenedModel = WIDENED_DEFAULT) -> Path | None:
+def embedded_model_file_as_is(shipped: Path, mode: str, widened: WidenedModel = WIDENED_SMALL) -> Path | None:
     """What embedded_model_file returns when it would write nothing; None when it would widen."""
     if mode == "quantized":
         return shipped
@@ -196,7 +196,7 @@ def embedded_model_file_as_is(shipped: Path, mode: str, widened: WidenedModel = 
 
 def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = None,
                         say: Callable[[str], None] | None = None,
-                        widened: WidenedModel = WIDENED_DEFAULT) -> Path:
+                        widened: WidenedModel = WIDENED_SMALL) -> Path:
     """The file the embedded model runs: the widened one when `mode` wants it (written on first
     use), else `shipped`. A widening that fails leaves the shipped file in use, said in one line."""
     if mode == "quantized":

@@ -183,13 +183,14 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
 
 
 def _model_override(model: str | None) -> dict[str, str] | None:
-    """`--model NAME` of an embedded model as the setting that names it (model.embedded_model), so
-    the levers measured with that model apply (SettingRules.models) unless the settings set them."""
+    """`--model NAME|FILE` as the setting it stands for: an embedded model's name as
+    model.embedded_model, so the levers measured with that model apply (SettingRules.models) unless
+    the settings set them; a file as model.model_path, so none measured with another model do."""
     if not model:
         return None
     from repomem.backends.factory import embedded_model_name
 
-    return {"model.embedded_model": model} if embedded_model_name(model) else None
+    return {"model.embedded_model": model} if embedded_model_name(model) else {"model.model_path": model}
 
 
 def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -300,14 +301,17 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.backends.bf16_layers import verify_widened, widened_for, widened_path
     from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
-    from repomem.config import load_config
+    from repomem.config import load_config, read_settings, resolved_config
 
     if args.action == "list":
-        chosen = load_config(Path.cwd())[0].model.embedded_model
+        # The command line (and the evaluator, by default) and the editor may run different models.
+        settings = read_settings(Path.cwd())
+        runs = {surface: resolved_config(settings, surface).config.model.embedded_model for surface in ("cli", "lsp")}
         for model in EMBEDDED_MODELS.values():
             present = "pulled" if model_path(model).is_file() else "not pulled"
-            mark = "*" if model.name == chosen else " "
-            print(f"{mark} {model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {model_path(model)}")
+            used = ",".join(where for surface, where in (("cli", "complete"), ("lsp", "editor"))
+                            if runs[surface] == model.name) or "-"
+            print(f"{model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {used:<16}  {model_path(model)}")
         return 0
     # Without a name: the model the user's settings run (model.embedded_model).
     model = ok(model_named(args.name or load_config(Path.cwd())[0].model.embedded_model))

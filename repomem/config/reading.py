@@ -47,12 +47,14 @@ def runs_embedded(config: Config) -> bool:
 
 def measured_model(config: Config) -> str:
     """The model whose measured defaults apply (SettingRules.models): an embedded model, run by
-    llama.cpp here (`model.embedded_model`) or read by transformers (`model.hf_model` naming it);
-    "" for a model server's model or another checkpoint, whose levers were not measured."""
+    llama.cpp here (`model.embedded_model`, or `model.model_path` naming it) or read by transformers
+    (`model.hf_model` naming it); "" for a model server's model or another file or checkpoint, whose
+    levers were not measured."""
     if config.model.endpoint:
         return ""
-    if config.model.hf_model:
-        return config.model.hf_model if config.model.hf_model in EMBEDDED_MODEL_CHOICES else ""
+    for named in (config.model.hf_model, config.model.model_path):  # a file, or an embedded model's name
+        if named:
+            return named if named in EMBEDDED_MODEL_CHOICES else ""
     return config.model.embedded_model
 
 
@@ -71,6 +73,12 @@ def config_from_mapping(data: dict[str, Any], surface: str = "cli") -> tuple[Con
     """Build a Config for `surface` from a nested mapping; bad entries fall back to defaults, each
     with a problem."""
     return tree_from_mapping(Config, data, surface, runs_embedded, measured_model)
+
+
+def default_config(surface: str = "cli") -> Config:
+    """What `surface` runs with when nobody set anything: Config()'s defaults, the surface's own
+    and those measured for the default embedded model (`completion.style` with the 1.5B)."""
+    return config_from_mapping({}, surface)[0]
 
 
 TRUST_SECTION = "trust"

@@ -103,7 +103,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     except (ValueError, KeyError, TypeError, AttributeError, EOFError, IndexError) as error:
         return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.__class__.__name__}: {error})")
     except Exception as error:  # zipfile.BadZipFile and other decoder errors of a torn file
-        return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.__class__.__name__})")
+        return Failure(FailureKind.DAMAGED_INDEX, f"index is damaged ({error.__class__.__name__}: {error})")
     return index
 
 

@@ -11,15 +11,30 @@ from pathlib import Path
 import pytest
 
 from repomem.backends.llama import LlamaBackend
-from repomem.backends.models import pull_default_model
+from repomem.backends.models import pull_small_model
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.failures import Failure
 from tests.cli_process import free_port
+from tests.small_model import SMALL_MODEL_SETTINGS
+
+
+@pytest.fixture(scope="session")
+def small_model_config(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("user-config") / "config.toml"
+    path.write_text(SMALL_MODEL_SETTINGS)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def runs_the_small_model(small_model_config: Path, monkeypatch) -> None:
+    """Every command a test starts reads a user config naming the 0.5B (tests/small_model.py); a
+    test that points REPOMEM_CONFIG elsewhere replaces it."""
+    monkeypatch.setenv("REPOMEM_CONFIG", str(small_model_config))
 
 
 @pytest.fixture(scope="session")
 def model_path() -> Path:
-    path = pull_default_model()
+    path = pull_small_model()
     assert not isinstance(path, Failure), path
     return path
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from repomem.backends.base import GenerationRequest
-from repomem.backends.bf16_layers import WIDENED_DEFAULT, embedded_model_file, verify_widened, widen
+from repomem.backends.bf16_layers import WIDENED_SMALL, embedded_model_file, verify_widened, widen
 from repomem.backends.llama import LlamaBackend
 from repomem.failures import Failure
 from tests.gguf_tensors import read_tensors
@@ -19,7 +19,7 @@ from tests.gguf_tensors import read_tensors
 
 @pytest.fixture(scope="module")
 def widened(model_path, tmp_path_factory):
-    target = tmp_path_factory.mktemp("widened") / WIDENED_DEFAULT.file_name
+    target = tmp_path_factory.mktemp("widened") / WIDENED_SMALL.file_name
     path = widen(model_path, target)
     assert not isinstance(path, Failure), path
     return path
@@ -54,7 +54,7 @@ def test_layers_are_bfloat16_of_the_shipped_values_and_the_rest_is_copied(model_
 
 
 def test_widening_is_deterministic_and_a_rotted_byte_is_found(model_path, widened, tmp_path):
-    again = widen(model_path, tmp_path / WIDENED_DEFAULT.file_name)
+    again = widen(model_path, tmp_path / WIDENED_SMALL.file_name)
     assert not isinstance(again, Failure)
     assert _sha256(again) == _sha256(widened)
     assert verify_widened(again) == again

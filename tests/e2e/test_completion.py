@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from repomem.backends.base import GenerationRequest
-from repomem.backends.models import DEFAULT_MODEL, PackagedModel, verify_model
+from repomem.backends.models import SMALL_MODEL, PackagedModel, verify_model
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.failures import Failure
 from tests.cli_process import assert_user_error, free_port, run
@@ -49,7 +49,7 @@ def test_model_verification(tmp_path):
 
 
 def test_default_model_is_the_pinned_file(model_path):
-    assert model_path.stat().st_size == DEFAULT_MODEL.size
+    assert model_path.stat().st_size == SMALL_MODEL.size
     assert verify_model(model_path) == model_path
 
 

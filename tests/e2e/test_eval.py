@@ -34,6 +34,7 @@ from repomem.failures import Failure
 from tests.cli_process import run
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
+from tests.small_model import EVAL_SMALL_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -278,6 +279,9 @@ def test_missing_repository_files_fail_before_any_work(benchmark: tuple[Path, Pa
 
 
 def _repomem(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`repomem ARGS`; an `eval run` that opens the embedded model runs the small one (EVAL_SMALL_MODEL)."""
+    if args[:2] == ("eval", "run") and not {"--endpoint", "--model", "--hf", "--retrieval-only"} & set(args):
+        args = (*args, *EVAL_SMALL_MODEL)
     return run(*args, cwd=cwd, timeout=timeout)
 
 
@@ -413,7 +417,8 @@ def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchma
     assert all(e["enough_lines"] == 1 and e["max_tokens"] == 12 for e in entries)
     answers = tmp_path / "answers.jsonl"
     answered = subprocess.run([sys.executable, str(ROOT / "scripts" / "answer_requests.py"), str(requests),
-                               "--out", str(answers), "--batch", "2"], capture_output=True, text=True, timeout=600)
+                               "--out", str(answers), "--batch", "2", *EVAL_SMALL_MODEL],
+                              capture_output=True, text=True, timeout=600)
     assert answered.returncode == 0, answered.stderr
     assert f"{len(entries)} answers" in answered.stdout, answered.stdout
     with open(store, "a", encoding="utf-8") as handle:
@@ -435,7 +440,8 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     results = base / "interrupted.jsonl"
     command = [sys.executable, "-m", "repomem", "eval", "run", "--tasks", str(base / "line.jsonl"),
                "--tasks", str(base / "api.jsonl"), "--repos", str(repos), "--results", str(results),
-               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "24", "--prompt-tokens", "256"]
+               "--strategies", "vanilla,fragrel,repocoder+fragrel", "--max-new-tokens", "24", "--prompt-tokens", "256",
+               *EVAL_SMALL_MODEL]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 3):

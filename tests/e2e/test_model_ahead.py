@@ -13,15 +13,16 @@ import pytest
 
 from repomem.backends.bf16_layers import embedded_model_file_as_is
 from repomem.backends.factory import open_backend, start_ahead
-from repomem.config import Config, with_overrides
+from repomem.config import with_overrides
 from repomem.failures import Failure
 from tests.cli_process import alive, run
+from tests.small_model import SMALL_CONFIG
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
 
 
 def test_the_backend_takes_the_process_started_ahead(model_path):
-    config = Config()
+    config = SMALL_CONFIG
     ahead = start_ahead(config)
     assert ahead is not None and ahead.process.poll() is None
     backend = open_backend(config, ahead=ahead)
@@ -35,28 +36,28 @@ def test_the_backend_takes_the_process_started_ahead(model_path):
 
 
 def test_a_process_started_for_other_settings_is_stopped_and_the_right_one_started(model_path):
-    ahead = start_ahead(Config())
+    ahead = start_ahead(SMALL_CONFIG)
     assert ahead is not None
-    other = with_overrides(Config(), model={"context_tokens": 2048})
+    other = with_overrides(SMALL_CONFIG, model={"context_tokens": 2048})
     backend = open_backend(other, ahead=ahead)
     assert not isinstance(backend, Failure), backend
     try:
         assert backend.pid != ahead.process.pid and ahead.process.poll() is not None
     finally:
         backend.close()
-    unused = start_ahead(Config())
+    unused = start_ahead(SMALL_CONFIG)
     assert unused is not None
     unused.discard()
     assert unused.process.poll() is not None
 
 
 def test_nothing_starts_ahead_for_a_server_a_missing_file_or_a_model_to_write(model_path, tmp_path):
-    assert start_ahead(with_overrides(Config(), model={"endpoint": "http://127.0.0.1:9"})) is None
-    assert start_ahead(with_overrides(Config(), model={"isolate_model": False})) is None
-    assert start_ahead(Config(), str(tmp_path / "missing.gguf")) is None
+    assert start_ahead(with_overrides(SMALL_CONFIG, model={"endpoint": "http://127.0.0.1:9"})) is None
+    assert start_ahead(with_overrides(SMALL_CONFIG, model={"isolate_model": False})) is None
+    assert start_ahead(SMALL_CONFIG, str(tmp_path / "missing.gguf")) is None
     # bfloat16 layers not yet written: the widening (a progress bar, 960 MB) comes first, in order.
     if embedded_model_file_as_is(model_path, "bf16") is None:
-        assert start_ahead(with_overrides(Config(), model={"embedded_layers": "bf16"})) is None
+        assert start_ahead(with_overrides(SMALL_CONFIG, model={"embedded_layers": "bf16"})) is None
 
 
 def _model_processes() -> set[int]:

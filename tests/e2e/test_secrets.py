@@ -17,6 +17,7 @@ from repomem.service import RepoService
 from tests.cli_process import run
 from tests.http_servers import serve_http
 from tests.repos import write_repo
+from tests.small_model import SMALL_MODEL_SETTINGS
 
 OPENAI = "sk-live-" + "Zx81QpLm29VbNc74TyRu0Ws5"
 AWS_ID = "AKIA" + "Q3EXAMPLE7Z2KXMP"
@@ -137,7 +138,9 @@ def test_a_hostile_repository_config_reaches_no_server(repo: Path, tmp_path: Pat
         (repo / "repomem.toml").write_text(
             f'[completion]\nendpoint = "{url}"\n'
             'api_key_env = "PLANTED_SECRET"\n')
-        env = {**os.environ, "PLANTED_SECRET": DB_PASSWORD, "REPOMEM_CONFIG": str(tmp_path / "none.toml")}
+        user = tmp_path / "user.toml"  # the user's own: the small model, nothing about servers
+        user.write_text(SMALL_MODEL_SETTINGS)
+        env = {**os.environ, "PLANTED_SECRET": DB_PASSWORD, "REPOMEM_CONFIG": str(user)}
         completed = run("complete", f"{repo}/service/client.py:12", "--strategy", "infile", "--max-tokens", "2",
                         "--json", env=env, timeout=600)
     finally:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from repomem.backends import bf16_layers
-from repomem.backends.bf16_layers import WIDENED_DEFAULT, WIDENED_MODELS, cpu_has_bf16, embedded_model_file, wanted
+from repomem.backends.bf16_layers import WIDENED_MODELS, WIDENED_SMALL, cpu_has_bf16, embedded_model_file, wanted
 from repomem.backends.factory import fused_attention
 from repomem.config import EMBEDDED_LAYER_CHOICES, Config, with_overrides
 
@@ -39,12 +39,12 @@ def test_auto_asks_the_build_only_where_the_cpu_has_the_instruction():
 def test_a_stamped_widened_file_is_used_and_a_changed_one_is_not(tmp_path, monkeypatch):
     shipped = tmp_path / "model.gguf"
     shipped.write_bytes(b"GGUF shipped")
-    widened = tmp_path / WIDENED_DEFAULT.file_name
+    widened = tmp_path / WIDENED_SMALL.file_name
     widened.write_bytes(b"GGUF widened")
     monkeypatch.setattr(bf16_layers, "wanted", lambda mode: False)  # never write one here
     assert embedded_model_file(shipped, "auto") == shipped  # no stamp: not trusted
     (tmp_path / (widened.name + ".widened")).write_text(
-        json.dumps(bf16_layers._stamp_of(widened, "0" * 64, WIDENED_DEFAULT)))
+        json.dumps(bf16_layers._stamp_of(widened, "0" * 64, WIDENED_SMALL)))
     assert embedded_model_file(shipped, "auto") == widened
     assert embedded_model_file(shipped, "quantized") == shipped
     widened.write_bytes(b"GGUF widened, then changed")
@@ -58,7 +58,7 @@ def test_a_failed_widening_runs_the_shipped_file_and_says_so_once(tmp_path, monk
     monkeypatch.setattr(bf16_layers, "wanted", lambda mode: True)
     assert embedded_model_file(shipped, "bf16", say=said.append) == shipped
     assert len(said) == 1 and "shipped model file" in said[0]
-    assert not (tmp_path / WIDENED_DEFAULT.file_name).exists()
+    assert not (tmp_path / WIDENED_SMALL.file_name).exists()
     assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]  # no scratch left behind
 
 

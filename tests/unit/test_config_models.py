@@ -84,20 +84,32 @@ def test_a_models_value_is_checked_by_the_settings_own_rules():
 
 
 def test_the_measured_model_is_the_embedded_one_that_runs_here_or_through_transformers():
-    assert measured_model(Config()) == "qwen2.5-coder-0.5b"
-    assert measured_model(with_overrides(Config(), model={"embedded_model": "qwen2.5-coder-1.5b"})) \
-        == "qwen2.5-coder-1.5b"
+    assert measured_model(Config()) == "qwen2.5-coder-1.5b"
+    assert measured_model(with_overrides(Config(), model={"embedded_model": "qwen2.5-coder-0.5b"})) \
+        == "qwen2.5-coder-0.5b"
     assert measured_model(with_overrides(Config(), model={"hf_model": "qwen2.5-coder-1.5b"})) == "qwen2.5-coder-1.5b"
     assert measured_model(with_overrides(Config(), model={"hf_model": "/models/codellama"})) == ""
+    # A GGUF file of the user's own runs none of the levers measured with the default model.
+    assert measured_model(with_overrides(Config(), model={"model_path": "/models/codellama.gguf"})) == ""
+    assert measured_model(with_overrides(Config(), model={"model_path": "qwen2.5-coder-0.5b"})) == "qwen2.5-coder-0.5b"
+    own_file = SettingsRead({"model": {"model_path": "/models/codellama.gguf"}}, {}, [])
+    assert resolved_config(own_file, "cli").config.completion.style == "comments"
     served = with_overrides(Config(), model={"endpoint": "http://127.0.0.1:8000",
                                              "embedded_model": "qwen2.5-coder-1.5b"})
     assert measured_model(served) == ""  # a server's model was not measured
 
 
+def the_15b_on(surface: str, **more: dict) -> SettingsRead:
+    """Settings that run the 1.5B on `surface`: the editor's model is its own setting ([model.lsp])."""
+    model = {"lsp": {"embedded_model": "qwen2.5-coder-1.5b"}} if surface == "lsp" else {
+        "embedded_model": "qwen2.5-coder-1.5b"}
+    return SettingsRead({"model": model, **more}, {}, [])
+
+
 @pytest.mark.parametrize("surface", ["cli", "lsp", "eval"])
 def test_every_surface_applies_the_measured_defaults_of_the_model_it_runs(surface: str):
     shipped = model_defaults("qwen2.5-coder-1.5b")
-    read = SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b"}}, {}, [])
+    read = the_15b_on(surface)
     resolved = resolved_config(read, surface)
     for section, values in shipped.items():
         for key, value in values.items():
@@ -106,7 +118,9 @@ def test_every_surface_applies_the_measured_defaults_of_the_model_it_runs(surfac
     served = resolved_config(SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b",
                                                      "endpoint": "http://127.0.0.1:8000"}}, {}, []), surface)
     assert all(not where.startswith("model default") for where in served.sources.values())
-    assert model_defaults("qwen2.5-coder-0.5b") == {}  # the default model keeps the defaults
+    assert model_defaults("qwen2.5-coder-0.5b") == {}  # the small model keeps the defaults
+    small = resolved_config(SettingsRead({"model": {"embedded_model": "qwen2.5-coder-0.5b"}}, {}, []), surface)
+    assert all(not where.startswith("model default") for where in small.sources.values())
 
 
 def test_the_command_lines_model_name_selects_its_measured_defaults():
@@ -114,13 +128,14 @@ def test_the_command_lines_model_name_selects_its_measured_defaults():
     from repomem.cli.main import _model_override
 
     assert _model_override("qwen2.5-coder-1.5b") == {"model.embedded_model": "qwen2.5-coder-1.5b"}
-    assert _model_override("/nowhere/model.gguf") is None and _model_override(None) is None
+    assert _model_override("/nowhere/model.gguf") == {"model.model_path": "/nowhere/model.gguf"}
+    assert _model_override(None) is None
 
     def args(**given) -> argparse.Namespace:
         return argparse.Namespace(**{"model": None, "hf": None, "endpoint": [], "vllm": None, **given})
 
     plain = Config()
-    assert _measured_model(args(), plain) == "qwen2.5-coder-0.5b"
+    assert _measured_model(args(), plain) == "qwen2.5-coder-1.5b"  # the evaluator's default model
     assert _measured_model(args(model="qwen2.5-coder-1.5b"), plain) == "qwen2.5-coder-1.5b"
     assert _measured_model(args(hf="qwen2.5-coder-1.5b"), plain) == "qwen2.5-coder-1.5b"
     assert _measured_model(args(hf="qwen2.5-coder-1.5b", endpoint=["http://127.0.0.1:8000"]), plain) == ""
@@ -137,8 +152,9 @@ def test_the_repository_form_comes_with_the_15b_and_the_05b_keeps_repocoders_com
     assert Config().completion.style == "comments"
     assert model_defaults("qwen2.5-coder-1.5b")["completion"]["style"] == "repo"
     for surface in ("cli", "lsp", "eval"):
-        read = SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b"}}, {}, [])
-        assert resolved_config(read, surface).config.completion.style == "repo"
-        chosen = SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b"},
-                               "completion": {"style": "comments"}}, {}, [])
+        assert resolved_config(the_15b_on(surface), surface).config.completion.style == "repo"
+        chosen = the_15b_on(surface, completion={"style": "comments"})
         assert resolved_config(chosen, surface).config.completion.style == "comments"  # the user's choice
+    empty = SettingsRead({}, {}, [])
+    assert resolved_config(empty, "cli").config.completion.style == "repo"  # the default model's form
+    assert resolved_config(empty, "lsp").config.completion.style == "comments"  # the editor runs the 0.5B

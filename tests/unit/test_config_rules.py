@@ -18,6 +18,7 @@ from repomem.config import (
     BLOCK_ORDERS,
     Config,
     config_from_mapping,
+    default_config,
     load_config,
     settings_digest,
     with_assignments,
@@ -302,7 +303,7 @@ def test_a_refused_value_keeps_the_default_with_the_same_warning(name, value, wa
     config, problems = config_from_mapping({section: {key: value}})
     assert [problem.render() for problem in problems] == [warning]
     assert problems[0].key == name and problems[0].kept == settings_by_name(Config)[(section, key)].default
-    assert config == Config()
+    assert config == default_config()
 
 
 def test_accepted_values_at_the_bounds():

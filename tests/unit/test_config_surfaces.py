@@ -15,6 +15,8 @@ from repomem.config import (
     Config,
     SettingsRead,
     config_from_mapping,
+    default_config,
+    model_defaults,
     read_config,
     resolved_config,
     settings_digest,
@@ -44,18 +46,22 @@ def test_the_surface_values_are_declared_on_their_settings():
         "retrieval.time_budget_ms": {"lsp": 50.0}, "completion.max_prompt_tokens": {"lsp_embedded": 1024},
         "model.prefill_chunk_tokens": {"lsp_embedded": 0}, "model.reuse_chunk_tokens": {"lsp_embedded": 64},
         "prompt.file_only_round": {"lsp_embedded": False}, "model.prompt_cache_mb": {"eval": 0, "lsp": 0},
-        "model.flash_attention": {"lsp_embedded": True}}
+        "model.flash_attention": {"lsp_embedded": True}, "model.embedded_model": {"lsp": "qwen2.5-coder-0.5b"}}
     assert all(key in SURFACE_KEYS for values in declared.values() for key in values)
 
 
 def test_each_surface_resolves_its_own_values_and_the_cli_and_evaluator_keep_the_defaults():
-    assert config_from_mapping({}, "cli")[0] == Config()
+    # The command line runs the default model, the 1.5B, with the levers measured for it.
+    with_the_default_model = with_overrides(Config(), **model_defaults(Config().model.embedded_model))
+    assert with_the_default_model.completion.style == "repo" != Config().completion.style
+    assert config_from_mapping({}, "cli")[0] == with_the_default_model == default_config()
     evaluator = config_from_mapping({}, "eval")[0]  # the defaults but for the prompt states it keeps
     assert evaluator.model.prompt_cache_mb == 0 and Config().model.prompt_cache_mb == 512
-    assert evaluator == with_overrides(Config(), model={"prompt_cache_mb": 0})
+    assert evaluator == with_overrides(with_the_default_model, model={"prompt_cache_mb": 0})
     lsp = config_from_mapping({}, "lsp")[0]
     assert (lsp.retrieval.time_budget_ms, lsp.completion.max_prompt_tokens, lsp.model.reuse_chunk_tokens,
             lsp.prompt.file_only_round, lsp.model.flash_attention) == (50.0, 1024, 64, False, True)
+    assert (lsp.model.embedded_model, lsp.completion.style) == ("qwen2.5-coder-0.5b", "comments")
     served = config_from_mapping({"model": {"endpoint": "http://127.0.0.1:8000"}}, "lsp")[0]
     assert (served.retrieval.time_budget_ms, served.completion.max_prompt_tokens, served.model.reuse_chunk_tokens,
             served.prompt.file_only_round, served.model.flash_attention) == (50.0, 2048, 0, True, False)  # not embedded
@@ -72,6 +78,14 @@ def test_the_most_specific_value_wins_then_the_later_layer():
     plain = resolved_config(read({"completion": {"max_prompt_tokens": 4096}}), "lsp")
     assert plain.config.completion.max_prompt_tokens == 1024
     assert plain.sources["completion.max_prompt_tokens"] == "surface default (lsp_embedded)"
+    # So with the model: a plain choice is the command line's; the editor's is [model.lsp] (or the
+    # editor's own setting), one setting either way.
+    plain = read({"model": {"embedded_model": "qwen2.5-coder-0.5b"}})
+    assert resolved_config(plain, "cli").config.model.embedded_model == "qwen2.5-coder-0.5b"
+    editor = read({"model": {"lsp": {"embedded_model": "qwen2.5-coder-1.5b"}}})
+    assert resolved_config(editor, "lsp").config.model.embedded_model == "qwen2.5-coder-1.5b"
+    assert resolved_config(editor, "cli").config.model.embedded_model == "qwen2.5-coder-1.5b"
+    assert resolved_config(read({}), "lsp").sources["model.embedded_model"] == "surface default (lsp)"
     # The command line and the editor win over all, and count when judging the embedded model.
     over = resolved_config(read(mapping), "lsp", {"completion.max_prompt_tokens": 700}, "editor setting")
     assert over.config.completion.max_prompt_tokens == 700
@@ -182,5 +196,5 @@ def test_an_unreadable_settings_file_is_one_problem(repo: Path, tmp_path: Path):
     (tmp_path / "user.toml").write_text("[retrieval\n")
     resolved = read_config(repo)
     assert [(p.kind, p.source) for p in resolved.problems] == [("unreadable", str(tmp_path / "user.toml"))]
-    assert resolved.config == Config()
+    assert resolved.config == default_config()
     assert resolved.problems[0].render().endswith("; defaults used")

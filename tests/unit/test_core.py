@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import repomem.index.tokens as tokens_module
-from repomem.config import Config, FragmentConfig, config_from_mapping, load_config
+from repomem.config import Config, FragmentConfig, config_from_mapping, default_config, load_config
 from repomem.failures import Failure
 from repomem.index.fragments import window_bounds
 from repomem.index.scan import Skipped, SourceFile, list_candidates, read_source
@@ -44,7 +44,7 @@ def test_config_bad_values_fall_back_with_warnings():
 def test_config_file_with_syntax_error_uses_defaults(tmp_path):
     (tmp_path / "repomem.toml").write_text("[retrieval\nalpha = ", encoding="utf-8")
     config, warnings = load_config(tmp_path)
-    assert config == Config()
+    assert config == default_config()
     assert len(warnings) == 1 and "repomem.toml" in warnings[0]
 
 
@@ -459,7 +459,7 @@ def test_config_rejects_values_that_would_break_indexing():
         "fragments": {"stride_lines": 0},
         "graph": {"strength_cutoff": 0.0, "call_weight": 1.5},
     })
-    assert config == Config()
+    assert config == default_config()
     assert len(warnings) == 4
 
 

@@ -11,21 +11,26 @@ import pytest
 from repomem.backends.bf16_layers import WIDENED_MODELS, widened_for
 from repomem.backends.factory import embedded_model_name
 from repomem.backends.models import (
-    DEFAULT_MODEL,
     EMBEDDED_MODELS,
     QWEN_CODER_15B,
+    SMALL_MODEL,
     model_named,
     model_path,
     verify_model,
 )
-from repomem.config import EMBEDDED_MODEL_CHOICES, ModelConfig
+from repomem.config import EMBEDDED_MODEL_CHOICES, ModelConfig, config_from_mapping
 from repomem.failures import Failure
 from tests.cli_process import assert_user_error, run
 
 
-def test_the_setting_offers_exactly_the_registry_and_defaults_to_the_default_model():
+def test_the_setting_offers_exactly_the_registry_and_the_editor_defaults_to_the_small_model():
     assert EMBEDDED_MODEL_CHOICES == tuple(EMBEDDED_MODELS)
-    assert ModelConfig().embedded_model == DEFAULT_MODEL.name
+    assert ModelConfig().embedded_model == QWEN_CODER_15B.name
+    assert config_from_mapping({}, "lsp")[0].model.embedded_model == SMALL_MODEL.name
+    assert config_from_mapping({}, "eval")[0].model.embedded_model == QWEN_CODER_15B.name
+    # The editor's is its own setting: [model.lsp], or the editor's embeddedModel.
+    chosen = {"model": {"lsp": {"embedded_model": "qwen2.5-coder-1.5b"}}}
+    assert config_from_mapping(chosen, "lsp")[0].model.embedded_model == QWEN_CODER_15B.name
     assert set(WIDENED_MODELS) == set(EMBEDDED_MODELS)
     for model in EMBEDDED_MODELS.values():
         assert widened_for(model).source is model
@@ -67,12 +72,16 @@ def cache(tmp_path, monkeypatch) -> Path:
 def test_model_path_and_list_by_name(cache):
     result = run("model", "path", "qwen2.5-coder-1.5b")
     assert result.returncode == 0 and result.stdout.strip() == str(model_path(QWEN_CODER_15B))
-    assert run("model", "path").stdout.strip() == str(model_path(DEFAULT_MODEL))
-    (cache / "config.toml").write_text('[completion]\nembedded_model = "qwen2.5-coder-1.5b"\n')
-    assert run("model", "path").stdout.strip() == str(model_path(QWEN_CODER_15B))  # the user's choice
+    assert run("model", "path").stdout.strip() == str(model_path(QWEN_CODER_15B))  # the command line's
     listed = run("model", "list").stdout.splitlines()
-    assert [line.split()[0:2] for line in listed] == [["qwen2.5-coder-0.5b", "491"], ["*", "qwen2.5-coder-1.5b"]]
-    assert all("not pulled" in line for line in listed)
+    assert [line.split()[0:5] for line in listed] == [["qwen2.5-coder-0.5b", "491", "MB", "not", "pulled"],
+                                                     ["qwen2.5-coder-1.5b", "1,117", "MB", "not", "pulled"]]
+    assert [line.split()[5] for line in listed] == ["editor", "complete"]
+    (cache / "config.toml").write_text('[completion]\nembedded_model = "qwen2.5-coder-0.5b"\n')
+    assert run("model", "path").stdout.strip() == str(model_path(SMALL_MODEL))  # the user's choice
+    assert [line.split()[5] for line in run("model", "list").stdout.splitlines()] == ["complete,editor", "-"]
+    (cache / "config.toml").write_text('[model.lsp]\nembedded_model = "qwen2.5-coder-1.5b"\n')
+    assert [line.split()[5] for line in run("model", "list").stdout.splitlines()] == ["-", "complete,editor"]
 
 
 def test_a_damaged_stamp_or_an_unknown_name_is_one_line(cache):
