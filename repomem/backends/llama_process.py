@@ -53,6 +53,11 @@ STOP_GRACE_S = 5.0  # seconds between SIGTERM and SIGKILL when closing
 LOG_TAIL_LINES = 40  # lines of the child's stderr kept to explain a crash
 
 
+def timed_out(deadline_s: float) -> str:
+    """What a user reads when the embedded model ran past a generation's deadline."""
+    return f"the embedded model did not answer within {deadline_s:g} s (completion.deadline_s)"
+
+
 def _exit_reason(code: int) -> str:
     if code < 0:
         try:
@@ -353,6 +358,8 @@ class LlamaProcessBackend:
                 return stopped
         answer = self._client.generate(request, logit_bias=logit_bias)
         if isinstance(answer, Failure):
+            if answer.kind == FailureKind.BACKEND_TIMEOUT:  # its loopback address says nothing to a user
+                return self._crashed() or Failure(FailureKind.BACKEND_TIMEOUT, timed_out(request.deadline_s))
             return self._crashed() or answer
         with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
             cached = reused_tokens(self._previous if before is None else before, tokens,

@@ -245,6 +245,11 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise
     backend_options.release_backend(backend, key, None)
     timings.update(result.timings_ms)
+    if result.generation.finish_reason == "deadline" and not result.text.strip():
+        # An empty answer is otherwise indistinguishable from a model that had nothing to add.
+        err.print(f"repomem: warning: the model did not finish within {service.config.completion.deadline_s:g} s "
+                  "(completion.deadline_s): no completion", style="yellow", markup=False, highlight=False,
+                  soft_wrap=True)
     if args.json:
         prompt = result.prompt
         in_prompt = prompt.fragment_ids

@@ -279,7 +279,11 @@ class CompletionConfig:
     iterative_rounds: int = setting(0, repository_cap=4,  # a generation each
                                     help="generation rounds of repocoder and repocoder+fragrel (0 = the "
                                          "strategy's own, 2)")
+    # The 1.5B reads a 1,000-token prompt in about a minute on two AVX2 cores (2026-12-04: the
+    # bundled example's first round ran past 60 s in three runs of three, both rounds 69 s), so
+    # its own default leaves room for the file-only round too.
     deadline_s: float = setting(60.0, positive=True, repository_cap=600.0, run_only=True, lsp="deadlineSeconds",
+                                models={"qwen2.5-coder-1.5b": 180.0},
                                 help="seconds: a generation returns by then; so does the embedded model's start "
                                      "(or fails)")
 

@@ -158,3 +158,15 @@ def test_the_repository_form_comes_with_the_15b_and_the_05b_keeps_repocoders_com
     empty = SettingsRead({}, {}, [])
     assert resolved_config(empty, "cli").config.completion.style == "repo"  # the default model's form
     assert resolved_config(empty, "lsp").config.completion.style == "comments"  # the editor runs the 0.5B
+
+
+def test_the_15b_gets_three_minutes_a_generation_unless_the_user_sets_a_deadline():
+    """About a minute for one 1,000-token prompt on two AVX2 cores: the 0.5B's 60 s cut its first
+    round short there, and the command printed nothing."""
+    assert Config().completion.deadline_s == 60.0
+    assert model_defaults("qwen2.5-coder-1.5b")["completion"]["deadline_s"] == 180.0
+    empty = SettingsRead({}, {}, [])
+    assert resolved_config(empty, "cli").config.completion.deadline_s == 180.0  # the default model
+    assert resolved_config(empty, "lsp").config.completion.deadline_s == 60.0  # the editor's 0.5B
+    chosen = the_15b_on("cli", completion={"deadline_s": 60.0})
+    assert resolved_config(chosen, "cli").config.completion.deadline_s == 60.0
