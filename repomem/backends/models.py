@@ -148,7 +148,7 @@ def say_on_stderr(message: str) -> None:
 
 
 def pull_small_model(force: bool = False, progress: Progress | None = None,
-                       say: Callable[[str], None] = say_on_stderr) -> Path | Failure:
+                     say: Callable[[str], None] = say_on_stderr) -> Path | Failure:
     return pull_model(SMALL_MODEL, force, progress, say)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from repomem.config import Config, ScanConfig, config_from_mapping, load_config
+from repomem.config import Config, ScanConfig, config_from_mapping, default_config, load_config
 from repomem.failures import Failure
 from repomem.index.scan import Skipped, list_candidates, source_from_bytes
 from repomem.positions import locate, read_text_file
@@ -21,8 +21,9 @@ from tests.repos import write_repo
 
 def test_every_number_setting_has_a_ceiling():
     """`window_lines = 10**23` was an internal error (numpy overflow): every integer and number
-    setting falls back to its default with one warning past its bound."""
-    base = Config()
+    setting falls back to its default with one warning past its bound (the default model's, where
+    it has its own: default_config)."""
+    base = default_config()
     for section in dataclasses.fields(base):
         for setting in dataclasses.fields(getattr(base, section.name)):
             default = getattr(getattr(base, section.name), setting.name)
