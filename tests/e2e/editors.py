@@ -63,17 +63,23 @@ def print_summary(pytestconfig, editor: str, version: str, rows: dict[str, dict]
         print(f"\n{line}")
 
 
-def wait_for(predicate: Callable[[], T], timeout_s: float, failure: Callable[[], str]) -> T:
-    """`predicate`'s first true value, polled every 0.1 s; past `timeout_s`, the test fails with
-    `failure()` (called only then: it may read a screen or a log)."""
+def poll(predicate: Callable[[], T], timeout_s: float) -> T:
+    """`predicate`'s first true value, polled every 0.1 s, or its last (false) one past `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
-        if value:
+        if value or time.monotonic() > deadline:
             return value
-        if time.monotonic() > deadline:
-            pytest.fail(failure())
         time.sleep(0.1)
+
+
+def wait_for(predicate: Callable[[], T], timeout_s: float, failure: Callable[[], str]) -> T:
+    """`predicate`'s first true value, polled every 0.1 s; past `timeout_s`, the test fails with
+    `failure()` (called only then: it may read a screen or a log)."""
+    value = poll(predicate, timeout_s)
+    if not value:
+        pytest.fail(failure())
+    return value
 
 
 def write_matrix_row(results_dir: str | None, file_name: str, identity: dict, settings: dict,
