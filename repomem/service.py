@@ -35,8 +35,9 @@ from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
 from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
 from repomem.index.index_folder import claim_index_folder, index_dir, index_outside_repo
+from repomem.index.indexed_files import analyze_file
 from repomem.index.kernels import warm_up
-from repomem.index.parse_pool import analyze_sources, read_and_analyze, read_candidate
+from repomem.index.parse_pool import PARALLEL_MIN_FILES, analyze_sources, read_and_analyze, read_candidate
 from repomem.index.relations import WindowVectors
 from repomem.index.repo_index import RepoIndex, StructureUnavailable, apply_changes, build_index
 from repomem.index.scan import (
@@ -259,8 +260,17 @@ class RepoService:
             self._embedder_for_relations()  # before the index changes: a failure leaves it whole
             index.ensure_structure()
             progress.start("updating", len(changed) + len(removed))
-            apply_changes(index, changed, removed, analyze_sources(changed, self.config, NoProgress()),
-                          self._window_vectors(embed=True, progress=progress))
+            # A few files (a save, a checkout of a branch near this one) are parsed from their
+            # last trees where the index keeps them (its edit memo), as an editor's buffer is: a
+            # resident process re-reading a saved file then parses and captures calls again only
+            # where it changed; a file left with a syntax error is parsed from nothing, as a full
+            # scan parses it (`TreeMemo.parse`). Many go to the worker pool.
+            if len(changed) < PARALLEL_MIN_FILES:
+                trees = index.edit_trees()
+                analyses = [analyze_file(source, self.config, trees, fresh_if_error=True) for source in changed]
+            else:
+                analyses = analyze_sources(changed, self.config, NoProgress())
+            apply_changes(index, changed, removed, analyses, self._window_vectors(embed=True, progress=progress))
             progress.advance(len(changed) + len(removed))
 
     def watch_tree(self) -> bool:

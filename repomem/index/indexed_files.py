@@ -41,10 +41,12 @@ class FileAnalysis:
         return self.tokens.window_term_ids(vocabulary, self.fragments.starts, self.fragments.ends)
 
 
-def analyze_file(source: SourceFile, config: Config, trees: TreeMemo | None = None) -> FileAnalysis:
-    """`trees`: an edit's memo of last parses (`TreeMemo`), none for a build."""
+def analyze_file(source: SourceFile, config: Config, trees: TreeMemo | None = None,
+                 fresh_if_error: bool = False) -> FileAnalysis:
+    """`trees`: an edit's memo of last parses (`TreeMemo`), none for a build; `fresh_if_error`:
+    see `TreeMemo.parse` (a file read from disk)."""
     syntax = extract_syntax(source.path, source.language, source.text, config.graph.granularity,
-                            config.graph.max_file_nodes, trees)
+                            config.graph.max_file_nodes, trees, fresh_if_error)
     fragments = file_fragments(syntax, config.fragments)
     return FileAnalysis(syntax, fragments, line_tokens(source.text, config.bm25))
 

@@ -54,14 +54,16 @@ class KeptTree:
 
 
 def extract_syntax(path: str, language_name: str, text: str, granularity: str, max_nodes: int = 0,
-                   trees: TreeMemo | None = None) -> FileSyntax:
+                   trees: TreeMemo | None = None, fresh_if_error: bool = False) -> FileSyntax:
     """Parse one file with its own grammar and collect its kept nodes (and symbols, where the
     language has them). A file with more than `max_nodes` kept nodes (0: no limit) keeps only its
     root: its text is still windowed and searched, but it takes no part in the code graph.
-    `trees`: the last parses of edited files, which this parse starts from (the same tree)."""
+    `trees`: the last parses of edited files, which this parse starts from (the same tree);
+    `fresh_if_error`: see `TreeMemo.parse`."""
     language = language_named(language_name)
     source = text.encode("utf-8")
-    tree = parse(language.name, source) if trees is None else trees.parse(path, language.name, source)
+    tree = (parse(language.name, source) if trees is None
+            else trees.parse(path, language.name, source, fresh_if_error))
     root = tree.root_node
     kept = walk_tree(root, language, granularity, max(len(split_lines(text)) - 1, 0), len(source), max_nodes)
     if kept.over_limit:
@@ -76,7 +78,8 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
     elif trees is not None and getattr(symbols, "reuses_calls", False):
         # An edited file: the call sites its edit cannot have changed are the last version's
         # (languages/call_reuse.py).
-        reuse = call_reuse(trees.reparse_of(path, language.name, source), parent, root, kept.kept_index)
+        reuse = call_reuse(trees.reparse_of(path, language.name, source), parent, root, kept.kept_index,
+                           symbols.callee_types, _CONTAINERS)
         definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope, reuse)
         trees.attach(path, language.name, source, KnownCalls(parent, symbols.call_starts, symbols.call_rows))
     else:

@@ -135,8 +135,9 @@ def test_keystrokes_take_the_call_sites_they_cannot_change_from_the_last_version
 
 def test_no_call_site_is_taken_when_the_kept_nodes_outside_the_edited_one_differ():
     """`call_reuse` checks what it relies on: the kept nodes before the edited kept node, and those
-    after its subtree (renumbered), under the same parents as before; a last version that differs
-    there (here made up) gives nothing to take."""
+    after its subtree (renumbered), under the same parents as before. A last version that differs
+    there (here made up) gives nothing to take: the root's parent changed, nothing; the last
+    node's, nothing, or (a kept node further up holding the span) a region reaching the end."""
     from repomem.languages.call_reuse import KnownCalls, call_reuse
 
     path = "examples/shop/shop/cart.py"
@@ -156,8 +157,88 @@ def test_no_call_site_is_taken_when_the_kept_nodes_outside_the_edited_one_differ
                      len(source), 0)
     parents = np.asarray(kept.parents, dtype=np.int32)
     assert call_reuse(reparse, parents, tree.root_node, kept.kept_index) is not None
-    for where in (1, -1):  # a parent changed before the edited node, or after its subtree
+    for where in (0, -1):  # a parent changed before the edited node, or after its subtree
         other = syntax.parent.copy()
-        other[where] = 0 if other[where] != 0 else -1
+        other[where] = 0 if other[where] != 0 else -2
         before = KnownCalls(other, reparse.before.starts, reparse.before.rows)
-        assert call_reuse(replace(reparse, before=before), parents, tree.root_node, kept.kept_index) is None
+        found = call_reuse(replace(reparse, before=before), parents, tree.root_node, kept.kept_index)
+        assert found is None or (where == -1 and found.moved_from == other.shape[0]), found
+
+
+def _recording_call_reuse(monkeypatch) -> list:
+    """Every `CallReuse` (or None) the syntax extraction is given, in order."""
+    import repomem.languages.syntax as syntax_module
+
+    found: list = []
+    call_reuse = syntax_module.call_reuse
+
+    def recorded(*arguments):
+        found.append(call_reuse(*arguments))
+        return found[-1]
+
+    monkeypatch.setattr(syntax_module, "call_reuse", recorded)
+    return found
+
+
+def test_whole_statements_added_and_removed_capture_only_their_own_call_sites(monkeypatch):
+    """A function appended to a module and removed again, a statement put between two top-level
+    definitions, a top-level definition deleted, a statement added to a long method body: each
+    version is a fresh parse's, and the call sites captured again are those of the statements the
+    edit touched (languages/call_reuse.py's narrowing to K's children), not all of the module's."""
+    path = "repomem/index/edit_graph.py"
+    text = (ROOT / path).read_text(encoding="utf-8")
+    found = _recording_call_reuse(monkeypatch)
+    trees = TreeMemo(capacity=2)
+    extract_syntax(path, "python", text, "statement", trees=trees)
+    appended = text + "\n\ndef added(graph):\n    return graph.sync(compact(graph))\n"
+    second_def = text.index("\ndef ", text.index("\ndef ") + 1) + 1
+    between = text[:second_def] + "LIMIT = compute_limit(8)\n\n\n" + text[second_def:]
+    third_def = text.index("\ndef ", second_def) + 1
+    deleted = text[:second_def] + text[third_def:]
+    body = text.index("\n", text.index("    def sync(")) + 1
+    in_body = text[:body] + "        started = clock.now(record())\n" + text[body:]
+    versions = [appended, text, between, text, deleted, text, in_body, text]
+    for version in versions:
+        assert_same_syntax(extract_syntax(path, "python", version, "statement", trees=trees),
+                           extract_syntax(path, "python", version, "statement"))
+    reuses = found[1:]
+    assert len(reuses) == len(versions) and all(reuse is not None for reuse in reuses), reuses
+    for reuse in reuses:
+        assert reuse.end - reuse.first < len(text) // 4, (reuse.first, reuse.end)  # not the whole module
+    assert all(reuse.shift != 0 for reuse in reuses)  # kept nodes came or went: the rest renumbered
+
+
+def test_a_keystroke_inside_a_callee_takes_no_stale_name_with_every_named_node_kept():
+    """With `named` granularity the identifier typed into is kept itself; the call site, which
+    starts before it, is captured again (it once kept the old name: `F.registlookup` indexed as
+    `F.register_lookup`)."""
+    text = "class F:\n    def m(self):\n        return self.n()\n\n\nF.register_lookup(Lookup)\nrun(F)\n"
+    trees = TreeMemo(capacity=2)
+    extract_syntax("f.py", "python", text, "named", trees=trees)
+    for edited in (text.replace("register_lookup", "registlookup"), text.replace("register_lookup", "register")):
+        got = extract_syntax("f.py", "python", edited, "named", trees=trees)
+        assert_same_syntax(got, extract_syntax("f.py", "python", edited, "named"))
+        assert "F.register_lookup" not in got.calls.callee
+    # A class renamed: its calls' enclosing class is the new name (its name is one of its kept
+    # children there, but the class is no statement container whose children alone are captured).
+    renamed = edited.replace("class F:", "class G:")  # from the last version: one byte changed
+    got = extract_syntax("f.py", "python", renamed, "named", trees=trees)
+    assert_same_syntax(got, extract_syntax("f.py", "python", renamed, "named"))
+    assert got.calls.enclosing_class[got.calls.callee.index("self.n")] == "G"
+
+
+def test_a_tree_left_with_an_error_is_parsed_from_nothing_when_asked():
+    """`fresh_if_error` (a file read from disk): a version with a syntax error is not parsed from the
+    last tree, so no call site is taken from the last version either; one without an error is."""
+    text = (ROOT / "examples/shop/shop/cart.py").read_text(encoding="utf-8")
+    trees = TreeMemo(capacity=2)
+    trees.parse("cart.py", "python", text.encode(), fresh_if_error=True)
+    broken = (text + "\ndef half(a:\n").encode()
+    assert parse("python", broken).root_node.has_error
+    trees.parse("cart.py", "python", broken, fresh_if_error=True)
+    assert trees.reparse_of("cart.py", "python", broken) is None
+    fixed = (text + "\ndef half(a):\n    return a\n").encode()
+    trees.parse("cart.py", "python", fixed, fresh_if_error=True)
+    assert trees.reparse_of("cart.py", "python", fixed) is not None
+    trees.parse("cart.py", "python", broken)  # without the flag: from the last tree, error or not
+    assert trees.reparse_of("cart.py", "python", broken) is not None

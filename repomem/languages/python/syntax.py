@@ -29,6 +29,7 @@ class PythonSymbols:
     watched_types = frozenset({"function_definition", "class_definition", "import_statement",
                                "import_from_statement"})
     reuses_calls = True
+    callee_types = frozenset({"identifier", "attribute"})  # what CALL_QUERY captures, and its parts
 
     def __init__(self) -> None:
         self.definitions: list[Definition] = []
