@@ -5,6 +5,7 @@ unsaved buffer of one ~500-line file (`RepoService.set_buffer`, which runs `appl
     python scripts/bench_index_edit.py PREPARED_COPY --typing
     python scripts/bench_index_edit.py PREPARED_COPY --prepare-from ~/.cache/repomem/packages/django-5.1.4
     python scripts/bench_index_edit.py SCRATCH --before REV --rounds 3   # both kinds of edit, paired
+    python scripts/bench_index_edit.py SCRATCH --before REV --saved --edited Django-5.1.4/django/db/models/query.py
 
 `--prepare-from` copies a repository to PREPARED_COPY and builds its index once; later runs load
 that index (they never save: buffers stay in memory), so every run times the same edits of the
@@ -18,7 +19,10 @@ their median.
 The edits: a statement typed whole in the middle of the file (even edits), and also a function
 added at its end (odd ones), so every edit changes the file's syntax tree. `--typing` instead
 types three lines into three functions key by key (`TYPED_LINES`), a buffer per keystroke as an
-editor sends them: most keystrokes leave the tree as it was.
+editor sends them: most keystrokes leave the tree as it was. `--saved` writes the whole edits to the
+file instead, and times what a resident process (the daemon, the language server's watch) does for a
+saved file: `RepoService.read_disk_changes` after the watch saw the write (the file and its time
+stamp are put back at the end, so the prepared index stays current).
 
 `--before REV` times both kinds of edit in this checkout and in REV (a git worktree), each in its
 own copy of Django under SCRATCH prepared by its own code (the builder digests differ), in
@@ -54,6 +58,7 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=15)
     parser.add_argument("--edited", default="Django-5.1.4/django/contrib/auth/models.py")
     parser.add_argument("--typing", action="store_true", help="type lines key by key (see above)")
+    parser.add_argument("--saved", action="store_true", help="save the whole edits to disk (see above)")
     parser.add_argument("--before", help="reference commit: time both checkouts, paired (see above)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-index-edit.json")
@@ -81,8 +86,8 @@ def main() -> int:
     if not (args.copy / args.edited).is_file():
         raise SystemExit(f"--edited: no file {args.edited} in {args.copy}")
     lines = (args.copy / args.edited).read_text(encoding="utf-8").splitlines()
-    edit_ms = []
-    for text in typed_buffers(lines) if args.typing else whole_edits(lines, args.edits):
+    edit_ms = saved_edits(service, args.copy / args.edited, lines, args.edits) if args.saved else []
+    for text in () if args.saved else typed_buffers(lines) if args.typing else whole_edits(lines, args.edits):
         began = time.perf_counter()
         assert service.set_buffer(args.edited, text) is None
         edit_ms.append((time.perf_counter() - began) * 1000)
@@ -108,6 +113,8 @@ def paired(args: argparse.Namespace) -> int:
     console = Console(width=130)
     labels = (f"before {args.before}", "this checkout")
     kinds = {"whole statements and functions": ["--edits", str(args.edits)], "typing key by key": ["--typing"]}
+    if args.saved:
+        kinds = {"whole statements and functions, saved": ["--edits", str(args.edits), "--saved"]}
     runs: dict[str, dict[str, list[dict]]] = {label: {kind: [] for kind in kinds} for label in labels}
 
     def probe(checkout: Path, *arguments: str) -> dict:
@@ -166,6 +173,26 @@ def whole_edits(lines: list[str], count: int) -> Iterator[str]:
         if attempt % 2:
             typed += ["", "", f"def typed_{attempt}():", "    pass"]
         yield "\n".join(typed) + "\n"
+
+
+def saved_edits(service: RepoService, path: Path, lines: list[str], count: int) -> list[float]:
+    """Milliseconds of `read_disk_changes` for each of `whole_edits` written to `path` (the
+    watch given 50 ms to see each write, untimed); then the file as it was, time stamp included."""
+    original, stamp = path.read_bytes(), path.stat()
+    assert service.watch_tree() is False and service.watching, "no watch of the tree here"
+    edit_ms = []
+    try:
+        for text in whole_edits(lines, count):
+            path.write_text(text, encoding="utf-8")
+            time.sleep(0.05)
+            began = time.perf_counter()
+            changed = service.read_disk_changes()
+            edit_ms.append((time.perf_counter() - began) * 1000)
+            assert changed == (1, 0), changed
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    return edit_ms
 
 
 def typed_buffers(lines: list[str]) -> Iterator[str]:
