@@ -101,9 +101,12 @@ SYMBOL_DAMAGES: dict[str, Callable[[dict], None]] = {
     "definition name a number": lambda s: _first_symbols(s)["d"][0].__setitem__(1, 7),
     "definition kind unknown": lambda s: _first_symbols(s)["d"][0].__setitem__(2, "lambda"),
     "definition of the wrong length": lambda s: _first_symbols(s)["d"].__setitem__(0, [1]),
+    # Call sites as columns: node, hops, callee, enclosing class.
     "call node negative": lambda s: _first_symbols(s)["c"][0].__setitem__(0, -1),
-    "call hops a string": lambda s: _first_symbols(s)["c"][0].__setitem__(1, "2"),
-    "callee a list": lambda s: _first_symbols(s)["c"][0].__setitem__(2, ["f"]),
+    "call hops a string": lambda s: _first_symbols(s)["c"][1].__setitem__(0, "2"),
+    "callee a list": lambda s: _first_symbols(s)["c"][2].__setitem__(0, ["f"]),
+    "call columns of different lengths": lambda s: _first_symbols(s)["c"][3].pop(),
+    "call columns missing one": lambda s: _first_symbols(s)["c"].pop(),
     "import of the wrong shape": lambda s: _first_symbols(s).__setitem__("i", [["a"]]),
     "a file's entry a list": lambda s: s.__setitem__(next(iter(s)), []),
 }

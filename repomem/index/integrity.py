@@ -279,7 +279,7 @@ def check_symbols(syntax: FileSyntax) -> None:
     require(_all_of_type(chain.from_iterable(syntax.imports), str)
             and all(len(binding) == 3 for binding in syntax.imports), f"{name}: an import of the wrong shape")
     calls = syntax.calls
-    if len(calls):
+    if len(calls) or calls.hops or calls.callee or calls.enclosing_class:  # stored as columns: any may be short
         require(len(calls.hops) == len(calls.callee) == len(calls.enclosing_class) == len(calls), f"{name}: calls")
         require(_all_of_type(calls.node, int) and 0 <= min(calls.node) and max(calls.node) < n_nodes
                 and _all_of_type(calls.hops, int) and min(calls.hops) >= 0
