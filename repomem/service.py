@@ -258,20 +258,27 @@ class RepoService:
     def _apply(self, index: RepoIndex, changed: list[SourceFile], removed: list[str], progress: Progress) -> None:
         if changed or removed:
             self._embedder_for_relations()  # before the index changes: a failure leaves it whole
-            index.ensure_structure()
-            progress.start("updating", len(changed) + len(removed))
-            # A few files (a save, a checkout of a branch near this one) are parsed from their
-            # last trees where the index keeps them (its edit memo), as an editor's buffer is: a
-            # resident process re-reading a saved file then parses and captures calls again only
-            # where it changed; a file left with a syntax error is parsed from nothing, as a full
-            # scan parses it (`TreeMemo.parse`). Many go to the worker pool.
-            if len(changed) < PARALLEL_MIN_FILES:
-                trees = index.edit_trees()
-                analyses = [analyze_file(source, self.config, trees, fresh_if_error=True) for source in changed]
-            else:
-                analyses = analyze_sources(changed, self.config, NoProgress())
-            apply_changes(index, changed, removed, analyses, self._window_vectors(embed=True, progress=progress))
-            progress.advance(len(changed) + len(removed))
+            # The first update after a load makes the structure, the resolver's tables and the
+            # kept graph (many objects that live on): rarer collections, as for a build.
+            with rarer_collections(self.config.index.gc_young_threshold):
+                self._apply_changes(index, changed, removed, progress)
+
+    def _apply_changes(self, index: RepoIndex, changed: list[SourceFile], removed: list[str],
+                       progress: Progress) -> None:
+        index.ensure_structure()
+        progress.start("updating", len(changed) + len(removed))
+        # A few files (a save, a checkout of a branch near this one) are parsed from their
+        # last trees where the index keeps them (its edit memo), as an editor's buffer is: a
+        # resident process re-reading a saved file then parses and captures calls again only
+        # where it changed; a file left with a syntax error is parsed from nothing, as a full
+        # scan parses it (`TreeMemo.parse`). Many go to the worker pool.
+        if len(changed) < PARALLEL_MIN_FILES:
+            trees = index.edit_trees()
+            analyses = [analyze_file(source, self.config, trees, fresh_if_error=True) for source in changed]
+        else:
+            analyses = analyze_sources(changed, self.config, NoProgress())
+        apply_changes(index, changed, removed, analyses, self._window_vectors(embed=True, progress=progress))
+        progress.advance(len(changed) + len(removed))
 
     def watch_tree(self) -> bool:
         """Watch the repository's folders from now on (a resident process: index/tree_watch.py), so
@@ -491,8 +498,10 @@ class RepoService:
 
     def prepare_for_edits(self) -> None:
         """Load now what the first edit of the index would (its structure, call tables, edit graph
-        and kernels): a server does it before the index is shared. Raises what the loading meets."""
-        self._loaded_index().prepare_edits()
+        and kernels): a server does it before the index is shared. Raises what the loading meets.
+        Rarer collections while it makes them, as for a build (repomem/cyclic_gc.py)."""
+        with rarer_collections(self.config.index.gc_young_threshold):
+            self._loaded_index().prepare_edits()
 
     def hand_over_index(self) -> RepoIndex:
         """The loaded index, which this service lets go of: a service that built an index on

@@ -75,8 +75,9 @@ def files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray]
 def symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The symbols.json object's members, one per file whose language resolves calls. Call sites
     as four columns (node, hops, callee, enclosing class), as `CallSites` holds them: a list per
-    call site cost a load one list and a row tuple each (Django: 169k), and the save a list each.
-    Tuples and named tuples are JSON arrays as they stand, so nothing is copied into lists first."""
+    call site cost a load one list and a row tuple each, and the save a list each
+    (docs/measurements.md#index-load). Tuples and named tuples are JSON arrays as they stand, so
+    nothing is copied into lists first."""
     for file_id in file_ids:
         syntax = index.syntax[file_id]
         assert syntax is not None

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from repomem.config import Config
+from repomem.cyclic_gc import rarer_collections
 from repomem.failures import Failure, FailureKind
 from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
@@ -129,9 +130,13 @@ def _load_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]) -
     an index whose structure failed keeps none (its next use fails the same way, not halfway).
     """
     try:
-        syntax, fragments, calls = _read_structure(snapshot, index, digests)
-        index.syntax, index.file_fragments, index.calls = syntax, fragments, calls
-        check_structure(index)
+        # The structure is many objects that live on: collected as often as Python's default
+        # thresholds ask, the collector walked them again and again while they were made
+        # (docs/measurements.md#index-load).
+        with rarer_collections(index.config.index.gc_young_threshold):
+            syntax, fragments, calls = _read_structure(snapshot, index, digests)
+            index.syntax, index.file_fragments, index.calls = syntax, fragments, calls
+            check_structure(index)
     except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             zipfile.BadZipFile) as error:
         index.syntax = [None] * len(index.files)
