@@ -91,10 +91,10 @@ class TreeMemo:
     def parse(self, path: str, language: str, source: bytes, fresh_if_error: bool = False) -> Tree:
         """`source` parsed from the path's last tree where the memo has one. `fresh_if_error`: a
         tree with a syntax error is parsed again from nothing. tree-sitter's error recovery can
-        reuse an old subtree a fresh parse would not (docs/measurements.md#an-edit: 2 of ~3,700
-        random edits that left an error; none of ~2,300 that left none), so a saved file is
-        indexed exactly as a full scan indexes it, while an editor's keystrokes, which pass
-        through errors at every other key, keep the incremental tree."""
+        reuse an old subtree a fresh parse would not, and only then (docs/measurements.md#an-edit,
+        counted over random edits), so a saved file is indexed exactly as a full scan indexes it,
+        while an editor's keystrokes, which pass through errors at every other key, keep the
+        incremental tree."""
         key = (path, language)
         with self._lock:
             previous = self._trees.pop(key, None)
