@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -67,7 +68,8 @@ def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command
     if args.foreground:
         from repomem.cli.daemon_server import Daemon  # the engine's imports: only in the daemon
 
-        return Daemon(args.idle_minutes * 60, args.repositories, run_command).run()
+        return Daemon(args.idle_minutes * 60, args.repositories, run_command, warm=args.warm,
+                      model_for=json.loads(args.model_for) if args.model_for else ()).run()
     return _start(args)
 
 
@@ -112,25 +114,10 @@ def _start(args: argparse.Namespace) -> int:
         print(f"a daemon is already running (socket {socket_path()}"
               + (f", pid {running['pid']})" if "pid" in running else ", busy with a command)"))
         return 0
-    path = socket_path()
-    if len(os.fsencode(str(path))) > MAX_SOCKET_PATH:
-        raise UserError(Failure(FailureKind.DAEMON_FAILED,
-                                f"the daemon's socket path {path} is longer than a Unix socket allows "
-                                f"({MAX_SOCKET_PATH} bytes); set REPOMEM_CACHE to a shorter folder"))
+    process = _spawn(args.idle_minutes, args.repositories, [str(root.resolve()) for root in args.warm], [])
+    if isinstance(process, Failure):
+        raise UserError(process)
     folder = daemon_folder()
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if (folder / "log").is_file() and (folder / "log").stat().st_size > LOG_BYTES:
-            (folder / "log").replace(folder / "log.1")
-        log = open(folder / "log", "ab")
-    except OSError as error:
-        raise UserError(Failure(FailureKind.DAEMON_FAILED, f"cannot write {folder}: {error.strerror}")) from None
-    environment = {k: v for k, v in os.environ.items() if k != OPT_OUT}
-    with log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "repomem", "daemon", "start", "--foreground",
-             "--idle-minutes", str(args.idle_minutes), "--repositories", str(args.repositories)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=environment, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         answer = _ask("status")
@@ -146,6 +133,77 @@ def _start(args: argparse.Namespace) -> int:
                             f"the daemon did not answer within {START_TIMEOUT_S:.0f} s; see {folder / 'log'}"))
 
 
+def _spawn(idle_minutes: float, repositories: int, warm: list[str], model_for: list[str]
+           ) -> subprocess.Popen | Failure:
+    """A daemon started in the background, in a session of its own, logging to the daemon folder;
+    `warm`: repository roots whose index it loads and prepares for edits before its first command;
+    `model_for`: a `complete` command's arguments, whose model it opens then too."""
+    path = socket_path()
+    if len(os.fsencode(str(path))) > MAX_SOCKET_PATH:
+        return Failure(FailureKind.DAEMON_FAILED,
+                       f"the daemon's socket path {path} is longer than a Unix socket allows "
+                       f"({MAX_SOCKET_PATH} bytes); set REPOMEM_CACHE to a shorter folder")
+    folder = daemon_folder()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if (folder / "log").is_file() and (folder / "log").stat().st_size > LOG_BYTES:
+            (folder / "log").replace(folder / "log.1")
+        log = open(folder / "log", "ab")
+    except OSError as error:
+        return Failure(FailureKind.DAEMON_FAILED, f"cannot write {folder}: {error.strerror}")
+    environment = {k: v for k, v in os.environ.items() if k != OPT_OUT}
+    command = [sys.executable, "-m", "repomem", "daemon", "start", "--foreground",
+               "--idle-minutes", str(idle_minutes), "--repositories", str(repositories)]
+    for root in warm:
+        command += ["--warm", root]
+    if model_for:
+        command += ["--model-for", json.dumps(model_for)]
+    with log:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=environment,
+                                start_new_session=True)
+
+
+def start_for_next_commands(argv: list[str], root: Path, auto_start: bool, idle_minutes: float) -> None:
+    """After the command `argv` ran in this process because no daemon listened: at a terminal (a
+    person, not a script, a test or CI, whose commands each stand alone), with `daemon.auto_start`
+    on and REPOMEM_NO_DAEMON unset, a daemon started in the background that loads `root`'s index
+    and prepares it for edits (and, after `complete`, opens its model), so that the next commands
+    pay for what changed only; one line on stderr says so. Nothing where any of that does not
+    hold, or when a daemon listens by now."""
+    if (not auto_start or os.environ.get(OPT_OUT, "") not in ("", "0") or not sys.platform.startswith("linux")
+            or not _at_terminal()):
+        return
+    conn = connect(timeout_s=1.0)
+    if conn is not None:  # started meanwhile, or one of another installation (one daemon a user)
+        conn.close()
+        return
+    # The command's own arguments, read in the daemon as this process read them: relative paths
+    # (a --model file) resolved against this folder, where the daemon cannot know them.
+    model_for = [argv[0], *_absolute_paths(argv[1:])] if argv[:1] == ["complete"] else []
+    process = _spawn(idle_minutes, 3, [str(root)], model_for)
+    if isinstance(process, Failure):
+        print(f"repomem: warning: no daemon started for the next commands: {process.message}", file=sys.stderr)
+        return
+    kept = "index and the model" if model_for else "index"
+    print(f"repomem: started a daemon (pid {process.pid}) that keeps this repository's {kept} in memory for the next "
+          f"commands; it exits after {idle_minutes:g} idle minutes (`repomem daemon stop` ends it, "
+          "`[daemon] auto_start = false` in the user config turns this off)", file=sys.stderr)
+
+
+def _absolute_paths(arguments: list[str]) -> list[str]:
+    """`arguments` with each one naming an existing file or folder here made absolute (the
+    daemon runs in /); the others as they are."""
+    return [str(Path(a).resolve()) if not a.startswith("-") and os.path.exists(a) else a for a in arguments]
+
+
+def _at_terminal() -> bool:
+    """Standard error is a terminal: a person reads this command's messages."""
+    try:
+        return os.isatty(2)
+    except OSError:
+        return False
+
+
 def add_daemon_parser(commands, run_command: RunCommand) -> None:
     """`run_command`: how the daemon runs a forwarded command (repomem/cli/main.py's main)."""
     daemon = commands.add_parser(
@@ -159,5 +217,9 @@ def add_daemon_parser(commands, run_command: RunCommand) -> None:
     daemon.add_argument("--repositories", type=int, default=3,
                         help="indexes kept in memory at most, the least recently used dropped (default 3)")
     daemon.add_argument("--foreground", action="store_true", help="start: run in this process (logs on stderr)")
+    daemon.add_argument("--warm", action="append", default=[], type=Path, metavar="REPO",
+                        help="start: load this repository's index and prepare it for edits before the first "
+                             "command (repeatable)")
     daemon.add_argument("--json", action="store_true", help="status: as JSON")
+    daemon.add_argument("--model-for", help=argparse.SUPPRESS)  # start_for_next_commands's `complete`
     daemon.set_defaults(handler=functools.partial(cmd_daemon, run_command=run_command))

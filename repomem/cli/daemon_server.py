@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -98,8 +98,11 @@ RunCommand = Callable[[list[str], Console, Console], int]
 
 
 class Daemon:
-    def __init__(self, idle_s: float, repositories: int, run_command: RunCommand):
+    def __init__(self, idle_s: float, repositories: int, run_command: RunCommand,
+                 warm: Sequence[Path] = (), model_for: Sequence[str] = ()):
         self.run_command = run_command
+        self.warm = tuple(warm)  # repositories whose index is loaded and prepared before the first command
+        self.model_for = tuple(model_for)  # a `complete` command's argv: its model is opened then too
         self.idle_s = idle_s
         self.repositories = repositories
         self.started = time.time()
@@ -148,8 +151,8 @@ class Daemon:
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
         service_setup.KEPT = service_setup.KeptServices(self.repositories)
         backend_options.KEPT_BACKEND = backend_options.KeptBackend()
-        self._warm_up()
         _log(f"listening on {path} (pid {os.getpid()}, idle exit after {self.idle_s:.0f} s)")
+        self._warm_up()
         try:
             self._serve_until_done(listener)
         except (KeyboardInterrupt, SystemExit):
@@ -174,6 +177,41 @@ class Daemon:
         from repomem.index.kernels.csr import row_slots
 
         row_slots(np.zeros(1, np.int64), np.ones(1, np.int64))  # numba's CPU target, set up once
+        for root in self.warm:
+            # What the command that started this daemon found (repomem.cli.daemon_command's
+            # start_for_next_commands): its index loaded, checked and brought up to date, then
+            # prepared for edits and watched, while its client's user reads the answer. A command
+            # that arrives meanwhile waits in the listen queue (listening began above).
+            started = time.perf_counter()
+            try:
+                service = service_setup.open_service(root)
+                service_setup.ensure_index(service, Console(file=io.StringIO()), save_later=True)
+            except Exception as error:  # UserError included: the next command meets it and says so
+                _log(f"warming {root} failed: {getattr(getattr(error, 'failure', None), 'message', error)}")
+                continue
+            _log(f"loaded {service.root} in {time.perf_counter() - started:.2f} s")
+            if self.model_for:
+                self._open_model(list(self.model_for), service)
+        self._prepare_for_edits()
+        self._save_all()
+
+    def _open_model(self, argv: list[str], service) -> None:
+        """The model the `complete` command `argv` (run in the first warmed repository) opens,
+        opened now and kept (backend_options.KEPT_BACKEND), as that command leaves it: the next
+        `complete` asking for it starts generating at once."""
+        from repomem.cli.main import build_parser  # the command line's own reading of its options
+
+        started = time.perf_counter()
+        try:
+            args = build_parser().parse_args(argv)
+            key = backend_options.KeptBackend.key(args, service.config)
+            backend = backend_options.open_chosen_backends(args, service.config, Console(file=io.StringIO()))[0]
+        except (Exception, SystemExit) as error:  # the next `complete` opens it and says what is wrong
+            _log(f"opening the model of `repomem {' '.join(argv)}` failed: "
+                 f"{getattr(getattr(error, 'failure', None), 'message', error)}")
+            return
+        backend_options.release_backend(backend, key, None)
+        _log(f"opened the model {backend.name} in {time.perf_counter() - started:.2f} s")
 
     def _serve_until_done(self, listener: socket.socket) -> None:
         while True:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends, start_model_ahead
+from repomem.cli.daemon_client import FORWARDED
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, ok
 from repomem.cli.process_exit import exit_now, exit_status
 from repomem.cli.progress_bars import RichProgress
@@ -446,7 +447,10 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
               "cd to an existing folder", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return int(args.handler(args, out, err))
+        status = int(args.handler(args, out, err))
+        if status == 0 and args.command in FORWARDED:
+            _daemon_for_next_commands(sys.argv[1:] if argv is None else argv)
+        return status
     except UserError as error:
         print(f"repomem: error: {error.failure.message}", file=sys.stderr)
         return EXIT_USAGE
@@ -464,6 +468,18 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
         return 1
     except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
         return _internal_error(error)
+
+
+def _daemon_for_next_commands(argv: list[str]) -> None:
+    """A command a daemon could have answered ran here: the daemon the settings ask for is started
+    for the next ones (repomem/cli/daemon_command.py), never from inside a daemon."""
+    from repomem.cli import service_setup
+    from repomem.cli.daemon_command import start_for_next_commands
+
+    service = service_setup.LAST_OPENED
+    if service_setup.KEPT is None and service is not None:
+        start_for_next_commands(argv, service.root, service.config.daemon.auto_start,
+                                service.config.daemon.idle_minutes)
 
 
 def _internal_error(error: Exception) -> int:

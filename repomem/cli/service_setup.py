@@ -73,14 +73,20 @@ class KeptServices:
 
 # Set by a resident process only (repomem/cli/daemon_server.py); a one-command process keeps nothing.
 KEPT: KeptServices | None = None
+# The repository a one-command process opened last: the one a daemon it starts for the next
+# commands loads first (repomem/cli/daemon_command.py's start_for_next_commands).
+LAST_OPENED: RepoService | None = None
 
 
 def open_service(root: Path, overrides: dict[str, Any] | None = None) -> RepoService:
     """The service of the repository at root; its configuration's warnings go to stderr.
     `overrides`: the command line's settings (RepoService.open)."""
+    global LAST_OPENED
     service = ok(RepoService.open(root, overrides=overrides))
     if KEPT is not None:
         service = KEPT.reuse(service)
+    else:
+        LAST_OPENED = service
     for warning in service.warnings:
         print(f"repomem: warning: {warning}", file=sys.stderr)
     return service

@@ -633,6 +633,21 @@ class ServerConfig:
 
 
 @dataclass(frozen=True)
+class DaemonConfig:
+    """The resident process a command at a terminal starts for the next ones (`repomem daemon`,
+    repomem/cli/daemon_command.py). Run-only, and the user's to decide: a repository's file
+    cannot start processes on its reader's machine, nor keep them running."""
+
+    # A command at a terminal that found no daemon pays for loading and updating the index and
+    # opening the model; the next ones, through a daemon, for what changed (README: daemon).
+    auto_start: bool = setting(True, repository="not a repository", run_only=True,
+                               help="a command run at a terminal with no daemon running starts one in the "
+                                    "background for the next commands (REPOMEM_NO_DAEMON=1 never does)")
+    idle_minutes: float = setting(30.0, positive=True, repository="not a repository", run_only=True,
+                                  help="minutes without a command after which a daemon started by a command exits")
+
+
+@dataclass(frozen=True)
 class Config:
     scan: ScanConfig = field(default_factory=ScanConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
@@ -646,3 +661,4 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)

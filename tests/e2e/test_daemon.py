@@ -23,6 +23,7 @@ from repomem.cache import cache_root
 from repomem.cli.daemon_client import HEADER, OPT_OUT, package_folder
 from tests.cli_process import run
 from tests.repos import copy_example
+from tests.small_model import SMALL_MODEL_SETTINGS
 
 TIMEOUT_S = 120
 
@@ -116,7 +117,7 @@ def test_forwarded_commands_answer_as_a_fresh_process(cache: Path, package_repo:
 def _wait_until_watched(cache: Path, root: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if any(r["root"] == str(root.resolve()) and r["watching"] for r in _status(cache)["repositories"]):
+        if any(r["root"] == str(root.resolve()) and r["watching"] for r in _status(cache).get("repositories", [])):
             return
         time.sleep(0.2)
     raise AssertionError("the daemon never watched the repository")
@@ -208,4 +209,91 @@ def test_an_idle_daemon_exits_and_a_bad_option_is_one_line(tmp_path: Path) -> No
         assert repomem("daemon", "status", env=env).stdout.startswith("no daemon running")
         assert repomem("daemon", "stop", env=env).stdout.strip() == "no daemon running"
     finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _at_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    """`python -m repomem ARGS` with its standard error on a pseudo-terminal, as a person's shell
+    runs it: (exit status, stdout, what the terminal showed)."""
+    main, terminal = os.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "repomem", *args], stdout=subprocess.PIPE,
+                                   stderr=terminal, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+        os.close(terminal)
+        shown = bytearray()
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: every writer of the terminal is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stdout, _ = process.communicate(timeout=TIMEOUT_S)
+    finally:
+        os.close(main)
+    return process.returncode, stdout.decode(), shown.decode(errors="replace")
+
+
+def _user_config(folder: Path, text: str) -> Path:
+    path = folder / "user.toml"
+    path.write_text(f'{SMALL_MODEL_SETTINGS}\n{text}')
+    return path
+
+
+def test_a_command_at_a_terminal_starts_a_daemon_for_the_next_ones(package_repo: Path) -> None:
+    """No daemon running: a command a person runs at a terminal answers in its own process, then
+    starts one that loads and watches the repository; the next command is its, with the same
+    answer. Not from a script (no terminal), nor with `daemon.auto_start` off in the user config."""
+    folder = Path(tempfile.mkdtemp(prefix="rma-"))
+    try:
+        env = _environment(folder, True)
+        env["REPOMEM_CONFIG"] = str(_user_config(folder, "[daemon]\nauto_start = false\nidle_minutes = 5\n"))
+        status, _, shown = _at_a_terminal(["retrieve", "pkg/models.py:20"], env, package_repo)
+        assert status == 0 and "daemon" not in shown
+        scripted = repomem("retrieve", "pkg/models.py:20", env=_environment(folder, True), cwd=package_repo)
+        assert scripted.returncode == 0 and "daemon" not in scripted.stderr
+        assert not _status(folder)["running"]
+
+        env["REPOMEM_CONFIG"] = str(_user_config(folder, "[daemon]\nidle_minutes = 5\n"))
+        status, first, shown = _at_a_terminal(["retrieve", "pkg/models.py:20", "--json"], env, package_repo)
+        assert status == 0
+        assert "repomem: started a daemon" in shown and "exits after 5 idle minutes" in shown
+        _wait_until_watched(folder, package_repo)  # loaded, prepared for edits and watched unasked
+        assert _status(folder)["commands"] == 0
+        second = repomem("retrieve", "pkg/models.py:20", "--json", env=env, cwd=package_repo)
+        assert second.returncode == 0 and "daemon" not in second.stderr
+        assert _status(folder)["commands"] == 1  # the daemon answered it
+        assert _without_timings(second.stdout) == _without_timings(first)
+        assert "idle exit after 300 s" in (folder / "daemon" / "log").read_text()
+    finally:
+        repomem("daemon", "stop", env=_environment(folder, True))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_completion_at_a_terminal_leaves_its_model_open_for_the_next(tmp_path: Path) -> None:
+    """After `complete`, the daemon it starts opens that command's model as well (the 0.5B here,
+    named by the user config): the next completion starts no model and answers the same."""
+    shop = copy_example(tmp_path / "shop")
+    folder = Path(tempfile.mkdtemp(prefix="rmc-"))
+    try:
+        for shared in ("models", "prompt-states"):
+            (folder / shared).symlink_to(cache_root() / shared)
+        env = _environment(folder, True)
+        env["REPOMEM_CONFIG"] = str(_user_config(folder, ""))
+        status, first, shown = _at_a_terminal(["complete", "shop/report.py:9", "--json"], env, shop)
+        assert status == 0 and "keeps this repository's index and the model in memory" in shown
+        log = folder / "daemon" / "log"
+        deadline = time.monotonic() + TIMEOUT_S
+        while "watching its folders" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "opened the model llama.cpp:qwen2.5-coder-0.5b" in log.read_text()
+        second = repomem("complete", "shop/report.py:9", "--json", env=env, cwd=shop)
+        assert second.returncode == 0, second.stderr
+        answers = [json.loads(first), json.loads(second.stdout)]
+        assert answers[1]["timings_ms"]["load_model"] < 50 < answers[0]["timings_ms"]["load_model"]
+        assert answers[0]["completion"] == answers[1]["completion"] == "compute_tax(amount_cents, tax_class)"
+        assert _status(folder)["commands"] == 1
+    finally:
+        repomem("daemon", "stop", env=_environment(folder, True))
         shutil.rmtree(folder, ignore_errors=True)

@@ -137,7 +137,7 @@ def test_what_a_repository_may_not_set_or_only_make_stricter():
     assert names_where(lambda r: r.repository == "not a repository") == {
         "model.endpoint", "model.api_key_env", "model.model_path", "model.hf_model",
         "server.feedback_log", "index.cache_dir", "model.embedded_layers", "model.embedded_model",
-        "model.prompt_cache_mb"}
+        "model.prompt_cache_mb", "daemon.auto_start", "daemon.idle_minutes"}
     assert names_where(lambda r: r.repository == "stricter only") == {
         "scan.secret_patterns", "scan.mask_secrets", "scan.secret_min_length", "scan.secret_min_entropy"}
 
@@ -163,7 +163,7 @@ def test_run_only_settings_leave_the_fingerprints_alone():
     sections = {s.section for s in settings_of(Config)}
     wholly = {section for section in sections
               if all(s.rules.run_only for s in settings_of(Config) if s.section == section)}
-    assert wholly == {"index", "server"}
+    assert wholly == {"index", "server", "daemon"}
     assert run_only - {s.name for s in settings_of(Config) if s.section in wholly} == {
         "relations.workers", "relations.product_threads", "relations.parallel_product_entries",
         "model.threads", "model.endpoint", "model.api_key_env", "completion.deadline_s",

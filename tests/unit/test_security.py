@@ -38,6 +38,10 @@ feedback_log = "/tmp/everyone-can-read.jsonl"
 [index]
 cache_dir = "/tmp/shared"
 
+[daemon]
+auto_start = false
+idle_minutes = 100000
+
 [retrieval]
 top_k = 7
 '''
@@ -61,10 +65,11 @@ def test_a_repositorys_config_cannot_send_data_elsewhere(tmp_path: Path, no_user
     assert config.model.embedded_layers == "auto"  # not a 960 MB file written on the repository's word
     assert config.model.prompt_cache_mb == defaults.model.prompt_cache_mb  # nor 100 GB of prompt states
     assert config.server.feedback_log == "" and config.index.cache_dir == ""
+    assert config.daemon == defaults.daemon  # nor a process kept running on its reader's machine
     assert config.retrieval.top_k == 7  # harmless settings still apply
     ignored = [w for w in warnings if "ignored: a repository's own settings" in w]
     forbidden = [s for s in settings_of(Config) if s.rules.repository == "not a repository"]
-    assert len(ignored) == len(forbidden) == 9
+    assert len(ignored) == len(forbidden) == 11
 
 
 def test_the_users_own_config_sets_them_and_can_trust_a_repository(tmp_path: Path, no_user_config: Path):
