@@ -182,7 +182,8 @@ def start_for_next_commands(argv: list[str], root: Path, auto_start: bool, idle_
     model_for = [argv[0], *_absolute_paths(argv[1:])] if argv[:1] == ["complete"] else []
     process = _spawn(idle_minutes, 3, [str(root)], model_for)
     if isinstance(process, Failure):
-        print(f"repomem: warning: no daemon started for the next commands: {process.message}", file=sys.stderr)
+        print(f"repomem: warning: no daemon started for the next commands: {process.message} "
+              "(`[daemon] auto_start = false` in the user config stops trying)", file=sys.stderr)
         return
     kept = "index and the model" if model_for else "index"
     print(f"repomem: started a daemon (pid {process.pid}) that keeps this repository's {kept} in memory for the next "
