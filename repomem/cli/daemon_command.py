@@ -20,7 +20,7 @@ from repomem.cli.errors import UserError, finite_float
 from repomem.failures import Failure, FailureKind
 
 if TYPE_CHECKING:
-    from repomem.cli.daemon_server import RunCommand
+    from repomem.cli.daemon_server import ParseCommand, RunCommand
 
 START_TIMEOUT_S = 60.0  # the engine's imports and numba's set-up, on a loaded machine
 STOP_TIMEOUT_S = 60.0  # a running command finishes and unsaved indexes are written first
@@ -52,7 +52,8 @@ def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
     return answer if isinstance(answer, dict) else None
 
 
-def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand) -> int:
+def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand,
+               parse_command: ParseCommand) -> int:
     if args.idle_minutes <= 0:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--idle-minutes must be more than 0"))
     if args.repositories < 1:
@@ -69,7 +70,8 @@ def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command
         from repomem.cli.daemon_server import Daemon  # the engine's imports: only in the daemon
 
         return Daemon(args.idle_minutes * 60, args.repositories, run_command, warm=args.warm,
-                      model_for=json.loads(args.model_for) if args.model_for else ()).run()
+                      model_for=json.loads(args.model_for) if args.model_for else (),
+                      parse_command=parse_command).run()
     return _start(args)
 
 
@@ -205,8 +207,9 @@ def _at_terminal() -> bool:
         return False
 
 
-def add_daemon_parser(commands, run_command: RunCommand) -> None:
-    """`run_command`: how the daemon runs a forwarded command (repomem/cli/main.py's main)."""
+def add_daemon_parser(commands, run_command: RunCommand, parse_command: ParseCommand) -> None:
+    """`run_command`: how the daemon runs a forwarded command (repomem/cli/main.py's main);
+    `parse_command`: how the command line reads a command's arguments (its parser's parse_args)."""
     daemon = commands.add_parser(
         "daemon", help="keep indexes in memory between commands (index, retrieve and complete use it)",
         description="A resident process of this user that runs `repomem index`, `retrieve` and `complete` with "
@@ -223,4 +226,4 @@ def add_daemon_parser(commands, run_command: RunCommand) -> None:
                              "command (repeatable)")
     daemon.add_argument("--json", action="store_true", help="status: as JSON")
     daemon.add_argument("--model-for", help=argparse.SUPPRESS)  # start_for_next_commands's `complete`
-    daemon.set_defaults(handler=functools.partial(cmd_daemon, run_command=run_command))
+    daemon.set_defaults(handler=functools.partial(cmd_daemon, run_command=run_command, parse_command=parse_command))

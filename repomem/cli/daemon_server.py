@@ -16,6 +16,7 @@ Only this user reaches it: the socket is 0600 in a 0700 folder, and each peer's 
 from __future__ import annotations
 
 import _thread
+import argparse
 import fcntl
 import io
 import json
@@ -95,14 +96,18 @@ def _log(message: str) -> None:
 
 # One command: argv, the consoles of the client's stdout and stderr -> exit status (cli/main.py's main).
 RunCommand = Callable[[list[str], Console, Console], int]
+# A command's arguments as the command line reads them (its parser's parse_args).
+ParseCommand = Callable[[list[str]], argparse.Namespace]
 
 
 class Daemon:
     def __init__(self, idle_s: float, repositories: int, run_command: RunCommand,
-                 warm: Sequence[Path] = (), model_for: Sequence[str] = ()):
+                 warm: Sequence[Path] = (), model_for: Sequence[str] = (),
+                 parse_command: ParseCommand | None = None):
         self.run_command = run_command
         self.warm = tuple(warm)  # repositories whose index is loaded and prepared before the first command
         self.model_for = tuple(model_for)  # a `complete` command's argv: its model is opened then too
+        self.parse_command = parse_command
         self.idle_s = idle_s
         self.repositories = repositories
         self.started = time.time()
@@ -199,11 +204,11 @@ class Daemon:
         """The model the `complete` command `argv` (run in the first warmed repository) opens,
         opened now and kept (backend_options.KEPT_BACKEND), as that command leaves it: the next
         `complete` asking for it starts generating at once."""
-        from repomem.cli.main import build_parser  # the command line's own reading of its options
-
+        if self.parse_command is None:
+            return
         started = time.perf_counter()
         try:
-            args = build_parser().parse_args(argv)
+            args = self.parse_command(argv)
             key = backend_options.KeptBackend.key(args, service.config)
             backend = backend_options.open_chosen_backends(args, service.config, Console(file=io.StringIO()))[0]
         except (Exception, SystemExit) as error:  # the next `complete` opens it and says what is wrong

@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_summarise_parser(commands)
     add_eval_parser(commands)
     add_config_parser(commands)
-    add_daemon_parser(commands, main)
+    add_daemon_parser(commands, main, parser.parse_args)
     return parser
 
 
