@@ -31,6 +31,7 @@ class KnownCalls:
     parents: np.ndarray  # int32, shape (n_kept,)
     starts: list[int]
     rows: list[tuple[int, int, str, str]]
+    walk: object = None  # the version's recorded walk (walk_reuse.KnownWalk), which the next walk copies from
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Either way the kept nodes form a tree (each kept node's parent is its nearest ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
@@ -22,6 +22,7 @@ from repomem.languages.parsed import CallSites, FileSyntax, split_lines
 from repomem.languages.registry import language_named
 from repomem.languages.reparse import TreeMemo
 from repomem.languages.treesitter import ERROR_KIND_ID, Node, node_kind_names, parse
+from repomem.languages.walk_reuse import KnownWalk, WalkReuse
 
 # Node types whose named children are statements, per grammar family.
 _CONTAINERS = frozenset({
@@ -51,6 +52,21 @@ class KeptTree:
     class_scope: list[str]  # each kept node's class scope, to resolve self.m() later
     symbols: SymbolCollector | None
     over_limit: bool = False  # the walk stopped at its node limit: the lists are incomplete
+    # With `record` (an edited file's walk): what the next version's walk may copy (walk_reuse).
+    known: KnownWalk | None = None
+    # The subtrees copied from the last walk (walk_reuse.py): (their top node, its kept index);
+    # their inner nodes are not in kept_index until `index_copied` puts them there.
+    copied: list[tuple[Node, int]] = field(default_factory=list)
+
+    def index_copied(self, language: Language, granularity: str, first: int, end: int) -> None:
+        """kept_index for every node of the copied subtrees that meet the bytes [first, end) (the
+        call sites captured again): a walk of those subtrees alone numbers their kept nodes in
+        the order the whole walk would have, from their top node's index on."""
+        for node, top in self.copied:
+            if node.start_byte < end and node.end_byte > first:
+                inner = walk_tree(node, language, granularity, 0, 0)
+                for node_id, local in inner.kept_index.items():
+                    self.kept_index[node_id] = top + local
 
 
 def extract_syntax(path: str, language_name: str, text: str, granularity: str, max_nodes: int = 0,
@@ -65,7 +81,14 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
     tree = (parse(language.name, source) if trees is None
             else trees.parse(path, language.name, source, fresh_if_error))
     root = tree.root_node
-    kept = walk_tree(root, language, granularity, max(len(split_lines(text)) - 1, 0), len(source), max_nodes)
+    last_line = max(len(split_lines(text)) - 1, 0)
+    reparse = trees.reparse_of(path, language.name, source) if trees is not None else None
+    before = reparse.before if reparse is not None else None
+    known = before.walk if isinstance(before, KnownCalls) else None
+    copy = (WalkReuse(known, reparse.start, reparse.end, reparse.delta, last_line)
+            if known is not None and reparse is not None else None)
+    kept = walk_tree(root, language, granularity, last_line, len(source), max_nodes, reuse=copy,
+                     record=trees is not None)
     if kept.over_limit:
         return FileSyntax(path=path, language=language.name, parent=np.full(1, -1, dtype=np.int32),
                           start_line=np.zeros(1, dtype=np.int32), end_line=np.asarray(kept.ends[:1], dtype=np.int32),
@@ -78,10 +101,18 @@ def extract_syntax(path: str, language_name: str, text: str, granularity: str, m
     elif trees is not None and getattr(symbols, "reuses_calls", False):
         # An edited file: the call sites its edit cannot have changed are the last version's
         # (languages/call_reuse.py).
-        reuse = call_reuse(trees.reparse_of(path, language.name, source), parent, root, kept.kept_index,
-                           symbols.callee_types, _CONTAINERS)
+        reuse = call_reuse(reparse, parent, root, kept.kept_index, symbols.callee_types, _CONTAINERS)
+        if kept.copied and reuse is None:
+            # Every call site captured again: a whole walk, whose kept_index holds every node.
+            kept = walk_tree(root, language, granularity, last_line, len(source), max_nodes, record=True)
+            symbols = kept.symbols
+        elif kept.copied:
+            # Call sites captured again inside copied subtrees (those around the edit's statement):
+            # their kept nodes by tree-sitter id.
+            kept.index_copied(language, granularity, reuse.first, reuse.end)
         definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope, reuse)
-        trees.attach(path, language.name, source, KnownCalls(parent, symbols.call_starts, symbols.call_rows))
+        trees.attach(path, language.name, source,
+                     KnownCalls(parent, symbols.call_starts, symbols.call_rows, kept.known))
     else:
         definitions, imports, calls = symbols.finish(root, kept.kept_index, kept.class_scope)
     return FileSyntax(
@@ -122,10 +153,12 @@ def _kind_rules(language: Language, watched: frozenset[str]) -> bytes:
 
 
 def walk_tree(root: Node, language: Language, granularity: str, last_line: int, source_bytes: int,
-              max_nodes: int = 0) -> KeptTree:
+              max_nodes: int = 0, reuse: WalkReuse | None = None, record: bool = False) -> KeptTree:
     """The kept nodes under `root` (the root spans the whole file: lines 0..`last_line`,
     `source_bytes` bytes); the language's symbol collector has seen the nodes it watches. The walk
-    stops once more than `max_nodes` are kept (0: no limit) and says so (`over_limit`)."""
+    stops once more than `max_nodes` are kept (0: no limit) and says so (`over_limit`).
+    `reuse`: the last version's walk, whose subtrees outside the edit are copied (walk_reuse.py);
+    `record`: keep what the next version's walk needs for that (`KeptTree.known`)."""
     limit = max_nodes if max_nodes > 0 else -1
     symbols = language.symbols() if language.symbols is not None else None
     parents: list[int] = [-1]
@@ -134,6 +167,9 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
     lengths: list[int] = [source_bytes]
     kept_index: dict[int, int] = {root.id: 0}
     class_scope: list[str] = [""]
+    record = record or reuse is not None
+    walked = _Recorded(source_bytes, symbols) if record else None
+    copied: list[tuple[Node, int]] = []
     named = granularity == "named"
     watched = symbols.watched_types if symbols is not None else frozenset()
     rules = _kind_rules(language, watched)
@@ -154,6 +190,15 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
         own_index = kept_parent
         if kept:
             own_index = len(parents)
+            if reuse is not None:
+                old = reuse.old_node(node.start_byte, node.end_byte, scope, inside_function)
+                if old is not None:
+                    kept_index[node.id] = own_index
+                    _copy_subtree(reuse, old, kept_parent, parents, starts, ends, lengths, class_scope, walked, symbols)
+                    copied.append((node, own_index))
+                    if limit >= 0 and len(parents) > limit:  # the node limit falls inside the copy
+                        return walk_tree(root, language, granularity, last_line, source_bytes, max_nodes)
+                    continue
             parents.append(kept_parent)
             start_row = node.start_point[0]
             end_row, end_column = node.end_point
@@ -163,11 +208,15 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
             lengths.append(node.end_byte - node.start_byte)
             kept_index[node.id] = own_index
             class_scope.append(scope)
+            if walked is not None:
+                walked.visit(node, inside_function)
             if own_index == limit:
                 return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols, over_limit=True)
         child_scope, child_in_function = scope, inside_function
         if rule & _WATCHED:
             child_scope, child_in_function = symbols.enter(node, own_index, scope, inside_function)
+            if walked is not None:
+                walked.owned_imports(own_index)
         is_container = bool(rule & _CONTAINER)
         # Kept nodes can lie below `node` unless the language keeps statements out of expressions.
         if descend_everywhere or is_container:
@@ -181,4 +230,79 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
                 if rules[child.kind_id] & pushed_under_statements:
                     stack.append((child, own_index, False, child_scope, child_in_function))
 
-    return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols)
+    known = walked.known(parents, starts, ends, lengths, class_scope, last_line) if walked is not None else None
+    return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols, known=known, copied=copied)
+
+
+class _Recorded:
+    """What a recording walk keeps beside its lists for the next version (walk_reuse.KnownWalk):
+    each kept node's bytes and "inside a function", how many definitions and imports came before
+    it, and the kept node each import came from."""
+
+    def __init__(self, source_bytes: int, symbols: SymbolCollector | None):
+        self.definitions: list = symbols.definitions if symbols is not None else []
+        self.imports: list = symbols.imports if symbols is not None else []
+        self.start_bytes, self.end_bytes = [0], [source_bytes]
+        self.in_function = [False]
+        self.definitions_before, self.imports_before = [0], [0]
+        self.import_owners: list[int] = []
+
+    def visit(self, node: Node, inside_function: bool) -> None:
+        self.start_bytes.append(node.start_byte)
+        self.end_bytes.append(node.end_byte)
+        self.in_function.append(inside_function)
+        self.definitions_before.append(len(self.definitions))
+        self.imports_before.append(len(self.imports))
+
+    def owned_imports(self, owner: int) -> None:
+        """The imports the collector just added came from kept node `owner`."""
+        self.import_owners.extend([owner] * (len(self.imports) - len(self.import_owners)))
+
+    def known(self, parents: list[int], starts: list[int], ends: list[int], lengths: list[int],
+              class_scope: list[str], last_line: int) -> KnownWalk:
+        return KnownWalk(np.asarray(parents, dtype=np.int32), starts, ends, lengths, self.start_bytes,
+                         self.end_bytes, class_scope, self.in_function, list(self.definitions), list(self.imports),
+                         self.import_owners, self.definitions_before, self.imports_before, last_line)
+
+
+def _copy_subtree(reuse: WalkReuse, old: int, kept_parent: int, parents: list[int], starts: list[int],
+                  ends: list[int], lengths: list[int], class_scope: list[str], walked: _Recorded | None,
+                  symbols: SymbolCollector | None) -> None:
+    """Old kept node `old`'s subtree appended as the walk would have met it, under `kept_parent`:
+    its kept nodes, their definitions and imports (handed to the collector as `enter` would have),
+    and what the recording keeps."""
+    known = reuse.known
+    end = reuse.subtree_end(old)
+    first = len(parents)
+    offset = first - old
+    parents.append(kept_parent)
+    parents.extend((known.parents[old + 1 : end] + offset).tolist())
+    after = known.start_bytes[old] > reuse.start  # the node lies after the span: lines and bytes move
+    shift, delta = (reuse.line_shift, reuse.delta) if after else (0, 0)
+    starts.extend([line + shift for line in known.starts[old:end]] if shift else known.starts[old:end])
+    ends.extend([line + shift for line in known.ends[old:end]] if shift else known.ends[old:end])
+    lengths.extend(known.lengths[old:end])
+    class_scope.extend(known.class_scope[old:end])
+    # The definitions and imports collected while the old walk was inside the subtree: a run
+    # starting where the walk met `old`, each from a kept node of the subtree.
+    definitions = known.definitions
+    d0 = d = known.definitions_before[old]
+    while d < len(definitions) and old <= definitions[d].node < end:
+        d += 1
+    i0 = i = known.imports_before[old]
+    while i < len(known.imports) and old <= known.import_owners[i] < end:
+        i += 1
+    if walked is not None:
+        walked.start_bytes.extend([byte + delta for byte in known.start_bytes[old:end]] if delta
+                                  else known.start_bytes[old:end])
+        walked.end_bytes.extend([byte + delta for byte in known.end_bytes[old:end]] if delta
+                                else known.end_bytes[old:end])
+        walked.in_function.extend(known.in_function[old:end])
+        walked.definitions_before.extend(len(walked.definitions) + before - d0
+                                         for before in known.definitions_before[old:end])
+        walked.imports_before.extend(len(walked.imports) + before - i0 for before in known.imports_before[old:end])
+        walked.import_owners.extend(owner + offset for owner in known.import_owners[i0:i])
+    if symbols is not None:
+        symbols.definitions.extend(definition._replace(node=definition.node + offset)
+                                   for definition in definitions[d0:d])
+        symbols.imports.extend(known.imports[i0:i])

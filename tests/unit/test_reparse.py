@@ -242,3 +242,39 @@ def test_a_tree_left_with_an_error_is_parsed_from_nothing_when_asked():
     assert trees.reparse_of("cart.py", "python", fixed) is not None
     trees.parse("cart.py", "python", broken)  # without the flag: from the last tree, error or not
     assert trees.reparse_of("cart.py", "python", broken) is not None
+
+
+@pytest.mark.parametrize(("granularity", "limited"), [("statement", False), ("named", False), ("statement", True)])
+def test_the_walk_copies_the_subtrees_an_edit_left_and_gives_a_fresh_walk(granularity, limited, monkeypatch):
+    """Random edits of a large file, in either granularity, and with a node limit the file crosses
+    back and forth: each version's kept nodes, symbols and call sites are a fresh parse's, and most
+    walks copied the subtrees outside the edit from the last version (languages/walk_reuse.py)."""
+    import repomem.languages.syntax as syntax_module
+
+    copies = []
+    walk_tree = syntax_module.walk_tree
+
+    def counted(*arguments, **options):
+        kept = walk_tree(*arguments, **options)
+        if options.get("reuse") is not None:
+            copies.append(len(kept.copied))
+        return kept
+
+    monkeypatch.setattr(syntax_module, "walk_tree", counted)
+    path = "repomem/index/edit_graph.py"
+    text = (ROOT / path).read_text(encoding="utf-8")
+    # The limit: the file's own kept nodes, which a statement more crosses.
+    max_nodes = extract_syntax(path, "python", text, granularity).parent.shape[0] if limited else 0
+    rng = random.Random(granularity + str(limited))
+    trees = TreeMemo(capacity=2)
+    extract_syntax(path, "python", text, granularity, max_nodes, trees=trees)
+    over = []
+    for _ in range(40):
+        # Edits and the way back, so that the file crosses the node limit both ways.
+        text = random_edit(text, rng) if rng.random() < 0.7 else (ROOT / path).read_text(encoding="utf-8")
+        got = extract_syntax(path, "python", text, granularity, max_nodes, trees=trees)
+        assert_same_syntax(got, extract_syntax(path, "python", text, granularity, max_nodes))
+        over.append(got.over_node_limit)
+    assert sum(1 for n in copies if n > 0) > len(copies) // 2, copies
+    if limited:
+        assert any(over) and not all(over), over
