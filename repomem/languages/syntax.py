@@ -190,7 +190,8 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
         own_index = kept_parent
         if kept:
             own_index = len(parents)
-            if reuse is not None:
+            if reuse is not None and in_container and reuse.holds_span(walked.start_bytes[kept_parent],
+                                                                       walked.end_bytes[kept_parent]):
                 old = reuse.old_node(node.start_byte, node.end_byte, scope, inside_function)
                 if old is not None:
                     kept_index[node.id] = own_index

@@ -20,6 +20,7 @@ after random edits and keystroke after keystroke with a parse from nothing
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,28 +60,34 @@ class WalkReuse:
         self.known = known
         self.start, self.end, self.delta = start, end, delta
         self.line_shift = last_line - known.last_line
-        # Old kept nodes outside the old span by their bytes; nested nodes with the same bytes
-        # (a block holding one statement): the outermost, which the walk meets first.
-        self._at: dict[tuple[int, int], int] = {}
-        old_end = end - delta
-        for index, (first, last) in enumerate(zip(known.start_bytes, known.end_bytes)):
-            if last < start or first > old_end:
-                self._at.setdefault((first, last), index)
 
     def old_node(self, start_byte: int, end_byte: int, scope: str, inside_function: bool) -> int | None:
         """The old kept node a new kept node at these bytes, met with this scope, copies; None
         when it touches the span or has no such counterpart."""
         if end_byte < self.start:
-            key = (start_byte, end_byte)
+            first, last = start_byte, end_byte
         elif start_byte > self.end:
-            key = (start_byte - self.delta, end_byte - self.delta)
+            first, last = start_byte - self.delta, end_byte - self.delta
         else:
             return None
-        old = self._at.get(key)
+        # Kept nodes in walk order start at non-decreasing bytes (a node before its children and
+        # its later siblings); among nested nodes with the same bytes (a block holding one
+        # statement) the outermost, which the walk meets first, comes first.
         known = self.known
-        if old is None or known.class_scope[old] != scope or known.in_function[old] != inside_function:
+        starts = known.start_bytes
+        old = bisect.bisect_left(starts, first)
+        while old < len(starts) and starts[old] == first and known.end_bytes[old] != last:
+            old += 1
+        if (old == len(starts) or starts[old] != first or known.class_scope[old] != scope
+                or known.in_function[old] != inside_function):
             return None
         return old
+
+    def holds_span(self, start_byte: int, end_byte: int) -> bool:
+        """A node at these (new) bytes holds the whole span: its children outside the span are
+        copied; under a node that only touches the span they lie where the edit's call sites
+        are captured again (call_reuse.py), which needs their ids, so they are walked."""
+        return start_byte <= self.start and end_byte >= self.end
 
     def subtree_end(self, old: int) -> int:
         """The end of old kept node `old`'s subtree in walk order (a subtree is one run)."""
