@@ -59,6 +59,8 @@ def main() -> int:
     parser.add_argument("--edited", default="Django-5.1.4/django/contrib/auth/models.py")
     parser.add_argument("--typing", action="store_true", help="type lines key by key (see above)")
     parser.add_argument("--saved", action="store_true", help="save the whole edits to disk (see above)")
+    parser.add_argument("--one-place", action="store_true",
+                        help="whole edits that each change one place (a statement, a function, the way back)")
     parser.add_argument("--before", help="reference commit: time both checkouts, paired (see above)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-index-edit.json")
@@ -86,8 +88,9 @@ def main() -> int:
     if not (args.copy / args.edited).is_file():
         raise SystemExit(f"--edited: no file {args.edited} in {args.copy}")
     lines = (args.copy / args.edited).read_text(encoding="utf-8").splitlines()
-    edit_ms = saved_edits(service, args.copy / args.edited, lines, args.edits) if args.saved else []
-    for text in () if args.saved else typed_buffers(lines) if args.typing else whole_edits(lines, args.edits):
+    edit_ms = saved_edits(service, args.copy / args.edited, lines, args.edits, args.one_place) if args.saved else []
+    for text in (() if args.saved else typed_buffers(lines) if args.typing
+                 else whole_edits(lines, args.edits, args.one_place)):
         began = time.perf_counter()
         assert service.set_buffer(args.edited, text) is None
         edit_ms.append((time.perf_counter() - began) * 1000)
@@ -113,8 +116,13 @@ def paired(args: argparse.Namespace) -> int:
     console = Console(width=130)
     labels = (f"before {args.before}", "this checkout")
     kinds = {"whole statements and functions": ["--edits", str(args.edits)], "typing key by key": ["--typing"]}
+    if args.one_place:
+        kinds = {"one statement or function at a time": ["--edits", str(args.edits), "--one-place"]}
     if args.saved:
         kinds = {"whole statements and functions, saved": ["--edits", str(args.edits), "--saved"]}
+        if args.one_place:
+            kinds = {"one statement or function at a time, saved": ["--edits", str(args.edits), "--saved",
+                                                                     "--one-place"]}
     runs: dict[str, dict[str, list[dict]]] = {label: {kind: [] for kind in kinds} for label in labels}
 
     def probe(checkout: Path, *arguments: str) -> dict:
@@ -163,26 +171,33 @@ def paired(args: argparse.Namespace) -> int:
 TYPED_LINES = ("self.last_login = timezone.now()", "# a note typed here, with words", "return value + 1")
 
 
-def whole_edits(lines: list[str], count: int) -> Iterator[str]:
+def whole_edits(lines: list[str], count: int, one_place: bool = False) -> Iterator[str]:
     """A statement typed in the middle of the file (its definitions keep their shape) on even
-    edits; odd ones also add a function at the end (the definitions change)."""
+    edits; odd ones also add a function at the end (the definitions change), so that one version
+    differs from the last in two places. `one_place`: each edit changes one place only: the
+    statement in the middle, the file as it was, a function at the end, the file as it was..."""
     middle = len(lines) // 2
     indent = lines[middle][: len(lines[middle]) - len(lines[middle].lstrip())]
     for attempt in range(count):
+        if one_place and attempt % 2:
+            yield "\n".join(lines) + "\n"
+            continue
         typed = lines[:middle] + [f"{indent}typed_{attempt} = {attempt}"] + lines[middle:]
-        if attempt % 2:
+        if one_place and attempt % 4 == 2:
+            typed = lines + ["", "", f"def typed_{attempt}():", "    pass"]
+        elif not one_place and attempt % 2:
             typed += ["", "", f"def typed_{attempt}():", "    pass"]
         yield "\n".join(typed) + "\n"
 
 
-def saved_edits(service: RepoService, path: Path, lines: list[str], count: int) -> list[float]:
+def saved_edits(service: RepoService, path: Path, lines: list[str], count: int, one_place: bool) -> list[float]:
     """Milliseconds of `read_disk_changes` for each of `whole_edits` written to `path` (the
     watch given 50 ms to see each write, untimed); then the file as it was, time stamp included."""
     original, stamp = path.read_bytes(), path.stat()
     assert service.watch_tree() is False and service.watching, "no watch of the tree here"
     edit_ms = []
     try:
-        for text in whole_edits(lines, count):
+        for text in whole_edits(lines, count, one_place):
             path.write_text(text, encoding="utf-8")
             time.sleep(0.05)
             began = time.perf_counter()

@@ -206,11 +206,16 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
             starts.append(start_row)
             # A node ending at column 0 ends with the line break before it: its last line is the one above.
             ends.append(end_row - 1 if end_column == 0 and end_row > start_row else end_row)
-            lengths.append(node.end_byte - node.start_byte)
+            start_byte, end_byte = node.start_byte, node.end_byte
+            lengths.append(end_byte - start_byte)
             kept_index[node.id] = own_index
             class_scope.append(scope)
             if walked is not None:
-                walked.visit(node, inside_function)
+                walked.start_bytes.append(start_byte)
+                walked.end_bytes.append(end_byte)
+                walked.in_function.append(inside_function)
+                walked.definitions_before.append(len(walked.definitions))
+                walked.imports_before.append(len(walked.imports))
             if own_index == limit:
                 return KeptTree(parents, starts, ends, lengths, kept_index, class_scope, symbols, over_limit=True)
         child_scope, child_in_function = scope, inside_function
@@ -238,7 +243,8 @@ def walk_tree(root: Node, language: Language, granularity: str, last_line: int, 
 class _Recorded:
     """What a recording walk keeps beside its lists for the next version (walk_reuse.KnownWalk):
     each kept node's bytes and "inside a function", how many definitions and imports came before
-    it, and the kept node each import came from."""
+    it (appended by the walk's loop itself: a call per kept node cost what copying saved on small
+    files), and the kept node each import came from."""
 
     def __init__(self, source_bytes: int, symbols: SymbolCollector | None):
         self.definitions: list = symbols.definitions if symbols is not None else []
@@ -247,13 +253,6 @@ class _Recorded:
         self.in_function = [False]
         self.definitions_before, self.imports_before = [0], [0]
         self.import_owners: list[int] = []
-
-    def visit(self, node: Node, inside_function: bool) -> None:
-        self.start_bytes.append(node.start_byte)
-        self.end_bytes.append(node.end_byte)
-        self.in_function.append(inside_function)
-        self.definitions_before.append(len(self.definitions))
-        self.imports_before.append(len(self.imports))
 
     def owned_imports(self, owner: int) -> None:
         """The imports the collector just added came from kept node `owner`."""
