@@ -164,7 +164,15 @@ def test_killed_writer_leaves_a_loadable_index(tmp_path):
             writers.stdin.flush()
             said, pid = writers.stdout.readline().split()
             assert said == "ready"
-            time.sleep(rng.uniform(0.05, 0.6))
+            if attempt % 2:
+                time.sleep(rng.uniform(0.05, 0.6))
+            else:
+                # Killed once a snapshot is being written: on a loaded host the random moment fell
+                # before each write began (its arrays made first) in all eight attempts once.
+                deadline = time.monotonic() + 30
+                while not list(directory.glob("tmp-*")) and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                time.sleep(rng.uniform(0.0, 0.05))
             os.kill(int(pid), signal.SIGKILL)
             assert writers.stdout.readline().strip() == "gone"
             interrupted_writes += bool(list(directory.glob("tmp-*")))
