@@ -195,6 +195,7 @@ class Daemon:
 
     def _warm_up(self) -> None:
         """What every forwarded command would import and set up: done once, before the first."""
+        ahead = self._model_ahead()  # its process loads the model while this one imports and loads
         import numpy as np
 
         import repomem.service  # noqa: F401
@@ -216,11 +217,30 @@ class Daemon:
                 continue
             _log(f"loaded {service.root} in {time.perf_counter() - started:.2f} s")
             if self.model_for:
-                self._open_model(list(self.model_for), service)
+                self._open_model(list(self.model_for), service, ahead)
+                ahead = None
+        if ahead is not None:
+            ahead.discard()
         self._prepare_for_edits()
         self._save_all()
 
-    def _open_model(self, argv: list[str], service) -> None:
+    def _model_ahead(self):
+        """The embedded model of `model_for`, started in its own process before the engine's
+        imports (backend_options.start_model_ahead, as `complete` starts it before its index
+        step), with the first warmed repository's settings; None for a server or no model."""
+        if not self.model_for or not self.warm or self.parse_command is None:
+            return None
+        try:
+            from repomem.config import load_config
+
+            args = self.parse_command(list(self.model_for))
+            config, _ = load_config(Path(self.warm[0]))
+            return backend_options.start_model_ahead(args, config)
+        except (Exception, SystemExit) as error:  # opened later without a head start, or said then
+            _log(f"starting the model early failed: {error}")
+            return None
+
+    def _open_model(self, argv: list[str], service, ahead=None) -> None:
         """The model the `complete` command `argv` (run in the first warmed repository) opens,
         opened now and kept (backend_options.KEPT_BACKEND), as that command leaves it: the next
         `complete` asking for it starts generating at once."""
@@ -230,11 +250,14 @@ class Daemon:
         try:
             args = self.parse_command(argv)
             key = backend_options.KeptBackend.key(args, service.config)
-            backend = backend_options.open_chosen_backends(args, service.config, Console(file=io.StringIO()))[0]
+            backend = backend_options.open_chosen_backends(args, service.config, Console(file=io.StringIO()), ahead)[0]
         except (Exception, SystemExit) as error:  # the next `complete` opens it and says what is wrong
             _log(f"opening the model of `repomem {' '.join(argv)}` failed: "
                  f"{getattr(getattr(error, 'failure', None), 'message', error)}")
             return
+        finally:
+            if ahead is not None:
+                ahead.discard()  # taken by the backend opened, or another model was: as `complete` does
         backend_options.release_backend(backend, key, None)
         _log(f"opened the model {backend.name} in {time.perf_counter() - started:.2f} s")
 
