@@ -161,8 +161,11 @@ def _spawn(idle_minutes: float, repositories: int, warm: list[str], model_for: l
     if model_for:
         command += ["--model-for", json.dumps(model_for)]
     with log:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=environment,
-                                start_new_session=True)
+        try:
+            return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                                    env=environment, start_new_session=True)
+        except OSError as error:  # no process to be had (limits, memory): the command itself answered
+            return Failure(FailureKind.DAEMON_FAILED, f"cannot start a process: {error.strerror or error}")
 
 
 def start_for_next_commands(argv: list[str], root: Path, auto_start: bool, idle_minutes: float) -> None:
