@@ -35,37 +35,11 @@ from rich.table import Table  # noqa: E402
 
 from repomem.cache import cache_root  # noqa: E402
 from scripts.bench_no_change import TREES, bench_tree  # noqa: E402
+from tests.cli_process import run_at_a_terminal  # noqa: E402
 from tests.repos import copy_example  # noqa: E402
 from tests.small_model import SMALL_MODEL_SETTINGS  # noqa: E402
 
 STEPS = ("first", "second, at once", "third, after the pause")
-
-
-def at_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str, str]:
-    """(wall seconds, stdout, what the terminal showed) of `python -m repomem ARGS` with its
-    standard error on a pseudo-terminal."""
-    main, terminal = os.openpty()
-    started = time.perf_counter()
-    try:
-        process = subprocess.Popen([sys.executable, "-m", "repomem", *args], stdout=subprocess.PIPE, stderr=terminal,
-                                   stdin=subprocess.DEVNULL, env=env, cwd=cwd)
-        os.close(terminal)
-        shown = bytearray()
-        while True:
-            try:
-                chunk = os.read(main, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
-        stdout, _ = process.communicate(timeout=600)
-    finally:
-        os.close(main)
-    seconds = time.perf_counter() - started
-    if process.returncode != 0:
-        raise SystemExit(f"repomem {' '.join(args)} failed: {shown.decode(errors='replace')}")
-    return seconds, stdout.decode(), shown.decode(errors="replace")
 
 
 def sequence(args: list[str], cwd: Path, auto: bool, pause: float) -> list[dict]:
@@ -84,7 +58,11 @@ def sequence(args: list[str], cwd: Path, auto: bool, pause: float) -> list[dict]
         for step in STEPS:
             if step == STEPS[2]:
                 time.sleep(pause)
-            seconds, stdout, shown = at_a_terminal(args, env, cwd)
+            started = time.perf_counter()
+            status, stdout, shown = run_at_a_terminal(args, env, cwd, timeout=600)
+            seconds = time.perf_counter() - started
+            if status != 0:
+                raise SystemExit(f"repomem {' '.join(args)} failed: {shown}")
             found.append({"step": step, "wall_s": round(seconds, 3), "timings_ms": json.loads(stdout)["timings_ms"],
                           "started_daemon": "started a daemon" in shown})
         if auto:

@@ -145,3 +145,27 @@ def read_framed(stream) -> dict | None:
         if key.strip().lower() == "content-length":
             length = int(value)
     return json.loads(stream.read(length))
+
+
+def run_at_a_terminal(args: list[str], env: dict[str, str], cwd: Path,
+                      timeout: float = TIMEOUT_S) -> tuple[int, str, str]:
+    """`python -m repomem ARGS` from nothing with its standard error on a pseudo-terminal, as a
+    person's shell runs it: (exit status, stdout, what the terminal showed)."""
+    main, terminal = os.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "repomem", *args], stdout=subprocess.PIPE,
+                                   stderr=terminal, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+        os.close(terminal)
+        shown = bytearray()
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: every writer of the terminal is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stdout, _ = process.communicate(timeout=timeout)
+    finally:
+        os.close(main)
+    return process.returncode, stdout.decode(), shown.decode(errors="replace")

@@ -94,7 +94,7 @@ def _reuse_under(node: Node, k: int, start: int, end: int, kept_index: dict[int,
     region = _statements_around(node, k, start, end, kept_index, parents, old) if holds_statements else None
     if region is not None:
         return region
-    old_end, new_end = _subtree_end(old, k), _subtree_end(parents, k)
+    old_end, new_end = subtree_end(old, k), subtree_end(parents, k)
     shift = new_end - old_end
     if parents.shape[0] - new_end != old.shape[0] - old_end:
         return None
@@ -135,10 +135,10 @@ def _statements_around(node: Node, k: int, start: int, end: int, kept_index: dic
             following = child
     if touching:
         first = kept_index[touching[0].id]
-        new_end = _subtree_end(parents, kept_index[touching[-1].id])
+        new_end = subtree_end(parents, kept_index[touching[-1].id])
         captured = min(start, touching[0].start_byte), max(end, touching[-1].end_byte)
     else:  # statements deleted whole, or blanks and comments edited: nothing new to capture
-        first = new_end = kept_index[following.id] if following is not None else _subtree_end(parents, k)
+        first = new_end = kept_index[following.id] if following is not None else subtree_end(parents, k)
         captured = start, end
     old_end = int(old.shape[0]) - (int(parents.shape[0]) - new_end)
     if old_end < first or not np.array_equal(parents[:first], old[:first]):
@@ -153,7 +153,7 @@ def _statements_around(node: Node, k: int, start: int, end: int, kept_index: dic
     return *captured, old_end, shift
 
 
-def _subtree_end(parents: np.ndarray, k: int) -> int:
+def subtree_end(parents: np.ndarray, k: int) -> int:
     """The end of kept node k's subtree in walk order: the first later node whose parent comes
     before k (a node's parent comes before it; a subtree is one run)."""
     outside = np.flatnonzero(parents[k + 1 :] < k)

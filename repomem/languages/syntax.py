@@ -16,7 +16,7 @@ from functools import cache
 
 import numpy as np
 
-from repomem.languages.call_reuse import KnownCalls, call_reuse
+from repomem.languages.call_reuse import KnownCalls, call_reuse, subtree_end
 from repomem.languages.language import Language, SymbolCollector
 from repomem.languages.parsed import CallSites, FileSyntax, split_lines
 from repomem.languages.registry import language_named
@@ -272,15 +272,15 @@ def _copy_subtree(reuse: WalkReuse, old: int, kept_parent: int, parents: list[in
     its kept nodes, their definitions and imports (handed to the collector as `enter` would have),
     and what the recording keeps."""
     known = reuse.known
-    end = reuse.subtree_end(old)
+    end = subtree_end(known.parents, old)
     first = len(parents)
     offset = first - old
     parents.append(kept_parent)
     parents.extend((known.parents[old + 1 : end] + offset).tolist())
     after = known.start_bytes[old] > reuse.start  # the node lies after the span: lines and bytes move
     shift, delta = (reuse.line_shift, reuse.delta) if after else (0, 0)
-    starts.extend([line + shift for line in known.starts[old:end]] if shift else known.starts[old:end])
-    ends.extend([line + shift for line in known.ends[old:end]] if shift else known.ends[old:end])
+    starts.extend(_shifted(known.starts[old:end], shift))
+    ends.extend(_shifted(known.ends[old:end], shift))
     lengths.extend(known.lengths[old:end])
     class_scope.extend(known.class_scope[old:end])
     # The definitions and imports collected while the old walk was inside the subtree: a run
@@ -293,10 +293,8 @@ def _copy_subtree(reuse: WalkReuse, old: int, kept_parent: int, parents: list[in
     while i < len(known.imports) and old <= known.import_owners[i] < end:
         i += 1
     if walked is not None:
-        walked.start_bytes.extend([byte + delta for byte in known.start_bytes[old:end]] if delta
-                                  else known.start_bytes[old:end])
-        walked.end_bytes.extend([byte + delta for byte in known.end_bytes[old:end]] if delta
-                                else known.end_bytes[old:end])
+        walked.start_bytes.extend(_shifted(known.start_bytes[old:end], delta))
+        walked.end_bytes.extend(_shifted(known.end_bytes[old:end], delta))
         walked.in_function.extend(known.in_function[old:end])
         walked.definitions_before.extend(len(walked.definitions) + before - d0
                                          for before in known.definitions_before[old:end])
@@ -306,3 +304,8 @@ def _copy_subtree(reuse: WalkReuse, old: int, kept_parent: int, parents: list[in
         symbols.definitions.extend(definition._replace(node=definition.node + offset)
                                    for definition in definitions[d0:d])
         symbols.imports.extend(known.imports[i0:i])
+
+
+def _shifted(values: list[int], by: int) -> list[int]:
+    """`values` moved by `by` (lines or bytes after the edited span); the slice itself when 0."""
+    return [value + by for value in values] if by else values

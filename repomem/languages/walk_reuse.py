@@ -88,9 +88,3 @@ class WalkReuse:
         copied; under a node that only touches the span they lie where the edit's call sites
         are captured again (call_reuse.py), which needs their ids, so they are walked."""
         return start_byte <= self.start and end_byte >= self.end
-
-    def subtree_end(self, old: int) -> int:
-        """The end of old kept node `old`'s subtree in walk order (a subtree is one run)."""
-        parents = self.known.parents
-        outside = np.flatnonzero(parents[old + 1 :] < old)
-        return old + 1 + int(outside[0]) if outside.shape[0] else int(parents.shape[0])

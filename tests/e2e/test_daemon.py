@@ -21,7 +21,7 @@ import pytest
 
 from repomem.cache import cache_root
 from repomem.cli.daemon_client import HEADER, OPT_OUT, package_folder
-from tests.cli_process import run
+from tests.cli_process import run, run_at_a_terminal
 from tests.repos import copy_example
 from tests.small_model import SMALL_MODEL_SETTINGS
 
@@ -212,29 +212,6 @@ def test_an_idle_daemon_exits_and_a_bad_option_is_one_line(tmp_path: Path) -> No
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _at_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    """`python -m repomem ARGS` with its standard error on a pseudo-terminal, as a person's shell
-    runs it: (exit status, stdout, what the terminal showed)."""
-    main, terminal = os.openpty()
-    try:
-        process = subprocess.Popen([sys.executable, "-m", "repomem", *args], stdout=subprocess.PIPE,
-                                   stderr=terminal, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
-        os.close(terminal)
-        shown = bytearray()
-        while True:
-            try:
-                chunk = os.read(main, 65536)
-            except OSError:  # EIO: every writer of the terminal is gone
-                break
-            if not chunk:
-                break
-            shown += chunk
-        stdout, _ = process.communicate(timeout=TIMEOUT_S)
-    finally:
-        os.close(main)
-    return process.returncode, stdout.decode(), shown.decode(errors="replace")
-
-
 def _user_config(folder: Path, text: str) -> Path:
     path = folder / "user.toml"
     path.write_text(f'{SMALL_MODEL_SETTINGS}\n{text}')
@@ -249,14 +226,14 @@ def test_a_command_at_a_terminal_starts_a_daemon_for_the_next_ones(package_repo:
     try:
         env = _environment(folder, True)
         env["REPOMEM_CONFIG"] = str(_user_config(folder, "[daemon]\nauto_start = false\nidle_minutes = 5\n"))
-        status, _, shown = _at_a_terminal(["retrieve", "pkg/models.py:20"], env, package_repo)
+        status, _, shown = run_at_a_terminal(["retrieve", "pkg/models.py:20"], env, package_repo)
         assert status == 0 and "daemon" not in shown
         scripted = repomem("retrieve", "pkg/models.py:20", env=_environment(folder, True), cwd=package_repo)
         assert scripted.returncode == 0 and "daemon" not in scripted.stderr
         assert not _status(folder)["running"]
 
         env["REPOMEM_CONFIG"] = str(_user_config(folder, "[daemon]\nidle_minutes = 5\n"))
-        status, first, shown = _at_a_terminal(["retrieve", "pkg/models.py:20", "--json"], env, package_repo)
+        status, first, shown = run_at_a_terminal(["retrieve", "pkg/models.py:20", "--json"], env, package_repo)
         assert status == 0
         assert "repomem: started a daemon" in shown and "exits after 5 idle minutes" in shown
         _wait_until_watched(folder, package_repo)  # loaded, prepared for edits and watched unasked
@@ -281,7 +258,7 @@ def test_a_completion_at_a_terminal_leaves_its_model_open_for_the_next(tmp_path:
             (folder / shared).symlink_to(cache_root() / shared)
         env = _environment(folder, True)
         env["REPOMEM_CONFIG"] = str(_user_config(folder, ""))
-        status, first, shown = _at_a_terminal(["complete", "shop/report.py:9", "--json"], env, shop)
+        status, first, shown = run_at_a_terminal(["complete", "shop/report.py:9", "--json"], env, shop)
         assert status == 0 and "keeps this repository's index and the model in memory" in shown
         log = folder / "daemon" / "log"
         deadline = time.monotonic() + TIMEOUT_S
