@@ -11,7 +11,8 @@
 --   whole when the item is accepted (<C-y>, or typing on when 'completeopt' inserts it at once);
 -- - reports accepted items (repomem/didAccept) and dismissed ones (repomem/didReject);
 -- - :RepomemExplain shows the fragments behind the completion at the cursor, with their scores;
--- - on 0.12+ also enables ghost text (vim.lsp.inline_completion) unless
+-- - on 0.12+ also enables ghost text (vim.lsp.inline_completion, grey where the colour scheme
+--   leaves it uncoloured for the terminal) unless
 --   vim.g.repomem_inline_completion = false; accept it with a mapping of your own, e.g.
 --   vim.keymap.set("i", "<C-l>", function() vim.lsp.inline_completion.get() end).
 --
@@ -485,6 +486,37 @@ local function start_client(bufnr, root)
   return id
 end
 
+-- -- ghost text that looks unwritten --------------------------------------------------------------
+
+-- Neovim draws ghost text in ComplHint, which links to NonText, and its default colour scheme gives
+-- NonText a GUI colour only: without 'termguicolors' (a terminal Neovim finds no 24-bit colour in:
+-- tmux without its RGB feature, the Linux console) the suggestion looked exactly like typed text.
+-- Where ComplHint ends with no terminal colour it gets a grey, italic where the terminal has it; a
+-- colour scheme that colours it or NonText for terminals keeps its own.
+local function set_ghost_text_colour()
+  if vim.o.termguicolors then
+    return
+  end
+  local ok, resolved = pcall(vim.api.nvim_get_hl, 0, { name = "ComplHint", link = false })
+  if not ok or resolved.ctermfg ~= nil then
+    return
+  end
+  resolved.ctermfg = (tonumber(vim.api.nvim_eval("&t_Co")) or 8) >= 256 and 244 or 8
+  resolved.cterm = vim.tbl_extend("force", resolved.cterm or {}, { italic = true })
+  vim.api.nvim_set_hl(0, "ComplHint", resolved)
+end
+
+local ghost_colour_watched = false
+
+local function ghost_text_visible()
+  set_ghost_text_colour()
+  if not ghost_colour_watched then
+    ghost_colour_watched = true -- a colour scheme loaded later resets the groups: look again after it
+    vim.api.nvim_create_autocmd("ColorScheme", { callback = set_ghost_text_colour })
+    vim.api.nvim_create_autocmd("OptionSet", { pattern = "termguicolors", callback = set_ghost_text_colour })
+  end
+end
+
 local function attach(args)
   local bufnr = args.buf
   if vim.bo[bufnr].buftype ~= "" then
@@ -505,6 +537,7 @@ local function attach(args)
   vim.bo[bufnr].omnifunc = "v:lua.repomem_omnifunc"
   if vim.lsp.inline_completion and vim.lsp.inline_completion.enable and vim.g.repomem_inline_completion ~= false then
     pcall(vim.lsp.inline_completion.enable, true, { bufnr = bufnr }) -- 0.12+: ghost text too
+    ghost_text_visible()
   end
 end
 

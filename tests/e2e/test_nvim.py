@@ -40,6 +40,7 @@ import pytest
 from repomem.cache import cache_root
 from tests.e2e.editors import feedback_events, matrix_check, matrix_rows, print_summary, wait_for, write_matrix_row
 from tests.repos import copy_example
+from tests.terminal_image import save_screen, screen_cells
 
 pytestmark = pytest.mark.slow
 
@@ -54,6 +55,7 @@ SETTINGS = {"maxNewTokens": 24, "maxPromptTokens": 1024, "debounceMs": 10, "topK
 EXPECTED = "compute_tax(amount_cents, tax_class)"
 LINE_9 = "    return "
 WIDTH, HEIGHT = 120, 40
+GHOST_ROWS = 10  # the screen's rows the ghost text's record keeps (the example file and a line)
 STATUS = re.compile(r"repomem\[(\d+):(\w*)\]")
 CHECKS = ("ready", "explain", "end_of_line", "partial_word", "dismiss", "type_ahead", "ghost_text", "quit")
 
@@ -194,6 +196,9 @@ class Nvim:
     ghost_text: bool = False  # the editor has inline completion (Neovim 0.12+)
     editor: str = "neovim"
     ghost_screen: str = ""  # the screen's top lines while the ghost text shows (docs/editors.md)
+    # The whole screen then, with tmux's colour codes, and the cursor (column, row): its picture.
+    ghost_capture: str = ""
+    ghost_cursor: tuple[int, int] | None = None
 
     def run(self, *args: str) -> str:
         result = subprocess.run([*self.tmux, *args], env=self.env, capture_output=True, text=True, timeout=30)
@@ -279,6 +284,11 @@ def record(nvim: Nvim, pytestconfig) -> None:
                      SETTINGS, checks, ready_s=nvim.ready_s, first_answer_s=nvim.first_answer_s,
                      session_wall_s=time.monotonic() - nvim.started, processes_gone_after_exit_s=nvim.gone_after_s,
                      **({"ghost_text_screen": nvim.ghost_screen} if nvim.ghost_screen else {}))
+    if RESULTS_DIR and nvim.ghost_capture:
+        # The screenshot docs/editors.md shows: the screen's top (the file; the rest is `~`) as
+        # Neovim coloured it, the ghost text included.
+        save_screen(nvim.ghost_capture, WIDTH, GHOST_ROWS,
+                    Path(RESULTS_DIR) / nvim.results_name.replace(".json", "-ghost.png"), nvim.ghost_cursor)
 
 
 def debian_ale() -> None:
@@ -493,7 +503,17 @@ def test_ghost_text_shows_the_completion_and_the_accept_key_inserts_it(nvim):
         shown = LINE_9 + EXPECTED
         nvim.wait(lambda: shown in nvim.screen(), 60, "ghost text")
         waited = time.monotonic() - started
-        nvim.ghost_screen = "\n".join(nvim.screen().splitlines()[:10])
+        nvim.ghost_screen = "\n".join(nvim.screen().splitlines()[:GHOST_ROWS])
+        nvim.ghost_capture = nvim.run("capture-pane", "-p", "-e", "-t", "nvim")
+        column, row = nvim.run("display-message", "-p", "-t", "nvim", "#{cursor_x} #{cursor_y}").split()
+        nvim.ghost_cursor = (int(column), int(row))
+        # Drawn unlike typed text, though this terminal gives Neovim no 24-bit colour (the plugin
+        # colours ComplHint where the colour scheme leaves it without a terminal colour).
+        cells = screen_cells(nvim.ghost_capture)[int(row)]
+        ghost = cells[len(LINE_9) : len(LINE_9) + len(EXPECTED)]
+        assert "".join(character for character, _ in ghost) == EXPECTED, nvim.ghost_capture
+        assert all(style.foreground is not None and style.italic for _, style in ghost), ghost
+        assert all(style.foreground is None for _, style in cells[: len(LINE_9)] if _ != " "), cells
         # Still in Insert mode (reading the buffer now would leave it, and leaving drops the ghost
         # text): accept, then the line holds the completion once, so it was not in the buffer before.
         nvim.keys("C-l")
