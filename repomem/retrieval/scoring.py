@@ -213,15 +213,17 @@ def _independent_scores(index: RepoIndex, query_text: str,
 
 
 def _relation_mass(index: RepoIndex, excluded_ids: np.ndarray) -> np.ndarray:
-    """Eq. 9's denominator for every fragment: sum_j W_ij over usable j (live, not excluded)."""
+    """Eq. 9's denominator for every fragment: sum_j W_ij over usable j (live, not excluded).
+    Read only: with nothing excluded it is the index's own row sums, not a copy."""
+    if not excluded_ids.size:
+        return index.rowsum
     denominator = index.rowsum.copy()
-    if excluded_ids.size:
-        # W is symmetric: column sums over excluded ids are their row sums.
-        n_base = index.w_base.shape[0]
-        base_ids = excluded_ids[excluded_ids < n_base]
-        if base_ids.size:
-            denominator[:n_base] -= np.asarray(index.w_base[base_ids].sum(axis=0)).ravel()
-        denominator -= np.asarray(index.w_delta[excluded_ids].sum(axis=0)).ravel()
+    # W is symmetric: column sums over excluded ids are their row sums.
+    n_base = index.w_base.shape[0]
+    base_ids = excluded_ids[excluded_ids < n_base]
+    if base_ids.size:
+        denominator[:n_base] -= np.asarray(index.w_base[base_ids].sum(axis=0)).ravel()
+    denominator -= np.asarray(index.w_delta[excluded_ids].sum(axis=0)).ravel()
     return denominator
 
 

@@ -33,7 +33,10 @@ def relation_bounds(s_ind, strong_part, denominator, offered, alpha, weak_bar):
         if not offered[i]:
             out[i] = -np.inf
         elif denominator[i] > 1e-300:
-            out[i] = s_ind[i] + alpha * (strong_part[i] / denominator[i] + weak_bar)
+            part = strong_part[i]
+            # Most fragments neighbour no strong one: 0 / d is 0 exactly, and the division was
+            # most of this loop's time.
+            out[i] = s_ind[i] + alpha * ((part / denominator[i] if part != 0.0 else 0.0) + weak_bar)
         else:
             out[i] = s_ind[i]  # no usable neighbour: s_env is 0
     return out
