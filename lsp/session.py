@@ -69,6 +69,20 @@ def alpha_for(config: Config) -> float:
     return strategy.alpha(config.retrieval.alpha) if strategy is not None else 0.0
 
 
+def completion_timings(request: EditorRequest, result: Completion) -> str:
+    """One line per answered completion for the client's log (window/logMessage, type Log: an
+    editor's LSP log, VS Code's output channel): where the time went, so a slow answer can be
+    told apart as retrieval, prompt building, or the model, and the model's part as prompt tokens
+    it read (those not served from its cache) or tokens it wrote."""
+    timings = result.timings_ms
+    generation = result.generation
+    return (f"completion at {request.path}:{request.line + 1}:{request.character + 1}: "
+            f"retrieve {timings.get('retrieve', 0.0):.0f} ms, prompt {timings.get('prompt', 0.0):.0f} ms, "
+            f"model {timings.get('generate', 0.0):.0f} ms ({generation.prompt_tokens} prompt tokens, "
+            f"{generation.cached_tokens} from its cache, {generation.completion_tokens} written, "
+            f"{generation.finish_reason})")
+
+
 class CompletionSession:
     def __init__(self, root: Path, settings: SettingsRead | Config, log: LogSink, ahead: StartedAhead | None = None):
         self.root = root
@@ -382,6 +396,7 @@ class CompletionSession:
             self.log("log", f"generation cancelled after {generation.completion_tokens} tokens "
                             f"({generation.seconds:.2f} s)")
             return CompletionAnswer("", None, "cancelled", generation.completion_tokens, generation.seconds)
+        self.log("log", completion_timings(request, result))
         shown = self._shown(request, result)
         return CompletionAnswer(result.text, shown, generation.finish_reason, generation.completion_tokens,
                                 generation.seconds)

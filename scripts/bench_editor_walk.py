@@ -158,8 +158,16 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
                accept: bool = False) -> dict:
     client = LanguageClient("repomem-bench-editor", "1")
     messages: list[str] = []
+    # The server's line per answered completion (lsp/session.completion_timings), with when it came.
+    timings: list[tuple[float, str]] = []
+
+    def logged(params: types.LogMessageParams) -> None:
+        messages.append(params.message)
+        if params.message.startswith("repomem: completion at "):
+            timings.append((time.perf_counter(), params.message))
+
     client.feature(types.WINDOW_SHOW_MESSAGE)(lambda params: messages.append(params.message))
-    client.feature(types.WINDOW_LOG_MESSAGE)(lambda params: messages.append(params.message))
+    client.feature(types.WINDOW_LOG_MESSAGE)(logged)
     client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)(lambda params: None)
     client.feature(types.PROGRESS)(lambda params: None)
     await client.start_io(sys.executable, "-m", "repomem", "serve")
@@ -177,13 +185,20 @@ async def walk(repo: Path, files: list[tuple[str, list[Cut]]], settings: dict, c
     editor = Editor(client)
     records = []
 
+    last_answer = [time.perf_counter()]
+
     async def ask(kind: str, path: str, uri: str, line: int, character: int, real_line: str) -> str:
         seconds, text, asks = await editor.ask(uri, line, character)
         current = editor.texts[uri].split("\n")[line]
         accepted = current[: character - len(typed_word(current, character))] + text.split("\n")[0]
+        # The completions the server answered at this line since the last answer: speculations
+        # (where the cursor rested, while typing) and the asked one, each with where its time went.
+        server = [message for at, message in timings
+                  if at >= last_answer[0] and message.startswith(f"repomem: completion at {path}:{line + 1}:")]
+        last_answer[0] = time.perf_counter()
         records.append({"kind": kind, "path": path, "line": line + 1, "seconds": round(seconds, 3),
                         "asks": asks, "answered": bool(text), "completion": text[:80],
-                        "right": bool(text) and accepted.rstrip() == real_line.rstrip()})
+                        "right": bool(text) and accepted.rstrip() == real_line.rstrip(), "server": server})
         console.print(f"{kind:>17}  {seconds:6.2f} s  {asks} ask(s)  {path}:{line + 1}  {text[:50]!r}")
         return text
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -141,8 +142,16 @@ async def test_the_server_offers_ghost_text_and_the_menu(client: LanguageClient)
 async def test_inline_completion_uses_an_unsaved_buffer(client: LanguageClient, workspace: Path):
     report = workspace / "shop" / "report.py"
     uri = open_document(client, report)
+    logged = len(client.log_messages)
     result = await inline(client, uri, 8, 11)
     assert result.items and result.items[0].insert_text.startswith("compute_tax("), result.items
+    # Where the answer's time went, one line in the client's log.
+    line = await wait_for_log(client, "completion at shop/report.py:9:12:", after=logged)
+    spent = re.search(r"retrieve \d+ ms, prompt \d+ ms, model \d+ ms \((\d+) prompt tokens, (\d+) from its cache, "
+                      r"(\d+) written, stop\)", line)
+    assert spent is not None, line
+    prompt_tokens, cached, written = (int(group) for group in spent.groups())
+    assert prompt_tokens > 100 and cached <= prompt_tokens and written >= 5, line
 
     # A module that exists only as an unsaved buffer, then a call to it typed in another file: the
     # name can only come from retrieval over the buffer (and the fallback completion carries it).
