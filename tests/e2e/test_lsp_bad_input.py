@@ -327,7 +327,7 @@ def test_a_lone_surrogate_in_one_buffer_leaves_the_other_documents_completing(cl
         "command": "repomem.explain", "arguments": [{"textDocument": {"uri": broken},
                                                      "position": {"line": 1, "character": 9}}]}))
     assert "error" not in explained["result"], explained
-    replaced = [line for line in client.logs if "surrogate" in line]
+    replaced = [line for line in client.logs if "unpaired UTF-16 surrogate" in line]
     assert len(replaced) == 1 and broken in replaced[0], replaced
     client.alive()
 
