@@ -503,13 +503,15 @@ def test_ghost_text_shows_the_completion_and_the_accept_key_inserts_it(nvim):
         shown = LINE_9 + EXPECTED
         nvim.wait(lambda: shown in nvim.screen(), 60, "ghost text")
         waited = time.monotonic() - started
-        nvim.ghost_screen = "\n".join(nvim.screen().splitlines()[:GHOST_ROWS])
+        # One capture with the colours: the record's text, the screenshot and the checks below.
         nvim.ghost_capture = nvim.run("capture-pane", "-p", "-e", "-t", "nvim")
+        rows = screen_cells(nvim.ghost_capture)
+        nvim.ghost_screen = "\n".join("".join(character for character, _ in cells) for cells in rows[:GHOST_ROWS])
         column, row = nvim.run("display-message", "-p", "-t", "nvim", "#{cursor_x} #{cursor_y}").split()
         nvim.ghost_cursor = (int(column), int(row))
         # Drawn unlike typed text, though this terminal gives Neovim no 24-bit colour (the plugin
         # colours ComplHint where the colour scheme leaves it without a terminal colour).
-        cells = screen_cells(nvim.ghost_capture)[int(row)]
+        cells = rows[int(row)]
         ghost = cells[len(LINE_9) : len(LINE_9) + len(EXPECTED)]
         assert "".join(character for character, _ in ghost) == EXPECTED, nvim.ghost_capture
         assert all(style.foreground is not None and style.italic for _, style in ghost), ghost
