@@ -248,8 +248,11 @@ class Nvim:
         return "\n".join(self.dump("messages.txt", "split(execute('messages'), \"\\n\")"))
 
     def wait_answer(self, before: int, timeout_s: float = 120) -> str:
-        """The plugin's status once it counts more than `before` answers."""
-        return self.wait(lambda: (s := self.status())[0] > before and s, timeout_s, "completion answer")[1]
+        """The plugin's status once it counts more than `before` answers and shows one. "completing"
+        is never an answer: a retry's answer can be counted just before a new <C-x><C-o> sets it."""
+        return self.wait(
+            lambda: (s := self.status())[0] > before and s[1] != "completing" and s, timeout_s, "completion answer"
+        )[1]
 
     def complete(self, timeout_s: float = 120) -> str:
         """<C-x><C-o> in Insert mode, then the plugin's status once the answer came. An answer
