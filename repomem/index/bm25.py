@@ -52,9 +52,10 @@ class BM25Stats:
     idf: np.ndarray  # float64, shape (n_terms,), rank-bm25's idf with the epsilon floor
     avgdl: float
     n_live: int
-    # (df, idf before the floor) these statistics came from: an edit that keeps the number of
-    # live documents works out the idf of the terms whose df changed only (`compute_stats`).
-    unfloored: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    # (df, idf before the floor, ln(df + 0.5)) these statistics came from: an edit that keeps the
+    # number of live documents works out the idf of the terms whose df changed only, and one that
+    # changes it reuses ln(df + 0.5) where df stayed (`compute_stats`).
+    unfloored: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
     # (document lengths, their scaled lengths): the last `scaled_lengths` answer, kept while the
     # same length array is asked about (an edit makes a new one, and new statistics).
     _scaled: list = field(default_factory=list, compare=False, repr=False)
@@ -168,40 +169,58 @@ def _sized(counts: np.ndarray, n_terms: int) -> np.ndarray:
     return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
 
 
-def _unfloored_idf(n_live: int, frequencies: np.ndarray) -> np.ndarray:
-    """rank-bm25's idf of terms in `frequencies` (> 0) of the `n_live` documents, before the floor."""
-    return np.log(n_live - frequencies + 0.5) - np.log(frequencies + 0.5)
+def _log_frequencies(df: np.ndarray, present: np.ndarray, before: BM25Stats | None) -> np.ndarray:
+    """ln(df + 0.5) of every present term, 0 for the others, shape (n_terms,): from `before`'s
+    where a term's df stayed (the same arithmetic on the same number), worked out where it changed.
+    It depends on df alone, so an edit that changes the number of live documents, and with it every
+    term's ln(N - df + 0.5), still reuses it: one logarithm a term instead of two
+    (docs/measurements.md#an-edit)."""
+    if before is None or before.unfloored is None or before.unfloored[0].shape[0] > df.shape[0]:
+        logs = np.zeros(df.shape[0])
+        logs[present] = np.log(df[present] + 0.5)
+        return logs
+    old_df, _, old_logs = before.unfloored
+    logs = np.zeros(df.shape[0])
+    logs[: old_logs.shape[0]] = old_logs
+    changed = np.concatenate([np.flatnonzero(df[: old_df.shape[0]] != old_df),
+                              np.arange(old_df.shape[0], df.shape[0])])
+    counted = changed[present[changed]]
+    logs[changed] = 0.0
+    logs[counted] = np.log(df[counted] + 0.5)
+    return logs
 
 
 def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config: BM25Config,
                   before: BM25Stats | None = None) -> BM25Stats:
-    """N, avgdl and rank-bm25's idf over the live documents. `before`: the statistics this edit
-    started from; when it kept the number of live documents (a line typed into a file), only the
-    terms whose df changed get a new idf, which is the value a whole pass gives (the same
+    """N, avgdl and rank-bm25's idf over the live documents, ln(N - df + 0.5) - ln(df + 0.5).
+    `before`: the statistics this edit started from; when it kept the number of live documents (a
+    line typed into a file), only the terms whose df changed get a new idf, and otherwise the
+    terms whose df stayed keep their ln(df + 0.5): the values a whole pass gives (the same
     arithmetic on the same numbers), and the floor's average is summed over the same array."""
     n_live = int(np.count_nonzero(live))
     if n_live == 0:
         return BM25Stats(np.zeros(df.shape[0]), 0.0, 0)
     avgdl = float(doc_len[live].sum()) / n_live
     present = df > 0
+    logs = _log_frequencies(df, present, before)
     if before is not None and before.n_live == n_live and before.unfloored is not None \
             and before.unfloored[0].shape[0] <= df.shape[0]:
-        old_df, old_raw = before.unfloored
+        old_df, old_raw, _ = before.unfloored
         raw = np.zeros(df.shape[0])
         raw[: old_raw.shape[0]] = old_raw
         changed = np.concatenate([np.flatnonzero(df[: old_df.shape[0]] != old_df),
                                   np.arange(old_df.shape[0], df.shape[0])])
         raw[changed] = 0.0
-        counted = changed[df[changed] > 0]
-        raw[counted] = _unfloored_idf(n_live, df[counted])
+        counted = changed[present[changed]]
+        raw[counted] = np.log(n_live - df[counted] + 0.5) - logs[counted]
     else:
         raw = np.zeros(df.shape[0])
-        raw[present] = _unfloored_idf(n_live, df[present])
+        raw[present] = np.log(n_live - df[present] + 0.5) - logs[present]
     n_present = int(np.count_nonzero(present))
     average = float(raw[present].sum()) / n_present if n_present else 0.0
     idf = raw.copy()
     idf[present & (raw < 0)] = config.epsilon * average
-    return BM25Stats(idf, avgdl, n_live, (df, raw))
+    return BM25Stats(idf, avgdl, n_live, (df, raw, logs))
 
 
 def score_query(
