@@ -193,18 +193,17 @@ function! s:OnMessage(conn, message) abort
   endif
   let l:result = get(a:message, 'result', {})
   let l:result = type(l:result) == v:t_dict ? l:result : {}
-  let l:still_here = mode() is# 'i' && s:Here().key is# l:asked.key
-  if get(get(get(l:result, 'itemDefaults', {}), 'data', {}), 'pending', v:false) is v:true
-    call s:SetStatus('working', 1)
-    if l:still_here
-      " Past the server's answer budget, it works on: ask again while the cursor stays.
-      call timer_stop(s:retry_timer)
-      let s:retry_timer = timer_start(500, {_ -> s:AskAgain(l:asked)})
-    endif
+  " Typed on, moved or left Insert mode meanwhile: the answer (even "still working") is for text
+  " that is gone, and nothing asks again there.
+  if mode() isnot# 'i' || s:Here().key isnot# l:asked.key
+    call s:SetStatus('dropped', 1)
     return
   endif
-  if !l:still_here
-    call s:SetStatus('dropped', 1)
+  if get(get(get(l:result, 'itemDefaults', {}), 'data', {}), 'pending', v:false) is v:true
+    " Past the server's answer budget, it works on: ask again while the cursor stays.
+    call s:SetStatus('working', 1)
+    call timer_stop(s:retry_timer)
+    let s:retry_timer = timer_start(500, {_ -> s:AskAgain(l:asked)})
     return
   endif
   let l:items = get(l:result, 'items', [])
