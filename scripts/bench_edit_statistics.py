@@ -53,7 +53,8 @@ def recorded_inputs(copy: Path, edited: str, n_edits: int) -> list[tuple]:
     service = RepoService.open(copy.resolve())
     assert not isinstance(service, Failure), service
     report = service.ensure_index(save=False)
-    assert not isinstance(report, Failure) and report.action == "unchanged", "the prepared copy is stale (another builder): prepare it again with bench_index_edit.py --prepare-from"
+    assert not isinstance(report, Failure) and report.action == "unchanged", \
+        "the prepared copy is stale (another builder): prepare it again with bench_index_edit.py --prepare-from"
     service.prepare_for_edits()
     settle_long_lived()
     inputs: list[tuple] = []

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from repomem.index.kernels.postings import PostingsSegment, add_posting_sums
 
 if TYPE_CHECKING:
+    from repomem.index.bm25 import TermSegment
     from repomem.index.repo_index import FileRecord, RepoIndex
     from repomem.languages.parsed import FileSyntax
 
@@ -122,8 +123,38 @@ def check_file_columns(paths: Sequence[str], numbers: dict[str, np.ndarray], ove
     require(bool(((over_node_limit == 0) | (over_node_limit == 1)).all()), "a file's over_node_limit is not a flag")
 
 
+def check_postings(segments: Sequence[TermSegment], live: np.ndarray, doc_len: np.ndarray, df: np.ndarray,
+                   vocabulary_size: int) -> None:
+    """The postings a query reads: bounds, positive counts, and the two statistics BM25 reads from
+    them (each live document's length, each term's df), exactly. `live`: bool, shape (n_fragments,),
+    checked by the caller; `doc_len` is checked here."""
+    require(live.dtype == np.bool_ and live.ndim == 1, "live is not a mask")
+    n = live.shape[0]
+    _integers(doc_len, "doc_len", (n,))
+    _integers(df, "df", (vocabulary_size,))
+    tokens = np.zeros(n, dtype=np.int64)
+    frequencies = np.zeros(vocabulary_size, dtype=np.int64)
+    covered = np.zeros(n + 1, dtype=np.int64)
+    for number, segment in enumerate(segments):
+        tf = segment.tf
+        name = f"postings segment {number}"
+        require(tf.format == "csc", f"{name} is not by term")
+        check_compressed(tf, name)
+        require(0 <= segment.first_doc and segment.first_doc + tf.shape[0] <= n, f"{name} covers missing fragments")
+        require(tf.shape[1] <= vocabulary_size, f"{name} has unknown terms")
+        _integers(tf.data, f"{name}'s counts")
+        require(not tf.data.size or int(tf.data.min()) > 0, f"{name} holds a count below 1")
+        add_posting_sums(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), live, tokens, frequencies)
+        covered[segment.first_doc] += 1
+        covered[segment.first_doc + tf.shape[0]] -= 1
+    require(bool((np.cumsum(covered[:n]) <= 1).all()), "postings segments overlap")
+    require(bool((doc_len[live] == tokens[live]).all()), "document lengths disagree with the postings")
+    require(bool((df == frequencies).all()), "document frequencies disagree with the postings")
+
+
 def check_query_arrays(index: RepoIndex) -> None:
-    """Everything a query reads: fragments, postings, BM25 statistics and W."""
+    """Everything else a query reads: fragments, BM25 statistics and W (the postings are
+    `check_postings`', which a load runs while W is made)."""
     n = index.n_fragments
     n_files = len(index.files)
     require(index.live.dtype == np.bool_ and index.live.shape == (n,), "live has the wrong shape")
@@ -149,28 +180,6 @@ def check_query_arrays(index: RepoIndex) -> None:
     require(bool(live[positions].all()) and bool((files[positions] == np.repeat(ids, counts)).all()),
             "a file's fragment range disagrees with the fragments")
     require(positions.shape[0] == int(live.sum()), "a live fragment belongs to no file's range")
-
-    # Postings: bounds, positive counts, and the two statistics BM25 reads from them, exactly.
-    vocabulary_size = len(index.vocabulary)
-    _integers(index.df, "df", (vocabulary_size,))
-    tokens = np.zeros(n, dtype=np.int64)
-    frequencies = np.zeros(vocabulary_size, dtype=np.int64)
-    covered = np.zeros(n + 1, dtype=np.int64)
-    for number, segment in enumerate(index.segments):
-        tf = segment.tf
-        name = f"postings segment {number}"
-        require(tf.format == "csc", f"{name} is not by term")
-        check_compressed(tf, name)
-        require(0 <= segment.first_doc and segment.first_doc + tf.shape[0] <= n, f"{name} covers missing fragments")
-        require(tf.shape[1] <= vocabulary_size, f"{name} has unknown terms")
-        _integers(tf.data, f"{name}'s counts")
-        require(not tf.data.size or int(tf.data.min()) > 0, f"{name} holds a count below 1")
-        add_posting_sums(PostingsSegment(tf.indptr, tf.indices, tf.data, segment.first_doc), live, tokens, frequencies)
-        covered[segment.first_doc] += 1
-        covered[segment.first_doc + tf.shape[0]] -= 1
-    require(bool((np.cumsum(covered[:n]) <= 1).all()), "postings segments overlap")
-    require(bool((index.doc_len[live] == tokens[live]).all()), "document lengths disagree with the postings")
-    require(bool((index.df == frequencies).all()), "document frequencies disagree with the postings")
 
     # W: its base was checked as it was read (check_stored_w: the triangle whose mirror it is),
     # weights in (0, 1] (max-product path strengths); updates inside the index.

@@ -21,7 +21,7 @@ import struct
 import time
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -82,14 +82,18 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str] 
         os.fsync(handle.fileno())
 
 
-def _read_codec(stored: dict[str, np.ndarray]) -> dict[str, tuple[np.dtype, str | None]]:
-    """Each array's dtype in memory and delta pointer; ValueError/KeyError if the member is damaged."""
+def _read_codec(stored: dict[str, np.ndarray], names: set[str]) -> dict[str, tuple[np.dtype, str | None]]:
+    """Each read array's dtype in memory and delta pointer (`stored`: the arrays read, `names`: every
+    array the file holds); ValueError/KeyError if the member is damaged."""
     try:
         codec = json.loads(stored.pop(CODEC_MEMBER).tobytes().decode("utf-8"))
         entries = {name: (np.dtype(entry["dtype"]), entry["delta"]) for name, entry in codec.items()}
-        if entries.keys() != stored.keys():
+        if entries.keys() != names:
             raise ValueError("array codec and stored arrays disagree")
+        entries = {name: entries[name] for name in stored}
         for name, (original, pointer_name) in entries.items():
+            if pointer_name is not None and pointer_name not in entries:
+                raise ValueError(f"{name}: read without {pointer_name}, its delta pointer")
             array = stored[name]
             if original.kind not in "biuf" or (pointer_name is None and not np.can_cast(array.dtype, original)):
                 raise ValueError(f"{name}: stored as {array.dtype}, cannot be {original}")
@@ -109,21 +113,29 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
     return arrays_from(read_regular(path), path.name)
 
 
-def arrays_from(data: bytes, name: str, pool: Executor | None = None) -> dict[str, np.ndarray]:
+def arrays_from(data: bytes, name: str, pool: Executor | None = None,
+                part: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
     """`read_npz` of a file's bytes (read once: checked against the manifest's digest first).
 
     The members are inflated straight from `data` without zipfile's CRC-32 (the digest covers every
     byte, and the CRCs were a tenth of a load) and, given a `pool`, several at once: zlib and numpy
-    release the GIL, so a load inflates on both cores (docs/measurements.md#index-load)."""
+    release the GIL, so a load inflates on both cores (docs/measurements.md#index-load). `part`:
+    only the arrays whose names it takes (a delta-coded array's pointer among them), so that two
+    threads can each read the part they need next."""
     run = pool.map if pool is not None else map
     view = memoryview(data)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            members = sorted(archive.infolist(), key=lambda info: -info.compress_size)  # the longest first
+            listed = archive.infolist()
+        stems = [info.filename.removesuffix(".npy") for info in listed]
+        names = set(stems) - {CODEC_MEMBER}
+        members = sorted((info for info, stem in zip(listed, stems)
+                          if stem == CODEC_MEMBER or part is None or part(stem)),
+                         key=lambda info: -info.compress_size)  # the longest first
         stored = dict(run(lambda info: (info.filename.removesuffix(".npy"), _member_array(view, info, name)), members))
     except (zlib.error, struct.error) as error:  # a torn deflate stream or a header cut short
         raise zipfile.BadZipFile(f"{name}: {error}") from error
-    entries = _read_codec(stored)
+    entries = _read_codec(stored, names)
 
     def plain(item: tuple[str, tuple[np.dtype, str | None]]) -> tuple[str, np.ndarray]:
         member, (original, _) = item

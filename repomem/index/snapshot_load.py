@@ -22,7 +22,13 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
-from repomem.index.integrity import check_offsets, check_query_arrays, check_stored_w, check_structure
+from repomem.index.integrity import (
+    check_offsets,
+    check_postings,
+    check_query_arrays,
+    check_stored_w,
+    check_structure,
+)
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.snapshot_check import current_manifest
 from repomem.index.snapshot_encoding import decode_files, segments_from, symmetric_matrix_from_upper
@@ -42,25 +48,30 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         digests = manifest["digests"]
         # All of the snapshot's bytes are checked now, the lazily read structure's too
         # (docs/measurements.md#index-on-disk), so damage anywhere means a rebuild at load, not an
-        # error at the first edit. Two threads: hashing, inflating and W's kernel release the GIL,
-        # so the base file's members are inflated two at a time, then W is made symmetric and the
-        # structure hashed while this thread decodes the rest (docs/measurements.md#index-load).
+        # error at the first edit. Two threads: hashing, inflating and W's kernel release the GIL.
+        # W is the longest stretch (its members, then its mirror made by a kernel), so a helper
+        # starts on it as soon as the base file's bytes are checked, and another hashes the
+        # structure, while this thread reads the postings and the rest, and checks the postings
+        # (docs/measurements.md#index-load).
         with ThreadPoolExecutor(2, thread_name_prefix="repomem-load") as pool:
-            base = arrays_from(verified_bytes(snapshot, "base.npz", digests), "base.npz", pool)
-            symmetric = pool.submit(_symmetric_w, base)
+            base_bytes = verified_bytes(snapshot, "base.npz", digests)
+            symmetric = pool.submit(_symmetric_w, base_bytes)
             structure_checked = pool.submit(_check_digests, snapshot, SNAPSHOT_FILES[2:], digests)
+            base = arrays_from(base_bytes, "base.npz", part=lambda member: member not in W_MEMBERS)
+            del base_bytes
             arrays = arrays_from(verified_bytes(snapshot, "delta.npz", digests), "delta.npz")
             words = arrays["vocabulary"].tobytes().decode("utf-8").split("\n") if arrays["vocabulary"].size else []
             vocabulary = dict(zip(words, range(len(words))))
             if len(vocabulary) != len(words):
                 return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (a word is listed twice in the vocabulary)")
             records = file_records(manifest["files"], int(arrays["live"].shape[0]))  # checked against the arrays
+            segments = segments_from("seg", base) + segments_from("dseg", arrays)
+            live = arrays["live"]
+            if live.dtype != np.bool_:
+                return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (live is not a mask)")
+            check_postings(segments, live, arrays["doc_len"], arrays["df"], len(vocabulary))
             w_base = symmetric.result()
             structure_checked.result()
-        segments = segments_from("seg", base) + segments_from("dseg", arrays)
-        live = arrays["live"]
-        if live.dtype != np.bool_:
-            return Failure(FailureKind.DAMAGED_INDEX, "index is damaged (live is not a mask)")
         n = int(live.shape[0])
         rows, cols, values = arrays["delta_rows"], arrays["delta_cols"], arrays["delta_values"].astype(np.float64)
         check_offsets(np.asarray([0, rows.shape[0]]), 1, cols.shape[0], "W's updates")
@@ -108,8 +119,13 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     return index
 
 
-def _symmetric_w(base: dict[str, np.ndarray]) -> sp.csr_matrix:
-    """W whole (symmetric) from the triangle the base file stores."""
+# The base file's members that hold W (its upper triangle), read apart from the postings.
+W_MEMBERS = frozenset({"wu_indptr", "wu_indices", "wu_data", "w_shape"})
+
+
+def _symmetric_w(base_bytes: bytes) -> sp.csr_matrix:
+    """W whole (symmetric) from the triangle the base file (its checked bytes) stores."""
+    base = arrays_from(base_bytes, "base.npz", part=W_MEMBERS.__contains__)
     shape = tuple(int(v) for v in base["w_shape"].tolist())
     upper = sp.csr_matrix((base["wu_data"], base["wu_indices"], base["wu_indptr"]), shape=shape)
     check_stored_w(upper)  # here, beside the kernel, rather than on the whole W in check_query_arrays
@@ -163,7 +179,7 @@ def _read_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]
         for file_id, (file_syntax, file_fragments) in decoded.items():
             syntax[file_id] = file_syntax
             fragments[file_id] = file_fragments
-    calls = arrays_from(verified_bytes(snapshot, "delta.npz", digests), "delta.npz")["calls"]
+    calls = arrays_from(verified_bytes(snapshot, "delta.npz", digests), "delta.npz", part="calls".__eq__)["calls"]
     if calls.ndim != 2 or calls.shape[1] != 5 or calls.dtype.kind not in "iu":
         raise ValueError("call edges have the wrong shape")
     calls = calls[np.argsort(calls[:, 0], kind="stable")]

@@ -347,6 +347,36 @@ def test_arrays_read_on_a_pool_are_the_same_writable_and_a_damaged_member_header
             arrays_from(damaged, "arrays.npz")
 
 
+def test_a_part_of_an_array_file_is_read_alone_and_a_delta_coded_array_needs_its_pointer(tmp_path):
+    """`arrays_from(part=...)`: a load reads W's members on one thread and the postings on another."""
+    from repomem.index.snapshot_files import arrays_from
+
+    arrays = {"indptr": np.asarray([0, 2, 5], dtype=np.int64), "indices": np.asarray([1, 7, 0, 3, 9], dtype=np.int32),
+              "rowsum": np.linspace(0, 1, 1000), "live": np.ones(5, dtype=bool)}
+    path = tmp_path / "arrays.npz"
+    write_npz(path, arrays, deltas={"indices": "indptr"}, stored=("rowsum",))
+    data = path.read_bytes()
+    whole = arrays_from(data, "arrays.npz")
+    for wanted in ({"indptr", "indices"}, {"rowsum"}, {"live", "rowsum"}, set()):
+        back = arrays_from(data, "arrays.npz", part=wanted.__contains__)
+        assert back.keys() == wanted
+        for name in wanted:
+            assert back[name].dtype == whole[name].dtype
+            np.testing.assert_array_equal(back[name], whole[name], err_msg=name)
+    with pytest.raises(ValueError, match="indptr"):
+        arrays_from(data, "arrays.npz", part={"indices"}.__contains__)
+    # The codec still has to name every array the file holds, read or not.
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info.filename) for info in archive.infolist()}
+    without = tmp_path / "without.npz"
+    with zipfile.ZipFile(without, "w") as archive:
+        for member, content in members.items():
+            if member != "live.npy":
+                archive.writestr(member, content)
+    with pytest.raises(ValueError, match="disagree"):
+        arrays_from(without.read_bytes(), "without.npz", part={"rowsum"}.__contains__)
+
+
 def test_the_saved_upper_triangle_is_scipys(tmp_path):
     import scipy.sparse as sp
 

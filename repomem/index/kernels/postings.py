@@ -129,7 +129,7 @@ def add_bm25_scores(segment, query, scores):
     terms, term_weights, k1, norm_scale, scaled_lengths = query
     n_terms = indptr.shape[0] - 1
     # Unsigned positions: numba wraps a signed index that could be negative (a compare and an add
-    # per access), and these are never negative (integrity.check_query_arrays); about a quarter
+    # per access), and these are never negative (integrity.check_postings); about a quarter
     # of the kernel's time (docs/measurements.md#a-query).
     base = np.uint64(first_doc)
     for position in range(terms.shape[0]):
