@@ -277,3 +277,17 @@ def rows_times(indptr, indices, data, rows, x):
             total += data[slot] * x[np.uint64(indices[slot])]
         out[at] = total
     return out
+
+
+@njit(cache=True, nogil=True)
+def running_sums_by_row(coded, pointer, out):
+    """out[k] = the sum of `coded` from the start of k's row through k, in `out`'s integer dtype
+    (the inverse of a delta coding by row). Summed in int64 and stored by truncation, which is the
+    dtype's own wrapping arithmetic modulo 2**bits (a uint64 entry is taken by its bits). `pointer`:
+    int64 row starts, checked by the caller (integer_coding.check_row_pointer)."""
+    for row in range(pointer.shape[0] - 1):
+        running = np.int64(0)
+        for slot in range(pointer[row], pointer[row + 1]):
+            running += np.int64(coded[slot])
+            out[slot] = running
+
