@@ -48,7 +48,7 @@ def load_index(root: Path, config: Config) -> RepoIndex | Failure:
         digests = manifest["digests"]
         # All of the snapshot's bytes are checked now, the lazily read structure's too
         # (docs/measurements.md#index-on-disk), so damage anywhere means a rebuild at load, not an
-        # error at the first edit. Two threads: hashing, inflating and W's kernel release the GIL.
+        # error at the first edit. Two helper threads: hashing, inflating and W's kernel release the GIL.
         # W is the longest stretch (its members, then its mirror made by a kernel), so a helper
         # starts on it as soon as the base file's bytes are checked, and another hashes the
         # structure, while this thread reads the postings and the rest, and checks the postings

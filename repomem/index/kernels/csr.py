@@ -290,4 +290,3 @@ def running_sums_by_row(coded, pointer, out):
         for slot in range(pointer[row], pointer[row + 1]):
             running += np.int64(coded[slot])
             out[slot] = running
-
