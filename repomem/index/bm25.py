@@ -169,21 +169,24 @@ def _sized(counts: np.ndarray, n_terms: int) -> np.ndarray:
     return counts[:n_terms] if counts.shape[0] > n_terms else np.pad(counts, (0, n_terms - counts.shape[0]))
 
 
-def _log_frequencies(df: np.ndarray, present: np.ndarray, before: BM25Stats | None) -> np.ndarray:
-    """ln(df + 0.5) of every present term, 0 for the others, shape (n_terms,): from `before`'s
-    where a term's df stayed (the same arithmetic on the same number), worked out where it changed.
-    It depends on df alone, so an edit that changes the number of live documents, and with it every
-    term's ln(N - df + 0.5), still reuses it: one logarithm a term instead of two
+def _changed_terms(df: np.ndarray, old_df: np.ndarray) -> np.ndarray:
+    """Ids of the terms whose df differs from `old_df` (a vocabulary no longer than df's), new
+    terms included."""
+    return np.concatenate([np.flatnonzero(df[: old_df.shape[0]] != old_df), np.arange(old_df.shape[0], df.shape[0])])
+
+
+def _log_frequencies(df: np.ndarray, present: np.ndarray, old_logs: np.ndarray | None,
+                     changed: np.ndarray | None) -> np.ndarray:
+    """ln(df + 0.5) of every present term, 0 for the others, shape (n_terms,): `old_logs` where a
+    term's df stayed (the same arithmetic on the same number), worked out at `changed`. It depends
+    on df alone, so an edit that changes the number of live documents, and with it every term's
+    ln(N - df + 0.5), still reuses it: one logarithm a term instead of two
     (docs/measurements.md#an-edit)."""
-    if before is None or before.unfloored is None or before.unfloored[0].shape[0] > df.shape[0]:
-        logs = np.zeros(df.shape[0])
+    logs = np.zeros(df.shape[0])
+    if old_logs is None or changed is None:
         logs[present] = np.log(df[present] + 0.5)
         return logs
-    old_df, _, old_logs = before.unfloored
-    logs = np.zeros(df.shape[0])
     logs[: old_logs.shape[0]] = old_logs
-    changed = np.concatenate([np.flatnonzero(df[: old_df.shape[0]] != old_df),
-                              np.arange(old_df.shape[0], df.shape[0])])
     counted = changed[present[changed]]
     logs[changed] = 0.0
     logs[counted] = np.log(df[counted] + 0.5)
@@ -202,19 +205,18 @@ def compute_stats(df: np.ndarray, doc_len: np.ndarray, live: np.ndarray, config:
         return BM25Stats(np.zeros(df.shape[0]), 0.0, 0)
     avgdl = float(doc_len[live].sum()) / n_live
     present = df > 0
-    logs = _log_frequencies(df, present, before)
-    if before is not None and before.n_live == n_live and before.unfloored is not None \
-            and before.unfloored[0].shape[0] <= df.shape[0]:
-        old_df, old_raw, _ = before.unfloored
-        raw = np.zeros(df.shape[0])
+    last = before.unfloored if before is not None and before.unfloored is not None \
+        and before.unfloored[0].shape[0] <= df.shape[0] else None
+    changed = _changed_terms(df, last[0]) if last is not None else None
+    logs = _log_frequencies(df, present, last[2] if last is not None else None, changed)
+    raw = np.zeros(df.shape[0])
+    if last is not None and changed is not None and before is not None and before.n_live == n_live:
+        old_raw = last[1]
         raw[: old_raw.shape[0]] = old_raw
-        changed = np.concatenate([np.flatnonzero(df[: old_df.shape[0]] != old_df),
-                                  np.arange(old_df.shape[0], df.shape[0])])
         raw[changed] = 0.0
         counted = changed[present[changed]]
         raw[counted] = np.log(n_live - df[counted] + 0.5) - logs[counted]
     else:
-        raw = np.zeros(df.shape[0])
         raw[present] = np.log(n_live - df[present] + 0.5) - logs[present]
     n_present = int(np.count_nonzero(present))
     average = float(raw[present].sum()) / n_present if n_present else 0.0
