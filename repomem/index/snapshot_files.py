@@ -18,9 +18,7 @@ import io
 import json
 import os
 import struct
-import time
 import zipfile
-import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from repomem.index.deflated_zip import DeflateFailed, ZipWriter, gunzip, inflate
 from repomem.index.integer_coding import check_row_pointer, delta_by_row, narrowest_integer_dtype, undelta_by_row
 from repomem.regular_files import read_regular
 
@@ -67,19 +66,26 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str] 
         return array
 
     with create_private_file(path, "wb") as handle:
-        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-            with archive.open(f"{CODEC_MEMBER}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8))
-            for name in arrays:
-                entry: str | zipfile.ZipInfo = f"{name}.npy"  # deflated, as the archive says
-                if name in stored:
-                    entry = zipfile.ZipInfo(f"{name}.npy", date_time=time.localtime()[:6])
-                    entry.compress_type = zipfile.ZIP_STORED
-                # One coded copy alive at a time: a full build's save was its peak of memory.
-                with archive.open(entry, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, coded(name), allow_pickle=False)
+        archive = ZipWriter(handle)
+        archive.add(f"{CODEC_MEMBER}.npy", _npy_bytes(np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8)))
+        for name in arrays:
+            # One coded copy alive at a time: a full build's save was its peak of memory.
+            archive.add(f"{name}.npy", _npy_bytes(coded(name)), deflated=name not in stored)
+        archive.close()
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _npy_bytes(array: np.ndarray) -> bytearray:
+    """`array` as a .npy file's bytes (its header, then its elements in C order)."""
+    array = array if array.flags.c_contiguous else array.copy(order="C")  # (keeps a 0-d array 0-d)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    head = header.getbuffer()
+    payload = bytearray(len(head) + array.nbytes)
+    payload[:len(head)] = head
+    np.frombuffer(payload, dtype=np.uint8, offset=len(head))[:] = array.reshape(-1).view(np.uint8)
+    return payload
 
 
 def _read_codec(stored: dict[str, np.ndarray], names: set[str]) -> dict[str, tuple[np.dtype, str | None]]:
@@ -133,7 +139,7 @@ def arrays_from(data: bytes, name: str, pool: Executor | None = None,
                           if stem == CODEC_MEMBER or part is None or part(stem)),
                          key=lambda info: -info.compress_size)  # the longest first
         stored = dict(run(lambda info: (info.filename.removesuffix(".npy"), _member_array(view, info, name)), members))
-    except (zlib.error, struct.error) as error:  # a torn deflate stream or a header cut short
+    except (DeflateFailed, struct.error) as error:  # a torn deflate stream or a header cut short
         raise zipfile.BadZipFile(f"{name}: {error}") from error
     entries = _read_codec(stored, names)
 
@@ -165,7 +171,7 @@ def _member_array(view: memoryview, info: zipfile.ZipInfo, name: str) -> np.ndar
     if info.compress_type == zipfile.ZIP_STORED:
         payload: bytes | memoryview = raw
     elif info.compress_type == zipfile.ZIP_DEFLATED:
-        payload = zlib.decompress(raw, -15, max(info.file_size, 1))
+        payload = inflate(raw, info.file_size)
     else:
         raise zipfile.BadZipFile(f"{name}: {info.filename} is compressed in a way this index never writes")
     if len(payload) != info.file_size:
@@ -213,7 +219,7 @@ def read_json_gz(path: Path) -> Any:
 
 def json_from(data: bytes) -> Any:
     """`read_json_gz` of a file's bytes (read once: checked against the manifest's digest first)."""
-    return json.loads(gzip.decompress(data).decode("utf-8"))
+    return json.loads(gunzip(data).decode("utf-8"))
 
 
 def write_bytes(path: Path, data: bytes) -> None:

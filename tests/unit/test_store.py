@@ -323,6 +323,50 @@ def test_array_codec_round_trip_is_exact(tmp_path):
         np.testing.assert_array_equal(stored["indices"][:3], [9, -7, 3])
 
 
+def test_array_files_are_plain_zips_with_their_crcs_and_zip64_fields_and_any_zlib_stream_reads(tmp_path):
+    """libdeflate writes the members (deflated_zip.py): zipfile checks every CRC-32 and size, numpy
+    reads the file, and a file whose members zlib deflated (an index written before) reads the same."""
+    arrays = {"ids": np.arange(50_000, dtype=np.int64) % 977, "scalar": np.asarray(7, dtype=np.int64),
+              "matrix": np.asfortranarray(np.arange(12, dtype=np.float64).reshape(3, 4)), "empty": np.zeros((0, 3)),
+              "weights": np.linspace(0, 1, 1000, dtype=np.float32)}
+    path = tmp_path / "arrays.npz"
+    write_npz(path, arrays, stored=("weights",))
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() is None  # every member's CRC-32 and length
+        infos = {info.filename: info for info in archive.infolist()}
+        assert infos["weights.npy"].compress_type == zipfile.ZIP_STORED
+        assert infos["ids.npy"].compress_type == zipfile.ZIP_DEFLATED
+        assert infos["ids.npy"].extract_version == 45  # zip64 extra fields, whatever the sizes
+    with np.load(path) as stored:
+        assert stored["scalar"].shape == () and stored["matrix"].shape == (3, 4)
+    back = read_npz(path)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype and back[name].shape == array.shape, name
+        np.testing.assert_array_equal(back[name], array, err_msg=name)
+    # The same members deflated by zlib, as zipfile writes them: read the same.
+    zlib_path = tmp_path / "zlib.npz"
+    with zipfile.ZipFile(path) as archive, zipfile.ZipFile(zlib_path, "w", zipfile.ZIP_DEFLATED) as rewritten:
+        for info in archive.infolist():
+            rewritten.writestr(info.filename, archive.read(info.filename))
+    for name, array in read_npz(zlib_path).items():
+        np.testing.assert_array_equal(array, arrays[name], err_msg=name)
+
+
+def test_gzip_members_inflate_checked_and_an_empty_trailer_is_not_taken_for_nothing():
+    import gzip
+
+    from repomem.index.deflated_zip import DeflateFailed, gunzip
+
+    text = b'{"a": [1, 2, 3]}' * 1000
+    packed = gzip.compress(text)
+    assert gunzip(packed) == text
+    assert gunzip(gzip.compress(b"")) == b""
+    # libdeflate's wrapper answers a zero length in the trailer with nothing; the CRC then fails.
+    for damaged in (packed[:-3], packed[:-8] + bytes(8), packed[:-8] + packed[-8:-4] + bytes(4), b"not gzip at all"):
+        with pytest.raises(DeflateFailed):
+            gunzip(damaged)
+
+
 def test_arrays_read_on_a_pool_are_the_same_writable_and_a_damaged_member_header_is_a_bad_zip(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
