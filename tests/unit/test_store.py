@@ -447,6 +447,26 @@ def test_symbol_tables_are_written_member_by_member_as_one_json_object(tmp_path)
         assert read_json_gz(tmp_path / "symbols.json.gz") == dict(members)
 
 
+def test_symbol_tables_write_named_tuples_as_arrays_and_read_as_the_json_module_reads(tmp_path):
+    import gzip
+    import json
+
+    from repomem.languages.parsed import ImportBinding
+
+    path = tmp_path / "symbols.json.gz"
+    calls = ((1, 2), (0, 0), ("f", "g"), ("", "A"))
+    write_json_gz(path, [("0", {"d": [(3, "H\u00e9llo", "class", "", 0, ("models.Model",))],
+                                "i": (ImportBinding("np", "numpy", ""),), "c": calls})])
+    expected = {"0": {"d": [[3, "H\u00e9llo", "class", "", 0, ["models.Model"]]], "i": [["np", "numpy", ""]],
+                      "c": [[1, 2], [0, 0], ["f", "g"], ["", "A"]]}}
+    assert json.loads(gzip.decompress(path.read_bytes())) == expected == read_json_gz(path)
+    with pytest.raises(TypeError):  # what is not JSON stays an error, as with the json module
+        write_json_gz(tmp_path / "other.json.gz", [("0", {"d": {1, 2}})])
+    (tmp_path / "bad.json.gz").write_bytes(gzip.compress(b'{"0": [1, 2'))
+    with pytest.raises(ValueError):
+        read_json_gz(tmp_path / "bad.json.gz")
+
+
 def test_array_codec_sorted_rows_shrink(tmp_path):
     # Like a term's postings: ids up to 200,000 (four bytes each, two of them varying at random),
     # ~100 apart within a row (one byte).
