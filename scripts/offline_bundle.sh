@@ -6,7 +6,7 @@
 #
 # OUT_DIR/bundle.tgz: site/ (the wheels the image lacks, unpacked for Python 3.12 x86-64:
 # tree-sitter, tree-sitter-language-pack with its Python and JavaScript grammars only, pygls,
-# lsprotocol, cattrs, rapidfuzz, gguf, deflate, orjson) and corpora/devset (built here when missing);
+# lsprotocol, cattrs, rapidfuzz, gguf, deflate, msgspec) and corpora/devset (built here when missing);
 # OUT_DIR/model.part00, 01, ...: the embedded GGUF (EMBEDDED_MODEL, default the 0.5B; the 1.5B is 18
 # parts) cut in PART_BYTES pieces; OUT_DIR/model.sha256.
 # On the other side: `tar xzf bundle.tgz -C W`, `cat model.part* > M.gguf`, `sha256sum -c`, then
@@ -23,7 +23,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     'tree-sitter==0.26.1' 'tree-sitter-language-pack==0.13.0' 'tree-sitter-c-sharp==0.23.5' \
     'tree-sitter-embedded-template==0.25.0' 'tree-sitter-yaml==0.7.2' 'pygls==2.1.1' \
     'lsprotocol==2025.0.0' 'cattrs==26.2.1' 'rapidfuzz==3.14.6' 'gguf==0.19.0' \
-    'deflate==0.9.0' 'orjson==3.13.0'
+    'deflate==0.9.0' 'msgspec==0.23.0'
 rm -rf "$out/site" && mkdir -p "$out/site"
 for wheel in "$out"/wheels/*.whl; do python3 -m zipfile -e "$wheel" "$out/site"; done
 # The dev set's repositories are Python: the other grammars (170 MB unpacked) stay behind.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Sequence
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -271,29 +270,20 @@ def check_file_arrays(data: dict[str, np.ndarray], records: Sequence[FileRecord 
             and bool((fragment_end[fragment_ids] == ends[of_current]).all()), "windows disagree with fragments")
 
 
-def _all_of_type(values: Any, kind: type) -> bool:
-    """Whether every value is exactly `kind` (map and set run in C; docs/measurements.md#index-load)."""
-    return set(map(type, values)) <= {kind}
-
-
 def check_symbols(syntax: FileSyntax) -> None:
-    """One file's definitions, imports and call sites: types, and nodes inside its tree."""
+    """One file's definitions and call sites point inside its tree, a definition is a function or a
+    class, and the call columns are one length. Their fields' types were checked as they were read
+    (snapshot_encoding.SYMBOLS_SCHEMA: the decoder refuses a value of another type)."""
     n_nodes, name = syntax.n_nodes, syntax.path
     if syntax.definitions:
-        node, names, kind, scope, in_function, bases = zip(*syntax.definitions)
-        require(_all_of_type(node, int) and 0 <= min(node) and max(node) < n_nodes, f"{name}: a definition's node")
-        require(_all_of_type(names, str) and _all_of_type(scope, str) and set(kind) <= {"function", "class"}
-                and _all_of_type(in_function, bool) and _all_of_type(chain.from_iterable(bases), str),
-                f"{name}: a definition of the wrong shape")
-    require(_all_of_type(chain.from_iterable(syntax.imports), str)
-            and all(len(binding) == 3 for binding in syntax.imports), f"{name}: an import of the wrong shape")
+        nodes, _, kind, *_ = zip(*syntax.definitions)
+        require(0 <= min(nodes) and max(nodes) < n_nodes, f"{name}: a definition's node")
+        require(set(kind) <= {"function", "class"}, f"{name}: a definition of an unknown kind")
     calls = syntax.calls
     if len(calls) or calls.hops or calls.callee or calls.enclosing_class:  # stored as columns: any may be short
         require(len(calls.hops) == len(calls.callee) == len(calls.enclosing_class) == len(calls), f"{name}: calls")
-        require(_all_of_type(calls.node, int) and 0 <= min(calls.node) and max(calls.node) < n_nodes
-                and _all_of_type(calls.hops, int) and min(calls.hops) >= 0
-                and _all_of_type(calls.callee, str) and _all_of_type(calls.enclosing_class, str),
-                f"{name}: a call site of the wrong shape")
+        require(0 <= min(calls.node) and max(calls.node) < n_nodes and min(calls.hops) >= 0,
+                f"{name}: a call site's node or hops")
 
 
 def check_structure(index: RepoIndex) -> None:

@@ -4,8 +4,9 @@ files' structure (syntax nodes, windows, symbols), and W from its upper triangle
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 import scipy.sparse as sp
 
@@ -72,26 +73,50 @@ def files_arrays(index: RepoIndex, file_ids: list[int]) -> dict[str, np.ndarray]
     return out
 
 
+class StoredCalls(NamedTuple):
+    """A file's call sites as stored: `CallSites`' four columns, [] for none."""
+
+    node: tuple[int, ...] = ()
+    hops: tuple[int, ...] = ()
+    callee: tuple[str, ...] = ()
+    enclosing_class: tuple[str, ...] = ()
+
+
+class FileSymbols(msgspec.Struct):
+    """One file's member of symbols.json: definitions, import bindings, call sites."""
+
+    d: tuple[Definition, ...] = ()
+    i: tuple[ImportBinding, ...] = ()
+    c: StoredCalls = StoredCalls()
+
+
+# What symbols.json holds, by file id: the decoder builds the named tuples and checks every field's
+# type as it reads (a bool is not an int, 2.0 is not 2, nothing past 64 bits), so the structure
+# check is left the values (integrity.check_symbols).
+SYMBOLS_SCHEMA = dict[str, FileSymbols]
+
+
 def symbols_json(index: RepoIndex, file_ids: list[int]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The symbols.json object's members, one per file whose language resolves calls. Call sites
-    as four columns (node, hops, callee, enclosing class), as `CallSites` holds them: a list per
-    call site cost a load one list and a row tuple each, and the save a list each
+    """The symbols.json object's members, one per file whose language resolves calls (`FileSymbols`).
+    Call sites as four columns (node, hops, callee, enclosing class), as `CallSites` holds them: a
+    list per call site cost a load one list and a row tuple each, and the save a list each
     (docs/measurements.md#index-load). Tuples and named tuples are JSON arrays as they stand, so
-    nothing is copied into lists first."""
+    nothing is copied into lists first; `in_function` is written as a JSON bool whatever a parser
+    made it."""
     for file_id in file_ids:
         syntax = index.syntax[file_id]
         assert syntax is not None
         if not resolves_calls(syntax):
             continue
         yield str(file_id), {
-            "d": [(d.node, d.name, d.kind, d.scope, int(d.in_function), d.bases) for d in syntax.definitions],
+            "d": [(d.node, d.name, d.kind, d.scope, bool(d.in_function), d.bases) for d in syntax.definitions],
             "i": syntax.imports,
             "c": syntax.calls.columns(),
         }
 
 
 def decode_files(
-    data: Any, symbols: dict[str, Any], index: RepoIndex, overridden: set[int]
+    data: Any, symbols: dict[str, FileSymbols], index: RepoIndex, overridden: set[int]
 ) -> dict[int, tuple[FileSyntax, FileFragments]]:
     """The structure of the files in one files.npz / symbols pair, checked before it is sliced;
     files in `overridden` are described again by a later pair and skipped."""
@@ -101,6 +126,7 @@ def decode_files(
                          dtype=bool)
     check_file_arrays(data, records, index.fragment_start, index.fragment_end, current)
     out = {}
+    no_symbols = FileSymbols()
     node_offsets = data["node_offsets"]
     line_offsets = data["line_offsets"]
     win_offsets = data["win_offsets"]
@@ -114,7 +140,7 @@ def decode_files(
         l0, l1 = line_offsets[position], line_offsets[position + 1]
         w0, w1 = win_offsets[position], win_offsets[position + 1]
         c0, c1 = cover_offsets[position], cover_offsets[position + 1]
-        entry = symbols.get(str(file_id), {})
+        entry = symbols.get(str(file_id), no_symbols)
         syntax = FileSyntax(
             path=record.path,
             language=record.language,
@@ -123,9 +149,9 @@ def decode_files(
             end_line=data["end_line"][n0:n1],
             length=data["length"][n0:n1],
             line_chars=data["line_chars"][l0:l1],
-            definitions=tuple(Definition(d[0], d[1], d[2], d[3], bool(d[4]), tuple(d[5])) for d in entry.get("d", [])),
-            imports=tuple(map(ImportBinding._make, entry.get("i", []))),
-            calls=CallSites.of_columns(entry.get("c", [])),
+            definitions=entry.d,
+            imports=entry.i,
+            calls=CallSites(*entry.c),
         )
         fragments = FileFragments(
             data["win_starts"][w0:w1], data["win_ends"][w0:w1],

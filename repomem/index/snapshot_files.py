@@ -13,6 +13,7 @@ as they were written.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -24,8 +25,8 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
-import orjson
 
 from repomem.index.deflated_zip import DeflateFailed, ZipWriter, gunzip, inflate
 from repomem.index.integer_coding import check_row_pointer, delta_by_row, narrowest_integer_dtype, undelta_by_row
@@ -40,6 +41,7 @@ def create_private_file(path: Path, mode: str):
     return os.fdopen(descriptor, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
+_encode = msgspec.json.Encoder().encode
 CODEC_MEMBER = "__codec__"  # the array file's member that says how the others are coded
 
 
@@ -200,36 +202,35 @@ def _writable(array: np.ndarray) -> np.ndarray:
 def write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:
     """A JSON object of `members` (key, value), gzip level 1: symbol tables are names and numbers
     (docs/measurements.md#index-on-disk). Written member by member: the whole text (and the objects behind
-    it) at once were tens of MB at a full build's peak of memory, its save. orjson encodes ~7x faster
-    than the json module (docs/measurements.md#index-on-disk); named tuples are written as the
-    arrays they are (as the json module writes them)."""
+    it) at once were tens of MB at a full build's peak of memory, its save. msgspec encodes ~7x
+    faster than the json module (docs/measurements.md#index-on-disk); named tuples are written as
+    the arrays they are, as the json module writes them."""
     with create_private_file(path, "wb") as handle:
         with gzip.GzipFile(fileobj=handle, mode="wb", compresslevel=1, mtime=0) as packed:
             separator = b"{"
             for key, value in members:
-                packed.write(b"".join((separator, orjson.dumps(key), b":", orjson.dumps(value, default=_named_tuple))))
+                packed.write(b"".join((separator, _encode(key), b":", _encode(value))))
                 separator = b","
             packed.write(b"{}" if separator == b"{" else b"}")
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def _named_tuple(value: Any) -> tuple:
-    """A tuple subclass (a NamedTuple) as its plain tuple, which orjson writes as an array; any other
-    type is not JSON, as for the json module."""
-    if isinstance(value, tuple):
-        return tuple(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def read_json_gz(path: Path) -> Any:
+def read_json_gz(path: Path, schema: Any = Any) -> Any:
     """The JSON value of a file written by `write_json_gz`."""
-    return json_from(read_regular(path))
+    return json_from(read_regular(path), schema)
 
 
-def json_from(data: bytes) -> Any:
-    """`read_json_gz` of a file's bytes (read once: checked against the manifest's digest first)."""
-    return orjson.loads(gunzip(data))  # UTF-8 checked; a malformed text is a ValueError
+def json_from(data: bytes, schema: Any = Any) -> Any:
+    """`read_json_gz` of a file's bytes (read once: checked against the manifest's digest first),
+    as `schema` says (a type msgspec decodes to, its fields' types checked; Any: plain JSON values).
+    Malformed text, invalid UTF-8 or a value of another type is a ValueError (msgspec.DecodeError)."""
+    return _decoder(schema).decode(gunzip(data))
+
+
+@functools.cache
+def _decoder(schema: Any) -> msgspec.json.Decoder:
+    return msgspec.json.Decoder(schema)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -31,7 +31,7 @@ from repomem.index.integrity import (
 )
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.snapshot_check import current_manifest
-from repomem.index.snapshot_encoding import decode_files, segments_from, symmetric_matrix_from_upper
+from repomem.index.snapshot_encoding import SYMBOLS_SCHEMA, decode_files, segments_from, symmetric_matrix_from_upper
 from repomem.index.snapshot_files import arrays_from, json_from
 from repomem.index.snapshot_manifest import SNAPSHOT_FILES, file_records, unpacked_integers, verified_bytes
 from repomem.languages.parsed import FileSyntax
@@ -170,9 +170,7 @@ def _read_structure(snapshot: Path, index: RepoIndex, digests: dict[str, str]
     for files_name, symbols_name, overridden in (
             ("files.npz", "symbols.json.gz", set(changed["file_ids"].tolist())),
             ("changed_files.npz", "changed_symbols.json.gz", set())):
-        symbols = json_from(verified_bytes(snapshot, symbols_name, digests))
-        if not isinstance(symbols, dict):
-            raise ValueError(f"{symbols_name} is not an object")
+        symbols = json_from(verified_bytes(snapshot, symbols_name, digests), SYMBOLS_SCHEMA)
         arrays = changed if files_name == "changed_files.npz" else \
             arrays_from(verified_bytes(snapshot, files_name, digests), files_name)
         decoded = decode_files(arrays, symbols, index, overridden)

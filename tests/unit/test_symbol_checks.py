@@ -1,16 +1,22 @@
 """The structure check of a loaded index (repomem.index.integrity.check_structure): well-formed
 symbols and call edges pass; each way a file's symbols can be damaged is refused, and so is each
-kind of damaged call edge (every file's edges are checked as one array)."""
+kind of damaged call edge (every file's edges are checked as one array). A value of the wrong type
+is refused as symbols.json is read (its decoder checks every field's type: SYMBOLS_SCHEMA)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import gzip
+import json
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from repomem.index.integrity import IndexDamage, check_structure
+from repomem.index.snapshot_encoding import SYMBOLS_SCHEMA
+from repomem.index.snapshot_files import json_from
 from repomem.languages.parsed import CallSites, Definition, FileSyntax, ImportBinding
 
 NO_CALLS = CallSites()
@@ -50,18 +56,10 @@ DAMAGED = {
     "a definition past its file's nodes": _with(1, definitions=(Definition(3, "g", "function", "", False, ()),)),
     "a negative definition node": _with(1, definitions=(Definition(-1, "g", "function", "", False, ()),)),
     "a node past int64": _with(1, definitions=(Definition(2**70, "g", "function", "", False, ()),)),
-    "a node that is a string": _with(1, definitions=(Definition("2", "g", "function", "", False, ()),)),
-    "a node that is a bool": _with(1, definitions=(Definition(True, "g", "function", "", False, ()),)),
     "a kind of definition unknown": _with(1, definitions=(Definition(2, "g", "method", "", False, ()),)),
-    "in_function an int": _with(1, definitions=(Definition(2, "g", "function", "", 0, ()),)),
-    "a base that is not a string": _with(0, definitions=(Definition(5, "C", "class", "", False, (7,)),)),
-    "an import of two fields": _with(0, imports=(("os", "os"),)),
-    "an import field not a string": _with(0, imports=(ImportBinding("os", 1, ""),)),
     "a call past its file's nodes": _with(0, calls=CallSites((2, 6), (0, 1), ("g", "h"), ("", ""))),
     "a call with negative hops": _with(0, calls=CallSites((2, 3), (0, -1), ("g", "h"), ("", ""))),
-    "a callee not a string": _with(0, calls=CallSites((2, 3), (0, 1), ("g", None), ("", ""))),
     "call columns of unequal lengths": _with(0, calls=CallSites((2, 3), (0,), ("g", "h"), ("", ""))),
-    "a call node that is a float": _with(0, calls=CallSites((2.0, 3), (0, 1), ("g", "h"), ("", ""))),
 }
 
 
@@ -74,6 +72,43 @@ def test_well_formed_symbols_pass():
 def test_each_damaged_symbol_is_refused(damage):
     with pytest.raises(IndexDamage):
         check_structure(_index({}, DAMAGED[damage]))
+
+
+# a.py's member of symbols.json as GOOD holds it, and damages of its values' types.
+STORED = {"d": [[1, "f", "function", "", False, []], [5, "C", "class", "", False, ["B"]]], "i": [["os", "os", ""]],
+          "c": [[2, 3], [0, 1], ["g", "self.h"], ["", "C"]]}
+STORED_DAMAGED = {
+    "a node that is a string": lambda e: e["d"][0].__setitem__(0, "1"),
+    "a node that is a bool": lambda e: e["d"][0].__setitem__(0, True),
+    "in_function an int": lambda e: e["d"][0].__setitem__(4, 0),
+    "a base that is not a string": lambda e: e["d"][1].__setitem__(5, [7]),
+    "a definition of the wrong length": lambda e: e["d"].__setitem__(0, [1]),
+    "an import of two fields": lambda e: e.__setitem__("i", [["os", "os"]]),
+    "an import field not a string": lambda e: e["i"][0].__setitem__(1, 1),
+    "a callee not a string": lambda e: e["c"][2].__setitem__(1, None),
+    "a call node that is a float": lambda e: e["c"][0].__setitem__(0, 2.0),
+    "call columns past four": lambda e: e["c"].append([]),
+    "a file's entry a list": lambda e: e.clear() or e.__setitem__("d", {"not": "a list"}),
+}
+
+
+def _stored(entry: dict) -> bytes:
+    return gzip.compress(json.dumps({"0": entry}).encode())
+
+
+def test_stored_symbols_decode_to_the_structure_and_every_type_damage_is_refused():
+    decoded = json_from(_stored(STORED), SYMBOLS_SCHEMA)["0"]
+    assert decoded.d == GOOD[0].definitions and decoded.i == GOOD[0].imports
+    assert CallSites(*decoded.c) == GOOD[0].calls
+    assert CallSites(*json_from(_stored({"c": []}), SYMBOLS_SCHEMA)["0"].c) == CallSites()  # no call site
+    for damage, change in STORED_DAMAGED.items():
+        entry = copy.deepcopy(STORED)
+        change(entry)
+        with pytest.raises(ValueError):
+            json_from(_stored(entry), SYMBOLS_SCHEMA)
+            pytest.fail(damage)
+    with pytest.raises(ValueError):  # the file is not an object of members
+        json_from(gzip.compress(b"[1, 2]"), SYMBOLS_SCHEMA)
 
 
 # Rows (file, node, target file, target node, hops): a.py has 6 nodes, b.py 3.
