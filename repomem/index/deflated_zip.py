@@ -76,19 +76,26 @@ class ZipWriter:
         self._dos_time = (hour << 11) | (minute << 5) | (second // 2)
         self._dos_date = ((max(year, 1980) - 1980) << 9) | (month << 5) | day
 
-    def add(self, name: str, payload: bytes | bytearray | memoryview, deflated: bool = True) -> None:
-        """One member holding `payload`, deflated (or stored as it is, for bytes that barely shrink)."""
+    def add(self, name: str, *pieces: bytes | bytearray | memoryview, deflated: bool = True) -> None:
+        """One member holding `pieces` one after another, deflated (joined first: libdeflate takes one
+        buffer), or stored as they are, written without a joined copy (bytes that barely shrink;
+        W's weights are most of a large index's base file)."""
         name_bytes = name.encode("ascii")  # the snapshot's member names are ASCII
-        size = memoryview(payload).nbytes
-        data = deflate.deflate_compress(payload, LEVEL) if deflated else payload
+        if deflated:
+            pieces = (b"".join(pieces),)
+        size = sum(memoryview(piece).nbytes for piece in pieces)
+        checksum = 0
+        for piece in pieces:
+            checksum = deflate.crc32(piece, checksum)
+        data = (deflate.deflate_compress(pieces[0], LEVEL),) if deflated else pieces
         method = _DEFLATED if deflated else _STORED
-        checksum = deflate.crc32(payload)
-        compressed = memoryview(data).nbytes
+        compressed = sum(memoryview(piece).nbytes for piece in data)
         local_extra = _LOCAL_ZIP64.pack(1, 16, size, compressed)
         header = _LOCAL.pack(b"PK\x03\x04", _ZIP64_VERSION, 0, method, self._dos_time, self._dos_date, checksum,
                              _UNKNOWN32, _UNKNOWN32, len(name_bytes), len(local_extra))
         self._handle.write(header + name_bytes + local_extra)
-        self._handle.write(data)
+        for piece in data:
+            self._handle.write(piece)
         central_extra = _CENTRAL_ZIP64.pack(1, 24, size, compressed, self._offset)
         self._central.append(_CENTRAL.pack(
             b"PK\x01\x02", _ZIP64_VERSION, 3, _ZIP64_VERSION, 0, 0, method, self._dos_time, self._dos_date,

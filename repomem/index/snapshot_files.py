@@ -70,25 +70,22 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str] 
 
     with create_private_file(path, "wb") as handle:
         archive = ZipWriter(handle)
-        archive.add(f"{CODEC_MEMBER}.npy", _npy_bytes(np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8)))
+        codec_bytes = np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8)
+        archive.add(f"{CODEC_MEMBER}.npy", *_npy_pieces(codec_bytes))
         for name in arrays:
             # One coded copy alive at a time: a full build's save was its peak of memory.
-            archive.add(f"{name}.npy", _npy_bytes(coded(name)), deflated=name not in stored)
+            archive.add(f"{name}.npy", *_npy_pieces(coded(name)), deflated=name not in stored)
         archive.close()
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def _npy_bytes(array: np.ndarray) -> bytearray:
-    """`array` as a .npy file's bytes (its header, then its elements in C order)."""
+def _npy_pieces(array: np.ndarray) -> tuple[bytes, memoryview]:
+    """`array` as a .npy file's two parts: its header, then its elements in C order (a view)."""
     array = array if array.flags.c_contiguous else array.copy(order="C")  # (keeps a 0-d array 0-d)
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
-    head = header.getbuffer()
-    payload = bytearray(len(head) + array.nbytes)
-    payload[:len(head)] = head
-    np.frombuffer(payload, dtype=np.uint8, offset=len(head))[:] = array.reshape(-1).view(np.uint8)
-    return payload
+    return header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))
 
 
 def _read_codec(stored: dict[str, np.ndarray], names: set[str]) -> dict[str, tuple[np.dtype, str | None]]:
