@@ -4,11 +4,13 @@ Every file is created new in the snapshot folder its writer just made, owner-onl
 through a link (`create_private_file`), and fsynced before the snapshot is renamed into place.
 
 Array files: most of an index is integers far narrower than their int32/int64 arrays. Each array
-is written as integer_coding makes it (narrowed, sparse index arrays delta coded by row) and the
-zip is deflated at level 1 (sizes and times: docs/measurements.md#index-on-disk; W's float32
-values barely compress and are most of what is left). CODEC_MEMBER records, per array, its dtype in
-memory and the pointer array its rows are delta coded by, so reading gives back the arrays exactly
-as they were written.
+is written as integer_coding makes it (narrowed, sparse index arrays delta coded by row) and each
+member deflated whole by libdeflate at level 1 (deflated_zip.py; sizes and times:
+docs/measurements.md#index-on-disk; W's float32 values barely compress and are stored as they are).
+CODEC_MEMBER records, per array, its dtype in memory and the pointer array its rows are delta coded
+by, so reading gives back the arrays exactly as they were written.
+
+JSON files: msgspec writes them, and reads them as the caller's schema says (its types checked).
 """
 
 from __future__ import annotations
