@@ -190,13 +190,16 @@ def upper_triangle(indptr, indices, data):
 @njit(cache=True, nogil=True)
 def symmetric_from_upper(indptr, indices, data):
     """The symmetric CSR matrix (float64 data, sorted columns) whose strict upper triangle is the
-    given one (`upper_triangle`'s output): each row's entries below the diagonal, gathered from the
-    rows above it in row order (so already sorted), then its own upper entries. Zeros are dropped,
-    as scipy's sum U + U.T drops them. Two passes over the triangle, allocating only the result:
-    as fast as scipy's sum and transpose without their temporaries (a load's peak is lower;
-    docs/measurements.md#index-load). int64 row pointers (the caller narrows them). Raises ValueError if a row's
-    columns are not increasing and above the row (a damaged index: the result would not be sorted,
-    nor the matrix saved)."""
+    given one (`upper_triangle`'s output). Zeros are dropped, as scipy's sum U + U.T drops them.
+    Two passes over the triangle, allocating only the result: the first counts each row's entries;
+    the second walks the rows in order, and by the time it reaches a row every entry below that
+    row's diagonal (gathered from the rows above it, in row order, so already sorted) is in place,
+    so the row's own upper entries follow them, while each is also put into its column's row as
+    that row's next lower entry. As fast as scipy's sum and transpose without their temporaries (a
+    load's peak is lower), and one pass fewer over the triangle than gathering the lower entries first
+    (docs/measurements.md#index-load). int64 row pointers (the caller
+    narrows them). Raises ValueError if a row's columns are not increasing and above the row (a
+    damaged index: the result would not be sorted, nor the matrix saved)."""
     n_rows = indptr.shape[0] - 1
     degree = np.zeros(n_rows + 1, dtype=np.int64)
     for row in range(n_rows):
@@ -211,20 +214,19 @@ def symmetric_from_upper(indptr, indices, data):
     out_indptr = np.cumsum(degree)
     out_indices = np.empty(out_indptr[n_rows], dtype=indices.dtype)
     out_data = np.empty(out_indptr[n_rows], dtype=np.float64)
-    fill = out_indptr[:-1].astype(np.int64)
-    for row in range(n_rows):  # row < column: row is a lower entry of row `column`, in row order
+    fill = out_indptr[:-1].astype(np.int64)  # by row: where its next entry goes
+    for row in range(n_rows):
+        own = fill[row]  # past the row's lower entries, all placed by the rows above
         for slot in range(indptr[row], indptr[row + 1]):
-            if data[slot] != 0:
+            value = data[slot]
+            if value != 0:
                 column = indices[slot]
-                out_indices[fill[column]] = row
-                out_data[fill[column]] = data[slot]
+                out_indices[own] = column
+                out_data[own] = value
+                own += 1
+                out_indices[fill[column]] = row  # row < column: a lower entry of row `column`
+                out_data[fill[column]] = value
                 fill[column] += 1
-    for row in range(n_rows):  # then each row's own upper entries, columns above every lower one
-        for slot in range(indptr[row], indptr[row + 1]):
-            if data[slot] != 0:
-                out_indices[fill[row]] = indices[slot]
-                out_data[fill[row]] = data[slot]
-                fill[row] += 1
     return out_indptr, out_indices, out_data
 
 
