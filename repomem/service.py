@@ -14,7 +14,6 @@ back as `Failure` values.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import threading
@@ -248,8 +247,7 @@ class RepoService:
                 if not in_buffer:  # touched but equal: remember the new stat, skip re-reading next time
                     file_id = index.file_id(candidate.path)
                     assert file_id is not None
-                    index.files[file_id] = dataclasses.replace(record, size=candidate.size,
-                                                               mtime_ns=candidate.mtime_ns)
+                    index.files[file_id] = record._replace(size=candidate.size, mtime_ns=candidate.mtime_ns)
                     restamped += 1
                 continue
             changed.append(result)

@@ -30,7 +30,7 @@ def write_manifest(snapshot: Path, body: dict[str, Any], seal: str | None = None
 
 
 def record_rows(body: dict[str, Any]) -> list[dict[str, Any] | None]:
-    return [None if record is None else dict(vars(record)) for record in file_records(body["files"])]
+    return [None if record is None else record._asdict() for record in file_records(body["files"])]
 
 
 def with_record_rows(body: dict[str, Any], rows: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,8 +16,10 @@ from repomem.languages.reparse import TreeMemo
 from repomem.languages.syntax import extract_syntax
 
 
-@dataclass(frozen=True)
-class FileRecord:
+# A NamedTuple, not a frozen dataclass: a load builds every file's record, and a frozen
+# dataclass's __init__ sets each field through object.__setattr__ (~3 us a record;
+# docs/measurements.md#index-load). Changed with `_replace`.
+class FileRecord(NamedTuple):
     path: str
     language: str
     digest: str

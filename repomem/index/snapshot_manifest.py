@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ def config_fingerprint(config: Config) -> str:
     return settings_digest(config, INDEX_SECTIONS)  # threads do not change the result
 
 
-FILE_COLUMNS = tuple(field.name for field in fields(FileRecord))
+FILE_COLUMNS = FileRecord._fields
 # Every column is one JSON string (JSON parses one long string many times faster than 50,000 values):
 # text columns joined by NUL (no path holds one), a removed file's slot the empty path; number
 # columns as base64 of little-endian int64 (docs/measurements.md#nothing-changed).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import shutil
@@ -71,7 +70,7 @@ def test_round_trip_and_lazy_structure(synthetic_repo):
     # The manifest writes each file record's fields as they are (no deep copy): the same records back.
     assert loaded.files == fresh.files and any(r is not None for r in loaded.files)
     manifest = manifest_body(fresh.snapshot)
-    assert record_rows(manifest) == [None if r is None else dataclasses.asdict(r) for r in fresh.files]
+    assert record_rows(manifest) == [None if r is None else r._asdict() for r in fresh.files]
 
 
 def test_incremental_save_reuses_base_files(synthetic_repo):
