@@ -88,7 +88,7 @@ STORED_DAMAGED = {
     "a callee not a string": lambda e: e["c"][2].__setitem__(1, None),
     "a call node that is a float": lambda e: e["c"][0].__setitem__(0, 2.0),
     "call columns past four": lambda e: e["c"].append([]),
-    "a file's entry a list": lambda e: e.clear() or e.__setitem__("d", {"not": "a list"}),
+    "definitions an object": lambda e: e.__setitem__("d", {"not": "a list"}),
 }
 
 
@@ -107,8 +107,9 @@ def test_stored_symbols_decode_to_the_structure_and_every_type_damage_is_refused
         with pytest.raises(ValueError):
             json_from(_stored(entry), SYMBOLS_SCHEMA)
             pytest.fail(damage)
-    with pytest.raises(ValueError):  # the file is not an object of members
-        json_from(gzip.compress(b"[1, 2]"), SYMBOLS_SCHEMA)
+    for whole in (b"[1, 2]", b'{"0": []}'):  # not an object of members; a file's member a list
+        with pytest.raises(ValueError):
+            json_from(gzip.compress(whole), SYMBOLS_SCHEMA)
 
 
 # Rows (file, node, target file, target node, hops): a.py has 6 nodes, b.py 3.
