@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 import types
@@ -36,16 +35,7 @@ from repomem.cyclic_gc import settle_long_lived  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
 from scripts.bench_index_edit import whole_edits  # noqa: E402
-
-
-def reference_module(rev: str) -> types.ModuleType:
-    """REV's repomem/index/bm25.py as a module of its own (its imports are this checkout's)."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:repomem/index/bm25.py"],
-                            capture_output=True, text=True, check=True).stdout
-    module = types.ModuleType("reference_bm25")
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, f"{rev}:repomem/index/bm25.py", "exec"), module.__dict__)
-    return module
+from scripts.reference_checkout import module_at  # noqa: E402
 
 
 def recorded_inputs(copy: Path, edited: str, n_edits: int) -> list[tuple]:
@@ -100,7 +90,7 @@ def main() -> int:
     inputs = recorded_inputs(args.copy, args.edited, args.edits)
     live_counts = [int(np.count_nonzero(live)) for _, _, live, _ in inputs]
     changed_count = sum(a != b for a, b in zip(live_counts, live_counts[1:]))
-    sides = {f"before {args.before}": reference_module(args.before), "this checkout": this_bm25}
+    sides = {f"before {args.before}": module_at(args.before, "repomem/index/bm25.py"), "this checkout": this_bm25}
     medians: dict[str, list[float]] = {label: [] for label in sides}
     for _ in range(args.rounds):
         bits = []

@@ -19,7 +19,6 @@ import argparse
 import gc
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,20 +38,10 @@ from repomem.failures import Failure  # noqa: E402
 from repomem.index.index_folder import current_snapshot, index_dir  # noqa: E402
 from repomem.service import RepoService  # noqa: E402
 from scripts.bench_sources import django_or  # noqa: E402
+from scripts.reference_checkout import module_at  # noqa: E402
 
 ARRAY_FILES = ("base.npz", "delta.npz", "files.npz")
 Coding = tuple[dict[str, str], tuple[str, ...]]  # write_npz's deltas and stored members
-
-
-def reference_module(rev: str) -> types.ModuleType:
-    """REV's repomem/index/snapshot_files.py as a module of its own."""
-    path = "repomem/index/snapshot_files.py"
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
-                            capture_output=True, text=True, check=True).stdout
-    module = types.ModuleType("reference_snapshot_files")
-    sys.modules[module.__name__] = module
-    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
-    return module
 
 
 def coding_of(path: Path) -> Coding:
@@ -124,7 +113,7 @@ def main() -> None:
     arrays = {name: this_codec.read_npz(snapshot / name) for name in ARRAY_FILES}
     coding = {name: coding_of(snapshot / name) for name in ARRAY_FILES}
     symbols = this_codec.read_json_gz(snapshot / "symbols.json.gz")
-    reference = reference_module(args.before)
+    reference = module_at(args.before, "repomem/index/snapshot_files.py")
     sides = {"before": reference, "after": this_codec}
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as work:

@@ -1,5 +1,7 @@
 """A reference commit beside this checkout, for benchmarks that run the same probe in both.
 
+`module_at(rev, path)` loads one source file as REV had it, as a module of its own (its imports
+are this checkout's), for benchmarks that time one stage of both in one process.
 `reference_worktree(rev)` checks REV out as a detached git worktree in a scratch folder (removed
 afterwards); `run_probe` runs a probe script with a checkout first on PYTHONPATH and its own index
 cache (so the two checkouts never rebuild each other's indexes: the builder digest differs), and
@@ -15,12 +17,23 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def module_at(rev: str, path: str) -> types.ModuleType:
+    """`path` (e.g. repomem/index/bm25.py) as REV had it, as a module named `reference_<stem>`."""
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
+                            capture_output=True, text=True, check=True).stdout
+    module = types.ModuleType(f"reference_{Path(path).stem}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
 
 
 @contextlib.contextmanager

@@ -215,9 +215,9 @@ def write_json_gz(path: Path, members: Iterable[tuple[str, Any]]) -> None:
         os.fsync(handle.fileno())
 
 
-def read_json_gz(path: Path, schema: Any = Any) -> Any:
+def read_json_gz(path: Path) -> Any:
     """The JSON value of a file written by `write_json_gz`."""
-    return json_from(read_regular(path), schema)
+    return json_from(read_regular(path))
 
 
 def json_from(data: bytes, schema: Any = Any) -> Any:

@@ -58,17 +58,8 @@ class CallSites:
         node, hops, callee, enclosing_class = columns
         return cls(node, hops, callee, enclosing_class)  # type: ignore[arg-type]
 
-    @classmethod
-    def of_columns(cls, columns: Sequence[Sequence[int | str]]) -> CallSites:
-        """From `columns()` as stored (lists); [] for no call site. Columns of different lengths
-        are kept as they are, for the index's checks to refuse (`integrity.check_symbols`)."""
-        if not columns:
-            return cls()
-        node, hops, callee, enclosing_class = columns
-        return cls(tuple(node), tuple(hops), tuple(callee), tuple(enclosing_class))  # type: ignore[arg-type]
-
     def columns(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...], tuple[str, ...]] | tuple[()]:
-        """The four columns, or () for no call site (what `of_columns` reads back)."""
+        """The four columns, or () for no call site (as symbols.json stores them: snapshot_encoding.StoredCalls)."""
         return (self.node, self.hops, self.callee, self.enclosing_class) if len(self.node) else ()
 
     def __len__(self) -> int:
