@@ -386,6 +386,7 @@ class RepoService:
         warning = ""
         index: RepoIndex | None = None
         restamped = 0
+        reskipped = False
         summary = None if full or self.index is not None or self._buffers else snapshot_summary(self.root, self.config)
         scan = None if summary is None else self._scan()  # one scan for both
         known_unchanged = scan is not None and unchanged_since(summary, *scan, self.config.index.compact_ratio,
@@ -421,8 +422,13 @@ class RepoService:
                     # The scan is this moment's only for the snapshot it was compared with.
                     scanned = scan if summary is not None and index.snapshot == summary.snapshot else None
                     watched = None if same or scanned is not None else self._refresh_watched(index, progress)
+                    skipped_before = list(index.skipped)
                     changed, removed, restamped = (0, 0, 0) if same else watched if watched is not None \
                         else self._refresh(index, progress, scanned)
+                    # A file newly skipped (a binary, a secret, a file over the size limit) changes
+                    # nothing indexed, but the index on disk must say so: the next command's
+                    # no-change check compares the skipped files too, and found them differ forever.
+                    reskipped = index.skipped != skipped_before
                     if restamped and save:
                         index.ensure_structure()  # the save writes it (index/snapshot_save.py)
                     action = "updated" if changed or removed else "unchanged"
@@ -436,7 +442,7 @@ class RepoService:
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
-            if save and (action != "unchanged" or index.snapshot is None or restamped):
+            if save and (action != "unchanged" or index.snapshot is None or restamped or reskipped):
                 save_index(index, directory, index.snapshot)
             if save:
                 saved = self._save_embeddings()  # eq. 6's, embedded during the build or update

@@ -28,6 +28,8 @@ from repomem.regular_files import is_scratch_of, open_private, read_regular, rep
 
 CURRENT = "CURRENT"
 MARKER = "REPOMEM-INDEX"  # written into every index folder repomem creates: what it may delete in
+GITIGNORE = ".gitignore"
+IGNORE_EVERYTHING = b"*\n"  # the folder's own .gitignore: git leaves all of it out
 
 
 def _cache_folder(base: Path, root: Path) -> Path:
@@ -63,7 +65,7 @@ class IndexFolderRefused(OSError):
 def _looks_like_an_old_index(directory: Path) -> bool:
     """An index written before folders carried MARKER: its pointer and its own .gitignore."""
     try:
-        return (directory / CURRENT).is_file() and read_regular(directory / ".gitignore") == b"*\n"  # never a pipe
+        return (directory / CURRENT).is_file() and read_regular(directory / GITIGNORE) == IGNORE_EVERYTHING  # never a pipe
     except OSError:
         return False
 
@@ -101,6 +103,11 @@ def claim_index_folder(directory: Path, root: Path) -> None:
         for entry in scratch:
             entry.unlink(missing_ok=True)
         replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
+        # git ignores the folder from the claim on (the marker first: a folder holding only this
+        # file would not be repomem's). The first build scans after the claim and before its
+        # save, which wrote this file before: git listed the marker as an untracked file, the
+        # build recorded it as skipped, and every later scan, which no longer lists it, differed.
+        replace_private(directory / GITIGNORE, IGNORE_EVERYTHING)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,8 @@ import numpy as np
 
 from repomem.index.index_folder import (
     CURRENT,
+    GITIGNORE,
+    IGNORE_EVERYTHING,
     claim_index_folder,
     clear_pointer_path,
     fsync_dir,
@@ -45,7 +47,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
     # lose them (and with them every later update's call edges).
     index.ensure_structure()
     with writer_lock(directory):
-        replace_private(directory / ".gitignore", b"*\n")
+        replace_private(directory / GITIGNORE, IGNORE_EVERYTHING)
         tag = secrets.token_hex(4)
         temporary = directory / f"tmp-{tag}"
         temporary.mkdir(mode=0o700)

@@ -5,6 +5,7 @@ one the full path (load, refresh) gives, and the index on disk is the same after
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,22 @@ def test_any_change_takes_the_full_path_and_reports_the_same(tmp_path: Path, cha
     assert again["action"] == "unchanged"  # the first run saved what it saw
     assert {k: v for k, v in quick_report.items() if k not in ("action", "changed", "removed")} == \
         {k: v for k, v in again.items() if k not in ("action", "changed", "removed")}
+    # ... so well that the next run is told unchanged without a load (a binary file added changed
+    # only the skipped files, and was not saved: every later run loaded the index).
+    third = RepoService.open(root)
+    assert _fields(third.ensure_index(load=False)) == again and third.index is None
+
+
+def test_a_git_work_trees_first_index_is_not_one_of_its_skipped_files(tmp_path: Path):
+    """The index folder is git-ignored from its claim on: the first build scanned after the claim
+    and recorded the folder's marker as an untracked file skipped, which no later scan lists, so no
+    later run was ever told unchanged without a load."""
+    root = write_repo(tmp_path / "repo", synthetic_files(3))
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    built = RepoService.open(root).ensure_index()
+    assert built.action == "built" and not [path for path, _ in built.skipped if path.startswith(".repomem")]
+    quick = RepoService.open(root)
+    assert quick.ensure_index(load=False).action == "unchanged" and quick.index is None
 
 
 def _rewrite_manifest(root: Path, edit) -> None:
