@@ -65,7 +65,8 @@ class IndexFolderRefused(OSError):
 def _looks_like_an_old_index(directory: Path) -> bool:
     """An index written before folders carried MARKER: its pointer and its own .gitignore."""
     try:
-        return (directory / CURRENT).is_file() and read_regular(directory / GITIGNORE) == IGNORE_EVERYTHING  # never a pipe
+        # read_regular: never a pipe
+        return (directory / CURRENT).is_file() and read_regular(directory / GITIGNORE) == IGNORE_EVERYTHING
     except OSError:
         return False
 

@@ -607,7 +607,8 @@ def test_processes_creating_a_fresh_index_at_once_all_claim_it(tmp_path):
             root.mkdir()
             refusals = pool.starmap(_claim_after, [(barrier, str(root / ".repomem"), str(root))] * processes)
             assert refusals == [""] * processes, (round_number, refusals)
-            assert sorted(p.name for p in (root / ".repomem").iterdir()) == [".gitignore", MARKER]  # no scratch file left
+            # no scratch file left
+            assert sorted(p.name for p in (root / ".repomem").iterdir()) == [".gitignore", MARKER]
 
 
 def test_a_claim_killed_while_writing_the_marker_leaves_a_folder_still_claimable(tmp_path):
