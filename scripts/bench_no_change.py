@@ -8,10 +8,14 @@ For this checkout and a reference commit (a git worktree of REV, same interprete
 run and in turns: each tree is a git repository with its files committed (what a user has; made
 once in ~/.cache/repomem/bench-trees), indexed once by each checkout (each in its own cache
 folder), then timed as a user runs it, a fresh `python -m repomem` process each time:
-- `repomem index --json` with nothing changed: its `seconds` (the index step) and the process's wall;
+- `repomem index --json` with nothing changed: its `seconds` (the index step) and the process's wall,
+  three times right after the first build, then in each round;
 - `repomem retrieve FILE:LINE --json` with nothing changed: `timings_ms.index` and the wall;
 - `repomem index --json` after one function was appended to one file (then the file is restored and
   indexed again, untimed).
+`--index-in-repo`: each checkout indexes its own copy of the tree into the folder a user's index
+takes by default, `.repomem` in the repository (git then lists what it holds unless told not to),
+instead of a cache folder of its own.
 Results: eval/results/bench-no-change.json and a table of medians (min-max).
 """
 
@@ -88,31 +92,37 @@ def timed_repomem(environment: dict[str, str], cwd: Path, *args: str) -> tuple[d
 
 
 def _repomem(checkout: Path, cache: Path, *args: str) -> tuple[dict, float]:
+    """`cache`: the checkout's own folder; its indexes go there unless it holds IN_REPO."""
     config = cache / "config.toml"
-    config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
+    config.write_text("" if (cache / IN_REPO).exists() else f'[index]\ncache_dir = "{cache / "indexes"}"\n')
     environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config)}
     return timed_repomem(environment, checkout, *args)
 
 
-def measure(checkouts: dict[str, Path], caches: dict[str, Path], tree: Path, edited: str, cursor: str,
+IN_REPO = "index-in-repo"  # a file in a checkout's cache folder: its index lives in its tree's .repomem
+
+
+def measure(checkouts: dict[str, Path], caches: dict[str, Path], trees: dict[str, Path], edited: str, cursor: str,
             rounds: int) -> dict:
+    """`trees`: the tree each checkout indexes (one tree for both, or a copy each)."""
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in checkouts}
 
     def keep(name: str, key: str, value: float) -> None:
         samples[name].setdefault(key, []).append(value)
 
     for name, checkout in checkouts.items():
-        _repomem(checkout, caches[name], "index", str(tree), "--json")
-    path = tree / edited
-    original, stat = path.read_bytes(), path.stat()
-
-    def restore() -> None:
-        """The file as it was, bytes and modification time: to the other checkout's index too."""
-        path.write_bytes(original)
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        _repomem(checkout, caches[name], "index", str(trees[name]), "--json")
+    # Before any file changes: what a first build leaves (the rounds below save again after each edit).
+    for _ in range(3):
+        for name, checkout in checkouts.items():
+            report, _ = _repomem(checkout, caches[name], "index", str(trees[name]), "--json")
+            keep(name, "index after the build, nothing changed: index step s", report["seconds"])
 
     for _ in range(rounds):
         for name, checkout in checkouts.items():
+            tree = trees[name]
+            path = tree / edited
+            original, stat = path.read_bytes(), path.stat()
             report, wall = _repomem(checkout, caches[name], "index", str(tree), "--json")
             assert report["action"] == "unchanged", report
             keep(name, "index, nothing changed: index step s", report["seconds"])
@@ -126,7 +136,9 @@ def measure(checkouts: dict[str, Path], caches: dict[str, Path], tree: Path, edi
                 assert report["action"] == "updated", report
                 keep(name, "index, one file edited: index step s", report["seconds"])
             finally:
-                restore()
+                # The file as it was, bytes and modification time: to the other checkout's index too.
+                path.write_bytes(original)
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
             _repomem(checkout, caches[name], "index", str(tree), "--json")
     return samples
 
@@ -137,9 +149,10 @@ def main() -> None:
     parser.add_argument("--trees", default=",".join(TREES), help="comma-separated, from: " + ", ".join(TREES))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-no-change.json")
+    parser.add_argument("--index-in-repo", action="store_true", help="each checkout's index in its tree's copy (above)")
     args = parser.parse_args()
     console = Console()
-    results: dict = {"before": args.before, "rounds": args.rounds, "trees": {}}
+    results: dict = {"before": args.before, "rounds": args.rounds, "index_in_repo": args.index_in_repo, "trees": {}}
     with tempfile.TemporaryDirectory(prefix="bench-no-change-") as scratch:
         work = Path(scratch)
         reference = work / "reference"
@@ -151,10 +164,16 @@ def main() -> None:
                 edited, cursor = TREES[tree_name]
                 tree = bench_tree(tree_name, console)
                 caches = {name: work / f"cache-{tree_name}-{index}" for index, name in enumerate(checkouts)}
-                for cache in caches.values():
+                trees = {name: tree for name in checkouts}
+                for name, cache in caches.items():
                     cache.mkdir()
+                    if args.index_in_repo:
+                        (cache / IN_REPO).touch()
+                        with console.status(f"{tree_name}: a copy for {name}"):
+                            trees[name] = Path(shutil.copytree(tree, cache / "tree", symlinks=True))
+                        shutil.rmtree(trees[name] / ".repomem", ignore_errors=True)
                 with console.status(f"{tree_name}: {args.rounds} rounds"):
-                    results["trees"][tree_name] = measure(checkouts, caches, tree, edited, cursor, args.rounds)
+                    results["trees"][tree_name] = measure(checkouts, caches, trees, edited, cursor, args.rounds)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(reference)],
                            capture_output=True)
