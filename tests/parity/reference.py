@@ -216,6 +216,31 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
     return "".join(pieces), found
 
 
+def reference_candidate_runs(text: str) -> list[tuple[int, int]]:
+    """`secret_tokens.candidate_runs` by a regex over the runs of token characters, each run's
+    kinds, changes of kind and AWS heads read character by character."""
+    from repomem.index import secret_tokens
+
+    runs = re.compile(f"[{re.escape(secret_tokens.TOKEN_CHARACTERS)}]{{{secret_tokens.MIN_RUN},}}")
+    aws_head = re.compile(r"A(?:3T|KIA|SIA|BIA|CCA)")
+    found = []
+    for match in runs.finditer(text):
+        run = match.group(0)
+        kinds = [1 if c in "0123456789" else 2 if "A" <= c <= "Z" else 3 if "a" <= c <= "z" else 0 for c in run]
+        upper, digit, lower = 2 in kinds, 1 in kinds, 3 in kinds
+        head = aws_head.search(run) is not None
+        if upper and not digit and not lower:
+            kept = head
+        elif upper or digit:
+            mixes = sum(1 for a, b in zip(kinds, kinds[1:]) if a and b and a != b)
+            kept = mixes >= max(secret_tokens.MIN_MIXES, secret_tokens.MIX_SHARE * len(run)) or (upper and head)
+        else:
+            kept = False
+        if kept:
+            found.append(match.span())
+    return found
+
+
 def _reference_token_secrets(text: str, count) -> str:
     """Token secrets by a plain regex over every run of token characters (no byte translation, no
     substring skipping): each run at least MIN_RUN long holding a digit and a letter, or an AWS key

@@ -1146,6 +1146,33 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
     assert masked_any >= len(planted) - 1  # the planted texts do hold secrets (all but the near misses)
 
 
+def test_token_runs_found_by_byte_search_equal_a_regex_over_the_runs():
+    """`candidate_runs` finds the long runs by substring search over a byte translation and counts
+    their changes of kind by byte pairs; the runs it keeps must equal a regex over the runs, each
+    read character by character: on this repository's source and on random text mixing token
+    characters, separators, other characters and AWS heads (overlapping, at a run's edges, cut by
+    its end)."""
+    import random
+
+    from repomem.index.secret_tokens import MIN_RUN, candidate_runs
+    from tests.parity.reference import reference_candidate_runs
+
+    texts = [path.read_text(encoding="utf-8") for path in sorted(REPOSITORY.glob("[rt]*/**/*.py"))]
+    rng = random.Random(7)
+    pieces = ["A", "AKIA", "AKIAKIA", "A3T", "ASIA", "ABIA", "ACCA", "Q", "z", "7", "_", "-", ".", ":", "~",
+              " ", "\n", "é", "€", "'", "x" * MIN_RUN, "AB" * 9, "a1" * 10, "Zq8kL2vN9xR4aB3dE5fG"]
+    for _ in range(400):
+        texts.append("".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))))
+    texts += ["", "A" * (MIN_RUN - 1), "A" * MIN_RUN, "AKIA" + "B" * (MIN_RUN - 4), "B" * (MIN_RUN - 3) + "A3T",
+              "B" * (MIN_RUN - 2) + "A3T", "é" + "aB3dE5fG7hJ9kL1mQ2w3" + "é"]
+    kept = 0
+    for text in texts:
+        expected = reference_candidate_runs(text)
+        assert candidate_runs(text) == expected, text[:200]
+        kept += len(expected)
+    assert kept > 1000
+
+
 @pytest.mark.parametrize("granularity", ["statement", "named"])
 def test_the_syntax_walk_keeps_what_visiting_every_child_keeps(granularity: str):
     """`walk_tree` leaves unpushed the children that could only be popped to no effect; the kept
