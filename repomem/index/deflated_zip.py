@@ -37,12 +37,23 @@ class DeflateFailed(ValueError):
     """A member's deflate stream is torn or inflates to another length than its header says."""
 
 
+# The most bytes libdeflate's Python binding inflates: it takes the output's size as a C unsigned
+# int, so a larger size wraps around (2**32 + n asks for n bytes). zlib inflates those.
+LIBDEFLATE_MAX_OUTPUT = 0xFFFF_FFFF
+
+
 def inflate(stream: bytes | memoryview, size: int) -> bytearray:
     """The `size` bytes a member's deflate stream holds (writable: arrays over them need no copy)."""
-    try:
-        payload = deflate.deflate_decompress(stream, size)
-    except deflate.DeflateError as error:
-        raise DeflateFailed(f"deflate stream does not inflate to {size} bytes: {error}") from error
+    if size > LIBDEFLATE_MAX_OUTPUT:
+        try:
+            payload = bytearray(zlib.decompress(stream, -15, size))
+        except zlib.error as error:
+            raise DeflateFailed(f"deflate stream does not inflate to {size} bytes: {error}") from error
+    else:
+        try:
+            payload = deflate.deflate_decompress(stream, size)
+        except deflate.DeflateError as error:
+            raise DeflateFailed(f"deflate stream does not inflate to {size} bytes: {error}") from error
     if len(payload) != size:
         raise DeflateFailed(f"deflate stream inflates to {len(payload)} bytes, not {size}")
     return payload
@@ -54,13 +65,23 @@ def gunzip(data: bytes | memoryview) -> bytearray:
     if len(data) < 18 or int.from_bytes(data[-4:], "little") == 0:
         # The wrapper sizes its output by the trailer's length and answers an empty one with
         # nothing, unchecked: such a file (this index never writes one) goes to the gzip module.
-        try:
-            return bytearray(gzip.decompress(data))
-        except (OSError, EOFError, zlib.error) as error:
-            raise DeflateFailed(f"gzip stream does not inflate: {error}") from error
+        return _gunzip_by_module(data)
     try:
-        return deflate.gzip_decompress(data)
-    except deflate.DeflateError as error:
+        payload = deflate.gzip_decompress(data)
+    except deflate.DeflateError:
+        # The trailer holds the length modulo 2**32, which the wrapper sizes its output by: 4 GiB
+        # or more of JSON inflates only through the gzip module, which refuses a torn file too.
+        return _gunzip_by_module(data)
+    # libdeflate checks the member's own trailer, not that the member ends the file.
+    if int.from_bytes(data[-4:], "little") != len(payload) & 0xFFFF_FFFF:
+        raise DeflateFailed("gzip file holds more than its one member")
+    return payload
+
+
+def _gunzip_by_module(data: bytes | memoryview) -> bytearray:
+    try:
+        return bytearray(gzip.decompress(data))
+    except (OSError, EOFError, zlib.error) as error:
         raise DeflateFailed(f"gzip stream does not inflate: {error}") from error
 
 

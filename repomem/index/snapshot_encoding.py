@@ -91,8 +91,8 @@ class FileSymbols(msgspec.Struct):
 
 
 # What symbols.json holds, by file id: the decoder builds the named tuples and checks every field's
-# type as it reads (a bool is not an int, 2.0 is not 2, nothing past 64 bits), so the structure
-# check is left the values (integrity.check_symbols).
+# type as it reads (a bool is not an int, 2.0 is not 2), so the structure check is left the values
+# (integrity.check_symbols: nodes inside the file's tree, hops not negative).
 SYMBOLS_SCHEMA = dict[str, FileSymbols]
 
 

@@ -223,8 +223,12 @@ def read_json_gz(path: Path) -> Any:
 def json_from(data: bytes, schema: Any = Any) -> Any:
     """`read_json_gz` of a file's bytes (read once: checked against the manifest's digest first),
     as `schema` says (a type msgspec decodes to, its fields' types checked; Any: plain JSON values).
-    Malformed text, invalid UTF-8 or a value of another type is a ValueError (msgspec.DecodeError)."""
-    return _decoder(schema).decode(gunzip(data))
+    Malformed text, invalid UTF-8, a value of another type or arrays nested past the decoder's
+    depth is a ValueError (msgspec.DecodeError; the depth's RecursionError made one)."""
+    try:
+        return _decoder(schema).decode(gunzip(data))
+    except RecursionError as error:
+        raise ValueError(f"JSON nested too deep: {error}") from error
 
 
 @functools.cache

@@ -361,9 +361,39 @@ def test_gzip_members_inflate_checked_and_an_empty_trailer_is_not_taken_for_noth
     assert gunzip(packed) == text
     assert gunzip(gzip.compress(b"")) == b""
     # libdeflate's wrapper answers a zero length in the trailer with nothing; the CRC then fails.
-    for damaged in (packed[:-3], packed[:-8] + bytes(8), packed[:-8] + packed[-8:-4] + bytes(4), b"not gzip at all"):
+    for damaged in (packed[:-3], packed[:-8] + bytes(8), packed[:-8] + packed[-8:-4] + bytes(4), b"not gzip at all",
+                    packed + b"more after the member"):
         with pytest.raises(DeflateFailed):
             gunzip(damaged)
+
+
+def test_members_libdeflates_binding_cannot_size_inflate_through_zlib_and_gzip(monkeypatch):
+    """The binding takes an output size as a C unsigned int (2**32 + n bytes would ask for n): a
+    deflate member over LIBDEFLATE_MAX_OUTPUT inflates through zlib, checked the same, and a gzip
+    file the binding refuses (its trailer holds the length modulo 2**32) through the gzip module.
+    Shown with the bound lowered: 4 GiB members are past what a test writes."""
+    import gzip
+
+    import deflate
+
+    from repomem.index import deflated_zip
+    from repomem.index.deflated_zip import DeflateFailed, gunzip, inflate
+
+    payload = bytes(range(256)) * 400
+    stream = deflate.deflate_compress(payload, 1)
+    monkeypatch.setattr(deflated_zip, "LIBDEFLATE_MAX_OUTPUT", 1000)
+    assert inflate(stream, len(payload)) == payload and isinstance(inflate(stream, len(payload)), bytearray)
+    for torn, size in ((stream[:-20], len(payload)), (stream, len(payload) + 1), (stream, len(payload) - 1)):
+        with pytest.raises(DeflateFailed):
+            inflate(torn, size)
+
+    def refuses(_data):
+        raise deflate.DeflateError("insufficient space")
+
+    monkeypatch.setattr(deflate, "gzip_decompress", refuses)
+    assert gunzip(gzip.compress(payload)) == payload
+    with pytest.raises(DeflateFailed):
+        gunzip(gzip.compress(payload)[:-9])
 
 
 def test_arrays_read_on_a_pool_are_the_same_writable_and_a_damaged_member_header_is_a_bad_zip(tmp_path):

@@ -107,7 +107,8 @@ def test_stored_symbols_decode_to_the_structure_and_every_type_damage_is_refused
         with pytest.raises(ValueError):
             json_from(_stored(entry), SYMBOLS_SCHEMA)
             pytest.fail(damage)
-    for whole in (b"[1, 2]", b'{"0": []}'):  # not an object of members; a file's member a list
+    # not an object of members; a file's member a list; a field the schema ignores nested past any depth
+    for whole in (b"[1, 2]", b'{"0": []}', b'{"0": {"c": [], "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"):
         with pytest.raises(ValueError):
             json_from(gzip.compress(whole), SYMBOLS_SCHEMA)
 
