@@ -149,9 +149,11 @@ class RepoService:
         # A resident process's watch on the tree (watch_tree): a refresh then reads what it saw,
         # and stats the files indexed through a symbolic link (a write reports the target's name).
         self._watch: TreeWatch | None = None
+        self._watch_wanted = False  # watch_tree was asked for: a watch that could not be made anew is retried
         self._linked: set[str] = set()
         self._scanned_links: set[str] = set()  # of the last scan (list_candidates)
         self._scanned_at = 0.0  # time.monotonic() of the last full refresh while watching
+        self.update_cut_off = False  # ensure_index was stopped midway (see there)
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -285,17 +287,22 @@ class RepoService:
         Without inotify, or past its limits, every refresh stays a full scan."""
         if self.index is None or self._watch is not None:
             return False
+        if not self._start_watch():
+            return False
+        self._watch_wanted = True
+        changed, removed, _ = self._refresh(self.index, NoProgress())  # and the links among its files
+        return bool(changed or removed)
+
+    def _start_watch(self) -> bool:
+        """A watch of the folders and rule files the scan's names depend on now."""
         inputs = listing_inputs(self.root, self.config.scan)
         if inputs is None:
             return False
         folders, rule_files = inputs
         own = str(index_dir(self.root, self.config))  # the index's own writes change no scan
         folders = [folder for folder in folders if folder != own and not folder.startswith(own + os.sep)]
-        self._watch = TreeWatch.start(str(self.root), folders, rule_files)
-        if self._watch is None:
-            return False
-        changed, removed, _ = self._refresh(self.index, NoProgress())  # and the links among its files
-        return bool(changed or removed)
+        self._watch = TreeWatch.start(str(self.root), folders, rule_files, own)
+        return self._watch is not None
 
     @property
     def loaded_files(self) -> int:
@@ -307,6 +314,7 @@ class RepoService:
         return self._watch is not None
 
     def stop_watching(self) -> None:
+        self._watch_wanted = False
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -321,9 +329,18 @@ class RepoService:
         or unreadable, no watch, or the last full scan is FULL_SCAN_EVERY_S old). Files an editor
         buffer overlays are left as the buffer has them."""
         if self._watch is None:
+            if self._watch_wanted:
+                self._start_watch()  # it could not be made anew at the last full scan: again, before this one
             return None
         seen = self._watch.look()
         if seen.names or time.monotonic() - self._scanned_at > FULL_SCAN_EVERY_S:
+            # Watched anew before the full scan the caller makes: what the names depend on may be
+            # other folders and files now (an ignore rule removed, a folder moved away and made
+            # again, folders made while the kernel's queue overflowed, a rule file's folder made
+            # again, the tree replaced), and a watch set up once would miss their changes for good.
+            self._watch.close()
+            self._watch = None
+            self._start_watch()
             return None
         # A name the index does not hold that the scan would keep or report (an editor's swap, lock
         # or backup file has no grammar: neither): only a scan can judge it against the ignore rules.
@@ -359,7 +376,7 @@ class RepoService:
         removed). A resident process that keeps editor buffers (the language server) calls it before
         each retrieval: nothing seen costs one read of the watch; only files written re-reads those;
         names changed, a full scan (buffers stay as they are). (0, 0) without an index or a watch."""
-        if self.index is None or self._watch is None:
+        if self.index is None or not self._watch_wanted:
             return 0, 0
         try:
             watched = self._refresh_watched(self.index, NoProgress())
@@ -372,6 +389,17 @@ class RepoService:
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False,
                      save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:
+        """Load, update or build the index, save it if anything changed (and `save`), and report
+        (`_ensure_index`). `update_cut_off` stays True when it was stopped midway (an exception, a
+        KeyboardInterrupt: a resident process's client hung up): the index in memory may then be
+        half updated and what the watch saw read, and a resident process lets go of this service."""
+        self.update_cut_off = True
+        report = self._ensure_index(progress, full, save, structure, load)
+        self.update_cut_off = False
+        return report
+
+    def _ensure_index(self, progress: Progress | None = None, full: bool = False,
+                      save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:
         """Load, update or build the index, save it if anything changed (and `save`), and report.
 
         `structure`: also read a loaded index's per-file structure now (a command that will need it

@@ -43,13 +43,35 @@ from repomem.failures import Failure
 
 PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 REQUEST_TIMEOUT_S = 10.0  # a client sends its request as soon as it connects
+# A client that reads nothing of a command's output for this long (its reader stopped: `| less`
+# left open, Ctrl+Z) is taken for gone: one command at a time, so it held every other one up.
+SEND_TIMEOUT_S = 30.0
+
+
+class _Client:
+    """A command's connection, written to in frames. The first write that fails (the client went
+    away, or read nothing for SEND_TIMEOUT_S) raises BrokenPipeError, as a closed pipe does in a
+    one-command process; later ones are dropped, so a command that stops on it ends at once."""
+
+    def __init__(self, conn: socket.socket):
+        self._conn = conn
+        self.lost = False
+
+    def send(self, kind: bytes, payload: bytes) -> None:
+        if self.lost:
+            return
+        try:
+            self._conn.sendall(HEADER.pack(kind, len(payload)) + payload)
+        except OSError as error:
+            self.lost = True
+            raise BrokenPipeError(f"the client stopped reading: {error}") from error
 
 
 class _Frames(io.RawIOBase):
     """A writable stream that sends what is written as frames of one kind to the client."""
 
-    def __init__(self, conn: socket.socket, kind: bytes):
-        self._conn = conn
+    def __init__(self, client: _Client, kind: bytes):
+        self._client = client
         self._kind = kind
 
     def writable(self) -> bool:
@@ -58,17 +80,13 @@ class _Frames(io.RawIOBase):
     def write(self, data) -> int:
         payload = bytes(data)
         if payload:
-            self._conn.sendall(HEADER.pack(self._kind, len(payload)) + payload)
+            self._client.send(self._kind, payload)
         return len(payload)
 
 
-def _text_stream(conn: socket.socket, kind: bytes) -> io.TextIOWrapper:
-    return io.TextIOWrapper(io.BufferedWriter(_Frames(conn, kind)), encoding="utf-8", errors="replace",
+def _text_stream(client: _Client, kind: bytes) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BufferedWriter(_Frames(client, kind)), encoding="utf-8", errors="replace",
                             line_buffering=True)
-
-
-def _send(conn: socket.socket, kind: bytes, payload: bytes) -> None:
-    conn.sendall(HEADER.pack(kind, len(payload)) + payload)
 
 
 def code_identity(folder: str) -> tuple[tuple[str, int, int], ...]:
@@ -136,6 +154,7 @@ class Daemon:
         self._running_command = False
         self._hangup_lock = threading.Lock()
         self._hung_up = False
+        self._interruptible = False  # a client's hang-up stops the command only while this is True
         self._prepared: set[int] = set()  # ids of the services made ready for edits and watched
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -171,7 +190,7 @@ class Daemon:
             os.umask(old_mask)
         listener.listen(16)
         identity = path.stat().st_ino
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored when started in the background
+        signal.signal(signal.SIGINT, self._on_interrupt)  # ignored when started in the background
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
         service_setup.KEPT = service_setup.KeptServices(self.repositories)
         backend_options.KEPT_BACKEND = backend_options.KeptBackend()
@@ -284,11 +303,24 @@ class Daemon:
                 except OSError as error:  # the client went away mid-answer
                     _log(f"connection lost: {error}")
                     stop = False
+            self._let_go_of_cut_off_updates()
             self._stop_stray_children()
             self._save_all()
             if stop:
                 return
             self._prepare_for_edits()
+
+    def _let_go_of_cut_off_updates(self) -> None:
+        """A command stopped midway through an index update (its client hung up: the interrupt
+        comes between any two steps; a bug; a write to a client that read nothing): that index
+        may be half updated, and what the watch saw was read. Its service is let go of, unsaved;
+        the next command opens the repository afresh from the index on disk. A command stopped
+        while it printed its answer leaves its index whole and kept."""
+        if service_setup.KEPT is None:
+            return
+        for service in service_setup.KEPT.discard_cut_off():
+            self._prepared.discard(id(service))
+            _log(f"let go of {service.root}: its index update was stopped midway")
 
     def _prepare_for_edits(self) -> None:
         """Between commands, what the first edit of a newly loaded index would make (its structure,
@@ -358,10 +390,10 @@ class Daemon:
             _log("stopped by `repomem daemon stop`")
             return True
         if request.get("package") != self.package:
-            _send(conn, b"d", f"another repomem ({request.get('package')})".encode())
+            _Client(conn).send(b"d", f"another repomem ({request.get('package')})".encode())
             return False
         if code_identity(self.package) != self.code:
-            _send(conn, b"d", b"repomem's code changed since the daemon started")
+            _Client(conn).send(b"d", b"repomem's code changed since the daemon started")
             _log("repomem's code changed on disk: exiting")
             return True
         self._run_command(conn, request)
@@ -377,12 +409,23 @@ class Daemon:
                 "commands": self.commands, "idle_exit_s": self.idle_s, "resident_mb": round(_resident_kb() / 1024),
                 "repositories": repositories, "package": self.package}
 
+    def _on_interrupt(self, signum, frame) -> None:
+        """SIGINT: a terminal's Ctrl+C stops the daemon; a client's hang-up (`_watch_hang_up`)
+        stops its command, and is dropped when it arrives once the command has ended (it would
+        have broken off the cleanup after the command, or a save between two)."""
+        if self._hung_up and not self._interruptible:
+            self._hung_up = False
+            return
+        raise KeyboardInterrupt
+
     def _run_command(self, conn: socket.socket, request: dict) -> None:
         argv = [str(a) for a in request.get("argv", [])]
         terminals = request.get("terminals") or [False, False]
         columns = request.get("columns")
         saved_env, saved_streams = dict(os.environ), (sys.stdout, sys.stderr)
-        out_stream, err_stream = _text_stream(conn, b"o"), _text_stream(conn, b"e")
+        client = _Client(conn)
+        conn.settimeout(SEND_TIMEOUT_S)
+        out_stream, err_stream = _text_stream(client, b"o"), _text_stream(client, b"e")
         wake_read, wake_write = socket.socketpair()
         watcher = threading.Thread(target=self._watch_hang_up, args=(conn, wake_read), daemon=True,
                                    name="hang-up")
@@ -407,19 +450,27 @@ class Daemon:
             self._running_command, self._hung_up = True, False
             watcher.start()
             try:
+                self._interruptible = True
                 status = self.run_command(argv, out, err)
             except SystemExit as stop:  # argparse's usage errors and --help
                 status = exit_status(stop.code)
             except KeyboardInterrupt:
                 status = 130
             except Exception:  # REPOMEM_DEBUG=1 re-raises a bug for its traceback: the client's to read
-                traceback.print_exc()
+                try:
+                    traceback.print_exc()
+                except BrokenPipeError:
+                    pass
                 status = 1
             finally:
+                self._interruptible = False
                 with self._hangup_lock:
                     self._running_command = False
             for stream in (out_stream, err_stream):
-                stream.flush()
+                try:
+                    stream.flush()
+                except BrokenPipeError:
+                    pass
         finally:
             wake_write.send(b"x")
             if watcher.is_alive():
@@ -433,7 +484,7 @@ class Daemon:
             os.chdir("/")
             self.commands += 1
             _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
-            _send(conn, b"x", STATUS.pack(status))
+            client.send(b"x", STATUS.pack(status))
 
     def _watch_hang_up(self, conn: socket.socket, wake: socket.socket) -> None:
         """A client that closes its connection (Ctrl+C) stops its command: KeyboardInterrupt in the

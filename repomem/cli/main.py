@@ -459,7 +459,13 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
         return 130
     except BrokenPipeError:
         # The reader went away (`repomem retrieve ... | head -1`): stop quietly, as other tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        try:
+            descriptor = sys.stdout.fileno()
+        except (OSError, ValueError):  # a daemon's command: its output goes to the client in frames
+            return 141
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, descriptor)  # what is still buffered goes nowhere at the exit
+        os.close(devnull)
         return 141
     except OSError as error:
         if error.errno not in (errno.ENOSPC, errno.EIO, errno.EDQUOT) or error.filename is not None:

@@ -60,6 +60,19 @@ class KeptServices:
         service.stop_watching()
         return failure
 
+    def discard_cut_off(self) -> list[RepoService]:
+        """Let go of the services whose index update a command stopped midway (`RepoService.
+        update_cut_off`: a client's hang-up interrupts a command between any two steps, a bug
+        anywhere), unsaved: their index in memory may be half updated and their watch's news read.
+        The next command opens the repository afresh from the index on disk. Returns them."""
+        dropped = [service for service in self.services.values() if service.update_cut_off]
+        for service in dropped:
+            del self.services[service.root]
+            self._keys.pop(service.root, None)
+            self.unsaved.discard(service.root)
+            service.stop_watching()
+        return dropped
+
     def save(self, root: Path) -> Failure | None:
         """Write one repository's index if a command left it updated in memory only."""
         if root not in self.unsaved:

@@ -92,33 +92,38 @@ class TreeWatch:
     by. `start` answers None where no watch can be had; `look` drains what happened since the
     last look."""
 
-    def __init__(self, libc, fd: int, root: str):
+    def __init__(self, libc, fd: int, root: str, excluded: str = ""):
         self._libc = libc
         self._fd = fd
         self._root = root.rstrip("/") or "/"
+        self._excluded = excluded.rstrip("/")  # a folder in the tree left unwatched (the index's own)
         self._tree: dict[int, str] = {}  # watch -> a folder of the tree (absolute)
         self._rules: dict[int, set[str]] = {}  # watch -> names in it that rule the listing
         self._folders: dict[str, int] = {}  # absolute folder -> watch
         self.failed = ""  # why the watch stopped being complete (then every look says `names`)
 
     @classmethod
-    def start(cls, root: str, folders: list[str], rule_files: list[str]) -> TreeWatch | None:
+    def start(cls, root: str, folders: list[str], rule_files: list[str], excluded: str = "") -> TreeWatch | None:
         """Watch `folders` (absolute; the tree's) and, for each of `rule_files` (absolute), the
-        nearest existing folder above it; None where inotify is not available or a limit is met."""
+        nearest existing folder above it, and above the file a symbolic link among them leads to
+        (a .gitignore or an excludes file kept in a dotfiles folder is edited there); None where
+        inotify is not available or a limit is met. `excluded`: a folder of the tree whose new
+        subfolders are not watched (the index's own: its writes change no scan)."""
         libc = _libc()
         if libc is None:
             return None
         fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             return None
-        watch = cls(libc, fd, root)
+        watch = cls(libc, fd, root, excluded)
         for folder in folders:
             watch._add(folder, tree=True)
         for path in rule_files:
-            folder, name = os.path.split(path)
-            while folder and not os.path.isdir(folder) and folder != os.path.dirname(folder):
-                folder, name = os.path.split(folder)
-            watch._add(folder, tree=False, rule=name)
+            for ruled in dict.fromkeys((path, os.path.realpath(path))):
+                folder, name = os.path.split(ruled)
+                while folder and not os.path.isdir(folder) and folder != os.path.dirname(folder):
+                    folder, name = os.path.split(folder)
+                watch._add(folder, tree=False, rule=name)
         if watch.failed:
             watch.close()
             return None
@@ -145,6 +150,8 @@ class TreeWatch:
         pending = [folder]
         while pending:
             current = pending.pop()
+            if self._excluded and (current == self._excluded or current.startswith(self._excluded + "/")):
+                continue
             self._add(current, tree=True)
             try:
                 with os.scandir(current) as entries:

@@ -64,10 +64,19 @@ CHANGES: list[tuple[str, Callable[[Path], None], bool]] = [
     ("a file in the new folder written", lambda root: _append(root / "pkg2/core.py", "\n\ndef more():\n    pass\n"),
      False),
     ("a folder renamed", lambda root: (root / "pkg2").rename(root / "pkg3"), True),
+    # The watch is made anew at each full scan: one set up once kept the moved folder's old name.
+    ("a folder made again where one was moved from",
+     lambda root: _new_folder(root / "pkg2", "again.py", "def again():\n    pass\n"), True),
+    ("a file in the folder made again written",
+     lambda root: _append(root / "pkg2/again.py", "\n\ndef more():\n    pass\n"), False),
     ("a tracked file deleted", lambda root: (root / "lib/deep/mod.py").unlink(), True),
     ("an ignore rule added", lambda root: _append(root / ".gitignore", "lib/\n"), True),
     ("a folder removed", lambda root: shutil.rmtree(root / "pkg3"), True),
     ("a file grown past the size limit", lambda root: _append(root / "app/main.py", "# " + "x" * 3000 + "\n"), True),
+    # ... and one set up once did not watch a folder an ignore rule no longer leaves out.
+    ("the ignore rule of a folder removed", lambda root: (root / ".gitignore").write_text("lib/\n"), True),
+    ("a file in the folder it ignored written",
+     lambda root: _append(root / "ignored/skip.py", "\n\ndef more():\n    return 6\n"), False),
 ]
 
 
@@ -110,6 +119,28 @@ def test_a_watched_refresh_equals_a_full_scan_after_every_change(tmp_path: Path,
         assert _state(watched) == _state(fresh), what
     watched.stop_watching()
     assert not watched.watching
+
+
+def test_an_ignore_file_kept_elsewhere_through_a_link_is_watched_where_it_is_edited(tmp_path: Path) -> None:
+    """A .gitignore that is a symbolic link to a dotfiles folder is edited there, outside the tree:
+    that folder is watched for it too, so the next refresh scans in full and sees the rule."""
+    root = write_repo(tmp_path / "repo", {k: v for k, v in FILES.items() if k != ".gitignore"})
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "gitignore").write_text("ignored/\n")
+    (root / ".gitignore").symlink_to(dotfiles / "gitignore")
+    watched = RepoService.open(root)
+    assert isinstance(watched, RepoService)
+    watched.ensure_index()
+    assert watched.watch_tree() is False and watched.watching
+    _append(dotfiles / "gitignore", "lib/\n")
+    report = watched.ensure_index(save=False)
+    assert report.action == "updated" and report.removed == 1  # lib/deep/mod.py left the index
+    fresh = RepoService.open(root)
+    assert isinstance(fresh, RepoService)
+    fresh.ensure_index(save=False)
+    assert _state(watched) == _state(fresh)
+    watched.stop_watching()
 
 
 def test_the_index_folder_inside_the_tree_is_not_watched(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,124 @@ def test_kept_services_are_reused_for_the_same_settings_only(tmp_path: Path, mon
     for root in others:
         kept.reuse(_opened(root))
     assert list(kept.services) == [root.resolve() for root in others]
+
+
+def _command(daemon: Daemon) -> bytes:
+    """One forwarded command through `_serve` and what the loop does after it; its exit status."""
+    served, client = socket.socketpair()
+    with served, client:
+        client.sendall(json.dumps({"argv": ["retrieve"], "cwd": "/", "env": dict(os.environ),
+                                   "package": package_folder(), "terminals": [False, False]}).encode() + b"\n")
+        assert daemon._serve(served) is False
+        daemon._let_go_of_cut_off_updates()
+        frames = []
+        stream = client.makefile("rb")
+        served.close()
+        while (frame := read_frame(stream)) is not None:
+            frames.append(frame)
+    return dict(frames)[b"x"]
+
+
+@pytest.mark.parametrize("ending", ["interrupted", "a bug", "answered"])
+def test_a_command_stopped_midway_through_an_update_lets_go_of_its_repositorys_service(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str) -> None:
+    """A client's hang-up interrupts its command between any two steps (an index update among
+    them), and a bug stops it anywhere: a service whose update was cut off may hold a half-updated
+    index, so it is let go of, unsaved, and the next command opens the repository afresh. One whose
+    update ended is kept."""
+    from repomem.cli import service_setup
+
+    shop = copy_example(tmp_path / "shop")
+    monkeypatch.setattr(service_setup, "KEPT", KeptServices(limit=2))
+    other = service_setup.KEPT.reuse(_opened(write_repo(tmp_path / "other", {"a.py": "x = 1\n"})))
+
+    def command(argv, out, err) -> int:
+        service = service_setup.KEPT.reuse(_opened(shop))
+        service.ensure_index()
+
+        def stopped(*args) -> None:
+            raise KeyboardInterrupt if ending == "interrupted" else RuntimeError("a bug midway")
+
+        if ending != "answered":  # the next update stops after the refresh began
+            monkeypatch.setattr(service, "_apply", stopped)
+            (shop / "shop/cart.py").write_text((shop / "shop/cart.py").read_text() + "\n\ndef more():\n    pass\n")
+        service.ensure_index(save=False)
+        service_setup.KEPT.unsaved.add(service.root)  # as an update in memory leaves it
+        return 0
+
+    daemon = Daemon(idle_s=60, repositories=2, run_command=command)
+    status = _command(daemon)
+    kept = service_setup.KEPT
+    if ending == "answered":
+        assert status == b"\0\0\0\0" and shop.resolve() in kept.services and shop.resolve() in kept.unsaved
+    else:
+        assert status != b"\0\0\0\0"
+        assert shop.resolve() not in kept.services and shop.resolve() not in kept.unsaved  # nothing half done saved
+    assert kept.services[other.root] is other  # another repository's service is not the command's
+
+
+def test_a_hang_up_that_comes_after_the_command_ended_stops_nothing() -> None:
+    """The hang-up's interrupt reaches the main thread between two of its steps: arriving once the
+    command has ended, it broke off the cleanup after it or a save, and stopped the daemon."""
+    daemon = Daemon(idle_s=60, repositories=1, run_command=main)
+    daemon._hung_up, daemon._interruptible = True, False
+    daemon._on_interrupt(2, None)  # dropped
+    assert daemon._hung_up is False
+    daemon._hung_up, daemon._interruptible = True, True
+    with pytest.raises(KeyboardInterrupt):
+        daemon._on_interrupt(2, None)
+    daemon._hung_up = False
+    with pytest.raises(KeyboardInterrupt):  # Ctrl+C at the daemon's own terminal
+        daemon._on_interrupt(2, None)
+
+
+def test_a_broken_pipe_inside_a_daemon_closes_no_descriptor_it_does_not_own(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`repomem retrieve ... | head -1` through a daemon: the command's stdout is the client's frames,
+    with no descriptor; the BrokenPipeError path opened /dev/null and never closed it, one leaked
+    descriptor a command until the daemon could accept no more."""
+    import io
+
+    from repomem.cli import main as cli_main
+
+    shop = copy_example(tmp_path / "shop")
+    monkeypatch.chdir(shop)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))  # no fileno(), as a daemon's
+
+    def broken(args, out, err) -> int:
+        raise BrokenPipeError
+
+    monkeypatch.setattr(cli_main, "cmd_index", broken)  # the parser is made at each call: it takes this one
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        assert cli_main.main(["index", "--json"]) == 141
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_client_that_stops_reading_holds_the_daemon_up_no_longer_than_the_send_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One command at a time: a client whose reader stopped (`| less` left open, Ctrl+Z) held every
+    other command up for as long as it read nothing. Past SEND_TIMEOUT_S it is taken for gone."""
+    import time
+
+    from repomem.cli import daemon_server, service_setup
+
+    monkeypatch.setattr(daemon_server, "SEND_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(service_setup, "KEPT", KeptServices(limit=1))
+    shop = copy_example(tmp_path / "shop")
+
+    def command(argv, out, err) -> int:
+        service_setup.KEPT.reuse(_opened(shop)).ensure_index()
+        print("x" * 50_000_000)  # far more than the socket holds
+        return 0
+
+    daemon = Daemon(idle_s=60, repositories=1, run_command=command)
+    served, client = socket.socketpair()
+    with served, client:
+        client.sendall(json.dumps({"argv": ["retrieve"], "cwd": "/", "env": dict(os.environ),
+                                   "package": package_folder(), "terminals": [False, False]}).encode() + b"\n")
+        started = time.perf_counter()
+        assert daemon._serve(served) is False  # the client reads nothing
+        assert time.perf_counter() - started < 10
+    daemon._let_go_of_cut_off_updates()
+    assert shop.resolve() in service_setup.KEPT.services  # stopped while it printed: its index is whole
