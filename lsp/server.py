@@ -43,6 +43,7 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
 from repomem.lsp.client_quirks import lenient_converter
+from repomem.lsp.documents import use_protocol_lines
 from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.next_line import enter_at_end
@@ -411,6 +412,7 @@ server = RepomemServer()
 def initialize(ls: RepomemServer, params: types.InitializeParams) -> None:
     ls.loop = asyncio.get_running_loop()
     ls.options = params.initialization_options
+    use_protocol_lines(ls.workspace)
 
 
 @server.feature(types.INITIALIZED)

@@ -313,7 +313,7 @@ class CompletionEngine:
         )
 
     def _stable_key(self, request: CompletionRequest, context: CursorContext) -> FunctionKey | None:
-        return WarmPrefix.key(request.order, request.cursor.path, context.definition_line)
+        return WarmPrefix.key(request.order, request.cursor.path, context.definition_line, context.file_lines)
 
     def _fragments(self, lever_round: LeverRound, levers: Sequence[PromptLever], query: str) -> list[ScoredFragment]:
         """The round's fragments: remembered for the function (stable order, first round) or

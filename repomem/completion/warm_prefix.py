@@ -22,17 +22,39 @@ engine knows what order "stable" means.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from repomem.retrieval.scoring import ScoredFragment
 
-# (path, 0-based line of the enclosing definition): what order "stable" remembers things by
-FunctionKey = tuple[str, int]
+
+@dataclass(frozen=True)
+class FunctionKey:
+    """A function as order "stable" remembers it: its file, its definition line's text and how many
+    definition lines of that text come before it there. Not its line number: lines typed above
+    move the functions below, and one was then given the memory (retrieved blocks, the prompt's
+    start) of another that had moved onto its old line. `line` (not compared): where the
+    definition is now, which the prompt's remembered start is counted from."""
+
+    path: str
+    definition: str
+    same_before: int
+    line: int = field(compare=False)
+
+    @classmethod
+    def of(cls, path: str, definition_line: int, file_lines: Sequence[str]) -> FunctionKey:
+        """The function whose definition is at 0-based `definition_line` of `file_lines` (-1: the
+        module level)."""
+        if not 0 <= definition_line < len(file_lines):
+            return cls(path, "" if definition_line < 0 else f"line {definition_line}", 0, definition_line)
+        text = file_lines[definition_line].strip()
+        same_before = sum(1 for line in file_lines[:definition_line] if text in line and line.strip() == text)
+        return cls(path, text, same_before, definition_line)
+
 
 STABLE_MEMO_SIZE = 64  # functions whose blocks are remembered
-FIRST_LINE_SLOT = "first-line"  # FunctionMemory slot: where the function's last prompt began its file
+FIRST_LINE_SLOT = "first-line"  # FunctionMemory slot: where its last prompt began the file, from its definition
 HEADROOM_SHARE = 16  # the first prompt in a function leaves 1/16 of the budget free
 
 
@@ -44,7 +66,9 @@ class FunctionMemory:
     def __init__(self, size: int):
         self.size = size
         self._fragments: OrderedDict[FunctionKey, list[ScoredFragment]] = OrderedDict()
-        self._slots: dict[str, dict[FunctionKey, Any]] = {}
+        # Each slot's entries, least recently set first, at most `size` of them: a slot is set for
+        # functions whose fragments were never kept too (nothing retrieved, no index yet).
+        self._slots: dict[str, OrderedDict[FunctionKey, Any]] = {}
 
     def fragments(self, key: FunctionKey,
                   renew: Callable[[list[ScoredFragment]], list[ScoredFragment] | None]) -> list[ScoredFragment] | None:
@@ -61,6 +85,7 @@ class FunctionMemory:
 
     def remember_fragments(self, key: FunctionKey, fragments: list[ScoredFragment]) -> None:
         self._fragments[key] = fragments
+        self._fragments.move_to_end(key)  # a function in use, whose old entry could not be renewed
         while len(self._fragments) > self.size:
             dropped, _ = self._fragments.popitem(last=False)
             for slot in self._slots.values():
@@ -70,7 +95,11 @@ class FunctionMemory:
         return self._slots.get(slot, {}).get(key)
 
     def set(self, slot: str, key: FunctionKey, value: Any) -> None:
-        self._slots.setdefault(slot, {})[key] = value
+        entries = self._slots.setdefault(slot, OrderedDict())
+        entries[key] = value
+        entries.move_to_end(key)
+        while len(entries) > self.size:
+            entries.popitem(last=False)
 
 
 class PromptStart(NamedTuple):
@@ -134,9 +163,9 @@ class WarmPrefix:
         return cls(FunctionMemory(size))
 
     @staticmethod
-    def key(order: str, path: str, definition_line: int) -> FunctionKey | None:
+    def key(order: str, path: str, definition_line: int, file_lines: Sequence[str]) -> FunctionKey | None:
         """The function a request's prompts are remembered by; None outside order "stable"."""
-        return (path, definition_line) if order == "stable" else None
+        return FunctionKey.of(path, definition_line, file_lines) if order == "stable" else None
 
     def fragments(self, key: FunctionKey,
                   renew: Callable[[list[ScoredFragment]], list[ScoredFragment] | None]) -> list[ScoredFragment] | None:
@@ -151,10 +180,11 @@ class WarmPrefix:
         line the prompt may show, the fit's left line 0)."""
         if key is None:
             return COLD_START
-        aim = self.memory.get(FIRST_LINE_SLOT, key)
+        below_definition = self.memory.get(FIRST_LINE_SLOT, key)
+        aim = None if below_definition is None else key.line + below_definition  # moved with the function
         hint = aim - visible_from if aim is not None and aim >= visible_from else None
         return PromptStart(aim if hint is not None else None, hint, max_prompt_tokens // HEADROOM_SHARE)
 
     def remember_start(self, key: FunctionKey | None, first_line: int) -> None:
         if key is not None:
-            self.memory.set(FIRST_LINE_SLOT, key, first_line)
+            self.memory.set(FIRST_LINE_SLOT, key, first_line - key.line)

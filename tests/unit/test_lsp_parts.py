@@ -407,3 +407,40 @@ def test_a_watch_that_fails_costs_the_watch_never_the_index(package_repo: Path, 
     session.sync_buffers()
     assert not session.service.watching
     assert any("read refused" in message for _, message in logged)
+
+
+def test_documents_split_lines_where_the_client_does_below_a_form_feed_u2028_and_nel():
+    """pygls split a document's lines with str.splitlines, which also breaks at a form feed, U+2028,
+    NEL and others: below one, every incremental change landed on the wrong line of the server's
+    copy, and columns were converted on the wrong line. The server's workspace now splits at
+    "\\n", "\\r\\n" and "\\r" only, from `initialize` on."""
+    import asyncio
+
+    from pygls.workspace import Workspace
+
+    from repomem.lsp.documents import ProtocolLinesDocument
+    from repomem.lsp.server import RepomemServer, initialize
+
+    ls = RepomemServer()
+    ls.protocol._workspace = Workspace(None)  # as pygls makes it before the server's own handler
+
+    async def initialized() -> None:
+        initialize(ls, types.InitializeParams(capabilities=types.ClientCapabilities()))
+
+    asyncio.run(initialized())
+    uri = "file:///page.py"
+    text = "def f(x):\f\n    return \r\nz = '\u2028'\nnel\x85 é😀 = f(\n"
+    ls.workspace.put_text_document(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    document = ls.workspace.get_text_document(uri)
+    assert isinstance(document, ProtocolLinesDocument)
+    assert list(document.lines) == ["def f(x):\f\n", "    return \r\n", "z = '\u2028'\n", "nel\x85 é😀 = f(\n"]
+    # "x" typed at the end of "    return " (the client's line 1) and after "f(" on line 3, whose
+    # column counts the emoji as two UTF-16 units.
+    for line, character, typed in ((1, 11, "x"), (3, 13, "y")):
+        where = types.Range(start=types.Position(line=line, character=character),
+                            end=types.Position(line=line, character=character))
+        ls.workspace.update_text_document(types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                                          types.TextDocumentContentChangePartial(range=where, text=typed))
+    assert document.source == "def f(x):\f\n    return x\r\nz = '\u2028'\nnel\x85 é😀 = f(y\n"
+    position = document.position_from_client_units(types.Position(line=3, character=13))
+    assert (position.line, position.character) == (3, 12)

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import random
 
-from repomem.completion.warm_prefix import COLD_START, HEADROOM_SHARE, PromptStart, WarmPrefix, first_kept_line
+from repomem.completion.warm_prefix import (
+    COLD_START,
+    FIRST_LINE_SLOT,
+    HEADROOM_SHARE,
+    FunctionKey,
+    FunctionMemory,
+    PromptStart,
+    WarmPrefix,
+    first_kept_line,
+)
 from repomem.retrieval.scoring import ScoredFragment
 
 
@@ -48,11 +57,15 @@ def test_the_first_kept_line_is_what_enumeration_gives_and_counts_few_prompts():
         assert len(counts) <= 2 + max(len(sizes), 1).bit_length() + 1
 
 
+LINES = [f"line {n}" for n in range(4)] + ["def f(x):"] + [f"    x += {n}" for n in range(40)]
+
+
 def test_a_function_keeps_its_start_and_leaves_headroom_only_in_order_stable():
     warm = WarmPrefix.new()
-    assert WarmPrefix.key("similarity", "a.py", 4) is None and WarmPrefix.key("stable", "a.py", 4) == ("a.py", 4)
+    assert WarmPrefix.key("similarity", "a.py", 4, LINES) is None
     assert warm.start(None, 0, 1024) == COLD_START  # outside order "stable": nothing remembered, nothing spared
-    key = ("a.py", 4)
+    key = WarmPrefix.key("stable", "a.py", 4, LINES)
+    assert (key.path, key.definition, key.same_before, key.line) == ("a.py", "def f(x):", 0, 4)
     first = warm.start(key, 0, 1024)
     assert first == PromptStart(None, None, 1024 // HEADROOM_SHARE)  # the first prompt in the function
     warm.remember_start(key, 30)
@@ -60,7 +73,38 @@ def test_a_function_keeps_its_start_and_leaves_headroom_only_in_order_stable():
     assert warm.start(key, 31, 1024) == PromptStart(None, None, 64)  # the start lies above what may be shown
     assert warm.start(key, 10, 1024).afresh() == PromptStart(None, 20, 64)
     warm.remember_start(None, 5)  # order other than "stable": nothing to remember
-    assert warm.start(("b.py", 1), 0, 1024).aim is None
+    assert warm.start(FunctionKey.of("b.py", 1, LINES), 0, 1024).aim is None
+    # Three lines typed above: the same function, its start moved with it.
+    moved = WarmPrefix.key("stable", "a.py", 7, ["x = 1"] * 3 + LINES)
+    assert moved == key and warm.start(moved, 10, 1024) == PromptStart(33, 23, 64)
+
+
+def test_functions_are_remembered_by_their_definition_not_its_line_number():
+    """Lines inserted above moved one function onto another's old line, which then gave it the
+    other's retrieved blocks; a second definition of the same text is another function."""
+    lines = ["class A:", "    def __init__(self):", "        pass",
+             "class B:", "    def __init__(self):", "        pass"]
+    first, second = FunctionKey.of("a.py", 1, lines), FunctionKey.of("a.py", 4, lines)
+    assert first != second and (first.same_before, second.same_before) == (0, 1)
+    shifted = ["import os", ""] + lines
+    assert FunctionKey.of("a.py", 3, shifted) == first and FunctionKey.of("a.py", 6, shifted) == second
+    assert FunctionKey.of("a.py", 1, shifted) != first  # what now stands on the first's old line
+    assert FunctionKey.of("a.py", -1, lines) == FunctionKey.of("a.py", -1, shifted)  # the module level
+    warm = WarmPrefix.new()
+    warm.remember_fragments(first, ["blocks of A"])
+    assert warm.fragments(FunctionKey.of("a.py", 1, shifted), lambda kept: kept) is None
+    assert warm.fragments(FunctionKey.of("a.py", 3, shifted), lambda kept: kept) == ["blocks of A"]
+
+
+def test_slots_stay_bounded_when_no_fragments_are_kept():
+    """A slot set for functions whose fragments were never kept (nothing retrieved, no index yet)
+    grew without bound: each slot keeps at most the memory's size, the least recently set dropped."""
+    memory = FunctionMemory(size=4)
+    for n in range(100):
+        memory.set(FIRST_LINE_SLOT, FunctionKey("a.py", f"def f{n}():", 0, n), n)
+    assert memory.get(FIRST_LINE_SLOT, FunctionKey("a.py", "def f99():", 0, 0)) == 99
+    assert memory.get(FIRST_LINE_SLOT, FunctionKey("a.py", "def f95():", 0, 0)) is None
+    assert len(memory._slots[FIRST_LINE_SLOT]) == 4
 
 
 def test_fragments_are_remembered_per_function_and_never_empty():
