@@ -73,6 +73,11 @@ class Changes:
     names: bool = False
     written: set[str] = field(default_factory=set)
     entries: set[str] = field(default_factory=set)
+    # The watch itself must be made anew from what the names depend on now (with the full scan):
+    # a rule file changed (an ignore rule removed leaves folders unwatched that now count), the
+    # kernel's queue overflowed (folders made meanwhile were never watched), the tree's top or a
+    # rule file's folder went away (replaced, made again).
+    rewatch: bool = False
 
 
 def _libc():
@@ -82,6 +87,7 @@ def _libc():
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.inotify_init1.argtypes = [ctypes.c_int]
         libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
         return libc
     except (OSError, AttributeError):
         return None
@@ -175,7 +181,7 @@ class TreeWatch:
                 break
             self._read_events(data, changes)
         if self.failed:
-            changes.names = True
+            changes.names = changes.rewatch = True
         return changes
 
     def _read_events(self, data: bytes, changes: Changes) -> None:
@@ -186,11 +192,13 @@ class TreeWatch:
             name = os.fsdecode(data[offset:offset + length].split(b"\0", 1)[0])
             offset += length
             if mask & IN_Q_OVERFLOW:
-                changes.names = True
+                changes.names = changes.rewatch = True
                 continue
             if name and name in self._rules.get(wd, ()):
-                changes.names = True
+                changes.names = changes.rewatch = True
             folder = self._tree.get(wd)
+            if mask & GONE and (wd in self._rules or folder == self._root):
+                changes.names = changes.rewatch = True
             if folder is None:
                 continue  # a rule file's folder: only the rule files' own names count (above)
             if mask & GONE or not name:
@@ -201,6 +209,8 @@ class TreeWatch:
                 continue
             if mask & IN_ISDIR:
                 changes.names = True
+                if mask & (IN_MOVED_FROM | IN_DELETE):
+                    self._forget_tree(os.path.join(folder, name))
                 if mask & (IN_CREATE | IN_MOVED_TO) and name != ".git":
                     self._watch_new_tree(os.path.join(folder, name))
                 continue
@@ -215,6 +225,16 @@ class TreeWatch:
                 changes.entries.add(path)
             elif mask & WRITTEN:
                 changes.written.add(path)
+
+    def _forget_tree(self, folder: str) -> None:
+        """A folder moved or deleted out of its place, and every folder below it: their watches go
+        (one moved elsewhere would report its events under its old name) and their names are free
+        for a folder made there again, which is then watched anew."""
+        below = folder + "/"
+        for path in [path for path in self._folders if path == folder or path.startswith(below)]:
+            wd = self._folders.pop(path)
+            if self._tree.pop(wd, None) is not None and wd not in self._rules:
+                self._libc.inotify_rm_watch(self._fd, wd)  # its IN_IGNORED then names no folder
 
     @property
     def folders(self) -> int:
