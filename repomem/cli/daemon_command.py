@@ -154,7 +154,7 @@ def _spawn(idle_minutes: float, repositories: int, warm: list[str], model_for: l
     except OSError as error:
         return Failure(FailureKind.DAEMON_FAILED, f"cannot write {folder}: {error.strerror}")
     environment = {k: v for k, v in os.environ.items() if k != OPT_OUT}
-    command = [sys.executable, "-m", "repomem", "daemon", "start", "--foreground",
+    command = [sys.executable, "-P", "-m", "repomem", "daemon", "start", "--foreground",
                "--idle-minutes", str(idle_minutes), "--repositories", str(repositories)]
     for root in warm:
         command += ["--warm", root]

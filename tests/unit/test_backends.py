@@ -604,3 +604,24 @@ def test_kill_ends_a_call_waiting_on_the_server_at_once(streams: bool):
     finally:
         _Hangs.release.set()
         server.shutdown()
+
+
+def test_the_model_child_imports_nothing_from_its_working_folder(tmp_path, monkeypatch):
+    """The child runs `python -m repomem.backends.llama_child` in the temporary folder, which any
+    local user may write in: Python put that folder first on the import path, so a `repomem`
+    package planted there ran as the user, with the API key in its environment. -P leaves it out."""
+    import tempfile
+
+    from repomem.backends.llama_process import start_ahead
+
+    marker = tmp_path / "planted-code-ran"
+    planted = tmp_path / "repomem" / "backends"
+    planted.mkdir(parents=True)
+    (tmp_path / "repomem" / "__init__.py").write_text("")
+    (planted / "__init__.py").write_text("")
+    (planted / "llama_child.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    started = start_ahead(tmp_path / "no-such-model.gguf")
+    assert started is not None
+    started.process.communicate(timeout=120)  # the real child: it says the model cannot be read
+    assert not marker.exists()
