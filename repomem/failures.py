@@ -30,6 +30,7 @@ class FailureKind(StrEnum):
     SYMLINK_LOOP = "symlink-loop"
     UNREADABLE_FILE = "unreadable-file"
     SECRET_FILE = "secret-file"
+    SECRET_AT_CURSOR = "secret-at-cursor"
 
     # The repository and its index
     MISSING_REPO = "missing-repo"

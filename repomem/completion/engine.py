@@ -27,7 +27,7 @@ from repomem.completion.levers.base import LeverRound, Pins, PromptLever
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.postprocess import CompletionShape, clean_completion, completion_settled
 from repomem.completion.prompt import BLOCK_WORDS, ContextBlock, Prompt, PromptBudget, build_prompt, frames_blocks
-from repomem.completion.request import CompletionRequest, CursorContext, read_cursor
+from repomem.completion.request import CompletionRequest, CursorContext, SecretAtCursor, read_cursor
 from repomem.completion.retrievers import RETRIEVERS, RetrievalFailed, RoundQuery
 from repomem.completion.rounds import RoundAnswer
 from repomem.completion.warm_prefix import FunctionKey, PromptStart, WarmPrefix
@@ -149,6 +149,8 @@ class CompletionEngine:
     def run(self, request: CompletionRequest) -> Completion | Failure:
         view = self.service.view(self.config)
         context = self._read_cursor(view, request)
+        if isinstance(context, Failure):
+            return context
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
         model = self._memory_model(view, request)
@@ -211,6 +213,8 @@ class CompletionEngine:
         write this one out in the same pass."""
         view = self.service.view(self.config)
         context = self._read_cursor(view, request)
+        if isinstance(context, Failure):
+            return None
         _, levers = self._lever_round(view, request, context, 2, self._memory_model(view, request))
         return next((name for lever in levers if (name := lever.second_opinion(RoundAnswer("", 0.0)))), None)
 
@@ -232,13 +236,18 @@ class CompletionEngine:
         """The first round's prompt without running the model (prompt-level evaluation, explain)."""
         view = self.service.view(self.config)
         context = self._read_cursor(view, request)
+        if isinstance(context, Failure):
+            return context
         return self._prepare(view, request, context, context.query, 1, {"retrieve": 0.0, "prompt": 0.0},
                              self._memory_model(view, request))
 
-    def _read_cursor(self, view: RepoView, request: CompletionRequest) -> CursorContext:
-        return read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
-                           view.mask,
-                           heal_words=self.config.completion.word_healing and constrains_start(self.backend))
+    def _read_cursor(self, view: RepoView, request: CompletionRequest) -> CursorContext | Failure:
+        try:
+            return read_cursor(request, self.config.retrieval.query_lines, self.backend.template.supports_fim,
+                               view.mask,
+                               heal_words=self.config.completion.word_healing and constrains_start(self.backend))
+        except SecretAtCursor as inside:
+            return inside.failure
 
     def _lever_round(self, view: RepoView, request: CompletionRequest, context: CursorContext, round_number: int,
                      model: MemoryModel | None,

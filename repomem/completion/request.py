@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from repomem.completion.postprocess import CompletionShape, completion_shape
+from repomem.failures import Failure, FailureKind
 from repomem.languages.language import BRACE_DEFINITION_TYPES, BRACE_NAMED_FUNCTION_VALUE_TYPES, Language
 from repomem.languages.registry import language_named, language_of
 from repomem.languages.treesitter import parse
@@ -103,6 +104,32 @@ def enclosing_definition_of(language: Language, lines: list[str], line: int) -> 
     return -1
 
 
+class SecretAtCursor(ValueError):
+    """The cursor stands inside a secret: no part of it may reach the model, and a completion there
+    would be one."""
+
+    failure = Failure(FailureKind.SECRET_AT_CURSOR,
+                      "the cursor is inside a secret (a key, token or password, masked before anything reaches "
+                      "the model): no completion there")
+
+
+_QUOTES = "\"'`"
+
+
+def _open_quote(text: str) -> str | None:
+    """The quote of a string literal `text` ends inside (not closed yet), or None."""
+    open_quote = None
+    escaped = False
+    for character in text:
+        if escaped:
+            escaped = False
+        elif character == "\\" and open_quote is not None:
+            escaped = True
+        elif character in _QUOTES and open_quote in (None, character):
+            open_quote = None if open_quote == character else character
+    return open_quote
+
+
 def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool,
                 mask: Callable[[str], str] = lambda text: text, heal_words: bool = False) -> CursorContext:
     """Everything the engine needs from the cursor, from one split of the file into lines.
@@ -110,20 +137,27 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     `mask` hides secrets (repomem.index.secrets). It keeps line breaks, so it runs on the whole
     file at once (a secret's name on one line and its value on the next, a key block's BEGIN line
     and its body, are seen together, whatever line the cursor is on): the cursor's line stays put,
-    its column moves by what masking took left of it."""
+    its column moves by what masking took left of it. Raises SecretAtCursor where the cursor stands
+    inside a secret: the line's halves masked apart would each show a part of it (neither looks
+    like a secret alone), and a value being typed, its literal not closed yet, is one when closed."""
     cursor = request.cursor
     raw = cursor.text.split("\n")
     lines = mask(cursor.text).split("\n")
     current_raw = raw[cursor.line] if cursor.line < len(raw) else ""
     current = lines[cursor.line] if cursor.line < len(lines) else ""
     left_raw, right_raw = current_raw[: cursor.column], current_raw[cursor.column :]
+    quote = _open_quote(left_raw)
+    if quote is not None and mask(left_raw + quote) != left_raw + quote:
+        raise SecretAtCursor
     if current.endswith(right_raw):  # nothing masked right of the cursor
         column = len(current) - len(right_raw)
     elif current.startswith(left_raw):  # nothing masked left of it
         column = len(left_raw)
-    else:  # a secret on each side, or across the cursor: each half of the line is masked on its own
-        left_of_cursor = mask(left_raw)
-        current, column = left_of_cursor + mask(right_raw), len(left_of_cursor)
+    else:  # a secret on each side: each half of the line is masked on its own
+        left_of_cursor, right_of_cursor = mask(left_raw), mask(right_raw)
+        if left_of_cursor + right_of_cursor != current:
+            raise SecretAtCursor  # one across the cursor: the halves alone do not hide it
+        current, column = left_of_cursor + right_of_cursor, len(left_of_cursor)
     lines[cursor.line:cursor.line + 1] = [current]
     visible_from = min(max(request.visible_from, 0), cursor.line)
     left_lines = [*lines[visible_from : cursor.line], current[:column]]

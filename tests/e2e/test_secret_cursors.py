@@ -48,15 +48,21 @@ def server():
     httpd.shutdown()
 
 
-def cursors(file: CorpusFile) -> list[tuple[int, int]]:
+def cursors(file: CorpusFile, inside: bool = False) -> list[tuple[int, int]]:
     """0-based (line, column) cursors: the end of the first and of the last line holding a secret
     (its value in the cursor's own line, left of the cursor), the start of the line after the
-    first, and the file's end (the whole file above the cursor)."""
+    first, and the file's end (the whole file above the cursor). `inside`: also the middle of each
+    one-line secret value (its halves, masked apart, looked like no secret: both were sent)."""
     lines = file.text.rstrip("\n").split("\n")
     secret_lines = sorted({p.line for p in file.planted if p.secret})
     chosen = {(line, len(lines[line])) for line in secret_lines[:1] + secret_lines[-1:]}
     chosen |= {(line + 1, 0) for line in secret_lines[:1] if line + 1 < len(lines)}
     chosen.add((len(lines) - 1, len(lines[-1])))
+    if inside:
+        for planted in file.planted:
+            at = lines[planted.line].find(planted.value) if planted.secret and "\n" not in planted.value else -1
+            if at >= 0 and len(planted.value) >= 8:
+                chosen.add((planted.line, at + len(planted.value) // 2))
     return sorted(chosen)
 
 
@@ -81,17 +87,20 @@ def test_the_engine_sends_no_secret_with_the_cursor_anywhere(repo, server, corpu
     backend = OpenAIBackend.connect(server)
     assert not isinstance(backend, Failure), backend
     engine = CompletionEngine(service, backend)
-    completed, refused = 0, set()
+    completed, refused, inside_secrets = 0, set(), 0
     for file in corpus:
-        for line, column in cursors(file):
+        for line, column in cursors(file, inside=True):
             cursor = locate(repo, file.path, file.text, line + 1, column + 1)
             assert not isinstance(cursor, Failure), (file.path, cursor)
             result = engine.complete(cursor, max_new_tokens=1)
-            if isinstance(result, Failure):
+            if isinstance(result, Failure) and result.kind == "secret-at-cursor":
+                inside_secrets += 1
+            elif isinstance(result, Failure):
                 assert result.kind == "secret-file", (file.path, result)
                 refused.add(file.path)
             else:
                 completed += 1
+    assert inside_secrets > 20  # the cursors in the middle of secrets: refused, not sent in halves
     assert refused == {file.path for file in corpus if secret_file_reason(file.text)}
     assert refused >= {"pull-secret.yml", "id_deploy.txt", "netrc.txt"}
     prompts = [entry for entry in _RecordingModelServer.heard if entry.startswith("POST /v1/completions")]
