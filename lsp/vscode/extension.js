@@ -8,7 +8,17 @@ const { isSecretDocument } = require("./secret_files");
 // would otherwise come back as a burst of watched-file events.
 const UNWATCHED = /\/(\.repomem|\.git)\//;
 const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxLines", "maxPromptTokens", "debounceMs", "endpoint", "model"];
+// Where the code goes and what runs are the user's own settings only ("scope": "machine" in
+// package.json): a cloned repository's .vscode/settings.json must not send the code, and the
+// API key, to a server it names, load a model file of its choosing or name the program started.
+const USER_ONLY_KEYS = new Set(["endpoint", "model", "command"]);
 let client;
+
+function userOrWorkspaceValue(config, key) {
+  const set = config.inspect(key);
+  if (!set) return undefined;
+  return USER_ONLY_KEYS.has(key) ? set.globalValue : (set.workspaceFolderValue ?? set.workspaceValue ?? set.globalValue);
+}
 
 // Only the settings the user set (user, workspace or folder) are sent: the server's own defaults
 // apply to the rest, and they depend on the model (a 1,024-token prompt with the embedded model,
@@ -17,15 +27,14 @@ function settings() {
   const config = vscode.workspace.getConfiguration("repomem");
   const out = {};
   for (const key of SETTING_KEYS) {
-    const set = config.inspect(key);
-    const value = set && (set.workspaceFolderValue ?? set.workspaceValue ?? set.globalValue);
+    const value = userOrWorkspaceValue(config, key);
     if (value !== undefined && value !== null) out[key] = value;
   }
   return { repomem: out };
 }
 
 async function activate(context) {
-  const command = vscode.workspace.getConfiguration("repomem").get("command") || "repomem";
+  const command = userOrWorkspaceValue(vscode.workspace.getConfiguration("repomem"), "command") || "repomem";
   client = new LanguageClient("repomem", "repomem",
     { command, args: ["serve"] },
     {

@@ -271,6 +271,22 @@ def test_the_editor_clients_send_only_what_the_user_set():
     assert vscode["contributes"]["configuration"]["properties"]["repomem.maxPromptTokens"]["default"] is None
 
 
+def test_a_repositorys_workspace_settings_cannot_name_the_server_the_model_or_the_program():
+    """A cloned repository's .vscode/settings.json could send the code, and the API key, to a
+    server it named, load a model file of its choosing and name the program VS Code started: the
+    settings that say where the code goes and what runs are the user's own ("scope": "machine",
+    as the server's own settings are "not a repository"), and the extension reads only the
+    user's value of each."""
+    vscode = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
+    properties = vscode["contributes"]["configuration"]["properties"]
+    extension = (ROOT / "lsp" / "vscode" / "extension.js").read_text(encoding="utf-8")
+    user_only = set(re.findall(r'"(\w+)"', re.search(r"USER_ONLY_KEYS = new Set\(\[(.*?)\]", extension).group(1)))
+    assert user_only == {"endpoint", "model", "command"}
+    for name in user_only:
+        assert properties[f"repomem.{name}"]["scope"] == "machine", name
+    assert 'get("command")' not in extension and "userOrWorkspaceValue(vscode.workspace" in extension
+
+
 # -- the behaviour and the warnings as before ------------------------------------------------------
 
 
