@@ -195,7 +195,26 @@ def settings_fingerprint(config: Config) -> str:
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
             record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""),
-            record.get("settings", ""), record.get("typing", ""))
+            record.get("settings", ""), record.get("typing", ""), record.get("task_digest", ""))
+
+
+def task_digest(task: EvalTask) -> str:
+    """Which task a record answers, beyond its id: tasks rebuilt into the same folder reuse their
+    ids (`repo/split/k`), so a rerun resumed from records of another hole, with another ground
+    truth, and reported them as new."""
+    what = json.dumps([task.path, task.lineno, task.context_start_lineno, task.ground_truth])
+    return hashlib.blake2b(what.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
+def _holds_ground_truth(file_lines: Sequence[str], task: EvalTask) -> bool:
+    """Whether the file holds the task's ground truth at its hole: the ground truth's first line
+    (stripped) ends one of the file's lines the ground truth spans from `lineno` on (a hole may
+    start inside a line). A tasks file built from other versions of the repositories, or with its
+    holes moved, was scored with the answer above the cursor or under it."""
+    truth = [line.strip() for line in task.ground_truth.split("\n")]
+    first = next((line for line in truth if line), "")
+    spanned = file_lines[task.lineno:task.lineno + len(truth)]
+    return not first or any(line.strip().endswith(first) for line in spanned)
 
 
 def strategy_and_alpha(name: str) -> tuple[str, float | None]:
@@ -437,7 +456,7 @@ class Evaluator:
                            f"{self.repos_dir}: no such folder (--repos names the folder holding "
                            "one folder per repository)")
         refused: dict[FailureKind, list[Failure]] = {}
-        lines: dict[Path, int | None] = {}  # per resolved file; None: unreadable, left to the task's record
+        lines: dict[Path, list[str] | None] = {}  # per resolved file; None: unreadable, left to the task's record
         for task in tasks:
             target = resolve_task_file(self.repos_dir, task)
             if isinstance(target, Failure):
@@ -445,13 +464,20 @@ class Evaluator:
                 continue
             if target not in lines:
                 text = read_text_file(target)
-                lines[target] = None if isinstance(text, Failure) else line_count(text)
-            count = lines[target]
+                lines[target] = None if isinstance(text, Failure) else text.split("\n")
+            file_lines = lines[target]
+            count = None if file_lines is None else line_count("\n".join(file_lines))
             if count is not None and task.lineno >= count:
                 refused.setdefault(FailureKind.TASK_PAST_END, []).append(Failure(
                     FailureKind.TASK_PAST_END, f"a line past the end of their file, e.g. {task.repo}/{task.path} "
                                                f"({task.task_id}): line {task.lineno + 1} of {count}"))
-        for kind in (FailureKind.TASK_OUTSIDE, FailureKind.MISSING_TASK_FILE, FailureKind.TASK_PAST_END):
+            elif file_lines is not None and not _holds_ground_truth(file_lines, task):
+                refused.setdefault(FailureKind.TASK_NOT_IN_FILE, []).append(Failure(
+                    FailureKind.TASK_NOT_IN_FILE, f"a hole whose ground truth is not what their file holds there, "
+                                                  f"e.g. {task.repo}/{task.path} ({task.task_id}): line "
+                                                  f"{task.lineno + 1} is {file_lines[task.lineno].strip()[:60]!r}"))
+        for kind in (FailureKind.TASK_OUTSIDE, FailureKind.MISSING_TASK_FILE, FailureKind.TASK_PAST_END,
+                     FailureKind.TASK_NOT_IN_FILE):
             if kind in refused:
                 failures = refused[kind]
                 return dataclasses.replace(failures[0], message=f"{len(failures)} of {len(tasks)} tasks name "
@@ -476,7 +502,7 @@ class Evaluator:
             "mode": self.settings.mode, "backend": self.backend_name,
             "prompt_tokens": 0 if self.settings.retrieval_only else self.config.completion.max_prompt_tokens,
             "config": ",".join(self.settings.overrides), "settings": self.settings_id,
-            "ground_truth": task.ground_truth,
+            "ground_truth": task.ground_truth, "task_digest": task_digest(task),
             **({"typing": self.settings.typing, "typed": typed_prefix(task)} if self.settings.typing else {}),
         }
 
@@ -763,11 +789,14 @@ def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: Run
                        f"retrieval-only runs compare {RETRIEVAL_ONLY_PLAIN}, "
                        f"{RETRIEVAL_ONLY_RELATED} and strategies with their own retriever (hat); "
                        "name at least one")
-    done = {record_key(r) for r in read_results(results)}
+    # A failed record is tried again (the newest record of a task wins where records are read); a
+    # record written before records carried their task's digest stands for its task id as it did.
+    done = {record_key(r) for r in read_results(results) if "error" not in r}
     pending: list[tuple[EvalTask, list[Variant]]] = []
     skipped = 0
     for task in tasks:  # in the caller's order: select_tasks interleaves splits and repositories
-        todo = [v for v in variants if record_key({**first._base_record(task, v)}) not in done]
+        todo = [v for v in variants if record_key(base := first._base_record(task, v)) not in done
+                and record_key({**base, "task_digest": ""}) not in done]
         skipped += len(variants) - len(todo)
         if todo:
             pending.append((task, todo))

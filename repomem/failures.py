@@ -97,6 +97,7 @@ class FailureKind(StrEnum):
     MISSING_TASK_FILE = "missing-task-file"
     TASK_OUTSIDE = "task-outside"
     TASK_PAST_END = "task-past-end"
+    TASK_NOT_IN_FILE = "task-not-in-file"
     MISSING_SOURCE = "missing-source"
     NO_PYTHON_FILES = "no-python-files"
     WRITE_FAILED = "write-failed"

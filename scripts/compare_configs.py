@@ -80,13 +80,21 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
         if len(alphas) > 1:
             raise SystemExit(f"compare_configs: {name}: {path} holds {strategy} at alphas "
                              f"{', '.join(str(a) for a in sorted(alphas, key=str))}; name one as {strategy}@ALPHA")
-        settings = {(r.get("config") or "", r.get("settings") or "") for r in chosen}
+        settings = {(r.get("config") or "", r.get("settings") or "", r.get("typing") or "") for r in chosen}
         if len(settings) > 1:
             seen = ", ".join(sorted(f"{overrides or 'defaults'} / {fingerprint or 'unrecorded'}"
-                                    for overrides, fingerprint in settings))
+                                    + (f" / typing {typing}" if typing else "")
+                                    for overrides, fingerprint, typing in settings))
             raise SystemExit(f"compare_configs: {name}: the {strategy} records of {path} were made under "
                              f"{len(settings)} different settings ({seen}); keep one run per file")
-        out[name] = {r["task_id"]: r for r in chosen}
+        out[name] = {r["task_id"]: r for r in chosen}  # the newest record of a task (a retried failure)
+    # Paired on the task id: the same id must be the same task in every file (tasks rebuilt into a
+    # folder reuse their ids). Records written before they carried a digest are taken on their id.
+    for task_id in set.intersection(*(set(records) for records in out.values())) if out else ():
+        digests = {records[task_id].get("task_digest") for records in out.values()} - {None}
+        if len(digests) > 1:
+            raise SystemExit(f"compare_configs: task {task_id} is another task in some of the files "
+                             "(its hole or ground truth differ): compare runs of the same tasks file")
     return out
 
 

@@ -228,6 +228,56 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     assert all(json.loads(line) for line in results.read_text().splitlines())
 
 
+def test_a_failed_record_is_tried_again_and_a_rebuilt_task_is_not_taken_for_the_old_one(
+        benchmark: tuple[Path, Path], tmp_path: Path):
+    """A failed record was final: every rerun skipped it. And records were resumed by task id
+    alone: tasks rebuilt into the same folder reuse their ids (`repo/split/k`), so a hole moved to
+    another line was answered by the old hole's record, its old ground truth reported as new."""
+    tasks_file, repos = benchmark
+    tasks = load_tasks(tasks_file)
+    results = tmp_path / "results.jsonl"
+    settings = RunSettings(retrieval_only=True, alphas=(0.5,))
+    first = run_evaluation(tasks, repos, results, settings)
+    per_task = first.written // len(tasks)
+    lines = results.read_text().splitlines()
+    failed = json.loads(lines[0])
+    failed["error"] = "the model server went away"
+    results.write_text("\n".join([json.dumps(failed), *lines[1:]]) + "\n")
+    again = run_evaluation(tasks, repos, results, settings)
+    assert (again.written, again.skipped) == (1, first.written - 1)  # the failed one, tried again
+    newest = [r for r in read_results(results) if r["task_id"] == failed["task_id"]
+              and r["strategy"] == failed["strategy"]][-1]
+    assert "error" not in newest
+    # The first task rebuilt one line lower, under the same id.
+    path = repos / "synth" / "lib/part2/mod5.py"
+    file_lines = path.read_text().split("\n")
+    moved = tasks[0].lineno + 1
+    assert file_lines[moved].strip()
+    rebuilt = [_task_line(tasks[0].task_id, "synth", "lib/part2/mod5.py", file_lines, moved,
+                          start=tasks[0].context_start_lineno),
+               *tasks_file.read_text().splitlines()[1:]]
+    tasks_file.write_text("\n".join(rebuilt) + "\n")
+    third = run_evaluation(load_tasks(tasks_file), repos, results, settings)
+    assert (third.written, third.skipped) == (per_task, first.written - per_task)
+
+
+def test_a_task_whose_file_does_not_hold_its_ground_truth_is_refused(benchmark: tuple[Path, Path],
+                                                                     tmp_path: Path):
+    """A tasks file and a repositories folder that do not match (another snapshot, holes moved)
+    were scored silently, the answer possibly above the cursor: the run is refused, in one line."""
+    tasks_file, repos = benchmark
+    tasks = load_tasks(tasks_file)
+    path = repos / "synth" / "lib/part2/mod5.py"
+    file_lines = path.read_text().split("\n")
+    above = tasks[0].lineno - 1
+    shifted = json.loads(tasks_file.read_text().splitlines()[0])
+    shifted["metadata"]["ground_truth"] = file_lines[above] + "  # not this line"
+    tasks_file.write_text("\n".join([json.dumps(shifted), *tasks_file.read_text().splitlines()[1:]]) + "\n")
+    failure = run_evaluation(load_tasks(tasks_file), repos, tmp_path / "r.jsonl", RunSettings(retrieval_only=True))
+    assert isinstance(failure, Failure) and failure.kind == "task-not-in-file", failure
+    assert f"1 of {len(tasks)} tasks name a hole whose ground truth is not what their file holds" in failure.message
+
+
 def test_the_hole_file_is_indexed_as_cut_at_the_hole(tmp_path: Path):
     """The hole's own call must not relate the lines above it to the definition it calls: the
     definition window gets no environment score from the hole's file, and the index is whole again
