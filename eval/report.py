@@ -185,9 +185,10 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
             confident_delta = None
             if confident is not None and vanilla is not None:
                 confident_delta = paired_bootstrap(confident, np.array([bool(vanilla[i].get("em")) for i in ids]))
-            totals = [r["timings_ms"]["total"] / 1000 for r in ok] or [0.0]
-            generate = [r["timings_ms"].get("generate", 0.0) / 1000 for r in ok] or [0.0]
-            retrieve = [r["timings_ms"].get("retrieve", 0.0) for r in ok] or [0.0]
+            # The slimmed copies in eval/results carry no timings: their times read 0.
+            totals = [r.get("timings_ms", {}).get("total", 0.0) / 1000 for r in ok] or [0.0]
+            generate = [r.get("timings_ms", {}).get("generate", 0.0) / 1000 for r in ok] or [0.0]
+            retrieve = [r.get("timings_ms", {}).get("retrieve", 0.0) for r in ok] or [0.0]
             with_hits = [r for r in ok if r.get("hit_rank", None) is not None or r.get("prompt_hit") is not None]
             # The label may carry the run's overrides ("repocoder+fragrel [completion.iterative_rounds=3]").
             known = strategy_named(chosen[0]["strategy"]) if chosen else None
@@ -224,7 +225,7 @@ def _retrieval_rows(records: Sequence[dict[str, Any]], k: int) -> list[Retrieval
             if vanilla is not None and (strategy, alpha) != (BASELINE, 0.0):
                 baseline = np.array([(r := vanilla[i].get("hit_rank")) is not None and r <= k for i in ids])
                 delta = paired_bootstrap(hit_k, baseline)
-            times = [group[i]["timings_ms"]["retrieve"] for i in ids] or [0.0]
+            times = [group[i].get("timings_ms", {}).get("retrieve", 0.0) for i in ids] or [0.0]
             rows.append(RetrievalRow(
                 split=split, strategy=strategy, alpha=alpha, n=len(ids),
                 hit_at_1=_percent(r is not None and r <= 1 for r in ranks),

@@ -132,6 +132,10 @@ class OpenAIBackend:
                 raise httpx.InvalidURL("no host")
         except httpx.InvalidURL as error:
             return Failure(FailureKind.BAD_ENDPOINT, f"endpoint {endpoint!r} is not a valid URL ({error})")
+        if not api_key.isascii() or not api_key.isprintable():
+            # An HTTP header carries ASCII only: a key pasted with a curly quote raised UnicodeEncodeError.
+            return Failure(FailureKind.BACKEND_AUTH, "the API key holds characters an HTTP header cannot carry "
+                                                     "(not ASCII, or a control character): check how it was pasted")
         backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
                       tokenize_path=tokenize_path, asks_logprobs=asks_logprobs, sampling=sampling)
         answer = backend._request("GET", "/v1/models", None, deadline_s)
@@ -141,6 +145,8 @@ class OpenAIBackend:
         try:
             served = [entry["id"] for entry in answer["data"]]
             owners = {entry.get("owned_by") for entry in answer["data"]}
+            if not all(isinstance(name, str) for name in served):
+                raise TypeError("a model id that is not a string")
         except (KeyError, TypeError, AttributeError):
             backend.close()
             return Failure(FailureKind.BAD_RESPONSE,
@@ -202,7 +208,7 @@ class OpenAIBackend:
                                f"or past {deadline_s:.0f} s")
             try:
                 return json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: arrays nested past Python's depth
                 return Failure(FailureKind.BAD_RESPONSE, f"{self.endpoint}{path} answered something that is not JSON")
         return Failure(FailureKind.BACKEND_UNREACHABLE,
                        last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
@@ -301,13 +307,18 @@ class OpenAIBackend:
                             choices = event.get("choices") or []
                             if event.get("usage"):
                                 usage = event["usage"]
+                                if not isinstance(usage, dict):
+                                    raise TypeError("usage is not an object")
                             if choices:
-                                pieces.append(choices[0].get("text") or "")
+                                text = choices[0].get("text") or ""
+                                if not isinstance(text, str):
+                                    raise TypeError("a completion's text is not a string")
+                                pieces.append(text)
                                 logprobs.extend(token_logprobs(choices[0]))
                                 received += len(pieces[-1])
                                 if choices[0].get("finish_reason"):
                                     finish = choices[0]["finish_reason"]
-                        except (ValueError, AttributeError, TypeError):
+                        except (ValueError, AttributeError, TypeError, RecursionError):
                             return Failure(FailureKind.BAD_RESPONSE,
                                            f"{self.endpoint} streamed something that is not a completion")
                         if len(pieces) > request.max_tokens + STREAM_SLACK_CHUNKS or \
@@ -358,10 +369,14 @@ class OpenAIBackend:
             counted = self.count(request.prompt)
             prompt_tokens = counted if isinstance(counted, int) else 0
         details = usage.get("prompt_tokens_details") or {}
+        # Counts the server got wrong ("lots", 2.5, a list) are not taken: ours, or none.
+        completion_tokens = usage.get("completion_tokens")
+        if type(completion_tokens) is not int or not completion_tokens:
+            completion_tokens = len(pieces)
+        cached_tokens = details.get("cached_tokens") if isinstance(details, dict) else 0
         return Generation(
-            text="".join(pieces), prompt_tokens=prompt_tokens,
-            completion_tokens=int(usage.get("completion_tokens") or len(pieces)),
-            cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+            text="".join(pieces), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens if type(cached_tokens) is int else 0,
             finish_reason=finish, seconds=time.perf_counter() - started, mean_logprob=mean_of(logprobs),
         )
 

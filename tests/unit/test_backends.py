@@ -625,3 +625,63 @@ def test_the_model_child_imports_nothing_from_its_working_folder(tmp_path, monke
     assert started is not None
     started.process.communicate(timeout=120)  # the real child: it says the model cannot be read
     assert not marker.exists()
+
+
+class _Malformed(_CutStream):
+    """A completions server whose answers have the right shape at the top and wrong values inside."""
+
+    models: object = {"data": [{"id": "m.gguf"}]}
+    event: object = {"choices": [{"text": "x", "finish_reason": "stop"}]}
+
+    def do_GET(self):  # noqa: N802
+        answer_json(self, type(self).models)
+
+    def answer_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        event = type(self).event
+        data = event if isinstance(event, str) else json.dumps(event)
+        self.wfile.write(f"data: {data}\n\ndata: [DONE]\n\n".encode())
+
+
+@pytest.mark.parametrize("what, models, event", [
+    ("a text that is a list", None, {"choices": [{"text": ["x"], "finish_reason": "stop"}]}),
+    ("usage that is a list", None, {"choices": [{"text": "x", "finish_reason": "stop"}], "usage": [1]}),
+    ("events nested past any depth", None, "[" * 100_000 + "]" * 100_000),
+    ("a model id that is not a string", {"data": [{"id": 7}]}, None),
+])
+def test_malformed_answers_are_one_failure_never_an_exception(what, models, event):
+    """Each of these raised a TypeError, AttributeError or RecursionError out of the backend (a
+    traceback at the command line) where the module promises a Failure."""
+    handler = type("Handler", (_Malformed,), {**({"models": models} if models else {}),
+                                               **({"event": event} if event else {})})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        if models is not None:
+            assert isinstance(backend, Failure) and backend.kind == "bad-response", (what, backend)
+            return
+        assert not isinstance(backend, Failure), backend
+        answer = backend.generate(GenerationRequest(prompt="x", max_tokens=4, stop=(), deadline_s=5))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Failure) and answer.kind == "bad-response", (what, answer)
+
+
+def test_counts_a_server_got_wrong_are_not_taken_and_a_key_no_header_carries_is_said_so():
+    handler = type("Handler", (_Malformed,), {"event": {
+        "choices": [{"text": "x", "finish_reason": "stop"}],
+        "usage": {"completion_tokens": "lots", "prompt_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2.5}}}})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        answer = backend.generate(GenerationRequest(prompt="x", max_tokens=4, stop=(), deadline_s=5))
+        backend.close()
+        pasted = OpenAIBackend.connect(url, api_key="sk-\u2019quoted\u2019", deadline_s=5)
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Generation) and (answer.completion_tokens, answer.cached_tokens) == (1, 0)
+    assert isinstance(pasted, Failure) and pasted.kind == "backend-auth" and "HTTP header" in pasted.message
