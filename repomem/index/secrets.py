@@ -85,8 +85,9 @@ _LITERAL = re.compile(
 _JOINER = re.compile(r"\s*\+?\s*")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
     r"(?:\\?['\"]?\)?\s*(?:\|\||\?\?|or(?=\s))"  # env.NAME || "value", getenv("NAME") or "value"
-    # assigned (a type annotation allowed), a mapping entry, a shell default ${NAME:-value}
-    r"|\\?['\"]?(?:\s*:\s*[A-Za-z_][\w\[\]., |]*?)?\s*(?::=|:-|=>|=|:)"
+    # assigned (a type annotation allowed: Rust's `&str`, `&'static str` too), a mapping entry, a
+    # subscript (`config["password"] =`, `os.environ["DB_PASS"] =`), a shell default ${NAME:-value}
+    r"|\\?['\"]?\]?(?:\s*:\s*&?(?:'[a-z_]+\s+)?[A-Za-z_][\w\[\]., |]*?)?\s*(?::=|:-|=>|=|:)"
     r"|[ \t]+\([^()\n]{1,40}\):"  # a remark in a comment: `# old api key (rotated in May): ...`
     r"|['\"]?[ \t]*\n[ \t]*value[ \t]*:"  # a container's environment: `- name: API_TOKEN` / `value: ...`
     r"|[ \t]+(?:is|was|are)[ \t]+(?:now[ \t]+)?"  # prose in a comment: `# the prod api key is ...`
@@ -281,8 +282,14 @@ _KUBECONFIG_CREDENTIAL = re.compile(r"(?m)^[ \t-]*(?:token|client-key-data|passw
 _DOCKER_AUTH = re.compile(r'"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"')
 _NETRC_PASSWORD = re.compile(r"\bpassword\s+\S")
 _NETRC_FIRST = re.compile(r"(?:machine|default)(?:\s|$)")  # fields apart by blanks or tabs
-_KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
+_KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*(['\"]?)Secret\1[ \t]*$")
 _KUBERNETES_SECRET_DATA = re.compile(r"(?m)^(?:data|stringData):[ \t]*$")
+# The same Secret written as JSON (`kubectl get secret -o json`).
+_KUBERNETES_SECRET_JSON = re.compile(r'"kind"\s*:\s*"Secret"')
+_KUBERNETES_SECRET_JSON_DATA = re.compile(r'"(?:data|stringData)"\s*:\s*\{\s*"')
+# YAML's document markers and directives, before a manifest's first statement (kubectl and Helm
+# write `---` first).
+_YAML_MARKER = re.compile(r"(?:---|\.\.\.|%YAML|%TAG)(?:\s|$)")
 _KEY_VALUE_LINE = re.compile(r"(?:export[ \t]+)?[\w@/:.${}-]+=")  # .env, .npmrc: no blank before "="
 _REGISTRY_LOGIN = re.compile(r"(?m)^[ \t]*(?:\S*:)?_(?:authToken|auth|password)[ \t]*=[ \t]*(?!\$)\S")
 _AWS_CREDENTIAL_KEYS = ("aws_secret_access_key", "aws_session_token")
@@ -302,7 +309,7 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
     `key=value`), so a source file costs a glance at its head (docs/measurements.md#secret-masking-cost)."""
     text = text.removeprefix("\ufeff")  # a byte-order mark hides no file's first statement
     head = _statements(text[:4096])
-    first = head[0] if head else ""
+    first = next((statement for statement in head if not _YAML_MARKER.match(statement)), "")
     if first.startswith("-----BEGIN") and "PRIVATE KEY" in first:
         return "a private key"
     if first.startswith("PuTTY-User-Key-File-"):
@@ -324,6 +331,8 @@ def secret_file_reason(text: str, min_length: int = 12, min_entropy: float = 3.5
             return "a Docker config with registry logins"
         if '"service_account"' in text and '"private_key"' in text:
             return "a Google service account key"
+        if '"Secret"' in text and _KUBERNETES_SECRET_JSON.search(text) and _KUBERNETES_SECRET_JSON_DATA.search(text):
+            return "a Kubernetes Secret with data"
         return None
     if _NETRC_FIRST.match(first) and _NETRC_PASSWORD.search(text):
         return "netrc logins"

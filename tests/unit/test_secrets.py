@@ -61,6 +61,12 @@ def test_secret_shapes_are_masked(line: str, secret: str):
     f"spring.datasource.password={RANDOM}",  # .properties
     f"apiKey := `{RANDOM}`",  # a Go raw string
     f'authHeader = "Basic " + "{RANDOM}"',
+    # A review's (2026-12-05): a subscript before the `=`, Rust's typed constants
+    f'config["password"] = "{RANDOM}"',
+    f'os.environ["DB_PASSWORD"] = "{RANDOM}"',
+    f"settings['SECRET_KEY'] = '{RANDOM}'",
+    f'const API_KEY: &str = "{RANDOM}";',
+    f"static TOKEN: &'static str = \"{RANDOM}\";",
 ])
 def test_the_shapes_that_reached_a_model_are_masked(text: str):
     masked, count = mask_secrets(text)
@@ -242,6 +248,12 @@ PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n---
      "a PuTTY private key"),
     ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: pull\ntype: kubernetes.io/dockerconfigjson\ndata:\n"
      "  .dockerconfigjson: eyJhdXRocyI6e319\n", "a Kubernetes Secret with data"),
+    # As kubectl and Helm write them: a document marker first, the kind quoted, or JSON.
+    ("---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  DATABASE_URL: cG9zdGdyZXM6Ly91OnBAaC9k\n",
+     "a Kubernetes Secret with data"),
+    ('apiVersion: v1\nkind: "Secret"\nstringData:\n  token: abc\n', "a Kubernetes Secret with data"),
+    ('{\n  "apiVersion": "v1",\n  "kind": "Secret",\n  "data": {\n    "token": "YWJj"\n  }\n}\n',
+     "a Kubernetes Secret with data"),
 ])
 def test_files_holding_credentials_are_found_by_content(text: str, reason: str):
     from repomem.index.secrets import secret_file_reason
