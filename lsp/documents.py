@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import partial
 
+from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument, Workspace
 
 # One line and its end: the protocol's three line ends only; a last line without an end too.
@@ -28,13 +28,25 @@ class ProtocolLinesDocument(TextDocument):
         return tuple(_PROTOCOL_LINE.findall(self.source))
 
 
-def _protocol_lines_document(workspace: Workspace, doc_uri: str, source: str | None = None,
-                             version: int | None = None, language_id: str | None = None) -> TextDocument:
-    return ProtocolLinesDocument(doc_uri, source=source, version=version, language_id=language_id,
-                                 sync_kind=workspace._sync_kind, position_codec=workspace.position_codec)
+class ProtocolLinesWorkspace(Workspace):
+    """pygls's workspace, opening ProtocolLinesDocuments."""
+
+    @classmethod
+    def like(cls, workspace: Workspace) -> ProtocolLinesWorkspace:
+        """A new workspace with `workspace`'s root, folders and encodings (and no documents yet)."""
+        return cls(workspace.root_uri, workspace._sync_kind, list(workspace.folders.values()),
+                   workspace.position_encoding)
+
+    def _create_text_document(self, doc_uri: str, source: str | None = None, version: int | None = None,
+                              language_id: str | None = None) -> TextDocument:
+        return ProtocolLinesDocument(doc_uri, source=source, version=version, language_id=language_id,
+                                     sync_kind=self._sync_kind, position_codec=self.position_codec)
 
 
-def use_protocol_lines(workspace: Workspace) -> None:
-    """The documents `workspace` opens from now on split lines as the protocol does (pygls makes
-    the workspace at `initialize`, before the server's own handler, which calls this)."""
-    workspace._create_text_document = partial(_protocol_lines_document, workspace)  # type: ignore[method-assign]
+class ProtocolLinesProtocol(LanguageServerProtocol):
+    """pygls's protocol, whose workspace opens ProtocolLinesDocuments once `use_protocol_lines` ran
+    (pygls makes the workspace at `initialize`, before the server's own handler, which calls it)."""
+
+    def use_protocol_lines(self) -> None:
+        if not isinstance(self._workspace, ProtocolLinesWorkspace):
+            self._workspace = ProtocolLinesWorkspace.like(self._workspace)

@@ -43,7 +43,7 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
 from repomem.lsp.client_quirks import lenient_converter
-from repomem.lsp.documents import use_protocol_lines
+from repomem.lsp.documents import ProtocolLinesProtocol
 from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.next_line import enter_at_end
@@ -164,7 +164,8 @@ class Readiness:
 
 class RepomemServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("repomem", server_version(), converter_factory=lenient_converter)
+        super().__init__("repomem", server_version(), protocol_cls=ProtocolLinesProtocol,
+                         converter_factory=lenient_converter)
         self.session: CompletionSession | None = None
         # The embedded model's child, started by `repomem serve` before this module was imported
         # (lsp/model_ahead.py); the session's first model open takes it or stops it.
@@ -412,7 +413,7 @@ server = RepomemServer()
 def initialize(ls: RepomemServer, params: types.InitializeParams) -> None:
     ls.loop = asyncio.get_running_loop()
     ls.options = params.initialization_options
-    use_protocol_lines(ls.workspace)
+    ls.protocol.use_protocol_lines()
 
 
 @server.feature(types.INITIALIZED)

@@ -337,7 +337,7 @@ class RepoService:
             # Watched anew before the full scan the caller makes: the names depend on other
             # folders and files now (an ignore rule removed, folders made while the kernel's queue
             # overflowed, a rule file's folder made again, the tree replaced), and the watch set up
-            # before would miss their changes for good. (~0.8 s on Django's 3,200 folders: only then.)
+            # before would miss their changes for good (its cost: docs/measurements.md#through-the-daemon).
             self._watch.close()
             self._watch = None
             self._start_watch()

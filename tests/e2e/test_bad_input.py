@@ -70,7 +70,8 @@ def shop(tmp_path_factory) -> Path:
                                 ("absolute", ["shop", "/etc/hostname"], 0), ("repo_name", ["..", "outside.py"], 0),
                                 ("link", ["shop", "away_link.py"], 0), ("past_end", ["shop", "report.py"], 9999)):
         (repo / f"tasks_{name}.jsonl").write_text(_task(fpath, lineno) + "\n")
-    (repo / "tasks_ok.jsonl").write_text(_task(["shop", "report.py"], 5) + "\n")
+    # Line 7 of report.py, as its ground truth: `eval run` checks the file holds it there.
+    (repo / "tasks_ok.jsonl").write_text(_task(["shop", "report.py"], 6, REPORT_LINE_7) + "\n")
     (repo / "tasks_bool_line.jsonl").write_text(_task(["shop", "report.py"], 5).replace('"lineno": 5', '"lineno": true')
                                                + "\n")
     (repo / "empty.jsonl").write_text("")
@@ -90,10 +91,13 @@ def shop(tmp_path_factory) -> Path:
     return repo
 
 
-def _task(fpath: list[str], lineno: int) -> str:
+REPORT_LINE_7 = "def tax_for_order(amount_cents: int, tax_class: str) -> int:"  # examples/shop/shop/report.py
+
+
+def _task(fpath: list[str], lineno: int, ground_truth: str = "x = 1") -> str:
     """One RepoEval task line (eval/tasks.py) naming `fpath`."""
-    return json.dumps({"prompt": "", "metadata": {"task_id": "t/0", "ground_truth": "x = 1", "fpath_tuple": fpath,
-                                                  "context_start_lineno": 0, "lineno": lineno}})
+    return json.dumps({"prompt": "", "metadata": {"task_id": "t/0", "ground_truth": ground_truth,
+                                                  "fpath_tuple": fpath, "context_start_lineno": 0, "lineno": lineno}})
 
 
 def _files_indexed(repo: Path) -> int:
@@ -735,7 +739,7 @@ def test_a_second_eval_run_on_one_results_file_is_refused(tmp_path: Path):
     import fcntl
 
     repo = copy_example(tmp_path / "shop")
-    (tmp_path / "tasks.jsonl").write_text(_task(["shop", "report.py"], 5) + "\n")
+    (tmp_path / "tasks.jsonl").write_text(_task(["shop", "report.py"], 6, REPORT_LINE_7) + "\n")
     results = tmp_path / "results.jsonl"
     arguments = ("eval", "run", "--tasks", str(tmp_path / "tasks.jsonl"), "--repos", str(repo),
                  "--retrieval-only", "--results", str(results))

@@ -422,7 +422,7 @@ def test_documents_split_lines_where_the_client_does_below_a_form_feed_u2028_and
     from repomem.lsp.server import RepomemServer, initialize
 
     ls = RepomemServer()
-    ls.protocol._workspace = Workspace(None)  # as pygls makes it before the server's own handler
+    ls.protocol._workspace = Workspace(None)  # as pygls makes it at initialize, before the handler
 
     async def initialized() -> None:
         initialize(ls, types.InitializeParams(capabilities=types.ClientCapabilities()))
