@@ -456,7 +456,9 @@ class Evaluator:
                            f"{self.repos_dir}: no such folder (--repos names the folder holding "
                            "one folder per repository)")
         refused: dict[FailureKind, list[Failure]] = {}
-        lines: dict[Path, list[str] | None] = {}  # per resolved file; None: unreadable, left to the task's record
+        # Per resolved file, its lines and their count as an editor shows them; None: unreadable,
+        # left to the task's record.
+        lines: dict[Path, tuple[list[str], int] | None] = {}
         for task in tasks:
             target = resolve_task_file(self.repos_dir, task)
             if isinstance(target, Failure):
@@ -464,9 +466,8 @@ class Evaluator:
                 continue
             if target not in lines:
                 text = read_text_file(target)
-                lines[target] = None if isinstance(text, Failure) else text.split("\n")
-            file_lines = lines[target]
-            count = None if file_lines is None else line_count("\n".join(file_lines))
+                lines[target] = None if isinstance(text, Failure) else (text.split("\n"), line_count(text))
+            file_lines, count = lines[target] or (None, None)
             if count is not None and task.lineno >= count:
                 refused.setdefault(FailureKind.TASK_PAST_END, []).append(Failure(
                     FailureKind.TASK_PAST_END, f"a line past the end of their file, e.g. {task.repo}/{task.path} "

@@ -300,7 +300,6 @@ class RepoService:
             return False
         folders, rule_files = inputs
         own = str(index_dir(self.root, self.config))  # the index's own writes change no scan
-        folders = [folder for folder in folders if folder != own and not folder.startswith(own + os.sep)]
         self._watch = TreeWatch.start(str(self.root), folders, rule_files, own)
         return self._watch is not None
 

@@ -113,8 +113,8 @@ class TreeWatch:
         """Watch `folders` (absolute; the tree's) and, for each of `rule_files` (absolute), the
         nearest existing folder above it, and above the file a symbolic link among them leads to
         (a .gitignore or an excludes file kept in a dotfiles folder is edited there); None where
-        inotify is not available or a limit is met. `excluded`: a folder of the tree whose new
-        subfolders are not watched (the index's own: its writes change no scan)."""
+        inotify is not available or a limit is met. `excluded`: a folder of the tree never watched,
+        nor any below it, when listed or made later (the index's own: its writes change no scan)."""
         libc = _libc()
         if libc is None:
             return None
@@ -123,7 +123,8 @@ class TreeWatch:
             return None
         watch = cls(libc, fd, root, excluded)
         for folder in folders:
-            watch._add(folder, tree=True)
+            if not watch._excluded_folder(folder):
+                watch._add(folder, tree=True)
         for path in rule_files:
             for ruled in dict.fromkeys((path, os.path.realpath(path))):
                 folder, name = os.path.split(ruled)
@@ -151,12 +152,15 @@ class TreeWatch:
         if rule is not None:
             self._rules.setdefault(wd, set()).add(rule)
 
+    def _excluded_folder(self, folder: str) -> bool:
+        return bool(self._excluded) and (folder == self._excluded or folder.startswith(self._excluded + "/"))
+
     def _watch_new_tree(self, folder: str) -> None:
         """A folder created or moved into the tree, and every folder below it."""
         pending = [folder]
         while pending:
             current = pending.pop()
-            if self._excluded and (current == self._excluded or current.startswith(self._excluded + "/")):
+            if self._excluded_folder(current):
                 continue
             self._add(current, tree=True)
             try:
