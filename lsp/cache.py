@@ -1,7 +1,7 @@
 """Completion caches of the language server: no model call when the answer is already known.
 
 - `CompletionCache`: an LRU of finished completions keyed by the document's text on both sides
-  of the cursor (hashed) and the settings generation: asking again at the same place, or coming
+  of the cursor (hashed) and the answers' generation (settings and index): asking again at the same place, or coming
   back to it after an undo, costs nothing.
 - `ForwardTypingCache`: the completion last shown in each document. When the user types the
   first characters of it, the rest is still the answer (what the model would continue with
@@ -27,14 +27,16 @@ class CursorState:
     path: str
     left: str  # text before the cursor
     right_digest: bytes  # digest of the text after the cursor
-    settings_generation: int  # bumped by every settings change: cached answers are then stale
+    # bumped by every settings change and every index installed: cached answers are then stale
+    # (one made from the open file alone while the index was built was given again after it)
+    answers_generation: int
 
     @classmethod
-    def of(cls, path: str, text: str, offset: int, settings_generation: int) -> CursorState:
-        return cls(path, text[:offset], text_digest(text[offset:]), settings_generation)
+    def of(cls, path: str, text: str, offset: int, answers_generation: int) -> CursorState:
+        return cls(path, text[:offset], text_digest(text[offset:]), answers_generation)
 
     def key(self) -> tuple[str, bytes, bytes, int]:
-        return (self.path, text_digest(self.left), self.right_digest, self.settings_generation)
+        return (self.path, text_digest(self.left), self.right_digest, self.answers_generation)
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,11 @@ class ForwardTypingCache:
 
     def parted(self, state: CursorState) -> bool:
         """Whether the user typed on the line of the last shown completion (at its cursor, nothing
-        after it changed) something that it does not begin with: the completion was not taken."""
+        after it changed) something that it does not begin with: the completion was not taken.
+        Typing all of it and on is taking it (the next completion waits for the cursor to rest)."""
         typed, completion = self._typed_since_shown(state)
-        return completion is not None and "\n" not in typed and not completion.text.startswith(typed)
+        return (completion is not None and "\n" not in typed and not completion.text.startswith(typed)
+                and not typed.startswith(completion.text))
 
     def _typed_since_shown(self, state: CursorState) -> tuple[str, CachedCompletion | None]:
         """(what was typed at the last shown completion's cursor since, that completion), or
@@ -98,7 +102,7 @@ class ForwardTypingCache:
         if shown is None:
             return "", None
         before, completion = shown
-        if (before.right_digest != state.right_digest or before.settings_generation != state.settings_generation
+        if (before.right_digest != state.right_digest or before.answers_generation != state.answers_generation
                 or len(state.left) <= len(before.left) or not state.left.startswith(before.left)):
             return "", None
         return state.left[len(before.left):], completion

@@ -163,7 +163,7 @@ def typed_through(before: CursorState, after: CursorState) -> bool:
     """Whether `after` is `before` with characters typed at its cursor: the same line (no line
     break typed), the same text after the cursor, the same settings."""
     return (after.path == before.path and after.right_digest == before.right_digest
-            and after.settings_generation == before.settings_generation
+            and after.answers_generation == before.answers_generation
             and len(after.left) > len(before.left) and after.left.startswith(before.left)
             and "\n" not in after.left[len(before.left):])
 
@@ -249,8 +249,13 @@ class CompletionScheduler:
 
     def cursor_rests(self, ask: CompletionAsk, reported: bool = False) -> None:
         """The cursor stands at `ask`: speculate there if nothing else happens for warm_after_s,
-        or at once when the editor `reported` a cursor that already rested (its own idle wait)."""
+        or at once when the editor `reported` a cursor that already rested (its own idle wait).
+        A generation nobody waits on for a place the cursor left (a speculation, or an answer the
+        user was told is pending) stops: the model is wanted here."""
         self._cancel_rest(ask.uri)
+        flight = self._flights.get(ask.uri)
+        if flight is not None and flight.waiting == 0 and not self._still_wanted(flight, ask):
+            flight.halt()
         if self.warm_after_s > 0:
             delay = 0.0 if reported else self.warm_after_s
             self._rests[ask.uri] = asyncio.get_running_loop().call_later(delay, self._speculate, ask)

@@ -176,7 +176,7 @@ class RepomemServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.scheduler = CompletionScheduler(self.run_model, 0.0, 1.0, 1, self.log)
         self.readiness = Readiness(self.show)
-        self.settings_generation = 0
+        self.answers_generation = 0
         self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
         # Ends the running session's message loop (lsp/framing.py), which replaces pygls's own: pygls's
         # loop watches the private BaseServer._stop_event, which has no public setter.
@@ -237,13 +237,19 @@ class RepomemServer(LanguageServer):
         character = min(server_position.character, len(lines[position.line]))
         return self.ask_in(uri, path, document.version, text, position.line, character)
 
+    def index_installed(self) -> None:
+        """On the event loop: answers given before (from the open file alone, or the old index)
+        are not given again at the same cursor; a request from here on does not join a
+        generation that started before."""
+        self.answers_generation += 1
+
     def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int,
                prefix_only: bool = False) -> CompletionAsk:
         """The request at (line, character), in code points, of `text` as the document `uri` at
         `version` (its text now, or the one an edit would give it)."""
         lines = text.split("\n")
         offset = sum(len(row) + 1 for row in lines[:line]) + character
-        state = CursorState.of(path, text, offset, self.settings_generation)
+        state = CursorState.of(path, text, offset, self.answers_generation)
         return CompletionAsk(uri, version, state, text, line, character, lines[line], prefix_only)
 
     def document_text(self, uri: str) -> str:
@@ -342,6 +348,7 @@ class RepomemServer(LanguageServer):
                 self.model_worker.submit(settle_long_lived).result()
             except RuntimeError:  # the server is exiting (exit arrived while the index was built)
                 return
+            self.call_from_thread(self.index_installed)
             self.log("info", "ready")
             self.readiness.index_in(f"{index.n_live_files} files indexed")
 
@@ -466,7 +473,7 @@ async def did_change_configuration(ls: RepomemServer, params: types.DidChangeCon
         # Answers for the old settings are stale from now on, even before the model thread (busy
         # with a generation, maybe) gets to apply the new ones: a request arriving meanwhile
         # must not join a generation running with the old settings.
-        ls.settings_generation += 1
+        ls.answers_generation += 1
         ls.scheduler.stop_all()
         # The scheduler's settings apply from this notification on, in the client's order: a
         # request sent after it must not get the old answer budget because the model thread was

@@ -6,6 +6,12 @@ pool (httpcore's, with httpx's default limits) is given httpcore's own network b
 remember the TCP sockets it opens. Over TLS the socket read is the TLS layer's, which the shutdown
 does not reach: such a call still ends at its deadline (tests/unit/test_backends.py times a plain
 one).
+
+Every call also has one deadline for the whole of it (`ShuttableClient.until`): httpx's timeouts
+are per operation, so a server writing its answer a byte at a time restarted the read timeout with
+each byte and held a call of 3 s for over a minute. The remembering backend's streams bound each
+read, write and TLS handshake by what is left of the calling thread's deadline (httpx reads in the
+calling thread, so a kept-alive connection serves whichever call holds it).
 """
 
 from __future__ import annotations
@@ -15,11 +21,52 @@ import functools
 import socket
 import ssl
 import threading
+import time
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import httpcore
 import httpx
+
+
+_calls = threading.local()  # .deadline: the calling thread's call's end, time.perf_counter() seconds
+
+
+def _bounded(timeout: float | None, late: type[Exception]) -> float | None:
+    """`timeout` (seconds, None: none) cut to what is left of this thread's call; `late` raised
+    where nothing is."""
+    deadline = getattr(_calls, "deadline", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        raise late("the call's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A network stream whose every operation ends by the calling thread's call deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                      _bounded(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
 
 
 class _RememberedSockets(httpcore.SyncBackend):
@@ -28,13 +75,15 @@ class _RememberedSockets(httpcore.SyncBackend):
         self._open: weakref.WeakSet[socket.socket] = weakref.WeakSet()
         self._lock = threading.Lock()
 
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        stream = super().connect_tcp(*args, **kwargs)
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        stream = super().connect_tcp(host, port, _bounded(timeout, httpcore.ConnectTimeout), local_address,
+                                     socket_options)
         opened = stream.get_extra_info("socket")
         if isinstance(opened, socket.socket):
             with self._lock:
                 self._open.add(opened)
-        return stream
+        return _DeadlineStream(stream)
 
     def shut(self) -> None:
         with self._lock:
@@ -73,3 +122,15 @@ class ShuttableClient:
 
     def shut(self) -> None:
         self._sockets.shut()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def until(deadline: float) -> Iterator[None]:
+        """The calls this thread makes inside end by `deadline` (time.perf_counter() seconds),
+        whatever pace the server sends at: httpx raises its timeout error."""
+        outer = getattr(_calls, "deadline", None)
+        _calls.deadline = deadline if outer is None else min(outer, deadline)
+        try:
+            yield
+        finally:
+            _calls.deadline = outer

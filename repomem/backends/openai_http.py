@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 
@@ -79,6 +80,20 @@ def _stopped(endpoint: str) -> Failure:
     return Failure(FailureKind.BACKEND_INTERRUPTED, f"the call to {endpoint} was stopped: the session ended")
 
 
+def shown_url(url: str) -> str:
+    """`url` as messages and results may show it: a password in it (`https://user:secret@host`)
+    and its query (`?api_key=...`) replaced by `***` (they were repeated in every failure)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password, host = parts.password, parts.netloc.rpartition("@")[2]
+    except ValueError:
+        return "the endpoint"  # not a URL httpx could call either; the call's failure says so
+    user = f"{parts.username}:***@" if password is not None else \
+        f"{parts.username}@" if parts.username is not None else ""
+    return urllib.parse.urlunsplit((parts.scheme, user + host, parts.path, "***" if parts.query else "",
+                                    parts.fragment))
+
+
 def model_label(model: str, endpoint: str) -> str:
     """The backend's name in results: the served model, not the URL, so shards run against
     several servers of one model are one group in a report. A model id that is a file path (how
@@ -97,6 +112,7 @@ class OpenAIBackend:
                  retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = "",
                  asks_logprobs: bool = True, sampling: Mapping[str, float] | None = None):
         self.endpoint = endpoint.rstrip("/")
+        self.shown_endpoint = shown_url(self.endpoint)  # what messages and results name
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._shuttable = ShuttableClient(timeout=httpx.Timeout(30.0, connect=connect_timeout_s), headers=self._headers)
@@ -116,7 +132,7 @@ class OpenAIBackend:
         # Fields sent with every completion beside temperature 0: a server whose defaults are not
         # greedy (the embedded model's child, greedy_logprobs.GREEDY_SAMPLING) is told so.
         self._sampling = dict(sampling or {})
-        self.name = model_label(model, self.endpoint)
+        self.name = model_label(model, self.shown_endpoint)
         self.template = template_for(template_name or model)
         self.context_tokens = context_tokens
 
@@ -175,43 +191,48 @@ class OpenAIBackend:
         return self._request("POST", path, payload, deadline_s)
 
     def _request(self, method: str, path: str, payload: dict | None, deadline_s: float) -> dict | Failure:
-        last = ""
         started = time.perf_counter()
+        with ShuttableClient.until(started + deadline_s):
+            return self._attempts(method, path, payload, deadline_s, started)
+
+    def _attempts(self, method: str, path: str, payload: dict | None, deadline_s: float,
+                  started: float) -> dict | Failure:
+        last = ""
         for attempt in range(self._retries + 1):
             remaining = deadline_s - (time.perf_counter() - started)
             if remaining <= 0:
                 break
             if self._killed.is_set():
-                return _stopped(self.endpoint)
+                return _stopped(self.shown_endpoint)
             try:
                 with self._client.stream(method, self.endpoint + path, json=payload,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
                     status = response.status_code
                     body = _capped_body(response, started + deadline_s) if status < 400 else b""
             except httpx.TimeoutException:
-                return Failure(FailureKind.BACKEND_TIMEOUT, f"{self.endpoint} did not answer within {deadline_s:.0f} s")
+                return Failure(FailureKind.BACKEND_TIMEOUT, f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
-                last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
+                last = f"cannot reach {self.shown_endpoint} ({error.__class__.__name__})"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
             if status in RETRYABLE_STATUS:
-                last = f"{self.endpoint}{path} answered HTTP {status}"
+                last = f"{self.shown_endpoint}{path} answered HTTP {status}"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
             if status in (401, 403):
-                return Failure(FailureKind.BACKEND_AUTH, f"{self.endpoint} refused the API key (HTTP {status})")
+                return Failure(FailureKind.BACKEND_AUTH, f"{self.shown_endpoint} refused the API key (HTTP {status})")
             if status >= 400:
-                return Failure(FailureKind.BACKEND_ERROR, f"{self.endpoint}{path} answered HTTP {status}")
+                return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint}{path} answered HTTP {status}")
             if body is None:
                 return Failure(FailureKind.BAD_RESPONSE,
-                               f"{self.endpoint}{path} answered more than {MAX_ANSWER_BYTES >> 20} MB "
+                               f"{self.shown_endpoint}{path} answered more than {MAX_ANSWER_BYTES >> 20} MB "
                                f"or past {deadline_s:.0f} s")
             try:
                 return json.loads(body)
             except (ValueError, RecursionError):  # RecursionError: arrays nested past Python's depth
-                return Failure(FailureKind.BAD_RESPONSE, f"{self.endpoint}{path} answered something that is not JSON")
+                return Failure(FailureKind.BAD_RESPONSE, f"{self.shown_endpoint}{path} answered something that is not JSON")
         return Failure(FailureKind.BACKEND_UNREACHABLE,
-                       last or f"{self.endpoint} did not answer within {deadline_s:.0f} s")
+                       last or f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
 
     def count(self, text: str) -> int | Failure:
         with self._lock:
@@ -241,10 +262,10 @@ class OpenAIBackend:
                 return answer
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
             if not isinstance(tokens, list):
-                return Failure(FailureKind.BAD_RESPONSE, f"{self.endpoint}{path} answered without tokens")
+                return Failure(FailureKind.BAD_RESPONSE, f"{self.shown_endpoint}{path} answered without tokens")
             self._tokenize_path = path
             return tokens
-        return Failure(FailureKind.BACKEND_ERROR, f"{self.endpoint} offers neither /tokenize nor /extras/tokenize")
+        return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint} offers neither /tokenize nor /extras/tokenize")
 
     def generate(self, request: GenerationRequest, logit_bias: Mapping[int, float] | None = None
                  ) -> Generation | Failure:
@@ -264,104 +285,105 @@ class OpenAIBackend:
         finish = ""  # a stream that ends without a finish reason was cut by the server
         usage: dict = {}
         last = ""
-        # One more try than the retries when the server refuses the log-probabilities field.
-        for attempt in range(self._retries + 1 + int(self._asks_logprobs)):
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                return Failure(FailureKind.BACKEND_TIMEOUT,
-                               f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
-            if self._killed.is_set():
-                return _stopped(self.endpoint)
-            try:
-                with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
-                                         headers=PREFIX_ONLY if request.prefix_only else None,
-                                         timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
-                    if response.status_code in (400, 422, 500) and "logprobs" in payload:
-                        # A server without them (llama-cpp-python's with logits_all off answers
-                        # 500): ask no more, and ask again at once without them.
-                        self._asks_logprobs = False
-                        del payload["logprobs"]
-                        continue
-                    if response.status_code in RETRYABLE_STATUS:
-                        last = f"{self.endpoint} answered HTTP {response.status_code}"
-                        self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
-                        continue
-                    if response.status_code >= 400:
-                        return Failure(FailureKind.BACKEND_ERROR, f"{self.endpoint}/v1/completions answered HTTP "
-                                                                  f"{response.status_code}")
-                    received = 0  # characters of completion text
-                    for line in _sse_lines(response, deadline):
-                        if line is None:  # the deadline passed inside a line
-                            finish = "deadline"
-                            break
-                        if not line.startswith("data:"):
-                            if time.perf_counter() > deadline:
+        with ShuttableClient.until(deadline):  # the whole answer, whatever pace it comes at
+            # One more try than the retries when the server refuses the log-probabilities field.
+            for attempt in range(self._retries + 1 + int(self._asks_logprobs)):
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    return Failure(FailureKind.BACKEND_TIMEOUT,
+                                   f"{self.shown_endpoint} did not answer within {request.deadline_s:.0f} s")
+                if self._killed.is_set():
+                    return _stopped(self.shown_endpoint)
+                try:
+                    with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
+                                             headers=PREFIX_ONLY if request.prefix_only else None,
+                                             timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
+                        if response.status_code in (400, 422, 500) and "logprobs" in payload:
+                            # A server without them (llama-cpp-python's with logits_all off answers
+                            # 500): ask no more, and ask again at once without them.
+                            self._asks_logprobs = False
+                            del payload["logprobs"]
+                            continue
+                        if response.status_code in RETRYABLE_STATUS:
+                            last = f"{self.shown_endpoint} answered HTTP {response.status_code}"
+                            self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
+                            continue
+                        if response.status_code >= 400:
+                            return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint}/v1/completions answered HTTP "
+                                                                      f"{response.status_code}")
+                        received = 0  # characters of completion text
+                        for line in _sse_lines(response, deadline):
+                            if line is None:  # the deadline passed inside a line
                                 finish = "deadline"
                                 break
+                            if not line.startswith("data:"):
+                                if time.perf_counter() > deadline:
+                                    finish = "deadline"
+                                    break
+                                continue
+                            data = line[5:].strip()
+                            if data == "[DONE]":
+                                break
+                            try:
+                                event = json.loads(data)
+                                choices = event.get("choices") or []
+                                if event.get("usage"):
+                                    usage = event["usage"]
+                                    if not isinstance(usage, dict):
+                                        raise TypeError("usage is not an object")
+                                if choices:
+                                    text = choices[0].get("text") or ""
+                                    if not isinstance(text, str):
+                                        raise TypeError("a completion's text is not a string")
+                                    pieces.append(text)
+                                    logprobs.extend(token_logprobs(choices[0]))
+                                    received += len(pieces[-1])
+                                    if choices[0].get("finish_reason"):
+                                        finish = choices[0]["finish_reason"]
+                            except (ValueError, AttributeError, TypeError, RecursionError):
+                                return Failure(FailureKind.BAD_RESPONSE,
+                                               f"{self.shown_endpoint} streamed something that is not a completion")
+                            if len(pieces) > request.max_tokens + STREAM_SLACK_CHUNKS or \
+                                    received > MAX_CHARS_PER_TOKEN * request.max_tokens:
+                                # A server that ignores max_tokens (or sends one endless chunk) is cut here.
+                                text = "".join(pieces)[: MAX_CHARS_PER_TOKEN * request.max_tokens]
+                                pieces, finish = [text], "length"
+                                break
+                            stopped = early_stop(request, "".join(pieces), deadline)
+                            if stopped is not None:
+                                finish = stopped
+                                break
+                        if not finish and not pieces and "logprobs" in payload and not self._killed.is_set() \
+                                and self._refuses_logprobs(deadline):
+                            # llama-cpp-python's server started with --logits_all False answers a
+                            # streamed request for them with 200 and an empty stream (its error
+                            # comes after the status): the same refusal, the same retry.
+                            self._asks_logprobs = False
+                            del payload["logprobs"]
                             continue
-                        data = line[5:].strip()
-                        if data == "[DONE]":
-                            break
-                        try:
-                            event = json.loads(data)
-                            choices = event.get("choices") or []
-                            if event.get("usage"):
-                                usage = event["usage"]
-                                if not isinstance(usage, dict):
-                                    raise TypeError("usage is not an object")
-                            if choices:
-                                text = choices[0].get("text") or ""
-                                if not isinstance(text, str):
-                                    raise TypeError("a completion's text is not a string")
-                                pieces.append(text)
-                                logprobs.extend(token_logprobs(choices[0]))
-                                received += len(pieces[-1])
-                                if choices[0].get("finish_reason"):
-                                    finish = choices[0]["finish_reason"]
-                        except (ValueError, AttributeError, TypeError, RecursionError):
-                            return Failure(FailureKind.BAD_RESPONSE,
-                                           f"{self.endpoint} streamed something that is not a completion")
-                        if len(pieces) > request.max_tokens + STREAM_SLACK_CHUNKS or \
-                                received > MAX_CHARS_PER_TOKEN * request.max_tokens:
-                            # A server that ignores max_tokens (or sends one endless chunk) is cut here.
-                            text = "".join(pieces)[: MAX_CHARS_PER_TOKEN * request.max_tokens]
-                            pieces, finish = [text], "length"
-                            break
-                        stopped = early_stop(request, "".join(pieces), deadline)
-                        if stopped is not None:
-                            finish = stopped
-                            break
-                    if not finish and not pieces and "logprobs" in payload and not self._killed.is_set() \
-                            and self._refuses_logprobs(deadline):
-                        # llama-cpp-python's server started with --logits_all False answers a
-                        # streamed request for them with 200 and an empty stream (its error
-                        # comes after the status): the same refusal, the same retry.
-                        self._asks_logprobs = False
-                        del payload["logprobs"]
-                        continue
-                break
-            except _OversizedLine:
-                return Failure(FailureKind.BAD_RESPONSE,
-                               f"{self.endpoint} streamed a line longer than {MAX_LINE_BYTES} bytes")
-            except httpx.TimeoutException:
-                if pieces:
-                    finish = "deadline"
                     break
-                return Failure(FailureKind.BACKEND_TIMEOUT,
-                               f"{self.endpoint} did not answer within {request.deadline_s:.0f} s")
-            except httpx.HTTPError as error:
-                if pieces:
-                    return Failure(FailureKind.BACKEND_ERROR,
-                                   f"{self.endpoint} dropped the stream ({error.__class__.__name__})")
-                last = f"cannot reach {self.endpoint} ({error.__class__.__name__})"
-                self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
-        else:
-            return Failure(FailureKind.BACKEND_UNREACHABLE, last or f"cannot reach {self.endpoint}")
+                except _OversizedLine:
+                    return Failure(FailureKind.BAD_RESPONSE,
+                                   f"{self.shown_endpoint} streamed a line longer than {MAX_LINE_BYTES} bytes")
+                except httpx.TimeoutException:
+                    if pieces:
+                        finish = "deadline"
+                        break
+                    return Failure(FailureKind.BACKEND_TIMEOUT,
+                                   f"{self.shown_endpoint} did not answer within {request.deadline_s:.0f} s")
+                except httpx.HTTPError as error:
+                    if pieces:
+                        return Failure(FailureKind.BACKEND_ERROR,
+                                       f"{self.shown_endpoint} dropped the stream ({error.__class__.__name__})")
+                    last = f"cannot reach {self.shown_endpoint} ({error.__class__.__name__})"
+                    self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
+            else:
+                return Failure(FailureKind.BACKEND_UNREACHABLE, last or f"cannot reach {self.shown_endpoint}")
         if self._killed.is_set() and not finish:
-            return _stopped(self.endpoint)
+            return _stopped(self.shown_endpoint)
         if not finish:
             return Failure(FailureKind.BACKEND_INTERRUPTED,
-                           f"{self.endpoint} ended the answer without a finish reason (a "
+                           f"{self.shown_endpoint} ended the answer without a finish reason (a "
                            "llama-cpp-python server interrupts a request when another "
                            "arrives unless started with --interrupt_requests False)")
         prompt_tokens = usage.get("prompt_tokens")

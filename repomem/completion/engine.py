@@ -311,8 +311,9 @@ class CompletionEngine:
             return generation
         timings["generate"] += generation.seconds * 1000
         raw = _without_healed(generation.text, context.healed)
-        text = clean_completion(raw, context.shape, self.backend.template.sentinels, context.suffix or "",
-                                self.config.completion.max_lines)
+        template = self.backend.template
+        text = template.restored(clean_completion(raw, context.shape, template.sentinels, context.suffix or "",
+                                                  self.config.completion.max_lines))
         if _continues_the_frame(text, prompt, context):
             text = ""  # nothing shown rather than the prompt's own frame around its blocks
         return Completion(

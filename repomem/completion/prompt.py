@@ -186,9 +186,9 @@ def _assemble(
         head = "".join(f"{b.text}\n" for b in pinned)
         prefix = head + left
         return context + template.current_file(path) + (template.infill(prefix, suffix) if suffix is not None
-                                                         else prefix)
+                                                         else template.plain(prefix))
     prefix = context + left
-    return template.infill(prefix, suffix) if suffix is not None else prefix
+    return template.infill(prefix, suffix) if suffix is not None else template.plain(prefix)
 
 
 def build_prompt(

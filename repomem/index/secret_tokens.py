@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections import Counter
 
 # Token characters: letters, digits and the separators issuers put inside tokens (`_-.:~`).
@@ -202,6 +203,10 @@ UPPER_WORDLIKE_RUN_LETTERS = 6.0  # the same for a body without lower case (rand
 MIN_SEGMENT = 12  # characters of a separator-free stretch that can hold a token body by itself
 WORDY_RUN_LETTERS = 4.5  # a run of both cases reads as words from here (random base62: 1.7)
 WORDY_ONE_CASE_RUN_LETTERS = 6.5  # one case and digits (random: 3.6; `0009_alter_user_last_name`: 4.3)
+# After an AWS key id's literal: the next argument, a literal of 40 base64 characters.
+_AWS_PAIRED_SECRET = re.compile(r"""(["'`])\s*,\s*(["'`])(?P<secret>[A-Za-z0-9/+]{40})\2""")
+BASE64_LITERAL_MAX = 200  # characters a run is widened by each way over base64 symbols (a key is 40)
+_BASE64 = frozenset(string.ascii_letters + string.digits + "+/")
 ARGUMENT_ENTROPY = 3.9  # bits per character of an unnamed argument literal (random base62 of 20: 4.1 +- 0.15)
 MIN_HEX_GENERIC_BODY = 32  # hex characters of an unlisted prefixed token's body (content hashes run 8-20)
 DIGEST_HEX_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})  # md5, sha1, sha224, sha256, sha384, sha512
@@ -303,13 +308,52 @@ def token_secrets(text: str) -> list[tuple[int, int, str]]:
         tokens = provider_tokens(run)
         if tokens:
             found += [(start + a, start + b, issuer) for a, b, issuer in tokens]
+            if tokens[-1][2] == "aws" and tokens[-1][1] == end - start:
+                # The secret access key passed after its key id (`NewStaticCredentials("AKIA…",
+                # "<key>", "")`, Java's `BasicAWSCredentials`): 40 of base64, whose `/` and `+`
+                # split it into runs too short to be looked at.
+                paired = _AWS_PAIRED_SECRET.match(text, end)
+                if paired is not None and random_body(re.sub(r"[/+]", "", paired["secret"])):
+                    found.append((*paired.span("secret"), "aws"))
             continue
         span = prefixed_token(run)
         if span is not None:
             found.append((start + span[0], start + span[1], "prefixed-token"))
         elif argument_literal(text, start, end):
             found.append((start, end, "argument-literal"))
-    return found
+        elif text[start - 1:start] in ("/", "+") or text[end:end + 1] in ("/", "+"):
+            # A base64 key split into runs at its `/` and `+` (AWS's secret access key passed by
+            # position: `NewStaticCredentials("AKIA…", "<40 of base64>", "")`): the literal whole.
+            low, high = _base64_literal(text, start, end)
+            if (low, high) != (start, end) and argument_literal(text, low, high, base64=True):
+                if found and found[-1][0] >= low:  # an earlier run of the same literal was taken
+                    found.pop()
+                found.append((low, high, "argument-literal"))
+    return _without_overlaps(found)
+
+
+def _base64_literal(text: str, start: int, end: int) -> tuple[int, int]:
+    """text[start:end] widened over the base64 characters beside it (`/`, `+`, letters, digits,
+    and `=` at the end), at most BASE64_LITERAL_MAX characters each way."""
+    low = start
+    while low > 0 and start - low < BASE64_LITERAL_MAX and text[low - 1] in _BASE64:
+        low -= 1
+    high = end
+    while high < len(text) and high - end < BASE64_LITERAL_MAX and text[high] in _BASE64:
+        high += 1
+    while high < len(text) and text[high] == "=" and high - end < BASE64_LITERAL_MAX:
+        high += 1
+    return low, high
+
+
+def _without_overlaps(found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """`found` (in order of start) with each span that starts inside the one before it dropped."""
+    kept: list[tuple[int, int, str]] = []
+    for span in found:
+        if kept and span[0] < kept[-1][1]:
+            continue
+        kept.append(span)
+    return kept
 
 
 def wordy(run: str) -> bool:
@@ -330,7 +374,7 @@ def _reads_as_words(text: str) -> bool:
     return sum(map(len, runs)) / len(runs) >= (WORDY_ONE_CASE_RUN_LETTERS if one_case else WORDY_RUN_LETTERS)
 
 
-def argument_literal(text: str, start: int, end: int) -> bool:
+def argument_literal(text: str, start: int, end: int, base64: bool = False) -> bool:
     """Whether text[start:end] is a whole quoted literal passed as an argument with no name to say
     what it is (`connect(host, user, "<password>")`, `jwt.sign(claims, "<key>")`) whose characters
     look drawn at random: letters of both cases and digits, no word-long runs, high entropy."""
@@ -344,4 +388,9 @@ def argument_literal(text: str, start: int, end: int) -> bool:
     value = text[start:end]
     if not (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)):
         return False
+    if base64:  # the base64 alphabet's own symbols are no separators; a path has word-long parts
+        if not any(c in value for c in "/+") or any(_reads_as_words(part) for part in re.split(r"[/+=]", value)
+                                                   if len(part) >= 4):
+            return False
+        value = re.sub(r"[/+=]", "", value)
     return not any(c in value for c in "._:~") and random_body(value) and entropy(value) >= ARGUMENT_ENTROPY

@@ -75,23 +75,31 @@ _SECRET_WORD = (r"(?:(?:api|app|auth|access|account|private|signing|encryption|m
 # key(?![a-z]): STRIPE_KEY, not keys
 _NAME_CHAR = "A-Za-z0-9_.-"
 # A string literal of the indexed languages, or of JSON holding code (a notebook's `\"`). Its content
-# holds no quote, blank nor backslash: a value with a blank is a sentence, not a key.
-_CONTENT = r"""[^'"`\s\\]+"""
+# holds no blank nor backslash (a value with a blank is a sentence, not a key) nor its own quote
+# mark; the other marks it may hold (a password with a quote in it, `"ab'c..."`).
 _QUOTE_MARKS = ('"""', "'''", '"', "'", "`", '\\"', "\\'", "\\`")
-_QUOTED = "[rbuf]{0,2}(?:" + "|".join(f"{re.escape(mark)}{_CONTENT}{re.escape(mark)}" for mark in _QUOTE_MARKS) + ")"
+
+
+def _content(mark: str) -> str:
+    return rf"(?:(?!{re.escape(mark)})[^\s\\])+"
+
+
+_QUOTED = "[rbuf]{0,2}(?:" + "|".join(f"{re.escape(mark)}{_content(mark)}{re.escape(mark)}" for mark in _QUOTE_MARKS) + ")"
 _LITERAL = re.compile(
-    "(?i)[rbuf]{0,2}(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS)) + f")(?P<content>{_CONTENT})(?P=open)"
+    "(?i)[rbuf]{0,2}(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS)) + r")(?P<content>(?:(?!(?P=open))[^\s\\])+)(?P=open)"
 )
 _JOINER = re.compile(r"\s*\+?\s*")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
     r"(?:\\?['\"]?\)?\s*(?:\|\||\?\?|or(?=\s))"  # env.NAME || "value", getenv("NAME") or "value"
     # assigned (a type annotation allowed: Rust's `&str`, `&'static str` too), a mapping entry, a
     # subscript (`config["password"] =`, `os.environ["DB_PASS"] =`), a shell default ${NAME:-value}
-    r"|\\?['\"]?\]?(?:\s*:\s*&?(?:'[a-z_]+\s+)?[A-Za-z_][\w\[\]., |]*?)?\s*(?::=|:-|=>|=|:)"
+    r"|\\?['\"]?(?:\[\]|\])?(?:\s*:\s*&?(?:'[a-z_]+\s+)?[A-Za-z_][\w\[\]., |]*?)?\s*(?::=|:-|=>|=|:)"
     r"|[ \t]+\([^()\n]{1,40}\):"  # a remark in a comment: `# old api key (rotated in May): ...`
     r"|['\"]?[ \t]*\n[ \t]*value[ \t]*:"  # a container's environment: `- name: API_TOKEN` / `value: ...`
     r"|[ \t]+(?:is|was|are)[ \t]+(?:now[ \t]+)?"  # prose in a comment: `# the prod api key is ...`
     r"|[ \t]+(?=[^\s=:'\"`(])"  # netrc and flags: `password<TAB>value`; a bare value must still look random
+    r"""|[ \t]+(?=[rbuf]{0,2}["'`])"""  # C's `#define API_KEY "..."`, SQL's `PASSWORD '...'`, nginx
+    r"""|\\?["'][ \t]+value[ \t]*="""  # a named value in XML: `<add key="ApiKey" value="..."/>`
     r")"
 )
 # A match is a name (or a credential scheme) and what gives it its value; the value is only looked
@@ -105,7 +113,9 @@ _ASSIGNED = re.compile(
     # the default of a look-up, the name its first argument: getenv("NAME", "value"), get('name', 'value')
     r"""|(?:(?<=\(["'])|(?<=\(\\["']))"""
     rf"""(?P<lookup>[\w-]*{_SECRET_WORD}[\w-]*)(?![{_NAME_CHAR}])\\?["']\s*,"""
-    rf"|(?P<flag>-[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}])[ \t]+)"  # --password VALUE
+    rf"|(?P<flag>-[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}])[ \t]+"  # --password VALUE
+    rf"|(?<=<)(?P<element>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)>"  # XML: <password>VALUE</password>
+    r"|(?P<sql>identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?)[ \t]+)"  # SQL's IDENTIFIED BY '...'
     rf"(?=\s*\(?\s*(?P<quoted>{_QUOTED}(?:\s*\+?\s*{_QUOTED})*)"  # quoted, parenthesised, concatenated
     r"""|[ \t]*(?P<bare>[^\s'"`,;(){}\[\]<>\\]+)))"""  # unquoted: shell, YAML, INI, DSN, comments
 )
@@ -116,7 +126,8 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 # Every match of _SECRET_WORD holds one of the first six (the *key words: "key"), every credential
 # scheme one of "bearer", "basic", "token"; a test checks each spelling of the words.
-_SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u")
+_SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u",
+                         "identified")
 
 
 def assignments(text: str) -> list[re.Match]:

@@ -15,6 +15,7 @@ import pytest
 from repomem.backends.base import GenerationRequest
 from repomem.backends.models import SMALL_MODEL, PackagedModel, verify_model
 from repomem.backends.openai_http import OpenAIBackend
+from repomem.completion.prompt import PromptBudget, build_prompt
 from repomem.failures import Failure
 from tests.cli_process import assert_user_error, free_port, run
 from tests.http_servers import GarbageHandler, serve_http
@@ -292,3 +293,25 @@ def test_generation_stops_once_the_completion_is_settled(llama, shop_with_report
         assert settled.generation.completion_tokens <= to_the_cap.generation.completion_tokens
         saved += to_the_cap.generation.completion_tokens - settled.generation.completion_tokens
     assert saved > 0
+
+
+def test_special_texts_in_the_repository_reach_the_model_as_text(llama, model_path):
+    """Tokenized by the embedded model itself (special tokens parsed, as every prompt is), a
+    fill-in-the-middle prompt whose code holds every special text of the GGUF's vocabulary carries
+    exactly the template's three control tokens; and the template knows every special text the
+    GGUF lists (or a new one would pass through unbroken)."""
+    import llama_cpp
+
+    from repomem.backends.llama_child import special_tokens
+
+    vocabulary_only = llama_cpp.Llama(str(model_path), vocab_only=True, verbose=False)
+    specials, _ = special_tokens(vocabulary_only)
+    template = llama.template
+    assert set(specials) <= set(template.specials)
+    special_ids = {vocabulary_only.tokenize(s.encode(), add_bos=False, special=True)[0] for s in specials}
+    hostile = "TOKENS = [" + ", ".join(f'"{s}"' for s in specials) + "]"
+    prompt = build_prompt(left_lines=[hostile, "x = "], suffix="\n" + hostile, candidates=[], tokenizer=llama,
+                          template=template, budget=PromptBudget(1500))
+    tokens = llama._tokens(prompt.text)
+    shown = [token for token in tokens if token in special_ids]
+    assert shown == llama._tokens(template.fim_prefix + template.fim_suffix + template.fim_middle)

@@ -685,3 +685,55 @@ def test_counts_a_server_got_wrong_are_not_taken_and_a_key_no_header_carries_is_
         server.shutdown()
     assert isinstance(answer, Generation) and (answer.completion_tokens, answer.cached_tokens) == (1, 0)
     assert isinstance(pasted, Failure) and pasted.kind == "backend-auth" and "HTTP header" in pasted.message
+
+
+class _Dribbles(http.server.BaseHTTPRequestHandler):
+    """Answers at a byte every 50 ms: every read gets something well inside any read timeout."""
+
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + b"data: {}\n\n" * 1000
+
+    def _dribble(self):
+        try:
+            for byte in self.answer:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:
+            pass  # the client hung up, as it should
+
+    do_GET = do_POST = _dribble
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("call", ["connect", "generate", "count"])
+def test_a_server_answering_a_byte_at_a_time_is_cut_at_the_calls_deadline(call):
+    """httpx's timeouts are per read, so each byte started the wait again: a 1 s call to such a
+    server took over a minute. Now the whole call ends by its deadline."""
+    server, url = serve_http(_Dribbles)
+    try:
+        started = time.perf_counter()
+        if call == "connect":
+            answer = OpenAIBackend.connect(url, deadline_s=1.0)
+        else:
+            backend = OpenAIBackend(url, "m", tokenize_path="/tokenize")
+            answer = backend.generate(GenerationRequest(prompt="x", max_tokens=4, stop=(), deadline_s=1.0)) \
+                if call == "generate" else backend._request("POST", "/tokenize", {"prompt": "x"}, 1.0)
+        elapsed = time.perf_counter() - started
+    finally:
+        server.shutdown()
+    assert elapsed < 2.0, elapsed
+    assert isinstance(answer, Failure) and answer.kind in ("backend-timeout", "backend-unreachable"), answer
+
+
+def test_a_password_or_query_in_the_endpoint_is_never_repeated():
+    """A URL holding credentials (`https://user:secret@host`, `?api_key=`) was repeated in every
+    failure message and in the backend's name, which results and logs carry."""
+    backend = OpenAIBackend("http://me:hunter2@127.0.0.1:9/v1?api_key=sk-123", "", connect_timeout_s=0.5, retries=0)
+    answer = backend.generate(GenerationRequest(prompt="x", max_tokens=4, stop=(), deadline_s=1.0))
+    assert isinstance(answer, Failure) and "127.0.0.1:9" in answer.message
+    for shown in (answer.message, backend.name, backend.shown_endpoint):
+        assert "hunter2" not in shown and "sk-123" not in shown, shown
+    assert backend.shown_endpoint == "http://me:***@127.0.0.1:9/v1?***"
+    assert OpenAIBackend("http://127.0.0.1:8000", "m").shown_endpoint == "http://127.0.0.1:8000"

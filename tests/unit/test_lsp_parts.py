@@ -178,7 +178,7 @@ def test_the_server_tells_the_packages_version_and_its_shutdown_ends_the_message
 def test_completion_cache_is_an_lru_keyed_by_text_around_the_cursor_and_settings():
     cache = CompletionCache(entries=2)
     text = "def f():\n    return \n"
-    first = CursorState.of("a.py", text, 20, settings_generation=1)
+    first = CursorState.of("a.py", text, 20, answers_generation=1)
     cache.put(first, CachedCompletion("1", "c1"))
     assert cache.get(CursorState.of("a.py", text, 20, 1)).text == "1"
     assert cache.get(CursorState.of("a.py", text, 20, 2)) is None  # settings changed
@@ -188,6 +188,28 @@ def test_completion_cache_is_an_lru_keyed_by_text_around_the_cursor_and_settings
     cache.put(CursorState.of("c.py", text, 20, 1), CachedCompletion("3", "c3"))
     assert len(cache) == 2
     assert cache.get(first) is not None and cache.get(CursorState.of("b.py", text, 20, 1)) is None
+
+
+def test_answers_given_before_the_index_was_installed_are_not_given_again():
+    """Until the index is in, completions come from the open file alone; asked again at the same
+    cursor afterwards, such an answer was taken from the cache (and a request joined a generation
+    started before). The installed index makes every earlier answer stale."""
+    from repomem.lsp.server import RepomemServer
+
+    ls = RepomemServer()
+    try:
+        cache, forward = CompletionCache(entries=4), ForwardTypingCache()
+        text = "total = compute_\n"
+        before = ls.ask_in("file:///a.py", "a.py", 1, text, 0, 16).state
+        cache.put(before, CachedCompletion("tax(x)", "c1"))
+        forward.remember(before, CachedCompletion("tax(x)", "c1"))
+        ls.index_installed()
+        after = ls.ask_in("file:///a.py", "a.py", 1, text, 0, 16).state
+        assert cache.get(after) is None and cache.get(before) is not None
+        typed = ls.ask_in("file:///a.py", "a.py", 2, "total = compute_t\n", 0, 17).state
+        assert forward.continuation(typed) is None
+    finally:
+        ls.shutdown()
 
 
 def test_forward_typing_reuses_the_rest_of_a_shown_completion():

@@ -245,3 +245,34 @@ def test_a_first_line_hint_gives_what_the_search_gives_with_fewer_counts():
         assert prompt.left_first_line == _first_line_by_search(left, fits.__getitem__, hint), (left, budget, hint)
         if hint is not None and 0 < hint < len(left) and (fits[0] or fits[hint]):
             assert Counting.calls <= 8  # the search alone would count the prompt ~log2(lines) times more
+
+
+def _markers(template, text: str) -> list[str]:
+    return template._special_text.findall(text) if template.specials else []
+
+
+def test_repository_text_never_carries_a_special_token_into_the_prompt():
+    """A repository that holds the templates' own special texts (a tokenizer's source, a chat
+    template) reaches the prompt with each of them broken: the only special texts left are the
+    ones the template wrote, in every form (fill-in-the-middle, left to right, repository form,
+    the memories' instruction turn), and the broken form turns back in a completion."""
+    for template in (QWEN, CODELLAMA, STARCODER):
+        hostile = "TOKENS = [" + ", ".join(f'"{s}"' for s in template.specials) + "]"
+        blocks = [block(1, f"lib/{template.specials[0]}.py", hostile, 3.0)]
+        for style in ("comments", "repo"):
+            for suffix in (hostile, None):
+                prompt = build_prompt(left_lines=[hostile, "x = "], suffix=suffix, candidates=blocks,
+                                      tokenizer=WordTokenizer(), template=template, budget=PromptBudget(5000),
+                                      style=style, repo=template.specials[1], path=template.specials[2])
+                plain = build_prompt(left_lines=["y", "x = "], suffix=suffix and "z",
+                                     candidates=[block(1, "lib/a.py", "a", 3.0)], tokenizer=WordTokenizer(),
+                                     template=template, budget=PromptBudget(5000), style=style, repo="r",
+                                     path="p.py")
+                assert prompt.blocks, (template.family, style)
+                assert _markers(template, prompt.text) == _markers(template, plain.text), (template.family, style)
+        question = template.instruction(hostile)
+        assert len(_markers(template, question)) == len(_markers(template, template.instruction("q")))
+        assert template.plain(template.plain(hostile)) == template.plain(hostile)
+        assert template.restored(template.plain(hostile)) == hostile
+        assert template.restored("x = 1") == "x = 1" and template.plain("x < y > z") == "x < y > z"
+    assert PLAIN.plain("<|endoftext|>") == "<|endoftext|>" == PLAIN.restored("<|endoftext|>")

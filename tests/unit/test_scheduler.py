@@ -233,6 +233,27 @@ async def test_where_the_cursor_rests_the_completion_starts_and_a_request_there_
     assert len(model2.started) == 2 and model2.stopped == model2.started[:1]
 
 
+async def test_a_speculation_for_a_place_the_cursor_left_stops_and_one_starts_where_it_rests():
+    """The editor reports the cursor resting elsewhere, no edit: the generation for the old place,
+    which nobody waits on, held the model until it ended."""
+    model, plan = opened(warm_after_s=0.01, rest=ask())
+    await asyncio.sleep(0.1)
+    assert len(model.started) == 1
+    other = TEXT + "print(total(1, 2))\n"
+    plan.cursor_rests(ask(offset=TEXT.index(":\n") + 1), reported=True)  # same text, the cursor moved up
+    await asyncio.sleep(0.1)
+    assert model.stopped == model.started[:1] and len(model.started) == 2
+    assert model.started[1].state.key() == ask(offset=TEXT.index(":\n") + 1).state.key()
+    # A request waiting on a generation keeps it, wherever the cursor rests meanwhile.
+    model2, plan2 = opened(warm_after_s=0.01)
+    waiting = asyncio.ensure_future(plan2.complete(ask()))
+    await asyncio.sleep(0.05)
+    plan2.cursor_rests(ask(text=other, offset=len(other) - 1), reported=True)
+    await asyncio.sleep(0.05)
+    model2.release.set()
+    assert (await waiting).outcome is Outcome.ANSWERED and not model2.stopped
+
+
 def test_speculation_only_where_people_complete():
     assert worth_speculating(ask())  # "    return |"
     assert worth_speculating(ask("def f():\n    \n", len("def f():\n    ")))  # an indented new line
@@ -308,6 +329,13 @@ async def test_typing_that_parts_from_the_shown_completion_starts_the_next_one_a
     await asyncio.sleep(0.03)
     assert len(model.started) == 2 and model.started[1].state.left.endswith("return ax")
     assert (await plan.complete(typed_on("ax", 3))).completion_id == "c2"
+    # Typing the whole of a shown completion and on is taking it: no start at once.
+    model2, plan2 = opened(warm_after_s=10.0)
+    model2.release.set()
+    assert (await plan2.complete(ask())).text == "a + b"
+    plan2.document_changed("file:///r/a.py", 2, rest=typed_on("a + b)", 2))
+    await asyncio.sleep(0.03)
+    assert len(model2.started) == 1
 
 
 async def test_after_an_accept_the_next_line_starts_and_enter_joins_it():
