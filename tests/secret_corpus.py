@@ -62,9 +62,9 @@ KINDS: dict[str, Callable[[random.Random], str]] = {
     "aws-id": lambda rng: "AKIA" + _pick(rng, string.ascii_uppercase + "234567", 16),
     "aws-secret": lambda rng: _pick(rng, BASE64, 40),
     # split by a `/` and a `+` for sure (where the token scanner's runs end)
-    "aws-secret-slashed": lambda rng: _pick(rng, BASE64, 12) + "/" + _pick(rng, BASE64, 13) + "+" + _pick(rng, BASE64, 13),
+    "aws-secret-slashed": lambda rng: f"{_pick(rng, BASE64, 12)}/{_pick(rng, BASE64, 13)}+{_pick(rng, BASE64, 13)}",
     # a longer key whose runs between `/` and `+` are long enough to be looked at
-    "base64-slashed-long": lambda rng: _pick(rng, BASE62, 24) + "/" + _pick(rng, BASE62, 24) + "+" + _pick(rng, BASE62, 20),
+    "base64-slashed-long": lambda rng: f"{_pick(rng, BASE62, 24)}/{_pick(rng, BASE62, 24)}+{_pick(rng, BASE62, 20)}",
     # a password holding the other quote mark ("...'...")
     "password-with-quote": lambda rng: _pick(rng, PASSWORD, 10) + "'" + _pick(rng, PASSWORD, 10),
     "github": lambda rng: "ghp_" + _pick(rng, BASE62, 36),

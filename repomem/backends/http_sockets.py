@@ -29,7 +29,6 @@ from typing import Any
 import httpcore
 import httpx
 
-
 _calls = threading.local()  # .deadline: the calling thread's call's end, time.perf_counter() seconds
 
 

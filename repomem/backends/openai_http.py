@@ -210,7 +210,8 @@ class OpenAIBackend:
                     status = response.status_code
                     body = _capped_body(response, started + deadline_s) if status < 400 else b""
             except httpx.TimeoutException:
-                return Failure(FailureKind.BACKEND_TIMEOUT, f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
+                return Failure(FailureKind.BACKEND_TIMEOUT,
+                               f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
                 last = f"cannot reach {self.shown_endpoint} ({error.__class__.__name__})"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
@@ -230,7 +231,8 @@ class OpenAIBackend:
             try:
                 return json.loads(body)
             except (ValueError, RecursionError):  # RecursionError: arrays nested past Python's depth
-                return Failure(FailureKind.BAD_RESPONSE, f"{self.shown_endpoint}{path} answered something that is not JSON")
+                return Failure(FailureKind.BAD_RESPONSE,
+                               f"{self.shown_endpoint}{path} answered something that is not JSON")
         return Failure(FailureKind.BACKEND_UNREACHABLE,
                        last or f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
 
@@ -265,7 +267,8 @@ class OpenAIBackend:
                 return Failure(FailureKind.BAD_RESPONSE, f"{self.shown_endpoint}{path} answered without tokens")
             self._tokenize_path = path
             return tokens
-        return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint} offers neither /tokenize nor /extras/tokenize")
+        return Failure(FailureKind.BACKEND_ERROR,
+                       f"{self.shown_endpoint} offers neither /tokenize nor /extras/tokenize")
 
     def generate(self, request: GenerationRequest, logit_bias: Mapping[int, float] | None = None
                  ) -> Generation | Failure:
@@ -309,8 +312,8 @@ class OpenAIBackend:
                             self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                             continue
                         if response.status_code >= 400:
-                            return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint}/v1/completions answered HTTP "
-                                                                      f"{response.status_code}")
+                            return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint}/v1/completions "
+                                                                      f"answered HTTP {response.status_code}")
                         received = 0  # characters of completion text
                         for line in _sse_lines(response, deadline):
                             if line is None:  # the deadline passed inside a line

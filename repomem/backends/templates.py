@@ -122,7 +122,7 @@ QWEN = Template(
                "<|file_sep|>", "<|repo_name|>", "<|im_start|>", "<|im_end|>"),
     repo_name="<|repo_name|>", file_sep="<|file_sep|>",
     # Qwen2.5's other added tokens (the GGUF's own list is checked against these in the tests).
-    other_specials=("<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
+    other_specials=("</s>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
                     "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
                     "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>"),
 )

@@ -14,7 +14,11 @@ translation and substring search (`candidate_runs`), and only those few runs are
   (letters and digits mixed, no word-long letter runs, high entropy). Hashes with an algorithm's
   prefix (`sha512-…` in lock files, `h1:…` in go.sum, `sha256:…` image digests) are left alone.
 
-A run found is masked whole; line breaks never occur inside one, so lines do not move.
+Two rules read past a run, where base64's `/` and `+` split a key into runs: an AWS key id's run
+followed by another argument of 40 base64 characters (the secret access key passed by position),
+and a run that fails every rule but stands inside a quoted argument widened over base64 symbols
+(`argument_literal` then judges the whole literal). A run found is masked whole; line breaks never
+occur inside one, so lines do not move.
 """
 
 from __future__ import annotations

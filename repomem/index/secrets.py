@@ -15,9 +15,12 @@ other files:
   is found assigned, as a mapping entry, after a flag (`--password VALUE`), in prose (`the api key
   is VALUE`), netrc-style (`password<TAB>VALUE`), in a container's environment (`name: API_TOKEN` /
   `value: ...`), or as the default of an environment look-up (`os.getenv("API_KEY", "...")`,
-  `env.TOKEN || "..."`); quoted in any string form of the indexed languages (triple-quoted,
-  prefixed `b"`/`f"`/`r"`, backticked, JSON-escaped as a notebook holds code, parenthesised,
-  concatenated) or unquoted (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments).
+  `env.TOKEN || "..."`), C's `#define API_KEY "..."`, an XML element or named value
+  (`<password>...</password>`, `<add key="ApiKey" value="..."/>`, Spring's `<property name="password"
+  value="..."/>`), SQL's `IDENTIFIED BY '...'` and `WITH PASSWORD '...'`; quoted in any string form
+  of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, backticked, JSON-escaped as a
+  notebook holds code, parenthesised, concatenated; holding the other quote marks) or unquoted
+  (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments).
 
 The secret is replaced by `[REDACTED]`; line breaks are kept, so line numbers, windows and cursors
 do not move. Whatever the cursor's file is, its text reaches a prompt (and a server's tokenizer)
@@ -81,12 +84,17 @@ _QUOTE_MARKS = ('"""', "'''", '"', "'", "`", '\\"', "\\'", "\\`")
 
 
 def _content(mark: str) -> str:
+    """A literal's content between `mark`s (an escaped mark's content holds no backslash anyway)."""
+    if len(mark) == 1 or mark.startswith("\\"):
+        return rf"[^{re.escape(mark[-1]) if len(mark) == 1 else ''}\s\\]+"
     return rf"(?:(?!{re.escape(mark)})[^\s\\])+"
 
 
-_QUOTED = "[rbuf]{0,2}(?:" + "|".join(f"{re.escape(mark)}{_content(mark)}{re.escape(mark)}" for mark in _QUOTE_MARKS) + ")"
+_QUOTED = "[rbuf]{0,2}(?:" + "|".join(f"{re.escape(mark)}{_content(mark)}{re.escape(mark)}"
+                                      for mark in _QUOTE_MARKS) + ")"
 _LITERAL = re.compile(
-    "(?i)[rbuf]{0,2}(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS)) + r")(?P<content>(?:(?!(?P=open))[^\s\\])+)(?P=open)"
+    "(?i)[rbuf]{0,2}(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS))
+    + r")(?P<content>(?:(?!(?P=open))[^\s\\])+)(?P=open)"
 )
 _JOINER = re.compile(r"\s*\+?\s*")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
@@ -98,7 +106,6 @@ _SEPARATOR = (
     r"|['\"]?[ \t]*\n[ \t]*value[ \t]*:"  # a container's environment: `- name: API_TOKEN` / `value: ...`
     r"|[ \t]+(?:is|was|are)[ \t]+(?:now[ \t]+)?"  # prose in a comment: `# the prod api key is ...`
     r"|[ \t]+(?=[^\s=:'\"`(])"  # netrc and flags: `password<TAB>value`; a bare value must still look random
-    r"""|[ \t]+(?=[rbuf]{0,2}["'`])"""  # C's `#define API_KEY "..."`, SQL's `PASSWORD '...'`, nginx
     r"""|\\?["'][ \t]+value[ \t]*="""  # a named value in XML: `<add key="ApiKey" value="..."/>`
     r")"
 )
@@ -115,7 +122,14 @@ _ASSIGNED = re.compile(
     rf"""(?P<lookup>[\w-]*{_SECRET_WORD}[\w-]*)(?![{_NAME_CHAR}])\\?["']\s*,"""
     rf"|(?P<flag>-[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}])[ \t]+"  # --password VALUE
     rf"|(?<=<)(?P<element>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)>"  # XML: <password>VALUE</password>
-    r"|(?P<sql>identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?)[ \t]+)"  # SQL's IDENTIFIED BY '...'
+    # C's `#define API_KEY "..."` (a name then a blank and a quote elsewhere is too often the end
+    # of a string: `"Invalid token " + ...`)
+    r"|(?:" + "|".join(rf"(?<=#{indent}define[ \t]{{{blanks}}})" for indent in ("", "[ \t]")
+                       for blanks in range(1, 5)) + ")"  # lookbehinds have one width each
+    rf"(?P<define>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)[ \t]+(?=[\"'])"
+    # SQL: MySQL's `IDENTIFIED [WITH plugin] BY '...'`, PostgreSQL's `WITH [LOGIN] PASSWORD '...'`
+    r"|(?P<sql>identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?"
+    r"|(?:(?<=with[ \t])|(?<=login[ \t])|(?<=encrypted[ \t]))password)[ \t]+)"
     rf"(?=\s*\(?\s*(?P<quoted>{_QUOTED}(?:\s*\+?\s*{_QUOTED})*)"  # quoted, parenthesised, concatenated
     r"""|[ \t]*(?P<bare>[^\s'"`,;(){}\[\]<>\\]+)))"""  # unquoted: shell, YAML, INI, DSN, comments
 )
