@@ -35,7 +35,7 @@ from repomem.config import Config
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import secret_reason
 from repomem.index.secrets import secret_file_reason
-from repomem.languages.registry import language_named
+from repomem.languages.registry import line_comment_of
 from repomem.positions import Cursor
 from repomem.repo_view import RepoView, masked
 from repomem.retrieval.scoring import ScoredFragment
@@ -195,8 +195,12 @@ class CompletionEngine:
         other = next((name for lever in follow if (name := lever.second_opinion(shown))), None)
         if other is None or confidence is None:
             return result
-        alone = self._round(view, dataclasses.replace(request, strategy=strategy_named(other)), context, context.query,
-                            1, timings, None)
+        # The other strategy's prompt keeps no memory of the function (order "stable"): its start,
+        # remembered, became the start the next main prompt aimed at (a file-only prompt starts far
+        # higher), and the same completion asked again sent another prompt.
+        other_request = dataclasses.replace(request, strategy=strategy_named(other),
+                                            order="score" if request.order == "stable" else request.order)
+        alone = self._round(view, other_request, context, context.query, 1, timings, None)
         if isinstance(alone, Failure) or alone.generation.finish_reason not in ("stop", "length") \
                 or alone.generation.mean_logprob is None:
             return dataclasses.replace(result, timings_ms=dict(timings))  # what it cost, the answer as it was
@@ -312,9 +316,9 @@ class CompletionEngine:
         timings["generate"] += generation.seconds * 1000
         raw = _without_healed(generation.text, context.healed)
         template = self.backend.template
-        text = template.restored(clean_completion(raw, context.shape, template.sentinels, context.suffix or "",
+        text = template.restored(clean_completion(raw, context.shape, template.sentinels, context.after,
                                                   self.config.completion.max_lines))
-        if _continues_the_frame(text, prompt, context):
+        if _continues_the_frame(text, prompt, context, request.cursor.path):
             text = ""  # nothing shown rather than the prompt's own frame around its blocks
         return Completion(
             text=text, raw=raw, strategy=request.strategy.name, prompt=prompt, fragments=prepared.fragments,
@@ -400,19 +404,26 @@ class CompletionEngine:
                 style=request.strategy.prompt_style(settings.style), repo=lever_round.view.root.name,
                 path=cursor.path, start=start,
                 select=select, pinned=() if pinned is None else (pinned,),
-                comment=language_named(context.language).line_comment,
+                comment=line_comment_of(cursor.path),
             )
             if isinstance(prompt, Failure):
                 return prompt
             # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
             prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
             first_shown = prompt.left_first_line if start.aim is None else min(start.aim, prompt.left_first_line)
-            shown = (first_shown, cursor.line + context.suffix_lines)
-            duplicates = {id(b) for b in prompt.blocks
-                          if b.path == cursor.path and not b.summary
-                          and b.start_line <= shown[1] and b.end_line > shown[0]}
-            candidates = [c for c in candidates if id(c) not in duplicates]
-            unsettled = bool(duplicates)
+            # The file lines the prompt shows: from the first kept to the last of the code after the
+            # cursor it kept (a block farther below is not shown, however long the file runs on).
+            shown = (first_shown, cursor.line + prompt.suffix_lines)
+            duplicates = [b for b in prompt.blocks if b.path == cursor.path and not b.summary
+                          and b.start_line <= shown[1] and b.end_line > shown[0]]
+            # A block is a candidate, or several merged (packing): each candidate it shows goes. A
+            # round that takes none away ends the fit (it never would otherwise).
+            shown_ids = {id(b) for b in duplicates}
+            shown_fragments = {fragment for b in duplicates for fragment in b.fragments}
+            kept = [c for c in candidates if id(c) not in shown_ids
+                    and not (c.path == cursor.path and not c.summary and c.fragment in shown_fragments)]
+            unsettled = len(kept) < len(candidates)
+            candidates = kept
             for lever in levers:
                 unsettled = lever.refit(prompt, unsettled) or unsettled
             if not unsettled:
@@ -425,7 +436,7 @@ class CompletionEngine:
             stops.append("\n")
         enough = request.enough
         if enough is None:  # a user's completion: stop once the tokens to come would all be cut
-            sentinels, suffix, max_lines = self.backend.template.sentinels, context.suffix or "", \
+            sentinels, suffix, max_lines = self.backend.template.sentinels, context.after, \
                 self.config.completion.max_lines
 
             def enough(text: str) -> bool:
@@ -439,12 +450,12 @@ class CompletionEngine:
         ))
 
 
-def _continues_the_frame(text: str, prompt: Prompt, context: CursorContext) -> bool:
+def _continues_the_frame(text: str, prompt: Prompt, context: CursorContext, path: str) -> bool:
     """Whether the completion's first line is a line of the frame around the prompt's blocks
     (prompt.frames_blocks) that the visible file does not itself have: the model wrote the frame
     on, not code."""
     first = next((line for line in text.split("\n") if line.strip()), "")
-    comment = language_named(context.language).line_comment
+    comment = line_comment_of(path)
     # The line's own check first: it is false for nearly every answer, the prompt scan is not free.
     if not frames_blocks(first, comment) or not prompt.blocks or BLOCK_WORDS not in prompt.text:
         return False

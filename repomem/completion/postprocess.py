@@ -25,6 +25,7 @@ from repomem.languages.treesitter import parse
 # generation loop. 5 is too few (pytest's `IdMaker([], [], None, None, None, None, None)`);
 # eval/results/loop-cut has what each count cuts of the dev sets' answers and real lines.
 LOOP_REPEATS = 6
+LOOP_UNIT_LINES = 8  # the longest run of lines (a loop's unit) a multi-line completion is checked for
 _TOP_LEVEL = re.compile(r"^(def |class |async def |@|if __name__|import |from )")
 
 
@@ -43,9 +44,12 @@ def _indent(line: str) -> int:
     return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
 
 
+# Python's string literals and its line comment: a `#` inside a string starts no comment.
+_PYTHON_NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*$')
+
+
 def _opens_block(line: str) -> bool:
-    code = line.split("#", 1)[0].rstrip()
-    return code.endswith(":")
+    return _PYTHON_NOT_CODE.sub("", line).rstrip().endswith(":")
 
 
 # String and character literals and a line comment's text: their braces do not count.
@@ -142,7 +146,9 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
             # On a blank line the model may start with a newline: take its first real line.
             at = next((i for i, line in enumerate(lines) if line.strip()), len(lines) - 1)
         first = lines[at].lstrip() if at > 0 and shape.line_prefix else lines[at]
-        return first.rstrip(), cut or looped or at < len(lines) - 1
+        line_rest = suffix.split("\n", 1)[0]
+        return _without_extra_closers(first.rstrip(), shape.line_prefix, line_rest), \
+            cut or looped or at < len(lines) - 1
     if shape.brace_block:
         kept, settled = _brace_body(lines, suffix, max_lines)
     else:
@@ -216,31 +222,79 @@ def _brace_body(lines: list[str], suffix: str, max_lines: int) -> tuple[list[str
 def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> tuple[list[str], bool]:
     """Lines up to a dedent to the opener's indent or a new top-level statement. Settled: a line
     that ends the body has begun (its indent and any keyword stay as the line grows), or the last
-    line `max_lines` allows is complete."""
+    line `max_lines` allows is complete. Lines inside a triple-quoted string (an SQL query, a
+    docstring's text at column 0) end nothing."""
     kept = [lines[0]]
+    open_string = _open_triple_quote(lines[0], None)
     for at in range(1, len(lines)):
         line = lines[at]
-        if line.strip():
+        if line.strip() and open_string is None:
             if _indent(line) <= shape.block_indent or _TOP_LEVEL.match(line):
                 return kept, True
+        open_string = _open_triple_quote(line, open_string)
         kept.append(line)
         if len(kept) >= max_lines:
             return kept, at < len(lines) - 1
     return kept, False
 
 
-def _cut_repetition(lines: list[str], complete: int, limit: int = 3) -> tuple[list[str], bool]:
-    """Stop before a non-blank line shows up for the `limit`-th time (a generation loop); and
-    whether that cut is final (the line is one of the first `complete`, which can no longer change)."""
-    seen: dict[str, int] = {}
-    for position, line in enumerate(lines):
-        key = line.strip()
-        if not key:
-            continue
-        seen[key] = seen.get(key, 0) + 1
-        if seen[key] >= limit:
-            return lines[:position], position < complete
+def _open_triple_quote(line: str, open_string: str | None) -> str | None:
+    """The triple quote (three double or three single quotes) a string left open after `line` is
+    in, given the one open before it (None: none); quotes inside a one-line string or a comment are
+    not told apart."""
+    at = 0
+    while True:
+        if open_string is None:
+            starts = [(line.find(mark, at), mark) for mark in ('"""', "'''")]
+            found = min(((i, mark) for i, mark in starts if i >= 0), default=None)
+            if found is None:
+                return None
+            open_string, at = found[1], found[0] + 3
+        else:
+            end = line.find(open_string, at)
+            if end < 0:
+                return open_string
+            open_string, at = None, end + 3
+
+
+def _cut_repetition(lines: list[str], complete: int, limit: int = 3,
+                    longest_unit: int = LOOP_UNIT_LINES) -> tuple[list[str], bool]:
+    """Stop where a run of 1 to `longest_unit` lines is written for the `limit`-th time in a row
+    (a generation loop; blank lines aside, indentation counted, so the `}` closing three nested
+    blocks or three `except KeyError:` clauses around different bodies are no loop); and whether
+    that cut is final (it falls in the first `complete` lines, which can no longer change)."""
+    content = [i for i, line in enumerate(lines) if line.strip()]
+    keys = [lines[i].rstrip() for i in content]
+    for last in range(len(keys)):
+        for unit in range(1, longest_unit + 1):
+            first = last - unit * limit + 1  # the first line of the first of the `limit` units
+            if first < 0:
+                break
+            if all(keys[j] == keys[j - unit] for j in range(first + unit, last + 1)):
+                position = content[last - unit + 1]  # the first line of the last unit
+                return lines[:position], position < complete
     return lines, False
+
+
+# Closing brackets and the openers they balance.
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+# String and character literals (any quote, one line): their brackets do not count.
+_STRING_LITERALS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`(?:\\.|[^`\\])*`')
+
+
+def _without_extra_closers(completion: str, line_prefix: str, line_rest: str) -> str:
+    """A one-line completion with the closing brackets it ends with taken off where the code after
+    the cursor on its line already closes them (`sum(price(|))` completed `item) for item in
+    items)` would leave one `)` too many): each trailing closer goes while the line would hold more
+    of it than of its opener."""
+    if not completion or not line_rest.strip() or completion[-1] not in _CLOSERS:
+        return completion
+    line = _STRING_LITERALS.sub("", line_prefix + completion + line_rest)
+    excess = {closer: line.count(closer) - line.count(opener) for closer, opener in _CLOSERS.items()}
+    while completion and excess.get(completion[-1], 0) > 0 and line_rest.lstrip().startswith(completion[-1]):
+        excess[completion[-1]] -= 1
+        completion = completion[:-1].rstrip()
+    return completion
 
 
 def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:

@@ -93,6 +93,7 @@ class Prompt:
     suffix_tokens: int
     template: str
     fim: bool
+    suffix_lines: int = 0  # lines of the code after the cursor the prompt shows (its cursor line's rest first)
 
     @property
     def fragment_ids(self) -> frozenset[int]:
@@ -111,6 +112,31 @@ def _nearest_lines(lines: Sequence[str], tokens: int, first: bool = False) -> st
             break
         kept += 1
     return "\n".join(lines[:kept] if first else lines[len(lines) - kept:])
+
+
+def _fitted_suffix(lines: Sequence[str], tokenizer: Tokenizer, limit: int) -> str:
+    """The most whole lines of the code after the cursor, nearest first, within `limit` tokens;
+    where the cursor line's rest alone is longer, as much of it as fits (an empty suffix would
+    tell the model that nothing follows the cursor)."""
+
+    def fits(text: str) -> bool:
+        return not exceeds(tokenizer, text, limit)
+
+    kept, too_many = len(lines), len(lines) + 1
+    while kept > 0 and not fits("\n".join(lines[:kept])):  # halving: the whole file may follow
+        too_many = kept
+        kept = kept // 2 if kept > 8 else kept - 1
+    high = too_many - 1  # the halving may have passed counts that fit: the most that do
+    while kept < high:
+        middle = (kept + high + 1) // 2
+        kept, high = (middle, high) if fits("\n".join(lines[:middle])) else (kept, middle - 1)
+    if kept or not lines or not lines[0]:
+        return "\n".join(lines[:kept])
+    low, high = 0, len(lines[0])
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(lines[0][:middle]) else (low, middle - 1)
+    return lines[0][:low]
 
 
 def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
@@ -236,11 +262,7 @@ def build_prompt(
     if use_fim:
         assert suffix is not None
         suffix_lines = suffix.split("\n")
-        # Keep whole lines of the right context, nearest first, within max_suffix_tokens.
-        kept = len(suffix_lines)
-        while kept > 0 and exceeds(tokenizer, "\n".join(suffix_lines[:kept]), budget.max_suffix_tokens):
-            kept = kept // 2 if kept > 8 else kept - 1
-        suffix_text = "\n".join(suffix_lines[:kept])
+        suffix_text = _fitted_suffix(suffix_lines, tokenizer, budget.max_suffix_tokens)
         suffix_tokens = tokenizer.count(suffix_text) if suffix_text else 0
 
     block_budget = int(budget.max_prompt_tokens * budget.context_share)
@@ -298,4 +320,5 @@ def build_prompt(
             suffix_tokens=suffix_tokens,
             template=template.family,
             fim=use_fim,
+            suffix_lines=suffix_text.count("\n") + 1 if suffix_text else 0,
         )

@@ -61,10 +61,6 @@ class CursorContext:
         """What the answer must start with: the healed word (spaces alone are left to the model)."""
         return self.healed if self.healed.strip() else ""
 
-    @property
-    def suffix_lines(self) -> int:
-        return 0 if self.suffix is None else self.suffix.count("\n") + 1
-
 
 _DEFINITION = re.compile(r"^(\s*)(async\s+def|def|class)\s")
 # A name being typed at the end of the cursor's line, with the space BPE vocabularies glue to it.

@@ -164,8 +164,13 @@ class WarmPrefix:
 
     @staticmethod
     def key(order: str, path: str, definition_line: int, file_lines: Sequence[str]) -> FunctionKey | None:
-        """The function a request's prompts are remembered by; None outside order "stable"."""
-        return FunctionKey.of(path, definition_line, file_lines) if order == "stable" else None
+        """The function a request's prompts are remembered by; None outside order "stable", and at
+        the module level (-1): a file's every statement outside a function, and every cursor of a
+        language whose definitions are not found (shell, Ruby), shared one memory, so a cursor at
+        the bottom of a file was given the blocks retrieved for one at its top."""
+        if order != "stable" or definition_line < 0:
+            return None
+        return FunctionKey.of(path, definition_line, file_lines)
 
     def fragments(self, key: FunctionKey,
                   renew: Callable[[list[ScoredFragment]], list[ScoredFragment] | None]) -> list[ScoredFragment] | None:

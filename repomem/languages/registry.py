@@ -51,6 +51,26 @@ def language_of(path: str) -> str | None:
     return None if dot <= 0 else _BY_EXTENSION.get(name[dot:].lower())
 
 
+# Files no grammar covers: their line comment by extension or name, which the prompt frames blocks
+# in. "#" otherwise, as RepoCoder's prompts have it (a language's `//` is no comment in YAML or SQL).
+_COMMENTS_WITHOUT_GRAMMAR = {
+    **dict.fromkeys((".sql", ".hs", ".lua", ".elm", ".ada", ".vhd"), "--"),
+    **dict.fromkeys((".tex", ".erl"), "%"),
+    **dict.fromkeys((".el", ".lisp", ".clj", ".scm", ".asm"), ";"),
+    **dict.fromkeys((".dart", ".proto", ".groovy", ".gradle", ".zig", ".v", ".sol", ".fs", ".glsl"), "//"),
+}
+
+
+def line_comment_of(path: str) -> str:
+    """The line comment of the file at `path`: its grammar's, or `_COMMENTS_WITHOUT_GRAMMAR`'s."""
+    name = language_of(path)
+    if name is not None:
+        return language_named(name).line_comment
+    base = path.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    return _COMMENTS_WITHOUT_GRAMMAR.get(base[dot:].lower(), "#") if dot > 0 else "#"
+
+
 def language_named(name: str) -> Language:
     """The rules for a grammar name; a name repomem has no entry for gets the generic rules."""
     language = _BY_NAME.get(name)

@@ -276,3 +276,59 @@ def test_repository_text_never_carries_a_special_token_into_the_prompt():
         assert template.restored(template.plain(hostile)) == hostile
         assert template.restored("x = 1") == "x = 1" and template.plain("x < y > z") == "x < y > z"
     assert PLAIN.plain("<|endoftext|>") == "<|endoftext|>" == PLAIN.restored("<|endoftext|>")
+
+
+def test_repeated_lines_around_different_code_are_no_loop_and_a_repeated_run_is():
+    """A line seen the third time anywhere counted as a loop: the third `}` of a JavaScript body
+    or the third `except KeyError:` cut the completion there, braces left open."""
+    from repomem.languages.registry import language_named
+
+    javascript = language_named("javascript")
+    body = "\n  if (a) {\n    x();\n  }\n  if (b) {\n    y();\n  }\n  if (c) {\n    z();\n  }\n  return 0;\n}\n"
+    shape = completion_shape("function f(a, b, c) {", "", javascript)
+    assert clean_completion(body, shape) == body.rstrip("\n")
+    python = "\n    try:\n        a()\n    except KeyError:\n        pass\n" * 3 + "    return 1\n"
+    assert clean_completion(python.replace("a()", "b()", 1).replace("a()", "c()", 1), completion_shape("def f():")) \
+        .count("except KeyError:") == 3
+    loop = "\n    x = load()\n    y = x + 1\n    x = load()\n    y = x + 1\n    x = load()\n    y = x + 1\n    z = 2\n"
+    assert clean_completion(loop, completion_shape("def f():")) == "\n    x = load()\n    y = x + 1" * 2
+
+
+def test_a_block_opener_with_a_hash_in_a_string_and_a_body_holding_a_long_string():
+    """`'#'` in a string read as a comment (the line was no opener: one line completed, nothing);
+    lines of a triple-quoted string at column 0 ended the body."""
+    shape = completion_shape("def strip(lines):\n    for line in lines:\n        if line.startswith('#'):")
+    assert shape.multiline and clean_completion("\n            continue\n        yield line\n", shape) \
+        == "\n            continue"
+    query = '\n    query = """\nSELECT id\nFROM orders\n"""\n    return db.run(query)\n'
+    assert clean_completion(query, completion_shape("def load(db):")) == query.rstrip("\n")
+
+
+def test_a_one_line_completion_leaves_the_closers_the_line_already_has():
+    """`sum(price(|))` completed `item) for item in items)` made the line one `)` too long."""
+    shape = completion_shape("    return sum(price(")
+    assert clean_completion("item) for item in items)", shape, suffix="))\n") == "item) for item in items"
+    assert clean_completion("g(1)", completion_shape("x = f("), suffix=")\n") == "g(1)"  # balanced: kept
+    assert clean_completion("a, b))", completion_shape("x = f("), suffix=")\n") == "a, b"
+    assert clean_completion("')'", completion_shape("x = f("), suffix=")\n") == "')'"  # in a string
+
+
+def test_a_cursor_line_longer_than_the_suffix_budget_is_cut_not_dropped():
+    """The code after the cursor on its line was dropped whole when it alone exceeded
+    max_suffix_tokens, and the prompt then said that nothing followed the cursor."""
+    rest = ", ".join(f"argument_{i}" for i in range(66)) + ")"
+    prompt = build_prompt(left_lines=["result = combine("], suffix=rest + "\nreturn result", candidates=[],
+                          tokenizer=WordTokenizer(), template=QWEN, budget=PromptBudget(2048, 0.5, 64))
+    shown = prompt.text.split("<|fim_suffix|>")[1].split("<|fim_middle|>")[0]
+    assert shown and rest.startswith(shown) and 60 <= WordTokenizer().count(shown) <= 64
+    many = "\n".join(f"line_{i} = {i}" for i in range(20))  # 79 tokens; 19 lines are 75
+    prompt = build_prompt(left_lines=["x = "], suffix=many, candidates=[], tokenizer=WordTokenizer(),
+                          template=QWEN, budget=PromptBudget(2048, 0.5, 78))
+    assert prompt.suffix_lines == 19  # halving from 20 kept 10 before
+
+
+def test_blocks_are_framed_in_the_comment_of_a_file_no_grammar_covers():
+    from repomem.languages.registry import line_comment_of
+
+    assert [line_comment_of(path) for path in ("a/conf.yaml", "q.sql", "Makefile", "x.py", "y.go", "z.lua")] == \
+        ["#", "--", "#", "#", "//", "--"]

@@ -90,6 +90,7 @@ def test_functions_are_remembered_by_their_definition_not_its_line_number():
     assert FunctionKey.of("a.py", 3, shifted) == first and FunctionKey.of("a.py", 6, shifted) == second
     assert FunctionKey.of("a.py", 1, shifted) != first  # what now stands on the first's old line
     assert FunctionKey.of("a.py", -1, lines) == FunctionKey.of("a.py", -1, shifted)  # the module level
+    assert WarmPrefix.key("stable", "a.py", -1, lines) is None  # which keeps no memory: one per file was shared
     warm = WarmPrefix.new()
     warm.remember_fragments(first, ["blocks of A"])
     assert warm.fragments(FunctionKey.of("a.py", 1, shifted), lambda kept: kept) is None
