@@ -294,6 +294,9 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     ks = {int(r["k"]) for r in (*model, *retrieval)}
     k = max(ks) if ks else 10
     prompts = [r for r in records if r.get("mode") == "prompt"]
+    if not (model or retrieval or prompts):  # an empty report written and exit 0 said nothing was wrong
+        return Failure(FailureKind.NO_RESULTS, f"none of the {len(records)} records is a model, retrieval or "
+                                               "prompt result (`mode`): not a results file of `eval run`")
     k = max({k, *(int(r["k"]) for r in prompts)})
     primary = [r for r in model if run_of(r) == chosen]
     return Report(tuple(model_rows), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),

@@ -59,7 +59,9 @@ def find_repo_root(start: Path) -> Path | None:
         if any((folder / marker).exists() for marker in REPOSITORY_MARKERS):
             return folder
     for folder in folders:
-        if (folder / INDEX_MARKER).exists():
+        # (An index at the filesystem's root, which `repomem index /` wrote before it was refused,
+        # would make every file outside a repository part of it.)
+        if folder != folder.parent and (folder / INDEX_MARKER).exists():
             return folder
     return None
 

@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from repomem.allocator import release_free_memory
-from repomem.config import Config, load_config
+from repomem.config import Config, IndexConfig, load_config, with_overrides
 from repomem.cyclic_gc import rarer_collections
 from repomem.embeddings.embedder import TextEmbedder
 from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
 from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
-from repomem.index.index_folder import claim_index_folder, index_dir, index_outside_repo
+from repomem.index.index_folder import claim_index_folder, foreign_folder, index_dir, index_outside_repo
 from repomem.index.indexed_files import analyze_file
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import PARALLEL_MIN_FILES, analyze_sources, read_and_analyze, read_candidate
@@ -171,8 +171,19 @@ class RepoService:
         warnings: list[str] = []
         if config is None:
             config, warnings = load_config(root, overrides=overrides)
+        default_name = IndexConfig().dir_name
+        if config.index.dir_name != default_name and not config.index.cache_dir \
+                and foreign_folder(root / config.index.dir_name):
+            # A bad value is a warning and the default, as for every other setting (every command
+            # failed on it before).
+            warnings.append(f"config index.dir_name={config.index.dir_name!r} names {root / config.index.dir_name}, "
+                            f"which is not a repomem index (repomem only writes in folders it created); "
+                            f"default {default_name!r} kept")
+            config = with_overrides(config, index={"dir_name": default_name})
         if index_outside_repo(root, config):
-            warnings.append(f"{root} is read-only: its index lives in {index_dir(root, config)}")
+            inside = root / config.index.dir_name
+            read_only = f"the index folder {inside}" if inside.is_dir() else str(root)
+            warnings.append(f"{read_only} is read-only: the index lives in {index_dir(root, config)}")
         pointer = index_dir(root, config) / "CURRENT"
         if pointer.is_dir() and not pointer.is_symlink():
             warnings.append(f"{pointer} is a folder, not the index pointer: the index is rebuilt and the folder "

@@ -77,6 +77,12 @@ ProblemKind = Literal[
 ]
 
 
+def _spelled(value: Any) -> str:
+    """A value as TOML writes it where Python's spelling differs (true, false), else Python's
+    (strings in single quotes are TOML's literal strings)."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+
+
 @dataclass(frozen=True)
 class ConfigProblem:
     """One problem with the settings read: which setting (or section) it is about, its kind, the
@@ -89,6 +95,7 @@ class ConfigProblem:
     kept: Any = NOTHING_KEPT  # the value in force instead; NOTHING_KEPT: the entry is ignored
     source: str = ""  # where it was read: a file's path, "repomem.toml", "--set"; "" when merged
     old_name: str = ""  # "moved": the name the setting was read under
+    kept_is: str = "default"  # what the value kept is: "default", "your" (the user's config's), "" (said in message)
 
     def reason(self) -> str:
         """What is wrong with the value, without naming the setting or what happens instead (the
@@ -101,15 +108,16 @@ class ConfigProblem:
         """The problem as one line for a person. `outcome`: say what happens instead ("default 10
         kept", "ignored"); off where a refused entry stops the command (`--set`)."""
         where = f"{self.source}: " if self.source else ("config " if self.kind.startswith("moved") else "")
-        kept = f"; default {self.kept!r} kept" if outcome and self.kept is not NOTHING_KEPT else ""
+        kept = (f"; {self.kept_is + ' ' if self.kept_is else ''}{_spelled(self.kept)} kept"
+                if outcome and self.kept is not NOTHING_KEPT else "")
         ignored = " ignored" if outcome else ""
         section, _, key = self.key.partition(".")
         text = {
             "unknown section": f"unknown config section [{self.key}]{ignored}",
-            "unknown key": f"unknown config key {self.key}{ignored}",
+            "unknown key": f"unknown config key {self.key}{ignored}" + (f" ({self.message})" if self.message else ""),
             "not a table": f"config section [{self.key}] must be a table" + ("; default kept" if outcome else ""),
             "wrong type": f"config {self.key}: {self.message}{kept}",
-            "refused value": f"config {self.key}={self.value!r} {self.message}{kept}",
+            "refused value": f"config {self.key}={_spelled(self.value)} {self.message}{kept}",
             "one value everywhere": f"config {self.key}{ignored}: {section}.{key.rpartition('.')[2]} has one value "
                                     f"on every surface (set it under [{section}])",
             "moved": f"{self.old_name} has moved to {self.key}; read as {self.key} (rename it there)",
@@ -332,6 +340,12 @@ def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
     plain: dict[tuple[str, str], Any] = {}
     per_surface: dict[str, dict[tuple[str, str], Any]] = {key: {} for key in SURFACE_KEYS}
     for section_name, section_value in data.items():
+        if section_name not in section_names and not isinstance(section_value, dict):
+            # `top_k = 3` above every [section]: a key outside any section, not a section
+            homes = sorted(s.section for s in settings_of(root) if s.key == section_name)
+            problems.append(ConfigProblem(section_name, "unknown key", "outside any section" + (
+                f"; it is a key of [{'], ['.join(homes)}]" if homes else "")))
+            continue
         if section_name not in section_names:
             problems.append(ConfigProblem(section_name, "unknown section"))
             continue

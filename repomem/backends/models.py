@@ -211,6 +211,9 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
 def check_gguf(path: Path) -> Path | Failure:
     """A user-supplied model path: present, readable, a GGUF file."""
     if not path.exists():
+        if len(path.parts) == 1 and path.suffix.lower() != ".gguf":  # a name mistyped, not a file
+            return Failure(FailureKind.MODEL_MISSING, f"no model called {path}: the embedded models are "
+                                                      f"{', '.join(EMBEDDED_MODELS)}, or give a .gguf file's path")
         return Failure(FailureKind.MODEL_MISSING, f"model file {path} does not exist")
     if not path.is_file():
         return Failure(FailureKind.MODEL_MISSING, f"model path {path} is not a file")

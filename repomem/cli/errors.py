@@ -6,6 +6,7 @@ import argparse
 import math
 from typing import TypeVar
 
+from repomem.config.sections import ALPHA_MAX
 from repomem.failures import Failure
 
 EXIT_USAGE = 2
@@ -39,11 +40,12 @@ def finite_float(text: str) -> float:
 
 
 def alpha_value(text: str) -> float:
-    """An argparse type for FragRel's alpha: a finite number >= 0 (a negative weight would rank the
-    fragments the relations favour last)."""
+    """An argparse type for FragRel's alpha: a finite number from 0 to ALPHA_MAX (a negative weight
+    would rank the fragments the relations favour last; 1e308 overflowed every score to infinity,
+    ranked at random and printed JSON no parser reads)."""
     value = finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    if not 0 <= value <= ALPHA_MAX:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {ALPHA_MAX:g}, got {text!r}")
     return value
 
 

@@ -25,6 +25,7 @@ from repomem.config import (
     with_assignments,
     with_overrides,
 )
+from repomem.config.sections import ALPHA_MAX
 from repomem.failures import Failure, FailureKind
 from repomem.strategies import EVAL_DEFAULT_STRATEGIES, STRATEGY_NAMES
 
@@ -86,8 +87,8 @@ def _parse_floats(text: str, option: str) -> tuple[float, ...]:
     except argparse.ArgumentTypeError:
         raise UserError(Failure(FailureKind.BAD_OPTION, f"{option} takes finite numbers separated by commas, "
                                                         f"got {text!r}")) from None
-    if any(v < 0 for v in values):
-        raise UserError(Failure(FailureKind.BAD_OPTION, f"{option}: values must be >= 0"))
+    if any(not 0 <= v <= ALPHA_MAX for v in values):
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"{option}: values must be from 0 to {ALPHA_MAX:g}"))
     return values
 
 

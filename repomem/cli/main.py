@@ -307,20 +307,30 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.backends.bf16_layers import verify_widened, widened_for, widened_path
     from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
-    from repomem.config import load_config, read_settings, resolved_config
+    from repomem.config import load_config, problem_lines, read_settings, resolved_config
 
     if args.action == "list":
         # The command line (and the evaluator, by default) and the editor may run different models.
         settings = read_settings(Path.cwd())
-        runs = {surface: resolved_config(settings, surface).config.model.embedded_model for surface in ("cli", "lsp")}
+        resolved = {surface: resolved_config(settings, surface) for surface in ("cli", "lsp")}
+        for line in problem_lines(resolved["cli"].problems):
+            print(f"repomem: warning: {line}", file=sys.stderr)
+        runs = {surface: resolved[surface].config.model.embedded_model for surface in ("cli", "lsp")}
         for model in EMBEDDED_MODELS.values():
             present = "pulled" if model_path(model).is_file() else "not pulled"
             used = ",".join(where for surface, where in (("cli", "complete"), ("lsp", "editor"))
                             if runs[surface] == model.name) or "-"
             print(f"{model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {used:<16}  {model_path(model)}")
         return 0
+    if args.name and (args.name.lower().endswith(".gguf") or Path(args.name).is_file()):
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"`repomem model` pulls and checks the embedded models "
+                                                        f"({', '.join(EMBEDDED_MODELS)}); a .gguf file of your own "
+                                                        f"is used as it is: --model {args.name}"))
     # Without a name: the model the user's settings run (model.embedded_model).
-    model = ok(model_named(args.name or load_config(Path.cwd())[0].model.embedded_model))
+    config, warnings = load_config(Path.cwd())
+    for line in warnings:  # a model name the settings get wrong is said, not silently replaced
+        print(f"repomem: warning: {line}", file=sys.stderr)
+    model = ok(model_named(args.name or config.model.embedded_model))
     if args.action == "path":
         print(model_path(model))
         return 0

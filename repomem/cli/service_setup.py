@@ -143,7 +143,36 @@ def named_folder(text: str) -> Path:
     (Path("") would be the current one)."""
     if not text.strip():
         raise UserError(Failure(FailureKind.MISSING_REPO, "the repository folder is an empty string"))
-    return Path(text)
+    asked = Path(text)
+    if not asked.exists():
+        raise UserError(Failure(FailureKind.MISSING_REPO, f"{text}: no such folder"))
+    too_wide = _too_wide(asked)
+    if too_wide:
+        raise UserError(Failure(FailureKind.NOT_A_REPO, f"{text} is {too_wide}: indexing all of it is never "
+                                                        "what is meant; name a project's folder"))
+    # A folder inside a repository gets an index of its own (`index pkg`, `--repo pkg`): said, as
+    # the repository's commands will not read it.
+    enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
+    if enclosing is not None and enclosing != asked.resolve():
+        print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "
+              f"{enclosing}'s index (run `repomem index {enclosing}`), this one serves {asked} alone "
+              "(--repo)", file=sys.stderr)
+    return asked
+
+
+def _too_wide(folder: Path) -> str:
+    """What makes `folder` no repository to index whole ("" where nothing does): the filesystem's
+    root, or the home folder unless it is a repository itself (a dotfiles work tree)."""
+    try:
+        resolved = folder.resolve()
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        return ""
+    if resolved == resolved.parent:
+        return "the filesystem's root"
+    if resolved == home and not any((home / marker).exists() for marker in (".git", "repomem.toml")):
+        return "your home folder"
+    return ""
 
 
 def index_root(path: str | None) -> Path:
@@ -156,13 +185,8 @@ def index_root(path: str | None) -> Path:
             raise UserError(Failure(
                 FailureKind.NOT_A_REPO,
                 f"{Path.cwd()} is not inside a repository (no .git or repomem.toml above it, nor an index); "
-                "run `repomem index .` to index this folder as one",
+                + ("change to a project's folder first" if _too_wide(Path.cwd())
+                   else "run `repomem index .` to index this folder as one"),
             ))
         return found
-    asked = named_folder(path)
-    enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
-    if enclosing is not None and enclosing != asked.resolve():
-        print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "
-              f"{enclosing}'s index (run `repomem index {enclosing}`), this one serves {asked} alone "
-              "(--repo)", file=sys.stderr)
-    return asked
+    return named_folder(path)

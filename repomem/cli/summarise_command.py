@@ -31,12 +31,13 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--limit must be at least 1"))
+    root = index_root(args.path)  # a folder that is not there is said first
     if not (args.yes or args.dry_run or sys.stdin.isatty()):
         raise UserError(Failure(FailureKind.NEEDS_CONFIRMATION,
                                 "add --yes to write summaries, or --dry-run to see what "
                                 "they would cost (stdin is not a terminal to ask on)"))
     kinds = summarise.SUMMARY_KINDS if args.kind == "all" else (args.kind,)
-    service = open_service(index_root(args.path))
+    service = open_service(root)
     ensure_index(service, err)
     backend = open_chosen_backends(args, service.config, err)[0]
     store = service.memories.open_written_summaries()

@@ -302,7 +302,8 @@ def build_prompt(
             if not blocks:
                 return Failure(
                     FailureKind.PROMPT_TOO_LONG,
-                    f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens",
+                    f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens "
+                    "(completion.max_prompt_tokens)",
                 )
             weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
             blocks = blocks[:weakest] + blocks[weakest + 1 :]

@@ -23,9 +23,11 @@ from repomem.config.sections import EMBEDDED_MODEL_CHOICES, Config
 from repomem.regular_files import read_regular
 from repomem.setting_rules import (
     CPU_COUNT,
+    NOTHING_KEPT,
     SURFACE_KEYS,
     ConfigProblem,
     Setting,
+    checked_value,
     coerce,
     is_number,
     resolved_tree,
@@ -270,6 +272,8 @@ def read_settings(repo_root: Path | None) -> SettingsRead:
     the same rules as the plain ones. No `repo_root`: the user's config alone."""
     user_path = user_config_path()
     user, problems = _read_toml(user_path, str(user_path))
+    if os.environ.get("REPOMEM_CONFIG") and not user_path.exists():
+        problems.append(ConfigProblem("", "unreadable", f"REPOMEM_CONFIG names {user_path}, which does not exist"))
     repo_path = repo_root / CONFIG_FILE_NAME if repo_root is not None else Path()
     repo: dict[str, Any] = {}
     if repo_root is not None:
@@ -284,7 +288,15 @@ def read_settings(repo_root: Path | None) -> SettingsRead:
     def admitted(section: str, key: str, value: Any, users: dict[str, Any], written: str) -> Any:
         """The repository's `value` for section.key as the user's settings let it be, or REFUSED."""
         setting_ = by_name.get((section, key))
-        if setting_ is None or trusted:  # unknown keys are the resolution's to report
+        if setting_ is None:  # unknown keys are the resolution's to report
+            return value
+        users_value = users.get(key, NOTHING_KEPT)
+        if users_value is not NOTHING_KEPT and checked_value(setting_, users_value)[1] is None:
+            _, problem = checked_value(setting_, value, written, users_value, CONFIG_FILE_NAME)
+            if problem is not None:  # a bad value over a good one of the user's: the user's stays
+                problems.append(dataclasses.replace(problem, kept_is="your"))
+                return REFUSED
+        if trusted:
             return value
         if setting_.rules.repository == "not a repository":
             problems.append(ConfigProblem(written, "not for a repository", source=CONFIG_FILE_NAME, message=(
@@ -373,7 +385,31 @@ def resolved_config(settings: SettingsRead, surface: str = "cli", overrides: dic
             sources[name] = f"{settings.origins.get(f'{section}.{surface_key}.{key}', 'set')} [{section}.{surface_key}]"
         else:
             sources[name] = where
-    return ResolvedConfig(resolved.tree, settings.problems + resolved.problems, sources, surface, resolved.surface_key)
+    config, inconsistent = _consistent(resolved.tree)
+    found = [problem if problem.source else dataclasses.replace(problem, source=settings.origins.get(problem.key, ""))
+             for problem in resolved.problems + inconsistent]
+    return ResolvedConfig(config, settings.problems + found, sources, surface, resolved.surface_key)
+
+
+def _consistent(config: Config) -> tuple[Config, list[ConfigProblem]]:
+    """`config` with settings that contradict each other or their use made to agree, and a problem
+    for each: a stride longer than the window left lines between windows that retrieval never saw;
+    a relative index.cache_dir was read from each command's own folder, one index per folder."""
+    problems = []
+    fragments = config.fragments
+    if fragments.stride_lines > fragments.window_lines:
+        problems.append(ConfigProblem(
+            "fragments.stride_lines", "refused value", f"is longer than fragments.window_lines "
+            f"({fragments.window_lines}): the lines between windows would never be retrieved",
+            value=fragments.stride_lines, kept=fragments.window_lines, kept_is=""))
+        config = with_overrides(config, fragments={"stride_lines": fragments.window_lines})
+    cache_dir = config.index.cache_dir
+    if cache_dir and not Path(cache_dir).expanduser().is_absolute():
+        problems.append(ConfigProblem("index.cache_dir", "refused value", "must be an absolute path (or start "
+                                      "with ~): a relative one is read from each command's folder",
+                                      value=cache_dir, kept=""))
+        config = with_overrides(config, index={"cache_dir": ""})
+    return config, problems
 
 
 def read_config(repo_root: Path, surface: str = "cli") -> ResolvedConfig:

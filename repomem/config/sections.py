@@ -170,11 +170,17 @@ class BM25Config:
     lowercase: bool = setting(True, help="match words whatever their case")
 
 
+# FragRel's alpha at most: from a million on s_env alone orders the fragments already, and far
+# larger weights overflowed the scores to infinity.
+ALPHA_MAX = 1_000_000
+
+
 @dataclass(frozen=True)
 class RetrievalConfig:
     query_lines: int = setting(20, positive=True, repository_cap=1_000,
                                help="the query is the last this-many lines before the cursor")
-    alpha: float = setting(0.5, lsp="alpha", help="eq. 10 weight of the environment score (0 = plain BM25)")
+    alpha: float = setting(0.5, maximum=ALPHA_MAX, lsp="alpha",
+                           help="eq. 10 weight of the environment score (0 = plain BM25)")
     top_k: int = setting(10, positive=True, repository_cap=200, lsp="topK", help="fragments retrieved (K)")
     # True: they still feed their neighbours' s_env, so the environment starts at the cursor
     # (what the code being written calls and is called by); False: they are left out of eq. 9.

@@ -58,6 +58,22 @@ def index_outside_repo(root: Path, config: Config) -> bool:
     return not os.access(target, os.W_OK | os.X_OK)
 
 
+def foreign_folder(directory: Path) -> bool:
+    """Whether `directory` is there and is not repomem's to write in: a file, or a folder holding
+    things without MARKER (nor an index written before folders carried it). An empty folder may be
+    claimed."""
+    if directory.is_symlink() or not directory.exists():
+        return False
+    if not directory.is_dir():
+        return True
+    try:
+        if (directory / MARKER).is_file() or _looks_like_an_old_index(directory):
+            return False
+        return any(not is_scratch_of(entry.name, MARKER) for entry in directory.iterdir())
+    except OSError:
+        return True
+
+
 class IndexFolderRefused(OSError):
     """The index folder is not repomem's to write in (the message says why)."""
 

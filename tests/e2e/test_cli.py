@@ -197,6 +197,7 @@ def test_config_show_tells_each_value_on_a_surface_and_where_it_came_from(tmp_pa
 
 
 def test_config_show_refuses_bad_input_in_one_line(tmp_path: Path, monkeypatch):
+    (tmp_path / "none.toml").write_text("")
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "none.toml"))
     repo = tmp_path / "repo"
     repo.mkdir()

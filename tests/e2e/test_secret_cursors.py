@@ -80,6 +80,7 @@ def test_the_engine_sends_no_secret_with_the_cursor_anywhere(repo, server, corpu
     from repomem.positions import locate
     from repomem.service import RepoService
 
+    (repo.parent / "no-user-config.toml").write_text("")
     monkeypatch.setenv("REPOMEM_CONFIG", str(repo.parent / "no-user-config.toml"))
     _RecordingModelServer.heard = []
     service = RepoService.open(repo)
@@ -118,6 +119,7 @@ def test_the_cli_sends_no_secret_with_the_cursor_in_each_file(repo, server, corp
     _RecordingModelServer.heard = []
     corpus = [file for file in corpus if file.path in CLI_FILES]
     assert len(corpus) == len(CLI_FILES)
+    (repo.parent / "no-user-config.toml").write_text("")
     env = {**os.environ, "REPOMEM_CONFIG": str(repo.parent / "no-user-config.toml")}
     env.pop("REPOMEM_DEBUG", None)
     outcomes = {}

@@ -201,6 +201,7 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
     from repomem.languages.registry import language_of
     from tests.secret_corpus import HeardText, corpus_files, leaked, score
 
+    (tmp_path / "no-user-config.toml").write_text("")
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "no-user-config.toml"))
     files = [file for file in corpus_files() if language_of(file.path) is not None]  # what repomem indexes
     assert {file.path.rsplit(".", 1)[-1] for file in files} >= {"py", "sh", "js", "ts", "go"}

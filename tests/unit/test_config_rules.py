@@ -387,6 +387,7 @@ def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path:
     endpoint = settings_by_name(Config)[("model", "endpoint")]
     monkeypatch.setattr(setting_rules, "moved_settings", lambda root: {("legacy", "endpoint"): (endpoint, "")})
     user = tmp_path / "user.toml"
+    user.write_text("")
     monkeypatch.setenv("REPOMEM_CONFIG", str(user))
     repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     (repo / "repomem.toml").write_text('[legacy]\nendpoint = "http://attacker.example"\n')
@@ -439,3 +440,41 @@ def test_the_prompt_levers_settings_moved_to_prompt_and_are_read_under_their_old
     assert sorted(warnings) == sorted(f"config {section}.{key} has moved to prompt.{key}; read as prompt.{key} "
                                       "(rename it there)" for section, keys in moved.items() for key in keys)
     assert not hasattr(config.retrieval, "anchor_matches") and not hasattr(config.completion, "pack_blocks")
+
+
+def test_settings_files_are_named_and_a_bad_value_keeps_the_users_own(tmp_path: Path, monkeypatch):
+    """A repository's bad value replaced the user's good one by the default; a problem found while
+    resolving named no file; a key above every section was called a section; booleans were spelled
+    as Python spells them; REPOMEM_CONFIG naming no file was silent."""
+    user = tmp_path / "user.toml"
+    user.write_text("[retrieval]\ntop_k = 3\n[graph]\nsyntax_weight = true\n")
+    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
+    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (repo / "repomem.toml").write_text('top_k = 5\n[retrieval]\ntop_k = "x"\n')
+    config, warnings = load_config(repo)
+    assert config.retrieval.top_k == 3
+    assert "repomem.toml: config retrieval.top_k: expected an integer, got a string; your 3 kept" in warnings
+    assert f"{user}: config graph.syntax_weight: expected a number, got a boolean; default 0.5 kept" in warnings
+    assert "unknown config key top_k ignored (outside any section; it is a key of [retrieval])" in warnings
+    (repo / "repomem.toml").write_text("[bm25]\nlowercase = 3\n")
+    assert any(w.endswith("; default true kept") for w in load_config(repo)[1])
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "nosuch.toml"))
+    assert f"REPOMEM_CONFIG names {tmp_path / 'nosuch.toml'}, which does not exist; defaults used" \
+        in load_config(repo)[1]
+
+
+def test_settings_that_contradict_each_other_or_their_use_are_made_to_agree(tmp_path: Path, monkeypatch):
+    """A stride longer than the window left lines no window held; a relative cache folder was read
+    from each command's own folder (two indexes of one repository, written inside it)."""
+    user = tmp_path / "user.toml"
+    user.write_text('[index]\ncache_dir = "relcache"\n')
+    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
+    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (repo / "repomem.toml").write_text("[fragments]\nwindow_lines = 2\nstride_lines = 50\n")
+    config, warnings = load_config(repo)
+    assert (config.fragments.window_lines, config.fragments.stride_lines, config.index.cache_dir) == (2, 2, "")
+    assert any("fragments.stride_lines=50 is longer than fragments.window_lines (2)" in w and w.endswith("; 2 kept")
+               for w in warnings)
+    assert any(w.startswith(f"{user}: config index.cache_dir='relcache' must be an absolute path") for w in warnings)
+    user.write_text('[index]\ncache_dir = "~/caches"\n')
+    assert load_config(repo)[0].index.cache_dir == "~/caches"

@@ -29,6 +29,7 @@ from tests.repos import write_repo
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "user.toml").write_text("")  # there, empty: REPOMEM_CONFIG naming no file is warned about
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "user.toml"))
     return write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
 

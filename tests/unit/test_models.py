@@ -65,6 +65,7 @@ def test_verify_names_the_pull_command_of_that_model(tmp_path):
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("REPOMEM_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "config.toml").write_text("")  # there, empty: REPOMEM_CONFIG naming no file is warned about
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "config.toml"))
     return tmp_path
 

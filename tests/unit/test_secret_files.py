@@ -25,6 +25,7 @@ KUBECONFIG = ("apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: 
 @pytest.fixture
 def no_user_config(tmp_path: Path, monkeypatch) -> Path:
     path = tmp_path / "user-config.toml"
+    path.write_text("")  # there, empty: REPOMEM_CONFIG naming no file is warned about
     monkeypatch.setenv("REPOMEM_CONFIG", str(path))
     return path
 

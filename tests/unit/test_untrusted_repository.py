@@ -39,6 +39,7 @@ def test_every_number_setting_has_a_ceiling():
 @pytest.fixture
 def user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "user.toml"
+    path.write_text("")  # there, empty: REPOMEM_CONFIG naming no file is warned about
     monkeypatch.setenv("REPOMEM_CONFIG", str(path))
     return path
 
