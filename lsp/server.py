@@ -94,14 +94,36 @@ class LspProgress:
         self._done = 0
         self._last_sent = 0.0
         self._began = False
-        self.enabled = True
+        # The client's answer to the token's creation: None while it is awaited (the work runs
+        # meanwhile: a client that never answered held the index back for the whole session).
+        self._accepted: bool | None = None
+        self._opened: str | None = None  # the message `open` was given, kept until the answer
+        self._ended = False
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self._accepted is not False
+
+    def answered(self, accepted: bool) -> None:
+        """The client accepted the token, or refused it: reports begin (with `open`'s message, if
+        the work opened meanwhile), or never."""
+        with self._lock:
+            self._accepted = accepted
+            if accepted and self._opened is not None and not self._ended and not self._began:
+                self._begin(self._opened)
 
     def open(self, message: str) -> None:
-        if self.enabled:
-            self._began = True
-            self._server.call_from_thread(self._server.work_done_progress.begin, self._token,
-                                          types.WorkDoneProgressBegin(title=self._title, message=message,
-                                                                      percentage=0, cancellable=False))
+        with self._lock:
+            self._opened = message
+            if self._accepted and not self._began:
+                self._begin(message)
+
+    def _begin(self, message: str) -> None:
+        self._began = True
+        self._server.call_from_thread(self._server.work_done_progress.begin, self._token,
+                                      types.WorkDoneProgressBegin(title=self._title, message=message,
+                                                                  percentage=0, cancellable=False))
 
     def start(self, stage: str, total: int) -> None:
         self._stage, self._total, self._done = stage, max(total, 1), 0
@@ -121,9 +143,11 @@ class LspProgress:
                                       types.WorkDoneProgressReport(message=self._stage, percentage=percentage))
 
     def end(self, message: str) -> None:
-        if self._began:
-            self._server.call_from_thread(self._server.work_done_progress.end, self._token,
-                                          types.WorkDoneProgressEnd(message=message))
+        with self._lock:
+            self._ended = True
+            if self._began:
+                self._server.call_from_thread(self._server.work_done_progress.end, self._token,
+                                              types.WorkDoneProgressEnd(message=message))
 
 
 class Readiness:
@@ -178,6 +202,7 @@ class RepomemServer(LanguageServer):
         self.readiness = Readiness(self.show)
         self.answers_generation = 0
         self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
+        self.outside_said: set[str] = set()  # uris outside the workspace folder whose empty answers were logged
         # Ends the running session's message loop (lsp/framing.py), which replaces pygls's own: pygls's
         # loop watches the private BaseServer._stop_event, which has no public setter.
         self.session_stop = threading.Event()
@@ -223,8 +248,12 @@ class RepomemServer(LanguageServer):
         """The request at a position of an open document of the workspace, or None."""
         path = self.relative(uri)
         if path is None:
+            if self.session is not None and uri not in self.outside_said and len(self.outside_said) < 1000:
+                self.outside_said.add(uri)  # said once a document: its answers are empty
+                self.log("info", f"{uri} is outside the workspace folder {self.session.root}: repomem completes "
+                                 "the files of that folder only")
             return None
-        if uri not in self.workspace.text_documents:
+        if not self.is_open(uri):
             # Not opened by the client: pygls would read the disk here, in the event loop (a
             # missing file is an exception, a named pipe blocks forever). No answer instead.
             return None
@@ -233,9 +262,21 @@ class RepomemServer(LanguageServer):
         lines = text.split("\n")
         if not 0 <= position.line < len(lines):
             return None
-        server_position = document.position_from_client_units(position)
-        character = min(server_position.character, len(lines[position.line]))
+        # A copy: pygls moves a character past the line's end onto its last character in place,
+        # and the items' ranges are made from the client's position (`return com|` then got the
+        # completion one character early, the typed `m` left after it).
+        line = lines[position.line]
+        if position.character >= document.position_codec.client_num_units(line):
+            character = len(line)  # at or past the line's end (in the client's units): its end
+        else:
+            server_position = document.position_from_client_units(types.Position(position.line, position.character))
+            character = min(server_position.character, len(line))
         return self.ask_in(uri, path, document.version, text, position.line, character)
+
+    def is_open(self, uri: str) -> bool:
+        """Whether the client opened `uri` (pygls keeps documents by their URI percent-decoded:
+        `my%20shop` is `my shop` there, and a raw look-up missed every document of such a folder)."""
+        return unquote(uri) in self.workspace.text_documents
 
     def index_installed(self) -> None:
         """On the event loop: answers given before (from the open file alone, or the old index)
@@ -305,19 +346,18 @@ class RepomemServer(LanguageServer):
         token = f"repomem-{title.split()[-1]}-{time.monotonic_ns()}"
         progress = LspProgress(self, token, f"repomem: {title}", self.session.config.server.progress_interval_ms)
 
-        def begin() -> None:
-            threading.Thread(target=work, args=(progress,), daemon=True, name=f"repomem-{title}").start()
-
         def created(future: Any) -> None:
-            if future.cancelled() or future.exception() is not None:
-                progress.enabled = False  # the client refused the token: work without reports
-            begin()
+            try:
+                accepted = not future.cancelled() and future.exception() is None
+            except Exception:  # noqa: BLE001 - whatever the client answered, the work goes on without reports
+                accepted = False
+            progress.answered(accepted)
 
         if field(self.client_capabilities, "window", "work_done_progress"):
             self.work_done_progress.create(token).add_done_callback(created)
         else:
-            progress.enabled = False
-            begin()
+            progress.answered(False)
+        threading.Thread(target=work, args=(progress,), daemon=True, name=f"repomem-{title}").start()
 
     def start_indexing(self) -> None:
         session = self.session
@@ -426,6 +466,10 @@ def initialize(ls: RepomemServer, params: types.InitializeParams) -> None:
 @server.feature(types.INITIALIZED)
 def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     root = ls.workspace.root_path
+    if not root:
+        # LSP 3.17 deprecates rootUri for workspaceFolders: a client may send the folders alone.
+        root = next((str(uri_to_path(folder.uri)) for folder in ls.workspace.folders.values()
+                     if folder.uri.startswith("file:")), None)
     ahead, ls.model_ahead = ls.model_ahead, None
     if not root or not Path(root).is_dir():
         if ahead is not None:
@@ -541,8 +585,9 @@ def _document_position(value: Any) -> tuple[str, types.Position] | None:
     or attribute objects), or None when it is not one."""
     uri = field(value, "textDocument", "uri")
     line, character = field(value, "position", "line"), field(value, "position", "character")
-    if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
-        return None
+    if not isinstance(uri, str) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                           for n in (line, character)):
+        return None  # (a negative line was a traceback in the answer: LSP positions are unsigned)
     return uri, types.Position(line=line, character=character)
 
 
@@ -573,15 +618,17 @@ def did_change_watched_files(ls: RepomemServer, params: types.DidChangeWatchedFi
 
 
 async def scheduled_completion(ls: RepomemServer, uri: str, position: types.Position,
-                               answer_budget: bool = True) -> tuple[Scheduled, str, int]:
-    """The scheduler's answer at a position, the word typed before it, and that word's length in
-    the client's position units."""
+                               answer_budget: bool = True) -> tuple[Scheduled, str, int, types.Position]:
+    """The scheduler's answer at a position, the word typed before it, that word's length in the
+    client's position units, and the position the answer is for (one past the line's end is its
+    end: the items' ranges end there)."""
     ask = ls.ask_at(uri, position) if ls.session is not None else None
     if ask is None:
-        return Scheduled(Outcome.DROPPED), "", 0
+        return Scheduled(Outcome.DROPPED), "", 0, position
     word = typed_word(ask.line_text, ask.character)
-    units = ls.workspace.get_text_document(uri).position_codec.client_num_units(word)
-    return await ls.scheduler.complete(ask, answer_budget), word, units
+    codec = ls.workspace.get_text_document(uri).position_codec
+    at = types.Position(position.line, codec.client_num_units(ask.line_text[:ask.character]))
+    return await ls.scheduler.complete(ask, answer_budget), word, codec.client_num_units(word), at
 
 
 # Options given: pygls advertises inlineCompletionProvider only then, and clients that check it
@@ -589,19 +636,18 @@ async def scheduled_completion(ls: RepomemServer, uri: str, position: types.Posi
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: RepomemServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     # No answer budget: an empty inline answer is final for the client (see lsp/scheduler.py).
-    answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position,
-                                                     answer_budget=False)
+    answer, word, units, at = await scheduled_completion(ls, params.text_document.uri, params.position,
+                                                         answer_budget=False)
     if answer.outcome is not Outcome.ANSWERED or not answer.text:
         return types.InlineCompletionList(items=[])
-    return types.InlineCompletionList(items=[inline_item(answer.text, word, params.position, units,
-                                                         answer.completion_id)])
+    return types.InlineCompletionList(items=[inline_item(answer.text, word, at, units, answer.completion_id)])
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
 async def completion(ls: RepomemServer, params: types.CompletionParams) -> types.CompletionList:
     """For clients without inline completion: one item carrying the whole completion. Always an
     incomplete list: the answer depends on every character typed, so clients must ask again."""
-    answer, word, units = await scheduled_completion(ls, params.text_document.uri, params.position)
+    answer, word, units, at = await scheduled_completion(ls, params.text_document.uri, params.position)
     if answer.outcome is Outcome.PENDING:
         # Still generating: clients ask again (isIncomplete); the shipped set-ups read the marker
         # to say "still working" rather than "no completion".
@@ -610,7 +656,7 @@ async def completion(ls: RepomemServer, params: types.CompletionParams) -> types
     if answer.outcome is not Outcome.ANSWERED or not answer.text:
         return types.CompletionList(is_incomplete=True, items=[])
     return types.CompletionList(is_incomplete=True, items=[
-        completion_item(answer.text, word, params.position, units, answer.completion_id)])
+        completion_item(answer.text, word, at, units, answer.completion_id)])
 
 
 # -- explain and feedback ------------------------------------------------------------------------------
@@ -629,8 +675,11 @@ async def explain(ls: RepomemServer, *arguments: Any) -> dict:
         return {"error": f"{uri} is not an open document of this workspace", "fragments": []}
     cached = ls.scheduler.cached(ask.state)
     try:
-        return await ls.on_model_thread(ls.session.explain, ask.state.path, ask.text, ask.line, ask.character,
-                                        cached.completion_id if cached else None)
+        answer = await ls.on_model_thread(ls.session.explain, ask.state.path, ask.text, ask.line, ask.character,
+                                          cached.completion_id if cached else None)
+        if isinstance(answer, dict) and "character" in answer:
+            answer["character"] = position.character  # the client's units, as it asked (not code points)
+        return answer
     except Exception as error:  # noqa: BLE001
         ls.log("error", f"explain failed: {error.__class__.__name__}: {error}")
         return {"error": str(error), "fragments": []}

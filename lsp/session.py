@@ -234,7 +234,7 @@ class CompletionSession:
             self._overlaid.clear()  # built from the disk: every buffer is overlaid again
         self._watch_disk()
         self.index_ready.set()
-        self.sync_buffers()
+        self.sync_buffers(rebuilt=True)
 
     def _watch_disk(self) -> None:
         """Watch the tree for the new index (server.watch_disk); what changed on disk while it was
@@ -285,11 +285,12 @@ class CompletionSession:
             if path in self._recent:
                 self._recent.move_to_end(path)
 
-    def sync_buffers(self) -> None:
+    def sync_buffers(self, rebuilt: bool = False) -> None:
         """Overlay the most recent open buffers that changed, or were left out, on the index (before
         retrieval reads it), and take older ones off it. Each overlay costs ~200 KB (the file's
         fragments, tokens and graph) and ~30 ms; thousands of open buffers cost gigabytes and
-        minutes. Buffers left out are retrieved as the disk has them."""
+        minutes. Buffers left out are retrieved as the disk has them. `rebuilt`: the index was
+        just built from the disk, and what these overlays replace is no churn to compact."""
         if not self.service.index_loaded:
             return
         self._read_disk()
@@ -315,6 +316,8 @@ class CompletionSession:
                 return
             if isinstance(result, Failure) and result.kind not in (FailureKind.NOT_INDEXED, FailureKind.NO_INDEX):
                 self.log("warning", result.message)
+        if rebuilt:
+            self.service.hold_compaction_floor()
         if not self._rebuilding and self.service.needs_compaction():
             self._rebuilding = True
             self.on_index_churned()

@@ -44,6 +44,12 @@ def layered_settings(initial: Any, changed: Any) -> Any:
     """The settings in force after a workspace/didChangeConfiguration: its repomem keys over the
     initializationOptions'. A change without them (eglot sends `{}` right after connecting, other
     clients their whole configuration for other servers) leaves the initial settings as they were."""
+    if changed is None or (isinstance(changed, dict) and "repomem" not in changed
+                           and not any(name in CLIENT_SETTINGS for name in changed)):
+        # `{"settings": null}`, or other servers' sections (`{"pyright": ..., "python": ...}`):
+        # nothing of repomem's changed (the first dropped every initialization option, the
+        # endpoint too; the second raised a warning per section).
+        return _own(initial)
     initial, changed = _own(initial), _own(changed)
     if not isinstance(changed, dict):
         return changed  # not an object: apply_settings reports it

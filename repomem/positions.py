@@ -132,7 +132,10 @@ def locate(root: Path, relative_path: str, text: str, line: int, column: int | N
         return problem
     lines = text.split("\n")
     if text.endswith("\n"):
-        lines.pop()  # the empty string after the final newline is not a line an editor shows
+        lines.pop()  # the empty string after the final newline is not a line `wc -l` counts...
+        if line == len(lines) + 1 and column in (None, 1):
+            # ...but editors put the cursor there (a new last line being started): its start.
+            return Cursor(root, relative_path, line - 1, 0, text)
     n_lines = max(len(lines), 1)
     if line > n_lines:
         return Failure(FailureKind.LINE_OUT_OF_RANGE,

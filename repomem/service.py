@@ -154,6 +154,7 @@ class RepoService:
         self._scanned_links: set[str] = set()  # of the last scan (list_candidates)
         self._scanned_at = 0.0  # time.monotonic() of the last full refresh while watching
         self.update_cut_off = False  # ensure_index was stopped midway (see there)
+        self._replaced_floor = 0  # fragments replaced that needs_compaction does not count (hold_compaction_floor)
         self.memories = MemoryStores(self._loaded_index, lambda: self.config.memory,
                                      lambda path: self.view().file_lines(path),
                                      lambda: index_dir(self.root, self.config))
@@ -519,14 +520,24 @@ class RepoService:
 
     def needs_compaction(self) -> bool:
         """Whether edits since the last full build have left the loaded index more dead fragments
-        than index.compact_ratio allows (False without an index): time to rebuild it."""
-        return self.index is not None and self._needs_compaction(self.index)
+        than index.compact_ratio allows (False without an index): time to rebuild it. Fragments
+        replaced before `hold_compaction_floor` do not count: a rebuild would replace them again."""
+        if self.index is None:
+            return False
+        return self._needs_compaction(self.index, self._replaced_floor)
 
-    def _needs_compaction(self, index: RepoIndex) -> bool:
+    def hold_compaction_floor(self) -> None:
+        """The fragments replaced so far are the index's own state, not churn: the editor's unsaved
+        buffers overlaid right after a rebuild (a rebuild reads the disk, so it overlays them again;
+        past index.compact_ratio of a small repository, the server rebuilt without end)."""
+        index = self.index
+        self._replaced_floor = 0 if index is None else max(index.n_fragments - index.w_base.shape[0], 0)
+
+    def _needs_compaction(self, index: RepoIndex, floor: int = 0) -> bool:
         n_base = index.w_base.shape[0]
         if n_base == 0:
-            return index.n_fragments > 0
-        replaced = index.n_fragments - n_base
+            return index.n_fragments > floor
+        replaced = index.n_fragments - n_base - floor
         return replaced > self.config.index.compact_ratio * n_base
 
     # -- the loaded index ------------------------------------------------------------------------
@@ -557,6 +568,7 @@ class RepoService:
     def install_index(self, index: RepoIndex) -> None:
         """Answer from `index` (another service's `hand_over_index`) from now on."""
         self.index = index
+        self._replaced_floor = 0
 
     def index_for_measurement(self) -> RepoIndex:
         """The loaded index itself, for the scripts that measure its internals (an edit's phases,

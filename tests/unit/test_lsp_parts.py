@@ -149,6 +149,10 @@ def test_a_configuration_change_layers_over_the_initialization_options():
     assert layered_settings(initial, {"repomem": {"debounceMs": 5}}) == {"maxNewTokens": 24, "debounceMs": 5}
     assert layered_settings(None, {"alpha": 0.1}) == {"alpha": 0.1}
     assert layered_settings(initial, [1]) == [1]  # not an object: apply_settings reports it
+    # No settings, or other servers' own: nothing of repomem's changed (the endpoint was dropped;
+    # a warning per foreign section was shown).
+    assert layered_settings(initial, None) == {"maxNewTokens": 24, "debounceMs": 10}
+    assert layered_settings(initial, {"pyright": {"x": 1}, "python": {}}) == {"maxNewTokens": 24, "debounceMs": 10}
 
 
 # -- caches --------------------------------------------------------------------------------------------
@@ -466,3 +470,73 @@ def test_documents_split_lines_where_the_client_does_below_a_form_feed_u2028_and
     assert document.source == "def f(x):\f\n    return x\r\nz = '\u2028'\nnel\x85 é😀 = f(y\n"
     position = document.position_from_client_units(types.Position(line=3, character=13))
     assert (position.line, position.character) == (3, 12)
+
+
+def test_indexing_starts_whatever_the_client_answers_about_its_progress_token(monkeypatch):
+    """The index was built only once the client answered `window/workDoneProgress/create`: a client
+    that never answered got no index for the whole session (completions from the open file only),
+    and one that answered with an error left a traceback on stderr."""
+    import concurrent.futures
+    import threading
+    from types import SimpleNamespace
+
+    from repomem.lsp.server import LspProgress, RepomemServer
+
+    sent: list[tuple[str, str]] = []
+    created: list[concurrent.futures.Future] = []
+
+    class Progress:
+        def create(self, token):
+            created.append(concurrent.futures.Future())
+            return created[-1]
+
+        def begin(self, token, value):
+            sent.append(("begin", value.message))
+
+        def report(self, token, value):
+            sent.append(("report", value.message))
+
+        def end(self, token, value):
+            sent.append(("end", value.message))
+
+    capabilities = SimpleNamespace(window=SimpleNamespace(work_done_progress=True))
+    monkeypatch.setattr(RepomemServer, "client_capabilities", property(lambda self: capabilities))
+    monkeypatch.setattr(RepomemServer, "work_done_progress", property(lambda self: Progress()))
+    monkeypatch.setattr(RepomemServer, "call_from_thread", lambda self, function, *args: function(*args))
+    ls = RepomemServer()
+    try:
+        ls.session = SimpleNamespace(config=Config())
+        ran = threading.Event()
+        progresses: list[LspProgress] = []
+
+        def work(progress: LspProgress) -> None:
+            progresses.append(progress)
+            progress.open("loading the index")
+            progress.start("parsing", 2)
+            ran.set()
+
+        ls.with_progress("indexing", work)
+        assert ran.wait(10), "the work waited for the client's answer"
+        assert sent == []  # no report before the token is the client's
+        created[-1].set_result(None)  # accepted late: the opening is sent then
+        progresses[-1].end("done")
+        assert [kind for kind, _ in sent] == ["begin", "end"] and sent[0][1] == "loading the index"
+        sent.clear()
+        ls.with_progress("indexing", work)
+        created[-1].set_exception(RuntimeError("no"))
+        assert ran.wait(10) and sent == []
+    finally:
+        ls.session = None
+        ls.shutdown()
+
+
+def test_custom_messages_take_unsigned_positions_only():
+    """A negative line given to `repomem.explain` answered a JSON-RPC error with a traceback."""
+    from repomem.lsp.server import _document_position
+
+    def at(line, character):
+        return _document_position({"textDocument": {"uri": "file:///r/a.py"},
+                                   "position": {"line": line, "character": character}})
+
+    assert at(3, 4) == ("file:///r/a.py", types.Position(line=3, character=4))
+    assert at(-1, 0) is None and at(0, -2) is None and at(True, 0) is None and at(1.5, 0) is None

@@ -1,0 +1,168 @@
+"""The language server in workspaces and positions editors really send: a folder whose path has
+a space (its URIs percent-encoded), a client that names its workspace folders only, the empty
+line after a file's last newline, a position past the end of a line, and unsaved buffers that
+outweigh a small repository. `repomem serve` over stdio (pytest-lsp), its model a recording
+OpenAI-compatible server of this module's (these tests are about the server, not the model)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.http_servers import answer_json, serve_http
+from tests.repos import copy_example
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+ANSWER = "pute_tax(amount_cents, tax_class)"  # after a typed `com`
+
+
+class CannedModel(http.server.BaseHTTPRequestHandler):
+    """Lists one model, counts a token per four characters, streams ANSWER; keeps the prompts."""
+
+    protocol_version = "HTTP/1.1"
+    prompts: list[str] = []
+
+    def do_GET(self):  # noqa: N802
+        answer_json(self, {"object": "list", "data": [{"id": "canned"}]})
+
+    def do_POST(self):  # noqa: N802
+        payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        if self.path.endswith("tokenize"):
+            text = payload.get("prompt") or payload.get("input") or ""
+            answer_json(self, {"tokens": list(range(max(1, len(text) // 4)))})
+            return
+        type(self).prompts.append(payload.get("prompt", ""))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        event = {"choices": [{"text": ANSWER, "index": 0, "finish_reason": "stop"}]}
+        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\ndata: [DONE]\n\n")
+        self.close_connection = True
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def model_url():
+    server, url = serve_http(CannedModel)
+    yield url
+    server.shutdown()
+
+
+def settings(url: str) -> dict:
+    return {"repomem": {"endpoint": url, "debounceMs": 0, "warmAfterMs": 0, "maxNewTokens": 16}}
+
+
+async def wait_for_log(client: LanguageClient, needle: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(needle in message.message for message in client.log_messages):
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"no log message with {needle!r}: {[m.message for m in client.log_messages]}")
+
+
+def opened(client: LanguageClient, path: Path, text: str) -> str:
+    uri = path.as_uri()  # percent-encoded where the path has a space, as editors send it
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        uri=uri, language_id="python", version=1, text=text)))
+    return uri
+
+
+async def complete(client: LanguageClient, uri: str, line: int, character: int) -> types.CompletionList:
+    return await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri), position=types.Position(line=line, character=character)))
+
+
+SERVE = ClientServerConfig(server_command=[sys.executable, "-m", "repomem", "serve"])
+
+
+@pytest.fixture
+def spaced(tmp_path) -> Path:
+    return copy_example(tmp_path / "my shop é")
+
+
+@pytest_lsp.fixture(config=SERVE)
+async def client_by_root(lsp_client: LanguageClient, spaced: Path, model_url: str):
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=spaced.as_uri(),
+        initialization_options=settings(model_url)))
+    await wait_for_log(lsp_client, "repomem: ready")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_workspace_whose_path_has_a_space_completes_at_its_lines_and_past_their_ends(
+        client_by_root: LanguageClient, spaced: Path):
+    """pygls keeps documents by their URI percent-decoded: every document of such a folder was
+    taken for one the client never opened (no answers, nothing logged). A position past a line's
+    end was moved onto its last character (the completion went in before the typed `m`), and the
+    empty line after the file's last newline was out of range."""
+    text = "from .pricing import compute_tax\n\n\ndef tax(amount_cents, tax_class):\n    return com"
+    uri = opened(client_by_root, spaced / "shop" / "taxes.py", text)
+    answer = await complete(client_by_root, uri, 4, 14)
+    assert [item.text_edit.new_text for item in answer.items] == ["com" + ANSWER]
+    edit = answer.items[0].text_edit
+    assert (edit.range.start.character, edit.range.end.character) == (11, 14)
+    past = await complete(client_by_root, uri, 4, 40)  # past the line's end: at its end
+    assert [(i.text_edit.range.start.character, i.text_edit.range.end.character) for i in past.items] == [(11, 14)]
+    assert CannedModel.prompts[-1].endswith("    return com")  # the whole line before the cursor
+    ended = opened(client_by_root, spaced / "shop" / "ended.py", "def f(amount):\n    return amount\n")
+    last = await complete(client_by_root, ended, 2, 0)  # the line after the final newline
+    assert [item.text_edit.new_text for item in last.items] == [ANSWER]
+
+
+@pytest.fixture
+def plain(tmp_path) -> Path:
+    return copy_example(tmp_path / "shop")
+
+
+@pytest_lsp.fixture(config=SERVE)
+async def client_by_folders(lsp_client: LanguageClient, plain: Path, model_url: str):
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=None,
+        workspace_folders=[types.WorkspaceFolder(uri=plain.as_uri(), name="shop")],
+        initialization_options=settings(model_url)))
+    await wait_for_log(lsp_client, "repomem: ready")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_client_naming_workspace_folders_only_gets_the_first_indexed(
+        client_by_folders: LanguageClient, plain: Path, tmp_path: Path):
+    """LSP 3.17 deprecates rootUri: `rootUri: null` with workspace folders was "no workspace
+    folder, no completions"; a document outside the folder got empty answers without a word."""
+    uri = opened(client_by_folders, plain / "shop" / "taxes.py", "def tax(a, b):\n    return com")
+    assert [item.text_edit.new_text for item in (await complete(client_by_folders, uri, 1, 14)).items] == \
+        ["com" + ANSWER]
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("x = 1\n")
+    away = opened(client_by_folders, outside, "x = com")
+    assert not (await complete(client_by_folders, away, 0, 7)).items
+    await wait_for_log(client_by_folders, "is outside the workspace folder")
+
+
+async def test_unsaved_buffers_that_outweigh_a_small_repository_are_compacted_once(
+        client_by_folders: LanguageClient, plain: Path):
+    """A rebuild reads the disk and overlays the open buffers again: past index.compact_ratio of a
+    small repository, the server rebuilt without end (47 builds in 10 idle seconds, 88% CPU)."""
+    grown = (plain / "shop" / "pricing.py").read_text() + "".join(
+        f"\n\ndef helper_{i}(value):\n    return value + {i}\n" for i in range(40))
+    uri = opened(client_by_folders, plain / "shop" / "pricing.py", grown)
+    assert (await complete(client_by_folders, uri, 3, 0)) is not None  # the buffer is overlaid for it
+    await asyncio.sleep(6)
+    builds = sum("index unchanged" in m.message or "indexed" in m.message.split(":")[0]
+                 for m in client_by_folders.log_messages)
+    rebuilds = sum("indexing at a lower CPU priority" in m.message for m in client_by_folders.log_messages)
+    assert rebuilds <= 2, (rebuilds, builds)
