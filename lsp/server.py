@@ -279,9 +279,9 @@ class RepomemServer(LanguageServer):
         return unquote(uri) in self.workspace.text_documents
 
     def index_installed(self) -> None:
-        """On the event loop: answers given before (from the open file alone, or the old index)
-        are not given again at the same cursor; a request from here on does not join a
-        generation that started before."""
+        """On the event loop, when an index is in where none was (the first, or one rebuilt after
+        damage): answers given before, from the open file alone, are not given again at the same
+        cursor; a request from here on does not join a generation that started before."""
         self.answers_generation += 1
 
     def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int,
@@ -379,6 +379,9 @@ class RepomemServer(LanguageServer):
                 self.readiness.failed(message)
                 return
             progress.end("done")
+            # Answers made without an index (the open file alone) are stale once one is in; those
+            # of the index a compaction replaces are not (it holds the same files).
+            answered_without = not session.index_ready.is_set()
             try:
                 self.model_worker.submit(session.install_index, index).result()
                 # The old index let go: its garbage collected, the new one out of later collections
@@ -388,7 +391,8 @@ class RepomemServer(LanguageServer):
                 self.model_worker.submit(settle_long_lived).result()
             except RuntimeError:  # the server is exiting (exit arrived while the index was built)
                 return
-            self.call_from_thread(self.index_installed)
+            if answered_without:
+                self.call_from_thread(self.index_installed)
             self.log("info", "ready")
             self.readiness.index_in(f"{index.n_live_files} files indexed")
 
