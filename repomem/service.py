@@ -210,6 +210,7 @@ class RepoService:
         warming = threading.Thread(target=warm_up, name="warm-kernels", daemon=True)
         warming.start()
         candidates, skipped = self._scan()
+        candidates += self._buffers_off_the_disk({c.path for c in candidates})
         if self._watch is not None:
             self._linked = set(self._scanned_links)
         warming.join()  # before the parse workers fork: no thread may be mid-compile then
@@ -219,6 +220,19 @@ class RepoService:
             reasons = [(s.path, s.reason) for s in (*skipped, *unreadable)]
             return build_index(self.root, self.config, sources, reasons, progress, analyses,
                                self._window_vectors(embed=True, progress=progress))
+
+    def _buffers_off_the_disk(self, listed: set[str]) -> list[Candidate]:
+        """The open buffers whose files the scan did not list (new, not saved yet; deleted on
+        disk): an update keeps them indexed from their text, and a full build dropped them for
+        good (a compaction, `--full`)."""
+        found = []
+        for path, text in self._buffers.items():
+            language = language_of(path)
+            if path in listed or language is None or excluded_reason(path, self.config.scan) is not None \
+                    or secret_reason(self.root, path, self.config.scan) is not None:
+                continue
+            found.append(Candidate(path, language, len(text.encode("utf-8", "surrogatepass")), 0))
+        return found
 
     def _refresh(self, index: RepoIndex, progress: Progress,
                  scan: tuple[list[Candidate], list[Skipped]] | None = None) -> tuple[int, int, int]:
@@ -665,6 +679,12 @@ class RepoService:
         else:
             source = Skipped(path, "no such file")
         record = self.index.record(path)
+        # What the index says it skipped follows the file too (a binary file made text, or text
+        # made binary, was listed as it was until the next refresh).
+        skipped = [entry for entry in self.index.skipped if entry[0] != path]
+        if isinstance(source, Skipped) and source.reason != "no such file":
+            skipped.append((path, source.reason))
+        self.index.skipped = skipped
         try:
             if isinstance(source, Skipped):
                 if record is not None:

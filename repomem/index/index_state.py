@@ -73,6 +73,12 @@ class DerivedCaches:
     edit_graph: EditGraph | None = None
     trees: TreeMemo | None = None  # the edited files' last parses, which their next edit starts from
 
+    def __getstate__(self) -> dict:
+        """All but the trees: tree-sitter's trees cannot be pickled (a checkpoint of an index that
+        an edit had updated, which every evaluation takes, failed); a copy's next edit of a file
+        parses it from nothing."""
+        return {**self.__dict__, "trees": None}
+
 
 @dataclass
 class RepoIndex:

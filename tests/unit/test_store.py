@@ -661,3 +661,34 @@ def test_a_claim_killed_while_writing_the_marker_leaves_a_folder_still_claimable
     with pytest.raises(IndexFolderRefused):
         claim_index_folder(other / ".repomem", other)
     assert (other / ".repomem" / "notes.txt").read_text() == "someone's"
+
+
+def test_a_checkpoint_after_an_update_and_a_full_build_with_a_buffer_off_the_disk(tmp_path):
+    """A differential fuzz of edits against fresh builds found: a checkpoint of an index an edit had
+    updated failed (tree-sitter's trees, kept for the next edit, cannot be pickled; every
+    evaluation on an index that needed an update takes one); a full build (a compaction, --full)
+    dropped an open buffer whose file is not on the disk, for good; file_changed left the skipped
+    list as it was."""
+    from tests.repos import copy_example
+
+    root = copy_example(tmp_path / "shop")
+    RepoService.open(root).ensure_index()
+    cart = root / "shop" / "cart.py"
+    cart.write_text(cart.read_text() + "\n\ndef extra(quantity):\n    return quantity\n")
+    service = RepoService.open(root)
+    assert service.ensure_index().action == "updated"
+    checkpoint = service.checkpoint()
+    assert isinstance(checkpoint, bytes)
+    assert service.set_buffer("shop/unsaved.py", "def brand_new_helper(q):\n    return q * 42\n") is None
+    assert isinstance(service.checkpoint(), bytes)
+    assert service.ensure_index(full=True).action == "built"
+    assert service.view().retrieve("brand_new_helper", k=1)[0].path == "shop/unsaved.py"
+    service.rollback(checkpoint)
+    assert service.view().retrieve("extra quantity", k=1)[0].path == "shop/cart.py"
+    blob = root / "shop" / "blob.py"
+    blob.write_bytes(b"x = 1\0\n")
+    assert isinstance(service.file_changed("shop/blob.py"), Failure)
+    assert ("shop/blob.py", "binary file") in service.index.skipped
+    blob.write_text("def now_text(q):\n    return q\n")
+    assert service.file_changed("shop/blob.py") is None
+    assert all(path != "shop/blob.py" for path, _ in service.index.skipped)
