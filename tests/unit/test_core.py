@@ -417,7 +417,12 @@ def test_parse_position():
 
 def test_locate_and_query(tmp_path):
     text = "one\ntwo\nthree\n"
-    assert isinstance(locate(tmp_path, "f.py", text, 4, None), Failure)
+    # The empty line after the last newline is where editors put a cursor starting a new line: its
+    # start only; no line after it.
+    start = locate(tmp_path, "f.py", text, 4, None)
+    assert not isinstance(start, Failure) and (start.line, start.column) == (3, 0)
+    assert isinstance(locate(tmp_path, "f.py", text, 4, 2), Failure)
+    assert isinstance(locate(tmp_path, "f.py", text, 5, None), Failure)
     assert isinstance(locate(tmp_path, "f.py", text, 2, 5), Failure)
     cursor = locate(tmp_path, "f.py", text, 3, 3)
     assert not isinstance(cursor, Failure) and (cursor.line, cursor.column) == (2, 2)
