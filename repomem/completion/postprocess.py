@@ -52,8 +52,9 @@ def _opens_block(line: str) -> bool:
     return _PYTHON_NOT_CODE.sub("", line).rstrip().endswith(":")
 
 
-# String and character literals and a line comment's text: their braces do not count.
-_NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|`(?:\\.|[^`\\])*`|\'(?:\\.|[^\'\\])\'|//.*$')
+# String and character literals (single-quoted of any length: JavaScript's and PHP's strings),
+# a block comment closed on its line and a line comment's text: their braces do not count.
+_NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|`(?:\\.|[^`\\])*`|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//.*$')
 
 
 def _opens_brace_block(line: str) -> bool:
@@ -150,7 +151,7 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
         return _without_extra_closers(first.rstrip(), shape.line_prefix, line_rest), \
             cut or looped or at < len(lines) - 1
     if shape.brace_block:
-        kept, settled = _brace_body(lines, suffix, max_lines)
+        kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent)
     else:
         kept, settled = _indented_body(lines, shape, max_lines)
     complete = len(kept) if settled or cut or looped else len(lines) - 1  # kept[:complete] can no longer change
@@ -199,18 +200,35 @@ def _repeats_a_shorter_unit(unit: str) -> bool:
     return unit in (unit + unit)[1:-1]
 
 
-def _brace_body(lines: list[str], suffix: str, max_lines: int) -> tuple[list[str], bool]:
+def _suffix_closes_block(suffix: str, block_indent: int) -> bool:
+    """Whether the code after the cursor closes the opener's block: its line's rest starts with `}`
+    (an editor's auto-paired brace), or a later line starting with `}` stands at the opener's
+    indent before any line outdented past it (a `}` farther out closes an enclosing block: a
+    `match x {` typed as a function's last statement is still open)."""
+    lines = suffix.split("\n")
+    if lines[0].strip().startswith("}"):
+        return True
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        if _indent(line) < block_indent:
+            return False
+        if _indent(line) == block_indent and line.strip().startswith("}"):
+            return True
+    return False
+
+
+def _brace_body(lines: list[str], suffix: str, max_lines: int, block_indent: int = -1) -> tuple[list[str], bool]:
     """Lines up to the one whose braces close the opener's block; that line only when the code
-    after the cursor does not start by closing it already. Settled: that line, or the last one
-    `max_lines` allows, is complete."""
+    after the cursor does not close it already (`_suffix_closes_block`). Settled: that line, or the
+    last one `max_lines` allows, is complete."""
     kept: list[str] = []
     depth = 0
     for at, line in enumerate(lines):
         depth += _brace_depth_change(line)
         complete = at < len(lines) - 1
         if depth < 0:
-            following = next((rest.strip() for rest in suffix.split("\n") if rest.strip()), "")
-            if not following.startswith("}"):
+            if not _suffix_closes_block(suffix, block_indent):
                 kept.append(line)
             return kept, complete
         kept.append(line)
@@ -298,13 +316,20 @@ def _without_extra_closers(completion: str, line_prefix: str, line_rest: str) ->
 
 
 def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:
-    """Drop trailing lines that repeat the first lines already after the cursor."""
-    following = [line.strip() for line in suffix.split("\n") if line.strip()]
+    """Drop trailing lines that repeat the first lines already after the cursor, indentation
+    included (stripped, a nested block's `}` was taken for the `}` after the cursor and dropped:
+    the loop ending a Go function was left open). The first line of each, the cursor line's
+    rest, is compared stripped."""
+
+    def key(at: int, line: str) -> str:
+        return line.strip() if at == 0 else line.rstrip()
+
+    following = [key(at, line) for at, line in enumerate(suffix.split("\n")) if line.strip()]
     if not following:
         return lines
     content = [i for i, line in enumerate(lines) if line.strip()]
     for size in range(min(len(content), len(following)), 0, -1):
-        tail = [lines[i].strip() for i in content[-size:]]
+        tail = [key(i, lines[i]) for i in content[-size:]]
         if tail == following[:size]:
             return lines[: content[-size]]
     return lines

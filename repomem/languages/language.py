@@ -92,6 +92,7 @@ BRACE_STRING_OR_COMMENT_TYPES = frozenset({
     "comment", "line_comment", "block_comment", "string", "string_literal", "template_string",
     "interpreted_string_literal", "raw_string_literal", "char_literal", "character_literal", "string_fragment",
     "encapsed_string", "line_string_literal", "multi_line_string_literal", "verbatim_string_literal",
+    "multiline_comment", "heredoc", "heredoc_body", "nowdoc", "regex",  # Kotlin, Swift, PHP, JavaScript
 })
 
 

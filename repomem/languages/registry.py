@@ -57,7 +57,8 @@ _COMMENTS_WITHOUT_GRAMMAR = {
     **dict.fromkeys((".sql", ".hs", ".lua", ".elm", ".ada", ".vhd"), "--"),
     **dict.fromkeys((".tex", ".erl"), "%"),
     **dict.fromkeys((".el", ".lisp", ".clj", ".scm", ".asm"), ";"),
-    **dict.fromkeys((".dart", ".proto", ".groovy", ".gradle", ".zig", ".v", ".sol", ".fs", ".glsl"), "//"),
+    **dict.fromkeys((".dart", ".proto", ".groovy", ".gradle", ".kts", ".zig", ".v", ".sol", ".fs", ".glsl",
+                     ".mm", ".inl", ".ipp", ".tpp", ".c++", ".h++", ".hxx"), "//"),
 }
 
 

@@ -332,3 +332,24 @@ def test_blocks_are_framed_in_the_comment_of_a_file_no_grammar_covers():
 
     assert [line_comment_of(path) for path in ("a/conf.yaml", "q.sql", "Makefile", "x.py", "y.go", "z.lua")] == \
         ["#", "--", "#", "#", "//", "--"]
+
+
+def test_brace_bodies_keep_their_own_closing_braces_and_leave_the_suffixs():
+    """A nested block's `}` was taken for the `}` after the cursor and dropped (a Go loop ending a
+    function left open); a `}` after the cursor closing an enclosing block took the completion's
+    own; a block the suffix closes farther down kept the model's early `}`; braces in multi-character
+    single-quoted strings and block comments were counted."""
+    from repomem.languages.registry import language_named
+
+    go, rust, javascript = (language_named(name) for name in ("go", "rust", "javascript"))
+    loop = "\n\tfor _, u := range users {\n\t\tfmt.Println(u.Name)\n\t}\n}\n\n"
+    shape = completion_shape("func PrintAll(users []store.User) {", "\n}\n", go)
+    assert clean_completion(loop, shape, suffix="\n}\n") == loop[:loop.index("\n}")]  # the loop's own `}` kept
+    arms = "\n        Some(v) => v,\n        None => 0,\n    }\n}\n"
+    shape = completion_shape("fn f(x: Option<i32>) -> i32 {\n    match x {", "\n}\n", rust)
+    assert clean_completion(arms, shape, suffix="\n}\n") == "\n        Some(v) => v,\n        None => 0,\n    }"
+    shape = completion_shape("func f() int {\n\t", "\n\tx := 1\n\treturn x\n}", go)
+    assert clean_completion("y := 2\n}\n", shape, suffix="\n\tx := 1\n\treturn x\n}") == "y := 2"
+    body = "\n  out.write('{\\n');\n  /* { */\n  return out;\n}\n\nfunction close(out) {\n  return 1;\n}\n"
+    shape = completion_shape("function open(out) {", "", javascript)
+    assert clean_completion(body, shape) == "\n  out.write('{\\n');\n  /* { */\n  return out;\n}"
