@@ -692,7 +692,9 @@ class RepoService:
                 return None if source.reason == "no such file" else Failure(FailureKind.NOT_INDEXED,
                                                                             f"{path}: {source.reason}")
             if record is None or record.digest != source.digest:
-                apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=False))
+                # A file read from the disk (saved, changed under the watch) is embedded for eq. 6
+                # as an update's are; an unsaved buffer's windows wait for its save.
+                apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=text is None))
         except StructureUnavailable as error:
             self.index = None
             return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")

@@ -47,8 +47,8 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
         estimate = {"to_write": len(work.units), "already_written": work.already, "prompt_tokens": work.prompt_tokens,
                     "seconds_per_call": round(work.seconds_per_call, 2), "estimated_s": round(work.estimated_s, 1),
                     "model": backend.name}
-        if args.json and args.dry_run:
-            print(json.dumps(estimate, indent=2))
+        if args.json and (args.dry_run or not work.units):  # nothing to write: the estimate says so
+            print(json.dumps({**estimate, **({} if args.dry_run else {"written": 0, "failed": 0})}, indent=2))
             return 0
         table = Table(title=f"repomem summarise: {service.root}", show_header=False)
         table.add_column("what", style="bold")

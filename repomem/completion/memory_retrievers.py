@@ -32,14 +32,14 @@ def question_code(query_text: str) -> str:
 
 
 def _ask_number(model: MemoryModel | None, purpose: str, question: str, allowed: range, limit: int,
-                answer_tokens: int) -> tuple[list[int], bool]:
+                answer_tokens: int, labels: dict[int, str] | None = None) -> tuple[list[int], bool]:
     """(numbers the model chose, whether a call was made): nothing when it was not asked (no
-    model, budget spent, cancelled) or named no allowed number."""
+    model, budget spent, cancelled) or named no allowed number (nor, `labels`, an option's name)."""
     if model is None:
         return [], False
     before = len(model.calls)
     answer = model.ask(purpose, question, answer_tokens)
-    return chosen_numbers(answer, allowed, limit), len(model.calls) > before
+    return chosen_numbers(answer, allowed, limit, labels), len(model.calls) > before
 
 
 # -- MemWalker -----------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def memory_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
             f"the folder {node}/" if node else "the repository")
         question = navigation_question(query.cursor.path, question_code(query.text), label, options, True)
         picks, asked = _ask_number(query.model, "navigate", question, range(0, len(options) + 1), 1,
-                                   settings.answer_tokens)
+                                   settings.answer_tokens, {n: option.label for n, option in enumerate(options, 1)})
         number = picks[0] if picks else None
         if asked:
             query.model.decided("back" if number == 0 else f"{number}: {options[number - 1].label}" if number

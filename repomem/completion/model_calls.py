@@ -12,7 +12,7 @@ model (recorded as such), so a memory strategy degrades to retrieval, never to a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from repomem.backends.base import Backend, Generation, GenerationRequest
@@ -84,19 +84,35 @@ def _call(purpose: str, prompt: str, answer: Generation) -> ModelCall:
     return ModelCall(purpose, prompt, answer.text, answer.prompt_tokens, answer.completion_tokens, answer.seconds)
 
 
-_NUMBER = re.compile(r"\d+")
+# An answer's tokens: numbers, names (digits inside a name are no number: `api_v3.py`), one symbol.
+_ANSWER_TOKEN = re.compile(r"\d+(?![\w.]*[A-Za-z_])|[A-Za-z_\d][\w./-]*|\S")
+_LIST_JOINERS = frozenset({",", ";", "&", "+", "and", "or"})
 
 
-def chosen_numbers(answer: str | None, allowed: range, limit: int) -> list[int]:
-    """The distinct numbers in `answer` that lie in `allowed`, in the order given, at most `limit`."""
+def chosen_numbers(answer: str | None, allowed: range, limit: int,
+                   labels: Mapping[int, str] | None = None) -> list[int]:
+    """The distinct numbers `answer` chooses that lie in `allowed`, in the order given, at most
+    `limit`: its first list of numbers (`3`, `1, 2 and 5`, `I pick 2`), not every digit in it (an
+    answer echoing `3. shop/checkout.py lines 1-31` chose 3, not also 1); where it holds none, the
+    options whose `labels` (number -> name shown) it names, in the order named (`api_v3.py`)."""
     out: list[int] = []
-    for match in _NUMBER.finditer(answer or ""):
-        number = int(match.group())
-        if number in allowed and number not in out:
-            out.append(number)
-            if len(out) == limit:
-                break
-    return out
+    started = False
+    for token in _ANSWER_TOKEN.findall(answer or ""):
+        if token.isdigit():
+            started = True
+            number = int(token)
+            if number in allowed and number not in out:
+                out.append(number)
+                if len(out) == limit:
+                    return out
+        elif started and token.lower() not in _LIST_JOINERS:
+            break
+    if out or not labels or not answer:
+        return out
+    lowered = answer.lower()
+    named = sorted((at, number) for number, label in labels.items()
+                   if number in allowed and label and (at := lowered.find(label.lower())) >= 0)
+    return [number for _, number in named][:limit]
 
 
 def says_yes(answer: str | None) -> bool | None:

@@ -91,7 +91,8 @@ def plan(view: RepoView, backend: Backend, store: WrittenSummaries, kinds: tuple
     measure the time of a call as a line in its prompt tokens (a fixed part for the answer, a
     part per prompt token); their summaries (key -> text) are returned for `run` to keep."""
     progress = progress or NoProgress()
-    every = units_of(view, kinds)
+    # One unit a key: identical pages (vendored or copied files) are one summary, written once.
+    every = list({u.key: u for u in units_of(view, kinds)}.values())
     todo = [u for u in every if not store.has(backend.name, u.key)]
     already = len(every) - len(todo)
     if limit is not None:

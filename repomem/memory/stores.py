@@ -83,6 +83,9 @@ class MemoryStores:
         """Model-written summaries when memory.summaries = "model" (re-read after `summarise`
         appended to them; the memories built from the old ones are rebuilt)."""
         if self._settings().summaries != "model":
+            if self._written is not None:  # switched back to extractive: the memories built on them go
+                self._written = None
+                self._summary_tree = self._gists = None
             return None
         if self._written is None or not self._written.current():
             self._written = self.open_written_summaries()

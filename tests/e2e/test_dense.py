@@ -74,6 +74,42 @@ def test_the_semantic_relation_joins_w_with_the_real_model(tmp_path: Path):
     result = run("retrieve", "shop/report.py:9", "--json", cwd=shop)
     assert result.returncode == 0, result.stderr
     assert any(f["s_env"] > 0 for f in json.loads(result.stdout)["fragments"])
+    # A file saved from an editor (or changed under the watch) is embedded again: its windows were
+    # left without vectors, so without eq. 6's relations, until a full rebuild.
+    pricing = shop / "shop" / "pricing.py"
+    pricing.write_text(pricing.read_text() + "\n\ndef vat_for_region(amount_cents, region):\n"
+                       "    return compute_tax(amount_cents, region)\n")
+    assert with_eq6.drop_buffer("shop/pricing.py") is None and with_eq6.file_changed("shop/pricing.py") is None
+    store = with_eq6._embedding_store(with_eq6.index_for_measurement(), None, False)[0]
+    assert store.missing_files(with_eq6.index_for_measurement()) == []
+
+
+def test_weights_damaged_in_the_cache_are_unpacked_again_not_trusted(tmp_path: Path, monkeypatch):
+    """`.complete` alone was trusted: weights overwritten in place (their size kept) loaded, and
+    every window was embedded as NaN, kept in the index folder for good."""
+    import shutil
+
+    from repomem.embeddings.embedder import EMBEDDER_REQUIREMENT, TextEmbedder, embedder_dir
+
+    cached = embedder_dir()
+    assert not isinstance(cached, Failure), cached
+    cache = tmp_path / "cache"  # a copy of the user cache's model and its package: unpacked again from it
+    package = EMBEDDER_REQUIREMENT.replace("==", "-")
+    shutil.copytree(cached.parent.parent / "packages" / package, cache / "packages" / package)
+    shutil.copytree(cached, cache / "embedders" / cached.name)
+    monkeypatch.setenv("REPOMEM_CACHE", str(cache))
+    folder = embedder_dir()
+    assert not isinstance(folder, Failure) and folder == cache / "embedders" / cached.name
+    text = ["def total(self):\n    return sum(item.price for item in self.items)"]
+    clean = TextEmbedder.load().embed(text)[0]
+    weights = folder / "model.safetensors"
+    with open(weights, "r+b") as handle:
+        handle.seek(weights.stat().st_size // 2)
+        handle.write(b"\xff" * 4_000_000)
+    again = embedder_dir()
+    assert not isinstance(again, Failure), again
+    vector = TextEmbedder.load().embed(text)[0]
+    assert np.isfinite(vector).all() and float(clean @ vector) > 0.999
 
 
 def test_the_numpy_encoder_is_transformers_bert_to_the_last_bits(monkeypatch):

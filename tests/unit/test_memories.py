@@ -66,6 +66,13 @@ def test_an_answer_without_a_valid_number_takes_the_best_option():
 def test_answers_are_read_as_numbers_and_yes_or_no():
     assert chosen_numbers("Pages 3, 1 and 3 again; 9", range(1, 5), 3) == [3, 1]
     assert chosen_numbers("none", range(0, 3), 1) == [] and chosen_numbers(None, range(3), 1) == []
+    # The first list of numbers, not every digit: an answer echoing the gist it chose read as two.
+    assert chosen_numbers("3. shop/checkout.py lines 1-31: class Order:", range(1, 5), 3) == [3]
+    assert chosen_numbers("I pick 2 and 4.", range(1, 5), 3) == [2, 4]
+    # A name in place of a number: the option named, not the digit inside the name.
+    labels = {1: "api_v3.py", 2: "api_v1.py", 3: "storage.py"}
+    assert chosen_numbers("api_v3.py", range(0, 4), 1, labels) == [1]
+    assert chosen_numbers("The file storage.py, then api_v1.py", range(0, 4), 2, labels) == [3, 2]
     assert says_yes("Yes.") is True and says_yes("no, look up `Cart`") is False and says_yes("maybe") is None
 
 
@@ -193,3 +200,55 @@ def test_model_summaries_replace_extractive_ones_only_for_the_text_they_were_wri
     shop.set_buffer(path, text.replace("def add_item(", "def put_item("))  # a signature changed: stale
     assert "Keeps a cart" not in shop.memories.summary_tree().nodes[path].text
     assert np.all(np.asarray([len(n.text) for n in shop.memories.summary_tree().nodes.values()]) > 0)
+
+
+def test_switching_back_to_extractive_summaries_drops_the_model_written_ones(tmp_path):
+    """Set back to "extractive" in a running service (the language server's settings change), the
+    summary tree kept the model's text."""
+    import shutil
+
+    from repomem.config import with_overrides
+    from repomem.memory.summary_tree import summary_key
+    from repomem.service import RepoService
+    from tests.repos import EXAMPLE
+
+    root = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".repomem"))
+    (root / "repomem.toml").write_text('[memory]\nsummaries = "model"\n')
+    service = RepoService.open(root)
+    service.ensure_index()
+    store = service.memories.open_written_summaries()
+    for path, extractive in service.memories.file_summaries():
+        store.append(summary_key(extractive), "file", "scripted", f"WRITTEN summary of {path}")
+    assert "WRITTEN" in service.memories.summary_tree().nodes["shop/cart.py"].text
+    service.config = with_overrides(service.config, memory={"summaries": "extractive"})
+    assert "WRITTEN" not in service.memories.summary_tree().nodes["shop/cart.py"].text
+
+
+def test_identical_pages_are_one_summary_to_write(tmp_path):
+    """Page keys are the page's text: three copies of one file were three units, three model calls
+    for one summary."""
+    from repomem.backends.base import Generation
+    from repomem.backends.templates import QWEN
+    from repomem.completion.summarise import plan
+    from repomem.service import RepoService
+    from tests.repos import write_repo
+
+    text = "def helper(value):\n    return value * 2\n\n\ndef other(value):\n    return value - 1\n"
+    root = write_repo(tmp_path / "copies", {"a/util.py": text, "b/util.py": text, "c/util.py": text,
+                                            "main.py": "from a.util import helper\n\nprint(helper(2))\n"})
+    service = RepoService.open(root)
+    service.ensure_index()
+
+    class Answers:
+        name, template, context_tokens, calls = "scripted", QWEN, 4096, 0
+
+        def count(self, text):
+            return len(text.split())
+
+        def generate(self, request):
+            Answers.calls += 1
+            return Generation("a summary", 10, 2, 0, "stop", 0.01, -0.1)
+
+    work, _ = plan(service.view(), Answers(), service.memories.open_written_summaries(), ("pages",), None)
+    assert len({unit.key for unit in work.units}) == len(work.units) == 2
