@@ -273,6 +273,18 @@ class RepomemServer(LanguageServer):
             character = min(server_position.character, len(line))
         return self.ask_in(uri, path, document.version, text, position.line, character)
 
+    def in_background(self, function: Callable[..., Any], *args: Any) -> None:
+        """`function(*args)` on the model's thread, nothing waiting for it; what it raises is
+        logged (it vanished with its future: an index edit that failed there went unseen, and the
+        half-made index crashed the next query). RuntimeError: the server is exiting."""
+        def said(future: Any) -> None:
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                self.log("error", f"{getattr(function, '__name__', 'a task')} failed: "
+                                  f"{error.__class__.__name__}: {error}")
+
+        self.model_worker.submit(function, *args).add_done_callback(said)
+
     def is_open(self, uri: str) -> bool:
         """Whether the client opened `uri` (pygls keeps documents by their URI percent-decoded:
         `my%20shop` is `my shop` there, and a raw look-up missed every document of such a folder)."""
@@ -403,7 +415,7 @@ class RepomemServer(LanguageServer):
         session = self.session
         assert session is not None
         try:
-            self.model_worker.submit(session.persist)
+            self.in_background(session.persist)
         except RuntimeError:  # the server is exiting: the index stays as the last save left it
             pass
 
@@ -564,7 +576,7 @@ def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None
         # text that differs from the disk costs an edit (docs/editors.md#interactive-latency), the
         # same text a digest.
         try:
-            ls.model_worker.submit(ls.session.sync_buffers)
+            ls.in_background(ls.session.sync_buffers)
         except RuntimeError:  # the server is exiting: no completion will need it
             pass
 
@@ -599,7 +611,7 @@ def _document_position(value: Any) -> tuple[str, types.Position] | None:
 def did_save(ls: RepomemServer, params: types.DidSaveTextDocumentParams) -> None:
     path = ls.relative(params.text_document.uri)
     if path is not None and ls.session is not None:
-        ls.model_worker.submit(ls.session.buffer_saved, path)
+        ls.in_background(ls.session.buffer_saved, path)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -608,14 +620,14 @@ def did_close(ls: RepomemServer, params: types.DidCloseTextDocumentParams) -> No
     ls.surrogates_replaced.discard(params.text_document.uri)
     ls.scheduler.document_closed(params.text_document.uri, path)
     if path is not None and ls.session is not None:
-        ls.model_worker.submit(ls.session.buffer_closed, path)
+        ls.in_background(ls.session.buffer_closed, path)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: RepomemServer, params: types.DidChangeWatchedFilesParams) -> None:
     paths = [path for change in params.changes if (path := ls.relative(change.uri)) is not None]
     if paths and ls.session is not None:
-        ls.model_worker.submit(ls.session.files_changed, paths)
+        ls.in_background(ls.session.files_changed, paths)
 
 
 # -- completions -------------------------------------------------------------------------------------
@@ -695,7 +707,7 @@ def _feedback(ls: RepomemServer, event: str, completion_id: Any) -> None:
     if not isinstance(completion_id, str):
         ls.log("warning", f"{event}: expected a completion id, got {completion_id!r}")
         return
-    ls.model_worker.submit(ls.session.record_feedback, event, completion_id)
+    ls.in_background(ls.session.record_feedback, event, completion_id)
     if event == "accept" and ls.session.config.server.speculate_below:
         ask = _below_accepted(ls, completion_id)
         if ask is not None:

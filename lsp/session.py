@@ -310,9 +310,7 @@ class CompletionSession:
                 continue
             result = self.service.set_buffer(path, text)
             if isinstance(result, Failure) and result.kind == FailureKind.DAMAGED_INDEX:
-                self.index_ready.clear()
-                self.log("error", f"{result.message}; completing from the open file until it is rebuilt")
-                self.on_index_lost()
+                self._index_lost(result)
                 return
             if isinstance(result, Failure) and result.kind not in (FailureKind.NOT_INDEXED, FailureKind.NO_INDEX):
                 self.log("warning", result.message)
@@ -352,8 +350,17 @@ class CompletionSession:
         self._report(self.service.save())
 
     def _report(self, result: None | Failure) -> None:
-        if isinstance(result, Failure) and result.kind != FailureKind.NOT_INDEXED:
+        if isinstance(result, Failure) and result.kind == FailureKind.DAMAGED_INDEX:
+            self._index_lost(result)
+        elif isinstance(result, Failure) and result.kind != FailureKind.NOT_INDEXED:
             self.log("warning", result.message)
+
+    def _index_lost(self, failure: Failure) -> None:
+        """The service let go of its index (unreadable, or an edit it could not take): completions
+        come from the open file until the rebuild is in."""
+        self.index_ready.clear()
+        self.log("error", f"{failure.message}; completing from the open file until it is rebuilt")
+        self.on_index_lost()
 
     # -- completion ----------------------------------------------------------------------------
 

@@ -698,6 +698,13 @@ class RepoService:
         except StructureUnavailable as error:
             self.index = None
             return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")
+        except Exception as error:  # noqa: BLE001 - a bug: the half-made edit must not be kept
+            # An edit stopped halfway leaves arrays of different lengths (the fragments appended,
+            # W and its thresholds not): the next query's kernels read past their ends and the
+            # language server crashed. Let go of it; the caller rebuilds.
+            self.index = None
+            return Failure(FailureKind.DAMAGED_INDEX, f"the index could not take the edit of {path} "
+                                                      f"({error.__class__.__name__}: {error}); it is rebuilt")
         return None
 
     # -- what a request reads ------------------------------------------------------------------

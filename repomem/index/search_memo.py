@@ -64,6 +64,11 @@ def joined_sums(memo: SearchMemo | None, rows: np.ndarray, searched: BandSums) -
     """The band sums of every start: start k's from the memo's row rows[k] when that is >= 0, else
     from `searched` (whose row k holds it). The pairs are laid out start after start."""
     hit = rows >= 0
+    if not hit.any():
+        # Nothing recalled: `searched` alone. A memo of other bands (another file's last edit, other
+        # budgets) has rows of another width, which the joins below cannot stack: an edit raised
+        # there, halfway through, and left the index's arrays of different lengths.
+        memo = None
     if memo is not None and hit.all() and rows.shape[0] == memo.order.shape[0] \
             and np.array_equal(rows, np.arange(rows.shape[0])):
         return memo.sums  # the same starts in the same order: the memo's own arrays

@@ -73,3 +73,15 @@ def test_another_file_other_bands_or_no_memo_recall_nothing():
     searched = sums_of([OLD[0], OLD[2]])
     joined = joined_sums(None, np.asarray([-1, -1]), searched)
     assert [read(joined, k) for k in range(2)] == [OLD[0], OLD[2]]
+
+
+def test_a_memo_of_other_bands_that_recalls_nothing_leaves_the_search_alone():
+    """The memo of another file's edit or of other budgets has rows of another width (bands): with
+    nothing recalled, the joins stacked its rows beside the search's and raised, halfway through
+    an edit that had already appended its fragments (the editor's next query then crashed)."""
+    memo = memo_of(0, KEY, np.asarray([100, 103, 105]), 100, sums_of(OLD))  # two bands
+    searched = sums_of([[[(4, 1.5)], [], [(5, 0.5)]], [[], [(6, 2.0)], []]])  # three bands
+    rows = recalled_rows(memo, 1, KEY, np.asarray([200, 201]), 200)  # another file: nothing recalled
+    assert (rows == -1).all()
+    joined = joined_sums(memo, rows, searched)
+    assert [read(joined, k) for k in range(2)] == [read(searched, k) for k in range(2)]

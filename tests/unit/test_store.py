@@ -692,3 +692,26 @@ def test_a_checkpoint_after_an_update_and_a_full_build_with_a_buffer_off_the_dis
     blob.write_text("def now_text(q):\n    return q\n")
     assert service.file_changed("shop/blob.py") is None
     assert all(path != "shop/blob.py" for path, _ in service.index.skipped)
+
+
+def test_an_edit_that_fails_halfway_lets_go_of_the_index(tmp_path, monkeypatch):
+    """An edit that raised after the fragments were appended (W and its thresholds not) left an
+    index whose arrays disagree; the language server's next query read past their ends in a
+    compiled kernel and the server died. The service lets go of such an index; it is rebuilt."""
+    import repomem.index.repo_index as repo_index
+    from tests.repos import copy_example
+
+    root = copy_example(tmp_path / "shop")
+    service = RepoService.open(root)
+    service.ensure_index()
+
+    def fails(*args, **kwargs):
+        raise ValueError("operands could not be broadcast together")
+
+    monkeypatch.setattr(repo_index, "patch_relations", fails)
+    result = service.set_buffer("shop/cart.py", (root / "shop" / "cart.py").read_text() + "\nEXTRA = 1\n")
+    assert isinstance(result, Failure) and result.kind == "damaged-index" and "it is rebuilt" in result.message
+    assert not service.index_loaded
+    monkeypatch.undo()
+    assert not isinstance(service.ensure_index(), Failure)
+    assert service.view().retrieve("compute_tax", k=1)
