@@ -93,12 +93,17 @@ def spaced(tmp_path) -> Path:
     return copy_example(tmp_path / "my shop é")
 
 
+async def ready(client: LanguageClient, model_url: str, **workspace) -> None:
+    """`initialize` with the workspace given (`root_uri`, `workspace_folders`), then ready."""
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), initialization_options=settings(model_url),
+        **workspace))
+    await wait_for_log(client, "repomem: ready")
+
+
 @pytest_lsp.fixture(config=SERVE)
 async def client_by_root(lsp_client: LanguageClient, spaced: Path, model_url: str):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=spaced.as_uri(),
-        initialization_options=settings(model_url)))
-    await wait_for_log(lsp_client, "repomem: ready")
+    await ready(lsp_client, model_url, root_uri=spaced.as_uri())
     yield
     await lsp_client.shutdown_session()
 
@@ -130,11 +135,8 @@ def plain(tmp_path) -> Path:
 
 @pytest_lsp.fixture(config=SERVE)
 async def client_by_folders(lsp_client: LanguageClient, plain: Path, model_url: str):
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=None,
-        workspace_folders=[types.WorkspaceFolder(uri=plain.as_uri(), name="shop")],
-        initialization_options=settings(model_url)))
-    await wait_for_log(lsp_client, "repomem: ready")
+    await ready(lsp_client, model_url, root_uri=None,
+                workspace_folders=[types.WorkspaceFolder(uri=plain.as_uri(), name="shop")])
     yield
     await lsp_client.shutdown_session()
 

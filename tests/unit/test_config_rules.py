@@ -382,15 +382,21 @@ def test_the_current_name_wins_and_the_old_name_is_checked_as_the_new_one():
         "repomem.toml: completion.budget has moved to prompt.budget; read as prompt.budget (rename it there)"]
 
 
+def settings_files(tmp_path: Path, monkeypatch, user_text: str, repo_text: str) -> tuple[Path, Path]:
+    """(the user's config, a repository) holding these settings, the user's config in force."""
+    user = tmp_path / "user.toml"
+    user.write_text(user_text)
+    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
+    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (repo / "repomem.toml").write_text(repo_text)
+    return user, repo
+
+
 def test_a_moved_setting_keeps_its_repository_rules_under_its_old_name(tmp_path: Path, monkeypatch):
     """Were model.endpoint once [legacy] endpoint, a repository still could not set it that way."""
     endpoint = settings_by_name(Config)[("model", "endpoint")]
     monkeypatch.setattr(setting_rules, "moved_settings", lambda root: {("legacy", "endpoint"): (endpoint, "")})
-    user = tmp_path / "user.toml"
-    user.write_text("")
-    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
-    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (repo / "repomem.toml").write_text('[legacy]\nendpoint = "http://attacker.example"\n')
+    user, repo = settings_files(tmp_path, monkeypatch, "", '[legacy]\nendpoint = "http://attacker.example"\n')
     config, warnings = load_config(repo)
     assert config.model.endpoint == ""
     assert warnings[0].startswith("repomem.toml: legacy.endpoint has moved to model.endpoint")
@@ -446,11 +452,8 @@ def test_settings_files_are_named_and_a_bad_value_keeps_the_users_own(tmp_path: 
     """A repository's bad value replaced the user's good one by the default; a problem found while
     resolving named no file; a key above every section was called a section; booleans were spelled
     as Python spells them; REPOMEM_CONFIG naming no file was silent."""
-    user = tmp_path / "user.toml"
-    user.write_text("[retrieval]\ntop_k = 3\n[graph]\nsyntax_weight = true\n")
-    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
-    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (repo / "repomem.toml").write_text('top_k = 5\n[retrieval]\ntop_k = "x"\n')
+    user, repo = settings_files(tmp_path, monkeypatch, "[retrieval]\ntop_k = 3\n[graph]\nsyntax_weight = true\n",
+                                'top_k = 5\n[retrieval]\ntop_k = "x"\n')
     config, warnings = load_config(repo)
     assert config.retrieval.top_k == 3
     assert "repomem.toml: config retrieval.top_k: expected an integer, got a string; your 3 kept" in warnings
@@ -466,11 +469,8 @@ def test_settings_files_are_named_and_a_bad_value_keeps_the_users_own(tmp_path: 
 def test_settings_that_contradict_each_other_or_their_use_are_made_to_agree(tmp_path: Path, monkeypatch):
     """A stride longer than the window left lines no window held; a relative cache folder was read
     from each command's own folder (two indexes of one repository, written inside it)."""
-    user = tmp_path / "user.toml"
-    user.write_text('[index]\ncache_dir = "relcache"\n')
-    monkeypatch.setenv("REPOMEM_CONFIG", str(user))
-    repo = write_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    (repo / "repomem.toml").write_text("[fragments]\nwindow_lines = 2\nstride_lines = 50\n")
+    user, repo = settings_files(tmp_path, monkeypatch, '[index]\ncache_dir = "relcache"\n',
+                                "[fragments]\nwindow_lines = 2\nstride_lines = 50\n")
     config, warnings = load_config(repo)
     assert (config.fragments.window_lines, config.fragments.stride_lines, config.index.cache_dir) == (2, 2, "")
     assert any("fragments.stride_lines=50 is longer than fragments.window_lines (2)" in w and w.endswith("; 2 kept")
