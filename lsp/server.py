@@ -101,10 +101,6 @@ class LspProgress:
         self._ended = False
         self._lock = threading.Lock()
 
-    @property
-    def enabled(self) -> bool:
-        return self._accepted is not False
-
     def answered(self, accepted: bool) -> None:
         """The client accepted the token, or refused it: reports begin (with `open`'s message, if
         the work opened meanwhile), or never."""
@@ -135,7 +131,7 @@ class LspProgress:
 
     def _send(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not self.enabled or not self._began or (not force and now - self._last_sent < self._interval_s):
+        if not self._began or (not force and now - self._last_sent < self._interval_s):  # began: accepted
             return
         self._last_sent = now
         percentage = min(100, int(100 * self._done / self._total))

@@ -110,15 +110,14 @@ def claim_index_folder(directory: Path, root: Path) -> None:
     with _folder_locked(directory):
         if (directory / MARKER).is_file():
             return
-        entries = list(directory.iterdir())
         # A claim killed while it wrote the marker (a server stopped as it started) leaves only the
-        # marker's scratch file: the folder is repomem's, made by that claim.
-        scratch = [entry for entry in entries if is_scratch_of(entry.name, MARKER)]
-        if len(scratch) < len(entries) and not _looks_like_an_old_index(directory):
+        # marker's scratch file: the folder is repomem's, made by that claim (`foreign_folder`).
+        if foreign_folder(directory):
             raise IndexFolderRefused(f"{directory} exists and is not a repomem index; choose another "
                                      "index.dir_name (repomem only writes in folders it created)")
-        for entry in scratch:
-            entry.unlink(missing_ok=True)
+        for entry in directory.iterdir():
+            if is_scratch_of(entry.name, MARKER):
+                entry.unlink(missing_ok=True)
         replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
         # git ignores the folder from the claim on (the marker first: a folder holding only this
         # file would not be repomem's). The first build scans after the claim and before its
