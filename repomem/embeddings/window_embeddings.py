@@ -73,7 +73,7 @@ class WindowEmbeddings:
                 ends = np.cumsum(counts)
                 files = {str(d): tuple(window_keys[r] for r in rows[end - n : end])
                          for d, n, end in zip(digests, counts, ends)}
-                return cls(key, windows, {d: keys for d, keys in files.items() if all(k in windows for k in keys)})
+                return cls(key, windows, _vectors_known(files, windows))
         except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError):
             return cls(key)
 
@@ -134,7 +134,7 @@ class WindowEmbeddings:
             finite = np.isfinite(vectors).all(axis=1)
             self.windows.update((key, vector) for key, vector, ok in zip(todo, vectors, finite.tolist()) if ok)
             if not finite.all():  # their files stay unknown: embedded again by a sound model
-                self.files = {d: keys for d, keys in self.files.items() if all(k in self.windows for k in keys)}
+                self.files = _vectors_known(self.files, self.windows)
         named = {k for keys in self.files.values() for k in keys}
         for key in [k for k in self.windows if k not in named]:
             del self.windows[key]
@@ -155,6 +155,12 @@ class WindowEmbeddings:
             vectors[rows] = np.stack([self.windows[k] for k in keys])
             known[rows] = True
         return vectors, known & index.live
+
+
+def _vectors_known(files: dict[str, tuple[bytes, ...]], windows: dict[bytes, np.ndarray]
+                   ) -> dict[str, tuple[bytes, ...]]:
+    """The files (content digest -> window keys) whose every window has a vector in `windows`."""
+    return {digest: keys for digest, keys in files.items() if all(key in windows for key in keys)}
 
 
 class DenseWindows:
