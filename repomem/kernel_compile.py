@@ -21,7 +21,6 @@ A helper that cannot start or fails leaves this process to compile the rest in t
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
@@ -30,8 +29,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +49,7 @@ from repomem.index.repo_index import apply_changes, build_index
 from repomem.index.scan import SourceFile, source_from_bytes
 from repomem.index.snapshot_load import load_index
 from repomem.index.snapshot_save import save_index
+from repomem.machine_lock import machine_lock
 from repomem.progress import Progress
 from repomem.retrieval.scoring import best_fragments, score_fragments
 
@@ -101,7 +99,7 @@ def compile_kernels_once(progress: Progress) -> None:
         _checked[str(marker)] = True
         return
     _checked[str(marker)] = True  # before the step: the step's own index must not start another
-    with _machine_lock(marker.parent / LOCK_NAME, lambda: progress.start(STAGE, 1)):
+    with machine_lock(marker.parent / LOCK_NAME, lambda: progress.start(STAGE, 1), LOCK_WAIT_S):
         if marker.exists():  # compiled by the process this one waited for
             return
         _forget_compiled(marker.parent)
@@ -138,46 +136,9 @@ def _compile_all(progress: Progress) -> None:
             helper.wait()
 
 
-@contextlib.contextmanager
-def _machine_lock(path: Path, waiting: Callable[[], None]) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (flock: the kernel drops it when a holder dies), calling
-    `waiting` once if another process holds it; at most LOCK_WAIT_S of waiting, then on without
-    it (the step is only slower twice, never wrong). No lock where there is no flock."""
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        yield
-        return
-    try:
-        handle = open(path, "a+b")  # noqa: SIM115 - held across the yield
-    except OSError:
-        yield
-        return
-    with handle:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    yield
-                    return
-                if not told:
-                    waiting()
-                    told = True
-                time.sleep(LOCK_POLL_S)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 _STEPS = ("build", "save and load", "edit", "query")
 LOCK_NAME = "repomem-kernels.lock"  # beside the marker; _forget_compiled leaves it
 LOCK_WAIT_S = 900.0  # longer than a step has ever taken
-LOCK_POLL_S = 0.2
 HELPER_TIMEOUT_S = 600.0  # then it is ended, and this process compiles what it left
 STEP_LINE = b"repomem-kernel-step"  # what the helper writes on stdout after each step
 

@@ -11,14 +11,22 @@ and the token embeddings (Q5_0, only looked up) are copied unchanged. The file i
 next to the shipped one (960 MB beside 491 MB), by llama.cpp's own quantizer, and checked by size
 and modification time against the stamp written with it (`repomem model verify` hashes it again).
 
-`model.embedded_layers`: "auto" widens where it pays (the CPU reports avx512_bf16 and the
-installed llama.cpp was built with it), "bf16" always, "quantized" never (the shipped file, as the
-CPU exact-match records before 2026-11-28 were made).
+`model.embedded_layers`: "auto" runs whichever file is faster on this machine, "bf16" the widened
+one always, "quantized" the shipped one (as the CPU exact-match records before 2026-11-28 were
+made). "auto" widens only where it may pay (the CPU reports avx512_bf16 and the installed llama.cpp
+was built with it), then times both files once (repomem.backends.layer_timing) and keeps the
+widened one only if a first completion's model time is at least 5% shorter with it. The choice is
+recorded per model in `embedded-layers.json` beside the files, for this machine (its CPU, core
+count and llama.cpp build), and a widened file that lost is deleted (960 MB for the 0.5B, 2.95 GB
+for the 1.5B).
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -36,6 +44,7 @@ from repomem.backends.models import (
     sha256_with_progress,
 )
 from repomem.failures import Failure, FailureKind
+from repomem.machine_lock import machine_lock
 from repomem.progress import NoProgress, Progress
 
 # ggml's type numbers (ggml.h, enum ggml_type); llama-cpp-python exports only some of them.
@@ -176,7 +185,8 @@ def widened_path(widened: WidenedModel = WIDENED_SMALL) -> Path:
 
 
 def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool] = build_multiplies_bf16) -> bool:
-    """Whether `model.embedded_layers = mode` runs the widened file here."""
+    """Whether `model.embedded_layers = mode` may run the widened file here ("auto": where the CPU
+    and the build multiply bfloat16; which file runs is then timed, `embedded_model_file`)."""
     if mode == "bf16":
         return True
     if mode != "auto":
@@ -184,13 +194,101 @@ def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool
     return cpu_has_bf16(_read_cpuinfo() if cpuinfo is None else cpuinfo) and build_check()
 
 
+CHOICE_FILE = "embedded-layers.json"  # beside the model files: {model name: the choice "auto" timed}
+CHOICE_LOCK = "embedded-layers.lock"
+CHOICE_WAIT_S = 600.0  # another process widening and timing (the 1.5B: ~10 s and ~20 s here)
+WIDENED_MUST_SAVE = 0.05  # the widened file runs only if a first completion takes 5% less time with it
+LAYER_CHOICES = ("bf16", "quantized")
+
+
+def machine_key(cpuinfo: str | None = None) -> str:
+    """What a timing holds for: the CPU (model name and flags), its core count, and the installed
+    llama.cpp build (its libraries' names, sizes and times: a rebuild with other flags is another
+    build). Reads no model and imports nothing."""
+    lines = (_read_cpuinfo() if cpuinfo is None else cpuinfo).splitlines()
+    cpu = [next((line for line in lines if line.startswith(prefix)), "") for prefix in ("model name", "flags")]
+    build: list[str] = []
+    try:
+        version = importlib.metadata.version("llama-cpp-python")
+        spec = importlib.util.find_spec("llama_cpp")
+    except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
+        version, spec = "", None
+    if spec is not None and spec.origin:
+        for library in sorted((Path(spec.origin).parent / "lib").glob("*.so*")):
+            try:
+                stat = library.stat()
+            except OSError:
+                continue
+            build.append(f"{library.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    text = "\n".join([*cpu, str(os.cpu_count()), version, *build])
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def recorded_choice(widened: WidenedModel, folder: Path | None = None) -> str | None:
+    """The layers "auto" timed faster for `widened`'s model on this machine, or None (never timed
+    here, or timed on another machine or build)."""
+    try:
+        choices = json.loads(((folder or models_dir()) / CHOICE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    entry = choices.get(widened.source.name) if isinstance(choices, dict) else None
+    if not isinstance(entry, dict) or entry.get("machine") != machine_key():
+        return None
+    return entry.get("layers") if entry.get("layers") in LAYER_CHOICES else None
+
+
+def _record_choice(folder: Path, widened: WidenedModel, layers: str, timings: dict[str, dict]) -> None:
+    path = folder / CHOICE_FILE
+    try:
+        choices = json.loads(path.read_text())
+    except (OSError, ValueError):
+        choices = {}
+    if not isinstance(choices, dict):
+        choices = {}
+    choices[widened.source.name] = {"machine": machine_key(), "layers": layers, **timings}
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + f".{os.getpid()}.partial")
+    partial.write_text(json.dumps(choices, indent=2) + "\n")
+    os.replace(partial, path)
+
+
+def runs_shipped_as_timed(path: Path) -> bool:
+    """Whether `path` is a shipped embedded model file that "auto" timed faster here than its
+    widened copy (timed with fused attention, so it runs with it: backends.factory.fused_attention)."""
+    return any(widened.source.file_name == path.name and recorded_choice(widened, path.parent) == "quantized"
+               for widened in WIDENED_MODELS.values())
+
+
+def _timed_choice(shipped: Path, target: Path, widened: WidenedModel, progress: Progress) -> str | Failure:
+    """Time both files (layer_timing) and record which one runs here."""
+    from repomem.backends.layer_timing import time_files
+
+    progress.start("timing the model's shipped and widened layers on this CPU (once)", 1)
+    timings = time_files([shipped, target])
+    progress.advance()
+    if isinstance(timings, Failure):
+        return timings
+    as_shipped, as_widened = timings
+    faster = as_widened.first_answer_s() <= (1.0 - WIDENED_MUST_SAVE) * as_shipped.first_answer_s()
+    layers = "bf16" if faster else "quantized"
+    _record_choice(shipped.parent, widened, layers,
+                   {"quantized": as_shipped.as_record(), "bf16": as_widened.as_record()})
+    return layers
+
+
 def embedded_model_file_as_is(shipped: Path, mode: str, widened: WidenedModel = WIDENED_SMALL) -> Path | None:
-    """What embedded_model_file returns when it would write nothing; None when it would widen."""
+    """What embedded_model_file returns when it would write and time nothing; None when it would."""
     if mode == "quantized":
         return shipped
     target = shipped.with_name(widened.file_name)
-    if _stamp_matches(target, widened) is not None:
-        return target
+    stamped = _stamp_matches(target, widened) is not None
+    if mode == "bf16":
+        return target if stamped else None
+    choice = recorded_choice(widened, shipped.parent)
+    if choice == "quantized":
+        return shipped
+    if choice == "bf16":
+        return target if stamped else None
     return None if wanted(mode) else shipped
 
 
@@ -198,15 +296,48 @@ def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = No
                         say: Callable[[str], None] | None = None,
                         widened: WidenedModel = WIDENED_SMALL) -> Path:
     """The file the embedded model runs: the widened one when `mode` wants it (written on first
-    use), else `shipped`. A widening that fails leaves the shipped file in use, said in one line."""
+    use; "auto" also times both files then, once), else `shipped`. A widening or timing that fails
+    leaves the shipped file in use, said in one line."""
     if mode == "quantized":
         return shipped
     target = shipped.with_name(widened.file_name)
-    if _stamp_matches(target, widened) is not None:
-        # Written earlier, so wanted then; "auto" asks the build again only when there is no file.
-        return target
-    if not wanted(mode):
+    if mode == "bf16":
+        return target if _stamp_matches(target, widened) is not None else _widened_or_shipped(shipped, target, widened,
+                                                                                             progress, say)
+    choice = recorded_choice(widened, shipped.parent)
+    if choice == "quantized":
         return shipped
+    if choice == "bf16" and _stamp_matches(target, widened) is not None:
+        return target
+    if choice is None and not wanted(mode):
+        return shipped
+    progress = progress or NoProgress()
+    with machine_lock(shipped.parent / CHOICE_LOCK, lambda: progress.start("waiting for another repomem to time "
+                                                                           "the model's layers", 1), CHOICE_WAIT_S):
+        choice = recorded_choice(widened, shipped.parent)  # another process may have timed them meanwhile
+        if choice == "quantized":
+            return shipped
+        if _stamp_matches(target, widened) is None:
+            written = _widened_or_shipped(shipped, target, widened, progress, say)
+            if written == shipped or choice == "bf16":
+                return written
+        if choice == "bf16":
+            return target
+        timed = _timed_choice(shipped, target, widened, progress)
+        if isinstance(timed, Failure):
+            if say is not None:
+                say(f"{timed.message}; running the shipped model file")
+            return shipped
+        if timed == "bf16":
+            return target
+        # The shipped layers are as fast here: the widened copy would only take disk space.
+        target.unlink(missing_ok=True)
+        _stamp_path(target).unlink(missing_ok=True)
+        return shipped
+
+
+def _widened_or_shipped(shipped: Path, target: Path, widened: WidenedModel, progress: Progress | None,
+                        say: Callable[[str], None] | None) -> Path:
     result = widen(shipped, target, widened, progress)
     if isinstance(result, Failure):
         if say is not None:

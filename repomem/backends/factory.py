@@ -117,12 +117,13 @@ def connect_endpoint(endpoint: str, config: Config) -> Backend | Failure:
 
 def fused_attention(settings: ModelConfig, path: Path) -> bool:
     """Whether llama.cpp evaluates `path`'s attention with its fused kernel: where the setting asks
-    for it and the file is an embedded model widened to bfloat16 (a build with AVX512_BF16), the
-    case it was measured in (docs/editors.md#interactive-latency). With the AVX2 build it turned a
-    near tie of the bundled example the other way, so other files keep llama.cpp's default."""
-    from repomem.backends.bf16_layers import is_widened_file
+    for it and the file is an embedded model widened to bfloat16 (a build with AVX512_BF16), or the
+    shipped file that "auto" timed faster here with it (the same build), the cases it was measured
+    in (docs/editors.md#interactive-latency). With the AVX2 build it turned a near tie of the
+    bundled example the other way, so other files keep llama.cpp's default."""
+    from repomem.backends.bf16_layers import is_widened_file, runs_shipped_as_timed
 
-    return settings.flash_attention and is_widened_file(path)
+    return settings.flash_attention and (is_widened_file(path) or runs_shipped_as_timed(path))
 
 
 def prompt_cache(settings: ModelConfig) -> tuple[Path, int] | None:

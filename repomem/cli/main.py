@@ -305,7 +305,7 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.backends.bf16_layers import verify_widened, widened_for, widened_path
+    from repomem.backends.bf16_layers import recorded_choice, verify_widened, widened_for, widened_path
     from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
     from repomem.config import load_config, problem_lines, read_settings, resolved_config
 
@@ -320,7 +320,10 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
             present = "pulled" if model_path(model).is_file() else "not pulled"
             used = ",".join(where for surface, where in (("cli", "complete"), ("lsp", "editor"))
                             if runs[surface] == model.name) or "-"
-            print(f"{model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {used:<16}  {model_path(model)}")
+            # The layers "auto" timed faster on this machine (model.embedded_layers), "-" if never timed.
+            layers = recorded_choice(widened_for(model)) or "-"
+            print(f"{model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {used:<16}  {layers:<9}  "
+                  f"{model_path(model)}")
         return 0
     if args.name and (args.name.lower().endswith(".gguf") or Path(args.name).is_file()):
         raise UserError(Failure(FailureKind.BAD_OPTION, f"`repomem model` pulls and checks the embedded models "

@@ -335,12 +335,14 @@ class ModelConfig:
     # llama.cpp's fused attention: a cold prompt evaluates ~1.3x faster on the CPU with the layers
     # in bfloat16; its sums run in another order, so near ties may fall the other way. On where the
     # first answer in a file waits for a cold prompt (the editor); off for the CLI and evaluation,
-    # whose measured answers it would move. Applied to the widened embedded files only, where it
-    # was measured (backends.factory.fused_attention; docs/editors.md#interactive-latency).
+    # whose measured answers it would move. Applied to the widened embedded files, and to a shipped
+    # one that "auto" timed faster with it, where it was measured (backends.factory.fused_attention;
+    # docs/editors.md#interactive-latency).
     flash_attention: bool = setting(False, run_only=True, reopens_backend=True, lsp="flashAttention",
                                     surfaces={"lsp_embedded": True},
-                                    help="the embedded model, its layers widened to bfloat16, evaluates attention with "
-                                         "llama.cpp's fused kernel (faster prompts; answers may differ on near ties)")
+                                    help="the embedded model, its layers widened to bfloat16 or timed faster as "
+                                         "shipped, evaluates attention with llama.cpp's fused kernel (faster prompts; "
+                                         "answers may differ on near ties)")
     # Prompts as they are for the CLI and evaluation: a moved cell approximates a cold evaluation
     # (repomem.backends.kv_reuse). In the editor, after Enter the retrieved blocks change and the
     # file's window slides: the prompt shares only ~150 of ~960 tokens from its beginning with the
@@ -361,16 +363,19 @@ class ModelConfig:
                                    surfaces={"eval": 0, "lsp": 0},
                                    help="megabytes of the user's cache that keep the embedded model's evaluated "
                                         "prompts for later processes (0 = none kept)")
-    # Where the CPU multiplies bfloat16, prompts evaluate ~1.5x faster with the default model's
-    # layers widened to it and tokens decode ~1.3x slower (repomem.backends.bf16_layers); answers
-    # may differ at near-ties. The user's machine decides, not a repository: "bf16" writes 960 MB
-    # into the user's cache and would emulate bfloat16 on a CPU without it.
+    # Where the CPU multiplies bfloat16, prompts may evaluate faster with the model's layers widened
+    # to it (1.5x on an AMD EPYC) or not at all (an Intel Xeon), and tokens decode 1.3-2x slower:
+    # "auto" times both files once on this machine and runs the faster
+    # (repomem.backends.bf16_layers); answers may differ at near-ties. The user's machine decides,
+    # not a repository: "bf16" writes 960 MB into the user's cache and would emulate bfloat16 on a
+    # CPU without it.
     embedded_layers: str = setting("auto", choices=EMBEDDED_LAYER_CHOICES, repository="not a repository",
                                    run_only=True, reopens_backend=True,
                                    lsp="embeddedLayers",
                                    moved_from=("completion.embedded_layers",),
                                    help="the embedded model's layer weights: widened to bfloat16 where the CPU and "
-                                        "llama.cpp multiply it (auto), always (bf16), or as shipped (quantized)")
+                                        "llama.cpp multiply it and that was timed faster here, once (auto), always "
+                                        "(bf16), or as shipped (quantized)")
     # The 1.5B completes the command line's and the evaluator's tasks better than the 0.5B on every
     # split measured, for about twice its time on a CPU; the editor, paced by keystrokes, keeps the
     # 0.5B (README, Results). It writes 1.1 GB into the user's cache: the user's machine decides,

@@ -4,12 +4,14 @@ on the real shipped file, read back (tests/gguf_tensors.py, checked against gguf
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import gguf
 import numpy as np
 import pytest
 
+from repomem.backends import bf16_layers, layer_timing
 from repomem.backends.base import GenerationRequest
 from repomem.backends.bf16_layers import WIDENED_SMALL, embedded_model_file, verify_widened, widen
 from repomem.backends.llama import LlamaBackend
@@ -65,7 +67,7 @@ def test_widening_is_deterministic_and_a_rotted_byte_is_found(model_path, widene
         handle.seek(stat.st_size // 2)
         handle.write(bytes([byte[0] ^ 0xFF]))
     os.utime(again, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert embedded_model_file(again.with_name("shipped.gguf"), "auto") == again  # the cheap check trusts it
+    assert embedded_model_file(again.with_name("shipped.gguf"), "bf16") == again  # the cheap check trusts it
     failure = verify_widened(again)
     assert isinstance(failure, Failure) and "sha256" in failure.message
     assert embedded_model_file(again.with_name("shipped.gguf"), "quantized").name == "shipped.gguf"
@@ -85,3 +87,24 @@ def test_the_widened_model_completes_as_the_shipped_one(model_path, widened):
         answers.append(result.text)
     assert answers[0].strip().startswith("width * height")
     assert answers[1] == answers[0]
+
+
+def test_auto_times_the_real_files_once_and_runs_the_one_it_recorded(model_path, widened, tmp_path, monkeypatch):
+    """Both files loaded by llama.cpp and timed in turns: figures a CPU gives, the choice recorded
+    for this machine, the losing widened copy gone (here a link to the fixture's), and no second
+    timing. Where the CPU lacks bfloat16 "auto" would not widen at all: the test asks it to."""
+    shipped = tmp_path / model_path.name
+    shipped.symlink_to(model_path)
+    target = tmp_path / WIDENED_SMALL.file_name
+    os.link(widened, target)
+    (tmp_path / (target.name + ".widened")).write_text((widened.parent / (widened.name + ".widened")).read_text())
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: True)
+    chosen = embedded_model_file(shipped, "auto")
+    recorded = json.loads((tmp_path / bf16_layers.CHOICE_FILE).read_text())[WIDENED_SMALL.source.name]
+    for layers in ("quantized", "bf16"):
+        figures = recorded[layers]
+        assert 0 < figures["prompt_ms_per_token"] < 1000 and 0 < figures["decode_ms_per_token"] < 10_000, figures
+    assert chosen == (target if recorded["layers"] == "bf16" else shipped)
+    assert target.exists() == (recorded["layers"] == "bf16") and widened.exists()
+    monkeypatch.setattr(layer_timing, "time_files", lambda *args, **kwargs: pytest.fail("timed twice"))
+    assert embedded_model_file(shipped, "auto") == chosen

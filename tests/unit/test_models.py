@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from repomem.backends.bf16_layers import WIDENED_MODELS, widened_for
+from repomem.backends.bf16_layers import WIDENED_MODELS, _record_choice, widened_for
 from repomem.backends.factory import embedded_model_name
 from repomem.backends.models import (
     EMBEDDED_MODELS,
@@ -16,6 +16,7 @@ from repomem.backends.models import (
     SMALL_MODEL,
     model_named,
     model_path,
+    models_dir,
     verify_model,
 )
 from repomem.config import EMBEDDED_MODEL_CHOICES, ModelConfig, config_from_mapping
@@ -78,6 +79,9 @@ def test_model_path_and_list_by_name(cache):
     assert [line.split()[0:5] for line in listed] == [["qwen2.5-coder-0.5b", "491", "MB", "not", "pulled"],
                                                      ["qwen2.5-coder-1.5b", "1,117", "MB", "not", "pulled"]]
     assert [line.split()[5] for line in listed] == ["editor", "complete"]
+    assert [line.split()[6] for line in listed] == ["-", "-"]  # layers never timed here (model.embedded_layers)
+    _record_choice(models_dir(), widened_for(QWEN_CODER_15B), "quantized", {})
+    assert [line.split()[6] for line in run("model", "list").stdout.splitlines()] == ["-", "quantized"]
     (cache / "config.toml").write_text('[completion]\nembedded_model = "qwen2.5-coder-0.5b"\n')
     assert run("model", "path").stdout.strip() == str(model_path(SMALL_MODEL))  # the user's choice
     assert [line.split()[5] for line in run("model", "list").stdout.splitlines()] == ["complete,editor", "-"]
