@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from repomem.backends.bf16_layers import WIDENED_SMALL, embedded_model_file
 from repomem.backends.llama import LlamaBackend
 from repomem.backends.models import pull_small_model
 from repomem.backends.openai_http import OpenAIBackend
@@ -34,8 +35,12 @@ def runs_the_small_model(small_model_config: Path, monkeypatch) -> None:
 
 @pytest.fixture(scope="session")
 def model_path() -> Path:
+    """The 0.5B, pulled, with the file `model.embedded_layers = "auto"` runs settled as a user's first
+    run settles it (widened and timed where the CPU multiplies bfloat16, under the machine lock):
+    every test then meets the same choice, whichever runs first."""
     path = pull_small_model()
     assert not isinstance(path, Failure), path
+    embedded_model_file(path, "auto", widened=WIDENED_SMALL)
     return path
 
 
