@@ -23,6 +23,7 @@ for the 1.5B).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import importlib.metadata
@@ -135,7 +136,14 @@ def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_SMALL,
         import llama_cpp
     except ImportError:
         return Failure(FailureKind.MODEL_LOAD, "llama-cpp-python is not installed")
-    progress = progress or NoProgress()
+    try:
+        return _widen_into(llama_cpp, source, target, widened, progress or NoProgress())
+    except OSError as error:  # a cache folder that is read-only or full
+        return Failure(FailureKind.MODEL_LOAD, f"could not write {target.name} beside {source.name} "
+                                               f"({error.strerror or error})")
+
+
+def _widen_into(llama_cpp, source: Path, target: Path, widened: WidenedModel, progress: Progress) -> Path | Failure:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".widen-") as scratch:
         partial = Path(scratch) / target.name
@@ -238,6 +246,15 @@ def recorded_choice(widened: WidenedModel, folder: Path | None = None) -> str | 
 
 
 def _record_choice(folder: Path, widened: WidenedModel, layers: str, timings: dict[str, dict]) -> None:
+    """Record the layers timed faster for `widened`'s model on this machine; a folder that cannot be
+    written (read-only, full) records nothing, and the next run times again."""
+    try:
+        _write_choice(folder, widened, layers, timings)
+    except OSError:
+        pass
+
+
+def _write_choice(folder: Path, widened: WidenedModel, layers: str, timings: dict[str, dict]) -> None:
     path = folder / CHOICE_FILE
     try:
         choices = json.loads(path.read_text())
@@ -331,8 +348,9 @@ def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = No
         if timed == "bf16":
             return target
         # The shipped layers are as fast here: the widened copy would only take disk space.
-        target.unlink(missing_ok=True)
-        _stamp_path(target).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            target.unlink(missing_ok=True)
+            _stamp_path(target).unlink(missing_ok=True)
         return shipped
 
 

@@ -156,6 +156,29 @@ def test_a_failed_widening_runs_the_shipped_file_and_says_so_once(tmp_path, monk
     assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]  # no scratch left behind
 
 
+def test_a_cache_folder_that_cannot_be_written_runs_a_file_and_says_so(tmp_path, monkeypatch):
+    """A read-only or full cache: the widening fails in one line, a timing that cannot be recorded
+    still chooses (and is timed again next run), and a copy that lost and cannot be deleted stays."""
+    timer = Timer(LayerTiming(4.24, 38.6), LayerTiming(4.38, 54.1))
+    shipped, widened = _auto_here(tmp_path, monkeypatch, timer)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(bf16_layers, "_write_choice", refused)
+    monkeypatch.setattr(Path, "unlink", refused)
+    assert embedded_model_file(shipped, "auto") == shipped and timer.calls == 1
+    assert embedded_model_file(shipped, "auto") == shipped and timer.calls == 2  # nothing recorded
+    monkeypatch.undo()
+    assert widened.exists()  # the copy that lost, kept since it could not be deleted
+    widened.unlink()
+    monkeypatch.setattr(bf16_layers, "_widen_into", refused)
+    said = []
+    failed = bf16_layers.widen(shipped, widened)
+    assert isinstance(failed, Failure) and "Permission denied" in failed.message
+    assert embedded_model_file(shipped, "bf16", say=said.append) == shipped and len(said) == 1
+
+
 def test_fused_attention_only_for_a_widened_embedded_model_or_a_shipped_one_timed_faster(tmp_path, monkeypatch):
     """Measured with the layers in bfloat16 (an AVX512_BF16 build), and in the timing that chose the
     shipped file on such a build; on a shipped file never timed (an AVX2 build, or layers kept
