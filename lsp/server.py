@@ -49,7 +49,7 @@ from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, type
 from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
-from repomem.lsp.settings import layered_settings, session_config
+from repomem.lsp.settings import session_config, settings_after_change
 from repomem.thread_priority import lower_thread_priority, thread_nice
 
 if TYPE_CHECKING:
@@ -524,7 +524,9 @@ async def shutdown(ls: RepomemServer, params: Any) -> None:
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def did_change_configuration(ls: RepomemServer, params: types.DidChangeConfigurationParams) -> None:
-    settings = layered_settings(ls.options, params.settings)
+    # A change with nothing of repomem's keeps the settings in force (a change before, if any).
+    in_force = ls.settings_in_force if ls.settings_in_force is not None else ls.options
+    settings = settings_after_change(in_force, params.settings)
     if ls.session is not None and settings != ls.settings_in_force:
         # Answers for the old settings are stale from now on, even before the model thread (busy
         # with a generation, maybe) gets to apply the new ones: a request arriving meanwhile

@@ -40,21 +40,20 @@ def _own(options: Any) -> Any:
     return options
 
 
-def layered_settings(initial: Any, changed: Any) -> Any:
-    """The settings in force after a workspace/didChangeConfiguration: its repomem keys over the
-    initializationOptions'. A change without them (eglot sends `{}` right after connecting, other
-    clients their whole configuration for other servers) leaves the initial settings as they were."""
+def settings_after_change(in_force: Any, changed: Any) -> Any:
+    """The settings in force after a workspace/didChangeConfiguration, `in_force` before it. One that carries repomem's
+    section (or its keys flat) carries all of them, as every shipped set-up sends them: a key it no
+    longer holds was unset by the user and goes back to the settings files' value (lsp/README.md;
+    laid over the initializationOptions, a removed `endpoint` kept sending code to that server until
+    a restart). A change without them (eglot sends `{}` right after connecting, other clients their
+    whole configuration for other servers) leaves the settings as they were."""
     if changed is None or (isinstance(changed, dict) and "repomem" not in changed
                            and not any(name in CLIENT_SETTINGS for name in changed)):
         # `{"settings": null}`, or other servers' sections (`{"pyright": ..., "python": ...}`):
         # nothing of repomem's changed (the first dropped every initialization option, the
         # endpoint too; the second raised a warning per section).
-        return _own(initial)
-    initial, changed = _own(initial), _own(changed)
-    if not isinstance(changed, dict):
-        return changed  # not an object: apply_settings reports it
-    base = initial if isinstance(initial, dict) else {}
-    return {**base, **changed}
+        return _own(in_force)
+    return _own(changed)  # not an object: apply_settings reports it
 
 
 def settings_in_force(base: Config, options: Any, previous: dict[str, Any] | None = None,

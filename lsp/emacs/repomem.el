@@ -54,7 +54,9 @@ that do not exist here are harmless."
 
 (defcustom repomem-autostart t
   "Non-nil: buffers of `repomem-modes' start or join the project's server.
-That is `eglot-ensure' in their mode hooks; set it before loading this file."
+That is `eglot-ensure' in their mode hooks, for files in a repository (a
+folder above with .git, repomem.toml or .repomem); set it before loading
+this file."
   :type 'boolean)
 
 (defcustom repomem-cursor-idle 0.3
@@ -99,26 +101,43 @@ C-M-i there finds it ready or under way (repomem/didMoveCursor)."
 Eglot sends workspace/didChangeConfiguration with the user's
 `eglot-workspace-configuration' (right after connecting, and on
 `eglot-signal-didChangeConfiguration'); with this, a changed
-`repomem-settings' reaches a running server too.
+`repomem-settings' reaches a running server too.  The server takes
+the section as every setting in force, so it is sent when empty too:
+a setting removed from `repomem-settings' is then unset there.
 CONFIGURATION is eglot's function, ARGS its other arguments."
   (let ((settings (apply configuration server args)))
-    (if (or (null repomem-settings) (not (repomem--server-p server))
+    (if (or (not (repomem--server-p server))
             (and (listp settings) (plist-member settings :repomem)))
         settings
-      (append (list :repomem repomem-settings) settings))))
+      (append (list :repomem (or repomem-settings (make-hash-table))) settings))))
+
+(defun repomem--marked-root (directory)
+  "The nearest folder above DIRECTORY with repomem.toml or .repomem, or nil.
+~/.repomem does not count: it would make the home folder one project."
+  (or (locate-dominating-file directory "repomem.toml")
+      (locate-dominating-file
+       directory
+       (lambda (dir) (and (not (file-equal-p dir "~"))
+                          (file-directory-p (expand-file-name ".repomem" dir)))))))
 
 (defun repomem--project (directory)
   "For eglot: the nearest folder above DIRECTORY with repomem.toml or .repomem.
 Used when no version control root is found, so that the server indexes
 the whole repository and not the folder of the first file opened."
   (when (bound-and-true-p eglot-lsp-context)
-    (let ((root (or (locate-dominating-file directory "repomem.toml")
-                    (locate-dominating-file
-                     directory
-                     ;; ~/.repomem would make the home folder one project.
-                     (lambda (dir) (and (not (file-equal-p dir "~"))
-                                        (file-directory-p (expand-file-name ".repomem" dir))))))))
+    (let ((root (repomem--marked-root directory)))
       (and root (cons 'transient (expand-file-name root))))))
+
+(defun repomem--ensure ()
+  "Start repomem for a file that is in a repository, as the Neovim and Vim
+set-ups do: a folder above it with .git, repomem.toml or .repomem.  For a
+file in none, eglot would make the file's own folder (the home folder,
+say) the workspace, and the server would index all of it."
+  (when (and buffer-file-name
+             (let ((directory (file-name-directory buffer-file-name)))
+               (or (locate-dominating-file directory ".git")
+                   (repomem--marked-root directory))))
+    (eglot-ensure)))
 
 ;;; Reporting accepted completions
 
@@ -234,7 +253,7 @@ server has."
          (when repomem-autostart
            (autoload 'eglot-ensure "eglot")
            (dolist (mode repomem-modes)
-             (add-hook (intern (format "%s-hook" mode)) #'eglot-ensure))))))
+             (add-hook (intern (format "%s-hook" mode)) #'repomem--ensure))))))
 
 (provide 'repomem)
 ;;; repomem.el ends here

@@ -53,7 +53,8 @@ local NAME = "repomem"
 local defaults = {}
 
 local filetypes = vim.g.repomem_filetypes
-  or { "python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby" }
+  or { "python", "javascript", "typescript", "javascriptreact", "typescriptreact", "go", "rust", "java", "c", "cpp",
+       "ruby" }
 local root_markers = { ".git", ".repomem", "repomem.toml" }
 
 -- The server answers an empty incomplete list marked `itemDefaults.data.pending` when its answer is

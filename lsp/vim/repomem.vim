@@ -150,9 +150,12 @@ endfunction
 
 function! s:Position(buffer, line, col) abort
   let l:text = get(getbufline(a:buffer, a:line + 1), 0, '')
-  " LSP counts UTF-16 units; Vim counts bytes. Characters: exact but for those beyond the BMP.
+  " LSP counts UTF-16 units; Vim counts bytes. Vim 9.0.1485 and later count UTF-16 units too;
+  " before, characters with composing ones apart (as UTF-16 does): exact but beyond the BMP.
+  let l:before = strpart(l:text, 0, a:col)
   return {'textDocument': {'uri': ale#util#ToURI(fnamemodify(bufname(a:buffer), ':p'))},
-        \ 'position': {'line': a:line, 'character': strchars(strpart(l:text, 0, a:col))}}
+        \ 'position': {'line': a:line,
+        \               'character': exists('*strutf16len') ? strutf16len(l:before) : strchars(l:before)}}
 endfunction
 
 function! s:Send(here, linter, details) abort
@@ -227,7 +230,11 @@ function! s:Show(asked, item) abort
   let l:whole = get(l:edit, 'newText', get(a:item, 'insertText', a:item.label))
   let l:start = a:asked.col
   if has_key(l:edit, 'range')
-    let l:start = byteidx(l:text, l:edit.range.start.character)
+    " The same units as s:Position: composing characters counted apart (byteidx() counts a
+    " character with its composing ones as one, which moved the start right after any).
+    let l:character = l:edit.range.start.character
+    let l:start = exists('*utf16idx') ? byteidxcomp(l:text, l:character, v:true)
+          \ : byteidxcomp(l:text, l:character)
     let l:start = l:start < 0 ? a:asked.col : l:start
   endif
   let l:lines = split(l:whole, "\n", 1)

@@ -259,6 +259,19 @@ def test_the_editor_clients_name_known_client_settings_only():
             assert declared["type"] == expected and declared["default"] == default, name
 
 
+def test_vs_code_starts_for_the_languages_neovim_starts_for():
+    """VS Code starts an extension at its activation events only: with python, javascript,
+    typescript, go, rust and java there, a repository of C, C++, Ruby or .tsx files never started
+    it, while the Neovim set-up served them (VS Code's language ids are Neovim's filetypes)."""
+    vscode = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
+    activated = {event.removeprefix("onLanguage:") for event in vscode["activationEvents"]}
+    lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text(encoding="utf-8")
+    listed = lua.split("local filetypes = vim.g.repomem_filetypes", 1)[1].split("}", 1)[0]
+    filetypes = set(re.findall(r'"(\w+)"', listed))
+    assert {"python", "c", "cpp", "ruby", "typescriptreact"} <= filetypes
+    assert activated == filetypes
+
+
 def test_the_editor_clients_send_only_what_the_user_set():
     """A client that sends every key overrides the server's defaults with its own copies: the
     VS Code extension sent strategy "vanilla" and Neovim's plug-in a 2,048-token prompt, where

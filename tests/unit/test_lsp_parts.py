@@ -15,7 +15,7 @@ from repomem.index.snapshot_load import load_index
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
 from repomem.lsp.session import CompletionSession
-from repomem.lsp.settings import apply_settings, backend_changed, client_problem_line, layered_settings
+from repomem.lsp.settings import apply_settings, backend_changed, client_problem_line, settings_after_change
 from repomem.positions import locate
 from repomem.progress import NoProgress
 from repomem.retrieval.scoring import ScoredFragment, score_fragments, strongest_lifts, top_fragments
@@ -143,16 +143,20 @@ def test_the_session_hands_the_engine_and_the_service_one_config(tmp_path: Path)
     assert session.config.retrieval.top_k == 4 and session.config.completion.max_prompt_tokens == 1024
 
 
-def test_a_configuration_change_layers_over_the_initialization_options():
+def test_a_configuration_change_carries_every_setting_and_one_it_lacks_is_unset():
     initial = {"repomem": {"maxNewTokens": 24, "debounceMs": 10}}
-    assert layered_settings(initial, {}) == {"maxNewTokens": 24, "debounceMs": 10}  # eglot's first `{}`
-    assert layered_settings(initial, {"repomem": {"debounceMs": 5}}) == {"maxNewTokens": 24, "debounceMs": 5}
-    assert layered_settings(None, {"alpha": 0.1}) == {"alpha": 0.1}
-    assert layered_settings(initial, [1]) == [1]  # not an object: apply_settings reports it
+    assert settings_after_change(initial, {}) == {"maxNewTokens": 24, "debounceMs": 10}  # eglot's first `{}`
+    # The user removed maxNewTokens from their settings (VS Code sends the keys that are set): it
+    # goes back to the settings files' value, where it stayed at 24 until a restart.
+    assert settings_after_change(initial, {"repomem": {"debounceMs": 5}}) == {"debounceMs": 5}
+    assert settings_after_change(initial, {"repomem": {}}) == {}  # every setting removed
+    assert settings_after_change(None, {"alpha": 0.1}) == {"alpha": 0.1}
+    assert settings_after_change(initial, [1]) == [1]  # not an object: apply_settings reports it
     # No settings, or other servers' own: nothing of repomem's changed (the endpoint was dropped;
     # a warning per foreign section was shown).
-    assert layered_settings(initial, None) == {"maxNewTokens": 24, "debounceMs": 10}
-    assert layered_settings(initial, {"pyright": {"x": 1}, "python": {}}) == {"maxNewTokens": 24, "debounceMs": 10}
+    assert settings_after_change(initial, None) == {"maxNewTokens": 24, "debounceMs": 10}
+    assert settings_after_change(initial, {"pyright": {"x": 1}, "python": {}}) == {"maxNewTokens": 24,
+                                                                                 "debounceMs": 10}
 
 
 # -- caches --------------------------------------------------------------------------------------------
@@ -364,7 +368,7 @@ def test_an_empty_settings_object_from_neovim_is_no_settings():
     for sent in ({"repomem": []}, {"repomem": None}, {"repomem": {}}):
         assert apply_settings(Config(), sent) == nothing_sent, sent
     assert nothing_sent[1] == []
-    assert layered_settings({"repomem": {"maxNewTokens": 24}}, {"repomem": []}) == {"maxNewTokens": 24}
+    assert settings_after_change({"repomem": {}}, {"repomem": []}) == {}
 
 
 def test_inline_context_as_vscode_languageclient_sends_it_is_read_as_meant():
