@@ -88,7 +88,10 @@ class IndexReport:
 def written_what(error: OSError) -> str:
     """An index write's OSError for a person: the reason and the path it concerns."""
     reason = error.strerror or str(error)
-    return f"{reason} ({error.filename})" if error.filename else reason
+    # A rename's error names the scratch file it moved first and the place it went second: the
+    # place is what is in the way (a folder where the index writes a file).
+    where = error.filename2 or error.filename
+    return f"{reason} ({where})" if where else reason
 
 
 def _summary_report(root: Path, summary: SnapshotSummary, seconds: float) -> IndexReport:

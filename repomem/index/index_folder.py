@@ -95,7 +95,11 @@ def claim_index_folder(directory: Path, root: Path) -> None:
     repository is refused (a repository must not make repomem write elsewhere); an index folder
     is created owner-only (0700: it holds the code's tokens)."""
     if directory.is_symlink():
-        target = directory.resolve()
+        try:
+            target = directory.resolve()
+        except (RuntimeError, OSError):  # a loop of links (Python 3.11 raises RuntimeError)
+            raise IndexFolderRefused(f"the index folder {directory} is a symbolic link that leads nowhere "
+                                     "(a loop); remove it or set index.cache_dir in your own config") from None
         if not target.is_relative_to(root.resolve()):
             raise IndexFolderRefused(f"the index folder {directory} is a symbolic link out of the repository "
                                      f"(to {target}); remove it or set index.cache_dir in your own config")
@@ -123,6 +127,7 @@ def claim_index_folder(directory: Path, root: Path) -> None:
         # file would not be repomem's). The first build scans after the claim and before its
         # save, which wrote this file before: git listed the marker as an untracked file, the
         # build recorded it as skipped, and every later scan, which no longer lists it, differed.
+        clear_file_path(directory, GITIGNORE)
         replace_private(directory / GITIGNORE, IGNORE_EVERYTHING)
 
 
@@ -173,13 +178,14 @@ def fsync_dir(path: Path) -> None:
 # -- the snapshots in it ----------------------------------------------------------------------
 
 
-def clear_pointer_path(directory: Path) -> None:
-    """os.replace cannot put the pointer over a folder: a folder named CURRENT (not repomem's: it
-    only ever writes a file there) is moved aside, never deleted, so the next save repairs the index."""
-    pointer = directory / CURRENT
-    if pointer.is_dir() and not pointer.is_symlink():
-        aside = directory / f"{CURRENT}.not-a-file-{time.time_ns()}"
-        os.rename(pointer, aside)
+def clear_file_path(directory: Path, name: str = CURRENT) -> None:
+    """os.replace cannot put a file over a folder: a folder at `name` where repomem only ever writes a
+    file (CURRENT, .gitignore) is moved aside, never deleted, so that the write repairs the index
+    (a folder at .gitignore failed every save, and with it every command, for good)."""
+    path = directory / name
+    if path.is_dir() and not path.is_symlink():
+        aside = directory / f"{name}.not-a-file-{time.time_ns()}"
+        os.rename(path, aside)
 
 
 def current_snapshot(directory: Path) -> Path | Failure:

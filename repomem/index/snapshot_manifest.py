@@ -160,7 +160,7 @@ def read_manifest(data: bytes, config: Config) -> dict[str, Any] | Failure:
     if isinstance(body, Failure):
         try:  # a manifest of a format before the sealed body: say "older", not "not written here"
             earlier = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             earlier = None
         if isinstance(earlier, dict) and earlier.get("format") not in (None, FORMAT_VERSION):
             return Failure(FailureKind.OLD_INDEX, "index format is unknown to this version")

@@ -21,7 +21,7 @@ from repomem.index.index_folder import (
     GITIGNORE,
     IGNORE_EVERYTHING,
     claim_index_folder,
-    clear_pointer_path,
+    clear_file_path,
     fsync_dir,
     newest_generation,
     prune_snapshots,
@@ -47,6 +47,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
     # lose them (and with them every later update's call edges).
     index.ensure_structure()
     with writer_lock(directory):
+        clear_file_path(directory, GITIGNORE)
         replace_private(directory / GITIGNORE, IGNORE_EVERYTHING)
         tag = secrets.token_hex(4)
         temporary = directory / f"tmp-{tag}"
@@ -125,7 +126,7 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                 final = directory / f"snap-{index.generation:06d}-{tag}"
                 os.rename(temporary, final)
                 fsync_dir(directory)
-                clear_pointer_path(directory)
+                clear_file_path(directory)
                 replace_private(directory / CURRENT, (final.name + "\n").encode())
                 fsync_dir(directory)
         except BaseException:

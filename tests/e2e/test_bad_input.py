@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -530,6 +531,47 @@ def test_pathological_files_index_in_bounded_time(tmp_path: Path):
     found = run("retrieve", f"{repo}/ok.py:5", "--json")
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["fragments"]
+
+
+def test_a_folder_named_gitignore_in_the_index_is_moved_aside(tmp_path: Path):
+    """`.repomem/.gitignore` as a folder failed every save for good, so every command, even a
+    retrieve on an index that loaded (git no longer ignored the folder, whose files then counted as
+    a change), naming the save's scratch file as the trouble. It is moved aside as CURRENT is."""
+    repo = copy_example(tmp_path / "shop")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    assert run("index", str(repo)).returncode == 0
+    (repo / ".repomem" / ".gitignore").unlink()
+    (repo / ".repomem" / ".gitignore").mkdir()
+    result = run("retrieve", f"{repo}/shop/report.py:9", "--json")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (repo / ".repomem" / ".gitignore").is_file()
+    assert len(list((repo / ".repomem").glob(".gitignore.not-a-file-*"))) == 1
+    assert run("index", str(repo)).returncode == 0
+
+
+def test_an_index_folder_that_is_a_loop_of_links_is_one_error(tmp_path: Path):
+    """DESIGN §8's symlink loops: `.repomem -> .repomem` was an internal error (RuntimeError from
+    Path.resolve on Python 3.11), where a link out of the repository is one line and exit 2."""
+    repo = copy_example(tmp_path / "shop")
+    shutil.rmtree(repo / ".repomem", ignore_errors=True)
+    (repo / ".repomem").symlink_to(".repomem")
+    for command in (["index", str(repo)], ["retrieve", f"{repo}/shop/report.py:9"]):
+        result = run(*command)
+        assert result.returncode == 2 and "internal error" not in result.stderr, result.stderr
+        assert "a symbolic link that leads nowhere" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_manifest_nested_past_the_json_parser_is_a_damaged_index(tmp_path: Path):
+    """An unsealed manifest of 200,000 nested brackets raised RecursionError past the checks: an
+    internal error on every command until `index --full`. It is a damaged index, rebuilt."""
+    repo = copy_example(tmp_path / "shop")
+    assert run("index", str(repo)).returncode == 0
+    manifest = repo / ".repomem" / (repo / ".repomem" / "CURRENT").read_text().strip() / "manifest.json"
+    manifest.write_text("[" * 200_000 + "]" * 200_000)
+    for _ in range(2):
+        result = run("retrieve", f"{repo}/shop/report.py:9", "--json")
+        assert result.returncode == 0 and "internal error" not in result.stderr, result.stderr
+    assert json.loads(result.stdout)["fragments"]
 
 
 def test_a_folder_named_current_in_the_index_is_repaired(tmp_path: Path):
