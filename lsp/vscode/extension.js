@@ -66,7 +66,9 @@ async function activate(context) {
 
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((event) => {
     if (event.affectsConfiguration("repomem")) {
-      client.sendNotification("workspace/didChangeConfiguration", { settings: settings() });
+      // Under "repomem": the server takes it as every setting in force, so an empty one (the
+      // user's last setting removed) unsets them all rather than reading as another server's.
+      client.sendNotification("workspace/didChangeConfiguration", { settings: { repomem: settings() } });
     }
   }));
   context.subscriptions.push(vscode.commands.registerCommand("repomem.explainAtCursor", async () => {
