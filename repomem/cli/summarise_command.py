@@ -44,6 +44,8 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         with RichProgress(err) as progress:
             work, answered = summarise.plan(service.view(), backend, store, kinds, args.limit, progress)
+        if not args.dry_run:  # summaries of text the repository no longer has go
+            store.compact(summarise.live_keys(service.view()))
         estimate = {"to_write": len(work.units), "already_written": work.already, "prompt_tokens": work.prompt_tokens,
                     "seconds_per_call": round(work.seconds_per_call, 2), "estimated_s": round(work.estimated_s, 1),
                     "model": backend.name}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from repomem.completion.levers.signature_lines import signature_span
 from repomem.completion.model_calls import MemoryModel, chosen_numbers, says_yes
 from repomem.completion.retrieval_round import RoundQuery, bm25_within
+from repomem.languages.registry import line_comment_of
 from repomem.memory.entities import Entity, Usage, asked_name, names_at_cursor, reflection_question
 from repomem.memory.gists import Page, lookup_question
 from repomem.memory.memwalker import Option, navigation_question, walk
@@ -27,8 +28,25 @@ USAGE_CONTEXT_LINES = 3  # lines shown around a usage site, each side
 NAMES_CONSIDERED = 64  # names read at the cursor, nearest first, before those the memory knows are taken
 
 
+QUESTION_LINE_CHARS = 200  # characters a memory question shows of one line (minified lines run to thousands)
+SUMMARY_LINE_CHARS = 300  # characters of one summary a navigation option shows
+
+
 def question_code(query_text: str) -> str:
-    return "\n".join(query_text.rstrip("\n").split("\n")[-QUESTION_CODE_LINES:])
+    """The code a memory question shows: the last lines before the cursor, each cut to
+    QUESTION_LINE_CHARS (the cursor's line from its end, the others from their start), so twelve
+    long lines cannot make a question longer than the model's window (the questions have no token
+    budget of their own)."""
+    lines = query_text.rstrip("\n").split("\n")[-QUESTION_CODE_LINES:]
+    cut = [_cut(line) for line in lines[:-1]]
+    last = lines[-1]
+    if len(last) > QUESTION_LINE_CHARS:
+        last = "..." + last[-(QUESTION_LINE_CHARS - 3):]
+    return "\n".join([*cut, last])
+
+
+def _cut(line: str, limit: int = QUESTION_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _ask_number(model: MemoryModel | None, purpose: str, question: str, allowed: range, limit: int,
@@ -45,7 +63,7 @@ def _ask_number(model: MemoryModel | None, purpose: str, question: str, allowed:
 # -- MemWalker -----------------------------------------------------------------------------------
 
 def _summary_line(node: SummaryNode, lines: int) -> str:
-    return " | ".join(node.text.split("\n")[1 : 1 + lines])
+    return _cut(" | ".join(node.text.split("\n")[1 : 1 + lines]), SUMMARY_LINE_CHARS)
 
 
 def _window_summary(text: str) -> str:
@@ -157,7 +175,7 @@ def entity_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
                 evidence.append(item)
 
     named = 0  # names at the cursor the memory knows, nearest first, up to memory.entity_names
-    for name in names_at_cursor(question_code(query.text), NAMES_CONSIDERED):
+    for name in names_at_cursor(question_code(query.text), NAMES_CONSIDERED, line_comment_of(query.cursor.path)):
         found = memory.look_up(name, here)
         if found:
             add(found)

@@ -73,6 +73,17 @@ def units_of(view: RepoView, kinds: tuple[str, ...]) -> list[Unit]:
     return out
 
 
+def live_keys(view: RepoView) -> set[str]:
+    """The keys of every unit of every kind the repository has now (what a written summary must
+    match to be shown): the summaries of other keys are of text that is gone."""
+    assert view.index_loaded, "call ensure_index first"
+    keys = {summary_key(extractive) for _, extractive in view.memories.file_summaries()}
+    memory = view.memories.gist_memory()
+    for indexed in view.indexed_files():
+        keys.update(page.digest for page in memory.pages_of(indexed.path))
+    return keys
+
+
 def ask_summary(backend: Backend, mask: Callable[[str], str], unit: Unit, max_tokens: int,
                 deadline_s: float) -> str | Failure:
     answer = backend.generate(GenerationRequest(

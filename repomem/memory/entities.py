@@ -20,7 +20,31 @@ from dataclasses import dataclass
 from repomem.index.repo_index import RepoIndex
 
 # String literals (triple-quoted first) and comments: names in prose say nothing about the code.
-_PROSE = re.compile(r'(?s)""".*?"""|\'\'\'.*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|#[^\n]*')
+_STRINGS = r'"""(?s:.*?)"""|\'\'\'(?s:.*?)\'\'\'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''
+# Brace languages' block comments and JavaScript's template strings, beside their `//` line comments.
+_SLASH_EXTRAS = r"|/\*(?s:.*?)\*/|`(?:\\.|[^`\\])*`"
+# Keywords of the brace languages (Go, Rust, Java, C, JavaScript): no name to look up.
+_BRACE_KEYWORDS = frozenset({
+    "const", "let", "var", "function", "func", "fn", "return", "if", "else", "for", "while", "do", "switch",
+    "case", "default", "break", "continue", "new", "this", "null", "nil", "undefined", "true", "false",
+    "package", "import", "export", "from", "struct", "interface", "type", "enum", "impl", "pub", "mut", "use",
+    "mod", "match", "static", "public", "private", "protected", "class", "extends", "implements", "void",
+    "async", "await", "try", "catch", "finally", "throw", "throws", "go", "defer", "chan", "select", "range",
+    "self", "Self", "super", "where", "loop", "in", "of", "typeof", "instanceof", "int", "char", "long",
+})
+
+
+def _prose(comment: str) -> re.Pattern[str]:
+    """String literals and comments of a language whose line comments start with `comment`."""
+    pattern = _PROSE_BY_COMMENT.get(comment)
+    if pattern is None:
+        extras = _SLASH_EXTRAS if comment == "//" else ""
+        pattern = re.compile(f"{_STRINGS}|{re.escape(comment)}[^\n]*{extras}")
+        _PROSE_BY_COMMENT[comment] = pattern
+    return pattern
+
+
+_PROSE_BY_COMMENT: dict[str, re.Pattern[str]] = {}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Names too common to say anything about where to look (Python builtins a cursor shows often).
 _COMMON = frozenset({"self", "cls", "None", "True", "False", "print", "len", "range", "str", "int", "float",
@@ -49,14 +73,17 @@ class Usage:
     line: int  # 0-based line of the call
 
 
-def names_at_cursor(code: str, limit: int) -> list[str]:
-    """Dotted names in `code` outside strings and comments, the nearest to the cursor (the end)
-    first, without keywords and common builtins; at most `limit`."""
+def names_at_cursor(code: str, limit: int, comment: str = "#") -> list[str]:
+    """Dotted names in `code` outside strings and comments (`comment`: the language's line comment;
+    with `//` block comments and template strings too), the nearest to the cursor (the end) first,
+    without keywords and common builtins; at most `limit`."""
     found: list[str] = []
-    for match in reversed(list(_NAME.finditer(_PROSE.sub(" ", code)))):
+    brace = comment != "#"
+    for match in reversed(list(_NAME.finditer(_prose(comment).sub(" ", code)))):
         name = match.group()
         head = name.split(".")[0]
-        if keyword.iskeyword(head) or name in _COMMON or name in found:
+        if (keyword.iskeyword(head) or (brace and head in _BRACE_KEYWORDS) or name in _COMMON
+                or name in found):
             continue
         if head in ("self", "cls") and "." in name:
             name = name.split(".", 1)[1]

@@ -145,7 +145,9 @@ class SummaryTree:
         for folder in sorted(dirty, key=lambda p: (-(p.count("/") + (p != "")), p)):
             children = tuple(sorted(self.kids.get(folder, ())))
             if folder and not children:
-                self.nodes.pop(folder, None)  # its last file went
+                # Its last file went; a file of the folder's name (a folder replaced by a file) stays.
+                if folder in self.nodes and self.nodes[folder].kind != "file":
+                    del self.nodes[folder]
                 continue
             digests = tuple(self.nodes[c].digest for c in children)
             previous = self.nodes.get(folder)
@@ -181,13 +183,19 @@ class SummaryTree:
         return sorted(scored, key=lambda pair: -pair[1])
 
     def files_under(self, path: str) -> list[str]:
-        """Every file at or below a node."""
-        node = self.nodes.get(path)
-        if node is None:
-            return []
-        if node.kind == "file":
-            return [path]
-        return [f for child in node.children for f in self.files_under(child)]
+        """Every file at or below a node, in the children's order (iterative: folder trees a
+        thousand levels deep index fine, and a recursion ran out of stack on them)."""
+        found: list[str] = []
+        stack = [path]
+        while stack:
+            node = self.nodes.get(stack.pop())
+            if node is None:
+                continue
+            if node.kind == "file":
+                found.append(node.path)
+            else:
+                stack.extend(reversed(node.children))
+        return found
 
     def walk(self, query: str, config: BM25Config, want_files: int, max_steps: int) -> WalkResult:
         """Best-first from the root: pop the best-scoring node, score its children's summaries by

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repomem.regular_files import cut_torn_tail, open_private, read_regular_text
+from repomem.regular_files import cut_torn_tail, open_private, read_regular_text, replace_private
 
 FILE_NAME = "written-summaries.jsonl"
 
@@ -87,3 +88,34 @@ class WrittenSummaries:
         self.by_model.setdefault(model, set()).add(key)
         status = self.path.stat()
         self.stamp = (status.st_size, status.st_mtime_ns)
+
+    def compact(self, live: Collection[str]) -> int:
+        """Drop the summaries of text the repository no longer has (keys not in `live`), and lines
+        that are no summary, rewriting the file atomically; the number of lines dropped. Each edit
+        adds summaries and none went, so the file grew with every run and was read whole at every
+        change. Nothing is rewritten while another process appends (the file is not as read)."""
+        if not self.current():
+            return 0
+        try:
+            text = read_regular_text(self.path)
+        except OSError:
+            return 0
+        kept: list[str] = []
+        dropped = 0
+        for line in text.split("\n"):
+            if not line.strip():
+                continue
+            try:
+                key = json.loads(line)["key"]
+            except (ValueError, KeyError, TypeError):
+                key = None
+            if isinstance(key, str) and key in live:
+                kept.append(line)
+            else:
+                dropped += 1
+        if dropped:
+            replace_private(self.path, "".join(f"{line}\n" for line in kept).encode("utf-8"))
+            reread = WrittenSummaries.load(self.path.parent)
+            self.texts, self.by_model, self.stamp, self.skipped = (reread.texts, reread.by_model, reread.stamp,
+                                                                   reread.skipped)
+        return dropped

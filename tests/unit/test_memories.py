@@ -252,3 +252,73 @@ def test_identical_pages_are_one_summary_to_write(tmp_path):
 
     work, _ = plan(service.view(), Answers(), service.memories.open_written_summaries(), ("pages",), None)
     assert len({unit.key for unit in work.units}) == len(work.units) == 2
+
+
+def test_summaries_of_text_the_repository_no_longer_has_are_dropped(tmp_path):
+    """written-summaries.jsonl only grew: a summary per edited version of every file, all read at
+    each change. `repomem summarise` drops those of text that is gone (keys no unit has now)."""
+    from repomem.completion.summarise import live_keys, units_of
+    from tests.repos import write_repo
+
+    root = write_repo(tmp_path / "repo", {"a.py": "def f(x):\n    return x + 1\n", "b.py": "def g():\n    pass\n"})
+    service = RepoService.open(root)
+    service.ensure_index()
+    store = service.memories.open_written_summaries()
+    units = units_of(service.view(), ("files", "pages"))
+    assert {unit.key for unit in units} == live_keys(service.view())
+    for unit in units:
+        store.append(unit.key, unit.kind, "model-a", f"summary of {unit.label}")
+    store.append("gone", "file", "model-a", "the summary of a version edited away")
+    with open(store.path, "a", encoding="utf-8") as handle:
+        handle.write("not a record\n")
+    assert store.compact(live_keys(service.view())) == 0  # another process appended: left alone
+    store = WrittenSummaries.load(store.path.parent)
+    assert store.compact(live_keys(service.view())) == 2
+    again = WrittenSummaries.load(store.path.parent)
+    assert again.get("gone") is None and again.skipped == 0
+    assert all(again.has("model-a", unit.key) for unit in units) and store.texts == again.texts
+    assert store.compact(live_keys(service.view())) == 0  # nothing more to drop: not rewritten
+
+
+def test_a_folder_replaced_by_a_file_of_its_name_keeps_the_tree_whole():
+    """The folder `lib.py/` deleted and a file `lib.py` written: the empty folder's removal took
+    the new file's node, and every later request of a long-lived process raised KeyError."""
+    from repomem.memory.summary_tree import SummaryTree
+
+    def source(path):
+        return None, ["def f():", "    pass"]
+
+    tree = SummaryTree.build({"main.py": "d1", "lib.py/core.py": "d2"}, source)
+    tree.update({"main.py": "d1", "lib.py": "d3"}, source)
+    assert tree.nodes["lib.py"].kind == "file" and tree.files_under("") == ["lib.py", "main.py"]
+    tree.update({"main.py": "d1", "lib.py/core.py": "d4"}, source)  # and back to a folder
+    assert tree.nodes["lib.py"].kind == "folder" and tree.files_under("") == ["lib.py/core.py", "main.py"]
+
+
+def test_a_folder_tree_a_thousand_levels_deep_is_walked_without_recursion():
+    from repomem.config import Config
+    from repomem.memory.summary_tree import SummaryTree
+
+    deep = "/".join(["d"] * 1100) + "/util.py"
+    tree = SummaryTree.build({"main.py": "a", deep: "b"}, lambda path: (None, ["def f():", "    pass"]))
+    assert tree.files_under("") == [deep, "main.py"]
+    assert tree.walk("util", Config().bm25, 2, 64) is not None
+
+
+def test_a_memory_question_cuts_long_lines():
+    """Twelve lines of 9,703 characters made every MemWalker, ReadAgent and QRMeM question about
+    35,000 tokens, past the embedded model's window."""
+    from repomem.completion.memory_retrievers import QUESTION_LINE_CHARS, question_code
+
+    code = "\n".join(["x = [" + "1, " * 3000 + "]"] * 12 + ["total = " + "a + " * 100 + "compute_"])
+    shown = question_code(code).split("\n")
+    assert len(shown) == 12 and all(len(line) <= QUESTION_LINE_CHARS for line in shown)
+    assert shown[0].endswith("...") and shown[-1].startswith("...") and shown[-1].endswith("a + compute_")
+    assert question_code("a = 1\nb = 2") == "a = 1\nb = 2"
+
+
+def test_names_in_brace_languages_skip_their_comments_and_keywords():
+    """Two of QRMeM's three evidence slots went to names read in a `//` comment of a JS file."""
+    js = "// not computeTax: legacyTotal is gone\n/* see legacyPricing */\nconst total = price(x, `${y}`);\n"
+    assert names_at_cursor(js, 10, "//") == ["x", "price", "total"]
+    assert names_at_cursor("q = a // b  # c\n", 10) == ["b", "a", "q"]  # Python's // divides
