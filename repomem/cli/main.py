@@ -144,7 +144,11 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     for rank, f in enumerate(result.fragments, start=1):
         table.add_row(str(rank), f"{f.path}:{f.start_line + 1}-{f.end_line}", f"{f.s_ind:.3f}",
                       f"{f.s_env:.3f}", f"{f.s_rel:.3f}")
-    out.print(table)
+    if result.fragments:
+        out.print(table)
+    else:
+        out.print(f"{table.title}: no fragment of the repository matches the code here", markup=False,
+                  highlight=False, soft_wrap=True)
     if args.code:
         view = service.view()
         for rank, f in enumerate(result.fragments, start=1):

@@ -81,6 +81,18 @@ def test_human_output_is_a_table(shop):
     assert "s_rel" in result.stdout and "shop/" in result.stdout
 
 
+def test_a_retrieval_with_nothing_to_offer_says_so(tmp_path):
+    """A repository of one file: the cursor's own file is left out, so nothing is left. An empty
+    table (its header alone) was printed."""
+    from tests.repos import write_repo
+
+    repo = write_repo(tmp_path / "one", {"main.py": "def total(a, b):\n    return a + b\n"})
+    told = run("retrieve", f"{repo}/main.py:2")
+    assert told.returncode == 0 and "no fragment of the repository matches the code here" in told.stdout
+    assert "┏" not in told.stdout
+    assert json.loads(run("retrieve", f"{repo}/main.py:2", "--json").stdout)["fragments"] == []
+
+
 def test_edit_is_picked_up_incrementally(shop):
     assert run("index", str(shop)).returncode == 0
     (shop / "shop" / "shipping.py").write_text(
