@@ -31,13 +31,24 @@ HEADER_WORDS = "Here are some relevant code fragments from other files of the re
 BLOCK_WORDS = "the below code fragment can be found in:"
 
 
+def commented(comment: str, text: str) -> str:
+    """`text` as a comment of the cursor file's language: after its line comment (`#`, `//`), or
+    inside its block comment for a language with none, given as opener and closer with a space
+    between (`/* */` for CSS, `<!-- -->` for HTML, Vue and Markdown, where `#` is no comment: a
+    selector, text, a heading). A closer inside `text` is broken up, so the comment holds."""
+    opener, _, closer = comment.partition(" ")
+    if not closer:
+        return f"{opener} {text}"
+    return f"{opener} {text.replace(closer, ' '.join(closer))} {closer}"
+
+
 def header(comment: str = "#") -> str:
-    """The line above the retrieved blocks (RepoCoder's), in the cursor file's line comments."""
-    return f"{comment} {HEADER_WORDS}\n"
+    """The line above the retrieved blocks (RepoCoder's), in the cursor file's comments."""
+    return commented(comment, HEADER_WORDS) + "\n"
 
 
 def separator(comment: str = "#") -> str:
-    return f"{comment} " + "-" * 50 + "\n"
+    return commented(comment, "-" * 50) + "\n"
 
 
 # Python's, RepoCoder's exactly.
@@ -149,11 +160,10 @@ def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
 
 def render_block(block: ContextBlock, comment: str = "#") -> str:
     """One block as RepoCoder lays it out: its path and lines, each line commented out with
-    `comment` (the cursor file's line comment)."""
-    lines = block.text.split("\n")
-    commented = "".join(f"{comment} {line}\n" for line in lines)
+    `comment` (the cursor file's comment, see `commented`)."""
+    lines = "".join(commented(comment, line) + "\n" for line in block.text.split("\n"))
     rule = separator(comment)
-    return f"{comment} {BLOCK_WORDS}\n{comment} {block.path}\n{rule}{commented}{rule}"
+    return f"{commented(comment, BLOCK_WORDS)}\n{commented(comment, block.path)}\n{rule}{lines}{rule}"
 
 
 # A frame line's first four words, which a model cut short still writes.
@@ -165,10 +175,13 @@ def frames_blocks(line: str, comment: str = "#") -> bool:
     block's first line, a rule of dashes, shortened or not) rather than code: what a model writes
     when it continues the frame instead of the file (the 1.5B now and then:
     eval/results/devset-ten-em-cpu-1.5b-definitions/README.md)."""
+    opener, _, closer = comment.partition(" ")
     body = line.strip()
-    if not body.startswith(comment):
+    if not body.startswith(opener):
         return False
-    words = body[len(comment):].strip()
+    words = body[len(opener):].strip()
+    if closer and words.endswith(closer):
+        words = words[: -len(closer)].strip()
     return (len(words) >= 2 and words == "-" * len(words)) or words.startswith(_FRAME_STARTS)
 
 

@@ -53,7 +53,11 @@ def language_of(path: str) -> str | None:
 
 # Files no grammar covers: their line comment by extension or name, which the prompt frames blocks
 # in. "#" otherwise, as RepoCoder's prompts have it (a language's `//` is no comment in YAML or SQL).
+# A language with no line comment gets its block comment, opener and closer with a space between
+# (repomem.completion.prompt.commented).
 _COMMENTS_WITHOUT_GRAMMAR = {
+    **dict.fromkeys((".css", ".scss", ".less"), "/* */"),
+    **dict.fromkeys((".html", ".htm", ".vue", ".svelte", ".xml", ".md", ".markdown"), "<!-- -->"),
     **dict.fromkeys((".sql", ".hs", ".lua", ".elm", ".ada", ".vhd"), "--"),
     **dict.fromkeys((".tex", ".erl"), "%"),
     **dict.fromkeys((".el", ".lisp", ".clj", ".scm", ".asm"), ";"),
@@ -63,7 +67,9 @@ _COMMENTS_WITHOUT_GRAMMAR = {
 
 
 def line_comment_of(path: str) -> str:
-    """The line comment of the file at `path`: its grammar's, or `_COMMENTS_WITHOUT_GRAMMAR`'s."""
+    """The comment the file at `path` frames prompt lines in: its grammar's line comment, or
+    `_COMMENTS_WITHOUT_GRAMMAR`'s (a block comment's opener and closer, space-separated, where
+    the language has no line comment), else `#`."""
     name = language_of(path)
     if name is not None:
         return language_named(name).line_comment

@@ -38,8 +38,10 @@ def _prose(comment: str) -> re.Pattern[str]:
     """String literals and comments of a language whose line comments start with `comment`."""
     pattern = _PROSE_BY_COMMENT.get(comment)
     if pattern is None:
+        opener, _, closer = comment.partition(" ")  # a block comment's opener and closer (registry)
         extras = _SLASH_EXTRAS if comment == "//" else ""
-        pattern = re.compile(f"{_STRINGS}|{re.escape(comment)}[^\n]*{extras}")
+        remark = f"{re.escape(opener)}(?s:.*?){re.escape(closer)}" if closer else f"{re.escape(opener)}[^\n]*"
+        pattern = re.compile(f"{_STRINGS}|{remark}{extras}")
         _PROSE_BY_COMMENT[comment] = pattern
     return pattern
 

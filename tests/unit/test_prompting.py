@@ -334,6 +334,30 @@ def test_blocks_are_framed_in_the_comment_of_a_file_no_grammar_covers():
         ["#", "--", "#", "#", "//", "--"]
 
 
+def test_a_language_without_line_comments_frames_blocks_in_its_block_comment():
+    """CSS, HTML, Vue and Markdown have no line comment: blocks framed with `#` read as selectors,
+    text or headings there. Their block comment holds each line, a closer inside a line broken up;
+    the `#` languages' prompts stay as they were, byte for byte."""
+    from repomem.completion.prompt import HEADER, SEPARATOR, commented, frames_blocks, header, render_context
+    from repomem.languages.registry import line_comment_of
+
+    assert [line_comment_of(path) for path in ("a.css", "b.scss", "c.vue", "d.html", "e.md")] == \
+        ["/* */", "/* */", "<!-- -->", "<!-- -->", "<!-- -->"]
+    assert HEADER == "# Here are some relevant code fragments from other files of the repo:\n"
+    assert SEPARATOR == "# " + "-" * 50 + "\n" and commented("#", "") == "# "
+    css = ContextBlock(fragment=1, path="styles/theme.css", start_line=0, end_line=2,
+                       text=":root {\n  --brand: #c0ffee; /* the brand */\n}", score=1.0)
+    framed = render_context([css], "/* */").splitlines()
+    assert framed[0] == "/* Here are some relevant code fragments from other files of the repo: */"
+    assert framed[6] == "/*   --brand: #c0ffee; /* the brand * / */"  # still one comment
+    assert all(line.startswith("/* ") and line.endswith(" */") and line.count("*/") == 1 for line in framed)
+    assert [frames_blocks(line, "/* */") for line in framed] == [True, True, True, False, True, False, False,
+                                                                  False, True]
+    assert header("<!-- -->") == "<!-- Here are some relevant code fragments from other files of the repo: -->\n"
+    assert commented("<!-- -->", "a --> b") == "<!-- a - - > b -->"
+    assert not frames_blocks("<div>", "<!-- -->")
+
+
 def test_brace_bodies_keep_their_own_closing_braces_and_leave_the_suffixs():
     """A nested block's `}` was taken for the `}` after the cursor and dropped (a Go loop ending a
     function left open); a `}` after the cursor closing an enclosing block took the completion's
