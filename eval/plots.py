@@ -46,11 +46,16 @@ def strategy_bars(report: Report, path: Path) -> Path | None:
     return path
 
 
+SWEPT_STRATEGY = "fragrel"  # the strategy `eval run --alphas` sweeps
+
+
 def alpha_sweep(report: Report, path: Path) -> Path | None:
-    """hit@K and MRR against alpha per split (the FragRel paper's Figure 4, on retrieval)."""
+    """hit@K and MRR against alpha per split (the FragRel paper's Figure 4, on retrieval): the
+    rows of FragRel's own ranking only (other strategies at an alpha of theirs zigzagged the line)."""
     points: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for row in report.retrieval_rows:
-        points[row.split].append((row.alpha, row.hit_at_k, row.mrr * 100))
+        if row.strategy == SWEPT_STRATEGY:
+            points[row.split].append((row.alpha, row.hit_at_k, row.mrr * 100))
     points = {split: sorted(values) for split, values in points.items() if len(values) > 1}
     if not points:
         return None

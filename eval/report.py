@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from repomem.completion.rounds import choose_round
+from repomem.config import RetrievalConfig
 from repomem.failures import Failure, FailureKind
 from repomem.strategies import BASELINE, rank_of, strategy_named
 
@@ -101,6 +102,8 @@ class Report:
     order: str
     prompt_tokens: int  # the model runs' whole-prompt budget
     prompt_rows: tuple[PromptRow, ...] = ()
+    # What the tables leave out and why (failed retrievals, runs at another K), said under them.
+    notes: tuple[str, ...] = ()
 
 
 def paired_bootstrap(values: np.ndarray, baseline: np.ndarray) -> tuple[float, float, float]:
@@ -273,6 +276,9 @@ def run_of(record: dict[str, Any]) -> tuple[str, str, int]:
     return (record["backend"], record["order"], record.get("prompt_tokens", 0))
 
 
+DEFAULT_K = RetrievalConfig().top_k  # the K of records that do not say theirs (the slimmed copies)
+
+
 def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> Report | Failure:
     """Aggregate results records. Model rows come per run (model, order, prompt budget), the most
     common first; `backend` keeps one model only. Report.backend/order/prompt_tokens name the first."""
@@ -281,6 +287,9 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     failed = [r for r in records if "error" in r]
     if len(failed) == len(records):
         return Failure(FailureKind.NO_RESULTS, f"all {len(records)} records failed (the first: {failed[0]['error']})")
+    # The slimmed copies in eval/results (records.jsonl.xz) carry no mode and no K: model records of
+    # the default top K (run.records_named reads them so too).
+    records = [r if "mode" in r and "k" in r else {"mode": "model", "k": DEFAULT_K, **r} for r in records]
     model = [r for r in records if r.get("mode") == "model" and (backend is None or r["backend"] == backend)]
     if backend is not None and not model:
         return Failure(FailureKind.NO_RESULTS, f"no model results for backend {backend!r}")
@@ -301,7 +310,27 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     primary = [r for r in model if run_of(r) == chosen]
     return Report(tuple(model_rows), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
                   k, chosen[0], chosen[1], chosen[2],
-                  tuple(_prompt_rows([r for r in (*prompts, *primary) if int(r["k"]) == k], k)))
+                  tuple(_prompt_rows([r for r in (*prompts, *primary) if int(r["k"]) == k], k)),
+                  _left_out(records, k))
+
+
+def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:
+    """What the retrieval and prompt tables do not count, in words: their failed records (a task
+    that failed for one strategy leaves every strategy's row, which pairs tasks), and records of
+    another K (only the largest K's are tabled). The model table counts its errors itself."""
+    notes = []
+    for mode, table in (("retrieval", "retrieval"), ("prompt", "prompt")):
+        failed = [r for r in records if r.get("mode") == mode and "error" in r]
+        if failed:
+            tasks = len({r["task_id"] for r in failed})
+            notes.append(f"{len(failed)} {mode} records failed and are not in the {table} table ({tasks} tasks, "
+                         f"left out of every strategy's row there); the first: {failed[0]['error']}")
+    other = sorted({int(r["k"]) for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k})
+    if other:
+        count = sum(1 for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k)
+        notes.append(f"{count} retrieval and prompt records at K = {', '.join(map(str, other))} are not tabled "
+                     f"(the tables are at K = {k}); report them from a results file of their own")
+    return tuple(notes)
 
 
 def format_interval(delta: tuple[float, float, float] | None) -> str:
@@ -391,4 +420,6 @@ def markdown(report: Report, title: str = "RepoEval-protocol results") -> str:
                        f"{row.blocks:.2f} | {row.duplicate_share:.1f} | {row.memory_calls:.1f} | "
                        f"{row.retrieve_p50_ms:.0f} |")
         out.append("")
+    if report.notes:
+        out += ["## Left out of the tables", "", *(f"- {note}" for note in report.notes), ""]
     return "\n".join(out)

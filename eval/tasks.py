@@ -109,6 +109,9 @@ def _task_from(record: object, default_split: str) -> EvalTask:
     for name, value in fields.items():
         if not isinstance(value, str):
             raise ValueError(f"{name} must be a string")
+    if not fields["ground_truth"].strip():
+        # Nothing to score against: any answer was an exact match (RepoCoder's scorer says so too).
+        raise ValueError("ground_truth is blank")
     start = meta.get("context_start_lineno")
     if not _whole_number(lineno) or not _whole_number(start) or not 0 <= start <= lineno:
         raise ValueError("context_start_lineno and lineno must be integers with 0 <= context_start_lineno <= lineno")
@@ -134,11 +137,13 @@ class _BadTaskFile(Exception):
         self.failure = failure
 
 
-def _tasks_of(path: Path) -> Iterator[tuple[int, EvalTask]]:
+def _tasks_of(path: Path, seen: set[str] | None = None) -> Iterator[tuple[int, EvalTask]]:
     """Each task of one JSONL file with the byte offset of its line, read a line at a time (a
-    million-task file read whole took 800 MB); _BadTaskFile for the first malformed line."""
+    million-task file read whole took 800 MB); _BadTaskFile for the first malformed line, or a
+    task id already in `seen` (the ids of the run's other task files, which this one adds to:
+    two files numbering their tasks alike were run whole and then reported as half)."""
     default_split = split_of(path.name)
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     try:
         with open_regular(path) as handle:  # a named pipe as --tasks waited for a writer forever
             offset = 0
@@ -153,8 +158,8 @@ def _tasks_of(path: Path) -> Iterator[tuple[int, EvalTask]]:
                     raise _BadTaskFile(Failure(FailureKind.BAD_TASK,
                                                f"{path}:{number}: not a RepoEval task ({error})")) from None
                 if task.task_id in seen:
-                    raise _BadTaskFile(Failure(FailureKind.BAD_TASK,
-                                               f"{path}:{number}: task_id {task.task_id!r} appears twice"))
+                    raise _BadTaskFile(Failure(FailureKind.BAD_TASK, f"{path}:{number}: task_id {task.task_id!r} "
+                                               "appears twice (in this task file or an earlier one of the run)"))
                 seen.add(task.task_id)
                 yield start, task
     except FileNotFoundError:
@@ -163,10 +168,11 @@ def _tasks_of(path: Path) -> Iterator[tuple[int, EvalTask]]:
         raise _BadTaskFile(Failure(FailureKind.UNREADABLE_TASKS, f"{path}: cannot read ({error})")) from None
 
 
-def load_tasks(path: Path) -> list[EvalTask] | Failure:
-    """All tasks of one JSONL file; the first malformed line is a Failure naming it."""
+def load_tasks(path: Path, seen: set[str] | None = None) -> list[EvalTask] | Failure:
+    """All tasks of one JSONL file; the first malformed line is a Failure naming it (`seen`: see
+    `_tasks_of`)."""
     try:
-        tasks = [task for _, task in _tasks_of(path)]
+        tasks = [task for _, task in _tasks_of(path, seen)]
     except _BadTaskFile as error:
         return error.failure
     if not tasks:
@@ -194,10 +200,11 @@ def draw_tasks(paths: Sequence[Path], limit: int | None, seed: int) -> list[Eval
     runs), and the draw needs each queue's length; but with a `limit` only where each task's line
     starts is kept, by split and repository, and only the drawn lines are parsed again into tasks:
     `--limit 2` on a million-task file held every prompt (800 MB) for two of them."""
+    seen: set[str] = set()  # task ids, across the files: a report pairs records by id
     if limit is None:
         tasks: list[EvalTask] = []
         for path in paths:
-            loaded = load_tasks(path)
+            loaded = load_tasks(path, seen)
             if isinstance(loaded, Failure):
                 return loaded
             tasks.extend(loaded)
@@ -207,7 +214,7 @@ def draw_tasks(paths: Sequence[Path], limit: int | None, seed: int) -> list[Eval
     for number, path in enumerate(paths):
         try:
             count = 0
-            for offset, task in _tasks_of(path):
+            for offset, task in _tasks_of(path, seen):
                 by_split[task.split][task.repo].append(offset * len(paths) + number)
                 count += 1
         except _BadTaskFile as error:

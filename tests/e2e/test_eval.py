@@ -120,6 +120,24 @@ def test_bad_task_files_are_one_clear_failure(tmp_path: Path, content: str, expe
     assert "no such file" in load_tasks(tmp_path / "absent.jsonl").message
 
 
+def test_a_blank_ground_truth_or_an_id_of_another_task_file_is_refused(tmp_path: Path):
+    """A task with nothing to score against was an exact match whatever the model wrote; two task
+    files numbering their tasks alike ran whole and were reported as half (records pair by id)."""
+    lines = ["import os", "x = 1", "", "y = x + 1"]
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text(_task_line("r/0", "r", "m.py", lines, 2) + "\n")
+    failure = load_tasks(blank)
+    assert isinstance(failure, Failure) and "ground_truth is blank" in failure.message
+    first, second = tmp_path / "a_line.jsonl", tmp_path / "b_line.jsonl"
+    first.write_text(_task_line("r/0", "r", "m.py", lines, 1) + "\n")
+    second.write_text(_task_line("r/1", "r", "m.py", lines, 3) + "\n" + _task_line("r/0", "r", "m.py", lines, 3) + "\n")
+    for limit in (None, 1):
+        failure = draw_tasks([first, second], limit, 0)
+        assert isinstance(failure, Failure), limit
+        assert failure.message.startswith(f"{second}:2: task_id 'r/0' appears twice"), failure.message
+    assert len(draw_tasks([first], None, 0)) == 1
+
+
 def test_select_tasks_is_seeded_and_balanced_over_repositories():
     tasks = [EvalTask(f"{repo}/{i}", split, repo, "m.py", "", "x", 0, 1)
              for split in ("line", "api") for repo in ("a", "b", "c") for i in range(20)]

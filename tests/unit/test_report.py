@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from repomem.evaluation.report import markdown, summarize
 
 
@@ -90,3 +92,49 @@ def test_the_settings_fingerprint_follows_what_shapes_a_record_not_how_it_runs()
     # A run resumes only from records made under its own settings.
     record = {**_record(0, "fragrel", "m", em=True), "settings": settings_fingerprint(config)}
     assert record_key(record) != record_key({**record, "settings": settings_fingerprint(other[0])})
+
+
+def test_the_slimmed_copies_in_eval_results_are_reported_as_model_records():
+    """eval/results' records.jsonl.xz carry no mode and no K; `eval report` refused them ("not a
+    results file of `eval run`") although their README's report was made from them."""
+    slim = [{key: value for key, value in _record(t, s, "m", em=t % 2 == 0).items() if key not in ("mode", "k")}
+            for t in range(4) for s in ("vanilla", "fragrel")]
+    report = summarize(slim)
+    assert {(row.strategy, row.n) for row in report.model_rows} == {("vanilla", 4), ("fragrel", 4)}
+    assert report.k == 10 and not report.notes
+
+
+def _retrieval(task: int, strategy: str, rank: int | None, k: int = 10, error: str = "") -> dict:
+    record = {"version": 1, "task_id": f"r/line/{task}", "split": "line", "repo": "r", "strategy": strategy,
+              "alpha": 0.5 if strategy == "fragrel" else 0.0, "k": k, "order": "", "mode": "retrieval",
+              "backend": "", "hit_rank": rank, "timings_ms": {"retrieve": 2.0}}
+    return {**record, "error": error} if error else record
+
+
+def test_what_the_retrieval_table_leaves_out_is_said_under_it():
+    """A task failed for one strategy left every strategy's row, and records at a smaller K were
+    dropped, each without a word, exit 0."""
+    records = [_retrieval(t, s, 1) for t in range(3) for s in ("vanilla", "fragrel")]
+    records += [_retrieval(3, "vanilla", 1), _retrieval(3, "fragrel", None, error="line 1 is 20,000 characters")]
+    records += [_retrieval(t, "fragrel", 2, k=5) for t in range(2)]
+    report = summarize(records)
+    assert {row.n for row in report.retrieval_rows} == {3}
+    assert len(report.notes) == 2
+    assert report.notes[0].startswith("1 retrieval records failed") and "20,000 characters" in report.notes[0]
+    assert report.notes[1].startswith("2 retrieval and prompt records at K = 5 are not tabled")
+    text = markdown(report)
+    assert "## Left out of the tables" in text and report.notes[1] in text
+
+
+def test_the_alpha_sweep_plots_fragrel_alone():
+    """Other strategies at an alpha of their own (vanilla and hat at 0, fragrel-paper at 0.5) were
+    joined into the FragRel sweep's line, which zigzagged up and down at one alpha."""
+    from repomem.evaluation.plots import alpha_sweep
+    from repomem.evaluation.report import Report, RetrievalRow
+
+    def row(strategy: str, alpha: float) -> RetrievalRow:
+        return RetrievalRow("line", strategy, alpha, 3, 10.0, 20.0, 30.0, 0.3, None, 1.0, 2.0)
+
+    report = Report((), (row("vanilla", 0.0), row("hat", 0.0), row("fragrel-paper", 0.5), row("fragrel", 0.5)),
+                    10, "", "", 0)
+    assert alpha_sweep(report, Path("/nonexistent/sweep.png")) is None  # one FragRel point: no line to draw
