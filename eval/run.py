@@ -144,6 +144,18 @@ def evaluation_config(config: Config, settings: RunSettings) -> Config:
     )
 
 
+def retrieval_settings(settings: RunSettings) -> RunSettings:
+    """`settings` as far as they shape a record: a retrieval-only record holds no prompt and no
+    answer, so the block order and the prompt and answer budgets are left at their defaults (a
+    second run with `--order score` wrote every record again, under another settings id, and the
+    report then found no vanilla to set the others against)."""
+    if not settings.retrieval_only:
+        return settings
+    default = RunSettings()
+    return dataclasses.replace(settings, order=default.order, max_new_tokens=default.max_new_tokens,
+                               max_prompt_tokens=default.max_prompt_tokens)
+
+
 # Retrieval-only runs rank with one round of the sparse retriever: BM25 (alpha 0) and FragRel.
 RETRIEVAL_ONLY_PLAIN = BASELINE
 RETRIEVAL_ONLY_RELATED = "fragrel"
@@ -435,7 +447,7 @@ class Evaluator:
         self.repos_dir = repos_dir
         self.config = evaluation_config(config, settings)
         self.settings = settings
-        self.settings_id = settings_fingerprint(self.config)
+        self.settings_id = settings_fingerprint(evaluation_config(config, retrieval_settings(settings)))
         self.backend = MemoBackend(backend, store, deferred) if backend is not None else None
         self.log = log
         self.pool = pool or ServicePool(repos_dir, self.config, log)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -244,6 +245,11 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     assert (again.written, again.skipped) == (1, 6 * len(tasks) - 1)
     assert len(read_results(results)) == 6 * len(tasks)
     assert all(json.loads(line) for line in results.read_text().splitlines())
+    # The block order and the budgets shape no retrieval record: a run asking another order finds
+    # every record there (it wrote them all again under another settings id, and the report then
+    # found no vanilla under the first one's).
+    reordered = dataclasses.replace(settings, order="score", max_prompt_tokens=1024)
+    assert run_evaluation(tasks, repos, results, reordered).written == 0
 
 
 def test_a_failed_record_is_tried_again_and_a_rebuilt_task_is_not_taken_for_the_old_one(
