@@ -315,9 +315,10 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
 
 
 def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:
-    """What the retrieval and prompt tables do not count, in words: their failed records (a task
-    that failed for one strategy leaves every strategy's row, which pairs tasks), and records of
-    another K (only the largest K's are tabled). The model table counts its errors itself."""
+    """What the tables do not count or cannot tell, in words: the retrieval and prompt tables'
+    failed records (a task that failed for one strategy leaves every strategy's row, which pairs
+    tasks), task ids whose records are of different task versions (paired by id all the same), and
+    records of another K (only the largest K's are tabled). The model table counts its errors itself."""
     notes = []
     for mode, table in (("retrieval", "retrieval"), ("prompt", "prompt")):
         failed = [r for r in records if r.get("mode") == mode and "error" in r]
@@ -325,6 +326,15 @@ def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:
             tasks = len({r["task_id"] for r in failed})
             notes.append(f"{len(failed)} {mode} records failed and are not in the {table} table ({tasks} tasks, "
                          f"left out of every strategy's row there); the first: {failed[0]['error']}")
+    versions: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if r.get("task_digest"):
+            versions[r["task_id"]].add(r["task_digest"])
+    mixed = sorted(task for task, digests in versions.items() if len(digests) > 1)
+    if mixed:
+        notes.append(f"{len(mixed)} task ids (the first: {mixed[0]}) have records of different versions of their task "
+                     "(another hole or ground truth under the same id, `task_digest`): the tables pair them by id "
+                     "all the same; report the records of each task build from a results file of their own")
     other = sorted({int(r["k"]) for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k})
     if other:
         count = sum(1 for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k)

@@ -138,3 +138,14 @@ def test_the_alpha_sweep_plots_fragrel_alone():
     report = Report((), (row("vanilla", 0.0), row("hat", 0.0), row("fragrel-paper", 0.5), row("fragrel", 0.5)),
                     10, "", "", 0)
     assert alpha_sweep(report, Path("/nonexistent/sweep.png")) is None  # one FragRel point: no line to draw
+
+
+def test_records_of_two_versions_of_one_task_id_are_said_to_be_paired_all_the_same():
+    """A hole moved and rebuilt under the same id: vanilla's new record was paired with fragrel's
+    old one, without a word."""
+    records = [{**_record(0, "vanilla", "m", em=True), "task_digest": "new"},
+               {**_record(0, "fragrel", "m", em=False), "task_digest": "old"},
+               {**_record(1, "vanilla", "m", em=True), "task_digest": "b"},
+               {**_record(1, "fragrel", "m", em=True), "task_digest": "b"}]
+    notes = summarize(records).notes
+    assert len(notes) == 1 and notes[0].startswith("1 task ids (the first: r/line/0) have records of different")
