@@ -277,6 +277,12 @@ def run_of(record: dict[str, Any]) -> tuple[str, str, int]:
 
 
 DEFAULT_K = RetrievalConfig().top_k  # the K of records that do not say theirs (the slimmed copies)
+SLIMMED_FIELDS = frozenset({"task_id", "split", "strategy", "alpha", "em"})
+
+
+def _slimmed(record: dict[str, Any]) -> bool:
+    """Whether a record without a mode is one of eval/results' slimmed model records (what they keep)."""
+    return SLIMMED_FIELDS <= record.keys() and record.get("mode", "model") == "model"
 
 
 def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> Report | Failure:
@@ -288,8 +294,9 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
     if len(failed) == len(records):
         return Failure(FailureKind.NO_RESULTS, f"all {len(records)} records failed (the first: {failed[0]['error']})")
     # The slimmed copies in eval/results (records.jsonl.xz) carry no mode and no K: model records of
-    # the default top K (run.records_named reads them so too).
-    records = [r if "mode" in r and "k" in r else {"mode": "model", "k": DEFAULT_K, **r} for r in records]
+    # the default top K (run.records_named reads them so too), known by what a model record holds.
+    records = [{"mode": "model", "k": DEFAULT_K, "backend": "", "order": "", **r}
+               if ("mode" not in r or "k" not in r) and _slimmed(r) else r for r in records]
     model = [r for r in records if r.get("mode") == "model" and (backend is None or r["backend"] == backend)]
     if backend is not None and not model:
         return Failure(FailureKind.NO_RESULTS, f"no model results for backend {backend!r}")

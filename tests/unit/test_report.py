@@ -102,6 +102,10 @@ def test_the_slimmed_copies_in_eval_results_are_reported_as_model_records():
     report = summarize(slim)
     assert {(row.strategy, row.n) for row in report.model_rows} == {("vanilla", 4), ("fragrel", 4)}
     assert report.k == 10 and not report.notes
+    slimmer = [{key: value for key, value in r.items() if key not in ("backend", "order")} for r in slim]
+    assert [row.em for row in summarize(slimmer).model_rows] == [row.em for row in report.model_rows]
+    # Records that are no model record (a task id and a verdict, nothing else) are still refused.
+    assert summarize([{"version": 1, "task_id": "x", "em": "yes"}]).kind == "no-results"
 
 
 def _retrieval(task: int, strategy: str, rank: int | None, k: int = 10, error: str = "") -> dict:
