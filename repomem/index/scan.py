@@ -208,6 +208,15 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
     return sorted({name for name in names if name})
 
 
+def gone_reason(error: OSError) -> str:
+    """Why a listed file was not there to index: one git still tracks but that was deleted from the
+    disk (or one deleted while the walk listed its folder) is no read error ("unreadable: No such
+    file or directory" read as one)."""
+    if error.errno == errno.ENOENT:
+        return "deleted (listed by git or the walk, not on the disk)"
+    return unreadable_reason(error)
+
+
 def unreadable_reason(error: OSError) -> str:
     """Why a file or folder could not be opened, for a person."""
     if error.errno == errno.ENAMETOOLONG:  # deeper than PATH_MAX, or one name longer than NAME_MAX
@@ -329,7 +338,7 @@ def list_candidates(root: Path, config: ScanConfig, listing: NameListing | None 
                 continue
             except OSError as error:
                 loop = error.errno == errno.ELOOP
-                later.append((name, Skipped(name, "symbolic link loop" if loop else unreadable_reason(error))))
+                later.append((name, Skipped(name, "symbolic link loop" if loop else gone_reason(error))))
                 continue
             if not S_ISREG(stat.st_mode):
                 continue

@@ -93,6 +93,20 @@ def test_a_retrieval_with_nothing_to_offer_says_so(tmp_path):
     assert json.loads(run("retrieve", f"{repo}/main.py:2", "--json").stdout)["fragments"] == []
 
 
+def test_a_tracked_file_deleted_from_the_disk_is_said_deleted_not_unreadable(tmp_path):
+    from tests.repos import write_repo
+
+    repo = write_repo(tmp_path / "r", {"a.py": "def a():\n    return 1\n", "b.py": "def b():\n    return 2\n"})
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "two"], check=True)
+    (repo / "b.py").unlink()
+    report = json.loads(run("index", str(repo), "-v", "--json").stdout)
+    assert report["skipped"] == [{"path": "b.py", "reason": "deleted (listed by git or the walk, not on the disk)"}]
+    assert report["files"] == 1
+
+
 def test_edit_is_picked_up_incrementally(shop):
     assert run("index", str(shop)).returncode == 0
     (shop / "shop" / "shipping.py").write_text(
