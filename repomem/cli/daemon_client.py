@@ -96,6 +96,8 @@ def forward(argv: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:
         return None  # the working folder was removed: this process says so, as it always did
+    if not _open_output():
+        return None  # closed: the connection would take its descriptor and the answer go back to the daemon
     conn = connect()
     if conn is None:
         return None
@@ -123,7 +125,13 @@ def forward(argv: list[str]) -> int | None:
                 started = True
                 if kind == b"x":
                     return STATUS.unpack(payload)[0]
-                _write_all(1 if kind == b"o" else 2, payload)
+                try:
+                    _write_all(1 if kind == b"o" else 2, payload)
+                except BrokenPipeError:
+                    raise
+                except OSError as error:  # this terminal's output, not the daemon's connection
+                    print(f"repomem: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
+                    return 1
         except KeyboardInterrupt:
             # Closing the connection tells the daemon to stop the command (it reads EOF).
             print("repomem: interrupted", file=sys.stderr)
@@ -133,6 +141,18 @@ def forward(argv: list[str]) -> int | None:
         except OSError as error:
             print(f"repomem: error: lost the daemon's connection ({error.strerror or error})", file=sys.stderr)
             return 1
+
+
+def _open_output() -> bool:
+    """Whether standard output and error are open: with one closed, the socket this process opens
+    takes its number, and what the daemon sent for it went back into the daemon (a retrieve with
+    `>&-` printed nothing and exited 0; run here, it says the output is closed)."""
+    try:
+        os.fstat(1)
+        os.fstat(2)
+    except OSError:
+        return False
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

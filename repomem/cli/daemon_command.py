@@ -17,6 +17,7 @@ from rich.console import Console
 
 from repomem.cli.daemon_client import MAX_SOCKET_PATH, OPT_OUT, connect, daemon_folder, send_json, socket_path
 from repomem.cli.errors import UserError, finite_float
+from repomem.config.sections import MAX_IDLE_MINUTES
 from repomem.failures import Failure, FailureKind
 
 if TYPE_CHECKING:
@@ -54,8 +55,10 @@ def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
 
 def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand,
                parse_command: ParseCommand) -> int:
-    if args.idle_minutes <= 0:
-        raise UserError(Failure(FailureKind.BAD_OPTION, "--idle-minutes must be more than 0"))
+    if not 0 < args.idle_minutes <= MAX_IDLE_MINUTES:
+        # A week at most: 1e9 minutes overflowed the socket's timeout at the daemon's start.
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--idle-minutes must be more than 0 and at most "
+                                                        f"{MAX_IDLE_MINUTES:g} (a week)"))
     if args.repositories < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--repositories must be at least 1"))
     if args.action == "start" and not sys.platform.startswith("linux"):

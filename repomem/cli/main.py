@@ -169,8 +169,13 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
     else:
         # A missing file still names its repository through its nearest existing folder.
         existing = spec.path.absolute()
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
+        try:
+            while not existing.exists() and existing != existing.parent:
+                existing = existing.parent
+        except OSError as error:  # a name longer than NAME_MAX: exists() raises, it does not say no
+            from repomem.index.scan import unreadable_reason
+
+            raise UserError(Failure(FailureKind.BAD_POSITION, f"{spec.path}: {unreadable_reason(error)}")) from None
         # The folder holding the file, not a symlink's target: a link leaving the repository is
         # still inside it (and refused as such, with its target named).
         found = find_repo_root(existing.parent.resolve() if existing.is_symlink() else existing.resolve())

@@ -28,6 +28,8 @@ from repomem.strategies import STRATEGY_NAMES
 GRANULARITIES = ("statement", "named")  # see GraphConfig.granularity
 RELATION_KINDS = ("graph", "context", "graph+context")  # see RelationConfig.kind
 BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
+# A daemon's idle wait, at most a week (minutes): 1e9 overflowed the socket's timeout at its start.
+MAX_IDLE_MINUTES = 7 * 24 * 60.0
 EMBEDDED_LAYER_CHOICES = ("auto", "bf16", "quantized")  # see ModelConfig.embedded_layers
 # The names of repomem.backends.models.EMBEDDED_MODELS (a unit test keeps the two equal).
 EMBEDDED_MODEL_CHOICES = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")  # see ModelConfig.embedded_model
@@ -654,7 +656,8 @@ class DaemonConfig:
     auto_start: bool = setting(True, repository="not a repository", run_only=True,
                                help="a command run at a terminal with no daemon running starts one in the "
                                     "background for the next commands (REPOMEM_NO_DAEMON=1 never does)")
-    idle_minutes: float = setting(30.0, positive=True, repository="not a repository", run_only=True,
+    idle_minutes: float = setting(30.0, positive=True, maximum=MAX_IDLE_MINUTES, repository="not a repository",
+                                  run_only=True,
                                   help="minutes without a command after which a daemon started by a command exits")
 
 

@@ -299,6 +299,10 @@ CLI_CASES = [
     ("serve --tcp with --socket", ["serve", "--tcp", "1", "--socket", "s.sock"], 2, "not allowed with"),
     ("daemon --idle-minutes 0", ["daemon", "start", "--idle-minutes", "0"], 2, "--idle-minutes must be more than 0"),
     ("daemon --idle-minutes nan", ["daemon", "start", "--idle-minutes", "nan"], 2, "finite number"),
+    # An internal error at the daemon's start (its socket's timeout overflowed time_t).
+    ("daemon --idle-minutes 1e9", ["daemon", "start", "--idle-minutes", "1e9"], 2, "at most 10080 (a week)"),
+    # An internal error (OSError from Path.exists) where a missing file is one line.
+    ("a file name longer than NAME_MAX", ["retrieve", "{repo}/" + "a" * 300 + ".py:3"], 2, "path too long to open"),
     ("daemon --repositories 0", ["daemon", "start", "--repositories", "0"], 2, "--repositories must be at least 1"),
     ("an unknown daemon action", ["daemon", "frob"], 2, "invalid choice"),
 ]

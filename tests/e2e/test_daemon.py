@@ -274,3 +274,21 @@ def test_a_completion_at_a_terminal_leaves_its_model_open_for_the_next(tmp_path:
     finally:
         repomem("daemon", "stop", env=_environment(folder, True))
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_closed_or_full_output_is_said_as_without_the_daemon(cache: Path, tmp_path: Path) -> None:
+    """With standard output closed, the connection to the daemon took its number and the answer
+    went back to the daemon: exit 0, nothing printed. And a full output (/dev/full) was reported as
+    the daemon's connection lost."""
+    shop = copy_example(tmp_path / "shop")
+    daemon_env = _environment(cache, True)
+    assert repomem("retrieve", "shop/cart.py:5", env=daemon_env, cwd=shop).returncode == 0  # the daemon has it
+    command = [sys.executable, "-m", "repomem", "retrieve", "shop/cart.py:5"]
+    closed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=daemon_env,
+                            cwd=shop, timeout=TIMEOUT_S, preexec_fn=lambda: os.close(1))
+    assert closed.returncode != 0 and "standard output is closed" in closed.stderr, closed.stderr
+    with open("/dev/full", "w") as full:
+        answer = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=daemon_env, cwd=shop,
+                                timeout=TIMEOUT_S)
+    assert answer.returncode == 1 and "cannot write the output" in answer.stderr, answer.stderr
+    assert "lost the daemon's connection" not in answer.stderr
