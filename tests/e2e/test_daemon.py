@@ -292,3 +292,16 @@ def test_a_closed_or_full_output_is_said_as_without_the_daemon(cache: Path, tmp_
                                 timeout=TIMEOUT_S)
     assert answer.returncode == 1 and "cannot write the output" in answer.stderr, answer.stderr
     assert "lost the daemon's connection" not in answer.stderr
+
+
+def test_an_index_folder_deleted_under_the_daemon_is_built_again(cache: Path, tmp_path: Path) -> None:
+    """`.repomem` deleted while the daemon kept the repository: `index` said "unchanged" (index
+    size 0 B) and wrote nothing, where a command of its own rebuilt it."""
+    shop = copy_example(tmp_path / "shop")
+    daemon_env = _environment(cache, True)
+    first = repomem("index", "--json", env=daemon_env, cwd=shop)
+    assert first.returncode == 0, first.stderr
+    shutil.rmtree(shop / ".repomem")
+    again = repomem("index", "--json", env=daemon_env, cwd=shop)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["action"].startswith("built") and (shop / ".repomem" / "CURRENT").is_file()
