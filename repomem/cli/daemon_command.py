@@ -7,6 +7,7 @@ import argparse
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -78,10 +79,36 @@ def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command
     return _start(args)
 
 
+def _socketless_daemon() -> int | None:
+    """The pid of a daemon that holds the daemon's lock but answers on no socket (its socket file
+    was deleted): no command reaches it, and `start` failed on its lock with "exited at its start".
+    None when no process holds the lock."""
+    try:
+        import fcntl
+
+        with open(daemon_folder() / "lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                text = lock.read().strip()
+                return int(text) if text.isdigit() else 0
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except (OSError, ImportError):
+        return None
+    return None
+
+
 def _status(args: argparse.Namespace) -> int:
     answer = _ask("status")
+    orphan = _socketless_daemon() if answer is None else None
     if args.json:
-        print(json.dumps({"running": answer is not None, **(answer or {})}, indent=2))
+        print(json.dumps({"running": answer is not None, **(answer or {}),
+                          **({"socketless_pid": orphan} if orphan is not None else {})}, indent=2))
+        return 0
+    if orphan is not None:
+        print(f"a daemon (pid {orphan}) runs but its socket {socket_path()} is gone, so no command reaches it; "
+              "`repomem daemon stop` ends it")
         return 0
     if answer is None:
         print(f"no daemon running (socket {socket_path()})")
@@ -100,6 +127,9 @@ def _status(args: argparse.Namespace) -> int:
 def _stop() -> int:
     answer = _ask("stop", timeout_s=STOP_TIMEOUT_S)
     if answer is None:
+        orphan = _socketless_daemon()
+        if orphan:
+            return _stop_socketless(orphan)
         print("no daemon running")
         return 0
     deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -113,8 +143,30 @@ def _stop() -> int:
     return 0
 
 
+def _stop_socketless(pid: int) -> int:
+    """SIGTERM to a daemon that lost its socket (it saves its indexes and exits, as at `stop`)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError as error:
+        raise UserError(Failure(FailureKind.DAEMON_FAILED, f"cannot stop the daemon (pid {pid}): "
+                                                           f"{error.strerror or error}")) from None
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _socketless_daemon() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _socketless_daemon() is not None:
+        raise UserError(Failure(FailureKind.DAEMON_FAILED, f"the daemon (pid {pid}) did not stop within "
+                                                           f"{STOP_TIMEOUT_S:.0f} s"))
+    print(f"daemon stopped (pid {pid}; it had lost its socket)")
+    return 0
+
+
 def _start(args: argparse.Namespace) -> int:
     running = _ask("status")
+    orphan = _socketless_daemon() if running is None else None
+    if orphan is not None:
+        raise UserError(Failure(FailureKind.DAEMON_FAILED,
+                                f"a daemon (pid {orphan}) runs but its socket {socket_path()} is gone; "
+                                "`repomem daemon stop` ends it, then start again"))
     if running is not None:
         print(f"a daemon is already running (socket {socket_path()}"
               + (f", pid {running['pid']})" if "pid" in running else ", busy with a command)"))

@@ -305,3 +305,24 @@ def test_an_index_folder_deleted_under_the_daemon_is_built_again(cache: Path, tm
     again = repomem("index", "--json", env=daemon_env, cwd=shop)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["action"].startswith("built") and (shop / ".repomem" / "CURRENT").is_file()
+
+
+def test_a_daemon_whose_socket_was_deleted_is_named_and_stopped() -> None:
+    """The socket file deleted under a running daemon: `status` and `stop` said no daemon ran, and
+    `start` failed with "exited at its start" while the daemon lived on with its lock."""
+    folder = Path(tempfile.mkdtemp(prefix="rmd-"))
+    try:
+        env = _environment(folder, True)
+        started = repomem("daemon", "start", "--idle-minutes", "5", env=env)
+        assert started.returncode == 0, started.stderr
+        pid = _status(folder)["pid"]
+        (folder / "daemon" / "socket").unlink()
+        status = repomem("daemon", "status", env=env)
+        assert status.returncode == 0 and f"a daemon (pid {pid}) runs but its socket" in status.stdout
+        again = repomem("daemon", "start", env=env)
+        assert again.returncode == 2 and "`repomem daemon stop` ends it" in again.stderr, again.stderr
+        stopped = repomem("daemon", "stop", env=env)
+        assert stopped.returncode == 0 and "it had lost its socket" in stopped.stdout, stopped.stdout
+        assert not _alive(pid)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
