@@ -564,6 +564,12 @@ class RepoService:
         """Whether an index is loaded (`ensure_index` ran, or one was installed)."""
         return self.index is not None
 
+    @property
+    def snapshot_on_disk(self) -> bool:
+        """Whether the snapshot the loaded index came from (or was last saved as) is still on the
+        disk; true with no index loaded or none saved yet."""
+        return self.index is None or self.index.snapshot is None or self.index.snapshot.is_dir()
+
     def _loaded_index(self) -> RepoIndex:
         assert self.index is not None, "call ensure_index first"
         return self.index

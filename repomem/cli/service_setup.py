@@ -19,14 +19,6 @@ from repomem.positions import find_repo_root
 from repomem.service import IndexReport, RepoService
 
 
-def _on_disk(service: RepoService) -> bool:
-    """Whether the snapshot a kept service's index came from (or was last saved as) is still on the
-    disk: with `.repomem` deleted under it, the kept index answered "unchanged" and nothing was
-    written again, where a command of its own rebuilt the index."""
-    index = service.index
-    return index is None or index.snapshot is None or index.snapshot.is_dir()
-
-
 class KeptServices:
     """The services a resident process (`repomem daemon`) keeps between commands, by repository
     root, the most recently used last: a command finds its repository's index, structure and edit
@@ -48,7 +40,9 @@ class KeptServices:
     def reuse(self, opened: RepoService) -> RepoService:
         kept = self.services.get(opened.root)
         key = self._key(opened)
-        if kept is not None and self._keys.get(opened.root) == key and _on_disk(kept):
+        # Not one whose index folder was deleted under it (`.repomem` removed): it answered
+        # "unchanged" and wrote nothing, where a command of its own rebuilt the index.
+        if kept is not None and self._keys.get(opened.root) == key and kept.snapshot_on_disk:
             kept.warnings = opened.warnings
             self.services.move_to_end(opened.root)
             return kept

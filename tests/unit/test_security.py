@@ -40,7 +40,7 @@ cache_dir = "/tmp/shared"
 
 [daemon]
 auto_start = false
-idle_minutes = 100000
+idle_minutes = 10000
 
 [retrieval]
 top_k = 7
