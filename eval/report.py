@@ -327,11 +327,11 @@ def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:
     tasks), task ids whose records are of different task versions (paired by id all the same), and
     records of another K (only the largest K's are tabled). The model table counts its errors itself."""
     notes = []
-    for mode, table in (("retrieval", "retrieval"), ("prompt", "prompt")):
+    for mode in ("retrieval", "prompt"):
         failed = [r for r in records if r.get("mode") == mode and "error" in r]
         if failed:
             tasks = len({r["task_id"] for r in failed})
-            notes.append(f"{len(failed)} {mode} records failed and are not in the {table} table ({tasks} tasks, "
+            notes.append(f"{len(failed)} {mode} records failed and are not in the {mode} table ({tasks} tasks, "
                          f"left out of every strategy's row there); the first: {failed[0]['error']}")
     versions: dict[str, set[str]] = defaultdict(set)
     for r in records:
@@ -342,10 +342,10 @@ def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:
         notes.append(f"{len(mixed)} task ids (the first: {mixed[0]}) have records of different versions of their task "
                      "(another hole or ground truth under the same id, `task_digest`): the tables pair them by id "
                      "all the same; report the records of each task build from a results file of their own")
-    other = sorted({int(r["k"]) for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k})
-    if other:
-        count = sum(1 for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k)
-        notes.append(f"{count} retrieval and prompt records at K = {', '.join(map(str, other))} are not tabled "
+    elsewhere = [r for r in records if r.get("mode") in ("retrieval", "prompt") and int(r["k"]) != k]
+    if elsewhere:
+        other = ", ".join(map(str, sorted({int(r["k"]) for r in elsewhere})))
+        notes.append(f"{len(elsewhere)} retrieval and prompt records at K = {other} are not tabled "
                      f"(the tables are at K = {k}); report them from a results file of their own")
     return tuple(notes)
 

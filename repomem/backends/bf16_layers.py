@@ -47,6 +47,7 @@ from repomem.backends.models import (
 from repomem.failures import Failure, FailureKind
 from repomem.machine_lock import machine_lock
 from repomem.progress import NoProgress, Progress
+from repomem.regular_files import replace_private
 
 # ggml's type numbers (ggml.h, enum ggml_type); llama-cpp-python exports only some of them.
 GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K = 6, 8, 12, 14
@@ -271,9 +272,7 @@ def _write_choice(folder: Path, widened: WidenedModel, layers: str, timings: dic
         choices = {}
     choices[widened.source.name] = {"machine": machine_key(), "layers": layers, **timings}
     folder.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + f".{os.getpid()}.partial")
-    partial.write_text(json.dumps(choices, indent=2) + "\n")
-    os.replace(partial, path)
+    replace_private(path, (json.dumps(choices, indent=2) + "\n").encode())
 
 
 def runs_shipped_as_timed(path: Path) -> bool:
@@ -341,10 +340,9 @@ def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = No
         choice = recorded_choice(widened, shipped.parent)  # another process may have timed them meanwhile
         if choice == "quantized":
             return shipped
-        if _stamp_matches(target, widened) is None:
-            written = _widened_or_shipped(shipped, target, widened, progress, say)
-            if written == shipped or choice == "bf16":
-                return written
+        if _stamp_matches(target, widened) is None and _widened_or_shipped(shipped, target, widened, progress,
+                                                                           say) == shipped:
+            return shipped  # the widening failed, said in one line
         if choice == "bf16":
             return target
         timed = _timed_choice(shipped, target, widened, progress)
