@@ -130,7 +130,8 @@ def _label(record: dict[str, Any], mixed: set[str] = frozenset()) -> str:
     """A strategy, with the run's config overrides if any (`eval run --set`), and the settings
     fingerprint where records of that label were made under different settings (`mixed`)."""
     config = ",".join(part for part in (record.get("config") or "", f"typing={record['typing']}"
-                                        if record.get("typing") else "") if part)
+                                        if record.get("typing") else "",
+                                        "right-context" if record.get("right_context") else "") if part)
     label = f"{record['strategy']} [{config}]" if config else record["strategy"]
     return f"{label} (settings {record.get('settings') or 'unrecorded'})" if label in mixed else label
 

@@ -93,6 +93,9 @@ class RunSettings:
     # "word": the cursor after half of a name of the hole's first line (tasks.typed_prefix), as an
     # editor asks while a name is being typed; the prediction is the typed text and the answer.
     typing: str = ""
+    # The code after the hole in the buffer and the prompt (fill in the middle), as an editor
+    # completes a line written between others; RepoEval's protocol shows the left context only.
+    right_context: bool = False
 
     @property
     def mode(self) -> str:
@@ -207,7 +210,8 @@ def settings_fingerprint(config: Config) -> str:
 def record_key(record: dict[str, Any]) -> tuple:
     return (record["task_id"], record["strategy"], round(float(record["alpha"]), 6), record["k"], record["order"],
             record["mode"], record["backend"], record.get("prompt_tokens", 0), record.get("config", ""),
-            record.get("settings", ""), record.get("typing", ""), record.get("task_digest", ""))
+            record.get("settings", ""), record.get("typing", ""), record.get("task_digest", ""),
+            record.get("right_context", False))
 
 
 def task_digest(task: EvalTask) -> str:
@@ -343,11 +347,23 @@ def line_count(text: str) -> int:
     return text.count("\n") + (not text.endswith("\n"))
 
 
-def task_cursor(root: Path, task: EvalTask, file_text: str, typed: str = "") -> Cursor:
+def task_cursor(root: Path, task: EvalTask, file_text: str, typed: str = "", right_context: bool = False) -> Cursor:
     """The cursor at the start of the hole, or after `typed` (the start of its first line), over
-    the file cut there (nothing after it is visible)."""
-    lines = file_text.split("\n")[: task.lineno]
-    return Cursor(root, task.path, task.lineno, len(typed), "\n".join([*lines, typed]))
+    the file cut there (nothing after it is visible), or with `right_context` over the file whose
+    hole lines alone are taken out (`typed` on a line of their own; the code after them follows)."""
+    lines = file_text.split("\n")
+    after = lines[task.lineno + len(task.ground_truth.split("\n")):] if right_context else []
+    return Cursor(root, task.path, task.lineno, len(typed), "\n".join([*lines[: task.lineno], typed, *after]))
+
+
+def _right_context_fields(cursor: Cursor, prediction: str, prompt: Prompt) -> dict[str, Any]:
+    """With the code after the hole: the suffix tokens the prompt showed, and whether the answer's
+    first line is the next line below the hole (the model skipped the line to write; the
+    completion shown is then empty)."""
+    below = next((line for line in cursor.text.split("\n")[cursor.line + 1:] if line.strip()), None)
+    first = next((line for line in prediction.split("\n") if line.strip()), "")
+    return {"suffix_tokens": prompt.suffix_tokens,
+            "next_line_echo": below is not None and first.rstrip() == below.rstrip()}
 
 
 def _hit_ranks(service: RepoService, task: EvalTask, fragments: Sequence[ScoredFragment]) -> int | None:
@@ -517,6 +533,7 @@ class Evaluator:
             "config": ",".join(self.settings.overrides), "settings": self.settings_id,
             "ground_truth": task.ground_truth, "task_digest": task_digest(task),
             **({"typing": self.settings.typing, "typed": typed_prefix(task)} if self.settings.typing else {}),
+            **({"right_context": True} if self.settings.right_context else {}),
         }
 
     def evaluate(self, task: EvalTask, variants: Sequence[Variant]) -> list[dict[str, Any]]:
@@ -539,11 +556,14 @@ class Evaluator:
             return [{**self._base_record(task, v), "error": problem.message} for v in variants]
         assert service.index_loaded
         typed = typed_prefix(task) if self.settings.typing else ""
-        cursor = task_cursor(service.root, task, text, typed)
+        cursor = task_cursor(service.root, task, text, typed, self.settings.right_context)
         cut = service.set_buffer(task.path, cursor.text)
         if isinstance(cut, Failure) and cut.kind != FailureKind.NOT_INDEXED:
             return [{**self._base_record(task, v), "error": cut.message} for v in variants]
-        leak = leakage_exclusions(service, task.path, task.context_start_lineno)
+        # With the code after the hole the buffer holds everything but the answer: an editor offers
+        # any of its windows, and none of them can hold the hole's lines.
+        leak = np.zeros(0, dtype=np.int64) if self.settings.right_context \
+            else leakage_exclusions(service, task.path, task.context_start_lineno)
         out = []
         for variant in variants:
             record = self._base_record(task, variant)
@@ -577,7 +597,8 @@ class Evaluator:
 
     def _engine_request(self, engine: CompletionEngine, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                         variant: Variant, **choices):
-        return engine.request(cursor, variant.strategy, order=self.settings.order, use_suffix=False,
+        return engine.request(cursor, variant.strategy, order=self.settings.order,
+                              use_suffix=self.settings.right_context,
                               max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
                               visible_from=task.context_start_lineno, cancel=self.cancel, **choices)
 
@@ -692,6 +713,7 @@ class Evaluator:
                        "generated": result.generation.completion_tokens},
             "finish_reason": result.generation.finish_reason, "timings_ms": timings,
             **_model_call_fields(result.model_calls),
+            **(_right_context_fields(cursor, prediction, prompt) if self.settings.right_context else {}),
         }
 
 

@@ -143,6 +143,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         strategies=strategies, alpha=args.alpha, k=args.k, order=args.order, max_new_tokens=args.max_new_tokens,
         max_prompt_tokens=args.prompt_tokens, retrieval_only=args.retrieval_only, alphas=alphas,
         prompt_only=args.prompt_only, overrides=tuple(args.set), typing=args.typing,
+        right_context=args.right_context,
     )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
     # The levers measured with the model the run asks for (SettingRules.models), under --set; the
@@ -279,6 +280,9 @@ def add_eval_parser(commands: Any) -> None:
     run.add_argument("--typing", choices=("word",), default="",
                      help="word: the cursor after half of a name of the hole's first line, as in an editor while a "
                           "name is typed (the prediction is the typed text and the answer)")
+    run.add_argument("--right-context", action="store_true",
+                     help="the code after the hole in the file and the prompt (fill in the middle), as an editor "
+                          "completes a line between others (RepoEval's protocol: the left context only)")
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="a config override for this run, e.g. relations.same_file_weight=1 (repeatable; "
                           "recorded with every result)")

@@ -5,7 +5,8 @@ languages with indented blocks (Python): after a block opener (`def f():`,
 `if x:`) the completion is the block's body, elsewhere the rest of the current line, and inside
 a string or comment always one line. Generation stops at a dedent below the block, at a line
 starting a new top-level statement, at the model's end strings; leaked FIM sentinels are cut,
-trailing lines that repeat the code after the cursor are dropped, and repetition loops are cut.
+trailing lines that repeat the code after the cursor are dropped (a one-line completion that is
+the next line below the cursor: nothing), and repetition loops are cut.
 In languages with brace blocks (C, Go, Rust, Java, JavaScript, ...) the body after a line ending
 in `{` runs to the brace that balances it: that line ends the completion, and is left out when
 the code after the cursor already closes the block (an editor's auto-paired brace).
@@ -149,9 +150,11 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
             # On a blank line the model may start with a newline: take its first real line.
             at = next((i for i, line in enumerate(lines) if line.strip()), len(lines) - 1)
         first = lines[at].lstrip() if at > 0 and shape.line_prefix else lines[at]
-        line_rest = suffix.split("\n", 1)[0]
-        return _without_extra_closers(first.rstrip(), shape.line_prefix, line_rest), \
-            cut or looped or at < len(lines) - 1
+        line_rest = next(_lines_of(suffix))
+        settled = cut or looped or at < len(lines) - 1
+        if _echoes_next_line(shape.line_prefix + first, line_rest, suffix):
+            return "", settled
+        return _without_extra_closers(first.rstrip(), shape.line_prefix, line_rest), settled
     if shape.brace_block:
         kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent)
     else:
@@ -324,6 +327,18 @@ def _without_extra_closers(completion: str, line_prefix: str, line_rest: str) ->
         excess[completion[-1]] -= 1
         completion = completion[:-1].rstrip()
     return completion
+
+
+def _echoes_next_line(line: str, line_rest: str, suffix: str) -> bool:
+    """Whether a one-line completion, `line` as it would stand, is the next line already after the
+    cursor (indentation included): small models often skip the line the user is about to write
+    and go on with the one below, which the editor would then show twice. Only where nothing
+    follows the cursor on its line."""
+    if not line.strip() or line_rest.strip():
+        return False
+    following = itertools.islice(_lines_of(suffix), 1, None)
+    next_line = next((candidate for candidate in following if candidate.strip()), None)
+    return next_line is not None and next_line.rstrip() == line.rstrip()
 
 
 def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:

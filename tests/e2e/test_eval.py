@@ -22,7 +22,14 @@ from repomem.evaluation.metrics import (
     has_enough_lines,
     line_hit_rank,
 )
-from repomem.evaluation.run import RunSettings, comparable_record, read_results, record_key, run_evaluation
+from repomem.evaluation.run import (
+    RunSettings,
+    comparable_record,
+    read_results,
+    record_key,
+    run_evaluation,
+    task_cursor,
+)
 from repomem.evaluation.tasks import (
     EvalTask,
     TaskDefinition,
@@ -463,6 +470,39 @@ def test_typing_word_puts_the_cursor_inside_a_name_and_scores_the_line_as_typed(
     # Kept apart from the cursor-at-line-start records of the same configuration (the resume key).
     record = read_results(results)[0]
     assert record_key(record) != record_key({k: v for k, v in record.items() if k not in ("typing", "typed")})
+
+
+@pytest.mark.slow
+def test_right_context_shows_the_code_after_the_hole_as_an_editor_does(shop_benchmark: tuple[Path, Path]):
+    """`eval run --right-context`: the file keeps everything but the hole's lines, and the prompt
+    fills in the middle with the code below; the records say so and stay apart from the
+    left-context ones."""
+    base, repos = shop_benchmark
+    tasks = {t.task_id: t for path in ("line.jsonl", "api.jsonl") for t in load_tasks(base / path)}
+    for task in tasks.values():
+        text = (repos / task.repo / task.path).read_text()
+        cursor = task_cursor(repos / task.repo, task, text, right_context=True)
+        lines = text.split("\n")
+        assert cursor.text.split("\n") == [*lines[: task.lineno], "", *lines[task.lineno + 1:]]
+        assert task_cursor(repos / task.repo, task, text).text.split("\n") == [*lines[: task.lineno], ""]
+    results = base / "right.jsonl"
+    run = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"),
+                   "--repos", str(repos), "--results", str(results), "--strategies", "vanilla",
+                   "--max-new-tokens", "24", "--prompt-tokens", "512", "--right-context")
+    assert run.returncode == 0 and "2 results written" in run.stdout, (run.stdout, run.stderr)
+    records = read_results(results)
+    assert len(records) == 2 and all(r["right_context"] for r in records), records
+    for record in records:
+        task = tasks[record["task_id"]]
+        below = next((line for line in (repos / task.repo / task.path).read_text().split("\n")[task.lineno + 1:]
+                      if line.strip()), None)
+        # The line task has code below its hole; the API task's hole is its file's last line.
+        assert (record["suffix_tokens"] > 0) == (below is not None), record
+        first = next((line for line in record["prediction"].split("\n") if line.strip()), "")
+        assert record["next_line_echo"] == (below is not None and first.rstrip() == below.rstrip())
+        assert record["completion"] == "" or not record["next_line_echo"]
+    record = records[0]
+    assert record_key(record) != record_key({k: v for k, v in record.items() if k != "right_context"})
 
 
 @pytest.mark.slow

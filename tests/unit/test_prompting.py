@@ -155,6 +155,25 @@ def test_clean_cuts_loops_and_suffix_echo():
     assert clean_completion(echo, shape, suffix="\n    return y\n") == "\n    y = 2"
 
 
+def test_a_one_line_completion_that_is_the_next_line_below_is_dropped():
+    """Small models skip the line being written and go on with the one below it: shown, the
+    editor would hold that line twice."""
+    prefix = "def total(items):\n    count = 0\n"
+    below = "\n    return sum(items)\n"
+    blank = completion_shape(prefix, below)
+    assert clean_completion("    return sum(items)\n", blank, suffix=below) == ""
+    assert clean_completion("\n    return sum(items)", blank, suffix="\n\n" + below) == ""  # past blank lines
+    # Typed halfway, the line as it would stand is compared.
+    typed = completion_shape(prefix + "    ret", below)
+    assert clean_completion("urn sum(items)\n", typed, suffix=below) == ""
+    # Anything else is kept: another line, the same code at another indentation, and any answer
+    # where code follows the cursor on its line.
+    assert clean_completion("    count = len(items)\n", blank, suffix=below) == "    count = len(items)"
+    assert clean_completion("return sum(items)\n", blank, suffix=below) == "return sum(items)"
+    middle = completion_shape(prefix + "    x = f(", ")" + below)
+    assert clean_completion("items)\n", middle, suffix=")" + below) == "items"
+
+
 def test_enclosing_definition():
     from repomem.completion.request import enclosing_definition
 

@@ -22,6 +22,7 @@ SHAPES = [
     ("def f(x):\n    ", "\nreturn_later()\n", None),  # a blank line after an opener, with a suffix to echo
     ("total = compute(", "", None),  # the rest of a line
     ("x = 1\n", "", None),  # a blank line: the first real line
+    ("x = 1\n", "\nreturn_later()\n", None),  # ... whose line below a one-line answer may echo
     ("x = 1\n    ", "", None),  # a blank indented line: the first real line, left-stripped
     ('s = "abc:', '"\n', None),  # inside a string: one line
     ("func add(a, b int) int {", "", GO),  # a brace block
