@@ -50,6 +50,7 @@ from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
 from repomem.lsp.settings import session_config, settings_after_change
+from repomem.positions import too_wide_to_index
 from repomem.thread_priority import lower_thread_priority, thread_nice
 
 if TYPE_CHECKING:
@@ -489,6 +490,15 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
         ls.show("warning", "no workspace folder: nothing to index, no completions (open a file inside a repository)")
         return
     root_path = Path(root).resolve()
+    too_wide = too_wide_to_index(root_path)
+    if too_wide:
+        # A client with no project for a stray file gives its folder (lsp-mode guessing a root,
+        # VS Code opened on ~): indexing all of it is never what is meant, and the CLI refuses it.
+        if ahead is not None:
+            ahead.discard()
+        ls.show("warning", f"the workspace folder {root_path} is {too_wide}: nothing indexed, no completions "
+                           "(open a project's folder)")
+        return
     settings = read_settings(root_path)
     for warning in problem_lines(resolved_config(settings, "lsp").problems):
         ls.show("warning", warning)

@@ -342,12 +342,17 @@ class CompletionSession:
         self._report(self.service.save())
 
     def files_changed(self, paths: list[str]) -> None:
-        """File-watcher events: re-index those files from disk (open buffers still win), persist."""
+        """File-watcher events: re-index those files from disk (open buffers still win), persist
+        what changed. Only then: the snapshot a save writes is itself a change a client's watcher
+        reports (lsp-mode watches the index folder too), and saving for those reports again wrote
+        snapshots twenty times a second, for ever."""
         if not self.service.index_loaded:
             return
+        before = self.service.index_version
         for path in paths:
             self._report(self.service.file_changed(path))
-        self._report(self.service.save())
+        if self.service.index_version != before:
+            self._report(self.service.save())
 
     def _report(self, result: None | Failure) -> None:
         if isinstance(result, Failure) and result.kind == FailureKind.DAMAGED_INDEX:

@@ -59,11 +59,27 @@ def find_repo_root(start: Path) -> Path | None:
         if any((folder / marker).exists() for marker in REPOSITORY_MARKERS):
             return folder
     for folder in folders:
-        # (An index at the filesystem's root, which `repomem index /` wrote before it was refused,
-        # would make every file outside a repository part of it.)
-        if folder != folder.parent and (folder / INDEX_MARKER).exists():
+        # (An index at the filesystem's root or in the home folder, which `repomem index /` wrote
+        # before it was refused and an editor's server given the home folder still did, would
+        # make every file outside a repository part of it.)
+        if (folder / INDEX_MARKER).exists() and not too_wide_to_index(folder):
             return folder
     return None
+
+
+def too_wide_to_index(folder: Path) -> str:
+    """What makes `folder` no repository to index whole ("" where nothing does): the filesystem's
+    root, or the home folder unless it is a repository itself (a dotfiles work tree)."""
+    try:
+        resolved = folder.resolve()
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        return ""
+    if resolved == resolved.parent:
+        return "the filesystem's root"
+    if resolved == home and not any((home / marker).exists() for marker in REPOSITORY_MARKERS):
+        return "your home folder"
+    return ""
 
 
 def relative_to_root(root: Path, path: Path) -> str | Failure:

@@ -565,6 +565,12 @@ class RepoService:
         return self.index is not None
 
     @property
+    def index_version(self) -> tuple[int, tuple[tuple[str, str], ...]] | None:
+        """What tells the loaded index apart from itself before a change: its generation (each
+        change of its files bumps it) and the files it lists as skipped; None with none loaded."""
+        return None if self.index is None else (self.index.generation, tuple(self.index.skipped))
+
+    @property
     def snapshot_on_disk(self) -> bool:
         """Whether the snapshot the loaded index came from (or was last saved as) is still on the
         disk; true with no index loaded or none saved yet."""

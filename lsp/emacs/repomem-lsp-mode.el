@@ -47,6 +47,23 @@ keys are reported by the server and ignored."
   "lsp-mode language ids (`lsp-language-id-configuration') repomem serves."
   :type '(repeat string))
 
+(defun repomem-lsp--in-repository (file-name)
+  "Whether FILE-NAME is in a repository: a folder above it with .git or
+repomem.toml, else one with an index (.repomem) other than the home folder.
+For a file in none, lsp-mode would make its folder (the home folder, say)
+the workspace, and the server would index all of it."
+  (let ((directory (file-name-directory file-name)))
+    (or (locate-dominating-file directory ".git")
+        (locate-dominating-file directory "repomem.toml")
+        (locate-dominating-file
+         directory
+         (lambda (dir) (and (not (file-equal-p dir "~"))
+                            (file-directory-p (expand-file-name ".repomem" dir))))))))
+
+;; The index folder changes at every save of the index: watched, each change came back to the
+;; server as a file event (lsp-mode watches every folder of the project by default).
+(add-to-list 'lsp-file-watch-ignored-directories "[/\\\\]\\.repomem\\'")
+
 (defun repomem-lsp--initialization-options ()
   "The initializationOptions: `repomem-settings' under a \"repomem\" key."
   (list :repomem (or repomem-settings (make-hash-table))))
@@ -54,7 +71,10 @@ keys are reported by the server and ignored."
 (lsp-register-client
  (make-lsp-client
   :new-connection (lsp-stdio-connection (lambda () repomem-server-command))
-  :activation-fn (lambda (_file-name _mode) (member (lsp-buffer-language) repomem-lsp-languages))
+  :activation-fn (lambda (file-name _mode)
+                   (and file-name
+                        (member (lsp-buffer-language) repomem-lsp-languages)
+                        (repomem-lsp--in-repository file-name)))
   :priority 10  ; above the languages' own servers: repomem is the completion engine here
   :server-id 'repomem
   :initialization-options #'repomem-lsp--initialization-options))

@@ -55,7 +55,10 @@ local defaults = {}
 local filetypes = vim.g.repomem_filetypes
   or { "python", "javascript", "typescript", "javascriptreact", "typescriptreact", "go", "rust", "java", "c", "cpp",
        "ruby" }
-local root_markers = { ".git", ".repomem", "repomem.toml" }
+-- A repository's root holds one of these; only where none is above a file, a folder holding an
+-- index (.repomem) is its root, never the home folder or / (as `repomem` itself decides).
+local root_markers = { ".git", "repomem.toml" }
+local index_marker = ".repomem"
 
 -- The server answers an empty incomplete list marked `itemDefaults.data.pending` when its answer is
 -- not ready within its answer budget (answerWithinMs, 8 s by default); it keeps generating, and
@@ -134,18 +137,11 @@ local function repomem_client(bufnr)
   return nil
 end
 
--- The nearest folder above the buffer's file holding a root marker (vim.fs.root is 0.10+).
-local function find_root(bufnr)
-  local name = vim.api.nvim_buf_get_name(bufnr)
-  if name == "" then
-    return nil
-  end
-  local dir = vim.fn.fnamemodify(name, ":p:h")
+-- The nearest folder at or above `dir` for which `holds(folder)` is true, or nil.
+local function nearest(dir, holds)
   while dir and dir ~= "" do
-    for _, marker in ipairs(root_markers) do
-      if uv.fs_stat(dir .. "/" .. marker) then
-        return dir
-      end
+    if holds(dir) then
+      return dir
     end
     local parent = vim.fn.fnamemodify(dir, ":h")
     if parent == dir then
@@ -154,6 +150,29 @@ local function find_root(bufnr)
     dir = parent
   end
   return nil
+end
+
+-- The repository around the buffer's file (vim.fs.root is 0.10+): the nearest folder with a root
+-- marker, else the nearest with an index that is neither the home folder nor the filesystem's root
+-- (an index there, once written by a server given the home folder, made it every stray file's root).
+local function find_root(bufnr)
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == "" then
+    return nil
+  end
+  local dir = vim.fn.fnamemodify(name, ":p:h")
+  local home = vim.fn.fnamemodify(vim.fn.expand("~"), ":p:h")
+  return nearest(dir, function(folder)
+    for _, marker in ipairs(root_markers) do
+      if uv.fs_stat(folder .. "/" .. marker) then
+        return true
+      end
+    end
+    return false
+  end) or nearest(dir, function(folder)
+    return folder ~= home and vim.fn.fnamemodify(folder, ":h") ~= folder
+      and uv.fs_stat(folder .. "/" .. index_marker) ~= nil
+  end)
 end
 
 -- An LSP character offset (in the client's encoding) -> byte offset in `line`. Written here

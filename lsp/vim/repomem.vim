@@ -44,7 +44,9 @@ let g:repomem_status = get(g:, 'repomem_status', '')
 let g:repomem_answers = get(g:, 'repomem_answers', 0)
 let s:filetypes = get(g:, 'repomem_filetypes',
       \ ['python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'ruby'])
-let s:markers = ['.git', '.repomem', 'repomem.toml']
+" A repository's root holds one of these; only where none is above a file, a folder holding an
+" index (.repomem) is its root, never the home folder or / (as `repomem` itself decides).
+let s:markers = ['.git', 'repomem.toml']
 let s:pending = {}     " request id -> the place it was asked at
 let s:answer = {}      " the answer waiting for the omnifunc: {key, start, items}
 let s:offered = {}     " the item in the menu: {buffer, id, line, start, word, rest}
@@ -55,19 +57,28 @@ let s:explaining = {}  " explain request id -> 1
 " -- the server, as an ALE linter -----------------------------------------------------------------
 
 function! s:Root(buffer) abort
-  let l:dir = fnamemodify(bufname(a:buffer), ':p:h')
-  while 1
-    for l:marker in s:markers
-      if isdirectory(l:dir . '/' . l:marker) || filereadable(l:dir . '/' . l:marker)
+  let l:start = fnamemodify(bufname(a:buffer), ':p:h')
+  let l:home = fnamemodify(expand('~'), ':p:h')
+  for l:pass in ['markers', 'index']
+    let l:dir = l:start
+    while 1
+      let l:parent = fnamemodify(l:dir, ':h')
+      if l:pass is# 'markers'
+        for l:marker in s:markers
+          if isdirectory(l:dir . '/' . l:marker) || filereadable(l:dir . '/' . l:marker)
+            return l:dir
+          endif
+        endfor
+      elseif l:dir isnot# l:home && l:parent isnot# l:dir && isdirectory(l:dir . '/.repomem')
         return l:dir
       endif
-    endfor
-    let l:parent = fnamemodify(l:dir, ':h')
-    if l:parent is# l:dir
-      return ''
-    endif
-    let l:dir = l:parent
-  endwhile
+      if l:parent is# l:dir
+        break
+      endif
+      let l:dir = l:parent
+    endwhile
+  endfor
+  return ''
 endfunction
 
 function! s:Settings(buffer) abort
@@ -345,9 +356,17 @@ function! s:CompleteDone() abort
   endif
 endfunction
 
+" The omnifunc is repomem's only in a repository: elsewhere ALE starts no server, and the
+" filetype's own completion (python3complete, say) stays.
+function! s:UseOmniFunc() abort
+  if s:Root(bufnr('')) isnot# ''
+    setlocal omnifunc=RepomemOmniFunc
+  endif
+endfunction
+
 augroup repomem
   autocmd!
-  execute 'autocmd FileType ' . join(s:filetypes, ',') . ' setlocal omnifunc=RepomemOmniFunc'
+  execute 'autocmd FileType ' . join(s:filetypes, ',') . ' call s:UseOmniFunc()'
   autocmd CompleteDone * call s:CompleteDone()
   autocmd User ALELSPStarted call s:Started()
 augroup END

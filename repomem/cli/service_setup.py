@@ -15,7 +15,7 @@ from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan_memo import git_environment
-from repomem.positions import find_repo_root
+from repomem.positions import find_repo_root, too_wide_to_index
 from repomem.service import IndexReport, RepoService
 
 
@@ -148,7 +148,7 @@ def named_folder(text: str) -> Path:
     asked = Path(text)
     if not asked.exists():
         raise UserError(Failure(FailureKind.MISSING_REPO, f"{text}: no such folder"))
-    too_wide = _too_wide(asked)
+    too_wide = too_wide_to_index(asked)
     if too_wide:
         raise UserError(Failure(FailureKind.NOT_A_REPO, f"{text} is {too_wide}: indexing all of it is never "
                                                         "what is meant; name a project's folder"))
@@ -162,21 +162,6 @@ def named_folder(text: str) -> Path:
     return asked
 
 
-def _too_wide(folder: Path) -> str:
-    """What makes `folder` no repository to index whole ("" where nothing does): the filesystem's
-    root, or the home folder unless it is a repository itself (a dotfiles work tree)."""
-    try:
-        resolved = folder.resolve()
-        home = Path.home().resolve()
-    except (OSError, RuntimeError):
-        return ""
-    if resolved == resolved.parent:
-        return "the filesystem's root"
-    if resolved == home and not any((home / marker).exists() for marker in (".git", "repomem.toml")):
-        return "your home folder"
-    return ""
-
-
 def index_root(path: str | None) -> Path:
     """`index` with no folder indexes the repository around the current one (not the subfolder);
     an explicit folder inside another repository is indexed as asked, with a warning."""
@@ -187,7 +172,7 @@ def index_root(path: str | None) -> Path:
             raise UserError(Failure(
                 FailureKind.NOT_A_REPO,
                 f"{Path.cwd()} is not inside a repository (no .git or repomem.toml above it, nor an index); "
-                + ("change to a project's folder first" if _too_wide(Path.cwd())
+                + ("change to a project's folder first" if too_wide_to_index(Path.cwd())
                    else "run `repomem index .` to index this folder as one"),
             ))
         return found

@@ -19,7 +19,7 @@ from repomem.languages.registry import line_comment_of
 from repomem.memory.entities import Entity, Usage, asked_name, names_at_cursor, reflection_question
 from repomem.memory.gists import Page, lookup_question
 from repomem.memory.memwalker import Option, navigation_question, walk
-from repomem.memory.summary_tree import SummaryNode, parent_of
+from repomem.memory.summary_tree import SummaryNode, SummaryTree, parent_of
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
 
@@ -73,6 +73,13 @@ def _window_summary(text: str) -> str:
     return " | ".join((heads or lines)[:2])[:160]
 
 
+def _only_the_cursors(tree: SummaryTree, node: SummaryNode, cursor_path: str) -> bool:
+    """Whether `node` is the cursor's file or a folder whose only file that is."""
+    if node.kind == "file":
+        return node.path == cursor_path
+    return cursor_path.startswith(node.path + "/") and tree.files_under(node.path) == [cursor_path]
+
+
 def memory_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
     if not view.index_loaded:
         return []
@@ -87,10 +94,12 @@ def memory_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
             windows.update((f.fragment, f) for f in found)
             return [Option(f"#{f.fragment}", f"lines {f.start_line + 1}-{f.end_line}",
                            _window_summary(view.fragment_text(f)), f.s_ind, f.fragment) for f in found]
+        # The prompt shows the cursor's file already: neither it nor a folder holding only it is
+        # offered (a folder's summary repeats its files', so that one ranked first and cost a call).
         return [Option(child.path, child.path.rsplit("/", 1)[-1] + ("/" if child.kind == "folder" else ""),
                        _summary_line(child, settings.summary_lines), score)
                 for child, score in tree.ranked_children(node, query.text, view.config.bm25)
-                if child.path != query.cursor.path]  # the prompt shows the cursor's file already
+                if not _only_the_cursors(tree, child, query.cursor.path)]
 
     def choose(node: str, options) -> int | None:
         label = f"the file {node}" if tree.nodes[node].kind == "file" else (
@@ -120,19 +129,18 @@ def gist_lookup(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
         return []
     settings = view.config.memory
     memory = view.memories.gist_memory()
-    # Pages scored by their best window's BM25 (the index's windows, no second index), other files only.
-    found = bm25_within(view, query, None, settings.gist_pages * 3)
+    # Pages scored by their best window's BM25 (the index's windows, no second index), other files
+    # only: left out of the search itself, since a large cursor file's own windows took every place.
+    found = bm25_within(view, query, None, settings.gist_pages * 3, leave_out=frozenset({query.cursor.path}))
     scores: dict[Page, tuple[float, int]] = {}
     for f in found:
-        if f.path == query.cursor.path:
-            continue
         for line in (f.start_line, max(f.start_line, f.end_line - 1)):
             page = memory.page_at(f.path, line)
             if page is not None and (page not in scores or scores[page][0] < f.s_ind):
                 scores[page] = (f.s_ind, f.fragment)
     ranked = sorted(scores, key=lambda p: -scores[p][0])[: settings.gist_pages]
-    if not ranked:
-        return []
+    if not ranked:  # no page to look up: the memory degrades to retrieval
+        return bm25_within(view, query, None, view.config.retrieval.top_k)
     question = lookup_question(query.cursor.path, question_code(query.text), ranked, settings.lookup_pages)
     picks, asked = _ask_number(query.model, "look-up", question, range(1, len(ranked) + 1), settings.lookup_pages,
                                settings.answer_tokens)
@@ -167,9 +175,12 @@ def entity_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
     evidence: list[Entity | Usage] = []
     seen: set[tuple[str, int]] = set()
 
+    def key_of(item: Entity | Usage) -> tuple[str, int]:
+        return item.path, item.start_line if isinstance(item, Entity) else item.line
+
     def add(items) -> None:
         for item in items:
-            key = (item.path, item.start_line if isinstance(item, Entity) else item.line)
+            key = key_of(item)
             if key not in seen and len(evidence) < settings.entity_evidence * (settings.reflect_rounds + 1):
                 seen.add(key)
                 evidence.append(item)
@@ -183,6 +194,9 @@ def entity_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
             if named == settings.entity_names:
                 break
     evidence = evidence[: settings.entity_evidence]
+    # What the cut left out may be looked up again (the model may ask for a name it cut).
+    seen.clear()
+    seen.update(key_of(item) for item in evidence)
     for _ in range(settings.reflect_rounds):
         if query.model is None or not evidence:
             break

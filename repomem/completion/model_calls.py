@@ -86,7 +86,9 @@ def _call(purpose: str, prompt: str, answer: Generation) -> ModelCall:
 
 # An answer's tokens: numbers, names (digits inside a name are no number: `api_v3.py`), one symbol.
 _ANSWER_TOKEN = re.compile(r"\d+(?![\w.]*[A-Za-z_])|[A-Za-z_\d][\w./-]*|\S")
-_LIST_JOINERS = frozenset({",", ";", "&", "+", "and", "or"})
+# Words and symbols between the numbers of one list: `2 and 5`, `page 2 and page 5`, `#1, #3`.
+_LIST_JOINERS = frozenset({",", ";", "&", "+", "#", "and", "or", "then", "page", "pages", "option", "options",
+                           "part", "parts"})
 
 
 def chosen_numbers(answer: str | None, allowed: range, limit: int,
@@ -94,10 +96,19 @@ def chosen_numbers(answer: str | None, allowed: range, limit: int,
     """The distinct numbers `answer` chooses that lie in `allowed`, in the order given, at most
     `limit`: its first list of numbers (`3`, `1, 2 and 5`, `I pick 2`), not every digit in it (an
     answer echoing `3. shop/checkout.py lines 1-31` chose 3, not also 1); where it holds none, the
-    options whose `labels` (number -> name shown) it names, in the order named (`api_v3.py`)."""
+    options whose `labels` (number -> name shown) it names, in the order named (`api_v3.py`), and
+    so too where a label comes before any number (`lines 1-20` names that option, not option 1)."""
     out: list[int] = []
     started = False
-    for token in _ANSWER_TOKEN.findall(answer or ""):
+    tokens = list(_ANSWER_TOKEN.finditer(answer or ""))
+    first_number = next((token.start() for token in tokens if token.group().isdigit()), None)
+    if first_number is not None and labels and answer:
+        lowered = answer.lower()
+        named_first = min(((at, -len(label), number) for number, label in labels.items()
+                           if number in allowed and label and (at := lowered.find(label.lower())) >= 0), default=None)
+        if named_first is not None and named_first[0] <= first_number:
+            return [named_first[2]][:limit]
+    for token in (match.group() for match in tokens):
         if token.isdigit():
             started = True
             number = int(token)
@@ -117,8 +128,8 @@ def chosen_numbers(answer: str | None, allowed: range, limit: int,
 
 def says_yes(answer: str | None) -> bool | None:
     """True / False for an answer starting with yes / no (any case), None otherwise."""
-    word = (answer or "").strip().lstrip("*#-: ").split(maxsplit=1)
+    word = (answer or "").strip().lstrip("*#-:\"'` ").split(maxsplit=1)
     if not word:
         return None
-    head = word[0].lower().strip(".,!:")
+    head = word[0].lower().strip(".,!:*\"'`")  # `"yes"`, `**Yes**`: the question quotes its choices
     return True if head == "yes" else False if head == "no" else None

@@ -47,12 +47,16 @@ def _holds(mask: np.ndarray | None, fragment: int) -> bool:
     return bool(np.any(mask == fragment))
 
 
-def bm25_within(view: RepoView, query: RoundQuery, files: set[str] | None, k: int) -> list[ScoredFragment]:
-    """The best `k` windows by BM25 (alpha 0) among `files` (None: every file), with the query's
-    own masks (leakage rule, caller's exclusions) and the cursor's (visible lines)."""
+def bm25_within(view: RepoView, query: RoundQuery, files: set[str] | None, k: int,
+                leave_out: frozenset[str] = frozenset()) -> list[ScoredFragment]:
+    """The best `k` windows by BM25 (alpha 0) among `files` (None: every file) but those of
+    `leave_out`, with the query's own masks (leakage rule, caller's exclusions) and the cursor's
+    (visible lines)."""
     excluded = query.excluded
-    if files is not None:
-        outside = np.flatnonzero(~view.fragments_of_files(files))  # fragment ids, as retrieve_at takes them
+    if files is not None or leave_out:
+        left_out = view.fragments_of_files(set(leave_out))  # bool, shape (n_fragments,)
+        inside = ~left_out if files is None else view.fragments_of_files(files) & ~left_out
+        outside = np.flatnonzero(~inside)  # fragment ids, as retrieve_at takes them
         if excluded is not None:
             caller = np.flatnonzero(excluded) if excluded.dtype == bool else excluded.astype(np.int64)
             outside = np.union1d(outside, caller)

@@ -52,7 +52,7 @@ def summary_tree_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]
         return []
     settings = view.config.retrieval
     walk = view.memories.summary_tree().walk(query.text, view.config.bm25, settings.summary_walk_files,
-                                                settings.summary_walk_steps)
+                                                settings.summary_walk_steps, frozenset({query.cursor.path}))
     return bm25_within(view, query, {path for path, _ in walk.files} | {query.cursor.path}, settings.top_k)
 
 

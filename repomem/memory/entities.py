@@ -194,11 +194,20 @@ def reflection_question(code_path: str, code: str, evidence: list[str]) -> str:
 
 
 def asked_name(answer: str | None, known: set[str] | dict) -> str | None:
-    """The first name in the answer (after yes/no) that the memory knows."""
-    for match in _NAME.finditer(answer or ""):
-        name = match.group()
-        if name.lower() in ("yes", "no"):
-            continue
-        if name in known or name.rsplit(".", 1)[-1] in known:
-            return name
-    return None
+    """The name the answer asks for, among those the memory knows: one quoted (`` `load_config` ``)
+    first, then one shaped like code (`load_config`, `Settings.get`, `fn2`, `loadConfig`), else the
+    last one named. Answers are sentences (`no, need to check load_config`), and plain words
+    (`check`, `name`, `get`) are often also a method somewhere in the repository."""
+    text = answer or ""
+    names = [match for match in _NAME.finditer(text)
+             if match.group().lower() not in ("yes", "no")
+             and (match.group() in known or match.group().rsplit(".", 1)[-1] in known)]
+    if not names:
+        return None
+    quoted = [match for match in names if match.start() > 0 and text[match.start() - 1] in "`'\"*"]
+    shaped = [match for match in names if _CODE_SHAPED.search(match.group())]
+    return (quoted or shaped or names[-1:])[0].group()
+
+
+# A name no English word looks like: an underscore, a dot, a digit, or a capital after its first letter.
+_CODE_SHAPED = re.compile(r"[_.\d]|.[A-Z]")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from repomem.languages.parsed import FileSyntax
+from repomem.memory.docstrings import docstring_line
 
 GIST_HEADERS = 3  # definition headers a gist names
 GIST_LINE_CHARS = 100  # characters kept of one line of a gist
@@ -66,10 +67,12 @@ def extractive_gist(lines: Sequence[str], start: int, end: int, syntax: FileSynt
                         if not d.in_function and start <= int(syntax.start_line[d.node]) < end})
     parts = [_short(lines[h]) for h in heads[:GIST_HEADERS]]
     if heads:
-        after = next((lines[n].strip() for n in range(heads[0] + 1, min(end, heads[0] + 6))
-                      if lines[n].strip() and not lines[n].rstrip().endswith((",", "(", "["))), "")
-        if after.startswith(('"""', "'''")):
-            parts.insert(1, _short(after.strip("\"' ")))
+        # The first line after the header's own (a signature may run over several lines).
+        body = next((n for n in range(heads[0] + 1, min(end, heads[0] + 6))
+                     if lines[n].strip() and not lines[n].rstrip().endswith((",", "(", "["))), None)
+        docstring = docstring_line(lines, body, end) if body is not None else ""
+        if docstring:
+            parts.insert(1, _short(docstring))
         if len(heads) > GIST_HEADERS:
             parts.append(f"and {len(heads) - GIST_HEADERS} more definitions")
     else:
@@ -102,7 +105,9 @@ class GistMemory:
                 continue
             syntax, lines = source(path)
             out = []
-            for start, end in page_bounds(syntax, len(lines), self.page_lines):
+            # A final line break ends the last line, it starts no line of its own (as editors count).
+            n_lines = len(lines) - (len(lines) > 1 and lines[-1] == "")
+            for start, end in page_bounds(syntax, n_lines, self.page_lines):
                 key = page_digest("\n".join(lines[start:end]))
                 model_gist = written(key) if written is not None else None
                 gist = (f"lines {start + 1}-{end}: {model_gist}" if model_gist

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from repomem.config import BM25Config
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import FileSyntax
+from repomem.memory.docstrings import docstring_line
 
 MAX_FILE_LINES = 40  # signature lines kept of one file (big modules have hundreds of methods)
 CHILD_LINES = 3  # lines of each child's summary a folder repeats
@@ -57,9 +58,9 @@ def file_summary(path: str, syntax: FileSyntax | None, lines: Sequence[str]) -> 
     """The path, the module docstring's first line, then signature lines of definitions outside
     functions (classes, their methods, module-level functions), in file order."""
     out = [path]
-    first = next((line.strip() for line in lines if line.strip()), "")
-    if first.startswith(('"""', "'''")):
-        out.append(first.strip("\"' "))
+    docstring = docstring_line(lines, 0, len(lines))
+    if docstring:
+        out.append(docstring)
     if syntax is not None:
         starts = sorted({int(syntax.start_line[d.node]) for d in syntax.definitions if not d.in_function})
         for start in starts[:MAX_FILE_LINES]:
@@ -104,6 +105,7 @@ class SummaryTree:
     kids: dict[str, set[str]] = field(default_factory=dict)  # folder -> child paths
     summarised: int = 0  # summaries computed by the last build or update (the cost HAT bounds)
     _scorer: _SummaryScorer | None = None  # BM25 statistics over the summaries, rebuilt after a change
+    _scorer_stale: bool = False  # the summaries changed since: the next use rebuilds it, reusing its counts
 
     @classmethod
     def build(cls, files: Mapping[str, str], source: FileSource, written: WrittenSummary | None = None) -> SummaryTree:
@@ -140,7 +142,7 @@ class SummaryTree:
         if "" not in self.nodes:
             dirty.add("")
         if changed or removed:
-            self._scorer = None
+            self._scorer_stale = True
         # Deepest folders first, so each reads its children's new summaries.
         for folder in sorted(dirty, key=lambda p: (-(p.count("/") + (p != "")), p)):
             children = tuple(sorted(self.kids.get(folder, ())))
@@ -171,8 +173,9 @@ class SummaryTree:
             del self.kids[parent]
 
     def _scorer_for(self, config: BM25Config) -> _SummaryScorer:
-        if self._scorer is None or self._scorer.config != config:
+        if self._scorer is None or self._scorer_stale or self._scorer.config != config:
             self._scorer = _SummaryScorer(self.nodes.values(), config, self._scorer)
+            self._scorer_stale = False
         return self._scorer
 
     def ranked_children(self, path: str, query: str, config: BM25Config) -> list[tuple[SummaryNode, float]]:
@@ -197,10 +200,12 @@ class SummaryTree:
                 stack.extend(reversed(node.children))
         return found
 
-    def walk(self, query: str, config: BM25Config, want_files: int, max_steps: int) -> WalkResult:
+    def walk(self, query: str, config: BM25Config, want_files: int, max_steps: int,
+             leave_out: frozenset[str] = frozenset()) -> WalkResult:
         """Best-first from the root: pop the best-scoring node, score its children's summaries by
-        BM25 against the query, push them; a file popped is reached. Stops at `want_files` files
-        or `max_steps` folders expanded."""
+        BM25 against the query, push them; a file popped is reached, unless `leave_out` names it
+        (the cursor's own file, whose summary matches a query made of its lines best and which the
+        caller ranks anyway). Stops at `want_files` files or `max_steps` folders expanded."""
         query_terms = Counter(tokenize(query, config))
         scorer = self._scorer_for(config)
         frontier: list[tuple[float, str]] = [(-0.0, "")]
@@ -210,7 +215,8 @@ class SummaryTree:
             negative, path = heapq.heappop(frontier)
             node = self.nodes[path]
             if node.kind == "file":
-                reached.append((path, -negative))
+                if path not in leave_out:
+                    reached.append((path, -negative))
                 continue
             steps += 1
             for child in node.children:

@@ -37,8 +37,9 @@ ELPA = Path("/usr/share/emacs/site-lisp/elpa")  # Debian's system-wide Emacs pac
 EXPECTED = "    return compute_tax(amount_cents, tax_class)"
 READY_WITHIN_S = 240
 ANSWER_WITHIN_S = 120
+SETTLED_S = 5.0  # no snapshot written for this long: the index has settled after a change on disk
 RETRY_S = 12  # lsp-mode gives a request up after 10 s (lsp-response-timeout)
-CHECKS = ("ready", "complete_line", "accept_logged", "partial_word", "quit")
+CHECKS = ("ready", "complete_line", "accept_logged", "partial_word", "file_watch", "quit")
 
 INIT_EL = """\
 ;;; init.el --- a user's set-up for tests/e2e/test_emacs_lsp_mode.py  -*- lexical-binding: t; -*-
@@ -52,8 +53,7 @@ INIT_EL = """\
 (require 'json)
 (require 'lsp-mode)
 (setq lsp-auto-guess-root t            ; no question about the project's root
-      lsp-enable-file-watchers nil
-      lsp-headerline-breadcrumb-enable nil)
+      lsp-headerline-breadcrumb-enable nil)  ; lsp-mode's file watchers on, as users have them
 (load {config} nil t)
 (setq repomem-server-command (list {python} "-m" "repomem" "serve")
       repomem-settings '(:maxNewTokens 64 :maxPromptTokens 1024 :debounceMs 10))
@@ -201,6 +201,28 @@ def test_a_partly_typed_name_is_replaced(tty: Tty):
         result["details"] = f"`return com` + RET -> {state['line']!r}"
 
 
+def test_a_file_changed_on_disk_is_indexed_and_the_index_settles(tty: Tty):
+    """lsp-mode watches every folder of the project (by default): a file changed by another program
+    is reported and indexed, a snapshot written (the server's own watch of the disk may write one
+    more); the snapshots' own files, reported in turn, write no more: they once made the server
+    write a snapshot twenty times a second, for ever."""
+    with matrix_check(tty.results, "file_watch") as result:
+        current = tty.workspace / ".repomem" / "CURRENT"
+        before = current.read_text()
+        with (tty.workspace / "shop" / "cart.py").open("a") as handle:
+            handle.write("\n# changed by another program\n")
+        tty.wait(lambda: current.read_text() != before, 30, "a new snapshot after the change")
+        written = [current.read_text()]
+        started = last_change = time.monotonic()
+        while time.monotonic() - last_change < SETTLED_S and time.monotonic() - started < 30:
+            if current.read_text() != written[-1]:
+                written.append(current.read_text())
+                last_change = time.monotonic()
+            time.sleep(0.02)
+        assert time.monotonic() - last_change >= SETTLED_S and len(written) <= 3, written
+        result["details"] = f"the change indexed: {len(written)} snapshot(s), then none for {SETTLED_S:g} s"
+
+
 def test_quitting_leaves_no_process(tty: Tty):
     with matrix_check(tty.results, "quit") as result:
         seen = dict(tty.watcher.seen)
@@ -222,3 +244,36 @@ def test_quitting_leaves_no_process(tty: Tty):
         left = [seen[process] for process in seen if alive(process)]
         assert not left, f"still running {GONE_WITHIN_S} s after Emacs quit: {left}"
         result["details"] = f"Emacs, repomem and its model gone {time.monotonic() - quit_at:.1f} s after kill-emacs"
+
+
+def test_a_file_outside_any_repository_does_not_activate_repomem(tmp_path: Path):
+    """lsp-mode makes a stray file's folder (the home folder, say) the workspace: the set-up
+    activates repomem only for a file in a repository (.git or repomem.toml above it, or an index
+    other than the home folder's), as the eglot set-up starts it."""
+    binary = shutil.which("emacs")
+    if binary is None or not _lsp_mode_version():
+        unavailable("emacs or lsp-mode not installed: apt-get install emacs-nox elpa-lsp-mode elpa-company")
+    home = tmp_path / "home"
+    env = private_environment(home)
+    (home / ".repomem").mkdir()
+    (home / "notes").mkdir()
+    (home / "project" / ".git").mkdir(parents=True)
+    (home / "indexed" / ".repomem").mkdir(parents=True)
+    script = f"""
+(dolist (dir (directory-files {elisp_string(str(ELPA))} t "^[^.]")) (add-to-list 'load-path dir))
+(require 'lsp-mode)
+(load {elisp_string(str(CONFIG))} nil t)
+(let ((activation (lsp--client-activation-fn (gethash 'repomem lsp-clients))))
+  (dolist (file '("notes/scratch.py" "project/main.py" "indexed/main.py"))
+    (with-temp-buffer
+      (setq buffer-file-name (expand-file-name file "~"))
+      (python-mode)
+      (princ (format "%s=%s\\n" file (if (funcall activation buffer-file-name major-mode) "yes" "no"))))))
+(princ (format "ignored=%s\\n" (if (seq-some (lambda (re) (string-match-p re "/x/.repomem"))
+                                             lsp-file-watch-ignored-directories) "yes" "no")))
+"""
+    done = subprocess.run([binary, "--batch", "-Q", "--eval", f"(progn {script})"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["notes/scratch.py=no", "project/main.py=yes", "indexed/main.py=yes",
+                                   "ignored=yes"], (done.stdout, done.stderr[-2000:])

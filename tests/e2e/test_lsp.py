@@ -369,6 +369,32 @@ async def test_disk_changes_reach_retrieval(client: LanguageClient, workspace: P
     assert current.read_text() != snapshot
 
 
+async def test_file_events_that_change_nothing_write_no_snapshot(client: LanguageClient, workspace: Path):
+    """A save of the index is itself a change a client's watcher reports (lsp-mode watches every
+    folder): saving again for those reports wrote snapshots for ever. Events for the index's and
+    git's own files, and for a file as indexed, write nothing; a real change writes one."""
+    current = workspace / ".repomem" / "CURRENT"
+    before = current.read_text()
+
+    def reported(*paths: Path) -> None:
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+            types.FileEvent(uri=path.as_uri(), type=types.FileChangeType.Changed) for path in paths]))
+
+    reported(current, workspace / ".repomem" / before.strip() / "manifest.json", workspace / ".git" / "index",
+             workspace / "shop" / "pricing.py")
+    (workspace / "shop" / "fees.py").write_text("def service_fee_cents(amount_cents: int) -> int:\n"
+                                                "    return amount_cents // 50\n")
+    reported(workspace / "shop" / "fees.py")  # handled after the others, on the same thread
+    for _ in range(100):
+        if current.read_text() != before:
+            break
+        await asyncio.sleep(0.1)
+    after = current.read_text()
+    assert after != before
+    number = re.compile(r"(\d+)")
+    assert int(number.search(after).group(1)) == int(number.search(before).group(1)) + 1, (before, after)
+
+
 async def test_a_file_deleted_while_open_still_completes(client: LanguageClient, workspace: Path):
     doomed = workspace / "shop" / "doomed.py"
     doomed.write_text("from .pricing import compute_tax\n\n\ndef doomed_tax(amount_cents):\n    return \n")

@@ -35,11 +35,12 @@ SETTINGS = {"maxNewTokens": 4, "maxPromptTokens": 256, "debounceMs": 0, "answerW
 class RawClient:
     """Bytes in, parsed frames out (on a reader thread)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, env: dict[str, str] | None = None):
         self.process = subprocess.Popen([sys.executable, "-m", "repomem", "serve"], cwd=root, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.messages: queue.Queue[dict] = queue.Queue()
         self.logs: list[str] = []  # every window/logMessage, as it arrives
+        self.shown: list[str] = []  # every window/showMessage
         self.stderr: list[str] = []
         self._next_id = 1000
         threading.Thread(target=self._read, daemon=True).start()
@@ -60,6 +61,8 @@ class RawClient:
             message = json.loads(out.read(int(headers["content-length"])))
             if message.get("method") == "window/logMessage":
                 self.logs.append(message["params"]["message"])
+            elif message.get("method") == "window/showMessage":
+                self.shown.append(message["params"]["message"])
             self.messages.put(message)
 
     def _read_stderr(self) -> None:
@@ -164,6 +167,29 @@ def test_a_request_before_initialize_is_server_not_initialized(workspace: Path):
         client.notify("textDocument/didOpen", {})  # a notification before initialize is dropped
         _initialize(client, workspace)
         client.alive()
+    finally:
+        client.process.kill()
+        client.process.wait()
+    assert not any("Traceback" in line for line in client.stderr), "".join(client.stderr)
+
+
+def test_a_workspace_that_is_the_home_folder_is_not_indexed(tmp_path: Path, model_path: str):
+    """A client with no project for a stray file gives its folder, the home folder say (lsp-mode
+    guessing a root, VS Code opened on ~): the server says so and indexes nothing there, as the
+    command line refuses to."""
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "scratch.py").write_text("def scratch():\n    return 1\n")
+    env = {**os.environ, "HOME": str(home), "REPOMEM_CACHE": str(Path(model_path).parent.parent)}
+    client = RawClient(home, env)
+    try:
+        _initialize(client, home)
+        deadline = time.monotonic() + 60
+        while not any("home folder" in line for line in client.shown) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any("is your home folder: nothing indexed" in line for line in client.shown), client.shown
+        client.alive()
+        assert not (home / ".repomem").exists()
     finally:
         client.process.kill()
         client.process.wait()

@@ -542,3 +542,66 @@ def test_quitting_stops_the_server_and_its_model(nvim):
         assert not left, f"still running 15 s after :qa!: {left}"
         nvim.gone_after_s = time.monotonic() - quit_at
         result["details"] = f"{len(processes)} processes under nvim: gone {nvim.gone_after_s:.1f} s after :qa!"
+
+
+# -- which files start a server ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("editor", ["debian", "0.12", "vim-ale"])
+def test_a_file_outside_any_repository_starts_no_server_despite_an_index_at_home(editor, tmp_path: Path):
+    """An index in the home folder (written by a server an editor once gave it as its workspace)
+    made the home folder every stray file's project root, and its server then indexed all of it.
+    The set-ups find roots as `repomem` does: .git or repomem.toml first, an index only elsewhere
+    than the home folder. A file in a repository still starts the server (a stand-in command that
+    leaves a mark; no model), and in Vim the omnifunc is repomem's there only."""
+    home = tmp_path / "home"
+    (home / ".repomem").mkdir(parents=True)
+    (home / "notes").mkdir()
+    (home / "notes" / "scratch.py").write_text("x = 1\n")
+    (home / "project" / ".git").mkdir(parents=True)
+    (home / "project" / "main.py").write_text("y = 2\n")
+    started = tmp_path / "started"
+    stand_in = [sys.executable, "-c", f"open({str(started)!r}, 'a').write('x'); import time; time.sleep(30)"]
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"TMUX", "NVIM", "NVIM_LISTEN_ADDRESS", "VIMINIT", "MYVIMRC"}}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    out = tmp_path / "out.txt"
+
+    def opened(path: Path) -> str:
+        """Open `path` and wait a moment; Vim writes the omnifunc."""
+        if editor == "vim-ale":
+            binary = require_binary("vim", "vim")
+            debian_ale()
+            vimrc = tmp_path / "vimrc"
+            vimrc.write_text(f"set nocompatible\npackadd! ale\nfiletype plugin on\n"
+                             f"let g:ale_linters = {{'python': ['repomem']}}\n"
+                             f"let g:repomem_command = {vim_string(stand_in[0])}\n"
+                             f"source {VIM_PLUGIN}\n")
+            command = [binary, "-N", "-u", str(vimrc), "-i", "NONE", "-n", "-es", str(path),
+                       "-c", f"redir! > {out} | silent echo &omnifunc | redir END", "-c", "qa!"]
+        else:
+            binary, runtime = (require_binary("nvim", "neovim"), None) if editor == "debian" else newest_nvim()
+            if runtime is not None:
+                env["VIMRUNTIME"] = runtime
+            lua = tmp_path / "init.lua"
+            lua.write_text(f"vim.g.repomem_cmd = vim.fn.json_decode([==[{json.dumps(stand_in)}]==])\n"
+                           "vim.cmd('filetype plugin on')\n"
+                           f"vim.cmd('luafile {PLUGIN}')\n")
+            # (Neovim lists a client once its server answered `initialize`: the stand-in's mark tells.)
+            command = [binary, "--headless", "-n", "-i", "NONE", "-u", str(lua), str(path), "-c", "sleep 1500m",
+                       "-c", "qa!"]
+        subprocess.run(command, env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        return out.read_text().strip() if out.exists() else ""
+
+    stray = opened(home / "notes" / "scratch.py")
+    if editor == "vim-ale":
+        assert stray != "RepomemOmniFunc", stray  # the filetype's own omnifunc stays
+        assert opened(home / "project" / "main.py") == "RepomemOmniFunc"
+    else:
+        assert not started.exists()
+        opened(home / "project" / "main.py")
+        deadline = time.monotonic() + 10
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert started.exists()

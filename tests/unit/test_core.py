@@ -456,6 +456,20 @@ def test_find_repo_root(tmp_path):
     assert find_repo_root(lonely) is None or find_repo_root(lonely) != lonely
 
 
+def test_an_index_in_the_home_folder_makes_no_repository_of_it(tmp_path, monkeypatch):
+    """An index written in the home folder (an editor's server given it as its workspace) made
+    every stray file under it part of one repository; an index in any other folder still marks one."""
+    home = tmp_path / "home"
+    (home / ".repomem").mkdir(parents=True)
+    (home / "notes").mkdir()
+    (home / "project" / ".repomem").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert find_repo_root(home / "notes") is None
+    assert find_repo_root(home / "project") == home / "project"
+    (home / ".git").mkdir()  # a home folder that is a repository (dotfiles) is one
+    assert find_repo_root(home / "notes") == home
+
+
 # -- regressions found in review ------------------------------------------------------------------
 
 def test_config_rejects_values_that_would_break_indexing():

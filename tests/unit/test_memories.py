@@ -11,16 +11,20 @@ from pathlib import Path
 
 import numpy as np
 
+from repomem.backends.base import Generation
 from repomem.backends.templates import CODELLAMA, PLAIN, QWEN
+from repomem.completion.engine import CompletionEngine
 from repomem.completion.model_calls import chosen_numbers, says_yes
 from repomem.completion.packing import pack_blocks
 from repomem.completion.prompt import ContextBlock
-from repomem.memory.entities import names_at_cursor
+from repomem.memory.docstrings import docstring_line
+from repomem.memory.entities import asked_name, names_at_cursor
 from repomem.memory.gists import page_bounds
 from repomem.memory.memwalker import Option, walk
 from repomem.memory.summary_tree import parent_of
 from repomem.memory.written_summaries import FILE_NAME, WrittenSummaries
 from repomem.service import RepoService
+from tests.repos import write_repo
 
 # -- MemWalker's navigation ------------------------------------------------------------------------
 
@@ -322,3 +326,107 @@ def test_names_in_brace_languages_skip_their_comments_and_keywords():
     js = "// not computeTax: legacyTotal is gone\n/* see legacyPricing */\nconst total = price(x, `${y}`);\n"
     assert names_at_cursor(js, 10, "//") == ["x", "price", "total"]
     assert names_at_cursor("q = a // b  # c\n", 10) == ["b", "a", "q"]  # Python's // divides
+
+
+# -- Reading the answers and the repository right (the review of 2026-12-05) -----------------------
+
+def test_a_label_named_before_any_number_picks_that_option_and_list_words_join_numbers():
+    windows = {1: "lines 1-10", 2: "lines 1-20"}
+    assert chosen_numbers("lines 1-20", range(0, 3), 1, windows) == [2]
+    assert chosen_numbers("2: lines 1-10", range(0, 3), 1, windows) == [2]  # a number first chose
+    assert chosen_numbers("Page 2 and page 5", range(1, 9), 3) == [2, 5]
+    assert chosen_numbers("#1, #3", range(1, 9), 3) == [1, 3]
+    assert says_yes('"yes"') is True and says_yes("`yes`") is True and says_yes("**Yes**") is True
+    assert says_yes('"no"') is False
+
+
+def test_the_name_asked_for_is_the_code_shaped_one_not_an_ordinary_word_before_it():
+    known = {"name", "check", "get", "load_config", "Settings"}
+    assert asked_name("No. The next name to look up is load_config.", known) == "load_config"
+    assert asked_name("no, need to check load_config", known) == "load_config"
+    assert asked_name("no - get the definition of `name`", known) == "name"  # quoted wins
+    assert asked_name("no, Settings", known) == "Settings"
+    assert asked_name("no idea", known) is None
+
+
+def test_a_docstring_is_found_past_a_shebang_and_below_a_bare_opening():
+    lines = ["#!/usr/bin/env python", "# Licensed under MIT", '"""Parse invoices."""', "import os"]
+    assert docstring_line(lines, 0, len(lines)) == "Parse invoices."
+    lines = ['"""', "Tax computation for orders.", '"""', "def tax(): pass"]
+    assert docstring_line(lines, 0, len(lines)) == "Tax computation for orders."
+    assert docstring_line(["r'''Raw text", "'''"], 0, 2) == "Raw text"
+    assert docstring_line(['"""', '"""'], 0, 2) == "" and docstring_line(["x = 1"], 0, 1) == ""
+
+
+class _Scripted:
+    """A model that answers the memory's questions from a script ("1" once it runs out)."""
+
+    name, template, context_tokens = "scripted", QWEN, 32768
+
+    def __init__(self, answers: list[str]):
+        self.answers = list(answers)
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+    def generate(self, request):
+        answer = self.answers.pop(0) if self.answers else "1"
+        return Generation(answer, self.count(request.prompt), 3, 0, "stop", 0.01, -0.1)
+
+    def close(self) -> None:
+        pass
+
+
+def _prepared(root: Path, path: str, line: int, column: int, strategy: str, answers: list[str]):
+    service = RepoService.open(root)
+    service.ensure_index()
+    engine = CompletionEngine(service, _Scripted(answers), service.config)
+    cursor = service.cursor_at(root / path, line, column)
+    return engine.prepare(engine.request(cursor, strategy))
+
+
+def test_readagent_finds_other_files_pages_when_the_cursors_file_matches_best(tmp_path: Path):
+    """120 look-alike functions in the cursor's file took every place of the page search, and the
+    strategy answered with no context at all."""
+    handlers = "".join(f"def handle_order_{i}(order, cart):\n    total = order.total + cart.total\n"
+                       f"    return total\n\n\n" for i in range(120))
+    root = write_repo(tmp_path / "repo", {
+        "lib/pricing.py": "def price_of(order):\n    return order.total * 2\n",
+        "app/handlers.py": "def handle_new(order, cart):\n    total = order.total + cart.total\n    return \n\n\n"
+                           + handlers})
+    prepared = _prepared(root, "app/handlers.py", 3, 11, "readagent", ["1"])
+    assert [f.path for f in prepared.fragments][:1] == ["lib/pricing.py"]
+
+
+def test_qrmem_looks_up_a_name_the_first_cut_of_the_evidence_left_out(tmp_path: Path):
+    tools = "".join(f"def fn_{c}(x):\n    return x\n\n\n" for c in "abcdef")
+    main = ("from lib.tools import fn_a, fn_b, fn_c, fn_d, fn_e, fn_f\n\n\ndef run(x):\n    y = fn_a(x)\n"
+            "    y = fn_b(y)\n    y = fn_c(y)\n    y = fn_d(y)\n    y = fn_e(y)\n    return fn_f(y) + \n")
+    root = write_repo(tmp_path / "repo", {"lib/tools.py": tools, "app/main.py": main})
+    prepared = _prepared(root, "app/main.py", 10, 21, "qrmem", ["no fn_a", "yes"])
+    assert prepared.model_calls[0].decision == "look up fn_a"
+    assert ("lib/tools.py", 0) in {(f.path, f.start_line) for f in prepared.fragments}
+
+
+def test_the_cursors_own_file_and_a_folder_of_it_alone_are_no_walk_choice(tmp_path: Path):
+    files = {f"lib/m{i}.py": f"def helper_{i}(order):\n    return order.total + {i}\n" for i in range(6)}
+    files["app/orders.py"] = "def order_total(order):\n    return order.total + \n"
+    root = write_repo(tmp_path / "repo", files)
+    service = RepoService.open(root)
+    service.ensure_index()
+    tree = service.memories.summary_tree()
+    query = "def order_total(order):\n    return order.total + "
+    walked = tree.walk(query, service.config.bm25, 3, 64, frozenset({"app/orders.py"}))
+    assert len(walked.files) == 3 and "app/orders.py" not in {path for path, _ in walked.files}
+    # MemWalker at the root: `app/` holds only the cursor's file and is not offered.
+    prepared = _prepared(root, "app/orders.py", 2, 25, "memwalker", ["1", "1", "1", "1", "1", "1"])
+    assert prepared.model_calls and all("app/" not in call.prompt.split("Its parts:")[-1]
+                                        for call in prepared.model_calls)
+
+
+def test_a_pages_range_ends_at_the_files_last_line(tmp_path: Path):
+    root = write_repo(tmp_path / "repo", {"a.py": "".join(f"x{i} = {i}\n" for i in range(13))})
+    service = RepoService.open(root)
+    service.ensure_index()
+    pages = service.memories.gist_memory().pages["a.py"][1]
+    assert pages[-1].end_line == 13 and pages[-1].gist.startswith(f"lines {pages[0].start_line + 1}-13:")
