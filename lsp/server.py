@@ -335,7 +335,10 @@ class RepomemServer(LanguageServer):
     def apply_options(self, options: Any) -> None:
         """New client settings, applied to the session (on the model thread, which owns it)."""
         assert self.session is not None
-        self.settings_in_force = options
+        # Kept as repomem's own object (unwrapped from a "repomem" key): Neovim 0.12 sends the same
+        # settings wrapped at initialize and bare in its first change, which read as a change and
+        # stopped and reconfigured everything for nothing.
+        self.settings_in_force = settings_after_change(options, None)
         for problem in self.session.configure(options):
             self.show("warning", problem)
 

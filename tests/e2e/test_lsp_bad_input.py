@@ -484,6 +484,23 @@ class _SlowModel(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def test_the_settings_sent_again_bare_change_nothing_and_stop_no_completion(workspace: Path):
+    """Neovim 0.12 sends its settings wrapped (`{"repomem": ...}`) at initialize and bare in its
+    first didChangeConfiguration: the same settings, read as a change, stopped the completion
+    running and reconfigured the session for nothing."""
+    with _served_by(_SlowModel, workspace) as (client, url):
+        settings = {**SETTINGS, "endpoint": url}
+        _initialize(client, workspace, {"repomem": settings})
+        _wait_for_log(client, "model ready")
+        uri = _open_copy_of_report(client, workspace, "report_same_settings.py")
+        running = client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 11))
+        time.sleep(1.0)  # the request reaches the model server and waits there
+        client.notify("workspace/didChangeConfiguration", {"settings": settings})
+        assert client.answer(running, timeout_s=2.0, required=False) is None  # still running
+        _SlowModel.release.set()
+        assert "result" in client.answer(running, timeout_s=30)  # answered once the model is
+
+
 @pytest.mark.parametrize("method", ["textDocument/inlineCompletion", "textDocument/completion"])
 def test_shutdown_while_a_completion_runs_is_answered_and_exit_is_clean(workspace: Path, method: str):
     """`shutdown` then `exit` sent while a completion waits on a slow served model (an inline
