@@ -95,7 +95,9 @@ def _repomem(checkout: Path, cache: Path, *args: str) -> tuple[dict, float]:
     """`cache`: the checkout's own folder; its indexes go there unless it holds IN_REPO."""
     config = cache / "config.toml"
     config.write_text("" if (cache / IN_REPO).exists() else f'[index]\ncache_dir = "{cache / "indexes"}"\n')
-    environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config)}
+    # Never answered by a daemon (one a terminal command started stays up 30 idle minutes): the
+    # figure is a fresh process's, as the reference checkout's commands are.
+    environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config), "REPOMEM_NO_DAEMON": "1"}
     return timed_repomem(environment, checkout, *args)
 
 

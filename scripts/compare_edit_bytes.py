@@ -148,7 +148,9 @@ def main() -> int:
         shutil.rmtree(root)
     shutil.copytree(args.repo, root, ignore=shutil.ignore_patterns(".repomem", "__pycache__"))
     config, _ = load_config(root)
-    config = dataclasses.replace(config, index=dataclasses.replace(config.index, compact_ratio=1e9))
+    # The index in the copied tree, made afresh each run (a user's cache folder would hold the last
+    # run's index of the same path, and the build would update it).
+    config = dataclasses.replace(config, index=dataclasses.replace(config.index, compact_ratio=1e9, cache_dir=""))
     service = RepoService.open(root, config)
     assert not isinstance(service, Failure), service
     editor = Editor(root)

@@ -67,7 +67,9 @@ def build_and_edit(repo: Path, work: Path) -> int:
         shutil.rmtree(root)
     shutil.copytree(repo, root, ignore=shutil.ignore_patterns(".repomem", "__pycache__", ".git"))
     config, _ = load_config(root)
-    config = dataclasses.replace(config, index=dataclasses.replace(config.index, compact_ratio=1e9))
+    # The index in the copied tree, which each run copies afresh: with the user's cache folder the
+    # second checkout's "cold build" found the first one's index and updated it.
+    config = dataclasses.replace(config, index=dataclasses.replace(config.index, compact_ratio=1e9, cache_dir=""))
     service = RepoService.open(root, config)
     assert not isinstance(service, Failure), service
     mtimes = itertools.count(FIRST_MTIME_NS, 10**9)
@@ -81,7 +83,9 @@ def build_and_edit(repo: Path, work: Path) -> int:
         result = service.ensure_index()
         if isinstance(result, Failure):
             raise SystemExit(f"{name}: {result.message}")
-        print(f"== {name}")
+        if name == "cold build" and result.action != "built":
+            raise SystemExit(f"the cold build was {result.action!r}: an index of the copy was there already")
+        print(f"== {name} {result.action}")
         print("\n".join(snapshot_listing(root, service)), flush=True)
 
     step("cold build")

@@ -36,17 +36,57 @@ def module_at(rev: str, path: str) -> types.ModuleType:
     return module
 
 
+# Compiles the index kernels of the checkout first on PYTHONPATH, where that checkout can (a
+# checkout older than repomem.kernel_compile compiles them in its first probe, as it always did).
+COMPILE_KERNELS = """
+try:
+    from repomem.kernel_compile import compile_kernels_once
+    from repomem.progress import NoProgress
+except ImportError:
+    raise SystemExit(0)
+compile_kernels_once(NoProgress())
+"""
+
+
 @contextlib.contextmanager
 def reference_worktree(rev: str) -> Iterator[Path]:
+    """REV checked out in a scratch folder, its kernels compiled: a fresh worktree has no numba
+    cache beside its sources, and its first probe compiled every kernel in process while this
+    checkout's loaded them (266 against 180 MB resident, and seconds, in a first round)."""
     with tempfile.TemporaryDirectory(prefix="repomem-reference-") as scratch:
         checkout = Path(scratch) / "checkout"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), rev],
                        check=True, capture_output=True)
+        subprocess.run([sys.executable, "-c", COMPILE_KERNELS], env={**os.environ, "PYTHONPATH": str(checkout)},
+                       cwd=checkout, capture_output=True, check=False)
         try:
             yield checkout
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)],
                            capture_output=True)
+
+
+# Run before a probe: `repomem.lsp` and `repomem.evaluation` from the checkout's `lsp/` and `eval/`.
+# PYTHONPATH puts the checkout's `repomem` first, but those two packages live outside it, and the
+# editable install's finder mapped them to this working tree's folders: a probe of the reference's
+# server or evaluation would have run this checkout's.
+CHECKOUT_PACKAGES = """
+import importlib.util as _util, sys as _sys
+from pathlib import Path as _Path
+
+class _CheckoutPackages:
+    FOLDERS = {{"repomem.lsp": "lsp", "repomem.evaluation": "eval"}}
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        folder = cls.FOLDERS.get(name)
+        init = _Path({checkout!r}) / folder / "__init__.py" if folder else None
+        if init is None or not init.is_file():
+            return None
+        return _util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+
+_sys.meta_path.insert(0, _CheckoutPackages)
+"""
 
 
 def run_probe(checkout: Path, cache: Path, probe: str, *args: str) -> dict:
@@ -57,8 +97,8 @@ def run_probe(checkout: Path, cache: Path, probe: str, *args: str) -> dict:
     config.write_text(f'[index]\ncache_dir = "{cache / "indexes"}"\n')
     environment = {**os.environ, "PYTHONPATH": str(checkout), "REPOMEM_CONFIG": str(config),
                    "REPOMEM_NO_DAEMON": "1"}
-    run = subprocess.run([sys.executable, "-c", probe, *args], env=environment, capture_output=True, text=True,
-                         cwd=checkout)
+    run = subprocess.run([sys.executable, "-c", CHECKOUT_PACKAGES.format(checkout=str(checkout)) + probe, *args],
+                         env=environment, capture_output=True, text=True, cwd=checkout)
     if run.returncode != 0:
         raise SystemExit(f"{checkout}: {run.stderr[-2000:]}")
     return json.loads(run.stdout.splitlines()[-1])
@@ -68,13 +108,16 @@ def alternating_rounds(before: str, rounds: int, console: Console, tree_name: st
                        arguments: Callable[[int], list[str]]) -> dict[str, list[dict]]:
     """REV ("before REV") and this checkout ("this checkout") in alternating rounds, a fresh
     process each with its own index cache (the first round of each indexes the tree): each
-    probe's JSON by checkout, in round order. `arguments(round)`: the probe's arguments."""
+    probe's JSON by checkout, in round order. `arguments(round)`: the probe's arguments. The
+    order within a round alternates too: the side run first always met the host as the last
+    round left it (warming or still busy)."""
     with reference_worktree(before) as reference, tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         checkouts = {"before " + before: reference, "this checkout": ROOT}
         runs: dict[str, list[dict]] = {label: [] for label in checkouts}
         with console.status("") as status:
             for round_number in range(rounds):
-                for label, checkout in checkouts.items():
+                in_turn = list(checkouts.items())
+                for label, checkout in (in_turn if round_number % 2 == 0 else in_turn[::-1]):
                     status.update(f"round {round_number + 1} of {rounds}: {label} "
                                   f"({'indexing ' + tree_name + ' first, ' if round_number == 0 else ''}{work})")
                     runs[label].append(run_probe(checkout, Path(scratch) / label.replace(" ", "-"), probe,
