@@ -352,7 +352,8 @@ def task_cursor(root: Path, task: EvalTask, file_text: str, typed: str = "", rig
     the file cut there (nothing after it is visible), or with `right_context` over the file whose
     hole lines alone are taken out (`typed` on a line of their own; the code after them follows)."""
     lines = file_text.split("\n")
-    after = lines[task.lineno + len(task.ground_truth.split("\n")):] if right_context else []
+    hole_lines = len(task.ground_truth.rstrip("\n").split("\n"))
+    after = lines[task.lineno + hole_lines:] if right_context else []
     return Cursor(root, task.path, task.lineno, len(typed), "\n".join([*lines[: task.lineno], typed, *after]))
 
 
