@@ -80,6 +80,9 @@ class Language:
     # Line starts (at column 0) that open an import statement: the names in scope that a prompt
     # whose left context was cut no longer shows (prompt.scope_imports).
     import_prefixes: tuple[str, ...] = ()
+    # Where those starts also open other statements (`const x = require(...)` against `const x = 1`):
+    # a regex the whole statement's text must hold to be an import ("": every such statement is one).
+    import_pattern: str = ""
 
     @property
     def resolves_calls(self) -> bool:

@@ -252,3 +252,30 @@ def test_no_second_generation_when_the_prompt_shows_the_definition(tmp_path):
     engine, backend = draft_engine(service, ["compute_tax(amount)\n"], tokens=4000)
     engine.complete(cursor, "fragrel", order="score")
     assert "def compute_tax(" in backend.prompts[0] and len(backend.prompts) == 1
+
+
+def test_javascript_requires_and_re_exports_and_rust_pub_use_are_imports_too(tmp_path):
+    """CommonJS (`const { a } = require("./b")`) and Rust's `pub use` bind names as imports do; a
+    `const` that requires nothing, or requires no module of the repository, is no import, and a
+    re-export (`export { a } from "./b"`) brings no name into the file's scope."""
+    from tests.repos import write_repo
+
+    helpers = "".join(f"function helper{i}(value) {{\n  return value + {i};\n}}\n" for i in range(3))
+    report = ("const { computeTax } = require('../lib/pricing');\nconst LIMIT = computeTax(5, 'std');\n"
+              "export { formatCents } from '../lib/format';\nconst fs = require('fs');\n" + helpers
+              + "function taxFor(amount) {\n  return \n}\n")
+    root = write_repo(tmp_path / "js", {
+        "lib/pricing.js": "function computeTax(amount, taxClass) {\n  return amount;\n}\nmodule.exports = { computeTax };\n",
+        "lib/format.js": "export function formatCents(cents) {\n  return String(cents);\n}\n",
+        "app/report.js": report})
+    service = RepoService.open(root, Config())
+    assert isinstance(service, RepoService) and not hasattr(service.ensure_index(), "kind")
+    lines = report.split("\n")
+    from repomem.languages.javascript import IMPORT_PREFIXES
+
+    spans = repository_imports(service.view().symbols, "app/report.js", lines, IMPORT_PREFIXES, len(lines) - 2, 12)
+    assert [lines[start] for start, _ in spans] == [lines[0]]  # not LIMIT's const, not node's fs
+
+    rust_lines = ["pub use crate::pricing::compute_tax;", "use std::fmt;", "pub(crate) use crate::cart::Cart;",
+                  "fn f() {}"]
+    assert import_statements(rust_lines, ("use ", "pub use ", "pub(crate) use "), 3, "//") == [(0, 1), (1, 2), (2, 3)]

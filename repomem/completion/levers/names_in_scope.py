@@ -28,12 +28,14 @@ from repomem.retrieval.symbol_view import SymbolView
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
-def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int, comment: str = "#"
-                      ) -> list[tuple[int, int]]:
+def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int, comment: str = "#",
+                      pattern: str = "") -> list[tuple[int, int]]:
     """[start, end) line spans of the top-level import statements that start before line `before`
     (0-based): a line at column 0 opening with one of `prefixes`, continued while a bracket stays
     open or a line ends in a backslash (`comment`: what starts a line comment, whose brackets do
-    not count)."""
+    not count), whose text holds `pattern` where one is given (a regex: JavaScript's `const` opens
+    a `require` and any other declaration alike)."""
+    holds = re.compile(pattern).search if pattern else None
     spans: list[tuple[int, int]] = []
     line = 0
     stop = min(before, len(lines))
@@ -49,7 +51,8 @@ def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int
             line += 1
             if depth <= 0 and not code.rstrip().endswith("\\"):
                 break
-        spans.append((start, line))
+        if holds is None or holds("\n".join(lines[start:line])):
+            spans.append((start, line))
     return spans
 
 
@@ -61,7 +64,8 @@ def repository_imports(symbols: SymbolView, path: str, lines: Sequence[str], pre
     if resolved is None:
         return []
     file_id, syntax, resolution = resolved
-    statements = import_statements(lines, prefixes, before, language_named(syntax.language).line_comment)
+    language = language_named(syntax.language)
+    statements = import_statements(lines, prefixes, before, language.line_comment, language.import_pattern)
     if not statements:
         return []
     bound = {binding.local.split(".", 1)[0] for binding in syntax.imports

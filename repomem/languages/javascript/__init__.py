@@ -10,10 +10,17 @@ from repomem.languages.javascript.calls import JavaScriptCallResolver
 from repomem.languages.javascript.syntax import JavaScriptSymbols
 from repomem.languages.language import Language, brace_language
 
+# Statements that bring other modules' names into scope: ES imports (TypeScript's `import x =
+# require()` too) and CommonJS (`const { a } = require("./b")`); a re-export (`export { a } from`)
+# binds no name of the file's own.
+IMPORT_PREFIXES = ("import ", "const ", "let ", "var ")
+IMPORT_PATTERN = r"^import\b|\brequire\s*\("
+
 
 def _language(grammar: str, extensions: tuple[str, ...]) -> Language:
     return brace_language(grammar, extensions, symbols=partial(JavaScriptSymbols, grammar),
-                          call_resolver=JavaScriptCallResolver, import_prefixes=("import ",))
+                          call_resolver=JavaScriptCallResolver, import_prefixes=IMPORT_PREFIXES,
+                          import_pattern=IMPORT_PATTERN)
 
 
 JAVASCRIPT = _language("javascript", (".js", ".mjs", ".cjs", ".jsx"))
