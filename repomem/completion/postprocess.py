@@ -38,6 +38,9 @@ class CompletionShape:
     block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
     line_prefix: str  # the cursor line's text before the cursor
     brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
+    # The opener's statement's own indentation, as written (tabs or spaces): where a body written
+    # before an editor's auto-paired `}` leaves that brace.
+    closer_indent: str = ""
     # The file's text around the cursor (before and after it): a run it shows (a table of
     # `__, __, …`) is written on purpose, not a loop, up to the length it shows (`loop_end`).
     shown: str = field(default="", compare=False, repr=False)
@@ -69,6 +72,40 @@ def _brace_depth_change(line: str) -> int:
     return code.count("{") - code.count("}")
 
 
+def _statement_start(lines: list[str], at: int) -> int:
+    """The line that starts the statement ending at `lines[at]`: an opener written after aligned
+    parameters or a condition over several lines (`           int b) {`) belongs to the statement
+    above, whose indent its closing brace stands at."""
+    def owed(line: str) -> int:  # brackets the line closes that it did not open
+        code = _NOT_CODE.sub("", line)
+        return code.count(")") + code.count("]") - code.count("(") - code.count("[")
+
+    unclosed = owed(lines[at])
+    while unclosed > 0 and at > 0:
+        at -= 1
+        unclosed += owed(lines[at])
+    return at
+
+
+def _closing_column(line: str, depth: int) -> int | None:
+    """Where in `line` the running brace depth, `depth` before the line, first falls below 0 (the
+    column of that `}`), None where it never does; braces in strings and comments do not count."""
+    at = 0
+    while at < len(line):
+        found = _NOT_CODE.match(line, at)
+        if found is not None and found.end() > at:
+            at = found.end()
+            continue
+        if line[at] == "{":
+            depth += 1
+        elif line[at] == "}":
+            depth -= 1
+            if depth < 0:
+                return at
+        at += 1
+    return None
+
+
 def _inside_string_or_comment(prefix: str, suffix: str, language: Language) -> bool:
     source = (prefix + suffix).encode("utf-8")
     offset = len(prefix.encode("utf-8"))
@@ -98,9 +135,13 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
     if _inside_string_or_comment(prefix, suffix, language):
         return CompletionShape(False, -1, current)
     if language.brace_blocks:
-        opener = current if current.strip() else next((line for line in reversed(lines[:-1]) if line.strip()), "")
-        if opener and _opens_brace_block(opener) and (opener is current or not current.strip()):
-            return CompletionShape(True, _indent(opener), current, brace_block=True)
+        at = len(lines) - 1 if current.strip() else next(
+            (n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
+        opener = lines[at] if at >= 0 else ""
+        if opener and _opens_brace_block(opener) and (at == len(lines) - 1 or not current.strip()):
+            statement = lines[_statement_start(lines, at)]
+            return CompletionShape(True, _indent(statement), current, brace_block=True,
+                                   closer_indent=statement[: len(statement) - len(statement.lstrip())])
         return CompletionShape(False, -1, current)
     if current.strip() and _opens_block(current):
         return CompletionShape(True, _indent(current), current)
@@ -154,7 +195,8 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
         settled = cut or looped or at < len(lines) - 1
         if _echoes_next_line(shape.line_prefix + first, line_rest, suffix):
             return "", settled
-        return _without_extra_closers(first.rstrip(), shape.line_prefix, line_rest), settled
+        first = _without_line_rest_echo(first.rstrip(), shape.line_prefix, line_rest)
+        return _without_extra_closers(first, shape.line_prefix, line_rest), settled
     if shape.brace_block:
         kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent)
     else:
@@ -164,7 +206,15 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
     kept = _drop_suffix_echo(kept, suffix)
     while kept and not kept[-1].strip():
         kept.pop()
-    return "\n".join(line.rstrip() for line in kept), settled or cut or looped or repeated
+    text = "\n".join(line.rstrip() for line in kept)
+    if shape.brace_block and text.strip() and next(_lines_of(suffix)).startswith("}"):
+        if "\n" in text:
+            # `{|}` (an editor's auto-paired brace): the body's last line would end glued to that
+            # `}` (`return x;}`); it goes on a line of its own, at the opener's indent.
+            text += "\n" + shape.closer_indent
+        elif kept[-1].endswith(" "):
+            text += " "  # `{ ok: true |}`: the space the model wrote before the brace stays
+    return text, settled or cut or looped or repeated
 
 
 @functools.cache
@@ -217,18 +267,23 @@ def _lines_of(text: str) -> Iterator[str]:
 def _suffix_closes_block(suffix: str, block_indent: int) -> bool:
     """Whether the code after the cursor closes the opener's block: its line's rest starts with `}`
     (an editor's auto-paired brace), or a later line starting with `}` stands at the opener's
-    indent before any line outdented past it (a `}` farther out closes an enclosing block: a
-    `match x {` typed as a function's last statement is still open)."""
+    indent, outside any block the suffix opens, before any line outdented past it (a `}` farther
+    out closes an enclosing block: a `match x {` typed as a function's last statement is still
+    open; a `for` below a new `if err != nil {` closes its own)."""
     lines = _lines_of(suffix)
     if next(lines).strip().startswith("}"):
         return True
+    depth = 0  # blocks the suffix opens itself: a later sibling's `}` closes its own block
     for line in lines:
         if not line.strip():
             continue
         if _indent(line) < block_indent:
             return False
-        if _indent(line) == block_indent and line.strip().startswith("}"):
+        if depth == 0 and _indent(line) == block_indent and line.strip().startswith("}"):
             return True
+        depth += _brace_depth_change(line)
+        if depth < 0:
+            return False
     return False
 
 
@@ -238,13 +293,27 @@ def _brace_body(lines: list[str], suffix: str, max_lines: int, block_indent: int
     last one `max_lines` allows, is complete."""
     kept: list[str] = []
     depth = 0
+    closed_by_suffix: bool | None = None  # asked once, at the first line that closes the opener's block
     for at, line in enumerate(lines):
-        depth += _brace_depth_change(line)
         complete = at < len(lines) - 1
-        if depth < 0:
-            if not _suffix_closes_block(suffix, block_indent):
+        column = _closing_column(line, depth)
+        if column is not None:
+            closed_by_suffix = _suffix_closes_block(suffix, block_indent) if closed_by_suffix is None \
+                else closed_by_suffix
+            if closed_by_suffix:
+                # The code after the cursor closes the block: what the line holds before its brace
+                # (`X: 1, Y: 2}` of `Point{|}`) is the body's, the brace and the rest (`} else {`
+                # again) are the suffix's.
+                before = line[:column]
+                if before.strip():
+                    kept.append(before)
+                return kept, complete
+            depth += _brace_depth_change(line)
+            if depth < 0:
                 kept.append(line)
-            return kept, complete
+                return kept, complete
+        else:
+            depth += _brace_depth_change(line)
         kept.append(line)
         if len(kept) >= max_lines:
             return kept, complete
@@ -329,6 +398,30 @@ def _without_extra_closers(completion: str, line_prefix: str, line_rest: str) ->
     return completion
 
 
+def _bracket_imbalance(line: str) -> int:
+    """How far the line's brackets are from balanced, counted per kind (strings left out)."""
+    code = _STRING_LITERALS.sub("", line)
+    return sum(abs(code.count(closer) - code.count(opener)) for closer, opener in _CLOSERS.items())
+
+
+def _without_line_rest_echo(completion: str, line_prefix: str, line_rest: str) -> str:
+    """A one-line completion in the middle of a line, without the line's rest where it writes that
+    again (`console.log(|);` completed `total);`, `if (|) {` completed `x > 0) {`): cut where the
+    line then balances its brackets better, or as well where the rest is punctuation only (`;`).
+    `f(|)` completed `g(x)` keeps its `)`: the line balances only with it."""
+    rest = line_rest.strip()
+    if not rest or not completion.endswith(rest) or len(completion) == len(rest):
+        return completion
+    shorter = completion[: len(completion) - len(rest)].rstrip()
+    if not shorter:
+        return completion
+    with_echo = _bracket_imbalance(line_prefix + completion + line_rest)
+    without = _bracket_imbalance(line_prefix + shorter + line_rest)
+    if without < with_echo or (without == with_echo and not any(char.isalnum() for char in rest)):
+        return shorter
+    return completion
+
+
 def _echoes_next_line(line: str, line_rest: str, suffix: str) -> bool:
     """Whether a one-line completion, `line` as it would stand, is the next line already after the
     cursor (indentation included): small models often skip the line the user is about to write
@@ -338,7 +431,11 @@ def _echoes_next_line(line: str, line_rest: str, suffix: str) -> bool:
         return False
     following = itertools.islice(_lines_of(suffix), 1, None)
     next_line = next((candidate for candidate in following if candidate.strip()), None)
-    return next_line is not None and next_line.rstrip() == line.rstrip()
+    if next_line is None:
+        return False
+    if not line.strip().strip("".join(_CLOSERS) + ";,"):
+        return next_line.strip() == line.strip()  # a `}` below at another indent is no other line
+    return next_line.rstrip() == line.rstrip()
 
 
 def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:

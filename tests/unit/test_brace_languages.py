@@ -80,3 +80,81 @@ def test_the_cursors_function_in_a_brace_language_comes_from_its_syntax(name, so
     """Order "stable" remembers blocks per function and the levers ask for "the cursor's function":
     in a brace language both come from the syntax tree, not from Python's def / class lines."""
     assert enclosing_definition_of(language_named(name), source.split("\n"), line) == expected
+
+
+# -- what a brace language's user sees (the review of 2026-12-05) --------------------------------
+
+JAVA = language_named("java")
+JS = language_named("javascript")
+RUST = language_named("rust")
+C = language_named("c")
+
+
+def _completed(prefix: str, suffix: str, raw: str, language) -> tuple[str, str]:
+    """The completion shown, and the text around it once it is taken."""
+    shown = clean_completion(raw, completion_shape(prefix, suffix, language), suffix=suffix)
+    return shown, prefix + shown + suffix
+
+
+def test_a_later_sibling_blocks_brace_does_not_close_a_new_block():
+    """A new `if err != nil {` typed above a `for` block: the `for`'s `}` at the same indent closes
+    the `for`, and the new block keeps its own (it swallowed the loop, and the file compiled no more)."""
+    prefix = "func f(xs []int) error {\n\tx, err := g()\n\tif err != nil {"
+    suffix = "\n\tfor _, v := range xs {\n\t\tuse(v)\n\t}\n\treturn nil\n}\n"
+    shown, _ = _completed(prefix, suffix, "\n\t\treturn err\n\t}\n", GO)
+    assert shown == "\n\t\treturn err\n\t}"
+
+
+def test_a_body_before_an_auto_paired_brace_leaves_the_brace_on_its_own_line():
+    shown, text = _completed("function isEmpty(items) {", "}\n", "\n  return items.length === 0;\n}\n\n", JS)
+    assert text == "function isEmpty(items) {\n  return items.length === 0;\n}\n"
+    _, text = _completed("\tif ok {", "}\n", "\n\t\treturn 1\n\t}\n", GO)
+    assert text == "\tif ok {\n\t\treturn 1\n\t}\n"  # at the opener's indent, in its tabs
+    _, text = _completed("  return {", "};\n", " ok: true };", JS)
+    assert text == "  return { ok: true };\n"  # one line: the model's space before the brace stays
+
+
+def test_a_one_line_completion_does_not_write_the_lines_rest_again():
+    for prefix, rest, raw, expected in [
+            ("  console.log(", ");", "total);", "total"),
+            ("    foo(", ");", "a, b);", "a, b"),
+            ("  if (", ") {", "x > 0) {", "x > 0"),
+            ("func f(", ") error {", "ctx context.Context) error {", "ctx context.Context"),
+            ("const x = ", ";", "compute();", "compute()"),
+            ("  sum(", ")", "price(item))", "price(item)"),  # the line balances only with it: kept
+            ("  f(", ")", "g(x)", "g(x)")]:
+        shown, _ = _completed(prefix, rest + "\n", raw, JS)
+        assert shown == expected, (prefix, raw, shown)
+
+
+def test_an_opener_after_aligned_parameters_closes_at_its_statements_indent():
+    prefix = "class A {\n    void f(int a,\n           int b) {\n"
+    suffix = "        int c = a + 1;\n    }\n}\n"
+    assert completion_shape(prefix, suffix, JAVA).block_indent == 4
+    shown, _ = _completed(prefix, suffix, "        int d = 0;\n    }\n", JAVA)
+    assert shown == "        int d = 0;"
+    prefix = "int f(int a, int b) {\n    if (a > 0 &&\n        b > 0) {\n"
+    shown, _ = _completed(prefix, "        log(a);\n    }\n    return 0;\n}\n", "        a++;\n    }\n", C)
+    assert shown == "        a++;"
+
+
+def test_a_body_closed_on_a_line_with_code_keeps_that_code():
+    assert _completed("\tp := Point{", "}\n", "X: 1, Y: 2}", GO)[1] == "\tp := Point{X: 1, Y: 2}\n"
+    assert _completed("    P {", "}\n", " x: 1, y: 2 }", RUST)[1] == "    P { x: 1, y: 2 }\n"
+    _, text = _completed("  foo({", "});\n", "\n    a: 1,\n    b: 2 });", JS)
+    assert text == "  foo({\n    a: 1,\n    b: 2\n  });\n"
+
+
+def test_a_body_stops_at_an_else_the_code_below_already_has():
+    prefix = "func f(x int) int {\n\tif x > 0 {"
+    suffix = "\n\t} else {\n\t\treturn -1\n\t}\n}\n"
+    shown, _ = _completed(prefix, suffix, "\n\t\treturn 1\n\t} else {\n\t\treturn 0\n\t}\n}\n", GO)
+    assert shown == "\n\t\treturn 1"
+    # Without the code below, the `else` is the body's own.
+    shown, _ = _completed(prefix, "\n", "\n\t\treturn 1\n\t} else {\n\t\treturn 0\n\t}\n", GO)
+    assert shown == "\n\t\treturn 1\n\t} else {\n\t\treturn 0\n\t}"
+
+
+def test_a_closing_brace_alone_is_the_one_below_at_any_indent():
+    shown, _ = _completed("func f() int {\n\tx := 1\n\treturn x\n\t", "\n}\n", "}", GO)
+    assert shown == ""
