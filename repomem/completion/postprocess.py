@@ -89,7 +89,10 @@ def _statement_start(lines: list[str], at: int) -> int:
 
 def _closing_column(line: str, depth: int) -> int | None:
     """Where in `line` the running brace depth, `depth` before the line, first falls below 0 (the
-    column of that `}`), None where it never does; braces in strings and comments do not count."""
+    column of that `}`), None where it never does; braces in strings and comments do not count.
+    Run on every line at every token: a line without `}` is decided at once."""
+    if "}" not in line:
+        return None
     at = 0
     while at < len(line):
         found = _NOT_CODE.match(line, at)
