@@ -140,7 +140,10 @@ def evaluation_config(config: Config, settings: RunSettings) -> Config:
         retrieval={"alpha": _fragrel_alpha(config, settings),
                    "top_k": config.retrieval.top_k if settings.k is None else settings.k},
         completion={
-            "max_new_tokens": settings.max_new_tokens, "fill_in_middle": False, "order": settings.order,
+            # RepoEval's protocol is left to right; with the code after the hole (the editor's
+            # protocol) the prompt fills in the middle as the user's setting says, as an editor's.
+            "max_new_tokens": settings.max_new_tokens, "order": settings.order,
+            "fill_in_middle": settings.right_context and config.completion.fill_in_middle,
             "max_prompt_tokens": settings.max_prompt_tokens or config.completion.max_prompt_tokens,
             "deadline_s": max(config.completion.deadline_s, EVAL_DEADLINE_S),
         },
@@ -598,8 +601,10 @@ class Evaluator:
 
     def _engine_request(self, engine: CompletionEngine, task: EvalTask, cursor: Cursor, leak: np.ndarray,
                         variant: Variant, **choices):
+        # completion.fill_in_middle: off under RepoEval's protocol, the user's with the code after
+        # the hole (evaluation_config).
         return engine.request(cursor, variant.strategy, order=self.settings.order,
-                              use_suffix=self.settings.right_context,
+                              use_suffix=self.config.completion.fill_in_middle,
                               max_new_tokens=self.settings.max_new_tokens, unlisted=leak, alpha=variant.alpha,
                               visible_from=task.context_start_lineno, cancel=self.cancel, **choices)
 

@@ -503,6 +503,13 @@ def test_right_context_shows_the_code_after_the_hole_as_an_editor_does(shop_benc
         assert record["completion"] == "" or not record["next_line_echo"]
     record = records[0]
     assert record_key(record) != record_key({k: v for k, v in record.items() if k != "right_context"})
+    # The editor's own setting decides whether the prompt fills in the middle.
+    plain = base / "right-plain.jsonl"
+    run = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--results", str(plain),
+                   "--strategies", "vanilla", "--max-new-tokens", "24", "--prompt-tokens", "512", "--right-context",
+                   "--set", "completion.fill_in_middle=false")
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert [r["suffix_tokens"] for r in read_results(plain)] == [0]
 
 
 @pytest.mark.slow
