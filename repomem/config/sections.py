@@ -275,7 +275,14 @@ class CompletionConfig:
     style: str = setting("comments", choices=PROMPT_STYLES, models={"qwen2.5-coder-1.5b": "repo"},
                          help="prompt form of repomem's own strategies: the model family's file sections (where it "
                               "has them) or RepoCoder's commented blocks; the published baselines keep RepoCoder's")
-    fill_in_middle: bool = setting(True, help="use the code after the cursor when the model supports FIM")
+    # The shipped GGUFs are the instruct models, whose fill-in-the-middle is far weaker than their
+    # left-to-right completion: with the code after the hole in the prompt the 0.5B was right on
+    # well under half the lines it got right without it (the editor's protocol, `eval run
+    # --right-context`: eval/results/right-context). The code after the cursor still trims what
+    # the model writes (postprocess) either way.
+    fill_in_middle: bool = setting(True, models={"qwen2.5-coder-0.5b": False},
+                                   help="show the model the code after the cursor (fill in the middle) where its "
+                                        "family has the form")
     # After a partly typed name the prompt ends before it and the model's first tokens are held to
     # the typed letters (repomem.backends.forced_start): 2 -> 14 right lines of 28 cursors. Needs a
     # backend that knows its vocabulary (the embedded model); others see the word in the prompt.

@@ -118,9 +118,12 @@ def test_every_surface_applies_the_measured_defaults_of_the_model_it_runs(surfac
     served = resolved_config(SettingsRead({"model": {"embedded_model": "qwen2.5-coder-1.5b",
                                                      "endpoint": "http://127.0.0.1:8000"}}, {}, []), surface)
     assert all(not where.startswith("model default") for where in served.sources.values())
-    assert model_defaults("qwen2.5-coder-0.5b") == {}  # the small model keeps the defaults
+    # The small model's own: no fill in the middle (eval/results/right-context), the rest default.
+    assert model_defaults("qwen2.5-coder-0.5b") == {"completion": {"fill_in_middle": False}}
     small = resolved_config(SettingsRead({"model": {"embedded_model": "qwen2.5-coder-0.5b"}}, {}, []), surface)
-    assert all(not where.startswith("model default") for where in small.sources.values())
+    assert {key for key, where in small.sources.items() if where.startswith("model default")} == \
+        {"completion.fill_in_middle"}
+    assert small.config.completion.fill_in_middle is False
 
 
 def test_the_command_lines_model_name_selects_its_measured_defaults():
