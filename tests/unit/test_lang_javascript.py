@@ -124,7 +124,8 @@ def shop(tmp_path_factory) -> RepoService:
 def test_the_three_grammars_resolve_calls_through_one_package():
     for grammar, extension in (("javascript", ".jsx"), ("typescript", ".ts"), ("tsx", ".tsx")):
         language = language_named(grammar)
-        assert language.resolves_calls and language.import_prefixes == ("import ",)
+        assert language.resolves_calls and language.import_prefixes[0] == "import "
+        assert "require" in language.import_pattern
         assert extension in language.extensions
     assert language_named("tsx").call_resolver is language_named("javascript").call_resolver
 

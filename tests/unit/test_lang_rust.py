@@ -153,7 +153,7 @@ def shop(tmp_path_factory) -> RepoService:
 
 def test_rust_resolves_calls_through_its_language_module():
     rust = language_named("rust")
-    assert rust.resolves_calls and rust.import_prefixes == ("use ",) and rust.extensions == (".rs",)
+    assert rust.resolves_calls and rust.import_prefixes[:2] == ("use ", "pub use ") and rust.extensions == (".rs",)
 
 
 def test_modules_follow_the_file_layout_and_crates_their_source_directories():

@@ -265,7 +265,8 @@ def test_javascript_requires_and_re_exports_and_rust_pub_use_are_imports_too(tmp
               "export { formatCents } from '../lib/format';\nconst fs = require('fs');\n" + helpers
               + "function taxFor(amount) {\n  return \n}\n")
     root = write_repo(tmp_path / "js", {
-        "lib/pricing.js": "function computeTax(amount, taxClass) {\n  return amount;\n}\nmodule.exports = { computeTax };\n",
+        "lib/pricing.js": "function computeTax(amount, taxClass) {\n  return amount;\n}\n"
+                          "module.exports = { computeTax };\n",
         "lib/format.js": "export function formatCents(cents) {\n  return String(cents);\n}\n",
         "app/report.js": report})
     service = RepoService.open(root, Config())
