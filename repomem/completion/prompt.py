@@ -166,8 +166,11 @@ def render_block(block: ContextBlock, comment: str = "#") -> str:
     return f"{commented(comment, BLOCK_WORDS)}\n{commented(comment, block.path)}\n{rule}{lines}{rule}"
 
 
-# A frame line's first four words, which a model cut short still writes.
-_FRAME_STARTS = tuple(" ".join(words.split()[:4]) for words in (BLOCK_WORDS, HEADER_WORDS))
+# A frame line's first four words, which a model cut short still writes, in any case, and the
+# block line turned round (`# The above code fragment can be found in`: the 0.5B on a new line
+# below code, completing left to right).
+_FRAME_STARTS = tuple(" ".join(words.lower().split()[:4]) for words in (BLOCK_WORDS, HEADER_WORDS)) + (
+    "the above code fragment",)
 
 
 def frames_blocks(line: str, comment: str = "#") -> bool:
@@ -182,7 +185,7 @@ def frames_blocks(line: str, comment: str = "#") -> bool:
     words = body[len(opener):].strip()
     if closer and words.endswith(closer):
         words = words[: -len(closer)].strip()
-    return (len(words) >= 2 and words == "-" * len(words)) or words.startswith(_FRAME_STARTS)
+    return (len(words) >= 2 and words == "-" * len(words)) or words.lower().startswith(_FRAME_STARTS)
 
 
 def render_context(blocks: Sequence[ContextBlock], comment: str = "#") -> str:

@@ -17,9 +17,11 @@ def test_the_frames_lines_are_told_from_code_and_ordinary_comments():
     framed = render_context([], "#")  # no blocks, no frame
     assert framed == ""
     for line in ("#--", "# " + "-" * 50, "    #   ---", f"# {BLOCK_WORDS}", "# the below code fragment",
-                 "# Here are some relevant code fragments from other files of the repo:"):
+                 "# Here are some relevant code fragments from other files of the repo:",
+                 "        # The above code fragment can be found in:", "# The below code fragment can be"):
         assert frames_blocks(line, "#"), line
-    for line in ("# -", "# TODO: tax", "x = 1  # ---", "return total", "", "// ----", "#- -"):
+    for line in ("# -", "# TODO: tax", "x = 1  # ---", "return total", "", "// ----", "#- -",
+                 "# The above code is slow"):
         assert not frames_blocks(line, "#"), line
     assert frames_blocks("    // ------", "//") and not frames_blocks("# ------", "//")
 
