@@ -23,7 +23,7 @@ import struct
 import sys
 from pathlib import Path
 
-from repomem.cache import cache_root
+from repomem.cache import cache_problem, cache_root
 
 # The commands a daemon runs; every other command (eval, model, serve, config, summarise) runs here.
 FORWARDED = ("index", "retrieve", "complete")
@@ -92,6 +92,8 @@ def forward(argv: list[str]) -> int | None:
     """Run `repomem ARGV` in the daemon: its exit status, or None when this process must run it."""
     if not argv or argv[0] not in FORWARDED or os.environ.get(OPT_OUT, "") not in ("", "0"):
         return None
+    if cache_problem() is not None:
+        return None  # the daemon's socket is in the cache: this process refuses the folder, in one line
     try:
         cwd = os.getcwd()
     except OSError:

@@ -29,6 +29,7 @@ from repomem.cli.process_exit import exit_now, exit_status
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure, FailureKind
+from repomem.setting_rules import SETTING_CEILING
 from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
 
 if TYPE_CHECKING:
@@ -126,6 +127,10 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
 def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.k is not None and args.k < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--k must be at least 1"))
+    # The ceiling of retrieval.top_k: 10**20 overflowed the int64 of the top-k kernel (an internal
+    # error); any k above the fragments there are returns them all anyway.
+    if args.k is not None and args.k > SETTING_CEILING:
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--k must be at most {SETTING_CEILING:,}"))
     service, cursor = _cursor_from_args(args, err)
     from repomem.cli.service_setup import ensure_index
 
@@ -160,12 +165,12 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoService, Any]:
     """Shared by retrieve and complete: position, repository, checked cursor."""
-    from repomem.cli.service_setup import named_folder, open_service
+    from repomem.cli.service_setup import named_folder, open_service, warn_if_inside
     from repomem.positions import find_repo_root, parse_position
 
     spec = ok(parse_position(args.position))
     if args.repo is not None:
-        root = named_folder(args.repo)
+        root = named_folder(args.repo, warn_inside=False)  # warned below, for a cursor it can answer
     else:
         # A missing file still names its repository through its nearest existing folder.
         existing = spec.path.absolute()
@@ -189,6 +194,8 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
     service = open_service(root, _model_override(getattr(args, "model", None)))
     path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
     cursor = ok(service.cursor_at(path, spec.line, spec.column))
+    if args.repo is not None:  # once the cursor passed its checks: a refused one is a single error line
+        warn_if_inside(root)
     return service, cursor
 
 
@@ -319,6 +326,9 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.config import load_config, problem_lines, read_settings, resolved_config
 
     if args.action == "list":
+        if args.name:  # `model list NAME` listed every model and the name went unread
+            raise UserError(Failure(FailureKind.BAD_OPTION,
+                                    f"`repomem model list` takes no model name, got {args.name!r}"))
         # The command line (and the evaluator, by default) and the editor may run different models.
         settings = read_settings(Path.cwd())
         resolved = {surface: resolved_config(settings, surface) for surface in ("cli", "lsp")}
@@ -467,6 +477,12 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
     except OSError:  # every command finds its repository or settings from here
         print("repomem: error: the current folder no longer exists (removed after the shell entered it); "
               "cd to an existing folder", file=sys.stderr)
+        return EXIT_USAGE
+    from repomem.cache import cache_problem
+
+    problem = cache_problem()
+    if problem is not None:  # every command reads the cache: the index seal's key, the models
+        print(f"repomem: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         status = int(args.handler(args, out, err))

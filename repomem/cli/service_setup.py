@@ -140,9 +140,10 @@ def embed_windows(service: RepoService, err: Console) -> int:
         return ok(service.update_window_embeddings(progress))
 
 
-def named_folder(text: str) -> Path:
+def named_folder(text: str, warn_inside: bool = True) -> Path:
     """A repository folder a person named (`index PATH`, `--repo`): an empty string is no folder
-    (Path("") would be the current one)."""
+    (Path("") would be the current one). `warn_inside` False: the caller says warn_if_inside once
+    its other checks passed."""
     if not text.strip():
         raise UserError(Failure(FailureKind.MISSING_REPO, "the repository folder is an empty string"))
     asked = Path(text)
@@ -152,14 +153,19 @@ def named_folder(text: str) -> Path:
     if too_wide:
         raise UserError(Failure(FailureKind.NOT_A_REPO, f"{text} is {too_wide}: indexing all of it is never "
                                                         "what is meant; name a project's folder"))
-    # A folder inside a repository gets an index of its own (`index pkg`, `--repo pkg`): said, as
-    # the repository's commands will not read it.
+    if warn_inside:
+        warn_if_inside(asked)
+    return asked
+
+
+def warn_if_inside(asked: Path) -> None:
+    """A folder inside a repository gets an index of its own (`index pkg`, `--repo pkg`): said, as
+    the repository's commands will not read it."""
     enclosing = find_repo_root(asked.resolve()) if asked.is_dir() else None
     if enclosing is not None and enclosing != asked.resolve():
         print(f"repomem: warning: {asked} lies inside the repository {enclosing}; completions there use "
               f"{enclosing}'s index (run `repomem index {enclosing}`), this one serves {asked} alone "
               "(--repo)", file=sys.stderr)
-    return asked
 
 
 def index_root(path: str | None) -> Path:

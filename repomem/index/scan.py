@@ -15,6 +15,7 @@ import heapq
 import os
 import re
 import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -224,6 +225,31 @@ def unreadable_reason(error: OSError) -> str:
     return f"unreadable: {error.strerror or error}"
 
 
+def _walk(top: str, onerror: Callable[[OSError], None]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk(top, onerror=onerror, followlinks=False), top-down, with a stack instead of recursion:
+    Python 3.11's os.walk recurses once per level, so a folder nested about 1,000 deep (a path of
+    2,000 characters, well under PATH_MAX) ended every command in a RecursionError."""
+    stack = [top]
+    while stack:
+        directory = stack.pop()
+        dir_names: list[str] = []
+        file_names: list[str] = []
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    (dir_names if is_dir else file_names).append(entry.name)
+        except OSError as error:
+            onerror(error)
+            continue
+        yield directory, dir_names, file_names  # the caller may prune dir_names, as with os.walk
+        below = [os.path.join(directory, name) for name in dir_names]
+        stack.extend(path for path in reversed(below) if not os.path.islink(path))
+
+
 def walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = None,
                visited: list[str] | None = None) -> list[str]:
     """All files under `root` not ignored by .gitignore files; never follows directory symlinks.
@@ -241,7 +267,7 @@ def walk_files(root: Path, config: ScanConfig, unlisted: list[Skipped] | None = 
         if visited is not None and folder != ".":  # made readable again, its files count
             visited.append(folder)
 
-    for directory, dir_names, file_names in os.walk(top, onerror=unlistable, followlinks=False):
+    for directory, dir_names, file_names in _walk(top, unlistable):
         relative_dir = os.path.relpath(directory, top).replace(os.sep, "/")
         prefix = "" if relative_dir == "." else relative_dir + "/"
         if visited is not None:

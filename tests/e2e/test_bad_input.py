@@ -124,6 +124,9 @@ CLI_CASES = [
     ("a named pipe", ["retrieve", "{repo}/pipe.py:1"], 2, "not a regular file"),
     ("a symlink loop", ["retrieve", "{repo}/loop_a.py:1"], 2, "symbolic link loop"),
     ("a file outside the repository", ["retrieve", "/etc/hostname:1", "--repo", "{repo}"], 2, "outside"),
+    # A warning that --repo lies inside the repository came first: two lines for one refused cursor.
+    ("a file outside a --repo inside the repository", ["retrieve", REPORT + ":9", "--repo", "{repo}/tests"], 2,
+     "outside the repository"),
     ("--alpha nan", ["retrieve", REPORT + ":9", "--alpha", "nan"], 2, "finite"),
     ("--alpha=-inf", ["retrieve", REPORT + ":9", "--alpha=-inf"], 2, "finite"),
     ("--alpha 1e999", ["retrieve", REPORT + ":9", "--alpha", "1e999"], 2, "finite"),
@@ -131,6 +134,8 @@ CLI_CASES = [
     ("--alpha 1e308", ["retrieve", REPORT + ":9", "--alpha", "1e308"], 2, "from 0 to"),
     ("--k 0", ["retrieve", REPORT + ":9", "--k", "0"], 2, "--k"),
     ("--k abc", ["retrieve", REPORT + ":9", "--k", "abc"], 2, "invalid int"),
+    # An internal error: past 2**64 it overflowed the top-k kernel's int64.
+    ("--k past 64 bits", ["retrieve", REPORT + ":9", "--k", "99999999999999999999"], 2, "--k must be at most"),
     ("an unknown strategy", ["complete", REPORT + ":9", "--strategy", "magic"], 2, "invalid choice"),
     ("--max-tokens 0", ["complete", REPORT + ":9", "--max-tokens", "0"], 2, "--max-tokens"),
     ("--gpu-layers -3", ["complete", REPORT + ":9", "--gpu-layers", "-3"], 2, "--gpu-layers"),
@@ -291,6 +296,8 @@ CLI_CASES = [
     ("summarise of a file", ["summarise", REPORT, "--dry-run"], 2, "not a folder"),
     ("summarise --kind x", ["summarise", "{repo}", "--kind", "x"], 2, "invalid choice"),
     ("an unknown model action", ["model", "frob"], 2, "invalid choice"),
+    # Listed every model, the name unread.
+    ("model list with a name", ["model", "list", "nosuch"], 2, "takes no model name"),
     ("serve --tcp x", ["serve", "--tcp", "x"], 2, "invalid int"),
     ("serve --socket as an empty string", ["serve", "--socket", ""], 2, "not a socket"),
     ("serve --socket in a missing folder", ["serve", "--socket", "{repo}/nowhere/s.sock"], 2, "cannot listen"),
@@ -692,6 +699,33 @@ def test_a_file_deeper_than_path_max_is_skipped_with_a_reason(tmp_path: Path, gi
     assert verbose.returncode == 0 and "path too long to open" in " ".join(verbose.stdout.split()), verbose.stdout
 
 
+def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path: Path):
+    """A folder nested 1,100 deep (a 2,200 character path, under PATH_MAX) outside git: Python
+    3.11's os.walk recursed once per level and every command ended in an internal RecursionError.
+    The walk takes the file at the bottom like any other."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "repomem.toml").write_text("")
+    (repo / "main.py").write_text("def total(price):\n    return price\n")
+    folder = os.open(repo, os.O_RDONLY)
+    try:
+        for _ in range(1100):  # one level at a time: os.makedirs recurses as well
+            os.mkdir("d", dir_fd=folder)
+            deeper = os.open("d", os.O_RDONLY, dir_fd=folder)
+            os.close(folder)
+            folder = deeper
+        deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
+        os.write(deep_file, b"def deep():\n    return 1\n")
+        os.close(deep_file)
+    finally:
+        os.close(folder)
+    report = run("index", str(repo), "--json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["files"] == 2
+    found = run("retrieve", f"{repo}/{'d/' * 1100}deep.py:2", "--json")
+    assert found.returncode == 0, found.stderr
+
+
 def test_eval_tasks_leaving_their_repository_read_and_write_nothing(tmp_path: Path):
     """Issue 34 item 8: `..`, absolute paths and links in a task's fpath_tuple read files outside
     --repos (and sent them to the endpoint) and wrote .repomem folders outside it. Such a task
@@ -830,3 +864,19 @@ def test_a_removed_working_folder_is_one_error(tmp_path: Path) -> None:
     assert answer.returncode == 2
     assert answer.stderr.strip() == ("repomem: error: the current folder no longer exists (removed after the shell "
                                      "entered it); cd to an existing folder")
+
+
+def test_a_relative_cache_folder_is_one_error_not_a_cache_per_folder(tmp_path: Path) -> None:
+    """REPOMEM_CACHE=relcache was read from each command's folder: the index seal's key written
+    into the repository, and the index rebuilt whenever a command ran from another folder. It is
+    refused in one line; a relative XDG_CACHE_HOME is ignored, as the XDG spec says."""
+    repo = copy_example(tmp_path / "shop")
+    env = {k: v for k, v in os.environ.items() if k != "REPOMEM_DEBUG"}
+    result = run("retrieve", "report.py:9", cwd=repo / "shop", env={**env, "REPOMEM_CACHE": "relcache"})
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.strip() == ("repomem: error: REPOMEM_CACHE='relcache' must be an absolute path "
+                                     "(or start with ~)")
+    assert not (repo / "shop" / "relcache").exists()
+    env.pop("REPOMEM_CACHE", None)
+    located = run("model", "path", cwd=repo / "shop", env={**env, "XDG_CACHE_HOME": "xdgrel"})
+    assert located.returncode == 0 and Path(located.stdout.strip()).is_absolute(), (located.stdout, located.stderr)
