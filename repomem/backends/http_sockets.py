@@ -12,6 +12,11 @@ are per operation, so a server writing its answer a byte at a time restarted the
 each byte and held a call of 3 s for over a minute. The remembering backend's streams bound each
 read, write and TLS handshake by what is left of the calling thread's deadline (httpx reads in the
 calling thread, so a kept-alive connection serves whichever call holds it).
+
+A call may also be given a cancel check (`ShuttableClient.until(deadline, cancel)`): a read then
+waits in slices of CANCEL_POLL_S and ends with httpx's read timeout once the check says so, so a
+completion the editor no longer wants stops while the server is still reading its prompt, not at
+its first token.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpcore
 import httpx
 
-_calls = threading.local()  # .deadline: the calling thread's call's end, time.perf_counter() seconds
+_calls = threading.local()  # .deadline: the calling thread's call's end, time.perf_counter() seconds; .cancel
+# How often a read waiting on the server asks the call's cancel check.
+CANCEL_POLL_S = 0.05
 
 
 def _bounded(timeout: float | None, late: type[Exception]) -> float | None:
@@ -51,7 +58,23 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._stream = stream
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+        cancel = getattr(_calls, "cancel", None)
+        if cancel is None:
+            return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+        started = time.perf_counter()
+        while True:
+            if cancel():
+                raise httpcore.ReadTimeout("the call was cancelled")
+            left = _bounded(None if timeout is None else timeout - (time.perf_counter() - started),
+                            httpcore.ReadTimeout)
+            if left is not None and left <= 0:
+                raise httpcore.ReadTimeout("timed out")
+            try:
+                # A socket read that timed out leaves the socket as it was: the next slice reads on.
+                return self._stream.read(max_bytes, CANCEL_POLL_S if left is None else min(left, CANCEL_POLL_S))
+            except httpcore.ReadTimeout:
+                if left is not None and left <= CANCEL_POLL_S:
+                    raise
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
@@ -124,12 +147,14 @@ class ShuttableClient:
 
     @staticmethod
     @contextlib.contextmanager
-    def until(deadline: float) -> Iterator[None]:
+    def until(deadline: float, cancel: Callable[[], bool] | None = None) -> Iterator[None]:
         """The calls this thread makes inside end by `deadline` (time.perf_counter() seconds),
-        whatever pace the server sends at: httpx raises its timeout error."""
-        outer = getattr(_calls, "deadline", None)
+        whatever pace the server sends at, and, with `cancel`, soon after it answers True: httpx
+        raises its timeout error."""
+        outer, outer_cancel = getattr(_calls, "deadline", None), getattr(_calls, "cancel", None)
         _calls.deadline = deadline if outer is None else min(outer, deadline)
+        _calls.cancel = cancel or outer_cancel
         try:
             yield
         finally:
-            _calls.deadline = outer
+            _calls.deadline, _calls.cancel = outer, outer_cancel

@@ -29,6 +29,7 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 # Sent with a request that no cached run be moved for (GenerationRequest.prefix_only); only the
 # embedded model's child reads it, other servers pass it by.
 PREFIX_ONLY = {PREFIX_ONLY_HEADER: "1"}
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 # Caps on a streamed answer, whatever the server does: chunks beyond max_tokens (each event carries
@@ -76,6 +77,42 @@ def _sse_lines(response: httpx.Response, deadline: float) -> Iterator[str | None
         yield pending.decode("utf-8", "replace")
 
 
+# A refusal's body is read this far for its reason; its reason is shown this long.
+MAX_REASON_BYTES = 8192
+MAX_REASON_CHARS = 300
+# How servers word a prompt longer than their window: vLLM ("This model's maximum context length
+# is 2048 tokens", "longer than the maximum model length"), llama-cpp-python (OpenAI's wording).
+_WINDOW_WORDS = ("context length", "model length", "context window", "context_length_exceeded")
+
+
+def _refusal(response: httpx.Response, route: str) -> Failure:
+    """The Failure for a 4xx / 5xx answer, with the reason the server gave in its body (OpenAI's
+    `{"error": {"message"}}`, vLLM's `{"message"}`, FastAPI's `{"detail"}`): "answered HTTP 400"
+    alone left a user to guess that the prompt was past the server's window. That case is
+    prompt-too-long (not a broken backend the language server would reopen)."""
+    body = b""
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) >= MAX_REASON_BYTES:
+                break
+        answer = json.loads(body)
+    except (httpx.HTTPError, ValueError, RecursionError):
+        answer = None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict):
+        error = error.get("message")
+    reason = error if isinstance(error, str) else \
+        next((answer[key] for key in ("message", "detail") if isinstance(answer, dict)
+              and isinstance(answer.get(key), str)), "")
+    # One line of printable text: the server's words reach a terminal.
+    reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())[:MAX_REASON_CHARS]
+    status = response.status_code
+    too_long = status in (400, 413, 422) and any(words in reason.lower() for words in _WINDOW_WORDS)
+    return Failure(FailureKind.PROMPT_TOO_LONG if too_long else FailureKind.BACKEND_ERROR,
+                   f"{route} answered HTTP {status}" + (f": {reason}" if reason else ""))
+
+
 def _stopped(endpoint: str) -> Failure:
     return Failure(FailureKind.BACKEND_INTERRUPTED, f"the call to {endpoint} was stopped: the session ended")
 
@@ -92,6 +129,21 @@ def shown_url(url: str) -> str:
         f"{parts.username}@" if parts.username is not None else ""
     return urllib.parse.urlunsplit((parts.scheme, user + host, parts.path, "***" if parts.query else "",
                                     parts.fragment))
+
+
+def server_root(endpoint: str) -> str:
+    """The server's root URL, which every route here is added to (`/v1/completions`, `/tokenize`).
+    An endpoint in the OpenAI clients' base-URL form (`http://host:8000/v1/`, as vLLM's own docs
+    write it) loses its `/v1`: it was called as `/v1/v1/models`, an HTTP 404 at connect."""
+    root = endpoint.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def json_body(payload: dict) -> bytes:
+    """`payload` as the bytes of a JSON request body. A lone surrogate in a prompt (an editor's
+    buffer can hold one) is not UTF-8: httpx's own encoding raised UnicodeEncodeError out of the
+    backend; it goes as "?" here, the same in a count as in a completion."""
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace")
 
 
 def model_label(model: str, endpoint: str) -> str:
@@ -111,7 +163,7 @@ class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
                  retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = "",
                  asks_logprobs: bool = True, sampling: Mapping[str, float] | None = None):
-        self.endpoint = endpoint.rstrip("/")
+        self.endpoint = server_root(endpoint)
         self.shown_endpoint = shown_url(self.endpoint)  # what messages and results name
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -126,8 +178,8 @@ class OpenAIBackend:
         # llama-cpp-python's server); found at the first count unless given.
         self._tokenize_path: str | None = tokenize_path or None
         # Ask for each token's log-probability (`logprobs: 0`; vLLM and llama-cpp-python's server
-        # stream them) until the server refuses the field once (HTTP 400, 422 or 500): the answer's
-        # confidence chooses between RepoCoder's rounds (prompt.round_choice).
+        # stream them) until the server refuses the field once (HTTP 400, 422 or 500, then answers
+        # without it): the answer's confidence chooses between RepoCoder's rounds (prompt.round_choice).
         self._asks_logprobs = asks_logprobs
         # Fields sent with every completion beside temperature 0: a server whose defaults are not
         # greedy (the embedded model's child, greedy_logprobs.GREEDY_SAMPLING) is told so.
@@ -166,16 +218,17 @@ class OpenAIBackend:
         except (KeyError, TypeError, AttributeError):
             backend.close()
             return Failure(FailureKind.BAD_RESPONSE,
-                           f"{endpoint}/v1/models answered something that is not a model list")
+                           f"{backend.shown_endpoint}/v1/models answered something that is not a model list")
         if sampling is None and LLAMA_CPP_PYTHON_OWNER in owners:
             backend.decode_greedily()
         if not model:
             if not served:
                 backend.close()
-                return Failure(FailureKind.BAD_RESPONSE, f"{endpoint} serves no model")
+                # shown_endpoint, as in every message: `endpoint` may hold a password or a key.
+                return Failure(FailureKind.BAD_RESPONSE, f"{backend.shown_endpoint} serves no model")
             backend.model = served[0]
             backend.template = template_for(served[0])
-            backend.name = model_label(served[0], endpoint)
+            backend.name = model_label(served[0], backend.shown_endpoint)
         return backend
 
     def decode_greedily(self) -> None:
@@ -205,7 +258,9 @@ class OpenAIBackend:
             if self._killed.is_set():
                 return _stopped(self.shown_endpoint)
             try:
-                with self._client.stream(method, self.endpoint + path, json=payload,
+                with self._client.stream(method, self.endpoint + path,
+                                         content=None if payload is None else json_body(payload),
+                                         headers=None if payload is None else JSON_HEADERS,
                                          timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
                     status = response.status_code
                     body = _capped_body(response, started + deadline_s) if status < 400 else b""
@@ -288,7 +343,10 @@ class OpenAIBackend:
         finish = ""  # a stream that ends without a finish reason was cut by the server
         usage: dict = {}
         last = ""
-        with ShuttableClient.until(deadline):  # the whole answer, whatever pace it comes at
+        refused_logprobs = False  # the server refused a request with `logprobs` in it
+        # The whole answer, whatever pace it comes at; a read waiting on the server (reading the
+        # prompt before the first token) also ends once the request is cancelled.
+        with ShuttableClient.until(deadline, request.cancel):
             # One more try than the retries when the server refuses the log-probabilities field.
             for attempt in range(self._retries + 1 + int(self._asks_logprobs)):
                 remaining = deadline - time.perf_counter()
@@ -297,14 +355,19 @@ class OpenAIBackend:
                                    f"{self.shown_endpoint} did not answer within {request.deadline_s:.0f} s")
                 if self._killed.is_set():
                     return _stopped(self.shown_endpoint)
+                if request.cancel is not None and request.cancel():
+                    finish = "cancelled"  # the editor moved on before (or between) the tries: none is sent
+                    break
                 try:
-                    with self._client.stream("POST", self.endpoint + "/v1/completions", json=payload,
-                                             headers=PREFIX_ONLY if request.prefix_only else None,
+                    with self._client.stream("POST", self.endpoint + "/v1/completions", content=json_body(payload),
+                                             headers={**JSON_HEADERS, **(PREFIX_ONLY if request.prefix_only else {})},
                                              timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
                         if response.status_code in (400, 422, 500) and "logprobs" in payload:
                             # A server without them (llama-cpp-python's with logits_all off answers
-                            # 500): ask no more, and ask again at once without them.
-                            self._asks_logprobs = False
+                            # 500): ask again at once without them, and no more once that is
+                            # answered. A refusal of something else (vLLM's HTTP 400 for a prompt
+                            # past its window) switched them off for the whole session before.
+                            refused_logprobs = True
                             del payload["logprobs"]
                             continue
                         if response.status_code in RETRYABLE_STATUS:
@@ -312,8 +375,9 @@ class OpenAIBackend:
                             self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                             continue
                         if response.status_code >= 400:
-                            return Failure(FailureKind.BACKEND_ERROR, f"{self.shown_endpoint}/v1/completions "
-                                                                      f"answered HTTP {response.status_code}")
+                            return _refusal(response, f"{self.shown_endpoint}/v1/completions")
+                        if refused_logprobs:
+                            self._asks_logprobs = False
                         received = 0  # characters of completion text
                         for line in _sse_lines(response, deadline):
                             if line is None:  # the deadline passed inside a line
@@ -369,6 +433,9 @@ class OpenAIBackend:
                     return Failure(FailureKind.BAD_RESPONSE,
                                    f"{self.shown_endpoint} streamed a line longer than {MAX_LINE_BYTES} bytes")
                 except httpx.TimeoutException:
+                    if request.cancel is not None and request.cancel():
+                        finish = "cancelled"  # http_sockets ended the read waiting on the server
+                        break
                     if pieces:
                         finish = "deadline"
                         break
@@ -391,7 +458,8 @@ class OpenAIBackend:
                            "arrives unless started with --interrupt_requests False)")
         prompt_tokens = usage.get("prompt_tokens")
         if not isinstance(prompt_tokens, int):
-            counted = self.count(request.prompt)
+            # Not for a cancelled call: another round trip to the server the editor no longer waits on.
+            counted = self.count(request.prompt) if finish != "cancelled" else 0
             prompt_tokens = counted if isinstance(counted, int) else 0
         details = usage.get("prompt_tokens_details") or {}
         # Counts the server got wrong ("lots", 2.5, a list) are not taken: ours, or none.

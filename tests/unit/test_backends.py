@@ -737,3 +737,148 @@ def test_a_password_or_query_in_the_endpoint_is_never_repeated():
         assert "hunter2" not in shown and "sk-123" not in shown, shown
     assert backend.shown_endpoint == "http://me:***@127.0.0.1:9/v1?***"
     assert OpenAIBackend("http://127.0.0.1:8000", "m").shown_endpoint == "http://127.0.0.1:8000"
+
+
+class _VLLMLike(http.server.BaseHTTPRequestHandler):
+    """Answers as vLLM's OpenAI server does (vLLM itself needs a GPU; this is a stand-in, not
+    vLLM): routes at the root, `/tokenize` beside `/v1`, log-probabilities streamed, and HTTP 400
+    with vLLM's error body for a prompt plus max_tokens past its window of `window` tokens (one a
+    character here). Records each request's path and each completion's body."""
+
+    window = 64
+    paths: list[str] = []
+    completions: list[dict] = []
+    first_token_s = 0.0  # seconds before a completion's status line (a long prompt being read)
+
+    def do_GET(self):  # noqa: N802
+        type(self).paths.append(self.path)
+        if self.path != "/v1/models":
+            self.send_error(404)
+            return
+        answer_json(self, {"object": "list", "data": [{"id": "codellama/CodeLlama-7b-hf", "owned_by": "vllm"}]})
+
+    def do_POST(self):  # noqa: N802
+        type(self).paths.append(self.path)
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        if self.path == "/tokenize":
+            answer_json(self, {"tokens": list(range(len(body["prompt"]))), "count": len(body["prompt"])})
+            return
+        if self.path != "/v1/completions":
+            self.send_error(404)
+            return
+        type(self).completions.append(body)
+        time.sleep(type(self).first_token_s)
+        asked = len(body["prompt"]) + body["max_tokens"]
+        if asked > type(self).window:
+            error = json.dumps({"object": "error", "message": (
+                f"This model's maximum context length is {type(self).window} tokens. However, you requested "
+                f"{asked} tokens ({len(body['prompt'])} in the messages, {body['max_tokens']} in the completion). "
+                "Please reduce the length of the messages or completion."), "type": "BadRequestError",
+                "param": None, "code": 400}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(error)))
+            self.end_headers()
+            self.wfile.write(error)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"choices": [{"text": " a + b", "finish_reason": "stop",
+                              "logprobs": {"token_logprobs": [-0.5]} if "logprobs" in body else None}]}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+def test_an_endpoint_in_the_openai_base_url_form_reaches_the_servers_routes(suffix):
+    """`http://host:8000/v1` is how vLLM's docs and OpenAI's clients write a server's base URL; it
+    was called as /v1/v1/models, and connecting failed with HTTP 404."""
+    handler = type("Handler", (_VLLMLike,), {"paths": [], "completions": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url + suffix, deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        assert backend.count("def f():") == 8
+        answer = backend.generate(_request("def add(a, b):\n    return", max_tokens=4))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Generation) and answer.text == " a + b", answer
+    # (the last /tokenize: the answer's prompt tokens, which this server's stream does not report)
+    assert handler.paths == ["/v1/models", "/tokenize", "/v1/completions", "/tokenize"]
+    assert backend.template.family == "codellama"
+
+
+def test_a_prompt_past_the_servers_window_says_so_and_leaves_log_probabilities_on():
+    """vLLM answers a prompt past its window with HTTP 400: the backend took it for a refusal of
+    `logprobs`, asked again without them, and never asked for them again in the session (every
+    later answer without a confidence); its failure read only "answered HTTP 400"."""
+    handler = type("Handler", (_VLLMLike,), {"paths": [], "completions": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        before = backend.generate(_request("def add(a, b):\n    return", max_tokens=4))
+        too_long = backend.generate(_request("x" * 100, max_tokens=4))
+        after = backend.generate(_request("def add(a, b):\n    return", max_tokens=4))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert before.mean_logprob == after.mean_logprob == -0.5, after
+    assert isinstance(too_long, Failure) and too_long.kind == "prompt-too-long", too_long
+    assert "answered HTTP 400: This model's maximum context length is 64 tokens." in too_long.message
+    assert ["logprobs" in body for body in handler.completions] == [True, True, False, True]
+
+
+def test_a_lone_surrogate_in_a_prompt_is_sent_not_raised():
+    """An editor's buffer can hold a lone surrogate (JSON's "\\ud800"); httpx's JSON encoding
+    raised UnicodeEncodeError out of count and generate (a traceback) where a Failure or an answer
+    is promised. It goes as "?", the same in the count as in the completion."""
+    handler = type("Handler", (_VLLMLike,), {"paths": [], "completions": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        prompt = "s = '\ud800 é 😀'\n"
+        counted = backend.count(prompt)
+        answer = backend.generate(_request(prompt, max_tokens=4))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert counted == len(prompt) and isinstance(answer, Generation), answer
+    assert handler.completions[0]["prompt"] == "s = '? é 😀'\n"
+
+
+def test_a_cancelled_completion_stops_while_the_server_reads_the_prompt():
+    """The editor moved on: the call waited for the server's first token (a long prompt, a busy
+    GPU) before it looked at the cancel check, and a call cancelled before it began was still sent."""
+    handler = type("Handler", (_VLLMLike,), {"paths": [], "completions": [], "first_token_s": 3.0})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        moved = threading.Event()
+        threading.Timer(0.3, moved.set).start()
+        started = time.perf_counter()
+        answer = backend.generate(GenerationRequest("x", 4, [], 20.0, cancel=moved.is_set))
+        waited = time.perf_counter() - started
+        cancelled = backend.generate(GenerationRequest("y", 4, [], 20.0, cancel=lambda: True))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Generation) and answer.finish_reason == "cancelled" and waited < 1.5, (answer, waited)
+    assert isinstance(cancelled, Generation) and cancelled.finish_reason == "cancelled"
+    assert [body["prompt"] for body in handler.completions] == ["x"]  # the cancelled one was never sent
+
+
+def test_connect_failures_never_repeat_a_password_or_key_in_the_endpoint():
+    for answer in ({"data": {"x": 1}}, {"data": []}):
+        handler = type("Handler", (_Malformed,), {"models": answer})
+        server, url = serve_http(handler)
+        try:
+            failure = OpenAIBackend.connect(url.replace("http://", "http://me:hunter2@") + "/?api_key=sk-123",
+                                            deadline_s=5)
+        finally:
+            server.shutdown()
+        assert isinstance(failure, Failure) and failure.kind == "bad-response", failure
+        assert "hunter2" not in failure.message and "sk-123" not in failure.message, failure.message
