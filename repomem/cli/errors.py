@@ -7,7 +7,8 @@ import math
 from typing import TypeVar
 
 from repomem.config.sections import ALPHA_MAX
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
+from repomem.setting_rules import SETTING_CEILING
 
 EXIT_USAGE = 2
 
@@ -57,3 +58,13 @@ class OneLineParser(argparse.ArgumentParser):
 
         sys.stderr.write(f"repomem: error: {message} (see `{self.prog} --help`)\n")
         raise SystemExit(EXIT_USAGE)
+
+
+def check_top_k(k: int | None) -> None:
+    """`--k` (retrieve, eval run) within 1 and the ceiling of retrieval.top_k: 10**20 overflowed
+    the int64 of the top-k kernel (an internal error); any k above the fragments there are returns
+    them all anyway."""
+    if k is not None and k < 1:
+        raise UserError(Failure(FailureKind.BAD_OPTION, "--k must be at least 1"))
+    if k is not None and k > SETTING_CEILING:
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--k must be at most {SETTING_CEILING:,}"))

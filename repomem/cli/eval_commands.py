@@ -14,7 +14,7 @@ from rich.table import Table
 from repomem.backends.base import BackendTokenizer, TokenCountFailed
 from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
-from repomem.cli.errors import UserError, alpha_value, finite_float, ok
+from repomem.cli.errors import UserError, alpha_value, check_top_k, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import (
     BLOCK_ORDERS,
@@ -116,8 +116,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                                 f"choose from {', '.join(STRATEGY_NAMES)}"))
     if args.limit is not None and args.limit < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--limit must be at least 1"))
-    if args.k is not None and args.k < 1:
-        raise UserError(Failure(FailureKind.BAD_OPTION, "--k must be at least 1"))
+    check_top_k(args.k)
     if args.max_new_tokens < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--max-new-tokens must be at least 1"))
     if args.prompt_tokens is not None and args.prompt_tokens < 64:

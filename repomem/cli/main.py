@@ -24,12 +24,11 @@ from rich.table import Table
 
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends, start_model_ahead
 from repomem.cli.daemon_client import FORWARDED
-from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, ok
+from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, check_top_k, ok
 from repomem.cli.process_exit import exit_now, exit_status
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure, FailureKind
-from repomem.setting_rules import SETTING_CEILING
 from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
 
 if TYPE_CHECKING:
@@ -125,12 +124,7 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
 
 
 def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
-    if args.k is not None and args.k < 1:
-        raise UserError(Failure(FailureKind.BAD_OPTION, "--k must be at least 1"))
-    # The ceiling of retrieval.top_k: 10**20 overflowed the int64 of the top-k kernel (an internal
-    # error); any k above the fragments there are returns them all anyway.
-    if args.k is not None and args.k > SETTING_CEILING:
-        raise UserError(Failure(FailureKind.BAD_OPTION, f"--k must be at most {SETTING_CEILING:,}"))
+    check_top_k(args.k)
     service, cursor = _cursor_from_args(args, err)
     from repomem.cli.service_setup import ensure_index
 

@@ -6,6 +6,7 @@ server's share of the matrix is in test_lsp_bad_input.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -258,6 +259,7 @@ CLI_CASES = [
     ("eval run --limit x", [*EVAL_RUN, "--limit", "x"], 2, "invalid int"),
     ("eval run --seed x", [*EVAL_RUN, "--seed", "x"], 2, "invalid int"),
     ("eval run --k 0", [*EVAL_RUN, "--k", "0"], 2, "--k must be at least 1"),
+    ("eval run --k past 64 bits", [*EVAL_RUN, "--k", "99999999999999999999"], 2, "--k must be at most"),
     ("eval run --max-new-tokens 0", [*EVAL_RUN, "--max-new-tokens", "0"], 2, "--max-new-tokens must be at least 1"),
     ("eval run --prompt-tokens 0", [*EVAL_RUN, "--prompt-tokens", "0"], 2, "--prompt-tokens must be at least 64"),
     ("eval run --threads 0", [*EVAL_RUN, "--threads", "0"], 2, "--threads must be at least 1"),
@@ -707,23 +709,43 @@ def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path: Path):
     repo.mkdir()
     (repo / "repomem.toml").write_text("")
     (repo / "main.py").write_text("def total(price):\n    return price\n")
-    folder = os.open(repo, os.O_RDONLY)
     try:
-        for _ in range(1100):  # one level at a time: os.makedirs recurses as well
-            os.mkdir("d", dir_fd=folder)
-            deeper = os.open("d", os.O_RDONLY, dir_fd=folder)
+        folder = os.open(repo, os.O_RDONLY)
+        try:
+            for _ in range(1100):  # one level at a time: os.makedirs recurses as well
+                os.mkdir("d", dir_fd=folder)
+                deeper = os.open("d", os.O_RDONLY, dir_fd=folder)
+                os.close(folder)
+                folder = deeper
+            deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
+            os.write(deep_file, b"def deep():\n    return 1\n")
+            os.close(deep_file)
+        finally:
             os.close(folder)
-            folder = deeper
-        deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
-        os.write(deep_file, b"def deep():\n    return 1\n")
-        os.close(deep_file)
+        report = run("index", str(repo), "--json")
+        assert report.returncode == 0, report.stderr
+        assert json.loads(report.stdout)["files"] == 2
+        found = run("retrieve", f"{repo}/{'d/' * 1100}deep.py:2", "--json")
+        assert found.returncode == 0, found.stderr
     finally:
-        os.close(folder)
-    report = run("index", str(repo), "--json")
-    assert report.returncode == 0, report.stderr
-    assert json.loads(report.stdout)["files"] == 2
-    found = run("retrieve", f"{repo}/{'d/' * 1100}deep.py:2", "--json")
-    assert found.returncode == 0, found.stderr
+        _remove_nested(repo, "d", "deep.py")
+
+
+def _remove_nested(top: Path, name: str, leaf: str) -> None:
+    """Remove the chain top/name/name/.../leaf level by level: pytest's clean-up of old temporary
+    folders (shutil.rmtree, recursive in Python 3.11) ended the whole session in a RecursionError."""
+    folders = [os.open(top, os.O_RDONLY)]
+    while True:
+        try:
+            folders.append(os.open(name, os.O_RDONLY, dir_fd=folders[-1]))
+        except FileNotFoundError:
+            break
+    with contextlib.suppress(FileNotFoundError):  # a test stopped before it wrote the leaf
+        os.unlink(leaf, dir_fd=folders[-1])
+    while len(folders) > 1:
+        os.close(folders.pop())
+        os.rmdir(name, dir_fd=folders[-1])
+    os.close(folders[0])
 
 
 def test_eval_tasks_leaving_their_repository_read_and_write_nothing(tmp_path: Path):
