@@ -78,9 +78,13 @@ ProblemKind = Literal[
 
 
 def _spelled(value: Any) -> str:
-    """A value as TOML writes it where Python's spelling differs (true, false), else Python's
-    (strings in single quotes are TOML's literal strings)."""
-    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+    """A value as TOML writes it where Python's spelling differs (true, false, a list in brackets),
+    else Python's (strings in single quotes are TOML's literal strings)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_spelled(item) for item in value) + "]"
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -471,7 +475,11 @@ def is_number(value: Any) -> bool:
 def value_problem(rules: SettingRules, value: Any) -> str | None:
     """Why `value` (already of the setting's type) is refused, or None. Checked in this order: a
     number is finite, at most its maximum, above 0 where positive, at least its minimum, inside
-    its interval; a string is one of the choices, a plain folder name where it must be one."""
+    its interval; a string is one of the choices, a plain folder name where it must be one; a list
+    holds no empty name."""
+    if isinstance(value, tuple) and any(isinstance(item, str) and not item for item in value):
+        # Every name ends with "": scan.excluded_dir_suffixes = [""] excluded every folder, silently.
+        return "must not hold an empty name"
     if isinstance(value, str):
         if rules.choices and value not in rules.choices:
             return f"is not one of {', '.join(rules.choices)}"

@@ -251,9 +251,12 @@ class ResolvedConfig:
 
 
 def _entry_names(mapping: dict[str, Any]) -> list[str]:
-    """The dotted names of a settings mapping's entries: section.key and section.SURFACE.key."""
+    """The dotted names of a settings mapping's entries: section.key and section.SURFACE.key, and
+    each section (or key outside any section) by itself: a problem about a whole section (an
+    unknown one, one that is no table) names the file it was read from too."""
     names = []
     for section, values in mapping.items():
+        names.append(section)
         if not isinstance(values, dict):
             continue
         for key, value in values.items():
@@ -337,6 +340,8 @@ def read_settings(repo_root: Path | None) -> SettingsRead:
             if kept is not REFUSED:
                 current[key] = kept
                 origins[f"{section}.{key}"] = str(repo_path)
+        if section not in user:
+            origins[section] = str(repo_path)
         merged[section] = current
     if weakened:
         problems.append(ConfigProblem(", ".join(weakened), "weaker", source=CONFIG_FILE_NAME, message=(

@@ -323,9 +323,9 @@ def test_a_repositorys_workspace_settings_cannot_name_the_server_the_model_or_th
                                    "default 'stable' kept"),
     ("retrieval.top_k", "ten", "config retrieval.top_k: expected an integer, got a string; default 10 kept"),
     ("scan.excluded_dirs", [1], "config scan.excluded_dirs: expected a list of strings, got an integer 1 in it; "
-                                "default ('.git', '.hg', '.svn', '.venv', 'venv', '.env', 'env', 'node_modules', "
+                                "default ['.git', '.hg', '.svn', '.venv', 'venv', '.env', 'env', 'node_modules', "
                                 "'__pycache__', 'build', 'dist', '.tox', '.nox', '.mypy_cache', '.pytest_cache', "
-                                "'.ruff_cache', '.repomem', 'site-packages', '.eggs', '.idea', '.vscode') kept"),
+                                "'.ruff_cache', '.repomem', 'site-packages', '.eggs', '.idea', '.vscode'] kept"),
 ])
 def test_a_refused_value_keeps_the_default_with_the_same_warning(name, value, warning):
     section, key = name.split(".")
@@ -471,7 +471,8 @@ def test_settings_files_are_named_and_a_bad_value_keeps_the_users_own(tmp_path: 
     assert config.retrieval.top_k == 3
     assert "repomem.toml: config retrieval.top_k: expected an integer, got a string; your 3 kept" in warnings
     assert f"{user}: config graph.syntax_weight: expected a number, got a boolean; default 0.5 kept" in warnings
-    assert "unknown config key top_k ignored (outside any section; it is a key of [retrieval])" in warnings
+    assert f"{repo / 'repomem.toml'}: unknown config key top_k ignored (outside any section; it is a key of " \
+        "[retrieval])" in warnings
     (repo / "repomem.toml").write_text("[bm25]\nlowercase = 3\n")
     assert any(w.endswith("; default true kept") for w in load_config(repo)[1])
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "nosuch.toml"))

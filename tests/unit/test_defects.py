@@ -165,10 +165,26 @@ def _repository_config(tmp_path: Path, monkeypatch, text: str) -> list[str]:
 def test_a_hundred_thousand_unknown_sections_are_twenty_warnings_and_a_count(tmp_path, monkeypatch):
     warnings = _repository_config(tmp_path, monkeypatch, "".join(f"[colour{i}]\n" for i in range(100_000)))
     assert len(warnings) == 21
-    assert warnings[0] == "unknown config section [colour0] ignored"
+    assert warnings[0] == f"{tmp_path / 'repomem.toml'}: unknown config section [colour0] ignored"
     assert warnings[-1] == "and 99,980 more config warnings"
     few = _repository_config(tmp_path, monkeypatch, "".join(f"[colour{i}]\n" for i in range(20)))
     assert len(few) == 20 and "more" not in few[-1]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("[colours]\nred = 1\n", "unknown config section [colours] ignored"),
+    ("retrieval = 3\n", "config section [retrieval] must be a table; default kept"),
+    ("top_k = 3\n", "unknown config key top_k ignored (outside any section; it is a key of [retrieval])"),
+    # Every folder name ends with "": every folder was excluded, silently.
+    ('[scan]\nexcluded_dir_suffixes = [""]\n', "config scan.excluded_dir_suffixes=[''] must not hold an empty "
+                                                "name; default ['.egg-info', '.dist-info'] kept"),
+])
+def test_section_problems_name_their_file_and_a_list_holds_no_empty_name(tmp_path, monkeypatch, text, said):
+    """Problems about one key named the file it came from; those about a whole section (or a key
+    outside every section) did not, and a user with their own config and a repository's could not
+    tell which file to fix. A list setting with an empty name is refused (the suffix "" matched
+    every folder)."""
+    assert _repository_config(tmp_path, monkeypatch, text) == [f"{tmp_path / 'repomem.toml'}: {said}"]
 
 
 @pytest.mark.parametrize(("text", "key"), [
