@@ -104,13 +104,16 @@ def sealed_json(body: dict[str, Any]) -> bytes:
 
 def unsealed_json(data: bytes) -> Any:
     """The body of sealed JSON `data` when this user's key sealed it; else a Failure saying why it
-    is not trusted. Raises ValueError for a sealed body that is no JSON."""
+    is not trusted. Raises ValueError for a sealed body that is no JSON or sealed data cut short."""
     key = seal_key()
     if isinstance(key, Failure):
         return Failure(FailureKind.UNTRUSTED_INDEX, key.message)
     seal = data[len(_SEAL_HEAD):len(_SEAL_HEAD) + _SEAL_HEX]
     if not (data.startswith(_SEAL_HEAD) and data[_BODY_AT - len(_BODY_HEAD):_BODY_AT] == _BODY_HEAD
             and data.endswith(b"}")):
+        if data.startswith(_SEAL_HEAD):
+            # Sealed, then cut short or written over: damage, not an index of another machine.
+            raise ValueError("its manifest is cut short or garbled")
         return Failure(FailureKind.UNTRUSTED_INDEX, "the index was not written on this machine (no seal)")
     body = data[_BODY_AT:-1]
     if not hmac.compare_digest(_seal(key, body), seal):

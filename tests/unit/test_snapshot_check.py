@@ -126,6 +126,17 @@ def test_a_manifest_not_sealed_here_is_not_believed(tmp_path: Path):
     assert report.action == "built" and report.warning
 
 
+def test_a_sealed_manifest_cut_short_is_damage_not_another_machines(tmp_path: Path):
+    """A sealed manifest cut short was reported as "not written on this machine (no seal)": a user
+    looked for another machine's hand, not for a damaged file."""
+    root = _repo(tmp_path)
+    snapshot = current_snapshot(index_dir(root, RepoService.open(root).config))
+    (snapshot / "manifest.json").write_bytes((snapshot / "manifest.json").read_bytes()[:100])
+    report = RepoService.open(root).ensure_index(load=False)
+    assert report.action == "built" and "damaged" in report.reason and "cut short" in report.reason, report
+    assert "machine" not in (report.warning or ""), report.warning
+
+
 @pytest.mark.parametrize("name", ["base.npz", "symbols.json.gz"])
 def test_a_damaged_file_of_the_snapshot_is_rebuilt_not_reported_unchanged(tmp_path: Path, name: str):
     root = _repo(tmp_path)
