@@ -26,6 +26,19 @@ from repomem.backends.templates import Template
 from repomem.completion.warm_prefix import COLD_START, PromptStart, first_kept_line
 from repomem.failures import Failure, FailureKind
 
+# U+FEFF, the byte-order mark some editors write before a file's first line: an encoding's mark,
+# no character of the code (editors hide it). The file's first line as read carries it; the prompt
+# shows that line without it, where it would stand mid-prompt (inside a commented block line, at
+# the head of a file section, after the frame above the current file) and cost tokens that no
+# file the model learned from shows there.
+BYTE_ORDER_MARK = "\ufeff"
+
+
+def _code(text: str) -> str:
+    """`text`, lines of a file, as the prompt shows them: without a byte-order mark before them."""
+    return text.removeprefix(BYTE_ORDER_MARK)
+
+
 # The words of RepoCoder's frame around the blocks: the line above them all, and each block's first line.
 HEADER_WORDS = "Here are some relevant code fragments from other files of the repo:"
 BLOCK_WORDS = "the below code fragment can be found in:"
@@ -161,7 +174,7 @@ def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
 def render_block(block: ContextBlock, comment: str = "#") -> str:
     """One block as RepoCoder lays it out: its path and lines, each line commented out with
     `comment` (the cursor file's comment, see `commented`)."""
-    lines = "".join(commented(comment, line) + "\n" for line in block.text.split("\n"))
+    lines = "".join(commented(comment, line) + "\n" for line in _code(block.text).split("\n"))
     rule = separator(comment)
     return f"{commented(comment, BLOCK_WORDS)}\n{commented(comment, block.path)}\n{rule}{lines}{rule}"
 
@@ -213,7 +226,7 @@ def _context_text(template: Template, style: str, repo: str, pinned: Sequence[Co
     among the commented blocks; in the repository form each block is a file section and the
     pinned lines open the current file's section (written by `_assemble`)."""
     if _repo_form(template, style):
-        return template.repo_files(repo, [(b.path, b.text) for b in blocks])
+        return template.repo_files(repo, [(b.path, _code(b.text)) for b in blocks])
     return render_context([*pinned, *blocks], comment)
 
 
@@ -225,7 +238,7 @@ def _assemble(
     if _repo_form(template, style):
         # Qwen2.5-Coder's repository form: each block a file of its own, then the current file,
         # whose shown import statements come first (as in the file) and the code at the cursor after.
-        head = "".join(f"{b.text}\n" for b in pinned)
+        head = "".join(f"{_code(b.text)}\n" for b in pinned)
         prefix = head + left
         return context + template.current_file(path) + (template.infill(prefix, suffix) if suffix is not None
                                                          else template.plain(prefix))
@@ -262,10 +275,12 @@ def build_prompt(
     `comment`: the cursor file's line comment, which the blocks and their headers are written in.
     """
     use_fim = suffix is not None and template.supports_fim
+    if left_lines and left_lines[0].startswith(BYTE_ORDER_MARK):  # the file's first line, read with its mark
+        left_lines = [_code(left_lines[0]), *left_lines[1:]]
     repo_form = _repo_form(template, style)
 
     def shown_block(block: ContextBlock) -> str:
-        return template.file_section(block.path, block.text) if repo_form else render_block(block, comment)
+        return template.file_section(block.path, _code(block.text)) if repo_form else render_block(block, comment)
 
     warm = getattr(tokenizer, "warm", None)
     if warm is not None:  # what the fit counts below, counted at once where the backend can

@@ -58,7 +58,15 @@ def language_of(path: str) -> str | None:
 _COMMENTS_WITHOUT_GRAMMAR = {
     **dict.fromkeys((".css", ".scss", ".less"), "/* */"),
     **dict.fromkeys((".html", ".htm", ".vue", ".svelte", ".xml", ".md", ".markdown"), "<!-- -->"),
+    # XML under its own names (`#` is text there as in .xml): pages, images, style sheets and
+    # schemas, .NET projects and resources, property lists.
+    **dict.fromkeys((".xhtml", ".svg", ".xsl", ".xslt", ".xsd", ".wsdl", ".xaml", ".csproj", ".vbproj", ".fsproj",
+                     ".props", ".targets", ".resx", ".plist"), "<!-- -->"),
     **dict.fromkeys((".sql", ".hs", ".lua", ".elm", ".ada", ".vhd"), "--"),
+    # Languages whose comment is none of the above: `#` is code or text in each of them.
+    **dict.fromkeys((".ml", ".mli"), "(* *)"),
+    **dict.fromkeys((".f90", ".f95", ".f03", ".f08"), "!"),
+    ".vim": '"', ".bat": "REM", ".cmd": "REM", ".rst": "..",
     **dict.fromkeys((".tex", ".erl"), "%"),
     **dict.fromkeys((".el", ".lisp", ".clj", ".scm", ".asm"), ";"),
     **dict.fromkeys((".dart", ".proto", ".groovy", ".gradle", ".kts", ".zig", ".v", ".sol", ".fs", ".glsl",

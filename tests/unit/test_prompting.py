@@ -353,6 +353,21 @@ def test_blocks_are_framed_in_the_comment_of_a_file_no_grammar_covers():
         ["#", "--", "#", "#", "//", "--"]
 
 
+def test_xml_under_its_other_names_frames_blocks_in_xml_comments():
+    """An XHTML page, an SVG image, an XSLT sheet, a .NET project: XML, where `#` is text, as in .xml;
+    and the other languages whose comment is not `#`."""
+    from repomem.completion.prompt import header
+    from repomem.languages.registry import line_comment_of
+
+    paths = ("web/cart.xhtml", "icons/logo.svg", "site.xslt", "App/App.csproj", "Views/Main.xaml", "Info.plist")
+    assert {line_comment_of(path) for path in paths} == {"<!-- -->"}
+    assert header(line_comment_of("web/cart.xhtml")).startswith("<!-- Here are")
+    # Nor is `#` a comment in OCaml, Fortran, Vim script, batch files or reStructuredText.
+    assert [line_comment_of(path) for path in ("lib/a.ml", "solve.f90", "plugin.vim", "build.bat", "index.rst")] \
+        == ["(* *)", "!", '"', "REM", ".."]
+    assert header("(* *)") == "(* Here are some relevant code fragments from other files of the repo: *)\n"
+
+
 def test_a_language_without_line_comments_frames_blocks_in_its_block_comment():
     """CSS, HTML, Vue and Markdown have no line comment: blocks framed with `#` read as selectors,
     text or headings there. Their block comment holds each line, a closer inside a line broken up;
@@ -396,3 +411,20 @@ def test_brace_bodies_keep_their_own_closing_braces_and_leave_the_suffixs():
     body = "\n  out.write('{\\n');\n  /* { */\n  return out;\n}\n\nfunction close(out) {\n  return 1;\n}\n"
     shape = completion_shape("function open(out) {", "", javascript)
     assert clean_completion(body, shape) == "\n  out.write('{\\n');\n  /* { */\n  return out;\n}"
+
+
+def test_a_byte_order_mark_before_a_files_first_line_stays_out_of_the_prompt():
+    """A file saved with a byte-order mark (Windows editors, Java and C# projects) reads with U+FEFF
+    before its first line: its first window, and the current file's left context from its top,
+    showed it mid-prompt, inside a commented line or at the head of a file section."""
+    cart = ContextBlock(1, "src/Cart.java", 0, 2, "\ufeffpublic class Cart {\n\tint total() { return 1; }", 2.0)
+    left = ["\ufeffpublic class Shop {", "\tint t = cart.total("]
+    for template, style in ((PLAIN, "comments"), (QWEN, "comments"), (QWEN, "repo")):
+        for suffix in (None, "\n}"):
+            prompt = build_prompt(left_lines=left, suffix=suffix, candidates=[cart], tokenizer=WordTokenizer(),
+                                  template=template, budget=PromptBudget(1000), style=style, repo="shop",
+                                  path="src/Shop.java", comment="//")
+            assert not isinstance(prompt, Failure) and prompt.blocks, (template.family, style)
+            assert "\ufeff" not in prompt.text, (template.family, style, suffix)
+            assert "public class Cart {" in prompt.text and "public class Shop {\n\tint t = cart.total(" in prompt.text
+    assert render_block(cart, "//").splitlines()[3] == "// public class Cart {"
