@@ -6,13 +6,25 @@ vertical tab, U+001C-U+001E, U+0085 (NEL), U+2028 and U+2029; a client breaks li
 page break in Python, C and Lisp sources; U+2028 stands in JavaScript strings) every incremental
 change landed on the wrong line of the server's copy, which from then on held text the user did
 not have, and a position's column was converted on the wrong line.
+
+An incremental change's position past its line's end means the line's end (LSP 3.17, Position:
+"If the character value is greater than the line length it defaults back to the line length").
+pygls moves such a position onto the line's last character, its line end included: text inserted
+one past a line's end landed at the start of the next line, and a range ending past the end of
+the last line kept that line's last character after the new text.
+
+A change to a document the client never opened (or closed already) has no text to apply to: pygls
+raised KeyError, which every editor showed as an "Error in server" pop-up. The change is dropped
+(the server says so in its log, lsp/server.py `did_change`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from urllib.parse import unquote
 
+from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument, Workspace
 
@@ -26,6 +38,21 @@ class ProtocolLinesDocument(TextDocument):
     @property
     def lines(self) -> Sequence[str]:
         return tuple(_PROTOCOL_LINE.findall(self.source))
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        lines = self.lines
+        start, end = self._at_most_line_end(lines, change.range.start), self._at_most_line_end(lines, change.range.end)
+        # A new change: pygls converts positions in place, and the client's object is not ours.
+        super()._apply_incremental_change(types.TextDocumentContentChangePartial(
+            range=types.Range(start, end), text=change.text, range_length=change.range_length))
+
+    def _at_most_line_end(self, lines: Sequence[str], position: types.Position) -> types.Position:
+        """`position`, its character moved back to its line's end (before the line end) if past it;
+        a line past the document's end is left to pygls (the document's end)."""
+        if not 0 <= position.line < len(lines):
+            return types.Position(position.line, position.character)
+        content = lines[position.line].rstrip("\r\n")
+        return types.Position(position.line, min(position.character, self.position_codec.client_num_units(content)))
 
 
 class ProtocolLinesWorkspace(Workspace):
@@ -41,6 +68,12 @@ class ProtocolLinesWorkspace(Workspace):
                               language_id: str | None = None) -> TextDocument:
         return ProtocolLinesDocument(doc_uri, source=source, version=version, language_id=language_id,
                                      sync_kind=self._sync_kind, position_codec=self.position_codec)
+
+    def update_text_document(self, text_doc: types.VersionedTextDocumentIdentifier,
+                             change: types.TextDocumentContentChangeEvent) -> None:
+        """pygls's, except that a change to a document not open is dropped (see above)."""
+        if unquote(text_doc.uri) in self.text_documents:
+            super().update_text_document(text_doc, change)
 
 
 class ProtocolLinesProtocol(LanguageServerProtocol):

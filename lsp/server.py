@@ -200,6 +200,7 @@ class RepomemServer(LanguageServer):
         self.answers_generation = 0
         self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
         self.outside_said: set[str] = set()  # uris outside the workspace folder whose empty answers were logged
+        self.unopened_said: set[str] = set()  # uris whose changes were ignored (never opened), logged once
         # Ends the running session's message loop (lsp/framing.py), which replaces pygls's own: pygls's
         # loop watches the private BaseServer._stop_event, which has no public setter.
         self.session_stop = threading.Event()
@@ -595,6 +596,13 @@ def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: RepomemServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
+    if not ls.is_open(uri):
+        # Nothing to apply it to (lsp/documents.py dropped it): reading on would take the disk's
+        # text, in the event loop, for a buffer the client never showed the server.
+        if uri not in ls.unopened_said and len(ls.unopened_said) < 1000:
+            ls.unopened_said.add(uri)
+            ls.log("warning", f"a change to {uri}, which the client never opened (or closed): ignored")
+        return
     changes = params.content_changes
     _buffer_changed(ls, uri, _edit_end(ls, uri, changes[-1]) if changes else None)
 

@@ -260,6 +260,28 @@ def test_documents_and_positions_that_do_not_exist_get_empty_answers(client: Raw
     client.alive()
 
 
+def test_a_change_to_a_document_not_open_is_logged_once_and_ignored(client: RawClient, workspace: Path):
+    """A didChange for a document the client never opened (or closed already) has nothing to apply
+    to: pygls raised KeyError, which editors show as an "Error in server" pop-up at every keystroke.
+    It is ignored, with one log line per document."""
+    shown = len(client.shown)
+    on_disk = (workspace / "shop" / "pricing.py").as_uri()  # never opened
+    closed = (workspace / "shop" / "closed_then_changed.py").as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": closed, "languageId": "python", "version": 1,
+                                                            "text": "x = 1\n"}})
+    client.notify("textDocument/didClose", {"textDocument": {"uri": closed}})
+    for uri in (on_disk, closed):
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                                 "contentChanges": [{"text": "y = 2\n"}]})
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 3}, "contentChanges": [
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "z"}]})
+    client.alive()
+    _wait_for_log(client, closed)
+    assert not [line for line in client.shown[shown:] if "Error in server" in line], client.shown[shown:]
+    ignored = [line for line in client.logs if "never opened (or closed): ignored" in line]
+    assert len(ignored) == 2 and on_disk in ignored[0] and closed in ignored[1], ignored
+
+
 def test_a_2_mb_buffer_and_200_rapid_edits(client: RawClient, workspace: Path):
     big = workspace / "shop" / "big.py"
     text = "".join(f"def function_{i}(value):\n    return value + {i}\n\n" for i in range(40_000))

@@ -128,6 +128,34 @@ async def test_a_workspace_whose_path_has_a_space_completes_at_its_lines_and_pas
     assert [item.text_edit.new_text for item in last.items] == [ANSWER]
 
 
+def typed(client: LanguageClient, uri: str, version: int, start: tuple[int, int], end: tuple[int, int],
+          text: str) -> None:
+    """An incremental change replacing start..end (line, character) with `text`."""
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(*start), types.Position(*end)), text=text)]))
+
+
+async def test_an_edit_past_a_lines_end_lands_at_the_lines_end(client_by_root: LanguageClient, spaced: Path):
+    """LSP 3.17: a character past the line's length means the line's end. pygls moved such a
+    position of an incremental change onto the line's last character, its line end included: `m`
+    typed one past the end of `    return co` landed at the start of the next line, and a range
+    ending past the end of the last line left its last character after the new text. The server's
+    copy then held text the editor did not, and completed it."""
+    uri = opened(client_by_root, spaced / "shop" / "typed.py", "def tax(a, b):\n    return co\n    pass\n")
+    typed(client_by_root, uri, 2, (1, 14), (1, 14), "m")  # the line holds 13 characters
+    answer = await complete(client_by_root, uri, 1, 14)
+    assert [(i.text_edit.range.start.character, i.text_edit.range.end.character, i.text_edit.new_text)
+            for i in answer.items] == [(11, 14, "com" + ANSWER)]
+    assert CannedModel.prompts[-1].endswith("    return com")
+    last = opened(client_by_root, spaced / "shop" / "last.py", "def tax(a, b):\n    return co")
+    typed(client_by_root, last, 2, (1, 11), (1, 99), "com")  # `co` and past the end: `com`
+    answer = await complete(client_by_root, last, 1, 99)  # past the end: at the line's end
+    assert [item.text_edit.new_text for item in answer.items] == ["com" + ANSWER]
+    assert CannedModel.prompts[-1].endswith("    return com")
+
+
 @pytest.fixture
 def plain(tmp_path) -> Path:
     return copy_example(tmp_path / "shop")
