@@ -639,7 +639,8 @@ def did_close(ls: RepomemServer, params: types.DidCloseTextDocumentParams) -> No
     ls.surrogates_replaced.discard(params.text_document.uri)
     ls.scheduler.document_closed(params.text_document.uri, path)
     if path is not None and ls.session is not None:
-        ls.in_background(ls.session.buffer_closed, path)
+        ls.session.buffer_closed(path)
+        ls.in_background(ls.session.drop_closed_buffer, path)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)

@@ -321,10 +321,21 @@ class CompletionSession:
             self.on_index_churned()
 
     def buffer_closed(self, path: str) -> None:
+        """Called on the event loop, as the document closes: its text is forgotten at once, and the
+        model thread takes it off the index later (`drop_closed_buffer`). Forgotten there, a close
+        and a reopen on their way while the model was busy (VS Code changing a file's language
+        sends both) lost the reopened text: the close, run after the open, took it away."""
         self.open_buffers.pop(path, None)
         with self._dirty_lock:
             self._dirty.discard(path)
             self._recent.pop(path, None)
+
+    def drop_closed_buffer(self, path: str) -> None:
+        """On the model thread, after `buffer_closed`: the disk's text counts again in the index,
+        unless the document was opened again meanwhile (its new text is overlaid instead)."""
+        if path in self.open_buffers:
+            return
+        with self._dirty_lock:
             self._overlaid.discard(path)
         if self.service.index_loaded:
             self._report(self.service.drop_buffer(path))

@@ -355,8 +355,29 @@ def test_only_the_most_recent_open_buffers_are_overlaid_on_the_index(package_rep
     assert session.service.view().retrieve("only_in_buffer_0", k=1)[0].path == paths[0]
     session.buffer_changed(paths[1], "def edited_again(value):\n    return value\n")
     session.buffer_closed(paths[0])
+    session.drop_closed_buffer(paths[0])
     session.sync_buffers()
     assert overlaid() == {paths[1], paths[3]}
+
+
+def test_a_document_closed_and_opened_again_while_the_model_is_busy_keeps_its_new_text(package_repo: Path):
+    """VS Code changing a file's language closes and reopens it at once. The close's work waited for
+    the model thread behind the reopen's text, then took that text away: the index held the disk's
+    version until the next keystroke."""
+    session = CompletionSession(package_repo, Config(), lambda level, message: None)
+    session.install_index(session.build_index(NoProgress()))
+    path = "pkg/reopened.py"
+    session.buffer_changed(path, "def first_version(value):\n    return value\n")
+    session.sync_buffers()
+    session.buffer_closed(path)  # the event loop: close, then open again, while the model is busy
+    session.buffer_changed(path, "def second_version(value):\n    return value\n")
+    session.drop_closed_buffer(path)  # the model thread, later, in the order they came
+    session.sync_buffers()
+    assert session.service.view().retrieve("second_version", k=1)[0].path == path
+    assert session.service.index.record(path) is not None
+    session.buffer_closed(path)  # closed for good: the disk's text counts again (it has none)
+    session.drop_closed_buffer(path)
+    assert session.service.index.record(path) is None
 
 
 def test_an_empty_settings_object_from_neovim_is_no_settings():
