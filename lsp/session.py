@@ -61,6 +61,7 @@ class CompletionAnswer:
 
 
 EMPTY_FAILED = CompletionAnswer("", None, "failed")
+MAX_REFUSALS_SAID = 1000  # files whose refusal is remembered as said (a bound on what a session keeps)
 
 
 def alpha_for(config: Config) -> float:
@@ -102,6 +103,9 @@ class CompletionSession:
         self.backend_problem = ""  # why the model last failed to open
         self.shown = ShownCompletions(self.config.server.shown_completions)
         self.open_buffers: dict[str, str] = {}  # path -> latest text, written by the event loop
+        # path -> the kind of the last refusal of a cursor there that was logged: a file refused
+        # (a minified line, too large) is said once, not at every keystroke's request.
+        self._refusals_said: dict[str, str] = {}
         self._dirty: set[str] = set()  # buffers the index overlay has not seen yet
         # Open buffers, least recently changed or asked in first (guarded by _dirty_lock): only the
         # last server.indexed_buffers are overlaid on the index, the others are kept as text.
@@ -388,8 +392,11 @@ class CompletionSession:
         cursor = locate(self.root, request.path, request.text, request.line + 1, request.character + 1,
                         self.service.config.scan)
         if isinstance(cursor, Failure):
-            self.log("warning", cursor.message)
+            if self._refusals_said.get(request.path) != cursor.kind and len(self._refusals_said) < MAX_REFUSALS_SAID:
+                self._refusals_said[request.path] = cursor.kind
+                self.log("warning", cursor.message)
             return EMPTY_FAILED
+        self._refusals_said.pop(request.path, None)  # refused again later: said again
         engine = self.ensure_engine()
         if engine is None:
             return CompletionAnswer("", None, "unavailable")

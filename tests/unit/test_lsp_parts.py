@@ -14,7 +14,7 @@ from repomem.config import Config, load_config, read_config, read_settings, with
 from repomem.index.snapshot_load import load_index
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
 from repomem.lsp.feedback import FeedbackLog, ShownCompletion, ShownCompletions
-from repomem.lsp.session import CompletionSession
+from repomem.lsp.session import CompletionSession, EditorRequest
 from repomem.lsp.settings import apply_settings, backend_changed, client_problem_line, settings_after_change
 from repomem.positions import locate
 from repomem.progress import NoProgress
@@ -565,3 +565,19 @@ def test_custom_messages_take_unsigned_positions_only():
 
     assert at(3, 4) == ("file:///r/a.py", types.Position(line=3, character=4))
     assert at(-1, 0) is None and at(0, -2) is None and at(True, 0) is None and at(1.5, 0) is None
+
+
+def test_a_file_refused_for_a_long_line_is_said_once_not_at_every_request(package_repo: Path):
+    """A cursor in a file repomem does not complete in (a minified line) logged the refusal at every
+    keystroke's request; it is said once per file, and again once the file was completed in."""
+    logs: list[tuple[str, str]] = []
+    session = CompletionSession(package_repo, Config(), lambda level, message: logs.append((level, message)))
+    minified = "var a=1;" * 2000 + "\n"
+    for typed in ("x", "xy", "xyz"):
+        answer = session.complete(EditorRequest("pkg/app.min.js", minified + typed, 1, len(typed), lambda: False))
+        assert answer.finish_reason == "failed"
+    refused = [message for _, message in logs if "scan.max_line_chars" in message]
+    assert len(refused) == 1, logs
+    other = session.complete(EditorRequest("pkg/other.min.js", minified, 0, 3, lambda: False))
+    assert other.finish_reason == "failed"
+    assert len([message for _, message in logs if "scan.max_line_chars" in message]) == 2, logs
