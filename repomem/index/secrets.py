@@ -17,7 +17,9 @@ other files:
   `value: ...`), or as the default of an environment look-up (`os.getenv("API_KEY", "...")`,
   `env.TOKEN || "..."`), C's `#define API_KEY "..."`, an XML element or named value
   (`<password>...</password>`, `<add key="ApiKey" value="..."/>`, Spring's `<property name="password"
-  value="..."/>`), SQL's `IDENTIFIED BY '...'` and `WITH PASSWORD '...'`; quoted in any string form
+  value="..."/>`), SQL's `IDENTIFIED BY '...'` and `WITH PASSWORD '...'`, a call its name says
+  takes one (`ds.setPassword("...")`, `NetworkCredential("user", "...")`, `auth=("user", "...")`);
+  quoted in any string form
   of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, backticked, JSON-escaped as a
   notebook holds code, parenthesised, concatenated; holding the other quote marks) or unquoted
   (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments).
@@ -54,8 +56,10 @@ _PRIVATE_KEY_OPEN = re.compile(
 )
 # A PuTTY key's private part: `Private-Lines: N` and the N lines after it.
 _PUTTY_PRIVATE_LINES = re.compile(r"Private-Lines:[ \t]*(?P<count>\d{1,4})[ \t\r]*\n")
-# The user may be empty: `redis://:password@host`; schemes in any case (`POSTGRES://`).
-_URL_PASSWORD = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)(?P<secret>[^/\s@'\"]{3,})(?=@)")
+# The user may be empty: `redis://:password@host`; schemes in any case (`POSTGRES://`). A password
+# may hold "@" unescaped (`postgres://app:p@ss…@db/app`): it ends at the last "@" before the host.
+_URL_PASSWORD = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)(?P<secret>[^/\s'\"]{3,})"
+                           r"(?=@[^/\s@'\"?#]*(?:[/\s'\"?#]|$))")
 # A token as a URL's user name, no password: `https://<40 hex>@github.com/...` (checked for randomness).
 # (Sentry's DSN holds its public key there, public by design: `https://<32 hex>@o1.ingest.sentry.io`.)
 _URL_TOKEN_USER = re.compile(r"(?P<head>://)(?P<secret>[A-Za-z0-9_.~-]{20,})(?=(?::[^/\s@'\"]*)?@(?![\w.-]*sentry))")
@@ -96,7 +100,9 @@ _LITERAL = re.compile(
     "(?i)[rbuf]{0,2}(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS))
     + r")(?P<content>(?:(?!(?P=open))[^\s\\])+)(?P=open)"
 )
-_JOINER = re.compile(r"\s*\+?\s*")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
+# Blanks, or a backslash continuing the line (`password = \` then the value on the next line).
+_GAP = r"(?:\s|\\(?=\r?\n))*"
+_JOINER = re.compile(rf"{_GAP}\+?{_GAP}")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
     r"(?:\\?['\"]?\)?\s*(?:\|\||\?\?|or(?=\s))"  # env.NAME || "value", getenv("NAME") or "value"
     # assigned (a type annotation allowed: Rust's `&str`, `&'static str` too), a mapping entry, a
@@ -109,6 +115,17 @@ _SEPARATOR = (
     r"""|\\?["'][ \t]+value[ \t]*="""  # a named value in XML: `<add key="ApiKey" value="..."/>`
     r")"
 )
+# A call its name says takes a secret (`ds.setPassword("...")`, `new NetworkCredential("user",
+# "...")`, Java's `new PasswordAuthentication("user", "...".toCharArray())`): the second of two
+# literal arguments, else the first. The word ends the called name's last part or a word of it
+# (`setApiKey`, `PasswordAuthentication`, not `AutoTokenizer.from_pretrained` nor `tokenizer`).
+_CALL_WORD = (r"(?:password|passwd|passphrase|pwd|secret|token|credential"
+              r"|(?:api|app|auth|access|account|private|signing|encryption|master|client|license|storage)[_-]?key|key)")
+_SECRET_CALL = (rf"(?P<call>(?:[{_NAME_CHAR}]*\.)?\w*{_CALL_WORD}(?-i:(?![a-z]))\w*)\("
+                rf"(?:\s*{_QUOTED}\s*,(?=\s*{_QUOTED}\s*[).]))?")
+# A login given as (user, password) to what the name says authenticates: `HTTPBasicAuth("user", "...")`,
+# `auth=("user", "...")`, `session.auth = ("user", "...")`: the second literal.
+_AUTH_PAIR = rf"(?P<auth>[{_NAME_CHAR}]*auth)(?![{_NAME_CHAR}])\s*=?\s*\(\s*{_QUOTED}\s*,(?=\s*{_QUOTED}\s*\))"
 # A match is a name (or a credential scheme) and what gives it its value; the value is only looked
 # at (a lookahead), so a value that is no secret (`process.env.TOKEN || "..."`) is searched on.
 _ASSIGNED = re.compile(
@@ -119,8 +136,9 @@ _ASSIGNED = re.compile(
     rf"|(?:(?P<name>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}]){_SEPARATOR}"
     # the default of a look-up, the name its first argument: getenv("NAME", "value"), get('name', 'value')
     r"""|(?:(?<=\(["'])|(?<=\(\\["']))"""
-    rf"""(?P<lookup>[\w-]*{_SECRET_WORD}[\w-]*)(?![{_NAME_CHAR}])\\?["']\s*,"""
+    rf"""(?P<lookup>[\w.-]*{_SECRET_WORD}[\w.-]*)(?![{_NAME_CHAR}])\\?["']\s*,"""
     rf"|(?P<flag>-[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}])[ \t]+"  # --password VALUE
+    rf"|{_AUTH_PAIR}|{_SECRET_CALL}"
     rf"|(?<=<)(?P<element>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)>"  # XML: <password>VALUE</password>
     # C's `#define API_KEY "..."` (a name then a blank and a quote elsewhere is too often the end
     # of a string: `"Invalid token " + ...`)
@@ -130,7 +148,7 @@ _ASSIGNED = re.compile(
     # SQL: MySQL's `IDENTIFIED [WITH plugin] BY '...'`, PostgreSQL's `WITH [LOGIN] PASSWORD '...'`
     r"|(?P<sql>identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?"
     r"|(?:(?<=with[ \t])|(?<=login[ \t])|(?<=encrypted[ \t]))password)[ \t]+)"
-    rf"(?=\s*\(?\s*(?P<quoted>{_QUOTED}(?:\s*\+?\s*{_QUOTED})*)"  # quoted, parenthesised, concatenated
+    rf"(?={_GAP}\(?\s*(?P<quoted>{_QUOTED}(?:{_GAP}\+?{_GAP}{_QUOTED})*)"  # quoted, parenthesised, concatenated
     r"""|[ \t]*(?P<bare>[^\s'"`,;(){}\[\]<>\\]+)))"""  # unquoted: shell, YAML, INI, DSN, comments
 )
 # The words' literals are ASCII: lower-casing ASCII letters alone finds them and keeps every position.
@@ -139,9 +157,10 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 # Every match of _SECRET_WORD holds one of the first six (the *key words: "key"), every credential
-# scheme one of "bearer", "basic", "token"; a test checks each spelling of the words.
+# scheme one of "bearer", "basic", "token", a (user, password) pair's name "auth"; a test checks
+# each spelling of the words.
 _SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u",
-                         "identified")
+                         "auth", "identified")
 
 
 def assignments(text: str) -> list[re.Match]:
@@ -266,11 +285,19 @@ def _quoted_secret(value: str, min_length: int, min_entropy: float) -> bool:
     return _looks_random(value, min_length, min_entropy)
 
 
+# A literal passed to a call that holds these is code (a pattern, a template: `_create_tag_line_token(
+# r"((?:[nN]…|…))")`), not a password.
+_CODE_MARKS = frozenset("()[]{}|<>")
+
+
 def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> tuple[int, str] | None:
     """Where the value `match` (of _ASSIGNED) looks at ends, and the text from the match's start to
     there with the secret masked; None when the value is no secret. Each literal of a concatenation
     is masked; quotes, joiners and line breaks stay."""
     text = match.string
+    called = match["call"] is not None or match["auth"] is not None
+    if called and match["bare"] is not None:
+        return None  # a call's argument that is no literal: a variable
     if match["credential"] is not None:
         value, spans = match["credential"], [match.span("credential")]
         if reads_as_words(value) or not _looks_random(value, min_length, min_entropy):
@@ -288,7 +315,8 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
             assert literal is not None  # _ASSIGNED matched these literals one after another
             spans.append(literal.span("content"))
             position = _JOINER.match(text, literal.end()).end()
-        if not _quoted_secret("".join(text[a:b] for a, b in spans), min_length, min_entropy):
+        value = "".join(text[a:b] for a, b in spans)
+        if not _quoted_secret(value, min_length, min_entropy) or called and any(c in value for c in _CODE_MARKS):
             return None
     pieces = []
     position = match.start()

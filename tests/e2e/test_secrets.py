@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,8 +196,6 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
     it): every request the model server hears (prompts and tokenizer calls) is searched for every
     planted secret. Each secret's line reached the server, masked; none of the values did, but for
     the shapes the corpus's unit test lists as missed."""
-    from repomem.backends.openai_http import OpenAIBackend
-    from repomem.config import load_config, with_overrides
     from repomem.index.secrets import mask_secrets
     from repomem.languages.registry import language_of
     from tests.secret_corpus import HeardText, corpus_files, leaked, score
@@ -213,30 +212,10 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
             code = code.replace(planted.value, "")
         for number, window in enumerate(_windows(code.split("\n"), 12, 6)):
             callers[f"callers/{file.path.replace('.', '_')}_{number}.py"] = "\n".join(window) + "\n"
-    repo = tmp_path / "corpus"
-    for path, text in [*((file.path, file.text) for file in files), *callers.items()]:
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text, encoding="utf-8")
-    config, _ = load_config(repo)
-    config = with_overrides(config, completion={"max_prompt_tokens": 4096}, model={"context_tokens": 8192})
-    service = RepoService.open(repo, config)
-    report = service.ensure_index()
-    assert not isinstance(report, Failure), report
+    written = {**{file.path: file.text for file in files}, **callers}
+    ends = [(path, *_last_line_end(text)) for path, text in callers.items()]
+    report = _completed_at(tmp_path / "corpus", written, ends, None)
     assert {path for path, _ in report.masked} == {file.path for file in files if any(p.secret for p in file.planted)}
-    _RecordingModelServer.heard = []
-    server, url = serve_http(_RecordingModelServer)
-    try:
-        backend = OpenAIBackend.connect(url)
-        assert not isinstance(backend, Failure), backend
-        engine = CompletionEngine(service, backend)
-        for path, text in callers.items():
-            lines = text.split("\n")
-            cursor = locate(repo, path, text, len(lines) - 1, len(lines[-2]) + 1)
-            assert not isinstance(cursor, Failure), cursor
-            result = engine.complete(cursor, max_new_tokens=1)
-            assert not isinstance(result, Failure), result
-    finally:
-        server.shutdown()
     heard = HeardText("\n".join(_RecordingModelServer.heard))
     prompts = [json.loads(entry.split(" ", 2)[2])["prompt"] for entry in _RecordingModelServer.heard
                if entry.startswith("POST /v1/completions")]
@@ -251,3 +230,98 @@ def test_no_corpus_secret_reaches_a_model_server_from_a_cursor_in_another_file(t
             assert masked_lines[planted.line].strip() in sent, f"{shape}: its line never reached the server"
             assert leaked(planted.value, heard) == (planted.shape in missed), shape
     assert len(missed) <= 3  # the corpus's own misses (tests/unit/test_secret_corpus.py)
+
+
+CALLED_SECRETS = {  # path: (text, planted); each reached the server before (a review's, see tests/unit/test_secrets.py)
+    "src/app/DataSourceConfig.java": ('''package app;
+
+public class DataSourceConfig {
+    public javax.sql.DataSource dataSource() {
+        HikariDataSource ds = new HikariDataSource();
+        ds.setJdbcUrl("jdbc:postgresql://db.internal:5432/app");
+        ds.setUsername("app");
+        ds.setPassword("Pq4wLx9Zr2TmK8vN");
+        return ds;
+    }
+
+    public java.util.Properties mail() {
+        java.util.Properties props = new java.util.Properties();
+        props.setProperty("mail.smtp.password", "Xq9vLz3Kp7RtW2mN");
+        return props;
+    }
+}
+''', ("Pq4wLx9Zr2TmK8vN", "Xq9vLz3Kp7RtW2mN")),
+    "app/legacy_db.py": ('''"""Legacy database access."""
+
+DATABASE_URL = "postgres://app:p@ssHn3vQ8kLm2Zx7Rw@db.internal:5432/app"
+
+PASSWORD = \\
+    "Rk7mWq2Lz9Xp4TvB"
+
+
+def fetch(url):
+    return requests.get(url, auth=("admin", "Wz5pLq8Kx2Nv7RtM"))
+''', ("Hn3vQ8kLm2Zx7Rw", "Rk7mWq2Lz9Xp4TvB", "Wz5pLq8Kx2Nv7RtM")),
+}
+
+
+def test_secrets_given_to_setters_pairs_and_continuations_reach_no_model_server(tmp_path: Path, monkeypatch):
+    """Passwords passed to a setter, a (user, password) pair, a dotted property name, after a line
+    continuation and in a URL with "@" in the password: from a cursor in another file (retrieved)
+    and in the file itself (left context, and right context as fill in the middle), no request the
+    model server hears (prompts, tokenizer calls) carries one."""
+
+    (tmp_path / "no-user-config.toml").write_text("")
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "no-user-config.toml"))
+    repo = tmp_path / "called"
+    files = {path: text for path, (text, _) in CALLED_SECRETS.items()}
+    for path, (text, planted) in CALLED_SECRETS.items():
+        for value in planted:
+            text = text.replace(value, "")
+        stem, extension = path.rsplit(".", 1)
+        files[f"callers/{stem.rsplit('/', 1)[-1]}_caller.{extension}"] = "\n".join(text.split("\n")[:-3]) + "\n"
+    cursors = [(path, *place) for path, text in files.items() for place in (_last_line_end(text), (1, 1))]
+    report = _completed_at(repo, files, cursors, "vanilla")
+    heard = "\n".join(_RecordingModelServer.heard)
+    assert "setPassword" in heard and "/tokenize" in heard
+    assert [value for _, planted in CALLED_SECRETS.values() for value in planted if value in heard] == []
+    assert {path: count for path, count in report.masked if path in CALLED_SECRETS} == {
+        path: len(planted) for path, (_, planted) in CALLED_SECRETS.items()}
+
+
+def _last_line_end(text: str) -> tuple[int, int]:
+    """The 1-based line and column at the end of the text's last line (before its final break)."""
+    lines = text.split("\n")
+    return len(lines) - 1, len(lines[-2]) + 1
+
+
+def _completed_at(repo: Path, files: dict[str, str], cursors: list[tuple[str, int, int]],
+                  strategy: str | None) -> Any:
+    """Write `files` into `repo`, index it and complete once at each (path, line, column) against
+    the recording server (its `heard` list starts empty); the index's report."""
+    from repomem.backends.openai_http import OpenAIBackend
+    from repomem.config import load_config, with_overrides
+
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text, encoding="utf-8")
+    config, _ = load_config(repo)
+    config = with_overrides(config, completion={"max_prompt_tokens": 4096}, model={"context_tokens": 8192})
+    service = RepoService.open(repo, config)
+    report = service.ensure_index()
+    assert not isinstance(report, Failure), report
+    _RecordingModelServer.heard = []
+    server, url = serve_http(_RecordingModelServer)
+    try:
+        backend = OpenAIBackend.connect(url)
+        assert not isinstance(backend, Failure), backend
+        engine = CompletionEngine(service, backend)
+        for path, line, column in cursors:
+            cursor = locate(repo, path, files[path], line, column)
+            assert not isinstance(cursor, Failure), cursor
+            result = engine.complete(cursor, strategy, max_new_tokens=1) if strategy else \
+                engine.complete(cursor, max_new_tokens=1)
+            assert not isinstance(result, Failure), result
+    finally:
+        server.shutdown()
+    return report
