@@ -679,18 +679,7 @@ def test_a_file_deeper_than_path_max_is_skipped_with_a_reason(tmp_path: Path, gi
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "repomem.toml").write_text("")
     (repo / "main.py").write_text("def total(price):\n    return price\n")
-    folder = os.open(repo, os.O_RDONLY)
-    try:
-        for _ in range(25):  # 25 x 201 characters: past PATH_MAX, made one level at a time
-            os.mkdir("d" * 200, dir_fd=folder)
-            deeper = os.open("d" * 200, os.O_RDONLY, dir_fd=folder)
-            os.close(folder)
-            folder = deeper
-        deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
-        os.write(deep_file, b"def deep():\n    return 1\n")
-        os.close(deep_file)
-    finally:
-        os.close(folder)
+    _nested_file(repo, "d" * 200, 25)  # 25 x 201 characters: past PATH_MAX
     report = run("index", str(repo), "--json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
@@ -710,18 +699,7 @@ def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path: Path):
     (repo / "repomem.toml").write_text("")
     (repo / "main.py").write_text("def total(price):\n    return price\n")
     try:
-        folder = os.open(repo, os.O_RDONLY)
-        try:
-            for _ in range(1100):  # one level at a time: os.makedirs recurses as well
-                os.mkdir("d", dir_fd=folder)
-                deeper = os.open("d", os.O_RDONLY, dir_fd=folder)
-                os.close(folder)
-                folder = deeper
-            deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
-            os.write(deep_file, b"def deep():\n    return 1\n")
-            os.close(deep_file)
-        finally:
-            os.close(folder)
+        _nested_file(repo, "d", 1100)
         report = run("index", str(repo), "--json")
         assert report.returncode == 0, report.stderr
         assert json.loads(report.stdout)["files"] == 2
@@ -729,6 +707,23 @@ def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path: Path):
         assert found.returncode == 0, found.stderr
     finally:
         _remove_nested(repo, "d", "deep.py")
+
+
+def _nested_file(top: Path, name: str, depth: int) -> None:
+    """top/name/.../name/deep.py, `depth` folders deep, made one level at a time (os.makedirs
+    recurses, and a path past PATH_MAX cannot be named whole)."""
+    folder = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=folder)
+            deeper = os.open(name, os.O_RDONLY, dir_fd=folder)
+            os.close(folder)
+            folder = deeper
+        deep_file = os.open("deep.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=folder)
+        os.write(deep_file, b"def deep():\n    return 1\n")
+        os.close(deep_file)
+    finally:
+        os.close(folder)
 
 
 def _remove_nested(top: Path, name: str, leaf: str) -> None:
