@@ -118,9 +118,10 @@ _SEPARATOR = (
 # A call its name says takes a secret (`ds.setPassword("...")`, `new NetworkCredential("user",
 # "...")`, Java's `new PasswordAuthentication("user", "...".toCharArray())`): the second of two
 # literal arguments, else the first. The word ends the called name's last part or a word of it
-# (`setApiKey`, `PasswordAuthentication`, not `AutoTokenizer.from_pretrained` nor `tokenizer`).
+# (`setApiKey`, `PasswordAuthentication`, not `AutoTokenizer.from_pretrained` nor `tokenizer`); a
+# key alone is no secret's (`models.ForeignKey("MiXedCaseApp.owner", ...)`, `PublicKey(...)`).
 _CALL_WORD = (r"(?:password|passwd|passphrase|pwd|secret|token|credential"
-              r"|(?:api|app|auth|access|account|private|signing|encryption|master|client|license|storage)[_-]?key|key)")
+              r"|(?:api|app|auth|access|account|private|signing|encryption|master|client|license|storage)[_-]?key)")
 _SECRET_CALL = (rf"(?P<call>(?:[{_NAME_CHAR}]*\.)?\w*{_CALL_WORD}(?-i:(?![a-z]))\w*)\("
                 rf"(?:\s*{_QUOTED}\s*,(?=\s*{_QUOTED}\s*[).]))?")
 # A login given as (user, password) to what the name says authenticates: `HTTPBasicAuth("user", "...")`,
@@ -161,6 +162,10 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 # each spelling of the words.
 _SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u",
                          "auth", "identified")
+# Literals that only count where they end a name (`auth=(...)`, `HTTPBasicAuth(...)`): tried where
+# they merely start one (`django.contrib.auth.models`, `authenticate`), they cost a fifth more of
+# Django's masking, for no match.
+_NAME_END_LITERALS = frozenset({"auth"})
 
 
 def assignments(text: str) -> list[re.Match]:
@@ -178,10 +183,13 @@ def assignments(text: str) -> list[re.Match]:
         lowered = text.translate(_ASCII_LOWER_CASE)
     starts = set()
     for literal in _SECRET_WORD_LITERALS:
+        ends_name = literal in _NAME_END_LITERALS
         at = lowered.find(literal)
         while at >= 0:
-            starts.add(_name_run_start(text, at))
-            at = lowered.find(literal, at + len(literal))
+            after = at + len(literal)
+            if not ends_name or after == len(text) or text[after] not in _NAME_CHARS:
+                starts.add(_name_run_start(text, at))
+            at = lowered.find(literal, after)
     candidates = sorted(starts)
     matches: list[re.Match] = []
     position = 0
