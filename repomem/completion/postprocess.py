@@ -55,7 +55,26 @@ _PYTHON_NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*$')
 
 
 def _opens_block(line: str) -> bool:
-    return _PYTHON_NOT_CODE.sub("", line).rstrip().endswith(":")
+    """Whether the line ends a block opener's header with its `:`. A colon inside a bracket the line
+    leaves open is a dict's, a slice's or an annotation's (`d = {"a":|}` with an editor's
+    auto-paired brace, `x[1:|]`, `def f(x:|)`), and a lambda's colon ends no header either: these
+    complete the rest of the line, whose closers are there already."""
+    code = _PYTHON_NOT_CODE.sub("", line).rstrip()
+    if not code.endswith(":"):
+        return False
+    depth = 0  # brackets opened on this line and not closed on it (closers of lines above aside)
+    for char in code:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+    if depth > 0:
+        return False
+    lambda_at = max((found.end() for found in _LAMBDA.finditer(code)), default=-1)
+    return lambda_at < 0 or ":" in code[lambda_at:-1]  # `lambda x:` ends the line: its colon
+
+
+_LAMBDA = re.compile(r"\blambda\b")
 
 
 # String and character literals (single-quoted of any length: JavaScript's and PHP's strings),
@@ -72,13 +91,15 @@ def _brace_depth_change(line: str) -> int:
     return code.count("{") - code.count("}")
 
 
-def _statement_start(lines: list[str], at: int) -> int:
+def _statement_start(lines: list[str], at: int, not_code: re.Pattern[str] = _NOT_CODE,
+                     brackets: str = "()[]") -> int:
     """The line that starts the statement ending at `lines[at]`: an opener written after aligned
-    parameters or a condition over several lines (`           int b) {`) belongs to the statement
-    above, whose indent its closing brace stands at."""
+    parameters or a condition over several lines (`           int b) {`, Python's `        b):`)
+    belongs to the statement above, whose indent its closing brace stands at (its body is indented
+    from). `not_code`: the language's strings and comments; `brackets`: opener-closer pairs."""
     def owed(line: str) -> int:  # brackets the line closes that it did not open
-        code = _NOT_CODE.sub("", line)
-        return code.count(")") + code.count("]") - code.count("(") - code.count("[")
+        code = not_code.sub("", line)
+        return sum(code.count(brackets[i + 1]) - code.count(brackets[i]) for i in range(0, len(brackets), 2))
 
     unclosed = owed(lines[at])
     while unclosed > 0 and at > 0:
@@ -146,13 +167,20 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
             return CompletionShape(True, _indent(statement), current, brace_block=True,
                                    closer_indent=statement[: len(statement) - len(statement.lstrip())])
         return CompletionShape(False, -1, current)
+    # The body is indented from the statement's first line: PEP 8's `def long_function_name(`
+    # with a hanging `        var_four):` has its body at 4, not deeper than the `):` line.
     if current.strip() and _opens_block(current):
-        return CompletionShape(True, _indent(current), current)
+        return CompletionShape(True, _indent(lines[_python_statement_start(lines, len(lines) - 1)]), current)
     if not current.strip():
-        previous = next((line for line in reversed(lines[:-1]) if line.strip()), "")
-        if previous and _opens_block(previous):
-            return CompletionShape(True, _indent(previous), current)
+        at = next((n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
+        if at >= 0 and _opens_block(lines[at]):
+            return CompletionShape(True, _indent(lines[_python_statement_start(lines, at)]), current)
     return CompletionShape(False, -1, current)
+
+
+def _python_statement_start(lines: list[str], at: int) -> int:
+    """`_statement_start` in Python: its strings and `#` comments (`//` divides), dict braces too."""
+    return _statement_start(lines, at, _PYTHON_NOT_CODE, "()[]{}")
 
 
 def clean_completion(
@@ -180,7 +208,9 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
         at = text.find(sentinel)
         if at >= 0:
             text, cut = text[:at], True
-    text = text.replace("\r\n", "\n")
+    # Line ends as the file reader normalizes them (index.scan.normalize_newlines): a lone `\r`
+    # (old Mac line ends) is a line break too, not a character shown inside a line.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     looped = False  # a line loops: it ends there, and nothing after it counts
     for at, line in enumerate(lines):
@@ -203,10 +233,11 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
     if shape.brace_block:
         kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent)
     else:
+        lines = _from_the_cursor_line(lines, shape)
         kept, settled = _indented_body(lines, shape, max_lines)
     complete = len(kept) if settled or cut or looped else len(lines) - 1  # kept[:complete] can no longer change
     kept, repeated = _cut_repetition(kept, complete)
-    kept = _drop_suffix_echo(kept, suffix)
+    kept = _drop_suffix_echo(kept, suffix, shape.line_prefix)
     while kept and not kept[-1].strip():
         kept.pop()
     text = "\n".join(line.rstrip() for line in kept)
@@ -342,6 +373,23 @@ def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> 
     return kept, False
 
 
+def _from_the_cursor_line(lines: list[str], shape: CompletionShape) -> list[str]:
+    """On a blank line below an opener the body starts at the cursor: line breaks the model wrote
+    before its first line (which would leave the cursor's line blank, its indentation trailing) are
+    dropped, and that line loses the indentation the cursor's line already has, as a one-line
+    completion there does. A first line that is no body line (a dedent) is left to end the body."""
+    if shape.line_prefix.strip() or lines[0].strip():
+        return lines
+    first = next((at for at, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return lines[-1:]  # no line yet: the breaks so far may all go, nothing is settled by them
+    if _indent(lines[first]) <= shape.block_indent:
+        return lines
+    line = lines[first]
+    line = line[len(shape.line_prefix):] if line.startswith(shape.line_prefix) else line.lstrip()
+    return [line, *lines[first + 1:]]
+
+
 def _open_triple_quote(line: str, open_string: str | None) -> str | None:
     """The triple quote (three double or three single quotes) a string left open after `line` is
     in, given the one open before it (None: none); quotes inside a one-line string or a comment are
@@ -441,15 +489,21 @@ def _echoes_next_line(line: str, line_rest: str, suffix: str) -> bool:
     return next_line.rstrip() == line.rstrip()
 
 
-def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:
+def _drop_suffix_echo(lines: list[str], suffix: str, line_prefix: str = "") -> list[str]:
     """Drop trailing lines that repeat the first lines already after the cursor, indentation
     included (stripped, a nested block's `}` was taken for the `}` after the cursor and dropped:
     the loop ending a Go function was left open). The first line of each, the cursor line's
-    rest, is compared stripped."""
+    rest, is compared stripped; where that rest is blank, the completion's first line is compared
+    as it would stand, after `line_prefix` (the cursor's indentation on a blank line: its body
+    `    return 1` was not the `    return 1` below, and was shown twice)."""
 
     def key(at: int, line: str) -> str:
         return line.strip() if at == 0 else line.rstrip()
 
+    def own_key(at: int, line: str) -> str:
+        return (line_prefix + line).rstrip() if at == 0 and rest_blank else key(at, line)
+
+    rest_blank = not next(_lines_of(suffix)).strip()
     content = [i for i, line in enumerate(lines) if line.strip()]
     # As many of the suffix's non-blank lines as the completion has: this runs at every token, and
     # the suffix may be the rest of a long file (splitting all of it was 0.34 ms a token on 100 kB).
@@ -458,7 +512,7 @@ def _drop_suffix_echo(lines: list[str], suffix: str) -> list[str]:
     if not following:
         return lines
     for size in range(min(len(content), len(following)), 0, -1):
-        tail = [key(i, lines[i]) for i in content[-size:]]
+        tail = [own_key(i, lines[i]) for i in content[-size:]]
         if tail == following[:size]:
             return lines[: content[-size]]
     return lines
