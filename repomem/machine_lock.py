@@ -13,19 +13,20 @@ POLL_S = 0.2  # how often a waiting process tries the lock again
 
 
 @contextlib.contextmanager
-def machine_lock(path: Path, waiting: Callable[[], None], wait_s: float) -> Iterator[None]:
+def machine_lock(path: Path, waiting: Callable[[], None], wait_s: float) -> Iterator[bool]:
     """Hold an exclusive lock on `path`, calling `waiting` once if another process holds it; after
     `wait_s` seconds of waiting, go on without it (the step then runs twice, never wrongly). No
-    lock where there is no flock, or where `path` cannot be opened."""
+    lock where there is no flock, or where `path` cannot be opened. Yields whether the lock is
+    held (a step that removes what a dead holder left may do so only then)."""
     try:
         import fcntl
     except ImportError:  # not a POSIX system
-        yield
+        yield False
         return
     try:
         handle = open(path, "a+b")  # noqa: SIM115 - held across the yield
     except OSError:
-        yield
+        yield False
         return
     with handle:
         deadline = time.monotonic() + wait_s
@@ -36,13 +37,13 @@ def machine_lock(path: Path, waiting: Callable[[], None], wait_s: float) -> Iter
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    yield
+                    yield False
                     return
                 if not told:
                     waiting()
                     told = True
                 time.sleep(POLL_S)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -245,7 +245,7 @@ def recorded_choice(widened: WidenedModel, folder: Path | None = None) -> str | 
     here, or timed on another machine or build)."""
     try:
         choices = json.loads(((folder or models_dir()) / CHOICE_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a hand-edited file nested past json's depth too
         return None
     entry = choices.get(widened.source.name) if isinstance(choices, dict) else None
     if not isinstance(entry, dict) or entry.get("machine") != machine_key():
@@ -266,7 +266,7 @@ def _write_choice(folder: Path, widened: WidenedModel, layers: str, timings: dic
     path = folder / CHOICE_FILE
     try:
         choices = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         choices = {}
     if not isinstance(choices, dict):
         choices = {}

