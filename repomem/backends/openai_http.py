@@ -109,8 +109,10 @@ def _refusal(response: httpx.Response, route: str) -> Failure:
     reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())[:MAX_REASON_CHARS]
     status = response.status_code
     too_long = status in (400, 413, 422) and any(words in reason.lower() for words in _WINDOW_WORDS)
-    return Failure(FailureKind.PROMPT_TOO_LONG if too_long else FailureKind.BACKEND_ERROR,
-                   f"{route} answered HTTP {status}" + (f": {reason}" if reason else ""))
+    said = f"{route} answered HTTP {status}" + (f": {reason}" if reason else "")
+    if too_long:
+        return Failure(FailureKind.PROMPT_TOO_LONG, said)
+    return Failure(FailureKind.BACKEND_ERROR, said)
 
 
 def _stopped(endpoint: str) -> Failure:
