@@ -26,6 +26,7 @@ let stand for zero folders.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,6 +237,15 @@ def ignores(rules: list[IgnoreRule], path: str, is_dir: bool) -> bool | None:
     return None
 
 
+def gitignore_lines(text: str) -> list[str]:
+    """A .gitignore's lines as git reads them: a UTF-8 byte order mark at the start is skipped
+    (an editor's BOM made the first pattern never match), lines end at "\n" only, less one "\r"
+    before it (a lone "\r", "\f" or "\x85" is part of the line, where str.splitlines split it),
+    and git's C strings end a line at its first NUL."""
+    lines = text.removeprefix("\ufeff").split("\n")
+    return [line.removesuffix("\r").partition("\0")[0] for line in lines]
+
+
 def _any_of(rules: list[IgnoreRule]) -> re.Pattern[str] | None:
     """One regex matching where any of `rules` matches (each alternative as bounded as its rule)."""
     return re.compile("|".join(f"(?:{rule.regex.pattern})" for rule in rules)) if rules else None
@@ -273,9 +283,13 @@ class IgnoreRules:
         self._files: list[IgnoreFile] = []
 
     def add_file(self, path: Path, prefix: str) -> None:
-        """Add the rules of one .gitignore; `prefix` is its folder, relative, with a trailing '/'."""
+        """Add the rules of one .gitignore; `prefix` is its folder, relative, with a trailing '/'.
+        A .gitignore that is a symbolic link is not read: git (since 2.32) refuses to follow one
+        inside the work tree and lists the files it would have ignored."""
         try:
-            lines = read_regular_text(path).splitlines()
+            if os.path.islink(path):
+                return
+            lines = gitignore_lines(read_regular_text(path))
         except OSError:
             return
         rules = [rule for rule in map(parse_rule, lines) if rule is not None]

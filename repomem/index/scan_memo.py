@@ -34,7 +34,7 @@ import time
 from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 
 from repomem.config import ScanConfig
 from repomem.index.builder_version import builder_digest
@@ -53,12 +53,23 @@ GIT_STAT_MIN_FILES = 1000
 
 
 def _identity(path: str) -> list[int] | None:
-    """What tells a folder or file apart from its earlier self: inode, size and times (ns)."""
+    """What tells a folder or file apart from its earlier self: inode, size and times (ns). For a
+    symbolic link, its target's too: git reads a global excludes file or config through a link
+    (dotfiles kept in one folder, linked from ~/.config/git/ignore), and an edit of the target
+    leaves the link itself as it was, so the memo kept the old listing."""
     try:
         stat = os.lstat(path)
     except OSError:
         return None
-    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+    identity = [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+    if not S_ISLNK(stat.st_mode):
+        return identity
+    try:
+        target = os.stat(path)
+    except OSError:
+        return [*identity, -1]  # a broken link: told apart from the link once it leads somewhere
+    # The target's first: its modification time is the one the racy check (listed_names) reads.
+    return [target.st_ino, target.st_size, target.st_mtime_ns, target.st_ctime_ns, target.st_dev, *identity]
 
 
 def git_environment() -> list[tuple[str, str]]:

@@ -93,6 +93,60 @@ def test_the_walk_lists_what_git_lists(tmp_path: Path):
     assert "pkg/local_keep.py" in walked and "pkg/sub/anchored.py" in walked and "pkg/anchored.py" not in walked
 
 
+def _walked_and_listed(root: Path) -> tuple[set[str], set[str]]:
+    """The walk's files without git, then git's (`git ls-files -o`) on the same tree."""
+    walked = set(walk_files(root, ScanConfig()))
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard", "-z"],
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    return walked, {name for name in listed if name}
+
+
+# A .gitignore's bytes as git reads them: a BOM at the start is skipped, lines end at "\n" (one
+# "\r" before it dropped), a lone "\r" or "\f" stays in the line, a NUL ends the line's pattern.
+RAW_GITIGNORES = {
+    "a BOM": b"\xef\xbb\xbfa.py\nb.py\n",
+    "a BOM and CRLF": b"\xef\xbb\xbfa.py\r\nb.py\r\n",
+    "lone CRs": b"a.py\rb.py\r",
+    "a form feed": b"a.py\x0cb.py\n",
+    "a NUL": b"a.py\x00c.py\nb.py\n",
+}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git as the reference")
+@pytest.mark.parametrize("raw", RAW_GITIGNORES.values(), ids=list(RAW_GITIGNORES))
+def test_the_walk_reads_a_gitignore_as_git_does(tmp_path: Path, raw: bytes):
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / ".gitignore").write_bytes(raw)
+    for name in ("a.py", "b.py", "c.py"):
+        (root / name).write_text("x = 1\n")
+    walked, listed = _walked_and_listed(root)
+    assert walked == listed
+
+
+def _git_version() -> tuple[int, ...]:
+    if shutil.which("git") is None:
+        return ()
+    words = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.split()
+    return tuple(int(part) for part in words[2].split(".")[:2]) if len(words) > 2 else ()
+
+
+@pytest.mark.skipif(_git_version() < (2, 32), reason="needs git 2.32 or later as the reference")
+def test_a_gitignore_that_is_a_symbolic_link_is_not_followed(tmp_path: Path):
+    """git (2.32 on) does not follow a .gitignore link in the work tree: the files it names stay."""
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    (root / "rules.txt").write_text("a.py\n")
+    (root / ".gitignore").symlink_to("rules.txt")
+    (root / "sub" / ".gitignore").symlink_to("../rules.txt")
+    for name in ("a.py", "b.py", "sub/a.py"):
+        (root / name).write_text("x = 1\n")
+    walked, listed = _walked_and_listed(root)
+    assert walked == listed
+    assert "a.py" in walked and "sub/a.py" in walked
+
+
 def test_a_pathological_gitignore_line_scans_in_bounded_time(tmp_path: Path):
     """Issue 34 item 9: `*a*a…*a*b` (30 stars) against a long file name hung the scan (pathspec's
     regex backtracked exponentially: 12 stars over 40 characters took 240 s). The scan runs in a

@@ -156,6 +156,26 @@ def test_what_git_alone_knows_is_seen_too(tmp_path: Path, change: str):
     assert after == _from_nothing(root) and after != before
 
 
+def test_an_edit_to_a_linked_excludes_file_is_seen(tmp_path: Path):
+    """A global excludes file kept with dotfiles and linked from where git reads it: an edit of the
+    target leaves the link as it was, and the memo kept listing the file git now ignores."""
+    root, memo_folder = _repo(tmp_path, git=True)
+    (root / "app/scratch.py").write_text("s = 1\n")
+    target = tmp_path / "dotfiles-ignore"
+    target.write_text("\n")
+    (tmp_path / "excludes-link").symlink_to(target)
+    subprocess.run([*GIT, "config", "core.excludesFile", str(tmp_path / "excludes-link")], cwd=root, check=True)
+    _age(root)
+    then = time.time() - 60
+    for path in (target, tmp_path / "excludes-link"):
+        os.utime(path, (then, then), follow_symlinks=False)
+    before = _scan(root, memo_folder)
+    assert "app/scratch.py" in {c.path for c in before[0]} and (memo_folder / MEMO).is_file()
+    _write_in_place(target, "scratch.py\n")
+    after = _scan(root, memo_folder)
+    assert after == _from_nothing(root) and "app/scratch.py" not in {c.path for c in after[0]}
+
+
 def test_other_scan_settings_list_again(repo):
     root, memo_folder, _ = repo
     _scan(root, memo_folder)
