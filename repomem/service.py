@@ -379,6 +379,7 @@ class RepoService:
             return None
         skipped = {path for path, _ in index.skipped}
         candidates: list[Candidate] = []
+        lost: list[Skipped] = []  # held files made unreadable without a write
         # Files written or whose name came and went (an editor's save by rename, a checkout), and
         # every file indexed through a link (its target's write names the target), stat'ed as the
         # scan does: a link followed, a file as it is.
@@ -394,12 +395,25 @@ class RepoService:
                 return None  # gone: the scan says how (git still lists a tracked file: "unreadable")
             if not S_ISREG(stat.st_mode) or stat.st_size > self.config.scan.max_file_bytes:
                 return None
-            candidates.append(Candidate(path, record.language, stat.st_size, stat.st_mtime_ns))
+            candidate = Candidate(path, record.language, stat.st_size, stat.st_mtime_ns)
+            if path in seen.written and not os.access(self.root / path, os.R_OK):
+                # Made unreadable (chmod 000) with the size and time it had: a full scan trusts that
+                # stat and kept the old text, where a full build skips the file. Read it now, so it
+                # leaves the index and is listed as skipped for the build's reason.
+                read = self._read(candidate)
+                if isinstance(read, Skipped):
+                    lost.append(read)
+                    continue
+            candidates.append(candidate)
         changed, unreadable, restamped = self._changed_sources(index, candidates)
         if unreadable:
             return None
-        self._apply(index, changed, [], progress)
-        return len(changed), 0, restamped
+        removed = [skipped.path for skipped in lost]
+        if removed:
+            index.skipped = [entry for entry in index.skipped if entry[0] not in removed] + \
+                [(skipped.path, skipped.reason) for skipped in lost]
+        self._apply(index, changed, removed, progress)
+        return len(changed), len(removed), restamped
 
     def read_disk_changes(self) -> tuple[int, int] | Failure:
         """What the watch saw change on disk, indexed in memory (not saved): (files changed,
@@ -656,6 +670,24 @@ class RepoService:
     def file_changed(self, path: str) -> None | Failure:
         """A file changed on disk (saved, created, deleted): re-index it unless a buffer overlays it."""
         if self.index is None or path in self._buffers:
+            return None
+        if self.index.record(path) is None and all(entry[0] != path for entry in self.index.skipped) \
+                and os.path.lexists(self.root / path) and judge_names([path], self.config.scan)[0]:
+            # A name the index does not hold, with a grammar: only the scan can judge it against the
+            # ignore rules (a client reports events for ignored files too: a generated _version.py,
+            # a build folder), and reading it here indexed what a full build leaves out. The watch
+            # saw it made and asks for that scan; without one, a full refresh.
+            try:
+                read = self.read_disk_changes() if self._watch_wanted else self._refresh(self.index, NoProgress())
+            except EmbedderUnavailable as error:
+                return error.failure
+            except StructureUnavailable as error:
+                return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error})")
+            if isinstance(read, Failure):
+                return read
+            if self.index.record(path) is None:
+                return Failure(FailureKind.NOT_INDEXED, f"{printable_path(path)}: not indexed (not listed by "
+                                                        "the scan: ignored, or skipped)")
             return None
         return self._update_one(path)
 

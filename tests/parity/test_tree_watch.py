@@ -121,9 +121,11 @@ def test_a_watched_refresh_equals_a_full_scan_after_every_change(tmp_path: Path,
     assert not watched.watching
 
 
-def test_an_ignore_file_kept_elsewhere_through_a_link_is_watched_where_it_is_edited(tmp_path: Path) -> None:
-    """A .gitignore that is a symbolic link to a dotfiles folder is edited there, outside the tree:
-    that folder is watched for it too, so the next refresh scans in full and sees the rule."""
+def test_an_ignore_file_that_is_a_link_is_not_read_as_git_does_not(tmp_path: Path) -> None:
+    """A .gitignore that is a symbolic link (to a dotfiles folder) is not read: git (since 2.32)
+    does not follow one in a work tree, and the walk answers as git would. Its rules do not apply,
+    and an edit of its target, outside the tree, changes nothing: the watched index stays a fresh
+    one's."""
     root = write_repo(tmp_path / "repo", {k: v for k, v in FILES.items() if k != ".gitignore"})
     dotfiles = tmp_path / "dotfiles"
     dotfiles.mkdir()
@@ -133,9 +135,10 @@ def test_an_ignore_file_kept_elsewhere_through_a_link_is_watched_where_it_is_edi
     assert isinstance(watched, RepoService)
     watched.ensure_index()
     assert watched.watch_tree() is False and watched.watching
+    assert "ignored/skip.py" in _state(watched)[0]
     _append(dotfiles / "gitignore", "lib/\n")
     report = watched.ensure_index(save=False)
-    assert report.action == "updated" and report.removed == 1  # lib/deep/mod.py left the index
+    assert report.removed == 0 and "lib/deep/mod.py" in _state(watched)[0], report
     fresh = RepoService.open(root)
     assert isinstance(fresh, RepoService)
     fresh.ensure_index(save=False)
@@ -255,3 +258,74 @@ def test_with_editor_buffers_the_watch_indexes_the_disk_and_leaves_the_buffers(t
     assert service.drop_buffer("app/main.py") is None
     assert service.index_for_measurement().record("app/main.py") is None
     assert service.read_disk_changes() == (0, 0)
+
+
+def test_a_file_made_unreadable_and_readable_again_is_as_a_full_build_has_it(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """chmod 000 writes nothing and keeps the file's size and time: the watch sees only its
+    attributes change, and trusting the stat kept the old text indexed where a full build skips the
+    file as unreadable. Readable again, it is indexed again. (Run as root, the permission a user has
+    is emulated: root reads any file.)"""
+    import repomem.index.scan as scan_module
+    from repomem.regular_files import read_regular
+
+    if os.geteuid() == 0:
+        def unreadable(path: os.PathLike | str) -> bool:
+            return os.stat(path).st_mode & 0o444 == 0
+
+        def read_as_a_user(path, *args, **kwargs):  # noqa: ANN001, ANN202
+            if unreadable(path):
+                raise PermissionError(13, "Permission denied", str(path))
+            return read_regular(path, *args, **kwargs)
+
+        access = os.access
+        monkeypatch.setattr(scan_module, "read_regular", read_as_a_user)
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: not (mode & os.R_OK and unreadable(path))
+                            and access(path, mode, **kw))
+    root = write_repo(tmp_path / "repo", FILES)
+    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+
+    def full_build() -> tuple[dict, list]:
+        fresh = RepoService.open(root)
+        assert isinstance(fresh, RepoService)
+        fresh.ensure_index(full=True, save=False)
+        return _state(fresh)
+
+    for what, mode in (("made unreadable", 0o000), ("readable again", 0o644)):
+        os.chmod(root / "app/util.py", mode)
+        service.ensure_index(save=False)
+        built = full_build()
+        assert ("app/util.py" in built[0]) == bool(mode), what
+        assert {p: s[0] for p, s in _state(service)[0].items()} == {p: s[0] for p, s in built[0].items()}, what
+        assert _state(service)[1] == built[1], what
+    service.stop_watching()
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["watched", "unwatched"])
+def test_a_client_file_event_for_an_ignored_file_does_not_index_it(tmp_path: Path, watch: bool) -> None:
+    """The language server's `workspace/didChangeWatchedFiles` reach `file_changed` for ignored
+    files too (a generated _version.py, build output): read from the disk there, they were indexed
+    where a full build leaves them out. A new file the scan keeps is still indexed."""
+    root = write_repo(tmp_path / "repo", {**FILES, ".gitignore": "ignored/\n*_version.py\n"})
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    if watch:
+        service.watch_tree()
+        assert service.watching
+    (root / "app/_version.py").write_text("version = '1.0'\n")
+    (root / "ignored/more.py").write_text("def more():\n    return 1\n")
+    (root / "app/kept.py").write_text("def kept():\n    return 1\n")
+    for path in ("app/_version.py", "ignored/more.py", "app/kept.py"):
+        service.file_changed(path)
+    fresh = RepoService.open(root)
+    assert isinstance(fresh, RepoService)
+    fresh.ensure_index(full=True, save=False)
+    assert "app/kept.py" in _state(fresh)[0] and "app/_version.py" not in _state(fresh)[0]
+    assert {p: s[0] for p, s in _state(service)[0].items()} == {p: s[0] for p, s in _state(fresh)[0].items()}
+    assert _state(service)[1] == _state(fresh)[1]
+    service.stop_watching()
