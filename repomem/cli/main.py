@@ -330,7 +330,9 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
             print(f"repomem: warning: {line}", file=sys.stderr)
         runs = {surface: resolved[surface].config.model.embedded_model for surface in ("cli", "lsp")}
         for model in EMBEDDED_MODELS.values():
-            present = "pulled" if model_path(model).is_file() else "not pulled"
+            # A file of another size is no model (a copy cut short): `model verify` says what to do.
+            present = ("not pulled" if not model_path(model).is_file()
+                       else "pulled" if model_path(model).stat().st_size == model.size else "damaged")
             used = ",".join(where for surface, where in (("cli", "complete"), ("lsp", "editor"))
                             if runs[surface] == model.name) or "-"
             # The layers "auto" timed faster on this machine (model.embedded_layers), "-" if never timed.

@@ -100,6 +100,9 @@ def test_model_path_and_list_by_name(cache):
     assert [line.split()[5] for line in run("model", "list").stdout.splitlines()] == ["complete,editor", "-"]
     (cache / "config.toml").write_text('[model.lsp]\nembedded_model = "qwen2.5-coder-1.5b"\n')
     assert [line.split()[5] for line in run("model", "list").stdout.splitlines()] == ["-", "complete,editor"]
+    # A file cut short at the model's path is listed as damaged, not as pulled.
+    model_path(SMALL_MODEL).write_bytes(b"GGUF" + bytes(100))
+    assert run("model", "list").stdout.splitlines()[0].split()[3] == "damaged"
 
 
 def test_a_damaged_stamp_or_an_unknown_name_is_one_line(cache):
