@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -18,10 +19,19 @@ if TYPE_CHECKING:
     from repomem.backends.llama_process import StartedAhead
 
 
+def model_choice(text: str) -> str:
+    """An argparse type for `--model`: a file as an absolute path, an embedded model's name as it is.
+    The model's child process runs in the temporary folder (repomem/backends/llama_process.py), where
+    `--model ../my.gguf` named no file: the model process exited while loading it."""
+    if os.sep in text or text.lower().endswith(".gguf") or os.path.lexists(text):
+        return os.path.abspath(text)
+    return text
+
+
 def add_backend_options(parser: argparse.ArgumentParser, endpoints: bool = False) -> None:
     """The model choices of `complete` and `eval run` (one of them; default: the embedded GGUF)."""
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--model", default=None, metavar="NAME|FILE.gguf",
+    choice.add_argument("--model", type=model_choice, default=None, metavar="NAME|FILE.gguf",
                         help="an embedded model (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a GGUF file, run by "
                              "llama.cpp in a child process (default: model.embedded_model)")
     if endpoints:

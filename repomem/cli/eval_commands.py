@@ -16,6 +16,7 @@ from repomem.backends.factory import open_backend
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError, alpha_value, check_top_k, finite_float, ok
 from repomem.cli.progress_bars import RichProgress
+from repomem.cli.terminal_text import shown
 from repomem.config import (
     BLOCK_ORDERS,
     Config,
@@ -65,7 +66,7 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(error.failure) from None
     finally:
         backend.close()
-    table = Table(title=f"repomem eval build: {report.out}")
+    table = Table(title=shown(f"repomem eval build: {report.out}"))  # a folder name is never markup
     table.add_column("repository")
     splits = sorted(report.tasks)
     for split in splits:
@@ -76,8 +77,8 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(table)
     for note in report.notes:  # e.g. a language without call resolution yet: line tasks only
         err.print(note)
-    err.print(f"{report.seconds:.0f} s; tasks in {report.out}/<split>.jsonl, repositories in "
-              f"{report.out}/repositories", style="dim")
+    err.print(shown(f"{report.seconds:.0f} s; tasks in {report.out}/<split>.jsonl, repositories in "
+                    f"{report.out}/repositories", style="dim"), soft_wrap=True)
     return 0
 
 
@@ -232,7 +233,10 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
                "backend": report.backend, "order": report.order, "prompt_tokens": report.prompt_tokens}
     (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(text)  # plain: markdown must not be re-wrapped to the terminal width
-    err.print(f"wrote {target / 'report.md'}, report.json and {len(figures)} figure(s)", style="dim")
+    # --out as written, never markup (`[/x]` raised a MarkupError after the report was written), and
+    # on one line: a path broken at the width of a log cannot be copied
+    err.print(shown(f"wrote {target / 'report.md'}, report.json and {len(figures)} figure(s)", style="dim"),
+              soft_wrap=True)
     return 0
 
 

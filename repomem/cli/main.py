@@ -27,6 +27,7 @@ from repomem.cli.daemon_client import FORWARDED
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, check_top_k, ok
 from repomem.cli.process_exit import exit_now, exit_status
 from repomem.cli.progress_bars import RichProgress
+from repomem.cli.terminal_text import literal, shown
 from repomem.config import BLOCK_ORDERS
 from repomem.failures import Failure, FailureKind
 from repomem.strategies import STRATEGY_NAMES, STRATEGY_TABLE, strategy_named
@@ -75,7 +76,7 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps(_report_json(report), indent=2))
         return 0
-    table = Table(title=f"repomem index: {report.root}", show_header=False)
+    table = Table(title=shown(f"repomem index: {report.root}"), show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", justify="right")
     action = report.action + (f" ({report.reason})" if report.reason and report.action == "built" else "")
@@ -93,13 +94,13 @@ def cmd_index(args: argparse.Namespace, out: Console, err: Console) -> int:
     out.print(table)
     if args.verbose:
         for path, reason in report.skipped:
-            out.print(f"skipped {path}: {reason}", markup=False, highlight=False)
+            out.print(shown(f"skipped {path}: {reason}"))
         for path, count in report.masked:
-            out.print(f"masked {count} secret{'s' if count > 1 else ''} in {path}", markup=False, highlight=False)
+            out.print(shown(f"masked {count} secret{'s' if count > 1 else ''} in {path}"))
         limit = service.config.graph.max_file_nodes
         for path in report.over_node_limit:
-            out.print(f"text only {path}: more than {limit:,} syntax nodes (graph.max_file_nodes), "
-                      "searched but outside the code graph", markup=False, highlight=False)
+            out.print(shown(f"text only {path}: more than {limit:,} syntax nodes (graph.max_file_nodes), "
+                            "searched but outside the code graph"))
     return 0
 
 
@@ -123,6 +124,10 @@ def _retrieval_json(service: RepoService, result: Retrieval, timings: dict[str, 
     }
 
 
+# Columns below which retrieve's table leaves its fragment column under ~10 characters.
+NARROWEST_TABLE = 50
+
+
 def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     check_top_k(args.k)
     service, cursor = _cursor_from_args(args, err)
@@ -136,22 +141,30 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.json:
         print(json.dumps(_retrieval_json(service, result, timings), indent=2))
         return 0
-    table = Table(title=f"{cursor.path}:{cursor.line + 1}:{cursor.column + 1}  alpha={result.alpha:g}  k={result.k}")
+    # File names are shown literally (repomem/cli/terminal_text.py): never markup, never escapes.
+    heading = f"{cursor.path}:{cursor.line + 1}:{cursor.column + 1}  alpha={result.alpha:g}  k={result.k}"
+    table = Table(title=shown(heading))
     for name, justify in (("#", "right"), ("fragment", "left"), ("s_ind", "right"), ("s_env", "right"),
                           ("s_rel", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # A path too long for the column wraps: cut with "…" it lost its file name and lines.
+        table.add_column(name, justify=justify, overflow="fold" if name == "fragment" else "ellipsis")  # type: ignore[arg-type]
     for rank, f in enumerate(result.fragments, start=1):
-        table.add_row(str(rank), f"{f.path}:{f.start_line + 1}-{f.end_line}", f"{f.s_ind:.3f}",
+        table.add_row(str(rank), shown(f"{f.path}:{f.start_line + 1}-{f.end_line}"), f"{f.s_ind:.3f}",
                       f"{f.s_env:.3f}", f"{f.s_rel:.3f}")
-    if result.fragments:
+    if result.fragments and out.width < NARROWEST_TABLE:
+        # Too narrow for the table (COLUMNS=20 folded every path a letter a line): a line a fragment.
+        out.print(shown(heading), soft_wrap=True)
+        for rank, f in enumerate(result.fragments, start=1):
+            out.print(shown(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}  s_ind {f.s_ind:.3f}  "
+                            f"s_env {f.s_env:.3f}  s_rel {f.s_rel:.3f}"), soft_wrap=True)
+    elif result.fragments:
         out.print(table)
     else:
-        out.print(f"{table.title}: no fragment of the repository matches the code here", markup=False,
-                  highlight=False, soft_wrap=True)
+        out.print(shown(f"{heading}: no fragment of the repository matches the code here"), soft_wrap=True)
     if args.code:
         view = service.view()
         for rank, f in enumerate(result.fragments, start=1):
-            out.rule(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}")
+            out.rule(shown(f"#{rank} {f.path}:{f.start_line + 1}-{f.end_line}"))
             out.print(view.fragment_text(f), markup=False, highlight=False, soft_wrap=True)
     err.print(f"index {index_ms:.0f} ms, retrieve {result.timings_ms['retrieve']:.1f} ms", style="dim")
     return 0
@@ -287,9 +300,9 @@ def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:
     print(result.text)
     memory = (f" · {len(result.model_calls)} memory calls {timings.get('memory_model', 0.0):.0f} ms"
               if result.model_calls else "")
-    err.print(f"{result.strategy} · {backend.name} · prompt {result.generation.prompt_tokens} tokens "
-              f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms{memory}",
-              style="dim", soft_wrap=True)
+    err.print(shown(f"{result.strategy} · {backend.name} · prompt {result.generation.prompt_tokens} tokens "
+                    f"({result.generation.cached_tokens} cached) · generate {timings['generate']:.0f} ms{memory}",
+                    style="dim"), soft_wrap=True)  # backend.name may hold a model file's name
     return 0
 
 
@@ -457,11 +470,20 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
+class _CommandConsole(Console):
+    """rich's Console, with a reader gone away left to main(): rich's own answer is SystemExit(1),
+    the status of an internal error, where `repomem retrieve ... | head -1` ends as `print` does."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more is written to it
+        raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
+
+
 def main(argv: list[str] | None = None, out: Console | None = None, err: Console | None = None) -> int:
     """One command; `out` and `err`: the consoles it prints tables and bars on (a resident process
     passes those of its client's terminal)."""
-    out = out or Console()
-    err = err or Console(stderr=True)
+    out = out or _CommandConsole()
+    err = err or _CommandConsole(stderr=True)
     parser = _parser()
     args = parser.parse_args(argv)
     if sys.stdout is None and args.command != "serve":
@@ -486,7 +508,8 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
             _daemon_for_next_commands(sys.argv[1:] if argv is None else argv)
         return status
     except UserError as error:
-        print(f"repomem: error: {error.failure.message}", file=sys.stderr)
+        # One line, shown literally: a message quotes the file names the user gave.
+        print(f"repomem: error: {literal(error.failure.message)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("repomem: interrupted", file=sys.stderr)

@@ -17,6 +17,7 @@ from rich.table import Table
 from repomem.cli.backend_options import add_backend_options, open_chosen_backends
 from repomem.cli.errors import UserError
 from repomem.cli.progress_bars import RichProgress
+from repomem.cli.terminal_text import shown
 from repomem.failures import Failure, FailureKind
 
 
@@ -52,10 +53,11 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
         if args.json and (args.dry_run or not work.units):  # nothing to write: the estimate says so
             print(json.dumps({**estimate, **({} if args.dry_run else {"written": 0, "failed": 0})}, indent=2))
             return 0
-        table = Table(title=f"repomem summarise: {service.root}", show_header=False)
+        table = Table(title=shown(f"repomem summarise: {service.root}"), show_header=False)
         table.add_column("what", style="bold")
         table.add_column("value", justify="right")
-        for name, value in (("model", backend.name), ("summaries to write", f"{len(work.units):,}"),
+        for name, value in (("model", shown(backend.name)),  # a model file's name is never markup
+                            ("summaries to write", f"{len(work.units):,}"),
                             ("already written (skipped)", f"{work.already:,}"),
                             ("prompt tokens", f"{work.prompt_tokens:,}"),
                             ("one call (mean of two measured)", f"{work.seconds_per_call:.1f} s"),

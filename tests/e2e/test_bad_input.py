@@ -827,6 +827,16 @@ def test_output_that_cannot_be_written_is_one_error(shop: Path):
     assert closed.returncode == 1 and "standard output is closed" in closed.stderr, closed.stderr
 
 
+def test_a_report_folder_named_like_markup_is_written_and_said(shop: Path, tmp_path: Path):
+    """`eval report --out '[/x]rep'` wrote the report, then its closing line raised a MarkupError:
+    exit 1, an internal error, for a report that was there."""
+    (tmp_path / "[").mkdir()
+    result = run("eval", "report", str(shop / "results_ok.jsonl"), "--out", str(tmp_path / "[/x]rep"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "[" / "x]rep" / "report.md").is_file()
+    assert f"wrote {tmp_path}/[/x]rep/report.md" in result.stderr
+
+
 def test_version_and_a_failed_eval_task_exit_status(tmp_path: Path):
     version = run("--version")
     assert version.returncode == 0 and version.stdout.startswith("repomem "), version.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,72 @@ def test_human_output_is_a_table(shop):
     assert result.returncode == 0
     assert "s_rel" in result.stdout and "shop/" in result.stdout
 
+
+def test_file_names_print_literally_never_as_markup_or_escapes(shop: Path, tmp_path: Path):
+    """A file name is data: `[red]` vanished from the table, `[/red]` (a folder `[` holding `red]x.py`)
+    was a MarkupError (exit 1), and an escape sequence reached the terminal as it was."""
+    pricing = (shop / "shop" / "pricing.py").read_text()
+    (shop / "shop" / "[red]price.py").write_text(pricing)
+    (shop / "shop" / "[").mkdir()
+    (shop / "shop" / "[" / "red]x.py").write_text(pricing)
+    (shop / "shop" / "\x1b[31mred.py").write_text(pricing)
+    (shop / "shop" / "tab\there.py").write_text(pricing)
+    table = run("retrieve", f"{shop}/shop/cart.py:24", "--k", "30", "--code")
+    assert table.returncode == 0, table.stderr
+    for shown in ("shop/[red]price.py:", "shop/[/red]x.py:", "shop/\\x1b[31mred.py:", "shop/tab\\there.py:"):
+        assert shown in table.stdout, shown
+    assert "\x1b" not in table.stdout and "\t" not in table.stdout.split("─ #1")[0]
+    titled = run("retrieve", f"{shop}/shop/[/red]x.py:5", "--k", "2")  # the cursor's file in the title
+    assert titled.returncode == 0 and "shop/[/red]x.py:5:1" in titled.stdout, titled.stderr
+    assert json.loads(run("retrieve", f"{shop}/shop/[/red]x.py:5", "--json").stdout)["file"] == "shop/[/red]x.py"
+    (shop / "shop" / "\x1b[1mblob.py").write_bytes(b"\x00" * 8)
+    folder = tmp_path / "[" / "b]repo"
+    folder.parent.mkdir()
+    shop.rename(folder)
+    indexed = run("index", str(folder), "-v")
+    assert indexed.returncode == 0, indexed.stderr
+    assert "[/b]repo" in indexed.stdout and "skipped shop/\\x1b[1mblob.py: binary file" in indexed.stdout
+    missing = run("retrieve", f"{folder}/shop/\x1b[2Jgone.py:1")  # the error line quotes it literally too
+    assert_user_error(missing, "\\x1b[2Jgone.py")
+    assert "\x1b" not in missing.stderr
+
+
+def test_a_narrow_terminal_keeps_whole_paths(shop: Path):
+    """At 60 columns a long path was cut to `shop/very_long_package_na…`, its file name and lines
+    lost; at 20 every column was `…`."""
+    deep = shop / "shop" / "very_long_package_name" / "another_subpackage_name"
+    deep.mkdir(parents=True)
+    (deep / "pricing_calculations_module.py").write_text((shop / "shop" / "pricing.py").read_text())
+    name = "shop/very_long_package_name/another_subpackage_name/pricing_calculations_module.py:"
+    for columns in ("60", "20"):
+        env = {**os.environ, "COLUMNS": columns}
+        env.pop("REPOMEM_DEBUG", None)
+        result = run("retrieve", f"{shop}/shop/cart.py:24", "--k", "30", env=env)
+        assert result.returncode == 0, result.stderr
+        assert "…" not in result.stdout
+        lines = result.stdout.splitlines()
+        if columns == "60":  # the table, the path folded in its cell
+            assert max(map(len, lines)) <= 60
+            cells = [line.split("│")[2].strip() for line in lines if line.count("│") == 6]
+            assert name in "".join(cells), result.stdout
+        else:  # a line a fragment
+            assert any(line.startswith("#") and name in line for line in lines), result.stdout
+
+
+def test_a_reader_that_closes_early_ends_the_command_as_a_closed_pipe_does(shop: Path):
+    """`repomem retrieve ... | head -1`: rich's console answered the closed pipe with SystemExit(1),
+    an internal error's status, where a plain `print` ends with 141 and nothing on stderr."""
+    assert run("index", str(shop)).returncode == 0
+    for arguments in (["retrieve", "shop/cart.py:24", "--code"], ["index", "-v"]):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first line
+        try:
+            result = subprocess.run([sys.executable, "-m", "repomem", *arguments], cwd=shop, stdout=write,
+                                    stderr=subprocess.PIPE, text=True, timeout=300)
+        finally:
+            os.close(write)
+        assert result.returncode == 141 and "Traceback" not in result.stderr, (arguments, result.stderr)
+        assert "internal error" not in result.stderr
 
 def test_a_retrieval_with_nothing_to_offer_says_so(tmp_path):
     """A repository of one file: the cursor's own file is left out, so nothing is left. An empty

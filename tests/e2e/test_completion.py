@@ -107,6 +107,17 @@ def test_bad_model_and_endpoint_inputs(shop_with_report, tmp_path):
     assert_user_error(run("complete", position, "--hf", str(text_file)), "not a GGUF")
 
 
+def test_a_model_file_named_relative_to_the_current_folder_is_run(shop_with_report, model_path, tmp_path):
+    """`--model ../my.gguf`: the model's process runs in the temporary folder, where the relative
+    name named nothing (`exited while loading my.gguf: FileNotFoundError`)."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "my.gguf").symlink_to(model_path)
+    result = run("complete", "shop/report.py:9", "--model", "../models/my.gguf", "--max-tokens", "4",
+                 cwd=shop_with_report)
+    assert result.returncode == 0, result.stderr
+    assert "llama.cpp:my.gguf" in result.stderr
+
+
 class _Slow(GarbageHandler):
     def do_GET(self):  # noqa: N802
         time.sleep(5)
