@@ -623,6 +623,9 @@ class Evaluator:
             **self._prompt_fields(service, task, cursor, prepared.fragments, prepared.prompt, strategy.retrieves),
             **_model_call_fields(prepared.model_calls),
             "timings_ms": {name: round(value, 3) for name, value in prepared.timings_ms.items()},
+            # No answer to echo the line below, but the prompt's share of the code after the hole
+            # is known without one (a model record says it too).
+            **({"suffix_tokens": prepared.prompt.suffix_tokens} if self.settings.right_context else {}),
         }
 
     def _prompt_fields(self, service: RepoService, task: EvalTask, cursor: Cursor,

@@ -80,11 +80,16 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
         if len(alphas) > 1:
             raise SystemExit(f"compare_configs: {name}: {path} holds {strategy} at alphas "
                              f"{', '.join(str(a) for a in sorted(alphas, key=str))}; name one as {strategy}@ALPHA")
-        settings = {(r.get("config") or "", r.get("settings") or "", r.get("typing") or "") for r in chosen}
+        # The protocol too: with the prompt left to right (the 0.5B's default) records made with and
+        # without the code after the hole (`--right-context`) share their settings fingerprint, and
+        # the newest of a task's two records stood for it unseen.
+        settings = {(r.get("config") or "", r.get("settings") or "", r.get("typing") or "",
+                     bool(r.get("right_context"))) for r in chosen}
         if len(settings) > 1:
             seen = ", ".join(sorted(f"{overrides or 'defaults'} / {fingerprint or 'unrecorded'}"
                                     + (f" / typing {typing}" if typing else "")
-                                    for overrides, fingerprint, typing in settings))
+                                    + (" / right context" if right else "")
+                                    for overrides, fingerprint, typing, right in settings))
             raise SystemExit(f"compare_configs: {name}: the {strategy} records of {path} were made under "
                              f"{len(settings)} different settings ({seen}); keep one run per file")
         out[name] = {r["task_id"]: r for r in chosen}  # the newest record of a task (a retried failure)

@@ -516,6 +516,24 @@ def test_right_context_shows_the_code_after_the_hole_as_an_editor_does(shop_benc
 
 
 @pytest.mark.slow
+def test_right_context_prompt_only_records_say_how_many_suffix_tokens_the_prompt_showed(
+        shop_benchmark: tuple[Path, Path]):
+    """`--prompt-only --right-context`: no answer (no `next_line_echo`), but the suffix's share of
+    the prompt is the same as the model run's, and is recorded."""
+    base, repos = shop_benchmark
+    common = ["--tasks", str(base / "line.jsonl"), "--tasks", str(base / "api.jsonl"), "--repos", str(repos),
+              "--strategies", "vanilla", "--max-new-tokens", "24", "--prompt-tokens", "512", "--right-context",
+              "--set", "completion.fill_in_middle=true"]
+    prompts = base / "right-prompt-only.jsonl"
+    run = _repomem("eval", "run", *common, "--results", str(prompts), "--prompt-only")
+    assert run.returncode == 0 and "2 results written" in run.stdout, (run.stdout, run.stderr)
+    records = {r["task_id"]: r for r in read_results(prompts)}
+    # The line task has code below its hole; the API task's hole is its file's last line.
+    assert records["shop/line/0"]["suffix_tokens"] > 0 and records["shop/api/0"]["suffix_tokens"] == 0, records
+    assert not any("next_line_echo" in r for r in records.values())
+
+
+@pytest.mark.slow
 def test_deferred_prompts_answered_elsewhere_replay_as_a_direct_run(shop_benchmark: tuple[Path, Path],
                                                                     tmp_path: Path):
     """`eval run --defer` writes the prompts instead of generating them (no records), the answering

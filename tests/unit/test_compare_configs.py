@@ -44,6 +44,20 @@ def test_one_alpha_is_named_and_an_ambiguous_choice_is_refused(tmp_path):
     assert (rows["graph"]["won"], rows["levers"]["won"]) == (4, 1)
 
 
+def test_records_with_and_without_the_code_after_the_hole_are_not_taken_for_one_run(tmp_path):
+    """`eval run --right-context` left to right (the 0.5B's default) writes the settings
+    fingerprint a RepoEval run writes: one file holding both is refused, not read as one run."""
+    results = tmp_path / "results.jsonl"
+    records = [{**_record(t, "fragrel", 0.5, True), "settings": "6985eff7"} for t in range(4)]
+    records += [{**_record(t, "fragrel", 0.5, False), "settings": "6985eff7", "right_context": True}
+                for t in range(4)]
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    mixed = _compare(results, "fragrel=FILE:fragrel")
+    assert mixed.returncode != 0 and "right context" in mixed.stderr and "keep one run per file" in mixed.stderr
+    results.write_text("".join(json.dumps(r) + "\n" for r in records[4:]))
+    assert _compare(results, "fragrel=FILE:fragrel").returncode == 0
+
+
 def test_the_file_only_rounds_share_is_split_from_the_prompts(tmp_path):
     """experiments/second_opinion_share.py: round_em[0] is the strategy's own prompt, em the answer shown."""
     share_script = SCRIPT.parents[1] / "experiments" / "second_opinion_share.py"
