@@ -33,6 +33,17 @@ def _append(path: Path, text: str) -> None:
         stream.write(text)
 
 
+def _watched(tmp_path: Path) -> tuple[Path, RepoService]:
+    """FILES as a repository (no compaction in the way), indexed and watched."""
+    root = write_repo(tmp_path / "repo", FILES)
+    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+    return root, service
+
+
 def _saved_by_rename(path: Path) -> None:
     """The old file kept as a backup, the new text written beside it and renamed over the name."""
     shutil.copyfile(path, path.with_name(path.name + "~"))
@@ -222,12 +233,7 @@ def test_with_editor_buffers_the_watch_indexes_the_disk_and_leaves_the_buffers(t
     is found by the scan the new name asks for, and a buffer's file deleted on disk stays indexed
     from the buffer until the buffer is dropped. Each step: the index a service with the same buffer
     and no watch builds from a full scan."""
-    root = write_repo(tmp_path / "repo", FILES)
-    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
-    service = RepoService.open(root)
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    service.watch_tree()
+    root, service = _watched(tmp_path)
     buffer = "def main():\n    return buffered_only()\n"
     assert service.set_buffer("app/main.py", buffer) is None
     scans: list[int] = []
@@ -282,12 +288,7 @@ def test_a_file_made_unreadable_and_readable_again_is_as_a_full_build_has_it(tmp
         monkeypatch.setattr(scan_module, "read_regular", read_as_a_user)
         monkeypatch.setattr(os, "access", lambda path, mode, **kw: not (mode & os.R_OK and unreadable(path))
                             and access(path, mode, **kw))
-    root = write_repo(tmp_path / "repo", FILES)
-    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
-    service = RepoService.open(root)
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    service.watch_tree()
+    root, service = _watched(tmp_path)
 
     def full_build() -> tuple[dict, list]:
         fresh = RepoService.open(root)
