@@ -209,6 +209,10 @@ WORDY_RUN_LETTERS = 4.5  # a run of both cases reads as words from here (random 
 WORDY_ONE_CASE_RUN_LETTERS = 6.5  # one case and digits (random: 3.6; `0009_alter_user_last_name`: 4.3)
 # After an AWS key id's literal: the next argument, a literal of 40 base64 characters.
 _AWS_PAIRED_SECRET = re.compile(r"""(["'`])\s*,\s*(["'`])(?P<secret>[A-Za-z0-9/+]{40})\2""")
+# Twilio's auth token passed after its account SID (`Client("AC<32 hex>", "<32 hex>")`): 32 hex
+# alone reads as a digest, so only its place after the SID tells it.
+_TWILIO_ACCOUNT_SID = re.compile(r"AC[0-9a-f]{32}")
+_TWILIO_PAIRED_TOKEN = re.compile(r"""(["'`])\s*,\s*(["'`])(?P<secret>[0-9a-f]{32})\2""")
 BASE64_LITERAL_MAX = 200  # characters a run is widened by each way over base64 symbols (a key is 40)
 _BASE64 = frozenset(string.ascii_letters + string.digits + "+/")
 ARGUMENT_ENTROPY = 3.9  # bits per character of an unnamed argument literal (random base62 of 20: 4.1 +- 0.15)
@@ -333,6 +337,10 @@ def token_secrets(text: str) -> list[tuple[int, int, str]]:
                 if found and found[-1][0] >= low:  # an earlier run of the same literal was taken
                     found.pop()
                 found.append((low, high, "argument-literal"))
+        if _TWILIO_ACCOUNT_SID.fullmatch(run):
+            paired = _TWILIO_PAIRED_TOKEN.match(text, end)
+            if paired is not None:
+                found.append((*paired.span("secret"), "twilio"))
     return _without_overlaps(found)
 
 
