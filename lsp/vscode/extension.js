@@ -13,6 +13,7 @@ const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxLines", "
 // API key, to a server it names, load a model file of its choosing or name the program started.
 const USER_ONLY_KEYS = new Set(["endpoint", "model", "command"]);
 let client;
+let explainChannel; // one channel for every explain: createOutputChannel makes a new one per call
 
 function userOrWorkspaceValue(config, key) {
   const set = config.inspect(key);
@@ -58,7 +59,10 @@ async function activate(context) {
           didChangeWatchedFile: (event, next) => (UNWATCHED.test(event.uri) ? Promise.resolve() : next(event)),
         },
       },
-      initializationOptions: settings(),
+      // A function, read at each initialize: after a crash the client restarts the server with
+      // these, and a value taken at activation would bring back settings the user has changed since
+      // (an `endpoint` removed would send the code to that server again).
+      initializationOptions: settings,
       synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*") },
     });
   client.registerProposedFeatures();
@@ -68,7 +72,10 @@ async function activate(context) {
     if (event.affectsConfiguration("repomem")) {
       // Under "repomem": the server takes it as every setting in force, so an empty one (the
       // user's last setting removed) unsets them all rather than reading as another server's.
-      client.sendNotification("workspace/didChangeConfiguration", { settings: { repomem: settings() } });
+      // settings() is already that object: wrapped once more, the server's "nothing changed" check
+      // never held, and every change (`repomem.command`'s too) stopped its pending completions.
+      // A client stopped for good rejects it; its next start reads the settings anyway.
+      client.sendNotification("workspace/didChangeConfiguration", { settings: settings() }).catch(() => undefined);
     }
   }));
   context.subscriptions.push(vscode.commands.registerCommand("repomem.explainAtCursor", async () => {
@@ -79,7 +86,11 @@ async function activate(context) {
       arguments: [{ textDocument: { uri: editor.document.uri.toString() },
                     position: { line: editor.selection.active.line, character: editor.selection.active.character } }],
     });
-    const channel = vscode.window.createOutputChannel("repomem explain");
+    if (!explainChannel) {
+      explainChannel = vscode.window.createOutputChannel("repomem explain");
+      context.subscriptions.push(explainChannel);
+    }
+    const channel = explainChannel;
     channel.clear();
     channel.appendLine(JSON.stringify(result, null, 2));
     channel.show(true);
@@ -89,7 +100,9 @@ async function activate(context) {
 }
 
 function deactivate() {
-  return client ? client.stop() : undefined;
+  // stop() rejects for a client that is not running ("Client is not running and can't be
+  // stopped"): one whose start failed (no `repomem` on PATH) or that crashed too often.
+  return client && client.needsStop() ? client.stop() : undefined;
 }
 
 module.exports = { activate, deactivate };

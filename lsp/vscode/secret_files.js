@@ -24,13 +24,20 @@ function globToRegExp(glob) {
   return out;
 }
 
-const SECRET_NAME = new RegExp(`^(?:${SECRET_PATTERNS.map(globToRegExp).join("|")})$`, "is");
+// Any case as Python's re.IGNORECASE has it: "u" folds the Kelvin sign to k and the long s to s
+// (as Python does); Python also takes both Turkish i's for i, which no JS flag does, so they are
+// made i first (without this, `ſecrets.py` or `ıd_rsa` reached a server that refuses them).
+const SECRET_NAME = new RegExp(`^(?:${SECRET_PATTERNS.map(globToRegExp).join("|")})$`, "isu");
+
+function isSecretName(name) {
+  return SECRET_NAME.test(name.replace(/[\u0130\u0131]/g, "i"));
+}
 
 // A symbolic link is judged by its target's name too (`settings_env.py -> .env`), as the server does.
 function isSecretPath(filePath) {
-  if (SECRET_NAME.test(path.basename(filePath))) return true;
+  if (isSecretName(path.basename(filePath))) return true;
   try {
-    return SECRET_NAME.test(path.basename(fs.realpathSync(filePath)));
+    return isSecretName(path.basename(fs.realpathSync(filePath)));
   } catch {
     return false; // no such file (yet): its name alone decides
   }

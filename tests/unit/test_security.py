@@ -109,7 +109,10 @@ VSCODE = Path(__file__).resolve().parents[2] / "lsp" / "vscode"
 NAMES = [".env", ".env.local", "prod.env", "id_rsa", "id_rsa.pub", "server.pem", "secrets.py", "Secrets.py",
          "SECRETS.yaml", "credentials.py", "Credentials.json", "credentials-prod.json", "secret.py", "app.py",
          "environment.py", "env.py", "keys.py", "my.key.py", "README.md", "secretary.py", "a.crt", ".netrc",
-         "notes.txt", "credentials", "x.PEM", "id_ed25519_sk", "tokens.json"]
+         "notes.txt", "credentials", "x.PEM", "id_ed25519_sk", "tokens.json",
+         # Letters Python's re.IGNORECASE takes for ASCII ones (long s, Kelvin sign, Turkish i's):
+         # JavaScript's "i" flag alone let these through to the server.
+         "\u017fecrets.py", "server.\u212aey", "\u0131d_rsa", "\u0130d_rsa.pub"]
 
 
 @pytest.mark.skipif(subprocess.run(["which", "node"], capture_output=True).returncode != 0,
