@@ -264,29 +264,26 @@ local handlers = {
   -- The same on every version: the text as the server wrote it (it starts with "repomem:").
   ["window/showMessage"] = function(_, result, ctx)
     if type(result) == "table" and type(result.message) == "string" then
-      if result.message:find("repomem: ready", 1, true) then
+      local text = result.message
+      if text:find("repomem: ready", 1, true) then
         if ready_shown[ctx.client_id] then
           return vim.NIL
         end
         ready_shown[ctx.client_id] = true
+        -- "repomem: ready (8 files indexed; model llama.cpp:…gguf)" is wider than an 80-column
+        -- screen: cut to the echo area, so that it never asks to press Enter.
+        local room = tonumber(vim.v.echospace) or 0
+        if room > 16 and vim.fn.strdisplaywidth(text) > room then
+          text = vim.fn.strcharpart(text, 0, room - 1) .. "…"
+        end
       end
-      vim.notify(result.message, message_levels[result.type] or levels.INFO)
+      vim.notify(text, message_levels[result.type] or levels.INFO)
     end
     return vim.NIL
   end,
-  -- Older servers announced readiness with window/logMessage only, which Neovim does not show.
-  ["window/logMessage"] = function(err, result, ctx, config)
-    local default = vim.lsp.handlers["window/logMessage"]
-    if default then
-      default(err, result, ctx, config)
-    end
-    if type(result) == "table" and type(result.message) == "string"
-      and result.message:find("repomem: ready", 1, true) and not ready_shown[ctx.client_id] then
-      ready_shown[ctx.client_id] = true
-      vim.notify(result.message, levels.INFO)
-    end
-    return vim.NIL
-  end,
+  -- window/logMessage keeps Neovim's own handler (lsp.log). Its "repomem: ready" is the index's
+  -- alone, logged before the model is in (or after it failed): it is not the server's readiness,
+  -- which comes once, with window/showMessage.
 }
 
 -- -- completion ------------------------------------------------------------------------------------

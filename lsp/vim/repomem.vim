@@ -20,6 +20,8 @@
 " - echoes the server's "repomem: ready" (ALE shows only a server's errors).
 "
 " Debian's vim-ale is an optional package: `packadd! ale` in your vimrc, before plugins load.
+" `filetype plugin on` there too: a vimrc of your own stops Vim loading defaults.vim, which turned
+" file types on, and repomem starts for a buffer of a code file type only.
 " Configuration (before this file loads, e.g. in your vimrc):
 "   let g:repomem_command = 'repomem'               " the executable; `serve` is added
 "   let g:repomem_settings = {'maxNewTokens': 32}   " sent as initializationOptions (lsp/README.md)
@@ -184,11 +186,11 @@ function! s:OnMessage(conn, message) abort
   let l:method = get(a:message, 'method', '')
   if l:method is# 'window/showMessage' || l:method is# 'window/logMessage'
     let l:text = get(get(a:message, 'params', {}), 'message', '')
-    if type(l:text) == v:t_string && l:text =~# '^repomem: ready'
+    " The server's readiness (index and model in) comes once, with window/showMessage; a
+    " window/logMessage "repomem: ready" is the index's alone (the model may be loading or failed).
+    if l:method is# 'window/showMessage' && type(l:text) == v:t_string && l:text =~# '^repomem: ready'
       call s:SetStatus('ready', 0)
-      if l:method is# 'window/showMessage'
-        echomsg l:text
-      endif
+      echomsg l:text
     endif
     return
   endif

@@ -605,3 +605,87 @@ def test_a_file_outside_any_repository_starts_no_server_despite_an_index_at_home
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert started.exists()
+
+
+# -- what Neovim says about readiness --------------------------------------------------------------
+
+STAND_IN_SERVER = r'''
+import json, sys
+
+def read():
+    length = None
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return json.loads(sys.stdin.buffer.read(length))
+
+def send(message):
+    body = json.dumps(message).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+
+def say(method, kind, text):
+    send({"jsonrpc": "2.0", "method": method, "params": {"type": kind, "message": text}})
+
+while (message := read()) is not None:
+    if message.get("method") == "initialize":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"capabilities": {"textDocumentSync": 2}}})
+    elif message.get("method") == "initialized":
+        # As lsp/server.py: the index's own "ready" is logged; the readiness, or why not, is shown.
+        say("window/logMessage", 3, "repomem: ready")
+        say("window/showMessage", *SHOWN)
+    elif message.get("method") == "shutdown":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+    elif message.get("method") == "exit":
+        break
+'''
+
+
+@pytest.mark.parametrize("editor", ["debian", "0.12"])
+@pytest.mark.parametrize("shown", [(1, "repomem: model unavailable (cannot reach http://127.0.0.1:9); "
+                                       "no completions until it loads"),
+                                   (3, "repomem: ready (8 files indexed; model llama.cpp:"
+                                       "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)")])
+def test_neovim_says_ready_only_when_the_server_does(editor, shown, tmp_path: Path):
+    """The server logs "repomem: ready" (window/logMessage) when its index is in, before the model
+    is, and shows its readiness or why not once (window/showMessage). The Neovim set-up took the
+    log line for the readiness: it said "repomem: ready" after "model unavailable", and hid the
+    real message. Now only the shown message counts; wider than the echo area, it is cut to it
+    (never a press-Enter prompt)."""
+    (tmp_path / "project" / ".git").mkdir(parents=True)
+    (tmp_path / "project" / "main.py").write_text("y = 2\n")
+    server = tmp_path / "server.py"
+    server.write_text(f"SHOWN = {tuple(shown)!r}\n" + STAND_IN_SERVER)
+    notified = tmp_path / "notified.json"
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"TMUX", "NVIM", "NVIM_LISTEN_ADDRESS", "VIMINIT", "MYVIMRC"}}
+    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "state"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    binary, runtime = (require_binary("nvim", "neovim"), None) if editor == "debian" else newest_nvim()
+    if runtime is not None:
+        env["VIMRUNTIME"] = runtime
+    init = tmp_path / "init.lua"
+    init.write_text(
+        f"vim.g.repomem_cmd = vim.fn.json_decode([==[{json.dumps([sys.executable, str(server)])}]==])\n"
+        "_G.notified = {}\n"
+        "vim.notify = function(text) table.insert(_G.notified, text) end\n"
+        f"vim.cmd('luafile {PLUGIN}')\n")
+    wait = ("lua vim.wait(15000, function() return #_G.notified > 0 end, 50); vim.wait(500); "
+            f"vim.fn.writefile({{vim.fn.json_encode(_G.notified)}}, {json.dumps(str(notified))})")
+    subprocess.run([binary, "--headless", "-n", "-i", "NONE", "-u", str(init),
+                    str(tmp_path / "project" / "main.py"), "-c", wait, "-c", "qa!"],
+                   env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    messages = json.loads(notified.read_text())
+    assert len(messages) == 1, messages
+    if shown[0] == 1:
+        assert messages[0] == shown[1]  # and no "repomem: ready" after it
+    else:
+        assert messages[0].startswith("repomem: ready (8 files indexed"), messages
+        assert shown[1].startswith(messages[0].rstrip("…"))
