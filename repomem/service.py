@@ -134,6 +134,10 @@ class EmbedderUnavailable(Exception):
         self.failure = failure
 
 
+# Inode change times are the file system's clock, in ticks of a few milliseconds: a file changed as
+# a scan began may read as changed just before it.
+SCAN_CLOCK_SLACK_NS = 50_000_000
+
 class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
         self.root = root
@@ -153,6 +157,9 @@ class RepoService:
         # and stats the files indexed through a symbolic link (a write reports the target's name).
         self._watch: TreeWatch | None = None
         self._watch_wanted = False  # watch_tree was asked for: a watch that could not be made anew is retried
+        # When the last full refresh `file_changed` made began (time.time_ns()): files whose inode has
+        # not changed since were judged by it.
+        self._full_scan_began_ns = 0
         self._linked: set[str] = set()
         self._scanned_links: set[str] = set()  # of the last scan (list_candidates)
         self._scanned_at = 0.0  # time.monotonic() of the last full refresh while watching
@@ -676,9 +683,24 @@ class RepoService:
             # A name the index does not hold, with a grammar: only the scan can judge it against the
             # ignore rules (a client reports events for ignored files too: a generated _version.py,
             # a build folder), and reading it here indexed what a full build leaves out. The watch
-            # saw it made and asks for that scan; without one, a full refresh.
+            # saw it made and asks for that scan; without one, a full refresh, but not again for a
+            # file the last one already judged (its inode unchanged since that scan began: ctime,
+            # which no tool sets back): a checkout or a build writing many ignored files sends an
+            # event each, and a scan each was a scan of the repository per file.
             try:
-                read = self.read_disk_changes() if self._watch_wanted else self._refresh(self.index, NoProgress())
+                changed_ns = os.lstat(self.root / path).st_ctime_ns
+            except OSError:
+                changed_ns = None
+            judged = changed_ns is not None and changed_ns < self._full_scan_began_ns - SCAN_CLOCK_SLACK_NS
+            try:
+                if self._watch_wanted:
+                    read = self.read_disk_changes()
+                elif not judged:
+                    began = time.time_ns()
+                    read = self._refresh(self.index, NoProgress())
+                    self._full_scan_began_ns = began
+                else:
+                    read = None
             except EmbedderUnavailable as error:
                 return error.failure
             except StructureUnavailable as error:

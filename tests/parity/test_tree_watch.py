@@ -330,3 +330,28 @@ def test_a_client_file_event_for_an_ignored_file_does_not_index_it(tmp_path: Pat
     assert {p: s[0] for p, s in _state(service)[0].items()} == {p: s[0] for p, s in _state(fresh)[0].items()}
     assert _state(service)[1] == _state(fresh)[1]
     service.stop_watching()
+
+
+def test_without_a_watch_many_ignored_files_cost_one_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build writing many ignored files sends a client event for each: without a watch each was a
+    full refresh (a scan of the repository per file). A file whose inode is older than the last
+    refresh was judged by it; a file written after it is judged again."""
+    root = write_repo(tmp_path / "repo", {**FILES, ".gitignore": "ignored/\n"})
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    names = [f"ignored/generated_{number}.py" for number in range(20)]
+    for name in names:
+        (root / name).write_text("def generated():\n    return 1\n")
+    time.sleep(0.1)  # older than the refresh below by more than the clock's slack
+    refreshes: list[int] = []
+    refresh = service._refresh
+    monkeypatch.setattr(service, "_refresh", lambda *a, **k: refreshes.append(1) or refresh(*a, **k))
+    for name in names:
+        failure = service.file_changed(name)
+        assert failure is not None and failure.kind == "not-indexed", failure
+    assert len(refreshes) == 1
+    time.sleep(0.1)
+    (root / "app/new_module.py").write_text("def new_module():\n    return 2\n")
+    assert service.file_changed("app/new_module.py") is None  # a new file the scan keeps: scanned, indexed
+    assert len(refreshes) == 2 and service.index_for_measurement().record("app/new_module.py") is not None
