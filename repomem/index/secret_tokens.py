@@ -207,12 +207,20 @@ UPPER_WORDLIKE_RUN_LETTERS = 6.0  # the same for a body without lower case (rand
 MIN_SEGMENT = 12  # characters of a separator-free stretch that can hold a token body by itself
 WORDY_RUN_LETTERS = 4.5  # a run of both cases reads as words from here (random base62: 1.7)
 WORDY_ONE_CASE_RUN_LETTERS = 6.5  # one case and digits (random: 3.6; `0009_alter_user_last_name`: 4.3)
+
+
+def _paired_literal(secret: str) -> re.Pattern[str]:
+    """The next argument after a quoted literal that ends where the match starts, when it is a
+    literal of `secret` (a regex) in quotes: `"<key id>", "<secret>"`."""
+    return re.compile(rf"""(["'`])\s*,\s*(["'`])(?P<secret>{secret})\2""")
+
+
 # After an AWS key id's literal: the next argument, a literal of 40 base64 characters.
-_AWS_PAIRED_SECRET = re.compile(r"""(["'`])\s*,\s*(["'`])(?P<secret>[A-Za-z0-9/+]{40})\2""")
+_AWS_PAIRED_SECRET = _paired_literal("[A-Za-z0-9/+]{40}")
 # Twilio's auth token passed after its account SID (`Client("AC<32 hex>", "<32 hex>")`): 32 hex
 # alone reads as a digest, so only its place after the SID tells it.
 _TWILIO_ACCOUNT_SID = re.compile(r"AC[0-9a-f]{32}")
-_TWILIO_PAIRED_TOKEN = re.compile(r"""(["'`])\s*,\s*(["'`])(?P<secret>[0-9a-f]{32})\2""")
+_TWILIO_PAIRED_TOKEN = _paired_literal("[0-9a-f]{32}")
 BASE64_LITERAL_MAX = 200  # characters a run is widened by each way over base64 symbols (a key is 40)
 _BASE64 = frozenset(string.ascii_letters + string.digits + "+/")
 ARGUMENT_ENTROPY = 3.9  # bits per character of an unnamed argument literal (random base62 of 20: 4.1 +- 0.15)
