@@ -183,15 +183,23 @@ _GIT_UNLISTED = re.compile(r"^warning: could not open directory '(.*?)(?:': (.*)
 
 
 def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | None:
-    """Paths from git, or None when `root` is not the top of a git work tree. The folders git could
-    not list go to `unlisted` with the reason (see walk_files)."""
+    """Paths from git (relative to `root`), or None when `root` is not in a git work tree, or is a
+    folder git ignores (indexed on its own, by the walk, as a user who names it asks). A folder
+    below the work tree's top is listed as git sees it: the .gitignore files above it and git's
+    exclude files apply (the walk read only those inside it). The folders git could not list go
+    to `unlisted` with the reason (see walk_files)."""
     try:
         top = subprocess.run(
             [*GIT, "-C", str(root), "rev-parse", "--show-toplevel"],
             capture_output=True, text=True, timeout=30,
         )
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
+        if top.returncode != 0 or not top.stdout.strip():
             return None
+        if Path(top.stdout.strip()).resolve() != root.resolve():
+            ignored = subprocess.run([*GIT, "-C", str(root), "check-ignore", "-q", "."],
+                                     capture_output=True, timeout=30)
+            if ignored.returncode != 1:  # 0: ignored; 128: git could not tell
+                return None
         listed = subprocess.run(
             [*GIT, "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"},  # _GIT_UNLISTED reads its English

@@ -92,15 +92,15 @@ def _git_inputs(root: Path) -> list[str] | None:
     global excludes file; None when git cannot say (then nothing is recorded)."""
     try:
         where = subprocess.run([*GIT, "-C", str(root), "rev-parse", "--path-format=absolute", "--git-dir",
-                                "--git-common-dir"], capture_output=True, text=True, timeout=30)
+                                "--git-common-dir", "--show-toplevel"], capture_output=True, text=True, timeout=30)
         excludes = subprocess.run([*GIT, "-C", str(root), "config", "--path", "--get", "core.excludesFile"],
                                   capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = where.stdout.splitlines()
-    if where.returncode != 0 or len(lines) != 2:
+    if where.returncode != 0 or len(lines) != 3:
         return None
-    git_dir, common_dir = lines
+    git_dir, common_dir, top = lines
     home = os.environ.get("HOME", "")
     config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     inputs = [os.environ.get("GIT_INDEX_FILE") or os.path.join(git_dir, "index"),
@@ -110,6 +110,10 @@ def _git_inputs(root: Path) -> list[str] | None:
               "/etc/gitconfig", str(root / ".git")]
     if excludes.returncode == 0 and excludes.stdout.strip():
         inputs.append(excludes.stdout.strip())
+    # A folder below the work tree's top (git_files): the .gitignore files above it judge its names too.
+    inside = Path(os.path.realpath(root))
+    above = [folder for folder in inside.parents if folder == Path(top) or Path(top) in folder.parents]
+    inputs.extend(str(folder / ".gitignore") for folder in above)
     return inputs
 
 

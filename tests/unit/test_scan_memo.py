@@ -221,3 +221,27 @@ def test_a_copy_of_the_tree_with_its_index_folder_lists_its_own_files(repo):
     _age(copy)
     assert "app/added.py" in {c.path for c in _scan(copy, copy / ".repomem")[0]}
     assert _scan(copy, copy / ".repomem") == _from_nothing(copy)
+
+
+def test_a_folder_below_a_work_trees_top_is_listed_as_git_sees_it(tmp_path: Path):
+    """`repomem index app` in a git work tree (or a `repomem.toml` project inside one): the
+    .gitignore files above the folder and git's exclude file judge its names, and an edit of the
+    one above is seen by the memo. A folder git ignores, named by the user, is indexed on its own."""
+    root, _ = _repo(tmp_path, git=True)
+    (root / ".gitignore").write_text("ignored/\n*.gen.py\ncache/\n")
+    write_repo(root, {"app/made.gen.py": "g = 1\n", "app/cache/stale.py": "c = 1\n", "app/local.py": "l = 1\n",
+                      "ignored/inner/own.py": "o = 1\n"})
+    (root / ".git/info/exclude").write_text("local.py\n")
+    app = root / "app"
+    memo_folder = tmp_path / "app-index"
+    memo_folder.mkdir()
+    (memo_folder / MARKER).write_text("repomem index folder\n")
+    _age(root)
+    first = _scan(app, memo_folder)
+    assert {c.path for c in first[0]} == {"main.py", "util.py"}
+    assert first == _from_nothing(app) and (memo_folder / MEMO).is_file()
+    _write_in_place(root / ".gitignore", "ignored/\n")  # the rule above dropped: seen through the memo
+    after = _scan(app, memo_folder)
+    assert {c.path for c in after[0]} == {"main.py", "util.py", "made.gen.py", "cache/stale.py"}
+    assert after == _from_nothing(app)
+    assert {c.path for c in _from_nothing(root / "ignored/inner")[0]} == {"own.py"}
