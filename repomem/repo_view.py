@@ -20,8 +20,9 @@ it was made for: an edit or a rollback replaces the index it reads.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -93,20 +94,36 @@ def fragment_ids(mask: np.ndarray | None) -> np.ndarray:
     return np.flatnonzero(mask) if mask.dtype == bool else mask.astype(np.int64)
 
 
+def same_file_groups(root: Path, links: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """For each of `links` (repository-relative symbolic links to files) and each file they lead
+    to inside `root`: the other paths naming the same file. Made once per scan that changed the
+    links (a stat per link), read per request."""
+    top = os.path.realpath(root)
+    groups: dict[str, set[str]] = {}
+    for link in links:
+        target = os.path.relpath(os.path.realpath(os.path.join(top, link)), top)
+        if not target.startswith(".."):
+            groups.setdefault(target, {target}).add(link)
+    return {name: tuple(sorted(group - {name})) for group in groups.values() for name in group}
+
+
 class RepoView:
     """Read-only access to one repository's index and text for one request and config."""
 
     def __init__(self, root: Path, config: Config, index: RepoIndex | None, raw_text: Callable[[str], str],
-                 memories: MemoryStores, dense: Callable[[], DenseWindows | Failure] | None = None):
+                 memories: MemoryStores, dense: Callable[[], DenseWindows | Failure] | None = None,
+                 same_files: Mapping[str, tuple[str, ...]] | None = None):
         """`raw_text(path)`: the file's text as indexed (editor buffer, else disk; "" when
         unreadable), secrets not yet masked; `dense()`: the index's windows as embeddings (the
-        service embeds what has no vector yet at the first call)."""
+        service embeds what has no vector yet at the first call); `same_files`: the paths that name
+        one file, the scan's symbolic links and their targets (`same_file_groups`)."""
         self.root = root
         self.config = config
         self._index = index
         self._raw_text = raw_text
         self.memories = memories
         self._dense = dense
+        self._same_files = same_files or {}
         self._symbols: SymbolView | None = None
         # Each file's masked lines, made once per request: masking is a pass over the whole file
         # (milliseconds for a long one), and a request reads one file for many fragments.
@@ -169,6 +186,13 @@ class RepoView:
     def visible_fragments(self, path: str, first_line: int, last_line: int) -> np.ndarray:
         """Ids of the file's fragments overlapping lines [first_line, last_line] (0-based)."""
         return self._loaded_symbols().windows_overlapping(path, first_line, last_line)
+
+    def same_file_paths(self, path: str) -> list[str]:
+        """The other indexed paths of the file at `path`: a symbolic link inside the repository is
+        indexed under its own name beside its target, so the cursor's file has its windows twice
+        (the link's and the target's, whichever the cursor is in); [] for most files."""
+        others = self._same_files.get(path, ())
+        return [name for name in others if self._loaded().record(name) is not None]
 
     def _loaded_symbols(self) -> SymbolView:
         symbols = self.symbols
@@ -239,13 +263,16 @@ class RepoView:
                      unlisted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(excluded, unlisted) fragment ids for a retrieval at `cursor` (see score_fragments).
 
-        The current file's windows over the query lines are never offered: the prompt shows them.
+        The current file's windows over the query lines are never offered: the prompt shows them
+        (under every name the file is indexed by: `same_file_paths`).
         With `retrieval.visible_feed_environment` they still feed their neighbours' s_env (the
         environment starts at the cursor), otherwise they are excluded. `excluded` / `unlisted`
         add the caller's own (e.g. RepoEval's unseen lines, and its leakage rule).
         """
         first_line = query_first_line(cursor.line, self.config.retrieval.query_lines)
         visible = self.visible_fragments(cursor.path, first_line, cursor.line)
+        for alias in self.same_file_paths(cursor.path):  # the same lines under a link's name
+            visible = np.union1d(visible, self.visible_fragments(alias, first_line, cursor.line))
         excluded, unlisted = fragment_ids(excluded), fragment_ids(unlisted)
         # `visible` is sorted and unique already: the union is only needed beside other ids.
         if self.config.retrieval.visible_feed_environment:

@@ -61,7 +61,7 @@ from repomem.languages.registry import language_of
 from repomem.memory.stores import MemoryStores
 from repomem.positions import Cursor, locate, read_text_file, relative_to_root
 from repomem.progress import NoProgress, Progress
-from repomem.repo_view import RepoView
+from repomem.repo_view import RepoView, same_file_groups
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,7 @@ class RepoService:
         self._full_scan_began_ns = 0
         self._linked: set[str] = set()
         self._scanned_links: set[str] = set()  # of the last scan (list_candidates)
+        self._same_files: dict[str, tuple[str, ...]] = {}  # their same_file_groups
         self._scanned_at = 0.0  # time.monotonic() of the last full refresh while watching
         self.update_cut_off = False  # ensure_index was stopped midway (see there)
         self._replaced_floor = 0  # fragments replaced that needs_compaction does not count (hold_compaction_floor)
@@ -213,7 +214,9 @@ class RepoService:
         listing = listed_names(self.root, self.config.scan, index_dir(self.root, self.config))
         links: list[str] = []
         found = list_candidates(self.root, self.config.scan, listing, links)
-        self._scanned_links = set(links)
+        if set(links) != self._scanned_links:
+            self._scanned_links = set(links)
+            self._same_files = same_file_groups(self.root, self._scanned_links)
         return found
 
     def _full_build(self, progress: Progress) -> RepoIndex:
@@ -800,7 +803,7 @@ class RepoService:
         """What one request may read of the repository (repomem/repo_view.py), with `config` (the
         request's) or the service's own; made anew per request, as an edit replaces the index."""
         return RepoView(self.root, config or self.config, self.index, self._raw_text, self.memories,
-                        self.dense_windows)
+                        self.dense_windows, self._same_files)
 
     # -- window embeddings (strategy "dense") ----------------------------------------------------
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from repomem.failures import Failure
 from repomem.memory.entities import Entity
 from repomem.repo_view import IndexedFile
 from repomem.service import RepoService
@@ -55,3 +56,27 @@ def test_an_index_built_elsewhere_is_handed_over_whole(shop: RepoService, tmp_pa
     assert not builder.index_loaded
     shop.install_index(index)
     assert shop.index is index and shop.memories.entity_memory().by_name  # the memories follow the new index
+
+
+def test_the_cursors_file_under_a_links_name_is_not_offered_back(tmp_path: Path):
+    """A symbolic link to a file of the repository is indexed under its own name beside its
+    target: the windows over the query lines came back through the link's name (the visible code,
+    often BM25's best match), while the cursor's own ones were left out. A copy is another file."""
+    from tests.repos import write_repo
+
+    tax = "def compute_tax(amount_cents, tax_class):\n    rate = RATES[tax_class]\n    return amount_cents * rate\n"
+    repo = write_repo(tmp_path / "r", {"tax.py": tax, "copy.py": tax,
+                                       "cart.py": "from tax import compute_tax\n\ntotal = compute_tax(1, 2)\n"})
+    (repo / "alias.py").symlink_to("tax.py")
+    service = RepoService.open(repo)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    for name in ("tax.py", "alias.py"):
+        cursor = service.cursor_at(repo / name, 3, None)
+        assert not isinstance(cursor, Failure)
+        for alpha in (0.0, 0.5):
+            paths = [f.path for f in service.view().retrieve_at(cursor, alpha=alpha).fragments]
+            assert "tax.py" not in paths and "alias.py" not in paths, (name, alpha, paths)
+            assert "copy.py" in paths and "cart.py" in paths
+        everything = [f.path for f in service.view().retrieve_at(cursor, exclude_visible=False).fragments]
+        assert {"tax.py", "alias.py"} <= set(everything)
