@@ -138,8 +138,31 @@ def _label(record: dict[str, Any], mixed: set[str] = frozenset()) -> str:
 
 def _paired_groups(records: Sequence[dict[str, Any]]):
     """Per split (in SPLIT_ORDER): the records of each (strategy, alpha) by task id, and the task ids
-    every group finished (comparisons are paired on those). Records of one strategy and overrides
-    made under different settings (a changed default) are kept apart, never pooled."""
+    every group finished (comparisons are paired on those); a split with no such task is left out
+    (its rows of n = 0 read 0.0 and a Δ of +0.0, as if measured: `_unpaired` says why)."""
+    return ((split, groups, ids) for split, groups, ids in _paired_groups_all(records) if ids)
+
+
+def _unpaired(records: Sequence[dict[str, Any]], table: str) -> list[str]:
+    """Notes for the tasks a table leaves out because not every strategy of their split finished
+    them (the rows pair tasks): a split none of whose tasks every strategy finished is no row."""
+    notes = []
+    for split, groups, shared in _paired_groups_all(records):
+        every = set.union(*(set(g) for g in groups.values()))
+        if not shared:
+            counts = ", ".join(f"{label} {len(group)}" for (label, _), group in sorted(groups.items()))
+            notes.append(f"{split}: no task was finished by every strategy of the {table} table (tasks: {counts}): "
+                         "not compared; run the strategies on the same tasks")
+        elif len(shared) < len(every):
+            notes.append(f"{split}: {len(every) - len(shared)} tasks not finished by every strategy are left out "
+                         f"of the {table} table (its rows compare the {len(shared)} they share)")
+    return notes
+
+
+def _paired_groups_all(records: Sequence[dict[str, Any]]):
+    """Per split (in SPLIT_ORDER), every split: the records of each (strategy, alpha) by task id, and
+    the task ids every group finished. Records of one strategy and overrides made under different
+    settings (a changed default) are kept apart, never pooled."""
     fingerprints: dict[str, set[str]] = defaultdict(set)
     for record in records:
         fingerprints[_label(record)].add(record.get("settings") or "")
@@ -316,10 +339,18 @@ def summarize(records: Sequence[dict[str, Any]], backend: str | None = None) -> 
                                                "prompt result (`mode`): not a results file of `eval run`")
     k = max({k, *(int(r["k"]) for r in prompts)})
     primary = [r for r in model if run_of(r) == chosen]
-    return Report(tuple(model_rows), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
-                  k, chosen[0], chosen[1], chosen[2],
-                  tuple(_prompt_rows([r for r in (*prompts, *primary) if int(r["k"]) == k], k)),
-                  _left_out(records, k))
+    # Tasks a table pairs out (a failed retrieval or prompt record is said by _left_out, not here).
+    unpaired = [note for run in runs for note in _unpaired([r for r in model if run_of(r) == run],
+                                                           f"model `{run[0]}`" if len(runs) > 1 else "model")]
+    for mode in ("retrieval", "prompt"):
+        unpaired += _unpaired([r for r in records if r.get("mode") == mode and int(r["k"]) == k], mode)
+    report = Report(tuple(model_rows), tuple(_retrieval_rows([r for r in retrieval if int(r["k"]) == k], k)),
+                    k, chosen[0], chosen[1], chosen[2],
+                    tuple(_prompt_rows([r for r in (*prompts, *primary) if int(r["k"]) == k], k)),
+                    (*unpaired, *_left_out(records, k)))
+    if unpaired and not (report.model_rows or report.retrieval_rows or report.prompt_rows):
+        return Failure(FailureKind.NO_RESULTS, f"nothing to report: {unpaired[0]}")  # not an empty report, exit 0
+    return report
 
 
 def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:

@@ -255,10 +255,49 @@ def records_named(records: list[dict[str, Any]], strategy: str, alpha: float | N
             and "error" not in r and (alpha is None or r.get("alpha") == alpha)]
 
 
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# What readers of records take for granted: a line of the results version with a field missing or
+# of another type (a hand-edited or merged file, another tool's records) ended `eval report` and a
+# resumed `eval run` in an internal error (KeyError 'k', int('ten'), float(None)). Slimmed copies in
+# eval/results keep fewer fields (no mode, no K, some no alpha): what is there must be well typed.
+_TYPED_IF_GIVEN = {"task_id": str, "strategy": str, "split": str, "alpha": _real, "k": _whole, "order": str,
+                   "mode": str, "backend": str, "prompt_tokens": _whole, "es": _real, "memory_calls": _real,
+                   "error": str, "hit_rank": lambda value: value is None or _whole(value),
+                   "timings_ms": lambda value: isinstance(value, dict) and all(map(_real, value.values()))}
+# A record with a mode is tabled by split and alpha and resumed by its run's fields; a model record
+# without K is a slimmed one, which says its verdict (`em`) and is given the run's fields where read.
+_NEEDED_WITH_MODE = ("split", "alpha", "backend", "order")
+_NEEDED_SLIMMED = ("split", "alpha", "em")
+
+
+def _record_shape(record: dict[str, Any]) -> bool:
+    """Whether a record holds what every reader of records takes for granted (see _TYPED_IF_GIVEN)."""
+    def holds(name: str, kind: Any) -> bool:
+        value = record[name]
+        return isinstance(value, kind) if isinstance(kind, type) else kind(value)
+
+    if not all(holds(name, kind) for name, kind in _TYPED_IF_GIVEN.items() if name in record):
+        return False
+    if "task_id" not in record or "strategy" not in record:
+        return False
+    if "mode" not in record:
+        return True
+    if "k" not in record and record["mode"] == "model":
+        return all(name in record for name in _NEEDED_SLIMMED)
+    return "k" in record and all(name in record for name in _NEEDED_WITH_MODE)
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     """Records of a results file, plain or xz-compressed (the slimmed copies in eval/results, which
-    carry no version: a record there is one with a task and a strategy); a torn or foreign line is
-    skipped."""
+    carry no version: a record there is one with a task and a strategy); a torn or foreign line,
+    and a record missing a field it is grouped by or holding one of another type, is skipped."""
     if not path.is_file():
         return []
     records = []
@@ -272,7 +311,8 @@ def read_results(path: Path) -> list[dict[str, Any]]:
             if not isinstance(record, dict):
                 continue
             version = record.get("version")
-            if version == RESULTS_VERSION or (version is None and {"task_id", "strategy"} <= record.keys()):
+            if (version == RESULTS_VERSION or (version is None and {"task_id", "strategy"} <= record.keys())) \
+                    and _record_shape(record):
                 records.append(record)
     return records
 

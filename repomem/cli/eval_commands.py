@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,20 @@ def _open_backend(args: argparse.Namespace, config: Config, err: Console):
                                vllm_model=getattr(args, "vllm", None) or ""))
 
 
+def _unwritable_folder(folder: Path) -> str | None:
+    """Why `folder` could not be created or written in, judged from its nearest existing ancestor
+    (a file on the way, a read-only place), or None: `eval build` fetched every package (minutes)
+    before it found out."""
+    above = Path(os.path.abspath(folder))
+    while not os.path.lexists(above) and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        return f"{above} is not a folder, so no folder can be made in it"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f"{above} cannot be written in"
+    return None
+
+
 def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.evaluation.build import build_benchmark, load_devset, shipped_devset
 
@@ -47,6 +62,9 @@ def cmd_eval_build(args: argparse.Namespace, out: Console, err: Console) -> int:
     # Refused before the packages are fetched (minutes), not when the tasks are written at the end.
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--out {args.out} is a file; name a folder for the tasks"))
+    unwritable = _unwritable_folder(Path(args.out))
+    if unwritable is not None:
+        raise UserError(Failure(FailureKind.BAD_OPTION, f"--out {args.out}: {unwritable}"))
     if args.prompt_tokens < 64:  # as eval run: a prompt of no context is no task
         raise UserError(Failure(FailureKind.BAD_OPTION, "--prompt-tokens must be at least 64"))
     if args.seed is not None or args.tasks_per_repo is not None:
@@ -212,26 +230,30 @@ def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int
         read = read_results(Path(path))
         if not read:
             raise UserError(Failure(FailureKind.NO_RESULTS,
-                                    f"{path}: no results records in it (not written by `repomem eval "
-                                    "run`, or by another version)"))
+                                    f"{path}: no results records in it (not a results file of `repomem "
+                                    "eval run`, or one of another version)"))
         records.extend(read)
     report = ok(summarize(records, backend=args.backend))
     from repomem.evaluation.plots import alpha_sweep, prompt_bars, strategy_bars  # matplotlib: ~0.5 s
 
     target = Path(args.out)
-    target.mkdir(parents=True, exist_ok=True)
     text = markdown(report, args.title)
-    figures = [p for p in (strategy_bars(report, target / "strategies.png"),
-                           alpha_sweep(report, target / "alpha-sweep.png"),
-                           prompt_bars(report, target / "prompt.png")) if p is not None]
-    if figures:
-        text += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in figures) + "\n"
-    (target / "report.md").write_text(text, encoding="utf-8")
     summary = {"model": [row.__dict__ for row in report.model_rows],
                "retrieval": [row.__dict__ for row in report.retrieval_rows],
                "prompt": [row.__dict__ for row in report.prompt_rows], "k": report.k,
                "backend": report.backend, "order": report.order, "prompt_tokens": report.prompt_tokens}
-    (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    try:  # a folder under a file, in /proc or read-only: an internal error (NotADirectoryError) before
+        target.mkdir(parents=True, exist_ok=True)
+        figures = [p for p in (strategy_bars(report, target / "strategies.png"),
+                               alpha_sweep(report, target / "alpha-sweep.png"),
+                               prompt_bars(report, target / "prompt.png")) if p is not None]
+        if figures:
+            text += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in figures) + "\n"
+        (target / "report.md").write_text(text, encoding="utf-8")
+        (target / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise UserError(Failure(FailureKind.WRITE_FAILED, f"--out {args.out}: cannot write the report there "
+                                                          f"({error.strerror or error})")) from None
     print(text)  # plain: markdown must not be re-wrapped to the terminal width
     # --out as written, never markup (`[/x]` raised a MarkupError after the report was written), and
     # on one line: a path broken at the width of a log cannot be copied

@@ -91,6 +91,7 @@ def shop(tmp_path_factory) -> Path:
     assert results.returncode == 0, results.stderr
     failed = json.loads((repo / "results_ok.jsonl").read_text().splitlines()[0])
     (repo / "results_failed.jsonl").write_text(json.dumps({**failed, "error": "the file is binary"}) + "\n")
+    (repo / "results_k_ten.jsonl").write_text(json.dumps({**failed, "k": "ten"}) + "\n")
     return repo
 
 
@@ -285,6 +286,12 @@ CLI_CASES = [
     ("eval report of an empty file", ["eval", "report", "{repo}/empty.jsonl"], 2, "no results records"),
     ("eval report of a named pipe", ["eval", "report", "{repo}/pipe.py"], 2, "not a regular file"),
     ("eval build --out naming a file", ["eval", "build", "--out", REPORT], 2, "is a file"),
+    # Refused before the packages are fetched, as a file named by --out is (minutes, then "Not a directory").
+    ("eval build --out inside a file", ["eval", "build", "--out", REPORT + "/built"], 2, "is not a folder"),
+    ("eval report --out inside a file", ["eval", "report", "{repo}/results_ok.jsonl", "--out", REPORT + "/report"],
+     2, "cannot write the report there"),
+    ("eval report of a record with a K of another type", ["eval", "report", "{repo}/results_k_ten.jsonl", "--out",
+                                                         "{repo}/report"], 2, "no results records"),
     ("eval build of an unknown dev set", ["eval", "build", "--out", "{repo}/built", "--devset", "nope"], 2,
      "no such dev set"),
     ("eval build --tasks-per-repo 0", ["eval", "build", "--out", "{repo}/built", "--tasks-per-repo", "0"], 2,

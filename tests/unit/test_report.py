@@ -153,3 +153,45 @@ def test_records_of_two_versions_of_one_task_id_are_said_to_be_paired_all_the_sa
                {**_record(1, "fragrel", "m", em=True), "task_digest": "b"}]
     notes = summarize(records).notes
     assert len(notes) == 1 and notes[0].startswith("1 task ids (the first: r/line/0) have records of different")
+
+
+def test_records_of_the_wrong_shape_are_skipped_where_results_are_read(tmp_path: Path):
+    """A line that parses as JSON and carries the results version but lacks a field, or holds one of
+    another type (a hand-edited or merged file, another tool's records), ended `eval report` and a
+    resumed `eval run` in an internal error (KeyError 'k', int('ten'), float(None), ...)."""
+    import json
+
+    from repomem.evaluation.run import read_results
+
+    good = [_retrieval(t, s, 1) for t in range(2) for s in ("vanilla", "fragrel")]
+    bad = [{"version": 1}, {"version": 1, "mode": "retrieval", "task_id": "a"},
+           {**good[0], "k": "ten"}, {**good[0], "alpha": None}, {**good[0], "hit_rank": "x"},
+           {**good[0], "timings_ms": None}, {**good[0], "task_id": ["a"]},
+           {key: value for key, value in good[0].items() if key != "split"},
+           {"task_id": "a", "split": "line", "strategy": "vanilla", "alpha": 0, "em": True, "es": "x"},
+           {"task_id": "a", "split": "line", "strategy": "vanilla", "alpha": "zero", "em": True}]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in [*good, *bad]), encoding="utf-8")
+    records = read_results(path)
+    assert records == good
+    assert {row.n for row in summarize(records).retrieval_rows} == {2}
+
+
+def test_strategies_that_share_no_task_are_not_tabled_as_zeros():
+    """Two runs on other tasks in one results file: every row read n = 0, 0.0 and a Δ of
+    +0.0 [+0.0, +0.0], and a bar chart of zeros was drawn, as if it were a measurement."""
+    model = [_record(0, "vanilla", "m", em=True), _record(1, "fragrel", "m", em=True)]
+    nothing = summarize(model)  # no table left: one clear failure, not an empty report and exit 0
+    assert nothing.kind == "no-results" and "line: no task was finished by every strategy" in nothing.message
+    # Another split with shared tasks is still reported; the split without is said to be left out.
+    api = [{**_record(t, s, "m", em=True), "split": "api"} for t in (5, 6) for s in ("vanilla", "fragrel")]
+    report = summarize([*model, *api])
+    assert {row.split for row in report.model_rows} == {"api"}
+    assert any(note.startswith("line: no task was finished by every strategy") for note in report.notes)
+    assert "| line | vanilla | 0 |" not in markdown(report)
+    retrieval = [_retrieval(0, "vanilla", 1), _retrieval(1, "fragrel", 1)]
+    assert "no task was finished" in summarize(retrieval).message
+    # Some shared tasks: compared on those, and the others are said to be left out.
+    report = summarize([*retrieval, _retrieval(2, "vanilla", 1), _retrieval(2, "fragrel", 2)])
+    assert {row.n for row in report.retrieval_rows} == {1}
+    assert any(note.startswith("line: 2 tasks not finished by every strategy") for note in report.notes)
