@@ -20,9 +20,17 @@ other files:
   value="..."/>`), SQL's `IDENTIFIED BY '...'` and `WITH PASSWORD '...'`, a call its name says
   takes one (`ds.setPassword("...")`, `NetworkCredential("user", "...")`, `auth=("user", "...")`);
   quoted in any string form
-  of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, backticked, JSON-escaped as a
+  of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, C#'s `@"..."` and `$"..."`,
+  Swift's `#"..."#`, Lua's long brackets `[[...]]` and `[==[...]==]`, backticked, JSON-escaped as a
   notebook holds code, parenthesised, concatenated; holding the other quote marks) or unquoted
-  (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments).
+  (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments);
+- such values told by their place: in a multiple assignment (`user, password = "app", "..."`,
+  `(db_user, db_pass) = (...)`, `const [user, token] = [...]`, Go's `:=`, Lua's `local`, Perl's
+  `my (...)`), and the password passed by position to a call its name says logs in or connects
+  (`ftp.login("user", "...")`, `connect(host, "root", "...")`). Short passwords of words and digits
+  (`"hunter2"`) are left in every shape, named or placed, as their entropy leaves them: by shape
+  they are test fixtures (`create_user("john", "j@example.com", "pass")`), and no common scanner
+  flags them without a name to go on.
 
 The secret is replaced by `[REDACTED]`; line breaks are kept, so line numbers, windows and cursors
 do not move. Whatever the cursor's file is, its text reaches a prompt (and a server's tokenizer)
@@ -94,11 +102,22 @@ def _content(mark: str) -> str:
     return rf"(?:(?!{re.escape(mark)})[^\s\\])+"
 
 
-_QUOTED = "[rbuf]{0,2}(?:" + "|".join(f"{re.escape(mark)}{_content(mark)}{re.escape(mark)}"
-                                      for mark in _QUOTE_MARKS) + ")"
+# Lua's long brackets (`[[...]]`, `[==[...]==]`): written out for each level, as a pattern used
+# several times in one regex can hold no back-reference.
+_LONG_BRACKET_LEVELS = 4
+_LONG_BRACKETS = tuple(("[" + "=" * level + "[", "]" + "=" * level + "]") for level in range(_LONG_BRACKET_LEVELS + 1))
+# Before a literal's quote: Python's string prefixes, C#'s verbatim and interpolated `@"..."`,
+# `$"..."`, `$@"..."` (and shell's `$'...'`), Swift's raw `#"..."#`, whose closing `#`s a literal
+# takes too.
+_PREFIX = r"(?:[rbuf]{0,2}|[@$]{1,2}|#{1,3})"
+_QUOTED = _PREFIX + "(?:" + "|".join(f"{re.escape(mark)}{_content(mark)}{re.escape(mark)}"
+                                     for mark in _QUOTE_MARKS) + "|" + "|".join(
+    rf"{re.escape(open_)}(?:(?!{re.escape(close)})[^\s\\])+{re.escape(close)}" for open_, close in _LONG_BRACKETS) \
+    + ")#{0,3}"
 _LITERAL = re.compile(
-    "(?i)[rbuf]{0,2}(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS))
+    "(?i)" + _PREFIX + "(?:(?P<open>" + "|".join(map(re.escape, _QUOTE_MARKS))
     + r")(?P<content>(?:(?!(?P=open))[^\s\\])+)(?P=open)"
+    + r"|\[(?P<level>=*)\[(?P<long>(?:(?!\](?P=level)\])[^\s\\])+)\](?P=level)\])#{0,3}"
 )
 # Blanks, or a backslash continuing the line (`password = \` then the value on the next line).
 _GAP = r"(?:\s|\\(?=\r?\n))*"
@@ -162,27 +181,32 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 # each spelling of the words.
 _SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u",
                          "auth", "identified")
+# A login call's name and its parenthesis (_LOGIN_CALL), looked for apart: each literal is one more
+# pass over the text (docs/measurements.md#secret-masking-cost), so rarer words (`logon`, `signin`)
+# are not.
+_LOGIN_LITERALS = ("login(", "connect(")
 # Literals that only count where they end a name (`auth=(...)`, `HTTPBasicAuth(...)`): tried where
 # they merely start one (`django.contrib.auth.models`, `authenticate`), they cost a fifth more of
 # Django's masking, for no match.
 _NAME_END_LITERALS = frozenset({"auth"})
 
 
-def assignments(text: str) -> list[re.Match]:
-    """The matches of _ASSIGNED in `text`, as `_ASSIGNED.finditer` finds them, tried only at the
-    name runs holding a secret-sounding word: scanning every position cost a share of a cold index
-    (docs/measurements.md#secret-masking-cost), this costs a substring search.
-
-    A match's name is a run of name characters holding a secret word, so it starts where such a run
-    starts. The runs are found from the words' literals (`str.find`, where a regex search for the
-    words tried its alternation at every position, most of the time); a run holding a
-    literal but no word (`monkey`) is tried too and fails to match.
-    """
+def lower_case(text: str) -> str:
+    """`text` in lower case, each character where it was."""
     lowered = text.lower()
     if len(lowered) != len(text):  # a character whose lower case is longer (U+0130) would move positions
         lowered = text.translate(_ASCII_LOWER_CASE)
+    return lowered
+
+
+def name_run_starts(text: str, literals: tuple[str, ...] = _SECRET_WORD_LITERALS, lowered: str | None = None,
+                    ) -> list[int]:
+    """Where the runs of name characters holding one of `literals` start, in order (a literal of
+    _NAME_END_LITERALS counts where it ends a run); `lowered` is `lower_case(text)` if known."""
+    if lowered is None:
+        lowered = lower_case(text)
     starts = set()
-    for literal in _SECRET_WORD_LITERALS:
+    for literal in literals:
         ends_name = literal in _NAME_END_LITERALS
         at = lowered.find(literal)
         while at >= 0:
@@ -190,7 +214,21 @@ def assignments(text: str) -> list[re.Match]:
             if not ends_name or after == len(text) or text[after] not in _NAME_CHARS:
                 starts.add(_name_run_start(text, at))
             at = lowered.find(literal, after)
-    candidates = sorted(starts)
+    return sorted(starts)
+
+
+def assignments(text: str, starts: list[int] | None = None) -> list[re.Match]:
+    """The matches of _ASSIGNED in `text`, as `_ASSIGNED.finditer` finds them, tried only at the
+    name runs holding a secret-sounding word: scanning every position cost a share of a cold index
+    (docs/measurements.md#secret-masking-cost), this costs a substring search.
+
+    `starts` are `name_run_starts(text)` where known. A match's name is a run of name characters
+    holding a secret word, so it starts where such a run starts. The runs are found from the words'
+    literals (`str.find`, where a regex search for the words tried its alternation at every
+    position, most of the time); a run holding a literal but no word (`monkey`) is tried too and
+    fails to match.
+    """
+    candidates = name_run_starts(text) if starts is None else starts
     matches: list[re.Match] = []
     position = 0
     tried: set[int] = set()
@@ -321,7 +359,7 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
         while position < end:
             literal = _LITERAL.match(text, position)
             assert literal is not None  # _ASSIGNED matched these literals one after another
-            spans.append(literal.span("content"))
+            spans.append(literal.span("content" if literal["open"] is not None else "long"))
             position = _JOINER.match(text, literal.end()).end()
         value = "".join(text[a:b] for a, b in spans)
         if not _quoted_secret(value, min_length, min_entropy) or called and any(c in value for c in _CODE_MARKS):
@@ -332,6 +370,134 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
         pieces += [text[position:start], MASK]
         position = end
     return position, "".join(pieces)
+
+
+# Several names given values at once, on one line from a statement's start: `user, password =
+# "app", "..."`, `(db_user, db_pass) = (...)`, JavaScript's `let [user, token] = [...]`, Go's `:=`,
+# Lua's `local a, b = ...`, Perl's `my ($user, $pass) = (...)`, Rust's `let (user, pass) = (...)`.
+# Each value is the name's at the same place.
+_TARGET = rf"[$@]?[{_NAME_CHAR}]+"
+_MULTIPLE_ASSIGNMENT = re.compile(
+    r"[ \t]*(?:(?:local|let|const|var|val|my|our)[ \t]+(?:mut[ \t]+)?)?[(\[]?[ \t]*"
+    rf"(?P<targets>{_TARGET}(?:[ \t]*,[ \t]*{_TARGET})+)[ \t]*,?[ \t]*[)\]]?[ \t]*:?=(?![=>~])[ \t]*[(\[]?[ \t]*")
+_SECRET_NAME = re.compile(rf"(?i)[$@]?[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*")
+# A value that is no literal masking could judge: a name, a number, a string with blanks or escapes.
+_OTHER_VALUE = re.compile(r"""[\w.$@-]+|[rbuf@$]{0,2}(["'`])(?:\\.|(?!\1)[^\\\n])*\1""")
+_VALUE_SEPARATOR = re.compile(r"[ \t]*,[ \t]*")
+
+
+def line_starts(text: str, positions: list[int]) -> list[int]:
+    """Where the lines holding `positions` (in order) start, each once."""
+    starts: list[int] = []
+    for position in positions:
+        start = text.rfind("\n", 0, position) + 1
+        if not starts or starts[-1] != start:
+            starts.append(start)
+    return starts
+
+
+def multiple_assignment_secrets(text: str, starts: list[int], min_length: int, min_entropy: float,
+                                ) -> list[tuple[int, int]]:
+    """The spans of the secret literals given to secret-sounding names in a multiple assignment
+    (_MULTIPLE_ASSIGNMENT) starting at one of the line `starts` (in order): each name's value is the
+    literal at its place, judged as an assigned one is."""
+    spans: list[tuple[int, int]] = []
+    for start in starts:
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        comma = text.find(",", start, line_end)
+        # names apart by "," come before the line's first "="
+        if comma < 0 or text.find("=", start, comma) >= 0 or text.find("=", comma, line_end) < 0:
+            continue
+        match = _MULTIPLE_ASSIGNMENT.match(text, start)
+        if match is None:
+            continue
+        names = [name.strip() for name in match["targets"].split(",")]
+        if not any(_SECRET_NAME.fullmatch(name) for name in names):
+            continue
+        values: list[tuple[int, int] | None] = []  # the content of each literal; None for other values
+        position = match.end()
+        while len(values) < len(names):
+            literal = _LITERAL.match(text, position)
+            if literal is not None:
+                values.append(literal.span("content" if literal["open"] is not None else "long"))
+                position = literal.end()
+            else:
+                other = _OTHER_VALUE.match(text, position)
+                if other is None:
+                    break
+                values.append(None)
+                position = other.end()
+            separator = _VALUE_SEPARATOR.match(text, position)
+            if separator is None:
+                break
+            position = separator.end()
+        if len(values) != len(names):
+            continue
+        for name, value in zip(names, values):
+            if value is not None and _SECRET_NAME.fullmatch(name) \
+                    and _quoted_secret(text[value[0]:value[1]], min_length, min_entropy):
+                spans.append(value)
+    return spans
+
+
+# A login given by position to a call its name says logs in or connects (`ftp.login("user", "...")`,
+# `connect(host, "root", "...")`, `MySQLdb.connect("db", "app", "...", "shop")`): the literal after
+# the user's, which is the first literal, or the second of three or more in a row (the first a host).
+# Arguments before them are no literals nor calls (`host`, `port`). The word ends the called name.
+_LOGIN_CALL = re.compile(
+    rf"(?i)(?<![{_NAME_CHAR}])[{_NAME_CHAR}]*(?:login|connect)\(\s*(?:[^\s()\"'`,][^()\"'`,\n]*,\s*)*"
+    rf"(?:{_QUOTED}\s*,\s*(?={_QUOTED}\s*,\s*{_QUOTED}))?{_QUOTED}\s*,\s*(?P<value>{_QUOTED})(?=\s*[,)])")
+
+
+def login_value(match: re.Match, min_length: int, min_entropy: float) -> tuple[int, int] | None:
+    """The span of the password `match` (of _LOGIN_CALL) holds when it is a secret (judged as an
+    assigned value is, and holding no code's marks, as a call's literal), else None."""
+    literal = _LITERAL.match(match.string, match.start("value"))
+    assert literal is not None  # _LOGIN_CALL matched a literal there
+    span = literal.span("content" if literal["open"] is not None else "long")
+    value = match.string[span[0]:span[1]]
+    if not _quoted_secret(value, min_length, min_entropy) or any(c in value for c in _CODE_MARKS):
+        return None
+    return span
+
+
+def login_secrets(text: str, starts: list[int], min_length: int, min_entropy: float) -> list[tuple[int, int]]:
+    """The spans of the secrets of _LOGIN_CALL's matches in `text`, as its `finditer` finds them,
+    tried only at `starts` (the name runs a login word ends, in order)."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for start in starts:
+        if start < position:
+            continue
+        match = _LOGIN_CALL.match(text, start)
+        if match is None:
+            continue
+        position = match.end()
+        span = login_value(match, min_length, min_entropy)
+        if span is not None:
+            spans.append(span)
+    return spans
+
+
+def apart(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` in order, each that overlaps one before it left out."""
+    kept: list[tuple[int, int]] = []
+    for span in sorted(spans):
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+def _masked_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each of `spans` (in order, apart) replaced by MASK."""
+    pieces: list[str] = []
+    position = 0
+    for start, end in spans:
+        pieces += [text[position:start], MASK]
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 _INI_SECTION = re.compile(r"\[[\w .:/-]+\][ \t]*$")
@@ -483,9 +649,17 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
     for marker in ("?", "&"):  # a query starts with "?"; a SAS token pasted alone starts with "sv=", holds "&"
         text = _on_lines_holding(text, marker, lambda line: _SIGNED_QUERY.sub(signed, line))
 
+    # Values told by their place: in a multiple assignment, a login call's password.
+    lowered = lower_case(text)
+    starts: list[int] | None = name_run_starts(text, lowered=lowered)
+    placed = apart(multiple_assignment_secrets(text, line_starts(text, starts), min_length, min_entropy)
+                   + login_secrets(text, name_run_starts(text, _LOGIN_LITERALS, lowered), min_length, min_entropy))
+    if placed:
+        found += len(placed)
+        text, starts = _masked_spans(text, placed), None  # the names moved
     pieces: list[str] = []
     position = 0  # text[:position] is in pieces
-    for match in assignments(text):
+    for match in assignments(text, starts):
         masked = None if match.start() < position else masked_assignment(match, min_length, min_entropy)
         if masked is None:
             continue  # no secret, or a name inside a value masked already

@@ -160,7 +160,8 @@ def reference_cover(syntax: FileSyntax, starts: np.ndarray, ends: np.ndarray) ->
 def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> tuple[str, int]:
     """Secrets masked by running each pattern over the whole text, every position tried: what
     `mask_secrets` must equal without its prefilters (key literals, lines holding "://", name runs
-    holding a secret word's literal)."""
+    holding a secret word's literal; multiple assignments tried on every line, not only those, and
+    login calls at every position)."""
     from repomem.index import secrets
 
     found = 0
@@ -204,6 +205,12 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
     text = secrets._GO_DSN_PASSWORD.sub(count(url), text)
     text = secrets._MYSQL_GLUED_PASSWORD.sub(count(signed), text)
     text = secrets._SIGNED_QUERY.sub(count(signed), text)
+    every_line = [0, *(at + 1 for at, character in enumerate(text) if character == "\n")]
+    logins = [secrets.login_value(match, min_length, min_entropy) for match in secrets._LOGIN_CALL.finditer(text)]
+    placed = secrets.apart(secrets.multiple_assignment_secrets(text, every_line, min_length, min_entropy)
+                           + [span for span in logins if span is not None])
+    found += len(placed)
+    text = secrets._masked_spans(text, placed)
     pieces: list[str] = []
     position = 0
     for match in secrets._ASSIGNED.finditer(text):

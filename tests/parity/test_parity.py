@@ -1137,6 +1137,10 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
         "u = 'https://" + "3f9a0c7e12b4" * 3 + "d1c2@github.com/a' ; v = 'HTTPS://u:" + "Zq8kL2vN9x" + "@h'\n"
         "b = 'https://a.blob.core.windows.net/c?sv=2022-11-02&sig=" + "aB3dE5fG7hJ9kL1mQ2w3E4r5%3D" + "'\n"
         "mysqldump -uroot -p" + "Zq8kL2vN9xR4" + " shop > dump.sql",
+        # values told by their place (a multiple assignment, a login call), other string forms
+        "user, password = 'app', '" + "Zq8kL2vN9xR4aB3d" + "'\n  a, b = 1, 2\nftp.login('app', '" + "aB3dE5fG7hJ9kL1m"
+        + "') ; c = connect(h, 'root', '" + "Zq8kL2vN9xR4" + "')\nlocal api_key = [==[" + "aB3dE5fG7hJ9kL1m" + "]==]"
+        + "\nPassword = @'" + "Zq8kL2vN9xR4aB3d" + "',",
     ]
     masked_any = 0
     for text in texts + planted:
