@@ -356,8 +356,12 @@ def leakage_exclusions(service: RepoService, path: str, context_start_lineno: in
     """Ids of the hole file's fragments that end after `context_start_lineno` (the leakage rule).
 
     With the file cut at the hole they hold only lines the prompt shows: never offered, but free
-    to feed their neighbours' s_env as any visible code does."""
-    return service.view().fragments_ending_after(path, context_start_lineno)
+    to feed their neighbours' s_env as any visible code does. A symbolic link to the hole's file
+    in the repository is indexed from the disk, answer and all: none of its windows is offered."""
+    view = service.view()
+    return np.union1d(view.fragments_ending_after(path, context_start_lineno),
+                      np.asarray([i for alias in view.same_file_paths(path)
+                                  for i in view.fragments_ending_after(alias, 0).tolist()], dtype=np.int64))
 
 
 def resolve_task_file(repos_dir: Path, task: EvalTask) -> Path | Failure:

@@ -259,6 +259,20 @@ def test_retrieval_only_run_obeys_the_leakage_rule_and_resumes(benchmark: tuple[
     assert run_evaluation(tasks, repos, results, reordered).written == 0
 
 
+def test_a_link_to_the_hole_file_shows_none_of_its_windows(benchmark: tuple[Path, Path], tmp_path: Path):
+    """A symbolic link to the hole's file is indexed from the disk, answer and all: offering its
+    windows would show the lines after the hole."""
+    tasks_file, repos = benchmark
+    (repos / "synth" / "lib" / "mirror.py").symlink_to("part2/mod5.py")
+    tasks = load_tasks(tasks_file)
+    results = tmp_path / "results.jsonl"
+    # Every window asked for (k past their number): the leak would be offered at some rank.
+    assert run_evaluation(tasks, repos, results, RunSettings(retrieval_only=True, k=500)).failed == 0
+    records = read_results(results)
+    assert records and all(len(r["fragments"]) > 20 for r in records)
+    assert all(path != "lib/mirror.py" for r in records for path, *_ in r["fragments"])
+
+
 def test_a_failed_record_is_tried_again_and_a_rebuilt_task_is_not_taken_for_the_old_one(
         benchmark: tuple[Path, Path], tmp_path: Path):
     """A failed record was final: every rerun skipped it. And records were resumed by task id
