@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from repomem.allocator import release_free_memory
 from repomem.config import Config
 from repomem.index.bm25 import BM25Stats, TermSegment, build_segment
 from repomem.index.caller_map import CallerMap, rows_of
@@ -334,6 +335,8 @@ class RepoIndex:
             if full:
                 self.graph_nodes, self.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
             table = self.fragment_table(graph)
+            if full:
+                release_free_memory()  # the graph's making freed more than it keeps: not resident in the searches
         else:
             # An edit: the graph kept between edits, which pays for the files changed only.
             edit = self.edit_graph()
