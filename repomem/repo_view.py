@@ -257,7 +257,12 @@ class RepoView:
         budget_ms = self.config.retrieval.time_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms > 0 else None
         anchored = self.config.prompt.anchor_matches if anchored is None else anchored
-        return best_fragments(index, query_text, alpha, k, anchored if alpha else 0, excluded, deadline, unlisted)
+        found = best_fragments(index, query_text, alpha, k, anchored if alpha else 0, excluded, deadline, unlisted)
+        # A fragment sharing no term with the query and related to none that does is no match (its
+        # scores are exactly 0; a shared term of negative idf, in a tiny repository, scores below): a
+        # query of no names (a new, empty file; a line of punctuation) filled the K places with
+        # the first files' windows, in id order, and the prompt with them.
+        return [f for f in found if f.s_ind != 0.0 or f.s_env != 0.0]
 
     def cursor_masks(self, cursor: Cursor, excluded: np.ndarray | None = None,
                      unlisted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

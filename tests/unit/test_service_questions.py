@@ -80,3 +80,23 @@ def test_the_cursors_file_under_a_links_name_is_not_offered_back(tmp_path: Path)
             assert "copy.py" in paths and "cart.py" in paths
         everything = [f.path for f in service.view().retrieve_at(cursor, exclude_visible=False).fragments]
         assert {"tax.py", "alias.py"} <= set(everything)
+
+
+def test_a_query_of_no_names_retrieves_nothing_rather_than_the_first_files(tmp_path: Path):
+    """An empty new file, or a cursor after lines of punctuation only: no fragment shares a term
+    with the query, and none was offered in place of a match (the first files' windows in id
+    order filled every place, and a prompt with them)."""
+    from tests.repos import write_repo
+
+    repo = write_repo(tmp_path / "r", {"a.py": "def alpha():\n    return 1\n", "b.py": "def beta():\n    return 2\n",
+                                       "new.py": "", "marks.py": "(\n)\n[\n]\n"})
+    service = RepoService.open(repo)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    for name, line in (("new.py", 1), ("marks.py", 4)):
+        cursor = service.cursor_at(repo / name, line, None)
+        assert not isinstance(cursor, Failure)
+        for alpha in (0.0, 0.5):
+            assert service.view().retrieve_at(cursor, alpha=alpha, k=5).fragments == (), (name, alpha)
+    cursor = service.cursor_at(repo / "new.py", 1, None)
+    assert [f.path for f in service.view().retrieve_at(cursor, query="return alpha", k=5).fragments][0] == "a.py"
