@@ -19,6 +19,7 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from repomem.languages.language import Language
 from repomem.languages.python import PYTHON
@@ -38,6 +39,7 @@ class CompletionShape:
     block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
     line_prefix: str  # the cursor line's text before the cursor
     brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
+    language: str = ""  # the grammar's name: which literals, comments and directives hide braces
     # The opener's statement's own indentation, as written (tabs or spaces): where a body written
     # before an editor's auto-paired `}` leaves that brace.
     closer_indent: str = ""
@@ -82,13 +84,110 @@ _LAMBDA = re.compile(r"\blambda\b")
 _NOT_CODE = re.compile(r'"(?:\\.|[^"\\])*"|`(?:\\.|[^`\\])*`|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//.*$')
 
 
-def _opens_brace_block(line: str) -> bool:
-    return _NOT_CODE.sub("", line).rstrip().endswith("{")
+class _Scan(NamedTuple):
+    """What a brace language's line leaves open for the next: a literal or comment spanning lines
+    (its closer, whether a backslash escapes inside it), a preprocessor directive continued with
+    `\\`, and the `#if` levels of an `#else` / `#elif` branch being passed over."""
+    closer: str = ""
+    escapes: bool = False
+    directive: bool = False
+    skipping: int = 0
 
 
-def _brace_depth_change(line: str) -> int:
-    code = _NOT_CODE.sub("", line)
-    return code.count("{") - code.count("}")
+_START = _Scan()
+
+
+@dataclass(frozen=True)
+class _BraceSyntax:
+    # Literals and comments: `open` ones may span lines (`spanning` has their closers), `done` ones
+    # close on their line.
+    tokens: re.Pattern[str]
+    spanning: dict[str, tuple[str, bool]]
+    preprocessor: bool = False  # C's `#` lines: an `#else` branch repeats the `#if` branch's openers
+
+
+_BLOCK_COMMENT = {"/*": ("*/", False)}
+# A character literal: one character or escape (`'{'`, `'\\''`, `'\\u{7B}'`), so that Rust's lifetimes
+# (`&'a str`) and C++'s digit separators (`1'000`) start none.
+_CHAR = r"'(?:\\(?:u\{[0-9a-fA-F]{1,6}\}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{1,4}|[0-7]{1,3}|.)|[^'\\])'"
+_STRING = r'"(?:\\.|[^"\\])*"'
+_ANY_QUOTED = r"'(?:\\.|[^'\\])*'"
+_BACKTICKED = r"`(?:\\.|[^`\\])*`"
+
+
+def _syntax(spanning: dict[str, tuple[str, bool]], done: str, preprocessor: bool = False) -> _BraceSyntax:
+    opened = "|".join(re.escape(opener) for opener in sorted(spanning, key=len, reverse=True))
+    return _BraceSyntax(re.compile(rf"(?P<open>{opened})|(?P<done>{done}|//.*$)"), spanning, preprocessor)
+
+
+_TRIPLE = {**_BLOCK_COMMENT, '"""': ('"""', False)}
+_BRACE_SYNTAX = {
+    **dict.fromkeys(("javascript", "typescript", "tsx"), _syntax(
+        {**_BLOCK_COMMENT, "`": ("`", True)}, f"{_STRING}|{_ANY_QUOTED}")),
+    "go": _syntax({**_BLOCK_COMMENT, "`": ("`", False)}, f"{_STRING}|{_CHAR}"),
+    "rust": _syntax({**_BLOCK_COMMENT, '"': ('"', True)}, _CHAR),  # Rust's strings span lines
+    **dict.fromkeys(("c", "cpp"), _syntax(_BLOCK_COMMENT, f"{_STRING}|{_CHAR}", preprocessor=True)),
+    "csharp": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}", preprocessor=True),
+    **dict.fromkeys(("java", "kotlin", "scala", "swift"), _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}")),
+    "php": _syntax(_BLOCK_COMMENT, rf"{_STRING}|{_ANY_QUOTED}|#(?!\[).*$"),
+}
+_ANY_BRACES = _syntax(_BLOCK_COMMENT, f"{_STRING}|{_BACKTICKED}|{_ANY_QUOTED}")
+_DIRECTIVE = re.compile(r"#\s*(\w*)")
+
+
+def _brace_syntax(language: str) -> _BraceSyntax:
+    return _BRACE_SYNTAX.get(language, _ANY_BRACES)
+
+
+def _code(line: str, scan: _Scan, syntax: _BraceSyntax) -> tuple[str, _Scan]:
+    """The line with its literals, comments and preprocessor directives blanked (columns kept),
+    given what the lines above left open, and what it leaves open."""
+    if syntax.preprocessor and not scan.closer:
+        if scan.directive or line.lstrip().startswith("#"):
+            skipping = scan.skipping
+            if not scan.directive:
+                name = _DIRECTIVE.match(line.lstrip()).group(1)
+                if name in ("if", "ifdef", "ifndef"):
+                    skipping += skipping > 0
+                elif name in ("else", "elif", "elifdef", "elifndef"):
+                    skipping = skipping or 1  # the branch below repeats the one above: it is passed over
+                elif name == "endif":
+                    skipping = max(skipping - 1, 0)
+            return " " * len(line), scan._replace(directive=line.rstrip().endswith("\\"), skipping=skipping)
+        if scan.skipping:
+            return " " * len(line), scan
+    pieces: list[str] = []
+    at, closer, escapes = 0, scan.closer, scan.escapes
+    while True:
+        if closer:
+            end = _closer_end(line, at, closer, escapes)
+            if end < 0:
+                pieces.append(" " * (len(line) - at))
+                return "".join(pieces), scan._replace(closer=closer, escapes=escapes)
+            pieces.append(" " * (end - at))
+            at, closer = end, ""
+        found = syntax.tokens.search(line, at)
+        if found is None:
+            pieces.append(line[at:])
+            return "".join(pieces), scan._replace(closer="", escapes=False)
+        pieces.append(line[at:found.start()] + " " * (found.end() - found.start()))
+        at = found.end()
+        if found.lastgroup == "open":
+            closer, escapes = syntax.spanning[found.group()]
+
+
+def _closer_end(line: str, at: int, closer: str, escapes: bool) -> int:
+    """Where the closer first found from `at` ends (one escaped by a backslash does not count); -1: none."""
+    while (found := line.find(closer, at)) >= 0:
+        backslashes = len(line[:found]) - len(line[:found].rstrip("\\"))
+        if not escapes or backslashes % 2 == 0:
+            return found + len(closer)
+        at = found + 1
+    return -1
+
+
+def _opens_brace_block(line: str, syntax: _BraceSyntax = _ANY_BRACES) -> bool:
+    return _code(line, _START, syntax)[0].rstrip().endswith("{")
 
 
 def _statement_start(lines: list[str], at: int, not_code: re.Pattern[str] = _NOT_CODE,
@@ -108,25 +207,19 @@ def _statement_start(lines: list[str], at: int, not_code: re.Pattern[str] = _NOT
     return at
 
 
-def _closing_column(line: str, depth: int) -> int | None:
-    """Where in `line` the running brace depth, `depth` before the line, first falls below 0 (the
-    column of that `}`), None where it never does; braces in strings and comments do not count.
-    Run on every line at every token: a line without `}` is decided at once."""
-    if "}" not in line:
+def _closing_column(code: str, depth: int) -> int | None:
+    """Where in a line's `code` (`_code`: literals and comments blanked) the running brace depth,
+    `depth` before the line, first falls below 0 (the column of that `}`), None where it never
+    does. Run on every line at every token: a line without `}` is decided at once."""
+    if "}" not in code:
         return None
-    at = 0
-    while at < len(line):
-        found = _NOT_CODE.match(line, at)
-        if found is not None and found.end() > at:
-            at = found.end()
-            continue
-        if line[at] == "{":
+    for at, char in enumerate(code):
+        if char == "{":
             depth += 1
-        elif line[at] == "}":
+        elif char == "}":
             depth -= 1
             if depth < 0:
                 return at
-        at += 1
     return None
 
 
@@ -148,7 +241,7 @@ def _inside_string_or_comment(prefix: str, suffix: str, language: Language) -> b
 def completion_shape(prefix: str, suffix: str = "", language: Language = PYTHON) -> CompletionShape:
     """Block or single line at the end of `prefix`; languages without indented blocks complete
     the current line."""
-    return replace(_shape_at(prefix, suffix, language), shown=prefix + "\n" + suffix)
+    return replace(_shape_at(prefix, suffix, language), shown=prefix + "\n" + suffix, language=language.name)
 
 
 def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
@@ -162,7 +255,8 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
         at = len(lines) - 1 if current.strip() else next(
             (n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
         opener = lines[at] if at >= 0 else ""
-        if opener and _opens_brace_block(opener) and (at == len(lines) - 1 or not current.strip()):
+        if (opener and _opens_brace_block(opener, _brace_syntax(language.name))
+                and (at == len(lines) - 1 or not current.strip())):
             statement = lines[_statement_start(lines, at)]
             return CompletionShape(True, _indent(statement), current, brace_block=True,
                                    closer_indent=statement[: len(statement) - len(statement.lstrip())])
@@ -230,10 +324,10 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
             return "", settled
         first = _without_line_rest_echo(first.rstrip(), shape.line_prefix, line_rest)
         return _without_extra_closers(first, shape.line_prefix, line_rest), settled
+    lines = _from_the_cursor_line(lines, shape)
     if shape.brace_block:
-        kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent)
+        kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent, _brace_syntax(shape.language))
     else:
-        lines = _from_the_cursor_line(lines, shape)
         kept, settled = _indented_body(lines, shape, max_lines)
     complete = len(kept) if settled or cut or looped else len(lines) - 1  # kept[:complete] can no longer change
     kept, repeated = _cut_repetition(kept, complete)
@@ -298,41 +392,51 @@ def _lines_of(text: str) -> Iterator[str]:
     yield text[start:]
 
 
-def _suffix_closes_block(suffix: str, block_indent: int) -> bool:
+def _suffix_closes_block(suffix: str, block_indent: int, syntax: _BraceSyntax = _ANY_BRACES) -> bool:
     """Whether the code after the cursor closes the opener's block: its line's rest starts with `}`
     (an editor's auto-paired brace), or a later line starting with `}` stands at the opener's
     indent, outside any block the suffix opens, before any line outdented past it (a `}` farther
     out closes an enclosing block: a `match x {` typed as a function's last statement is still
-    open; a `for` below a new `if err != nil {` closes its own)."""
+    open; a `for` below a new `if err != nil {` closes its own). Lines of comments, of literals
+    and of preprocessor directives (`#ifdef` at column 0, a raw string's SQL) are no outdent."""
     lines = _lines_of(suffix)
-    if next(lines).strip().startswith("}"):
+    rest = next(lines)
+    if rest.strip().startswith("}"):
         return True
+    _, scan = _code(rest, _START, syntax)
     depth = 0  # blocks the suffix opens itself: a later sibling's `}` closes its own block
     for line in lines:
-        if not line.strip():
+        inside = scan.closer  # the line starts inside a literal or comment: its indent is text
+        code, scan = _code(line, scan, syntax)
+        if not code.strip():
             continue
-        if _indent(line) < block_indent:
-            return False
-        if depth == 0 and _indent(line) == block_indent and line.strip().startswith("}"):
-            return True
-        depth += _brace_depth_change(line)
+        if not inside:
+            if _indent(code) < block_indent:
+                return False
+            if depth == 0 and _indent(code) == block_indent and code.strip().startswith("}"):
+                return True
+        depth += code.count("{") - code.count("}")
         if depth < 0:
             return False
     return False
 
 
-def _brace_body(lines: list[str], suffix: str, max_lines: int, block_indent: int = -1) -> tuple[list[str], bool]:
+def _brace_body(lines: list[str], suffix: str, max_lines: int, block_indent: int = -1,
+                syntax: _BraceSyntax = _ANY_BRACES) -> tuple[list[str], bool]:
     """Lines up to the one whose braces close the opener's block; that line only when the code
     after the cursor does not close it already (`_suffix_closes_block`). Settled: that line, or the
-    last one `max_lines` allows, is complete."""
+    last one `max_lines` allows, is complete. Braces in literals and comments, over lines too, and
+    in an `#else` branch (`syntax`) do not count."""
     kept: list[str] = []
     depth = 0
+    scan = _START
     closed_by_suffix: bool | None = None  # asked once, at the first line that closes the opener's block
     for at, line in enumerate(lines):
         complete = at < len(lines) - 1
-        column = _closing_column(line, depth)
+        code, scan = _code(line, scan, syntax)
+        column = _closing_column(code, depth)
         if column is not None:
-            closed_by_suffix = _suffix_closes_block(suffix, block_indent) if closed_by_suffix is None \
+            closed_by_suffix = _suffix_closes_block(suffix, block_indent, syntax) if closed_by_suffix is None \
                 else closed_by_suffix
             if closed_by_suffix:
                 # The code after the cursor closes the block: what the line holds before its brace
@@ -342,12 +446,10 @@ def _brace_body(lines: list[str], suffix: str, max_lines: int, block_indent: int
                 if before.strip():
                     kept.append(before)
                 return kept, complete
-            depth += _brace_depth_change(line)
-            if depth < 0:
-                kept.append(line)
-                return kept, complete
-        else:
-            depth += _brace_depth_change(line)
+        depth += code.count("{") - code.count("}")
+        if depth < 0:
+            kept.append(line)
+            return kept, complete
         kept.append(line)
         if len(kept) >= max_lines:
             return kept, complete
@@ -461,11 +563,11 @@ def _without_line_rest_echo(completion: str, line_prefix: str, line_rest: str) -
     line then balances its brackets better, or as well where the rest is punctuation only (`;`).
     `f(|)` completed `g(x)` keeps its `)`: the line balances only with it."""
     rest = line_rest.strip()
-    if not rest or not completion.endswith(rest) or len(completion) == len(rest):
+    if not rest or not completion.endswith(rest):
         return completion
     shorter = completion[: len(completion) - len(rest)].rstrip()
     if not shorter:
-        return completion
+        return ""  # the rest alone, which the line already has (`x, err |:= f()` completed `:= f()`)
     with_echo = _bracket_imbalance(line_prefix + completion + line_rest)
     without = _bracket_imbalance(line_prefix + shorter + line_rest)
     if without < with_echo or (without == with_echo and not any(char.isalnum() for char in rest)):

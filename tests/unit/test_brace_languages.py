@@ -158,3 +158,76 @@ def test_a_body_stops_at_an_else_the_code_below_already_has():
 def test_a_closing_brace_alone_is_the_one_below_at_any_indent():
     shown, _ = _completed("func f() int {\n\tx := 1\n\treturn x\n\t", "\n}\n", "}", GO)
     assert shown == ""
+
+
+# -- literals, comments and directives over lines (the review of 2026-12-06) ----------------------
+
+CPP = language_named("cpp")
+KOTLIN = language_named("kotlin")
+PHP = language_named("php")
+
+
+def test_a_rust_lifetime_or_a_digit_separator_starts_no_character_literal():
+    """`Parser<'a> = Parser { s: x, c: 'x' }` was read as a literal from `'a` to `c: '`, so its `}`
+    closed the function's body after its first line; `1'000; char c = '{'` opened one more block and
+    the body ran on into the next function."""
+    shown, _ = _completed("fn f<'a>(x: &'a str) {", "\n",
+                          "\n    let p: Parser<'a> = Parser { s: x, c: 'x' };\n    p.run();\n}\nfn g() {}\n", RUST)
+    assert shown == "\n    let p: Parser<'a> = Parser { s: x, c: 'x' };\n    p.run();\n}"
+    shown, _ = _completed("int main() {", "\n", "\n    int n = 1'000; char c = '{';\n    return n;\n}\nint y;\n", CPP)
+    assert shown == "\n    int n = 1'000; char c = '{';\n    return n;\n}"
+
+
+def test_braces_in_comments_and_strings_over_several_lines_do_not_count():
+    """A block comment, a template literal, Go's raw string and a Kotlin raw string spanning lines:
+    a `{` inside ran the body past its end (into the next function), a `}` inside ended it there."""
+    for prefix, raw, expected, language in [
+            ("function f(s) {", "\n  /* a {\n   */\n  return s;\n}\n\nfunction g() {}\n",
+             "\n  /* a {\n   */\n  return s;\n}", JS),
+            ("function f(s) {", "\n  const t = `\n    ${s} }\n  `;\n  return t;\n}\n\nfunction g() {}\n",
+             "\n  const t = `\n    ${s} }\n  `;\n  return t;\n}", JS),
+            ("func f() {", "\n\tq := `\n{\n`\n\trun(q)\n}\n\nfunc g() {}\n", "\n\tq := `\n{\n`\n\trun(q)\n}", GO),
+            ("fun f() {", '\n    val s = """\n      {\n    """\n    g()\n}\nfun h() {}\n',
+             '\n    val s = """\n      {\n    """\n    g()\n}', KOTLIN),
+            ("function f($x) {", "\n    # a {\n    return $x;\n}\nfunction g() {}\n",
+             "\n    # a {\n    return $x;\n}", PHP)]:
+        shown, _ = _completed(prefix, "\n", raw, language)
+        assert shown == expected, (language.name, shown)
+
+
+def test_an_else_branch_of_the_preprocessor_opens_no_second_block():
+    """`#ifdef` / `#else` giving two versions of `if (...) {` closed by one `}`: both were counted,
+    and the body ran on past the function's end."""
+    raw = ("\n#ifdef DEBUG\n    if (x) {\n#else\n    if (x > 0) {\n#endif\n"
+           "        return 1;\n    }\n    return 0;\n}\n\nint g() {}\n")
+    shown, _ = _completed("int f(int x) {", "\n", raw, C)
+    assert shown == raw[: raw.index("\n\nint g")]
+
+
+def test_lines_of_directives_and_literals_below_are_no_outdent():
+    """The code below closes the new block, past an `#ifdef` at column 0 or a raw string's lines at
+    column 0: those lines were taken for an outdent, the block for unclosed, and its `}` written twice."""
+    prefix = "int f(void) {\n    for (i = 0; i < n; i++) {"
+    suffix = "\n        a(i);\n#ifdef DEBUG\n        b(i);\n#endif\n    }\n    return 0;\n}\n"
+    assert _completed(prefix, suffix, "\n        c(i);\n    }\n", C)[0] == "\n        c(i);"
+    prefix = "func f() {\n\tif ok {"
+    suffix = "\n\t\tq := `\nSELECT 1\n`\n\t\trun(q)\n\t}\n}\n"
+    assert _completed(prefix, suffix, "\n\t\trun(x)\n\t}\n", GO)[0] == "\n\t\trun(x)"
+
+
+def test_a_body_on_a_blank_line_below_an_opener_starts_at_the_cursor():
+    """On the indented blank line below `{`, a body the model starts with a line break left that line
+    blank with its indentation trailing, the body one line lower (Python's body starts at the cursor)."""
+    shown, text = _completed("func f() {\n\t", "\n}\n", "\n\tx := 1\n\treturn\n}\n", GO)
+    assert shown == "x := 1\n\treturn" and text == "func f() {\n\tx := 1\n\treturn\n}\n"
+    shown, _ = _completed("  void f() {\n    ", "\n  }\n}\n", "\n\n    int x = 1;\n    g(x);\n  }\n", JAVA)
+    assert shown == "int x = 1;\n    g(x);"
+
+
+def test_a_one_line_completion_that_is_only_the_lines_rest_is_nothing():
+    """`x, err |:= f()` completed `:= f()`: the line's rest written again, whole, was shown
+    (`x, err := f() := f()`); written after more code it is cut (test above)."""
+    for prefix, rest, raw, language in [("\tx, err ", " := f()", ":= f()", GO),
+                                        ("  const x = ", "compute(a);", "compute(a);", JS),
+                                        ("    int y = ", "x + 1;", " x + 1;", JAVA)]:
+        assert _completed(prefix, rest + "\n", raw, language)[0] == "", (prefix, raw)
