@@ -39,6 +39,9 @@ class CompletionShape:
     block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
     line_prefix: str  # the cursor line's text before the cursor
     brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
+    # The body of a block closed by a keyword (Ruby's and Lua's `end`, the shell's `fi` / `done`):
+    # that keyword, which ends it at the opener's indent.
+    keyword_closer: str = ""
     language: str = ""  # the grammar's name: which literals, comments and directives hide braces
     # The opener's statement's own indentation, as written (tabs or spaces): where a body written
     # before an editor's auto-paired `}` leaves that brace.
@@ -244,12 +247,56 @@ def completion_shape(prefix: str, suffix: str = "", language: Language = PYTHON)
     return replace(_shape_at(prefix, suffix, language), shown=prefix + "\n" + suffix, language=language.name)
 
 
+# Languages whose blocks a keyword closes: what a line that opens one looks like (its code: strings
+# and its comment blanked), and the keyword that closes it. A line that also closes what it opens
+# (`if x then y() end`, Ruby's `def area = w * h`) opens none.
+_RUBY_OPENER = re.compile(r"^\s*(?:(?:def|class|module|if|unless|while|until|for|case|begin)\b(?!.*\bend\b)"
+                          r"(?!\s*[\w.?!]+\s*(?:\([^)]*\))?\s*=[^=~>])"
+                          r"|.*\bdo\s*(?:\|[^|]*\|)?\s*$)")
+_LUA_OPENER = re.compile(r"(?:\b(?:then|do|else)|\bfunction\b[^()]*\([^()]*\))\s*$")
+_KEYWORD_BLOCKS: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
+    "ruby": ((_RUBY_OPENER, "end"),),
+    "lua": ((_LUA_OPENER, "end"),),
+    # The shell's keywords where a command starts (`if x; then`, a `then` line): `echo then` is an argument.
+    "bash": ((re.compile(r"(?:^|;)\s*(?:then|else)\s*$"), "fi"), (re.compile(r"(?:^|;)\s*do\s*$"), "done")),
+}
+# Lines at the opener's indent that go on with its block (`else`, `rescue`, `when`): not its end.
+_BLOCK_GOES_ON = {"ruby": ("else", "elsif", "when", "in", "rescue", "ensure"), "lua": ("else", "elseif"),
+                  "bash": ("else", "elif")}
+_SCRIPT_NOT_CODE = {
+    "ruby": re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*$'),
+    "bash": re.compile(r'"(?:\\.|[^"\\])*"|\'[^\']*\'|(?:^|(?<=\s))#.*$'),
+    "lua": re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|--.*$'),
+}
+
+
+def _keyword_closer(line: str, language: str) -> str:
+    """The keyword closing the block `line` opens in `language`, "" where it opens none."""
+    code = _SCRIPT_NOT_CODE[language].sub("", line).rstrip()
+    return next((closer for opener, closer in _KEYWORD_BLOCKS[language] if opener.search(code)), "")
+
+
+def _closes_with(line: str, closer: str) -> bool:
+    """Whether `line` is the keyword `closer` (`end`, `end)`, `end.map`, `fi;`...)."""
+    word = line.strip()
+    return word.startswith(closer) and (len(word) == len(closer) or not (word[len(closer)].isalnum()
+                                                                          or word[len(closer)] == "_"))
+
+
 def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
     lines = prefix.split("\n")
     current = lines[-1]
-    if not language.indented_blocks and not language.brace_blocks:
+    if not language.indented_blocks and not language.brace_blocks and language.name not in _KEYWORD_BLOCKS:
         return CompletionShape(False, -1, current)
     if _inside_string_or_comment(prefix, suffix, language):
+        return CompletionShape(False, -1, current)
+    if language.name in _KEYWORD_BLOCKS:
+        # At the end of an opener, or on a blank line below one, as in Python.
+        at = len(lines) - 1 if current.strip() else next(
+            (n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
+        closer = _keyword_closer(lines[at], language.name) if at >= 0 else ""
+        if closer:
+            return CompletionShape(True, _indent(lines[at]), current, keyword_closer=closer)
         return CompletionShape(False, -1, current)
     if language.brace_blocks:
         at = len(lines) - 1 if current.strip() else next(
@@ -327,6 +374,8 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
     lines = _from_the_cursor_line(lines, shape)
     if shape.brace_block:
         kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent, _brace_syntax(shape.language))
+    elif shape.keyword_closer:
+        kept, settled = _keyword_body(lines, suffix, shape, max_lines)
     else:
         kept, settled = _indented_body(lines, shape, max_lines)
     complete = len(kept) if settled or cut or looped else len(lines) - 1  # kept[:complete] can no longer change
@@ -473,6 +522,44 @@ def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> 
         if len(kept) >= max_lines:
             return kept, at < len(lines) - 1
     return kept, False
+
+
+def _keyword_body(lines: list[str], suffix: str, shape: CompletionShape, max_lines: int) -> tuple[list[str], bool]:
+    """Lines indented deeper than the opener, up to the first that is not; when that line is the
+    block's closing keyword at the opener's indent (`end`), it ends the completion too, unless the
+    code after the cursor closes the block already (an editor that writes `end` with the opener).
+    Settled: the body ended (its closer whole), or the last line `max_lines` allows is complete."""
+    kept = [lines[0]]
+    for at in range(1, len(lines)):
+        line = lines[at]
+        if line.strip() and _indent(line) <= shape.block_indent:
+            last = at == len(lines) - 1
+            if _indent(line) == shape.block_indent:
+                if any(_closes_with(line, word) for word in _BLOCK_GOES_ON[shape.language]) and not last:
+                    kept.append(line)
+                    continue
+                if _closes_with(line, shape.keyword_closer) and not last:
+                    if not _suffix_closes_keyword_block(suffix, shape):
+                        kept.append(line)
+                    return kept, True
+                if last and shape.keyword_closer.startswith(line.strip()):
+                    return kept, False  # `en` of `end`: not decided yet
+            return kept, True
+        kept.append(line)
+        if len(kept) >= max_lines:
+            return kept, at < len(lines) - 1
+    return kept, False
+
+
+def _suffix_closes_keyword_block(suffix: str, shape: CompletionShape) -> bool:
+    """Whether the first line after the cursor's that is not indented deeper than the opener is
+    the block's closing keyword at the opener's indent."""
+    lines = _lines_of(suffix)
+    next(lines)
+    for line in lines:
+        if line.strip() and _indent(line) <= shape.block_indent:
+            return _indent(line) == shape.block_indent and _closes_with(line, shape.keyword_closer)
+    return False
 
 
 def _from_the_cursor_line(lines: list[str], shape: CompletionShape) -> list[str]:
