@@ -343,7 +343,7 @@ async def test_an_edit_in_a_function_not_yet_read_starts_its_completion_before_a
 
 async def test_disk_changes_reach_retrieval(client: LanguageClient, workspace: Path):
     report = workspace / "shop" / "report.py"
-    uri = report.as_uri()
+    uri = opened(client, report)  # alone (`-k`), the change below went to a document never opened
     query = "def refund_fee_cents(amount_cents: int) -> int:\n    return fee_for_refund("
     text = report.read_text() + "\n\n" + query + "\n"
     change_document(client, uri, 10, text)
