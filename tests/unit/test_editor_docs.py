@@ -32,7 +32,8 @@ def test_the_set_ups_example_settings_are_server_settings():
     helix = tomllib.loads((ROOT / "lsp" / "helix" / "languages.toml").read_text())
     used = set(helix["language-server"]["repomem"]["config"]["repomem"])
     package = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text())
-    used |= {key.split(".", 1)[1] for key in package["contributes"]["configuration"]["properties"]} - {"command", "trace.server"}  # the client's own
+    client_own = {"command", "trace.server"}  # the program and the message trace: never sent
+    used |= {key.split(".", 1)[1] for key in package["contributes"]["configuration"]["properties"]} - client_own
     lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text()
     used |= set(re.findall(r"^--\s+(\w+) = ", lua, re.M))  # the keys listed above `defaults`
     used |= set(re.findall(r"repomem_settings = \{ (\w+) =", lua))

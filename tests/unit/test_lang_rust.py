@@ -9,6 +9,7 @@ import pytest
 from repomem.completion.levers.names_in_scope import repository_imports
 from repomem.languages.registry import language_named
 from repomem.languages.rust.layout import crate_name, module_path, source_directory
+from repomem.languages.syntax import extract_syntax
 from repomem.service import RepoService
 from tests.repos import call_edges, open_repository
 
@@ -289,3 +290,12 @@ def test_an_edit_changes_the_edges_of_its_crate(tmp_path):
     (tmp_path / a).write_text("pub fn two() {}\n")
     service.ensure_index()
     assert call_edges(service, b) == [(3, a, 0)]
+
+
+def test_a_path_thousands_of_segments_deep_is_no_call_and_no_recursion_error():
+    # Generated code can spell `a::a::...::f()` or `impl a::...::S` thousands of segments deep:
+    # a path longer than the resolver follows names nothing, and reading it never recurses per segment.
+    deep = "a::\n" * 3000
+    text = f"impl {deep}S {{}}\nfn g() {{\n    {deep}f();\n    <{deep}T as Tr>::m();\n    crate::x::f();\n}}\n"
+    syntax = extract_syntax("src/lib.rs", "rust", text, "statement")
+    assert list(syntax.calls.callee) == ["crate::x::f"]

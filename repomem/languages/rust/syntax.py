@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from repomem.languages.parsed import CallSites, Definition, ImportBinding
 from repomem.languages.rust.locals import BINDING_TYPES, LocalNames
-from repomem.languages.rust.uses import PATH_SEPARATOR, extern_crate_binding, path_segments, use_bindings
+from repomem.languages.rust.uses import MAX_SEGMENTS, PATH_SEPARATOR, extern_crate_binding, path_segments, use_bindings
 from repomem.languages.symbol_scaffold import CollectedSymbols, call_rows
 from repomem.languages.treesitter import Node, capture_nodes, nearest_kept, text_of
 
@@ -47,8 +47,12 @@ def split_scope(scope: str) -> tuple[str, str]:
     return (scope[:cut + 2], scope[cut + 2:]) if cut >= 0 else ("", scope)
 
 
-def type_path(node: Node | None) -> str:
-    """`a::S` for a type (`S`, `a::S`, `S<T>`, `&mut S`, `a::S<T>`), "" for what names no type path."""
+def type_path(node: Node | None, depth: int = 0) -> str:
+    """`a::S` for a type (`S`, `a::S`, `S<T>`, `&mut S`, `a::S<T>`), "" for what names no type path.
+    `depth`: the path parts read already; a path of more than MAX_SEGMENTS names nothing (as in
+    `path_segments`), so a generated `a::a::...::f()` thousands deep is no recursion error."""
+    if depth > MAX_SEGMENTS:
+        return ""
     while node is not None and node.type in ("generic_type", "reference_type", "pointer_type"):
         node = node.child_by_field_name("type")
     if node is None:
@@ -56,30 +60,31 @@ def type_path(node: Node | None) -> str:
     if node.type in ("type_identifier", "identifier"):
         return text_of(node)
     if node.type == "scoped_type_identifier":
-        path = _expression_path(node.child_by_field_name("path"))
+        path = _expression_path(node.child_by_field_name("path"), depth + 1)
         name = text_of(node.child_by_field_name("name"))
         return f"{path}{PATH_SEPARATOR}{name}" if path and name else ""
     return ""
 
 
-def _expression_path(node: Node | None) -> str:
-    """The path a callee's or type's path part spells, generic arguments dropped ("" for none)."""
-    if node is None:
+def _expression_path(node: Node | None, depth: int = 0) -> str:
+    """The path a callee's or type's path part spells, generic arguments dropped ("" for none, and
+    for a path of more than MAX_SEGMENTS parts: `depth`, the parts read already)."""
+    if node is None or depth > MAX_SEGMENTS:
         return ""
     if node.type in ("generic_type", "bracketed_type"):
         inner = node.named_children[0] if node.type == "bracketed_type" and node.named_children else node
         if inner.type == "qualified_type":  # <S as Trait>: the type's own impls hold the method
             inner = inner.child_by_field_name("type")
-        return type_path(inner)
+        return type_path(inner, depth)
     if node.type == "scoped_identifier":
         inner_path = node.child_by_field_name("path")
         name = text_of(node.child_by_field_name("name"))
         if inner_path is None:
             return PATH_SEPARATOR + name
-        head = _expression_path(inner_path)
+        head = _expression_path(inner_path, depth + 1)
         return f"{head}{PATH_SEPARATOR}{name}" if head and name else ""
     if node.type == "scoped_type_identifier":
-        return type_path(node)
+        return type_path(node, depth)
     segments = path_segments(node)
     return PATH_SEPARATOR.join(segments) if segments else ""
 
