@@ -38,7 +38,6 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from repomem.config import Config, ServerConfig, problem_lines, read_settings, resolved_config
-from repomem.cyclic_gc import settle_long_lived
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
@@ -48,7 +47,7 @@ from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
-from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest
+from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest, settle_replaced_index
 from repomem.lsp.settings import session_config, settings_after_change
 from repomem.positions import too_wide_to_index
 from repomem.thread_priority import lower_thread_priority, thread_nice
@@ -400,8 +399,9 @@ class RepomemServer(LanguageServer):
                 # The old index let go: its garbage collected, the new one out of later collections
                 # (a walk of it would stall an edit or a completion every few dozen edits). On the
                 # model's thread: a collection holds Python's lock throughout, and this thread,
-                # at its lower priority, could hold it long while the model takes the cores.
-                self.model_worker.submit(settle_long_lived).result()
+                # at its lower priority, could hold it long while the model takes the cores. What the
+                # old index freed goes back to the system (a compaction left it mapped).
+                self.model_worker.submit(settle_replaced_index).result()
             except RuntimeError:  # the server is exiting (exit arrived while the index was built)
                 return
             if answered_without:

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repomem.allocator import release_free_memory
 from repomem.backends.base import Backend, backend_broken
 from repomem.backends.factory import open_backend
 from repomem.completion.engine import Completion, CompletionEngine
 from repomem.config import Config, SettingsRead, settings_given
+from repomem.cyclic_gc import settle_long_lived
 from repomem.failures import Failure, FailureKind
 from repomem.index.index_folder import index_dir
 from repomem.index.repo_index import RepoIndex
@@ -62,6 +64,16 @@ class CompletionAnswer:
 
 EMPTY_FAILED = CompletionAnswer("", None, "failed")
 MAX_REFUSALS_SAID = 1000  # files whose refusal is remembered as said (a bound on what a session keeps)
+
+
+def settle_replaced_index() -> None:
+    """After an index is installed and the one it replaced let go (on the model thread): the old
+    one's garbage collected and the new one kept out of later collections (`settle_long_lived`),
+    then what the old one freed given back to the system. glibc kept it mapped: a long session
+    compacts every few hundred edits, and the server held the old index's size on top of its own,
+    creeping up with each compaction (scripts/soak_edit_session.py measures it)."""
+    settle_long_lived()
+    release_free_memory()
 
 
 def alpha_for(config: Config) -> float:

@@ -531,13 +531,14 @@ class RepoService:
                 saved = self._save_embeddings()  # eq. 6's, embedded during the build or update
                 if isinstance(saved, Failure):
                     return saved
-            if action == "built":
-                release_free_memory()  # what the build freed, back to the system (a server lives on)
         except EmbedderUnavailable as error:
             return error.failure
         except OSError as error:
             return Failure(FailureKind.INDEX_WRITE, f"cannot write the index in {directory}: {written_what(error)}")
-        self.index = index
+        replaced, self.index = self.index, index
+        if action == "built":
+            del replaced  # the index a compaction replaced, freed before the pages go back
+            release_free_memory()  # what the build freed, back to the system (a server lives on)
         if self.config.index.window_embeddings:
             embedded = self.update_window_embeddings(progress)
             if isinstance(embedded, Failure):
