@@ -154,6 +154,9 @@ class RepoService:
         self._dense: tuple[RepoIndex, int, DenseWindows] | None = None
         self._embeddings: WindowEmbeddings | None = None  # the window embeddings kept, as last read or made
         self._embeddings_unsaved = False
+        # Files indexed from an unsaved editor buffer while eq. 6 is on, whose windows have no
+        # vectors and so no semantic relations yet: the save re-indexes them with vectors.
+        self._without_vectors: set[str] = set()
         # A resident process's watch on the tree (watch_tree): a refresh then reads what it saw,
         # and stats the files indexed through a symbolic link (a write reports the target's name).
         self._watch: TreeWatch | None = None
@@ -221,6 +224,7 @@ class RepoService:
 
     def _full_build(self, progress: Progress) -> RepoIndex:
         self._embedder_for_relations()
+        self._without_vectors.clear()  # a build embeds every window, buffers' included
         warming = threading.Thread(target=warm_up, name="warm-kernels", daemon=True)
         warming.start()
         candidates, skipped = self._scan()
@@ -318,6 +322,7 @@ class RepoService:
         else:
             analyses = analyze_sources(changed, self.config, NoProgress())
         apply_changes(index, changed, removed, analyses, self._window_vectors(embed=True, progress=progress))
+        self._without_vectors.difference_update(source.path for source in changed)
         progress.advance(len(changed) + len(removed))
 
     def watch_tree(self) -> bool:
@@ -769,10 +774,18 @@ class RepoService:
                     apply_changes(self.index, [], [path], window_vectors=self._window_vectors(embed=False))
                 return None if source.reason == "no such file" else Failure(FailureKind.NOT_INDEXED,
                                                                             f"{path}: {source.reason}")
-            if record is None or record.digest != source.digest:
-                # A file read from the disk (saved, changed under the watch) is embedded for eq. 6
-                # as an update's are; an unsaved buffer's windows wait for its save.
-                apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=text is None))
+            # A file read from the disk (saved, changed under the watch) is embedded for eq. 6
+            # as an update's are; an unsaved buffer's windows wait for its save, which re-indexes
+            # them even when the disk now holds the very text the buffer had (its digest unchanged:
+            # the windows kept no semantic relations until the next full build).
+            embed = text is None
+            unrelated = embed and path in self._without_vectors and self.config.relations.semantic_neighbours > 0
+            if record is None or record.digest != source.digest or unrelated:
+                apply_changes(self.index, [source], [], window_vectors=self._window_vectors(embed=embed))
+                if embed or self.config.relations.semantic_neighbours <= 0:
+                    self._without_vectors.discard(path)
+                else:
+                    self._without_vectors.add(path)
         except StructureUnavailable as error:
             self.index = None
             return Failure(FailureKind.DAMAGED_INDEX, f"index structure unreadable ({error}); rebuild it")

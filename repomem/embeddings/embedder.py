@@ -29,6 +29,7 @@ import numpy as np
 
 from repomem.cache import cache_root
 from repomem.failures import Failure, FailureKind
+from repomem.machine_lock import machine_lock
 from repomem.packages import package_source, sha256_of
 
 EMBEDDER_NAME = "all-minilm-l6-v2"
@@ -43,6 +44,7 @@ BATCH = 32  # windows per forward pass, sorted by length so a batch pads little
 # From this many texts in one call, transformers' encoder runs them where it is installed: it loads
 # ~6 s slower and embeds ~0.09 s a window faster (docs/measurements.md, "Window embeddings").
 BULK_TEXTS = 64
+UNPACK_WAIT_S = 600.0  # another process fetching and unpacking the model (a download of ~90 MB)
 
 
 def _weights_stamp(weights: Path) -> str:
@@ -70,10 +72,25 @@ def _vouched(target: Path) -> bool:
 
 def embedder_dir() -> Path | Failure:
     """The model folder (config, tokenizer, weights), fetched and unpacked into the cache once, and
-    unpacked again when its weights no longer match their pinned sha256."""
+    unpacked again when its weights no longer match their pinned sha256. One process at a time
+    unpacks it (two commands' first embeddings at once removed each other's half-unpacked folder:
+    a traceback, or a failure named as the index's); a cache that cannot be written is a failure."""
     target = cache_root() / "embedders" / EMBEDDER_NAME
     if (target / ".complete").is_file() and _vouched(target):
         return target
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with machine_lock(target.with_name(f".{EMBEDDER_NAME}.lock"), lambda: None, UNPACK_WAIT_S):
+            if (target / ".complete").is_file() and _vouched(target):  # unpacked while this one waited
+                return target
+            return _unpacked_embedder(target)
+    except OSError as error:
+        return Failure(FailureKind.MODEL_DOWNLOAD, f"cannot unpack the embedding model {EMBEDDER_REQUIREMENT} "
+                                                   f"into {target.parent}: {error.strerror or error}")
+
+
+def _unpacked_embedder(target: Path) -> Path | Failure:
+    """Fetch the package and unpack its model into `target` (under embedder_dir's lock)."""
     package = package_source(EMBEDDER_REQUIREMENT, EMBEDDER_ARCHIVE_SHA256)
     if isinstance(package, Failure):
         return package

@@ -11,12 +11,15 @@ they change, it starts empty.
 
 Vectors are kept as float16 (half the disk and memory; a cosine changes in the fourth decimal)
 and handed out as float32 rows aligned with the index's fragment ids. The file is written
-atomically; a damaged or foreign one is ignored and rebuilt, never trusted.
+atomically; a damaged or foreign one is ignored and rebuilt, never trusted. It is sealed as the
+index's manifests are (repomem/index/provenance.py: an HMAC under the key in the user's cache): a
+repository can ship an index folder, and vectors it chose would rank its windows first.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import tempfile
 import zipfile
@@ -27,7 +30,9 @@ import numpy as np
 
 from repomem.config import Config, settings_digest
 from repomem.embeddings.embedder import DIMENSIONS, EMBEDDER_NAME, TextEmbedder
+from repomem.failures import Failure
 from repomem.index.index_state import RepoIndex
+from repomem.index.provenance import seal_key
 
 FILE_NAME = "window-embeddings.npz"
 KEY_BYTES = 16  # blake2b digest of a window's text
@@ -36,6 +41,23 @@ KEY_BYTES = 16  # blake2b digest of a window's text
 def store_key(config: Config) -> str:
     """What the stored vectors depend on besides the windows' texts."""
     return f"{EMBEDDER_NAME}:{settings_digest(config, ('fragments', 'scan'))}"
+
+
+# The arrays of the file, in the order the seal covers them.
+SEALED_ARRAYS = ("key", "window_keys", "vectors", "file_digests", "file_counts", "file_rows")
+
+
+def _seal(arrays: dict[str, np.ndarray]) -> str | None:
+    """HMAC-SHA256 of the arrays (dtype, shape and bytes) under this user's key; None without a key."""
+    key = seal_key()
+    if isinstance(key, Failure):
+        return None
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for name in SEALED_ARRAYS:
+        array = np.asarray(arrays[name])
+        mac.update(f"{name} {array.dtype.str} {array.shape}\n".encode("ascii"))
+        mac.update(array.tobytes())
+    return mac.hexdigest()
 
 
 def window_key(text: str) -> bytes:
@@ -61,10 +83,18 @@ class WindowEmbeddings:
                     return cls(key)
                 keys, vectors = data["window_keys"], data["vectors"]
                 digests, counts, rows = data["file_digests"], data["file_counts"], data["file_rows"]
-                if vectors.ndim != 2 or vectors.shape[1] != DIMENSIONS or keys.shape[0] != vectors.shape[0] \
+                # Arrays of the layout `save` writes, or none: a file with the key but other arrays
+                # (strings, complex numbers, another shape) raised a TypeError at every command.
+                if vectors.dtype != np.float16 or keys.dtype != np.dtype(f"S{KEY_BYTES}") \
+                        or digests.dtype.kind != "U" or counts.dtype != np.int64 or rows.dtype != np.int64 \
+                        or keys.ndim != 1 or digests.ndim != 1 or rows.ndim != 1 or (counts < 0).any() \
+                        or vectors.ndim != 2 or vectors.shape[1] != DIMENSIONS or keys.shape[0] != vectors.shape[0] \
                         or digests.shape != counts.shape or int(counts.sum()) != rows.shape[0] \
                         or (rows.size and (rows.min() < 0 or rows.max() >= keys.shape[0])):
                     return cls(key)
+                seal = _seal({name: data[name] for name in SEALED_ARRAYS})
+                if seal is None or not hmac.compare_digest(str(data["seal"]), seal):
+                    return cls(key)  # not written by this user here (a shipped index folder), or damaged
                 window_keys = [bytes(k) for k in keys]
                 # A vector that is not finite (weights damaged when it was made) is no vector: its
                 # window is embedded again, not kept for good.
@@ -74,7 +104,7 @@ class WindowEmbeddings:
                 files = {str(d): tuple(window_keys[r] for r in rows[end - n : end])
                          for d, n, end in zip(digests, counts, ends)}
                 return cls(key, windows, _vectors_known(files, windows))
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError):
+        except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile, EOFError):
             return cls(key)
 
     def save(self, folder: Path) -> None:
@@ -86,14 +116,17 @@ class WindowEmbeddings:
         folder.mkdir(parents=True, exist_ok=True)
         handle, scratch = tempfile.mkstemp(dir=folder, prefix=".embeddings-", suffix=".npz")
         try:
+            arrays = {
+                "key": np.asarray(self.key),
+                "window_keys": np.asarray(named, dtype=f"S{KEY_BYTES}"),
+                "vectors": np.stack([self.windows[k] for k in named]).astype(np.float16) if named else
+                np.zeros((0, DIMENSIONS), np.float16),
+                "file_digests": np.asarray(digests, dtype=str),
+                "file_counts": np.asarray([len(self.files[d]) for d in digests], dtype=np.int64),
+                "file_rows": np.asarray([row_of[k] for d in digests for k in self.files[d]], dtype=np.int64),
+            }
             with os.fdopen(handle, "wb") as out:
-                np.savez(out, key=np.asarray(self.key),
-                         window_keys=np.asarray(named, dtype=f"S{KEY_BYTES}"),
-                         vectors=np.stack([self.windows[k] for k in named]) if named else
-                         np.zeros((0, DIMENSIONS), np.float16),
-                         file_digests=np.asarray(digests, dtype=str),
-                         file_counts=np.asarray([len(self.files[d]) for d in digests], dtype=np.int64),
-                         file_rows=np.asarray([row_of[k] for d in digests for k in self.files[d]], dtype=np.int64))
+                np.savez(out, seal=np.asarray(_seal(arrays) or ""), **arrays)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(scratch, folder / FILE_NAME)

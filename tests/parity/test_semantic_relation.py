@@ -135,3 +135,37 @@ def test_without_the_embedding_model_a_build_or_an_update_stops_before_the_index
     assert service.index_for_measurement().generation == generation  # the loaded index as it was
     monkeypatch.setattr(RepoService, "_text_embedder", lambda self: model)
     assert service.ensure_index().action == "updated"
+
+
+def test_a_saved_editor_buffer_gets_the_semantic_relations_a_file_written_on_disk_gets(tmp_path, monkeypatch):
+    """An unsaved buffer's windows are indexed without vectors (no eq. 6 relations); its save
+    re-indexes it from the disk with them. The disk then held the buffer's very text, so its digest
+    had not changed and nothing was re-indexed: the windows stayed without semantic relations
+    until the next full build."""
+    model = HashedWords()
+    monkeypatch.setattr(RepoService, "_text_embedder", lambda self: model)
+    path = "shop/pricing.py"
+    text = (EXAMPLE / path).read_text() + ("\n\ndef compute_tax_again(amount_cents, tax_class):\n"
+                                           "    return compute_tax(amount_cents, tax_class)\n")
+
+    def relations(service: RepoService) -> list[tuple[int, str, int, float]]:
+        index = service.index_for_measurement()
+        record = index.record(path)
+        w = index.relation_matrix().tocsr()
+        return sorted((r - record.first_fragment, index.files[int(index.fragment_file[c])].path,
+                       int(index.fragment_start[c]), round(float(w[r, c]), 4))
+                      for r in range(record.first_fragment, record.first_fragment + record.n_fragments)
+                      for c in w.getrow(r).indices.tolist())
+
+    settings = {"semantic_neighbours": 3, "semantic_min_cosine": 0.3, "max_relations_per_fragment": 64}
+    written = _shop(tmp_path / "written", **settings)
+    assert not hasattr(written.ensure_index(), "kind")
+    (written.root / path).write_text(text)
+    assert written.file_changed(path) is None
+    edited = _shop(tmp_path / "edited", **settings)
+    assert not hasattr(edited.ensure_index(), "kind")
+    assert edited.set_buffer(path, text) is None  # typed in the editor: no vectors yet
+    unsaved = relations(edited)
+    (edited.root / path).write_text(text)  # saved: the editor's didSave
+    assert edited.drop_buffer(path) is None and edited.file_changed(path) is None
+    assert relations(edited) == relations(written) != unsaved

@@ -14,7 +14,8 @@ import pytest
 
 from repomem.config import Config, with_overrides
 from repomem.embeddings.embedder import DIMENSIONS
-from repomem.embeddings.window_embeddings import FILE_NAME, DenseWindows, WindowEmbeddings, store_key
+from repomem.embeddings.window_embeddings import FILE_NAME, DenseWindows, WindowEmbeddings, _seal, store_key
+from repomem.failures import Failure, FailureKind
 from repomem.service import RepoService
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shop"
@@ -112,3 +113,70 @@ def test_the_dense_ranking_is_the_exact_cosine_order_without_the_hidden_windows(
         assert [f for f, _ in found] == expected
         assert all(abs(score - float(vectors[f] @ query)) < 1e-5 for f, score in found)
     assert windows.top("anything", 0, hidden) == []
+
+
+@pytest.mark.parametrize("change", ["string vectors", "complex vectors", "string keys", "float rows", "2-d rows",
+                                    "string counts", "negative counts"])
+def test_a_file_with_the_key_but_another_layout_is_ignored_not_a_traceback(shop: RepoService, tmp_path, change):
+    """A store whose key matches but whose arrays are not the layout `save` writes (another
+    version's, a damaged one): every command that read it raised a TypeError ("internal error")."""
+    store = WindowEmbeddings(store_key(shop.config))
+    _update(shop, store, HashedWords())
+    folder = tmp_path / "store"
+    store.save(folder)
+    with np.load(folder / FILE_NAME) as data:
+        arrays = dict(data)
+    if change == "string vectors":
+        arrays["vectors"] = arrays["vectors"].astype(np.float32).astype(str)
+    elif change == "complex vectors":
+        arrays["vectors"] = arrays["vectors"].astype(np.complex64)
+    elif change == "string keys":
+        arrays["window_keys"] = np.asarray([bytes(k).hex() for k in arrays["window_keys"]])
+    elif change == "float rows":
+        arrays["file_rows"] = arrays["file_rows"].astype(np.float64)
+    elif change == "2-d rows":
+        arrays["file_rows"] = arrays["file_rows"].reshape(-1, 1)
+    elif change == "string counts":
+        arrays["file_counts"] = arrays["file_counts"].astype(str)
+    else:
+        arrays["file_counts"] = -arrays["file_counts"]
+    arrays["seal"] = np.asarray(_seal(arrays))  # sealed by this user: the layout alone is wrong
+    np.savez(folder / FILE_NAME, **arrays)
+    again = WindowEmbeddings.load(folder, store.key)
+    assert again.files == {} and again.windows == {}
+    # The service embeds every window again over it, and the file it writes is whole.
+    shutil.copy(folder / FILE_NAME, shop.root / ".repomem" / FILE_NAME)
+    model = HashedWords()
+    shop._embedder = model  # noqa: SLF001 - the stand-in model
+    assert shop.update_window_embeddings() == len(model.embedded) > 0
+    assert WindowEmbeddings.load(shop.root / ".repomem", store.key).files == store.files
+
+
+def test_a_store_this_user_did_not_write_here_is_not_trusted(shop: RepoService, tmp_path, monkeypatch):
+    """A repository can ship its index folder, and the store's key is the same on every machine:
+    vectors it chose (its windows' made alike to any query) were ranked as they were. The store is
+    sealed as the index's manifests are; a copy this user wrote for another index is kept."""
+    from repomem.index import provenance
+
+    store = WindowEmbeddings(store_key(shop.config))
+    _update(shop, store, HashedWords())
+    mine = tmp_path / "mine"
+    store.save(mine)
+    assert WindowEmbeddings.load(mine, store.key).files == store.files  # by content: valid in any index
+    # Doctored after the save: one window's vector changed, the seal kept.
+    with np.load(mine / FILE_NAME) as data:
+        arrays = dict(data)
+    arrays["vectors"][0] = -arrays["vectors"][0]
+    np.savez(tmp_path / FILE_NAME, **arrays)
+    assert WindowEmbeddings.load(tmp_path, store.key).files == {}
+    # Written under another user's key (a shipped `.repomem/`), or by a repomem before the seal.
+    with monkeypatch.context() as patched:
+        patched.setattr(provenance, "_key", bytes(range(32)))
+        store.save(tmp_path / "theirs")
+    assert WindowEmbeddings.load(tmp_path / "theirs", store.key).files == {}
+    del arrays["seal"]
+    np.savez(tmp_path / FILE_NAME, **arrays)
+    assert WindowEmbeddings.load(tmp_path, store.key).files == {}
+    # Without a key of one's own nothing can be vouched for: never trusted.
+    monkeypatch.setattr(provenance, "_key", Failure(FailureKind.NO_SEAL_KEY, "no key"))
+    assert WindowEmbeddings.load(mine, store.key).files == {}
