@@ -250,7 +250,9 @@ async def test_cancel_and_newer_requests_stop_a_generation(client: LanguageClien
     # $/cancelRequest while the model generates: the generation stops between tokens.
     cancelled = asyncio.ensure_future(client.protocol.send_request_async(
         types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id="cancel-me"))
-    await asyncio.sleep(2.5)
+    # Past the prompt's read on a slow host (2.5 s was too short once: "cancelled after 0 tokens"),
+    # long before 400 tokens are written (~33 ms each here).
+    await asyncio.sleep(5.0)
     client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-me"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wait_for(cancelled, 60)
