@@ -119,6 +119,13 @@ _LITERAL = re.compile(
     + r")(?P<content>(?:(?!(?P=open))[^\s\\])+)(?P=open)"
     + r"|\[(?P<level>=*)\[(?P<long>(?:(?!\](?P=level)\])[^\s\\])+)\](?P=level)\])#{0,3}"
 )
+
+
+def _content_span(literal: re.Match) -> tuple[int, int]:
+    """Where a _LITERAL match's text lies between its quotes or its long brackets."""
+    return literal.span("content" if literal["open"] is not None else "long")
+
+
 # Blanks, or a backslash continuing the line (`password = \` then the value on the next line).
 _GAP = r"(?:\s|\\(?=\r?\n))*"
 _JOINER = re.compile(rf"{_GAP}\+?{_GAP}")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
@@ -359,7 +366,7 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
         while position < end:
             literal = _LITERAL.match(text, position)
             assert literal is not None  # _ASSIGNED matched these literals one after another
-            spans.append(literal.span("content" if literal["open"] is not None else "long"))
+            spans.append(_content_span(literal))
             position = _JOINER.match(text, literal.end()).end()
         value = "".join(text[a:b] for a, b in spans)
         if not _quoted_secret(value, min_length, min_entropy) or called and any(c in value for c in _CODE_MARKS):
@@ -420,7 +427,7 @@ def multiple_assignment_secrets(text: str, starts: list[int], min_length: int, m
         while len(values) < len(names):
             literal = _LITERAL.match(text, position)
             if literal is not None:
-                values.append(literal.span("content" if literal["open"] is not None else "long"))
+                values.append(_content_span(literal))
                 position = literal.end()
             else:
                 other = _OTHER_VALUE.match(text, position)
@@ -455,7 +462,7 @@ def login_value(match: re.Match, min_length: int, min_entropy: float) -> tuple[i
     assigned value is, and holding no code's marks, as a call's literal), else None."""
     literal = _LITERAL.match(match.string, match.start("value"))
     assert literal is not None  # _LOGIN_CALL matched a literal there
-    span = literal.span("content" if literal["open"] is not None else "long")
+    span = _content_span(literal)
     value = match.string[span[0]:span[1]]
     if not _quoted_secret(value, min_length, min_entropy) or any(c in value for c in _CODE_MARKS):
         return None
@@ -611,13 +618,7 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
     tokens = token_secrets(text)
     if tokens:
         found += len(tokens)
-        pieces: list[str] = []
-        position = 0
-        for start, end, _ in tokens:
-            pieces += [text[position:start], MASK]
-            position = end
-        pieces.append(text[position:])
-        text = "".join(pieces)
+        text = _masked_spans(text, [(start, end) for start, end, _ in tokens])
 
     def url(match: re.Match) -> str:
         nonlocal found
