@@ -413,7 +413,8 @@ class CompletionEngine:
             first_shown = prompt.left_first_line if start.aim is None else min(start.aim, prompt.left_first_line)
             # The file lines the prompt shows: from the first kept to the last of the code after the
             # cursor it kept (a block farther below is not shown, however long the file runs on).
-            shown = (first_shown, cursor.line + prompt.suffix_lines)
+            # The suffix's first line is the cursor line's rest: it shows suffix_lines - 1 lines below.
+            shown = (first_shown, cursor.line + max(prompt.suffix_lines - 1, 0))
             duplicates = [b for b in prompt.blocks if b.path == cursor.path and not b.summary
                           and b.start_line <= shown[1] and b.end_line > shown[0]]
             # A block is a candidate, or several merged (packing): each candidate it shows goes. A
@@ -431,6 +432,12 @@ class CompletionEngine:
 
     def _generate(self, view: RepoView, request: CompletionRequest, context: CursorContext,
                   prompt: Prompt) -> Generation | Failure:
+        if not prompt.text:
+            # Nothing before the cursor, nothing retrieved, no code after it shown (an empty file,
+            # line 1 column 1 left to right): no token for the model to continue, and llama.cpp's
+            # server answered an empty prompt with a broken stream (a misleading error, exit 2).
+            return Generation(text="", prompt_tokens=0, completion_tokens=0, cached_tokens=0,
+                              finish_reason="stop", seconds=0.0)
         stops = list(self.backend.template.stops)
         if not context.shape.multiline and context.shape.line_prefix.strip():
             stops.append("\n")

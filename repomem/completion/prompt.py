@@ -80,6 +80,18 @@ class PromptBudget:
     max_suffix_tokens: int = 256  # right context kept for fill-in-the-middle
 
 
+# The code after the cursor takes at most this share of the prompt, whatever max_suffix_tokens says:
+# the code before the cursor, which the completion continues, keeps room beside the blocks (with
+# max_suffix_tokens at or above max_prompt_tokens the suffix took the whole budget, and every
+# completion with code below it failed as if the line at the cursor alone were too long).
+MAX_SUFFIX_SHARE = 0.25
+
+
+def suffix_budget(budget: PromptBudget) -> int:
+    """Tokens the code after the cursor may take: max_suffix_tokens, at most MAX_SUFFIX_SHARE of the prompt."""
+    return max(0, min(budget.max_suffix_tokens, int(budget.max_prompt_tokens * MAX_SUFFIX_SHARE)))
+
+
 @dataclass(frozen=True)
 class ContextBlock:
     fragment: int  # the best-ranked fragment this block shows
@@ -284,16 +296,17 @@ def build_prompt(
 
     warm = getattr(tokenizer, "warm", None)
     if warm is not None:  # what the fit counts below, counted at once where the backend can
-        near_suffix = [_nearest_lines(suffix.split("\n"), budget.max_suffix_tokens, first=True)] \
+        near_suffix = [_nearest_lines(suffix.split("\n"), suffix_budget(budget), first=True)] \
             if use_fim and suffix else []
         warm([shown_block(block) for block in candidates]
              + [_nearest_lines(left_lines, budget.max_prompt_tokens), *near_suffix])
     suffix_text: str | None = None
     suffix_tokens = 0
+    suffix_limit = suffix_budget(budget)
     if use_fim:
         assert suffix is not None
         suffix_lines = suffix.split("\n")
-        suffix_text = _fitted_suffix(suffix_lines, tokenizer, budget.max_suffix_tokens)
+        suffix_text = _fitted_suffix(suffix_lines, tokenizer, suffix_limit)
         suffix_tokens = tokenizer.count(suffix_text) if suffix_text else 0
 
     block_budget = int(budget.max_prompt_tokens * budget.context_share)

@@ -123,3 +123,41 @@ def test_cursors_at_the_module_level_keep_no_shared_memory(tmp_path):
     blocks(shared, 3)
     fresh = CompletionEngine(service, Scripted("x\n"), service.config)
     assert blocks(shared, text.count("\n") + 1) == blocks(fresh, text.count("\n") + 1)
+
+
+def test_an_empty_prompt_is_no_model_call(tmp_path):
+    """An empty file, or line 1 column 1 left to right with nothing retrieved, makes an empty prompt:
+    it was sent, and llama.cpp's server answered it with a broken stream ("ended the answer without
+    a finish reason", exit 2). Nothing to continue is an empty completion, without the model."""
+    service = shop_with(tmp_path, {"shop/empty.py": "", "shop/first.py": "import json\n\nvalue = json.dumps(1)\n"})
+    for strategy in ("vanilla", "fragrel", "infile"):
+        for path, text in (("shop/empty.py", ""), ("shop/first.py", None)):
+            backend = Scripted("x\n")
+            text = text if text is not None else (service.root / path).read_text()
+            answer = CompletionEngine(service, backend, service.config).complete(
+                locate(service.root, path, text, 1, 1), strategy, use_suffix=False)
+            assert answer.prompt.text == "" and answer.text == "" and answer.generation.prompt_tokens == 0
+            assert "" not in backend.prompts
+
+
+def test_a_block_starting_on_the_line_after_the_suffix_is_not_taken_for_shown(tmp_path):
+    """The suffix's first line is the rest of the cursor's line, so a suffix of n lines shows the
+    file down to cursor line + n - 1; the fit counted one line more as shown and dropped a block of
+    the cursor's file starting there (here the best one, a near clone of the code at the cursor)."""
+    head = ["def settle_invoice_totals(ledger_rows, currency_table):",
+            "    converted_amounts = convert_currency_rows(ledger_rows, currency_table)",
+            "    rounded_amounts = round_half_even_cents(converted_amounts)",
+            "    audited_amounts = audit_invoice_ledger(rounded_amounts)", "    "]
+    clone = ["def settle_invoice_totals_again(ledger_rows, currency_table):", *head[1:4],
+             "    return publish_invoice_totals(audited_amounts)"]
+    lines = head + [f"x_{i} = {i}" for i in range(15)] + clone + [f"y_{i} = {i}" for i in range(15)]
+    text = "\n".join(lines) + "\n"
+    service = shop_with(tmp_path, {"shop/invoices.py": text})
+    cursor = locate(service.root, "shop/invoices.py", text, 5, None)
+    suffix = "\n".join(lines[4:20])  # the cursor line's rest and the lines down to 0-based line 19
+    config = with_overrides(service.config, completion={"max_suffix_tokens": len(TOKENS.findall(suffix)) + 2})
+    answer = CompletionEngine(service, Scripted("x\n"), config).complete(cursor, "fragrel")
+    assert answer.prompt.fim and answer.prompt.suffix_lines == 16  # file lines 4 to 19
+    assert ("shop/invoices.py", 20) in [(f.path, f.start_line) for f in answer.fragments]
+    assert ("shop/invoices.py", 20) in [(b.path, b.start_line) for b in answer.prompt.blocks]
+    assert not any(b.path == "shop/invoices.py" and b.start_line < 20 for b in answer.prompt.blocks)

@@ -346,6 +346,23 @@ def test_a_cursor_line_longer_than_the_suffix_budget_is_cut_not_dropped():
     assert prompt.suffix_lines == 19  # halving from 20 kept 10 before
 
 
+def test_a_suffix_budget_as_large_as_the_prompts_leaves_room_for_the_code_before_the_cursor():
+    """With max_suffix_tokens at (or near) max_prompt_tokens the code after the cursor took the whole
+    budget: every completion with code below it failed with "the line at the cursor alone exceeds
+    the prompt budget", the line at the cursor being four spaces."""
+    tokenizer = WordTokenizer()
+    left = [f"value_{i} = compute({i})" for i in range(40)] + ["    "]
+    below = "\n".join(f"other_{i} = compute({i})" for i in range(300))
+    blocks = [block(1, "lib/a.py", "def compute(x):\n    return x", 3.0)]
+    for max_suffix in (100, 200, 90):
+        prompt = build_prompt(left_lines=left, suffix=below, candidates=blocks, tokenizer=tokenizer,
+                              template=QWEN, budget=PromptBudget(100, 0.5, max_suffix))
+        assert not isinstance(prompt, Failure), prompt
+        assert prompt.fim and prompt.blocks and tokenizer.count(prompt.text) <= 100
+        assert 0 < prompt.suffix_tokens <= 25  # a quarter of the prompt at most
+        assert prompt.text.count("value_") >= 5  # lines above the cursor, not the cursor line alone
+
+
 def test_blocks_are_framed_in_the_comment_of_a_file_no_grammar_covers():
     from repomem.languages.registry import line_comment_of
 
