@@ -52,7 +52,9 @@ class GenerationRequest:
 class Backend(Protocol):
     name: str  # for reports: "llama.cpp:<file>", "openai:<url>", ...
     template: Template
-    context_tokens: int  # the model's window (prompt + generation)
+    # The model's window (prompt + generation), tokens; 0 while unknown (a server that has not said:
+    # OpenAIBackend learns it from GET /v1/models or a refusal). Prompts are fitted to it.
+    context_tokens: int
 
     def count(self, text: str) -> int | Failure:
         """Tokens of `text` with the backend's own tokenizer."""

@@ -39,7 +39,6 @@ class BatchingBackend:
         self.inner = inner
         self.name = inner.name
         self.template = inner.template
-        self.context_tokens = inner.context_tokens
         self.constrains_start = constrains_start(inner)  # a batch holds each row to its own start
         self.max_batch = max(1, max_batch)
         self.gather_s = gather_s
@@ -49,6 +48,11 @@ class BatchingBackend:
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self._thread.start()
+
+    @property
+    def context_tokens(self) -> int:
+        """The inner backend's window, read at each use: a server may state it late (a refusal)."""
+        return self.inner.context_tokens
 
     def count(self, text: str) -> int | Failure:
         return self.inner.count(text)

@@ -110,9 +110,10 @@ def connect_endpoint(endpoint: str, config: Config) -> Backend | Failure:
     from repomem.backends.openai_http import OpenAIBackend
 
     settings = config.model
+    # A user's server: its window is what it says (model.context_tokens is the embedded model's).
     return OpenAIBackend.connect(endpoint, api_key=api_key_from_environment(settings),
                                  deadline_s=min(config.completion.deadline_s, CONNECT_DEADLINE_S),
-                                 context_tokens=settings.context_tokens, asks_logprobs=settings.endpoint_logprobs)
+                                 context_tokens=0, asks_logprobs=settings.endpoint_logprobs)
 
 
 def fused_attention(settings: ModelConfig, path: Path) -> bool:

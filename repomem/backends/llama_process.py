@@ -200,6 +200,9 @@ class LlamaProcessBackend:
                                                deadline_s=1.0, context_tokens=context_tokens,
                                                tokenize_path=TOKENIZE_PATH, sampling=GREEDY_SAMPLING)
                 if not isinstance(client, Failure):
+                    # Each prompt is checked against the child's window before it is sent
+                    # (window_overflow): an empty stream is an interrupted one, not asked again.
+                    client.fails_late = False
                     break
                 time.sleep(POLL_S)
             if time.perf_counter() > deadline:

@@ -159,7 +159,6 @@ class MemoBackend:
         self.inner = inner
         self.name = inner.name
         self.template = inner.template
-        self.context_tokens = inner.context_tokens
         self.store = store
         self.deferred = deferred  # where a request the store cannot answer goes instead of the model
         self._answers: dict[tuple[str, int, tuple[str, ...], str], Generation] = {}
@@ -171,6 +170,11 @@ class MemoBackend:
         self.deferred_requests = 0
         self.reused = 0  # requests answered from memory or the store since construction
         self.recalled = 0  # of those, answered by the store (an earlier run)
+
+    @property
+    def context_tokens(self) -> int:
+        """The inner backend's window, read at each use: a server may state it late (a refusal)."""
+        return self.inner.context_tokens
 
     def count(self, text: str) -> int | Failure:
         return self.inner.count(text)

@@ -10,6 +10,7 @@ token arrived; malformed answers are Failures, not exceptions.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -81,15 +82,21 @@ def _sse_lines(response: httpx.Response, deadline: float) -> Iterator[str | None
 MAX_REASON_BYTES = 8192
 MAX_REASON_CHARS = 300
 # How servers word a prompt longer than their window: vLLM ("This model's maximum context length
-# is 2048 tokens", "longer than the maximum model length"), llama-cpp-python (OpenAI's wording).
-_WINDOW_WORDS = ("context length", "model length", "context window", "context_length_exceeded")
+# is 2048 tokens", "longer than the maximum model length"), llama-cpp-python (OpenAI's wording),
+# llama.cpp's llama-server ("request (4476 tokens) exceeds the available context size (4096
+# tokens)", type "exceed_context_size_error"; it was taken for a broken server).
+_WINDOW_WORDS = ("context length", "model length", "context window", "context_length_exceeded", "context size")
+# The window a refusal names: vLLM's and OpenAI's "maximum context length is 2048 tokens", vLLM's
+# "(context length 2048)", llama-server's "available context size (4096 tokens)".
+_WINDOW_SIZE = re.compile(r"(?:maximum context length is|context length|context size \()\s*(\d+)", re.IGNORECASE)
 
 
-def _refusal(response: httpx.Response, route: str) -> Failure:
+def _refusal(response: httpx.Response, route: str) -> tuple[Failure, int]:
     """The Failure for a 4xx / 5xx answer, with the reason the server gave in its body (OpenAI's
     `{"error": {"message"}}`, vLLM's `{"message"}`, FastAPI's `{"detail"}`): "answered HTTP 400"
     alone left a user to guess that the prompt was past the server's window. That case is
-    prompt-too-long (not a broken backend the language server would reopen)."""
+    prompt-too-long (not a broken backend the language server would reopen), and the window the
+    refusal names comes with it (tokens; 0 when it names none or it is another refusal)."""
     body = b""
     try:
         for chunk in response.iter_bytes():
@@ -100,6 +107,8 @@ def _refusal(response: httpx.Response, route: str) -> Failure:
     except (httpx.HTTPError, ValueError, RecursionError):
         answer = None
     error = answer.get("error") if isinstance(answer, dict) else None
+    # llama-server says its window as a field of the error too.
+    stated_window = error.get("n_ctx") if isinstance(error, dict) else None
     if isinstance(error, dict):
         error = error.get("message")
     reason = error if isinstance(error, str) else \
@@ -110,9 +119,30 @@ def _refusal(response: httpx.Response, route: str) -> Failure:
     status = response.status_code
     too_long = status in (400, 413, 422) and any(words in reason.lower() for words in _WINDOW_WORDS)
     said = f"{route} answered HTTP {status}" + (f": {reason}" if reason else "")
-    if too_long:
-        return Failure(FailureKind.PROMPT_TOO_LONG, said)
-    return Failure(FailureKind.BACKEND_ERROR, said)
+    if not too_long:
+        return Failure(FailureKind.BACKEND_ERROR, said), 0
+    named = _WINDOW_SIZE.search(reason)
+    window = stated_window if _is_token_count(stated_window) else int(named.group(1)) if named else 0
+    return Failure(FailureKind.PROMPT_TOO_LONG, said), window
+
+
+def _is_token_count(value: object) -> bool:
+    """A window a server states: a whole, positive number of tokens (JSON's true is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_STATED_WINDOW
+
+
+# A window past any model's (tokens): a server's larger number is not believed.
+MAX_STATED_WINDOW = 1 << 24
+
+
+def served_window(models: list, model: str) -> int:
+    """The window (tokens) GET /v1/models states for `model`: vLLM's `max_model_len`; 0 when the
+    server does not say (llama-cpp-python's, llama-server's: their `n_ctx_train` is the training
+    length, not the window they run with)."""
+    for entry in models:
+        if isinstance(entry, dict) and entry.get("id") == model and _is_token_count(entry.get("max_model_len")):
+            return int(entry["max_model_len"])
+    return 0
 
 
 def _stopped(endpoint: str) -> Failure:
@@ -163,7 +193,7 @@ LLAMA_CPP_PYTHON_OWNER = "me"
 
 class OpenAIBackend:
     def __init__(self, endpoint: str, model: str, api_key: str = "", connect_timeout_s: float = 3.0,
-                 retries: int = 2, context_tokens: int = 4096, template_name: str = "", tokenize_path: str = "",
+                 retries: int = 2, context_tokens: int = 0, template_name: str = "", tokenize_path: str = "",
                  asks_logprobs: bool = True, sampling: Mapping[str, float] | None = None):
         self.endpoint = server_root(endpoint)
         self.shown_endpoint = shown_url(self.endpoint)  # what messages and results name
@@ -189,10 +219,13 @@ class OpenAIBackend:
         self.name = model_label(model, self.shown_endpoint)
         self.template = template_for(template_name or model)
         self.context_tokens = context_tokens
+        # The server fails a streamed request after its status line (llama-cpp-python's): an empty
+        # stream is asked again unstreamed for its reason (`_unstreamed`).
+        self.fails_late = False
 
     @classmethod
     def connect(cls, endpoint: str, model: str = "", api_key: str = "", deadline_s: float = 10.0,
-                context_tokens: int = 4096, tokenize_path: str = "", asks_logprobs: bool = True,
+                context_tokens: int = 0, tokenize_path: str = "", asks_logprobs: bool = True,
                 sampling: Mapping[str, float] | None = None) -> OpenAIBackend | Failure:
         """Reach the server and learn its model name (GET /v1/models) unless one is given."""
         if not endpoint.startswith(("http://", "https://")):
@@ -221,8 +254,10 @@ class OpenAIBackend:
             backend.close()
             return Failure(FailureKind.BAD_RESPONSE,
                            f"{backend.shown_endpoint}/v1/models answered something that is not a model list")
-        if sampling is None and LLAMA_CPP_PYTHON_OWNER in owners:
-            backend.decode_greedily()
+        if LLAMA_CPP_PYTHON_OWNER in owners:
+            backend.fails_late = True
+            if sampling is None:
+                backend.decode_greedily()
         if not model:
             if not served:
                 backend.close()
@@ -231,6 +266,7 @@ class OpenAIBackend:
             backend.model = served[0]
             backend.template = template_for(served[0])
             backend.name = model_label(served[0], backend.shown_endpoint)
+        backend.context_tokens = served_window(answer["data"], backend.model) or backend.context_tokens
         return backend
 
     def decode_greedily(self) -> None:
@@ -377,7 +413,7 @@ class OpenAIBackend:
                             self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                             continue
                         if response.status_code >= 400:
-                            return _refusal(response, f"{self.shown_endpoint}/v1/completions")
+                            return self._refused(response)
                         if refused_logprobs:
                             self._asks_logprobs = False
                         received = 0  # characters of completion text
@@ -430,6 +466,16 @@ class OpenAIBackend:
                             self._asks_logprobs = False
                             del payload["logprobs"]
                             continue
+                        if not finish and not pieces and self.fails_late and not self._killed.is_set() \
+                                and not (request.cancel is not None and request.cancel()):
+                            # llama-cpp-python's server fails a streamed request after its status
+                            # line (a prompt past its window: an empty stream, the reason in its
+                            # log only); unstreamed, it answers with the reason, or the answer.
+                            late = self._unstreamed(payload, deadline)
+                            if isinstance(late, Failure):
+                                return late
+                            if late is not None:
+                                pieces, finish, usage, logprobs = [late[0]], late[1], late[2], late[3]
                     break
                 except _OversizedLine:
                     return Failure(FailureKind.BAD_RESPONSE,
@@ -474,6 +520,35 @@ class OpenAIBackend:
             cached_tokens=cached_tokens if type(cached_tokens) is int else 0,
             finish_reason=finish, seconds=time.perf_counter() - started, mean_logprob=mean_of(logprobs),
         )
+
+    def _unstreamed(self, payload: dict, deadline: float) -> tuple[str, str, dict, list] | Failure | None:
+        """`payload` asked again without streaming: (text, finish reason, usage, log-probabilities),
+        the server's refusal (a window it names is learned), or None (no answer of that shape)."""
+        try:
+            with self._client.stream("POST", self.endpoint + "/v1/completions",
+                                     content=json_body({**payload, "stream": False}), headers=JSON_HEADERS,
+                                     timeout=httpx.Timeout(max(deadline - time.perf_counter(), 0.1),
+                                                           connect=3.0)) as response:
+                if response.status_code >= 400:
+                    return self._refused(response)
+                answer = json.loads(_capped_body(response, deadline) or b"null")
+        except (httpx.HTTPError, ValueError, RecursionError):
+            return None
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        text, finish, usage = choice.get("text"), choice.get("finish_reason"), answer.get("usage") if choice else None
+        if not isinstance(text, str) or not isinstance(finish, str) or not finish:
+            return None
+        return text, finish, usage if isinstance(usage, dict) else {}, token_logprobs(choice)
+
+    def _refused(self, response: httpx.Response) -> Failure:
+        """The failure a refused completion gives; the window it names, if any, is learned."""
+        failure, window = _refusal(response, f"{self.shown_endpoint}/v1/completions")
+        if window:
+            # The server's own word on its window: the next prompt is fitted to it
+            # (CompletionEngine), where the user's setting asked for more.
+            self.context_tokens = window
+        return failure
 
     def _refuses_logprobs(self, deadline: float) -> bool:
         """Whether the server refuses log-probabilities, asked without streaming, where a refusal

@@ -42,6 +42,12 @@ from repomem.retrieval.scoring import ScoredFragment
 from repomem.service import RepoService
 from repomem.strategies import STRATEGY_NAMES, Strategy, strategy_named
 
+# Tokens of a model's window kept free beside the prompt and the tokens to generate: a server
+# may put a beginning-of-text token before the prompt, which the fit's count leaves out.
+WINDOW_MARGIN_TOKENS = 8
+# The smallest prompt a window must leave room for: the line at the cursor and a little above it.
+MIN_PROMPT_TOKENS = 32
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -310,7 +316,18 @@ class CompletionEngine:
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt
+        window = self.backend.context_tokens
         generation = self._generate(view, request, context, prompt)
+        if isinstance(generation, Failure) and generation.kind == FailureKind.PROMPT_TOO_LONG \
+                and self.backend.context_tokens != window:
+            # The server named its window in the refusal (it had not said it before): fitted to it
+            # and asked once more, as every later prompt is fitted from the start.
+            prepared = self._prepare(view, request, context, query, round_number, timings, model, pinned_lines,
+                                     prepared.fragments)
+            if isinstance(prepared, Failure):
+                return prepared
+            prompt = prepared.prompt
+            generation = self._generate(view, request, context, prompt)
         if isinstance(generation, Failure):
             return generation
         timings["generate"] += generation.seconds * 1000
@@ -360,7 +377,10 @@ class CompletionEngine:
         for lever in levers:
             candidates = lever.blocks(candidates)
         select = next((chosen for lever in levers if (chosen := lever.selection()) is not None), None)
-        budget = PromptBudget(settings.max_prompt_tokens, settings.context_share, settings.max_suffix_tokens)
+        room = self._window_room(lever_round.request)
+        if isinstance(room, Failure):
+            return room
+        budget = PromptBudget(room, settings.context_share, settings.max_suffix_tokens)
         visible_from = min(max(request.visible_from, 0), cursor.line)
         start = self._warm.start(lever_round.stable_key, visible_from, budget.max_prompt_tokens)
         try:
@@ -379,6 +399,19 @@ class CompletionEngine:
             return prompt
         self._warm.remember_start(lever_round.stable_key, prompt.left_first_line)
         return prompt
+
+    def _window_room(self, request: CompletionRequest) -> int | Failure:
+        """completion.max_prompt_tokens, within the model's window beside the tokens to generate
+        (a server of 2,048 tokens refused every default prompt: 2,048 + 64 did not fit)."""
+        wanted, window = self.config.completion.max_prompt_tokens, self.backend.context_tokens
+        if window <= 0:  # a server that has not said its window: the setting as it is
+            return wanted
+        room = window - request.max_new_tokens - WINDOW_MARGIN_TOKENS
+        if room < MIN_PROMPT_TOKENS:
+            return Failure(FailureKind.PROMPT_TOO_LONG,
+                           f"the model's window of {window} tokens leaves no room for a prompt beside "
+                           f"{request.max_new_tokens} new tokens (completion.max_new_tokens)")
+        return min(wanted, room)
 
     def _settle_fit(self, lever_round: LeverRound, levers: Sequence[PromptLever], candidates: list[ContextBlock],
                     select, budget: PromptBudget, visible_from: int, start: PromptStart) -> Prompt | Failure:

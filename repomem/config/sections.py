@@ -250,7 +250,8 @@ class CompletionConfig:
     max_prompt_tokens: int = setting(2048, positive=True, repository_cap=MODEL_WINDOW_CAP, lsp="maxPromptTokens",
                                      surfaces={"lsp_embedded": 1024},
                                      surface_moved_from={"server.embedded_prompt_tokens": "lsp_embedded"},
-                                     help="whole prompt, in the backend's tokens")
+                                     help="whole prompt, in the backend's tokens (at most the model's window "
+                                          "less max_new_tokens)")
     context_share: float = setting(0.5, within="(0, 1]", lsp="contextShare",
                                    help="share of the prompt for retrieved blocks (RepoCoder: half)")
     # Everything after the cursor is re-read by the model at each keystroke (it follows the edit

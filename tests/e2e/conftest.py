@@ -51,14 +51,15 @@ def llama(model_path) -> LlamaBackend:
     return backend
 
 
-def _served(model_path: Path, logits_all: bool):
+def _served(model_path: Path, logits_all: bool, window: int = 4096):
     """llama-cpp-python's OpenAI-compatible server: a real separate process on loopback.
     `logits_all` is its own default (on): the logits of every prompt token, which its completions
-    need to report log-probabilities; off, it evaluates a 200-token prompt ~3x faster here."""
+    need to report log-probabilities; off, it evaluates a 200-token prompt ~3x faster here.
+    `window`: its context (n_ctx), tokens."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2", "--interrupt_requests", "False",
+         "--port", str(port), "--n_ctx", str(window), "--n_threads", "2", "--interrupt_requests", "False",
          "--logits_all", str(logits_all)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -91,3 +92,9 @@ def llama_server(model_path):
 def llama_server_with_logprobs(model_path):
     """A served model as llama-cpp-python starts it by default: log-probabilities streamed."""
     yield from _served(model_path, logits_all=True)
+
+
+@pytest.fixture(scope="module")
+def llama_server_small_window(model_path):
+    """A served model with a window of 512 tokens, smaller than a default prompt (2,048)."""
+    yield from _served(model_path, logits_all=False, window=512)

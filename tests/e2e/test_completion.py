@@ -182,6 +182,21 @@ def test_openai_backend_against_a_real_server(llama_server_with_logprobs, llama,
     assert data["completion"].startswith("compute_tax(")
 
 
+def test_a_server_with_a_smaller_window_than_the_prompt_budget_still_completes(llama_server_small_window,
+                                                                              shop_with_report):
+    """llama-cpp-python's server at 512 tokens (its own default is 2,048, the same as repomem's
+    prompt budget, which leaves no room for the tokens to generate): a streamed request past its
+    window ends empty after a 200 (the reason in its log only), and every completion failed with
+    "ended the answer without a finish reason". Asked again unstreamed, it names its window; the
+    prompt is fitted to it."""
+    url, _ = llama_server_small_window
+    result = run("complete", f"{shop_with_report}/shop/report.py:9", "--endpoint", url, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["completion"].startswith("compute_tax("), data["completion"]
+    assert data["tokens"]["prompt"] + 64 <= 512, data["tokens"]
+
+
 def test_server_going_away_is_a_failure_not_a_hang(llama_server_with_logprobs):
     url, process = llama_server_with_logprobs
     backend = OpenAIBackend.connect(url)
