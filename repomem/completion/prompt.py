@@ -137,6 +137,26 @@ class Prompt:
         return frozenset(f for block in self.blocks for f in block.fragments)
 
 
+def _fitting_tail(line: str, fits: Callable[[str], bool]) -> str | None:
+    """The longest end of `line` that `fits`, begun after a space where one is near the cut (so
+    no word is shown half); None when not even an empty one fits."""
+    if not fits(""):
+        return None
+    low, high = 0, len(line)  # the tail line[high:] fits; line[low - 1:] is not known to
+    while low < high:
+        middle = (low + high) // 2
+        if fits(line[middle:]):
+            high = middle
+        else:
+            low = middle + 1
+    space = line.find(" ", high, high + WORD_CUT_REACH)
+    return line[space + 1:] if space >= 0 else line[high:]
+
+
+# Characters past the cut at most to the next space, where the cut line's shown end begins.
+WORD_CUT_REACH = 32
+
+
 def _nearest_lines(lines: Sequence[str], tokens: int, first: bool = False) -> str:
     """The last (`first`: the first) of `lines`, joined, that a prompt part of `tokens` tokens
     could show: up to ~8 characters a token, twice what code takes; farther lines are counted
@@ -344,11 +364,21 @@ def build_prompt(
                 pinned = []
                 continue
             if not blocks:
-                return Failure(
-                    FailureKind.PROMPT_TOO_LONG,
-                    f"the line at the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} tokens "
-                    "(completion.max_prompt_tokens)",
-                )
+                # The line at the cursor alone is longer than the budget (a data line, minified
+                # code): its end, where the completion goes on, is what the model needs.
+                tail = _fitting_tail(left_lines[-1] if left_lines else "",
+                                     lambda kept: not exceeds(tokenizer, _assemble(
+                                         template, style, repo, path, [], [], kept, suffix_text, comment),
+                                         budget.max_prompt_tokens))
+                if tail is None:
+                    return Failure(
+                        FailureKind.PROMPT_TOO_LONG,
+                        f"the code after the cursor alone exceeds the prompt budget of {budget.max_prompt_tokens} "
+                        "tokens (completion.max_prompt_tokens)",
+                    )
+                left_lines = [*left_lines[:-1], tail]
+                start = COLD_START
+                continue
             weakest = min(range(len(blocks)), key=lambda i: blocks[i].score)
             blocks = blocks[:weakest] + blocks[weakest + 1 :]
             continue

@@ -81,9 +81,17 @@ def test_fim_prompt_and_too_long():
                           tokenizer=WordTokenizer(), template=QWEN, budget=PromptBudget(100))
     assert prompt.text == "<|fim_prefix|>def f(x):\n    return <|fim_suffix|>\n\nprint(f(2))<|fim_middle|>"
     assert prompt.fim
-    failure = build_prompt(left_lines=["word " * 500], suffix=None, candidates=[], tokenizer=WordTokenizer(),
-                           template=PLAIN, budget=PromptBudget(100))
-    assert isinstance(failure, Failure) and failure.kind == "prompt-too-long"
+    # The line at the cursor alone longer than the budget (a data line, minified code): its end is
+    # shown, begun at a word (every such completion failed, "the line at the cursor alone exceeds").
+    line = " ".join(f"w{i}" for i in range(500)) + " total = f("
+    cut = build_prompt(left_lines=["import x", line], suffix="\n", candidates=[], tokenizer=WordTokenizer(),
+                       template=QWEN, budget=PromptBudget(100))
+    assert not isinstance(cut, Failure), cut
+    assert cut.n_tokens <= 100 and cut.left_first_line == 1
+    assert cut.text.startswith("<|fim_prefix|>w") and cut.text.endswith("total = f(<|fim_suffix|>\n<|fim_middle|>")
+    shown = cut.text[len("<|fim_prefix|>"):].split(" ")[0]
+    assert shown in line.split(" ")  # a whole word
+    assert cut.n_tokens >= 90  # the budget used, less the words up to the next space past the cut
 
 
 def test_repo_style_prompt():
