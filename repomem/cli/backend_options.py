@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from repomem.backends.base import Backend, backend_broken
-from repomem.backends.factory import connect_endpoint, open_backend, start_ahead
+from repomem.backends.factory import api_key_from_environment, connect_endpoint, open_backend, start_ahead
 from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.config import Config, with_overrides
@@ -109,7 +109,10 @@ class KeptBackend:
 
     @staticmethod
     def key(args: argparse.Namespace, config: Config) -> object:
-        return (args.model, args.endpoint, args.hf, args.vllm, args.gpu_layers, config.model)
+        """What a kept backend must share with a command's: its options, settings, and the API key
+        its client's environment holds (a key changed in the shell reused the old one, refused)."""
+        return (args.model, args.endpoint, args.hf, args.vllm, args.gpu_layers, config.model,
+                api_key_from_environment(config.model))
 
     def take(self, key: object) -> Backend | None:
         """The backend kept for `key`, or None (and whatever another key kept is closed)."""

@@ -171,6 +171,9 @@ def _start(args: argparse.Namespace) -> int:
         print(f"a daemon is already running (socket {socket_path()}"
               + (f", pid {running['pid']})" if "pid" in running else ", busy with a command)"))
         return 0
+    for root in args.warm:
+        if not root.is_dir():
+            raise UserError(Failure(FailureKind.MISSING_REPO, f"--warm {root}: no such folder"))
     process = _spawn(args.idle_minutes, args.repositories, [str(root.resolve()) for root in args.warm], [])
     if isinstance(process, Failure):
         raise UserError(process)
@@ -179,8 +182,12 @@ def _start(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         answer = _ask("status")
         if answer is not None:
-            print(f"daemon started: pid {answer['pid']}, socket {answer['socket']}, log {folder / 'log'}; "
-                  f"it exits after {args.idle_minutes:g} idle minutes (`repomem daemon stop` ends it)")
+            # BUSY: it listens, and loads the --warm repositories before it answers (a large one
+            # took past the status request's timeout: "internal error: KeyError: 'pid'").
+            loading = "; it loads the repositories to warm first" if answer is BUSY else ""
+            print(f"daemon started: pid {answer.get('pid', process.pid)}, socket {socket_path()}, "
+                  f"log {folder / 'log'}; it exits after {args.idle_minutes:g} idle minutes "
+                  f"(`repomem daemon stop` ends it){loading}")
             return 0
         if process.poll() is not None:
             raise UserError(Failure(FailureKind.DAEMON_FAILED, f"the daemon exited at its start; see {folder / 'log'}"))

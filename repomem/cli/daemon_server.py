@@ -396,6 +396,14 @@ class Daemon:
             _Client(conn).send(b"d", b"repomem's code changed since the daemon started")
             _log("repomem's code changed on disk: exiting")
             return True
+        try:
+            os.chdir(request.get("cwd", "/"))
+        except (OSError, TypeError, ValueError) as error:
+            # A folder this process cannot enter by its name, which its client entered step by step
+            # (a path past PATH_MAX) or which was removed meanwhile: the command runs in the client's
+            # process, as without a daemon, where it answered "cannot enter the working folder".
+            _Client(conn).send(b"d", f"cannot enter the working folder: {error}".encode(errors="replace"))
+            return False
         self._run_command(conn, request)
         return False
 
@@ -419,6 +427,7 @@ class Daemon:
         raise KeyboardInterrupt
 
     def _run_command(self, conn: socket.socket, request: dict) -> None:
+        """The forwarded command `request`, in its client's folder (`_serve` entered it)."""
         argv = [str(a) for a in request.get("argv", [])]
         terminals = request.get("terminals") or [False, False]
         columns = request.get("columns")
@@ -436,13 +445,6 @@ class Daemon:
             os.environ.update({str(k): str(v) for k, v in dict(request.get("env", {})).items()})
             tempfile.tempdir = None  # gettempdir() read TMPDIR once: the client's now
             sys.stdout, sys.stderr = out_stream, err_stream
-            try:
-                os.chdir(request.get("cwd", "/"))
-            except OSError as error:  # removed since the client sent it
-                print(f"repomem: error: cannot enter the working folder: {error.strerror}", file=sys.stderr)
-                err_stream.flush()
-                status = 2
-                return
             out = Console(file=out_stream, force_terminal=True if terminals[0] else None,
                           width=columns if terminals[0] and columns else None)
             err = Console(file=err_stream, force_terminal=True if terminals[1] else None,

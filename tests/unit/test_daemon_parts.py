@@ -187,3 +187,64 @@ def test_a_client_that_stops_reading_holds_the_daemon_up_no_longer_than_the_send
         assert time.perf_counter() - started < 10
     daemon._let_go_of_cut_off_updates()
     assert shop.resolve() in service_setup.KEPT.services  # stopped while it printed: its index is whole
+
+
+def test_a_working_folder_the_daemon_cannot_enter_declines_the_command(tmp_path: Path) -> None:
+    """A shell can stand in a folder whose path is longer than PATH_MAX (entered step by step); the
+    daemon cannot enter it by its name and answered "cannot enter the working folder", exit 2,
+    where the command run in its own process answered (an absolute FILE) or named the path it could
+    not open. Declined, the command runs in the client's process, as without a daemon."""
+    daemon = Daemon(idle_s=60, repositories=1, run_command=main)
+    for cwd in ("/" + "d" * 200 + "/") * 25, str(tmp_path / "removed"):
+        served, client = socket.socketpair()
+        with served, client:
+            client.sendall(json.dumps({"argv": ["retrieve", str(tmp_path / "a.py:1")], "cwd": cwd,
+                                       "env": dict(os.environ), "package": package_folder(),
+                                       "terminals": [False, False]}).encode() + b"\n")
+            assert daemon._serve(served) is False
+            kind, why = read_frame(client.makefile("rb"))
+        assert kind == b"d" and b"cannot enter the working folder" in why
+    assert daemon.commands == 0
+
+
+def test_a_kept_model_servers_backend_is_not_reused_with_another_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon kept the backend of `complete --endpoint URL` with the API key of the first command's
+    environment: after the key was changed in the shell (rotated, revoked), every `complete` through
+    the daemon sent the old one and was refused (HTTP 401), where one run on its own used the new."""
+    from repomem.cli.backend_options import KeptBackend
+    from repomem.cli.main import _parser
+    from repomem.config import Config
+
+    args = _parser().parse_args(["complete", "a.py:1", "--endpoint", "http://127.0.0.1:9"])
+    config = Config()
+    monkeypatch.setenv(config.model.api_key_env, "old key")
+    first = KeptBackend.key(args, config)
+    assert KeptBackend.key(args, config) == first
+    monkeypatch.setenv(config.model.api_key_env, "new key")
+    assert KeptBackend.key(args, config) != first
+
+
+def test_a_daemon_started_to_warm_a_large_repository_is_said_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """`repomem daemon start --warm REPO`: the daemon listens, then loads REPO before it answers;
+    a repository that took past the status request's timeout made `start` fail with "internal
+    error: KeyError: 'pid'". A --warm folder that does not exist is said before anything starts."""
+    import types
+
+    from repomem.cli import daemon_command
+    from repomem.cli.errors import UserError
+    from repomem.cli.main import _parser
+
+    monkeypatch.setenv("REPOMEM_CACHE", str(tmp_path / "cache"))
+    answers = iter([None, daemon_command.BUSY])  # none running; then one that loads its repositories
+    monkeypatch.setattr(daemon_command, "_ask", lambda control, timeout_s=10.0: next(answers, None))
+    spawned = []
+    monkeypatch.setattr(daemon_command, "_spawn", lambda *args: spawned.append(args) or types.SimpleNamespace(
+        pid=4242, poll=lambda: None, kill=lambda: None))
+    args = _parser().parse_args(["daemon", "start", "--warm", str(tmp_path)])
+    assert daemon_command._start(args) == 0
+    assert "daemon started: pid 4242" in capsys.readouterr().out
+    missing = _parser().parse_args(["daemon", "start", "--warm", str(tmp_path / "missing")])
+    with pytest.raises(UserError, match="no such folder"):
+        daemon_command._start(missing)
+    assert len(spawned) == 1
