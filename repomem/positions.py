@@ -53,18 +53,28 @@ def find_repo_root(start: Path) -> Path | None:
     repomem.toml; only where there is none, the nearest holding an index (.repomem). An index
     built in a subfolder (`cd pkg && repomem index`) must not make that subfolder the repository
     for every later command, silently leaving out the rest of it."""
-    here = start if start.is_dir() else start.parent
+    here = start if _exists(start, is_dir=True) else start.parent
     folders = (here, *here.parents)
     for folder in folders:
-        if any((folder / marker).exists() for marker in REPOSITORY_MARKERS):
+        if any(_exists(folder / marker) for marker in REPOSITORY_MARKERS):
             return folder
     for folder in folders:
         # (An index at the filesystem's root or in the home folder, which `repomem index /` wrote
         # before it was refused and an editor's server given the home folder still did, would
         # make every file outside a repository part of it.)
-        if (folder / INDEX_MARKER).exists() and not too_wide_to_index(folder):
+        if _exists(folder / INDEX_MARKER) and not too_wide_to_index(folder):
             return folder
     return None
+
+
+def _exists(path: Path, is_dir: bool = False) -> bool:
+    """Whether `path` is there (a folder, with `is_dir`); False where the system cannot say: a path
+    longer than PATH_MAX (a folder that deep raised ENAMETOOLONG, an internal error of every
+    command run there), one it may not look into."""
+    try:
+        return path.is_dir() if is_dir else path.exists()
+    except OSError:
+        return False
 
 
 def too_wide_to_index(folder: Path) -> str:

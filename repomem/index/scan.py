@@ -175,6 +175,9 @@ def excluded_reason(path: str, config: ScanConfig, folders: dict[str, str | None
 # git as a reader only: a repository's own config must not make it run a program (core.fsmonitor
 # names a command git runs on every status-like call; hooks are not run by these commands anyway).
 GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+# git's answers that hold paths, read as Python reads file names: a folder named in another
+# encoding than UTF-8 (`caf\xe9/`) raised UnicodeDecodeError out of every command there.
+PATH_TEXT = {"encoding": "utf-8", "errors": "surrogateescape"}
 
 
 # git's word for a folder it could not list (`--others` walks the disk): it leaves its files out. A
@@ -191,7 +194,7 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
     try:
         top = subprocess.run(
             [*GIT, "-C", str(root), "rev-parse", "--show-toplevel"],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True, timeout=30, **PATH_TEXT,
         )
         if top.returncode != 0 or not top.stdout.strip():
             return None

@@ -41,7 +41,7 @@ from repomem.index.builder_version import builder_digest
 from repomem.index.git_stat import asking_changed_files, changed_files_answer, index_entries, object_hash_bytes
 from repomem.index.index_folder import MARKER
 from repomem.index.provenance import sealed_json, unsealed_json
-from repomem.index.scan import GIT, NameListing, Skipped, list_names
+from repomem.index.scan import GIT, PATH_TEXT, NameListing, Skipped, list_names
 from repomem.regular_files import read_regular, replace_private
 
 MEMO = "scan-memo.json"
@@ -92,9 +92,9 @@ def _git_inputs(root: Path) -> list[str] | None:
     global excludes file; None when git cannot say (then nothing is recorded)."""
     try:
         where = subprocess.run([*GIT, "-C", str(root), "rev-parse", "--path-format=absolute", "--git-dir",
-                                "--git-common-dir", "--show-toplevel"], capture_output=True, text=True, timeout=30)
+                                "--git-common-dir", "--show-toplevel"], capture_output=True, timeout=30, **PATH_TEXT)
         excludes = subprocess.run([*GIT, "-C", str(root), "config", "--path", "--get", "core.excludesFile"],
-                                  capture_output=True, text=True, timeout=30)
+                                  capture_output=True, timeout=30, **PATH_TEXT)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = where.stdout.splitlines()

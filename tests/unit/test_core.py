@@ -456,6 +456,25 @@ def test_find_repo_root(tmp_path):
     assert find_repo_root(lonely) is None or find_repo_root(lonely) != lonely
 
 
+def test_the_repository_around_a_folder_deeper_than_path_max_is_found(tmp_path):
+    """A folder whose path is longer than PATH_MAX (22 names of 200 characters): looking for the
+    repository's markers there raised ENAMETOOLONG, an internal error of every command run there."""
+    root = write_repo(tmp_path / "r", {"a.py": "x = 1\n"})
+    name, deep = "d" * 200, root
+    folder = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(22):  # made step by step, relative to the last: the whole path is too long for mkdir
+            os.mkdir(name, dir_fd=folder)
+            inner = os.open(name, os.O_RDONLY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+            deep = deep / name
+    finally:
+        os.close(folder)
+    assert len(os.fsencode(deep)) > 4096
+    assert find_repo_root(deep) == root
+
+
 def test_an_index_in_the_home_folder_makes_no_repository_of_it(tmp_path, monkeypatch):
     """An index written in the home folder (an editor's server given it as its workspace) made
     every stray file under it part of one repository; an index in any other folder still marks one."""

@@ -3,6 +3,7 @@ against git itself, and matching time that stays polynomial whatever a repositor
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -167,3 +168,21 @@ def test_a_pathological_gitignore_line_scans_in_bounded_time(tmp_path: Path):
     found = set(result.stdout.split())
     assert "a" * 200 + ".py" in found and "/".join(["a"] * 40) + "/c.py" in found
     assert "a" * 60 + "b" not in found
+
+
+def test_a_git_repository_under_a_folder_named_in_another_encoding_is_indexed(tmp_path):
+    """A folder name that is not UTF-8 (`caf\\xe9`, Latin-1): git's answers naming the work tree
+    were read as UTF-8 text, and every command there ended in an internal error
+    (UnicodeDecodeError)."""
+    from repomem.index.scan import git_files
+    from repomem.service import RepoService
+    from tests.repos import copy_example
+
+    root = copy_example(Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9")) / "shop")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    assert "shop/report.py" in (git_files(root) or [])
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    assert "shop/report.py" in {record.path for record in service.index.files if record is not None}
