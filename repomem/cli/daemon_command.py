@@ -4,6 +4,7 @@ commands (repomem/cli/daemon_server.py; forwarding in repomem/cli/daemon_client.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -12,11 +13,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
 
-from repomem.cli.daemon_client import MAX_SOCKET_PATH, OPT_OUT, connect, daemon_folder, send_json, socket_path
+from repomem.cli.daemon_client import (
+    MAX_SOCKET_PATH,
+    OPT_OUT,
+    connect,
+    daemon_folder,
+    package_folder,
+    send_json,
+    socket_path,
+)
 from repomem.cli.errors import UserError, finite_float
 from repomem.config.sections import MAX_IDLE_MINUTES
 from repomem.failures import Failure, FailureKind
@@ -75,27 +84,43 @@ def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command
 
         return Daemon(args.idle_minutes * 60, args.repositories, run_command, warm=args.warm,
                       model_for=json.loads(args.model_for) if args.model_for else (),
-                      parse_command=parse_command).run()
+                      parse_command=parse_command, lock_fd=args.lock_fd).run()
     return _start(args)
 
 
-def _socketless_daemon() -> int | None:
-    """The pid of a daemon that holds the daemon's lock but answers on no socket (its socket file
-    was deleted): no command reaches it, and `start` failed on its lock with "exited at its start".
-    None when no process holds the lock."""
+def _take_lock() -> IO[str] | int | None:
+    """The daemon's lock, taken by this process to be handed to the daemon it starts (`_spawn`):
+    of two commands starting one at once, only one starts it and says so (the other's daemon lost
+    the lock at once, and the pid it printed was a process gone). Else the pid of the process that
+    holds the lock (0 before that one wrote it), or None where no lock can be had here."""
     try:
         import fcntl
 
-        with open(daemon_folder() / "lock", "a+") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.seek(0)
-                text = lock.read().strip()
-                return int(text) if text.isdigit() else 0
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        folder = daemon_folder()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = open(folder / "lock", "a+")
     except (OSError, ImportError):
         return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        lock.seek(0)
+        text = lock.read().strip()
+        lock.close()
+        return (int(text) if text.isdigit() else 0) if isinstance(error, BlockingIOError) else None
+    lock.truncate(0)  # its pid, once started; no other daemon's meanwhile
+    lock.flush()
+    return lock
+
+
+def _socketless_daemon() -> int | None:
+    """The pid of a daemon that holds the daemon's lock but answers on no socket: it is starting,
+    or its socket file was deleted (it listens again within RECLAIM_S), or it is stuck. None when
+    no process holds the lock."""
+    lock = _take_lock()
+    if lock is None or isinstance(lock, int):
+        return lock
+    lock.close()  # nobody held it
     return None
 
 
@@ -107,8 +132,8 @@ def _status(args: argparse.Namespace) -> int:
                           **({"socketless_pid": orphan} if orphan is not None else {})}, indent=2))
         return 0
     if orphan is not None:
-        print(f"a daemon (pid {orphan}) runs but its socket {socket_path()} is gone, so no command reaches it; "
-              "`repomem daemon stop` ends it")
+        print(f"a daemon (pid {orphan}) holds the lock but does not listen on {socket_path()}: it is starting, "
+              "or its socket was deleted and it listens again within seconds; `repomem daemon stop` ends it")
         return 0
     if answer is None:
         print(f"no daemon running (socket {socket_path()})")
@@ -118,10 +143,24 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     print(f"daemon pid {answer['pid']}, up {answer['uptime_s']:.0f} s, {answer['commands']} commands, "
           f"{answer['resident_mb']} MB resident, exits after {answer['idle_exit_s'] / 60:g} idle minutes")
+    other = _another_installation(answer)
+    if other:
+        print(f"  {other}")
     for repository in answer["repositories"]:
         state = f"{repository['files']:,} files in memory" if repository["loaded"] else "index not loaded"
         print(f"  {repository['root']}: {state}" + (", unsaved changes" if repository["unsaved"] else ""))
     return 0
+
+
+def _another_installation(answer: dict) -> str | None:
+    """What to say of a daemon of another repomem installation (another virtualenv or checkout):
+    it runs none of this one's commands, which run in their own process; None for this one's."""
+    package = answer.get("package")
+    if package is None or package == package_folder():
+        return None
+    return (f"it belongs to another repomem installation ({package}): this one's commands run without it "
+            f"(this one is {package_folder()}); `repomem daemon stop` ends it, then a command of this one "
+            "at a terminal starts its own")
 
 
 def _stop() -> int:
@@ -144,7 +183,8 @@ def _stop() -> int:
 
 
 def _stop_socketless(pid: int) -> int:
-    """SIGTERM to a daemon that lost its socket (it saves its indexes and exits, as at `stop`)."""
+    """SIGTERM to a daemon that holds the lock but listens on no socket (it saves its indexes and
+    exits, as at `stop`)."""
     try:
         os.kill(pid, signal.SIGTERM)
     except OSError as error:
@@ -156,25 +196,32 @@ def _stop_socketless(pid: int) -> int:
     if _socketless_daemon() is not None:
         raise UserError(Failure(FailureKind.DAEMON_FAILED, f"the daemon (pid {pid}) did not stop within "
                                                            f"{STOP_TIMEOUT_S:.0f} s"))
-    print(f"daemon stopped (pid {pid}; it had lost its socket)")
+    print(f"daemon stopped (pid {pid}; it did not listen on its socket)")
     return 0
 
 
 def _start(args: argparse.Namespace) -> int:
-    running = _ask("status")
-    orphan = _socketless_daemon() if running is None else None
-    if orphan is not None:
-        raise UserError(Failure(FailureKind.DAEMON_FAILED,
-                                f"a daemon (pid {orphan}) runs but its socket {socket_path()} is gone; "
-                                "`repomem daemon stop` ends it, then start again"))
-    if running is not None:
-        print(f"a daemon is already running (socket {socket_path()}"
-              + (f", pid {running['pid']})" if "pid" in running else ", busy with a command)"))
-        return 0
     for root in args.warm:
         if not root.is_dir():
             raise UserError(Failure(FailureKind.MISSING_REPO, f"--warm {root}: no such folder"))
-    process = _spawn(args.idle_minutes, args.repositories, [str(root.resolve()) for root in args.warm], [])
+    running = _ask("status")
+    lock = _take_lock() if running is None else None
+    if isinstance(lock, int):  # one holds the lock: it is starting, or makes its deleted socket again
+        running = _answer_within(START_TIMEOUT_S)
+        lock = _take_lock() if running is None else None  # free again: its holder exited
+        if isinstance(lock, int):
+            raise UserError(Failure(FailureKind.DAEMON_FAILED,
+                                    f"a daemon (pid {lock or '?'}) holds the lock but did not listen on "
+                                    f"{socket_path()} within {START_TIMEOUT_S:.0f} s; `repomem daemon stop` ends it, "
+                                    "then start again"))
+    if running is not None:
+        other = _another_installation(running)
+        if other:
+            raise UserError(Failure(FailureKind.DAEMON_FAILED, f"a daemon (pid {running['pid']}) is running; {other}"))
+        print(f"a daemon is already running (socket {socket_path()}"
+              + (f", pid {running['pid']})" if "pid" in running else ", busy with a command)"))
+        return 0
+    process = _spawn(args.idle_minutes, args.repositories, [str(root.resolve()) for root in args.warm], [], lock)
     if isinstance(process, Failure):
         raise UserError(process)
     folder = daemon_folder()
@@ -197,11 +244,30 @@ def _start(args: argparse.Namespace) -> int:
                             f"the daemon did not answer within {START_TIMEOUT_S:.0f} s; see {folder / 'log'}"))
 
 
-def _spawn(idle_minutes: float, repositories: int, warm: list[str], model_for: list[str]
-           ) -> subprocess.Popen | Failure:
+def _answer_within(timeout_s: float) -> dict | None:
+    """A daemon's status answer (or BUSY) once one listens, within `timeout_s`; None when the lock
+    is free again (its holder exited) or nothing answered in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = _ask("status")
+        if answer is not None or _socketless_daemon() is None:
+            return answer
+        time.sleep(0.05)
+    return None
+
+
+def _spawn(idle_minutes: float, repositories: int, warm: list[str], model_for: list[str],
+           lock: IO[str] | None) -> subprocess.Popen | Failure:
     """A daemon started in the background, in a session of its own, logging to the daemon folder;
     `warm`: repository roots whose index it loads and prepares for edits before its first command;
-    `model_for`: a `complete` command's arguments, whose model it opens then too."""
+    `model_for`: a `complete` command's arguments, whose model it opens then too; `lock`: the
+    daemon's lock, taken here (`_take_lock`), handed to it and closed here."""
+    with lock or contextlib.nullcontext():
+        return _spawn_holding(idle_minutes, repositories, warm, model_for, lock)
+
+
+def _spawn_holding(idle_minutes: float, repositories: int, warm: list[str], model_for: list[str],
+                   lock: IO[str] | None) -> subprocess.Popen | Failure:
     path = socket_path()
     if len(os.fsencode(str(path))) > MAX_SOCKET_PATH:
         return Failure(FailureKind.DAEMON_FAILED,
@@ -222,12 +288,19 @@ def _spawn(idle_minutes: float, repositories: int, warm: list[str], model_for: l
         command += ["--warm", root]
     if model_for:
         command += ["--model-for", json.dumps(model_for)]
+    if lock is not None:
+        command += ["--lock-fd", str(lock.fileno())]
     with log:
         try:
-            return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
-                                    env=environment, start_new_session=True)
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                                       env=environment, start_new_session=True,
+                                       pass_fds=() if lock is None else (lock.fileno(),))
         except OSError as error:  # no process to be had (limits, memory): the command itself answered
             return Failure(FailureKind.DAEMON_FAILED, f"cannot start a process: {error.strerror or error}")
+    if lock is not None:
+        lock.write(f"{process.pid}\n")  # for `daemon status` before the daemon writes it itself
+        lock.flush()
+    return process
 
 
 def start_for_next_commands(argv: list[str], root: Path, auto_start: bool, idle_minutes: float) -> None:
@@ -244,10 +317,15 @@ def start_for_next_commands(argv: list[str], root: Path, auto_start: bool, idle_
     if conn is not None:  # started meanwhile, or one of another installation (one daemon a user)
         conn.close()
         return
+    lock = _take_lock()
+    if isinstance(lock, int):
+        # Held: a daemon another command just started, or one whose socket was deleted (it listens
+        # again within seconds): none is started, and nothing said; this command ran without it.
+        return
     # The command's own arguments, read in the daemon as this process read them: relative paths
     # (a --model file) resolved against this folder, where the daemon cannot know them.
     model_for = [argv[0], *_absolute_paths(argv[1:])] if argv[:1] == ["complete"] else []
-    process = _spawn(idle_minutes, 3, [str(root)], model_for)
+    process = _spawn(idle_minutes, 3, [str(root)], model_for, lock)
     if isinstance(process, Failure):
         print(f"repomem: warning: no daemon started for the next commands: {process.message} "
               "(`[daemon] auto_start = false` in the user config stops trying)", file=sys.stderr)
@@ -291,4 +369,5 @@ def add_daemon_parser(commands, run_command: RunCommand, parse_command: ParseCom
                              "command (repeatable)")
     daemon.add_argument("--json", action="store_true", help="status: as JSON")
     daemon.add_argument("--model-for", help=argparse.SUPPRESS)  # start_for_next_commands's `complete`
+    daemon.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # the lock, taken by its starter
     daemon.set_defaults(handler=functools.partial(cmd_daemon, run_command=run_command, parse_command=parse_command))

@@ -6,8 +6,14 @@ not for loading the index, importing the engine and setting numba up again.
 One command at a time, on this process's main thread (the working folder, the environment and
 standard streams are the client's for its duration); other clients wait in the listen queue. An
 index that a command updated is written after the command has answered. The daemon ends after
-`idle_s` seconds without a command, at `repomem daemon stop`, at SIGTERM, or when its own code
+`idle_s` seconds without a command it ran, at `repomem daemon stop`, at SIGTERM, or when its own code
 changed (a command then runs in its client's process).
+
+One daemon a user: it holds the lock file beside its socket for its life (the command that starts
+it takes the lock first and hands it over, so that of two started at once only one is said started).
+Every RECLAIM_S between commands it checks that its socket and lock are still the ones on disk: a
+socket file deleted under it (a tmp cleaner) is made again, so commands reach it again rather than
+each starting a daemon that loses the lock; a lock file replaced and taken by another daemon ends it.
 
 Only this user reaches it: the socket is 0600 in a 0700 folder, and each peer's uid is checked
 (SO_PEERCRED) before a byte is read.
@@ -46,6 +52,8 @@ REQUEST_TIMEOUT_S = 10.0  # a client sends its request as soon as it connects
 # A client that reads nothing of a command's output for this long (its reader stopped: `| less`
 # left open, Ctrl+Z) is taken for gone: one command at a time, so it held every other one up.
 SEND_TIMEOUT_S = 30.0
+# Between commands, how often the daemon checks that its socket and lock file are still on disk.
+RECLAIM_S = 2.0
 
 
 class _Client:
@@ -140,7 +148,7 @@ ParseCommand = Callable[[list[str]], argparse.Namespace]
 class Daemon:
     def __init__(self, idle_s: float, repositories: int, run_command: RunCommand,
                  warm: Sequence[Path] = (), model_for: Sequence[str] = (),
-                 parse_command: ParseCommand | None = None):
+                 parse_command: ParseCommand | None = None, lock_fd: int | None = None):
         self.run_command = run_command
         self.warm = tuple(warm)  # repositories whose index is loaded and prepared before the first command
         self.model_for = tuple(model_for)  # a `complete` command's argv: its model is opened then too
@@ -156,6 +164,16 @@ class Daemon:
         self._hung_up = False
         self._interruptible = False  # a client's hang-up stops the command only while this is True
         self._prepared: set[int] = set()  # ids of the services made ready for edits and watched
+        self.lock_fd = lock_fd  # the lock taken by the command that started this daemon, handed over
+        self._lock = None  # the lock file, held for the daemon's life
+        self._listener: socket.socket | None = None
+        self._identity = (0, 0)  # the listening socket's (device, inode) on disk
+        # When the last command of this installation ended: only those put off the idle exit. A
+        # status request or a command of another installation (declined) does not: a daemon that
+        # another installation's commands reach but never use (a second virtualenv of the user's)
+        # would otherwise live as long as those are run, serving nothing; once it has exited, that
+        # installation's next command at a terminal starts its own (one daemon a user).
+        self.last_command = time.monotonic()
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -172,24 +190,11 @@ class Daemon:
             print(f"repomem: error: {folder} belongs to another user", file=sys.stderr)
             return 2
         folder.chmod(0o700)
-        lock = open(folder / "lock", "a+")  # held for the daemon's life: one daemon a user
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print("repomem: error: a daemon is already running (`repomem daemon status`)", file=sys.stderr)
+        self._lock = _held_lock(folder / "lock", self.lock_fd)  # one daemon a user
+        if isinstance(self._lock, str):
+            print(f"repomem: error: {self._lock}", file=sys.stderr)
             return 2
-        lock.truncate(0)
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-        path.unlink(missing_ok=True)  # a socket left by a daemon that was killed: we hold the lock
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_mask = os.umask(0o177)
-        try:
-            listener.bind(str(path))
-        finally:
-            os.umask(old_mask)
-        listener.listen(16)
-        identity = path.stat().st_ino
+        self._listen()
         signal.signal(signal.SIGINT, self._on_interrupt)  # ignored when started in the background
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
         service_setup.KEPT = service_setup.KeptServices(self.repositories)
@@ -197,20 +202,58 @@ class Daemon:
         _log(f"listening on {path} (pid {os.getpid()}, idle exit after {self.idle_s:.0f} s)")
         self._warm_up()
         try:
-            self._serve_until_done(listener)
+            self._serve_until_done()
         except (KeyboardInterrupt, SystemExit):
             _log("stopped by a signal")
         finally:
-            listener.close()
+            self._listener.close()
             try:
-                if path.stat().st_ino == identity:
+                if _identity(path) == self._identity:  # not a socket another daemon made since
                     path.unlink()
             except OSError:
                 pass
             self._save_all()
             backend_options.KEPT_BACKEND.close()
-            lock.close()
+            self._lock.close()
         return 0
+
+    def _listen(self) -> None:
+        """Listen on the socket path, replacing what is there: this process holds the lock, so a
+        socket there is one left by a daemon that was killed."""
+        path = socket_path()
+        path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_mask = os.umask(0o177)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old_mask)
+        listener.listen(16)
+        if self._listener is not None:
+            self._listener.close()
+        self._listener, self._identity = listener, _identity(path)
+
+    def _reclaim(self) -> bool:
+        """Between commands: the lock file and socket on disk still this daemon's, taken or made
+        again where they were deleted (a tmp cleaner); False when another daemon took the lock
+        meanwhile (its folder was deleted and a command started one): this one then exits."""
+        folder = daemon_folder()
+        try:
+            if _identity(folder / "lock") != _identity(self._lock.fileno()):
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                lock = _held_lock(folder / "lock", None)
+                if isinstance(lock, str):
+                    _log("another daemon took the lock after its file was deleted: exiting")
+                    return False
+                self._lock.close()
+                self._lock = lock
+                _log("the lock file was deleted: taken again")
+            if _identity(socket_path()) != self._identity:
+                self._listen()
+                _log(f"the socket was deleted: listening again on {socket_path()}")
+        except OSError as error:  # the folder unwritable now: commands run in their own process
+            _log(f"cannot make the lock or socket again: {error}")
+        return True
 
     def _warm_up(self) -> None:
         """What every forwarded command would import and set up: done once, before the first."""
@@ -280,14 +323,20 @@ class Daemon:
         backend_options.release_backend(backend, key, None)
         _log(f"opened the model {backend.name} in {time.perf_counter() - started:.2f} s")
 
-    def _serve_until_done(self, listener: socket.socket) -> None:
+    def _serve_until_done(self) -> None:
+        self.last_command = time.monotonic()  # the warm-up done
         while True:
-            listener.settimeout(self.idle_s)
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
+            left = self.last_command + self.idle_s - time.monotonic()
+            if left <= 0:
                 _log(f"idle for {self.idle_s:.0f} s: exiting")
                 return
+            self._listener.settimeout(min(left, RECLAIM_S))
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                if not self._reclaim():
+                    return
+                continue
             except KeyboardInterrupt:
                 if self._hung_up:  # a client's hang-up that arrived after its command ended
                     self._hung_up = False
@@ -485,6 +534,7 @@ class Daemon:
             tempfile.tempdir = None
             os.chdir("/")
             self.commands += 1
+            self.last_command = time.monotonic()
             _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
             client.send(b"x", STATUS.pack(status))
 
@@ -524,6 +574,40 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def _identity(file: Path | int) -> tuple[int, int]:
+    """A file's (device, inode), by path or open descriptor; (0, 0) when it does not exist."""
+    try:
+        found = os.stat(file)
+    except FileNotFoundError:
+        return (0, 0)
+    return (found.st_dev, found.st_ino)
+
+
+def _held_lock(path: Path, fd: int | None):
+    """The daemon's lock file, locked and holding this process's pid: the descriptor `fd` handed
+    over by the command that started this daemon (it took the lock first), or `path` opened here;
+    a message when another process holds it."""
+    if fd is None:
+        lock = open(path, "a+")
+    else:
+        try:
+            lock = os.fdopen(fd, "a+")
+        except OSError as error:
+            return f"the daemon's lock descriptor {fd}: {error.strerror or error}"
+        if _identity(fd) != _identity(path):
+            lock.close()
+            return f"descriptor {fd} is not the daemon's lock {path}"
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # already held when handed over
+    except BlockingIOError:
+        lock.close()
+        return "a daemon is already running (`repomem daemon status`)"
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def _stop_on_sigterm(signum, frame) -> None:

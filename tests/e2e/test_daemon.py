@@ -308,22 +308,106 @@ def test_an_index_folder_deleted_under_the_daemon_is_built_again(cache: Path, tm
     assert json.loads(again.stdout)["action"].startswith("built") and (shop / ".repomem" / "CURRENT").is_file()
 
 
-def test_a_daemon_whose_socket_was_deleted_is_named_and_stopped() -> None:
-    """The socket file deleted under a running daemon: `status` and `stop` said no daemon ran, and
-    `start` failed with "exited at its start" while the daemon lived on with its lock."""
+def test_a_daemon_whose_socket_was_deleted_listens_again_and_none_other_is_started(package_repo: Path) -> None:
+    """The socket file deleted under a running daemon (a tmp cleaner): every command at a terminal
+    started a daemon that lost the lock at once, each saying "started a daemon (pid X)" of a process
+    gone. Now none is started nor said, and the daemon listens on its socket again."""
     folder = Path(tempfile.mkdtemp(prefix="rmd-"))
     try:
         env = _environment(folder, True)
+        env["REPOMEM_CONFIG"] = str(_user_config(folder, "[daemon]\nidle_minutes = 5\n"))
         started = repomem("daemon", "start", "--idle-minutes", "5", env=env)
         assert started.returncode == 0, started.stderr
         pid = _status(folder)["pid"]
         (folder / "daemon" / "socket").unlink()
-        status = repomem("daemon", "status", env=env)
-        assert status.returncode == 0 and f"a daemon (pid {pid}) runs but its socket" in status.stdout
-        again = repomem("daemon", "start", env=env)
-        assert again.returncode == 2 and "`repomem daemon stop` ends it" in again.stderr, again.stderr
-        stopped = repomem("daemon", "stop", env=env)
-        assert stopped.returncode == 0 and "it had lost its socket" in stopped.stdout, stopped.stdout
-        assert not _alive(pid)
+        status, _, shown = run_at_a_terminal(["retrieve", "pkg/models.py:20"], env, package_repo)
+        assert status == 0 and "started a daemon" not in shown, shown
+        deadline = time.monotonic() + 30
+        while not (folder / "daemon" / "socket").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _status(folder)["pid"] == pid
+        assert "the socket was deleted: listening again" in (folder / "daemon" / "log").read_text()
+        again = repomem("retrieve", "pkg/models.py:20", env=env, cwd=package_repo)
+        assert again.returncode == 0 and _status(folder)["commands"] == 1  # it answered
     finally:
+        repomem("daemon", "stop", env=_environment(folder, True))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_lock_holder_that_does_not_listen_is_named_and_stopped() -> None:
+    """A process holding the daemon's lock with no socket (a daemon starting, or stuck): `status`
+    and `stop` said no daemon ran."""
+    folder = Path(tempfile.mkdtemp(prefix="rmd-"))
+    holder = None
+    try:
+        env = _environment(folder, True)
+        (folder / "daemon").mkdir(mode=0o700)
+        holder = subprocess.Popen([sys.executable, "-c", (
+            "import fcntl, os, sys, time\n"
+            f"lock = open({str(folder / 'daemon' / 'lock')!r}, 'a+')\n"
+            "fcntl.flock(lock, fcntl.LOCK_EX)\n"
+            "lock.write(f'{os.getpid()}\\n'); lock.flush(); print('held', flush=True)\n"
+            "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "held"
+        status = repomem("daemon", "status", env=env)
+        assert status.returncode == 0 and f"a daemon (pid {holder.pid}) holds the lock but does not listen" \
+            in status.stdout, status.stdout
+        stopped = repomem("daemon", "stop", env=env)
+        assert stopped.returncode == 0 and "did not listen on its socket" in stopped.stdout, stopped.stdout
+        assert holder.wait(timeout=10) != 0
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_two_commands_starting_a_daemon_at_once_name_the_one_that_serves(
+        package_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Two terminals' commands each starting a daemon at once: both said "started a daemon (pid
+    X)", and one of those lost the lock and exited at once. Now only the one that serves is said."""
+    from repomem.cli import daemon_command
+
+    folder = Path(tempfile.mkdtemp(prefix="rm2-"))
+    try:
+        monkeypatch.setenv("REPOMEM_CACHE", str(folder))
+        monkeypatch.delenv(OPT_OUT, raising=False)
+        monkeypatch.setattr(daemon_command, "_at_terminal", lambda: True)
+        for _ in range(2):  # the second before the first's daemon listens (its imports take ~1 s)
+            daemon_command.start_for_next_commands(["retrieve"], package_repo, True, 5)
+        said = [line for line in capsys.readouterr().err.splitlines() if "started a daemon" in line]
+        assert len(said) == 1, said
+        deadline = time.monotonic() + 60
+        while not (folder / "daemon" / "socket").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert f"started a daemon (pid {_status(folder)['pid']})" in said[0]
+        assert "already running" not in (folder / "daemon" / "log").read_text()
+    finally:
+        repomem("daemon", "stop", env=_environment(folder, True))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_another_installations_commands_do_not_keep_the_daemon_alive() -> None:
+    """A daemon of another installation (another virtualenv) declines this one's commands, and each
+    of them put its idle exit off again: it never exited while they ran, serving none of them."""
+    folder = Path(tempfile.mkdtemp(prefix="rmo-"))
+    try:
+        env = _environment(folder, True)
+        assert repomem("daemon", "start", "--idle-minutes", "0.05", env=env).returncode == 0  # 3 s
+        pid = _status(folder)["pid"]
+        deadline = time.monotonic() + 15
+        while _alive(pid) and time.monotonic() < deadline:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                try:
+                    conn.connect(str(folder / "daemon" / "socket"))
+                    conn.sendall(json.dumps({"argv": ["index"], "cwd": "/", "env": {}, "package": "/another/repomem",
+                                             "terminals": [False, False]}).encode() + b"\n")
+                    conn.recv(64)
+                except OSError:
+                    pass  # it is exiting
+            time.sleep(0.3)
+        assert not _alive(pid)
+        assert "idle for 3 s: exiting" in (folder / "daemon" / "log").read_text()
+    finally:
+        repomem("daemon", "stop", env=_environment(folder, True))
         shutil.rmtree(folder, ignore_errors=True)

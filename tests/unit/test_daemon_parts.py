@@ -248,3 +248,36 @@ def test_a_daemon_started_to_warm_a_large_repository_is_said_started(
     with pytest.raises(UserError, match="no such folder"):
         daemon_command._start(missing)
     assert len(spawned) == 1
+
+
+def test_status_and_start_say_a_daemon_belongs_to_another_installation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A daemon of another virtualenv runs none of this installation's commands; `daemon status`
+    showed it as this one's (only `--json` had its package), and `start` said "already running"."""
+    from repomem.cli import daemon_command
+    from repomem.cli.errors import UserError
+    from repomem.cli.main import _parser
+
+    monkeypatch.setenv("REPOMEM_CACHE", str(tmp_path / "cache"))
+    answer = {"pid": 4242, "uptime_s": 5.0, "commands": 0, "resident_mb": 100, "idle_exit_s": 1800.0,
+              "repositories": [], "package": "/another/venv/repomem"}
+    monkeypatch.setattr(daemon_command, "_ask", lambda control, timeout_s=10.0: answer)
+    assert daemon_command._status(_parser().parse_args(["daemon", "status"])) == 0
+    shown = capsys.readouterr().out
+    assert "belongs to another repomem installation (/another/venv/repomem)" in shown
+    assert "`repomem daemon stop` ends it" in shown
+    with pytest.raises(UserError, match="another repomem installation"):
+        daemon_command._start(_parser().parse_args(["daemon", "start"]))
+    answer["package"] = package_folder()  # this installation's: nothing more said
+    assert daemon_command._status(_parser().parse_args(["daemon", "status"])) == 0
+    assert "another" not in capsys.readouterr().out
+
+
+def test_a_daemon_handed_a_descriptor_that_is_not_its_lock_refuses_to_start(tmp_path: Path) -> None:
+    """`--lock-fd` (how the command that starts a daemon hands it the lock it took) naming another
+    file: one line, exit 2, no daemon."""
+    from repomem.cli.daemon_server import _held_lock
+
+    (tmp_path / "lock").touch()
+    said = _held_lock(tmp_path / "lock", os.open(tmp_path / "other", os.O_RDWR | os.O_CREAT))  # closed there
+    assert isinstance(said, str) and "is not the daemon's lock" in said
