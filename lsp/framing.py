@@ -13,7 +13,12 @@ but:
   the specification asks (pygls itself ends the process at `exit`: 0 after `shutdown`, else 1);
 - a `Content-Length` that is missing, unreadable or larger than `max_message_bytes` drops that
   message, never the session;
-- every one of these is one line on stderr, never a traceback.
+- every one of these is one line on stderr, never a traceback;
+- once the client's end is gone (closed by `exit`, or the client went away: a broken pipe, a
+  reset connection), what the server still sends is dropped (SessionWriter). pygls logged each
+  such message with its traceback and then tried to show the client the error, which failed the
+  same way: an editor killed mid-completion left two tracebacks in its log, an `exit` without
+  `shutdown` while a completion ran left 25 "Error sending data" lines.
 """
 
 from __future__ import annotations
@@ -66,8 +71,37 @@ def quiet_pygls_logs() -> None:
 
 
 def complain(text: str) -> None:
-    sys.stderr.write(f"repomem serve: {text}\n")
-    sys.stderr.flush()
+    try:
+        sys.stderr.write(f"repomem serve: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr went with the client that read it
+        pass
+
+
+class SessionWriter:
+    """pygls's writer interface over the client's writer, which drops what is sent once the client's
+    end is gone: after `close` (pygls's `exit`), or after a write found it gone (said once)."""
+
+    def __init__(self, writer: Any):
+        self._writer = writer
+        self._lock = threading.Lock()
+        self.gone = False
+
+    def write(self, data: bytes) -> None:
+        if self.gone:
+            return
+        try:
+            self._writer.write(data)
+        except (OSError, ValueError) as error:  # BrokenPipeError, ConnectionResetError; ValueError: closed
+            with self._lock:
+                first, self.gone = not self.gone, True
+            if first:
+                complain(f"the client is gone ({error.__class__.__name__}): what the server had left to send "
+                         "was dropped")
+
+    def close(self) -> Any:
+        self.gone = True
+        return self._writer.close()
 
 
 class MessageLoop:

@@ -43,7 +43,7 @@ from repomem.index.scan import normalize_newlines
 from repomem.lsp.cache import CursorState
 from repomem.lsp.client_quirks import lenient_converter
 from repomem.lsp.documents import ProtocolLinesProtocol
-from repomem.lsp.framing import MessageLoop, complain, quiet_pygls_logs
+from repomem.lsp.framing import MessageLoop, SessionWriter, complain, quiet_pygls_logs
 from repomem.lsp.items import ACCEPT_COMMAND, completion_item, inline_item, typed_word
 from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
@@ -63,6 +63,7 @@ REJECT_NOTIFICATION = "repomem/didReject"
 CURSOR_NOTIFICATION = "repomem/didMoveCursor"
 SHUTDOWN_DRAIN_S = 5.0  # at most this long, `shutdown` waits for the model thread's queue
 EXIT_GRACE_S = 1.0  # at most this long, the process waits at exit for the model thread's call to return
+UINTEGER_MAX = 2**31 - 1  # LSP's uinteger: a Position's line and character
 UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str decoded from JSON, a pair is one code point
 LOG_LEVELS = {"error": types.MessageType.Error, "warning": types.MessageType.Warning,
               "info": types.MessageType.Info, "log": types.MessageType.Log}
@@ -620,9 +621,11 @@ def _document_position(value: Any) -> tuple[str, types.Position] | None:
     or attribute objects), or None when it is not one."""
     uri = field(value, "textDocument", "uri")
     line, character = field(value, "position", "line"), field(value, "position", "character")
-    if not isinstance(uri, str) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+    if not isinstance(uri, str) or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= UINTEGER_MAX
                                            for n in (line, character)):
-        return None  # (a negative line was a traceback in the answer: LSP positions are unsigned)
+        # (a negative line was a traceback in the answer: LSP positions are unsigned; one past
+        # uinteger's range made Position raise: an "Error in server" pop-up for repomem/didMoveCursor)
+        return None
     return uri, types.Position(line=line, character=character)
 
 
@@ -810,6 +813,7 @@ def run_session(ls: RepomemServer, stream: BinaryIO, writer: Any) -> int:
     quiet_pygls_logs()
     ls.session_stop = threading.Event()
     reader = StdinAsyncReader(stream, ls.thread_pool)
+    writer = SessionWriter(writer)  # once the client is gone, what is left to send is dropped
     ls.protocol.set_writer(writer)
     loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
     code = 0

@@ -37,6 +37,7 @@ def _own(options: Any) -> Any:
             return own
         if own is None or own == [] or own == "":
             return {}
+        return own  # not an object: said as such (it was "unknown repomem setting 'repomem'")
     return options
 
 

@@ -465,6 +465,70 @@ def test_exit_does_not_wait_for_a_served_model_that_hangs(workspace: Path):
         assert time.monotonic() - started < 3
 
 
+def _no_send_errors(stderr: str) -> None:
+    """What pygls printed for each message it could not send: a traceback, or "Error sending data"
+    lines, one per message and per error message about it."""
+    assert "Traceback" not in stderr and "Error sending data" not in stderr and "Failed to report" not in stderr, stderr
+
+
+def test_exit_without_shutdown_while_a_completion_runs_prints_nothing_about_its_answer(workspace: Path):
+    """`exit` (no `shutdown`) while an inline completion waits on the model: pygls closes the
+    output, then the completion's answer and its log line were sent to it, each failure logged and
+    reported to the client, which failed again: 25 "Error sending data" lines on stderr."""
+    with _served_by(_ListsItsModelThenHangs, workspace) as (client, url):
+        _initialize(client, workspace, {**SETTINGS, "answerWithinMs": 60000, "endpoint": url})
+        _wait_for_log(client, "model ready")
+        uri = _open_copy_of_report(client, workspace, "report_exit_running.py")
+        running = client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 11))
+        time.sleep(1.0)  # the request reaches the model server and waits there
+        assert client.answer(running, timeout_s=0.5, required=False) is None
+        client.notify("exit", {})
+        assert client.process.wait(timeout=30) == 1
+        time.sleep(0.5)  # stderr read to its end
+        _no_send_errors("".join(client.stderr))
+
+
+def test_a_client_that_goes_away_mid_completion_leaves_one_line(workspace: Path, tmp_path: Path):
+    """The editor killed while a completion waits (its pipes closed): the answer, and the log lines
+    after it, met a broken pipe; each was a traceback on stderr. Now one line says the client is
+    gone, and the server ends when its input does, its model call left behind."""
+    _ListsItsModelThenHangs.release.clear()
+    served, url = serve_http(_ListsItsModelThenHangs)
+    errors = tmp_path / "stderr.txt"
+    with errors.open("wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "repomem", "serve"], cwd=workspace, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=stderr)
+    try:
+        def send(message: dict) -> None:
+            process.stdin.write(framed({"jsonrpc": "2.0", **message}))
+            process.stdin.flush()
+
+        send({"id": 1, "method": "initialize", "params": {"capabilities": {}, "rootUri": workspace.as_uri(),
+              "initializationOptions": {**SETTINGS, "answerWithinMs": 1000, "endpoint": url}}})
+        send({"method": "initialized", "params": {}})
+        while "model ready" not in json.dumps(read_framed(process.stdout) or {"model ready": "(closed)"}):
+            pass
+        report = workspace / "shop" / "report.py"
+        uri = (workspace / "shop" / "report_gone.py").as_uri()
+        send({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": report.read_text()}}})
+        send({"id": 2, "method": "textDocument/completion", "params": {
+            "textDocument": {"uri": uri}, "position": {"line": 8, "character": 11}}})
+        process.stdout.close()  # the client is gone: its pending answer (after 1 s) meets a broken pipe
+        time.sleep(2.5)
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+    finally:
+        _ListsItsModelThenHangs.release.set()
+        served.shutdown()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = errors.read_text()
+    _no_send_errors(text)
+    assert text.count("the client is gone") == 1, text
+
+
 def test_a_new_answer_budget_holds_for_the_next_request_while_the_model_is_busy(workspace: Path):
     """The answer budget came into force only once the model thread had applied the new settings:
     a completion sent right after a workspace/didChangeConfiguration, while a generation held the

@@ -581,3 +581,25 @@ def test_a_file_refused_for_a_long_line_is_said_once_not_at_every_request(packag
     other = session.complete(EditorRequest("pkg/other.min.js", minified, 0, 3, lambda: False))
     assert other.finish_reason == "failed"
     assert len([message for _, message in logs if "scan.max_line_chars" in message]) == 2, logs
+
+
+def test_a_position_past_the_protocols_unsigned_range_in_a_custom_message_is_no_position():
+    """repomem/didMoveCursor and repomem.explain read their positions by hand: a line past LSP's
+    uinteger (2**31 - 1) made lsprotocol's Position raise, an "Error in server" pop-up."""
+    from repomem.lsp.server import _document_position
+
+    uri = "file:///repo/a.py"
+    for line, character in [(2**40, 0), (0, 2**31), (-1, 0), (True, 0), (1.5, 0)]:
+        position = {"line": line, "character": character}
+        assert _document_position({"textDocument": {"uri": uri}, "position": position}) is None
+    assert _document_position({"textDocument": {"uri": uri}, "position": {"line": 2**31 - 1, "character": 0}}) == (
+        uri, types.Position(line=2**31 - 1, character=0))
+
+
+def test_settings_under_the_repomem_key_that_are_not_an_object_are_said_to_be_so():
+    """`{"repomem": 5}` was read as a flat setting named "repomem": "unknown repomem setting
+    'repomem' ignored", which hid what was wrong."""
+    config, problems = apply_settings(Config(), {"repomem": 5})
+    assert [client_problem_line(p) for p in problems] == [
+        "repomem settings must be an object, got int; defaults kept"]
+    assert config.retrieval.top_k == apply_settings(Config(), None)[0].retrieval.top_k
