@@ -383,8 +383,9 @@ class CompletionEngine:
         budget = PromptBudget(room, settings.context_share, settings.max_suffix_tokens)
         visible_from = min(max(request.visible_from, 0), cursor.line)
         start = self._warm.start(lever_round.stable_key, visible_from, budget.max_prompt_tokens)
+        dropped: list[ContextBlock] = []
         try:
-            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, start)
+            prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, start, dropped)
             if not isinstance(prompt, Failure) and start.aim is not None and prompt.left_first_line > start.aim:
                 # The previous start no longer fits (the cursor moved down): fit afresh, so that
                 # no block is dropped for lines this prompt does not show, nor an import left out
@@ -393,6 +394,18 @@ class CompletionEngine:
                     lever.restart_fit()
                 prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from,
                                           start.afresh())
+            elif not isinstance(prompt, Failure) and start.aim is None \
+                    and any(not _shows(prompt, cursor.line, block) for block in dropped):
+                # A block dropped as shown by an earlier fit, whose file began higher than this
+                # one's: the prompt shows neither it nor those lines (a function's best block left
+                # out of its first completion, which the next keystroke's fit, starting the file
+                # where this one does, kept: a warm completion read the prompt again from there).
+                # Fitted as that next one fits.
+                for lever in levers:
+                    lever.restart_fit()
+                first = prompt.left_first_line
+                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from,
+                                          PromptStart(first, first - visible_from, start.headroom))
         except TokenCountFailed as error:
             return error.failure
         if isinstance(prompt, Failure):
@@ -414,14 +427,16 @@ class CompletionEngine:
         return min(wanted, room)
 
     def _settle_fit(self, lever_round: LeverRound, levers: Sequence[PromptLever], candidates: list[ContextBlock],
-                    select, budget: PromptBudget, visible_from: int, start: PromptStart) -> Prompt | Failure:
+                    select, budget: PromptBudget, visible_from: int, start: PromptStart,
+                    dropped: list[ContextBlock] | None = None) -> Prompt | Failure:
         """build_prompt, redone until no block repeats what the prompt shows of the current file and
         no lever's pins change. `start.aim` (a file line): where the previous prompt of this function
         began its file; blocks that the file from there on would show count as shown while the fit
         settles, so that the same candidates settle on the same prompt as last time (a block that
         only the first fits' starts overlapped would otherwise push the start down each time, and
         a warm completion would evaluate the prompt again from that block on). `visible_from`: the
-        first file line the prompt may show (left_lines[0])."""
+        first file line the prompt may show (left_lines[0]). `dropped` gathers the candidates
+        dropped as shown."""
         request, context = lever_round.request, lever_round.context
         settings = self.config.completion
         cursor = request.cursor
@@ -444,18 +459,17 @@ class CompletionEngine:
             # build_prompt counts lines of `left_lines`; the rest of the engine uses file lines.
             prompt = dataclasses.replace(prompt, left_first_line=prompt.left_first_line + visible_from)
             first_shown = prompt.left_first_line if start.aim is None else min(start.aim, prompt.left_first_line)
-            # The file lines the prompt shows: from the first kept to the last of the code after the
-            # cursor it kept (a block farther below is not shown, however long the file runs on).
-            # The suffix's first line is the cursor line's rest: it shows suffix_lines - 1 lines below.
-            shown = (first_shown, cursor.line + max(prompt.suffix_lines - 1, 0))
             duplicates = [b for b in prompt.blocks if b.path == cursor.path and not b.summary
-                          and b.start_line <= shown[1] and b.end_line > shown[0]]
+                          and _shows(prompt, cursor.line, b, first_shown)]
             # A block is a candidate, or several merged (packing): each candidate it shows goes. A
             # round that takes none away ends the fit (it never would otherwise).
             shown_ids = {id(b) for b in duplicates}
             shown_fragments = {fragment for b in duplicates for fragment in b.fragments}
             kept = [c for c in candidates if id(c) not in shown_ids
                     and not (c.path == cursor.path and not c.summary and c.fragment in shown_fragments)]
+            if dropped is not None:
+                kept_ids = {id(c) for c in kept}
+                dropped.extend(c for c in candidates if id(c) not in kept_ids)
             unsettled = len(kept) < len(candidates)
             candidates = kept
             for lever in levers:
@@ -488,6 +502,15 @@ class CompletionEngine:
             deadline_s=self.config.completion.deadline_s, cancel=request.cancel, enough=enough,
             forced_start=context.forced_start, prefix_only=request.prefix_only,
         ))
+
+
+def _shows(prompt: Prompt, cursor_line: int, block: ContextBlock, first_line: int | None = None) -> bool:
+    """Whether the prompt's part of the current file holds lines of `block`, a block of that file:
+    from its first line (or `first_line`) to the last of the code after the cursor it kept (a block
+    farther below is not shown, however long the file runs on; the suffix's first line is the
+    cursor line's rest, so it shows suffix_lines - 1 lines below)."""
+    first = prompt.left_first_line if first_line is None else first_line
+    return block.start_line <= cursor_line + max(prompt.suffix_lines - 1, 0) and block.end_line > first
 
 
 def _continues_the_frame(text: str, prompt: Prompt, context: CursorContext, path: str) -> bool:

@@ -148,3 +148,55 @@ def test_a_buffer_reindexed_after_a_new_line_keeps_the_functions_blocks(tmp_path
     assert [(b.path, b.start_line) for b in second.prompt.blocks] == \
         [(b.path, b.start_line) for b in first.prompt.blocks]
     assert second.prompt.text.startswith(first.prompt.text[: first.prompt.text.rindex("\n")])
+
+
+def _similar_functions(root: Path) -> dict[str, str]:
+    """Four files of small functions over one vocabulary (seeded), the first with narrow lines and
+    the others with comments of up to 12 words: blocks of other files outweigh the current file's."""
+    import random
+
+    rng = random.Random(3)
+    words = ["total", "amount", "price", "tax", "order", "cart", "item", "discount", "rate", "value", "count", "sum"]
+
+    def function(i: int, wide: int) -> list[str]:
+        a, b, c = rng.sample(words, 3)
+        pad = " ".join(rng.choice(words) for _ in range(wide))
+        return [f"def {a}_{b}_{i}({c}):", f"    {a} = {c} * {i}  # {pad}", f"    {b} = {a} + {rng.choice(words)}",
+                f"    return {a} - {b}", ""]
+
+    files = {}
+    for f in range(4):
+        lines: list[str] = []
+        for i in range(rng.randint(8, 20)):
+            lines += function(i + 100 * f, 1 if f == 0 else rng.randint(1, 12))
+        files[f"pkg/m{f}.py"] = "\n".join(lines) + "\n"
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return files
+
+
+def test_a_block_dropped_as_shown_by_a_fit_that_began_higher_is_kept_where_the_prompt_does_not_show_it(tmp_path):
+    """The fit drops a block of the current file that its file part shows; when that drop lets
+    larger blocks in and the file part then begins below the block, the prompt showed neither the
+    block nor its lines (Django's geoip2.py: the best-ranked block of a function's first completion
+    left out), and the next keystroke's fit, which begins the file where this one did, kept it: a
+    warm completion read its prompt again from that block on (1.8 s on two cores)."""
+    files = _similar_functions(tmp_path)
+    service = RepoService.open(tmp_path, Config())
+    service.ensure_index()
+    path, line = "pkg/m1.py", 89
+    lines = files[path].split("\n")
+    cut = lines[line - 1].index("return ") + len("return ")
+    for budget in (580, 595):
+        config = with_overrides(service.config, completion={"max_prompt_tokens": budget, "fill_in_middle": False,
+                                                            "order": "stable"})
+        engine = CompletionEngine(service, Words(), config)
+        prompts = []
+        for typed in (0, 1):
+            text = "\n".join(lines[: line - 1] + [lines[line - 1][: cut + typed]] + lines[line:])
+            prepared = engine.prepare(engine.request(locate(tmp_path, path, text, line, cut + typed + 1), "fragrel"))
+            prompts.append(prepared.prompt)
+        first, next_keystroke = prompts
+        assert [b.fragment for b in first.blocks] == [b.fragment for b in next_keystroke.blocks], budget
+        assert next_keystroke.text.startswith(first.text), budget
