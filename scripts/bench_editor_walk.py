@@ -43,6 +43,7 @@ import json
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -266,6 +267,11 @@ def summarise(records: list[dict]) -> dict:
     return kinds
 
 
+# A process on the CPU half the time: 50 ms spinning, 50 ms asleep.
+BUSY_HALF_THE_TIME = ("import time\nwhile True:\n    end = time.perf_counter() + 0.05\n"
+                      "    while time.perf_counter() < end:\n        pass\n    time.sleep(0.05)\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", type=Path, default=None)
@@ -276,6 +282,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "bench-editor-walk.json")
     parser.add_argument("--accept", action="store_true",
                         help="also accept each new line's answer, press Enter and ask (\"after accept\")")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="processes beside the walk, each on the CPU half of every 100 ms (the editor, a "
+                             "browser, a build: what a user's machine runs besides)")
     args = parser.parse_args()
     console = Console(width=150)
     source = django_or(args.repo)
@@ -289,11 +298,17 @@ def main() -> int:
         repo = Path(scratch) / source.name
         shutil.copytree(source, repo, ignore=shutil.ignore_patterns("__pycache__"))
         files = choose_files(repo, args.files, args.seed)
-        result = asyncio.run(walk(repo, files, settings, console, args.accept))
+        beside = [subprocess.Popen([sys.executable, "-c", BUSY_HALF_THE_TIME]) for _ in range(args.busy)]
+        try:
+            result = asyncio.run(walk(repo, files, settings, console, args.accept))
+        finally:
+            for process in beside:
+                process.kill()
+                process.wait()
     result.update({"repo": source.name, "settings": settings, "files": len(files),
                    "protocol": {"open_to_cursor_s": OPEN_TO_CURSOR_S, "open_to_ask_s": OPEN_TO_ASK_S,
                                 "typed_chars": TYPED_CHARS, "chars_per_second": CHARS_PER_SECOND,
-                                "reask_s": REASK_S, "accept": args.accept,
+                                "reask_s": REASK_S, "accept": args.accept, "busy_processes": args.busy,
                                 "accept_to_enter_s": ACCEPT_TO_ENTER_S}})
     result["summary"] = summarise(result["records"])
     args.out.parent.mkdir(parents=True, exist_ok=True)

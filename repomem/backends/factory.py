@@ -46,7 +46,8 @@ def start_ahead(config: Config, model_path: str = "") -> StartedAhead | None:
     from repomem.backends.llama_process import start_ahead as start_child
 
     return start_child(path, settings.context_tokens, settings.threads, settings.gpu_layers,
-                       settings.reuse_chunk_tokens, prompt_cache(settings), fused_attention(settings, path))
+                       settings.reuse_chunk_tokens, prompt_cache(settings), fused_attention(settings, path),
+                       settings.decode_threads)
 
 
 def open_backend(config: Config, progress: Progress | None = None, *, model_path: str = "",
@@ -148,9 +149,10 @@ def open_gguf(path: Path, config: Config, ahead: StartedAhead | None = None) -> 
                                         prefill_chunk_tokens=settings.prefill_chunk_tokens,
                                         reuse_chunk_tokens=settings.reuse_chunk_tokens,
                                         prompt_cache=prompt_cache(settings), ahead=ahead,
-                                        flash_attention=fused_attention(settings, path))
+                                        flash_attention=fused_attention(settings, path),
+                                        decode=settings.decode_threads)
     from repomem.backends.llama import LlamaBackend
 
     return LlamaBackend.open(path, settings.context_tokens, settings.threads, settings.gpu_layers,
                              reuse_chunk_tokens=settings.reuse_chunk_tokens, prompt_cache=prompt_cache(settings),
-                             flash_attention=fused_attention(settings, path))
+                             flash_attention=fused_attention(settings, path), decode=settings.decode_threads)

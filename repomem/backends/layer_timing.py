@@ -13,12 +13,12 @@ for), the same tokens for each.
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repomem.backends.cpu_threads import prompt_threads
 from repomem.failures import Failure, FailureKind
 
 SAMPLE_PROMPT_TOKENS = 512  # one prompt read cold: long enough that the matrices, not set-up, dominate
@@ -58,7 +58,7 @@ def time_files(paths: list[Path], threads: int = 0, flash_attention: bool = True
         import llama_cpp
     except ImportError as error:
         return Failure(FailureKind.BACKEND_MISSING, f"llama-cpp-python is not installed ({error})")
-    workers = threads or (os.cpu_count() or 1)
+    workers = prompt_threads(threads)  # a quiet machine's counts, as the embedded model runs there
     context = WARM_UP_TOKENS + SAMPLE_PROMPT_TOKENS + SAMPLE_DECODE_TOKENS + 16
     llama_logger = logging.getLogger("llama-cpp-python")
     level = llama_logger.level

@@ -9,12 +9,12 @@ runs the next prompt repeats elsewhere (repomem.backends.kv_reuse).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, window_overflow
+from repomem.backends.cpu_threads import decode_counts, prompt_threads, with_decode_threads
 from repomem.backends.forced_start import StartConstraint, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs
 from repomem.backends.kv_reuse import reused_tokens, with_chunk_reuse
@@ -40,7 +40,8 @@ class LlamaBackend:
     @classmethod
     def open(cls, path: Path, context_tokens: int = 4096, threads: int = 0,
              gpu_layers: int = 0, reuse_chunk_tokens: int = 0,
-             prompt_cache: tuple[Path, int] | None = None, flash_attention: bool = False) -> LlamaBackend | Failure:
+             prompt_cache: tuple[Path, int] | None = None, flash_attention: bool = False,
+             decode: int = 0) -> LlamaBackend | Failure:
         checked = check_gguf(path)
         if isinstance(checked, Failure):
             return checked
@@ -48,15 +49,13 @@ class LlamaBackend:
             from llama_cpp import Llama
         except ImportError as error:
             return Failure(FailureKind.BACKEND_MISSING, f"llama-cpp-python is not installed ({error})")
-        # One count for generation and prompt processing (llama-cpp-python's batch threads default
-        # to every core): a busy CPU makes llama.cpp's spinning threads wait on each other, measured
-        # here at 20 tokens in 64.8 s with 2 threads against 4.6 s with 1 while another job ran.
-        workers = threads or (os.cpu_count() or 1)
         try:
             states = (StateFolder(folder_for(prompt_cache[0], path, context_tokens, gpu_layers, flash_attention),
                                   prompt_cache[1]) if prompt_cache else None)
-            llama = with_prompt_states(with_chunk_reuse(Llama, reuse_chunk_tokens), states)(
-                model_path=str(path), n_ctx=context_tokens, n_threads=workers, n_threads_batch=workers,
+            fewest, most = decode_counts(threads, decode)
+            llama = with_prompt_states(with_chunk_reuse(with_decode_threads(Llama, fewest, most), reuse_chunk_tokens),
+                                       states)(
+                model_path=str(path), n_ctx=context_tokens, n_threads=most, n_threads_batch=prompt_threads(threads),
                 n_gpu_layers=gpu_layers, flash_attn=flash_attention, verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as error:

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from repomem.backends.cpu_threads import decode_counts, with_decode_threads
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER, with_chunk_reuse
@@ -49,7 +50,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--model", required=True)
     parser.add_argument("--alias", default="")
     parser.add_argument("--context", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)  # reading a prompt
+    parser.add_argument("--decode-threads", type=int, default=0)  # writing tokens (0: cpu_threads.DecodeThreads)
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--reuse-chunk-tokens", type=int, default=0)  # repomem.backends.kv_reuse
     parser.add_argument("--prompt-states", default="")  # a folder: repomem.backends.prompt_states
@@ -165,12 +167,14 @@ def main() -> None:
     # machine, a cold 1,800-token prompt: 18.6 s and +60 MB instead of 27.1 s and +1.65 GB.
     # llama-cpp-python then refuses `logprobs`; the server loads its model through the name
     # llama_cpp.Llama, bound here to the class that records greedy answers' log-probabilities.
+    fewest, most = decode_counts(args.threads, args.decode_threads)
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
-                          n_threads=args.threads, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
+                          n_threads=most, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
                           logits_all=False, flash_attn=args.flash_attention, verbose=False)
     states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers,
                                      args.flash_attention), args.prompt_states_bytes) if args.prompt_states else None)
-    llama_cpp.Llama = with_greedy_logprobs(with_prompt_states(with_chunk_reuse(Llama, args.reuse_chunk_tokens), states))
+    llama_cpp.Llama = with_greedy_logprobs(with_prompt_states(
+        with_chunk_reuse(with_decode_threads(Llama, fewest, most), args.reuse_chunk_tokens), states))
     load = _ModelLoad(model)
     load.start()
     import uvicorn

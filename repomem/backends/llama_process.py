@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
+from repomem.backends.cpu_threads import prompt_threads
 from repomem.backends.forced_start import ALLOWED_BIAS
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.kv_reuse import reused_tokens
@@ -88,12 +89,12 @@ class StartedAhead:
 
 
 def _command(path: Path, context_tokens: int, threads: int, gpu_layers: int, reuse_chunk_tokens: int,
-             prompt_cache: tuple[Path, int] | None, flash_attention: bool = False) -> list[str]:
-    workers = threads or (os.cpu_count() or 1)  # one count for decoding and prompt processing (llama.py)
+             prompt_cache: tuple[Path, int] | None, flash_attention: bool = False, decode: int = 0) -> list[str]:
     return [
         # -P: the working folder (the temporary one, where any local user writes) is not on its import path
         sys.executable, "-P", "-m", "repomem.backends.llama_child", "--model", str(path), "--alias", path.name,
-        "--context", str(context_tokens), "--threads", str(workers),
+        "--context", str(context_tokens), "--threads", str(prompt_threads(threads)),
+        "--decode-threads", str(decode),  # 0: the faster of two counts, token by token (cpu_threads)
         "--gpu-layers", str(gpu_layers),  # -1 = every layer on the GPU; a CPU-only build ignores it
         "--reuse-chunk-tokens", str(reuse_chunk_tokens),
         *(("--prompt-states", str(prompt_cache[0]), "--prompt-states-bytes", str(prompt_cache[1]))
@@ -116,11 +117,11 @@ def _spawn(command: list[str]) -> StartedAhead | Failure:
 
 def start_ahead(path: Path, context_tokens: int = 4096, threads: int = 0, gpu_layers: int = -1,
                 reuse_chunk_tokens: int = 0, prompt_cache: tuple[Path, int] | None = None,
-                flash_attention: bool = False) -> StartedAhead | None:
+                flash_attention: bool = False, decode: int = 0) -> StartedAhead | None:
     """The child for `path` started now, to be taken by `LlamaProcessBackend.open` with the same
     settings; None when it cannot start (open then says why)."""
     started = _spawn(_command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache,
-                              flash_attention))
+                              flash_attention, decode))
     return None if isinstance(started, Failure) else started
 
 
@@ -157,7 +158,8 @@ class LlamaProcessBackend:
              start_deadline_s: float = START_DEADLINE_S,
              prefill_chunk_tokens: int = 0, reuse_chunk_tokens: int = 0,
              prompt_cache: tuple[Path, int] | None = None,
-             ahead: StartedAhead | None = None, flash_attention: bool = False) -> LlamaProcessBackend | Failure:
+             ahead: StartedAhead | None = None, flash_attention: bool = False,
+             decode: int = 0) -> LlamaProcessBackend | Failure:
         """Start the child (or take `ahead`, started with the same command) and wait until it
         answers."""
         checked = check_gguf(path)
@@ -166,7 +168,7 @@ class LlamaProcessBackend:
                 ahead.discard()
             return checked
         command = _command(path, context_tokens, threads, gpu_layers, reuse_chunk_tokens, prompt_cache,
-                           flash_attention)
+                           flash_attention, decode)
         if ahead is not None and not ahead.taken and ahead.command == command:
             ahead.taken = True
             spawned: StartedAhead | Failure = ahead

@@ -322,7 +322,12 @@ class ModelConfig:
                                   help="model window of the embedded backend (prompt + generation), in tokens")
     threads: int = setting(0, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True, reopens_backend=True,
                            moved_from=("completion.threads",),
-                           help="llama.cpp threads (0 = all cores)")
+                           help="llama.cpp threads reading a prompt (0 = all cores)")
+    # Two threads writing tokens wait on each other whenever a third process runs: backends/cpu_threads.py.
+    decode_threads: int = setting(0, maximum=MAX_THREADS, repository_cap=CPU_COUNT, run_only=True,
+                                  reopens_backend=True,
+                                  help="llama.cpp threads writing tokens (0 = token by token the faster of "
+                                       "`threads` and one fewer)")
     # A CPU-only build of llama.cpp ignores it.
     gpu_layers: int = setting(-1, minimum=-1, minimum_means="all layers", run_only=True, reopens_backend=True,
                               lsp="gpuLayers", moved_from=("completion.gpu_layers",),

@@ -146,7 +146,8 @@ def test_the_repository_caps():
     caps = {s.name: s.rules.repository_cap for s in settings_of(Config) if s.rules.repository_cap is not None}
     assert caps == {
         "index.workers": CPU_COUNT, "relations.workers": CPU_COUNT, "relations.product_threads": CPU_COUNT,
-        "model.threads": CPU_COUNT, "model.context_tokens": 32_768, "completion.max_prompt_tokens": 32_768,
+        "model.threads": CPU_COUNT, "model.decode_threads": CPU_COUNT, "model.context_tokens": 32_768,
+        "completion.max_prompt_tokens": 32_768,
         "completion.max_suffix_tokens": 32_768, "completion.max_new_tokens": 2_048, "completion.iterative_rounds": 4,
         "model.batch_size": 64, "completion.deadline_s": 600.0, "memory.max_calls": 32,
         "memory.answer_tokens": 256, "memory.summary_tokens": 1_024, "scan.max_file_bytes": 10_000_000,
@@ -166,7 +167,7 @@ def test_run_only_settings_leave_the_fingerprints_alone():
     assert wholly == {"index", "server", "daemon"}
     assert run_only - {s.name for s in settings_of(Config) if s.section in wholly} == {
         "relations.workers", "relations.product_threads", "relations.parallel_product_entries",
-        "model.threads", "model.endpoint", "model.api_key_env", "completion.deadline_s",
+        "model.threads", "model.decode_threads", "model.endpoint", "model.api_key_env", "completion.deadline_s",
         "model.isolate_model", "model.gpu_layers", "model.embedded_layers", "model.batch_size",
         "model.batch_gather_ms",
         "model.context_tokens", "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.flash_attention",
@@ -184,7 +185,7 @@ def test_run_only_settings_leave_the_fingerprints_alone():
 def test_the_backend_reopens_for_its_own_settings_only():
     assert names_where(lambda r: r.reopens_backend) == {
         "model.model_path", "model.endpoint", "model.hf_model", "model.gpu_layers",
-        "model.isolate_model", "model.threads", "model.context_tokens",
+        "model.isolate_model", "model.threads", "model.decode_threads", "model.context_tokens",
         "model.prefill_chunk_tokens", "model.reuse_chunk_tokens", "model.flash_attention", "model.endpoint_logprobs",
         "model.embedded_layers", "model.embedded_model", "model.prompt_cache_mb"}
     base = Config()
