@@ -529,6 +529,13 @@ def main(argv: list[str] | None = None, out: Console | None = None, err: Console
             return _internal_error(error)
         print(f"repomem: error: cannot write the output: {error.strerror}", file=sys.stderr)
         return 1
+    except SystemError as error:
+        # Ctrl-C while a compiled (numba) kernel ran: the dispatcher reports the KeyboardInterrupt
+        # raised meanwhile as a SystemError caused by it ("repomem: internal error" at a Ctrl-C).
+        if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
+            print("repomem: interrupted", file=sys.stderr)
+            return 130
+        return _internal_error(error)
     except Exception as error:  # a bug: say so in one line, keep the traceback for REPOMEM_DEBUG
         return _internal_error(error)
 

@@ -29,6 +29,7 @@ from repomem.regular_files import is_scratch_of, open_private, read_regular, rep
 CURRENT = "CURRENT"
 MARKER = "REPOMEM-INDEX"  # written into every index folder repomem creates: what it may delete in
 GITIGNORE = ".gitignore"
+LOCK = "lock"
 IGNORE_EVERYTHING = b"*\n"  # the folder's own .gitignore: git leaves all of it out
 
 
@@ -122,6 +123,8 @@ def claim_index_folder(directory: Path, root: Path) -> None:
         for entry in directory.iterdir():
             if is_scratch_of(entry.name, MARKER):
                 entry.unlink(missing_ok=True)
+        # A folder at the marker's name (an old index's folder, damaged) failed every save for good.
+        clear_file_path(directory, MARKER)
         replace_private(directory / MARKER, b"repomem index folder: repomem may replace or delete what is in it\n")
         # git ignores the folder from the claim on (the marker first: a folder holding only this
         # file would not be repomem's). The first build scans after the claim and before its
@@ -158,7 +161,9 @@ def _private_folders(directory: Path) -> None:
 def writer_lock(directory: Path) -> Iterator[None]:
     """Held while a snapshot is written and made current: one writer at a time per index."""
     directory.mkdir(parents=True, exist_ok=True)
-    with os.fdopen(open_private(directory / "lock", os.O_RDWR), "r+b") as handle:
+    # open_private removes only an empty folder there: one holding anything failed every save for good.
+    clear_file_path(directory, LOCK)
+    with os.fdopen(open_private(directory / LOCK, os.O_RDWR), "r+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -22,6 +22,7 @@ from repomem.failures import Failure, FailureKind
 from repomem.index.bm25 import compute_stats
 from repomem.index.calls import resolves_calls
 from repomem.index.fragments import FileFragments
+from repomem.index.index_folder import current_snapshot, index_dir
 from repomem.index.integrity import (
     check_offsets,
     check_postings,
@@ -36,10 +37,30 @@ from repomem.index.snapshot_files import arrays_from, json_from
 from repomem.index.snapshot_manifest import SNAPSHOT_FILES, file_records, unpacked_integers, verified_bytes
 from repomem.languages.parsed import FileSyntax
 
+# Loads tried when another process made a newer snapshot current (and pruned the one being read).
+LOAD_ATTEMPTS = 3
+
 
 def load_index(root: Path, config: Config) -> RepoIndex | Failure:
     """The current snapshot for `root`, or why it cannot be used (then rebuild): not sealed by this
-    user's key, a file whose bytes are not the ones written, or an array that breaks an invariant."""
+    user's key, a file whose bytes are not the ones written, or an array that breaks an invariant.
+
+    A snapshot that vanishes while it is read is no damage when another process has saved a newer
+    one meanwhile (its save prunes the older snapshots): the new current one is loaded instead. A
+    command run while the language server or another command saved found "index is damaged (No such
+    file or directory ...)" and rebuilt the whole index."""
+    directory = index_dir(root, config)
+    for _ in range(LOAD_ATTEMPTS):
+        before = current_snapshot(directory)
+        loaded = _load_current(root, config)
+        if not isinstance(loaded, Failure) or loaded.kind != FailureKind.DAMAGED_INDEX \
+                or current_snapshot(directory) == before:
+            return loaded
+    return loaded
+
+
+def _load_current(root: Path, config: Config) -> RepoIndex | Failure:
+    """`load_index`, once."""
     try:
         current = current_manifest(root, config)
         if isinstance(current, Failure):

@@ -715,3 +715,87 @@ def test_an_edit_that_fails_halfway_lets_go_of_the_index(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert not isinstance(service.ensure_index(), Failure)
     assert service.view().retrieve("compute_tax", k=1)
+
+
+@pytest.mark.parametrize("name", ["REPOMEM-INDEX", "lock"])
+def test_a_folder_at_the_marker_or_the_lock_is_moved_aside_not_a_failed_save_forever(synthetic_repo, name):
+    """A folder holding anything where repomem keeps a file (the marker, the writers' lock) failed
+    every later save, and with it every command ("cannot write the index: Is a directory" /
+    "Directory not empty"), for good. It is moved aside, as one at CURRENT or .gitignore is."""
+    built(synthetic_repo)
+    folder = synthetic_repo / ".repomem"
+    (folder / name).unlink()
+    (folder / name).mkdir()
+    (folder / name / "kept").write_text("someone's", encoding="utf-8")
+    (synthetic_repo / "lib/part0/mod0.py").write_text("def edited():\n    return 1\n", encoding="utf-8")
+    service = RepoService.open(synthetic_repo)
+    assert isinstance(service, RepoService)
+    report = service.ensure_index()
+    assert not isinstance(report, Failure), report
+    assert report.action == "updated"
+    assert (folder / name).is_file()
+    aside = list(folder.glob(f"{name}.not-a-file-*"))
+    assert len(aside) == 1 and (aside[0] / "kept").read_text(encoding="utf-8") == "someone's"
+    assert service.view().retrieve("edited", k=1)[0].path == "lib/part0/mod0.py"
+
+
+def test_a_snapshot_pruned_by_a_newer_save_while_it_loads_is_no_damage(synthetic_repo, monkeypatch):
+    """Another process (the language server, a second command) saved twice while this one read the
+    snapshot CURRENT named, and pruned it: the load found "index is damaged (No such file or
+    directory)", warned, and rebuilt the whole index. The newer snapshot is loaded instead."""
+    from repomem.index import snapshot_load
+
+    built(synthetic_repo)
+    real = snapshot_load.current_manifest
+    calls = []
+    saving = []
+
+    def saved_twice_meanwhile(root, config):
+        read = real(root, config)
+        if saving:  # the other process's own loads
+            return read
+        if not calls:
+            saving.append(True)
+            other = RepoService.open(synthetic_repo)
+            assert isinstance(other, RepoService)
+            for text in ("def edited():\n    return 1\n", "def edited():\n    return 2\n"):
+                (synthetic_repo / "lib/part0/mod0.py").write_text(text, encoding="utf-8")
+                assert other.ensure_index().action == "updated"
+            saving.clear()
+            assert not read[0].exists()  # pruned
+        calls.append(read[0])
+        return read
+
+    monkeypatch.setattr(snapshot_load, "current_manifest", saved_twice_meanwhile)
+    loaded = load_index(synthetic_repo, Config())
+    assert isinstance(loaded, RepoIndex), loaded
+    assert len(calls) == 2 and loaded.snapshot == calls[1] != calls[0]
+    assert loaded.snapshot == current_snapshot(index_dir(synthetic_repo, Config()))
+
+
+def test_ctrl_c_inside_a_compiled_kernel_is_an_interruption_not_an_internal_error(monkeypatch, capsys):
+    """Ctrl-C while a numba kernel ran (the save's upper_triangle) printed "repomem: internal error:
+    SystemError: CPUDispatcher(...) returned a result with an exception set" and exited 1: numba
+    reports the KeyboardInterrupt raised meanwhile as a SystemError caused by it."""
+    import argparse
+
+    from repomem.cli import main as cli_main
+
+    def interrupted_in_a_kernel(args, out, err):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as error:
+            raise SystemError("CPUDispatcher(<function upper_triangle>) returned a result with an "
+                              "exception set") from error
+
+    def broken(args, out, err):
+        raise SystemError("a real one")
+
+    for handler, status, said in ((interrupted_in_a_kernel, 130, "repomem: interrupted"),
+                                  (broken, 1, "internal error: SystemError: a real one")):
+        parser = argparse.ArgumentParser()
+        parser.set_defaults(command="index", handler=handler)
+        monkeypatch.setattr(cli_main, "_parser", lambda parser=parser: parser)
+        monkeypatch.delenv("REPOMEM_DEBUG", raising=False)
+        assert cli_main.main([]) == status
+        assert said in capsys.readouterr().err
