@@ -53,8 +53,9 @@ class LlamaBackend:
             states = (StateFolder(folder_for(prompt_cache[0], path, context_tokens, gpu_layers, flash_attention),
                                   prompt_cache[1]) if prompt_cache else None)
             fewest, most = decode_counts(threads, decode)
-            llama = with_prompt_states(with_chunk_reuse(with_decode_threads(Llama, fewest, most), reuse_chunk_tokens),
-                                       states)(
+            # (with_chunk_reuse reads llama.cpp's bindings from its class's module: Llama's, so it goes first.)
+            llama = with_decode_threads(with_prompt_states(with_chunk_reuse(Llama, reuse_chunk_tokens), states),
+                                        fewest, most)(
                 model_path=str(path), n_ctx=context_tokens, n_threads=most, n_threads_batch=prompt_threads(threads),
                 n_gpu_layers=gpu_layers, flash_attn=flash_attention, verbose=False,
             )

@@ -173,8 +173,9 @@ def main() -> None:
                           logits_all=False, flash_attn=args.flash_attention, verbose=False)
     states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers,
                                      args.flash_attention), args.prompt_states_bytes) if args.prompt_states else None)
-    llama_cpp.Llama = with_greedy_logprobs(with_prompt_states(
-        with_chunk_reuse(with_decode_threads(Llama, fewest, most), args.reuse_chunk_tokens), states))
+    # (with_chunk_reuse reads llama.cpp's bindings from its class's module: Llama's, so it goes first.)
+    llama_cpp.Llama = with_decode_threads(with_greedy_logprobs(with_prompt_states(
+        with_chunk_reuse(Llama, args.reuse_chunk_tokens), states)), fewest, most)
     load = _ModelLoad(model)
     load.start()
     import uvicorn
