@@ -7,10 +7,10 @@ import json
 import threading
 
 
-def answer_json(handler: http.server.BaseHTTPRequestHandler, payload: object) -> None:
-    """A 200 answer with `payload` as its JSON body."""
+def answer_json(handler: http.server.BaseHTTPRequestHandler, payload: object, status: int = 200) -> None:
+    """An answer with `payload` as its JSON body (200 unless `status` says otherwise)."""
     body = json.dumps(payload).encode()
-    handler.send_response(200)
+    handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()

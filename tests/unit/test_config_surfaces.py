@@ -144,7 +144,7 @@ def test_the_old_server_settings_read_as_surface_values_with_one_notice_each(rep
 
 def test_the_model_settings_live_in_model_and_read_under_their_completion_names():
     moved = {s.key for s in settings_of(Config) if s.section == "model"}
-    newer = {"prompt_cache_mb", "flash_attention"}  # added to [model] after the move: no old name
+    newer = {"prompt_cache_mb", "flash_attention", "decode_threads"}  # added to [model] after the move: no old name
     assert all(f"completion.{s.key}" in s.rules.moved_from for s in settings_of(Config)
                if s.section == "model" and s.key not in newer)
     assert len(moved - newer) == 15 and "deadline_s" not in moved and not hasattr(Config().completion, "endpoint")

@@ -60,12 +60,7 @@ class _Windowed(http.server.BaseHTTPRequestHandler):
                 error = {"object": "error", "message": f"This model's maximum context length is {window} tokens. "
                                                        f"However, you requested {asked} tokens.",
                          "type": "BadRequestError", "param": None, "code": 400}
-            payload = json.dumps(error).encode()
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            answer_json(self, error, status=400)
             return
         chunk = {"choices": [{"text": "compute_tax(amount_cents, tax_class)", "finish_reason": "stop"}]}
         if not body.get("stream"):
@@ -138,15 +133,22 @@ def test_prompts_are_fitted_to_the_window_a_server_states(shop):
         assert len(body["prompt"]) <= 600 - 16 - WINDOW_MARGIN_TOKENS
 
 
-@pytest.mark.parametrize("llama_server", [False, True])
-def test_a_window_learned_from_a_refusal_fits_that_prompt_again_and_every_later_one(shop, llama_server):
-    handler, server, url = _server(window=600, states_window=False, llama_server=llama_server)
+def _two_completions(shop, **behaviour):
+    """Two completions at the example's cursor against a server of `behaviour`, both right; the
+    server's handler (its recorded completion bodies)."""
+    handler, server, url = _server(**behaviour)
     try:
         first, second = _complete(shop, url)
     finally:
         server.shutdown()
     assert not isinstance(first, Failure) and first.text.startswith("compute_tax("), first
     assert not isinstance(second, Failure) and second.text == first.text
+    return handler
+
+
+@pytest.mark.parametrize("llama_server", [False, True])
+def test_a_window_learned_from_a_refusal_fits_that_prompt_again_and_every_later_one(shop, llama_server):
+    handler = _two_completions(shop, window=600, states_window=False, llama_server=llama_server)
     refused = [body for body in handler.completions if len(body["prompt"]) + body["max_tokens"] > 600]
     fitted = [body for body in handler.completions if len(body["prompt"]) + body["max_tokens"] <= 600]
     # The first prompt was refused (with and without log-probabilities), then asked fitted; the
@@ -158,13 +160,7 @@ def test_a_window_learned_from_a_refusal_fits_that_prompt_again_and_every_later_
 def test_a_server_that_fails_a_stream_late_is_asked_again_unstreamed_for_its_reason(shop):
     """llama-cpp-python's server answers a streamed request past its window with 200 and an empty
     stream: every completion failed as "ended the answer without a finish reason"."""
-    handler, server, url = _server(window=600, states_window=False, fails_late=True)
-    try:
-        first, second = _complete(shop, url)
-    finally:
-        server.shutdown()
-    assert not isinstance(first, Failure) and first.text.startswith("compute_tax("), first
-    assert not isinstance(second, Failure) and second.text == first.text
+    handler = _two_completions(shop, window=600, states_window=False, fails_late=True)
     asked = [body for body in handler.completions if body["prompt"] != "\n"]  # not the log-probabilities probe
     streamed = [len(body["prompt"]) + body["max_tokens"] <= 600 for body in asked if body.get("stream")]
     unstreamed = [len(body["prompt"]) + body["max_tokens"] <= 600 for body in asked if not body.get("stream")]
