@@ -386,14 +386,12 @@ class CompletionEngine:
         dropped: list[ContextBlock] = []
         try:
             prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, start, dropped)
+            restart = None
             if not isinstance(prompt, Failure) and start.aim is not None and prompt.left_first_line > start.aim:
                 # The previous start no longer fits (the cursor moved down): fit afresh, so that
                 # no block is dropped for lines this prompt does not show, nor an import left out
                 # as shown by the discarded fit.
-                for lever in levers:
-                    lever.restart_fit()
-                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from,
-                                          start.afresh())
+                restart = start.afresh()
             elif not isinstance(prompt, Failure) and start.aim is None \
                     and any(not _shows(prompt, cursor.line, block) for block in dropped):
                 # A block dropped as shown by an earlier fit, whose file began higher than this
@@ -401,11 +399,12 @@ class CompletionEngine:
                 # out of its first completion, which the next keystroke's fit, starting the file
                 # where this one does, kept: a warm completion read the prompt again from there).
                 # Fitted as that next one fits.
+                first = prompt.left_first_line
+                restart = PromptStart(first, first - visible_from, start.headroom)
+            if restart is not None:
                 for lever in levers:
                     lever.restart_fit()
-                first = prompt.left_first_line
-                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from,
-                                          PromptStart(first, first - visible_from, start.headroom))
+                prompt = self._settle_fit(lever_round, levers, candidates, select, budget, visible_from, restart)
         except TokenCountFailed as error:
             return error.failure
         if isinstance(prompt, Failure):

@@ -142,15 +142,9 @@ def _fitting_tail(line: str, fits: Callable[[str], bool]) -> str | None:
     no word is shown half); None when not even an empty one fits."""
     if not fits(""):
         return None
-    low, high = 0, len(line)  # the tail line[high:] fits; line[low - 1:] is not known to
-    while low < high:
-        middle = (low + high) // 2
-        if fits(line[middle:]):
-            high = middle
-        else:
-            low = middle + 1
-    space = line.find(" ", high, high + WORD_CUT_REACH)
-    return line[space + 1:] if space >= 0 else line[high:]
+    cut = len(line) - _longest_fitting(line, fits, end=True)
+    space = line.find(" ", cut, cut + WORD_CUT_REACH)
+    return line[space + 1:] if space >= 0 else line[cut:]
 
 
 # Characters past the cut at most to the next space, where the cut line's shown end begins.
@@ -188,11 +182,17 @@ def _fitted_suffix(lines: Sequence[str], tokenizer: Tokenizer, limit: int) -> st
         kept, high = (middle, high) if fits("\n".join(lines[:middle])) else (kept, middle - 1)
     if kept or not lines or not lines[0]:
         return "\n".join(lines[:kept])
-    low, high = 0, len(lines[0])
+    return lines[0][:_longest_fitting(lines[0], fits)]
+
+
+def _longest_fitting(text: str, fits: Callable[[str], bool], end: bool = False) -> int:
+    """How many characters of `text` fit: its longest beginning (with `end`, its longest end) that
+    `fits` (0 when none does)."""
+    low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if fits(lines[0][:middle]) else (low, middle - 1)
-    return lines[0][:low]
+        low, high = (middle, high) if fits(text[len(text) - middle:] if end else text[:middle]) else (low, middle - 1)
+    return low
 
 
 def exceeds(tokenizer: Tokenizer, text: str, limit: int) -> bool:
@@ -314,15 +314,15 @@ def build_prompt(
     def shown_block(block: ContextBlock) -> str:
         return template.file_section(block.path, _code(block.text)) if repo_form else render_block(block, comment)
 
+    suffix_limit = suffix_budget(budget)
     warm = getattr(tokenizer, "warm", None)
     if warm is not None:  # what the fit counts below, counted at once where the backend can
-        near_suffix = [_nearest_lines(suffix.split("\n"), suffix_budget(budget), first=True)] \
+        near_suffix = [_nearest_lines(suffix.split("\n"), suffix_limit, first=True)] \
             if use_fim and suffix else []
         warm([shown_block(block) for block in candidates]
              + [_nearest_lines(left_lines, budget.max_prompt_tokens), *near_suffix])
     suffix_text: str | None = None
     suffix_tokens = 0
-    suffix_limit = suffix_budget(budget)
     if use_fim:
         assert suffix is not None
         suffix_lines = suffix.split("\n")
