@@ -6,14 +6,16 @@ relation kernels changes edges and W for files that did not change, and the edit
 only what an edit touches: without this, an upgrade kept the old graph until every file changed
 (the language benchmarks' indexes, built one evening, were reused through every resolver change of
 the next day). The digest
-covers the sources of the two packages that shape an index and the grammar packages' versions; the
-index's settings are the config fingerprint's part.
+covers the sources of the two packages that shape an index, the grammar packages' versions and
+Python's Unicode database (which characters make words: index/identifier_chars.py); the index's
+settings are the config fingerprint's part.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import unicodedata
 from importlib import metadata
 from pathlib import Path
 
@@ -30,7 +32,8 @@ def builder_digest() -> str:
 
 def sources_digest(package_root: Path) -> str:
     """SHA-256 over the shaping sources under `package_root` (relative path and bytes, in path
-    order, so the same sources installed anywhere agree) and the grammar packages' versions."""
+    order, so the same sources installed anywhere agree), the grammar packages' versions and the
+    Unicode version."""
     digest = hashlib.sha256()
     for package in SHAPING_PACKAGES:
         for source in sorted((package_root / package).rglob("*.py")):
@@ -42,4 +45,5 @@ def sources_digest(package_root: Path) -> str:
         except metadata.PackageNotFoundError:
             installed = "absent"
         digest.update(f"{distribution}=={installed}\0".encode())
+    digest.update(f"unicode=={unicodedata.unidata_version}\0".encode())
     return digest.hexdigest()[:DIGEST_CHARS]

@@ -2,7 +2,8 @@
 
 Code identifiers carry most of the signal: `get_user_name` yields the whole identifier and its
 parts `get`, `user`, `name`; `HTTPResponseRedirect` yields itself and `http`, `response`,
-`redirect`. Numbers are tokens; punctuation and whitespace are not.
+`redirect`. Numbers are tokens; punctuation and whitespace are not. Words are identifiers in any
+script (`größeBerechnen`: itself, `größe`, `berechnen`; identifier_chars has the rule).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from functools import lru_cache
 import numpy as np
 
 from repomem.config import BM25Config
+from repomem.index.identifier_chars import ASCII_PATTERN, ascii_classes, word_classes, word_pattern
 from repomem.index.kernels.words import count_words, first_appearance_ids, known_words, rehash_words
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
-_WORD_OR_LINE_BREAK = re.compile(_WORD.pattern + r"|\n")
-# A character `\d` matches that is not 0-9 (Unicode digits of other scripts).
-_NON_ASCII_DIGIT = re.compile(r"[^\D0-9]")
+_ASCII_WORD = re.compile(ASCII_PATTERN)  # the words of ASCII text: what word_pattern() finds there
+_ASCII_CLASSES = ascii_classes()
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# _PART over a word's characters written as their kinds (`_part_kinds`): the same parts in any script,
+# and runs of letters without case (CJK, Arabic, ...) as parts of their own.
+_KIND_PART = re.compile(r"A+(?=Aa)|A?a+|A+|0+|x+")
 
 
 @lru_cache(maxsize=1 << 18)
@@ -30,7 +33,7 @@ def _expand(word: str, split_subwords: bool, lowercase: bool) -> tuple[str, ...]
     whole = word.lower() if lowercase else word
     if not split_subwords or (word.islower() and word.isalpha()):  # the latter has one part: itself
         return (whole,)
-    parts = _PART.findall(word)
+    parts = _PART.findall(word) if word.isascii() else _parts_in_any_script(word)
     if len(parts) <= 1:
         return (whole,)
     if lowercase:
@@ -38,9 +41,41 @@ def _expand(word: str, split_subwords: bool, lowercase: bool) -> tuple[str, ...]
     return (whole, *parts)
 
 
+def _parts_in_any_script(word: str) -> list[str]:
+    """`_PART`'s parts of a word with non-ASCII characters: letters by case (upper "A", lower "a"),
+    decimal digits ("0"), other letters ("x"); a mark or joiner goes with the character before it
+    (`हिन्दी` is one part), `_` with none."""
+    kinds = []
+    for char in word:
+        if char.isupper():
+            kinds.append("A")
+        elif char.islower():
+            kinds.append("a")
+        elif char.isdecimal():
+            kinds.append("0")
+        elif char == "_":
+            kinds.append("_")
+        elif char.isidentifier():
+            kinds.append("x")
+        else:
+            kinds.append(kinds[-1] if kinds else "x")
+    return [word[m.start() : m.end()] for m in _KIND_PART.finditer("".join(kinds))]
+
+
+@lru_cache(maxsize=1)
+def _word_in_any_script() -> re.Pattern[str]:
+    return re.compile(word_pattern())
+
+
+@lru_cache(maxsize=1)
+def _word_or_line_break() -> re.Pattern[str]:
+    return re.compile(word_pattern() + r"|\n")
+
+
 def tokenize(text: str, config: BM25Config) -> list[str]:
     tokens: list[str] = []
-    for word in _WORD.findall(text):
+    words = _ASCII_WORD if text.isascii() else _word_in_any_script()
+    for word in words.findall(text):
         tokens.extend(_expand(word, config.split_subwords, config.lowercase))
     return tokens
 
@@ -118,9 +153,10 @@ class _WordTable:
         self.tokens: list[str] = []  # by token id
         self.local_of = np.full(1 << 12, -1, dtype=np.int64)  # scratch of first_appearance_ids
 
-    def words_of(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(word id of each occurrence, occurrences before each line) of UTF-8 bytes `data`."""
-        most = count_words(data)  # occurrences: at most this many new words
+    def words_of(self, data: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(word id of each occurrence, occurrences before each line) of UTF-8 bytes `data`, whose
+        characters' classes `classes` holds (identifier_chars)."""
+        most = count_words(data, classes)  # occurrences: at most this many new words
         if 2 * (self.n_words + most) > self.table.shape[0]:
             self._rehash(2 * (self.n_words + most))
         self.word_first = _doubled(self.word_first, self.n_words + most)
@@ -128,7 +164,8 @@ class _WordTable:
         self.word_bytes = _doubled(self.word_bytes, self.n_bytes + data.shape[0])
         known = self.n_words
         occurrence, line_words, self.n_words, self.n_bytes = known_words(
-            data, most, self.table, self.word_first, self.word_end, self.word_bytes, self.n_words, self.n_bytes)
+            data, classes, most, self.table, self.word_first, self.word_end, self.word_bytes, self.n_words,
+            self.n_bytes)
         if self.n_words > known:
             self._expand_words(known)
         return occurrence, line_words
@@ -141,13 +178,18 @@ class _WordTable:
         """Tokens of words first_new.. (just added: their bytes are the end of word_bytes)."""
         n = self.n_words
         firsts, ends = self.word_first[first_new:n].tolist(), self.word_end[first_new:n].tolist()
-        raw = self.word_bytes[firsts[0] : ends[-1]].tobytes().decode("ascii")
+        encoded = self.word_bytes[firsts[0] : ends[-1]].tobytes()
+        raw = encoded.decode("utf-8", "surrogatepass")
         base = firsts[0]
+        if len(raw) == len(encoded):  # ASCII: byte offsets are character offsets
+            words = [raw[a - base : b - base] for a, b in zip(firsts, ends)]
+        else:
+            words = [encoded[a - base : b - base].decode("utf-8", "surrogatepass") for a, b in zip(firsts, ends)]
         token_id, tokens = self.token_id, self.tokens
         counts: list[int] = []
         ids: list[int] = []
-        for a, b in zip(firsts, ends):
-            expanded = _expand(raw[a - base : b - base], self.split, self.lowercase)
+        for word in words:
+            expanded = _expand(word, self.split, self.lowercase)
             counts.append(len(expanded))
             for token in expanded:
                 known = token_id.get(token)
@@ -186,16 +228,14 @@ os.register_at_fork(after_in_child=_fresh_tables_in_child)
 def line_tokens(text: str, config: BM25Config) -> LineTokens:
     """`text`'s tokens by line (lines split at "\\n"). A compiled kernel scans the UTF-8 bytes into
     words of the process's word table, whose tokens are expanded once per process; the rest is
-    array work (a regex took longer: docs/measurements.md#parsing-and-analysis). Words are ASCII
-    (`[A-Za-z_]...`), so other characters only separate them, except the non-ASCII digits `\\d`
-    also takes: text holding one goes through the regex pass."""
-    if not text.isascii() and _NON_ASCII_DIGIT.search(text):
-        return _line_tokens_by_regex(text, config)
+    array work (a regex took longer: docs/measurements.md#parsing-and-analysis). The kernel reads
+    each character's class (identifier_chars): ASCII's alone for ASCII text."""
+    classes = _ASCII_CLASSES if text.isascii() else word_classes()
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     key = (config.split_subwords, config.lowercase)
     with _tables_lock:
         table = _word_tables.get(key) or _word_tables.setdefault(key, _WordTable(*key))
-        word, line_words = table.words_of(data)
+        word, line_words = table.words_of(data, classes)
         counts = table.token_count[word]  # tokens of each occurrence
         before = np.zeros(word.shape[0] + 1, dtype=np.int64)  # tokens before each occurrence
         np.cumsum(counts, out=before[1:])
@@ -210,13 +250,13 @@ def line_tokens(text: str, config: BM25Config) -> LineTokens:
 
 def _line_tokens_by_regex(text: str, config: BM25Config) -> LineTokens:
     """`line_tokens` by one regex pass over the whole text: the words and the line breaks; each
-    distinct word is expanded once per file. Exact for any text (`\\d` takes every Unicode digit)."""
+    distinct word is expanded once per file. The reference the kernel is tested against."""
     local: dict[str, int] = {}
     ids_of_word: dict[str, tuple[int, ...]] = {}
     ids: list[int] = []
     offsets = [0]
     split, lowercase = config.split_subwords, config.lowercase
-    for item in _WORD_OR_LINE_BREAK.findall(text):
+    for item in _word_or_line_break().findall(text):
         if item == "\n":
             offsets.append(len(ids))
             continue

@@ -463,6 +463,11 @@ TOKEN_TEXTS = [
     "caf\u00e9 = na\u00efve(x\u00b2) + \U0001d518x  # \u00e9t\u00e9\n\tgetHTTPResponseCode\n",  # non-ASCII, no digit
     "x = \u0663\u0664 + 5  # Arabic-Indic digits: \\d takes them\nnext_line\n",
     "a\udc80b = 1\n",  # a lone surrogate (surrogateescape text)
+    # Identifiers in other scripts: accents, CJK, marks (Devanagari), digits of other scripts inside a
+    # word, a character outside the BMP, a variation selector (plane 14) continuing a word, ideographic
+    # and fullwidth punctuation separating words.
+    "def größeBerechnen(naïve, ユーザー名Get):\n    return हिन्दी_x١٢ + Ａｂｃ\U00020000\U000e0100z、次\n",
+    "x\u0301 \u0301x _\u00b2 \u00b2x \u2160\u2161 \u00aa\u00ba \u02b0\u02b1 \ufe4d\u203f_ \u0660\u0661a",
     "1a 1a 1a " * 500 + "\n9z9 0_0 x",  # more words than half the bytes: a digit run needs no space after it
 ]
 
@@ -470,10 +475,10 @@ TOKEN_TEXTS = [
 @pytest.mark.parametrize("split_subwords", [True, False])
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_line_tokens_by_kernel_are_the_regex_pass(split_subwords, lowercase):
-    """The word-table kernel against the regex pass it replaced (and that still takes text with
-    non-ASCII digits): the same distinct tokens in the same order, ids and line offsets, on edge
-    cases and on every Python file of this repository; and against tokenizing each line alone.
-    More distinct words than the first table holds (its rehash) are included."""
+    """The word-table kernel against the regex pass it replaced: the same distinct tokens in the
+    same order, ids and line offsets, on edge cases (words in other scripts among them) and on
+    every Python file of this repository; and against tokenizing each line alone. More distinct
+    words than the first table holds (its rehash) are included."""
     config = BM25Config(split_subwords=split_subwords, lowercase=lowercase)
     root = Path(__file__).resolve().parents[2]
     texts = [*TOKEN_TEXTS, *(f.read_text(encoding="utf-8") for f in sorted(root.glob("repomem/**/*.py")))]

@@ -100,3 +100,27 @@ def test_a_query_of_no_names_retrieves_nothing_rather_than_the_first_files(tmp_p
             assert service.view().retrieve_at(cursor, alpha=alpha, k=5).fragments == (), (name, alpha)
     cursor = service.cursor_at(repo / "new.py", 1, None)
     assert [f.path for f in service.view().retrieve_at(cursor, query="return alpha", k=5).fragments][0] == "a.py"
+
+
+def test_names_in_other_scripts_are_retrieved_by_their_own_words(tmp_path: Path):
+    """`größe` (size) and `grüße` (greetings) were both the terms `gr` and `e` when words were
+    ASCII only, so a query for one ranked both alike; whole words in any script tell them apart,
+    and a Japanese name is found by itself."""
+    from tests.repos import write_repo
+
+    repo = write_repo(tmp_path / "r", {
+        "size.py": "def größe(breite, höhe):\n    return breite * höhe\n",
+        "greeting.py": "def grüße(name):\n    return 'Hallo ' + name\n",
+        "users.py": "def ユーザー名(user):\n    return user.name\n",
+        "use.py": "",
+    })
+    service = RepoService.open(repo)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    cursor = service.cursor_at(repo / "use.py", 1, None)
+    assert not isinstance(cursor, Failure)
+    view = service.view()
+    for query, path in (("fläche = größe(", "size.py"), ("text = grüße(", "greeting.py"),
+                        ("n = ユーザー名(", "users.py")):
+        found = [f.path for f in view.retrieve_at(cursor, query=query, k=3, alpha=0.0).fragments]
+        assert found == [path], (query, found)

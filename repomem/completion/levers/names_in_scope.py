@@ -25,7 +25,7 @@ from repomem.config import Config
 from repomem.languages.registry import language_named
 from repomem.retrieval.symbol_view import SymbolView
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_WORD = re.compile(r"[^\W\d]\w*")  # a name in any script (in ASCII: [A-Za-z_][A-Za-z_0-9]*)
 
 
 def import_statements(lines: Sequence[str], prefixes: Sequence[str], before: int, comment: str = "#",

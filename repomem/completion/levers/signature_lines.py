@@ -24,7 +24,7 @@ from repomem.index.tokens import tokenize
 from repomem.languages.parsed import Definition
 from repomem.retrieval.symbol_view import SymbolView
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_WORD = re.compile(r"[^\W\d]\w*")  # a name in any script (in ASCII: [A-Za-z_][A-Za-z_0-9]*)
 _OPENING = {"(": ")", "[": "]", "{": "}"}
 _CLOSING = set(_OPENING.values())
 
@@ -217,7 +217,7 @@ def _signature_in(symbols: SymbolView, file_id: int, definition: Definition, sho
     return None if line is None else _fit(line, max_chars)
 
 
-_CALLED = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
+_CALLED = re.compile(r"([^\W\d]\w*(?:\.[^\W\d]\w*)*)\s*\(")
 
 
 def called_signature(symbols: SymbolView, path: str, code: str, max_chars: int,
