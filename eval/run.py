@@ -452,25 +452,33 @@ class ServicePool:
         self._preparing = threading.Lock()
         self.copies = 0  # services opened, every repository together
 
-    def prepare(self, repo: str) -> None:
+    def prepare(self, repo: str, progress: Progress | None = None, embed_windows: bool = False) -> None:
         """Build or update the repository's index on disk and keep its checkpoint (once, before
-        workers start; a Failure is kept and becomes the error of that repository's tasks)."""
+        workers start; a Failure is kept and becomes the error of that repository's tasks).
+        `embed_windows` (strategy dense): every window embedded too, with progress."""
         with self._preparing:
             if repo not in self._checkpoints:
-                self._prepare(repo)
+                self._prepare(repo, progress or NoProgress(), embed_windows)
 
-    def _prepare(self, repo: str) -> None:
+    def _prepare(self, repo: str, progress: Progress, embed_windows: bool) -> None:
         opened = RepoService.open(self.repos_dir / repo, self.config)
         if isinstance(opened, Failure):
             self._checkpoints[repo] = opened
             return
         self.log(f"indexing {repo}")
-        report = opened.ensure_index()
+        report = opened.ensure_index(progress)
         if isinstance(report, Failure):
             self._checkpoints[repo] = report
             return
         self.log(f"{repo}: {report.action}, {report.files} files, {report.fragments} fragments, "
                  f"{report.seconds:.1f} s")
+        if embed_windows:
+            # Otherwise the first dense task embedded them, minutes a repository under a task bar
+            # standing still; the vectors are kept beside the index, where every copy finds them.
+            embedded = opened.update_window_embeddings(progress)
+            # A failure (no embedding model) stays the dense records' error; the other strategies run.
+            self.log(f"{repo}: {embedded.message}" if isinstance(embedded, Failure)
+                     else f"{repo}: {embedded} windows embedded")
         self._checkpoints[repo] = opened.checkpoint()
         self.checkin(repo, opened)
         self.copies += 1
@@ -888,8 +896,10 @@ def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: Run
         skipped += len(variants) - len(todo)
         if todo:
             pending.append((task, todo))
+    embed_windows = any(strategy_named(v.strategy).embeds_windows for _, todo in pending for v in todo)
     for repo in dict.fromkeys(task.repo for task, _ in pending):
-        pool.prepare(repo)  # indexes are built here, once, before any worker runs (a Failure is a task error)
+        # Indexes are built here, once, before any worker runs (a Failure is a task error).
+        pool.prepare(repo, progress, embed_windows)
     cut_torn_tail(handle.fileno())
     written = failed = consecutive = deferred = 0
     interrupted = False

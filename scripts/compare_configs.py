@@ -76,6 +76,9 @@ def load(configs: list[tuple[str, Path, str]]) -> dict[str, dict[str, dict]]:
         records = cache.setdefault(path, read_results(path))
         strategy, alpha = strategy_and_alpha(strategy)  # fragrel@0: FragRel at alpha 0 (a run's --alphas)
         chosen = records_named(records, strategy, alpha)
+        if not chosen:  # said as such, not as "no task finished by every configuration"
+            at = "" if alpha is None else f" at alpha {alpha:g}"
+            raise SystemExit(f"compare_configs: {name}: {path} holds no finished model records of {strategy}{at}")
         alphas = {r.get("alpha") for r in chosen}
         if len(alphas) > 1:
             raise SystemExit(f"compare_configs: {name}: {path} holds {strategy} at alphas "
@@ -220,6 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(path) for _, path, _ in args.config if not path.is_file()]
     if missing:
         print(f"compare_configs: no such results file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    names = [name for name, _, _ in args.config]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # the later one replaced the earlier, the baseline among them, without a word
+        print(f"compare_configs: --config {twice[0]} is named twice; give each configuration its own name",
+              file=sys.stderr)
+        return 2
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"compare_configs: --out {args.out} is a file; name a folder for the report", file=sys.stderr)
         return 2
     rows = compare(load(args.config))
     if not rows:

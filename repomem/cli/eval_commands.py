@@ -126,12 +126,38 @@ def _measured_model(args: argparse.Namespace, assigned: Config) -> str:
     return named if embedded_model_name(named) else ""
 
 
+def _same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file: alike once resolved, or one existing file under two names."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def _check_files_apart(args: argparse.Namespace, results: Path) -> None:
+    """Refuses a run whose --results, --generations, --defer and --tasks name one file twice:
+    --defer empties its file as it starts (the generation store or the results it named were
+    lost), and records or answers appended to another role's file spoil it (a tasks file holding
+    records no longer reads as tasks)."""
+    named = [("--results", results)]
+    named += [(option, Path(path)) for option, path in (("--generations", args.generations),
+                                                         ("--defer", args.defer)) if path]
+    named += [("--tasks", Path(path)) for path in args.tasks]  # one tasks file twice is refused by its task ids
+    for position, (option, path) in enumerate(named):
+        for other_option, other in named[position + 1:]:
+            if option != other_option and _same_file(path, other):
+                raise UserError(Failure(FailureKind.BAD_OPTION, f"{option} {path} and {other_option} {other} name the "
+                                                                "same file; give each its own file"))
+
+
 def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
-    if unknown or not strategies:
+    if unknown or not strategies:  # `--strategies ,` read "unknown 'empty'", as if a strategy were named so
         raise UserError(Failure(FailureKind.BAD_OPTION,
-                                f"--strategies: unknown {unknown[0] if unknown else 'empty'!r}; "
+                                f"--strategies: {f'unknown {unknown[0]!r}' if unknown else 'names none'}; "
                                 f"choose from {', '.join(STRATEGY_NAMES)}"))
     if args.limit is not None and args.limit < 1:
         raise UserError(Failure(FailureKind.BAD_OPTION, "--limit must be at least 1"))
@@ -164,6 +190,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         right_context=args.right_context,
     )
     results = Path(args.results) if args.results else Path(args.tasks[0]).parent / "results.jsonl"
+    _check_files_apart(args, results)
     # The levers measured with the model the run asks for (SettingRules.models), under --set; the
     # model may be named by --set itself (model.embedded_model=...), so it is read with them applied.
     assigned, _ = with_assignments(Config(), settings.overrides)

@@ -194,3 +194,32 @@ def test_a_cache_the_model_cannot_be_unpacked_into_is_one_line_about_it(tmp_path
     monkeypatch.setenv("REPOMEM_CACHE", str(cache))
     failure = embedder_dir()  # what `complete --strategy dense` meets
     assert isinstance(failure, Failure) and str(cache / "embedders") in failure.message
+
+
+def test_eval_run_embeds_the_windows_before_the_tasks_with_progress(tmp_path: Path):
+    """`eval run --strategies dense` embedded every window inside its first task, minutes a
+    repository with the task bar standing still at 0."""
+    from repomem.evaluation.run import RunSettings, run_evaluation
+    from repomem.evaluation.tasks import EvalTask
+
+    shop = copy_example(tmp_path / "repositories" / "shop")
+    lines = (shop / "shop" / "report.py").read_text().split("\n")
+    hole = next(number for number, line in enumerate(lines) if line.strip() and number > 2)
+    task = EvalTask("shop/line/0", "line", "shop", "shop/report.py", "\n".join(lines[:hole]), lines[hole], 0, hole)
+
+    class Stages:
+        def __init__(self):
+            self.started: list[str] = []
+
+        def start(self, stage: str, total: int) -> None:
+            self.started.append(stage)
+
+        def advance(self, units: int = 1) -> None:
+            pass
+
+    stages = Stages()
+    summary = run_evaluation([task], tmp_path / "repositories", tmp_path / "results.jsonl",
+                             RunSettings(strategies=("dense",), retrieval_only=True), progress=stages)
+    assert not isinstance(summary, Failure) and summary.written == 1 and not summary.failed, summary
+    assert "embedding windows" in stages.started, stages.started
+    assert stages.started.index("embedding windows") < stages.started.index("tasks")

@@ -688,6 +688,8 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
           "--retrieval-only"], "no such folder"),
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--strategies", "magic"],
          "unknown 'magic'"),
+        (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--strategies", " , "],
+         "--strategies: names none; choose from"),
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--limit", "0"], "--limit"),
         (["eval", "report", str(tmp_path / "none.jsonl")], "no such file"),
         (["eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
@@ -708,3 +710,24 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
                      "--results", str(tmp_path / "moved.jsonl"), "--set", "completion.pack_blocks=true")
     assert moved.returncode == 0, moved.stderr
     assert "warning: --set: completion.pack_blocks has moved to prompt.pack_blocks" in " ".join(moved.stderr.split())
+
+
+def test_one_file_named_for_two_roles_is_refused_before_anything_is_written(shop_benchmark: tuple[Path, Path],
+                                                                             tmp_path: Path):
+    """`--defer` naming the generation store (or the results) emptied it as the run started, and
+    `--results` naming a tasks file appended records to it: hours of answers or records lost."""
+    base, repos = shop_benchmark
+    tasks = tmp_path / "line.jsonl"
+    tasks.write_text((base / "line.jsonl").read_text())
+    store = tmp_path / "generations.jsonl"
+    store.write_text('{"key": "k", "text": "x", "finish_reason": "stop"}\n')
+    before = {path: path.read_bytes() for path in (tasks, store)}
+    common = ("eval", "run", "--tasks", str(tasks), "--repos", str(repos))
+    cases = [((*common, "--generations", str(store), "--defer", str(tmp_path / "." / "generations.jsonl")),
+              "--generations"),
+             ((*common, "--results", str(tasks), "--retrieval-only"), "--tasks")]
+    for args, other in cases:
+        result = _repomem(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "name the same file" in result.stderr and other in result.stderr and "Traceback" not in result.stderr
+        assert {path: path.read_bytes() for path in before} == before

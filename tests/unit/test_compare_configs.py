@@ -106,3 +106,22 @@ def test_a_slimmed_xz_copy_is_read_as_it_is_committed(tmp_path):
     assert (round(rows["vanilla"]["em"], 6), round(rows["fragrel"]["em"], 6)) == (round(100 / 3, 6), round(200 / 3, 6))
     assert rows["vanilla"]["call_match"] == 100.0 and rows["fragrel"]["call_match"] is None
     assert rows["fragrel"]["call_delta"] is None and (rows["fragrel"]["won"], rows["fragrel"]["lost"]) == (2, 0)
+
+
+def test_a_name_given_twice_a_strategy_not_in_its_file_and_a_file_as_out_are_one_line_each(tmp_path):
+    """A second `--config a=...` replaced the first (the baseline) and the table showed the other
+    strategy's numbers under its name; a strategy the file does not hold read "no task finished
+    by every configuration"; `--out` naming a file ended in a traceback."""
+    results = tmp_path / "results.jsonl"
+    records = [_record(t, s, 0.0, t < 2) for t in range(4) for s in ("vanilla", "infile")]
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    twice = _compare(results, "a=FILE:vanilla", "a=FILE:infile")
+    assert twice.returncode == 2 and "--config a is named twice" in twice.stderr
+    absent = _compare(results, "a=FILE:vanilla", "b=FILE:fragrel")
+    assert absent.returncode != 0 and "holds no finished model records of fragrel" in absent.stderr
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    into_file = _compare(results, "a=FILE:vanilla", "b=FILE:infile", out=taken)
+    assert into_file.returncode == 2 and "is a file" in into_file.stderr
+    for result in (twice, absent, into_file):
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
