@@ -43,7 +43,8 @@ keys are reported by the server and ignored."
   :type 'plist)
 
 (defcustom repomem-lsp-languages
-  '("python" "javascript" "typescript" "typescriptreact" "go" "rust" "java" "c" "cpp" "ruby")
+  '("python" "javascript" "javascriptreact" "typescript" "typescriptreact" "go" "rust" "java" "kotlin"
+    "scala" "c" "cpp" "csharp" "ruby" "php" "swift" "lua" "shellscript")
   "lsp-mode language ids (`lsp-language-id-configuration') repomem serves."
   :type '(repeat string))
 

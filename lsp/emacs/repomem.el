@@ -45,7 +45,9 @@ Invalid or unknown keys are reported by the server and ignored."
 (defcustom repomem-modes
   '(python-mode python-ts-mode js-mode js-ts-mode typescript-mode typescript-ts-mode
     tsx-ts-mode go-mode go-ts-mode rust-mode rust-ts-mode java-mode java-ts-mode
-    c-mode c-ts-mode c++-mode c++-ts-mode ruby-mode ruby-ts-mode)
+    kotlin-mode kotlin-ts-mode scala-mode scala-ts-mode c-mode c-ts-mode c++-mode c++-ts-mode
+    csharp-mode csharp-ts-mode ruby-mode ruby-ts-mode php-mode php-ts-mode swift-mode
+    lua-mode lua-ts-mode sh-mode bash-ts-mode)
   "Major modes served by repomem (set it before loading this file).
 One entry in `eglot-server-programs' lists them all, so that a project
 has one server (one index, one model) whatever its languages.  Modes

@@ -53,8 +53,8 @@ local NAME = "repomem"
 local defaults = {}
 
 local filetypes = vim.g.repomem_filetypes
-  or { "python", "javascript", "typescript", "javascriptreact", "typescriptreact", "go", "rust", "java", "c", "cpp",
-       "ruby" }
+  or { "python", "javascript", "typescript", "javascriptreact", "typescriptreact", "go", "rust", "java", "kotlin",
+       "scala", "c", "cpp", "cs", "ruby", "php", "swift", "lua", "sh", "bash" }
 -- A repository's root holds one of these; only where none is above a file, a folder holding an
 -- index (.repomem) is its root, never the home folder or / (as `repomem` itself decides).
 local root_markers = { ".git", "repomem.toml" }

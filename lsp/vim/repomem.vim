@@ -45,7 +45,8 @@ endif
 let g:repomem_status = get(g:, 'repomem_status', '')
 let g:repomem_answers = get(g:, 'repomem_answers', 0)
 let s:filetypes = get(g:, 'repomem_filetypes',
-      \ ['python', 'javascript', 'typescript', 'go', 'rust', 'java', 'c', 'cpp', 'ruby'])
+      \ ['python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact', 'go', 'rust', 'java',
+      \  'kotlin', 'scala', 'c', 'cpp', 'cs', 'ruby', 'php', 'swift', 'lua', 'sh', 'bash'])
 " A repository's root holds one of these; only where none is above a file, a folder holding an
 " index (.repomem) is its root, never the home folder or / (as `repomem` itself decides).
 let s:markers = ['.git', 'repomem.toml']

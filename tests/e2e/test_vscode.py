@@ -198,6 +198,31 @@ class VSCode:
     def accepts(self) -> list[dict]:
         return [event for event in self.feedback() if event.get("event") == "accept"]
 
+    def notifications(self, method: str) -> list[dict]:
+        """The params of each `method` notification sent to the server, from the verbose trace."""
+        found = []
+        for entry in self.log().split("[Trace - ")[1:]:
+            if f"Sending notification '{method}'" in entry and "Params: " in entry:
+                with contextlib.suppress(ValueError):
+                    found.append(json.JSONDecoder().raw_decode(entry.split("Params: ", 1)[1].lstrip())[0])
+        return found
+
+    def messages(self) -> str:
+        """The notifications' text (toasts and the notification centre)."""
+        return self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('.notification-list-item-message'))"
+            ".map(e => e.textContent).join('\\n');")
+
+    def change_settings(self, **changes: object) -> None:
+        """`changes` saved in the remote machine's settings (code-server's data/Machine/settings.json,
+        "Remote [Machine]" in its settings editor), where a code-server user puts machine-scoped
+        ones such as `repomem.command`. code-server watches that file; a write to data/User's from
+        outside the workbench goes unnoticed."""
+        file = self.data / "Machine" / "settings.json"
+        file.parent.mkdir(exist_ok=True)
+        before = json.loads(file.read_text()) if file.exists() else {}
+        file.write_text(json.dumps({**before, **changes}, indent=2))
+
     def wait(self, predicate: Callable[[], T], timeout_s: float, what: str) -> T:
         return wait_for(predicate, timeout_s,
                         lambda: f"no {what} within {timeout_s:.0f} s; the server's log ends:\n{self.log()[-3000:]}")
@@ -235,7 +260,9 @@ def vscode(tmp_path_factory, request, pytestconfig):
     (data / "User" / "settings.json").write_text(json.dumps({
         **SETTINGS,
         "repomem.command": str(Path(sys.executable).with_name("repomem")),
-        "repomem.trace.server": "messages",  # requests and answers in the log: what a failure shows
+        # Requests and answers in the log, with their params: what a failure shows, and the file
+        # events the watched-files check counts.
+        "repomem.trace.server": "verbose",
         "workbench.startupEditor": "none", "security.workspace.trust.enabled": False,
         "telemetry.telemetryLevel": "off", "extensions.autoCheckUpdates": False,
         "extensions.autoUpdate": False, "update.mode": "none", "workbench.tips.enabled": False,
@@ -339,6 +366,23 @@ def _json(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def test_a_file_created_on_disk_reaches_the_server_once(vscode):
+    # The server registers its own watcher ("**/*"); the extension's `synchronize.fileEvents`
+    # watcher made a second, so every create, change and delete was sent twice.
+    created = vscode.workspace / "shop" / "written_outside.py"
+    created.write_text("def written_outside():\n    return 1\n")
+    uri = created.as_uri()
+
+    def events() -> list[dict]:
+        return [change for params in vscode.notifications("workspace/didChangeWatchedFiles")
+                for change in params.get("changes", []) if change.get("uri") == uri]
+
+    vscode.wait(events, 30, f"a watched-file event for {created.name}")
+    time.sleep(1)  # the client sends file events in batches, 250 ms apart
+    creates = [event for event in events() if event.get("type") == 1]
+    assert len(creates) == 1, f"{created.name} reported created {len(creates)} times: {events()}"
+
+
 def test_ghost_text_shows_the_completion_and_tab_accepts_it(vscode):
     from selenium.webdriver.common.keys import Keys
 
@@ -400,6 +444,39 @@ def test_typing_on_while_waiting_is_never_overwritten(vscode):
         result["details"] = f"asked, typed on at once: line {line!r}"
 
 
+def test_a_killed_server_is_started_again(vscode):
+    readies = vscode.log().count("repomem: ready")
+    servers = [process for process, command in vscode.watcher.seen.items()
+               if "serve" in command.split() and alive(process)]
+    assert len(servers) == 1, vscode.watcher.seen
+    os.kill(servers[0][0], signal.SIGKILL)
+    vscode.wait(lambda: vscode.log().count("repomem: ready") > readies, ANSWER_S, "ready again after a kill")
+    assert "Server will restart" in vscode.log()
+
+
+def test_a_missing_server_is_said_and_a_fixed_setting_starts_it_again(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    good = str(Path(sys.executable).with_name("repomem"))
+    readies = vscode.log().count("repomem: ready")
+    # The executable gone (a wrong path set, repomem uninstalled): the extension restarts with it,
+    # the start fails, and its commands say why rather than VS Code's "command not found".
+    vscode.change_settings(**{"repomem.command": str(vscode.workspace.parent / "no-such-repomem")})
+    vscode.wait(lambda: "couldn't create connection" in vscode.log(), 60, "the failed start in the log")
+    vscode.keys(Keys.ESCAPE)
+    vscode.command("repomem: Explain the completion at the cursor")
+    vscode.wait(lambda: "could not start" in vscode.messages(), 30, "the explain command saying why")
+    assert "not found" not in vscode.messages()
+    # The setting fixed: a new server starts, no reload needed.
+    vscode.change_settings(**{"repomem.command": good})
+    vscode.wait(lambda: vscode.log().count("repomem: ready") > readies, ANSWER_S, "ready with the fixed setting")
+    # Another setting changed: sent to the running server, under "repomem".
+    vscode.change_settings(**{"repomem.topK": 5})
+    vscode.wait(lambda: any(params.get("settings", {}).get("repomem", {}).get("topK") == 5
+                            for params in vscode.notifications("workspace/didChangeConfiguration")),
+                30, "topK = 5 sent to the server")
+
+
 def test_stopping_code_server_stops_the_server_and_its_model(vscode):
     with check(vscode, "quit") as result:
         seen = dict(vscode.watcher.seen)
@@ -414,3 +491,129 @@ def test_stopping_code_server_stops_the_server_and_its_model(vscode):
         assert not left, f"still running {GONE_WITHIN_S} s after code-server stopped: {left}"
         vscode.gone_after_s = time.monotonic() - stopped_at
         result["details"] = f"{len(seen)} processes under code-server: gone {vscode.gone_after_s:.1f} s after"
+
+
+# -- the extension's own logic: node against a stub of the `vscode` module ---------------------------
+
+# A stub of `vscode` and of vscode-languageclient (whose start fails, as it does, when the command
+# does not exist), then the user's steps: a missing server, the explain command, the setting fixed,
+# the server gone again, the restart command. Prints what each step gave, as JSON.
+STUB_HARNESS = r"""
+// argv[2]: extension.js; argv[3]: a command that exists
+const Module = require("module");
+const fs = require("fs");
+const [extensionPath, good] = process.argv.slice(2);
+const settings = { command: "/nonexistent/repomem" };
+const seen = { errors: [], clients: [], commands: new Map(), listeners: [], requests: [] };
+const disposable = { dispose() {} };
+const vscode = {
+  workspace: {
+    getConfiguration: () => ({ inspect: (key) => ({ globalValue: settings[key] }) }),
+    onDidChangeConfiguration: (listener) => { seen.listeners.push(listener); return disposable; },
+    createFileSystemWatcher: () => disposable,
+  },
+  window: {
+    activeTextEditor: { document: { uri: { toString: () => "file:///w/a.py" } },
+                        selection: { active: { line: 0, character: 0 } } },
+    showErrorMessage: async (message) => { seen.errors.push(message); },
+    showInformationMessage: async () => undefined,
+    createOutputChannel: (name) => ({ name, appendLine() {}, append() {}, clear() {}, show() {}, dispose() {} }),
+  },
+  commands: { registerCommand: (id, run) => { seen.commands.set(id, run); return disposable; } },
+};
+const State = { Stopped: 1, Running: 2, Starting: 3 };
+class LanguageClient {
+  constructor(id, name, server, options) {
+    Object.assign(this, { command: server.command, options, state: State.Stopped });
+    seen.clients.push(this);
+  }
+  registerProposedFeatures() {}
+  async start() {
+    if (!fs.existsSync(this.command)) { this.failed = true; throw new Error(`spawn ${this.command} ENOENT`); }
+    this.state = State.Running;
+  }
+  needsStop() { return this.state !== State.Stopped; }
+  isRunning() { return this.state === State.Running; }
+  async stop() {
+    if (!this.needsStop()) throw new Error("Client is not running and can't be stopped");
+    this.state = State.Stopped;
+  }
+  async dispose() { return this.stop(); }
+  async sendRequest(method) {
+    if (!this.isRunning()) throw new Error("Client is not running");
+    seen.requests.push(method);
+    return { fragments: [] };
+  }
+  async sendNotification() { if (!this.isRunning()) throw new Error("Client is not running"); }
+}
+const load = Module._load;
+Module._load = function (request, ...rest) {
+  if (request === "vscode") return vscode;
+  if (request === "vscode-languageclient/node") return { LanguageClient, State };
+  return load.call(this, request, ...rest);
+};
+const commandChanged = () => seen.listeners.forEach(
+  (listener) => listener({ affectsConfiguration: (section) => "repomem.command".startsWith(section) }));
+const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+async function run(id) {
+  const command = seen.commands.get(id);
+  if (!command) return `command '${id}' not found`;
+  try { await command(); return "ran"; } catch (error) { return `failed: ${error.message}`; }
+}
+(async () => {
+  const extension = require(extensionPath);
+  const out = {};
+  try {
+    await extension.activate({ subscriptions: [] });
+    out.activate = "ok";
+  } catch (error) {
+    out.activate = `rejected: ${error.message}`;
+  }
+  out.explainAfterBadStart = await run("repomem.explainAtCursor");
+  out.errorsAfterBadStart = [...seen.errors];
+  settings.command = good;
+  commandChanged();
+  await settle();
+  out.runningAfterFix = seen.clients.filter((client) => client.isRunning()).map((client) => client.command);
+  out.explainAfterFix = await run("repomem.explainAtCursor");
+  out.requests = seen.requests;
+  seen.errors.length = 0;
+  // the server missing again (uninstalled), then put back: the restart command brings it back
+  settings.command = "/nonexistent/repomem";
+  commandChanged();
+  await settle();
+  out.explainAfterSecondBadStart = await run("repomem.explainAtCursor");
+  out.errorsAfterSecondBadStart = [...seen.errors];
+  settings.command = good;
+  out.restart = await run("repomem.restart");
+  await settle();
+  out.runningAfterRestart = seen.clients.filter((client) => client.isRunning()).map((client) => client.command);
+  out.clients = seen.clients.length;
+  await extension.deactivate();
+  out.runningAfterDeactivate = seen.clients.filter((client) => client.isRunning()).length;
+  console.log(JSON.stringify(out, null, 1));
+})();
+"""
+
+
+def test_a_failed_start_leaves_the_commands_saying_why_and_a_fixed_setting_restarts(tmp_path):
+    """Before, activate() rejected when the server's start failed: VS Code then had no
+    `repomem.explainAtCursor` ("command not found") and no settings listener, so only a reload
+    brought repomem back once the setting was fixed."""
+    node = shutil.which("node")
+    if node is None:
+        unavailable("node is needed to run the extension against a stub of vscode")
+    harness = tmp_path / "harness.js"
+    harness.write_text(STUB_HARNESS)
+    ran = subprocess.run([node, str(harness), str(ROOT / "lsp" / "vscode" / "extension.js"), node],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    steps = json.loads(ran.stdout)
+    assert steps["activate"] == "ok", steps
+    assert steps["explainAfterBadStart"] == "ran", steps
+    assert any("could not start" in error and "repomem.command" in error for error in steps["errorsAfterBadStart"])
+    assert steps["runningAfterFix"] == [node], steps  # the fixed setting started a server, no reload
+    assert steps["explainAfterFix"] == "ran" and steps["requests"] == ["workspace/executeCommand"], steps
+    assert any("could not start" in error for error in steps["errorsAfterSecondBadStart"]), steps
+    assert steps["restart"] == "ran" and steps["runningAfterRestart"] == [node], steps
+    assert steps["runningAfterDeactivate"] == 0, steps

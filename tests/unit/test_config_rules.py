@@ -262,17 +262,54 @@ def test_the_editor_clients_name_known_client_settings_only():
             assert declared["type"] == expected and declared["default"] == default, name
 
 
-def test_vs_code_starts_for_the_languages_neovim_starts_for():
-    """VS Code starts an extension at its activation events only: with python, javascript,
-    typescript, go, rust and java there, a repository of C, C++, Ruby or .tsx files never started
-    it, while the Neovim set-up served them (VS Code's language ids are Neovim's filetypes)."""
+# Each language repomem indexes under each editor set-up's names for it: VS Code's language ids,
+# Neovim's and Vim's filetypes, Emacs' major modes (eglot) and lsp-mode's language ids.
+EDITOR_NAMES = {
+    "python": ({"python"}, {"python"}, {"python-mode", "python-ts-mode"}, {"python"}),
+    "javascript": ({"javascript", "javascriptreact"}, {"javascript", "javascriptreact"}, {"js-mode", "js-ts-mode"},
+                   {"javascript", "javascriptreact"}),
+    "typescript": ({"typescript"}, {"typescript"}, {"typescript-mode", "typescript-ts-mode"}, {"typescript"}),
+    "tsx": ({"typescriptreact"}, {"typescriptreact"}, {"tsx-ts-mode"}, {"typescriptreact"}),
+    "go": ({"go"}, {"go"}, {"go-mode", "go-ts-mode"}, {"go"}),
+    "rust": ({"rust"}, {"rust"}, {"rust-mode", "rust-ts-mode"}, {"rust"}),
+    "java": ({"java"}, {"java"}, {"java-mode", "java-ts-mode"}, {"java"}),
+    "kotlin": ({"kotlin"}, {"kotlin"}, {"kotlin-mode", "kotlin-ts-mode"}, {"kotlin"}),
+    "scala": ({"scala"}, {"scala"}, {"scala-mode", "scala-ts-mode"}, {"scala"}),
+    "c": ({"c"}, {"c"}, {"c-mode", "c-ts-mode"}, {"c"}),
+    "cpp": ({"cpp"}, {"cpp"}, {"c++-mode", "c++-ts-mode"}, {"cpp"}),
+    "csharp": ({"csharp"}, {"cs"}, {"csharp-mode", "csharp-ts-mode"}, {"csharp"}),
+    "ruby": ({"ruby"}, {"ruby"}, {"ruby-mode", "ruby-ts-mode"}, {"ruby"}),
+    "php": ({"php"}, {"php"}, {"php-mode", "php-ts-mode"}, {"php"}),
+    "swift": ({"swift"}, {"swift"}, {"swift-mode"}, {"swift"}),
+    "lua": ({"lua"}, {"lua"}, {"lua-mode", "lua-ts-mode"}, {"lua"}),
+    "bash": ({"shellscript"}, {"sh", "bash"}, {"sh-mode", "bash-ts-mode"}, {"shellscript"}),
+}
+
+
+def test_every_editor_set_up_serves_every_language_repomem_indexes():
+    """An editor starts or attaches the server for the languages its set-up lists: VS Code's
+    activation events covered 10 of the 17, Neovim's, Vim's and both Emacs clients' lists no more,
+    so in a Kotlin, Scala, C#, PHP, Swift, Lua or shell repository no editor served repomem's
+    completions. Each set-up now lists every language of the registry, and nothing else."""
+    from repomem.languages.registry import LANGUAGES
+
+    assert set(EDITOR_NAMES) == {language.name for language in LANGUAGES}
     vscode = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
     activated = {event.removeprefix("onLanguage:") for event in vscode["activationEvents"]}
     lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text(encoding="utf-8")
     listed = lua.split("local filetypes = vim.g.repomem_filetypes", 1)[1].split("}", 1)[0]
-    filetypes = set(re.findall(r'"(\w+)"', listed))
-    assert {"python", "c", "cpp", "ruby", "typescriptreact"} <= filetypes
-    assert activated == filetypes
+    nvim = set(re.findall(r'"([\w+-]+)"', listed))
+    vim_script = (ROOT / "lsp" / "vim" / "repomem.vim").read_text(encoding="utf-8")
+    vim = set(re.findall(r"'([\w+-]+)'", vim_script.split("get(g:, 'repomem_filetypes',", 1)[1].split("])", 1)[0]))
+    emacs = (ROOT / "lsp" / "emacs" / "repomem.el").read_text(encoding="utf-8")
+    modes = set(emacs.split("(defcustom repomem-modes", 1)[1].split(")", 1)[0].replace("'(", " ").split())
+    lsp_mode = (ROOT / "lsp" / "emacs" / "repomem-lsp-mode.el").read_text(encoding="utf-8")
+    lsp_ids = set(re.findall(r'"([\w+-]+)"', lsp_mode.split("(defcustom repomem-lsp-languages", 1)[1].split(")", 1)[0]))
+    for column, (name, listed) in enumerate((("VS Code", activated), ("Neovim", nvim), ("Emacs", modes),
+                                             ("lsp-mode", lsp_ids))):
+        expected = set().union(*(names[column] for names in EDITOR_NAMES.values()))
+        assert listed == expected, (name, sorted(expected - listed), sorted(listed - expected))
+    assert vim == nvim  # Vim's filetypes are Neovim's
 
 
 def test_the_editor_clients_send_only_what_the_user_set():
