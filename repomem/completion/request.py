@@ -63,8 +63,10 @@ class CursorContext:
 
 
 _DEFINITION = re.compile(r"^(\s*)(async\s+def|def|class)\s")
-# A name being typed at the end of the cursor's line, with the space BPE vocabularies glue to it.
-_WORD_BEING_TYPED = re.compile(r" ?[A-Za-z_][A-Za-z0-9_]*$")
+# A name being typed at the end of the cursor's line, in any script (in ASCII [A-Za-z_][A-Za-z0-9_]*),
+# with the space BPE vocabularies glue to it. The start is held byte by byte (forced_start), so a
+# letter of several UTF-8 bytes that tokens split is held as well as an ASCII one.
+_WORD_BEING_TYPED = re.compile(r" ?[^\W\d]\w*$")
 
 
 def enclosing_definition(lines: list[str], line: int) -> int:

@@ -77,6 +77,9 @@ def _context(line: str, heal_words: bool = True, after: str = ""):
     ("        return ", " ", "        return"),  # spaces alone: healed as before, never forced
     ("        x = 12", "", "        x = 12"),  # a number is left in the prompt
     ("        x = (", "", "        x = ("),
+    ("        wert = grö", " grö", "        wert ="),  # names in any script
+    ("        n = ユーザ", " ユーザ", "        n ="),
+    ("        x = \u0661\u0662", "", "        x = \u0661\u0662"),  # digits of another script: a number
 ])
 def test_a_word_being_typed_leaves_the_prompt_with_the_space_before_it(line, healed, left):
     context = _context(line)
