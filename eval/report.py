@@ -41,7 +41,7 @@ class ModelRow:
     generate_p95: float
     retrieve_p50_ms: float
     retrieve_p95_ms: float
-    errors: int
+    errors: int  # this strategy's failed records among the split's tasks (their tasks are in no row)
     memory_calls: float = 0.0  # mean model calls per completion made while retrieving (memory strategies)
     # Multi-round strategies (RepoCoder): percent of tasks right in at least one round, the oracle the
     # FragRel paper reports beside the last round. None: one round, or records without round_em.
@@ -199,11 +199,16 @@ def _confident_hits(records: Sequence[dict[str, Any]]) -> np.ndarray | None:
 
 def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = ("", "", 0)) -> list[ModelRow]:
     rows = []
-    for split, groups, ids in _paired_groups(records):
+    for split, groups, all_ids in _paired_groups(records):
+        # A task that failed for some strategy leaves every row, as in the retrieval and prompt
+        # tables (`_left_out` says so): counted as a wrong answer, a server that failed one
+        # strategy's requests read as the others' gain (vanilla failed everywhere: Δ EM +100).
+        ids = [i for i in all_ids if not any("error" in group[i] for group in groups.values())]
+        if not ids:
+            continue
         vanilla = groups.get((BASELINE, 0.0))
         for (strategy, alpha), group in sorted(groups.items(), key=lambda item: (rank_of(item[0][0]), item[0][1])):
             chosen = [group[i] for i in ids]
-            ok = [r for r in chosen if "error" not in r]
             em = np.array([bool(r.get("em")) for r in chosen])
             delta = None
             if vanilla is not None and strategy != BASELINE:
@@ -213,26 +218,28 @@ def _model_rows(records: Sequence[dict[str, Any]], run: tuple[str, str, int] = (
             if confident is not None and vanilla is not None:
                 confident_delta = paired_bootstrap(confident, np.array([bool(vanilla[i].get("em")) for i in ids]))
             # The slimmed copies in eval/results carry no timings: their times read 0.
-            totals = [r.get("timings_ms", {}).get("total", 0.0) / 1000 for r in ok] or [0.0]
-            generate = [r.get("timings_ms", {}).get("generate", 0.0) / 1000 for r in ok] or [0.0]
-            retrieve = [r.get("timings_ms", {}).get("retrieve", 0.0) for r in ok] or [0.0]
-            with_hits = [r for r in ok if r.get("hit_rank", None) is not None or r.get("prompt_hit") is not None]
+            totals = [r.get("timings_ms", {}).get("total", 0.0) / 1000 for r in chosen] or [0.0]
+            generate = [r.get("timings_ms", {}).get("generate", 0.0) / 1000 for r in chosen] or [0.0]
+            retrieve = [r.get("timings_ms", {}).get("retrieve", 0.0) for r in chosen] or [0.0]
+            with_hits = [r for r in chosen if r.get("hit_rank", None) is not None or r.get("prompt_hit") is not None]
             # The label may carry the run's overrides ("repocoder+fragrel [completion.iterative_rounds=3]").
             known = strategy_named(chosen[0]["strategy"]) if chosen else None
             retrieves = known.retrieves if known is not None else True
             rows.append(ModelRow(
                 split=split, strategy=strategy, alpha=alpha, n=len(chosen),
                 em=_percent(em), es=100.0 * float(np.mean([r.get("es", 0.0) for r in chosen])) if chosen else 0.0,
-                hit=_percent(r.get("hit_rank") is not None for r in ok) if retrieves else None,
-                prompt_hit=_percent(bool(r.get("prompt_hit")) for r in ok) if retrieves and with_hits else None,
+                hit=_percent(r.get("hit_rank") is not None for r in chosen) if retrieves else None,
+                prompt_hit=_percent(bool(r.get("prompt_hit")) for r in chosen) if retrieves and with_hits else None,
                 em_delta=delta, latency_p50=float(np.percentile(totals, 50)),
                 latency_p95=float(np.percentile(totals, 95)), generate_p50=float(np.percentile(generate, 50)),
                 generate_p95=float(np.percentile(generate, 95)), retrieve_p50_ms=float(np.percentile(retrieve, 50)),
-                retrieve_p95_ms=float(np.percentile(retrieve, 95)), errors=len(chosen) - len(ok),
-                memory_calls=float(np.mean([r.get("memory_calls", 0) for r in ok])) if ok else 0.0,
+                retrieve_p95_ms=float(np.percentile(retrieve, 95)),
+                errors=sum("error" in group[i] for i in all_ids),
+                memory_calls=float(np.mean([r.get("memory_calls", 0) for r in chosen])) if chosen else 0.0,
                 oracle_em=_oracle_em(chosen, known),
                 confident_em=None if confident is None else _percent(confident), confident_delta=confident_delta,
-                call_match=_percent(r["call_match"] for r in ok) if ok and all("call_match" in r for r in ok) else None,
+                call_match=(_percent(r["call_match"] for r in chosen)
+                            if all("call_match" in r for r in chosen) else None),
                 backend=run[0], order=run[1], prompt_tokens=run[2],
             ))
     return rows
@@ -357,9 +364,9 @@ def _left_out(records: Sequence[dict[str, Any]], k: int) -> tuple[str, ...]:
     """What the tables do not count or cannot tell, in words: the retrieval and prompt tables'
     failed records (a task that failed for one strategy leaves every strategy's row, which pairs
     tasks), task ids whose records are of different task versions (paired by id all the same), and
-    records of another K (only the largest K's are tabled). The model table counts its errors itself."""
+    records of another K (only the largest K's are tabled)."""
     notes = []
-    for mode in ("retrieval", "prompt"):
+    for mode in ("model", "retrieval", "prompt"):
         failed = [r for r in records if r.get("mode") == mode and "error" in r]
         if failed:
             tasks = len({r["task_id"] for r in failed})

@@ -195,3 +195,26 @@ def test_strategies_that_share_no_task_are_not_tabled_as_zeros():
     report = summarize([*retrieval, _retrieval(2, "vanilla", 1), _retrieval(2, "fragrel", 2)])
     assert {row.n for row in report.retrieval_rows} == {1}
     assert any(note.startswith("line: 2 tasks not finished by every strategy") for note in report.notes)
+
+
+def test_a_task_that_failed_for_one_strategy_leaves_every_model_row_and_is_said():
+    """A failed model record counted as a wrong answer: a server that failed vanilla's requests
+    (three tasks of four) read as fragrel's gain, Δ EM +75 where both were right everywhere. Such
+    a task now leaves every row, as in the retrieval and prompt tables, and a note says so."""
+    records = [_record(t, s, "openai:qwen.gguf", em=True) for t in range(4) for s in ("vanilla", "fragrel")]
+    for record in records[:6:2]:  # vanilla's records of tasks 0, 1, 2
+        record.update(em=False, es=0.0, error="HTTP 503 from the model server")
+    report = summarize(records)
+    assert {(row.strategy, row.n, row.em) for row in report.model_rows} == {("vanilla", 1, 100.0),
+                                                                            ("fragrel", 1, 100.0)}
+    fragrel = next(row for row in report.model_rows if row.strategy == "fragrel")
+    assert fragrel.em_delta is not None and fragrel.em_delta[0] == 0.0
+    assert {(row.strategy, row.errors) for row in report.model_rows} == {("vanilla", 3), ("fragrel", 0)}
+    assert any(note.startswith("3 model records failed") and "HTTP 503" in note for note in report.notes)
+    # Every task failed somewhere: no row reads as measured, the note stays.
+    for record in records[1:6:2]:
+        record.update(error="HTTP 503 from the model server")
+    everywhere = summarize(records)
+    assert [row.n for row in everywhere.model_rows] == [1, 1]
+    records[7]["error"] = "HTTP 503 from the model server"
+    assert summarize(records).model_rows == ()
