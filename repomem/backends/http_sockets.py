@@ -17,16 +17,24 @@ A call may also be given a cancel check (`ShuttableClient.until(deadline, cancel
 waits in slices of CANCEL_POLL_S and ends with httpx's read timeout once the check says so, so a
 completion the editor no longer wants stops while the server is still reading its prompt, not at
 its first token.
+
+A model server behind a proxy is reached through the one the environment names (`https_proxy`,
+`http_proxy`, `all_proxy`, `no_proxy`, as curl and pip read them): httpx reads them only for the
+transport it makes itself, so every endpoint was called directly. A loopback host is never
+proxied (the embedded model's own server is one, with its key in every request).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import socket
 import ssl
 import threading
 import time
+import urllib.parse
+import urllib.request
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -122,25 +130,59 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-class _Transport(httpx.HTTPTransport):
-    """httpx's own transport (its defaults), its connection pool given the remembering backend."""
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment names for `url` (its scheme's, else `all_proxy`), or None: none
+    named, the host listed in `no_proxy`, or a loopback host (`localhost`, 127.0.0.0/8, ::1)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not host or _is_loopback(host):
+        return None
+    if urllib.request.proxy_bypass_environment(parts.netloc.rpartition("@")[2], proxies):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"  # `proxy:3128`, as curl reads it
 
-    def __init__(self, sockets: _RememberedSockets) -> None:
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Transport(httpx.HTTPTransport):
+    """httpx's own transport (its defaults), its connection pool given the remembering backend;
+    through `proxy` (a URL, credentials in it) when one is given."""
+
+    def __init__(self, sockets: _RememberedSockets, proxy: str | None = None) -> None:
         context = _tls_context()
         super().__init__(verify=context)
-        self._pool = httpcore.ConnectionPool(  # httpx.Limits' defaults
-            ssl_context=context, max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0,
-            network_backend=sockets)
+        limits: dict[str, Any] = {  # httpx.Limits' defaults
+            "ssl_context": context, "max_connections": 100, "max_keepalive_connections": 20,
+            "keepalive_expiry": 5.0, "network_backend": sockets}
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(**limits)
+            return
+        parts = urllib.parse.urlsplit(proxy)
+        auth = (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")) \
+            if parts.username is not None else None
+        bare = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+        self._pool = httpcore.HTTPProxy(proxy_url=bare, proxy_auth=auth,  # TLS to the proxy for https:// ones
+                                        proxy_ssl_context=context if parts.scheme == "https" else None, **limits)
 
 
 class ShuttableClient:
-    """`client`: an httpx.Client; `shut()`, from any thread: every read waiting on one of its
-    plain-TCP connections ends now (httpx raises a transport error in the calling thread, or the
-    stream ends)."""
+    """`client`: an httpx.Client for calls to `endpoint` (which decides the proxy, if any);
+    `shut()`, from any thread: every read waiting on one of its plain-TCP connections ends now
+    (httpx raises a transport error in the calling thread, or the stream ends)."""
 
-    def __init__(self, **client_options: Any) -> None:
+    def __init__(self, endpoint: str, **client_options: Any) -> None:
         self._sockets = _RememberedSockets()
-        self.client = httpx.Client(transport=_Transport(self._sockets), **client_options)
+        self.proxy = proxy_for(endpoint)
+        self.client = httpx.Client(transport=_Transport(self._sockets, self.proxy), **client_options)
 
     def shut(self) -> None:
         self._sockets.shut()

@@ -91,6 +91,14 @@ _WINDOW_WORDS = ("context length", "model length", "context window", "context_le
 _WINDOW_SIZE = re.compile(r"(?:maximum context length is|context length|context size \()\s*(\d+)", re.IGNORECASE)
 
 
+def _proxy_refusal(route: str) -> Failure:
+    """HTTP 407: the proxy (the environment's, http_sockets.proxy_for) refused the request, not the
+    model server."""
+    return Failure(FailureKind.BACKEND_AUTH, f"the proxy refused the call to {route} (HTTP 407): give the proxy's "
+                                             "user and password in http_proxy / https_proxy "
+                                             "(http://user:password@host:port)")
+
+
 def _refusal(response: httpx.Response, route: str) -> tuple[Failure, int]:
     """The Failure for a 4xx / 5xx answer, with the reason the server gave in its body (OpenAI's
     `{"error": {"message"}}`, vLLM's `{"message"}`, FastAPI's `{"detail"}`): "answered HTTP 400"
@@ -117,6 +125,8 @@ def _refusal(response: httpx.Response, route: str) -> tuple[Failure, int]:
     # One line of printable text: the server's words reach a terminal.
     reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())[:MAX_REASON_CHARS]
     status = response.status_code
+    if status == 407:
+        return _proxy_refusal(route), 0
     too_long = status in (400, 413, 422) and any(words in reason.lower() for words in _WINDOW_WORDS)
     said = f"{route} answered HTTP {status}" + (f": {reason}" if reason else "")
     if not too_long:
@@ -199,7 +209,8 @@ class OpenAIBackend:
         self.shown_endpoint = shown_url(self.endpoint)  # what messages and results name
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._shuttable = ShuttableClient(timeout=httpx.Timeout(30.0, connect=connect_timeout_s), headers=self._headers)
+        self._shuttable = ShuttableClient(self.endpoint, timeout=httpx.Timeout(30.0, connect=connect_timeout_s),
+                                          headers=self._headers)
         self._client = self._shuttable.client
         self._retries = retries
         self._counts: OrderedDict[str, int] = OrderedDict()
@@ -222,6 +233,11 @@ class OpenAIBackend:
         # The server fails a streamed request after its status line (llama-cpp-python's): an empty
         # stream is asked again unstreamed for its reason (`_unstreamed`).
         self.fails_late = False
+
+    def _cannot_reach(self, error: Exception) -> str:
+        """A failed connection in words, naming the proxy it went through (the environment's)."""
+        through = f" through the proxy {shown_url(self._shuttable.proxy)}" if self._shuttable.proxy else ""
+        return f"cannot reach {self.shown_endpoint}{through} ({error.__class__.__name__})"
 
     @classmethod
     def connect(cls, endpoint: str, model: str = "", api_key: str = "", deadline_s: float = 10.0,
@@ -306,13 +322,15 @@ class OpenAIBackend:
                 return Failure(FailureKind.BACKEND_TIMEOUT,
                                f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
-                last = f"cannot reach {self.shown_endpoint} ({error.__class__.__name__})"
+                last = self._cannot_reach(error)
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
             if status in RETRYABLE_STATUS:
                 last = f"{self.shown_endpoint}{path} answered HTTP {status}"
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
+            if status == 407:
+                return _proxy_refusal(f"{self.shown_endpoint}{path}")
             if status in (401, 403):
                 return Failure(FailureKind.BACKEND_AUTH, f"{self.shown_endpoint} refused the API key (HTTP {status})")
             if status >= 400:
@@ -493,7 +511,7 @@ class OpenAIBackend:
                     if pieces:
                         return Failure(FailureKind.BACKEND_ERROR,
                                        f"{self.shown_endpoint} dropped the stream ({error.__class__.__name__})")
-                    last = f"cannot reach {self.shown_endpoint} ({error.__class__.__name__})"
+                    last = self._cannot_reach(error)
                     self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
             else:
                 return Failure(FailureKind.BACKEND_UNREACHABLE, last or f"cannot reach {self.shown_endpoint}")
