@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import pytest
 
@@ -127,10 +128,11 @@ class VSCode:
         time.sleep(0.5)
         self.keys(Keys.ENTER)
 
-    def open_file(self, name: str, attempts: int = 4) -> None:
-        """Quick Open (Ctrl+P), the file's name, Enter, until the file's tab is the active one. On
-        a slow host the workbench once let the first keys go by (CI: no file opened, so the
-        extension never activated and every later check failed); a user would press Ctrl+P again."""
+    def open_file(self, name: str, attempts: int = 4, query: str | None = None) -> None:
+        """Quick Open (Ctrl+P), the file's name (or `query`: an absolute path picks one of several
+        files of that name), Enter, until the file's tab is the active one. On a slow host the
+        workbench once let the first keys go by (CI: no file opened, so the extension never
+        activated and every later check failed); a user would press Ctrl+P again."""
         from selenium.webdriver.common.keys import Keys
 
         def shown(selector: str) -> bool:
@@ -141,7 +143,7 @@ class VSCode:
             self.chord(Keys.CONTROL, key="p")
             if poll(lambda: self.driver.find_elements("css selector", ".quick-input-widget input"), 10):
                 time.sleep(0.3)
-                self.keys(name)
+                self.keys(query or name)
                 poll(lambda: shown(".quick-input-list .monaco-list-row"), 10)
                 self.keys(Keys.ENTER)
                 if poll(lambda: shown(".tabs-container .tab.active"), 15):
@@ -176,8 +178,8 @@ class VSCode:
             " .monaco-editor .ghost-text-decoration-preview')).map(e => e.textContent).join('');")
         return drawn.replace("\u00a0", " ")
 
-    def saved_lines(self, path: str = "shop/report.py") -> list[str]:
-        """Ctrl+S, then the file as written."""
+    def saved_lines(self, path: str | Path = "shop/report.py") -> list[str]:
+        """Ctrl+S, then the file as written (`path` in the workspace, or absolute)."""
         from selenium.webdriver.common.keys import Keys
 
         file = self.workspace / path
@@ -477,6 +479,44 @@ def test_a_missing_server_is_said_and_a_fixed_setting_starts_it_again(vscode):
                 30, "topK = 5 sent to the server")
 
 
+def test_a_file_of_the_second_folder_of_a_multi_root_workspace_gets_ghost_text(vscode):
+    """A workspace of two folders, two copies of the example, opened in the same browser. One
+    server indexed the first folder alone and said each file of the second "outside the workspace
+    folder"; each folder has a server of its own now, started when its first file opens. Only the
+    second folder's file is opened here, so the accept lands in the second folder's feedback log."""
+    from selenium.webdriver.common.keys import Keys
+
+    base = vscode.workspace.parent / "multi-root"
+    copy_example(base / "first")
+    second = copy_example(base / "second")
+    workspace_file = base / "two.code-workspace"
+    # Absolute paths: code-server 4.99 opened relative ones as a workspace of no folder.
+    workspace_file.write_text(json.dumps({"folders": [{"path": str(base / "first")}, {"path": str(second)}]}))
+    readies, outside = vscode.log().count("repomem: ready"), vscode.log().count("outside the workspace folder")
+    vscode.driver.get(f"{vscode.url}/?workspace={quote(str(workspace_file))}")
+    vscode.wait(lambda: vscode.driver.find_elements("css selector", ".monaco-workbench .part.editor"), 60,
+                "the two-folder workbench")
+    time.sleep(2)  # the workbench takes keys once its first layout is done
+    report = second / "shop" / "report.py"
+    vscode.open_file("report.py", query=str(report))
+    vscode.wait(lambda: vscode.log().count("repomem: ready") > readies, ANSWER_S, "the second folder's server ready")
+    vscode.replace_line(9, LINE_9)
+
+    def ghost_or_outside() -> str:
+        # The one server of before answered nothing for the second folder, and said so: fail at once.
+        if vscode.log().count("outside the workspace folder") > outside:
+            pytest.fail(f"the second folder's file went to another folder's server:\n{vscode.log()[-2000:]}")
+        return vscode.ghost_text()
+
+    ghost = vscode.wait(ghost_or_outside, ANSWER_S, "ghost text in the second folder")
+    assert ghost.startswith(EXPECTED), ghost
+    vscode.keys(Keys.TAB)
+    assert vscode.saved_lines(report)[8] == LINE_9 + EXPECTED
+    accepts = vscode.wait(lambda: [e for e in feedback_events(second) if e.get("event") == "accept"], 30,
+                          "the accept in the second folder's feedback log")
+    assert EXPECTED in accepts[0].get("completion", ""), accepts
+
+
 def test_stopping_code_server_stops_the_server_and_its_model(vscode):
     with check(vscode, "quit") as result:
         seen = dict(vscode.watcher.seen)
@@ -506,15 +546,22 @@ const [extensionPath, good] = process.argv.slice(2);
 const settings = { command: "/nonexistent/repomem" };
 const seen = { errors: [], clients: [], commands: new Map(), listeners: [], requests: [] };
 const disposable = { dispose() {} };
+const uri = (path) => ({ scheme: "file", fsPath: path, path, toString: () => `file://${path}` });
+const folder = { uri: uri("/w"), name: "w", index: 0 };
+const document = { uri: uri("/w/a.py"), languageId: "python" };  // open in folder /w
 const vscode = {
   workspace: {
+    workspaceFolders: [folder],
+    textDocuments: [document],
+    getWorkspaceFolder: (candidate) => (candidate.toString().startsWith("file:///w/") ? folder : undefined),
     getConfiguration: () => ({ inspect: (key) => ({ globalValue: settings[key] }) }),
     onDidChangeConfiguration: (listener) => { seen.listeners.push(listener); return disposable; },
+    onDidOpenTextDocument: () => disposable,
+    onDidChangeWorkspaceFolders: () => disposable,
     createFileSystemWatcher: () => disposable,
   },
   window: {
-    activeTextEditor: { document: { uri: { toString: () => "file:///w/a.py" } },
-                        selection: { active: { line: 0, character: 0 } } },
+    activeTextEditor: { document, selection: { active: { line: 0, character: 0 } } },
     showErrorMessage: async (message) => { seen.errors.push(message); },
     showInformationMessage: async () => undefined,
     createOutputChannel: (name) => ({ name, appendLine() {}, append() {}, clear() {}, show() {}, dispose() {} }),
@@ -524,7 +571,7 @@ const vscode = {
 const State = { Stopped: 1, Running: 2, Starting: 3 };
 class LanguageClient {
   constructor(id, name, server, options) {
-    Object.assign(this, { command: server.command, options, state: State.Stopped });
+    Object.assign(this, { command: server.command, options, state: State.Stopped });  // Stopped until started
     seen.clients.push(this);
   }
   registerProposedFeatures() {}

@@ -2,7 +2,8 @@
 and of vscode-languageclient's LanguageClient: what it hands the client and sends the server, without
 VS Code (tests/e2e/test_vscode.py drives the real one in code-server). The stub client reads
 `initializationOptions` as vscode-languageclient 9 does at each initialize (a function is called,
-a value sent as it is), its first start and every restart after a crash alike."""
+a value sent as it is), its first start and every restart after a crash alike, and reports its
+state as the real one does (`state` is Stopped before the start and after a failed one)."""
 
 from __future__ import annotations
 
@@ -17,51 +18,81 @@ from repomem.lsp.settings import settings_after_change
 
 VSCODE = Path(__file__).resolve().parents[2] / "lsp" / "vscode"
 
-HARNESS = r"""
+# The stubs; a scenario (below) follows them and prints its record as JSON.
+STUBS = r"""
 const Module = require("module");
 const [extensionDir] = process.argv.slice(1);
 const user = { topK: 4, command: "repomem" };  // the user's settings (globalValue)
-const seen = { notifications: [], initializationOptions: [], channels: [], commands: {}, listeners: [] };
+const seen = { clients: [], notifications: [], initializationOptions: [], channels: [], lines: [], errors: [],
+               commands: {}, listeners: {} };
+const on = (event) => (listener) => { (seen.listeners[event] ||= []).push(listener); return { dispose() {} }; };
+const fire = (event, value) => (seen.listeners[event] || []).forEach((listener) => listener(value));
+const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+const file = (path) => ({ scheme: "file", fsPath: path, path, toString: () => `file://${path}` });
+const folder = (path, index) => ({ uri: file(path), name: path.split("/").pop(), index });
+const doc = (path, languageId = "python") => ({ uri: file(path), languageId });
+const inside = (uri, base) => `${uri.toString()}/`.startsWith(`${base.uri.toString()}/`);
 
 class LanguageClient {  // stub: the parts of vscode-languageclient 9 the extension uses
   constructor(id, name, server, options) {
-    this.options = options; this.state = "initial"; seen.server = server; seen.instance = this;
+    Object.assign(this, { id, name, server, options, $state: "initial", requests: [] });
+    seen.clients.push(this);
   }
+  get state() { return { starting: "starting", running: "running" }[this.$state] || "stopped"; }
   registerProposedFeatures() {}
   async start() {  // client.ts initialize(): Is.func(initOption) ? initOption() : initOption
     const option = this.options.initializationOptions;
     seen.initializationOptions.push(JSON.parse(JSON.stringify(typeof option === "function" ? option() : option)));
-    this.state = "running";
+    this.$state = "running";
   }
-  needsStop() { return this.state === "starting" || this.state === "running"; }
+  needsStop() { return this.$state === "starting" || this.$state === "running"; }
   async stop() {  // client.ts shutdown(): only a running client can be stopped
-    if (this.state !== "running") {
-      throw new Error(`Client is not running and can't be stopped. It's current state is: ${this.state}`);
+    if (this.$state !== "running") {
+      throw new Error(`Client is not running and can't be stopped. It's current state is: ${this.$state}`);
     }
-    this.state = "stopped";
+    this.$state = "stopped";
   }
   async sendNotification(method, params) {
-    if (this.state !== "running" && this.state !== "starting") throw new Error("Client is not running");
-    seen.notifications.push({ method, params });
+    if (this.$state !== "running" && this.$state !== "starting") throw new Error("Client is not running");
+    seen.notifications.push({ client: this.name, method, params });
   }
-  async sendRequest() { return { fragments: [] }; }
+  async sendRequest(method, params) {
+    this.requests.push(params.arguments[0].textDocument.uri);
+    return { fragments: [] };
+  }
 }
 
 const vscode = {  // stub
   workspace: {
+    workspaceFolders: [folder("/r", 0)],
+    textDocuments: [doc("/r/a.py")],
+    getWorkspaceFolder: (uri) => vscode.workspace.workspaceFolders.filter((f) => inside(uri, f))
+      .sort((a, b) => b.uri.path.length - a.uri.path.length)[0],  // the innermost, as VS Code's
     getConfiguration: () => ({ inspect: (key) => ({ key, globalValue: user[key] }) }),
-    onDidChangeConfiguration: (listener) => { seen.listeners.push(listener); return { dispose() {} }; },
+    onDidChangeConfiguration: on("configuration"),
+    onDidOpenTextDocument: on("open"),
+    onDidChangeWorkspaceFolders: on("folders"),
     createFileSystemWatcher: () => ({ dispose() {} }),
   },
   window: {
-    activeTextEditor: { document: { uri: { toString: () => "file:///r/a.py" } },
-                        selection: { active: { line: 1, character: 2 } } },
+    activeTextEditor: { document: doc("/r/a.py"), selection: { active: { line: 1, character: 2 } } },
+    showErrorMessage: async (message) => { seen.errors.push(message); },
     createOutputChannel: (name) => {
-      seen.channels.push(name); return { clear() {}, appendLine() {}, show() {}, dispose() {} };
+      seen.channels.push(name);
+      return { clear() {}, appendLine: (line) => seen.lines.push(line), show() {}, dispose() {} };
     },
   },
   commands: { registerCommand: (id, run) => { seen.commands[id] = run; return { dispose() {} }; } },
 };
+const open = async (document) => {
+  vscode.workspace.textDocuments.push(document);
+  fire("open", document);
+  await settle();
+};
+const settingsChanged = () => fire("configuration", { affectsConfiguration: (s) => s === "repomem" });
+const describe = (client) => ({ name: client.name, state: client.state, server: client.server,
+                                folder: client.options.workspaceFolder && client.options.workspaceFolder.name,
+                                selector: client.options.documentSelector, requests: [...client.requests] });
 
 const load = Module._load;
 Module._load = function (request, ...rest) {
@@ -71,42 +102,85 @@ Module._load = function (request, ...rest) {
   }
   return load.call(this, request, ...rest);
 };
+const extension = require(require("path").join(extensionDir, "extension.js"));
+const context = { subscriptions: [] };
+"""
 
+# One folder, /r, its a.py open: settings, a crash, explain, a client stopped for good.
+SESSION = STUBS + r"""
 (async () => {
-  const extension = require(require("path").join(extensionDir, "extension.js"));
-  const context = { subscriptions: [] };
   await extension.activate(context);
-  const change = () => seen.listeners.forEach((listener) => listener({ affectsConfiguration: (s) => s === "repomem" }));
   user.topK = 7;  // the user changes a setting: sent at once
-  change();
-  await new Promise((resolve) => setImmediate(resolve));
+  settingsChanged();
+  await settle();
   // The server crashes; vscode-languageclient restarts it (state initial, then start()).
-  const instance = seen.instance;
-  instance.state = "initial";
-  await instance.start();
+  const [client] = seen.clients;
+  client.$state = "initial";
+  await client.start();
   // Explain twice: one output channel.
   await seen.commands["repomem.explainAtCursor"]();
   await seen.commands["repomem.explainAtCursor"]();
   // The server crashed too often: the client is stopped for good; a change and the deactivation.
-  instance.state = "stopped";
+  client.$state = "stopped";
   user.topK = 9;
   let unhandled = null;
   process.on("unhandledRejection", (error) => { unhandled = String(error); });
-  change();
-  instance.state = "startFailed";
+  settingsChanged();
+  client.$state = "startFailed";
   let deactivated = "ok";
   try { await extension.deactivate(); } catch (error) { deactivated = String(error); }
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  const { instance: _, ...record } = seen;
-  console.log(JSON.stringify({ ...record, listeners: seen.listeners.length, commands: Object.keys(seen.commands),
-                               subscriptions: context.subscriptions.length, unhandled, deactivated }));
+  await settle();
+  console.log(JSON.stringify({ ...seen, clients: seen.clients.map(describe), listeners: Object.keys(seen.listeners),
+                               commands: Object.keys(seen.commands), subscriptions: context.subscriptions.length,
+                               unhandled, deactivated }));
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
+# A multi-root workspace: /w/first (with /w/first/nested, a folder of its own) and /w/second.
+# Each step records the clients as they are then.
+MULTI_ROOT = STUBS + r"""
+(async () => {
+  const [first, nested, second] = [folder("/w/first", 0), folder("/w/first/nested", 1), folder("/w/second", 2)];
+  vscode.workspace.workspaceFolders = [first, nested, second];
+  vscode.workspace.textDocuments = [doc("/w/first/a.py")];
+  const steps = {};
+  const step = (name) => { steps[name] = seen.clients.map(describe); };
+  await extension.activate(context);
+  step("activated");
+  await open(doc("/w/second/b.py"));
+  step("second");
+  await open(doc("/w/first/nested/c.py"));
+  await open(doc("/w/second/notes.md", "markdown"));
+  await open(doc("/elsewhere/loose.py"));
+  step("nestedMarkdownLoose");
+  vscode.window.activeTextEditor.document = doc("/w/second/b.py");
+  await seen.commands["repomem.explainAtCursor"]();
+  vscode.window.activeTextEditor.document = doc("/elsewhere/loose.py");
+  await seen.commands["repomem.explainAtCursor"]();
+  step("explained");
+  settingsChanged();
+  await settle();
+  await seen.commands["repomem.restart"]();
+  step("restarted");
+  // `second` leaves the workspace, then `first`: `nested` is a folder of its own again, with c.py open.
+  vscode.workspace.workspaceFolders = [first, nested];
+  fire("folders", { added: [], removed: [second] });
+  await settle();
+  step("secondRemoved");
+  vscode.workspace.workspaceFolders = [nested];
+  fire("folders", { added: [], removed: [first] });
+  await settle();
+  step("firstRemoved");
+  await extension.deactivate();
+  step("deactivated");
+  console.log(JSON.stringify({ steps, notifications: seen.notifications, lines: seen.lines, errors: seen.errors }));
 })().catch((error) => { console.error(error); process.exit(1); });
 """
 
 
-def run_extension(extension_dir: Path) -> dict:
+def run_extension(extension_dir: Path, scenario: str = SESSION) -> dict:
     """The harness's record of one session of the extension at `extension_dir`."""
-    result = subprocess.run(["node", "-e", HARNESS, str(extension_dir)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(["node", "-e", scenario, str(extension_dir)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -120,8 +194,10 @@ def session() -> dict:
     return run_extension(VSCODE)
 
 
-def test_the_server_is_started_as_repomem_serve(session):
-    assert session["server"] == {"command": "repomem", "args": ["serve"]}
+def test_the_server_is_started_as_repomem_serve_for_the_folder(session):
+    [client] = session["clients"]
+    assert client["server"] == {"command": "repomem", "args": ["serve"]}
+    assert client["folder"] == "r" and client["selector"] == [{"scheme": "file", "pattern": "/r/**/*"}]
     assert sorted(session["commands"]) == ["repomem.explainAtCursor", "repomem.restart"]
 
 
@@ -145,8 +221,68 @@ def test_a_change_is_sent_as_the_server_reads_it(session):
 def test_explain_reuses_one_output_channel(session):
     """Two explains, one channel for them; the server's log has its own, made once."""
     assert sorted(session["channels"]) == ["repomem", "repomem explain"]
+    assert session["clients"][0]["requests"] == ["file:///r/a.py"] * 2
 
 
 def test_a_stopped_client_is_neither_stopped_again_nor_left_with_a_rejected_notification(session):
     assert session["deactivated"] == "ok"
     assert session["unhandled"] is None
+
+
+# -- a multi-root workspace: a server per folder ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def multi_root() -> dict:
+    return run_extension(VSCODE, MULTI_ROOT)
+
+
+def running(clients: list[dict]) -> list[str | None]:
+    return [client["folder"] for client in clients if client["state"] == "running"]
+
+
+def test_each_folder_gets_its_own_server_when_its_first_file_opens(multi_root):
+    """One server indexes one folder: a single client sent the second folder's files to the
+    first folder's server, which answered nothing for them ("outside the workspace folder")."""
+    steps = multi_root["steps"]
+    assert running(steps["activated"]) == ["first"]  # second has no file open yet: no server
+    assert running(steps["second"]) == ["first", "second"]
+    by_folder = {client["folder"]: client for client in steps["second"]}
+    assert by_folder["first"]["selector"] == [{"scheme": "file", "pattern": "/w/first/**/*"}]
+    assert by_folder["second"]["selector"] == [{"scheme": "file", "pattern": "/w/second/**/*"}]
+    assert by_folder["second"]["name"] == "repomem (second)"
+    assert by_folder["second"]["server"] == {"command": "repomem", "args": ["serve"]}
+
+
+def test_a_nested_folder_a_non_source_file_and_a_file_outside_start_no_server(multi_root):
+    """A folder inside another is the outer one's (its files are in that index already); a
+    Markdown file starts nothing; a file outside every folder is said in the output channel."""
+    assert running(multi_root["steps"]["nestedMarkdownLoose"]) == ["first", "second"]
+    assert any("/elsewhere/loose.py is outside every workspace folder" in line for line in multi_root["lines"])
+
+
+def test_explain_asks_the_server_of_the_active_files_folder(multi_root):
+    by_folder = {client["folder"]: client for client in multi_root["steps"]["explained"]}
+    assert by_folder["second"]["requests"] == ["file:///w/second/b.py"]
+    assert by_folder["first"]["requests"] == []
+    assert any("loose.py is outside every workspace folder" in error for error in multi_root["errors"])
+
+
+def test_a_settings_change_reaches_every_server(multi_root):
+    sent = [n["client"] for n in multi_root["notifications"] if n["method"] == "workspace/didChangeConfiguration"]
+    assert sorted(sent) == ["repomem (first)", "repomem (second)"]
+
+
+def test_restart_starts_every_server_anew(multi_root):
+    restarted = multi_root["steps"]["restarted"]
+    assert [(c["folder"], c["state"]) for c in restarted] == [
+        ("first", "stopped"), ("second", "stopped"), ("first", "running"), ("second", "running")]
+
+
+def test_a_folder_removed_stops_its_server_and_a_folder_no_longer_nested_gets_one(multi_root):
+    steps = multi_root["steps"]
+    assert running(steps["secondRemoved"]) == ["first"]
+    assert running(steps["firstRemoved"]) == ["nested"]  # c.py is open in it
+    [nested] = [client for client in steps["firstRemoved"] if client["folder"] == "nested"]
+    assert nested["selector"] == [{"scheme": "file", "pattern": "/w/first/nested/**/*"}]
+    assert running(steps["deactivated"]) == []
