@@ -27,11 +27,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import pytest
 
@@ -202,9 +201,16 @@ class VSCode:
 
     def notifications(self, method: str) -> list[dict]:
         """The params of each `method` notification sent to the server, from the verbose trace."""
+        return self._sent(f"Sending notification '{method}'")
+
+    def requests_sent(self, method: str) -> list[dict]:
+        """The params of each `method` request sent to the server, from the verbose trace."""
+        return self._sent(f"Sending request '{method} - (")
+
+    def _sent(self, heading: str) -> list[dict]:
         found = []
         for entry in self.log().split("[Trace - ")[1:]:
-            if f"Sending notification '{method}'" in entry and "Params: " in entry:
+            if heading in entry and "Params: " in entry:
                 with contextlib.suppress(ValueError):
                     found.append(json.JSONDecoder().raw_decode(entry.split("Params: ", 1)[1].lstrip())[0])
         return found
@@ -249,13 +255,23 @@ def record(vscode: VSCode, pytestconfig) -> None:
 
 @pytest.fixture(scope="module")
 def vscode(tmp_path_factory, request, pytestconfig):
+    base = tmp_path_factory.mktemp("vscode")
+    with code_server_session(request, base, copy_example(base / "shop")) as session:
+        try:
+            yield session
+        finally:
+            record(session, pytestconfig)
+
+
+@contextlib.contextmanager
+def code_server_session(request, base: Path, workspace: Path, opened: Path | None = None) -> Iterator[VSCode]:
+    """code-server with the extension built and installed under `base`, opened on `opened` (a
+    folder or a .code-workspace file; default `workspace`), and headless Chromium on it."""
     tools = find_tools()
     request.getfixturevalue("model_path")  # downloaded once, only when the editor is there to use it
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    base = tmp_path_factory.mktemp("vscode")
-    workspace = copy_example(base / "shop")
     home, data, extensions = base / "home", base / "data", base / "extensions"
     (data / "User").mkdir(parents=True)
     home.mkdir()
@@ -291,7 +307,7 @@ def vscode(tmp_path_factory, request, pytestconfig):
     server_log = open(base / "code-server.log", "w")  # noqa: SIM115 - closed when the module ends
     server = subprocess.Popen([*code_server, "--auth", "none", "--bind-addr", f"127.0.0.1:{port}",
                                "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
-                               "--disable-getting-started-override", str(workspace)],
+                               "--disable-getting-started-override", str(opened or workspace)],
                               env=env, stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)
     watcher = TreeWatcher(server.pid)
     watcher.start()
@@ -306,7 +322,6 @@ def vscode(tmp_path_factory, request, pytestconfig):
     try:
         yield session
     finally:
-        record(session, pytestconfig)
         watcher.stop.set()
         with contextlib.suppress(Exception):  # the quit check may have closed it already
             driver.quit()
@@ -479,44 +494,6 @@ def test_a_missing_server_is_said_and_a_fixed_setting_starts_it_again(vscode):
                 30, "topK = 5 sent to the server")
 
 
-def test_a_file_of_the_second_folder_of_a_multi_root_workspace_gets_ghost_text(vscode):
-    """A workspace of two folders, two copies of the example, opened in the same browser. One
-    server indexed the first folder alone and said each file of the second "outside the workspace
-    folder"; each folder has a server of its own now, started when its first file opens. Only the
-    second folder's file is opened here, so the accept lands in the second folder's feedback log."""
-    from selenium.webdriver.common.keys import Keys
-
-    base = vscode.workspace.parent / "multi-root"
-    copy_example(base / "first")
-    second = copy_example(base / "second")
-    workspace_file = base / "two.code-workspace"
-    # Absolute paths: code-server 4.99 opened relative ones as a workspace of no folder.
-    workspace_file.write_text(json.dumps({"folders": [{"path": str(base / "first")}, {"path": str(second)}]}))
-    readies, outside = vscode.log().count("repomem: ready"), vscode.log().count("outside the workspace folder")
-    vscode.driver.get(f"{vscode.url}/?workspace={quote(str(workspace_file))}")
-    vscode.wait(lambda: vscode.driver.find_elements("css selector", ".monaco-workbench .part.editor"), 60,
-                "the two-folder workbench")
-    time.sleep(2)  # the workbench takes keys once its first layout is done
-    report = second / "shop" / "report.py"
-    vscode.open_file("report.py", query=str(report))
-    vscode.wait(lambda: vscode.log().count("repomem: ready") > readies, ANSWER_S, "the second folder's server ready")
-    vscode.replace_line(9, LINE_9)
-
-    def ghost_or_outside() -> str:
-        # The one server of before answered nothing for the second folder, and said so: fail at once.
-        if vscode.log().count("outside the workspace folder") > outside:
-            pytest.fail(f"the second folder's file went to another folder's server:\n{vscode.log()[-2000:]}")
-        return vscode.ghost_text()
-
-    ghost = vscode.wait(ghost_or_outside, ANSWER_S, "ghost text in the second folder")
-    assert ghost.startswith(EXPECTED), ghost
-    vscode.keys(Keys.TAB)
-    assert vscode.saved_lines(report)[8] == LINE_9 + EXPECTED
-    accepts = vscode.wait(lambda: [e for e in feedback_events(second) if e.get("event") == "accept"], 30,
-                          "the accept in the second folder's feedback log")
-    assert EXPECTED in accepts[0].get("completion", ""), accepts
-
-
 def test_stopping_code_server_stops_the_server_and_its_model(vscode):
     with check(vscode, "quit") as result:
         seen = dict(vscode.watcher.seen)
@@ -664,3 +641,45 @@ def test_a_failed_start_leaves_the_commands_saying_why_and_a_fixed_setting_resta
     assert any("could not start" in error for error in steps["errorsAfterSecondBadStart"]), steps
     assert steps["restart"] == "ran" and steps["runningAfterRestart"] == [node], steps
     assert steps["runningAfterDeactivate"] == 0, steps
+
+
+def test_a_file_of_the_second_folder_of_a_multi_root_workspace_gets_ghost_text(tmp_path_factory, request):
+    """A workspace of two folders, two copies of the example, opened in a code-server of its own
+    (navigating the module's window to it opened a window of no folder after the checks above). One
+    server indexed the first folder alone and said each file of the second "outside the workspace
+    folder"; each folder has a server of its own now, started when its first file opens. Only the
+    second folder's file is opened here, so the accept lands in the second folder's feedback log."""
+    from selenium.webdriver.common.keys import Keys
+
+    base = tmp_path_factory.mktemp("vscode-multi-root")
+    copy_example(base / "first")
+    second = copy_example(base / "second")
+    workspace_file = base / "two.code-workspace"
+    # Absolute paths: code-server 4.99 opened relative ones as a workspace of no folder.
+    workspace_file.write_text(json.dumps({"folders": [{"path": str(base / "first")}, {"path": str(second)}]}))
+    with code_server_session(request, base, second, opened=workspace_file) as vscode:
+        vscode.wait(lambda: _loads(vscode, vscode.url), 60, "code-server answering")
+        vscode.wait(lambda: vscode.driver.find_elements("css selector", ".monaco-workbench .part.editor"), 60,
+                    "the two-folder workbench")
+        time.sleep(2)  # the workbench takes keys once its first layout is done
+        report = second / "shop" / "report.py"
+        vscode.open_file("report.py", query=str(report))
+        vscode.wait(lambda: "repomem: ready" in vscode.log(), ANSWER_S, "the second folder's server ready")
+        initialized = [params for params in vscode.requests_sent("initialize")]
+        assert [[folder["uri"] for folder in params.get("workspaceFolders") or []] for params in initialized] == \
+            [[second.as_uri()]], initialized
+        vscode.replace_line(9, LINE_9)
+
+        def ghost_or_outside() -> str:
+            # The one server of before answered nothing for the second folder, and said so: fail at once.
+            if "outside the workspace folder" in vscode.log():
+                pytest.fail(f"the second folder's file went to another folder's server:\n{vscode.log()[-2000:]}")
+            return vscode.ghost_text()
+
+        ghost = vscode.wait(ghost_or_outside, ANSWER_S, "ghost text in the second folder")
+        assert ghost.startswith(EXPECTED), ghost
+        vscode.keys(Keys.TAB)
+        assert vscode.saved_lines(report)[8] == LINE_9 + EXPECTED
+        accepts = vscode.wait(lambda: [e for e in feedback_events(second) if e.get("event") == "accept"], 30,
+                              "the accept in the second folder's feedback log")
+        assert EXPECTED in accepts[0].get("completion", ""), accepts
