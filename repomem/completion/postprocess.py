@@ -8,8 +8,9 @@ starting a new top-level statement, at the model's end strings; leaked FIM senti
 trailing lines that repeat the code after the cursor are dropped (a one-line completion that is
 the next line below the cursor: nothing), and repetition loops are cut.
 In languages with brace blocks (C, Go, Rust, Java, JavaScript, ...) the body after a line ending
-in `{` runs to the brace that balances it: that line ends the completion, and is left out when
-the code after the cursor already closes the block (an editor's auto-paired brace).
+in `{` (or in a lambda's `{ x ->`, `{ x in`, `{ x =>`) runs to the brace that balances it: that
+line ends the completion, and is left out when the code after the cursor already closes the block
+(an editor's auto-paired brace).
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ class _Scan(NamedTuple):
     escapes: bool = False
     directive: bool = False
     skipping: int = 0
+    # The branch passed over is an `#if 0`'s: code switched off, whose `#else` / `#elif` is the live one.
+    switched_off: bool = False
 
 
 _START = _Scan()
@@ -107,6 +110,9 @@ class _BraceSyntax:
     tokens: re.Pattern[str]
     spanning: dict[str, tuple[str, bool]]
     preprocessor: bool = False  # C's `#` lines: an `#else` branch repeats the `#if` branch's openers
+    # A lambda's `{` followed by its parameters and arrow to the line's end (Kotlin's `forEach { p ->`,
+    # Swift's `map { item in`, Scala's `foreach { x =>`): the line opens the lambda's body as a `{` does.
+    lambda_header: re.Pattern[str] | None = None
 
 
 _BLOCK_COMMENT = {"/*": ("*/", False)}
@@ -118,9 +124,11 @@ _ANY_QUOTED = r"'(?:\\.|[^'\\])*'"
 _BACKTICKED = r"`(?:\\.|[^`\\])*`"
 
 
-def _syntax(spanning: dict[str, tuple[str, bool]], done: str, preprocessor: bool = False) -> _BraceSyntax:
+def _syntax(spanning: dict[str, tuple[str, bool]], done: str, preprocessor: bool = False,
+            lambda_arrow: str = "") -> _BraceSyntax:
     opened = "|".join(re.escape(opener) for opener in sorted(spanning, key=len, reverse=True))
-    return _BraceSyntax(re.compile(rf"(?P<open>{opened})|(?P<done>{done}|//.*$)"), spanning, preprocessor)
+    header = re.compile(rf"\{{[^{{}}]*{lambda_arrow}$") if lambda_arrow else None
+    return _BraceSyntax(re.compile(rf"(?P<open>{opened})|(?P<done>{done}|//.*$)"), spanning, preprocessor, header)
 
 
 _TRIPLE = {**_BLOCK_COMMENT, '"""': ('"""', False)}
@@ -130,12 +138,17 @@ _BRACE_SYNTAX = {
     "go": _syntax({**_BLOCK_COMMENT, "`": ("`", False)}, f"{_STRING}|{_CHAR}"),
     "rust": _syntax({**_BLOCK_COMMENT, '"': ('"', True)}, _CHAR),  # Rust's strings span lines
     **dict.fromkeys(("c", "cpp"), _syntax(_BLOCK_COMMENT, f"{_STRING}|{_CHAR}", preprocessor=True)),
-    "csharp": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}", preprocessor=True),
-    **dict.fromkeys(("java", "kotlin", "scala", "swift"), _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}")),
+    # C#'s verbatim strings (`@"..."`, `$@"..."`, `@$"..."`) span lines and hold no backslash escape.
+    "csharp": _syntax({**_TRIPLE, '@"': ('"', False), '@$"': ('"', False)}, f"{_STRING}|{_CHAR}", preprocessor=True),
+    "java": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}"),
+    "kotlin": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="->"),
+    "scala": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="=>"),
+    "swift": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow=r"\bin"),
     "php": _syntax(_BLOCK_COMMENT, rf"{_STRING}|{_ANY_QUOTED}|#(?!\[).*$"),
 }
 _ANY_BRACES = _syntax(_BLOCK_COMMENT, f"{_STRING}|{_BACKTICKED}|{_ANY_QUOTED}")
 _DIRECTIVE = re.compile(r"#\s*(\w*)")
+_SWITCHED_OFF = re.compile(r"\s*(?:0+|false)\s*(?:$|//|/\*)")  # the condition of `#if 0`
 
 
 def _brace_syntax(language: str) -> _BraceSyntax:
@@ -147,16 +160,24 @@ def _code(line: str, scan: _Scan, syntax: _BraceSyntax) -> tuple[str, _Scan]:
     given what the lines above left open, and what it leaves open."""
     if syntax.preprocessor and not scan.closer:
         if scan.directive or line.lstrip().startswith("#"):
-            skipping = scan.skipping
+            skipping, switched_off = scan.skipping, scan.switched_off
             if not scan.directive:
-                name = _DIRECTIVE.match(line.lstrip()).group(1)
-                if name in ("if", "ifdef", "ifndef"):
+                directive = _DIRECTIVE.match(line.lstrip())
+                name = directive.group(1)
+                if name == "if" and not skipping and _SWITCHED_OFF.match(line.lstrip(), directive.end()):
+                    skipping, switched_off = 1, True  # `#if 0`: its lines are no code, as a comment's
+                elif name in ("if", "ifdef", "ifndef"):
                     skipping += skipping > 0
                 elif name in ("else", "elif", "elifdef", "elifndef"):
-                    skipping = skipping or 1  # the branch below repeats the one above: it is passed over
+                    if skipping == 1 and switched_off:
+                        skipping, switched_off = 0, False
+                    else:
+                        skipping = skipping or 1  # the branch below repeats the one above: it is passed over
                 elif name == "endif":
                     skipping = max(skipping - 1, 0)
-            return " " * len(line), scan._replace(directive=line.rstrip().endswith("\\"), skipping=skipping)
+                    switched_off = switched_off and skipping > 0
+            return " " * len(line), scan._replace(directive=line.rstrip().endswith("\\"), skipping=skipping,
+                                                  switched_off=switched_off)
         if scan.skipping:
             return " " * len(line), scan
     pieces: list[str] = []
@@ -180,8 +201,12 @@ def _code(line: str, scan: _Scan, syntax: _BraceSyntax) -> tuple[str, _Scan]:
 
 
 def _closer_end(line: str, at: int, closer: str, escapes: bool) -> int:
-    """Where the closer first found from `at` ends (one escaped by a backslash does not count); -1: none."""
+    """Where the closer first found from `at` ends (one escaped by a backslash does not count); -1: none.
+    A lone `"` that no backslash escapes closes only C#'s verbatim strings, where `""` is a quote."""
     while (found := line.find(closer, at)) >= 0:
+        if closer == '"' and not escapes and line.startswith('""', found):
+            at = found + 2
+            continue
         backslashes = len(line[:found]) - len(line[:found].rstrip("\\"))
         if not escapes or backslashes % 2 == 0:
             return found + len(closer)
@@ -190,7 +215,8 @@ def _closer_end(line: str, at: int, closer: str, escapes: bool) -> int:
 
 
 def _opens_brace_block(line: str, syntax: _BraceSyntax = _ANY_BRACES) -> bool:
-    return _code(line, _START, syntax)[0].rstrip().endswith("{")
+    code = _code(line, _START, syntax)[0].rstrip()
+    return code.endswith("{") or (syntax.lambda_header is not None and syntax.lambda_header.search(code) is not None)
 
 
 def _statement_start(lines: list[str], at: int, not_code: re.Pattern[str] = _NOT_CODE,
@@ -256,9 +282,12 @@ _RUBY_OPENER = re.compile(r"^\s*(?:(?:def|class|module|if|unless|while|until|for
 _LUA_OPENER = re.compile(r"(?:\b(?:then|do|else)|\bfunction\b[^()]*\([^()]*\))\s*$")
 _KEYWORD_BLOCKS: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
     "ruby": ((_RUBY_OPENER, "end"),),
-    "lua": ((_LUA_OPENER, "end"),),
+    "lua": ((_LUA_OPENER, "end"), (re.compile(r"(?:^|[;\s])repeat\s*$"), "until")),
     # The shell's keywords where a command starts (`if x; then`, a `then` line): `echo then` is an argument.
-    "bash": ((re.compile(r"(?:^|;)\s*(?:then|else)\s*$"), "fi"), (re.compile(r"(?:^|;)\s*do\s*$"), "done")),
+    # A function's body (`deploy() {`, `function deploy {`) is a `{` group closed by its own `}`
+    # (`${` and `a{` are expansions, no group).
+    "bash": ((re.compile(r"(?:^|;)\s*(?:then|else)\s*$"), "fi"), (re.compile(r"(?:^|;)\s*do\s*$"), "done"),
+             (re.compile(r"(?:^|[\s;)])\{\s*$"), "}")),
 }
 # Lines at the opener's indent that go on with its block (`else`, `rescue`, `when`): not its end.
 _BLOCK_GOES_ON = {"ruby": ("else", "elsif", "when", "in", "rescue", "ensure"), "lua": ("else", "elseif"),
@@ -268,6 +297,50 @@ _SCRIPT_NOT_CODE = {
     "bash": re.compile(r'"(?:\\.|[^"\\])*"|\'[^\']*\'|(?:^|(?<=\s))#.*$'),
     "lua": re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|--.*$'),
 }
+
+
+# Literals of these languages that span lines: a shell or Ruby heredoc (`cat <<EOF`, `<<~SQL`), whose
+# text and terminator may stand at column 0, and a Lua long string or comment (`[[`, `--[==[`), which
+# may hold `end`. Their lines neither end a block's body nor close it.
+_HEREDOC = {
+    "bash": re.compile(r"(?<!<)<<(?P<indented>-?)\s*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+    "ruby": re.compile(r"<<(?P<indented>[~-]?)(?P<quote>['\"`]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+}
+_LUA_LONG_BRACKET = re.compile(r"\[(=*)\[")
+
+
+class _OpenLiteral(NamedTuple):
+    closer: str  # a heredoc's terminator (a line of its own), or a long bracket's `]]` / `]=]`
+    heredoc: bool
+    indented: bool = False  # a heredoc whose terminator may be indented (`<<-EOF`, `<<~SQL`)
+
+
+def _literal_after(line: str, language: str, literal: _OpenLiteral | None) -> _OpenLiteral | None:
+    """The literal spanning lines that is open after `line`, given the one open before it (None: none)."""
+    if literal is not None:
+        if literal.heredoc:
+            return None if (line.strip() if literal.indented else line) == literal.closer else literal
+        end = line.find(literal.closer)
+        if end < 0:
+            return literal
+        line = line[end + len(literal.closer):]
+    if language == "lua":
+        while (opened := _LUA_LONG_BRACKET.search(line)) is not None:
+            closer = f"]{opened.group(1)}]"
+            end = line.find(closer, opened.end())
+            if end < 0:
+                return _OpenLiteral(closer, heredoc=False)
+            line = line[end + len(closer):]
+        return None
+    heredoc = _HEREDOC[language].search(_SCRIPT_NOT_CODE[language].sub(_blank_unless_quoted_word, line)) \
+        if language in _HEREDOC else None
+    return _OpenLiteral(heredoc["word"], heredoc=True, indented=bool(heredoc["indented"])) if heredoc else None
+
+
+def _blank_unless_quoted_word(found: re.Match[str]) -> str:
+    """A string or comment blanked, but a quoted word kept: a heredoc's quoted terminator (`<<'EOF'`)."""
+    text = found.group()
+    return text if re.fullmatch(r"(['\"`])\w+\1", text) else " " * len(text)
 
 
 def _keyword_closer(line: str, language: str) -> str:
@@ -528,11 +601,15 @@ def _keyword_body(lines: list[str], suffix: str, shape: CompletionShape, max_lin
     """Lines indented deeper than the opener, up to the first that is not; when that line is the
     block's closing keyword at the opener's indent (`end`), it ends the completion too, unless the
     code after the cursor closes the block already (an editor that writes `end` with the opener).
-    Settled: the body ended (its closer whole), or the last line `max_lines` allows is complete."""
+    Settled: the body ended (its closer whole), or the last line `max_lines` allows is complete.
+    Lines of a heredoc or a Lua long string (`_literal_after`) are text: they end nothing."""
     kept = [lines[0]]
+    literal = _literal_after(lines[0], shape.language, None)
     for at in range(1, len(lines)):
         line = lines[at]
-        if line.strip() and _indent(line) <= shape.block_indent:
+        if literal is not None:  # a heredoc's or long string's line: text, whatever its indent
+            literal = _literal_after(line, shape.language, literal)
+        elif line.strip() and _indent(line) <= shape.block_indent:
             last = at == len(lines) - 1
             if _indent(line) == shape.block_indent:
                 if any(_closes_with(line, word) for word in _BLOCK_GOES_ON[shape.language]) and not last:
@@ -545,6 +622,8 @@ def _keyword_body(lines: list[str], suffix: str, shape: CompletionShape, max_lin
                 if last and shape.keyword_closer.startswith(line.strip()):
                     return kept, False  # `en` of `end`: not decided yet
             return kept, True
+        else:
+            literal = _literal_after(line, shape.language, None)
         kept.append(line)
         if len(kept) >= max_lines:
             return kept, at < len(lines) - 1
@@ -555,10 +634,11 @@ def _suffix_closes_keyword_block(suffix: str, shape: CompletionShape) -> bool:
     """Whether the first line after the cursor's that is not indented deeper than the opener is
     the block's closing keyword at the opener's indent."""
     lines = _lines_of(suffix)
-    next(lines)
+    literal = _literal_after(next(lines), shape.language, None)
     for line in lines:
-        if line.strip() and _indent(line) <= shape.block_indent:
+        if literal is None and line.strip() and _indent(line) <= shape.block_indent:
             return _indent(line) == shape.block_indent and _closes_with(line, shape.keyword_closer)
+        literal = _literal_after(line, shape.language, literal)
     return False
 
 

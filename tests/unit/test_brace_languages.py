@@ -231,3 +231,52 @@ def test_a_one_line_completion_that_is_only_the_lines_rest_is_nothing():
                                         ("  const x = ", "compute(a);", "compute(a);", JS),
                                         ("    int y = ", "x + 1;", " x + 1;", JAVA)]:
         assert _completed(prefix, rest + "\n", raw, language)[0] == "", (prefix, raw)
+
+
+# -- the less-tested brace languages (the review of Kotlin, Scala, Swift, C# and C) ---------------
+
+SCALA = language_named("scala")
+SWIFT = language_named("swift")
+CSHARP = language_named("csharp")
+
+
+@pytest.mark.parametrize(("language", "prefix", "raw", "body"), [
+    (KOTLIN, "fun f(points: List<Point>) {\n    points.forEach { (a, b) ->",
+     "\n        total += a.x\n    }\n    return total\n}\n", "\n        total += a.x\n    }"),
+    (SWIFT, "func f() {\n    items.forEach { [weak self] item in",
+     "\n        print(item)\n    }\n}\n", "\n        print(item)\n    }"),
+    (SCALA, "object Main {\n  xs.foreach { case (k, v) =>",
+     "\n    println(k)\n  }\n  other()\n}\n", "\n    println(k)\n  }"),
+    (SCALA, "object Main {\n  xs.foreach { x =>\n    ", "println(x)\n  }\n  other()\n}\n", "println(x)\n  }"),
+])
+def test_a_lambda_with_parameters_opens_a_block_body(language, prefix, raw, body):
+    """Kotlin's `forEach { p ->`, Swift's `map { item in` and Scala's `foreach { x =>` open the
+    lambda's body as a `{` does: they completed one line, and a body the model began with a line
+    break (as it always does there) completed nothing."""
+    assert completion_shape(prefix, "\n", language).brace_block
+    assert _completed(prefix, "\n", raw, language)[0] == body
+
+
+def test_an_arrow_outside_a_lambda_header_opens_no_block():
+    for prefix, language in [("    is Circle ->", KOTLIN), ("  case Some(x) =>", SCALA),
+                             ("    for item in", SWIFT), ('    val s = "{ x ->"', KOTLIN)]:
+        assert not completion_shape(prefix, "\n", language).multiline, prefix
+
+
+def test_braces_in_a_csharp_verbatim_string_over_lines_do_not_count():
+    """`@"{` opened a block inside the string (its `""` quotes, its `\\` no escape): the body ran on
+    past the method's `}` into the next method."""
+    raw = '\n    var json = @"{\n  ""a"": ""\\""\n";\n    return json;\n}\n\nvoid G() {}\n'
+    assert _completed("string F() {", "\n", raw, CSHARP)[0] == raw[: raw.index("\n\nvoid G")]
+    raw = '\n    var q = $@"{x} ""{{"" ";\n    return q;\n}\n\nvoid G() {}\n'
+    assert _completed("string F() {", "\n", raw, CSHARP)[0] == raw[: raw.index("\n\nvoid G")]
+
+
+def test_code_switched_off_by_if_0_opens_no_block():
+    """`#if 0` lines are no code: the `{` of an old version kept there ran the body past the
+    function's end; its `#else` branch is the live one, whose braces count."""
+    raw = "\n#if 0\n    if (old) {\n#endif\n    return 1;\n}\n\nint g(void) { return 2; }\n"
+    assert _completed("int f(void) {", "\n", raw, C)[0] == raw[: raw.index("\n\nint g")]
+    raw = ("\n#if 0\n    if (old) {\n#else\n    if (new) {\n#endif\n        return 1;\n    }\n"
+           "    return 0;\n}\n\nint g(void) { return 2; }\n")
+    assert _completed("int f(void) {", "\n", raw, C)[0] == raw[: raw.index("\n\nint g")]

@@ -60,3 +60,43 @@ def test_generation_stops_once_the_closer_is_whole_not_at_its_first_letters():
     assert not completion_settled("\n  items.sum\nend", shape, suffix="\n")  # `end` or `ending = 1`?
     assert completion_settled("\n  items.sum\nend\n", shape, suffix="\n")
     assert completion_settled("\n  items.sum\nputs 1", shape, suffix="\n")  # dedented: the body is over
+
+
+@pytest.mark.parametrize(("language", "prefix", "raw", "body"), [
+    (BASH, "deploy() {", "\n  echo deploying\n  rsync -a build/ host:\n}\n\nmain \"$@\"\n",
+     "\n  echo deploying\n  rsync -a build/ host:\n}"),
+    (BASH, "function deploy {", "\n  make all\n}\nmain\n", "\n  make all\n}"),
+    (LUA, "repeat", "\n  i = i + 1\nuntil i > 3\nprint(i)\n", "\n  i = i + 1\nuntil i > 3"),
+])
+def test_a_shell_function_and_a_lua_repeat_run_to_their_closer(language, prefix, raw, body):
+    """A shell function's `{` group and Lua's `repeat ... until`: they completed one line, and a
+    body begun with a line break completed nothing."""
+    assert completed(language, prefix, "\n", raw) == body
+
+
+@pytest.mark.parametrize("line", ["echo ${", "echo a{", "echo '{'"])
+def test_an_expansion_brace_opens_no_group(line):
+    assert not completion_shape(line, "\n", BASH).multiline
+
+
+@pytest.mark.parametrize(("language", "prefix", "raw", "body"), [
+    (LUA, "local function usage()", "\n  return [[\nusage: tool\nend of options\n]]\nend\n\nprint(1)\n",
+     "\n  return [[\nusage: tool\nend of options\n]]\nend"),
+    (LUA, "local function f()", "\n  --[==[\nend\n]==]\n  return 1\nend\nprint(1)\n",
+     "\n  --[==[\nend\n]==]\n  return 1\nend"),
+    (BASH, "if [ -z \"$1\" ]; then", "\n  cat <<'EOF'\nusage: deploy HOST\nfi\nEOF\n  exit 1\nfi\necho go\n",
+     "\n  cat <<'EOF'\nusage: deploy HOST\nfi\nEOF\n  exit 1\nfi"),
+    (RUBY, "def usage", "\n  s = <<-TXT\nend of options\n  TXT\n  s\nend\nputs 1\n",
+     "\n  s = <<-TXT\nend of options\n  TXT\n  s\nend"),
+    (RUBY, "def query", "\n  <<~SQL\nSELECT 1\n  SQL\nend\nputs 1\n", "\n  <<~SQL\nSELECT 1\n  SQL\nend"),
+])
+def test_a_heredoc_or_long_string_at_column_0_ends_no_body(language, prefix, raw, body):
+    """A heredoc's text and a Lua long string stand at any indent and may hold `end` or `fi`: their
+    first line at the opener's indent ended the body inside the literal, left open."""
+    assert completed(language, prefix, "\n", raw) == body
+
+
+def test_a_closer_inside_a_heredoc_below_is_not_the_blocks():
+    # The code below has a `fi` at the opener's indent, but inside a heredoc: the block is still open.
+    suffix = "\n  cat <<EOF\nfi\nEOF\n"
+    assert completed(BASH, "if [ -n \"$x\" ]; then", suffix, "\n  echo x\nfi\n") == "\n  echo x\nfi"
