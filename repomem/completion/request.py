@@ -169,6 +169,14 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     if line_prefix.strip() and line_prefix != line_prefix.rstrip(" "):
         healed = line_prefix[len(line_prefix.rstrip(" ")):]
         left_lines[-1] = shape_lines[-1] = line_prefix.rstrip(" ")
+    elif line_prefix and not line_prefix.strip(" "):
+        # The cursor after a line's indentation alone (an editor's new line in a block). The
+        # vocabularies write N spaces of indentation and a word as N - 1 spaces and " word", so a
+        # prompt ending in all N had the model write the word's space again: every completion began
+        # a column to the right (`     tax = ...` in a 4-space body). The last space goes back to
+        # the model; the completion still starts at the cursor (its shape sees the line as typed).
+        healed = " "
+        left_lines[-1] = line_prefix[:-1]
     elif typed is not None:
         # Inside a word the prompt ends before it, and the model writes it again with its own
         # tokens, held to the typed letters (repomem.backends.forced_start).

@@ -88,6 +88,18 @@ def test_a_word_being_typed_leaves_the_prompt_with_the_space_before_it(line, hea
     assert context.shape.line_prefix == line.rstrip(" ") if healed == " " else context.shape.line_prefix == line
 
 
+@pytest.mark.parametrize("indent", [" ", "    ", "        "])
+def test_a_line_of_indentation_alone_leaves_its_last_space_to_the_model(indent):
+    """Qwen's vocabulary writes `    return` as `   ` and ` return`: after all four spaces the
+    model wrote ` return`, a column too far right. The prompt keeps all but the last space, which the
+    model writes with the word; the completion starts at the cursor, on the line as typed."""
+    context = _context(indent)
+    assert context.left_lines[-1] == indent[:-1] and context.healed == " " and context.forced_start == ""
+    assert context.shape.line_prefix == indent
+    tabbed = _context("\t")  # a tab is a token of its own: nothing to heal
+    assert tabbed.left_lines[-1] == "\t" and tabbed.healed == ""
+
+
 def test_a_backend_that_cannot_hold_a_start_keeps_the_word_in_the_prompt():
     context = _context("        value = se", heal_words=False)
     assert context.healed == "" and context.left_lines[-1] == "        value = se" and context.forced_start == ""
