@@ -179,7 +179,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.results and Path(args.results).is_dir():
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--results {args.results} is a folder; name a JSONL file"))
     # The evaluator (and with it the engine) is imported once the options are known to be good.
-    from repomem.evaluation.run import RunSettings, run_evaluation
+    from repomem.evaluation.run import RunSettings, claim_results, run_evaluation
     from repomem.evaluation.tasks import draw_tasks
 
     tasks = ok(draw_tasks([Path(path) for path in args.tasks], args.limit, args.seed))
@@ -205,6 +205,13 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--set: {problems[0].render(outcome=False)}"))
     for notice in moved:
         err.print(f"repomem: warning: {notice.render()}", style="yellow", markup=False, highlight=False)
+    if results.exists() and not args.retrieval_only:
+        # A results file another run writes is refused before the model opens (seconds to a minute,
+        # or a server's connection); run_evaluation claims it again for the run itself.
+        claimed = claim_results(results)
+        if isinstance(claimed, Failure):
+            raise UserError(claimed)
+        os.close(claimed)
     backends = [] if args.retrieval_only else open_chosen_backends(args, config, err)
 
     def log(message: str) -> None:

@@ -870,6 +870,10 @@ def test_a_second_eval_run_on_one_results_file_is_refused(tmp_path: Path):
     with open(results, "a") as first:  # a run in progress holds its results file so
         fcntl.flock(first, fcntl.LOCK_EX)
         assert_user_error(run(*arguments), "being written by another `repomem eval run`")
+        # A model run is refused before its model opens: here a server nobody answers at, which
+        # was tried first ("cannot reach") where the results file is what stops the run.
+        assert_user_error(run(*arguments[:-3], "--results", str(results), "--endpoint", "http://127.0.0.1:9"),
+                          "being written by another `repomem eval run`")
     assert results.read_text() == ""
     done = run(*arguments)
     assert done.returncode == 0, done.stderr
