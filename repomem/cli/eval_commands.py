@@ -205,6 +205,11 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--set: {problems[0].render(outcome=False)}"))
     for notice in moved:
         err.print(f"repomem: warning: {notice.render()}", style="yellow", markup=False, highlight=False)
+    unused = [option for option, value in (("--generations", args.generations), ("--defer", args.defer)) if value]
+    if args.retrieval_only and unused:  # a run without a model asks for no generation: they did nothing, silently
+        verb = "does" if len(unused) == 1 else "do"
+        err.print(f"repomem: warning: {' and '.join(unused)} {verb} nothing with --retrieval-only (no model runs)",
+                  style="yellow", markup=False, highlight=False)
     if results.exists() and not args.retrieval_only:
         # A results file another run writes is refused before the model opens (seconds to a minute,
         # or a server's connection); run_evaluation claims it again for the run itself.

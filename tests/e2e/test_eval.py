@@ -710,6 +710,11 @@ def test_eval_bad_input_is_one_line_and_exit_2(shop_benchmark: tuple[Path, Path]
                      "--results", str(tmp_path / "moved.jsonl"), "--set", "completion.pack_blocks=true")
     assert moved.returncode == 0, moved.stderr
     assert "warning: --set: completion.pack_blocks has moved to prompt.pack_blocks" in " ".join(moved.stderr.split())
+    # A generation store or a defer file named for a run without a model did nothing, without a word.
+    unused = _repomem("eval", "run", "--tasks", str(base / "line.jsonl"), "--repos", str(repos), "--retrieval-only",
+                      "--results", str(tmp_path / "unused.jsonl"), "--generations", str(tmp_path / "store.jsonl"))
+    assert unused.returncode == 0, unused.stderr
+    assert "warning: --generations does nothing with --retrieval-only" in " ".join(unused.stderr.split())
 
 
 def test_one_file_named_for_two_roles_is_refused_before_anything_is_written(shop_benchmark: tuple[Path, Path],
