@@ -141,7 +141,10 @@ def proxy_for(url: str) -> str | None:
         return None
     if urllib.request.proxy_bypass_environment(parts.netloc.rpartition("@")[2], proxies):
         return None
-    return proxy if "://" in proxy else f"http://{proxy}"  # `proxy:3128`, as curl reads it
+    proxy = proxy if "://" in proxy else f"http://{proxy}"  # `proxy:3128`, as curl reads it
+    # A SOCKS proxy (`all_proxy=socks5://...`) cannot be spoken here (httpx needs socksio for it):
+    # an HTTP request sent to it failed a server that is reached directly, as before proxies.
+    return proxy if urllib.parse.urlsplit(proxy).scheme in ("http", "https") else None
 
 
 def _is_loopback(host: str) -> bool:

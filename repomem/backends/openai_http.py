@@ -99,6 +99,12 @@ def _proxy_refusal(route: str) -> Failure:
                                              "(http://user:password@host:port)")
 
 
+def _tunnel_refused(error: Exception) -> bool:
+    """Whether the proxy refused to open the tunnel to an https:// endpoint for want of credentials:
+    httpcore raises ProxyError("407 Proxy Authentication Required") where an http:// one answers 407."""
+    return isinstance(error, httpx.ProxyError) and str(error).startswith("407")
+
+
 def _refusal(response: httpx.Response, route: str) -> tuple[Failure, int]:
     """The Failure for a 4xx / 5xx answer, with the reason the server gave in its body (OpenAI's
     `{"error": {"message"}}`, vLLM's `{"message"}`, FastAPI's `{"detail"}`): "answered HTTP 400"
@@ -322,6 +328,8 @@ class OpenAIBackend:
                 return Failure(FailureKind.BACKEND_TIMEOUT,
                                f"{self.shown_endpoint} did not answer within {deadline_s:.0f} s")
             except httpx.HTTPError as error:
+                if _tunnel_refused(error):
+                    return _proxy_refusal(f"{self.shown_endpoint}{path}")
                 last = self._cannot_reach(error)
                 self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                 continue
@@ -511,6 +519,8 @@ class OpenAIBackend:
                     if pieces:
                         return Failure(FailureKind.BACKEND_ERROR,
                                        f"{self.shown_endpoint} dropped the stream ({error.__class__.__name__})")
+                    if _tunnel_refused(error):
+                        return _proxy_refusal(f"{self.shown_endpoint}/v1/completions")
                     last = self._cannot_reach(error)
                     self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
             else:

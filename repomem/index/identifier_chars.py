@@ -12,6 +12,7 @@ Two forms of one rule, built from the same table: a class per code point for the
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -34,6 +35,16 @@ ASCII_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*|\d+"
 _lock = threading.Lock()
 _classes: np.ndarray | None = None
 _pattern: str | None = None
+
+
+def _free_lock_in_child() -> None:
+    """A forked parse worker starts with a free lock: another thread of the parent may have held it,
+    building the table, when it forked (the child then waited on it forever)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_free_lock_in_child)
 
 
 def ascii_classes() -> np.ndarray:

@@ -128,6 +128,9 @@ def test_a_proxy_that_refuses_is_said_to_be_the_proxy_without_its_password(proxi
     ({"http_proxy": "http://proxy:3128"}, "http://localhost:8000", None),
     ({"http_proxy": "http://proxy:3128"}, "http://[::1]:8000", None),
     ({}, "http://gpu-box:8000", None),
+    # A SOCKS proxy is not one an HTTP request can be sent to: the server is called directly, as before.
+    ({"all_proxy": "socks5://127.0.0.1:1080"}, "http://gpu-box:8000", None),
+    ({"http_proxy": "socks5h://proxy:1080"}, "http://gpu-box:8000", None),
 ])
 def test_the_proxy_of_an_endpoint_is_the_environments_as_curl_reads_it(monkeypatch, variables, url, proxy):
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
@@ -150,3 +153,32 @@ def test_the_loopback_server_of_the_embedded_model_is_never_proxied(monkeypatch)
         backend.close()
     finally:
         server.shutdown()
+
+
+class _RefusingTunnels(http.server.BaseHTTPRequestHandler):
+    """A proxy that wants other credentials for every tunnel (CONNECT, an https:// endpoint's)."""
+
+    def do_CONNECT(self):  # noqa: N802
+        self.send_response(407)
+        self.send_header("Proxy-Authenticate", 'Basic realm="proxy"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_tunnel_the_proxy_refuses_is_said_to_be_the_proxys_refusal(monkeypatch):
+    """An https:// endpoint goes through a tunnel: the proxy's 407 there was "cannot reach ...
+    (ProxyError)", asked again until the deadline, with no word of credentials."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                 "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    proxy, proxy_url = serve_http(_RefusingTunnels)
+    try:
+        monkeypatch.setenv("https_proxy", f"http://build:wrong@{urllib.parse.urlsplit(proxy_url).netloc}")
+        refused = OpenAIBackend.connect(f"https://{HIDDEN_HOST}", deadline_s=3)
+    finally:
+        proxy.shutdown()
+    assert isinstance(refused, Failure) and refused.kind == "backend-auth", refused
+    assert refused.message.startswith("the proxy refused the call to") and "wrong" not in refused.message

@@ -3,11 +3,16 @@ definitions: identifiers (`str.isidentifier`), decimal digits (`\\d`), for every
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import threading
+import time
 
 import numpy as np
 
 from repomem.config import Config
+from repomem.index import identifier_chars
 from repomem.index.identifier_chars import (
     ASCII_PATTERN,
     DIGIT,
@@ -65,3 +70,32 @@ def test_words_in_other_scripts_are_whole_tokens_and_split_by_case():
         "get_user_name", "get", "user", "name", "httpresponse", "http", "response", "42"]
     tokens = line_tokens("x = größe\ny = größe", config)
     assert tokens.words == ("x", "größe", "y") and tokens.ids.tolist() == [0, 1, 2, 1]
+
+
+def test_a_child_forked_while_another_thread_builds_the_table_builds_its_own(monkeypatch):
+    """The table's lock held by a thread of the parent when it forked (a language server's edit
+    tokenized while a parse worker starts) is free in the child: it waited on it forever."""
+    monkeypatch.setattr(identifier_chars, "_classes", None)
+    building = threading.Event()
+    real_class_of = identifier_chars._class_of
+
+    def slow_class_of(char: str) -> int:
+        if char == "\x00":
+            building.set()
+            time.sleep(0.3)
+        return real_class_of(char)
+
+    monkeypatch.setattr(identifier_chars, "_class_of", slow_class_of)
+    builder = threading.Thread(target=identifier_chars.word_classes)
+    builder.start()
+    assert building.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: the table within 10 s, or killed by the alarm
+        signal.alarm(10)
+        try:
+            identifier_chars.word_classes()
+        finally:
+            os._exit(0)
+    builder.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
