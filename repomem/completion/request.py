@@ -8,6 +8,7 @@ the retrieval query and the function the cursor sits in.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 
 from repomem.completion.postprocess import CompletionShape, completion_shape
 from repomem.failures import Failure, FailureKind
+from repomem.index.identifier_chars import identifier_pattern
 from repomem.languages.language import BRACE_DEFINITION_TYPES, BRACE_NAMED_FUNCTION_VALUE_TYPES, Language
 from repomem.languages.registry import language_named, language_of
 from repomem.languages.treesitter import parse
@@ -63,10 +65,20 @@ class CursorContext:
 
 
 _DEFINITION = re.compile(r"^(\s*)(async\s+def|def|class)\s")
-# A name being typed at the end of the cursor's line, in any script (in ASCII [A-Za-z_][A-Za-z0-9_]*),
-# with the space BPE vocabularies glue to it. The start is held byte by byte (forced_start), so a
-# letter of several UTF-8 bytes that tokens split is held as well as an ASCII one.
-_WORD_BEING_TYPED = re.compile(r" ?[^\W\d]\w*$")
+# A name being typed at the end of the cursor's line, with the space BPE vocabularies glue to it.
+_ASCII_WORD_BEING_TYPED = re.compile(r" ?[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@functools.cache
+def _word_being_typed_in_any_script() -> re.Pattern[str]:
+    """The same in any script, by the rule BM25's words follow (identifier_chars: `हिन्दी`, whose
+    vowel signs continue a word, which `\\w` does not take). The start is held byte by byte
+    (forced_start), so a letter of several UTF-8 bytes that tokens split is held like an ASCII one."""
+    return re.compile(f" ?(?:{identifier_pattern()})$")
+
+
+def _word_being_typed(line: str) -> re.Match[str] | None:
+    return (_ASCII_WORD_BEING_TYPED if line.isascii() else _word_being_typed_in_any_script()).search(line)
 
 
 def enclosing_definition(lines: list[str], line: int) -> int:
@@ -164,7 +176,7 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     # model, and is taken off the start of what it writes.
     healed = ""
     line_prefix = left_lines[-1]
-    typed = _WORD_BEING_TYPED.search(line_prefix) if heal_words else None
+    typed = _word_being_typed(line_prefix) if heal_words else None
     shape_lines = list(left_lines)  # the line as typed: the completion starts at the cursor
     if line_prefix.strip() and line_prefix != line_prefix.rstrip(" "):
         healed = line_prefix[len(line_prefix.rstrip(" ")):]

@@ -67,16 +67,21 @@ def word_classes() -> np.ndarray:
         return _classes
 
 
-def word_pattern() -> str:
-    """The regular expression of a word in any script (see the module's doc), as a pattern."""
+def identifier_pattern() -> str:
+    """The regular expression of an identifier in any script (XID_Start or `_`, then XID_Continue)."""
     global _pattern
     classes = word_classes()
     with _lock:
         if _pattern is None:
             start = _character_class(np.flatnonzero(classes & WORD_START))
             more = _character_class(np.flatnonzero(classes & WORD_CONTINUE))
-            _pattern = f"{start}{more}*|\\d+"
+            _pattern = f"{start}{more}*"
         return _pattern
+
+
+def word_pattern() -> str:
+    """The regular expression of a word in any script (see the module's doc), as a pattern."""
+    return identifier_pattern() + "|\\d+"
 
 
 def _class_of(char: str) -> int:

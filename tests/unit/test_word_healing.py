@@ -79,6 +79,7 @@ def _context(line: str, heal_words: bool = True, after: str = ""):
     ("        x = (", "", "        x = ("),
     ("        wert = grö", " grö", "        wert ="),  # names in any script
     ("        n = ユーザ", " ユーザ", "        n ="),
+    ("        x = नमस्ते", " नमस्ते", "        x ="),  # its vowel signs continue the word (\\w stopped before)
     ("        x = \u0661\u0662", "", "        x = \u0661\u0662"),  # digits of another script: a number
 ])
 def test_a_word_being_typed_leaves_the_prompt_with_the_space_before_it(line, healed, left):
