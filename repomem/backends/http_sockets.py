@@ -139,12 +139,52 @@ def proxy_for(url: str) -> str | None:
     proxy = proxies.get(parts.scheme) or proxies.get("all")
     if not proxy or not host or _is_loopback(host):
         return None
-    if urllib.request.proxy_bypass_environment(parts.netloc.rpartition("@")[2], proxies):
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if _bypassed(host, port, proxies.get("no", "")):
         return None
     proxy = proxy if "://" in proxy else f"http://{proxy}"  # `proxy:3128`, as curl reads it
     # A SOCKS proxy (`all_proxy=socks5://...`) cannot be spoken here (httpx needs socksio for it):
     # an HTTP request sent to it failed a server that is reached directly, as before proxies.
     return proxy if urllib.parse.urlsplit(proxy).scheme in ("http", "https") else None
+
+
+def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
+    """Whether `no_proxy` (comma-separated, as curl reads it) exempts `host`: `*`; a name, which
+    also covers its subdomains (`corp` and `.corp` both take `vllm.corp`); an IP address, bracketed
+    or not for IPv6; a CIDR range (`10.0.0.0/8`, `fd00::/8`); any of them with `:port` to exempt that
+    port only. (urllib's reading matched neither ranges nor unbracketed IPv6 addresses.)"""
+    host = host.lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (part.strip().lower() for part in no_proxy.split(",")):
+        if entry == "*":
+            return True
+        entry_port = None
+        bracketed = entry.startswith("[") and "]" in entry
+        if bracketed:
+            entry, _, rest = entry[1:].partition("]")
+            entry_port = rest[1:] if rest.startswith(":") else None
+        elif entry.count(":") == 1:  # a name or IPv4 address with a port (IPv6 has more colons)
+            entry, _, entry_port = entry.partition(":")
+        if entry_port is not None and (not entry_port.isdigit() or int(entry_port) != port):
+            continue
+        entry = entry.rstrip(".")
+        if not entry:
+            continue
+        if address is not None:
+            with contextlib.suppress(ValueError):
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            continue
+        name = entry.lstrip(".")
+        if host == name or host.endswith("." + name):
+            return True
+    return False
 
 
 def _is_loopback(host: str) -> bool:

@@ -128,6 +128,17 @@ def test_a_proxy_that_refuses_is_said_to_be_the_proxy_without_its_password(proxi
     ({"http_proxy": "http://proxy:3128"}, "http://localhost:8000", None),
     ({"http_proxy": "http://proxy:3128"}, "http://[::1]:8000", None),
     ({}, "http://gpu-box:8000", None),
+    # no_proxy as curl reads it: ranges, IPv6 with or without brackets, ports, `*`, a name's subdomains.
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "10.0.0.0/8"}, "http://10.2.3.4:8000", None),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "10.0.0.0/8"}, "http://11.2.3.4:8000", "http://proxy:3128"),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "fd00::1"}, "http://[fd00::1]:8000", None),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "[fd00::1]:8000"}, "http://[fd00::1]:8000", None),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "fd00::/8"}, "http://[fd12::5]:8000", None),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "gpu-box:9000"}, "http://gpu-box:8000", "http://proxy:3128"),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "gpu-box:8000"}, "http://gpu-box:8000", None),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "corp"}, "http://vllm.corp:8000", None),
+    ({"http_proxy": "http://proxy:3128", "no_proxy": "box"}, "http://gpu-box:8000", "http://proxy:3128"),
+    ({"http_proxy": "http://proxy:3128", "NO_PROXY": " * "}, "http://gpu-box:8000", None),
     # A SOCKS proxy is not one an HTTP request can be sent to: the server is called directly, as before.
     ({"all_proxy": "socks5://127.0.0.1:1080"}, "http://gpu-box:8000", None),
     ({"http_proxy": "socks5h://proxy:1080"}, "http://gpu-box:8000", None),
