@@ -23,7 +23,7 @@ from repomem.index.kernels.words import count_words, first_appearance_ids, known
 _ASCII_WORD = re.compile(ASCII_PATTERN)  # the words of ASCII text: what word_pattern() finds there
 _ASCII_CLASSES = ascii_classes()
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-# _PART over a word's characters written as their kinds (`_part_kinds`): the same parts in any script,
+# _PART over a word's characters written as their kinds (`_parts_in_any_script`): the same parts in any script,
 # and runs of letters without case (CJK, Arabic, ...) as parts of their own.
 _KIND_PART = re.compile(r"A+(?=Aa)|A?a+|A+|0+|x+")
 

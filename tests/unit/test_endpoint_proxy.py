@@ -65,12 +65,17 @@ class _ForwardingProxy(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _without_proxy_variables(monkeypatch) -> None:
+    """None of the proxy variables this machine's environment may hold, in either case."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
 @pytest.fixture
 def proxied_model(monkeypatch):
     """(proxy handler class, the model server's URL under the hidden name, the proxy's address)."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                 "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+    _without_proxy_variables(monkeypatch)
     _, model, model_url = _server(window=2048)
     proxy_class = type("Proxy", (_ForwardingProxy,), {"seen": [], "credentials": ""})
     proxy, proxy_url = serve_http(proxy_class)
@@ -144,9 +149,7 @@ def test_a_proxy_that_refuses_is_said_to_be_the_proxy_without_its_password(proxi
     ({"http_proxy": "socks5h://proxy:1080"}, "http://gpu-box:8000", None),
 ])
 def test_the_proxy_of_an_endpoint_is_the_environments_as_curl_reads_it(monkeypatch, variables, url, proxy):
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                 "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+    _without_proxy_variables(monkeypatch)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     assert proxy_for(url) == proxy
@@ -154,9 +157,8 @@ def test_the_proxy_of_an_endpoint_is_the_environments_as_curl_reads_it(monkeypat
 
 def test_the_loopback_server_of_the_embedded_model_is_never_proxied(monkeypatch):
     """A proxy in the environment must not see the embedded model's requests (its per-start key)."""
+    _without_proxy_variables(monkeypatch)
     monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
-    monkeypatch.delenv("no_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
     _, server, url = _server(window=2048)
     try:
         backend = OpenAIBackend.connect(url, deadline_s=5)
@@ -182,9 +184,7 @@ class _RefusingTunnels(http.server.BaseHTTPRequestHandler):
 def test_a_tunnel_the_proxy_refuses_is_said_to_be_the_proxys_refusal(monkeypatch):
     """An https:// endpoint goes through a tunnel: the proxy's 407 there was "cannot reach ...
     (ProxyError)", asked again until the deadline, with no word of credentials."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                 "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+    _without_proxy_variables(monkeypatch)
     proxy, proxy_url = serve_http(_RefusingTunnels)
     try:
         monkeypatch.setenv("https_proxy", f"http://build:wrong@{urllib.parse.urlsplit(proxy_url).netloc}")
