@@ -49,7 +49,7 @@ from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.scheduler import CompletionAsk, CompletionScheduler, Outcome, Scheduled
 from repomem.lsp.session import CompletionAnswer, CompletionSession, EditorRequest, settle_replaced_index
 from repomem.lsp.settings import session_config, settings_after_change
-from repomem.positions import too_wide_to_index
+from repomem.repository_root import too_wide_to_index
 from repomem.thread_priority import lower_thread_priority, thread_nice
 
 if TYPE_CHECKING:

@@ -123,7 +123,7 @@ def _stamp_matches(path: Path, widened: WidenedModel) -> dict | None:
     try:
         stamp = json.loads(_stamp_path(path).read_text())
         stat = path.stat()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a stamp nested past json's depth
         return None
     same = (isinstance(stamp, dict) and stamp.get("size") == stat.st_size and stamp.get("mtime_ns") == stat.st_mtime_ns
             and stamp.get("source_sha256") == widened.source.sha256 and isinstance(stamp.get("sha256"), str))

@@ -103,7 +103,7 @@ def _parse(line: str) -> tuple[str, Generation] | None:
         return entry["key"], Generation(str(entry["text"]), int(entry["prompt_tokens"]), tokens, 0,
                                         str(entry["finish_reason"]), float(entry["seconds"]),
                                         float(mean) if isinstance(mean, int | float) else None)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past json's depth
         return None  # a foreign or damaged line costs one generation, nothing else
 
 

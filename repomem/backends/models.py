@@ -74,8 +74,10 @@ def model_named(name: str) -> PackagedModel | Failure:
     """The embedded model called `name` (case and a `-instruct` ending ignored)."""
     model = EMBEDDED_MODELS.get(name.strip().lower().removesuffix("-instruct"))
     if model is None:
+        # Said by `repomem model` only (elsewhere a name is checked before), which takes no file.
         return Failure(FailureKind.BAD_OPTION, f"unknown model {name!r}; the embedded models are "
-                                               f"{', '.join(EMBEDDED_MODELS)} (or give a .gguf file)")
+                                               f"{', '.join(EMBEDDED_MODELS)} (a .gguf file of your own "
+                                               "needs no pull: give it to --model)")
     return model
 
 
@@ -99,7 +101,7 @@ def _stamp_matches(path: Path, model: PackagedModel) -> bool:
     try:
         stamp = json.loads(_stamp_path(path).read_text())
         stat = path.stat()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a stamp nested past json's depth
         return False
     return stamp == {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": model.sha256}
 
@@ -266,7 +268,7 @@ class _ResumeState:
             parts, size = int(record["parts_done"]), int(record["bytes"])
             fits = (record["model"] == self._identity() and 0 < parts < len(self.model.parts)
                     and 0 < size < self.model.size and self.partial.stat().st_size >= size)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # a record nested past json's depth
             return 0, 0
         return (parts, size) if fits else (0, 0)
 

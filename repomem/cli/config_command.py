@@ -18,6 +18,7 @@ from repomem.config import (
     resolved_config,
 )
 from repomem.failures import Failure, FailureKind
+from repomem.repository_root import find_repo_root
 from repomem.setting_reference import toml_value
 from repomem.setting_rules import SURFACES, ConfigProblem, settings_of
 
@@ -27,7 +28,8 @@ def add_config_parser(commands: Any) -> None:
     actions = config.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="print every setting's value on a surface and where it came from")
     show.add_argument("path", nargs="?", default=None,
-                      help="repository folder (default: the repository around the current folder, else none)")
+                      help="a repository's folder, or a folder inside one (default: the repository around the "
+                           "current folder, else none)")
     show.add_argument("--surface", choices=SURFACES, default="cli",
                       help="whose settings: the command line's (default), the language server's or the "
                            "evaluator's (which reads no settings files)")
@@ -39,8 +41,6 @@ def add_config_parser(commands: Any) -> None:
 
 def _repository(path: str | None) -> Path | None:
     if path is None:
-        from repomem.positions import find_repo_root  # numpy, for the commands that use it only
-
         return find_repo_root(Path.cwd())
     if not path.strip():
         raise UserError(Failure(FailureKind.MISSING_REPO, "the repository folder is an empty string"))
@@ -49,7 +49,9 @@ def _repository(path: str | None) -> Path | None:
         raise UserError(Failure(FailureKind.MISSING_REPO, f"{path}: no such folder"))
     if not folder.is_dir():
         raise UserError(Failure(FailureKind.NOT_A_FOLDER, f"{path} is not a folder"))
-    return folder.resolve()
+    # A folder inside a repository: that repository's settings, which commands on its files run
+    # with (its subfolder's own showed none of its repomem.toml).
+    return find_repo_root(folder.resolve()) or folder.resolve()
 
 
 def _json_value(value: Any) -> Any:

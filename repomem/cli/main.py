@@ -173,7 +173,8 @@ def cmd_retrieve(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoService, Any]:
     """Shared by retrieve and complete: position, repository, checked cursor."""
     from repomem.cli.service_setup import named_folder, open_service, warn_if_inside
-    from repomem.positions import find_repo_root, parse_position
+    from repomem.positions import parse_position
+    from repomem.repository_root import find_repo_root
 
     spec = ok(parse_position(args.position))
     if args.repo is not None:
@@ -327,6 +328,14 @@ def cmd_serve(args: argparse.Namespace, out: Console, err: Console) -> int:
                                 f"cannot listen on {where}: {error.strerror or error}")) from None
 
 
+def _repository_around_cwd() -> Path | None:
+    """The repository the current folder is in (None: the user's settings alone): `repomem model`
+    run in a subfolder reads the repository's settings, as `complete` on a file there does."""
+    from repomem.repository_root import find_repo_root
+
+    return find_repo_root(Path.cwd())
+
+
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     from repomem.backends.bf16_layers import recorded_choice, verify_widened, widened_for, widened_path
     from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
@@ -337,7 +346,7 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
             raise UserError(Failure(FailureKind.BAD_OPTION,
                                     f"`repomem model list` takes no model name, got {args.name!r}"))
         # The command line (and the evaluator, by default) and the editor may run different models.
-        settings = read_settings(Path.cwd())
+        settings = read_settings(_repository_around_cwd())
         resolved = {surface: resolved_config(settings, surface) for surface in ("cli", "lsp")}
         for line in problem_lines(resolved["cli"].problems):
             print(f"repomem: warning: {line}", file=sys.stderr)
@@ -358,7 +367,7 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
                                                         f"({', '.join(EMBEDDED_MODELS)}); a .gguf file of your own "
                                                         f"is used as it is: --model {args.name}"))
     # Without a name: the model the user's settings run (model.embedded_model).
-    config, warnings = load_config(Path.cwd())
+    config, warnings = load_config(_repository_around_cwd())
     for line in warnings:  # a model name the settings get wrong is said, not silently replaced
         print(f"repomem: warning: {line}", file=sys.stderr)
     model = ok(model_named(args.name or config.model.embedded_model))

@@ -15,7 +15,7 @@ from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan_memo import git_environment
-from repomem.positions import find_repo_root, too_wide_to_index
+from repomem.repository_root import find_repo_root, too_wide_to_index
 from repomem.service import IndexReport, RepoService
 
 

@@ -218,7 +218,7 @@ def _stricter_only(user_section: dict[str, Any], setting_: Setting, asked: Any) 
     return min(current, asked), "weaker" if asked > current else None
 
 
-def load_config(repo_root: Path, surface: str = "cli",
+def load_config(repo_root: Path | None, surface: str = "cli",
                 overrides: dict[str, Any] | None = None) -> tuple[Config, list[str]]:
     """read_config's config for `surface`, its problems as lines for a person (at most
     MAX_WARNINGS and a count): for callers that print them (RepoService.open's warnings).

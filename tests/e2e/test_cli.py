@@ -288,6 +288,24 @@ def test_config_show_tells_each_value_on_a_surface_and_where_it_came_from(tmp_pa
     assert "[model]" in text.stdout
 
 
+def test_config_show_of_a_folder_inside_a_repository_shows_that_repositorys_settings(tmp_path: Path, monkeypatch):
+    """`config show repo/pkg` took the subfolder for the repository: none of the repository's
+    repomem.toml, which every command on the subfolder's files runs with, was shown."""
+    (tmp_path / "none.toml").write_text("")
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "none.toml"))
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "repomem.toml").write_text("[retrieval]\ntop_k = 7\n")
+    shown = run("config", "show", str(repo / "pkg"), "--json")
+    assert shown.returncode == 0, shown.stderr
+    answer = json.loads(shown.stdout)
+    settings = {s["name"]: (s["value"], s["source"]) for s in answer["settings"]}
+    assert answer["repository"] == str(repo) and settings["retrieval.top_k"] == (7, str(repo / "repomem.toml"))
+    plain = tmp_path / "plain"  # a folder in no repository is still taken as one (as --repo takes it)
+    plain.mkdir()
+    assert json.loads(run("config", "show", str(plain), "--json").stdout)["repository"] == str(plain)
+
+
 def test_config_show_refuses_bad_input_in_one_line(tmp_path: Path, monkeypatch):
     (tmp_path / "none.toml").write_text("")
     monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "none.toml"))

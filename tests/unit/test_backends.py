@@ -432,6 +432,14 @@ def test_a_deferred_request_is_counted_so_a_task_with_one_is_not_recorded_half_a
     store.close()
 
 
+def test_a_store_line_nested_past_jsons_depth_costs_one_generation_not_the_run(tmp_path: Path):
+    path = tmp_path / "generations.jsonl"
+    path.write_text("[" * 100_000 + "\n")  # json.loads raises RecursionError, no ValueError
+    store = GenerationStore.open(path)
+    assert not isinstance(store, Failure) and len(store) == 0
+    store.close()
+
+
 def test_cut_answers_are_not_stored_and_a_folder_is_not_a_store(tmp_path: Path):
     store = GenerationStore.open(tmp_path / "g.jsonl")
     memo = MemoBackend(_CountingModel("deadline"), store)

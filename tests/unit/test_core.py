@@ -21,7 +21,8 @@ from repomem.index.tokens import line_tokens, tokenize
 from repomem.languages.parsed import CallSite, CallSites
 from repomem.languages.python.calls import module_name, resolve_calls
 from repomem.languages.syntax import extract_syntax
-from repomem.positions import find_repo_root, locate, parse_position, query_first_line, text_before_cursor
+from repomem.positions import locate, parse_position, query_first_line, text_before_cursor
+from repomem.repository_root import find_repo_root
 from tests.repos import PACKAGE_FILES, write_repo
 
 # -- config --------------------------------------------------------------------------------------

