@@ -10,7 +10,8 @@ the next line below the cursor: nothing), and repetition loops are cut.
 In languages with brace blocks (C, Go, Rust, Java, JavaScript, ...) the body after a line ending
 in `{` (or in a lambda's `{ x ->`, `{ x in`, `{ x =>`) runs to the brace that balances it: that
 line ends the completion, and is left out when the code after the cursor already closes the block
-(an editor's auto-paired brace).
+(an editor's auto-paired brace). A brace language's body without braces (Scala 3's `object Main:`,
+`if x then`; Kotlin's and Scala's `fun area(): Int =` continued below) ends at a dedent, as Python's.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class CompletionShape:
     block_indent: int  # body lines must be indented deeper than this (columns); -1 = no limit
     line_prefix: str  # the cursor line's text before the cursor
     brace_block: bool = False  # the body of a `{` block: it ends at the brace balancing the opener
-    # The body of a block closed by a keyword (Ruby's and Lua's `end`, the shell's `fi` / `done`):
+    # The body of a block closed by a keyword (Ruby's and Lua's `end`, the shell's `fi` / `done` / `esac`):
     # that keyword, which ends it at the opener's indent.
     keyword_closer: str = ""
     language: str = ""  # the grammar's name: which literals, comments and directives hide braces
@@ -66,21 +67,24 @@ def _opens_block(line: str) -> bool:
     auto-paired brace, `x[1:|]`, `def f(x:|)`), and a lambda's colon ends no header either: these
     complete the rest of the line, whose closers are there already."""
     code = _PYTHON_NOT_CODE.sub("", line).rstrip()
-    if not code.endswith(":"):
-        return False
-    depth = 0  # brackets opened on this line and not closed on it (closers of lines above aside)
-    for char in code:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(depth - 1, 0)
-    if depth > 0:
+    if not code.endswith(":") or _left_open(code):
         return False
     lambda_at = max((found.end() for found in _LAMBDA.finditer(code)), default=-1)
     return lambda_at < 0 or ":" in code[lambda_at:-1]  # `lambda x:` ends the line: its colon
 
 
 _LAMBDA = re.compile(r"\blambda\b")
+
+
+def _left_open(code: str) -> int:
+    """Brackets the line's `code` opens and does not close (closers of lines above aside)."""
+    depth = 0
+    for char in code:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+    return depth
 
 
 # String and character literals (single-quoted of any length: JavaScript's and PHP's strings),
@@ -98,6 +102,8 @@ class _Scan(NamedTuple):
     skipping: int = 0
     # The branch passed over is an `#if 0`'s: code switched off, whose `#else` / `#elif` is the live one.
     switched_off: bool = False
+    # The closer is a heredoc's terminator (PHP's `<<<EOT`): it counts only first on a line.
+    heredoc: bool = False
 
 
 _START = _Scan()
@@ -113,6 +119,11 @@ class _BraceSyntax:
     # A lambda's `{` followed by its parameters and arrow to the line's end (Kotlin's `forEach { p ->`,
     # Swift's `map { item in`, Scala's `foreach { x =>`): the line opens the lambda's body as a `{` does.
     lambda_header: re.Pattern[str] | None = None
+    # Lines that end with one of these open a body on the lines below, indented and ended by a dedent
+    # as Python's (the line's code: literals and comments blanked, its brackets balanced): Scala 3's
+    # blocks without braces (`object Main:`, `if x then`, `xs match`, `case Some(x) =>`) and an
+    # expression body continued below (`fun area(): Int =`).
+    indented_opener: re.Pattern[str] | None = None
 
 
 _BLOCK_COMMENT = {"/*": ("*/", False)}
@@ -125,13 +136,17 @@ _BACKTICKED = r"`(?:\\.|[^`\\])*`"
 
 
 def _syntax(spanning: dict[str, tuple[str, bool]], done: str, preprocessor: bool = False,
-            lambda_arrow: str = "") -> _BraceSyntax:
+            lambda_arrow: str = "", heredoc: str = "", indented_opener: str = "") -> _BraceSyntax:
+    """`heredoc`: a heredoc's opener, its terminator in the group `word`."""
     opened = "|".join(re.escape(opener) for opener in sorted(spanning, key=len, reverse=True))
     header = re.compile(rf"\{{[^{{}}]*{lambda_arrow}$") if lambda_arrow else None
-    return _BraceSyntax(re.compile(rf"(?P<open>{opened})|(?P<done>{done}|//.*$)"), spanning, preprocessor, header)
+    heredoc = rf"(?P<heredoc>{heredoc})|" if heredoc else ""
+    return _BraceSyntax(re.compile(rf"{heredoc}(?P<open>{opened})|(?P<done>{done}|//.*$)"), spanning, preprocessor,
+                        header, re.compile(rf"(?:{indented_opener})$") if indented_opener else None)
 
 
 _TRIPLE = {**_BLOCK_COMMENT, '"""': ('"""', False)}
+_ASSIGNED = r"(?<![=!<>])="  # `=` ending a line (`==`, `<=` and the like compare)
 _BRACE_SYNTAX = {
     **dict.fromkeys(("javascript", "typescript", "tsx"), _syntax(
         {**_BLOCK_COMMENT, "`": ("`", True)}, f"{_STRING}|{_ANY_QUOTED}")),
@@ -141,10 +156,14 @@ _BRACE_SYNTAX = {
     # C#'s verbatim strings (`@"..."`, `$@"..."`, `@$"..."`) span lines and hold no backslash escape.
     "csharp": _syntax({**_TRIPLE, '@"': ('"', False), '@$"': ('"', False)}, f"{_STRING}|{_CHAR}", preprocessor=True),
     "java": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}"),
-    "kotlin": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="->"),
-    "scala": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="=>"),
+    "kotlin": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="->", indented_opener=_ASSIGNED),
+    # Not Scala 2's `extends A with` (`B {` on the next line goes on with the header, no body).
+    "scala": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="=>", indented_opener=(
+        rf"{_ASSIGNED}|=>|:|\b(?:then|else|do|yield|try|catch|finally|match)")),
     "swift": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow=r"\bin"),
-    "php": _syntax(_BLOCK_COMMENT, rf"{_STRING}|{_ANY_QUOTED}|#(?!\[).*$"),
+    # PHP's heredoc and nowdoc (`<<<EOT`, `<<<'EOT'`): text up to the line starting with `EOT`.
+    "php": _syntax(_BLOCK_COMMENT, rf"{_STRING}|{_ANY_QUOTED}|#(?!\[).*$",
+                   heredoc=r"<<<[ \t]*(?P<quote>[\"']?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
 }
 _ANY_BRACES = _syntax(_BLOCK_COMMENT, f"{_STRING}|{_BACKTICKED}|{_ANY_QUOTED}")
 _DIRECTIVE = re.compile(r"#\s*(\w*)")
@@ -181,23 +200,25 @@ def _code(line: str, scan: _Scan, syntax: _BraceSyntax) -> tuple[str, _Scan]:
         if scan.skipping:
             return " " * len(line), scan
     pieces: list[str] = []
-    at, closer, escapes = 0, scan.closer, scan.escapes
+    at, closer, escapes, heredoc = 0, scan.closer, scan.escapes, scan.heredoc
     while True:
         if closer:
-            end = _closer_end(line, at, closer, escapes)
+            end = _heredoc_end(line, at, closer) if heredoc else _closer_end(line, at, closer, escapes)
             if end < 0:
                 pieces.append(" " * (len(line) - at))
-                return "".join(pieces), scan._replace(closer=closer, escapes=escapes)
+                return "".join(pieces), scan._replace(closer=closer, escapes=escapes, heredoc=heredoc)
             pieces.append(" " * (end - at))
-            at, closer = end, ""
+            at, closer, heredoc = end, "", False
         found = syntax.tokens.search(line, at)
         if found is None:
             pieces.append(line[at:])
-            return "".join(pieces), scan._replace(closer="", escapes=False)
+            return "".join(pieces), scan._replace(closer="", escapes=False, heredoc=False)
         pieces.append(line[at:found.start()] + " " * (found.end() - found.start()))
         at = found.end()
         if found.lastgroup == "open":
             closer, escapes = syntax.spanning[found.group()]
+        elif found.lastgroup == "heredoc":
+            closer, escapes, heredoc = found["word"], False, True
 
 
 def _closer_end(line: str, at: int, closer: str, escapes: bool) -> int:
@@ -212,6 +233,22 @@ def _closer_end(line: str, at: int, closer: str, escapes: bool) -> int:
             return found + len(closer)
         at = found + 1
     return -1
+
+
+def _heredoc_end(line: str, at: int, word: str) -> int:
+    """Where a heredoc's terminator `word` ends when it starts the line (indented or not, followed
+    by `;`, `,` or `)`); -1: the line, or its rest after the opener (`at` > 0), is the heredoc's text."""
+    found = re.match(rf"[ \t]*{re.escape(word)}\b", line) if at == 0 else None
+    return found.end() if found else -1
+
+
+def _opens_indented_body(line: str, syntax: _BraceSyntax) -> bool:
+    """Whether the line ends with its language's `indented_opener`, its brackets balanced (`f(x =`
+    goes on with an argument), a comment at most after it (`val s = "a:"` ends with a string)."""
+    code = _code(line, _START, syntax)[0].rstrip()
+    after = line[len(code):].lstrip()
+    return syntax.indented_opener is not None and syntax.indented_opener.search(code) is not None \
+        and not _left_open(code) and (not after or after.startswith(("//", "/*")))
 
 
 def _opens_brace_block(line: str, syntax: _BraceSyntax = _ANY_BRACES) -> bool:
@@ -281,17 +318,22 @@ _RUBY_OPENER = re.compile(r"^\s*(?:(?:def|class|module|if|unless|while|until|for
                           r"|.*\bdo\s*(?:\|[^|]*\|)?\s*$)")
 _LUA_OPENER = re.compile(r"(?:\b(?:then|do|else)|\bfunction\b[^()]*\([^()]*\))\s*$")
 _KEYWORD_BLOCKS: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
-    "ruby": ((_RUBY_OPENER, "end"),),
+    # A block in braces (`items.each { |x|`, `loop {`) and a hash literal over lines end at their own `}`.
+    "ruby": ((_RUBY_OPENER, "end"), (re.compile(r"\{\s*(?:\|[^|]*\|\s*)?$"), "}")),
     "lua": ((_LUA_OPENER, "end"), (re.compile(r"(?:^|[;\s])repeat\s*$"), "until")),
     # The shell's keywords where a command starts (`if x; then`, a `then` line): `echo then` is an argument.
     # A function's body (`deploy() {`, `function deploy {`) is a `{` group closed by its own `}`
     # (`${` and `a{` are expansions, no group).
+    # `case x in` runs to its `esac`; one of its arms (`start)`, `-h|--help)`) to its `;;`.
     "bash": ((re.compile(r"(?:^|;)\s*(?:then|else)\s*$"), "fi"), (re.compile(r"(?:^|;)\s*do\s*$"), "done"),
-             (re.compile(r"(?:^|[\s;)])\{\s*$"), "}")),
+             (re.compile(r"(?:^|[\s;)])\{\s*$"), "}"), (re.compile(r"(?:^|;)\s*case\s.*\sin\s*$"), "esac"),
+             (re.compile(r"^\s*\(?[^\s()][^()]*\)\s*$"), ";;")),
 }
 # Lines at the opener's indent that go on with its block (`else`, `rescue`, `when`): not its end.
 _BLOCK_GOES_ON = {"ruby": ("else", "elsif", "when", "in", "rescue", "ensure"), "lua": ("else", "elseif"),
                   "bash": ("else", "elif")}
+# A shell `case`'s arms and their `;;` may stand at its own indent: they go on with its body too.
+_CASE_ARM = re.compile(r"\s*(?:;;|;&|\(?[^\s()][^()]*\))")
 _SCRIPT_NOT_CODE = {
     "ruby": re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*$'),
     "bash": re.compile(r'"(?:\\.|[^"\\])*"|\'[^\']*\'|(?:^|(?<=\s))#.*$'),
@@ -368,18 +410,24 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
         at = len(lines) - 1 if current.strip() else next(
             (n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
         closer = _keyword_closer(lines[at], language.name) if at >= 0 else ""
-        if closer:
+        # Not before code on the cursor's line (`items.each { |x| |}`, an editor's auto-paired brace).
+        if closer and not next(_lines_of(suffix)).strip():
             return CompletionShape(True, _indent(lines[at]), current, keyword_closer=closer)
         return CompletionShape(False, -1, current)
     if language.brace_blocks:
         at = len(lines) - 1 if current.strip() else next(
             (n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
         opener = lines[at] if at >= 0 else ""
-        if (opener and _opens_brace_block(opener, _brace_syntax(language.name))
-                and (at == len(lines) - 1 or not current.strip())):
+        syntax = _brace_syntax(language.name)
+        if opener and (at == len(lines) - 1 or not current.strip()):
             statement = lines[_statement_start(lines, at)]
-            return CompletionShape(True, _indent(statement), current, brace_block=True,
-                                   closer_indent=statement[: len(statement) - len(statement.lstrip())])
+            if _opens_brace_block(opener, syntax):
+                return CompletionShape(True, _indent(statement), current, brace_block=True,
+                                       closer_indent=statement[: len(statement) - len(statement.lstrip())])
+            # A body without braces (`object Main:`, `fun area(): Int =`): as Python's, to a dedent;
+            # not before code on the cursor's line (`val x = |y`).
+            if _opens_indented_body(opener, syntax) and not next(_lines_of(suffix)).strip():
+                return CompletionShape(True, _indent(statement), current)
         return CompletionShape(False, -1, current)
     # The body is indented from the statement's first line: PEP 8's `def long_function_name(`
     # with a hanging `        var_four):` has its body at 4, not deeper than the `):` line.
@@ -582,14 +630,19 @@ def _indented_body(lines: list[str], shape: CompletionShape, max_lines: int) -> 
     """Lines up to a dedent to the opener's indent or a new top-level statement. Settled: a line
     that ends the body has begun (its indent and any keyword stay as the line grows), or the last
     line `max_lines` allows is complete. Lines inside a triple-quoted string (an SQL query, a
-    docstring's text at column 0) end nothing."""
+    docstring's text at column 0) end nothing, nor does a line at the opener's indent that closes a
+    bracket the body left open (`)` of Kotlin's `val xs =` completed `listOf(` and its items)."""
     kept = [lines[0]]
+    not_code = _NOT_CODE if shape.language in _BRACE_SYNTAX else _PYTHON_NOT_CODE
     open_string = _open_triple_quote(lines[0], None)
+    depth = _bracket_depth(not_code.sub("", lines[0]))  # brackets the body opened and left open
     for at in range(1, len(lines)):
         line = lines[at]
         if line.strip() and open_string is None:
-            if _indent(line) <= shape.block_indent or _TOP_LEVEL.match(line):
+            closes_body_bracket = depth > 0 and _indent(line) == shape.block_indent and line.lstrip()[0] in _CLOSERS
+            if (_indent(line) <= shape.block_indent and not closes_body_bracket) or _TOP_LEVEL.match(line):
                 return kept, True
+            depth += _bracket_depth(not_code.sub("", line))
         open_string = _open_triple_quote(line, open_string)
         kept.append(line)
         if len(kept) >= max_lines:
@@ -610,17 +663,19 @@ def _keyword_body(lines: list[str], suffix: str, shape: CompletionShape, max_lin
         if literal is not None:  # a heredoc's or long string's line: text, whatever its indent
             literal = _literal_after(line, shape.language, literal)
         elif line.strip() and _indent(line) <= shape.block_indent:
-            last = at == len(lines) - 1
             if _indent(line) == shape.block_indent:
-                if any(_closes_with(line, word) for word in _BLOCK_GOES_ON[shape.language]) and not last:
+                words = (*_BLOCK_GOES_ON[shape.language], shape.keyword_closer)
+                if at == len(lines) - 1 and (shape.keyword_closer == "esac" or any(
+                        word.startswith(line.strip()) or _closes_with(line, word) for word in words)):
+                    return kept, False  # `en` of `end`, `els` of `else`, a `case` arm's pattern: not decided yet
+                if any(_closes_with(line, word) for word in _BLOCK_GOES_ON[shape.language]) \
+                        or (shape.keyword_closer == "esac" and _CASE_ARM.match(line) is not None):
                     kept.append(line)
                     continue
-                if _closes_with(line, shape.keyword_closer) and not last:
+                if _closes_with(line, shape.keyword_closer):
                     if not _suffix_closes_keyword_block(suffix, shape):
                         kept.append(line)
                     return kept, True
-                if last and shape.keyword_closer.startswith(line.strip()):
-                    return kept, False  # `en` of `end`: not decided yet
             return kept, True
         else:
             literal = _literal_after(line, shape.language, None)
@@ -716,6 +771,11 @@ def _without_extra_closers(completion: str, line_prefix: str, line_rest: str) ->
         excess[completion[-1]] -= 1
         completion = completion[:-1].rstrip()
     return completion
+
+
+def _bracket_depth(code: str) -> int:
+    """How many more brackets the `code` opens than it closes."""
+    return sum(code.count(opener) - code.count(closer) for closer, opener in _CLOSERS.items())
 
 
 def _bracket_imbalance(line: str) -> int:

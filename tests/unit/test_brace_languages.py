@@ -258,9 +258,11 @@ def test_a_lambda_with_parameters_opens_a_block_body(language, prefix, raw, body
 
 
 def test_an_arrow_outside_a_lambda_header_opens_no_block():
-    for prefix, language in [("    is Circle ->", KOTLIN), ("  case Some(x) =>", SCALA),
-                             ("    for item in", SWIFT), ('    val s = "{ x ->"', KOTLIN)]:
+    for prefix, language in [("    is Circle ->", KOTLIN), ("    for item in", SWIFT),
+                             ('    val s = "{ x ->"', KOTLIN)]:
         assert not completion_shape(prefix, "\n", language).multiline, prefix
+    # A Scala match arm opens no `{` block; its body is indented below it (test further down).
+    assert not completion_shape("  case Some(x) =>", "\n", SCALA).brace_block
 
 
 def test_braces_in_a_csharp_verbatim_string_over_lines_do_not_count():
@@ -280,3 +282,64 @@ def test_code_switched_off_by_if_0_opens_no_block():
     raw = ("\n#if 0\n    if (old) {\n#else\n    if (new) {\n#endif\n        return 1;\n    }\n"
            "    return 0;\n}\n\nint g(void) { return 2; }\n")
     assert _completed("int f(void) {", "\n", raw, C)[0] == raw[: raw.index("\n\nint g")]
+
+
+# -- bodies without braces: Scala 3's indentation syntax, Kotlin's and Scala's `=` continued below --
+
+@pytest.mark.parametrize(("language", "prefix", "raw", "body"), [
+    (SCALA, "object Main:\n  def f(x: Int): Int =", "\n    val y = x + 1\n    y * 2\n  def g = 1\n",
+     "\n    val y = x + 1\n    y * 2"),
+    (SCALA, "object Main:", "\n  def main(args: Array[String]): Unit =\n    println(1)\n\nobject Other\n",
+     "\n  def main(args: Array[String]): Unit =\n    println(1)"),
+    (SCALA, "class A:", "\n  val xs = List(1, 2)\n  def n = xs.size\nclass B\n",
+     "\n  val xs = List(1, 2)\n  def n = xs.size"),
+    (SCALA, "def f(x: Int) =\n  if x > 0 then", "\n    println(x)\n    x\n  else 0\n", "\n    println(x)\n    x"),
+    (SCALA, "def f(xs: List[Int]) =\n  for x <- xs do", "\n    println(x)\n  done()\n", "\n    println(x)"),
+    (SCALA, "def f(x: Int) =\n  while x > 0 do", "\n    tick()\n  done()\n", "\n    tick()"),
+    (SCALA, "def f(x: Int) =\n  x match", "\n    case 1 => \"one\"\n    case _ => \"many\"\n\ndef g = 1\n",
+     '\n    case 1 => "one"\n    case _ => "many"'),
+    (SCALA, "x match {\n  case Some(y) =>", "\n    log(y)\n    y\n  case None => 0\n}\n", "\n    log(y)\n    y"),
+    (SCALA, "def f(\n    a: Int,\n    b: Int\n): Int =", "\n  a + b\n\ndef g = 1\n", "\n  a + b"),
+    (SCALA, "object Main:\n  def f(x: Int): Int =\n    ", "x + 1\n  def g = 2\n", "x + 1"),  # on the blank line below
+    (KOTLIN, "class Rect(val w: Int, val h: Int) {\n    fun area(): Int =",
+     "\n        w * h\n\n    fun twice() = 2 * area()\n}\n", "\n        w * h"),
+    # After `val xs = ` the model writes the call and its items: its `)` at the opener's indent is the body's.
+    (KOTLIN, "fun f() {\n    val xs = ", 'mapOf(\n        "a" to 1,\n    )\n    return xs\n}\n',
+     'mapOf(\n        "a" to 1,\n    )'),
+    (KOTLIN, "fun total(items: List<Item>): Int =", "\n    items.sumOf { it.price }\n\nfun main() {}\n",
+     "\n    items.sumOf { it.price }"),
+])
+def test_a_body_without_braces_is_indented_below_its_opener(language, prefix, raw, body):
+    """Scala 3's `object Main:`, `if x then`, `for x <- xs do`, `x match`, a match arm's `=>` and an
+    expression body after `=` (Scala's `def`, Kotlin's `fun area(): Int =`): a line break begins the
+    body, which completed one line, nothing; it runs to a dedent, as Python's."""
+    shape = completion_shape(prefix, "\n", language)
+    assert shape.multiline and not shape.brace_block
+    assert _completed(prefix, "\n", raw, language)[0] == body
+
+
+@pytest.mark.parametrize(("language", "prefix", "suffix"), [
+    (SCALA, '  val s = "a:"', "\n"), (SCALA, "  foo(x =", "\n"), (KOTLIN, "    if (a ==", "\n"),
+    (KOTLIN, "    val x =", " y\n"),  # code after the cursor: the line's rest
+    (SCALA, "  xs.map(x =>", "\n"), (KOTLIN, "    x <= y", "\n"), (SCALA, "class A extends B with", "\n"),
+])
+def test_a_line_that_only_looks_like_an_indented_opener_completes_itself(language, prefix, suffix):
+    assert not completion_shape(prefix, suffix, language).multiline, prefix
+
+
+def test_scala_2_braces_are_still_a_brace_block():
+    shape = completion_shape("object Main {\n  def f(x: Int): Int = {", "\n", SCALA)
+    assert shape.brace_block
+    assert _completed("object Main {\n  def f(x: Int): Int = {", "\n", "\n    x + 1\n  }\n}\n", SCALA)[0] \
+        == "\n    x + 1\n  }"
+
+
+@pytest.mark.parametrize("raw", [
+    "\n    $s = <<<EOT\n{ hello {$name}\nEOT;\n    return $s;\n}\n\nfunction g() {}\n",
+    "\n    $s = <<<'EOT'\n  } bye\n  EOT;\n    return $s;\n}\n\nfunction g() {}\n",
+    '\n    return f(<<<"SQL"\n    SELECT } FROM t WHERE EOTSQL\n    SQL, 1);\n}\n\nfunction g() {}\n',
+])
+def test_braces_in_a_php_heredoc_or_nowdoc_do_not_count(raw):
+    """A heredoc's (`<<<EOT`) or nowdoc's (`<<<'EOT'`) text, up to the line its terminator starts:
+    a `{` inside ran the body past the function's end, a `}` inside ended it in the middle."""
+    assert _completed("function f($name) {", "\n", raw, PHP)[0] == raw[: raw.index("\n\nfunction g")]

@@ -100,3 +100,55 @@ def test_a_closer_inside_a_heredoc_below_is_not_the_blocks():
     # The code below has a `fi` at the opener's indent, but inside a heredoc: the block is still open.
     suffix = "\n  cat <<EOF\nfi\nEOF\n"
     assert completed(BASH, "if [ -n \"$x\" ]; then", suffix, "\n  echo x\nfi\n") == "\n  echo x\nfi"
+
+
+@pytest.mark.parametrize(("language", "prefix", "raw", "body"), [
+    (BASH, 'case "$1" in', "\n  start)\n    run\n    ;;\n  *)\n    usage\n    ;;\nesac\necho done\n",
+     "\n  start)\n    run\n    ;;\n  *)\n    usage\n    ;;\nesac"),
+    # Arms at the `case`'s own indent go on with its body.
+    (BASH, 'case "$1" in', "\nstart)\n    run\n    ;;\n-h|--help)\n    usage\n;;\nesac\necho done\n",
+     "\nstart)\n    run\n    ;;\n-h|--help)\n    usage\n;;\nesac"),
+    (BASH, 'case "$1" in\n  start)', "\n    run\n    ;;\n  stop)\n    halt\n    ;;\nesac\n", "\n    run\n    ;;"),
+    (BASH, 'case "$1" in\n  start)', "\n    run\n  ;;\n  stop)\n    halt\n  ;;\nesac\n", "\n    run\n  ;;"),
+    (RUBY, "items.each { |item|", "\n  puts item\n}\nputs 'done'\n", "\n  puts item\n}"),
+    (RUBY, "def f\n  items.map { |a, b|", "\n    a + b\n  }.sum\nend\n", "\n    a + b\n  }.sum"),
+    (RUBY, "loop {", "\n  tick\n  break if done?\n}\nputs 1\n", "\n  tick\n  break if done?\n}"),
+    (RUBY, "items.map do |x|", "\n  x * 2\nend.sum\nputs 1\n", "\n  x * 2\nend.sum"),
+])
+def test_a_shell_case_and_a_ruby_brace_block_run_to_their_closer(language, prefix, raw, body):
+    """A shell `case x in` runs to its `esac`, one of its arms (`start)`) to its `;;`; a Ruby block
+    in braces (`items.each { |x|`) to its `}`: they completed one line, nothing after a line break."""
+    assert completed(language, prefix, "\n", raw) == body
+
+
+@pytest.mark.parametrize(("language", "line"), [
+    (BASH, "echo case in"), (BASH, "x=$(date)"), (BASH, "  start) run ;;"),
+    (RUBY, "items.each { |x| puts x }"), (RUBY, 's = "{"'), (RUBY, "h = {} # {"),
+])
+def test_a_line_that_closes_its_case_or_brace_opens_no_block(language, line):
+    assert not completion_shape(line, "\n", language).multiline, line
+
+
+def test_a_brace_block_closed_by_the_code_below_is_not_closed_twice():
+    assert completed(RUBY, "def f\n  items.each { |x|", "\n  }\nend\n", "\n    puts x\n  }\n") == "\n    puts x"
+
+
+def test_a_line_at_the_openers_indent_that_may_go_on_with_the_block_is_not_decided_yet():
+    """`els` of `else` and a `case` arm's pattern being written (`sto` of `stop)`) at the opener's
+    indent: generation was stopped there, and the block left without its other branch and closer."""
+    shape = completion_shape("if cart.empty?", "\n", RUBY)
+    assert not completion_settled("\n  warn 'empty'\nels", shape, suffix="\n")
+    assert not completion_settled("\n  warn 'empty'\nelse", shape, suffix="\n")
+    assert completion_settled("\n  warn 'empty'\nelse\n  ship(cart)\nend\n", shape, suffix="\n")
+    shape = completion_shape('case "$1" in', "\n", BASH)
+    assert not completion_settled("\nstart)\n  run\n  ;;\nsto", shape, suffix="\n")
+    assert not completion_settled("\nstart)\n  run\n  ;;\nstop)", shape, suffix="\n")
+    assert completion_settled("\nstart)\n  run\n  ;;\nesac\n", shape, suffix="\n")
+    assert completion_settled("\nstart)\n  run\n  ;;\necho done\nx", shape, suffix="\n")
+
+
+def test_an_opener_before_code_on_the_cursors_line_completes_that_line():
+    # `{|}`: an editor's auto-paired brace is the line's rest; a body would write it again.
+    shape = completion_shape("items.each { |x| ", "}\n", RUBY)
+    assert not shape.multiline
+    assert clean_completion("puts x }\nputs 2\n", shape, suffix="}\n") == "puts x"
