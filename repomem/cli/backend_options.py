@@ -110,9 +110,12 @@ class KeptBackend:
     @staticmethod
     def key(args: argparse.Namespace, config: Config) -> object:
         """What a kept backend must share with a command's: its options, settings, and the API key
-        its client's environment holds (a key changed in the shell reused the old one, refused)."""
+        and proxies its client's environment holds (a key changed in the shell reused the old one,
+        refused; a server reached through the proxy of the first command's `http_proxy` was still
+        reached through it after the variable was unset, where a command of its own found no way)."""
+        endpoints = args.endpoint if isinstance(args.endpoint, list) else [args.endpoint or config.model.endpoint]
         return (args.model, args.endpoint, args.hf, args.vllm, args.gpu_layers, config.model,
-                api_key_from_environment(config.model))
+                api_key_from_environment(config.model), _proxies(endpoints))
 
     def take(self, key: object) -> Backend | None:
         """The backend kept for `key`, or None (and whatever another key kept is closed)."""
@@ -135,6 +138,22 @@ class KeptBackend:
 
     def forget(self) -> None:
         self._key, self._backend = None, None
+
+
+def _proxies(endpoints: list[str]) -> tuple[str | None, ...]:
+    """The proxy the environment names for each model server (None: reached directly, or a URL
+    that is none, which opening the backend then says)."""
+    if not any(endpoints):
+        return ()
+    from repomem.backends.http_sockets import proxy_for  # httpx: only where a server is named
+
+    proxies = []
+    for endpoint in endpoints:
+        try:
+            proxies.append(proxy_for(endpoint) if endpoint else None)
+        except ValueError:  # `http://[::1`
+            proxies.append(None)
+    return tuple(proxies)
 
 
 # Set by a resident process only (repomem/cli/daemon_server.py); a one-command process keeps nothing.

@@ -264,6 +264,7 @@ class Daemon:
         from repomem.index.kernels.csr import row_slots
 
         row_slots(np.zeros(1, np.int64), np.ones(1, np.int64))  # numba's CPU target, set up once
+        overrides = self._command_overrides()
         for root in self.warm:
             # What the command that started this daemon found (repomem.cli.daemon_command's
             # start_for_next_commands): its index loaded, checked and brought up to date, then
@@ -271,7 +272,7 @@ class Daemon:
             # that arrives meanwhile waits in the listen queue (listening began above).
             started = time.perf_counter()
             try:
-                service = service_setup.open_service(root)
+                service = service_setup.open_service(root, overrides)
                 service_setup.ensure_index(service, Console(file=io.StringIO()), save_later=True)
                 _first_query(service)
             except Exception as error:  # UserError included: the next command meets it and says so
@@ -285,6 +286,19 @@ class Daemon:
             ahead.discard()
         self._prepare_for_edits()
         self._save_all()
+
+    def _command_overrides(self) -> dict[str, str] | None:
+        """The settings the `complete` of `model_for` opens its repository with (`--model NAME`
+        sets model.embedded_model): a repository warmed without them was not the one that command
+        reused, so its index was loaded again and the model opened here closed and opened again."""
+        if not self.model_for or self.parse_command is None:
+            return None
+        from repomem.cli.main import _model_override  # as `complete` reads its --model
+
+        try:
+            return _model_override(getattr(self.parse_command(list(self.model_for)), "model", None))
+        except (Exception, SystemExit):  # the command says what is wrong with its arguments
+            return None
 
     def _model_ahead(self):
         """The embedded model of `model_for`, started in its own process before the engine's
@@ -453,8 +467,7 @@ class Daemon:
             # process, as without a daemon, where it answered "cannot enter the working folder".
             _Client(conn).send(b"d", f"cannot enter the working folder: {error}".encode(errors="replace"))
             return False
-        self._run_command(conn, request)
-        return False
+        return self._run_command(conn, request)
 
     def status(self) -> dict:
         kept = service_setup.KEPT
@@ -475,8 +488,9 @@ class Daemon:
             return
         raise KeyboardInterrupt
 
-    def _run_command(self, conn: socket.socket, request: dict) -> None:
-        """The forwarded command `request`, in its client's folder (`_serve` entered it)."""
+    def _run_command(self, conn: socket.socket, request: dict) -> bool:
+        """The forwarded command `request`, in its client's folder (`_serve` entered it); True when
+        SIGTERM stopped it: the daemon then ends."""
         argv = [str(a) for a in request.get("argv", [])]
         terminals = request.get("terminals") or [False, False]
         columns = request.get("columns")
@@ -489,6 +503,7 @@ class Daemon:
                                    name="hang-up")
         started = time.perf_counter()
         status = 1
+        terminated = False
         try:
             os.environ.clear()
             os.environ.update({str(k): str(v) for k, v in dict(request.get("env", {})).items()})
@@ -503,6 +518,11 @@ class Daemon:
             try:
                 self._interruptible = True
                 status = self.run_command(argv, out, err)
+            except _Terminated:
+                # Not the command's own end: it was read as argparse's exit 0, an `index` stopped
+                # midway said it succeeded, and the daemon went on serving. Unanswered, its client
+                # says the daemon stopped during the command.
+                terminated = True
             except SystemExit as stop:  # argparse's usage errors and --help
                 status = exit_status(stop.code)
             except KeyboardInterrupt:
@@ -535,8 +555,12 @@ class Daemon:
             os.chdir("/")
             self.commands += 1
             self.last_command = time.monotonic()
-            _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
-            client.send(b"x", STATUS.pack(status))
+            if terminated:
+                _log(f"{' '.join(argv[:2])} stopped by SIGTERM after {time.perf_counter() - started:.3f} s")
+            else:
+                _log(f"{' '.join(argv[:2])} -> {status} in {time.perf_counter() - started:.3f} s")
+                client.send(b"x", STATUS.pack(status))
+        return terminated
 
     def _watch_hang_up(self, conn: socket.socket, wake: socket.socket) -> None:
         """A client that closes its connection (Ctrl+C) stops its command: KeyboardInterrupt in the
@@ -610,5 +634,9 @@ def _held_lock(path: Path, fd: int | None):
     return lock
 
 
+class _Terminated(SystemExit):
+    """SIGTERM: the daemon ends (after the command it stopped, which is not answered)."""
+
+
 def _stop_on_sigterm(signum, frame) -> None:
-    raise SystemExit(0)
+    raise _Terminated(0)

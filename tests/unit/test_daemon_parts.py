@@ -122,6 +122,34 @@ def test_a_command_stopped_midway_through_an_update_lets_go_of_its_repositorys_s
     assert kept.services[other.root] is other  # another repository's service is not the command's
 
 
+def test_sigterm_during_a_command_ends_the_daemon_and_answers_no_exit_status() -> None:
+    """SIGTERM (a shutdown, `daemon stop` of a daemon with no socket) raised SystemExit(0) in the
+    command, read as argparse's exit: the client of an `index` stopped midway was told 0, and the
+    daemon went on serving. Now the command is not answered (its client says so, or runs it itself
+    when nothing was printed) and the daemon ends."""
+    import signal
+
+    from repomem.cli import daemon_server
+
+    def command(argv, out, err) -> int:
+        print("indexing")
+        daemon_server._stop_on_sigterm(signal.SIGTERM, None)  # as the signal arrives midway
+        return 0
+
+    daemon = Daemon(idle_s=60, repositories=1, run_command=command)
+    served, client = socket.socketpair()
+    with served, client:
+        client.sendall(json.dumps({"argv": ["index"], "cwd": "/", "env": dict(os.environ),
+                                   "package": package_folder(), "terminals": [False, False]}).encode() + b"\n")
+        assert daemon._serve(served) is True  # the daemon stops
+        served.close()
+        stream = client.makefile("rb")
+        kinds = []
+        while (frame := read_frame(stream)) is not None:
+            kinds.append(frame[0])
+    assert b"o" in kinds and b"x" not in kinds
+
+
 def test_a_hang_up_that_comes_after_the_command_ended_stops_nothing() -> None:
     """The hang-up's interrupt reaches the main thread between two of its steps: arriving once the
     command has ended, it broke off the cleanup after it or a save, and stopped the daemon."""
@@ -222,6 +250,60 @@ def test_a_kept_model_servers_backend_is_not_reused_with_another_api_key(monkeyp
     assert KeptBackend.key(args, config) == first
     monkeypatch.setenv(config.model.api_key_env, "new key")
     assert KeptBackend.key(args, config) != first
+
+
+def test_a_kept_model_servers_backend_is_not_reused_with_another_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy is read when the backend opens: a daemon kept the backend of a `complete --endpoint
+    URL` run with `http_proxy` set and went on through that proxy after the variable was unset (or
+    went direct after it was set), where one run on its own followed the shell's environment. The
+    embedded model, on loopback, is never proxied: a proxy changed does not reopen it."""
+    from repomem.cli.backend_options import KeptBackend
+    from repomem.cli.main import _parser
+    from repomem.config import Config
+
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    config = Config()
+    server = _parser().parse_args(["complete", "a.py:1", "--endpoint", "http://vllm.example:8000"])
+    embedded = _parser().parse_args(["complete", "a.py:1"])
+    direct, embedded_key = KeptBackend.key(server, config), KeptBackend.key(embedded, config)
+    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
+    proxied = KeptBackend.key(server, config)
+    assert proxied != direct and KeptBackend.key(server, config) == proxied
+    assert KeptBackend.key(embedded, config) == embedded_key
+    bad = _parser().parse_args(["complete", "a.py:1", "--endpoint", "http://[::1"])
+    KeptBackend.key(bad, config)  # opening it says what is wrong with it
+
+
+def test_a_daemon_warmed_for_complete_with_a_model_keeps_what_that_command_reuses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`repomem complete FILE:LINE --model qwen2.5-coder-0.5b` at a terminal starts a daemon that
+    loads the repository and opens that model for the next one: it loaded the repository with the
+    default settings, where the command's --model sets model.embedded_model, so the next
+    `complete` found another configuration, dropped the warmed index and closed the model opened
+    for it (keyed by those settings too) to open it again."""
+    from repomem.cli import backend_options, service_setup
+    from repomem.cli.main import _model_override, _parser
+
+    shop = copy_example(tmp_path / "shop")
+    monkeypatch.setattr(service_setup, "KEPT", KeptServices(limit=1))
+    monkeypatch.setattr(backend_options, "KEPT_BACKEND", backend_options.KeptBackend())
+    argv = ["complete", "shop/report.py:9", "--model", "qwen2.5-coder-0.5b"]
+    daemon = Daemon(idle_s=60, repositories=1, run_command=main, warm=[shop.resolve()], model_for=argv,
+                    parse_command=_parser().parse_args)
+    opened_for = []
+    monkeypatch.setattr(daemon, "_model_ahead", lambda: None)
+    monkeypatch.setattr(daemon, "_open_model", lambda argv, service, ahead=None: opened_for.append(service))
+    daemon._warm_up()
+    try:
+        [warmed] = service_setup.KEPT.services.values()
+        assert opened_for == [warmed]
+        # What the next `complete --model qwen2.5-coder-0.5b` opens (cli/main.py's _cursor_from_args)
+        assert service_setup.open_service(shop.resolve(), _model_override("qwen2.5-coder-0.5b")) is warmed
+    finally:
+        for service in service_setup.KEPT.services.values():
+            service.stop_watching()
 
 
 def test_a_daemon_started_to_warm_a_large_repository_is_said_started(
