@@ -321,6 +321,12 @@ class ResolvedTree:
     surface_key: str  # the most specific surface key that applied ("lsp_embedded", "cli")
 
 
+def _homes_of(root: type[Tree], key: str) -> str:
+    """Where a key written in the wrong place belongs ("it is a key of [retrieval]"), "" for none."""
+    homes = sorted(s.section for s in settings_of(root) if s.key == key)
+    return f"it is a key of [{'], ['.join(homes)}]" if homes else ""
+
+
 def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
                   embedded_when: Callable[[Any], bool] | None = None,
                   overrides: dict[str, Any] | None = None,
@@ -346,9 +352,9 @@ def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
     for section_name, section_value in data.items():
         if section_name not in section_names and not isinstance(section_value, dict):
             # `top_k = 3` above every [section]: a key outside any section, not a section
-            homes = sorted(s.section for s in settings_of(root) if s.key == section_name)
+            home = _homes_of(root, section_name)
             problems.append(ConfigProblem(section_name, "unknown key", "outside any section" + (
-                f"; it is a key of [{'], ['.join(homes)}]" if homes else "")))
+                f"; {home}" if home else "")))
             continue
         if section_name not in section_names:
             problems.append(ConfigProblem(section_name, "unknown section"))
@@ -365,7 +371,7 @@ def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
                     setting_ = by_name.get((section_name, surface_setting))
                     written = f"{section_name}.{key}.{surface_setting}"
                     if setting_ is None:
-                        problems.append(ConfigProblem(written, "unknown key"))
+                        problems.append(ConfigProblem(written, "unknown key", _homes_of(root, surface_setting)))
                         continue
                     if not setting_.rules.surfaces:
                         problems.append(ConfigProblem(written, "one value everywhere", kept=NOTHING_KEPT))
@@ -379,7 +385,7 @@ def resolved_tree(root: type[Tree], data: dict[str, Any], surface: str = "cli",
                 continue
             setting_ = by_name.get((section_name, key))
             if setting_ is None:
-                problems.append(ConfigProblem(f"{section_name}.{key}", "unknown key"))
+                problems.append(ConfigProblem(f"{section_name}.{key}", "unknown key", _homes_of(root, key)))
                 continue
             coerced, problem = checked_value(setting_, value)
             if problem is not None:

@@ -175,6 +175,10 @@ def test_a_hundred_thousand_unknown_sections_are_twenty_warnings_and_a_count(tmp
     ("[colours]\nred = 1\n", "unknown config section [colours] ignored"),
     ("retrieval = 3\n", "config section [retrieval] must be a table; default kept"),
     ("top_k = 3\n", "unknown config key top_k ignored (outside any section; it is a key of [retrieval])"),
+    # A key in the wrong section is told where it belongs, as one outside every section is.
+    ("[completion]\nalpha = 0.3\n", "unknown config key completion.alpha ignored (it is a key of [retrieval])"),
+    ("[completion.lsp]\ntop_k = 3\n", "unknown config key completion.lsp.top_k ignored (it is a key of [retrieval])"),
+    ("[completion]\nflavour = 1\n", "unknown config key completion.flavour ignored"),
     # Every folder name ends with "": every folder was excluded, silently.
     ('[scan]\nexcluded_dir_suffixes = [""]\n', "config scan.excluded_dir_suffixes=[''] must not hold an empty "
                                                 "name; default ['.egg-info', '.dist-info'] kept"),
