@@ -187,6 +187,10 @@ def number_starts(rows, cover, limits, rules, anchors, source_slot):
                           most_slots)
 
 
+# Starts searched one after another before their reached nodes are summed (`search_bands`).
+SEARCHES_PER_SUM = 16
+
+
 @njit(cache=True, nogil=True)
 def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch, band_first, band_end):
     """Search from starts[k] for each k in `which` (a `NumberedStarts`' numbers) and sum what each
@@ -194,80 +198,133 @@ def search_bands(which, numbered, cover, graph, limits, rules, anchors, scratch,
 
     Per start and band: the reached other-file fragments j with sum_l len_l Dis(start, l) over
     the start's reached nodes l of j in that band, as the slice band_first[k, b]:band_end[k, b]
-    of the returned (pair_frag, pair_value). Summed per fragment while the search's nodes are
-    walked (in cost order, so bands come one after the other): neighbouring statements share
+    of the returned (pair_frag, pair_value). Summed per fragment over the search's nodes in
+    settling order (cost order, so bands come one after the other): neighbouring statements share
     windows, so this is a fraction of the (node, fragment) pairs it replaces, which two rows then
-    read again (they took half the build's CPU: docs/measurements.md#graph-and-relations). Writes only rows `which` of
+    read again (they took half the build's CPU: docs/measurements.md#graph-and-relations).
+
+    `SEARCHES_PER_SUM` searches run first, each one's other-file nodes and costs copied out in
+    settling order, and then their sums are made, into pair lists grown beforehand for the batch's
+    (node, fragment) entries: the same sums in the same order as summing each search's nodes right
+    after it, in a quarter less time (docs/measurements.md#an-edit). Writes only rows `which` of
     band_first/band_end, so callers may search disjoint sets of starts on several threads, each
     with its own scratch. Returns (pair_frag, pair_value, ok); ok is False when the heap was too
     small.
     """
-    starts, start_file, budgets = numbered.starts, numbered.start_file, numbered.budgets
-    node_indptr, node_frags, node_weights = cover.node_indptr, cover.node_frags, cover.node_weights
-    live, frag_file = cover.live, cover.file
+    starts, start_file = numbered.starts, numbered.start_file
     block_start, block_end = anchors.block_start, anchors.block_end
     skip_own_file = rules.same_file_weight == 0.0
-    dist, reached = scratch.search.dist, scratch.search.reached
-    acc, touched, is_touched, stamp_box = scratch.acc, scratch.touched, scratch.is_touched, scratch.stamp_box
-    stamp = stamp_box[0]
-    n_budgets = budgets.shape[0]
-    pair_capacity = 1024
-    pair_frag = np.empty(pair_capacity, dtype=np.int32)  # fragment ids: half the bytes
-    pair_value = np.empty(pair_capacity, dtype=np.float64)
-    n_pairs = np.int64(0)  # int64, not a literal 0 (see _flush_band)
-    for at in range(which.shape[0]):
-        k = which[at]
-        start = starts[k]
-        own_file = start_file[k]
-        stamp += 1
-        prune_first = block_start[own_file] if skip_own_file else 0
-        prune_end = block_end[own_file] if skip_own_file else 0
-        n_reached = bounded_dijkstra(graph, limits, scratch.search, start, stamp,
-                                     PrunedSpan(prune_first, prune_end, anchors.exit_cost, anchors.span_first))
-        if n_reached < 0:
+    dist, reached, stamp_box = scratch.search.dist, scratch.search.reached, scratch.stamp_box
+    pair_frag = np.empty(1024, dtype=np.int32)  # fragment ids: half the bytes
+    pair_value = np.empty(1024, dtype=np.float64)
+    n_pairs = np.int64(0)  # int64, not a literal 0: a literal compiles _band_sums once more
+    # One batch's other-file nodes as their searches settled them, start after start.
+    found_node = np.empty(4096, dtype=np.int32)
+    found_cost = np.empty(4096, dtype=np.float64)
+    found_end = np.empty(SEARCHES_PER_SUM, dtype=np.int64)
+    for first in range(0, which.shape[0], SEARCHES_PER_SUM):
+        batch = which[first : first + SEARCHES_PER_SUM]
+        n_found = np.int64(0)
+        n_entries = np.int64(0)  # (node, fragment) entries of the batch's nodes: the most pairs they make
+        for at in range(batch.shape[0]):
+            k = batch[at]
+            stamp = stamp_box[0] + 1
             stamp_box[0] = stamp
-            return pair_frag[:0].copy(), pair_value[:0].copy(), False
-        # Nodes settle in cost order and whole levels share a cost: exp once per level (4% of
-        # a cold build's relation rows), the same value as per node.
-        level_cost = -1.0
-        strength = 0.0
-        band = n_budgets - 1
-        n_touched = np.int64(0)
-        for t in range(n_reached):  # settling order: costs ascending
-            node = reached[t]
-            if prune_first <= node < prune_end:
-                continue  # the source's own file: its fragments are all own-file pairs
-            cost = dist[node]
-            if cost != level_cost:
-                level_cost = cost
-                strength = np.exp(-cost)
-                if cost > budgets[band]:
-                    # Costs only grow: the band's sums are complete.
-                    n_pairs, pair_frag, pair_value = _flush_band(
-                        acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
-                    band_first[k, band] = n_pairs - n_touched
-                    band_end[k, band] = n_pairs
-                    n_touched = np.int64(0)
-                    while band >= 0 and cost > budgets[band]:
-                        band -= 1
-                    if band < 0:
-                        break  # beyond every budget (no node of these rows has `limit`)
-            for s in range(node_indptr[node], node_indptr[node + 1]):
-                j = node_frags[s]
-                if not live[j] or (skip_own_file and frag_file[j] == own_file):
-                    continue
-                if not is_touched[j]:
-                    is_touched[j] = True
-                    touched[n_touched] = j
-                    n_touched += 1
-                acc[j] += node_weights[s] * strength
-        if band >= 0:
-            n_pairs, pair_frag, pair_value = _flush_band(
-                acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
-            band_first[k, band] = n_pairs - n_touched
-            band_end[k, band] = n_pairs
-    stamp_box[0] = stamp
+            prune_first = block_start[start_file[k]] if skip_own_file else 0
+            prune_end = block_end[start_file[k]] if skip_own_file else 0
+            n_reached = bounded_dijkstra(graph, limits, scratch.search, starts[k], stamp,
+                                         PrunedSpan(prune_first, prune_end, anchors.exit_cost, anchors.span_first))
+            if n_reached < 0:
+                return pair_frag[:0].copy(), pair_value[:0].copy(), False
+            if n_found + n_reached > found_node.shape[0]:
+                capacity = max(2 * found_node.shape[0], n_found + n_reached)
+                found_node = grow(found_node, capacity)
+                found_cost = grow(found_cost, capacity)
+            for t in range(n_reached):
+                node = reached[t]
+                if prune_first <= node < prune_end:
+                    continue  # the source's own file: its fragments are all own-file pairs
+                found_node[n_found] = node
+                found_cost[n_found] = dist[node]
+                n_found += 1
+                n_entries += cover.node_indptr[node + 1] - cover.node_indptr[node]
+            found_end[at] = n_found
+        if n_pairs + n_entries > pair_frag.shape[0]:
+            capacity = max(2 * pair_frag.shape[0], n_pairs + n_entries)
+            pair_frag = grow(pair_frag, capacity)
+            pair_value = grow(pair_value, capacity)
+        begin = 0
+        for at in range(batch.shape[0]):
+            n_pairs = _band_sums(batch[at], found_node, found_cost, begin, found_end[at], numbered, cover,
+                                 rules, scratch, band_first, band_end, pair_frag, pair_value, n_pairs)
+            begin = found_end[at]
     return pair_frag[:n_pairs].copy(), pair_value[:n_pairs].copy(), True
+
+
+@njit(cache=True, nogil=True)
+def _band_sums(k, nodes, costs, first, end, numbered, cover, rules, scratch, band_first, band_end, pair_frag,
+               pair_value, n_pairs):
+    """Start k's sums per fragment and band (see `search_bands`) from the other-file nodes its
+    search settled, nodes[first:end] in settling order at costs[first:end], appended to the pair
+    lists (which have room for them); returns the new count."""
+    budgets = numbered.budgets
+    node_indptr, node_frags, node_weights = cover.node_indptr, cover.node_frags, cover.node_weights
+    live, frag_file = cover.live, cover.file
+    own_file = numbered.start_file[k]
+    skip_own_file = rules.same_file_weight == 0.0
+    acc, touched, is_touched = scratch.acc, scratch.touched, scratch.is_touched
+    # Nodes settle in cost order and whole levels share a cost: exp once per level (4% of
+    # a cold build's relation rows), the same value as per node.
+    level_cost = -1.0
+    strength = 0.0
+    band = budgets.shape[0] - 1
+    n_touched = np.int64(0)
+    for t in range(first, end):
+        node = nodes[t]
+        cost = costs[t]
+        if cost != level_cost:
+            level_cost = cost
+            strength = np.exp(-cost)
+            if cost > budgets[band]:
+                # Costs only grow: the band's sums are complete.
+                n_pairs = _band_pairs(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
+                band_first[k, band] = n_pairs - n_touched
+                band_end[k, band] = n_pairs
+                n_touched = np.int64(0)
+                while band >= 0 and cost > budgets[band]:
+                    band -= 1
+                if band < 0:
+                    break  # beyond every budget (no node of these rows has `limit`)
+        for s in range(node_indptr[node], node_indptr[node + 1]):
+            j = node_frags[s]
+            if not live[j] or (skip_own_file and frag_file[j] == own_file):
+                continue
+            if not is_touched[j]:
+                is_touched[j] = True
+                touched[n_touched] = j
+                n_touched += 1
+            acc[j] += node_weights[s] * strength
+    if band >= 0:
+        n_pairs = _band_pairs(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs)
+        band_first[k, band] = n_pairs - n_touched
+        band_end[k, band] = n_pairs
+    return n_pairs
+
+
+@njit(cache=True, nogil=True)
+def _band_pairs(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs):
+    """Append the band's summed fragments (touched[:n_touched], values in acc) to the pair lists,
+    which have room for them, and clear them from acc; returns the new count. (Returning the
+    lists, grown when full, made numba count references to them on every call: the sums took
+    twice as long.)"""
+    for t in range(n_touched):
+        j = touched[t]
+        pair_frag[n_pairs] = j
+        pair_value[n_pairs] = acc[j]
+        n_pairs += 1
+        acc[j] = 0.0
+        is_touched[j] = False
+    return n_pairs
 
 
 @njit(cache=True, nogil=True)
@@ -392,24 +449,6 @@ def _add_budget(budgets, n_budgets, budget):
         budgets[move] = budgets[move - 1]
     budgets[at] = budget
     return n_budgets + 1
-
-
-@njit(cache=True, nogil=True)
-def _flush_band(acc, touched, is_touched, n_touched, pair_frag, pair_value, n_pairs):
-    """Append the band's summed fragments (touched[:n_touched], values in acc) to the pair lists
-    and clear them from acc; returns the new count and the lists (grown when full)."""
-    if n_pairs + n_touched > pair_frag.shape[0]:
-        capacity = max(2 * pair_frag.shape[0], n_pairs + n_touched)
-        pair_frag = grow(pair_frag, capacity)
-        pair_value = grow(pair_value, capacity)
-    for t in range(n_touched):
-        j = touched[t]
-        pair_frag[n_pairs] = j
-        pair_value[n_pairs] = acc[j]
-        n_pairs += 1
-        acc[j] = 0.0
-        is_touched[j] = False
-    return n_pairs, pair_frag, pair_value
 
 
 def relation_scratch(n_graph: int, n_frags: int, heap_capacity: int) -> RelationScratch:
