@@ -10,6 +10,16 @@ that people use with this server, send such params:
   itself, a two-element list. The server reads neither (an answer depends on the document and the
   position only), so a trigger kind outside LSP's is read as Invoked and a selected completion that
   does not fit is dropped.
+- lsp-mode before its encoding negotiation (8.0, Debian 12's `elpa-lsp-mode`) offers no
+  `general.positionEncodings`, so the protocol's UTF-16 applies, but counts a position's
+  `character` in Emacs characters, i.e. code points (`lsp--cur-position`: point minus the line's
+  beginning; `lsp--line-character-to-point` moves as many characters). After an emoji on a line
+  every position it sent was one unit short: `m` typed after `"🙂" + co` went in before the `o` of
+  the server's copy, which from then on held text the user did not have, and the completion's
+  range came back one character early. It is read as offering UTF-32, which pygls then chooses
+  and the server answers in. lsp-mode says it is "emacs" (`clientInfo.name`); so does
+  lsp-bridge, which counts UTF-16 as the protocol says, and declares neither the synchronization
+  nor the workspace folders that every lsp-mode declares.
 """
 
 from __future__ import annotations
@@ -33,6 +43,28 @@ def _inline_completion_context(converter: cattrs.Converter, value: Any) -> types
         except (cattrs.BaseValidationError, ValueError, TypeError, KeyError):
             selected = None
     return types.InlineCompletionContext(trigger_kind=trigger, selected_completion_info=selected)
+
+
+def counts_code_points(params: types.InitializeParams) -> bool:
+    """Whether the client is lsp-mode counting positions in code points without saying so."""
+    capabilities = params.capabilities
+    general = capabilities.general
+    if general is not None and general.position_encodings:
+        return False  # it negotiates: pygls picks from what it offers
+    sync = capabilities.text_document.synchronization if capabilities.text_document else None
+    workspace = capabilities.workspace
+    return (params.client_info is not None and params.client_info.name == "emacs"
+            and sync is not None and sync.will_save_wait_until is True
+            and workspace is not None and workspace.workspace_folders is True)
+
+
+def with_utf32_offered(params: types.InitializeParams) -> types.InitializeParams:
+    """`params`, its client read as offering UTF-32 positions where it counts code points unsaid."""
+    if counts_code_points(params):
+        general = params.capabilities.general or types.GeneralClientCapabilities()
+        general.position_encodings = [types.PositionEncodingKind.Utf32]
+        params.capabilities.general = general
+    return params
 
 
 def lenient_converter() -> cattrs.Converter:

@@ -21,12 +21,15 @@ raised KeyError, which every editor showed as an "Error in server" pop-up. The c
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.workspace import TextDocument, Workspace
+
+from repomem.lsp.client_quirks import with_utf32_offered
 
 # One line and its end: the protocol's three line ends only; a last line without an end too.
 _PROTOCOL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -78,7 +81,14 @@ class ProtocolLinesWorkspace(Workspace):
 
 class ProtocolLinesProtocol(LanguageServerProtocol):
     """pygls's protocol, whose workspace opens ProtocolLinesDocuments once `use_protocol_lines` ran
-    (pygls makes the workspace at `initialize`, before the server's own handler, which calls it)."""
+    (pygls makes the workspace at `initialize`, before the server's own handler, which calls it).
+    A client that counts positions in code points without saying so (lsp/client_quirks.py) is
+    read as offering UTF-32 before pygls chooses the position encoding of the workspace and of
+    the answer's capabilities."""
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        return (yield from super().lsp_initialize(with_utf32_offered(params)))
 
     def use_protocol_lines(self) -> None:
         if not isinstance(self._workspace, ProtocolLinesWorkspace):

@@ -76,8 +76,13 @@ function newClient(command, folder) {
       outputChannel,
       // The server is given this folder alone (vscode-languageclient would give every folder, and
       // the server indexes the first), and gets the documents below it, a nested folder's included.
+      // A pattern relative to the folder, not a glob spelled from its path: a path's `[`, `]`, `{`,
+      // `}`, `*` or `?` are glob syntax there (`/w/[draft]/**/*` matched `/w/d/` and nothing of
+      // `/w/[draft]/`), as are Windows' backslashes. vscode-languageclient 9 hands the selector's
+      // pattern to VS Code as it is, and VS Code matches a RelativePattern below its base.
       workspaceFolder: folder,
-      documentSelector: [folder ? { scheme: "file", pattern: `${folder.uri.fsPath}/**/*` } : { scheme: "file" }],
+      documentSelector: [folder ? { scheme: "file", pattern: new vscode.RelativePattern(folder, "**/*") }
+        : { scheme: "file" }],
       // A selector cannot exclude names, so secret files (.env, keys, secrets.*) are held back here:
       // the server never sees their text, not even when they are open.
       middleware: {

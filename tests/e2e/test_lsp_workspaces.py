@@ -196,3 +196,63 @@ async def test_unsaved_buffers_that_outweigh_a_small_repository_are_compacted_on
                  for m in client_by_folders.log_messages)
     rebuilds = sum("indexing at a lower CPU priority" in m.message for m in client_by_folders.log_messages)
     assert rebuilds <= 2, (rebuilds, builds)
+
+
+# -- lines with characters that count differently in each position encoding ----------------------
+
+# (the line, as the user has it once `m` is typed; the cursor is at its end, after `com`)
+WIDE_LINES = ('    label = "\U0001F642" + com',  # beyond the BMP: 2 UTF-16 units, 4 UTF-8 bytes
+              "    合計 = 金額 + com",  # CJK names: 1 UTF-16 unit, 3 UTF-8 bytes each
+              '    label = "e\u0301" + com')  # a combining accent: a code point of its own
+# The clients: what each offers (general.positionEncodings) and how it counts its positions.
+# lsp-mode 8.0 offers none and counts code points; lsp-bridge, also "emacs", counts UTF-16.
+CLIENTS = {"vscode": (None, None, "utf-16"), "neovim-0.12": (["utf-8", "utf-16", "utf-32"], None, "utf-8"),
+           "lsp-mode-8": (None, "emacs", "utf-32"), "lsp-bridge": (None, "emacs", "utf-16")}
+
+
+def units(text: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(text.encode("utf-8"))
+    return len(text) if encoding == "utf-32" else len(text.encode("utf-16-le")) // 2
+
+
+@pytest_lsp.fixture(config=SERVE, params=list(CLIENTS))
+async def client_counting(lsp_client: LanguageClient, plain: Path, model_url: str, request):
+    offered, name, _ = CLIENTS[request.param]
+    capabilities = client_capabilities("visual-studio-code")
+    if request.param == "lsp-bridge":  # its initialize declares few capabilities (core/lspserver.py)
+        capabilities = types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(configuration=True))
+    capabilities.general = types.GeneralClientCapabilities(position_encodings=offered)
+    result = await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=capabilities, initialization_options=settings(model_url), root_uri=plain.as_uri(),
+        client_info=types.ClientInfo(name=name, version="GNU Emacs 28.2") if name else None))
+    lsp_client.counting = (request.param, result.capabilities.position_encoding)
+    await wait_for_log(lsp_client, "repomem: ready")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_completion_after_an_emoji_a_cjk_name_or_an_accent_replaces_the_typed_word(
+        client_counting: LanguageClient, plain: Path):
+    """Each client's positions in its own units: `m` typed at the end of `... + co` (an incremental
+    change), then a completion and ghost text asked there. The server's copy must hold the line as
+    typed (the prompt ends with it) and both items replace exactly `com`. lsp-mode 8.0 counts code
+    points and offers no encoding: read as UTF-16, its `m` went in before the `o` of the server's
+    copy after an emoji (`"🙂" + cmo`), and the items' range started a character early."""
+    name, negotiated = client_counting.counting
+    encoding = CLIENTS[name][2]
+    for number, line in enumerate(WIDE_LINES):
+        uri = opened(client_counting, plain / "shop" / f"wide_{number}.py",
+                     f"def tax(amount_cents, tax_class):\n{line[:-1]}\n    pass\n")
+        end = units(line, encoding)
+        typed(client_counting, uri, 2, (1, end - 1), (1, end - 1), "m")
+        answer = await complete(client_counting, uri, 1, end)
+        assert CannedModel.prompts[-1].endswith(line), (name, line, CannedModel.prompts[-1][-40:])
+        assert [(i.text_edit.range.start.character, i.text_edit.range.end.character, i.text_edit.new_text)
+                for i in answer.items] == [(end - 3, end, "com" + ANSWER)], (name, line)
+        ghost = await client_counting.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri), position=types.Position(line=1, character=end),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+        assert [(i.range.start.character, i.range.end.character, i.insert_text) for i in ghost.items] == \
+            [(end - 3, end, "com" + ANSWER)], (name, line)
+    assert negotiated == encoding  # what the server says it counts in

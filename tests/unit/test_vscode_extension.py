@@ -32,6 +32,21 @@ const file = (path) => ({ scheme: "file", fsPath: path, path, toString: () => `f
 const folder = (path, index) => ({ uri: file(path), name: path.split("/").pop(), index });
 const doc = (path, languageId = "python") => ({ uri: file(path), languageId });
 const inside = (uri, base) => `${uri.toString()}/`.startsWith(`${base.uri.toString()}/`);
+// VS Code's glob syntax (**, *, ?, [...], {a,b}) as a regular expression over a whole path.
+const globRegExp = (glob) => new RegExp(`^${glob.replace(/\*\*\/|\*\*|\*|\?|\[[^\]]*\]|\{[^}]*\}|[.+^$()|\\]/g,
+  (token) => ({ "**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]" }[token]
+    ?? (token.startsWith("[") ? token.replace("[!", "[^") : token.startsWith("{")
+      ? `(?:${token.slice(1, -1).split(",").map((word) => word.replace(/[.*+?^$()|[\]\\]/g, "\\$&")).join("|")})`
+      : `\\${token}`)))}$`);
+class RelativePattern {  // stub: vscode.RelativePattern(base: WorkspaceFolder | Uri, pattern)
+  constructor(base, pattern) { Object.assign(this, { baseUri: base.uri || base, pattern }); }
+}
+// languages.match as VS Code scores a filter: a string pattern is a glob over the file's fsPath, a
+// RelativePattern's glob is matched against the path below its base.
+const matches = (filter, document) => filter.scheme === document.uri.scheme && (filter.pattern === undefined
+  || (typeof filter.pattern === "string" ? globRegExp(filter.pattern).test(document.uri.fsPath)
+    : inside(document.uri, { uri: filter.pattern.baseUri })
+      && globRegExp(filter.pattern.pattern).test(document.uri.path.slice(filter.pattern.baseUri.path.length + 1))));
 
 class LanguageClient {  // stub: the parts of vscode-languageclient 9 the extension uses
   constructor(id, name, server, options) {
@@ -63,6 +78,7 @@ class LanguageClient {  // stub: the parts of vscode-languageclient 9 the extens
 }
 
 const vscode = {  // stub
+  RelativePattern,
   workspace: {
     workspaceFolders: [folder("/r", 0)],
     textDocuments: [doc("/r/a.py")],
@@ -92,7 +108,15 @@ const open = async (document) => {
 const settingsChanged = () => fire("configuration", { affectsConfiguration: (s) => s === "repomem" });
 const describe = (client) => ({ name: client.name, state: client.state, server: client.server,
                                 folder: client.options.workspaceFolder && client.options.workspaceFolder.name,
-                                selector: client.options.documentSelector, requests: [...client.requests] });
+                                selector: client.options.documentSelector.map((filter) => (
+                                  typeof filter.pattern === "object"
+                                    ? { ...filter, pattern: { base: filter.pattern.baseUri.toString(),
+                                                              pattern: filter.pattern.pattern } }
+                                    : filter)),
+                                selects: vscode.workspace.textDocuments.filter((document) => client.options
+                                  .documentSelector.some((filter) => matches(filter, document)))
+                                  .map((document) => document.uri.path),
+                                requests: [...client.requests] });
 
 const load = Module._load;
 Module._load = function (request, ...rest) {
@@ -177,6 +201,21 @@ MULTI_ROOT = STUBS + r"""
 })().catch((error) => { console.error(error); process.exit(1); });
 """
 
+# Folders whose paths hold glob characters, beside a folder such a glob would match: each folder's
+# file open, then each client's view of the open files.
+GLOB_FOLDERS = STUBS + r"""
+(async () => {
+  const folders = ["/w/[draft]", "/w/d", "/w/{x,y} *?"].map(folder);
+  vscode.workspace.workspaceFolders = folders;
+  vscode.workspace.textDocuments = [doc("/w/[draft]/a.py")];
+  await extension.activate(context);
+  await open(doc("/w/d/b.py"));
+  await open(doc("/w/{x,y} *?/c.py"));
+  await open(doc("/w/x *?/d.py"));
+  console.log(JSON.stringify({ clients: seen.clients.map(describe), lines: seen.lines }));
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
 
 def run_extension(extension_dir: Path, scenario: str = SESSION) -> dict:
     """The harness's record of one session of the extension at `extension_dir`."""
@@ -189,6 +228,11 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None,
                                 reason="node is not installed: the VS Code extension cannot run")
 
 
+def below(folder_uri: str) -> dict:
+    """A document filter for the files below a folder: a pattern relative to it (RelativePattern)."""
+    return {"scheme": "file", "pattern": {"base": folder_uri, "pattern": "**/*"}}
+
+
 @pytest.fixture(scope="module")
 def session() -> dict:
     return run_extension(VSCODE)
@@ -197,7 +241,7 @@ def session() -> dict:
 def test_the_server_is_started_as_repomem_serve_for_the_folder(session):
     [client] = session["clients"]
     assert client["server"] == {"command": "repomem", "args": ["serve"]}
-    assert client["folder"] == "r" and client["selector"] == [{"scheme": "file", "pattern": "/r/**/*"}]
+    assert client["folder"] == "r" and client["selector"] == [below("file:///r")]
     assert sorted(session["commands"]) == ["repomem.explainAtCursor", "repomem.restart"]
 
 
@@ -248,8 +292,9 @@ def test_each_folder_gets_its_own_server_when_its_first_file_opens(multi_root):
     assert running(steps["activated"]) == ["first"]  # second has no file open yet: no server
     assert running(steps["second"]) == ["first", "second"]
     by_folder = {client["folder"]: client for client in steps["second"]}
-    assert by_folder["first"]["selector"] == [{"scheme": "file", "pattern": "/w/first/**/*"}]
-    assert by_folder["second"]["selector"] == [{"scheme": "file", "pattern": "/w/second/**/*"}]
+    assert by_folder["first"]["selector"] == [below("file:///w/first")]
+    assert by_folder["second"]["selector"] == [below("file:///w/second")]
+    assert by_folder["first"]["selects"] == ["/w/first/a.py"] and by_folder["second"]["selects"] == ["/w/second/b.py"]
     assert by_folder["second"]["name"] == "repomem (second)"
     assert by_folder["second"]["server"] == {"command": "repomem", "args": ["serve"]}
 
@@ -284,5 +329,16 @@ def test_a_folder_removed_stops_its_server_and_a_folder_no_longer_nested_gets_on
     assert running(steps["secondRemoved"]) == ["first"]
     assert running(steps["firstRemoved"]) == ["nested"]  # c.py is open in it
     [nested] = [client for client in steps["firstRemoved"] if client["folder"] == "nested"]
-    assert nested["selector"] == [{"scheme": "file", "pattern": "/w/first/nested/**/*"}]
+    assert nested["selector"] == [below("file:///w/first/nested")]
+    assert nested["selects"] == ["/w/first/nested/c.py"]
     assert running(steps["deactivated"]) == []
+
+
+def test_a_folder_whose_path_holds_glob_characters_gets_its_own_files_only():
+    """The selector was a glob spelled from the folder's path: `/w/[draft]/**/*` reads `[draft]` as
+    one of d, r, a, f, t, so the server of /w/[draft] got none of its own files and every file of
+    /w/d; `{x,y} *?` matched /w/x a/ and /w/y b/ and not itself. The selector's pattern is now
+    relative to the folder (vscode.RelativePattern), which VS Code matches below the folder."""
+    clients = run_extension(VSCODE, GLOB_FOLDERS)["clients"]
+    assert {client["folder"]: client["selects"] for client in clients if client["state"] == "running"} == {
+        "[draft]": ["/w/[draft]/a.py"], "d": ["/w/d/b.py"], "{x,y} *?": ["/w/{x,y} *?/c.py"]}
