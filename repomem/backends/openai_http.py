@@ -182,9 +182,17 @@ def shown_url(url: str) -> str:
 def server_root(endpoint: str) -> str:
     """The server's root URL, which every route here is added to (`/v1/completions`, `/tokenize`).
     An endpoint in the OpenAI clients' base-URL form (`http://host:8000/v1/`, as vLLM's own docs
-    write it) loses its `/v1`: it was called as `/v1/v1/models`, an HTTP 404 at connect."""
-    root = endpoint.rstrip("/")
+    write it) loses its `/v1`: it was called as `/v1/v1/models`, an HTTP 404 at connect. Its query
+    goes with every request instead (`endpoint_query`): added to the URL, a route landed inside it
+    (`/v1?api-version=2/v1/models`)."""
+    parts = urllib.parse.urlsplit(endpoint)
+    root = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
     return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def endpoint_query(endpoint: str) -> list[tuple[str, str]]:
+    """The endpoint's query parameters (a gateway's `?api-version=...`), sent with every request."""
+    return urllib.parse.parse_qsl(urllib.parse.urlsplit(endpoint).query, keep_blank_values=True)
 
 
 def json_body(payload: dict) -> bytes:
@@ -212,11 +220,13 @@ class OpenAIBackend:
                  retries: int = 2, context_tokens: int = 0, template_name: str = "", tokenize_path: str = "",
                  asks_logprobs: bool = True, sampling: Mapping[str, float] | None = None):
         self.endpoint = server_root(endpoint)
-        self.shown_endpoint = shown_url(self.endpoint)  # what messages and results name
+        query = endpoint_query(endpoint)
+        # What messages and results name: the query's values hidden (`?api_key=...`).
+        self.shown_endpoint = shown_url(self.endpoint + ("?" + urllib.parse.urlencode(query) if query else ""))
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._shuttable = ShuttableClient(self.endpoint, timeout=httpx.Timeout(30.0, connect=connect_timeout_s),
-                                          headers=self._headers)
+                                          headers=self._headers, params=query)
         self._client = self._shuttable.client
         self._retries = retries
         self._counts: OrderedDict[str, int] = OrderedDict()
@@ -435,7 +445,8 @@ class OpenAIBackend:
                             del payload["logprobs"]
                             continue
                         if response.status_code in RETRYABLE_STATUS:
-                            last = f"{self.shown_endpoint} answered HTTP {response.status_code}"
+                            # With the reason its body gives ("answered HTTP 500" alone: why?).
+                            last = _refusal(response, self.shown_endpoint)[0].message
                             self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                             continue
                         if response.status_code >= 400:

@@ -743,7 +743,7 @@ def test_a_password_or_query_in_the_endpoint_is_never_repeated():
     assert isinstance(answer, Failure) and "127.0.0.1:9" in answer.message
     for shown in (answer.message, backend.name, backend.shown_endpoint):
         assert "hunter2" not in shown and "sk-123" not in shown, shown
-    assert backend.shown_endpoint == "http://me:***@127.0.0.1:9/v1?***"
+    assert backend.shown_endpoint == "http://me:***@127.0.0.1:9?***"
     assert OpenAIBackend("http://127.0.0.1:8000", "m").shown_endpoint == "http://127.0.0.1:8000"
 
 
@@ -818,6 +818,39 @@ def test_an_endpoint_in_the_openai_base_url_form_reaches_the_servers_routes(suff
     # (the last /tokenize: the answer's prompt tokens, which this server's stream does not report)
     assert handler.paths == ["/v1/models", "/tokenize", "/v1/completions", "/tokenize"]
     assert backend.template.family == "codellama"
+
+
+def test_an_endpoints_query_goes_with_every_request():
+    """A gateway's `?api-version=2` on the endpoint: the routes were added after it
+    (`/v1?api-version=2/v1/models`), so connecting failed; the query now goes with each request."""
+    class _NeedsVersion(_VLLMLike):
+        def do_GET(self):  # noqa: N802
+            self._routed(super().do_GET)
+
+        def do_POST(self):  # noqa: N802
+            self._routed(super().do_POST)
+
+        def _routed(self, answer):
+            route, _, query = self.path.partition("?")
+            if query != "api-version=2":
+                type(self).paths.append(self.path)
+                self.send_error(404)
+                return
+            self.path = route
+            answer()
+
+    handler = type("Handler", (_NeedsVersion,), {"paths": [], "completions": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url + "/v1?api-version=2", deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        answer = backend.generate(_request("def add(a, b):\n    return", max_tokens=4))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Generation) and answer.text == " a + b", answer
+    assert handler.paths == ["/v1/models", "/v1/completions", "/tokenize"]  # each with the query
+    assert backend.shown_endpoint == f"{url}?***"
 
 
 def test_a_prompt_past_the_servers_window_says_so_and_leaves_log_probabilities_on():
