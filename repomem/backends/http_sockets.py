@@ -27,8 +27,8 @@ proxied (the embedded model's own server is one, with its key in every request).
 from __future__ import annotations
 
 import contextlib
-import functools
 import ipaddress
+import os
 import socket
 import ssl
 import threading
@@ -123,11 +123,40 @@ class _RememberedSockets(httpcore.SyncBackend):
                 opened.shutdown(socket.SHUT_RDWR)
 
 
-@functools.cache
+# The authorities httpx's default TLS context trusts: SSL_CERT_FILE's, else SSL_CERT_DIR's, else certifi's.
+TLS_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+_TLS_KEPT = 4  # contexts kept (one per distinct setting a resident process's clients bring)
+_tls_contexts: dict[tuple, ssl.SSLContext] = {}
+_tls_lock = threading.Lock()
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    """What tells a certificate file (or folder) edited or replaced: its mtime and size."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found.st_mtime_ns, found.st_size
+
+
 def _tls_context() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi's authorities, or SSL_CERT_FILE's), built once a process:
-    ~25 ms each, which every backend's client paid (and the transport below would pay twice)."""
-    return httpx.create_ssl_context()
+    """httpx's default TLS context for the environment the command runs with now: ~25 ms to build,
+    which every backend's client paid (and the transport below would pay twice), so it is kept,
+    keyed by SSL_CERT_FILE's and SSL_CERT_DIR's values and their files' stamps. A resident process
+    (the daemon runs each client's command with that client's environment) kept the first
+    command's authorities for every later one, and a renewed certificate file until it exited."""
+    key = tuple((value, _stamp(value)) if value else ("", None)
+                for value in (os.environ.get(name, "") for name in TLS_VARIABLES))
+    with _tls_lock:
+        context = _tls_contexts.get(key)
+    if context is not None:
+        return context
+    context = httpx.create_ssl_context()  # reads the same variables, now
+    with _tls_lock:
+        _tls_contexts[key] = context
+        while len(_tls_contexts) > _TLS_KEPT:
+            del _tls_contexts[next(iter(_tls_contexts))]  # the oldest
+    return context
 
 
 def proxy_for(url: str) -> str | None:

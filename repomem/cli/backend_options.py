@@ -140,6 +140,17 @@ class KeptBackend:
         self._key, self._backend = None, None
 
 
+def model_override(model: str | None) -> dict[str, str] | None:
+    """`--model NAME|FILE` as the setting it stands for: an embedded model's name as
+    model.embedded_model, so the levers measured with that model apply (SettingRules.models) unless
+    the settings set them; a file as model.model_path, so none measured with another model do."""
+    if not model:
+        return None
+    from repomem.backends.factory import embedded_model_name
+
+    return {"model.embedded_model": model} if embedded_model_name(model) else {"model.model_path": model}
+
+
 def _proxies(endpoints: list[str]) -> tuple[str | None, ...]:
     """The proxy the environment names for each model server (None: reached directly, or a URL
     that is none, which opening the backend then says)."""

@@ -293,10 +293,10 @@ class Daemon:
         reused, so its index was loaded again and the model opened here closed and opened again."""
         if not self.model_for or self.parse_command is None:
             return None
-        from repomem.cli.main import _model_override  # as `complete` reads its --model
+        from repomem.cli.backend_options import model_override  # as `complete` reads its --model
 
         try:
-            return _model_override(getattr(self.parse_command(list(self.model_for)), "model", None))
+            return model_override(getattr(self.parse_command(list(self.model_for)), "model", None))
         except (Exception, SystemExit):  # the command says what is wrong with its arguments
             return None
 

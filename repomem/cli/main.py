@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from repomem.cli.backend_options import add_backend_options, open_chosen_backends, start_model_ahead
+from repomem.cli.backend_options import add_backend_options, model_override, open_chosen_backends, start_model_ahead
 from repomem.cli.daemon_client import FORWARDED
 from repomem.cli.errors import EXIT_USAGE, OneLineParser, UserError, alpha_value, check_top_k, ok
 from repomem.cli.process_exit import exit_now, exit_status
@@ -199,23 +199,12 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
                 "pass --repo PATH",
             ))
         root = found
-    service = open_service(root, _model_override(getattr(args, "model", None)))
+    service = open_service(root, model_override(getattr(args, "model", None)))
     path = spec.path if spec.path.is_absolute() else Path.cwd() / spec.path
     cursor = ok(service.cursor_at(path, spec.line, spec.column))
     if args.repo is not None:  # once the cursor passed its checks: a refused one is a single error line
         warn_if_inside(root)
     return service, cursor
-
-
-def _model_override(model: str | None) -> dict[str, str] | None:
-    """`--model NAME|FILE` as the setting it stands for: an embedded model's name as
-    model.embedded_model, so the levers measured with that model apply (SettingRules.models) unless
-    the settings set them; a file as model.model_path, so none measured with another model do."""
-    if not model:
-        return None
-    from repomem.backends.factory import embedded_model_name
-
-    return {"model.embedded_model": model} if embedded_model_name(model) else {"model.model_path": model}
 
 
 def cmd_complete(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -8,6 +8,7 @@ every summary is on disk as soon as the model wrote it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -44,7 +45,10 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
     store = service.memories.open_written_summaries()
     try:
         with RichProgress(err) as progress:
-            work, answered = summarise.plan(service.view(), backend, store, kinds, args.limit, progress)
+            planned = summarise.plan(service.view(), backend, store, kinds, args.limit, progress)
+        if isinstance(planned, Failure):  # the server fails: no estimate, nothing to ask or write
+            raise UserError(dataclasses.replace(planned, message=f"no summary written: {planned.message}"))
+        work, answered = planned
         if not args.dry_run:  # summaries of text the repository no longer has go
             store.compact(summarise.live_keys(service.view()))
         estimate = {"to_write": len(work.units), "already_written": work.already, "prompt_tokens": work.prompt_tokens,
@@ -52,6 +56,10 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
                     "model": backend.name}
         if args.json and (args.dry_run or not work.units):  # nothing to write: the estimate says so
             print(json.dumps({**estimate, **({} if args.dry_run else {"written": 0, "failed": 0})}, indent=2))
+            return 0
+        if not work.units:  # one line, not a table of zeros
+            out.print(f"nothing to summarise: all {work.already:,} summaries are written already" if work.already
+                      else "nothing to summarise: the index holds no file to summarise", markup=False, highlight=False)
             return 0
         table = Table(title=shown(f"repomem summarise: {service.root}"), show_header=False)
         table.add_column("what", style="bold")
@@ -64,7 +72,7 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
                             ("estimated time", _minutes(work.estimated_s))):
             table.add_row(name, value)
         err.print(table)
-        if args.dry_run or not work.units:
+        if args.dry_run:
             return 0
         if not args.yes and input("write them? [y/N] ").strip().lower() not in ("y", "yes"):
             return 0
@@ -80,15 +88,25 @@ def cmd_summarise(args: argparse.Namespace, out: Console, err: Console) -> int:
         backend.close()
     summary = {"written": report.written, "failed": report.failed, "seconds": round(report.seconds, 1),
                "file": str(store.path)}
+    if report.failure is not None:
+        summary["error"] = report.failure.message
     if args.json:
         print(json.dumps({**estimate, **summary}, indent=2))
-    else:
-        out.print(f"wrote {report.written:,} summaries in {_minutes(report.seconds)} to {store.path}"
-                  + (f"; {report.failed:,} failed ({report.first_failure})" if report.failed else ""),
+    elif report.written:
+        out.print(f"wrote {report.written:,} summaries in {_minutes(report.seconds)} to {store.path}",
                   markup=False, highlight=False)
         if service.config.memory.summaries != "model":
             out.print('set memory.summaries = "model" in repomem.toml to use them', markup=False, highlight=False)
-    return 1 if report.failed and not report.written else 0
+    if report.failure is None:
+        return 0
+    # A failure of the server is a failure of the command, as `complete` says one: one line, exit 2.
+    failed = f"{report.failed:,} of {len(work.units):,} summaries failed" + (
+        f" and {report.not_tried:,} were not asked for (stopped after {summarise.FAILURES_IN_A_ROW} "
+        "failures in a row)" if report.not_tried else "")
+    raise UserError(dataclasses.replace(report.failure, message=(
+        f"no summary written: {failed}: {report.failure.message}" if not report.written else
+        f"{failed}: {report.failure.message}; the {report.written:,} written are kept, and "
+        "`repomem summarise` again asks for the rest")))
 
 
 def add_summarise_parser(commands) -> None:

@@ -8,6 +8,12 @@ interrupted run resumes where it stopped, and after edits only what changed is s
 The cost is said before the work starts: units to write, their prompt tokens (counted with the
 backend's tokenizer) and the time measured on two calibration calls (`plan`); `run` then writes
 one summary per call, durably, with progress.
+
+A server that fails (an HTTP error after its retries, a timeout, an answer that is no completion)
+is said before anything is asked of the user: a calibration call that fails so ends `plan` with
+that failure, and `run` stops after FAILURES_IN_A_ROW failures in a row instead of paying the
+retries of every unit left. A failure of one unit (its prompt past the window, an empty answer) is
+counted and the run goes on.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ from repomem.repo_view import RepoView
 
 SUMMARY_KINDS = ("files", "pages")
 PAGE_QUESTION_LINES = 80  # lines of a page shown to the model at most
+# Failures in a row after which `run` stops: the server is failing, not one unit.
+FAILURES_IN_A_ROW = 3
+# Failures of one unit, not of the server: the others may still be written.
+UNIT_FAILURES = frozenset({FailureKind.EMPTY_SUMMARY, FailureKind.PROMPT_TOO_LONG})
 
 
 @dataclass(frozen=True)
@@ -97,10 +107,16 @@ def ask_summary(backend: Backend, mask: Callable[[str], str], unit: Unit, max_to
 
 
 def plan(view: RepoView, backend: Backend, store: WrittenSummaries, kinds: tuple[str, ...],
-         limit: int | None, progress: Progress | None = None) -> tuple[Plan, dict[str, str]]:
+         limit: int | None, progress: Progress | None = None) -> tuple[Plan, dict[str, str]] | Failure:
     """What `run` would do and cost. Two real calls, on the shortest and the longest prompt,
     measure the time of a call as a line in its prompt tokens (a fixed part for the answer, a
-    part per prompt token); their summaries (key -> text) are returned for `run` to keep."""
+    part per prompt token); their summaries (key -> text) are returned for `run` to keep. A
+    calibration call the server failed (not UNIT_FAILURES) is returned instead: no estimate.
+
+    Those two summaries are written only by the run that follows in the same process, after
+    --yes or a "y": a user reads --dry-run ("write nothing") and a "N" as nothing written, so they
+    are not written then, nor kept in a second file for the next run (one more place whose
+    summaries would have to follow the repository's edits; the next run measures two calls again)."""
     progress = progress or NoProgress()
     # One unit a key: identical pages (vendored or copied files) are one summary, written once.
     every = list({u.key: u for u in units_of(view, kinds)}.values())
@@ -110,8 +126,10 @@ def plan(view: RepoView, backend: Backend, store: WrittenSummaries, kinds: tuple
         todo = todo[:limit]
     progress.start("counting", len(todo))
     tokens: list[int] = []
+    counts = True  # a server that cannot count one prompt is not asked again (its retries, each unit)
     for unit in todo:
-        counted = backend.count(view.mask(backend.template.instruction(unit.question)))
+        counted = backend.count(view.mask(backend.template.instruction(unit.question))) if counts else None
+        counts = isinstance(counted, int)
         tokens.append(counted if isinstance(counted, int) else len(unit.question) // 3)
         progress.advance()
     if not todo:
@@ -126,6 +144,8 @@ def plan(view: RepoView, backend: Backend, store: WrittenSummaries, kinds: tuple
         measured.append((tokens[position], time.perf_counter() - started))
         if isinstance(text, str):
             answers[todo[position].key] = text
+        elif text.kind not in UNIT_FAILURES:
+            return text
     (low_tokens, low_s), (high_tokens, high_s) = measured[0], measured[-1]
     per_token = max(0.0, (high_s - low_s) / (high_tokens - low_tokens)) if high_tokens > low_tokens else 0.0
     fixed = max(0.0, low_s - per_token * low_tokens)
@@ -138,25 +158,35 @@ class SummariseReport:
     written: int
     failed: int
     seconds: float
-    first_failure: str = ""
+    failure: Failure | None = None  # the first of the server's, else the first of a unit's
+    not_tried: int = 0  # units left when FAILURES_IN_A_ROW failures stopped the run
 
 
 def run(view: RepoView, backend: Backend, store: WrittenSummaries, work: Plan, answered: dict[str, str],
         progress: Progress | None = None) -> SummariseReport:
-    """Write the plan's summaries, each appended durably as soon as the model answers."""
+    """Write the plan's summaries, each appended durably as soon as the model answers (the
+    calibration calls' `answered` ones without asking again); stop after FAILURES_IN_A_ROW
+    failures of the server in a row."""
     progress = progress or NoProgress()
     progress.start("summarise", len(work.units))
     started = time.perf_counter()
-    written = failed = 0
-    first_failure = ""
-    for unit in work.units:
+    written = failed = in_a_row = 0
+    shown: Failure | None = None
+    # The calibration calls' answers first: a run that stops early has them written all the same.
+    units = sorted(work.units, key=lambda unit: unit.key not in answered)
+    for number, unit in enumerate(units, start=1):
         text = answered.get(unit.key) or ask_summary(
             backend, view.mask, unit, view.config.memory.summary_tokens, view.config.completion.deadline_s)
-        if isinstance(text, Failure):
-            failed += 1
-            first_failure = first_failure or text.message
-        else:
+        progress.advance()
+        if isinstance(text, str):
             store.append(unit.key, unit.kind, backend.name, text)
             written += 1
-        progress.advance()
-    return SummariseReport(written, failed, time.perf_counter() - started, first_failure)
+            in_a_row = 0
+            continue
+        failed += 1
+        if shown is None or (shown.kind in UNIT_FAILURES and text.kind not in UNIT_FAILURES):
+            shown = text
+        in_a_row = 0 if text.kind in UNIT_FAILURES else in_a_row + 1
+        if in_a_row >= FAILURES_IN_A_ROW and number < len(units):
+            return SummariseReport(written, failed, time.perf_counter() - started, shown, len(units) - number)
+    return SummariseReport(written, failed, time.perf_counter() - started, shown)

@@ -284,7 +284,8 @@ def test_a_daemon_warmed_for_complete_with_a_model_keeps_what_that_command_reuse
     `complete` found another configuration, dropped the warmed index and closed the model opened
     for it (keyed by those settings too) to open it again."""
     from repomem.cli import backend_options, service_setup
-    from repomem.cli.main import _model_override, _parser
+    from repomem.cli.backend_options import model_override
+    from repomem.cli.main import _parser
 
     shop = copy_example(tmp_path / "shop")
     monkeypatch.setattr(service_setup, "KEPT", KeptServices(limit=1))
@@ -300,7 +301,7 @@ def test_a_daemon_warmed_for_complete_with_a_model_keeps_what_that_command_reuse
         [warmed] = service_setup.KEPT.services.values()
         assert opened_for == [warmed]
         # What the next `complete --model qwen2.5-coder-0.5b` opens (cli/main.py's _cursor_from_args)
-        assert service_setup.open_service(shop.resolve(), _model_override("qwen2.5-coder-0.5b")) is warmed
+        assert service_setup.open_service(shop.resolve(), model_override("qwen2.5-coder-0.5b")) is warmed
     finally:
         for service in service_setup.KEPT.services.values():
             service.stop_watching()

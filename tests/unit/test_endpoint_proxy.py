@@ -193,3 +193,39 @@ def test_a_tunnel_the_proxy_refuses_is_said_to_be_the_proxys_refusal(monkeypatch
         proxy.shutdown()
     assert isinstance(refused, Failure) and refused.kind == "backend-auth", refused
     assert refused.message.startswith("the proxy refused the call to") and "wrong" not in refused.message
+
+
+def test_the_tls_authorities_follow_the_environment_each_command_runs_with(tmp_path, monkeypatch):
+    """The TLS context was built once a process: a daemon running each client's command with that
+    client's environment kept the first SSL_CERT_FILE (or none) for every later one, and a renewed
+    certificate file until it exited."""
+    import certifi
+
+    from repomem.backends import http_sockets
+
+    bundle = open(certifi.where(), encoding="ascii").read()
+    end = "-----END CERTIFICATE-----\n"
+    first_two = end.join(bundle.split(end)[:2]) + end
+    whole, small = tmp_path / "whole.pem", tmp_path / "small.pem"
+    whole.write_text(bundle, encoding="ascii")
+    small.write_text(first_two.split(end)[0] + end, encoding="ascii")
+
+    def authorities() -> int:
+        return http_sockets._tls_context().cert_store_stats()["x509_ca"]
+
+    for name in http_sockets.TLS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    default = authorities()
+    monkeypatch.setenv("SSL_CERT_FILE", str(small))
+    assert authorities() == 1
+    assert http_sockets._tls_context() is http_sockets._tls_context()  # kept while nothing changes
+    monkeypatch.setenv("SSL_CERT_FILE", str(whole))
+    assert authorities() == default
+    small.write_text(first_two, encoding="ascii")  # the file renewed in place
+    monkeypatch.setenv("SSL_CERT_FILE", str(small))
+    assert authorities() == 2
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))  # a folder of hashed names: none here, loaded lazily
+    assert http_sockets._tls_context() is not http_sockets._tls_contexts.get((("", None), ("", None)))
+    monkeypatch.delenv("SSL_CERT_DIR")
+    assert authorities() == default

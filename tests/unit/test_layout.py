@@ -19,7 +19,7 @@ SOURCES = {"repomem": "repomem", "lsp": "repomem.lsp", "eval": "repomem.evaluati
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.failures", "repomem.progress", "repomem.strategies", "repomem.regular_files",
      "repomem.child_processes", "repomem.allocator", "repomem.cyclic_gc", "repomem.setting_rules",
-     "repomem.cache", "repomem.thread_priority", "repomem.machine_lock"),
+     "repomem.cache", "repomem.thread_priority", "repomem.machine_lock", "repomem.repository_root"),
     ("repomem.config", "repomem.setting_reference", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),
