@@ -162,14 +162,38 @@ function! s:Started() abort
   endtry
 endfunction
 
+" LSP counts UTF-16 units; Vim counts bytes. Vim 9.0.1485 and later count UTF-16 units
+" (strutf16len, utf16idx); before, each character is counted, composing ones apart (as UTF-16
+" does), and one beyond the BMP (an emoji: two UTF-16 units) once more.
+function! s:Utf16Length(text) abort
+  if exists('*strutf16len')
+    return strutf16len(a:text)
+  endif
+  let l:points = str2list(a:text)
+  return len(l:points) + len(filter(copy(l:points), 'v:val > 0xFFFF'))
+endfunction
+
+" The byte index of UTF-16 unit `units` of `text` (its end past the last), or -1.
+function! s:Utf16ByteIndex(text, units) abort
+  if exists('*utf16idx')
+    return byteidxcomp(a:text, a:units, v:true)
+  endif
+  let l:units = 0
+  let l:bytes = 0
+  for l:point in str2list(a:text)
+    if l:units >= a:units
+      break
+    endif
+    let l:units += l:point > 0xFFFF ? 2 : 1
+    let l:bytes += len(nr2char(l:point))
+  endfor
+  return l:units == a:units && l:bytes <= len(a:text) ? l:bytes : -1
+endfunction
+
 function! s:Position(buffer, line, col) abort
   let l:text = get(getbufline(a:buffer, a:line + 1), 0, '')
-  " LSP counts UTF-16 units; Vim counts bytes. Vim 9.0.1485 and later count UTF-16 units too;
-  " before, characters with composing ones apart (as UTF-16 does): exact but beyond the BMP.
-  let l:before = strpart(l:text, 0, a:col)
   return {'textDocument': {'uri': ale#util#ToURI(fnamemodify(bufname(a:buffer), ':p'))},
-        \ 'position': {'line': a:line,
-        \               'character': exists('*strutf16len') ? strutf16len(l:before) : strchars(l:before)}}
+        \ 'position': {'line': a:line, 'character': s:Utf16Length(strpart(l:text, 0, a:col))}}
 endfunction
 
 function! s:Send(here, linter, details) abort
@@ -244,11 +268,9 @@ function! s:Show(asked, item) abort
   let l:whole = get(l:edit, 'newText', get(a:item, 'insertText', a:item.label))
   let l:start = a:asked.col
   if has_key(l:edit, 'range')
-    " The same units as s:Position: composing characters counted apart (byteidx() counts a
-    " character with its composing ones as one, which moved the start right after any).
-    let l:character = l:edit.range.start.character
-    let l:start = exists('*utf16idx') ? byteidxcomp(l:text, l:character, v:true)
-          \ : byteidxcomp(l:text, l:character)
+    " The same units as s:Position: UTF-16's, composing characters counted apart (byteidx()
+    " counts a character with its composing ones as one, which moved the start right after any).
+    let l:start = s:Utf16ByteIndex(l:text, l:edit.range.start.character)
     let l:start = l:start < 0 ? a:asked.col : l:start
   endif
   let l:lines = split(l:whole, "\n", 1)

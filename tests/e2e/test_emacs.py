@@ -285,6 +285,12 @@ def test_completion_replaces_the_word_before_point(session):
     session.check("complete_word")
 
 
+def test_completion_after_an_emoji_replaces_the_word_before_point(session):
+    """At `    label = "🙂"; return com` (the emoji two UTF-16 units, one Emacs character) the item
+    replaces `com` and nothing else of the line."""
+    session.check("after_emoji")
+
+
 def test_completion_inside_a_call_is_exactly_the_items_edit(session):
     """At `    return int(amount_cents` the buffer becomes what the item's textEdit says, the start of
     the line untouched (no duplicated fragments)."""

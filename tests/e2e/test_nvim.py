@@ -57,7 +57,11 @@ LINE_9 = "    return "
 WIDTH, HEIGHT = 120, 40
 GHOST_ROWS = 10  # the screen's rows the ghost text's record keeps (the example file and a line)
 STATUS = re.compile(r"repomem\[(\d+):(\w*)\]")
-CHECKS = ("ready", "explain", "end_of_line", "partial_word", "dismiss", "type_ahead", "ghost_text", "quit")
+CHECKS = ("ready", "explain", "end_of_line", "partial_word", "after_emoji", "dismiss", "type_ahead", "ghost_text",
+          "quit")
+# A name typed after a character beyond the BMP, on the line: two UTF-16 units, one character.
+EMOJI_LINE = '    label = "\U0001F642"; return '
+
 
 VIMRC = """
 set nocompatible
@@ -239,7 +243,7 @@ class Nvim:
         target.unlink(missing_ok=True)
         self.ex(f"call writefile({expression}, '{partial}') | call rename('{partial}', '{target}')")
         self.wait(target.exists, 10, f"{name} from Neovim")
-        return target.read_text().split("\n")[:-1]
+        return target.read_text(encoding="utf-8").split("\n")[:-1]
 
     def buffer_lines(self) -> list[str]:
         return self.dump("buffer.txt", "getline(1, '$')")
@@ -448,6 +452,24 @@ def test_completes_a_partly_typed_name(nvim):
         line = nvim.buffer_lines()[8]
         assert line == LINE_9 + EXPECTED
         result["details"] = f"'    return com' + <C-x><C-o> <C-y> -> {line!r}"
+
+
+def test_a_name_typed_after_an_emoji_is_replaced(nvim):
+    """An emoji before the cursor is two UTF-16 units, one character: a client that counts
+    characters sends every position after it one unit short, and reads the item's range one
+    character late. Vim before 9.0.1485 has no `strutf16len`: the Vim set-up counted characters,
+    and the item went in after the typed `c`."""
+    with check(nvim, "after_emoji") as result:
+        # The emoji as nr2char: no terminal encoding between the test and the buffer.
+        before, name = EMOJI_LINE.split("\U0001F642")
+        nvim.ex(f"call setline(9, {vim_string(before)} . nr2char(0x1F642) . {vim_string(name + 'com')})")
+        nvim.keys("9", "G", "A")
+        assert nvim.complete() == "shown", nvim.screen()
+        accept_menu(nvim)
+        line = nvim.buffer_lines()[8]
+        # The model may go on past the call (` * label`): the name replaced `com`, the rest is intact.
+        assert line.startswith(EMOJI_LINE + "compute_tax("), line
+        result["details"] = f"{EMOJI_LINE + 'com'!r} + <C-x><C-o> <C-y> -> {line!r}"
 
 
 def test_dismissing_logs_no_accept(nvim):

@@ -57,7 +57,10 @@ LINE_9 = "    return "
 # server's default (10), so the explain output's fragment count shows the settings arrived.
 SETTINGS = {"repomem.maxNewTokens": 24, "repomem.maxPromptTokens": 1024, "repomem.debounceMs": 10,
             "repomem.topK": 4}
-CHECKS = ("ready", "explain", "ghost_text", "word_by_word", "partial_word", "type_ahead", "quit")
+CHECKS = ("ready", "explain", "ghost_text", "word_by_word", "partial_word", "after_emoji", "type_ahead", "quit")
+# A name typed after a character beyond the BMP: two UTF-16 units, as VS Code counts positions.
+EMOJI_LINE = '    label = "\U0001F642"; return '
+
 ANSWER_S = 180  # a first answer: the index, the model's start and a 1,024-token prompt on a busy machine
 T = TypeVar("T")
 
@@ -186,7 +189,7 @@ class VSCode:
         self.chord(Keys.CONTROL, key="s")
         self.wait(lambda: file.stat().st_mtime_ns != before, 10, "the save")
         time.sleep(0.2)
-        return file.read_text().split("\n")
+        return file.read_text(encoding="utf-8").split("\n")
 
     def log(self, channel: str = "repomem") -> str:
         """An output channel's text, from the files VS Code writes it to."""
@@ -450,6 +453,29 @@ def test_a_partly_typed_name_is_completed_once(vscode):
         result["details"] = f"'    return com' showed {ghost!r}; Tab -> {line!r}"
 
 
+def test_a_name_typed_after_an_emoji_is_completed_once(vscode):
+    from selenium.webdriver.common.keys import Keys
+
+    with check(vscode, "after_emoji") as result:
+        # ChromeDriver types no character beyond the BMP: the line is written to the saved file,
+        # which the editor reloads, and `com` typed after it.
+        report = vscode.workspace / "shop" / "report.py"
+        lines = report.read_text(encoding="utf-8").split("\n")
+        lines[8] = EMOJI_LINE
+        report.write_text("\n".join(lines), encoding="utf-8")
+        vscode.wait(lambda: "\U0001F642" in vscode.driver.execute_script(
+            "return document.querySelector('.monaco-editor .view-lines').textContent;"), 30, "the line reloaded")
+        vscode.go_to_line(9)
+        vscode.keys(Keys.END, "com")
+        ghost = vscode.wait(vscode.ghost_text, ANSWER_S, "ghost text after the emoji and `com`")
+        vscode.keys(Keys.TAB)
+        vscode.accepted += 1
+        line = vscode.saved_lines()[8]
+        # The model may go on past the call (` * label`): the name replaced `com`, the rest is intact.
+        assert line.startswith(EMOJI_LINE + "compute_tax("), line
+        result["details"] = f"{EMOJI_LINE + 'com'!r} showed {ghost!r}; Tab -> {line!r}"
+
+
 def test_typing_on_while_waiting_is_never_overwritten(vscode):
     with check(vscode, "type_ahead") as result:
         # A place no cache knows: the answer needs the model (seconds), the typing is instant.
@@ -544,6 +570,7 @@ const vscode = {
     createOutputChannel: (name) => ({ name, appendLine() {}, append() {}, clear() {}, show() {}, dispose() {} }),
   },
   commands: { registerCommand: (id, run) => { seen.commands.set(id, run); return disposable; } },
+  RelativePattern: class { constructor(base, pattern) { Object.assign(this, { base, pattern }); } },
 };
 const State = { Stopped: 1, Running: 2, Starting: 3 };
 class LanguageClient {
@@ -648,12 +675,14 @@ def test_a_file_of_the_second_folder_of_a_multi_root_workspace_gets_ghost_text(t
     (navigating the module's window to it opened a window of no folder after the checks above). One
     server indexed the first folder alone and said each file of the second "outside the workspace
     folder"; each folder has a server of its own now, started when its first file opens. Only the
-    second folder's file is opened here, so the accept lands in the second folder's feedback log."""
+    second folder's file is opened here, so the accept lands in the second folder's feedback log.
+    The second folder's name has glob characters (`[draft]`): its selector once spelled a glob
+    from the folder's path, which matched other paths than the folder's own files."""
     from selenium.webdriver.common.keys import Keys
 
     base = tmp_path_factory.mktemp("vscode-multi-root")
     copy_example(base / "first")
-    second = copy_example(base / "second")
+    second = copy_example(base / "second [draft]")
     workspace_file = base / "two.code-workspace"
     # Absolute paths: code-server 4.99 opened relative ones as a workspace of no folder.
     workspace_file.write_text(json.dumps({"folders": [{"path": str(base / "first")}, {"path": str(second)}]}))
