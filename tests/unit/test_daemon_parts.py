@@ -19,13 +19,18 @@ from repomem.service import RepoService
 from tests.repos import copy_example, write_repo
 
 
+def _request(argv: list[str], cwd: str = "/", env: dict[str, str] | None = None) -> bytes:
+    """A client's request line for `argv` (this environment unless `env` is given)."""
+    return json.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ) if env is None else env,
+                       "package": package_folder(), "terminals": [False, False]}).encode() + b"\n"
+
+
 def test_a_daemon_whose_code_changed_declines_and_stops() -> None:
     daemon = Daemon(idle_s=60, repositories=1, run_command=main)
     daemon.code = ()  # as if a source file of the package changed since the daemon started
     served, client = socket.socketpair()
     with served, client:
-        client.sendall(json.dumps({"argv": ["index"], "cwd": "/", "env": {}, "package": package_folder(),
-                                   "terminals": [False, False]}).encode() + b"\n")
+        client.sendall(_request(["index"], env={}))
         assert daemon._serve(served) is True  # it stops
         kind, why = read_frame(client.makefile("rb"))
     assert kind == b"d" and b"code changed" in why
@@ -72,8 +77,7 @@ def _command(daemon: Daemon) -> bytes:
     """One forwarded command through `_serve` and what the loop does after it; its exit status."""
     served, client = socket.socketpair()
     with served, client:
-        client.sendall(json.dumps({"argv": ["retrieve"], "cwd": "/", "env": dict(os.environ),
-                                   "package": package_folder(), "terminals": [False, False]}).encode() + b"\n")
+        client.sendall(_request(["retrieve"]))
         assert daemon._serve(served) is False
         daemon._let_go_of_cut_off_updates()
         frames = []
@@ -139,8 +143,7 @@ def test_sigterm_during_a_command_ends_the_daemon_and_answers_no_exit_status() -
     daemon = Daemon(idle_s=60, repositories=1, run_command=command)
     served, client = socket.socketpair()
     with served, client:
-        client.sendall(json.dumps({"argv": ["index"], "cwd": "/", "env": dict(os.environ),
-                                   "package": package_folder(), "terminals": [False, False]}).encode() + b"\n")
+        client.sendall(_request(["index"]))
         assert daemon._serve(served) is True  # the daemon stops
         served.close()
         stream = client.makefile("rb")
@@ -208,8 +211,7 @@ def test_a_client_that_stops_reading_holds_the_daemon_up_no_longer_than_the_send
     daemon = Daemon(idle_s=60, repositories=1, run_command=command)
     served, client = socket.socketpair()
     with served, client:
-        client.sendall(json.dumps({"argv": ["retrieve"], "cwd": "/", "env": dict(os.environ),
-                                   "package": package_folder(), "terminals": [False, False]}).encode() + b"\n")
+        client.sendall(_request(["retrieve"]))
         started = time.perf_counter()
         assert daemon._serve(served) is False  # the client reads nothing
         assert time.perf_counter() - started < 10
@@ -226,9 +228,7 @@ def test_a_working_folder_the_daemon_cannot_enter_declines_the_command(tmp_path:
     for cwd in ("/" + "d" * 200 + "/") * 25, str(tmp_path / "removed"):
         served, client = socket.socketpair()
         with served, client:
-            client.sendall(json.dumps({"argv": ["retrieve", str(tmp_path / "a.py:1")], "cwd": cwd,
-                                       "env": dict(os.environ), "package": package_folder(),
-                                       "terminals": [False, False]}).encode() + b"\n")
+            client.sendall(_request(["retrieve", str(tmp_path / "a.py:1")], cwd))
             assert daemon._serve(served) is False
             kind, why = read_frame(client.makefile("rb"))
         assert kind == b"d" and b"cannot enter the working folder" in why
