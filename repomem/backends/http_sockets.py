@@ -229,9 +229,12 @@ class _Transport(httpx.HTTPTransport):
     """httpx's own transport (its defaults), its connection pool given the remembering backend;
     through `proxy` (a URL, credentials in it) when one is given."""
 
-    def __init__(self, sockets: _RememberedSockets, proxy: str | None = None) -> None:
-        context = _tls_context()
-        super().__init__(verify=context)
+    def __init__(self, sockets: _RememberedSockets, proxy: str | None = None, tls: bool = True) -> None:
+        # `tls`: whether any connection may speak TLS (an https:// endpoint or proxy). Where none
+        # does (the embedded model's loopback server), no certificate authorities are read: an
+        # SSL_CERT_FILE naming a missing file made every completion an internal error.
+        context = _tls_context() if tls else None
+        super().__init__(verify=context if context is not None else False)
         limits: dict[str, Any] = {  # httpx.Limits' defaults
             "ssl_context": context, "max_connections": 100, "max_keepalive_connections": 20,
             "keepalive_expiry": 5.0, "network_backend": sockets}
@@ -254,7 +257,8 @@ class ShuttableClient:
     def __init__(self, endpoint: str, **client_options: Any) -> None:
         self._sockets = _RememberedSockets()
         self.proxy = proxy_for(endpoint)
-        self.client = httpx.Client(transport=_Transport(self._sockets, self.proxy), **client_options)
+        tls = any(url.lower().startswith("https://") for url in (endpoint, self.proxy or ""))
+        self.client = httpx.Client(transport=_Transport(self._sockets, self.proxy, tls), **client_options)
 
     def shut(self) -> None:
         self._sockets.shut()

@@ -10,7 +10,9 @@ token arrived; malformed answers are Failures, not exceptions.
 from __future__ import annotations
 
 import json
+import os
 import re
+import ssl
 import threading
 import time
 import urllib.parse
@@ -21,7 +23,7 @@ import httpx
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
-from repomem.backends.http_sockets import ShuttableClient
+from repomem.backends.http_sockets import TLS_VARIABLES, ShuttableClient
 from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER
 from repomem.backends.templates import template_for
 from repomem.failures import Failure, FailureKind
@@ -271,8 +273,15 @@ class OpenAIBackend:
             # An HTTP header carries ASCII only: a key pasted with a curly quote raised UnicodeEncodeError.
             return Failure(FailureKind.BACKEND_AUTH, "the API key holds characters an HTTP header cannot carry "
                                                      "(not ASCII, or a control character): check how it was pasted")
-        backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s), context_tokens=context_tokens,
-                      tokenize_path=tokenize_path, asks_logprobs=asks_logprobs, sampling=sampling)
+        try:
+            backend = cls(endpoint, model, api_key, connect_timeout_s=min(3.0, deadline_s),
+                          context_tokens=context_tokens, tokenize_path=tokenize_path, asks_logprobs=asks_logprobs,
+                          sampling=sampling)
+        except (OSError, ssl.SSLError) as error:  # the certificate authorities SSL_CERT_FILE / _DIR name
+            named = ", ".join(f"{name}={os.environ[name]}" for name in TLS_VARIABLES if os.environ.get(name))
+            return Failure(FailureKind.BAD_ENDPOINT, f"cannot read the TLS certificate authorities for "
+                                                     f"{shown_url(endpoint)} ({named or 'the default ones'}): "
+                                                     f"{getattr(error, 'strerror', None) or error}")
         answer = backend._request("GET", "/v1/models", None, deadline_s)
         if isinstance(answer, Failure):
             backend.close()

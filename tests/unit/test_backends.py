@@ -20,7 +20,7 @@ from repomem.backends.memo import DEFERRED, DeferredRequests, GenerationStore, M
 from repomem.backends.models import gguf_names
 from repomem.backends.openai_http import OpenAIBackend, model_label
 from repomem.backends.templates import PLAIN
-from repomem.failures import Failure
+from repomem.failures import Failure, FailureKind
 from tests.http_servers import answer_json, serve_http
 
 
@@ -851,6 +851,23 @@ def test_an_endpoints_query_goes_with_every_request():
     assert isinstance(answer, Generation) and answer.text == " a + b", answer
     assert handler.paths == ["/v1/models", "/v1/completions", "/tokenize"]  # each with the query
     assert backend.shown_endpoint == f"{url}?***"
+
+
+def test_certificate_authorities_that_cannot_be_read_stop_only_an_https_server(monkeypatch, tmp_path):
+    """SSL_CERT_FILE naming a missing file made every backend an internal error, the embedded
+    model's loopback server (plain HTTP, no certificate read) included."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    handler = type("Handler", (_VLLMLike,), {"paths": [], "completions": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        backend.close()
+    finally:
+        server.shutdown()
+    refused = OpenAIBackend.connect("https://127.0.0.1:9", deadline_s=1)
+    assert isinstance(refused, Failure) and refused.kind == FailureKind.BAD_ENDPOINT
+    assert "certificate authorities" in refused.message and "missing.pem" in refused.message
 
 
 def test_a_prompt_past_the_servers_window_says_so_and_leaves_log_probabilities_on():
