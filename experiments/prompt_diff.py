@@ -1,7 +1,7 @@
 """Per-task diff of what FragRel and plain BM25 put into the prompt (the quality issue's question
 "why does it lose?"), from `repomem eval run --prompt-only` (or model) records.
 
-    python experiments/prompt_diff.py corpora/devset/results-prompt-diff.jsonl --out eval/results/prompt-diff.md
+    python experiments/prompt_diff.py corpora/devset/results-prompt.jsonl --out eval/results/prompt-diff.md
 
 For every task where exactly one of the two prompts holds the answer (`--by prompt`), or, for model
 records, exactly one prediction is right (`--by em`), the blocks FragRel brought into the prompt

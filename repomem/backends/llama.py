@@ -107,8 +107,10 @@ class LlamaBackend:
                 )
                 for chunk in stream:
                     choice = chunk["choices"][0]
-                    pieces.append(choice.get("text", ""))
-                    count += 1
+                    # The stream ends with a chunk holding the finish reason and no text: no token.
+                    if choice.get("text") or not choice.get("finish_reason"):
+                        pieces.append(choice.get("text", ""))
+                        count += 1
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
                         break

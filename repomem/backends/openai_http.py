@@ -486,9 +486,12 @@ class OpenAIBackend:
                                     text = choices[0].get("text") or ""
                                     if not isinstance(text, str):
                                         raise TypeError("a completion's text is not a string")
-                                    pieces.append(text)
+                                    # llama-cpp-python's server ends with a chunk holding the finish
+                                    # reason and no text: no token, so no piece (the pieces count them).
+                                    if text or not choices[0].get("finish_reason"):
+                                        pieces.append(text)
                                     logprobs.extend(token_logprobs(choices[0]))
-                                    received += len(pieces[-1])
+                                    received += len(text)
                                     if choices[0].get("finish_reason"):
                                         finish = choices[0]["finish_reason"]
                             except (ValueError, AttributeError, TypeError, RecursionError):

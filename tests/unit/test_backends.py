@@ -195,6 +195,31 @@ def test_a_stream_cut_without_finish_reason_is_a_failure_not_a_short_answer(fini
         assert isinstance(answer, Generation) and answer.text == "return a" and answer.finish_reason == "length"
 
 
+class _FinishAlone(_CutStream):
+    """llama-cpp-python's server: one chunk per token, then a chunk with the finish reason alone."""
+
+    def answer_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for text, finish in (("re", None), ("turn", None), ("", "length")):
+            chunk = {"choices": [{"text": text, "finish_reason": finish}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+def test_the_chunk_holding_only_the_finish_reason_is_not_counted_as_a_generated_token():
+    server, url = serve_http(_FinishAlone)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        answer = backend.generate(_request("x", max_tokens=2))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Generation) and answer.text == "return" and answer.finish_reason == "length"
+    assert answer.completion_tokens == 2  # not max_tokens + 1
+
+
 class _NoLogprobs(_CutStream):
     """A server that refuses the `logprobs` field (HTTP 400) and streams plain chunks without it."""
 
