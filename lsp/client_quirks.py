@@ -20,6 +20,13 @@ that people use with this server, send such params:
   and the server answers in. lsp-mode says it is "emacs" (`clientInfo.name`); so does
   lsp-bridge, which counts UTF-16 as the protocol says, and declares neither the synchronization
   nor the workspace folders that every lsp-mode declares.
+
+The other way round, cattrs reads what no client means: a number from `int(value)` ("3" as 3, 2.7
+as 2, true as 1) and a text from `str(value)` (null as "None"). A position that is not an integer
+was answered at another one (the custom messages, read by hand in lsp/server.py, refused it), and
+a change carrying `"text": null` wrote "None" into the server's copy of the document, which from
+then on held text the user did not have. Those fields must hold their JSON type, else the message
+is invalid params (a request's error answer; a notification is dropped).
 """
 
 from __future__ import annotations
@@ -43,6 +50,30 @@ def _inline_completion_context(converter: cattrs.Converter, value: Any) -> types
         except (cattrs.BaseValidationError, ValueError, TypeError, KeyError):
             selected = None
     return types.InlineCompletionContext(trigger_kind=trigger, selected_completion_info=selected)
+
+
+# The fields held to their JSON type (see above); Position first, as the others' ranges hold one.
+TYPED_FIELDS: dict[type, dict[str, type]] = {
+    types.Position: {"line": int, "character": int},
+    types.TextDocumentItem: {"text": str},
+    types.TextDocumentContentChangePartial: {"text": str},
+    types.TextDocumentContentChangeWholeDocument: {"text": str},
+}
+
+
+def _holding_json_types(converter: cattrs.Converter, cls: type, fields: dict[str, type]) -> Any:
+    """`cls`'s structure hook, refusing a value whose `fields` are not of their JSON types."""
+    structure = converter.get_structure_hook(cls)
+
+    def hook(value: Any, target: type) -> Any:
+        if isinstance(value, dict):
+            for name, kind in fields.items():
+                given = value.get(name)
+                if name in value and (not isinstance(given, kind) or isinstance(given, bool)):
+                    raise TypeError(f"{cls.__name__}.{name} must be a JSON {kind.__name__}, got {given!r}")
+        return structure(value, target)
+
+    return hook
 
 
 def counts_code_points(params: types.InitializeParams) -> bool:
@@ -72,4 +103,6 @@ def lenient_converter() -> cattrs.Converter:
     converter = default_converter()
     converter.register_structure_hook(types.InlineCompletionContext,
                                       lambda value, _: _inline_completion_context(converter, value))
+    for cls, fields in TYPED_FIELDS.items():
+        converter.register_structure_hook(cls, _holding_json_types(converter, cls, fields))
     return converter

@@ -76,7 +76,9 @@ class CompletionAsk:
     """One editor request: which document, at which version, and its state at the cursor."""
 
     uri: str
-    version: int | None  # the document's version when the request arrived (None: unversioned)
+    # The document's version when the request arrived: a number per text received, the server's
+    # own (RepomemServer.text_versions), not the client's, which may repeat (None: unversioned).
+    version: int | None
     state: CursorState
     text: str  # the document, newlines normalized
     line: int  # 0-based

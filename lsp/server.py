@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import itertools
 import os
 import re
 import sys
@@ -201,6 +202,12 @@ class RepomemServer(LanguageServer):
         self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
         self.outside_said: set[str] = set()  # uris outside the workspace folder whose empty answers were logged
         self.unopened_said: set[str] = set()  # uris whose changes were ignored (never opened), logged once
+        # The version the scheduler knows an open document's text by: a number of the server's for
+        # each text it receives (didOpen, didChange). The client's own version numbers may repeat (a
+        # client that never bumps them, or starts again lower): a change under the same number left
+        # the generation for the old text running, and its answer went to the moved-on document.
+        self.text_versions: dict[str, int] = {}
+        self.next_text_version = itertools.count(1)
         # Ends the running session's message loop (lsp/framing.py), which replaces pygls's own: pygls's
         # loop watches the private BaseServer._stop_event, which has no public setter.
         self.session_stop = threading.Event()
@@ -269,7 +276,7 @@ class RepomemServer(LanguageServer):
         else:
             server_position = document.position_from_client_units(types.Position(position.line, position.character))
             character = min(server_position.character, len(line))
-        return self.ask_in(uri, path, document.version, text, position.line, character)
+        return self.ask_in(uri, path, self.text_versions.get(uri), text, position.line, character)
 
     def in_background(self, function: Callable[..., Any], *args: Any) -> None:
         """`function(*args)` on the model's thread, nothing waiting for it; what it raises is
@@ -562,10 +569,10 @@ async def did_change_configuration(ls: RepomemServer, params: types.DidChangeCon
 
 def _buffer_changed(ls: RepomemServer, uri: str, rest: types.Position | None = None) -> None:
     """A new text for an open document; `rest`: where the edit left the cursor, if known."""
+    ls.text_versions[uri] = next(ls.next_text_version)
     path = ls.relative(uri)
     if path is not None and ls.session is not None:
-        document = ls.workspace.get_text_document(uri)
-        ls.scheduler.document_changed(uri, document.version, ls.ask_at(uri, rest) if rest is not None else None)
+        ls.scheduler.document_changed(uri, ls.text_versions[uri], ls.ask_at(uri, rest) if rest is not None else None)
         ls.session.buffer_changed(path, ls.document_text(uri))
 
 
@@ -640,6 +647,7 @@ def did_save(ls: RepomemServer, params: types.DidSaveTextDocumentParams) -> None
 def did_close(ls: RepomemServer, params: types.DidCloseTextDocumentParams) -> None:
     path = ls.relative(params.text_document.uri)
     ls.surrogates_replaced.discard(params.text_document.uri)
+    ls.text_versions.pop(params.text_document.uri, None)
     ls.scheduler.document_closed(params.text_document.uri, path)
     if path is not None and ls.session is not None:
         ls.session.buffer_closed(path)
@@ -752,7 +760,7 @@ def _below_accepted(ls: RepomemServer, completion_id: str) -> CompletionAsk | No
     new_text, line, indent = below
     # Prefix only: the accepted line sits just before the file's cached rest, whose moved cells
     # would not have seen it (the model then wrote it again: docs/editors.md#interactive-latency).
-    return ls.ask_in(uri, shown.path, ls.workspace.get_text_document(uri).version, new_text, line, len(indent),
+    return ls.ask_in(uri, shown.path, ls.text_versions.get(uri), new_text, line, len(indent),
                      prefix_only=True)
 
 

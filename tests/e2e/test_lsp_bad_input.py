@@ -587,6 +587,28 @@ def test_the_settings_sent_again_bare_change_nothing_and_stop_no_completion(work
         assert "result" in client.answer(running, timeout_s=30)  # answered once the model is
 
 
+def test_a_change_under_the_version_number_in_force_stops_the_completion_for_the_old_text(workspace: Path):
+    """Versions must increase (LSP 3.17), but a client may send the same number with every change:
+    the change was taken for no change, so the generation for the old text ran on and its answer
+    went to the client for a document that had moved on (a line inserted above the cursor)."""
+    with _served_by(_SlowModel, workspace) as (client, url):
+        _initialize(client, workspace, {**SETTINGS, "endpoint": url})
+        _wait_for_log(client, "model ready")
+        uri = _open_copy_of_report(client, workspace, "report_same_version.py")  # version 1
+        running = client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 11))
+        time.sleep(1.0)  # the request reaches the model server and waits there
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 1}, "contentChanges": [
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+             "text": "# moved on\n"}]})
+        # At once (the slow model holds it 30 s, the model's deadline ends it in a few seconds).
+        answer = client.answer(running, timeout_s=2.5)
+        assert answer["result"]["items"] == [], answer
+        _SlowModel.release.set()
+        moved = client.answer(client.request("textDocument/inlineCompletion", _inline_params(uri, 9, 11)),
+                              timeout_s=30)
+        assert "result" in moved, moved  # the moved-on text is completed
+
+
 @pytest.mark.parametrize("method", ["textDocument/inlineCompletion", "textDocument/completion"])
 def test_shutdown_while_a_completion_runs_is_answered_and_exit_is_clean(workspace: Path, method: str):
     """`shutdown` then `exit` sent while a completion waits on a slow served model (an inline

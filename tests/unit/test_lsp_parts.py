@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from lsprotocol import types
 
 from repomem.config import Config, load_config, read_config, read_settings, with_overrides
@@ -412,6 +413,40 @@ def test_inline_context_as_vscode_languageclient_sends_it_is_read_as_meant():
     assert proper.selected_completion_info == types.SelectedCompletionInfo(
         range=types.Range(types.Position(8, 11), types.Position(8, 14)), text="com")
     assert context(triggerKind=1).trigger_kind is types.InlineCompletionTriggerKind.Invoked
+
+
+def test_positions_and_texts_of_the_wrong_json_type_are_invalid_params_not_misread():
+    """cattrs read a line "1" as 1, 1.5 as 1 and true as 1 (a completion at another position than
+    asked; the custom messages refused them), and a change's `"text": null` as the text "None",
+    written into the server's copy of the document. They are invalid params now."""
+    import cattrs
+
+    from repomem.lsp.client_quirks import lenient_converter
+
+    converter = lenient_converter()
+    uri = "file:///r/a.py"
+    at = {"line": 1, "character": 4}
+    assert converter.structure({"textDocument": {"uri": uri}, "position": at},
+                               types.CompletionParams).position == types.Position(1, 4)
+    for line in ("1", 1.5, 1.0, True, None):
+        with pytest.raises(cattrs.BaseValidationError):
+            converter.structure({"textDocument": {"uri": uri}, "position": {**at, "line": line}},
+                                types.CompletionParams)
+    partial = {"range": {"start": at, "end": at}, "text": "x"}
+    for change in (partial, {"text": "x = 1\n"}):
+        params = {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [change]}
+        assert converter.structure(params, types.DidChangeTextDocumentParams).content_changes[0].text == change["text"]
+        for text in (None, 5):
+            with pytest.raises(cattrs.BaseValidationError):
+                converter.structure({**params, "contentChanges": [{**change, "text": text}]},
+                                    types.DidChangeTextDocumentParams)
+    texted_line = {**partial, "range": {"start": {"line": "0", "character": 0}, "end": at}}
+    with pytest.raises(cattrs.BaseValidationError):
+        converter.structure({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [texted_line]},
+                            types.DidChangeTextDocumentParams)
+    with pytest.raises(cattrs.BaseValidationError):
+        converter.structure({"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": None}},
+                            types.DidOpenTextDocumentParams)
 
 
 def test_the_session_reads_the_disk_watch_before_retrieval_unless_it_is_off(package_repo: Path):
