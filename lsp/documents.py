@@ -38,16 +38,45 @@ _PROTOCOL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 class ProtocolLinesDocument(TextDocument):
     """pygls's text document, its lines split where the client splits them."""
 
+    _lines_of: str | None = None  # the source `_lines` were split from
+    _lines: tuple[str, ...] = ()
+
     @property
     def lines(self) -> Sequence[str]:
-        return tuple(_PROTOCOL_LINE.findall(self.source))
+        # Split once a text: a change read them twice (here and in pygls's splice), and answering
+        # reads them again; each split walks the whole text (a 2.5 MB file: tens of ms a keystroke).
+        source = self.source
+        if self._lines_of is not source:
+            self._lines, self._lines_of = tuple(_PROTOCOL_LINE.findall(source)), source
+        return self._lines
 
     def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        """The change spliced into the text by offsets (pygls's splice wrote the text again line
+        by line, in Python), its positions past a line's end taken as that end."""
         lines = self.lines
         start, end = self._at_most_line_end(lines, change.range.start), self._at_most_line_end(lines, change.range.end)
-        # A new change: pygls converts positions in place, and the client's object is not ours.
-        super()._apply_incremental_change(types.TextDocumentContentChangePartial(
-            range=types.Range(start, end), text=change.text, range_length=change.range_length))
+        if start.line >= len(lines):  # at the document's end (pygls's case too)
+            self._source = self.source + change.text
+            return
+        # A new range: pygls converts positions in place, and the client's object is not ours.
+        server = self.position_codec.range_from_client_units(lines, types.Range(start, end))
+        source = self.source
+        top = sum(map(len, lines[: server.start.line]))  # where the first changed line starts
+        first = top + server.start.character
+        kept_end = server.end.line < len(lines)  # else the change runs to the document's end
+        last = max(first, top + sum(map(len, lines[server.start.line : server.end.line])) + server.end.character) \
+            if kept_end else len(source)
+        self._source = source[:first] + change.text + source[last:]
+        # The lines, the changed ones split again: not the whole text split once more. A line
+        # before them that ends in a lone "\r" joins them when they now begin with "\n" (one break).
+        lower = server.start.line
+        if lower > 0 and lines[lower - 1].endswith("\r") and self._source.startswith("\n", top):
+            lower -= 1
+            top -= len(lines[lower])
+        upper = server.end.line + 1 if kept_end else len(lines)
+        below = sum(map(len, lines[upper:]))
+        changed = tuple(_PROTOCOL_LINE.findall(self._source, top, len(self._source) - below))
+        self._lines, self._lines_of = lines[:lower] + changed + lines[upper:], self._source
 
     def _at_most_line_end(self, lines: Sequence[str], position: types.Position) -> types.Position:
         """`position`, its character moved back to its line's end (before the line end) if past it;
