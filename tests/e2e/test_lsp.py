@@ -295,12 +295,15 @@ async def test_where_the_cursor_rests_the_completion_is_ready_before_it_is_asked
 
 async def test_after_an_accept_the_next_line_is_completed_before_enter(client: LanguageClient, workspace: Path):
     """An accepted completion that ends a line starts the next line's completion where Enter
-    leaves the cursor; Enter that makes that text finds it (speculation at rest held off here)."""
+    leaves the cursor; Enter that makes that text finds it (speculation at rest held off here).
+    The file's name holds a space, so its URI is percent-encoded, as pygls keeps documents decoded
+    and the scheduler keeps them as the client wrote them."""
     configure(client, {"warmAfterMs": 600_000, "speculateBelow": True})
     try:
         text = ("from .pricing import compute_tax\n\n\ndef tax_on_refund(refund_cents: int, tax_class: str) -> int:\n"
                 "    tax = ")
-        uri = open_document(client, workspace / "shop" / "refund_below.py", text)
+        uri = open_document(client, workspace / "shop" / "refund below.py", text)
+        assert "%20" in uri
         shown = (await inline(client, uri, 4, 10)).items[0]
         accepted = shown.insert_text.split("\n")[0]
         assert accepted.strip(), shown
