@@ -177,6 +177,8 @@ def provider_tokens(run: str) -> list[tuple[int, int, str]]:
     first, not overlapping: what `_PROVIDER.finditer(run)` finds, tried only where a token can start."""
     found: list[tuple[int, int, str]] = []
     starts = [0] + [separator.end() for separator in _SEPARATOR.finditer(run)]
+    if run.startswith("bot") and run[3:4].isdigit():  # Telegram's API URL: `/bot<token>/sendMessage`
+        starts.insert(1, 3)
     done = 0
     for start in starts:
         if start < done:

@@ -7,18 +7,21 @@ other files:
 
 - whole tokens (repomem.index.secret_tokens): 81 issuers' token shapes, any prefixed token whose
   body looks random, and a random literal passed as an unnamed argument;
-- private-key blocks (with or without their END line), a PuTTY key's private lines;
+- private-key blocks (with or without their END line), a PuTTY key's private lines, a private key
+  encoded in base64 whole (`LS0tLS1CRUdJTi…`, decoded to check);
 - passwords in URLs (any case of scheme), tokens as a URL's user, signatures and tokens in a
-  query (SAS `sig=`, presigned URLs), Go's MySQL DSN, MySQL's glued `-pPASSWORD`, webhook URLs;
+  query (SAS `sig=`, presigned URLs), Go's MySQL DSN, MySQL's glued `-pPASSWORD`, webhook URLs
+  (Slack, Discord, Microsoft Teams), a registry login's `auth` value (base64 of `user:password`);
 - `Authorization` credentials (Bearer, Basic, token; `curl -u user:password`), and values given to
   secret-sounding names whose characters look random (Shannon entropy per character). Such a value
   is found assigned, as a mapping entry, after a flag (`--password VALUE`), in prose (`the api key
   is VALUE`), netrc-style (`password<TAB>VALUE`), in a container's environment (`name: API_TOKEN` /
   `value: ...`), or as the default of an environment look-up (`os.getenv("API_KEY", "...")`,
-  `env.TOKEN || "..."`), C's `#define API_KEY "..."`, an XML element or named value
+  `env.TOKEN || "..."`), as a YAML block scalar (`secret: |` and the value below), C's
+  `#define API_KEY "..."`, an XML element or named value
   (`<password>...</password>`, `<add key="ApiKey" value="..."/>`, Spring's `<property name="password"
-  value="..."/>`), SQL's `IDENTIFIED BY '...'` and `WITH PASSWORD '...'`, a call its name says
-  takes one (`ds.setPassword("...")`, `NetworkCredential("user", "...")`, `auth=("user", "...")`);
+  value="..."/>`), SQL's `IDENTIFIED BY '...'`, `WITH PASSWORD '...'`, `ALTER USER u PASSWORD '...';`,
+  a call its name says takes one (`ds.setPassword("...")`, `NetworkCredential("user", "...")`, `auth=("user", "...")`);
   quoted in any string form
   of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, C#'s `@"..."` and `$"..."`,
   Swift's `#"..."#`, Lua's long brackets `[[...]]` and `[==[...]==]`, backticked, JSON-escaped as a
@@ -42,6 +45,7 @@ tests/data/secrets holds the corpus that measures what this catches and what it 
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import string
@@ -79,9 +83,21 @@ _SIGNED_QUERY = re.compile(r"(?i)(?P<head>[?&;](?:sig|signature|x-amz-signature|
                            r"|access_token|client_secret|api_?key|token|code)=)(?P<secret>[^&#\s'\"<>]{16,})")
 # Go's database DSN, user:password@tcp(host:port)/name, has no scheme.
 _GO_DSN_PASSWORD = re.compile(r"(?P<head>(?<![\w.-])[\w.-]+:)(?P<secret>[^\s@'\"/:]{3,})(?=@tcp\()")
-# Webhook URLs whose path is the credential (Slack, Discord); they hold "://", as URL passwords do.
-_WEBHOOK_PATH = re.compile(r"(?P<head>://(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks)/)"
-                           r"(?P<secret>[A-Za-z0-9_/-]{20,})")
+# Webhook URLs whose path is the credential (Slack's services, workflows and triggers, Discord,
+# Microsoft Teams' incoming webhooks, whose path holds "@"); they hold "://", as URL passwords do.
+_WEBHOOK_PATH = re.compile(r"(?P<head>://(?:hooks\.slack\.com/(?:services|workflows|triggers)"
+                           r"|discord(?:app)?\.com/api/webhooks|[\w-]+\.webhook\.office\.com/webhookb2"
+                           r"|outlook\.office(?:365)?\.com/webhook)/)(?P<secret>[A-Za-z0-9_/@-]{20,})")
+# A private key encoded in base64 whole (a Kubernetes Secret's `tls.key`, a CI variable):
+# "-----BEGIN" encodes to this at the start of the data; the decoded head must name a private key.
+_BASE64_PEM_HEAD = "LS0tLS1CRUdJTi"
+_BASE64_PEM = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}"
+                         r"(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/]{16,}={0,2}(?![^\s\"'`,;]))*")  # wrapped lines
+# A registry login as Docker's config (`"auth": "<base64 of user:password>"`), npm's `_auth=`, pasted
+# into a file that is no config (a README, a test): the value must decode to `user:password`.
+# (The pattern starts with its literal, which the regex engine skips to; what precedes is checked apart.)
+_BASIC_AUTH_VALUE = re.compile(r"auth[\"']?[ \t]*[:=][ \t]*[\"']?"
+                               r"(?P<secret>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])")
 
 # Names that sound secret: a run of name characters holding one of these words (`DB_PASS`,
 # `aws_secret_access_key`, `apiKey`, `--password`, `spring.datasource.password`).
@@ -130,7 +146,9 @@ def _content_span(literal: re.Match) -> tuple[int, int]:
 _GAP = r"(?:\s|\\(?=\r?\n))*"
 _JOINER = re.compile(rf"{_GAP}\+?{_GAP}")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
-    r"(?:\\?['\"]?\)?\s*(?:\|\||\?\?|or(?=\s))"  # env.NAME || "value", getenv("NAME") or "value"
+    # a YAML block scalar (`client_secret: |` or `>-`, the value on the next, indented line)
+    r"(?:\\?['\"]?[ \t]*:[ \t]*[|>][+-]?[1-9]?[+-]?[ \t]*\r?\n[ \t]+(?=\S)"
+    r"|\\?['\"]?\)?\s*(?:\|\||\?\?|or(?=\s))"  # env.NAME || "value", getenv("NAME") or "value"
     # assigned (a type annotation allowed: Rust's `&str`, `&'static str` too), a mapping entry, a
     # subscript (`config["password"] =`, `os.environ["DB_PASS"] =`), a shell default ${NAME:-value}
     r"|\\?['\"]?(?:\[\]|\])?(?:\s*:\s*&?(?:'[a-z_]+\s+)?[A-Za-z_][\w\[\]., |]*?)?\s*(?::=|:-|=>|=|:)"
@@ -174,7 +192,9 @@ _ASSIGNED = re.compile(
     rf"(?P<define>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)[ \t]+(?=[\"'])"
     # SQL: MySQL's `IDENTIFIED [WITH plugin] BY '...'`, PostgreSQL's `WITH [LOGIN] PASSWORD '...'`
     r"|(?P<sql>identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?"
-    r"|(?:(?<=with[ \t])|(?<=login[ \t])|(?<=encrypted[ \t]))password)[ \t]+)"
+    r"|(?:(?<=with[ \t])|(?<=login[ \t])|(?<=encrypted[ \t]))password"
+    # PostgreSQL's `ALTER USER app PASSWORD '...';`: a single-quoted literal ending the statement
+    r"|(?<=[ \t])password(?=[ \t]+'[^'\s\\]+'[ \t]*(?:;|\r?\n|$)))[ \t]+)"
     rf"(?={_GAP}\(?\s*(?P<quoted>{_QUOTED}(?:{_GAP}\+?{_GAP}{_QUOTED})*)"  # quoted, parenthesised, concatenated
     r"""|[ \t]*(?P<bare>[^\s'"`,;(){}\[\]<>\\]+)))"""  # unquoted: shell, YAML, INI, DSN, comments
 )
@@ -293,6 +313,7 @@ def shannon_entropy(text: str) -> float:
 
 _WORDS = re.compile(r"[a-z]+(?:[-_. ][a-z]+)*")  # "production-database-password": words, not a key
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_DASHED_HEX = re.compile(r"[0-9a-fA-F]{4,}(?:-[0-9a-fA-F]{4,})+")
 HEX_ENTROPY_DISCOUNT = 0.5  # bits: a hex string's alphabet caps its entropy at 4 (detect-secrets: 3.0 vs 4.5)
 # Letter runs split where the case changes (`getApiToken` is get, Api, Token; `HTTPServer` is HTTP, Server).
 _LETTER_RUNS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -300,6 +321,10 @@ _LETTER_RUNS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # characters change case or turn to a digit every ~2 characters (24 of base62: 1.7 on average,
 # under 3 in 999 of 1000 draws), English words run 5 to 8.
 WORDLIKE_RUN_LETTERS = 3.5
+# Letters and digits of one case alone (`x7kq2m9…`, `Q4ZP8N…`): 36 characters, whose letters run 3.6
+# on average between digits, often past 3.5; words glued to digits (`base64encoded`) run longer.
+_ONE_CASE_ALNUM = re.compile(r"[a-z0-9]+|[A-Z0-9]+")
+ONE_CASE_WORDLIKE_RUN_LETTERS = 6.5
 
 
 def _looks_random(value: str, min_length: int, min_entropy: float) -> bool:
@@ -307,14 +332,19 @@ def _looks_random(value: str, min_length: int, min_entropy: float) -> bool:
         return False  # placeholders: ${VAR}, {var}, %(var)s, <your-key>; a masked value
     if _WORDS.fullmatch(value):
         return False
-    threshold = min_entropy - HEX_ENTROPY_DISCOUNT if _HEX.fullmatch(value) else min_entropy
+    # hex, or hex in dashed groups (a UUID-shaped key: Heroku's, npm's older tokens)
+    hex_only = _HEX.fullmatch(value) or _DASHED_HEX.fullmatch(value)
+    threshold = min_entropy - HEX_ENTROPY_DISCOUNT if hex_only else min_entropy
     return shannon_entropy(value) >= threshold
 
 
 def reads_as_words(value: str) -> bool:
     """Whether `value`'s letters come in word-long runs (`settings.API_TOKEN_V2`, `/run/secrets/db`)."""
     runs = _LETTER_RUNS.findall(value)
-    return bool(runs) and sum(map(len, runs)) / len(runs) >= WORDLIKE_RUN_LETTERS
+    if not runs:
+        return False
+    one_case = _ONE_CASE_ALNUM.fullmatch(value) and any(c.isdigit() for c in value)
+    return sum(map(len, runs)) / len(runs) >= (ONE_CASE_WORDLIKE_RUN_LETTERS if one_case else WORDLIKE_RUN_LETTERS)
 
 
 def _unquoted_secret(value: str, following: str, min_length: int, min_entropy: float) -> bool:
@@ -597,6 +627,52 @@ def _mask_putty_private_lines(text: str) -> tuple[str, int]:
     return "\n".join(lines), found
 
 
+def _mask_base64_private_keys(text: str) -> tuple[str, int]:
+    """`text` with each private key encoded in base64 masked (line by line, where it is wrapped),
+    and how many; a certificate or public key encoded so is left."""
+    found = 0
+
+    def masked(match: re.Match) -> str:
+        nonlocal found
+        head = match.group(0)[:64]
+        try:
+            decoded = base64.b64decode(head[:len(head) // 4 * 4])
+        except ValueError:
+            return match.group(0)
+        if b"PRIVATE KEY" not in decoded:
+            return match.group(0)
+        found += 1
+        return "\n".join(line[:len(line) - len(line.lstrip())] + MASK if line.strip() else line
+                         for line in match.group(0).split("\n"))
+
+    return _BASE64_PEM.sub(masked, text), found
+
+
+def _mask_basic_auth_values(text: str) -> tuple[str, int]:
+    """`text` with each `auth` value that decodes to `user:password` masked, and how many."""
+    if "auth" not in text:
+        return text, 0
+    found = 0
+
+    def masked(match: re.Match) -> str:
+        nonlocal found
+        start = match.start() - (text[match.start() - 1:match.start()] == "_")  # npm's `_auth`
+        if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+            return match.group(0)  # a longer name: `oauth`, `basic_auth`
+        value = match["secret"]
+        try:
+            decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("ascii")
+        except ValueError:
+            return match.group(0)
+        user, colon, password = decoded.partition(":")
+        if not (colon and user and password and decoded.isprintable()):
+            return match.group(0)
+        found += 1
+        return text[match.start():match.start("secret")] + MASK
+
+    return _BASIC_AUTH_VALUE.sub(masked, text), found
+
+
 def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> tuple[str, int]:
     """`text` with every secret replaced by MASK, and how many were replaced."""
     found = 0
@@ -613,6 +689,10 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
         text = _PRIVATE_KEY_OPEN.sub(keep_lines, text)
     if "Private-Lines:" in text:
         text, count = _mask_putty_private_lines(text)
+        found += count
+
+    if _BASE64_PEM_HEAD in text:
+        text, count = _mask_base64_private_keys(text)
         found += count
 
     tokens = token_secrets(text)
@@ -646,6 +726,9 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
     text = _on_lines_holding(text, "@tcp(", lambda line: _GO_DSN_PASSWORD.sub(url, line))
     for marker in ("mysql", "mariadb"):
         text = _on_lines_holding(text, marker, lambda line: _MYSQL_GLUED_PASSWORD.sub(signed, line))
+
+    text, count = _mask_basic_auth_values(text)
+    found += count
 
     for marker in ("?", "&"):  # a query starts with "?"; a SAS token pasted alone starts with "sv=", holds "&"
         text = _on_lines_holding(text, marker, lambda line: _SIGNED_QUERY.sub(signed, line))

@@ -463,3 +463,67 @@ def test_multiple_assignments_and_login_calls_found_from_their_words_equal_a_sca
     logins = login_secrets(text, name_run_starts(text, _LOGIN_LITERALS), 12, 3.5)
     assert logins == [span for match in _LOGIN_CALL.finditer(text)
                       if (span := login_value(match, 12, 3.5)) is not None] and len(logins) == 9
+
+
+# An adversarial pass's (2026-05): shapes scanners know that reached a model endpoint, one family each.
+_B64_OPENSSH_KEY = ("LS0tLS1CRUdJTiBPUEVOU1NIIFBSSVZBVEUgS0VZLS0tLS0KHYMLt84J1rvABOcXXGQ8feywtYDsN7yXEt0uaq65S66N"
+                    "L5+inFooTJ73UhgpzxB5sIDp10ocEPyrakJD0zZW3r5MHteWSOhW6Pmi9YyV8M5LOcFb/61cLfuLCi0tLS0tRU5EIE9QRU5TU0gg"
+                    "UFJJVkFURSBLRVktLS0tLQo=")
+_B64_LOGIN = "Y2ktYm90OkFEd3lRTmVMbnBUNXhhd3o4cjJB"  # ci-bot:<password>
+_TEAMS_PATH = ("2a866ae9-9479-6100-ed0d-087ab9f90eb3@0c3324af-77d5-5d7d-183f-00009153bf93/IncomingWebhook/"
+               "481eed8f3ffe0a67f589a5cec40aaf53/b9dc919f-6c44-1192-4ad8-e360aa0c275e")
+
+
+@pytest.mark.parametrize("text, secret", [
+    # a UUID-shaped key given to a secret name (Heroku's API keys, npm's older tokens)
+    ('HEROKU_API_KEY = "7fd8aa43-4825-aaa6-7f54-62c7cc3dcdaf"', "7fd8aa43-4825-aaa6-7f54-62c7cc3dcdaf"),
+    # webhooks whose path is the credential: Microsoft Teams (its path holds "@"), Slack's workflows, triggers
+    (f'TEAMS_HOOK = "https://acme.webhook.office.com/webhookb2/{_TEAMS_PATH}"', _TEAMS_PATH),
+    (f"hook: https://outlook.office.com/webhook/{_TEAMS_PATH}", _TEAMS_PATH),
+    ('HOOK = "https://hooks.slack.com/workflows/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"',
+     "TLVMADQRG/AA7TK62NQ03/889943014190064589/KsmWg3YzzYlqDvi4i5C32SSy"),
+    ('HOOK = "https://hooks.slack.com/triggers/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"',
+     "03af2a080ad8541c11a795e1d763f588"),
+    # a YAML block scalar given to a secret name: the value on the next, indented line
+    (f"webhookSecret: |\n  {RANDOM}\nnext: 1", RANDOM),
+    (f"env:\n  clientSecret: >-\n    {RANDOM}\n  other: 2", RANDOM),
+    # a private key encoded in base64 whole, under a name that says nothing, on one line or wrapped
+    (f"  server.pem: {_B64_OPENSSH_KEY}", _B64_OPENSSH_KEY),
+    (f'BLOB = "{_B64_OPENSSH_KEY}"', _B64_OPENSSH_KEY),
+    ("ca_bundle: |\n  " + "\n  ".join(_B64_OPENSSH_KEY[i:i + 76] for i in range(0, len(_B64_OPENSSH_KEY), 76)),
+     _B64_OPENSSH_KEY[76:152]),
+    # a registry login (base64 of user:password) outside a Docker config or .npmrc: a README, a test
+    (f'{{"auths": {{"ghcr.io": {{"auth": "{_B64_LOGIN}"}}}}}}', _B64_LOGIN),
+    (f"_auth = {_B64_LOGIN}", _B64_LOGIN),
+    # Telegram's bot token inside its API URL (`/bot<token>/`)
+    ('URL = "https://api.telegram.org/bot9935632729:AARkl8OZfIa2AUk7z7gTqBu4wweocv81k2l/sendMessage"',
+     "9935632729:AARkl8OZfIa2AUk7z7gTqBu4wweocv81k2l"),
+    # letters of one case and digits (Twitch's client secrets, many API keys): their letters run long
+    ('TWITCH_CLIENT_SECRET = "qw7b3pdkhx4py8gpan0rlykei2iiaann"', "qw7b3pdkhx4py8gpan0rlykei2iiaann"),
+    ("export PARTNER_API_KEY=KKSUM8NLMYTBX0KJQEVTAVETWT4UL44L", "KKSUM8NLMYTBX0KJQEVTAVETWT4UL44L"),
+    # PostgreSQL's ALTER USER without WITH
+    (f"ALTER USER app PASSWORD '{RANDOM}';", RANDOM),
+])
+def test_shapes_of_an_adversarial_pass_are_masked(text: str, secret: str):
+    masked, count = mask_secrets(text)
+    assert secret[:12] not in masked and secret[-12:] not in masked and count >= 1, masked
+    assert masked.count("\n") == text.count("\n") and mask_secrets(masked) == (masked, 0)
+
+
+@pytest.mark.parametrize("text", [
+    # a certificate encoded in base64 is public
+    "ca.crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUK4ILYRnLqP+IeWrlsF8oCmjO2TtrKMsNGzWOa6q0hVZbn0kCjVV9eaig5kUeF"
+    "ccFwV8XNUG0Q4olz3YxI=",
+    '"auth": "dGhpcyBpcyBub3QgYSBsb2dpbg"',  # base64 of no user:password
+    'AUTH_USER_MODEL = "accounts.User"',
+    "description: |\n  the password rotates monthly",  # a block scalar of words
+    "password: |\n  hunter2",
+    'webhook = "https://hooks.slack.com/services/T000/B000/XXXX"',  # a placeholder, too short
+    'session_id = "7fd8aa43-4825-aaa6-7f54-62c7cc3dcdaf"',  # a UUID under no secret name
+    'token_file = "base64encoded"',  # words glued to digits
+    "CACHE_KEY_PREFIX = 'sessions2024v'",
+    "ALTER USER app PASSWORD NULL;",
+    "-- the password 'changeme' is replaced on first login",
+])
+def test_look_alikes_of_the_adversarial_shapes_are_left(text: str):
+    assert mask_secrets(text) == (text, 0)
