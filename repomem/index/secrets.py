@@ -196,6 +196,9 @@ _ASSIGNED = re.compile(
     # PostgreSQL's `ALTER USER app PASSWORD '...';`: a single-quoted literal ending the statement
     r"|(?<=[ \t])password(?=[ \t]+'[^'\s\\]+'[ \t]*(?:;|\r?\n|$)))[ \t]+)"
     rf"(?={_GAP}\(?\s*(?P<quoted>{_QUOTED}(?:{_GAP}\+?{_GAP}{_QUOTED})*)"  # quoted, parenthesised, concatenated
+    # a literal not closed yet at the line's end: a value being typed, the cursor after it (an
+    # editor's buffer, which goes to the model at every keystroke)
+    r"""|[ \t]*[rbuf@$]{0,2}["'`](?P<unclosed>[^\s'"`\\]+)[ \t]*(?=\r?\n|\Z)"""
     r"""|[ \t]*(?P<bare>[^\s'"`,;(){}\[\]<>\\]+)))"""  # unquoted: shell, YAML, INI, DSN, comments
 )
 # The words' literals are ASCII: lower-casing ASCII letters alone finds them and keeps every position.
@@ -384,6 +387,11 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
     if match["credential"] is not None:
         value, spans = match["credential"], [match.span("credential")]
         if reads_as_words(value) or not _looks_random(value, min_length, min_entropy):
+            return None
+    elif match["unclosed"] is not None:
+        spans = [match.span("unclosed")]
+        if not _quoted_secret(match["unclosed"], min_length, min_entropy) \
+                or called and any(c in match["unclosed"] for c in _CODE_MARKS):
             return None
     elif match["bare"] is not None:
         spans = [match.span("bare")]

@@ -527,3 +527,25 @@ def test_shapes_of_an_adversarial_pass_are_masked(text: str, secret: str):
 ])
 def test_look_alikes_of_the_adversarial_shapes_are_left(text: str):
     assert mask_secrets(text) == (text, 0)
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    # A literal not closed yet where its line ends: a value pasted or typed in an editor whose
+    # quotes are not paired, the cursor after it; the buffer goes to the model at every keystroke.
+    ('password = "9fK2xQ7vLm3Zp8RtW4', 'password = "[REDACTED]'),
+    ('db_password = "9fK2xQ7vLm3Zp8RtW4\nx = 1\n', 'db_password = "[REDACTED]\nx = 1\n'),
+    ("    api_key: '9fK2xQ7vLm3Zp8RtW4  \n", "    api_key: '[REDACTED]  \n"),
+    ('client.setPassword("9fK2xQ7vLm3Zp8RtW4', 'client.setPassword("[REDACTED]'),
+])
+def test_a_secret_in_a_literal_not_yet_closed_is_masked(text: str, masked: str):
+    assert mask_secrets(text) == (masked, 1)
+
+
+@pytest.mark.parametrize("text", [
+    'password = """\n',  # a docstring opened, the text below
+    'secret_help = "Enter the key your administrator gave you',  # words
+    'token = "9fK2',  # shorter than a secret is taken to be
+    'password = "9fK2xQ7vLm3Zp8RtW4 and more text\n',  # the literal goes on: no value ends the line
+])
+def test_literals_not_yet_closed_that_hold_no_secret_are_left(text: str):
+    assert mask_secrets(text) == (text, 0)
