@@ -12,8 +12,9 @@ from repomem.index.scan import NOT_UTF8_NAME, is_text_name, normalize_newlines, 
 from repomem.regular_files import read_regular
 from repomem.repository_root import INDEX_MARKER
 
-# ASCII digits only: \d also takes other scripts' digits ("report.py:٩" read as line 9).
-_POSITION = re.compile(r"^(?P<path>.+?):(?P<line>[0-9]+)(?::(?P<col>[0-9]+))?$")
+# ASCII digits only: \d also takes other scripts' digits ("report.py:٩" read as line 9). DOTALL: a
+# file name may hold a newline (the scan indexes such a file; its cursor was "expected FILE:LINE").
+_POSITION = re.compile(r"^(?P<path>.+?):(?P<line>[0-9]+)(?::(?P<col>[0-9]+))?$", re.DOTALL)
 # Folders whose files are never a cursor's: version control's metadata and the index's own.
 INTERNAL_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr", INDEX_MARKER})
 

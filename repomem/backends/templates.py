@@ -23,6 +23,13 @@ from functools import cached_property
 SPECIAL_BREAK = "\u200b"
 
 
+def one_line(name: str) -> str:
+    """A file or folder name as the one line a prompt gives it: a line break in it (git allows
+    one) written as an escape, or the rest of the name stood in the prompt as a line of code, out
+    of the comment or the file section's header that holds the name."""
+    return name.replace("\r", "\\r").replace("\n", "\\n")
+
+
 @dataclass(frozen=True)
 class Template:
     family: str  # "codellama" | "qwen" | "starcoder" | "plain"
@@ -88,14 +95,15 @@ class Template:
         """Repo-level preamble: each (path, code) as its own file section (Qwen / StarCoder 2)."""
         if not self.supports_repo_form:
             return ""
-        return f"{self.repo_name}{self.plain(repo)}\n" + "".join(self.file_section(path, code) for path, code in files)
+        sections = "".join(self.file_section(path, code) for path, code in files)
+        return f"{self.repo_name}{self.plain(one_line(repo))}\n{sections}"
 
     def file_section(self, path: str, code: str) -> str:
         """One file of the repo-level form: its path, then its code."""
-        return f"{self.file_sep}{self.plain(path)}\n{self.plain(code)}\n" if self.supports_repo_form else ""
+        return f"{self.file_sep}{self.plain(one_line(path))}\n{self.plain(code)}\n" if self.supports_repo_form else ""
 
     def current_file(self, path: str) -> str:
-        return f"{self.file_sep}{self.plain(path)}\n" if self.supports_repo_form else ""
+        return f"{self.file_sep}{self.plain(one_line(path))}\n" if self.supports_repo_form else ""
 
     def instruction(self, question: str) -> str:
         """`question` as the family's instruction turn, the model's answer to follow (memory

@@ -365,7 +365,8 @@ def add_eval_parser(commands: Any) -> None:
 
     report = actions.add_parser("report", help="markdown tables and PNG plots from results")
     report.add_argument("results", nargs="+", help="results JSONL file(s)")
-    report.add_argument("--out", default=str(DEFAULT_REPORT_DIR), help="folder for report.md, report.json and plots (default: %(default)s)")
+    report.add_argument("--out", default=str(DEFAULT_REPORT_DIR),
+                        help="folder for report.md, report.json and plots (default: %(default)s)")
     report.add_argument("--backend", default=None, help="which backend's model results (default: the most common)")
     report.add_argument("--title", default="RepoEval-protocol results", help="the report's heading")
     report.set_defaults(handler=cmd_eval_report)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from repomem.backends.templates import Template
+from repomem.backends.templates import Template, one_line
 from repomem.completion.warm_prefix import COLD_START, PromptStart, first_kept_line
 from repomem.failures import Failure, FailureKind
 
@@ -208,7 +208,7 @@ def render_block(block: ContextBlock, comment: str = "#") -> str:
     `comment` (the cursor file's comment, see `commented`)."""
     lines = "".join(commented(comment, line) + "\n" for line in _code(block.text).split("\n"))
     rule = separator(comment)
-    return f"{commented(comment, BLOCK_WORDS)}\n{commented(comment, block.path)}\n{rule}{lines}{rule}"
+    return f"{commented(comment, BLOCK_WORDS)}\n{commented(comment, one_line(block.path))}\n{rule}{lines}{rule}"
 
 
 # A frame line's first four words, which a model cut short still writes, in any case, and the

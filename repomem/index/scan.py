@@ -190,7 +190,9 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
     folder git ignores (indexed on its own, by the walk, as a user who names it asks). A folder
     below the work tree's top is listed as git sees it: the .gitignore files above it and git's
     exclude files apply (the walk read only those inside it). The folders git could not list go
-    to `unlisted` with the reason (see walk_files)."""
+    to `unlisted` with the reason (see walk_files). A tracked file git keeps out of the work tree
+    (skip-worktree: outside a sparse checkout's cone) is listed only where it is on the disk all
+    the same."""
     try:
         top = subprocess.run(
             [*GIT, "-C", str(root), "rev-parse", "--show-toplevel"],
@@ -204,7 +206,7 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
             if ignored.returncode != 1:  # 0: ignored; 128: git could not tell
                 return None
         listed = subprocess.run(
-            [*GIT, "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            [*GIT, "-C", str(root), "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard"],
             capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"},  # _GIT_UNLISTED reads its English
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -216,8 +218,12 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
         too_long = reason in ("", os.strerror(errno.ENAMETOOLONG))
         unlisted.append(Skipped(printable_path(folder.rstrip("/")) + "/",
                                 unreadable_reason(OSError(errno.ENAMETOOLONG if too_long else 0, reason))))
-    names = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
-    return sorted({name for name in names if name})
+    # "TAG NAME" each; S: skip-worktree. A sparse checkout leaves every file outside its cone in
+    # git's index and off the disk: each was reported "deleted" at every command (thousands in a
+    # monorepo), and lstat'ed at each.
+    tagged = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    return sorted({entry[2:] for entry in tagged
+                   if len(entry) > 2 and (entry[0] != "S" or os.path.lexists(os.path.join(root, entry[2:])))})
 
 
 def gone_reason(error: OSError) -> str:

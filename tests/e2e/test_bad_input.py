@@ -45,6 +45,7 @@ ODD_FILES = {
     "odd_no_newline.py": b"def a():\n    return 1",
     "odd_astral.py": 's = "\U0001f600\U0001f600"\n'.encode(),
     "odd_line_separator.py": "a\u2028b = 1\nc = a\n".encode(),
+    "odd\nnewline.py": b"def a():\n    return 1\nx = a(\n",  # a newline in the name (git allows one)
     "utf16.py": "x = 1\n".encode("utf-16"),
 }
 
@@ -360,6 +361,7 @@ ODD_CURSORS = [
     ("no final newline, the cursor at the very end", "odd_no_newline.py:2:13"),
     ("a column between the halves of an emoji (UTF-16)", "odd_astral.py:1:7"),
     ("a U+2028 line separator inside a line", "odd_line_separator.py:2"),
+    ("a newline in the file's name", "odd\nnewline.py:3"),
 ]
 
 

@@ -102,6 +102,21 @@ def test_repo_style_prompt():
                            "<|file_sep|>main.py\n<|fim_prefix|>x = helper(<|fim_suffix|>)<|fim_middle|>")
 
 
+def test_a_line_break_in_a_file_name_stays_inside_the_names_line():
+    """git allows a newline in a file name: the rest of the name stood in the prompt as a line of
+    code, out of the comment (or the file section's header) that holds the name."""
+    blocks = [block(1, "lib/a\nimport os\r.py", "def helper():\n    return 1", 3.0)]
+    commented = build_prompt(left_lines=["x = helper("], suffix=None, candidates=blocks, tokenizer=WordTokenizer(),
+                             template=PLAIN, budget=PromptBudget(500))
+    assert "# lib/a\\nimport os\\r.py\n" in commented.text
+    assert all(line.startswith("#") for line in commented.text.split("\n")[:-1]), commented.text
+    repo_form = build_prompt(left_lines=["x = helper("], suffix=")", candidates=blocks, tokenizer=WordTokenizer(),
+                             template=QWEN, budget=PromptBudget(500), style="repo", repo="shop\nx", path="m\nain.py")
+    assert repo_form.text == ("<|repo_name|>shop\\nx\n<|file_sep|>lib/a\\nimport os\\r.py\n"
+                              "def helper():\n    return 1\n"
+                              "<|file_sep|>m\\nain.py\n<|fim_prefix|>x = helper(<|fim_suffix|>)<|fim_middle|>")
+
+
 def test_repo_style_opens_the_current_file_with_its_pinned_imports():
     """A pinned block of the cursor's file (its imports) is the head of the current file's section,
     not a second section of the same path; retrieved blocks stay files of their own."""

@@ -245,3 +245,21 @@ def test_a_folder_below_a_work_trees_top_is_listed_as_git_sees_it(tmp_path: Path
     assert {c.path for c in after[0]} == {"main.py", "util.py", "made.gen.py", "cache/stale.py"}
     assert after == _from_nothing(app)
     assert {c.path for c in _from_nothing(root / "ignored/inner")[0]} == {"own.py"}
+
+
+def test_files_outside_a_sparse_checkout_are_not_listed_as_deleted(tmp_path: Path):
+    """A sparse checkout keeps the files outside its cone in git's index and off the disk: each was
+    a "deleted" skip at every command (thousands in a monorepo). They are not listed now, with the
+    memo or without; one of them written to the disk all the same is indexed."""
+    root, memo_folder = _repo(tmp_path, git=True)
+    subprocess.run([*GIT, "update-index", "-q", "--refresh"], cwd=root, check=True)  # _age touched every file
+    subprocess.run([*GIT, "sparse-checkout", "set", "app"], cwd=root, check=True, capture_output=True)
+    assert not (root / "lib").exists()
+    _age(root)
+    for _ in range(2):  # recorded, then from the memo
+        kept, skipped = _scan(root, memo_folder)
+        assert "lib/deep/mod.py" not in {c.path for c in kept}
+        assert not [s for s in skipped if s.path == "lib/deep/mod.py"], skipped
+        assert (kept, skipped) == _from_nothing(root)
+    write_repo(root, {"lib/deep/mod.py": "def deep():\n    return 3\n"})
+    assert "lib/deep/mod.py" in {c.path for c in _scan(root, memo_folder)[0]}
