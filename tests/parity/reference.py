@@ -183,6 +183,8 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
     text = secrets._PRIVATE_KEY_OPEN.sub(count(private), text)
     masked_putty = secrets._mask_putty_private_lines(text)
     text, found = masked_putty[0], found + masked_putty[1]
+    masked_keys = secrets._mask_base64_private_keys(text)  # the fast path runs it where the head is
+    text, found = masked_keys[0], found + masked_keys[1]
     text = _reference_token_secrets(text, count)
 
     def url(match):
@@ -204,6 +206,8 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
         count(url), secrets._URL_PASSWORD.sub(count(url_password), text)))
     text = secrets._GO_DSN_PASSWORD.sub(count(url), text)
     text = secrets._MYSQL_GLUED_PASSWORD.sub(count(signed), text)
+    masked_logins = secrets._mask_basic_auth_values(text)
+    text, found = masked_logins[0], found + masked_logins[1]
     text = secrets._SIGNED_QUERY.sub(count(signed), text)
     every_line = [0, *(at + 1 for at, character in enumerate(text) if character == "\n")]
     logins = [secrets.login_value(match, min_length, min_entropy) for match in secrets._LOGIN_CALL.finditer(text)]
@@ -268,7 +272,10 @@ def _reference_token_secrets(text: str, count) -> str:
             prefix, run, start = run[0], run[1:], start + 1
         if secret_tokens.wordy(run) and not aws_head.search(run):
             return prefix + run
-        masked = secret_tokens._PROVIDER.sub(count(lambda _: "[REDACTED]"), run)
+        if run.startswith("bot") and run[3:4].isdigit():  # Telegram's API URL: a token after `bot`
+            masked = "bot" + secret_tokens._PROVIDER.sub(count(lambda _: "[REDACTED]"), run[3:])
+        else:
+            masked = secret_tokens._PROVIDER.sub(count(lambda _: "[REDACTED]"), run)
         if masked == run and (secret_tokens.prefixed_token(run) is not None
                               or secret_tokens.argument_literal(text, start, match.end())):
             masked = count(lambda _: "[REDACTED]")(match)

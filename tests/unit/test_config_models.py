@@ -127,12 +127,12 @@ def test_every_surface_applies_the_measured_defaults_of_the_model_it_runs(surfac
 
 
 def test_the_command_lines_model_name_selects_its_measured_defaults():
+    from repomem.cli.backend_options import model_override
     from repomem.cli.eval_commands import _measured_model
-    from repomem.cli.main import _model_override
 
-    assert _model_override("qwen2.5-coder-1.5b") == {"model.embedded_model": "qwen2.5-coder-1.5b"}
-    assert _model_override("/nowhere/model.gguf") == {"model.model_path": "/nowhere/model.gguf"}
-    assert _model_override(None) is None
+    assert model_override("qwen2.5-coder-1.5b") == {"model.embedded_model": "qwen2.5-coder-1.5b"}
+    assert model_override("/nowhere/model.gguf") == {"model.model_path": "/nowhere/model.gguf"}
+    assert model_override(None) is None
 
     def args(**given) -> argparse.Namespace:
         return argparse.Namespace(**{"model": None, "hf": None, "endpoint": [], "vllm": None, **given})
