@@ -105,6 +105,10 @@ _SECRET_WORD = (r"(?:(?:api|app|auth|access|account|private|signing|encryption|m
                 r"[_-]?key|key(?![a-z])|secret|token|pass|pwd|credential|dockerconfigjson|dockercfg)")
 # key(?![a-z]): STRIPE_KEY, not keys
 _NAME_CHAR = "A-Za-z0-9_.-"
+# A run of name characters holding a secret word, the whole run: the word found by a lookahead, the
+# run taken without giving any back. `[NAME]*WORD[NAME]*` backtracked through every occurrence of
+# the word in the run: quadratic on one long run (a 20 KB `passwordpassword...` took seconds).
+_NAME_HOLDING_WORD = rf"(?=[{_NAME_CHAR}]*?{_SECRET_WORD})[{_NAME_CHAR}]*+"
 # A string literal of the indexed languages, or of JSON holding code (a notebook's `\"`). Its content
 # holds no blank nor backslash (a value with a blank is a sentence, not a key) nor its own quote
 # mark; the other marks it may hold (a password with a quote in it, `"ab'c..."`).
@@ -143,7 +147,7 @@ def _content_span(literal: re.Match) -> tuple[int, int]:
 
 
 # Blanks, or a backslash continuing the line (`password = \` then the value on the next line).
-_GAP = r"(?:\s|\\(?=\r?\n))*"
+_GAP = r"(?>(?:\s|\\(?=\r?\n))*)"
 _JOINER = re.compile(rf"{_GAP}\+?{_GAP}")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
     # a YAML block scalar (`client_secret: |` or `>-`, the value on the next, indented line)
@@ -178,18 +182,18 @@ _ASSIGNED = re.compile(
     r"""(?:(?P<scheme>bearer|basic|token)(?:[ \t]+(?!(?:is|was|are)[ \t])|[ \t]*["'`]\s*\+\s*["'`])"""  # Bearer ..."
     r"""|(?P<login>-u|--user)[ \t=]+["']?[\w.@-]+:)"""  # curl -u user:password
     r"(?=(?P<credential>[A-Za-z0-9._~+/-]+=*))"
-    rf"|(?:(?P<name>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}]){_SEPARATOR}"
+    rf"|(?:(?P<name>{_NAME_HOLDING_WORD})(?![{_NAME_CHAR}]){_SEPARATOR}"
     # the default of a look-up, the name its first argument: getenv("NAME", "value"), get('name', 'value')
     r"""|(?:(?<=\(["'])|(?<=\(\\["']))"""
-    rf"""(?P<lookup>[\w.-]*{_SECRET_WORD}[\w.-]*)(?![{_NAME_CHAR}])\\?["']\s*,"""
-    rf"|(?P<flag>-[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)(?![{_NAME_CHAR}])[ \t]+"  # --password VALUE
+    rf"""(?P<lookup>(?=[\w.-]*?{_SECRET_WORD})[\w.-]*+)(?![{_NAME_CHAR}])\\?["']\s*,"""
+    rf"|(?P<flag>-{_NAME_HOLDING_WORD})(?![{_NAME_CHAR}])[ \t]+"  # --password VALUE
     rf"|{_AUTH_PAIR}|{_SECRET_CALL}"
-    rf"|(?<=<)(?P<element>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)>"  # XML: <password>VALUE</password>
+    rf"|(?<=<)(?P<element>{_NAME_HOLDING_WORD})>"  # XML: <password>VALUE</password>
     # C's `#define API_KEY "..."` (a name then a blank and a quote elsewhere is too often the end
     # of a string: `"Invalid token " + ...`)
     r"|(?:" + "|".join(rf"(?<=#{indent}define[ \t]{{{blanks}}})" for indent in ("", "[ \t]")
                        for blanks in range(1, 5)) + ")"  # lookbehinds have one width each
-    rf"(?P<define>[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*)[ \t]+(?=[\"'])"
+    rf"(?P<define>{_NAME_HOLDING_WORD})[ \t]+(?=[\"'])"
     # SQL: MySQL's `IDENTIFIED [WITH plugin] BY '...'`, PostgreSQL's `WITH [LOGIN] PASSWORD '...'`
     r"|(?P<sql>identified[ \t]+(?:with[ \t]+\w+[ \t]+)?by(?:[ \t]+password)?"
     r"|(?:(?<=with[ \t])|(?<=login[ \t])|(?<=encrypted[ \t]))password"
@@ -238,11 +242,14 @@ def name_run_starts(text: str, literals: tuple[str, ...] = _SECRET_WORD_LITERALS
     starts = set()
     for literal in literals:
         ends_name = literal in _NAME_END_LITERALS
+        known, known_start = 0, 0  # the last occurrence whose run start is known, and that start
         at = lowered.find(literal)
         while at >= 0:
             after = at + len(literal)
             if not ends_name or after == len(text) or text[after] not in _NAME_CHARS:
-                starts.add(_name_run_start(text, at))
+                known_start = _name_run_start(text, at, known, known_start)
+                known = at
+                starts.add(known_start)
             at = lowered.find(literal, after)
     return sorted(starts)
 
@@ -273,11 +280,13 @@ def assignments(text: str, starts: list[int] | None = None) -> list[re.Match]:
     return matches
 
 
-def _name_run_start(text: str, at: int) -> int:
-    """Where the run of name characters holding position `at` starts."""
-    while at > 0 and text[at - 1] in _NAME_CHARS:
+def _name_run_start(text: str, at: int, known: int = 0, known_start: int = 0) -> int:
+    """Where the run of name characters holding position `at` starts. `known` (before `at`) is a
+    position whose run starts at `known_start`: a walk back that reaches it is in the same run, so
+    it stops there (a long run holding a word many times was walked back once per occurrence)."""
+    while at > known and text[at - 1] in _NAME_CHARS:
         at -= 1
-    return at
+    return known_start if at == known and known > 0 else at
 
 
 def _on_lines_holding(text: str, marker: str, rewrite: Callable[[str], str]) -> str:
@@ -425,7 +434,7 @@ _TARGET = rf"[$@]?[{_NAME_CHAR}]+"
 _MULTIPLE_ASSIGNMENT = re.compile(
     r"[ \t]*(?:(?:local|let|const|var|val|my|our)[ \t]+(?:mut[ \t]+)?)?[(\[]?[ \t]*"
     rf"(?P<targets>{_TARGET}(?:[ \t]*,[ \t]*{_TARGET})+)[ \t]*,?[ \t]*[)\]]?[ \t]*:?=(?![=>~])[ \t]*[(\[]?[ \t]*")
-_SECRET_NAME = re.compile(rf"(?i)[$@]?[{_NAME_CHAR}]*{_SECRET_WORD}[{_NAME_CHAR}]*")
+_SECRET_NAME = re.compile(rf"(?i)[$@]?{_NAME_HOLDING_WORD}")
 # A value that is no literal masking could judge: a name, a number, a string with blanks or escapes.
 _OTHER_VALUE = re.compile(r"""[\w.$@-]+|[rbuf@$]{0,2}(["'`])(?:\\.|(?!\1)[^\\\n])*\1""")
 _VALUE_SEPARATOR = re.compile(r"[ \t]*,[ \t]*")
