@@ -208,14 +208,20 @@ class _FinishAlone(_CutStream):
         self.wfile.write(b"data: [DONE]\n\n")
 
 
-def test_the_chunk_holding_only_the_finish_reason_is_not_counted_as_a_generated_token():
-    server, url = serve_http(_FinishAlone)
+def _one_answer(handler, max_tokens: int):
+    """The answer a server answering as `handler` gives to one request for prompt "x"."""
+    server, url = serve_http(handler)
     try:
         backend = OpenAIBackend.connect(url, deadline_s=5)
-        answer = backend.generate(_request("x", max_tokens=2))
+        answer = backend.generate(_request("x", max_tokens=max_tokens))
         backend.close()
     finally:
         server.shutdown()
+    return answer
+
+
+def test_the_chunk_holding_only_the_finish_reason_is_not_counted_as_a_generated_token():
+    answer = _one_answer(_FinishAlone, max_tokens=2)
     assert isinstance(answer, Generation) and answer.text == "return" and answer.finish_reason == "length"
     assert answer.completion_tokens == 2  # not max_tokens + 1
 
@@ -274,13 +280,7 @@ class _WithLogprobs(_CutStream):
 
 
 def test_log_probabilities_are_averaged_per_token_and_a_server_refusing_them_is_asked_once():
-    server, url = serve_http(_WithLogprobs)
-    try:
-        backend = OpenAIBackend.connect(url, deadline_s=5)
-        answer = backend.generate(_request("x", max_tokens=8))
-        backend.close()
-    finally:
-        server.shutdown()
+    answer = _one_answer(_WithLogprobs, max_tokens=8)
     assert answer.text == "return a" and answer.mean_logprob == pytest.approx(-2.0 / 3)
     _NoLogprobs.asked = []
     server, url = serve_http(_NoLogprobs)
