@@ -965,3 +965,32 @@ def test_connect_failures_never_repeat_a_password_or_key_in_the_endpoint():
             server.shutdown()
         assert isinstance(failure, Failure) and failure.kind == "bad-response", failure
         assert "hunter2" not in failure.message and "sk-123" not in failure.message, failure.message
+
+
+class _AlwaysUnavailable(_VLLMLike):
+    """Lists its model, then answers every completion HTTP 503 with a reason."""
+
+    def do_POST(self):  # noqa: N802
+        type(self).paths.append(self.path)
+        body = json.dumps({"error": {"message": "the model is loading"}}).encode()
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_server_answering_an_error_after_every_retry_is_an_error_not_unreachable():
+    """A completion the server kept answering with HTTP 503 was reported "backend-unreachable", as if
+    no server were there; it is the server's error, with its reason."""
+    handler = type("Handler", (_AlwaysUnavailable,), {"paths": [], "completions": []})
+    server, url = serve_http(handler)
+    try:
+        backend = OpenAIBackend.connect(url, deadline_s=5)
+        assert not isinstance(backend, Failure), backend
+        answer = backend.generate(_request("x", max_tokens=4))
+        backend.close()
+    finally:
+        server.shutdown()
+    assert isinstance(answer, Failure) and answer.kind == FailureKind.BACKEND_ERROR, answer
+    assert "503" in answer.message and "the model is loading" in answer.message
