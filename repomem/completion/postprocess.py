@@ -156,7 +156,9 @@ _BRACE_SYNTAX = {
     # C#'s verbatim strings (`@"..."`, `$@"..."`, `@$"..."`) span lines and hold no backslash escape.
     "csharp": _syntax({**_TRIPLE, '@"': ('"', False), '@$"': ('"', False)}, f"{_STRING}|{_CHAR}", preprocessor=True),
     "java": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}"),
-    "kotlin": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="->", indented_opener=_ASSIGNED),
+    # A `when` arm's `->` ending its line (`is Circle ->`) opens its body below, as `=` does.
+    "kotlin": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="->",
+                      indented_opener=rf"{_ASSIGNED}|->"),
     # Not Scala 2's `extends A with` (`B {` on the next line goes on with the header, no body).
     "scala": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="=>", indented_opener=(
         rf"{_ASSIGNED}|=>|:|\b(?:then|else|do|yield|try|catch|finally|match)")),

@@ -258,11 +258,12 @@ def test_a_lambda_with_parameters_opens_a_block_body(language, prefix, raw, body
 
 
 def test_an_arrow_outside_a_lambda_header_opens_no_block():
-    for prefix, language in [("    is Circle ->", KOTLIN), ("    for item in", SWIFT),
-                             ('    val s = "{ x ->"', KOTLIN)]:
+    for prefix, language in [("    for item in", SWIFT), ('    val s = "{ x ->"', KOTLIN)]:
         assert not completion_shape(prefix, "\n", language).multiline, prefix
-    # A Scala match arm opens no `{` block; its body is indented below it (test further down).
+    # A Scala match arm and a Kotlin `when` arm open no `{` block; their bodies are indented below
+    # them (tests further down).
     assert not completion_shape("  case Some(x) =>", "\n", SCALA).brace_block
+    assert not completion_shape("    is Circle ->", "\n", KOTLIN).brace_block
 
 
 def test_braces_in_a_csharp_verbatim_string_over_lines_do_not_count():
@@ -306,6 +307,8 @@ def test_code_switched_off_by_if_0_opens_no_block():
     # After `val xs = ` the model writes the call and its items: its `)` at the opener's indent is the body's.
     (KOTLIN, "fun f() {\n    val xs = ", 'mapOf(\n        "a" to 1,\n    )\n    return xs\n}\n',
      'mapOf(\n        "a" to 1,\n    )'),
+    (KOTLIN, "fun area(s: Shape): Double = when (s) {\n    is Circle ->",
+     "\n        PI * s.r * s.r\n    is Square -> s.side * s.side\n}\n", "\n        PI * s.r * s.r"),
     (KOTLIN, "fun total(items: List<Item>): Int =", "\n    items.sumOf { it.price }\n\nfun main() {}\n",
      "\n    items.sumOf { it.price }"),
 ])
