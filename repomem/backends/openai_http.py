@@ -426,8 +426,8 @@ class OpenAIBackend:
         finish = ""  # a stream that ends without a finish reason was cut by the server
         usage: dict = {}
         last = ""
-        # The last try's failure: a server that kept answering an error status is reachable, and failing.
-        last_kind = FailureKind.BACKEND_UNREACHABLE
+        # Whether the last try got an error status: a server reachable, and failing.
+        server_failed = False
         refused_logprobs = False  # the server refused a request with `logprobs` in it
         # The whole answer, whatever pace it comes at; a read waiting on the server (reading the
         # prompt before the first token) also ends once the request is cancelled.
@@ -458,7 +458,7 @@ class OpenAIBackend:
                         if response.status_code in RETRYABLE_STATUS:
                             # With the reason its body gives ("answered HTTP 500" alone: why?).
                             last = _refusal(response, self.shown_endpoint)[0].message
-                            last_kind = FailureKind.BACKEND_ERROR
+                            server_failed = True
                             self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                             continue
                         if response.status_code >= 400:
@@ -547,10 +547,12 @@ class OpenAIBackend:
                                        f"{self.shown_endpoint} dropped the stream ({error.__class__.__name__})")
                     if _tunnel_refused(error):
                         return _proxy_refusal(f"{self.shown_endpoint}/v1/completions")
-                    last, last_kind = self._cannot_reach(error), FailureKind.BACKEND_UNREACHABLE
+                    last, server_failed = self._cannot_reach(error), False
                     self._gone.wait(min(0.2 * (2**attempt), max(deadline - time.perf_counter(), 0)))
             else:
-                return Failure(last_kind, last or f"cannot reach {self.shown_endpoint}")
+                if server_failed:
+                    return Failure(FailureKind.BACKEND_ERROR, last)
+                return Failure(FailureKind.BACKEND_UNREACHABLE, last or f"cannot reach {self.shown_endpoint}")
         if self._killed.is_set() and not finish:
             return _stopped(self.shown_endpoint)
         if not finish:
