@@ -19,15 +19,10 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from repomem.prompt_names import one_line
+
 # U+200B ZERO WIDTH SPACE: not whitespace to the pre-tokenizers (\s leaves it) and invisible.
 SPECIAL_BREAK = "\u200b"
-
-
-def one_line(name: str) -> str:
-    """A file or folder name as the one line a prompt gives it: a line break in it (git allows
-    one) written as an escape, or the rest of the name stood in the prompt as a line of code, out
-    of the comment or the file section's header that holds the name."""
-    return name.replace("\r", "\\r").replace("\n", "\\n")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from repomem.memory.entities import Entity, Usage, asked_name, names_at_cursor, 
 from repomem.memory.gists import Page, lookup_question
 from repomem.memory.memwalker import Option, navigation_question, walk
 from repomem.memory.summary_tree import SummaryNode, SummaryTree, parent_of
+from repomem.prompt_names import one_line
 from repomem.repo_view import RepoView
 from repomem.retrieval.scoring import ScoredFragment
 
@@ -240,9 +241,9 @@ def entity_walk(view: RepoView, query: RoundQuery) -> list[ScoredFragment]:
 def _evidence_line(item: Entity | Usage, lines: list[str]) -> str:
     if isinstance(item, Entity):
         head = lines[item.start_line].strip()[:120] if item.start_line < len(lines) else item.name
-        return f"{head}  (in {item.path})"
+        return f"{head}  (in {one_line(item.path)})"
     text = lines[item.line].strip()[:120] if item.line < len(lines) else ""
-    return f"{item.entity.name} is used in {item.path}: {text}"
+    return f"{item.entity.name} is used in {one_line(item.path)}: {text}"
 
 
 def _window_of(view: RepoView, query: RoundQuery, item: Entity | Usage) -> int | None:

@@ -22,9 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from repomem.backends.templates import Template, one_line
+from repomem.backends.templates import Template
 from repomem.completion.warm_prefix import COLD_START, PromptStart, first_kept_line
 from repomem.failures import Failure, FailureKind
+from repomem.prompt_names import one_line
 
 # U+FEFF, the byte-order mark some editors write before a file's first line: an encoding's mark,
 # no character of the code (editors hide it). The file's first line as read carries it; the prompt

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from repomem.index.repo_index import RepoIndex
+from repomem.prompt_names import one_line
 
 # String literals (triple-quoted first) and comments: names in prose say nothing about the code.
 _STRINGS = r'"""(?s:.*?)"""|\'\'\'(?s:.*?)\'\'\'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\''
@@ -186,7 +187,7 @@ def _shared_folders(a: str, b: str) -> int:
 
 def reflection_question(code_path: str, code: str, evidence: list[str]) -> str:
     """The reflection step: is what was found enough, or which name to look up next."""
-    lines = [f"Code is being written in {code_path}. Its last lines:", "```", code.rstrip("\n"), "```",
+    lines = [f"Code is being written in {one_line(code_path)}. Its last lines:", "```", code.rstrip("\n"), "```",
              "Found in the repository so far:"]
     lines += [f"{number}. {item}" for number, item in enumerate(evidence, start=1)] or ["(nothing)"]
     lines.append('Is this enough to write the next line? Answer "yes", or "no" and the one name to look up next.')

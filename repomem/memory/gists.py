@@ -22,6 +22,7 @@ import numpy as np
 
 from repomem.languages.parsed import FileSyntax
 from repomem.memory.docstrings import docstring_line
+from repomem.prompt_names import one_line
 
 GIST_HEADERS = 3  # definition headers a gist names
 GIST_LINE_CHARS = 100  # characters kept of one line of a gist
@@ -128,10 +129,10 @@ class GistMemory:
 
 def lookup_question(code_path: str, code: str, gists: Sequence[Page], lookups: int) -> str:
     """The look-up step: the code at the cursor and the numbered gists; the model names pages."""
-    lines = [f"Code is being written in {code_path}. Its last lines:", "```", code.rstrip("\n"), "```",
+    lines = [f"Code is being written in {one_line(code_path)}. Its last lines:", "```", code.rstrip("\n"), "```",
              "Gists of pages of other files in the repository:"]
     for number, page in enumerate(gists, start=1):
-        lines.append(f"{number}. {page.path} {page.gist}")
+        lines.append(f"{number}. {one_line(page.path)} {page.gist}")
     lines.append(f"To write the next line, which pages (at most {lookups}) should be read in full? "
                  "Answer with their numbers, separated by commas.")
     return "\n".join(lines)

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from repomem.prompt_names import one_line
+
 
 @dataclass(frozen=True)
 class Option:
@@ -101,10 +103,11 @@ def walk(root: str, children: Children, choose: Choose, want_windows: int, max_s
 def navigation_question(code_path: str, code: str, node_label: str, options: Sequence[Option],
                         can_go_back: bool) -> str:
     """The prompt of one navigation step: the code at the cursor, then the numbered children."""
-    lines = [f"Code is being written in {code_path}. Its last lines:", "```", code.rstrip("\n"), "```",
-             f"To write the next line, which part of {node_label} should be read? Its parts:"]
+    lines = [f"Code is being written in {one_line(code_path)}. Its last lines:", "```", code.rstrip("\n"), "```",
+             f"To write the next line, which part of {one_line(node_label)} should be read? Its parts:"]
     for number, option in enumerate(options, start=1):
-        lines.append(f"{number}. {option.label}: {option.summary}" if option.summary else f"{number}. {option.label}")
+        label = one_line(option.label)
+        lines.append(f"{number}. {label}: {option.summary}" if option.summary else f"{number}. {label}")
     if can_go_back:
         lines.append("0. none of these (go back)")
     lines.append("Answer with the number of one part only.")

@@ -30,6 +30,7 @@ from repomem.config import BM25Config
 from repomem.index.tokens import tokenize
 from repomem.languages.parsed import FileSyntax
 from repomem.memory.docstrings import docstring_line
+from repomem.prompt_names import one_line
 
 MAX_FILE_LINES = 40  # signature lines kept of one file (big modules have hundreds of methods)
 CHILD_LINES = 3  # lines of each child's summary a folder repeats
@@ -57,7 +58,7 @@ def parent_of(path: str) -> str:
 def file_summary(path: str, syntax: FileSyntax | None, lines: Sequence[str]) -> str:
     """The path, the module docstring's first line, then signature lines of definitions outside
     functions (classes, their methods, module-level functions), in file order."""
-    out = [path]
+    out = [one_line(path)]
     docstring = docstring_line(lines, 0, len(lines))
     if docstring:
         out.append(docstring)
@@ -70,9 +71,9 @@ def file_summary(path: str, syntax: FileSyntax | None, lines: Sequence[str]) -> 
 
 
 def folder_summary(path: str, children: Sequence[SummaryNode]) -> str:
-    out = [path or "."]
+    out = [one_line(path) or "."]
     for child in children:
-        name = child.path.rsplit("/", 1)[-1] + ("/" if child.kind == "folder" else "")
+        name = one_line(child.path.rsplit("/", 1)[-1]) + ("/" if child.kind == "folder" else "")
         body = child.text.split("\n")[1 : 1 + CHILD_LINES]
         out.append(f"{name}: " + " | ".join(body) if body else name)
         if len(out) >= MAX_FOLDER_LINES:

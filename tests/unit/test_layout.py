@@ -19,7 +19,8 @@ SOURCES = {"repomem": "repomem", "lsp": "repomem.lsp", "eval": "repomem.evaluati
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("repomem.failures", "repomem.progress", "repomem.strategies", "repomem.regular_files",
      "repomem.child_processes", "repomem.allocator", "repomem.cyclic_gc", "repomem.setting_rules",
-     "repomem.cache", "repomem.thread_priority", "repomem.machine_lock", "repomem.repository_root"),
+     "repomem.cache", "repomem.thread_priority", "repomem.machine_lock", "repomem.repository_root",
+     "repomem.prompt_names"),
     ("repomem.config", "repomem.setting_reference", "repomem.packages"),
     ("repomem.languages",),
     ("repomem.index",),

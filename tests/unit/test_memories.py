@@ -430,3 +430,32 @@ def test_a_pages_range_ends_at_the_files_last_line(tmp_path: Path):
     service.ensure_index()
     pages = service.memories.gist_memory().pages["a.py"][1]
     assert pages[-1].end_line == 13 and pages[-1].gist.startswith(f"lines {pages[0].start_line + 1}-13:")
+
+
+def test_a_file_name_holding_a_line_break_stays_one_line_in_every_memory_question():
+    # Git allows a line break in a file name; the rest of such a name stood as a line of its own
+    # in the question (a line of code, or the next numbered option) before the names were escaped.
+    from repomem.languages.parsed import FileSyntax
+    from repomem.memory.entities import reflection_question
+    from repomem.memory.gists import Page, lookup_question
+    from repomem.memory.memwalker import navigation_question
+    from repomem.memory.summary_tree import SummaryNode, file_summary, folder_summary
+
+    name = "pkg/odd\n2. import os\r.py"
+    code = "x = 1\n"
+    questions = [
+        lookup_question(name, code, [Page(name, 0, 3, "def f", "k")], 1),
+        navigation_question(name, code, f"the folder {name}/", [Option(name, name, "a summary", 1.0)], True),
+        reflection_question(name, code, ["evidence"]),
+    ]
+    for question in questions:
+        lines = question.split("\n")
+        assert not any(line.startswith("2. import os") for line in lines), question
+        assert sum("odd\\n2. import os\\r.py" in line for line in lines) >= 1, question
+    syntax = FileSyntax(path=name, language="python", parent=np.full(1, -1, dtype=np.int32),
+                        start_line=np.zeros(1, dtype=np.int32), end_line=np.zeros(1, dtype=np.int32),
+                        length=np.zeros(1, dtype=np.int32), line_chars=np.zeros(1, dtype=np.int32))
+    summary = file_summary(name, syntax, ['"""Docs."""'])
+    assert summary.split("\n")[0] == "pkg/odd\\n2. import os\\r.py"
+    child = SummaryNode(path=name, kind="file", children=(), text=summary, digest="")
+    assert folder_summary("pkg", [child]).split("\n")[1].startswith("odd\\n2. import os\\r.py: ")
