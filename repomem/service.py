@@ -83,6 +83,9 @@ class IndexReport:
     # Said once to the user: the index on disk was not trusted (not sealed here, or damaged) and
     # was rebuilt ("" otherwise). A missing, old-format or re-configured index is no news.
     warning: str = ""
+    # The index in memory is newer than the one on disk: its save failed (a full disk) and the
+    # caller asked to answer from memory then (`unsaved_ok`); `warning` says why.
+    unsaved: bool = False
 
 
 def written_what(error: OSError) -> str:
@@ -448,24 +451,29 @@ class RepoService:
         return changed, removed
 
     def ensure_index(self, progress: Progress | None = None, full: bool = False,
-                     save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:
+                     save: bool = True, structure: bool = False, load: bool = True,
+                     unsaved_ok: bool = False) -> IndexReport | Failure:
         """Load, update or build the index, save it if anything changed (and `save`), and report
         (`_ensure_index`). `update_cut_off` stays True when it was stopped midway (an exception, a
         KeyboardInterrupt: a resident process's client hung up): the index in memory may then be
         half updated and what the watch saw read, and a resident process lets go of this service."""
         self.update_cut_off = True
-        report = self._ensure_index(progress, full, save, structure, load)
+        report = self._ensure_index(progress, full, save, structure, load, unsaved_ok)
         self.update_cut_off = False
         return report
 
     def _ensure_index(self, progress: Progress | None = None, full: bool = False,
-                      save: bool = True, structure: bool = False, load: bool = True) -> IndexReport | Failure:
+                      save: bool = True, structure: bool = False, load: bool = True,
+                      unsaved_ok: bool = False) -> IndexReport | Failure:
         """Load, update or build the index, save it if anything changed (and `save`), and report.
 
         `structure`: also read a loaded index's per-file structure now (a command that will need it
         anyway), so that a damaged one is rebuilt here rather than failing halfway through.
         `load`: False when the caller needs only the report (`repomem index`): an index on disk that
-        is known unchanged (snapshot_check) is then reported from its manifest, not loaded."""
+        is known unchanged (snapshot_check) is then reported from its manifest, not loaded.
+        `unsaved_ok`: a command that came for an answer (`retrieve`, `complete`) gets it from the
+        index in memory when writing the index fails (a full disk), with a warning; the index on
+        disk stays the one before (a save is written whole or not at all)."""
         progress = progress or NoProgress()
         compile_kernels_once(progress)  # a first run on this machine: its own step, not a stalled bar
         started = time.perf_counter()
@@ -475,6 +483,7 @@ class RepoService:
         index: RepoIndex | None = None
         restamped = 0
         reskipped = False
+        unsaved = False
         summary = None if full or self.index is not None or self._buffers else snapshot_summary(self.root, self.config)
         scan = None if summary is None else self._scan()  # one scan for both
         known_unchanged = scan is not None and unchanged_since(summary, *scan, self.config.index.compact_ratio,
@@ -531,7 +540,14 @@ class RepoService:
                     index = self._full_build(progress)
                     action = "built"
             if save and (action != "unchanged" or index.snapshot is None or restamped or reskipped):
-                save_index(index, directory, index.snapshot)
+                try:
+                    save_index(index, directory, index.snapshot)
+                except OSError as error:
+                    if not unsaved_ok:
+                        raise
+                    unsaved = True
+                    warning = (f"cannot write the index in {directory}: {written_what(error)}; answered from "
+                               "the index in memory (the one on disk is unchanged)")
             if save:
                 saved = self._save_embeddings()  # eq. 6's, embedded during the build or update
                 if isinstance(saved, Failure):
@@ -564,6 +580,7 @@ class RepoService:
             masked=tuple((r.path, r.masked) for r in index.files if r is not None and r.masked),
             over_node_limit=tuple(r.path for r in index.files if r is not None and r.over_node_limit),
             warning=warning,
+            unsaved=unsaved,
         )
 
     def needs_compaction(self) -> bool:

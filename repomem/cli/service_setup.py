@@ -114,14 +114,18 @@ def ensure_index(service: RepoService, err: Console, full: bool = False, load: b
     `load` False: only the report is needed (an unchanged index is not loaded); `structure` False:
     the command reads no structure (`retrieve`: fragments and scores only). `save_later`: in a
     resident process, an update is written after the command has answered (a one-command process
-    writes it now); window embeddings are written with the index, so they are never deferred."""
+    writes it now), and a command that came for an answer gets it from memory when the index cannot
+    be written (a full disk: a warning); window embeddings are written with the index, so they are
+    never deferred."""
     embeds = service.config.index.window_embeddings or service.config.relations.semantic_neighbours > 0
     deferred = save_later and KEPT is not None and not embeds
     with RichProgress(err) as progress:
         report = ok(service.ensure_index(progress, full=full, structure=load and structure, load=load,
-                                         save=not deferred))
+                                         save=not deferred, unsaved_ok=save_later))
     if KEPT is not None:
-        if report.action == "unchanged":
+        if report.unsaved:
+            KEPT.unsaved.add(service.root)  # tried again after a later command
+        elif report.action == "unchanged":
             if not deferred:  # what an earlier command left unwritten, written now as this one asks
                 ok(KEPT.save(service.root))
         elif deferred:

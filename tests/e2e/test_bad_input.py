@@ -920,3 +920,42 @@ def test_a_relative_cache_folder_is_one_error_not_a_cache_per_folder(tmp_path: P
     env.pop("REPOMEM_CACHE", None)
     located = run("model", "path", cwd=repo / "shop", env={**env, "XDG_CACHE_HOME": "xdgrel"})
     assert located.returncode == 0 and Path(located.stdout.strip()).is_absolute(), (located.stdout, located.stderr)
+
+
+def _with_file_size_limit(limit_bytes: int):
+    """A child process that can write no file past `limit_bytes` (RLIMIT_FSIZE): its writes beyond
+    fail as on a full disk (EFBIG; Python ignores the SIGXFSZ that comes with them)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return limit
+
+
+def test_a_full_disk_answers_from_memory_and_keeps_the_index_on_disk(tmp_path: Path):
+    # `retrieve` and `complete` came for an answer: a save that cannot be written (a full disk)
+    # failed the whole command before; `index` came to write the index and still fails.
+    repo = copy_example(tmp_path / "shop")
+    assert run("index", str(repo)).returncode == 0
+    current = (repo / ".repomem" / "CURRENT").read_text()
+    report = repo / "shop" / "report.py"
+    report.write_text(report.read_text() + "\n\ndef refund_total(amount_cents):\n    return -amount_cents\n")
+
+    def limited(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "repomem", *args], capture_output=True, text=True, cwd=repo,
+                              timeout=300, preexec_fn=_with_file_size_limit(256))
+
+    answered = limited("retrieve", f"{repo}/shop/report.py:9", "--json")
+    assert answered.returncode == 0 and "Traceback" not in answered.stderr, answered.stderr
+    warnings = [line for line in answered.stderr.splitlines() if line.startswith("repomem: ")]
+    assert len(warnings) == 1 and warnings[0].startswith("repomem: warning: cannot write the index"), warnings
+    assert "answered from the index in memory" in warnings[0]
+    assert json.loads(answered.stdout)["fragments"]
+    assert (repo / ".repomem" / "CURRENT").read_text() == current
+    assert not [p for p in (repo / ".repomem").iterdir() if p.name.startswith("tmp-")]
+    assert_user_error(limited("index", str(repo)), "cannot write the index")
+    assert (repo / ".repomem" / "CURRENT").read_text() == current
+    # Space again: the next command writes the update, from the index on disk it left intact.
+    again = run("retrieve", f"{repo}/shop/report.py:9", "--json")
+    assert again.returncode == 0 and not again.stderr.strip(), again.stderr
+    assert (repo / ".repomem" / "CURRENT").read_text() != current
