@@ -14,6 +14,12 @@ but:
 - a `Content-Length` that is missing, unreadable or larger than `max_message_bytes` drops that
   message, never the session;
 - every one of these is one line on stderr, never a traceback;
+- a message whose params do not fit its method (`"contentChanges": 5`, a `didOpen` without its
+  text) is named with what was wrong, where and what came instead: a request in its InvalidParams
+  answer and on stderr, a notification (which has no answer) in the client's log
+  (`window/logMessage`, Warning; once per method and fault: a client repeats a bad notification at
+  every keystroke). pygls logged "Unable to deserialize message" and nothing of the fault, and a
+  notification left no word in the client's log at all;
 - once the client's end is gone (closed by `exit`, or the client went away: a broken pipe, a
   reset connection), what the server still sends is dropped (SessionWriter). pygls logged each
   such message with its traceback and then tried to show the client the error, which failed the
@@ -33,13 +39,23 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import cattrs
+
 HEADER = re.compile(rb"Content-Length:[ \t]*([^\r\n]*?)[ \t]*\r?\n?$", re.IGNORECASE)
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
 SERVER_NOT_INITIALIZED = -32002
 INTERNAL_ERROR = -32603
 # Before `initialize`, only these may come (the client may also give up and exit).
 ALLOWED_BEFORE_INITIALIZE = frozenset({"initialize", "exit"})
+MAX_FAULTS = 3  # the faults of one message's params named in its log line (and how many more)
+MAX_VALUE_CHARS = 40  # of the value that came instead, in the log line
+_PATH_STEP = re.compile(r"\.([A-Za-z0-9_]+)|\[(\d+)\]")
+_CAUSES = (("invalid value for type, expected ", "expected "), ("required field missing", "missing"))
+# cattrs's names of the Python types, as JSON names its values (other names are the protocol's types).
+_JSON_TYPES = {"Sequence": "an array", "list": "an array", "int": "an integer", "str": "a string", "bool": "a boolean",
+               "float": "a number", "dict": "an object", "Union": "one of the protocol's shapes for it"}
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -58,12 +74,19 @@ class OneLineFormatter(logging.Formatter):
         return f"repomem serve: {text}"
 
 
+def _not_deserialize_noise(record: logging.LogRecord) -> bool:
+    """pygls's "Unable to deserialize message" says nothing of what was wrong, and the message loop
+    says it (`params_fault`)."""
+    return not str(record.msg).startswith("Unable to deserialize message")
+
+
 def quiet_pygls_logs() -> None:
     """pygls's warnings and errors as one line each on stderr (full tracebacks under REPOMEM_DEBUG)."""
     if os.environ.get("REPOMEM_DEBUG"):
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLineFormatter())
+    handler.addFilter(_not_deserialize_noise)
     logger = logging.getLogger("pygls")
     logger.handlers = [handler]
     logger.propagate = False
@@ -76,6 +99,43 @@ def complain(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr went with the client that read it
         pass
+
+
+def _camel(name: str) -> str:
+    """An lsprotocol attribute name as the protocol's JSON spells it (`content_changes`: contentChanges)."""
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def params_fault(error: BaseException, message: dict[str, Any]) -> str | None:
+    """What was wrong with `message` (the raw JSON) that pygls could not structure it, as
+    `params.contentChanges: expected Sequence, got 5`, or None when `error` was no such fault."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    if not isinstance(cause, cattrs.BaseValidationError):
+        return None
+    faults = []
+    for line in cattrs.transform_error(cause):
+        what, _, where = line.rpartition(" @ ")
+        for said, short in _CAUSES:
+            if what.startswith(said):
+                what = short + what[len(said):]
+        if what.startswith("expected "):
+            name = what.removeprefix("expected ")
+            what = f"expected {_JSON_TYPES.get(name, f'a {name}')}"
+        value: Any = message
+        for name, index in _PATH_STEP.findall(where):
+            if name and isinstance(value, dict) and _camel(name) in value:
+                value = value[_camel(name)]
+            elif index and isinstance(value, list) and int(index) < len(value):
+                value = value[int(index)]
+            else:
+                value = _PATH_STEP  # not there (a missing field, or below a value of the wrong type)
+                break
+        path = _PATH_STEP.sub(lambda step: f".{_camel(step[1])}" if step[1] else step[0], where.removeprefix("$"))
+        got = "" if value is _PATH_STEP or what == "missing" else f", got {repr(value)[:MAX_VALUE_CHARS]}"
+        faults.append(f"{path.removeprefix('.') or 'the message'}: {what}{got}")
+    more = f" (and {len(faults) - MAX_FAULTS} more)" if len(faults) > MAX_FAULTS else ""
+    return "; ".join(faults[:MAX_FAULTS]) + more if faults else None
 
 
 class SessionWriter:
@@ -104,11 +164,20 @@ class SessionWriter:
         return self._writer.close()
 
 
+def _complain_dropped(method: str, fault: str) -> None:
+    complain(f"{method} dropped: its params do not fit the protocol: {fault}")
+
+
 class MessageLoop:
-    def __init__(self, protocol: Any, write: Callable[[bytes], Any], max_message_bytes: int):
+    """`bad_notification(method, fault)`: says that a notification whose params did not fit was
+    dropped (the language server: in the client's log, once per method and fault)."""
+
+    def __init__(self, protocol: Any, write: Callable[[bytes], Any], max_message_bytes: int,
+                 bad_notification: Callable[[str, str], Any] = _complain_dropped):
         self.protocol = protocol
         self.write = write
         self.max_message_bytes = max_message_bytes
+        self.bad_notification = bad_notification
         self.initialized = False
         self.shut_down = False
 
@@ -146,6 +215,14 @@ class MessageLoop:
             message = json.loads(body, object_hook=self.protocol.structure_message)
             self.protocol.handle_message(message)
         except Exception as error:  # a message pygls cannot take must not end the session  # noqa: BLE001
+            fault = params_fault(error, raw) if method is not None else None
+            if fault is not None and message_id is None:
+                self.bad_notification(method, fault)
+                return
+            if fault is not None:
+                complain(f"{method}: invalid params: {fault}")
+                self.error(message_id, INVALID_PARAMS, f"Invalid params: {fault}")
+                return
             complain(f"cannot handle {method or 'a response'}: {error.__class__.__name__}: {error}")
             if message_id is not None and method is not None:
                 code = getattr(error, "code", None)  # pygls's JsonRpcException (InvalidParams: -32602)

@@ -16,7 +16,12 @@ never waits on the model, so the server keeps answering while it generates.
   superseding, cancelling, the answer budget and dropping answers for a document that moved on.
 - Items replace the word being typed (lsp/items.py).
 - Failures are an empty answer plus `window/logMessage`; bad settings a `window/showMessage`;
-  readiness (index and model in) or a failure to get there one `window/showMessage`.
+  readiness (index and model in) or a failure to get there one `window/showMessage`. A
+  notification whose params do not fit is dropped with one `window/logMessage` (Warning) naming
+  the method and the fault (lsp/framing.py), once per method and fault.
+- A "document" whose URI is a folder (a client that opened a directory, as netrw or a file tree
+  can) is no text to complete: it is ignored until closed, with one log line, and completions in it
+  are empty (it was completed as plain text, and indexed as a file at the folder's path).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from pygls.lsp.server import LanguageServer
 from repomem.config import Config, ServerConfig, problem_lines, read_settings, resolved_config
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
+from repomem.lsp import disk_events
 from repomem.lsp.cache import CursorState
 from repomem.lsp.client_quirks import lenient_converter
 from repomem.lsp.documents import ProtocolLinesProtocol
@@ -62,6 +68,8 @@ REJECT_NOTIFICATION = "repomem/didReject"
 # params {textDocument: {uri}, position}: where the editor's cursor now rests (sent by the shipped
 # editor set-ups after a short idle); the server may start the completion there speculatively.
 CURSOR_NOTIFICATION = "repomem/didMoveCursor"
+POSITION_SHAPE = "{textDocument: {uri}, position: {line, character}}"  # a custom message's params
+MAX_SHOWN_CHARS = 80  # of a bad value, in a log line
 SHUTDOWN_DRAIN_S = 5.0  # at most this long, `shutdown` waits for the model thread's queue
 EXIT_GRACE_S = 1.0  # at most this long, the process waits at exit for the model thread's call to return
 UINTEGER_MAX = 2**31 - 1  # LSP's uinteger: a Position's line and character
@@ -70,8 +78,21 @@ LOG_LEVELS = {"error": types.MessageType.Error, "warning": types.MessageType.War
               "info": types.MessageType.Info, "log": types.MessageType.Log}
 
 
+MAX_SAID = 1000  # entries of a set of things said once (documents, faults): a bound on its memory
+
+
 def uri_to_path(uri: str) -> Path:
     return Path(unquote(urlparse(uri).path))
+
+
+def names_a_folder(uri: str) -> bool:
+    """Whether `uri` is a file: URI of a folder on this machine."""
+    if not uri.startswith("file:"):
+        return False
+    try:
+        return uri_to_path(uri).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def field(value: Any, *names: str) -> Any:
@@ -202,6 +223,8 @@ class RepomemServer(LanguageServer):
         self.surrogates_replaced: set[str] = set()  # uris whose unpaired surrogates were logged
         self.outside_said: set[str] = set()  # uris outside the workspace folder whose empty answers were logged
         self.unopened_said: set[str] = set()  # uris whose changes were ignored (never opened), logged once
+        self.folders_opened: set[str] = set()  # uris (percent-decoded) of folders opened as documents, ignored
+        self.bad_params_said: set[tuple[str, str]] = set()  # (method, fault) of dropped notifications, logged
         # The version the scheduler knows an open document's text by: a number of the server's for
         # each text it receives (didOpen, didChange). The client's own version numbers may repeat (a
         # client that never bumps them, or starts again lower): a change under the same number left
@@ -232,6 +255,14 @@ class RepomemServer(LanguageServer):
         self.call_from_thread(self.window_log_message,
                               types.LogMessageParams(type=LOG_LEVELS.get(level, types.MessageType.Info),
                                                      message=f"repomem: {message}"))
+
+    def bad_params(self, method: str, fault: str) -> None:
+        """A notification whose params do not fit `method` was dropped: one warning in the client's
+        log per method and fault (a client sends the same malformed message at every keystroke)."""
+        if (method, fault) in self.bad_params_said or len(self.bad_params_said) >= MAX_SAID:
+            return
+        self.bad_params_said.add((method, fault))
+        self.log("warning", f"{method} dropped: its params do not fit the protocol: {fault}")
 
     def show(self, level: str, message: str) -> None:
         self.call_from_thread(self.window_show_message,
@@ -518,6 +549,11 @@ def initialized(ls: RepomemServer, params: types.InitializedParams) -> None:
     ls.session.on_index_lost = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_index_churned = lambda: ls.call_from_thread(ls.start_indexing)
     ls.session.on_disk_changed = ls.persist_later
+    # Answers cached before the disk changed the index are stale (as after an index installed), and
+    # the watch is read as the disk changes, not at the next request (lsp/disk_events.py).
+    ls.session.on_index_changed = lambda: ls.call_from_thread(ls.index_installed)
+    disk_events.start(ls.session.watch_fileno, lambda: ls.model_worker.submit(ls.session.read_disk).result(),
+                      ls.session_stop, ls.log)
     ls.apply_options(ls.options)
     ls.schedule_with(ls.session.config)
     ls.start_model()  # the model loads while the index builds
@@ -590,7 +626,16 @@ def _edit_end(ls: RepomemServer, uri: str, change: Any) -> types.Position | None
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None:
-    _buffer_changed(ls, params.text_document.uri)
+    uri = params.text_document.uri
+    if names_a_folder(uri):
+        # No file's text: completed, it was plain text at the folder's path (and indexed as a file
+        # there). Ignored until closed: its changes, saves and completions (empty, as not open).
+        ls.workspace.remove_text_document(uri)
+        if unquote(uri) not in ls.folders_opened:
+            ls.folders_opened.add(unquote(uri))
+            ls.log("warning", f"{uri} is a folder, not a file: ignored (no completions in it)")
+        return
+    _buffer_changed(ls, uri)
     if ls.session is not None:
         # Indexed now, while the user reads, instead of by the first completion in it: an opened
         # text that differs from the disk costs an edit (docs/editors.md#interactive-latency), the
@@ -604,10 +649,12 @@ def did_open(ls: RepomemServer, params: types.DidOpenTextDocumentParams) -> None
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: RepomemServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
+    if unquote(uri) in ls.folders_opened:
+        return  # said at its didOpen
     if not ls.is_open(uri):
         # Nothing to apply it to (lsp/documents.py dropped it): reading on would take the disk's
         # text, in the event loop, for a buffer the client never showed the server.
-        if uri not in ls.unopened_said and len(ls.unopened_said) < 1000:
+        if uri not in ls.unopened_said and len(ls.unopened_said) < MAX_SAID:
             ls.unopened_said.add(uri)
             ls.log("warning", f"a change to {uri}, which the client never opened (or closed): ignored")
         return
@@ -617,6 +664,10 @@ def did_change(ls: RepomemServer, params: types.DidChangeTextDocumentParams) -> 
 
 @server.feature(CURSOR_NOTIFICATION)
 def did_move_cursor(ls: RepomemServer, params: Any) -> None:
+    fault = _position_fault(params)
+    if fault is not None:
+        ls.bad_params(CURSOR_NOTIFICATION, fault)
+        return
     target = _document_position(params)
     ask = ls.ask_at(*target) if target is not None and ls.session is not None else None
     if ask is not None:
@@ -625,19 +676,38 @@ def did_move_cursor(ls: RepomemServer, params: Any) -> None:
 
 def _document_position(value: Any) -> tuple[str, types.Position] | None:
     """(uri, position) of a TextDocumentPositionParams-shaped object from a custom message (dicts
-    or attribute objects), or None when it is not one."""
-    uri = field(value, "textDocument", "uri")
-    line, character = field(value, "position", "line"), field(value, "position", "character")
-    if not isinstance(uri, str) or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= UINTEGER_MAX
-                                           for n in (line, character)):
+    or attribute objects), or None when it is not one (`_position_fault` says why)."""
+    if _position_fault(value) is not None:
         # (a negative line was a traceback in the answer: LSP positions are unsigned; one past
         # uinteger's range made Position raise: an "Error in server" pop-up for repomem/didMoveCursor)
         return None
-    return uri, types.Position(line=line, character=character)
+    return field(value, "textDocument", "uri"), types.Position(line=field(value, "position", "line"),
+                                                               character=field(value, "position", "character"))
+
+
+def _position_fault(value: Any) -> str | None:
+    """What keeps `value` from being a TextDocumentPositionParams (as `position.line: expected an
+    unsigned integer, got 'x'`), or None when it is one."""
+    def shown(wrong: Any) -> str:
+        return repr(wrong)[:MAX_SHOWN_CHARS]
+
+    uri = field(value, "textDocument", "uri")
+    if not isinstance(uri, str):
+        return f"textDocument.uri: expected a string, got {shown(uri)}"
+    position = field(value, "position")
+    numbers = {name: field(position, name) for name in ("line", "character")}
+    if all(number is None for number in numbers.values()):
+        return f"position: expected {{line, character}}, got {shown(position)}"
+    for name, number in numbers.items():
+        if not (isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= UINTEGER_MAX):
+            return f"position.{name}: expected an unsigned integer, got {shown(number)}"
+    return None
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: RepomemServer, params: types.DidSaveTextDocumentParams) -> None:
+    if unquote(params.text_document.uri) in ls.folders_opened:
+        return
     path = ls.relative(params.text_document.uri)
     if path is not None and ls.session is not None:
         ls.in_background(ls.session.buffer_saved, path)
@@ -645,6 +715,9 @@ def did_save(ls: RepomemServer, params: types.DidSaveTextDocumentParams) -> None
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: RepomemServer, params: types.DidCloseTextDocumentParams) -> None:
+    if unquote(params.text_document.uri) in ls.folders_opened:
+        ls.folders_opened.discard(unquote(params.text_document.uri))
+        return
     path = ls.relative(params.text_document.uri)
     ls.surrogates_replaced.discard(params.text_document.uri)
     ls.text_versions.pop(params.text_document.uri, None)
@@ -715,7 +788,7 @@ async def explain(ls: RepomemServer, *arguments: Any) -> dict:
     `{"textDocument": {"uri": ...}, "position": {"line": ..., "character": ...}}` (0-based)."""
     target = _document_position(arguments[0] if arguments else None)
     if target is None:
-        return {"error": "expected {textDocument: {uri}, position: {line, character}}", "fragments": []}
+        return {"error": f"expected {POSITION_SHAPE}", "fragments": []}
     uri, position = target
     ask = ls.ask_at(uri, position)
     if ask is None or ls.session is None:
@@ -823,7 +896,7 @@ def run_session(ls: RepomemServer, stream: BinaryIO, writer: Any) -> int:
     reader = StdinAsyncReader(stream, ls.thread_pool)
     writer = SessionWriter(writer)  # once the client is gone, what is left to send is dropped
     ls.protocol.set_writer(writer)
-    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes)
+    loop = MessageLoop(ls.protocol, writer.write, ServerConfig().max_message_bytes, ls.bad_params)
     code = 0
     try:
         asyncio.run(loop.run(ls.session_stop, reader))

@@ -134,6 +134,9 @@ class CompletionSession:
         # Called (on the model thread) when changes on disk were indexed before a retrieval: the
         # server queues `persist` behind the request, so the snapshot is written after the answer.
         self.on_disk_changed: Callable[[], None] = lambda: None
+        # Called (on the model thread) when files changed on disk (other than open buffers) changed
+        # the index: answers cached before are stale (a checkout renamed what they call).
+        self.on_index_changed: Callable[[], None] = lambda: None
         self._rebuilding = False
         self._feedback: FeedbackLog | None = None
         self.stopped = False  # the session is ending: no generation starts, no model opens
@@ -258,6 +261,7 @@ class CompletionSession:
         self.service.stop_watching()
         try:
             if self.config.server.watch_disk and self.service.watch_tree():
+                self.on_index_changed()  # (the engine was made anew with the index: install_index)
                 self.on_disk_changed()
         except Exception as error:  # a watch that cannot start costs the watch, never the index  # noqa: BLE001
             self.service.stop_watching()
@@ -280,7 +284,30 @@ class CompletionSession:
             self.log("warning", f"changes on disk not indexed: {read.message}")
         elif read != (0, 0):
             self.log("info", f"changes on disk indexed: {read[0]} files changed, {read[1]} removed")
+            self._disk_changed_index(read[0] + read[1])
             self.on_disk_changed()
+
+    def _disk_changed_index(self, files: int) -> None:
+        """Files on disk (not open buffers) changed `files` files of the index: answers cached
+        before are stale (on_index_changed); after more than one (a checkout, a stash, a pull), so
+        are the blocks order "stable" keeps for each function (completion/warm_prefix.py), which
+        renewed the old windows and never retrieved the branch's new files while the cursor stayed
+        in the function. One file written (a formatter, a generator) keeps them, as an edit of
+        another buffer does: a new prompt start costs the model the whole prompt again."""
+        if files > 1 and self.backend is not None:
+            self._use(self.config, self.backend)
+        self.on_index_changed()
+
+    def read_disk(self) -> None:
+        """Index what the watch saw as it happens (lsp/disk_events.py), not at the next request:
+        the next completion then neither waits for a checkout's files nor is answered from a cache
+        of answers the checkout made stale."""
+        if self.service.index_loaded and not self.stopped:
+            self._read_disk()
+
+    def watch_fileno(self) -> int | None:
+        """The descriptor of the watch of the repository's folders (None without one); any thread."""
+        return self.service.watch_fileno
 
     def persist(self) -> None:
         """Write the index as it is now (after changes on disk were indexed)."""
@@ -376,9 +403,13 @@ class CompletionSession:
         if not self.service.index_loaded:
             return
         before = self.service.index_version
+        changed = 0
         for path in paths:
+            version = self.service.index_version
             self._report(self.service.file_changed(path))
+            changed += self.service.index_version != version
         if self.service.index_version != before:
+            self._disk_changed_index(changed)
             self._report(self.service.save())
 
     def _report(self, result: None | Failure) -> None:

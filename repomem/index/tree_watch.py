@@ -16,6 +16,11 @@ read as:
   asks for a full scan;
 - a file written or its attributes changed: that file's path, re-read if the index holds it.
 Anything else (git's objects, other files in a rule file's folder) changes no scan's answer.
+Folders the scan never enters (scan.excluded_dirs: node_modules, .venv, build, __pycache__, ...)
+are not watched, nor anything below them: `npm install` or a new virtual environment in the tree
+would otherwise cost a watch per folder, made on the thread that answers completions. (In git mode
+a file below one that git does not ignore is reported as skipped, not indexed; a new one is
+reported from the next full scan.)
 
 A watch is started before the scan it follows: an event that races the scan is seen at the next
 look, at worst as one more read of an unchanged file. Off Linux, or past the user's inotify limits,
@@ -35,6 +40,7 @@ import errno
 import os
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 IN_MODIFY = 0x00000002
@@ -98,34 +104,45 @@ class TreeWatch:
     by. `start` answers None where no watch can be had; `look` drains what happened since the
     last look."""
 
-    def __init__(self, libc, fd: int, root: str, excluded: str = ""):
+    def __init__(self, libc, fd: int, root: str, excluded: str = "",
+                 never_scanned: Callable[[str], bool] | None = None):
         self._libc = libc
         self._fd = fd
         self._root = root.rstrip("/") or "/"
         self._excluded = excluded.rstrip("/")  # a folder in the tree left unwatched (the index's own)
+        # Whether a folder of this name is never scanned, wherever it is (scan.excluded_dirs):
+        # nothing below it changes a scan's answer, so it is not watched either.
+        self._never_scanned = never_scanned or (lambda name: False)
         self._tree: dict[int, str] = {}  # watch -> a folder of the tree (absolute)
         self._rules: dict[int, set[str]] = {}  # watch -> names in it that rule the listing
         self._folders: dict[str, int] = {}  # absolute folder -> watch
         self.failed = ""  # why the watch stopped being complete (then every look says `names`)
 
     @classmethod
-    def start(cls, root: str, folders: list[str], rule_files: list[str], excluded: str = "") -> TreeWatch | None:
+    def start(cls, root: str, folders: list[str], rule_files: list[str], excluded: str = "",
+              never_scanned: Callable[[str], bool] | None = None) -> TreeWatch | None:
         """Watch `folders` (absolute; the tree's) and, for each of `rule_files` (absolute), the
         nearest existing folder above it, and above the file a symbolic link among them leads to
         (a .gitignore or an excludes file kept in a dotfiles folder is edited there); None where
         inotify is not available or a limit is met. `excluded`: a folder of the tree never watched,
-        nor any below it, when listed or made later (the index's own: its writes change no scan)."""
+        nor any below it, when listed or made later (the index's own: its writes change no scan).
+        `never_scanned(name)`: whether folders of that name are never scanned (scan.excluded_dirs:
+        node_modules, .venv, build): they and all below them are not watched either, when listed
+        or made later. A `npm install` or a `python -m venv .venv` inside the tree made a watch
+        for each of its thousands of folders, walked on the thread that answers completions."""
         libc = _libc()
         if libc is None:
             return None
         fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             return None
-        watch = cls(libc, fd, root, excluded)
+        watch = cls(libc, fd, root, excluded, never_scanned)
         for folder in folders:
-            if not watch._excluded_folder(folder):
+            if not watch._excluded_folder(folder) and not watch._below_never_scanned(folder):
                 watch._add(folder, tree=True)
         for path in rule_files:
+            if os.path.basename(path) == ".gitignore" and watch._below_never_scanned(os.path.dirname(path)):
+                continue  # rules for names below a folder never scanned
             for ruled in dict.fromkeys((path, os.path.realpath(path))):
                 folder, name = os.path.split(ruled)
                 while folder and not os.path.isdir(folder) and folder != os.path.dirname(folder):
@@ -155,18 +172,24 @@ class TreeWatch:
     def _excluded_folder(self, folder: str) -> bool:
         return bool(self._excluded) and (folder == self._excluded or folder.startswith(self._excluded + "/"))
 
+    def _below_never_scanned(self, folder: str) -> bool:
+        """Whether `folder` (absolute) is, or lies below, a folder of the tree never scanned."""
+        if not folder.startswith(self._root + "/"):
+            return False
+        return any(self._never_scanned(part) for part in folder[len(self._root) + 1:].split("/"))
+
     def _watch_new_tree(self, folder: str) -> None:
         """A folder created or moved into the tree, and every folder below it."""
         pending = [folder]
         while pending:
             current = pending.pop()
-            if self._excluded_folder(current):
+            if self._excluded_folder(current) or self._never_scanned(os.path.basename(current)):
                 continue
             self._add(current, tree=True)
             try:
                 with os.scandir(current) as entries:
                     pending.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False)
-                                   and entry.name != ".git")
+                                   and entry.name != ".git" and not self._never_scanned(entry.name))
             except OSError:
                 continue
 
@@ -239,6 +262,10 @@ class TreeWatch:
             wd = self._folders.pop(path)
             if self._tree.pop(wd, None) is not None and wd not in self._rules:
                 self._libc.inotify_rm_watch(self._fd, wd)  # its IN_IGNORED then names no folder
+
+    def fileno(self) -> int:
+        """The inotify descriptor (-1 once closed): readable when `look` has something to read."""
+        return self._fd
 
     @property
     def folders(self) -> int:

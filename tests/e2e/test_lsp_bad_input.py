@@ -40,6 +40,7 @@ class RawClient:
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.messages: queue.Queue[dict] = queue.Queue()
         self.logs: list[str] = []  # every window/logMessage, as it arrives
+        self.warnings: list[str] = []  # those of them of type Warning
         self.shown: list[str] = []  # every window/showMessage
         self.stderr: list[str] = []
         self._next_id = 1000
@@ -61,6 +62,8 @@ class RawClient:
             message = json.loads(out.read(int(headers["content-length"])))
             if message.get("method") == "window/logMessage":
                 self.logs.append(message["params"]["message"])
+                if message["params"]["type"] == 2:
+                    self.warnings.append(message["params"]["message"])
             elif message.get("method") == "window/showMessage":
                 self.shown.append(message["params"]["message"])
             self.messages.put(message)
@@ -280,6 +283,72 @@ def test_a_change_to_a_document_not_open_is_logged_once_and_ignored(client: RawC
     assert not [line for line in client.shown[shown:] if "Error in server" in line], client.shown[shown:]
     ignored = [line for line in client.logs if "never opened (or closed): ignored" in line]
     assert len(ignored) == 2 and on_disk in ignored[0] and closed in ignored[1], ignored
+
+
+def test_notifications_whose_params_do_not_fit_are_logged_once_and_dropped(client: RawClient, workspace: Path):
+    """A notification whose params have the wrong type was dropped with no word in the client's
+    log (two vague stderr lines for the protocol's own, nothing for repomem/didMoveCursor): one
+    warning names the method and the fault, once however often the client sends it, and the server
+    serves on."""
+    report = workspace / "shop" / "report.py"
+    uri = report.as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": report.read_text()}})
+    stderr = len(client.stderr)
+    expected = {
+        "textDocument/didChange": "params.contentChanges: expected an array, got 5",
+        "textDocument/didOpen": "params.textDocument.text: missing",
+        "repomem/didMoveCursor": "position: expected {line, character}, got 'here'",
+    }
+    for _ in range(3):
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": 5})
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": (workspace / "shop" / "no_text.py").as_uri(), "languageId": "python", "version": 1}})
+        client.notify("repomem/didMoveCursor", {"textDocument": {"uri": uri}, "position": "here"})
+    client.alive()
+    for method, fault in expected.items():
+        _wait_for_log(client, f"{method} dropped", timeout_s=10)
+        said = [line for line in client.warnings if line.startswith(f"repomem: {method} dropped") and fault in line]
+        assert len(said) == 1, [line for line in client.warnings if method in line]
+    assert not [line for line in client.stderr[stderr:] if "deserialize" in line or "dropped" in line], \
+        client.stderr[stderr:]
+    answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(uri, 8, 11)), timeout_s=120)
+    assert answer["result"]["items"], answer  # the document was left as opened, and is completed
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+
+def test_a_request_whose_params_do_not_fit_is_answered_with_the_fault(client: RawClient):
+    stderr = len(client.stderr)
+    answer = client.answer(client.request("textDocument/inlineCompletion", {
+        "textDocument": {"uri": "file:///x.py"}, "position": {"line": "x", "character": 0},
+        "context": {"triggerKind": 2}}))
+    assert answer["error"]["code"] == -32602, answer
+    assert "params.position" in answer["error"]["message"] and "'x'" in answer["error"]["message"], answer
+    client.alive()
+    time.sleep(0.2)
+    said = [line for line in client.stderr[stderr:] if "unknown method" not in line]
+    assert len(said) == 1 and "textDocument/inlineCompletion" in said[0], said
+
+
+def test_a_folder_opened_as_a_document_is_ignored_with_one_line(client: RawClient, workspace: Path):
+    """A client that opens a directory (file:///.../shop) as a text document: it was completed as
+    plain text (and indexed as a file at the folder's path). It is ignored until closed, said once;
+    completions in it are empty."""
+    folder = (workspace / "shop").as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": folder, "languageId": "python", "version": 1,
+                                                            "text": "def square(x):\n    return "}})
+    client.notify("textDocument/didChange", {"textDocument": {"uri": folder, "version": 2},
+                                             "contentChanges": [{"text": "def cube(x):\n    return "}]})
+    answer = client.answer(client.request("textDocument/inlineCompletion", _inline_params(folder, 1, 11)),
+                           timeout_s=120)
+    assert answer["result"]["items"] == [], answer
+    client.notify("textDocument/didSave", {"textDocument": {"uri": folder}})
+    client.notify("textDocument/didClose", {"textDocument": {"uri": folder}})
+    client.alive()
+    _wait_for_log(client, f"{folder} is a folder", timeout_s=10)
+    said = [line for line in client.logs if f"{folder} " in line or f"{folder}," in line]
+    assert len(said) == 1 and "is a folder, not a file: ignored" in said[0], said
+    assert (workspace / "shop" / "report.py").is_file()  # the folder and its files are as they were
 
 
 def test_a_2_mb_buffer_and_200_rapid_edits(client: RawClient, workspace: Path):

@@ -184,6 +184,35 @@ def test_the_server_tells_the_packages_version_and_its_shutdown_ends_the_message
     asyncio.run(MessageLoop(ls.protocol, lambda data: None, 1024).run(stop, Silent()))
 
 
+def test_a_notification_whose_params_do_not_fit_is_dropped_with_its_fault_said_once():
+    """The message loop names what was wrong with a notification pygls cannot structure (where and
+    what came instead) through its `bad_notification`; the server says each method's fault once."""
+    from repomem.lsp.framing import MessageLoop
+    from repomem.lsp.server import RepomemServer
+
+    ls = RepomemServer()
+    said: list[tuple[str, str]] = []
+    loop = MessageLoop(ls.protocol, lambda data: pytest.fail(f"a notification got an answer: {data!r}"), 1 << 20,
+                       lambda method, fault: said.append((method, fault)))
+    loop.initialized = True
+    uri = "file:///tmp/x.py"
+    for params in ({"textDocument": {"uri": uri, "version": 2}, "contentChanges": 5},
+                   {"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"range": "nonsense", "text": 5}]}):
+        loop.handle(json.dumps({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": params}).encode())
+    loop.handle(json.dumps({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": uri, "languageId": "python", "version": 1}}}).encode())
+    assert said[0] == ("textDocument/didChange", "params.contentChanges: expected an array, got 5")
+    assert said[1] == ("textDocument/didChange", "params.contentChanges[0]: expected one of the protocol's shapes "
+                                                 "for it, got {'range': 'nonsense', 'text': 5}")
+    assert said[2] == ("textDocument/didOpen", "params.textDocument.text: missing")
+    logged: list[str] = []
+    ls.log = lambda level, message: logged.append(f"{level}: {message}")
+    for _ in range(3):
+        ls.bad_params("repomem/didMoveCursor", "position: expected {line, character}, got 'here'")
+    assert logged == ["warning: repomem/didMoveCursor dropped: its params do not fit the protocol: "
+                      "position: expected {line, character}, got 'here'"]
+
+
 def test_completion_cache_is_an_lru_keyed_by_text_around_the_cursor_and_settings():
     cache = CompletionCache(entries=2)
     text = "def f():\n    return \n"
