@@ -8,7 +8,15 @@ from pathlib import Path
 
 from repomem.config import ScanConfig
 from repomem.failures import Failure, FailureKind
-from repomem.index.scan import NOT_UTF8_NAME, is_text_name, normalize_newlines, printable_path
+from repomem.index.scan import (
+    LFS_POINTER,
+    LFS_POINTER_MAX_BYTES,
+    NOT_UTF8_NAME,
+    is_lfs_pointer,
+    is_text_name,
+    normalize_newlines,
+    printable_path,
+)
 from repomem.regular_files import read_regular
 from repomem.repository_root import INDEX_MARKER
 
@@ -102,6 +110,9 @@ def uncompletable(relative_path: str, text: str, scan: ScanConfig) -> Failure | 
                        f"{relative_path} has a line of {longest} characters, more than "
                        f"{scan.max_line_chars} (scan.max_line_chars; minified?): not indexed, "
                        "nor completed in")
+    data = text.encode("utf-8", "surrogatepass") if len(text) < LFS_POINTER_MAX_BYTES else b""
+    if len(data) < LFS_POINTER_MAX_BYTES and is_lfs_pointer(data):
+        return Failure(FailureKind.NOT_INDEXED, f"{relative_path} is {LFS_POINTER}; not indexed, nor completed in")
     return None
 
 

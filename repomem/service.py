@@ -341,6 +341,11 @@ class RepoService:
         changed, removed, _ = self._refresh(self.index, NoProgress())  # and the links among its files
         return bool(changed or removed)
 
+    def _never_scanned_folder(self, name: str) -> bool:
+        """Whether the scan skips every folder named `name`, wherever it is (scan.excluded_dirs)."""
+        scan = self.config.scan
+        return name in scan.excluded_dirs or name.endswith(scan.excluded_dir_suffixes)
+
     def _start_watch(self) -> bool:
         """A watch of the folders and rule files the scan's names depend on now."""
         inputs = listing_inputs(self.root, self.config.scan)
@@ -348,7 +353,7 @@ class RepoService:
             return False
         folders, rule_files = inputs
         own = str(index_dir(self.root, self.config))  # the index's own writes change no scan
-        self._watch = TreeWatch.start(str(self.root), folders, rule_files, own)
+        self._watch = TreeWatch.start(str(self.root), folders, rule_files, own, self._never_scanned_folder)
         return self._watch is not None
 
     @property
@@ -359,6 +364,13 @@ class RepoService:
     @property
     def watching(self) -> bool:
         return self._watch is not None
+
+    @property
+    def watch_fileno(self) -> int | None:
+        """The watch's descriptor, readable when something changed (None without a watch). Read
+        from any thread: the watch it names may be made anew (and the descriptor closed) meanwhile."""
+        watch = self._watch
+        return None if watch is None else watch.fileno()
 
     def stop_watching(self) -> None:
         self._watch_wanted = False
@@ -492,6 +504,10 @@ class RepoService:
         if (known_unchanged and not load and not self.config.index.window_embeddings
                 and snapshot_as_written(summary)):
             return _summary_report(self.root, summary, time.perf_counter() - started)
+        # Known unchanged, but the snapshot's files are not the ones written (the tree copied with
+        # its index, a backup restored: other inodes): the load checks every byte, and a save records
+        # the files as they are now; unsaved, every later command loaded the whole index again.
+        copied = known_unchanged and summary is not None and not snapshot_as_written(summary)
         if not full:
             loaded = self.index if self.index is not None else load_index(self.root, self.config)
             if isinstance(loaded, Failure):
@@ -539,7 +555,7 @@ class RepoService:
                     reason = "many changes since the last full build"
                     index = self._full_build(progress)
                     action = "built"
-            if save and (action != "unchanged" or index.snapshot is None or restamped or reskipped):
+            if save and (action != "unchanged" or index.snapshot is None or restamped or reskipped or copied):
                 try:
                     save_index(index, directory, index.snapshot)
                 except OSError as error:

@@ -174,7 +174,7 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
     """Shared by retrieve and complete: position, repository, checked cursor."""
     from repomem.cli.service_setup import named_folder, open_service, warn_if_inside
     from repomem.positions import parse_position
-    from repomem.repository_root import find_repo_root
+    from repomem.repository_root import find_repo_root, in_git_folder
 
     spec = ok(parse_position(args.position))
     if args.repo is not None:
@@ -191,7 +191,11 @@ def _cursor_from_args(args: argparse.Namespace, err: Console) -> tuple[RepoServi
             raise UserError(Failure(FailureKind.BAD_POSITION, f"{spec.path}: {unreadable_reason(error)}")) from None
         # The folder holding the file, not a symlink's target: a link leaving the repository is
         # still inside it (and refused as such, with its target named).
-        found = find_repo_root(existing.parent.resolve() if existing.is_symlink() else existing.resolve())
+        start = existing.parent.resolve() if existing.is_symlink() else existing.resolve()
+        found = find_repo_root(start)
+        git_folder = "" if found is not None else in_git_folder(spec.path.absolute())
+        if git_folder:  # a bare repository's files are git's own
+            raise UserError(Failure(FailureKind.NOT_A_REPO, f"{spec.path} is {git_folder}"))
         if found is None:
             raise UserError(Failure(
                 FailureKind.NOT_A_REPO,

@@ -15,7 +15,7 @@ from repomem.cli.errors import UserError, ok
 from repomem.cli.progress_bars import RichProgress
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan_memo import git_environment
-from repomem.repository_root import find_repo_root, too_wide_to_index
+from repomem.repository_root import find_repo_root, in_git_folder, too_wide_to_index
 from repomem.service import IndexReport, RepoService
 
 
@@ -153,6 +153,9 @@ def named_folder(text: str, warn_inside: bool = True) -> Path:
     asked = Path(text)
     if not asked.exists():
         raise UserError(Failure(FailureKind.MISSING_REPO, f"{text}: no such folder"))
+    git_folder = in_git_folder(asked)
+    if git_folder:  # an index there was written among git's own files
+        raise UserError(Failure(FailureKind.NOT_A_REPO, f"{text} is {git_folder}"))
     too_wide = too_wide_to_index(asked)
     if too_wide:
         raise UserError(Failure(FailureKind.NOT_A_REPO, f"{text} is {too_wide}: indexing all of it is never "
@@ -176,6 +179,9 @@ def index_root(path: str | None) -> Path:
     """`index` with no folder indexes the repository around the current one (not the subfolder);
     an explicit folder inside another repository is indexed as asked, with a warning."""
     if path is None:
+        git_folder = in_git_folder(Path.cwd())
+        if git_folder:  # as git refuses to run there (`git status`: "must be run in a work tree")
+            raise UserError(Failure(FailureKind.NOT_A_REPO, f"{Path.cwd()} is {git_folder}"))
         found = find_repo_root(Path.cwd())
         if found is None:
             # Indexing whatever folder one stands in (a home folder, /tmp) is never what was meant.

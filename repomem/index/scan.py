@@ -2,8 +2,9 @@
 
 `git ls-files` inside a git work tree (tracked plus untracked-but-not-ignored files), otherwise a
 walk that honours every `.gitignore` on the way. Default excludes, secrets (by name, by content,
-and symlinks to them), binaries, huge or minified files and symlinks leaving the root or entering an
-excluded folder are skipped, each with a reason a user can read.
+and symlinks to them), binaries, huge or minified files, Git LFS pointers, symlinks leaving the root
+or entering an excluded folder, and the folders of submodules and nested repositories are skipped,
+each with a reason a user can read.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from stat import S_ISLNK, S_ISREG
+from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK
 from typing import NamedTuple
 
 from repomem.config import ScanConfig
@@ -136,6 +137,24 @@ def printable_path(path: str) -> str:
 
 NOT_UTF8_NAME = "file name is not valid UTF-8"
 NO_GRAMMAR = "no grammar for this file type"  # not reported: most of a tree is such files
+# A submodule, or a repository inside this one's folder that git leaves out of it: git lists its
+# folder ("sub/"), never its files. Each is a repository of its own, found as such from a file in it.
+NESTED_REPOSITORY = "a git submodule or nested repository: its own repository, indexed when you complete inside it"
+
+# A file tracked with Git LFS whose content was not fetched holds its pointer instead: a version
+# line naming LFS's spec (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md, pre-release
+# pointers named hawser's), then the object's hash and size, in under 1,024 bytes. Indexed, its hash
+# was noise in BM25 and a stray file in the code graph; `git lfs pull` makes it the real file, which
+# the next scan reads (its size and time moved) and indexes.
+LFS_POINTER_MAX_BYTES = 1024
+LFS_POINTER_STARTS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
+LFS_POINTER = "a Git LFS pointer: its content was not fetched (`git lfs pull` fetches it)"
+
+
+def is_lfs_pointer(data: bytes) -> bool:
+    """Whether a file's bytes are a Git LFS pointer: the spec's version line first, and the
+    object's hash and size among the lines after it (the caller checks the size first)."""
+    return data.startswith(LFS_POINTER_STARTS) and b"\noid " in data and b"\nsize " in data
 
 
 def _folder_reason(folder: str, config: ScanConfig) -> str | None:
@@ -178,6 +197,7 @@ GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 # git's answers that hold paths, read as Python reads file names: a folder named in another
 # encoding than UTF-8 (`caf\xe9/`) raised UnicodeDecodeError out of every command there.
 PATH_TEXT = {"encoding": "utf-8", "errors": "surrogateescape"}
+GITLINK = "160000 "  # the mode git's index gives a submodule (a commit of another repository), `ls-files -s`
 
 
 # git's word for a folder it could not list (`--others` walks the disk): it leaves its files out. A
@@ -206,7 +226,7 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
             if ignored.returncode != 1:  # 0: ignored; 128: git could not tell
                 return None
         listed = subprocess.run(
-            [*GIT, "-C", str(root), "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard"],
+            [*GIT, "-C", str(root), "ls-files", "-z", "-t", "-s", "--cached", "--others", "--exclude-standard"],
             capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"},  # _GIT_UNLISTED reads its English
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -218,12 +238,23 @@ def git_files(root: Path, unlisted: list[Skipped] | None = None) -> list[str] | 
         too_long = reason in ("", os.strerror(errno.ENAMETOOLONG))
         unlisted.append(Skipped(printable_path(folder.rstrip("/")) + "/",
                                 unreadable_reason(OSError(errno.ENAMETOOLONG if too_long else 0, reason))))
-    # "TAG NAME" each; S: skip-worktree. A sparse checkout leaves every file outside its cone in
-    # git's index and off the disk: each was reported "deleted" at every command (thousands in a
-    # monorepo), and lstat'ed at each.
-    tagged = listed.stdout.decode("utf-8", errors="surrogateescape").split("\0")
-    return sorted({entry[2:] for entry in tagged
-                   if len(entry) > 2 and (entry[0] != "S" or os.path.lexists(os.path.join(root, entry[2:])))})
+    # "TAG MODE OBJECT STAGE\tNAME" for a tracked file, "? NAME" for an untracked one; S:
+    # skip-worktree. A sparse checkout leaves every file outside its cone in git's index and off
+    # the disk: each was reported "deleted" at every command (thousands in a monorepo), and lstat'ed
+    # at each.
+    names = set()
+    for entry in listed.stdout.decode("utf-8", errors="surrogateescape").split("\0"):
+        if len(entry) <= 2:
+            continue
+        if entry[0] == "?":
+            names.add(entry[2:])  # untracked; a repository nested in this one is its folder, "nested/"
+            continue
+        mode, _, name = entry[2:].partition("\t")
+        if mode.startswith(GITLINK):
+            name += "/"  # a submodule: its folder, as git names a nested repository
+        if entry[0] != "S" or os.path.lexists(os.path.join(root, name)):
+            names.add(name)
+    return sorted(names)
 
 
 def gone_reason(error: OSError) -> str:
@@ -328,6 +359,8 @@ def judge_names(names: list[str], config: ScanConfig) -> tuple[list[tuple[str, s
             kept.append((name, language))
         elif reason != NO_GRAMMAR:
             skipped.append((name, Skipped(printable_path(name), reason)))
+        elif name.endswith("/"):  # only git names a folder: a submodule's or a nested repository's
+            skipped.append((name, Skipped(printable_path(name), NESTED_REPOSITORY)))
     return kept, skipped
 
 
@@ -384,6 +417,7 @@ def list_candidates(root: Path, config: ScanConfig, listing: NameListing | None 
                 later.append((name, Skipped(name, "symbolic link loop" if loop else gone_reason(error))))
                 continue
             if not S_ISREG(stat.st_mode):
+                later.append((name, Skipped(name, special_file_reason(stat.st_mode))))
                 continue
             if stat.st_size > largest:
                 later.append((name, Skipped(name, f"larger than {largest} bytes")))
@@ -394,6 +428,13 @@ def list_candidates(root: Path, config: ScanConfig, listing: NameListing | None 
     # Both in the order of the listed names, as one pass over them would give.
     in_order = heapq.merge(listing.skipped, later, key=lambda pair: pair[0]) if later else listing.skipped
     return candidates, [*listing.unlisted, *(entry for _, entry in in_order)]
+
+
+def special_file_reason(mode: int) -> str:
+    """Why a listed name that is no regular file is not indexed (only regular files are opened)."""
+    kind = ("a named pipe" if S_ISFIFO(mode) else "a socket" if S_ISSOCK(mode)
+            else "a device" if S_ISCHR(mode) or S_ISBLK(mode) else "a folder" if S_ISDIR(mode) else "a special file")
+    return f"not a regular file ({kind})"
 
 
 def read_source(root: Path, candidate: Candidate, config: ScanConfig) -> SourceFile | Skipped:
@@ -412,6 +453,8 @@ def source_from_bytes(
         return Skipped(path, f"larger than {config.max_file_bytes} bytes")
     if b"\0" in data:  # anywhere (memchr over at most max_file_bytes): a late NUL reached prompts
         return Skipped(path, "binary file")
+    if len(data) < LFS_POINTER_MAX_BYTES and is_lfs_pointer(data):
+        return Skipped(path, LFS_POINTER)
     text = normalize_newlines(data.decode("utf-8", errors="replace"))
     longest = max(map(len, text.split("\n")), default=0)
     if longest > config.max_line_chars:

@@ -130,9 +130,11 @@ def _git_ignored_folders(root: Path) -> set[str] | None:
     return {name[:-1] for name in names if name.endswith("/")}
 
 
-def _folders_for_git(root: Path) -> list[str] | None:
-    """Every folder under `root` git's listing may read: all but .git and folders ignored whole.
-    Repository-relative, "" for the top."""
+def _folders_for_git(root: Path, nested: set[str]) -> list[str] | None:
+    """Every folder under `root` git's listing may read: all but .git, folders ignored whole, and
+    what lies inside the folders of `nested` repositories (submodules: git lists the folder and
+    never reads into it; one with thousands of folders made every scan check each). Repository-
+    relative, "" for the top."""
     ignored = _git_ignored_folders(root)
     if ignored is None:
         return None
@@ -148,7 +150,9 @@ def _folders_for_git(root: Path) -> list[str] | None:
                     if not entry.is_dir(follow_symlinks=False):
                         continue
                     relative = f"{folder}/{entry.name}" if folder else entry.name
-                    if relative != ".git" and relative not in ignored:
+                    if relative in nested:
+                        found.append(relative)  # its entries alone: a nested repository's .git removed
+                    elif relative != ".git" and relative not in ignored:
                         pending.append(relative)
         except OSError:
             continue  # recorded as it is (maybe absent); git says what it could not list
@@ -233,7 +237,8 @@ def _listing_and_inputs(root: Path, config: ScanConfig
     visited: list[str] = []
     listing, from_git = list_names(root, config, visited)
     if from_git:
-        inputs, folders = _git_inputs(root), _folders_for_git(root)
+        nested = {path[:-1] for path, _ in listing.skipped if path.endswith("/")}  # scan.NESTED_REPOSITORY
+        inputs, folders = _git_inputs(root), _folders_for_git(root, nested)
         if inputs is None or folders is None:
             return listing, None, None
     else:

@@ -644,6 +644,8 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(shop: Path, tmp_p
     assert "skipped late_nul.py: binary file" in shown  # a NUL past the first 8 KB: binary too
     report = json.loads(run("index", str(shop), "--json").stdout)
     assert {"path": "caf\\xe9.py", "reason": "file name is not valid UTF-8"} in report["skipped"]
+    # Dropped without a word before, though the README says every skipped file has its reason.
+    assert {"path": "pipe.py", "reason": "not a regular file (a named pipe)"} in report["skipped"]
 
     repo = tmp_path / "cafe"
     repo.mkdir()
@@ -823,6 +825,33 @@ def test_index_outside_any_repository_refuses_instead_of_indexing_the_folder(tmp
     meant = run("index", ".", cwd=loose)
     assert meant.returncode == 0, meant.stderr
     assert (loose / ".repomem").is_dir()
+
+
+def _every_path(folder: Path) -> set[Path]:
+    return {path.relative_to(folder) for path in folder.rglob("*")}
+
+
+def test_git_own_folder_is_no_repository_and_nothing_is_written_there(tmp_path: Path):
+    """`repomem index` in a bare repository (`git init --bare`), or `index .` in a work tree's .git,
+    wrote an index among git's own files. Each command there is one line naming what the folder
+    is and where to run repomem instead, and writes nothing."""
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    work = copy_example(tmp_path / "shop")
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    dot_git = work / ".git"
+    before = {folder: _every_path(folder) for folder in (bare, dot_git)}
+    for folder, needle in ((bare, "a bare git repository"), (bare / "refs", "inside the bare git repository"),
+                           (dot_git, f"git's own folder of the repository {work}"),
+                           (dot_git / "objects", f"inside git's own folder of the repository {work}")):
+        for args in (["index"], ["index", "."], ["index", "--json"], ["retrieve", "HEAD:1", "--repo", "."],
+                     ["complete", "HEAD:1", "--repo", "."]):
+            assert_user_error(run(*args, cwd=folder), needle)
+        assert_user_error(run("index", str(folder)), needle)
+    for args in (["retrieve", "HEAD:1"], ["complete", "HEAD:1"], ["retrieve", "refs/heads/x.py:1"]):
+        assert_user_error(run(*args, cwd=bare), "inside the bare git repository", "run repomem in a clone")
+    assert {folder: _every_path(folder) for folder in (bare, dot_git)} == before
+    assert not (tmp_path / ".repomem").exists()
 
 
 def test_output_that_cannot_be_written_is_one_error(shop: Path):

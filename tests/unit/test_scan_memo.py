@@ -263,3 +263,22 @@ def test_files_outside_a_sparse_checkout_are_not_listed_as_deleted(tmp_path: Pat
         assert (kept, skipped) == _from_nothing(root)
     write_repo(root, {"lib/deep/mod.py": "def deep():\n    return 3\n"})
     assert "lib/deep/mod.py" in {c.path for c in _scan(root, memo_folder)[0]}
+
+
+def test_a_nested_repository_is_watched_as_a_folder_and_seen_when_it_stops_being_one(tmp_path: Path):
+    """git lists a repository nested in the work tree as its folder alone: the memo watches that
+    folder's entries, not the folders inside it (a large submodule's thousands of folders were
+    checked at every scan); its .git removed, its files are the outer repository's, as a scan
+    from nothing finds."""
+    root, memo_folder = _repo(tmp_path, git=True)
+    nested = write_repo(root / "vendor/tool", {"tool.py": "def tool():\n    return 6\n", "deep/er/x.py": "y = 7\n"})
+    subprocess.run([*GIT, "init", "-q"], cwd=nested, check=True)
+    _age(root)
+    for _ in range(2):  # recorded, then from the memo
+        kept, skipped = _scan(root, memo_folder)
+        assert not [c.path for c in kept if c.path.startswith("vendor/")]
+        assert "vendor/tool/" in {s.path for s in skipped} and (kept, skipped) == _from_nothing(root)
+    shutil.rmtree(nested / ".git")
+    kept, skipped = _scan(root, memo_folder)
+    assert {"vendor/tool/tool.py", "vendor/tool/deep/er/x.py"} <= {c.path for c in kept}
+    assert (kept, skipped) == _from_nothing(root)
