@@ -14,6 +14,12 @@ hole's own call edge relates the lines above it to the very definition it calls.
 Resumable: a record's key is (task, strategy, alpha, k, order, mode, backend); a rerun skips keys
 already in the results file. Records are appended one whole line at a time and flushed, so Ctrl-C
 or a kill loses at most the record being written (a torn last line is dropped on the next run).
+
+Ctrl-C stops at once: the task in flight is abandoned, not waited for (an answer takes 10-20 s on
+the CPU, and a server that hangs, its token counts included, held the run for their deadlines).
+Every backend is stopped (`kill`: the embedded model's child is killed, a server's connections are
+shut), which ends the calls waiting on it, and a worker still busy after INTERRUPT_JOIN_S is left
+behind (only the main thread writes records, so nothing it does reaches the results).
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ MAX_CONSECUTIVE_FAILURES = 3
 # Seconds one generation may take in an evaluation. The interactive default (60 s) would cut
 # predictions short on a loaded CPU and score the cut text; batch work waits instead.
 EVAL_DEADLINE_S = 1800.0
+# Seconds Ctrl-C waits for the workers once their backends are stopped (see the module's doc).
+INTERRUPT_JOIN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -859,7 +867,8 @@ def _run_claimed(tasks: Sequence[EvalTask], repos_dir: Path, results: Path, hand
     evaluators = [Evaluator(repos_dir, config, settings, shared[i % len(shared)] if shared else None, log, pool,
                             stop.is_set, store, deferred) for i in range(workers)]
     try:
-        summary = _run(tasks, results, handle, settings, evaluators, pool, progress, stop, started)
+        summary = _run(tasks, results, handle, settings, evaluators, pool, progress, stop, started,
+                       lambda: stop_at_once(backends))
     finally:
         if store is not None:
             store.close()
@@ -873,8 +882,18 @@ def _run_claimed(tasks: Sequence[EvalTask], repos_dir: Path, results: Path, hand
     return dataclasses.replace(summary, batch_sizes=tuple(n for b in batchers if b is not None for n in b.batch_sizes))
 
 
+def stop_at_once(backends: Sequence[Backend]) -> None:
+    """Ctrl-C: end every call waiting on `backends` now (those that can: the embedded model's child
+    is killed, a server's connections shut); the process is exiting."""
+    for backend in backends:
+        kill = getattr(backend, "kill", None)
+        if kill is not None:
+            kill()
+
+
 def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: RunSettings, evaluators: list[Evaluator],
-         pool: ServicePool, progress: Progress, stop: threading.Event, started: float) -> RunSummary | Failure:
+         pool: ServicePool, progress: Progress, stop: threading.Event, started: float,
+         stop_backends: Callable[[], None] = lambda: None) -> RunSummary | Failure:
     first = evaluators[0]
     problem = first.check(tasks)
     if problem is not None:
@@ -961,10 +980,13 @@ def _run(tasks: Sequence[EvalTask], results: Path, handle: TextIO, settings: Run
                                    f"{errors[-1]['error']} (finished results are kept in {results})")
     except KeyboardInterrupt:
         interrupted = True
+        stop.set()
+        stop_backends()  # the calls in flight end now, abandoned (see the module's doc)
     finally:
         stop.set()  # workers take no new task; generations in flight end at their next token
+        until = time.monotonic() + INTERRUPT_JOIN_S
         for thread in threads:
-            thread.join()
+            thread.join(max(until - time.monotonic(), 0) if interrupted else None)
     reused = sum(e.backend.reused for e in evaluators if e.backend is not None)
     recalled = sum(e.backend.recalled for e in evaluators if e.backend is not None)
     return RunSummary(results, written, skipped, failed, reused, time.perf_counter() - started, interrupted,

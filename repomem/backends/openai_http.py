@@ -113,6 +113,32 @@ def _refusal(response: httpx.Response, route: str) -> tuple[Failure, int]:
     alone left a user to guess that the prompt was past the server's window. That case is
     prompt-too-long (not a broken backend the language server would reopen), and the window the
     refusal names comes with it (tokens; 0 when it names none or it is another refusal)."""
+    reason, stated_window = _reason(response)
+    status = response.status_code
+    if status == 407:
+        return _proxy_refusal(route), 0
+    too_long = status in (400, 413, 422) and any(words in reason.lower() for words in _WINDOW_WORDS)
+    said = f"{route} answered HTTP {status}" + (f": {reason}" if reason else "")
+    if not too_long:
+        return Failure(FailureKind.BACKEND_ERROR, said), 0
+    named = _WINDOW_SIZE.search(reason)
+    window = stated_window if _is_token_count(stated_window) else int(named.group(1)) if named else 0
+    return Failure(FailureKind.PROMPT_TOO_LONG, said), window
+
+
+def _refuses_the_field(status: int, reason: str) -> bool:
+    """Whether an error answer to a request carrying `logprobs` is a refusal of that field, which
+    the same request without it gets past: HTTP 400 / 422 (a server that does not know the field
+    refuses the request), or llama-cpp-python's HTTP 500 for a model loaded without `logits_all`,
+    whose reason names them ("logprobs is not supported for models created with
+    logits_all=False"). Any other server error (out of memory, overloaded) is not: asked again
+    without them, it failed the same, and each failing call cost a request more than its retries."""
+    return status in (400, 422) or (status == 500 and "logprob" in reason.lower())
+
+
+def _reason(response: httpx.Response) -> tuple[str, object]:
+    """The reason an error answer's body gives, as one printable line (empty when it gives none),
+    and the window it states as a field of its error (llama-server's `n_ctx`; None without one)."""
     body = b""
     try:
         for chunk in response.iter_bytes():
@@ -131,17 +157,7 @@ def _refusal(response: httpx.Response, route: str) -> tuple[Failure, int]:
         next((answer[key] for key in ("message", "detail") if isinstance(answer, dict)
               and isinstance(answer.get(key), str)), "")
     # One line of printable text: the server's words reach a terminal.
-    reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())[:MAX_REASON_CHARS]
-    status = response.status_code
-    if status == 407:
-        return _proxy_refusal(route), 0
-    too_long = status in (400, 413, 422) and any(words in reason.lower() for words in _WINDOW_WORDS)
-    said = f"{route} answered HTTP {status}" + (f": {reason}" if reason else "")
-    if not too_long:
-        return Failure(FailureKind.BACKEND_ERROR, said), 0
-    named = _WINDOW_SIZE.search(reason)
-    window = stated_window if _is_token_count(stated_window) else int(named.group(1)) if named else 0
-    return Failure(FailureKind.PROMPT_TOO_LONG, said), window
+    return " ".join("".join(c if c.isprintable() else " " for c in reason).split())[:MAX_REASON_CHARS], stated_window
 
 
 def _is_token_count(value: object) -> bool:
@@ -432,8 +448,9 @@ class OpenAIBackend:
         # The whole answer, whatever pace it comes at; a read waiting on the server (reading the
         # prompt before the first token) also ends once the request is cancelled.
         with ShuttableClient.until(deadline, request.cancel):
-            # One more try than the retries when the server refuses the log-probabilities field.
-            for attempt in range(self._retries + 1 + int(self._asks_logprobs)):
+            attempt = -1
+            # One more try than the retries once the server refused the log-probabilities field.
+            while (attempt := attempt + 1) < self._retries + 1 + int(refused_logprobs):
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     return Failure(FailureKind.BACKEND_TIMEOUT,
@@ -447,17 +464,21 @@ class OpenAIBackend:
                     with self._client.stream("POST", self.endpoint + "/v1/completions", content=json_body(payload),
                                              headers={**JSON_HEADERS, **(PREFIX_ONLY if request.prefix_only else {})},
                                              timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
-                        if response.status_code in (400, 422, 500) and "logprobs" in payload:
+                        status = response.status_code
+                        # Read here for an HTTP 500 to a request with them: is it their refusal?
+                        reason = _reason(response)[0] if status == 500 and "logprobs" in payload else None
+                        if "logprobs" in payload and _refuses_the_field(status, reason or ""):
                             # A server without them (llama-cpp-python's with logits_all off answers
-                            # 500): ask again at once without them, and no more once that is
-                            # answered. A refusal of something else (vLLM's HTTP 400 for a prompt
-                            # past its window) switched them off for the whole session before.
+                            # 500, naming them): ask again at once without them, and no more once
+                            # that is answered. A refusal of something else (vLLM's HTTP 400 for a
+                            # prompt past its window) switched them off for the whole session before.
                             refused_logprobs = True
                             del payload["logprobs"]
                             continue
-                        if response.status_code in RETRYABLE_STATUS:
+                        if status in RETRYABLE_STATUS:
                             # With the reason its body gives ("answered HTTP 500" alone: why?).
-                            last = _refusal(response, self.shown_endpoint)[0].message
+                            last = _refusal(response, self.shown_endpoint)[0].message if reason is None else \
+                                f"{self.shown_endpoint} answered HTTP {status}" + (f": {reason}" if reason else "")
                             server_failed = True
                             self._gone.wait(min(0.2 * (2**attempt), max(remaining, 0)))
                             continue
@@ -516,6 +537,7 @@ class OpenAIBackend:
                             # streamed request for them with 200 and an empty stream (its error
                             # comes after the status): the same refusal, the same retry.
                             self._asks_logprobs = False
+                            refused_logprobs = True
                             del payload["logprobs"]
                             continue
                         if not finish and not pieces and self.fails_late and not self._killed.is_set() \
@@ -618,7 +640,7 @@ class OpenAIBackend:
                 continue
             except httpx.HTTPError:
                 return False
-            return answer.status_code in (400, 422, 500)
+            return _refuses_the_field(answer.status_code, _reason(answer)[0] if answer.status_code == 500 else "")
         return False
 
     def give_up(self) -> None:

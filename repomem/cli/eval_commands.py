@@ -179,7 +179,7 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.results and Path(args.results).is_dir():
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--results {args.results} is a folder; name a JSONL file"))
     # The evaluator (and with it the engine) is imported once the options are known to be good.
-    from repomem.evaluation.run import RunSettings, claim_results, run_evaluation
+    from repomem.evaluation.run import RunSettings, claim_results, run_evaluation, stop_at_once
     from repomem.evaluation.tasks import draw_tasks
 
     tasks = ok(draw_tasks([Path(path) for path in args.tasks], args.limit, args.seed))
@@ -228,6 +228,10 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                                          workers=args.workers, progress=progress, log=log,
                                          generations=Path(args.generations) if args.generations else None,
                                          defer=Path(args.defer) if args.defer else None))
+    except KeyboardInterrupt:  # before the tasks ran (indexing), or a second Ctrl-C while they stopped
+        stop_at_once(backends)  # a graceful stop of the model's child waits on its answer
+        print(_resume_line(results), file=sys.stderr)
+        return 130
     finally:
         for backend in backends:
             backend.close()
@@ -242,14 +246,18 @@ def cmd_eval_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(f"{sum(sizes)} generations in {len(sizes)} batches (mean {sum(sizes) / len(sizes):.1f}, "
               f"largest {max(sizes)})")
     if summary.interrupted:
-        print(f"repomem: interrupted; finished results are kept in {summary.results} (rerun to resume)",
-              file=sys.stderr)
+        print(_resume_line(summary.results), file=sys.stderr)
         return 130
     if summary.failed:
         print(f"repomem: {summary.failed} result{'s' if summary.failed > 1 else ''} failed (each record says why in "
               f"its \"error\": {summary.results})", file=sys.stderr)
         return 1
     return 0
+
+
+def _resume_line(results: Path) -> str:
+    return (f"repomem: interrupted; the finished results are kept in {results}: run the same command again to "
+            "resume (it skips them)")
 
 
 def cmd_eval_report(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import dataclasses
+import http.server
 import json
 import random
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from repomem.evaluation.tasks import (
 )
 from repomem.failures import Failure
 from tests.cli_process import run
+from tests.http_servers import answer_json, serve_http
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
 from tests.small_model import EVAL_SMALL_MODEL
@@ -602,6 +605,7 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 3):
         time.sleep(0.05)
+    signalled = time.monotonic()
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=120)
     kept = read_results(results)
@@ -609,12 +613,99 @@ def test_ctrl_c_keeps_finished_results_and_a_rerun_resumes(shop_benchmark: tuple
         assert len(kept) == 6
         return
     assert process.returncode == 130, stderr
+    # The answer in flight is abandoned, the model's child killed (its graceful stop waited up to 5 s).
+    assert time.monotonic() - signalled < 2, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert 3 <= len(kept) < 6
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{6 - len(kept)} results written, {len(kept)} already there" in resumed.stdout
     assert len(read_results(results)) == 6
+
+
+class _HangsOnceAResultIsWritten(http.server.BaseHTTPRequestHandler):
+    """A served model (its model list, token counts and streamed one-line answers) that stops
+    answering anything, token counts included, once `results` holds a record: a server that hangs
+    (a stuck GPU) mid-run. `release` ends the hang."""
+
+    results: Path | None = None
+    hanging = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self):  # noqa: N802
+        answer_json(self, {"data": [{"id": "qwen2.5-coder-0.5b"}]})
+
+    def do_POST(self):  # noqa: N802
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        results = type(self).results
+        if results is not None and results.exists() and results.read_text():
+            type(self).hanging.set()
+            type(self).release.wait(120)
+        if self.path.endswith("tokenize"):
+            text = request.get("prompt") or request.get("input") or ""
+            answer_json(self, {"tokens": list(range(len(text) // 4 + 1))})
+            return
+        event = {"choices": [{"text": "x = 1\n", "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": len(request["prompt"]) // 4, "completion_tokens": 3}}
+        body = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+    def handle(self):
+        try:
+            super().handle()
+        except ConnectionError:  # the run went away mid-answer: what it was sent is lost, as it should be
+            pass
+
+
+def test_ctrl_c_abandons_the_request_in_flight_at_once(shop_benchmark: tuple[Path, Path]):
+    """Ctrl-C waited for the request in flight: the answer being generated (10-20 s on the CPU, the
+    embedded model's child stopped gracefully) or, against a server that hangs, its token counts'
+    deadlines one after another (minutes). The run now ends within a second: exit 130, the records
+    written kept, one line saying how to resume, and the same command resumes."""
+    base, repos = shop_benchmark
+    results = base / "hung.jsonl"
+    handler = type("Handler", (_HangsOnceAResultIsWritten,), {
+        "results": results, "hanging": threading.Event(), "release": threading.Event()})
+    server, url = serve_http(handler)
+    command = [sys.executable, "-m", "repomem", "eval", "run", "--tasks", str(base / "line.jsonl"),
+               "--tasks", str(base / "api.jsonl"), "--repos", str(repos), "--results", str(results),
+               "--strategies", "vanilla", "--endpoint", url, "--set", "model.endpoint_logprobs=false"]
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert handler.hanging.wait(120), process.communicate(timeout=60)
+        time.sleep(0.3)  # the run waits on the server now
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        try:
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        took = time.monotonic() - signalled
+        assert process.returncode == 130, stderr
+        assert took < 1.5, f"{took:.1f} s from Ctrl-C to exit"
+        kept = read_results(results)
+        assert len(kept) == 1 and "error" not in kept[0], kept  # the first task's; the second's was in flight
+        said = [line for line in stderr.splitlines() if line.startswith("repomem:")]
+        assert said == [f"repomem: interrupted; the finished results are kept in {results}: run the same command "
+                        "again to resume (it skips them)"], stderr
+        assert "Traceback" not in stderr
+        handler.results = None  # the server answers again
+        handler.release.set()
+        resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        assert "1 results written, 1 already there" in resumed.stdout, resumed.stdout
+    finally:
+        handler.release.set()
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.slow

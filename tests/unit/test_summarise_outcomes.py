@@ -1,11 +1,13 @@
 """`repomem summarise` against local OpenAI-compatible servers of our choosing: a server that fails
 is one line on stderr naming its error and exit 2 (as `complete` says one), a run where some
 summaries failed says what was written and what failed, an empty repository says there is nothing
-to summarise, and the two calls that measured the cost are not paid twice."""
+to summarise, the two calls that measured the cost are not paid twice, and a failing call costs
+the backend's retries only."""
 
 from __future__ import annotations
 
 import http.server
+import inspect
 import json
 from pathlib import Path
 
@@ -16,14 +18,21 @@ from tests.http_servers import answer_json, serve_http
 from tests.repos import write_repo
 
 SERVER_ERROR = "CUDA out of memory"
+# llama-cpp-python's server for a model loaded without logits_all (its HTTP 500).
+LOGPROBS_REFUSED = "logprobs is not supported for models created with logits_all=False"
 
 
 class _ModelServer(http.server.BaseHTTPRequestHandler):
     """A model list, a tokenizer (a token per 4 characters) and completions: HTTP 500 with an
-    OpenAI error body for a prompt holding any of `failing`, else a streamed one-line summary."""
+    OpenAI error body for a prompt holding any of `failing`, the connection closed without an
+    answer for one holding any of `dropping`, llama-cpp-python's HTTP 500 refusing `logprobs` for a
+    request carrying them when `refuses_logprobs`, else a streamed one-line summary."""
 
     failing: tuple[str, ...] = ()
+    dropping: tuple[str, ...] = ()
+    refuses_logprobs = False
     completions: list[str] = []  # the prompts of POST /v1/completions, in order
+    logprobs: list[bool] = []  # whether each of them asked for log-probabilities
 
     def do_GET(self):  # noqa: N802
         answer_json(self, {"data": [{"id": "qwen2.5-coder-0.5b-instruct"}]})
@@ -34,6 +43,12 @@ class _ModelServer(http.server.BaseHTTPRequestHandler):
             answer_json(self, {"tokens": list(range(len(request.get("prompt") or "") // 4 + 1))})
             return
         type(self).completions.append(request["prompt"])
+        type(self).logprobs.append("logprobs" in request)
+        if "logprobs" in request and type(self).refuses_logprobs:
+            answer_json(self, {"error": {"message": LOGPROBS_REFUSED, "type": "internal_server_error"}}, status=500)
+            return
+        if any(name in request["prompt"] for name in type(self).dropping):
+            return  # closed with no answer: a server that went away (as one that refuses connections)
         if any(name in request["prompt"] for name in type(self).failing):
             answer_json(self, {"error": {"message": SERVER_ERROR, "type": "server_error"}}, status=500)
             return
@@ -52,7 +67,8 @@ class _ModelServer(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    _ModelServer.failing, _ModelServer.completions = (), []
+    _ModelServer.failing, _ModelServer.dropping, _ModelServer.refuses_logprobs = (), (), False
+    _ModelServer.completions, _ModelServer.logprobs = [], []
     served, url = serve_http(_ModelServer)
     yield url
     served.shutdown()
@@ -147,3 +163,31 @@ def test_nothing_to_summarise_is_one_line_not_a_table_of_zeros(tmp_path, server)
     assert _summarise(repo, server, "--yes").returncode == 0
     again = _summarise(repo, server, "--yes")
     assert again.returncode == 0 and again.stdout.strip() == "nothing to summarise: all 3 summaries are written already"
+
+
+def test_a_failing_call_costs_its_retries_and_no_retry_without_log_probabilities(tmp_path, server):
+    """Each failing file cost four requests: a server error (HTTP 500, a dropped connection) was
+    taken for a refusal of the log-probabilities field and asked again without them before the
+    backend's retries. Only the refusal that names them (llama-cpp-python's) is asked again so."""
+    from repomem.backends.openai_http import OpenAIBackend
+
+    tries = 1 + inspect.signature(OpenAIBackend).parameters["retries"].default
+    # (short.py and long.py answer the two calls that measure the cost, which precede the run)
+    repo = write_repo(tmp_path / "repo", {**FILES, "other.py": '"""Other."""\n\n\ndef other(value):\n    return 2\n'})
+    _ModelServer.failing, _ModelServer.dropping = ("middle.py",), ("other.py",)
+    result = _summarise(repo, server, "--yes")
+    assert result.returncode == 2, result.stderr
+    for name in ("middle.py", "other.py"):
+        asked = [with_them for prompt, with_them in zip(_ModelServer.completions, _ModelServer.logprobs)
+                 if name in prompt]
+        assert asked == [True] * tries, (name, asked)
+    assert len(_written(repo)) == 2
+
+
+def test_a_server_refusing_log_probabilities_is_asked_once_without_them(tmp_path, server):
+    repo = write_repo(tmp_path / "repo", FILES)
+    _ModelServer.refuses_logprobs = True
+    result = _summarise(repo, server, "--yes")
+    assert result.returncode == 0, result.stderr
+    assert len(_written(repo)) == 3
+    assert _ModelServer.logprobs == [True, False, False, False]  # refused once, then never asked again
