@@ -149,7 +149,8 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     and its body, are seen together, whatever line the cursor is on): the cursor's line stays put,
     its column moves by what masking took left of it. Raises SecretAtCursor where the cursor stands
     inside a secret: the line's halves masked apart would each show a part of it (neither looks
-    like a secret alone), and a value being typed, its literal not closed yet, is one when closed."""
+    like a secret alone), and a value being typed, its literal not closed yet, is one when closed
+    or under a secret's name."""
     cursor = request.cursor
     raw = cursor.text.split("\n")
     lines = mask(cursor.text).split("\n")
@@ -157,7 +158,10 @@ def read_cursor(request: CompletionRequest, query_lines: int, supports_fim: bool
     current = lines[cursor.line] if cursor.line < len(lines) else ""
     left_raw, right_raw = current_raw[: cursor.column], current_raw[cursor.column :]
     quote = _open_quote(left_raw)
-    if quote is not None and mask(left_raw + quote) != left_raw + quote:
+    # A literal open at the cursor: the value it holds is one once closed, or is being typed under
+    # a name that says secret (masked however short; an editor that pairs quotes closed it right of
+    # the cursor, where a short closed literal is taken for a fixture).
+    if quote is not None and (mask(left_raw + quote) != left_raw + quote or mask(left_raw) != left_raw):
         raise SecretAtCursor
     if current.endswith(right_raw):  # nothing masked right of the cursor
         column = len(current) - len(right_raw)

@@ -8,25 +8,31 @@ other files:
 - whole tokens (repomem.index.secret_tokens): 81 issuers' token shapes, any prefixed token whose
   body looks random, and a random literal passed as an unnamed argument;
 - private-key blocks (with or without their END line), a PuTTY key's private lines, a private key
-  encoded in base64 whole (`LS0tLS1CRUdJTi…`, decoded to check);
+  encoded in base64 whole (`LS0tLS1CRUdJTi…`, decoded to check), a JSON Web Key's private members
+  (`d`, `p`, `q`, `dp`, `dq`, `qi`, `k`; a public key's modulus is left), the values under a
+  Kubernetes Secret's `data:` / `stringData:` wherever its manifest is (a Helm template, a file's
+  second document);
 - passwords in URLs (any case of scheme), tokens as a URL's user, signatures and tokens in a
-  query (SAS `sig=`, presigned URLs), Go's MySQL DSN, MySQL's glued `-pPASSWORD`, webhook URLs
+  query (SAS `sig=`, presigned URLs), Go's MySQL DSN, MySQL's glued `-pPASSWORD` (`-p'...'`), webhook URLs
   (Slack, Discord, Microsoft Teams), a registry login's `auth` value (base64 of `user:password`);
-- `Authorization` credentials (Bearer, Basic, token; `curl -u user:password`), and values given to
+- `Authorization` credentials (Bearer, Basic, token; `curl -u user:password`, `-uuser:password`), and values given to
   secret-sounding names whose characters look random (Shannon entropy per character). Such a value
   is found assigned, as a mapping entry, after a flag (`--password VALUE`), in prose (`the api key
   is VALUE`), netrc-style (`password<TAB>VALUE`), in a container's environment (`name: API_TOKEN` /
   `value: ...`), or as the default of an environment look-up (`os.getenv("API_KEY", "...")`,
-  `env.TOKEN || "..."`), as a YAML block scalar (`secret: |` and the value below), C's
+  `env.TOKEN || "..."`), as a YAML block scalar (`secret: |` and each line of the block), C's
   `#define API_KEY "..."`, an XML element or named value
   (`<password>...</password>`, `<add key="ApiKey" value="..."/>`, Spring's `<property name="password"
   value="..."/>`), SQL's `IDENTIFIED BY '...'`, `WITH PASSWORD '...'`, `ALTER USER u PASSWORD '...';`,
+  `SET PASSWORD FOR u = '...'`, `sshpass -p '...'`, PowerShell's `ConvertTo-SecureString '...'`,
   a call its name says takes one (`ds.setPassword("...")`, `NetworkCredential("user", "...")`, `auth=("user", "...")`);
   quoted in any string form
   of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, C#'s `@"..."` and `$"..."`,
   Swift's `#"..."#`, Lua's long brackets `[[...]]` and `[==[...]==]`, backticked, JSON-escaped as a
   notebook holds code, parenthesised, concatenated; holding the other quote marks) or unquoted
-  (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments);
+  (shell `export`, YAML, INI, .properties, a DSN's `password=...`, comments); a literal not closed
+  at its line's end under a name whose last word says secret (`password = "x`) is a value being
+  typed, masked however short;
 - such values told by their place: in a multiple assignment (`user, password = "app", "..."`,
   `(db_user, db_pass) = (...)`, `const [user, token] = [...]`, Go's `:=`, Lua's `local`, Perl's
   `my (...)`), and the password passed by position to a call its name says logs in or connects
@@ -49,8 +55,10 @@ import base64
 import math
 import re
 import string
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
+from itertools import accumulate
 
 from repomem.index.secret_tokens import random_body, token_secrets
 
@@ -75,9 +83,9 @@ _URL_PASSWORD = re.compile(r"(?i)(?P<head>\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)(?
 # A token as a URL's user name, no password: `https://<40 hex>@github.com/...` (checked for randomness).
 # (Sentry's DSN holds its public key there, public by design: `https://<32 hex>@o1.ingest.sentry.io`.)
 _URL_TOKEN_USER = re.compile(r"(?P<head>://)(?P<secret>[A-Za-z0-9_.~-]{20,})(?=(?::[^/\s@'\"]*)?@(?![\w.-]*sentry))")
-# MySQL's clients take the password glued to -p: `mysqldump -uapp -pS3cr3t db`.
-_MYSQL_GLUED_PASSWORD = re.compile(r"(?P<head>\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p)"
-                                   r"(?P<secret>[^\s'\"`;|&]{4,})")
+# MySQL's clients take the password glued to -p: `mysqldump -uapp -pS3cr3t db`, `-p'S3cr3t'`.
+_MYSQL_GLUED_PASSWORD = re.compile(r"(?P<head>\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b"
+                                   r"[^\n]*?[ \t]-p[\"']?)(?P<secret>[^\s'\"`;|&]{4,})")
 # Signed URLs and SAS tokens: the signature (and a token or key) in the query.
 _SIGNED_QUERY = re.compile(r"(?i)(?P<head>[?&;](?:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token"
                            r"|access_token|client_secret|api_?key|token|code)=)(?P<secret>[^&#\s'\"<>]{16,})")
@@ -151,7 +159,7 @@ _GAP = r"(?>(?:\s|\\(?=\r?\n))*)"
 _JOINER = re.compile(rf"{_GAP}\+?{_GAP}")  # between concatenated literals: `"a" + "b"`, Python's `"a" "b"`
 _SEPARATOR = (
     # a YAML block scalar (`client_secret: |` or `>-`, the value on the next, indented line)
-    r"(?:\\?['\"]?[ \t]*:[ \t]*[|>][+-]?[1-9]?[+-]?[ \t]*\r?\n[ \t]+(?=\S)"
+    r"(?:\\?['\"]?[ \t]*:[ \t]*(?P<block>[|>])[+-]?[1-9]?[+-]?[ \t]*\r?\n[ \t]+(?=\S)"
     r"|\\?['\"]?\)?\s*(?:\|\||\?\?|or(?=\s))"  # env.NAME || "value", getenv("NAME") or "value"
     # assigned (a type annotation allowed: Rust's `&str`, `&'static str` too), a mapping entry, a
     # subscript (`config["password"] =`, `os.environ["DB_PASS"] =`), a shell default ${NAME:-value}
@@ -180,9 +188,15 @@ _AUTH_PAIR = rf"(?P<auth>[{_NAME_CHAR}]*auth)(?![{_NAME_CHAR}])\s*=?\s*\(\s*{_QU
 _ASSIGNED = re.compile(
     rf"(?i)(?<![{_NAME_CHAR}])(?:"  # names start where a run of name characters starts (the leftmost match)
     r"""(?:(?P<scheme>bearer|basic|token)(?:[ \t]+(?!(?:is|was|are)[ \t])|[ \t]*["'`]\s*\+\s*["'`])"""  # Bearer ..."
-    r"""|(?P<login>-u|--user)[ \t=]+["']?[\w.@-]+:)"""  # curl -u user:password
+    r"""|(?P<login>-u[ \t=]*|--user[ \t=]+)["']?[\w.@-]++:)"""  # curl -u user:password, -uuser:password
     r"(?=(?P<credential>[A-Za-z0-9._~+/-]+=*))"
-    rf"|(?:(?P<name>{_NAME_HOLDING_WORD})(?![{_NAME_CHAR}]){_SEPARATOR}"
+    # before a name's rule, which would take the word after the name for its value: MySQL's `SET
+    # PASSWORD FOR user = '...'`, sshpass's `-p '...'` (its flags before), PowerShell's
+    # `ConvertTo-SecureString '...' -AsPlainText` (or `-String '...'`, its switches before)
+    r"|(?:(?P<sql_set>(?<=set[ \t])password[ \t]+for[ \t]+[^\s=]++[ \t]*+=[ \t]*+)"
+    r"|(?P<sshpass>sshpass(?:[ \t]+-[a-oq-z]\w*+)*+[ \t]+(?-i:-p)[ \t]*+)"
+    r"|(?P<securestring>convertto-securestring(?:[ \t]+-(?:asplaintext|force)(?![\w-]))*+(?:[ \t]+-string)?[ \t]++)"
+    rf"|(?P<name>{_NAME_HOLDING_WORD})(?![{_NAME_CHAR}]){_SEPARATOR}"
     # the default of a look-up, the name its first argument: getenv("NAME", "value"), get('name', 'value')
     r"""|(?:(?<=\(["'])|(?<=\(\\["']))"""
     rf"""(?P<lookup>(?=[\w.-]*?{_SECRET_WORD})[\w.-]*+)(?![{_NAME_CHAR}])\\?["']\s*,"""
@@ -211,10 +225,10 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 # Every match of _SECRET_WORD holds one of the first six (the *key words: "key"), every credential
-# scheme one of "bearer", "basic", "token", a (user, password) pair's name "auth"; a test checks
-# each spelling of the words.
+# scheme one of "bearer", "basic", "token", a (user, password) pair's name "auth", SQL's
+# "identified", PowerShell's "convertto-securestring"; a test checks each spelling of the words.
 _SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u",
-                         "auth", "identified")
+                         "auth", "identified", "convertto-securestring")
 # A login call's name and its parenthesis (_LOGIN_CALL), looked for apart: each literal is one more
 # pass over the text (docs/measurements.md#secret-masking-cost), so rarer words (`logon`, `signin`)
 # are not.
@@ -399,7 +413,9 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
             return None
     elif match["unclosed"] is not None:
         spans = [match.span("unclosed")]
-        if not _quoted_secret(match["unclosed"], min_length, min_entropy) \
+        if _typed_under_secret_name(match):
+            pass  # a value being typed: however few of its characters are there yet, they are the secret's
+        elif not _quoted_secret(match["unclosed"], min_length, min_entropy) \
                 or called and any(c in match["unclosed"] for c in _CODE_MARKS):
             return None
     elif match["bare"] is not None:
@@ -418,12 +434,80 @@ def masked_assignment(match: re.Match, min_length: int, min_entropy: float) -> t
         value = "".join(text[a:b] for a, b in spans)
         if not _quoted_secret(value, min_length, min_entropy) or called and any(c in value for c in _CODE_MARKS):
             return None
+    if match["block"] is not None:
+        spans = _block_scalar_lines(text, match.start("name"), spans[0][0])
     pieces = []
     position = match.start()
     for start, end in spans:
         pieces += [text[position:start], MASK]
         position = end
     return position, "".join(pieces)
+
+
+# A name that says its value is a secret: its last word is one (`DB_PASSWORD`, `apiKey`,
+# `settings.SECRET_KEY`, `--password`), not merely holds one (`key`, `token_type`, `secret_name`).
+_SECRET_NAME_END = re.compile(rf"(?:(?i:{_CALL_WORD}|secret[_-]?key|secrets|credentials)"
+                              r"|(?i:(?<![a-z])pass)|(?<=[a-z])Pass)\Z")
+# A placeholder being typed (`"${DB_PASS`, `f"{settings.`), as _looks_random leaves them whole.
+_PLACEHOLDER_HEADS = ("$", "{", "%", "<")
+
+
+def _typed_under_secret_name(match: re.Match) -> bool:
+    """Whether `match` (of _ASSIGNED) gives a literal not closed at its line's end (a value being
+    typed: an editor's buffer reaches the model at every keystroke) to what says it takes a secret:
+    a name or flag ending in a secret word, or SQL, sshpass or PowerShell's password shapes.
+    Whatever was typed of it is then masked, however short (a closed literal must still look
+    random: short ones are fixtures, `password="test"`)."""
+    value = match["unclosed"]
+    if value.startswith(_PLACEHOLDER_HEADS) or MASK in value:
+        return False
+    if match["sql"] is not None or match["sql_set"] is not None or match["sshpass"] is not None \
+            or match["securestring"] is not None:
+        return True
+    name_group = "name" if match["name"] is not None else "flag" if match["flag"] is not None else "define"
+    name = match[name_group]
+    if name is None or _SECRET_NAME_END.search(name[-32:]) is None:  # its words are shorter
+        return False
+    # A name inside a literal (`prompt="Password: "):`): the quote after it closes that literal.
+    text, (start, end) = match.string, match.span(name_group)
+    if start and text[start - 1] in _QUOTES and text[end:end + 1] == text[start - 1]:
+        start -= 1  # the name's own quotes: `"api_key": "...`
+    return not _opens_literal(text, text.rfind("\n", 0, start) + 1, start)
+
+
+_QUOTES = "\"'`"
+
+
+def _opens_literal(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] (part of a line) leaves a string literal open, its quotes paired as
+    they come (a backslash escaping inside a literal): it is not literals and what lies between."""
+    return _CLOSED_LITERALS.fullmatch(text, start, end) is None
+
+
+_CLOSED_LITERALS = re.compile(r"""(?:[^"'`]++|"(?:[^"\\]++|\\.)*+"|'(?:[^'\\]++|\\.)*+'|`(?:[^`\\]++|\\.)*+`)*+""")
+
+
+def _block_scalar_lines(text: str, name_start: int, value_start: int) -> list[tuple[int, int]]:
+    """The spans of the content of a YAML block scalar's lines (`secret: |`, its key's name at
+    `name_start`, its first line's value at `value_start`): that first line and each after it up to
+    the first indented at or less than the key (blank lines inside it kept)."""
+    line_start = text.rfind("\n", 0, name_start) + 1
+    key = name_start - (name_start > line_start and text[name_start - 1] in "'\"")  # a quoted key
+    key_column = key - line_start
+    spans: list[tuple[int, int]] = []
+    start = text.rfind("\n", 0, value_start) + 1
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        content = line.strip(" \t\r")
+        if content:
+            indent = len(line) - len(line.lstrip(" \t"))
+            if spans and indent <= key_column:
+                break
+            spans.append((start + indent, start + indent + len(content)))
+        start = end + 1
+    return spans
 
 
 # Several names given values at once, on one line from a statement's start: `user, password =
@@ -665,6 +749,171 @@ def _mask_base64_private_keys(text: str) -> tuple[str, int]:
     return _BASE64_PEM.sub(masked, text), found
 
 
+# A Kubernetes Secret's manifest inside any text, which `secret_file_reason` does not hold back whole
+# (a Helm template, whose first line is a template's; a README): its `kind: Secret` line (the
+# mapping's key column: what precedes `kind`, a list item's `- ` too) and its data's keys.
+_SECRET_KIND = re.compile(r"(?P<head>[ \t]*(?:-[ \t]+)?)kind:[ \t]*(['\"]?)Secret\2[ \t]*(?:#.*)?")
+_SECRET_DATA = re.compile(r"(?P<head>[ \t]*(?:-[ \t]+)?)(?:data|stringData):[ \t]*(?:#.*)?")
+_DOCUMENT_BREAK = re.compile(r"(?:---|\.\.\.)(?:[ \t]|$)|```|~~~")  # YAML's document markers, a Markdown fence
+_TEMPLATE_ONLY = re.compile(r"\{\{[^'\"`]*\}\}")  # Helm's `{{ .Values.db.password | b64enc }}`: a name, no value
+_DATA_KEY = re.compile(r"""(?:"[^"\n]*+"|'[^'\n]*+'|[^\s:#'"-][^:#\n]*+):(?=[ \t]|$)""")
+
+
+def _line_shape(line: str) -> tuple[str, int, int] | None:
+    """A YAML line's content (stripped), indentation and key column (past a list item's `- `); None
+    for a line no mapping ends at: blank, a comment, a template's alone (`{{- if ... }}`)."""
+    content = line.strip(" \t\r")
+    if not content or content[0] == "#" or content[0] == "{" and _TEMPLATE_ONLY.fullmatch(content):
+        return None
+    indent = len(line) - len(line.lstrip(" \t"))
+    key_column = indent
+    if content.startswith(("- ", "-\t")):
+        key_column = len(line) - len(line[indent + 1:].lstrip(" \t"))
+    return content, indent, key_column
+
+
+def _mask_kubernetes_secret_data(text: str) -> tuple[str, int]:
+    """`text` with the values under `data:` and `stringData:` of each Kubernetes Secret's manifest
+    masked (each entry's value, each line of a block scalar's), and how many lines. The manifest is
+    the mapping holding its `kind: Secret`: the lines from its start (a document marker, a list
+    item's `- `, a line indented less) to its end; a template's value (`{{ .Values.x | b64enc }}`) is
+    a name, and stays. Each line is looked at once or twice, however many Secrets a text holds."""
+    lines = text.split("\n")
+    offsets = list(accumulate((len(line) + 1 for line in lines), initial=0))  # where each line starts
+    spans: list[tuple[int, int]] = []
+    done = 0  # lines[:done] are looked at
+    for number in range(len(lines)):
+        if number < done or "Secret" not in lines[number]:
+            continue
+        kind = _SECRET_KIND.fullmatch(lines[number])
+        if kind is None:
+            continue
+        key_column = len(kind["head"])
+        first = number
+        for above in range(number - 1, done - 1, -1):
+            shape = _line_shape(lines[above])
+            if shape is None:
+                continue
+            if _DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column and shape[2] != key_column:
+                break
+            first = above
+            if shape[1] < key_column:  # the list item's first line
+                break
+        at = first
+        while at < len(lines):
+            shape = _line_shape(lines[at])
+            if shape is not None and at > first and (_DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column):
+                break
+            at += 1
+            if shape is not None and shape[2] == key_column and "ata:" in shape[0]:
+                data = _SECRET_DATA.fullmatch(lines[at - 1])
+                if data is not None and len(data["head"]) == key_column:
+                    at = _secret_data_values(lines, offsets, at, key_column, spans)
+        done = at
+    spans = [(start, end) for start, end in spans if text[start:end] != MASK]
+    return _masked_spans(text, spans), len(spans)
+
+
+def _secret_data_values(lines: list[str], offsets: list[int], first: int, parent_column: int,
+                        spans: list[tuple[int, int]]) -> int:
+    """Adds to `spans` those of the values of the entries from lines[first] on under a Secret's
+    `data:` (at `parent_column`): each entry's value, and the whole of each line deeper than the
+    entries (a block scalar's, a value wrapped over lines). Returns the number of the line after them."""
+    entry_column = None
+    number = first
+    while number < len(lines):
+        shape = _line_shape(lines[number])
+        if shape is None:
+            number += 1
+            continue
+        content, indent, _ = shape
+        if indent <= parent_column:
+            break
+        if entry_column is None:
+            entry_column = indent
+        start = offsets[number] + indent
+        number += 1
+        if indent > entry_column:
+            spans.append((start, start + len(content)))
+            continue
+        key = _DATA_KEY.match(content)
+        if key is None:
+            continue
+        value = content[key.end():].lstrip(" \t")
+        if value and value[0] not in "|>#" and not (value[0] == "{" and _TEMPLATE_ONLY.fullmatch(value)):
+            at = start + len(content) - len(value)
+            spans.append((at, at + len(value)))
+    return number
+
+
+# A JSON Web Key (`{"kty": "RSA", ...}`: JSON, a Python dict, a JavaScript object, keyword arguments):
+# its private members are secrets whatever their shape (RSA's `d` and the primes and exponents that
+# give it, EC's and OKP's `d`, a symmetric key's `k`). A key without one is public: its modulus (`n`)
+# and its curve point (`x`, `y`) are random base64url, which the token rules took for a prefixed
+# token when it began like one (2 to 12 letters and digits, then `_` or `-`).
+_JWK_TYPE = re.compile(r"""(?<![\w$])\\?["']?kty\\?["']?\s*+[:=]""")
+_JWK_MEMBER = re.compile(r"""(?<![\w$-])(?P<quote>\\?["']?)(?P<member>dp|dq|qi|[dpqknexy])(?P=quote)\s*+[:=]\s*+"""
+                         r"""(?P<open>\\?["'`])(?P<value>[^\s"'`\\]*+)(?P=open)""")
+_JWK_PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "k"})
+_JWK_PUBLIC_MEMBERS = frozenset({"n", "e", "x", "y"})
+_JWK_MAX_CHARACTERS = 32_768  # an 8192-bit RSA key's, pretty-printed, with a certificate chain: 10,000
+
+
+def _json_web_keys(text: str) -> list[list[re.Match]]:
+    """The members of each JSON Web Key in `text`: the object (braces or a call's parentheses,
+    nearest each way) around each `kty`, in order. Each character is looked at a bounded number
+    of times, however many `kty`s, braces and parentheses a hostile line holds."""
+    keys: list[list[re.Match]] = []
+    done = 0  # text[:done] is looked at
+    closes = {"}": -1, ")": -1}  # the first of each at or after the last place looked from (len(text): none)
+    for kty in _JWK_TYPE.finditer(text):
+        at = kty.start()
+        if at < done:
+            continue
+        start = max(text.rfind("{", done, at), text.rfind("(", done, at))
+        done = at + 1
+        for mark, close in closes.items():
+            if close < at:
+                found = text.find(mark, at)
+                closes[mark] = len(text) if found < 0 else found
+        close = min(closes.values())
+        if close == len(text):
+            break  # no object closes after here
+        if start < 0 or close + 1 - start > _JWK_MAX_CHARACTERS:
+            continue
+        keys.append(list(_JWK_MEMBER.finditer(text, start, close + 1)))
+        done = close + 1
+    return keys
+
+
+def _mask_json_web_keys(text: str) -> tuple[str, int, list[tuple[int, int]]]:
+    """`text` with each private member of a JSON Web Key masked, how many, and where the public
+    members' values of the keys holding no private member lie in the masked text: what the token
+    rules for random values (not an issuer's shape) leave."""
+    private: list[tuple[int, int]] = []
+    public: list[tuple[int, int]] = []
+    shift = 0  # what the masks so far add to the text's length
+    for members in _json_web_keys(text):
+        if any(member["member"] in _JWK_PRIVATE_MEMBERS for member in members):
+            for member in members:
+                if member["member"] in _JWK_PRIVATE_MEMBERS and member["value"] and member["value"] != MASK:
+                    private.append(member.span("value"))
+                    shift += len(MASK) - len(member["value"])
+        else:
+            public += [(member.start("value") + shift, member.end("value") + shift) for member in members
+                       if member["member"] in _JWK_PUBLIC_MEMBERS]
+    return _masked_spans(text, private), len(private), public
+
+
+GENERIC_TOKEN_ISSUERS = frozenset({"prefixed-token", "argument-literal"})
+
+
+def inside_any(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    """Whether `span` lies inside one of `spans` (in order, apart)."""
+    at = bisect_right(spans, (span[0], math.inf)) - 1  # the last starting at or before it
+    return at >= 0 and spans[at][0] <= span[0] and span[1] <= spans[at][1]
+
+
 def _mask_basic_auth_values(text: str) -> tuple[str, int]:
     """`text` with each `auth` value that decodes to `user:password` masked, and how many."""
     if "auth" not in text:
@@ -711,8 +960,18 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
     if _BASE64_PEM_HEAD in text:
         text, count = _mask_base64_private_keys(text)
         found += count
+    if "Secret" in text and "kind:" in text:
+        text, count = _mask_kubernetes_secret_data(text)
+        found += count
+    public_keys: list[tuple[int, int]] = []
+    if "kty" in text:
+        text, count, public_keys = _mask_json_web_keys(text)
+        found += count
 
     tokens = token_secrets(text)
+    if public_keys:
+        tokens = [token for token in tokens
+                  if not (token[2] in GENERIC_TOKEN_ISSUERS and inside_any(token[:2], public_keys))]
     if tokens:
         found += len(tokens)
         text = _masked_spans(text, [(start, end) for start, end, _ in tokens])

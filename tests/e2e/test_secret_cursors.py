@@ -171,3 +171,65 @@ async def test_the_language_server_sends_no_secret_with_the_cursor_in_each_file(
     assert answered > 0
     assert any(entry.startswith("POST /v1/completions") for entry in _RecordingModelServer.heard)
     assert_nothing_leaked(corpus, _RecordingModelServer.heard)
+
+
+# A secret typed key by key: the editor sends its buffer at every keystroke, the cursor after what
+# is typed, the literal not closed yet (or closed by the editor's quote pairing, right of the cursor).
+TYPED = "Xq9vLz3Kp7RtW2mNc4Hs8Jd1"
+TYPED_LINES = {  # path: the line's head, before the value
+    "app/settings.py": 'DB_PASSWORD = "',
+    "deploy/values.yml": "  api_key: '",
+    "config/integrations.json": '  "client_secret": "',
+    "scripts/release.sh": 'export GITHUB_TOKEN="',
+}
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["unpaired", "quotes-paired"])
+def test_a_secret_typed_key_by_key_reaches_no_model_server(tmp_path, server, monkeypatch, paired: bool):
+    """From the first character typed on, no request the model server hears (prompts, tokenizer
+    calls) carries any part of the value (before, its first 11 characters went out: too short to be
+    taken for a secret). With the cursor after it, the literal open left of the cursor, completion
+    is refused (a completion there would be the rest of the secret); with the cursor on the next
+    line, the literal still open at its line's end is masked, whatever its length."""
+    from repomem.backends.openai_http import OpenAIBackend
+    from repomem.completion.engine import CompletionEngine
+    from repomem.failures import Failure
+    from repomem.positions import locate
+    from repomem.service import RepoService
+
+    (tmp_path / "no-user-config.toml").write_text("")
+    monkeypatch.setenv("REPOMEM_CONFIG", str(tmp_path / "no-user-config.toml"))
+    repo = tmp_path / "typing"
+    (repo / ".git").mkdir(parents=True)
+    for path, head in TYPED_LINES.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(f"# {path}\n{head.strip()}\nvalue = 1\n", encoding="utf-8")
+    service = RepoService.open(repo)
+    assert not isinstance(service.ensure_index(), Failure)
+    backend = OpenAIBackend.connect(server)
+    assert not isinstance(backend, Failure), backend
+    engine = CompletionEngine(service, backend)
+    _RecordingModelServer.heard = []
+    refused = completed = 0
+    for path, head in TYPED_LINES.items():
+        for typed in range(1, len(TYPED) + 1):
+            line = head + TYPED[:typed]
+            text = f"# {path}\n{line}{head[-1] if paired else ''}\nvalue = 1\n"
+            places = [(2, len(line) + 1)] + ([] if paired else [(3, len("value = 1") + 1)])
+            for number, column in places:
+                cursor = locate(repo, path, text, number, column)
+                assert not isinstance(cursor, Failure), cursor
+                result = engine.complete(cursor, max_new_tokens=1)
+                if number == 2:
+                    assert isinstance(result, Failure) and result.kind == "secret-at-cursor", (path, typed, result)
+                    refused += 1
+                else:
+                    assert not isinstance(result, Failure), (path, typed, result)
+                    completed += 1
+    heard = "\n".join(_RecordingModelServer.heard)
+    leaks = [TYPED[:typed] for typed in range(3, len(TYPED) + 1) if TYPED[:typed] in heard]
+    assert not leaks, leaks
+    assert refused == len(TYPED_LINES) * len(TYPED)
+    if not paired:  # the line above the cursor reached the server, its value masked
+        sent = json.dumps(TYPED_LINES["app/settings.py"] + "[REDACTED]")[1:-1]  # as a request's JSON holds it
+        assert completed == refused and heard.count(sent) >= len(TYPED)

@@ -185,7 +185,11 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
     text, found = masked_putty[0], found + masked_putty[1]
     masked_keys = secrets._mask_base64_private_keys(text)  # the fast path runs it where the head is
     text, found = masked_keys[0], found + masked_keys[1]
-    text = _reference_token_secrets(text, count)
+    masked_manifests = secrets._mask_kubernetes_secret_data(text)  # the fast path: where "kind:" and "Secret" are
+    text, found = masked_manifests[0], found + masked_manifests[1]
+    masked_web_keys = secrets._mask_json_web_keys(text)  # the fast path: where "kty" is
+    text, found = masked_web_keys[0], found + masked_web_keys[1]
+    text = _reference_token_secrets(text, count, _reference_public_web_key_values(text))
 
     def url(match):
         return match.group(0) if match["secret"] == secrets.MASK else match["head"] + secrets.MASK
@@ -252,10 +256,22 @@ def reference_candidate_runs(text: str) -> list[tuple[int, int]]:
     return found
 
 
-def _reference_token_secrets(text: str, count) -> str:
+def _reference_public_web_key_values(text: str) -> list[tuple[int, int]]:
+    """The public members' values of the JSON Web Keys holding no private member, found again in
+    the masked text (a masked private member still names one), where the fast path moves the
+    places it found before masking by what the masks added."""
+    from repomem.index import secrets
+
+    return [member.span("value") for members in secrets._json_web_keys(text)
+            if not any(other["member"] in secrets._JWK_PRIVATE_MEMBERS for other in members)
+            for member in members if member["member"] in secrets._JWK_PUBLIC_MEMBERS]
+
+
+def _reference_token_secrets(text: str, count, public_keys: list[tuple[int, int]] = ()) -> str:
     """Token secrets by a plain regex over every run of token characters (no byte translation, no
     substring skipping): each run at least MIN_RUN long holding a digit and a letter, or an AWS key
-    id's head, is matched against the provider shapes, else the prefixed-token rule."""
+    id's head, is matched against the provider shapes, else the prefixed-token rule (which leaves
+    the runs inside `public_keys`, the public members of public JSON Web Keys)."""
     from repomem.index import secret_tokens
 
     runs = re.compile(f"[{re.escape(secret_tokens.TOKEN_CHARACTERS)}]{{{secret_tokens.MIN_RUN},}}")
@@ -277,7 +293,8 @@ def _reference_token_secrets(text: str, count) -> str:
         else:
             masked = secret_tokens._PROVIDER.sub(count(lambda _: "[REDACTED]"), run)
         if masked == run and (secret_tokens.prefixed_token(run) is not None
-                              or secret_tokens.argument_literal(text, start, match.end())):
+                              or secret_tokens.argument_literal(text, start, match.end())) \
+                and not any(low <= start and match.end() <= high for low, high in public_keys):
             masked = count(lambda _: "[REDACTED]")(match)
         return prefix + masked
 

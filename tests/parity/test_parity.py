@@ -1146,6 +1146,19 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
         "user, password = 'app', '" + "Zq8kL2vN9xR4aB3d" + "'\n  a, b = 1, 2\nftp.login('app', '" + "aB3dE5fG7hJ9kL1m"
         + "') ; c = connect(h, 'root', '" + "Zq8kL2vN9xR4" + "')\nlocal api_key = [==[" + "aB3dE5fG7hJ9kL1m" + "]==]"
         + "\nPassword = @'" + "Zq8kL2vN9xR4aB3d" + "',",
+        # a YAML block's lines, values being typed, SQL's, sshpass's and PowerShell's passwords
+        "webhookSecret: |\n  " + "Zq8kL2vN9xR4aB3d" + "\n  " + "aB3dE5fG7hJ9kL1m" + "\n\n  x\nnext: 1\n"
+        'password = "Zq8\nDB_TOKEN=\'a\nkey = "Zq8\nmysql -u root -p\'' + "Zq8kL2vN9xR4" + "' shop\n"
+        "SET PASSWORD FOR 'app'@'%' = '" + "Zq8kL2vN9xR4aB3d" + "'; sshpass -p " + "aB3dE5fG7hJ9kL1m" + " ssh h\n"
+        "$p = ConvertTo-SecureString '" + "Zq8kL2vN9xR4aB3d" + "' -AsPlainText -Force ; curl -uci:"
+        + "aB3dE5fG7hJ9kL1m",
+        # a Kubernetes Secret after another document, in a Helm template; JSON Web Keys, private and public
+        "kind: ConfigMap\ndata:\n  a: " + "Zq8kL2vN9xR4aB3d" + "\n---\n{{- if .Values.on }}\nkind: Secret\ndata:\n"
+        "  b: " + "aB3dE5fG7hJ9kL1m" + "\n  c: {{ .Values.c | b64enc }}\n  d: |\n    x\n    y\nmetadata:\n  name: s\n",
+        'private = {"kty": "EC", "x": "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6", "d": "' + "aB3dE5fG7hJ9kL1m" + '"}\n'
+        '{"kty": "RSA", "n": "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6-9oIrVdRtROWoM7O4Tg8n-fepELa2aDSA_JG6764Xm_dZNA9s9sH5gQ",'
+        ' "e": "AQAB"} ; jwk.JWK(kty="oct", k="' + "Zq8kL2vN9xR4" + '")\n{"kty": "EC", "d": "a", "x": "'
+        + "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6" + '"} {"kty": "EC", "x": "' + "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6" + '"}',
     ]
     masked_any = 0
     for text in texts + planted:

@@ -133,9 +133,13 @@ def test_assignments_found_from_secret_words_equal_a_scan_of_every_position():
         'passwd = "a" + "b"', "credential:'x1y2z3w4v5u6t7s8' # token = 'q1w2e3r4t5y6u7i8'",
         "access-key := 'AAAAbbbbCCCCdddd'", "pwd", "auth_key =", "private_key = '''",
         "a.b.c.secret = 'X9y8Z7w6V5u4T3s2'",
+        # shapes whose name's rule would take the word after the name (`FOR`, `-p`) for the value
+        "SET PASSWORD FOR 'app'@'%' = 'Zq8kL2vN9xR4aB3d'", "sshpass -v -p 'Zq8kL2vN9xR4aB3d' ssh h",
+        "$p = ConvertTo-SecureString -AsPlainText 'Zq8kL2vN9xR4aB3d'", "curl -uci:Zq8kL2vN9xR4aB3d https://x",
+        "xsshpass -p q", "ConvertTo-SecureStrings 'Zq8kL2vN9xR4aB3d'", 'typed_password = "Zq8',
     ] * 3)
     assert [m.span() for m in assignments(text)] == [m.span() for m in _ASSIGNED.finditer(text)]
-    assert len(assignments(text)) >= 24
+    assert len(assignments(text)) >= 36
 
 
 def spellings(pattern: str) -> set[str]:
@@ -546,7 +550,7 @@ def test_a_secret_in_a_literal_not_yet_closed_is_masked(text: str, masked: str):
 @pytest.mark.parametrize("text", [
     'password = """\n',  # a docstring opened, the text below
     'secret_help = "Enter the key your administrator gave you',  # words
-    'token = "9fK2',  # shorter than a secret is taken to be
+    'cache_key = "9fK2',  # shorter than a secret is taken to be, under a name that says no secret
     'password = "9fK2xQ7vLm3Zp8RtW4 and more text\n',  # the literal goes on: no value ends the line
 ])
 def test_literals_not_yet_closed_that_hold_no_secret_are_left(text: str):
@@ -566,4 +570,252 @@ def test_a_long_adversarial_line_is_masked_in_linear_time(text: str):
     started = time.perf_counter()
     masked, _ = mask_secrets(text)
     assert time.perf_counter() - started < 10.0
+    assert masked.count("\n") == text.count("\n")
+
+
+# A review's (2026-12-06, later): shapes that still reached a model, each confirmed before its fix.
+_RANDOM_2 = "Zq8kL2vN9xR4aB3dE5fG7hJ9"
+_RANDOM_3 = "Xq9vLz3Kp7RtW2mNc4Hs8Jd1"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (f"webhookSecret: |\n  {RANDOM}\n  {_RANDOM_2}\nnext: 1", "next: 1"),
+    (f"env:\n  private_token: >-\n    {RANDOM}\n    {_RANDOM_2}\n\n    {_RANDOM_3}\n  other: 2", "  other: 2"),
+    (f"- clientSecret: |\n    {RANDOM}\n    {_RANDOM_2}\n    {_RANDOM_3}\n  name: billing", "  name: billing"),
+    (f'  "api_key": |+\n      {RANDOM};{_RANDOM_2}\n      {_RANDOM_3}\n  "region": eu', '  "region": eu'),
+])
+def test_every_line_of_a_yaml_block_scalar_under_a_secret_name_is_masked(text: str, kept: str):
+    """The block goes on to the first line indented at or less than its key: each of its lines is
+    the value's (a key wrapped over lines), not only the first."""
+    masked, count = mask_secrets(text)
+    assert count == 1 and masked.count("\n") == text.count("\n"), masked
+    assert not any(value[:8] in masked for value in (RANDOM, _RANDOM_2, _RANDOM_3)), masked
+    assert masked.endswith(kept) and mask_secrets(masked) == (masked, 0)
+
+
+@pytest.mark.parametrize("text", [
+    f"description: |\n  the password rotates monthly\n  {RANDOM}",  # no secret name
+    "password: |\n  hunter2\n  and more words",  # a first line that is no secret: the block is left
+    f"secret: |\n  {RANDOM}\nother: |\n  {_RANDOM_2} is not the secret's",
+])
+def test_yaml_blocks_that_are_no_secret_are_left_whole(text: str):
+    masked, _ = mask_secrets(text)
+    assert masked.split("\n")[-1] == text.split("\n")[-1]
+    if "secret: |" not in text:
+        assert masked == text
+
+
+@pytest.mark.parametrize("head", [
+    'password = "', "DB_PASSWORD='", '    "api_key": "', "  client_secret: '", 'export GITHUB_TOKEN="',
+    'const authToken = `', 'login(user, passwd="', 'mysql --password "', '#define API_KEY "',
+    'settings.SECRET_KEY = r"',
+])
+def test_a_value_typed_under_a_secret_name_is_masked_at_any_length(head: str):
+    """A literal not closed where its line ends, under a name that says secret, is a value being
+    typed (an editor's buffer goes to the model at every keystroke): its first characters are the
+    secret's, however few."""
+    for typed in range(1, len(RANDOM) + 1):
+        for text in (head + RANDOM[:typed], head + RANDOM[:typed] + "\nx = 1\n"):
+            masked, count = mask_secrets(text)
+            assert count == 1 and masked == text.replace(RANDOM[:typed], MASK), (text, masked)
+            assert mask_secrets(masked) == (masked, 0)
+
+
+@pytest.mark.parametrize("text", [
+    'password = "',  # nothing typed yet
+    'password = "9fK2"',  # closed: a short literal is a fixture (the closed threshold is kept)
+    'key = "user_na',  # a key alone names no secret (`key = "..."` is everywhere in code)
+    'token_type = "bea',  # the name's last word is no secret's
+    'secret_name = "prod',
+    'password_file = "/run/se',
+    'password = "${DB_PASS',  # a placeholder being typed
+    'api_key = f"{settings.',
+    'password = "9fK2 and more',  # the literal goes on: a sentence
+    'client.get_token("Billi',  # a call's argument: a name being looked up
+    '    def _get_pass(self, prompt="Password: "):',  # the name inside a literal its quote closes (Django's)
+    'p2 = self._get_pass("Password (again): ")',
+])
+def test_a_value_typed_under_no_clear_secret_name_is_left(text: str):
+    assert mask_secrets(text) == (text, 0)
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    (f"SET PASSWORD FOR 'app'@'%' = '{RANDOM}';", RANDOM),
+    (f"set password for root@localhost = \"{RANDOM}\";", RANDOM),
+    (f"SET PASSWORD FOR 'app'@'%' = PASSWORD('{RANDOM}');", RANDOM),
+    (f"sshpass -p '{RANDOM}' ssh deploy@host", RANDOM),
+    (f"sshpass -p {RANDOM} ssh deploy@host", RANDOM),
+    (f"sshpass -v -p{RANDOM} scp a host:", RANDOM),
+    (f'$pw = ConvertTo-SecureString "{RANDOM}" -AsPlainText -Force', RANDOM),
+    (f"ConvertTo-SecureString -String '{RANDOM}' -AsPlainText -Force", RANDOM),
+    (f"$c = New-Object PSCredential('admin', (ConvertTo-SecureString -AsPlainText -Force '{RANDOM}'))", RANDOM),
+    (f"curl -u deploy:{RANDOM} https://ci", RANDOM),
+    (f"curl -udeploy:{RANDOM} https://ci", RANDOM),
+    (f"curl --user 'deploy:{RANDOM}' https://ci", RANDOM),
+    (f"mysql --password={RANDOM} shop", RANDOM),
+    (f"mysql -u root -p'{RANDOM}' shop", RANDOM),
+    (f'mysqldump -uroot -p"{RANDOM}" shop > dump.sql', RANDOM),
+    (f"docker run -e DB_PASSWORD={RANDOM} postgres", RANDOM),
+    (f"docker run -e 'POSTGRES_PASSWORD={RANDOM}' postgres", RANDOM),
+    (f"PGPASSWORD={RANDOM} psql -h db -U app", RANDOM),
+])
+def test_shell_sql_and_powershell_password_shapes_are_masked(text: str, secret: str):
+    masked, count = mask_secrets(text)
+    assert secret[:8] not in masked and secret[-8:] not in masked and count == 1, masked
+    assert mask_secrets(masked) == (masked, 0)
+
+
+@pytest.mark.parametrize("text", [
+    'sshpass -p "$SSHPASS" ssh deploy@host',
+    "sshpass -f ~/.ssh/pass ssh deploy@host",
+    "sshpass -P assphrase -p hunter2 ssh host",  # a word for a password: left, as everywhere
+    "$secure = ConvertTo-SecureString $plain -AsPlainText -Force",
+    "ConvertTo-SecureString -String $env:DEPLOY_PASSWORD -AsPlainText -Force",
+    "SET PASSWORD FOR 'app'@'%' = 'hunter2';",
+    "SET PASSWORD FOR CURRENT_USER = PASSWORD(@new);",
+    "mysql -u root -p shop",
+    "curl -u \"$USER:$TOKEN\" https://ci",
+])
+def test_shell_sql_and_powershell_look_alikes_are_left(text: str):
+    assert mask_secrets(text) == (text, 0)
+
+
+def _kubernetes_secret(values: dict[str, str], indent: str = "") -> str:
+    lines = ["apiVersion: v1", "kind: Secret", "metadata:", "  name: db", "type: Opaque", "data:"]
+    lines += [f"  {key}: {value}" for key, value in values.items()]
+    return "\n".join(indent + line for line in lines)
+
+
+_B64_RANDOM = "OWZLMnBYN3FMbU40dkI4d1IxdFk2ekgz"  # base64 of RANDOM
+
+
+def test_the_data_of_a_kubernetes_secret_in_a_multi_document_file_is_masked():
+    text = ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n---\n"
+            + _kubernetes_secret({"username": "YWRtaW4=", "tls.crt": _B64_RANDOM, "connection": _B64_RANDOM})
+            + f"\nstringData:\n  config.yaml: |\n    url: postgres://db\n    region: {_RANDOM_2}\n  extra: {RANDOM}\n"
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  region: eu-west-1\n"
+            f"  build: {_RANDOM_3}\n")
+    masked, count = mask_secrets(text)
+    assert masked.count("\n") == text.count("\n") and mask_secrets(masked) == (masked, 0)
+    assert not any(value in masked for value in ("YWRtaW4=", _B64_RANDOM, RANDOM, _RANDOM_2, "postgres://db")), masked
+    assert count == 6 and "  username: [REDACTED]\n" in masked and "  config.yaml: |\n    [REDACTED]\n" in masked
+    assert masked.endswith(f"data:\n  region: eu-west-1\n  build: {_RANDOM_3}\n")  # a ConfigMap's data stays
+    assert "kind: Deployment\nmetadata:\n  name: web" in masked and "metadata:\n  name: db" in masked
+
+
+def test_the_data_of_a_kubernetes_secret_in_a_helm_template_or_a_list_is_masked():
+    helm = ("{{- if .Values.secret.create }}\napiVersion: v1\nkind: Secret\nmetadata:\n"
+            "  name: {{ include \"app.fullname\" . }}\n  labels:\n    {{- include \"app.labels\" . | nindent 4 }}\n"
+            "type: Opaque\ndata:\n  DATABASE_URL: {{ .Values.db.url | b64enc | quote }}\n"
+            f"  connection: {_B64_RANDOM}\n"
+            f"  webhook: {{{{ \"{RANDOM}\" | b64enc }}}}\n  {{{{- range $key, $value := .Values.extra }}}}\n"
+            "  {{ $key }}: {{ $value | b64enc | quote }}\n  {{- end }}\n{{- end }}\n")
+    masked, count = mask_secrets(helm)
+    assert count == 2 and _B64_RANDOM not in masked and RANDOM not in masked, masked
+    assert "DATABASE_URL: {{ .Values.db.url | b64enc | quote }}" in masked  # a template names no value
+    assert "  {{ $key }}: {{ $value | b64enc | quote }}\n" in masked
+    listed = "apiVersion: v1\nkind: List\nitems:\n- " + _kubernetes_secret({"token": _B64_RANDOM}, "  ")[2:] + \
+        "\n- apiVersion: v1\n  kind: ConfigMap\n  data:\n    build: " + _RANDOM_3 + "\n"
+    masked, count = mask_secrets(listed)
+    assert count == 1 and _B64_RANDOM not in masked and _RANDOM_3 in masked, masked
+
+
+_JWK_N = ("0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3"
+          "oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0"
+          "zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-c"
+          "sFCur-kEgU8awapJzKnqDKgw")
+_JWK_PRIVATE = {  # RFC 7517's appendix A.2 (an example key, valid for nothing)
+    "d": "X4cTteJY_gn4FYPsXB8rdXix5vwsg1FLN5E3EaG6RJoVH-HLLKD9M7dx5oo7GURknchnrRweUkC7hT5fJLM0WbFAKNLWY2vv7B6NqXSzUvx"
+         "T0_YSfqijwp3RTzlBaCxWp4doFk5N2o8Gy_nHNKroADIkJ46pRUohsXywbReAdYaMwFs9tv8d_cPVY3i07a3t8MN6TNwm0dSawm9v47UIIB"
+         "l0XnbR0vRo4p5U4zjV2lfG9uKy4uNjLh7N5tz4cC6IMMWRhYtXD02oQxBYHStL2mcCEqdpWg5YK4hMUMJkJxoN_9-xb8YFFFHTPnAQA2b5Z1"
+         "RTXXK63ik6vBFfOg6Q",
+    "p": "83i-7IvMGXoMXCskv73TKr8637FiO7Z27zv8oj6pbWUQyLPQBQxtPVnwD20R-60eTDmD2ujnMt5PoqMrm8RfmNhVWDtjjMmCMjOpSXicFHj7"
+         "XOuVIYQyqVWlWEh6dN36GVZYk93N8Bc9vY41xy8B9RzzOGVQzXvNEvn7O0nVbfs",
+    "q": "3dfOR9cuYq-0S-mkFLzgItgMEfFzB2q3hWehMuG0oCuqnb3vobLyumqjVZQO1dIrdwgTnCdpYzBcOfW5r370AFXjiWft_NGEiovonizhKpo"
+         "9VVS78TzFgxkIdrecRezsZ-1kYd_s1qDbxtkDEgfAITAG9LUnADun4vIcb6yelxk",
+    "dp": "G4sPXkc6Ya9y8oJW9_ILj4xuppu0lzi_H7VTkS8xj5SdX3coE0oimYwxIi2emTAue0UOa5dpgFGyBJ4c8tQ2VF402XRugKDTP8akYhFo5tA"
+          "A77Qe_NmtuYZc3C3m3I24G2GvR5sSDxUyAN2zq8Lfn9EUms6rY3Ob8YeiKkTiBj0",
+    "dq": "s9lAH9fggBsoFR8Oac2R_E2gw282rT2kGOAhvIllETE1efrA6huUUvMfBcMpn8lqeW6vzznYY5SSQF7pMdC_agI3nG8Ibp1BUb0JUiraRNq"
+          "UfLhcQb_d9GF4Dh7e74WbRsobRonujTYN1xCaP6TO61jvWrX-L18txXw494Q_cgk",
+    "qi": "GyM_p5ZUkb1Vy3_iUvAx0SNUnr2oTrP8jeB7_ETx0QHXC87BC4S_U2S2i_gt7ofuGZY7vWhI9DNZFySuRFy8XXOW7V7bsMcxEGJJf3h1HkjL"
+          "dVbZJ2lsaCBtAPOHe_z-Lwf7P3_a7oFgnD5lxfKsXmjfDxWNf8_-ZAJyqV1jcZo",
+}
+
+
+@pytest.mark.parametrize("form", ["json", "python", "javascript"])
+def test_each_private_part_of_a_json_web_key_is_masked(form: str):
+    """A private RSA key as a JWK: `d`, and the primes and exponents that give it (`p`, `q`, `dp`,
+    `dq`, `qi`), each masked; its public modulus and exponent are no secret."""
+    members = {"kty": "RSA", "n": _JWK_N, "e": "AQAB", **_JWK_PRIVATE, "alg": "RS256", "kid": "2011-04-29"}
+    if form == "json":
+        text = "{\n" + ",\n".join(f' "{name}":"{value}"' for name, value in members.items()) + "\n}"
+    elif form == "python":
+        text = "KEY = {" + ", ".join(f"'{name}': '{value}'" for name, value in members.items()) + "}"
+    else:
+        text = "const key = { " + ", ".join(f'{name}: "{value}"' for name, value in members.items()) + " };"
+    masked, count = mask_secrets(text)
+    assert not any(value[:8] in masked or value[-8:] in masked for value in _JWK_PRIVATE.values()), masked
+    assert count == len(_JWK_PRIVATE) and mask_secrets(masked) == (masked, 0)
+    assert masked.count("\n") == text.count("\n") and "AQAB" in masked and "2011-04-29" in masked
+    symmetric = ('{"kty":"oct","k":"' + "AyM1SysPpbyDfgZld3umj1qzKObwVMkoqQ-EstJQLr_T-1qS0gZH75aKtMN3Yj0iPS4hcgUuT"
+                 + "wjAzZr1Z9CAow" + '"}')
+    assert mask_secrets(symmetric) == ('{"kty":"oct","k":"[REDACTED]"}', 1)
+
+
+def test_a_public_json_web_key_is_left():
+    """A public key's modulus is random base64url: one in five began like a prefixed token (2 to 12
+    letters and digits, then `_` or `-`) and was masked. Without a private part, it stays."""
+    import base64
+    import random
+
+    rng = random.Random(7)
+    for _ in range(100):
+        modulus = base64.urlsafe_b64encode(rng.randbytes(256)).decode().rstrip("=")
+        curve_x = base64.urlsafe_b64encode(rng.randbytes(32)).decode().rstrip("=")
+        for text in (f'{{"kty": "RSA", "e": "AQAB", "use": "sig", "n": "{modulus}"}}',
+                     f'{{\n  "keys": [\n    {{\n      "n": "{modulus}",\n      "kty": "RSA",\n'
+                     '      "e": "AQAB"\n    }\n  ]\n}',
+                     f"jwk = {{'kty': 'EC', 'crv': 'P-256', 'x': '{curve_x}', 'y': '{curve_x[::-1]}'}}"):
+            assert mask_secrets(text) == (text, 0)
+    # a provider's token is masked wherever it is written, a public key's member too
+    planted = '{"kty": "RSA", "e": "AQAB", "n": "' + GITHUB + '"}'
+    assert GITHUB not in mask_secrets(planted)[0]
+
+
+@pytest.mark.parametrize("text", [
+    "set password for " + "a" * 1_000_000,
+    "SET PASSWORD FOR 'a'@'b' " + "=" * 1_000_000,
+    "sshpass" + " -v" * 333_333,
+    "sshpass -p" + " " * 1_000_000,  # blanks the value's gap and the flag's both took
+    "ConvertTo-SecureString" + " -Force" * 150_000,
+    "ConvertTo-SecureString -String" + " " * 1_000_000,
+    "curl -u " + "=" * 1_000_000,
+    "mysql -p'" + "a" * 1_000_000,
+    'password = "' + "9" * 1_000_000,
+    '"' * 1_000_000 + 'password = "x',  # the quotes before a typed value's name, paired
+    "password" * 125_000 + ' = "x',
+    "secret: |\n" + "  x\n" * 250_000,
+    "secret: |\n  9fK2pX7qLmN4vB8wR1tY6zH3\n" + " " * 1_000_000,
+    "secret: |\n  9fK2pX7qLmN4vB8wR1tY6zH3\n" + "  x\n" * 250_000,  # one block, masked line by line
+    "kind: Secret\n" + "  x: " + "y" * 1_000_000,
+    "kind: Secret\ndata:\n" + ("  a: " + "b" * 60 + "\n") * 15_000,
+    "kind: Secret\nstringData:\n  a: |\n" + ("    " + "x" * 60 + "\n") * 15_000,
+    ("kind: Secret\n---\n" + " " * 40 + "\n") * 17_000,  # many Secrets, each looked at once
+    ("- kind: Secret\n" + "  a: " + "b" * 60 + "\n") * 12_000,
+    '{"kty": ' * 125_000,
+    "kty" * 333_333,
+    "{kty:" + " d" * 500_000,
+    '{"kty": "RSA", ' + '"d": "a", ' * 100_000 + "}",
+    "{" * 500_000 + "kty" + "}" * 500_000,
+    "(" * 333_000 + "kty" * 111_000 + ")" * 111_000,
+    "{kty:" * 200_000 + ")",  # each `kty` the object's, none closed before the end
+    '{"kty":"RSA","d":"a"}' * 20_000,  # many keys, each masked
+    '{"kty":"RSA","n":"a"}' * 20_000,  # many public keys, each one's members looked up once per token
+])
+def test_a_megabyte_of_each_new_shape_is_masked_in_linear_time(text: str):
+    """A new pattern or pass over a hostile line: no backtracking over it, no walk of it per match
+    (each takes 0.02-0.25 s of CPU; the bound is a hang's, counted in CPU time as other tests run)."""
+    started = time.process_time()
+    masked, _ = mask_secrets(text)
+    assert time.process_time() - started < 0.5, text[:40]
     assert masked.count("\n") == text.count("\n")
