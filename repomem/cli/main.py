@@ -411,8 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     retrieve = commands.add_parser("retrieve", help="rank the repository's fragments for a cursor")
     retrieve.add_argument("position", help="FILE:LINE[:COL], 1-based; without COL the cursor is at the line end")
-    retrieve.add_argument("--k", type=int, default=None, help="how many fragments (default 10)")
-    retrieve.add_argument("--alpha", type=alpha_value, default=None, help="weight of s_env (default 0.5; 0 = BM25)")
+    retrieve.add_argument("--k", type=int, default=None, help="how many fragments (default: retrieval.top_k, 10)")
+    retrieve.add_argument("--alpha", type=alpha_value, default=None,
+                          help="weight of s_env (default: retrieval.alpha, 0.5; 0 = BM25)")
     retrieve.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
     retrieve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     retrieve.add_argument("--code", action="store_true", help="also print each fragment's code")
@@ -427,8 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="how context is retrieved (default: completion.strategy, fragrel): "
                                + "; ".join(f"{s.name}: {s.summary}" for s in STRATEGY_TABLE))
     add_backend_options(complete)
-    complete.add_argument("--order", choices=BLOCK_ORDERS, default=None, help="order of retrieved blocks")
-    complete.add_argument("--max-tokens", type=int, default=None, help="new tokens at most (default 64)")
+    complete.add_argument("--order", choices=BLOCK_ORDERS, default=None,
+                          help="order of retrieved blocks (default: completion.order, stable)")
+    complete.add_argument("--max-tokens", type=int, default=None,
+                          help="new tokens at most (default: completion.max_new_tokens, 64)")
     complete.add_argument("--no-suffix", action="store_true", help="ignore the code after the cursor (no FIM)")
     complete.add_argument("--repo", default=None, help="repository root (default: found above FILE)")
     complete.add_argument("--json", action="store_true", help="prompt, fragments, tokens and timings as JSON")

@@ -486,6 +486,16 @@ def test_the_configuration_reference_is_current():
             assert name.endswith(".*") or name in known, name
 
 
+def test_the_readme_names_every_setting_a_repository_may_not_set():
+    """README's Security section lists what a repository's own repomem.toml may not set; it had
+    left out model.prompt_cache_mb and the daemon's settings."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## Security", 1)[1].split("\n## ", 1)[0]
+    bullet = readme.split("own `repomem.toml` may tune", 1)[1].split("\n- ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+\.[a-z_]+)`", bullet))
+    refused = {s.name for s in settings_of(Config) if s.rules.repository == "not a repository"}
+    assert refused <= named, sorted(refused - named)
+
+
 def test_the_prompt_levers_settings_moved_to_prompt_and_are_read_under_their_old_names():
     """The levers' settings left [retrieval] and [completion] for [prompt]; an old repomem.toml,
     --set or client setting keeps working, with one warning per moved key."""
