@@ -11,7 +11,8 @@ In languages with brace blocks (C, Go, Rust, Java, JavaScript, ...) the body aft
 in `{` (or in a lambda's `{ x ->`, `{ x in`, `{ x =>`) runs to the brace that balances it: that
 line ends the completion, and is left out when the code after the cursor already closes the block
 (an editor's auto-paired brace). A brace language's body without braces (Scala 3's `object Main:`,
-`if x then`; Kotlin's and Scala's `fun area(): Int =` continued below) ends at a dedent, as Python's.
+`if x then`; Kotlin's and Scala's `fun area(): Int =` continued below; a `switch` arm's `case X:`,
+C++'s `public:`) ends at a dedent, as Python's.
 """
 
 from __future__ import annotations
@@ -147,22 +148,29 @@ def _syntax(spanning: dict[str, tuple[str, bool]], done: str, preprocessor: bool
 
 _TRIPLE = {**_BLOCK_COMMENT, '"""': ('"""', False)}
 _ASSIGNED = r"(?<![=!<>])="  # `=` ending a line (`==`, `<=` and the like compare)
+# A `switch` arm's label ending its line (`case "add":`, `case .rainy, .snowy:`, `default:`): its
+# statements follow below, indented deeper, up to the next arm or the switch's `}` (a dedent).
+_SWITCH_ARM = r"\bcase\b.*:|\bdefault\s*:"
 _BRACE_SYNTAX = {
     **dict.fromkeys(("javascript", "typescript", "tsx"), _syntax(
-        {**_BLOCK_COMMENT, "`": ("`", True)}, f"{_STRING}|{_ANY_QUOTED}")),
-    "go": _syntax({**_BLOCK_COMMENT, "`": ("`", False)}, f"{_STRING}|{_CHAR}"),
+        {**_BLOCK_COMMENT, "`": ("`", True)}, f"{_STRING}|{_ANY_QUOTED}", indented_opener=_SWITCH_ARM)),
+    "go": _syntax({**_BLOCK_COMMENT, "`": ("`", False)}, f"{_STRING}|{_CHAR}", indented_opener=_SWITCH_ARM),
     "rust": _syntax({**_BLOCK_COMMENT, '"': ('"', True)}, _CHAR),  # Rust's strings span lines
-    **dict.fromkeys(("c", "cpp"), _syntax(_BLOCK_COMMENT, f"{_STRING}|{_CHAR}", preprocessor=True)),
+    "c": _syntax(_BLOCK_COMMENT, f"{_STRING}|{_CHAR}", preprocessor=True, indented_opener=_SWITCH_ARM),
+    # C++'s access specifiers (`public:`) head the members below them as an arm heads its statements.
+    "cpp": _syntax(_BLOCK_COMMENT, f"{_STRING}|{_CHAR}", preprocessor=True,
+                   indented_opener=rf"{_SWITCH_ARM}|\b(?:public|protected|private)\s*:"),
     # C#'s verbatim strings (`@"..."`, `$@"..."`, `@$"..."`) span lines and hold no backslash escape.
-    "csharp": _syntax({**_TRIPLE, '@"': ('"', False), '@$"': ('"', False)}, f"{_STRING}|{_CHAR}", preprocessor=True),
-    "java": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}"),
+    "csharp": _syntax({**_TRIPLE, '@"': ('"', False), '@$"': ('"', False)}, f"{_STRING}|{_CHAR}", preprocessor=True,
+                      indented_opener=_SWITCH_ARM),
+    "java": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", indented_opener=_SWITCH_ARM),
     # A `when` arm's `->` ending its line (`is Circle ->`) opens its body below, as `=` does.
     "kotlin": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="->",
                       indented_opener=rf"{_ASSIGNED}|->"),
     # Not Scala 2's `extends A with` (`B {` on the next line goes on with the header, no body).
     "scala": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow="=>", indented_opener=(
         rf"{_ASSIGNED}|=>|:|\b(?:then|else|do|yield|try|catch|finally|match)")),
-    "swift": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow=r"\bin"),
+    "swift": _syntax(_TRIPLE, f"{_STRING}|{_CHAR}|{_BACKTICKED}", lambda_arrow=r"\bin", indented_opener=_SWITCH_ARM),
     # PHP's heredoc and nowdoc (`<<<EOT`, `<<<'EOT'`): text up to the line starting with `EOT`.
     "php": _syntax(_BLOCK_COMMENT, rf"{_STRING}|{_ANY_QUOTED}|#(?!\[).*$",
                    heredoc=r"<<<[ \t]*(?P<quote>[\"']?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
@@ -322,7 +330,8 @@ _LUA_OPENER = re.compile(r"(?:\b(?:then|do|else)|\bfunction\b[^()]*\([^()]*\))\s
 _KEYWORD_BLOCKS: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
     # A block in braces (`items.each { |x|`, `loop {`) and a hash literal over lines end at their own `}`.
     "ruby": ((_RUBY_OPENER, "end"), (re.compile(r"\{\s*(?:\|[^|]*\|\s*)?$"), "}")),
-    "lua": ((_LUA_OPENER, "end"), (re.compile(r"(?:^|[;\s])repeat\s*$"), "until")),
+    # A table constructor over lines (`local defaults = {`, `queue:push({`) ends at its own `}`.
+    "lua": ((_LUA_OPENER, "end"), (re.compile(r"(?:^|[;\s])repeat\s*$"), "until"), (re.compile(r"\{\s*$"), "}")),
     # The shell's keywords where a command starts (`if x; then`, a `then` line): `echo then` is an argument.
     # A function's body (`deploy() {`, `function deploy {`) is a `{` group closed by its own `}`
     # (`${` and `a{` are expansions, no group).

@@ -63,7 +63,8 @@ def test_elsewhere_a_brace_language_completes_the_line():
         shape = completion_shape(prefix, "", java)
         assert not shape.multiline
         assert clean_completion("a, b);\nfoo();\n", shape) == "a, b);"
-    assert not completion_shape("local t = {", "", language_named("lua")).multiline  # no brace blocks
+    # No brace language (a table constructor left open over lines runs to its `}`: test_keyword_blocks).
+    assert not completion_shape("local t = {}", "", language_named("lua")).multiline
 
 
 @pytest.mark.parametrize(("name", "source", "line", "expected"), [
@@ -346,3 +347,46 @@ def test_braces_in_a_php_heredoc_or_nowdoc_do_not_count(raw):
     """A heredoc's (`<<<EOT`) or nowdoc's (`<<<'EOT'`) text, up to the line its terminator starts:
     a `{` inside ran the body past the function's end, a `}` inside ended it in the middle."""
     assert _completed("function f($name) {", "\n", raw, PHP)[0] == raw[: raw.index("\n\nfunction g")]
+
+
+# -- a switch arm's label ending its line: its statements below, up to the next arm --
+
+TS = language_named("typescript")
+
+
+@pytest.mark.parametrize(("language", "prefix", "suffix", "raw", "body"), [
+    # The model's statements, then the next arm the code below has already: the arm's body alone.
+    (C, "    switch (cmd) {\n    case CMD_MAX:", "\n    case CMD_COUNT:\n        break;\n    }\n",
+     '\n        printf("%g\\n", vec_max(v));\n        break;\n    case CMD_COUNT:\n',
+     '\n        printf("%g\\n", vec_max(v));\n        break;'),
+    (GO, "\tswitch fields[0] {\n\tcase \"remove\":", "\n\tdefault:\n\t\treturn nil\n\t}\n",
+     "\n\t\tqty, err := strconv.Atoi(fields[2])\n\t\tif err != nil {\n\t\t\treturn err\n\t\t}\n\tdefault:\n",
+     "\n\t\tqty, err := strconv.Atoi(fields[2])\n\t\tif err != nil {\n\t\t\treturn err\n\t\t}"),
+    (SWIFT, "        switch reading.condition {\n        case .rainy, .snowy:", "\n        }\n",
+     '\n            return "umbrella"\n        }\n', '\n            return "umbrella"'),
+    (TS, '    switch (filter) {\n      default:', "\n    }\n", "\n        return all;\n    }\n",
+     "\n        return all;"),
+    (JAVA, "        switch (c) {\n            case ':':", "\n        }\n",
+     "\n                n++;\n                break;\n        }\n",
+     "\n                n++;\n                break;"),
+    (CSHARP, "            case Kind.Savings:", "\n        }\n",
+     "\n                return 0.02m;\n            default:\n",
+     "\n                return 0.02m;"),
+    (CPP, "class Graph {\npublic:", "\n};\n", "\n    void add(int x);\n    int size() const;\n};\n",
+     "\n    void add(int x);\n    int size() const;"),
+    # On the blank line below the label: the body starts at the cursor.
+    (C, "    switch (cmd) {\n    case CMD_MAX:\n        ", "\n    }\n", "break;\n    }\n", "break;"),
+])
+def test_a_switch_arms_label_opens_its_statements_below(language, prefix, suffix, raw, body):
+    """`case X:` / `default:` (and C++'s `public:`) ending its line: a line break begins the arm's
+    statements, which a one-line completion left out (nothing shown); they run to a dedent."""
+    assert completion_shape(prefix, suffix, language).multiline
+    assert _completed(prefix, suffix, raw, language)[0] == body
+
+
+@pytest.mark.parametrize(("language", "prefix"), [
+    (C, "    case 1: x++;"), (JAVA, "        int x = ok ? a :"), (TS, '    const s = "case x:"'),
+    (GO, "\tcase <-done: // stop:"),
+])
+def test_a_line_that_is_no_arm_label_completes_itself(language, prefix):
+    assert not completion_shape(prefix, "\n", language).multiline, prefix

@@ -152,3 +152,23 @@ def test_an_opener_before_code_on_the_cursors_line_completes_that_line():
     shape = completion_shape("items.each { |x| ", "}\n", RUBY)
     assert not shape.multiline
     assert clean_completion("puts x }\nputs 2\n", shape, suffix="}\n") == "puts x"
+
+
+@pytest.mark.parametrize(("prefix", "suffix", "raw", "body"), [
+    ("local defaults = {", "\n\nlocal function log(opts)\nend\n",
+     "\n  retries = 3,\n  verbose = false,\n}\n\nlocal function log(opts)\n",
+     "\n  retries = 3,\n  verbose = false,\n}"),
+    ("for _, job in ipairs(jobs) do\n  queue:push({", "\nend\n", "\n    job = job,\n    attempts = 0,\n  })\nend\n",
+     "\n    job = job,\n    attempts = 0,\n  })"),
+    # The code below closes the table already: its `}` is not written twice.
+    ("local defaults = {", "\n}\n", "\n  retries = 3,\n}\n", "\n  retries = 3,"),
+])
+def test_a_lua_table_constructor_over_lines_runs_to_its_brace(prefix, suffix, raw, body):
+    """`local defaults = {` ending its line: the fields below, up to the `}` at its indent; it
+    completed the line's rest, nothing after the model's line break."""
+    assert completed(LUA, prefix, suffix, raw) == body
+
+
+@pytest.mark.parametrize("line", ["local t = {}", "local t = { a = 1 }", 'local s = "{"', "local t = {} -- {"])
+def test_a_lua_table_closed_on_its_line_opens_no_block(line):
+    assert not completion_shape(line, "\n", LUA).multiline, line
