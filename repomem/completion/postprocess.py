@@ -152,8 +152,11 @@ _ASSIGNED = r"(?<![=!<>])="  # `=` ending a line (`==`, `<=` and the like compar
 # statements follow below, indented deeper, up to the next arm or the switch's `}` (a dedent).
 _SWITCH_ARM = r"\bcase\b.*:|\bdefault\s*:"
 _BRACE_SYNTAX = {
+    # An arrow or an assignment ending its line (Prettier's `(x) =>` / `const s =` over a long
+    # expression): the expression goes on below, indented, up to a dedent.
     **dict.fromkeys(("javascript", "typescript", "tsx"), _syntax(
-        {**_BLOCK_COMMENT, "`": ("`", True)}, f"{_STRING}|{_ANY_QUOTED}", indented_opener=_SWITCH_ARM)),
+        {**_BLOCK_COMMENT, "`": ("`", True)}, f"{_STRING}|{_ANY_QUOTED}",
+        indented_opener=rf"{_SWITCH_ARM}|=>|{_ASSIGNED}")),
     "go": _syntax({**_BLOCK_COMMENT, "`": ("`", False)}, f"{_STRING}|{_CHAR}", indented_opener=_SWITCH_ARM),
     "rust": _syntax({**_BLOCK_COMMENT, '"': ('"', True)}, _CHAR),  # Rust's strings span lines
     "c": _syntax(_BLOCK_COMMENT, f"{_STRING}|{_CHAR}", preprocessor=True, indented_opener=_SWITCH_ARM),

@@ -390,3 +390,29 @@ def test_a_switch_arms_label_opens_its_statements_below(language, prefix, suffix
 ])
 def test_a_line_that_is_no_arm_label_completes_itself(language, prefix):
     assert not completion_shape(prefix, "\n", language).multiline, prefix
+
+
+# -- JavaScript / TypeScript: an expression continued below a line ending with `=>` or `=` --
+
+
+@pytest.mark.parametrize(("language", "prefix", "suffix", "raw", "body"), [
+    # Prettier's form for an arrow function whose body is too long for its line.
+    (TS, "export const totalCents = (items: Item[]): number =>", "\n\nexport function f() {}\n",
+     "\n  items.reduce((sum, item) => sum + item.cents, 0);\n\nexport function f() {}\n",
+     "\n  items.reduce((sum, item) => sum + item.cents, 0);"),
+    (JS, "  const message =", "\n  return message;\n}\n",
+     '\n    `${user.name} has ${count} new items`;\n  return message;\n}\n',
+     '\n    `${user.name} has ${count} new items`;'),
+])
+def test_a_line_ending_with_an_arrow_or_assignment_continues_on_the_lines_below(language, prefix, suffix, raw, body):
+    """Nothing was shown there: the completion was the line's own rest, and the model's answer
+    began with a line break."""
+    assert completion_shape(prefix, suffix, language).multiline
+    assert _completed(prefix, suffix, raw, language)[0] == body
+
+
+@pytest.mark.parametrize(("language", "prefix"), [
+    (TS, "  if (a =="), (JS, "  const ok = a >="), (TS, "  items.reduce((sum, item) =>"), (JS, '  const s = "a =>"'),
+])
+def test_a_comparison_an_open_call_or_a_string_ending_a_line_opens_no_continuation(language, prefix):
+    assert not completion_shape(prefix, "\n", language).multiline, prefix
