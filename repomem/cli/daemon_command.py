@@ -65,6 +65,15 @@ def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
 
 def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand,
                parse_command: ParseCommand) -> int:
+    if args.idle_minutes is None:
+        # The user's `[daemon] idle_minutes`, as for a daemon a command starts (a repository's
+        # settings cannot set it, and this command belongs to none).
+        from repomem.config import load_config
+
+        config, warnings = load_config(None)
+        for warning in warnings:
+            print(f"repomem: warning: {warning}", file=sys.stderr)
+        args.idle_minutes = config.daemon.idle_minutes
     if not 0 < args.idle_minutes <= MAX_IDLE_MINUTES:
         # A week at most: 1e9 minutes overflowed the socket's timeout at the daemon's start.
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--idle-minutes must be more than 0 and at most "
@@ -359,8 +368,9 @@ def add_daemon_parser(commands, run_command: RunCommand, parse_command: ParseCom
                     "each repository's index kept in memory: a command then pays for what changed since the "
                     f"last one. Commands use a running daemon by themselves ({OPT_OUT}=1 runs one without it).")
     daemon.add_argument("action", choices=("start", "stop", "status"))
-    daemon.add_argument("--idle-minutes", type=finite_float, default=30.0,
-                        help="exit after this many minutes without a command (default 30)")
+    daemon.add_argument("--idle-minutes", type=finite_float, default=None,
+                        help="exit after this many minutes without a command (default: daemon.idle_minutes "
+                             "of your config, 30)")
     daemon.add_argument("--repositories", type=int, default=3,
                         help="indexes kept in memory at most, the least recently used dropped (default 3)")
     daemon.add_argument("--foreground", action="store_true", help="start: run in this process (logs on stderr)")

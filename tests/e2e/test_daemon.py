@@ -213,6 +213,27 @@ def test_an_idle_daemon_exits_and_a_bad_option_is_one_line(tmp_path: Path) -> No
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_daemon_start_without_the_option_takes_the_users_idle_minutes(tmp_path: Path) -> None:
+    """`daemon start` by hand took 30 minutes whatever `[daemon] idle_minutes` said; the option
+    still wins over the setting."""
+    folder = Path(tempfile.mkdtemp(prefix="rmj-"))
+    try:
+        env = _environment(folder, True)
+        env["REPOMEM_CONFIG"] = str(_user_config(folder, "[daemon]\nidle_minutes = 0.02\n"))
+        started = repomem("daemon", "start", env=env)
+        assert started.returncode == 0, started.stderr
+        assert "exits after 0.02 idle minutes" in started.stdout, started.stdout
+        deadline = time.monotonic() + 30
+        while (folder / "daemon" / "socket").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "idle for 1 s: exiting" in (folder / "daemon" / "log").read_text()
+        again = repomem("daemon", "start", "--idle-minutes", "5", env=env)
+        assert "exits after 5 idle minutes" in again.stdout, again.stdout
+    finally:
+        repomem("daemon", "stop", env=_environment(folder, True))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _user_config(folder: Path, text: str) -> Path:
     path = folder / "user.toml"
     path.write_text(f'{SMALL_MODEL_SETTINGS}\n{text}')
