@@ -33,7 +33,14 @@ from repomem.embeddings.embedder import TextEmbedder
 from repomem.embeddings.window_embeddings import DenseWindows, WindowEmbeddings
 from repomem.embeddings.window_embeddings import store_key as window_store_key
 from repomem.failures import Failure, FailureKind
-from repomem.index.index_folder import claim_index_folder, foreign_folder, index_dir, index_outside_repo
+from repomem.index.index_folder import (
+    IndexFolderRefused,
+    check_index_link,
+    claim_index_folder,
+    foreign_folder,
+    index_dir,
+    index_outside_repo,
+)
 from repomem.index.indexed_files import analyze_file
 from repomem.index.kernels import warm_up
 from repomem.index.parse_pool import PARALLEL_MIN_FILES, analyze_sources, read_and_analyze, read_candidate
@@ -490,6 +497,12 @@ class RepoService:
         compile_kernels_once(progress)  # a first run on this machine: its own step, not a stalled bar
         started = time.perf_counter()
         directory = index_dir(self.root, self.config)
+        try:
+            # Before anything is read there: an index folder linked out of the repository is
+            # neither written nor read (another project's index, sealed by this user's key too).
+            check_index_link(directory, self.root)
+        except IndexFolderRefused as error:
+            return Failure(FailureKind.INDEX_WRITE, f"cannot use the index in {directory}: {error}")
         reason = "--full requested" if full else ""
         warning = ""
         index: RepoIndex | None = None
@@ -559,7 +572,7 @@ class RepoService:
                 try:
                     save_index(index, directory, index.snapshot)
                 except OSError as error:
-                    if not unsaved_ok:
+                    if not unsaved_ok or isinstance(error, IndexFolderRefused):  # the folder is wrong, not full
                         raise
                     unsaved = True
                     warning = (f"cannot write the index in {directory}: {written_what(error)}; answered from "

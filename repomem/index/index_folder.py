@@ -88,6 +88,22 @@ def _looks_like_an_old_index(directory: Path) -> bool:
         return False
 
 
+def check_index_link(directory: Path, root: Path) -> None:
+    """Raise IndexFolderRefused where the index folder is a symbolic link leading out of the
+    repository, or nowhere: neither written nor read (a repository's link to another project's
+    index folder loaded that index, sealed by the same user's key, as this repository's)."""
+    if not directory.is_symlink():
+        return
+    try:
+        target = directory.resolve()
+    except (RuntimeError, OSError):  # a loop of links (Python 3.11 raises RuntimeError)
+        raise IndexFolderRefused(f"the index folder {directory} is a symbolic link that leads nowhere "
+                                 "(a loop); remove it or set index.cache_dir in your own config") from None
+    if not target.is_relative_to(root.resolve()):
+        raise IndexFolderRefused(f"the index folder {directory} is a symbolic link out of the repository "
+                                 f"(to {target}); remove it or set index.cache_dir in your own config")
+
+
 def claim_index_folder(directory: Path, root: Path) -> None:
     """Make sure `directory` is repomem's before anything is written or deleted there.
 
@@ -95,15 +111,7 @@ def claim_index_folder(directory: Path, root: Path) -> None:
     refused, not filled with snapshots and pruned; a symlinked index folder leading out of the
     repository is refused (a repository must not make repomem write elsewhere); an index folder
     is created owner-only (0700: it holds the code's tokens)."""
-    if directory.is_symlink():
-        try:
-            target = directory.resolve()
-        except (RuntimeError, OSError):  # a loop of links (Python 3.11 raises RuntimeError)
-            raise IndexFolderRefused(f"the index folder {directory} is a symbolic link that leads nowhere "
-                                     "(a loop); remove it or set index.cache_dir in your own config") from None
-        if not target.is_relative_to(root.resolve()):
-            raise IndexFolderRefused(f"the index folder {directory} is a symbolic link out of the repository "
-                                     f"(to {target}); remove it or set index.cache_dir in your own config")
+    check_index_link(directory, root)
     if (directory / MARKER).is_file():
         return
     if not directory.is_dir():

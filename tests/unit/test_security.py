@@ -170,6 +170,19 @@ def test_a_symlinked_index_folder_leading_out_is_refused(tmp_path: Path, no_user
     assert [p.name for p in elsewhere.iterdir()] == ["snap-000003-theirs"]
 
 
+def test_an_index_folder_linked_out_after_its_build_is_not_read_either(tmp_path: Path, no_user_config: Path):
+    """An index built, then its folder moved away and linked back (or another project's index
+    folder linked in): with nothing changed it was loaded through the link and said "unchanged";
+    after an edit the answer came from it with a warning."""
+    repo = write_repo(tmp_path / "repo", {"app.py": "def total(x):\n    return x\n"})
+    assert not isinstance(RepoService.open(repo).ensure_index(), Failure)
+    (repo / ".repomem").rename(tmp_path / "elsewhere")
+    (repo / ".repomem").symlink_to(tmp_path / "elsewhere")
+    for kwargs in ({}, {"load": False}, {"unsaved_ok": True}):
+        report = RepoService.open(repo).ensure_index(**kwargs)
+        assert isinstance(report, Failure) and "symbolic link out of the repository" in report.message, report
+
+
 def test_links_a_repository_ships_in_its_index_folder_are_never_written_through(tmp_path: Path,
                                                                               no_user_config: Path):
     """git keeps symbolic links: a cloned `.repomem/` (marker included) holding links named as the
