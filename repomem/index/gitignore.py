@@ -256,9 +256,12 @@ class IgnoreFile:
     and folder: two regexes (of the name-only rules over the last name, of the others over the
     path) say so at once, and only a path some rule matches goes through the rules."""
 
-    def __init__(self, prefix: str, rules: list[IgnoreRule]):
+    def __init__(self, prefix: str, rules: list[IgnoreRule], git_may_differ: bool = False):
         self.prefix = prefix  # its folder, relative, with a trailing "/" ("" at the root)
         self.rules = rules
+        # A line git may read otherwise than parse_rule does (the quirks the module docstring
+        # leaves out): in a git work tree, its verdicts are no certainty.
+        self.git_may_differ = git_may_differ
         # (name-only rules, path rules) that may match folders, then those that may match files
         self._quick = {is_dir: (_any_of([r for r in rules if r.name_only and (is_dir or not r.folders_only)]),
                                 _any_of([r for r in rules if not r.name_only and (is_dir or not r.folders_only)]))
@@ -273,6 +276,27 @@ class IgnoreFile:
         return ignores(self.rules, path, is_dir)
 
 
+# A `**` glued to other characters of a name, or an escaped slash: where git's matcher and this
+# one part ways (module docstring), found with room to spare (a comment holding one counts too).
+_GIT_READS_OTHERWISE = re.compile(r"\\/|[^/*]\*\*|\*\*[^/*]")
+
+
+def read_ignore_file(path: Path, prefix: str) -> IgnoreFile | None:
+    """The rules of one .gitignore; `prefix` is its folder, relative, with a trailing '/'. None
+    for a file without rules, missing or unreadable, and for a symbolic link: git (since 2.32)
+    refuses to follow one inside the work tree and lists the files it would have ignored."""
+    try:
+        if os.path.islink(path):
+            return None
+        lines = gitignore_lines(read_regular_text(path))
+    except OSError:
+        return None
+    rules = [rule for rule in map(parse_rule, lines) if rule is not None]
+    if not rules:
+        return None
+    return IgnoreFile(prefix, rules, any(_GIT_READS_OTHERWISE.search(line.removeprefix("!")) for line in lines))
+
+
 class IgnoreRules:
     """The .gitignore files met so far on a walk, each applying below its own folder.
 
@@ -283,18 +307,13 @@ class IgnoreRules:
         self._files: list[IgnoreFile] = []
 
     def add_file(self, path: Path, prefix: str) -> None:
-        """Add the rules of one .gitignore; `prefix` is its folder, relative, with a trailing '/'.
-        A .gitignore that is a symbolic link is not read: git (since 2.32) refuses to follow one
-        inside the work tree and lists the files it would have ignored."""
-        try:
-            if os.path.islink(path):
-                return
-            lines = gitignore_lines(read_regular_text(path))
-        except OSError:
-            return
-        rules = [rule for rule in map(parse_rule, lines) if rule is not None]
-        if rules:
-            self._files.append(IgnoreFile(prefix, rules))
+        """Add the rules of one .gitignore (read_ignore_file)."""
+        self.add(read_ignore_file(path, prefix))
+
+    def add(self, ignore_file: IgnoreFile | None) -> None:
+        """Add one .gitignore's rules (None: none); those of the folders above it come first."""
+        if ignore_file is not None:
+            self._files.append(ignore_file)
 
     def ignored(self, relative_path: str, is_dir: bool) -> bool:
         """Deeper .gitignore files decide over those above them, as in git."""
@@ -306,3 +325,11 @@ class IgnoreRules:
             if verdict is not None:
                 result = verdict
         return result
+
+    def surely_ignored(self, relative_path: str, is_dir: bool) -> bool:
+        """`ignored`, and git would say so too: False where a .gitignore that applies holds a line
+        git may read otherwise. (git also reads its exclude files, which decide only where no
+        .gitignore does, and the .gitignore files above a work tree's folder, which decide only
+        where none inside does: they can only ignore more.)"""
+        return self.ignored(relative_path, is_dir) and not any(
+            ignore_file.git_may_differ for ignore_file in self._files if relative_path.startswith(ignore_file.prefix))

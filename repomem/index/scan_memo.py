@@ -260,8 +260,22 @@ def _list_names(root: Path, config: ScanConfig) -> tuple[NameListing, list[str] 
 
 def listing_inputs(root: Path, config: ScanConfig) -> tuple[list[str], list[str]] | None:
     """What a scan's names depend on, for a watch (index/tree_watch.py): the folders read and the
-    files that judge names, absolute; None when it cannot be told."""
-    return _listing_and_inputs(root, config)[1]
+    files that judge names, absolute; None when it cannot be told. The folders also hold those of
+    the names listed that are not on the disk (files git tracks in a folder it ignores, deleted
+    with their folder): made again, git lists them, so the watch must not judge them ignored."""
+    listing, depended, _ = _listing_and_inputs(root, config)
+    if depended is None:
+        return None
+    folders, rule_files = depended
+    known = set(folders)
+    top = str(root)
+    for name in [*(path for path, _ in listing.kept), *(path for path, _ in listing.skipped)]:
+        folder = name.rstrip("/").rpartition("/")[0]
+        while (absolute := f"{top}/{folder}" if folder else top) not in known:
+            known.add(absolute)
+            folders.append(absolute)
+            folder = folder.rpartition("/")[0]
+    return folders, rule_files
 
 
 def _git_stats(root: Path, listing: NameListing, index: str,

@@ -21,6 +21,14 @@ are not watched, nor anything below them: `npm install` or a new virtual environ
 would otherwise cost a watch per folder, made on the thread that answers completions. (In git mode
 a file below one that git does not ignore is reported as skipped, not indexed; a new one is
 reported from the next full scan.)
+Nor is a folder made later that the tree's .gitignore files leave out whole (a `target/`, `.next/`,
+`out/` a build writes): judged as the scan judges it, by the .gitignore files of the folders above
+it, deeper ones deciding, `!` included (git never lists anything inside an ignored folder but the
+files it tracks there, and a new tracked file comes with a write of git's index, a rule file). It
+and what lies below it are neither walked nor watched, and its coming or going asks for no scan.
+Where in doubt it is watched: a folder that held listed names at the start (tracked files in an
+ignored folder, made again), a .gitignore line git may read otherwise (index/gitignore.py). The
+.gitignore of each folder watched is a rule file: a rule changed makes the watch anew, from a scan.
 
 A watch is started before the scan it follows: an event that races the scan is seen at the next
 look, at worst as one more read of an unchanged file. Off Linux, or past the user's inotify limits,
@@ -42,6 +50,9 @@ import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from repomem.index.gitignore import IgnoreFile, IgnoreRules, read_ignore_file
 
 IN_MODIFY = 0x00000002
 IN_ATTRIB = 0x00000004
@@ -116,6 +127,9 @@ class TreeWatch:
         self._tree: dict[int, str] = {}  # watch -> a folder of the tree (absolute)
         self._rules: dict[int, set[str]] = {}  # watch -> names in it that rule the listing
         self._folders: dict[str, int] = {}  # absolute folder -> watch
+        # The folders listed at the start, watched or not (absent): never judged ignored whole.
+        self._listed: set[str] = set()
+        self._ignore_files: dict[str, IgnoreFile | None] = {}  # absolute folder -> its .gitignore, as read
         self.failed = ""  # why the watch stopped being complete (then every look says `names`)
 
     @classmethod
@@ -129,7 +143,10 @@ class TreeWatch:
         `never_scanned(name)`: whether folders of that name are never scanned (scan.excluded_dirs:
         node_modules, .venv, build): they and all below them are not watched either, when listed
         or made later. A `npm install` or a `python -m venv .venv` inside the tree made a watch
-        for each of its thousands of folders, walked on the thread that answers completions."""
+        for each of its thousands of folders, walked on the thread that answers completions; so
+        did a folder made later that the .gitignore files leave out (module docstring), unless
+        `folders` holds it (folders of files listed there, absent now: not watched, never judged
+        ignored)."""
         libc = _libc()
         if libc is None:
             return None
@@ -137,6 +154,7 @@ class TreeWatch:
         if fd < 0:
             return None
         watch = cls(libc, fd, root, excluded, never_scanned)
+        watch._listed.update(folders)
         for folder in folders:
             if not watch._excluded_folder(folder) and not watch._below_never_scanned(folder):
                 watch._add(folder, tree=True)
@@ -178,20 +196,61 @@ class TreeWatch:
             return False
         return any(self._never_scanned(part) for part in folder[len(self._root) + 1:].split("/"))
 
-    def _watch_new_tree(self, folder: str) -> None:
-        """A folder created or moved into the tree, and every folder below it."""
+    def _ignore_file(self, folder: str) -> IgnoreFile | None:
+        """The rules of `folder`'s .gitignore (a folder of the tree, absolute), read once: each
+        event naming a .gitignore forgets it (_read_events)."""
+        if folder not in self._ignore_files:
+            prefix = folder[len(self._root) + 1:] + "/" if folder != self._root else ""
+            self._ignore_files[folder] = read_ignore_file(Path(folder, ".gitignore"), prefix)
+        return self._ignore_files[folder]
+
+    def _rules_above(self, folder: str) -> IgnoreRules | None:
+        """The .gitignore files that judge `folder` (absolute), from the tree's top down; None for
+        a folder outside the tree."""
+        if not folder.startswith(self._root + "/"):
+            return None
+        rules = IgnoreRules()
+        above = self._root
+        for name in folder[len(self._root) + 1:].split("/")[:-1]:
+            rules.add(self._ignore_file(above))
+            above += "/" + name
+        rules.add(self._ignore_file(above))
+        return rules
+
+    def _ignored_whole(self, folder: str, rules: IgnoreRules | None) -> bool:
+        """Whether the scan lists nothing in `folder` (absolute) by the ignore rules (`rules`:
+        those above it), for sure."""
+        return rules is not None and folder not in self._listed and \
+            rules.surely_ignored(folder[len(self._root) + 1:], is_dir=True)
+
+    def _watch_new_tree(self, folder: str) -> bool:
+        """A folder created or moved into the tree, and every folder below it, but those the
+        .gitignore files leave out whole (as the scan's walk judges them, each folder's own
+        .gitignore read before its folders are); False, with nothing watched, for `folder` left
+        out so."""
+        rules = self._rules_above(folder)
+        if self._ignored_whole(folder, rules):
+            return False
         pending = [folder]
         while pending:
             current = pending.pop()
             if self._excluded_folder(current) or self._never_scanned(os.path.basename(current)):
                 continue
-            self._add(current, tree=True)
+            self._add(current, tree=True, rule=".gitignore")
             try:
                 with os.scandir(current) as entries:
-                    pending.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False)
-                                   and entry.name != ".git" and not self._never_scanned(entry.name))
+                    found = [entry for entry in entries if entry.is_dir(follow_symlinks=False)
+                             or entry.name == ".gitignore"]
             except OSError:
                 continue
+            if rules is not None:  # made anew: not the .gitignore that may have been here
+                ruled = any(entry.name == ".gitignore" for entry in found)
+                self._ignore_files[current] = read_ignore_file(Path(current, ".gitignore"),
+                                                               current[len(self._root) + 1:] + "/") if ruled else None
+                rules.add(self._ignore_files[current])
+            pending.extend(entry.path for entry in found if entry.name not in (".git", ".gitignore")
+                           and not self._never_scanned(entry.name) and not self._ignored_whole(entry.path, rules))
+        return True
 
     def look(self) -> Changes:
         """What happened since the last look (or the start)."""
@@ -234,12 +293,21 @@ class TreeWatch:
                     self._tree.pop(wd, None)
                     self._folders = {path: w for path, w in self._folders.items() if w != wd}
                 continue
+            if name == ".gitignore":
+                self._ignore_files.pop(folder, None)
             if mask & IN_ISDIR:
-                changes.names = True
-                if mask & (IN_MOVED_FROM | IN_DELETE):
-                    self._forget_tree(os.path.join(folder, name))
-                if mask & (IN_CREATE | IN_MOVED_TO) and name != ".git":
-                    self._watch_new_tree(os.path.join(folder, name))
+                path = os.path.join(folder, name)
+                if name == ".git":
+                    changes.names = True
+                elif mask & (IN_MOVED_FROM | IN_DELETE):
+                    # One the ignore rules leave out whole, never watched: the scan listed nothing in it.
+                    if path in self._folders or not self._ignored_whole(path, self._rules_above(path)):
+                        changes.names = True
+                    self._forget_tree(path)
+                elif mask & (IN_CREATE | IN_MOVED_TO):
+                    changes.names |= self._watch_new_tree(path)
+                else:
+                    changes.names = True
                 continue
             if folder == self._root:
                 path = name
@@ -258,6 +326,8 @@ class TreeWatch:
         (one moved elsewhere would report its events under its old name) and their names are free
         for a folder made there again, which is then watched anew."""
         below = folder + "/"
+        for path in [path for path in self._ignore_files if path == folder or path.startswith(below)]:
+            del self._ignore_files[path]
         for path in [path for path in self._folders if path == folder or path.startswith(below)]:
             wd = self._folders.pop(path)
             if self._tree.pop(wd, None) is not None and wd not in self._rules:

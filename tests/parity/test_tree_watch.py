@@ -57,6 +57,21 @@ def _new_folder(folder: Path, name: str, text: str) -> None:
     (folder / name).write_text(text)
 
 
+def _many_folders(top: Path, count: int, files: bool = True) -> None:
+    """A build's output: `top` with `count` folders below it, a source file in some."""
+    for number in range(count // 2):
+        (top / f"d{number}" / "sub").mkdir(parents=True)
+        if files and number % 10 == 0:
+            (top / f"d{number}" / "gen.py").write_text(f"def gen_{number}():\n    return {number}\n")
+
+
+def _with_its_own_rules(root: Path) -> None:
+    """A folder whose .gitignore leaves out a folder of its own, made with it."""
+    _new_folder(root / "pkg9", "a.py", "def a():\n    return 1\n")
+    (root / "pkg9/.gitignore").write_text("gen/\n")
+    _many_folders(root / "pkg9/gen", 40)
+
+
 # (what a person did, whether a scan is needed to know it)
 CHANGES: list[tuple[str, Callable[[Path], None], bool]] = [
     ("a file written", lambda root: _append(root / "app/util.py", "\n\ndef added():\n    return helper()\n"), False),
@@ -88,6 +103,32 @@ CHANGES: list[tuple[str, Callable[[Path], None], bool]] = [
     ("the ignore rule of a folder removed", lambda root: (root / ".gitignore").write_text("lib/\n"), True),
     ("a file in the folder it ignored written",
      lambda root: _append(root / "ignored/skip.py", "\n\ndef more():\n    return 6\n"), False),
+    # A folder the ignore rules leave out whole, made later (a build's target/), is not walked nor
+    # watched, and asks for no scan: the scan lists nothing in it.
+    ("ignore rules for build folders added",
+     lambda root: _append(root / ".gitignore", "target/\n/out/*\n!/out/keep/\n*.gen/\n"), True),
+    ("an ignored folder created with many folders", lambda root: _many_folders(root / "target", 200), False),
+    ("a file in the ignored folder written", lambda root: _append(root / "target/d0/gen.py", "# more\n"), False),
+    ("an ignored folder created by a pattern, in a folder", lambda root: _many_folders(root / "app/x.gen", 20),
+     False),
+    ("a folder created whose folders the rules leave out but one",
+     lambda root: [_many_folders(root / "out" / name, 20) for name in ("debug", "keep")], True),
+    ("a file in its re-included folder written", lambda root: _append(root / "out/keep/d0/gen.py", "# more\n"),
+     False),
+    ("a file in its ignored folder written", lambda root: _append(root / "out/debug/d0/gen.py", "# more\n"), False),
+    ("an ignored folder removed", lambda root: shutil.rmtree(root / "app/x.gen"), False),
+    ("a folder created whose own .gitignore leaves out a folder in it", _with_its_own_rules, True),
+    ("a file in the folder its own .gitignore leaves out written",
+     lambda root: _append(root / "pkg9/gen/d0/gen.py", "# more\n"), False),
+    # ... and a rule removed: the folder it left out is watched, its files indexed.
+    ("the rule of a folder made later removed", lambda root: (root / "pkg9/.gitignore").write_text("# none\n"),
+     True),
+    ("a file in the folder it left out written", lambda root: _append(root / "pkg9/gen/d0/gen.py", "# more\n"),
+     False),
+    ("the rules of the build folders removed", lambda root: (root / ".gitignore").write_text("lib/\n"), True),
+    ("a file in the folder they ignored written", lambda root: _append(root / "target/d0/gen.py", "# more\n"), False),
+    ("a file in the other folder they ignored written",
+     lambda root: _append(root / "out/debug/d0/gen.py", "# more\n"), False),
 ]
 
 
@@ -387,7 +428,7 @@ def test_folders_never_scanned_are_not_watched(tmp_path: Path, git: bool) -> Non
         for number in range(20):
             (root / generated / f"d{number}").mkdir(parents=True)
     seen = service._watch.look()
-    assert seen.names  # new folders in the tree: one scan says what they hold
+    assert seen.names != git  # new folders in the tree: one scan says what they hold (with git, ignored too)
     assert service._watch.folders == watched
     report = service.ensure_index(save=False)
     assert report.changed == 0 and report.removed == 0, report
@@ -409,3 +450,88 @@ def test_folders_never_scanned_are_not_watched(tmp_path: Path, git: bool) -> Non
         assert not any(part in folder for folder in service._watch._folders
                        for part in ("node_modules", ".venv", "build", "egg-info")), service._watch._folders
         service.stop_watching()
+
+
+@pytest.mark.parametrize("git", [False, True], ids=["walk", "git"])
+def test_folders_the_ignore_rules_leave_out_are_not_watched(tmp_path: Path, git: bool) -> None:
+    """A folder the .gitignore files leave out whole, made while the watch runs (a Rust `target/`, a
+    Next.js `.next/`, a pattern's `dist-custom/`, an anchored `/generated/`): it was walked and each
+    of its folders watched, on the thread that answers completions (2,000 folders: 2,000 watches,
+    30 to 100 ms before the next completion, a full scan included). Not walked, not watched, no
+    scan; where a `!` rule re-includes a folder inside, that one is watched."""
+    files = dict(FILES)
+    files[".gitignore"] += "target/\n.next/\ndist-*/\n/generated/\nreports/*\n!reports/kept/\n"
+    root = write_repo(tmp_path / "repo", files)
+    if git:
+        subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
+        subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+        subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+    assert service._watch is not None
+    watched = service._watch.folders
+    for generated in ("target", ".next", "app/dist-custom", "generated"):
+        _many_folders(root / generated, 500)
+    seen = service._watch.look()
+    assert not seen.names and service._watch.folders == watched, (seen, service._watch.folders)
+    (root / "lib/generated").mkdir()  # `/generated/` is anchored: not this one
+    (root / "reports/kept").mkdir(parents=True)
+    (root / "reports/run1").mkdir()
+    seen = service._watch.look()
+    assert seen.names
+    added = {folder for folder in service._watch._folders if folder.startswith(str(root))} - {str(root)}
+    assert {str(root / name) for name in ("lib/generated", "reports", "reports/kept")} <= added
+    assert str(root / "reports/run1") not in added
+    service.ensure_index(save=False)
+    for generated in ("target/d3", ".next/d7", "app/dist-custom/d1", "generated/d2", "reports/run1"):
+        (root / generated / "more.py").write_text("def more():\n    return 2\n")
+    seen = service._watch.look()
+    assert not seen.names and not seen.written and not seen.entries, seen
+    shutil.rmtree(root / "target")
+    assert not service._watch.look().names
+    fresh = RepoService.open(root)
+    assert isinstance(fresh, RepoService)
+    fresh.ensure_index(save=False)
+    assert _state(service) == _state(fresh)
+    service.stop_watching()
+
+
+def test_a_folder_git_ignores_with_tracked_files_is_watched_when_made_again(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """git lists the files it tracks in a folder it ignores (added with `git add -f`): that folder
+    removed and made again (a build cleaning its output) is judged by what git lists, not by the
+    rules alone, and a .gitignore that git may read otherwise than repomem leaves its folders watched."""
+    files = {**FILES, ".gitignore": "release/\n", "src/.gitignore": "a**/y/\n",
+             "release/keep.py": "def keep():\n    return 1\n", "src/mod.py": "def mod():\n    return 1\n"}
+    root = write_repo(tmp_path / "repo", files)
+    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-f", "release/keep.py"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
+    shutil.rmtree(root / "release")  # gone before the watch: git lists its file all the same
+    service = RepoService.open(root)
+    assert isinstance(service, RepoService)
+    service.ensure_index()
+    service.watch_tree()
+    assert service._watch is not None
+    scans: list[int] = []
+    full_scan = service._scan
+    monkeypatch.setattr(service, "_scan", lambda: scans.append(1) or full_scan())
+    for change in (lambda: _new_folder(root / "release", "keep.py", "def keep():\n    return 2\n"),
+                   lambda: shutil.rmtree(root / "release"),
+                   lambda: _new_folder(root / "release", "keep.py", "def keep():\n    return 3\n"),
+                   lambda: _many_folders(root / "src/ab/y", 4)):
+        scans.clear()
+        time.sleep(0.01)
+        change()
+        service.ensure_index(save=False)
+        assert scans
+        fresh = RepoService.open(root)
+        assert isinstance(fresh, RepoService)
+        fresh.ensure_index(save=False)
+        assert _state(service) == _state(fresh)
+    # src/ab/y: ignored by src/.gitignore's `a**/y/` as repomem reads it (`a*`), which git may read otherwise.
+    assert {str(root / "release"), str(root / "src/ab"), str(root / "src/ab/y")} <= set(service._watch._folders)
+    service.stop_watching()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from repomem.config import ScanConfig
-from repomem.index.gitignore import ignores, parse_rule
+from repomem.index.gitignore import IgnoreRules, ignores, parse_rule, read_ignore_file
 from repomem.index.scan import walk_files
 
 
@@ -186,3 +186,24 @@ def test_a_git_repository_under_a_folder_named_in_another_encoding_is_indexed(tm
     assert isinstance(service, RepoService)
     service.ensure_index()
     assert "shop/report.py" in {record.path for record in service.index.files if record is not None}
+
+
+@pytest.mark.parametrize(("lines", "sure"), [
+    (["target/", "!keep.py", "**/out/", "a/**/b", "c/***/d"], True),
+    (["target/", "src/a**/x"], False),  # git lets a `**` glued to a literal start cross folders
+    (["target/", "!**x"], False),
+    (["target/", "a\\/b"], False),  # git does not let `**\/` stand for zero folders
+])
+def test_a_verdict_is_sure_only_where_git_reads_every_line_the_same(tmp_path: Path, lines: list[str], sure: bool):
+    """A watch leaves a new folder unwatched only where git ignores it for sure
+    (index/tree_watch.py): a .gitignore holding a line git's matcher reads otherwise makes the
+    verdicts of its folder uncertain; one in another folder does not."""
+    (tmp_path / ".gitignore").write_text("\n".join(lines) + "\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other/.gitignore").write_text("x**/y\n")
+    rules = IgnoreRules()
+    rules.add_file(tmp_path / ".gitignore", "")
+    rules.add(read_ignore_file(tmp_path / "other/.gitignore", "other/"))
+    assert rules.ignored("target", is_dir=True)
+    assert rules.surely_ignored("target", is_dir=True) == sure
+    assert not rules.surely_ignored("lib", is_dir=True)
