@@ -333,8 +333,10 @@ class CompletionEngine:
         timings["generate"] += generation.seconds * 1000
         raw = _without_healed(generation.text, context.healed)
         template = self.backend.template
+        # Stopped by the token cap or the deadline, the answer's last line is cut off in its middle.
+        capped = generation.finish_reason in ("length", "deadline")
         text = template.restored(clean_completion(raw, context.shape, template.sentinels, context.after,
-                                                  self.config.completion.max_lines))
+                                                  self.config.completion.max_lines, capped=capped))
         if _continues_the_frame(text, prompt, context, request.cursor.path):
             text = ""  # nothing shown rather than the prompt's own frame around its blocks
         return Completion(

@@ -12,7 +12,11 @@ in `{` (or in a lambda's `{ x ->`, `{ x in`, `{ x =>`) runs to the brace that ba
 line ends the completion, and is left out when the code after the cursor already closes the block
 (an editor's auto-paired brace). A brace language's body without braces (Scala 3's `object Main:`,
 `if x then`; Kotlin's and Scala's `fun area(): Int =` continued below; a `switch` arm's `case X:`,
-C++'s `public:`) ends at a dedent, as Python's.
+C++'s `public:`) ends at a dedent, as Python's. A C-family block header whose `{` is still to come
+(`if (x > 0)`, `else`, a method's signature) completes its block, the `{` on its line or the next
+(Allman's). In every language a line ending with a bracket it leaves open (`return (`, `x = [`)
+runs on to the line that closes it. An answer stopped by the token cap or the deadline loses its
+cut-off last line before the lines repeating the code after the cursor are dropped.
 """
 
 from __future__ import annotations
@@ -49,6 +53,12 @@ class CompletionShape:
     # The opener's statement's own indentation, as written (tabs or spaces): where a body written
     # before an editor's auto-paired `}` leaves that brace.
     closer_indent: str = ""
+    # The closer of the bracket the cursor's line ends with, left open (`return (`, `const xs = [`,
+    # Python's `x = foo(`): the completion runs on to the line holding it (`_bracket_body`).
+    bracket_closer: str = ""
+    # A brace language's block header without its `{` (`if (amount > Balance)`, `else`, a method's
+    # signature): its block, on the same line (` {`) or the next (Allman's `{`), to its `}`.
+    header: bool = False
     # The file's text around the cursor (before and after it): a run it shows (a table of
     # `__, __, …`) is written on purpose, not a loop, up to the length it shows (`loop_end`).
     shown: str = field(default="", compare=False, repr=False)
@@ -286,16 +296,17 @@ def _statement_start(lines: list[str], at: int, not_code: re.Pattern[str] = _NOT
     return at
 
 
-def _closing_column(code: str, depth: int) -> int | None:
+def _closing_column(code: str, depth: int, opens: str = "{", closes: str = "}") -> int | None:
     """Where in a line's `code` (`_code`: literals and comments blanked) the running brace depth,
     `depth` before the line, first falls below 0 (the column of that `}`), None where it never
-    does. Run on every line at every token: a line without `}` is decided at once."""
-    if "}" not in code:
+    does. Run on every line at every token: a line without `}` is decided at once. `opens` and
+    `closes`: the brackets counted (all kinds, as one depth, for `_bracket_body`)."""
+    if not any(closer in code for closer in closes):
         return None
     for at, char in enumerate(code):
-        if char == "{":
+        if char in opens:
             depth += 1
-        elif char == "}":
+        elif char in closes:
             depth -= 1
             if depth < 0:
                 return at
@@ -353,6 +364,88 @@ _SCRIPT_NOT_CODE = {
     "bash": re.compile(r'"(?:\\.|[^"\\])*"|\'[^\']*\'|(?:^|(?<=\s))#.*$'),
     "lua": re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|--.*$'),
 }
+
+
+# The literals and comments of Python (its triple-quoted strings over lines) and of the keyword
+# languages (one line each), as `_code` blanks a brace language's: brackets inside them do not count.
+_PYTHON_SYNTAX = _BraceSyntax(re.compile(r'(?P<open>"""|\'\'\')|(?P<done>"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|#.*$)'),
+                              {'"""': ('"""', True), "'''": ("'''", True)})
+_SCRIPT_SYNTAX = {name: _BraceSyntax(re.compile(rf"(?P<done>{pattern.pattern})"), {})
+                  for name, pattern in _SCRIPT_NOT_CODE.items()}
+
+
+def _line_syntax(language: str) -> _BraceSyntax:
+    """What `_code` blanks in a line of `language` (a grammar's name), in any language."""
+    if language == PYTHON.name:
+        return _PYTHON_SYNTAX
+    return _SCRIPT_SYNTAX.get(language) or _brace_syntax(language)
+
+
+_BRACKET_CLOSER = {"(": ")", "[": "]", "{": "}"}
+
+
+def _bracket_shape(line: str, suffix: str, language: str, openers: str) -> CompletionShape | None:
+    """A line whose code ends with a bracket it leaves open (`return (`, `const xs = [`, Python's
+    `x = foo(`): the completion runs on to the line that closes it; only where nothing but that
+    closer follows the cursor on its line (an editor's auto-paired `)`, `);`). None: no such line."""
+    code = _code(line, _START, _line_syntax(language))[0].rstrip()
+    if not code or code[-1] not in openers:
+        return None
+    closer = _BRACKET_CLOSER[code[-1]]
+    rest = next(_lines_of(suffix)).strip()
+    if rest and not rest.startswith(closer):
+        return None
+    return CompletionShape(True, _indent(line), line, bracket_closer=closer,
+                           closer_indent=line[: len(line) - len(line.lstrip())])
+
+
+# Brace languages whose block headers may stand without their `{` at the cursor (Allman's `{` on the
+# next line, or K&R's ` {` still to come): control statements, and in the C family and PHP a
+# function's or method's signature.
+_HEADER_LANGUAGES = frozenset({"c", "cpp", "csharp", "java", "javascript", "typescript", "tsx", "php"})
+_SIGNATURE_LANGUAGES = frozenset({"c", "cpp", "csharp", "java", "php"})
+_BARE_HEADER = re.compile(r"(?:\}\s*)?(?:else|do|try|finally)")
+_CONTROL_HEADER = re.compile(r"(?P<closed>\}\s*)?(?:else\s+)?"
+                             r"(?P<keyword>if|elseif|for|foreach|while|switch|catch|using|lock|fixed|synchronized)\s*\(")
+# Modifiers and a return type, then the name and its `(`: `public static void Main(`, `int *make(`.
+_SIGNATURE = re.compile(r"(?P<words>(?:[\w<>\[\],.?*&:$]+\s+)+)[*&]*[~\w$:]+\s*\(")
+# First words of a statement that `_SIGNATURE` would take for a return type: `return f(x)`, `new A(x)`.
+_NOT_A_SIGNATURE = frozenset({"return", "new", "await", "throw", "yield", "case", "goto", "delete", "typeof", "sizeof",
+                              "echo", "print", "else", "do", "using", "co_await", "co_return", "co_yield", "not",
+                              "and", "or", "in", "is", "as", "instanceof", "include", "require", "import"})
+_AFTER_SIGNATURE = re.compile(r"(?:\s*(?:const|override|final|noexcept|throws\s+[\w.]+(?:\s*,\s*[\w.]+)*))*")
+
+
+def _is_block_header(code: str, language: str) -> bool:
+    """Whether a statement's `code` (literals and comments blanked) is a block's header that its
+    `{` has not followed yet: `if (x > 0)`, `} else`, `for (...)`, `try`, or (`_SIGNATURE_LANGUAGES`)
+    `public void Deposit(decimal amount)`; its parentheses closed, nothing after them."""
+    code = code.strip()
+    if _BARE_HEADER.fullmatch(code):
+        return True
+    found = _CONTROL_HEADER.match(code)
+    signature = False
+    if found is not None:
+        if found["closed"] and found["keyword"] == "while":
+            return False  # `} while (x)`: a do-while's end
+    elif language in _SIGNATURE_LANGUAGES:
+        found = _SIGNATURE.match(code)
+        if found is None or found["words"].split()[0] in _NOT_A_SIGNATURE:
+            return False
+        signature = True
+    else:
+        return False
+    end = _closing_column(code[found.end():], 0, "(", ")")
+    if end is None:
+        return False
+    rest = code[found.end() + end + 1:]
+    return not rest.strip() or (signature and _AFTER_SIGNATURE.fullmatch(rest) is not None)
+
+
+def _block_follows(suffix: str) -> bool:
+    """Whether the first line after the cursor's with code starts with `{`: the header has its block."""
+    following = itertools.islice(_lines_of(suffix), 1, None)
+    return next((line for line in following if line.strip()), "").lstrip().startswith("{")
 
 
 # Literals of these languages that span lines: a shell or Ruby heredoc (`cat <<EOF`, `<<~SQL`), whose
@@ -427,7 +520,8 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
         # Not before code on the cursor's line (`items.each { |x| |}`, an editor's auto-paired brace).
         if closer and not next(_lines_of(suffix)).strip():
             return CompletionShape(True, _indent(lines[at]), current, keyword_closer=closer)
-        return CompletionShape(False, -1, current)
+        bracket = _bracket_shape(current, suffix, language.name, "([") if current.strip() else None
+        return bracket or CompletionShape(False, -1, current)
     if language.brace_blocks:
         at = len(lines) - 1 if current.strip() else next(
             (n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
@@ -442,6 +536,18 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
             # not before code on the cursor's line (`val x = |y`).
             if _opens_indented_body(opener, syntax) and not next(_lines_of(suffix)).strip():
                 return CompletionShape(True, _indent(statement), current)
+            if at == len(lines) - 1:
+                bracket = _bracket_shape(current, suffix, language.name, "([")
+                if bracket is not None:
+                    return bracket
+                # A header whose `{` is still to come, at the end of its line (not on the blank
+                # line below it: there the first real line is completed, as before).
+                if language.name in _HEADER_LANGUAGES and not next(_lines_of(suffix)).strip() \
+                        and not _block_follows(suffix) and _is_block_header(" ".join(
+                            _code(line, _START, syntax)[0] for line in lines[_statement_start(lines, at):]),
+                            language.name):
+                    return CompletionShape(True, _indent(statement), current, header=True,
+                                           closer_indent=statement[: len(statement) - len(statement.lstrip())])
         return CompletionShape(False, -1, current)
     # The body is indented from the statement's first line: PEP 8's `def long_function_name(`
     # with a hanging `        var_four):` has its body at 4, not deeper than the `):` line.
@@ -451,7 +557,8 @@ def _shape_at(prefix: str, suffix: str, language: Language) -> CompletionShape:
         at = next((n for n in range(len(lines) - 2, -1, -1) if lines[n].strip()), -1)
         if at >= 0 and _opens_block(lines[at]):
             return CompletionShape(True, _indent(lines[_python_statement_start(lines, at)]), current)
-    return CompletionShape(False, -1, current)
+        return CompletionShape(False, -1, current)
+    return _bracket_shape(current, suffix, PYTHON.name, "([{") or CompletionShape(False, -1, current)
 
 
 def _python_statement_start(lines: list[str], at: int) -> int:
@@ -460,9 +567,13 @@ def _python_statement_start(lines: list[str], at: int) -> int:
 
 
 def clean_completion(
-    raw: str, shape: CompletionShape, sentinels: tuple[str, ...] = (), suffix: str = "", max_lines: int = 16
+    raw: str, shape: CompletionShape, sentinels: tuple[str, ...] = (), suffix: str = "", max_lines: int = 16,
+    capped: bool = False,
 ) -> str:
-    return _cleaned(raw, shape, sentinels, suffix, max_lines)[0]
+    """`capped`: generation was stopped, not ended by the model (the token cap, the deadline:
+    Generation.finish_reason "length" / "deadline"), so the last line of a multi-line answer is
+    cut off in its middle (`_without_cut_off_line`)."""
+    return _cleaned(raw, shape, sentinels, suffix, max_lines, capped)[0]
 
 
 def completion_settled(
@@ -476,7 +587,7 @@ def completion_settled(
 
 
 def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffix: str,
-             max_lines: int) -> tuple[str, bool]:
+             max_lines: int, capped: bool = False) -> tuple[str, bool]:
     """(the completion, settled): see `clean_completion` and `completion_settled`."""
     text = raw
     cut = False  # a sentinel ends the model's text: nothing after it counts
@@ -494,7 +605,9 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
         if end is not None:
             lines, looped = [*lines[:at], line[:end]], True
             break
-    if not shape.multiline:
+    if capped and shape.multiline and not cut and not looped:
+        lines = _without_cut_off_line(lines)
+    if not shape.multiline or _answers_on_its_line(lines[0], shape):
         at = 0
         if not lines[0].strip() and not shape.line_prefix.strip():
             # On a blank line the model may start with a newline: take its first real line.
@@ -507,7 +620,12 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
         first = _without_line_rest_echo(first.rstrip(), shape.line_prefix, line_rest)
         return _without_extra_closers(first, shape.line_prefix, line_rest), settled
     lines = _from_the_cursor_line(lines, shape)
-    if shape.brace_block:
+    glued = False  # the bracket's closing line held code before an auto-paired closer: it stays glued to it
+    if shape.bracket_closer:
+        kept, settled, glued = _bracket_body(lines, suffix, shape, max_lines)
+    elif shape.header:
+        kept, settled = _header_body(lines, shape, max_lines)
+    elif shape.brace_block:
         kept, settled = _brace_body(lines, suffix, max_lines, shape.block_indent, _brace_syntax(shape.language))
     elif shape.keyword_closer:
         kept, settled = _keyword_body(lines, suffix, shape, max_lines)
@@ -526,7 +644,91 @@ def _cleaned(raw: str, shape: CompletionShape, sentinels: tuple[str, ...], suffi
             text += "\n" + shape.closer_indent
         elif kept[-1].endswith(" "):
             text += " "  # `{ ok: true |}`: the space the model wrote before the brace stays
+    if shape.bracket_closer and "\n" in text and not glued \
+            and next(_lines_of(suffix)).strip().startswith(shape.bracket_closer):
+        # `return (|)` (an editor's auto-paired `)`): the lines inside go above it, on a line of its own.
+        text += "\n" + shape.closer_indent
     return text, settled or cut or looped or repeated
+
+
+def _answers_on_its_line(line: str, shape: CompletionShape) -> bool:
+    """Whether the answer's first line, `line`, makes it a one-line completion in a shape that may
+    run over lines: it closes the bracket the cursor's line left open (`foo(|` answered `a, b)`),
+    or it goes on with a header's statement itself (`if (x) |` answered `return 1;`, not ` {`).
+    Such an answer is cleaned as one line, as before these shapes (the line's rest not repeated)."""
+    if shape.bracket_closer:
+        return _closing_column(_code(line, _START, _line_syntax(shape.language))[0], 0, "([{", ")]}") is not None
+    if shape.header:
+        return bool(line.strip()) and not line.lstrip().startswith("{")
+    return False
+
+
+def _without_cut_off_line(lines: list[str]) -> list[str]:
+    """An answer stopped in the middle of its last line (`clean_completion`'s `capped`), without
+    that line: code cut anywhere (`    int size() co`), and a line the checks on whole lines (the
+    code after the cursor written again, `_drop_suffix_echo`) cannot match. Kept where it is the
+    answer's only line with code (a line cut short shows more than nothing, as a one-line
+    completion's does), or where it is closers alone (`}`, `});`: whole as they stand)."""
+    if len(lines) < 2 or not any(line.strip() for line in lines[:-1]) or set(lines[-1]) <= set(" \t}]);,"):
+        return lines
+    return lines[:-1]
+
+
+def _bracket_body(lines: list[str], suffix: str, shape: CompletionShape,
+                  max_lines: int) -> tuple[list[str], bool, bool]:
+    """Lines up to the one holding the closer of the bracket the cursor's line left open, that
+    line whole (`);`, the `))}` of JSX's `{items.map((todo) => (`) and nothing after it; where the
+    code after the cursor has that closer already (an editor's auto-paired `)`), what that line
+    holds before it. A line not indented deeper than the cursor's that does not start with a
+    closer (the next statement), in Python a new top-level statement, or a line whose first closer too
+    many is another kind of bracket (a block around the statement closes) ends the lines before it.
+    Settled: the closing line is complete, or that line has begun, or the last line `max_lines`
+    allows is complete. Also: whether code stood before the auto-paired closer on its line."""
+    syntax = _line_syntax(shape.language)
+    auto_paired = next(_lines_of(suffix)).strip().startswith(shape.bracket_closer)
+    kept: list[str] = []
+    depth, scan = 0, _START
+    for at, line in enumerate(lines):
+        complete = at < len(lines) - 1
+        inside = bool(scan.closer)  # the line starts inside a literal or comment: its indent is text
+        code, scan = _code(line, scan, syntax)
+        stripped = line.lstrip()
+        if at > 0 and stripped and not inside and stripped[0] not in _CLOSERS and (
+                _indent(line) <= shape.block_indent or (shape.language == PYTHON.name and _TOP_LEVEL.match(line))):
+            return kept, True, False
+        column = _closing_column(code, depth, "([{", ")]}")
+        if column is not None:
+            if code[column] != shape.bracket_closer:
+                return kept, complete, False  # `}` for `[`: a block around the statement closes, not the bracket
+            if not auto_paired:
+                kept.append(line)
+                return kept, complete, False
+            before = line[:column]
+            if before.strip():
+                kept.append(before)
+            return kept, complete, bool(before.strip())
+        depth += _bracket_depth(code)
+        kept.append(line)
+        if len(kept) >= max_lines:
+            return kept, complete, False
+    return kept, False, False
+
+
+def _header_body(lines: list[str], shape: CompletionShape, max_lines: int) -> tuple[list[str], bool]:
+    """After a block's header whose `{` is still to come (`if (amount > Balance)`): the block, its
+    `{` on the answer's first line (K&R's ` {`) or a later one (Allman's), to the `}` balancing it;
+    a body without braces (one statement, indented below the header) to a dedent."""
+    first = next((at for at, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return lines, False
+    line = lines[first]
+    if not line.lstrip().startswith("{"):
+        return _indented_body(lines, shape, max_lines)
+    column = len(line) - len(line.lstrip()) + 1  # just after the `{`
+    # The block is the answer's own: the code after the cursor closes none of it (suffix "").
+    body, settled = _brace_body([line[column:], *lines[first + 1:]], "", max(max_lines - first, 1),
+                                shape.block_indent, _brace_syntax(shape.language))
+    return [*lines[:first], line[:column] + (body[0] if body else ""), *body[1:]], settled
 
 
 @functools.cache

@@ -672,8 +672,8 @@ class DaemonConfig:
                                     "background for the next commands (REPOMEM_NO_DAEMON=1 never does)")
     idle_minutes: float = setting(30.0, positive=True, maximum=MAX_IDLE_MINUTES, repository="not a repository",
                                   run_only=True,
-                                  help="minutes without a command after which the daemon exits (one a command started, or "
-                                       "`daemon start` without --idle-minutes)")
+                                  help="minutes without a command after which the daemon exits (one a command "
+                                       "started, or `daemon start` without --idle-minutes)")
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,9 @@ def test_repo_style_budgets_blocks_as_it_writes_them():
 def test_shape_from_syntax():
     assert completion_shape("def f(x):").multiline
     assert completion_shape("if x:\n    ").multiline
-    assert not completion_shape("x = compute(").multiline
+    # An open bracket ending the line runs on to its closer (tests/unit/test_bracket_continuation.py).
+    assert completion_shape("x = compute(").bracket_closer == ")"
+    assert not completion_shape("x = compute(a").multiline
     assert not completion_shape("x = 1\n").multiline
     assert not completion_shape('s = "abc:', '"\n').multiline  # inside a string
     assert not completion_shape("# note:").multiline  # a comment
