@@ -63,17 +63,21 @@ def _ask(control: str, timeout_s: float = 10.0) -> dict | None:
     return answer if isinstance(answer, dict) else None
 
 
-def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand,
-               parse_command: ParseCommand) -> int:
+def _resolve_idle_minutes(args: argparse.Namespace) -> None:
+    """`--idle-minutes`, else the user's `[daemon] idle_minutes`, as for a daemon a command starts
+    (a repository's settings cannot set it, and this command belongs to none)."""
     if args.idle_minutes is None:
-        # The user's `[daemon] idle_minutes`, as for a daemon a command starts (a repository's
-        # settings cannot set it, and this command belongs to none).
         from repomem.config import load_config
 
         config, warnings = load_config(None)
         for warning in warnings:
             print(f"repomem: warning: {warning}", file=sys.stderr)
         args.idle_minutes = config.daemon.idle_minutes
+
+
+def cmd_daemon(args: argparse.Namespace, out: Console, err: Console, run_command: RunCommand,
+               parse_command: ParseCommand) -> int:
+    _resolve_idle_minutes(args)
     if not 0 < args.idle_minutes <= MAX_IDLE_MINUTES:
         # A week at most: 1e9 minutes overflowed the socket's timeout at the daemon's start.
         raise UserError(Failure(FailureKind.BAD_OPTION, f"--idle-minutes must be more than 0 and at most "
@@ -210,6 +214,7 @@ def _stop_socketless(pid: int) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
+    _resolve_idle_minutes(args)
     for root in args.warm:
         if not root.is_dir():
             raise UserError(Failure(FailureKind.MISSING_REPO, f"--warm {root}: no such folder"))

@@ -48,7 +48,7 @@ import errno
 import os
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +116,7 @@ class TreeWatch:
     last look."""
 
     def __init__(self, libc, fd: int, root: str, excluded: str = "",
-                 never_scanned: Callable[[str], bool] | None = None):
+                 never_scanned: Callable[[str], bool] | None = None, listed: Iterable[str] = ()):
         self._libc = libc
         self._fd = fd
         self._root = root.rstrip("/") or "/"
@@ -128,7 +128,7 @@ class TreeWatch:
         self._rules: dict[int, set[str]] = {}  # watch -> names in it that rule the listing
         self._folders: dict[str, int] = {}  # absolute folder -> watch
         # The folders listed at the start, watched or not (absent): never judged ignored whole.
-        self._listed: set[str] = set()
+        self._listed: set[str] = set(listed)
         self._ignore_files: dict[str, IgnoreFile | None] = {}  # absolute folder -> its .gitignore, as read
         self.failed = ""  # why the watch stopped being complete (then every look says `names`)
 
@@ -153,8 +153,7 @@ class TreeWatch:
         fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             return None
-        watch = cls(libc, fd, root, excluded, never_scanned)
-        watch._listed.update(folders)
+        watch = cls(libc, fd, root, excluded, never_scanned, listed=folders)
         for folder in folders:
             if not watch._excluded_folder(folder) and not watch._below_never_scanned(folder):
                 watch._add(folder, tree=True)

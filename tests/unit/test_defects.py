@@ -33,8 +33,9 @@ def cursor_context(tmp_path: Path, path: str, text: str):
 @pytest.mark.parametrize(("path", "text"), [
     # A comment ending in ':' reads as a block opener to Python's rules ('//' is not a comment there).
     ("web/cart.js", "function total(items) {\n  // TODO: handle refunds:"),
-    # `case 1:` would open an indented block under Python's rules.
-    ("cmd/main.go", "package main\n\nfunc f(x int) int {\n\tswitch x {\n\tcase 1:"),
+    # A label ending in ':' would open an indented block under Python's rules (Go's own `case 1:`
+    # opens its arm's statements, as Go's rules say).
+    ("cmd/main.go", "package main\n\nfunc f(xs []int) int {\nouter:"),
 ])
 def test_a_cursor_outside_python_is_not_completed_with_python_rules(tmp_path, path, text):
     context = cursor_context(tmp_path, path, text)
