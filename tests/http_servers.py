@@ -17,6 +17,19 @@ def answer_json(handler: http.server.BaseHTTPRequestHandler, payload: object, st
     handler.wfile.write(body)
 
 
+def answer_stream(handler: http.server.BaseHTTPRequestHandler, text: str, prompt: str, completion_tokens: int) -> None:
+    """A completions endpoint's streamed answer: `text` in one event that finishes it ("stop"),
+    the usage counting `prompt` at 4 characters a token, then the stream's end."""
+    event = {"choices": [{"text": text, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": completion_tokens}}
+    body = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class GarbageHandler(http.server.BaseHTTPRequestHandler):
     """Answers every request with HTML where JSON is expected."""
 

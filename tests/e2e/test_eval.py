@@ -42,7 +42,7 @@ from repomem.evaluation.tasks import (
 )
 from repomem.failures import Failure
 from tests.cli_process import run
-from tests.http_servers import answer_json, serve_http
+from tests.http_servers import answer_json, answer_stream, serve_http
 from tests.parity.reference import levenshtein
 from tests.repos import copy_example, synthetic_files, write_repo
 from tests.small_model import EVAL_SMALL_MODEL
@@ -645,14 +645,7 @@ class _HangsOnceAResultIsWritten(http.server.BaseHTTPRequestHandler):
             text = request.get("prompt") or request.get("input") or ""
             answer_json(self, {"tokens": list(range(len(text) // 4 + 1))})
             return
-        event = {"choices": [{"text": "x = 1\n", "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": len(request["prompt"]) // 4, "completion_tokens": 3}}
-        body = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_stream(self, "x = 1\n", request["prompt"], 3)
 
     def log_message(self, *args):
         pass

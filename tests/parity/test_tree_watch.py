@@ -33,15 +33,29 @@ def _append(path: Path, text: str) -> None:
         stream.write(text)
 
 
-def _watched(tmp_path: Path) -> tuple[Path, RepoService]:
-    """FILES as a repository (no compaction in the way), indexed and watched."""
-    root = write_repo(tmp_path / "repo", FILES)
-    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
+def _committed(root: Path, *forced: str) -> None:
+    """`root` as a git repository with every file committed (`forced`: added past its ignore rules)."""
+    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    if forced:
+        subprocess.run([*GIT, "add", "-f", *forced], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
+
+
+def _indexed_and_watched(root: Path) -> RepoService:
     service = RepoService.open(root)
     assert isinstance(service, RepoService)
     service.ensure_index()
     service.watch_tree()
-    return root, service
+    assert service._watch is not None
+    return service
+
+
+def _watched(tmp_path: Path) -> tuple[Path, RepoService]:
+    """FILES as a repository (no compaction in the way), indexed and watched."""
+    root = write_repo(tmp_path / "repo", FILES)
+    (root / "repomem.toml").write_text("[index]\ncompact_ratio = 1000.0\n")
+    return root, _indexed_and_watched(root)
 
 
 def _saved_by_rename(path: Path) -> None:
@@ -146,9 +160,7 @@ def test_a_watched_refresh_equals_a_full_scan_after_every_change(tmp_path: Path,
     (root / "repomem.toml").write_text("[scan]\nmax_file_bytes = 2000\n\n[index]\ncompact_ratio = 1000.0\n")
     (root / "app/alias.py").symlink_to("util.py")  # indexed through the link: a write to util.py changes it too
     if git:
-        subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
-        subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
-        subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
+        _committed(root)
     watched = RepoService.open(root)
     assert isinstance(watched, RepoService)
     watched.ensure_index()
@@ -414,14 +426,8 @@ def test_folders_never_scanned_are_not_watched(tmp_path: Path, git: bool) -> Non
     (root / "web/node_modules/left/lib").mkdir(parents=True)  # there before the watch
     (root / "web/node_modules/left/lib/index.py").write_text("def left():\n    return 1\n")
     if git:
-        subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
-        subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
-        subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
-    service = RepoService.open(root)
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    service.watch_tree()
-    assert service._watch is not None
+        _committed(root)
+    service = _indexed_and_watched(root)
     watched = service._watch.folders
     assert not any("node_modules" in folder for folder in service._watch._folders)
     for generated in ("node_modules/pkg", ".venv/lib/site-packages/pkg", "build/lib/pkg", "app/x.egg-info/sub"):
@@ -463,14 +469,8 @@ def test_folders_the_ignore_rules_leave_out_are_not_watched(tmp_path: Path, git:
     files[".gitignore"] += "target/\n.next/\ndist-*/\n/generated/\nreports/*\n!reports/kept/\n"
     root = write_repo(tmp_path / "repo", files)
     if git:
-        subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
-        subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
-        subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
-    service = RepoService.open(root)
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    service.watch_tree()
-    assert service._watch is not None
+        _committed(root)
+    service = _indexed_and_watched(root)
     watched = service._watch.folders
     for generated in ("target", ".next", "app/dist-custom", "generated"):
         _many_folders(root / generated, 500)
@@ -506,16 +506,9 @@ def test_a_folder_git_ignores_with_tracked_files_is_watched_when_made_again(tmp_
     files = {**FILES, ".gitignore": "release/\n", "src/.gitignore": "a**/y/\n",
              "release/keep.py": "def keep():\n    return 1\n", "src/mod.py": "def mod():\n    return 1\n"}
     root = write_repo(tmp_path / "repo", files)
-    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
-    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*GIT, "add", "-f", "release/keep.py"], cwd=root, check=True)
-    subprocess.run([*GIT, "commit", "-q", "-m", "files"], cwd=root, check=True)
+    _committed(root, "release/keep.py")
     shutil.rmtree(root / "release")  # gone before the watch: git lists its file all the same
-    service = RepoService.open(root)
-    assert isinstance(service, RepoService)
-    service.ensure_index()
-    service.watch_tree()
-    assert service._watch is not None
+    service = _indexed_and_watched(root)
     scans: list[int] = []
     full_scan = service._scan
     monkeypatch.setattr(service, "_scan", lambda: scans.append(1) or full_scan())

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_process import run
-from tests.http_servers import answer_json, serve_http
+from tests.http_servers import answer_json, answer_stream, serve_http
 from tests.repos import write_repo
 
 SERVER_ERROR = "CUDA out of memory"
@@ -52,14 +52,7 @@ class _ModelServer(http.server.BaseHTTPRequestHandler):
         if any(name in request["prompt"] for name in type(self).failing):
             answer_json(self, {"error": {"message": SERVER_ERROR, "type": "server_error"}}, status=500)
             return
-        event = {"choices": [{"text": "Helpers for the tests.", "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": len(request["prompt"]) // 4, "completion_tokens": 5}}
-        body = f"data: {json.dumps(event)}\n\ndata: [DONE]\n\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_stream(self, "Helpers for the tests.", request["prompt"], 5)
 
     def log_message(self, *args):
         pass
