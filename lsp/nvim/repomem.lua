@@ -20,6 +20,8 @@
 --   vim.g.repomem_settings = { maxNewTokens = 32 }   -- merged over `defaults` below
 --   vim.g.repomem_cmd = { "repomem", "serve" }       -- how to start the server
 --   vim.g.repomem_filetypes = { "python", ... }      -- where to start it
+--   vim.g.repomem_cursor_idle_ms = 300               -- rest before repomem/didMoveCursor; 0: never
+--   vim.g.repomem_inline_completion = false          -- no ghost text on 0.12+
 -- For statuslines: vim.g.repomem_status is "completing", "shown", "empty", "working", "dropped"
 -- or "error" after each request, vim.g.repomem_answers counts answers, and the User event
 -- RepomemStatus fires when they change.
@@ -38,18 +40,41 @@ vim.g.loaded_repomem = true
 local NAME = "repomem"
 
 -- Only what the user sets in vim.g.repomem_settings is sent: the server's own defaults apply to the
--- rest, and they depend on the model (a 1,024-token prompt with the embedded model, 2,048 with a
--- server). Every key is optional; the server reports an invalid value and keeps its default.
--- The keys (lsp/README.md lists them all):
---   strategy = "fragrel",   -- infile | vanilla | fragrel | fragrel-paper | repocoder | repocoder+fragrel | hat
---   alpha = 0.5,            -- FragRel eq. 10 weight of the environment score
---   topK = 10,              -- fragments retrieved
---   maxNewTokens = 64,
---   maxLines = 16,          -- lines of a block completion at most
---   maxPromptTokens = 1024, -- the server's choice by default (see above)
---   debounceMs = 75,
---   endpoint = "http://127.0.0.1:8000",  -- an OpenAI-compatible server (vLLM) instead of the embedded model
---   model = "~/models/other.gguf",
+-- rest (and a repository's repomem.toml), and a few depend on the model (a 1,024-token prompt with
+-- the embedded model, 2,048 with a server). Every key is optional; the server reports an unknown key
+-- or an invalid value and keeps the value in force.
+-- The keys, with the server's defaults (nil: the model that runs decides; lsp/README.md says more):
+--   alpha = 0.5, -- eq. 10 weight of the environment score (0 = plain BM25)
+--   topK = 10, -- fragments retrieved (K)
+--   retrievalBudgetMs = 50, -- milliseconds of retrieval before the environment pass is skipped (0 = none)
+--   strategy = "fragrel", -- one of infile | vanilla | dense | fragrel | fragrel-paper | repocoder | repocoder+fragrel | hat | memwalker | readagent | qrmem
+--   maxPromptTokens = nil, -- whole prompt, in the backend's tokens (at most the model's window less max_new_tokens); unset: 1,024 with the embedded model, 2,048 with a served one
+--   contextShare = 0.5, -- share of the prompt for retrieved blocks (RepoCoder: half)
+--   maxSuffixTokens = 64, -- tokens of the code after the cursor kept for fill-in-the-middle
+--   maxNewTokens = 64, -- tokens generated at most
+--   order = "stable", -- one of score | similarity | stable
+--   wordHealing = true, -- after a partly typed name the model writes it again, held to the typed letters (embedded model)
+--   maxLines = 16, -- lines of a block completion at most
+--   deadlineSeconds = nil, -- seconds a generation (and the embedded model's start) may take; unset: 60; 180 with the 1.5B embedded model
+--   gpuLayers = -1, -- layers of the embedded model offloaded to a GPU (-1 = all, 0 = none)
+--   flashAttention = nil, -- the embedded model uses llama.cpp's fused attention (faster prompts; answers may differ on near ties); unset: on with the embedded model, off elsewhere
+--   reuseChunkTokens = nil, -- the embedded model reuses cached runs at least this long that the next prompt repeats, moved (0 = a common beginning only); unset: 64 with the embedded model, 0 elsewhere
+--   embeddedLayers = "auto", -- one of auto | bf16 | quantized
+--   embeddedModel = "qwen2.5-coder-0.5b", -- one of qwen2.5-coder-0.5b | qwen2.5-coder-1.5b
+--   model = "", -- a GGUF file (or an embedded model's name) instead of the embedded model
+--   hfModel = "", -- a Hugging Face checkpoint folder or GGUF file, run by transformers
+--   endpoint = "", -- an OpenAI-compatible server (vLLM) instead of the embedded model
+--   endpointLogprobs = true, -- ask the endpoint for log-probabilities (false for a server slow at it, such as llama-cpp-python's)
+--   fileOnlyRound = nil, -- also complete from the file alone and show the surer answer (a second generation); unset: off with the embedded model, on with a served one
+--   debounceMs = 75, -- milliseconds a completion request that follows another within them waits before it starts
+--   answerWithinMs = 8000, -- milliseconds after which a waiting request gets an empty incomplete list while the model runs on
+--   warmAfterMs = 400, -- milliseconds the cursor rests, nothing asked, before the completion there starts speculatively (0 = off)
+--   warmNewFunction = true, -- an edit in a function not completed in yet starts its completion at once
+--   typeThrough = true, -- typing on at a completion's cursor keeps its generation running
+--   speculateBelow = false, -- after a completion accepted at a line's end, the next line's completion starts where Enter puts the cursor
+--   completionCacheEntries = 256, -- finished completions kept (LRU)
+--   indexNice = 10, -- nice steps below the model the index builds at (0 = same priority; Linux)
+--   feedbackLog = "", -- JSONL of accepts / rejects ("" = feedback.jsonl in the index folder)
 local defaults = {}
 
 local filetypes = vim.g.repomem_filetypes

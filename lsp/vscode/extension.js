@@ -15,11 +15,18 @@ const SOURCE_LANGUAGES = new Set(require("./package.json").activationEvents
 // repomem's own index folder and git's: the server reads neither as source, and every index save
 // would otherwise come back as a burst of watched-file events.
 const UNWATCHED = /\/(\.repomem|\.git)\//;
-const SETTING_KEYS = ["strategy", "alpha", "topK", "maxNewTokens", "maxLines", "maxPromptTokens", "debounceMs", "endpoint", "model"];
+// The server's settings are the `repomem.*` settings package.json declares, less the client's own:
+// the program it starts and vscode-languageclient's message trace, which the server is never sent.
+const SETTINGS = require("./package.json").contributes.configuration.properties;
+const CLIENT_OWN_KEYS = new Set(["command", "trace.server"]);
+const SETTING_KEYS = Object.keys(SETTINGS).map((key) => key.slice("repomem.".length))
+  .filter((key) => !CLIENT_OWN_KEYS.has(key));
 // Where the code goes and what runs are the user's own settings only ("scope": "machine" in
-// package.json): a cloned repository's .vscode/settings.json must not send the code, and the
-// API key, to a server it names, load a model file of its choosing or name the program started.
-const USER_ONLY_KEYS = new Set(["endpoint", "model", "command"]);
+// package.json, as the server's own rules say "not a repository"): a cloned repository's
+// .vscode/settings.json must not send the code, and the API key, to a server it names, load a
+// model file of its choosing, write the feedback log where it likes or name the program started.
+const USER_ONLY_KEYS = new Set(Object.keys(SETTINGS).filter((key) => SETTINGS[key].scope === "machine")
+  .map((key) => key.slice("repomem.".length)));
 const NO_FOLDER = ""; // the key of the one server of a window opened on files, with no folder
 // Each server by its folder's uri (NO_FOLDER): { folder, command, client, failure }, where
 // `failure` says why its start failed, for the commands to say (undefined: it started).

@@ -238,7 +238,12 @@ def test_the_editor_clients_name_known_client_settings_only():
     # `repomem.trace.server` itself): the server is told neither.
     offered = {name.removeprefix("repomem.") for name in properties} - {"command", "trace.server"}
     extension = (ROOT / "lsp" / "vscode" / "extension.js").read_text(encoding="utf-8")
-    sent = set(re.findall(r'"(\w+)"', re.search(r"SETTING_KEYS = \[(.*?)\]", extension).group(1)))
+    # The extension sends the settings package.json declares (tests/unit/test_vscode_extension.py
+    # runs it), less the client's own.
+    assert 'require("./package.json").contributes.configuration.properties' in extension
+    client_own = set(re.findall(r'"([\w.]+)"', re.search(r"CLIENT_OWN_KEYS = new Set\(\[(.*?)\]", extension).group(1)))
+    assert client_own == {"command", "trace.server"}
+    sent = {name.removeprefix("repomem.") for name in properties} - client_own
     helix = tomllib.loads((ROOT / "lsp" / "helix" / "languages.toml").read_text(encoding="utf-8"))
     helix_names = set(helix["language-server"]["repomem"]["config"]["repomem"])
     lua = (ROOT / "lsp" / "nvim" / "repomem.lua").read_text(encoding="utf-8")
@@ -254,12 +259,14 @@ def test_the_editor_clients_name_known_client_settings_only():
     assert documented == set(CLIENT_SETTINGS)
     for name in offered:  # the types the extension declares are the settings' own, and so are its defaults
         default = CLIENT_SETTINGS[name].default
-        expected = "integer" if isinstance(default, int) else "number" if isinstance(default, float) else "string"
+        expected = ("boolean" if isinstance(default, bool) else "integer" if isinstance(default, int)
+                    else "number" if isinstance(default, float) else "string")
         declared = properties[f"repomem.{name}"]
         if declared["default"] is None:  # left to the server, whose default depends on the model
             assert declared["type"] == [expected, "null"], name
-        else:
-            assert declared["type"] == expected and declared["default"] == default, name
+        else:  # the language server's default (test_editor_docs.py: its surface's, where it has one)
+            assert declared["type"] == expected, name
+            assert declared["default"] == default or CLIENT_SETTINGS[name].rules.surfaces, name
 
 
 # Each language repomem indexes under each editor set-up's names for it: VS Code's language ids,
@@ -333,10 +340,15 @@ def test_a_repositorys_workspace_settings_cannot_name_the_server_the_model_or_th
     vscode = json.loads((ROOT / "lsp" / "vscode" / "package.json").read_text(encoding="utf-8"))
     properties = vscode["contributes"]["configuration"]["properties"]
     extension = (ROOT / "lsp" / "vscode" / "extension.js").read_text(encoding="utf-8")
-    user_only = set(re.findall(r'"(\w+)"', re.search(r"USER_ONLY_KEYS = new Set\(\[(.*?)\]", extension).group(1)))
-    assert user_only == {"endpoint", "model", "command"}
-    for name in user_only:
-        assert properties[f"repomem.{name}"]["scope"] == "machine", name
+    # Every setting a repository may not set (its rules: "not a repository"), and the program.
+    user_only = {"command"} | {name for name, target in CLIENT_SETTINGS.items()
+                               if target.rules.repository == "not a repository"}
+    assert {"endpoint", "model", "hfModel", "embeddedModel", "feedbackLog"} <= user_only
+    assert {name.removeprefix("repomem.") for name, declared in properties.items()
+            if declared.get("scope") == "machine"} == user_only
+    # The extension reads only the user's value of each (tests/unit/test_vscode_extension.py runs it).
+    assert 'USER_ONLY_KEYS = new Set(Object.keys(SETTINGS).filter((key) => SETTINGS[key].scope === "machine")' \
+        in extension
     assert 'get("command")' not in extension and "userOrWorkspaceValue(vscode.workspace" in extension
 
 

@@ -23,6 +23,7 @@ STUBS = r"""
 const Module = require("module");
 const [extensionDir] = process.argv.slice(1);
 const user = { topK: 4, command: "repomem" };  // the user's settings (globalValue)
+const workspace = {};  // the workspace's (.vscode/settings.json: workspaceValue)
 const seen = { clients: [], notifications: [], initializationOptions: [], channels: [], lines: [], errors: [],
                commands: {}, listeners: {} };
 const on = (event) => (listener) => { (seen.listeners[event] ||= []).push(listener); return { dispose() {} }; };
@@ -84,7 +85,7 @@ const vscode = {  // stub
     textDocuments: [doc("/r/a.py")],
     getWorkspaceFolder: (uri) => vscode.workspace.workspaceFolders.filter((f) => inside(uri, f))
       .sort((a, b) => b.uri.path.length - a.uri.path.length)[0],  // the innermost, as VS Code's
-    getConfiguration: () => ({ inspect: (key) => ({ key, globalValue: user[key] }) }),
+    getConfiguration: () => ({ inspect: (key) => ({ key, globalValue: user[key], workspaceValue: workspace[key] }) }),
     onDidChangeConfiguration: on("configuration"),
     onDidOpenTextDocument: on("open"),
     onDidChangeWorkspaceFolders: on("folders"),
@@ -217,6 +218,21 @@ GLOB_FOLDERS = STUBS + r"""
 """
 
 
+# A repository's .vscode/settings.json that sets every repomem setting: what reaches the server.
+EVERY_SETTING = STUBS + r"""
+(async () => {
+  delete user.topK;
+  const declared = require(require("path").join(extensionDir, "package.json")).contributes.configuration.properties;
+  for (const [key, property] of Object.entries(declared)) {
+    workspace[key.slice("repomem.".length)] = property.enum ? property.enum[0] : `set ${key}`;
+  }
+  await extension.activate(context);
+  console.log(JSON.stringify({ initializationOptions: seen.initializationOptions,
+                               clients: seen.clients.map(describe) }));
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
+
 def run_extension(extension_dir: Path, scenario: str = SESSION) -> dict:
     """The harness's record of one session of the extension at `extension_dir`."""
     result = subprocess.run(["node", "-e", scenario, str(extension_dir)], capture_output=True, text=True, timeout=60)
@@ -342,3 +358,17 @@ def test_a_folder_whose_path_holds_glob_characters_gets_its_own_files_only():
     clients = run_extension(VSCODE, GLOB_FOLDERS)["clients"]
     assert {client["folder"]: client["selects"] for client in clients if client["state"] == "running"} == {
         "[draft]": ["/w/[draft]/a.py"], "d": ["/w/d/b.py"], "{x,y} *?": ["/w/{x,y} *?/c.py"]}
+
+
+def test_every_server_setting_is_sent_and_a_repository_sets_none_of_the_users_own():
+    """The extension sent 9 named settings: `warmAfterMs`, `embeddedModel`, `indexNice`, ... set in
+    VS Code never reached the server. It sends every setting package.json declares now (each one the
+    server takes: test_editor_docs.py), and from a workspace's settings only those a repository may
+    set: not the model, the endpoint, the feedback log or the program."""
+    from repomem.lsp.settings import CLIENT_SETTINGS
+
+    record = run_extension(VSCODE, EVERY_SETTING)
+    [sent] = record["initializationOptions"]
+    user_only = {name for name, target in CLIENT_SETTINGS.items() if target.rules.repository == "not a repository"}
+    assert set(sent["repomem"]) == set(CLIENT_SETTINGS) - user_only
+    assert record["clients"][0]["server"] == {"command": "repomem", "args": ["serve"]}
