@@ -9,9 +9,9 @@ other files:
   body looks random, and a random literal passed as an unnamed argument;
 - private-key blocks (with or without their END line), a PuTTY key's private lines, a private key
   encoded in base64 whole (`LS0tLS1CRUdJTi…`, decoded to check), a JSON Web Key's private members
-  (`d`, `p`, `q`, `dp`, `dq`, `qi`, `k`; a public key's modulus is left), the values under a
-  Kubernetes Secret's `data:` / `stringData:` wherever its manifest is (a Helm template, a file's
-  second document);
+  (`d`, `p`, `q`, `dp`, `dq`, `qi`, `k`; a public key's modulus is left), written as JSON or YAML,
+  the values under a Kubernetes Secret's `data:` / `stringData:` wherever its manifest is (a Helm
+  template, a file's second document, an object written as JSON);
 - passwords in URLs (any case of scheme), tokens as a URL's user, signatures and tokens in a
   query (SAS `sig=`, presigned URLs), Go's MySQL DSN, MySQL's glued `-pPASSWORD` (`-p'...'`), webhook URLs
   (Slack, Discord, Microsoft Teams), a registry login's `auth` value (base64 of `user:password`);
@@ -24,7 +24,9 @@ other files:
   `#define API_KEY "..."`, an XML element or named value
   (`<password>...</password>`, `<add key="ApiKey" value="..."/>`, Spring's `<property name="password"
   value="..."/>`), SQL's `IDENTIFIED BY '...'`, `WITH PASSWORD '...'`, `ALTER USER u PASSWORD '...';`,
-  `SET PASSWORD FOR u = '...'`, `sshpass -p '...'`, PowerShell's `ConvertTo-SecureString '...'`,
+  `SET PASSWORD FOR u = '...'`, `sshpass -p '...'`, a registry login's `docker login -p ...` (podman,
+  buildah, skopeo, `helm registry login`), PowerShell's `ConvertTo-SecureString '...'` (and `'...' |
+  ConvertTo-SecureString`),
   a call its name says takes one (`ds.setPassword("...")`, `NetworkCredential("user", "...")`, `auth=("user", "...")`);
   quoted in any string form
   of the indexed languages (triple-quoted, prefixed `b"`/`f"`/`r"`, C#'s `@"..."` and `$"..."`,
@@ -196,6 +198,12 @@ _ASSIGNED = re.compile(
     r"|(?:(?P<sql_set>(?<=set[ \t])password[ \t]+for[ \t]+[^\s=]++[ \t]*+=[ \t]*+)"
     r"|(?P<sshpass>sshpass(?:[ \t]+-[a-oq-z]\w*+)*+[ \t]+(?-i:-p)[ \t]*+)"
     r"|(?P<securestring>convertto-securestring(?:[ \t]+-(?:asplaintext|force)(?![\w-]))*+(?:[ \t]+-string)?[ \t]++)"
+    # a registry login's `-p VALUE` (`docker login -u user -p ...`; podman's, buildah's, skopeo's, `helm
+    # registry login`): `-p` alone is too common a flag (`docker run -p 8080:80`, `ssh -p 22`), so it
+    # counts among a login command's words alone, a few of them, on its line, before `;`, `|` or `&`
+    r"|(?P<registry>(?:(?<=(?<![\w.-])docker[ \t])|(?<=(?<![\w.-])podman[ \t])|(?<=(?<![\w.-])buildah[ \t])"
+    r"|(?<=(?<![\w.-])skopeo[ \t])|(?<=(?<![\w.-])helm[ \t]registry[ \t]))login"
+    r"(?:[ \t]++[^\s;|&]++){0,12}?[ \t]++(?-i:-p)(?=[ \t=\"'])=?[ \t]*+)"
     rf"|(?P<name>{_NAME_HOLDING_WORD})(?![{_NAME_CHAR}]){_SEPARATOR}"
     # the default of a look-up, the name its first argument: getenv("NAME", "value"), get('name', 'value')
     r"""|(?:(?<=\(["'])|(?<=\(\\["']))"""
@@ -226,9 +234,10 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 # Every match of _SECRET_WORD holds one of the first six (the *key words: "key"), every credential
 # scheme one of "bearer", "basic", "token", a (user, password) pair's name "auth", SQL's
-# "identified", PowerShell's "convertto-securestring"; a test checks each spelling of the words.
+# "identified", PowerShell's "convertto-securestring", a registry login's "login"; a test checks
+# each spelling of the words.
 _SECRET_WORD_LITERALS = ("key", "secret", "token", "pass", "pwd", "credential", "dockerc", "bearer", "basic", "-u",
-                         "auth", "identified", "convertto-securestring")
+                         "auth", "identified", "convertto-securestring", "login")
 # A login call's name and its parenthesis (_LOGIN_CALL), looked for apart: each literal is one more
 # pass over the text (docs/measurements.md#secret-masking-cost), so rarer words (`logon`, `signin`)
 # are not.
@@ -462,7 +471,7 @@ def _typed_under_secret_name(match: re.Match) -> bool:
     if value.startswith(_PLACEHOLDER_HEADS) or MASK in value:
         return False
     if match["sql"] is not None or match["sql_set"] is not None or match["sshpass"] is not None \
-            or match["securestring"] is not None:
+            or match["securestring"] is not None or match["registry"] is not None:
         return True
     name_group = "name" if match["name"] is not None else "flag" if match["flag"] is not None else "define"
     name = match[name_group]
@@ -886,23 +895,88 @@ def _json_web_keys(text: str) -> list[list[re.Match]]:
     return keys
 
 
+# A JSON Web Key written in YAML (a JWKS in a config, a Helm value): `kty: RSA` and its members,
+# each on its line at the mapping's key column (`- ` of a list item before the first), unquoted or
+# quoted; a masked value still names its member (the key stays private when masked again).
+_YAML_JWK_TYPE = re.compile(r"""(?P<head>[ \t]*(?:-[ \t]+)?)(?P<quote>["']?)kty(?P=quote)[ \t]*:[ \t]+"""
+                            r"""(?P<open>["']?)[A-Za-z-]{2,8}(?P=open)[ \t]*(?:#.*)?\r?""")
+_YAML_JWK_MEMBER = re.compile(r"""(?P<head>[ \t]*(?:-[ \t]+)?)(?P<quote>["']?)"""
+                              r"""(?P<member>dp|dq|qi|[dpqknexy])(?P=quote)[ \t]*:[ \t]+"""
+                              r"""(?P<open>["']?)(?P<value>[A-Za-z0-9_+/=-]++|\[REDACTED\])(?P=open)"""
+                              r"""[ \t]*(?:#.*)?\r?""")
+
+
+def _yaml_json_web_keys(text: str) -> list[list[tuple[str, int, int]]]:
+    """The members (name, value's span) of each JSON Web Key written as a YAML mapping in `text`:
+    the lines of the mapping holding a `kty:` line (from its start, a list item's `- ` or a line
+    indented less, to its end), those at its key column. Each line is looked at a bounded number of
+    times, however many `kty`s a text holds."""
+    lines = text.split("\n")
+    offsets = list(accumulate((len(line) + 1 for line in lines), initial=0))  # where each line starts
+    keys: list[list[tuple[str, int, int]]] = []
+    done = 0  # lines[:done] are looked at
+    at = text.find("kty")
+    while at >= 0:
+        number = bisect_right(offsets, at) - 1
+        kind = None if number < done else _YAML_JWK_TYPE.fullmatch(lines[number])
+        if kind is not None:
+            key_column = len(kind["head"])
+            first = number
+            for above in range(number - 1, done - 1, -1):
+                shape = _line_shape(lines[above])
+                if shape is None:
+                    continue
+                if _DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column and shape[2] != key_column:
+                    break
+                first = above
+                if shape[1] < key_column:  # the list item's first line
+                    break
+            members: list[tuple[str, int, int]] = []
+            below = first
+            while below < len(lines):
+                shape = _line_shape(lines[below])
+                if shape is not None and below > first and (_DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column):
+                    break
+                if shape is not None and shape[2] == key_column:
+                    member = _YAML_JWK_MEMBER.fullmatch(lines[below])
+                    if member is not None and len(member["head"]) == key_column:
+                        members.append((member["member"], offsets[below] + member.start("value"),
+                                        offsets[below] + member.end("value")))
+                below += 1
+            keys.append(members)
+            done = below
+        else:
+            done = max(done, number + 1)
+        at = text.find("kty", offsets[done]) if done < len(lines) else -1
+    return keys
+
+
+def web_key_members(text: str) -> list[list[tuple[str, int, int]]]:
+    """The members (name, value's span) of each JSON Web Key in `text`, written as JSON (or a dict,
+    an object, keyword arguments) or as YAML."""
+    keys = [[(member["member"], *member.span("value")) for member in members] for members in _json_web_keys(text)]
+    return keys + _yaml_json_web_keys(text)
+
+
 def _mask_json_web_keys(text: str) -> tuple[str, int, list[tuple[int, int]]]:
     """`text` with each private member of a JSON Web Key masked, how many, and where the public
     members' values of the keys holding no private member lie in the masked text: what the token
     rules for random values (not an issuer's shape) leave."""
-    private: list[tuple[int, int]] = []
+    private: set[tuple[int, int]] = set()
     public: list[tuple[int, int]] = []
-    shift = 0  # what the masks so far add to the text's length
-    for members in _json_web_keys(text):
-        if any(member["member"] in _JWK_PRIVATE_MEMBERS for member in members):
-            for member in members:
-                if member["member"] in _JWK_PRIVATE_MEMBERS and member["value"] and member["value"] != MASK:
-                    private.append(member.span("value"))
-                    shift += len(MASK) - len(member["value"])
+    for members in web_key_members(text):
+        if any(name in _JWK_PRIVATE_MEMBERS for name, _, _ in members):
+            private.update((start, end) for name, start, end in members
+                           if name in _JWK_PRIVATE_MEMBERS and start < end and text[start:end] != MASK)
         else:
-            public += [(member.start("value") + shift, member.end("value") + shift) for member in members
-                       if member["member"] in _JWK_PUBLIC_MEMBERS]
-    return _masked_spans(text, private), len(private), public
+            public += [(start, end) for name, start, end in members if name in _JWK_PUBLIC_MEMBERS]
+    spans = apart(list(private))
+    # each public value moves by what the masks before it add to the text's length
+    added = list(accumulate((len(MASK) - (end - start) for start, end in spans), initial=0))
+    ends = [end for _, end in spans]
+    public = sorted((start + added[bisect_right(ends, start)], end + added[bisect_right(ends, start)])
+                    for start, end in public)
+    return _masked_spans(text, spans), len(spans), public
 
 
 GENERIC_TOKEN_ISSUERS = frozenset({"prefixed-token", "argument-literal"})
@@ -939,6 +1013,92 @@ def _mask_basic_auth_values(text: str) -> tuple[str, int]:
     return _BASIC_AUTH_VALUE.sub(masked, text), found
 
 
+# A Kubernetes Secret written as JSON (or a Python dict, a JavaScript object) in any text (`kubectl get
+# secret -o json` pasted in a README, a test's fixture, the escaped copy in its `last-applied-
+# configuration` annotation): the values under `data` / `stringData` of an object whose `kind` is
+# "Secret". Objects are told by their braces (those inside strings counted too: a template's `{{ }}`
+# and an escaped object's are paired).
+_JSON_SECRET_KIND = re.compile(r"""(?<![\w$.-])(?P<quote>\\?["']?)kind(?P=quote)\s*+:\s*+"""
+                               r"""(?P<open>\\?["'])Secret(?P=open)""")
+_JSON_SECRET_DATA = re.compile(r"""(?<![\w$.-])(?P<quote>\\?["']?)(?:data|stringData)(?P=quote)\s*+:\s*+\{""")
+# A brace, or an object holding none (taken whole: `{}`, a data object, a label's map).
+_BRACES = re.compile(r"\{[^{}]*+\}|[{}]")
+# An entry of a data object: its key (quoted, escaped-quoted, or a bare name) and its string value.
+# A quote after a backslash opens no string (each string scanned from its own quote alone).
+_JSON_DATA_ENTRY = re.compile(
+    r"""(?:(?<!\\)"(?:[^"\\\n]|\\.)*+"|(?<!\\)'(?:[^'\\\n]|\\.)*+'|\\"[^"\\\n]*+\\"|(?<![\w.$-])[A-Za-z_$][\w.$-]*+)"""
+    r"""\s*+:\s*+(?:"(?P<double>(?:[^"\\\n]|\\.)*+)"|'(?P<single>(?:[^'\\\n]|\\.)*+)'|\\"(?P<escaped>[^"\\\n]*+)\\")""")
+
+
+def _mask_kubernetes_secret_json(text: str) -> tuple[str, int]:
+    """`text` with the string values under `data` and `stringData` of each Kubernetes Secret written
+    as JSON masked, and how many; a template's value (`{{ .Values.x | b64enc }}`) is a name, and
+    stays. One walk over the text's braces, whatever order an object's members come in (kubectl
+    writes `data` before `kind`); a data object inside another one masked is read with it."""
+    kinds = [match.start() for match in _JSON_SECRET_KIND.finditer(text)]
+    if not kinds:
+        return text, 0
+    data_opens = {match.end() - 1 for match in _JSON_SECRET_DATA.finditer(text)}
+    # the objects open, innermost last: where each opens, whether its kind is Secret, its data objects
+    opens: list[int] = []
+    secret: list[bool] = []
+    data: dict[int, list[tuple[int, int]]] = {}  # by depth, for the objects holding one
+    secret_data: list[tuple[int, int]] = []
+    next_kind = 0
+    for brace in _BRACES.finditer(text):
+        at, end = brace.span()
+        while next_kind < len(kinds) and kinds[next_kind] < at:
+            if opens:
+                secret[-1] = True  # a `kind` belongs to the object open around it
+            next_kind += 1
+        if end - at == 1 and text[at] == "{":
+            opens.append(at)
+            secret.append(False)
+            continue
+        if end - at > 1:  # an object holding none: no data object of its own
+            while next_kind < len(kinds) and kinds[next_kind] < end:
+                next_kind += 1
+            start = at
+        elif opens:
+            start = opens.pop()
+            if secret.pop():
+                secret_data += data.get(len(opens), ())
+            data.pop(len(opens), None)
+        else:
+            continue
+        if start in data_opens and opens:
+            data.setdefault(len(opens) - 1, []).append((start + 1, end - 1))
+    spans: list[tuple[int, int]] = []
+    for data_start, data_end in apart(secret_data):  # the outermost: each character read once
+        for entry in _JSON_DATA_ENTRY.finditer(text, data_start, data_end):
+            group = next(name for name in ("double", "single", "escaped") if entry[name] is not None)
+            value = entry[group]
+            if value and value != MASK and not (value[0] == "{" and _TEMPLATE_ONLY.fullmatch(value)):
+                spans.append(entry.span(group))
+    spans = apart(spans)
+    return _masked_spans(text, spans), len(spans)
+
+
+# PowerShell's pipeline gives the value first: `"..." | ConvertTo-SecureString -AsPlainText -Force`.
+_PIPED_SECURE_STRING = re.compile(r"""(?i)(?P<open>["'])(?P<value>[^"'\s\\|`]++)(?P=open)[ \t]*+\|[ \t]*+"""
+                                  r"""convertto-securestring(?![\w-])""")
+
+
+def _mask_piped_secure_strings(text: str, min_length: int, min_entropy: float) -> tuple[str, int]:
+    """`text` with each literal piped into ConvertTo-SecureString masked where it looks random (as
+    a value given to a secret name must), and how many."""
+    found = 0
+
+    def masked(match: re.Match) -> str:
+        nonlocal found
+        if not _quoted_secret(match["value"], min_length, min_entropy):
+            return match.group(0)
+        found += 1
+        return match.group("open") + MASK + match.group(0)[match.end("value") - match.start():]
+
+    return _PIPED_SECURE_STRING.sub(masked, text), found
+
+
 def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> tuple[str, int]:
     """`text` with every secret replaced by MASK, and how many were replaced."""
     found = 0
@@ -962,6 +1122,9 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
         found += count
     if "Secret" in text and "kind:" in text:
         text, count = _mask_kubernetes_secret_data(text)
+        found += count
+    if "Secret" in text and "kind" in text:
+        text, count = _mask_kubernetes_secret_json(text)
         found += count
     public_keys: list[tuple[int, int]] = []
     if "kty" in text:
@@ -1011,6 +1174,11 @@ def mask_secrets(text: str, min_length: int = 12, min_entropy: float = 3.5) -> t
 
     # Values told by their place: in a multiple assignment, a login call's password.
     lowered = lower_case(text)
+    if "convertto-securestring" in lowered:
+        text, count = _mask_piped_secure_strings(text, min_length, min_entropy)
+        if count:
+            found += count
+            lowered = lower_case(text)
     starts: list[int] | None = name_run_starts(text, lowered=lowered)
     placed = apart(multiple_assignment_secrets(text, line_starts(text, starts), min_length, min_entropy)
                    + login_secrets(text, name_run_starts(text, _LOGIN_LITERALS, lowered), min_length, min_entropy))

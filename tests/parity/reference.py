@@ -187,6 +187,8 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
     text, found = masked_keys[0], found + masked_keys[1]
     masked_manifests = secrets._mask_kubernetes_secret_data(text)  # the fast path: where "kind:" and "Secret" are
     text, found = masked_manifests[0], found + masked_manifests[1]
+    masked_objects = secrets._mask_kubernetes_secret_json(text)  # the fast path: where "kind" and "Secret" are
+    text, found = masked_objects[0], found + masked_objects[1]
     masked_web_keys = secrets._mask_json_web_keys(text)  # the fast path: where "kty" is
     text, found = masked_web_keys[0], found + masked_web_keys[1]
     text = _reference_token_secrets(text, count, _reference_public_web_key_values(text))
@@ -213,6 +215,8 @@ def reference_mask_secrets(text: str, min_length: int = 12, min_entropy: float =
     masked_logins = secrets._mask_basic_auth_values(text)
     text, found = masked_logins[0], found + masked_logins[1]
     text = secrets._SIGNED_QUERY.sub(count(signed), text)
+    masked_piped = secrets._mask_piped_secure_strings(text, min_length, min_entropy)  # the fast path: where
+    text, found = masked_piped[0], found + masked_piped[1]  # "convertto-securestring" is, in any case
     every_line = [0, *(at + 1 for at, character in enumerate(text) if character == "\n")]
     logins = [secrets.login_value(match, min_length, min_entropy) for match in secrets._LOGIN_CALL.finditer(text)]
     placed = secrets.apart(secrets.multiple_assignment_secrets(text, every_line, min_length, min_entropy)
@@ -257,14 +261,14 @@ def reference_candidate_runs(text: str) -> list[tuple[int, int]]:
 
 
 def _reference_public_web_key_values(text: str) -> list[tuple[int, int]]:
-    """The public members' values of the JSON Web Keys holding no private member, found again in
-    the masked text (a masked private member still names one), where the fast path moves the
-    places it found before masking by what the masks added."""
+    """The public members' values of the JSON Web Keys (JSON or YAML) holding no private member,
+    found again in the masked text (a masked private member still names one), where the fast path
+    moves the places it found before masking by what the masks added."""
     from repomem.index import secrets
 
-    return [member.span("value") for members in secrets._json_web_keys(text)
-            if not any(other["member"] in secrets._JWK_PRIVATE_MEMBERS for other in members)
-            for member in members if member["member"] in secrets._JWK_PUBLIC_MEMBERS]
+    return sorted((start, end) for members in secrets.web_key_members(text)
+                  if not any(other in secrets._JWK_PRIVATE_MEMBERS for other, _, _ in members)
+                  for name, start, end in members if name in secrets._JWK_PUBLIC_MEMBERS)
 
 
 def _reference_token_secrets(text: str, count, public_keys: list[tuple[int, int]] = ()) -> str:

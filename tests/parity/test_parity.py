@@ -1159,6 +1159,14 @@ def test_secret_masking_equals_each_pattern_run_over_the_whole_text():
         '{"kty": "RSA", "n": "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6-9oIrVdRtROWoM7O4Tg8n-fepELa2aDSA_JG6764Xm_dZNA9s9sH5gQ",'
         ' "e": "AQAB"} ; jwk.JWK(kty="oct", k="' + "Zq8kL2vN9xR4" + '")\n{"kty": "EC", "d": "a", "x": "'
         + "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6" + '"} {"kty": "EC", "x": "' + "MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6" + '"}',
+        # a registry login's -p, a literal piped into ConvertTo-SecureString, a JWK in YAML, a Secret as JSON
+        "docker login -u ci -p " + "Zq8kL2vN9xR4aB3d" + " r.io && docker run -p 8080:80 x\nhelm registry login r -p '"
+        + "aB3dE5fG7hJ9kL1m" + "'\n$s = '" + "Zq8kL2vN9xR4aB3d" + "' | ConvertTo-SecureString -AsPlainText\n"
+        "ssh -p 22 h ; podman login -p \"Zq8\nkeys:\n  - kty: RSA\n    n: MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6\n    d: "
+        + "aB3dE5fG7hJ9kL1m" + "\n  - kty: EC\n    x: MFMX_u1nQLm9dCXcsD3gS_Ck8h4K3D6\nother: 1\n",
+        '{"apiVersion": "v1", "data": {"a": "' + "Zq8kL2vN9xR4aB3d" + '", "b": "{{ .Values.b }}"}, "kind": "Secret",'
+        ' "metadata": {"name": "s", "labels": {"x": "y"}}}\n[{"kind": "ConfigMap", "data": {"c": "'
+        + "aB3dE5fG7hJ9kL1m" + '"}}, {\'kind\': \'Secret\', \'stringData\': {\'d\': \'x\'}}]',
     ]
     masked_any = 0
     for text in texts + planted:
