@@ -781,6 +781,29 @@ def _line_shape(line: str) -> tuple[str, int, int] | None:
     return content, indent, key_column
 
 
+def _mapping_start(lines: list[str], number: int, key_column: int, done: int) -> int:
+    """The first line of the YAML mapping whose keys stand at `key_column`, lines[number] one of
+    them: the walk up stops at a document marker, a line indented less (a list item's `- ` line is
+    the mapping's own first line), or lines[done] (those above are looked at already)."""
+    first = number
+    for above in range(number - 1, done - 1, -1):
+        shape = _line_shape(lines[above])
+        if shape is None:
+            continue
+        if _DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column and shape[2] != key_column:
+            break
+        first = above
+        if shape[1] < key_column:  # the list item's first line
+            break
+    return first
+
+
+def _ends_mapping(shape: tuple[str, int, int] | None, key_column: int) -> bool:
+    """Whether a line after a mapping's first (its `_line_shape`) ends the mapping whose keys stand
+    at `key_column`: a document marker, or a line indented less."""
+    return shape is not None and (_DOCUMENT_BREAK.match(shape[0]) is not None or shape[1] < key_column)
+
+
 def _mask_kubernetes_secret_data(text: str) -> tuple[str, int]:
     """`text` with the values under `data:` and `stringData:` of each Kubernetes Secret's manifest
     masked (each entry's value, each line of a block scalar's), and how many lines. The manifest is
@@ -798,20 +821,11 @@ def _mask_kubernetes_secret_data(text: str) -> tuple[str, int]:
         if kind is None:
             continue
         key_column = len(kind["head"])
-        first = number
-        for above in range(number - 1, done - 1, -1):
-            shape = _line_shape(lines[above])
-            if shape is None:
-                continue
-            if _DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column and shape[2] != key_column:
-                break
-            first = above
-            if shape[1] < key_column:  # the list item's first line
-                break
+        first = _mapping_start(lines, number, key_column, done)
         at = first
         while at < len(lines):
             shape = _line_shape(lines[at])
-            if shape is not None and at > first and (_DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column):
+            if at > first and _ends_mapping(shape, key_column):
                 break
             at += 1
             if shape is not None and shape[2] == key_column and "ata:" in shape[0]:
@@ -921,21 +935,12 @@ def _yaml_json_web_keys(text: str) -> list[list[tuple[str, int, int]]]:
         kind = None if number < done else _YAML_JWK_TYPE.fullmatch(lines[number])
         if kind is not None:
             key_column = len(kind["head"])
-            first = number
-            for above in range(number - 1, done - 1, -1):
-                shape = _line_shape(lines[above])
-                if shape is None:
-                    continue
-                if _DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column and shape[2] != key_column:
-                    break
-                first = above
-                if shape[1] < key_column:  # the list item's first line
-                    break
+            first = _mapping_start(lines, number, key_column, done)
             members: list[tuple[str, int, int]] = []
             below = first
             while below < len(lines):
                 shape = _line_shape(lines[below])
-                if shape is not None and below > first and (_DOCUMENT_BREAK.match(shape[0]) or shape[1] < key_column):
+                if below > first and _ends_mapping(shape, key_column):
                     break
                 if shape is not None and shape[2] == key_column:
                     member = _YAML_JWK_MEMBER.fullmatch(lines[below])
