@@ -338,10 +338,12 @@ def test_quitting_leaves_no_process(session):
 
 
 def test_config_byte_compiles_without_warnings(emacs: Emacs):
-    """lsp/emacs/repomem.el compiles cleanly (compiled from a copy: no .elc in the repository)."""
+    """lsp/emacs/repomem.el and the settings file it loads compile cleanly (compiled from a copy: no
+    .elc in the repository)."""
     copy = emacs.base / "compile" / CONFIG.name
     copy.parent.mkdir()
     shutil.copy(CONFIG, copy)
+    shutil.copy(CONFIG.with_name("repomem-settings.el"), copy.parent)  # loaded from beside it
     compiled = subprocess.run(emacs.command("--eval", "(setq byte-compile-error-on-warn t)",
                                             "-f", "batch-byte-compile", str(copy)),
                               env=emacs.env, capture_output=True, text=True, timeout=120)

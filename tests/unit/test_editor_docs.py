@@ -56,8 +56,10 @@ def test_the_names_the_readme_gives_are_in_the_shipped_files():
         assert f"get(g:, '{name}'" in vim, name
     assert "RepomemExplain" in lua and "RepomemExplain" in vim
     assert "(defun repomem-explain ()" in el
-    for name in ("repomem-settings", "repomem-server-command"):
-        assert f"(defcustom {name} " in el and f"(defcustom {name} " in lsp_mode
+    assert "(defcustom repomem-server-command " in el and "(defcustom repomem-server-command " in lsp_mode
+    shared = (ROOT / "lsp" / "emacs" / "repomem-settings.el").read_text()
+    assert "(defcustom repomem-settings " in shared
+    assert "(require 'repomem-settings" in el and "(require 'repomem-settings" in lsp_mode
     for path in re.findall(r"\]\(((?:nvim|vim|emacs|vscode|helix)/[^)]*)\)", LSP_README):
         assert (ROOT / "lsp" / path).exists(), path
 
@@ -198,14 +200,11 @@ def _elisp_value(text: str) -> object:
 def test_the_emacs_settings_option_lists_the_servers_settings_with_their_defaults():
     """repomem-settings (eglot's and lsp-mode's) named three keys as examples: its docstring now lists
     each with the server's default, and Customize offers each (:options) with its type."""
-    for el in ("repomem.el", "repomem-lsp-mode.el"):
-        listed, options = _elisp_settings(ROOT / "lsp" / "emacs" / el)
-        assert set(listed) == set(CLIENT_SETTINGS), (el, set(CLIENT_SETTINGS) ^ set(listed))
-        assert sorted(options) == sorted(CLIENT_SETTINGS), el
-        for name, value in listed.items():
-            default = LSP_DEFAULTS[name]
-            shown = _elisp_value(value)
-            assert shown == (float(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
-                             else default), (el, name, value, default)
-    eglot, lsp_mode = (_elisp_settings(ROOT / "lsp" / "emacs" / el) for el in ("repomem.el", "repomem-lsp-mode.el"))
-    assert eglot == lsp_mode
+    listed, options = _elisp_settings(ROOT / "lsp" / "emacs" / "repomem-settings.el")  # both set-ups load it
+    assert set(listed) == set(CLIENT_SETTINGS), set(CLIENT_SETTINGS) ^ set(listed)
+    assert sorted(options) == sorted(CLIENT_SETTINGS)
+    for name, value in listed.items():
+        default = LSP_DEFAULTS[name]
+        shown = _elisp_value(value)
+        assert shown == (float(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
+                         else default), (name, value, default)
