@@ -322,12 +322,12 @@ class RepoIndex:
 
     def relation_rows(
         self, rows: np.ndarray, progress: Progress, keep: int | None = None, full: bool = True,
-        window_vectors: Callable[[RepoIndex], WindowVectors] | None = None,
+        window_vectors: Callable[[RepoIndex], WindowVectors] | None = None, stored: bool = False,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Eq. 8 relations of fragment ids `rows` (int64) as (rows, cols, values, row bars), on the
         whole graph (`full`: a build, which records the graph's size) or on the graph kept between
-        edits; `keep` as `relations.relation_entries`. `window_vectors(index)`: the windows'
-        embeddings, for eq. 6 (asked only when relations.semantic_neighbours is on)."""
+        edits; `keep` and `stored` as `relations.relation_entries`. `window_vectors(index)`: the
+        windows' embeddings, for eq. 6 (asked only when relations.semantic_neighbours is on)."""
         graph: CodeGraph | SearchGraph
         memory: SearchMemory | None = None  # an edit's: what the last edit's searches found
         if full or self.config.relations.kind == "context":
@@ -346,7 +346,7 @@ class RepoIndex:
             else None
         return relation_entries(
             rows, table, graph, self.live, self.config.graph, self.config.relations, progress.advance, keep, vectors,
-            memory,
+            memory, stored,
         )
 
     # -- W -------------------------------------------------------------------------------------

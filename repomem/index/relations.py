@@ -78,9 +78,11 @@ def graph_relation_entries(
     progress: ProgressCallback | None = None,
     keep: int = 0,
     memory: SearchMemory | None = None,
+    stored: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Eq. 8 entries (row, col, w) for fragment `rows` against every live fragment, pairs of one
-    file scaled by `relation_config.same_file_weight`.
+    file scaled by `relation_config.same_file_weight`. `stored`: the weights as W stores them (as
+    `gathered`'s), for a whole build.
 
     At most `keep` strongest entries per row when keep > 0. Also returns each row's entry bar
     (shape (len(rows),)): its weakest kept value if truncated, else the relation cutoff.
@@ -127,7 +129,8 @@ def graph_relation_entries(
         try:
             if relation_config.workers > 1:
                 second = _SECOND_EDIT_SCRATCH.take(graph.n_nodes, fragments.size, heap_capacity)
-            entries = _edit_rows_searched(rows, cover, rows_of_graph, limits, rules, anchors, kept, second, memory)
+            entries = _edit_rows_searched(rows, cover, rows_of_graph, limits, rules, anchors, kept, second, memory,
+                                          stored)
         finally:
             if second is not None:
                 _SECOND_EDIT_SCRATCH.give_back()
@@ -156,9 +159,9 @@ def graph_relation_entries(
 
     try:
         if workers == 1 or len(chunks) <= 1:
-            return gathered(map(run, chunks), rows.shape[0], keep)
+            return gathered(map(run, chunks), rows.shape[0], keep, stored)
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return gathered(pool.map(run, chunks), rows.shape[0], keep)
+            return gathered(pool.map(run, chunks), rows.shape[0], keep, stored)
     finally:
         if kept is not None:
             _EDIT_SCRATCH.give_back()
@@ -174,6 +177,7 @@ STARTS_PER_RUN = 6
 def _edit_rows_searched(
     rows: np.ndarray, cover: FragmentCover, graph: GraphRows, limits: SearchLimits, rules: RelationRules,
     anchors: StartAnchors, kept: RelationScratch, second: RelationScratch | None, memory: SearchMemory | None,
+    stored: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`relation_rows` for an edit's rows in its three steps: the starts numbered, each searched once
     (on two threads when `second` is given) unless `memory` holds what it found at the last edit of
@@ -201,7 +205,7 @@ def _edit_rows_searched(
     finally:
         kept.source_slot[starts] = -1
     return gathered([(out_row.astype(np.int32), out_col.astype(np.int32), out_val, bars)], rows.shape[0],
-                    rules.keep)
+                    rules.keep, stored)
 
 
 def _searched_starts(
@@ -290,7 +294,8 @@ _SECOND_EDIT_SCRATCH = KeptScratch()  # the second thread's, for an edit's searc
 
 
 def gathered(
-    chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n_rows: int, keep: int
+    chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n_rows: int, keep: int,
+    stored: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The chunks' (row, col, w, bar) arrays end to end, each chunk let go once copied.
 
@@ -298,15 +303,20 @@ def gathered(
     that capacity as the chunks come in, and the result is their filled front: untouched pages
     of np.empty are never resident, and neither the chunks nor a joined copy pile up (a cold build
     held both at its peak: docs/measurements.md#memory-of-a-cold-build). Otherwise joined at the end.
+    `stored`: the weights as float32, the precision W keeps them at (index_state.stored_weights
+    rounds them so): 4 bytes an entry less at that peak.
     """
+    weights = np.float32 if stored else np.float64
     if keep <= 0:
         parts = list(chunks)
         if not parts:
-            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0)
-        return tuple(np.concatenate(column) for column in zip(*parts))  # type: ignore[return-value]
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=weights), np.zeros(0)
+        rows, cols, values, bars = (np.concatenate(column) for column in zip(*parts))
+        return rows, cols, values.astype(weights, copy=False), bars
     capacity = keep * n_rows
     bars = np.empty(n_rows)
-    out = (np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32), np.empty(capacity))
+    out = (np.empty(capacity, dtype=np.int32), np.empty(capacity, dtype=np.int32),
+           np.empty(capacity, dtype=weights))
     count = at_row = 0
     for *entries, chunk_bars in chunks:
         n = entries[0].shape[0]
@@ -401,8 +411,10 @@ def relation_entries(
     keep: int | None = None,
     window_vectors: WindowVectors | None = None,
     memory: SearchMemory | None = None,
+    stored: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The configured relation's strongest entries for `rows`: (row, col, w, entry bar per row).
+    """The configured relation's strongest entries for `rows`: (row, col, w, entry bar per row);
+    `stored`: w rounded to float32 and held so, as W stores it (a whole build's).
 
     Graph (eq. 8), context (eq. 7), or their elementwise max, and with `window_vectors` and
     `semantic_neighbours` the semantic relation (eq. 6) in that max too; each row keeps its
@@ -422,7 +434,7 @@ def relation_entries(
         # entries again cost the cold build (docs/measurements.md#graph-and-relations; the parity
         # tests check both ways agree).
         return graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config, progress, keep,
-                                      memory)
+                                      memory, stored)
     parts = []
     if kind in ("graph", "graph+context"):
         parts.append(graph_relation_entries(rows, fragments, graph, live, graph_config, relation_config,
@@ -446,7 +458,7 @@ def relation_entries(
     r, c, v = strongest_per_row(r, c, v, keep)
     size = int(max(fragments.size, 1))
     bars = row_thresholds(r, v, size, keep, relation_config.relation_cutoff)[rows]
-    return r, c, v, bars
+    return r, c, v.astype(np.float32) if stored else v, bars
 
 
 def strongest_per_row(

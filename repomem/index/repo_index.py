@@ -130,10 +130,10 @@ def build_index(
     )
     index.keep_resolver(resolver)
     all_rows = np.arange(n_fragments, dtype=np.int64)
-    rows, cols, values, bars = index.relation_rows(all_rows, progress, window_vectors=window_vectors)
+    # The weights as W keeps them (index_state.stored_weights), held as float32 until W is made.
+    rows, cols, values, bars = index.relation_rows(all_rows, progress, window_vectors=window_vectors, stored=True)
     release_free_memory()  # the searches' scratch and pair lists, before W is made (the peak)
     index.thresholds = bars
-    values[:] = values.astype(np.float32)  # stored_weights in place: no second float64 copy
     entries = [rows, cols, values]
     del rows, cols, values  # the entries are not resident beside the matrix made of them
     index.w_base = symmetric_matrix(entries, n_fragments)

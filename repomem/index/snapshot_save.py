@@ -35,6 +35,25 @@ from repomem.index.snapshot_manifest import BASE_FILES, sealed_base_digests, wri
 from repomem.regular_files import replace_private
 
 
+def _write_base(index: RepoIndex, path: Path) -> str:
+    """base.npz, W and the base postings; returns its digest."""
+    # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty diagonal: its
+    # upper triangle is all of it, at half the bytes. A kernel, not scipy's triu (its COO copies of all
+    # of W were a cold build's peak of memory); float32 is lossless: weights are float32 values
+    # (stored_weights).
+    w = index.w_base
+    upper_indptr, upper_indices, upper_data = upper_triangle(w.indptr, w.indices, w.data)
+    base_segments = index.segments[: index.base_segments]
+    arrays = {"wu_indptr": upper_indptr, "wu_indices": upper_indices, "wu_data": upper_data,
+              "w_shape": np.asarray(w.shape), **segments_arrays("seg", base_segments)}
+    del upper_indptr, upper_indices, upper_data
+    deltas = {"wu_indices": "wu_indptr", **segments_deltas("seg", base_segments)}
+    return written_digest(write_npz, path, arrays, deltas=deltas,
+                          # W's float32 weights barely deflate, and deflating them was a save's longest
+                          # member (docs/measurements.md#index-on-disk).
+                          stored=("wu_data",))
+
+
 def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = None) -> Path:
     """Write a new snapshot and make it current; returns its folder.
 
@@ -76,28 +95,15 @@ def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = N
                     index.base_id = tag
                     base_files = [i for i, r in enumerate(index.files) if r is not None]
                     index.base_files = set(base_files)
-                    # W is exactly symmetric (symmetric_union keeps one value per pair) with an empty
-                    # diagonal: its upper triangle is all of it, at half the bytes.
-                    # A kernel, not scipy's triu (its COO copies of all of W were a cold build's peak of
-                    # memory); float32 is lossless: weights are float32 values (stored_weights).
-                    w = index.w_base
-                    upper_indptr, upper_indices, upper_data = upper_triangle(w.indptr, w.indices, w.data)
-                    base_segments = index.segments[: index.base_segments]
                     # On a helper thread: deflate and numpy release the GIL, so W and the postings are
                     # coded while this thread writes the symbols (Python) and the rest.
-                    base_written = helper.submit(written_digest, write_npz, temporary / "base.npz", {
-                        "wu_indptr": upper_indptr, "wu_indices": upper_indices,
-                        "wu_data": upper_data, "w_shape": np.asarray(index.w_base.shape),
-                        **segments_arrays("seg", base_segments),
-                    }, deltas={"wu_indices": "wu_indptr", **segments_deltas("seg", base_segments)},
-                        # W's float32 weights barely deflate, and deflating them was a save's longest
-                        # member (docs/measurements.md#index-on-disk).
-                        stored=("wu_data",))
-                    del upper_indptr, upper_indices, upper_data
+                    base_written = helper.submit(_write_base, index, temporary / "base.npz")
                     # The files' arrays on the helper too: the symbols' JSON (Python) is this thread's
-                    # longest part, so the two threads finish about together.
-                    files_written = helper.submit(written_digest, write_npz, temporary / "files.npz",
-                                                  files_arrays(index, base_files))
+                    # longest part, so the two threads finish about together. Gathered there, once W's
+                    # file is written: gathered here, at submission, they were resident beside W's coded
+                    # copies, a cold build's peak of memory (docs/measurements.md#memory-of-a-cold-build).
+                    files_written = helper.submit(
+                        lambda: written_digest(write_npz, temporary / "files.npz", files_arrays(index, base_files)))
                     digests["symbols.json.gz"] = written_digest(write_json_gz, temporary / "symbols.json.gz",
                                                                 symbols_json(index, base_files))
                 changed_files = [i for i, r in enumerate(index.files) if r is not None and i not in index.base_files]

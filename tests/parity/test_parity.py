@@ -366,6 +366,14 @@ def test_symmetric_matrix_is_scipys_maximum_with_the_transpose(seed, rows_ascend
     np.testing.assert_array_equal(got.indices, expected.indices)
     np.testing.assert_array_equal(got.data, expected.data)
     assert (np.diff(got.indptr) == 0).any()
+    # A build hands its weights over as float32 (relation_entries(stored=True)): the same matrix as
+    # the float64 weights rounded so.
+    rounded = values.astype(np.float32)
+    from_float32 = symmetric_matrix([rows.copy(), cols.copy(), rounded.copy()], size)
+    from_float64 = symmetric_matrix([rows.copy(), cols.copy(), rounded.astype(np.float64)], size)
+    assert from_float32.dtype == np.float64
+    for part in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(from_float32, part), getattr(from_float64, part))
 
 
 @pytest.mark.parametrize("size, density", [(1, 0.5), (6, 0.9), (300, 0.05), (2_000, 0.01)])
@@ -430,6 +438,11 @@ def test_rows_kept_by_the_kernel_match_a_sort_of_all_entries(synthetic_repo, qua
     keep = int(np.quantile(lengths[lengths > 0], quantile, method="lower"))
     assert (lengths > keep).any() and (lengths == keep).any() and (lengths < keep).any()
     r, c, v, bars = relation_entries(rows, table, graph, index.live, config.graph, config.relations, keep=keep)
+    # As a build asks for them: the same entries and bars, the weights rounded to float32 and held so.
+    stored = relation_entries(rows, table, graph, index.live, config.graph, config.relations, keep=keep, stored=True)
+    assert stored[2].dtype == np.float32
+    for got, expected in zip(stored, (r, c, v.astype(np.float32), bars)):
+        np.testing.assert_array_equal(got, expected)
     ref_r, ref_c, ref_v = strongest_per_row_by_sort(all_r, all_c, all_v, keep)
     ref_bars = row_thresholds(ref_r, ref_v, table.size, keep, config.relations.relation_cutoff)
     assert sorted(zip(r.tolist(), c.tolist(), v.tolist())) == sorted(zip(ref_r.tolist(), ref_c.tolist(),
