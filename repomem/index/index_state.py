@@ -223,6 +223,15 @@ class RepoIndex:
         return build_graph(self.syntax, self.all_calls(), self.config.graph, deduplicate, derived.layout,
                            derived.syntax_edges)
 
+    def forget_graph_inputs(self) -> None:
+        """Let go of what the code graph was made from (the windows' node cover, the syntax edges,
+        the folders' layout): a build's, resident at its save, its peak of memory otherwise
+        (docs/measurements.md#memory-of-a-cold-build). The first graph made later (an edit's, or
+        `prepare_edits`) makes them again, in ~0.1 s on a large repository."""
+        derived = self._derived
+        derived.cover, derived.cover_changes = None, []
+        derived.syntax_edges = derived.layout = None
+
     def prepare_edits(self) -> None:
         """Make now what the first edit of a loaded index would: the per-file structure, the call
         resolver and caller map, the graph kept between edits, and the compiled kernels an edit
@@ -325,9 +334,10 @@ class RepoIndex:
         window_vectors: Callable[[RepoIndex], WindowVectors] | None = None, stored: bool = False,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Eq. 8 relations of fragment ids `rows` (int64) as (rows, cols, values, row bars), on the
-        whole graph (`full`: a build, which records the graph's size) or on the graph kept between
-        edits; `keep` and `stored` as `relations.relation_entries`. `window_vectors(index)`: the
-        windows' embeddings, for eq. 6 (asked only when relations.semantic_neighbours is on)."""
+        whole graph (`full`: a build, which records the graph's size and lets go of what the graph
+        was made of, `forget_graph_inputs`) or on the graph kept between edits; `keep` and `stored`
+        as `relations.relation_entries`. `window_vectors(index)`: the windows' embeddings, for eq. 6
+        (asked only when relations.semantic_neighbours is on)."""
         graph: CodeGraph | SearchGraph
         memory: SearchMemory | None = None  # an edit's: what the last edit's searches found
         if full or self.config.relations.kind == "context":
@@ -336,6 +346,7 @@ class RepoIndex:
                 self.graph_nodes, self.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
             table = self.fragment_table(graph)
             if full:
+                self.forget_graph_inputs()  # made again by the first edit: not resident in the searches
                 release_free_memory()  # the graph's making freed more than it keeps: not resident in the searches
         else:
             # An edit: the graph kept between edits, which pays for the files changed only.
