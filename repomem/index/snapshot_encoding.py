@@ -151,7 +151,7 @@ def decode_files(
             line_chars=data["line_chars"][l0:l1],
             definitions=entry.d,
             imports=entry.i,
-            calls=CallSites(*entry.c),
+            calls=CallSites.of_columns(*entry.c),
         )
         fragments = FileFragments(
             data["win_starts"][w0:w1], data["win_ends"][w0:w1],

@@ -23,6 +23,7 @@ from repomem.languages.python.calls import module_name, resolve_calls
 from repomem.languages.syntax import extract_syntax
 from repomem.positions import locate, parse_position, query_first_line, text_before_cursor
 from repomem.repository_root import find_repo_root
+from repomem.service import RepoService
 from tests.repos import PACKAGE_FILES, write_repo
 
 # -- config --------------------------------------------------------------------------------------
@@ -275,6 +276,28 @@ def test_file_syntax_keeps_its_call_sites_as_columns():
     names = {argument for _, argument, _ in pickletools.genops(blob) if isinstance(argument, str)}
     assert "CallSites" in names and "CallSite" not in names  # only the columns' class is named
     assert pickle.loads(pickle.dumps(dataclasses.replace(syntax, calls=CallSites()))).calls == CallSites()
+
+
+def test_call_site_names_are_kept_once_however_they_were_made(synthetic_repo):
+    """A callee called from many places is one string object, within a file, across files, and in
+    an index loaded from disk: a copy per call site was resident for the index's life. A batch of
+    a parse worker's files pickles each name once."""
+    twice = SAMPLE + "\n\ndef again():\n    os.getcwd()\n    os.getcwd()\n"
+    first, second = (extract_syntax(path, "python", twice, "statement") for path in ("a.py", "b.py"))
+    getcwd = [c for syntax in (first, second) for c in syntax.calls.callee if c == "os.getcwd"]
+    assert len(getcwd) >= 4 and len({id(c) for c in getcwd}) == 1
+    blob = pickle.dumps([first, second], protocol=pickle.HIGHEST_PROTOCOL)
+    assert sum(1 for _, argument, _ in pickletools.genops(blob) if argument == "os.getcwd") == 1
+    made = CallSites.of_columns((1, 2), (0, 0), ("".join(["f", "oo"]), "".join(["fo", "o"])), ("", ""))
+    assert made.callee[0] is made.callee[1]
+    for _ in range(2):  # built and saved, then loaded from the disk by another service
+        service = RepoService.open(synthetic_repo, Config())
+        assert isinstance(service, RepoService) and not isinstance(service.ensure_index(), Failure)
+    loaded = service.index
+    assert loaded is not None and loaded.structure_loader is not None  # read from symbols.json
+    loaded.ensure_structure()
+    callees = [c for syntax in loaded.syntax if syntax is not None for c in syntax.calls.callee]
+    assert len({id(c) for c in callees}) == len(set(callees)) < len(callees)
 
 
 def test_named_granularity_is_larger_and_syntax_errors_still_parse():
