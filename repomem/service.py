@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from repomem.allocator import release_free_memory
+from repomem.allocator import fix_heap_thresholds, large_blocks_mapped, release_free_memory
 from repomem.config import Config, IndexConfig, load_config, with_overrides
 from repomem.cyclic_gc import rarer_collections
 from repomem.embeddings.embedder import TextEmbedder
@@ -151,6 +151,7 @@ SCAN_CLOCK_SLACK_NS = 50_000_000
 
 class RepoService:
     def __init__(self, root: Path, config: Config, warnings: Sequence[str] = ()):
+        fix_heap_thresholds()  # before a build's arrays (allocator.py)
         self.root = root
         self.config = config
         self.warnings = list(warnings)
@@ -477,7 +478,8 @@ class RepoService:
         KeyboardInterrupt: a resident process's client hung up): the index in memory may then be
         half updated and what the watch saw read, and a resident process lets go of this service."""
         self.update_cut_off = True
-        report = self._ensure_index(progress, full, save, structure, load, unsaved_ok)
+        with large_blocks_mapped():
+            report = self._ensure_index(progress, full, save, structure, load, unsaved_ok)
         self.update_cut_off = False
         return report
 
@@ -661,7 +663,7 @@ class RepoService:
         """Load now what the first edit of the index would (its structure, call tables, edit graph
         and kernels): a server does it before the index is shared. Raises what the loading meets.
         Rarer collections while it makes them, as for a build (repomem/cyclic_gc.py)."""
-        with rarer_collections(self.config.index.gc_young_threshold):
+        with rarer_collections(self.config.index.gc_young_threshold), large_blocks_mapped():
             self._loaded_index().prepare_edits()
 
     def hand_over_index(self) -> RepoIndex:

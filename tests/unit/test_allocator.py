@@ -1,17 +1,20 @@
 """repomem.allocator: freed heap memory goes back to the operating system (glibc), also after the
-language server installs a compacted index (a compaction every few hundred edits)."""
+language server installs a compacted index (a compaction every few hundred edits), and a whole
+index made or read leaves no freed holes behind."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from repomem.allocator import release_free_memory
+from repomem.allocator import fix_heap_thresholds, large_blocks_mapped, release_free_memory
 from repomem.lsp.session import settle_replaced_index
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
@@ -50,3 +53,49 @@ def test_settling_a_replaced_index_gives_its_freed_memory_back():
     finally:
         gc.unfreeze()  # the test process's objects back in the collector's reach
     assert dropped > 40
+
+
+class _MallocInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def mapped_bytes() -> int:
+    """Bytes of this process's malloc blocks that are mappings of their own (glibc's mallinfo2)."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MallocInfo2
+    return int(libc.mallinfo2().hblkhd)
+
+
+def test_large_blocks_are_mapped_only_while_a_whole_index_is_made_or_read():
+    """Inside `large_blocks_mapped` a 2 MiB block is a mapping of its own (freed, it goes back to
+    the system at once: a build's temporaries left freed holes in the heap, a cold build's peak and
+    a loaded index's size); outside it comes from the heap as it does once glibc's own threshold
+    has risen (an edit's arrays, reused from edit to edit), and nesting keeps the inner setting."""
+    assert fix_heap_thresholds()
+    size = 2 << 20
+    before = mapped_bytes()
+    outside = np.ones(size // 8)
+    assert mapped_bytes() - before < size
+    with large_blocks_mapped():
+        with large_blocks_mapped():
+            pass
+        mapped = mapped_bytes()
+        inside = np.ones(size // 8)
+        assert mapped_bytes() - mapped >= size
+    after = mapped_bytes()
+    again = np.ones(size // 8)
+    assert mapped_bytes() - after < size
+    assert outside.sum() == inside.sum() == again.sum()
+
+
+def test_a_users_own_malloc_settings_are_left_alone():
+    script = "from repomem.allocator import fix_heap_thresholds; print(fix_heap_thresholds())"
+    for env, expected in (({}, "True"), ({"MALLOC_TRIM_THRESHOLD_": "131072"}, "False"),
+                          ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, "False")):
+        clean = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+                                                                  "GLIBC_TUNABLES")}
+        run = subprocess.run([sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True,
+                             check=True)
+        assert run.stdout.strip() == expected
