@@ -30,7 +30,7 @@ from repomem.index.indexed_files import FileAnalysis, FileRecord, warmed_file_an
 from repomem.index.kernels.csr import row_slots, rows_times
 from repomem.index.kernels.selection import strongest_in_row_runs
 from repomem.index.relations import WindowVectors, relation_entries, symmetric_union
-from repomem.index.search_graph import SearchGraph
+from repomem.index.search_graph import SearchGraph, search_graph
 from repomem.index.search_memo import SearchMemory
 from repomem.index.split_product import RowBlocks
 from repomem.languages.parsed import FileSyntax
@@ -346,6 +346,9 @@ class RepoIndex:
                 self.graph_nodes, self.graph_edges = graph.n_nodes, int(graph.edge_a.shape[0])
             table = self.fragment_table(graph)
             if full:
+                if self.config.relations.kind != "context":
+                    # What the searches read of it: its edge lists are not resident beside them.
+                    graph = search_graph(graph, table)
                 self.forget_graph_inputs()  # made again by the first edit: not resident in the searches
                 release_free_memory()  # the graph's making freed more than it keeps: not resident in the searches
         else:
