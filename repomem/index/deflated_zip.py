@@ -98,11 +98,11 @@ class ZipWriter:
         self._dos_date = ((max(year, 1980) - 1980) << 9) | (month << 5) | day
 
     def add(self, name: str, *pieces: bytes | bytearray | memoryview, deflated: bool = True) -> None:
-        """One member holding `pieces` one after another, deflated (joined first: libdeflate takes one
-        buffer), or stored as they are, written without a joined copy (bytes that barely shrink;
+        """One member holding `pieces` one after another, deflated (joined first unless they are one:
+        libdeflate takes one buffer), or stored as they are, written without a joined copy (bytes that barely shrink;
         W's weights are most of a large index's base file)."""
         name_bytes = name.encode("ascii")  # the snapshot's member names are ASCII
-        if deflated:
+        if deflated and len(pieces) > 1:
             pieces = (b"".join(pieces),)
         size = sum(memoryview(piece).nbytes for piece in pieces)
         checksum = 0

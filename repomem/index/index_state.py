@@ -201,10 +201,6 @@ class RepoIndex:
             self._derived.resolver = CallResolution(self.syntax, self.config.graph)
         return self._derived.resolver
 
-    def keep_resolver(self, resolver: CallResolution) -> None:
-        """Keep the resolver a build made of this index's syntax (it resolved the index's calls)."""
-        self._derived.resolver = resolver
-
     def edit_trees(self) -> TreeMemo:
         """The last parses of the files this index was edited for, which the next edit of the
         same file parses from (`reparse.TreeMemo`)."""

@@ -17,9 +17,14 @@ _INTEGER_DTYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.i
                                                np.uint32, np.int32, np.uint64, np.int64))
 
 
-def narrowest_integer_dtype(values: np.ndarray, original: np.dtype) -> np.dtype:
-    """The narrowest integer dtype that holds `values` and casts safely to `original`."""
-    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+def narrowest_integer_dtype(values: np.ndarray, original: np.dtype,
+                            value_range: tuple[int, int] | None = None) -> np.dtype:
+    """The narrowest integer dtype that holds `values` (or the values from `value_range`'s low to
+    its high) and casts safely to `original`."""
+    if value_range is not None:
+        low, high = value_range
+    else:
+        low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
     for candidate in _INTEGER_DTYPES:
         limits = np.iinfo(candidate)
         if limits.min <= low and high <= limits.max and np.can_cast(candidate, original, "safe"):
@@ -48,6 +53,41 @@ def delta_by_row(values: np.ndarray, pointer: np.ndarray) -> np.ndarray:
     row_starts = pointer[:-1][np.diff(pointer) > 0]
     coded[row_starts] = values[row_starts]
     return coded
+
+
+# Entries coded at a time by `delta_range` and `delta_by_row_into`: a chunk of differences in the
+# array's own dtype is resident, not a copy of the whole array beside its narrowed one (a cold
+# build's save codes W's and the postings' ids: docs/measurements.md#memory-of-a-cold-build).
+DELTA_CHUNK = 1 << 20
+
+
+def _delta_chunks(values: np.ndarray, pointer: np.ndarray):
+    """`delta_by_row(values, pointer)` in pieces of DELTA_CHUNK entries: (first entry, piece)."""
+    row_starts = pointer[:-1][np.diff(pointer) > 0].astype(np.int64, copy=False)  # ascending
+    for first in range(0, values.shape[0], DELTA_CHUNK):
+        end = min(first + DELTA_CHUNK, values.shape[0])
+        coded = np.empty(end - first, dtype=values.dtype)
+        behind = max(first - 1, 0)
+        np.subtract(values[max(first, 1) : end], values[behind : end - 1], out=coded[first == 0 :])
+        starts = row_starts[np.searchsorted(row_starts, first) : np.searchsorted(row_starts, end)]
+        coded[starts - first] = values[starts]  # a row's first entry stays absolute (the array's too)
+        yield first, coded
+
+
+def delta_range(values: np.ndarray, pointer: np.ndarray) -> tuple[int, int]:
+    """The smallest and largest value of `delta_by_row(values, pointer)` ((0, 0) for none)."""
+    low = high = 0
+    for first, coded in _delta_chunks(values, pointer):
+        low = int(coded.min()) if first == 0 else min(low, int(coded.min()))
+        high = int(coded.max()) if first == 0 else max(high, int(coded.max()))
+    return low, high
+
+
+def delta_by_row_into(values: np.ndarray, pointer: np.ndarray, out: np.ndarray) -> None:
+    """`out[:] = delta_by_row(values, pointer)`, in `out`'s dtype, which holds every difference
+    (`delta_range`): the cast is exact."""
+    for first, coded in _delta_chunks(values, pointer):
+        out[first : first + coded.shape[0]] = coded
 
 
 def undelta_by_row(coded: np.ndarray, pointer: np.ndarray, dtype: np.dtype) -> np.ndarray:

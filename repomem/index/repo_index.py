@@ -128,7 +128,10 @@ def build_index(
         skipped=list(skipped),
         base_files=set(range(len(records))),
     )
-    index.keep_resolver(resolver)
+    # The resolver's tables are not kept: they were resident through the relation searches, a cold
+    # build's peak of memory, and the first edit or call-based prompt makes them again
+    # (docs/measurements.md#memory-of-a-cold-build).
+    del resolver
     all_rows = np.arange(n_fragments, dtype=np.int64)
     # The weights as W keeps them (index_state.stored_weights), held as float32 until W is made.
     rows, cols, values, bars = index.relation_rows(all_rows, progress, window_vectors=window_vectors, stored=True)

@@ -31,7 +31,13 @@ import msgspec
 import numpy as np
 
 from repomem.index.deflated_zip import DeflateFailed, ZipWriter, gunzip, inflate
-from repomem.index.integer_coding import check_row_pointer, delta_by_row, narrowest_integer_dtype, undelta_by_row
+from repomem.index.integer_coding import (
+    check_row_pointer,
+    delta_by_row_into,
+    delta_range,
+    narrowest_integer_dtype,
+    undelta_by_row,
+)
 from repomem.regular_files import read_regular
 
 
@@ -48,38 +54,71 @@ CODEC_MEMBER = "__codec__"  # the array file's member that says how the others a
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray], deltas: dict[str, str] | None = None,
-              stored: tuple[str, ...] = ()) -> None:
+              stored: tuple[str, ...] = (), consume: bool = False) -> None:
     """Write `arrays` as a zip of .npy members, readable with `read_npz`.
 
     `deltas` maps an index array's name to its row pointer's name (`indices` -> `indptr` of a
     CSR/CSC matrix): that array is stored as differences within each row. Members named in `stored`
-    are written without deflate (float arrays that shrink little for the time it takes)."""
+    are written without deflate (float arrays that shrink little for the time it takes).
+    `consume`: `arrays` is emptied as its members are written (a row pointer once the arrays coded
+    by it are), so that what only it holds, a save's copy of W's upper triangle, goes as soon as it
+    is on disk."""
     deltas = deltas or {}
     for name, pointer_name in deltas.items():
         if pointer_name in deltas or arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
             raise ValueError(f"{name}: only a 1-d integer array can be delta coded, by an uncoded pointer")
         check_row_pointer(np.asarray(arrays[pointer_name]), arrays[name].shape[0], name)
     codec = {name: {"dtype": np.asarray(array).dtype.str, "delta": deltas.get(name)} for name, array in arrays.items()}
-
-    def coded(name: str) -> np.ndarray:
-        array = np.asarray(arrays[name])
-        pointer_name = deltas.get(name)
-        if pointer_name is not None:
-            array = delta_by_row(array, np.asarray(arrays[pointer_name]))
-        if array.dtype.kind in "iu":  # bool and float arrays are written as they are
-            array = array.astype(narrowest_integer_dtype(array, array.dtype), copy=False)
-        return array
+    names = list(arrays)
+    last_user = {pointer_name: max(names.index(name) for name in deltas if deltas[name] == pointer_name)
+                 for pointer_name in set(deltas.values())}
 
     with create_private_file(path, "wb") as handle:
         archive = ZipWriter(handle)
         codec_bytes = np.frombuffer(json.dumps(codec).encode("utf-8"), dtype=np.uint8)
         archive.add(f"{CODEC_MEMBER}.npy", *_npy_pieces(codec_bytes))
-        for name in arrays:
-            # One coded copy alive at a time: a full build's save was its peak of memory.
-            archive.add(f"{name}.npy", *_npy_pieces(coded(name)), deflated=name not in stored)
+        for at, name in enumerate(names):
+            array = np.asarray(arrays[name])
+            pointer_name = deltas.get(name)
+            pointer = None if pointer_name is None else np.asarray(arrays[pointer_name])
+            if name in stored and pointer is None and array.dtype.kind not in "iu":
+                # Written from the array itself, uncopied (W's float weights, most of a base file).
+                archive.add(f"{name}.npy", *_npy_pieces(array), deflated=False)
+            else:
+                # One coded copy alive at a time: a full build's save was its peak of memory.
+                archive.add(f"{name}.npy", memoryview(_coded_member(array, pointer)), deflated=name not in stored)
+            del array, pointer
+            if consume:
+                for done in names[: at + 1]:
+                    if done in arrays and last_user.get(done, -1) <= at:
+                        del arrays[done]
         archive.close()
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _coded_member(array: np.ndarray, pointer: np.ndarray | None) -> np.ndarray:
+    """`array`'s .npy member (uint8): its header, then its elements delta coded by row along
+    `pointer` (when given) and narrowed (integers), in one buffer, the one copy made to write it
+    (libdeflate compresses one buffer). The differences, their narrowed copy and the two joined
+    were three, at a full build's peak of memory (docs/measurements.md#memory-of-a-cold-build)."""
+    dtype = array.dtype
+    if pointer is not None:
+        dtype = narrowest_integer_dtype(array, array.dtype, delta_range(array, pointer))
+    elif array.dtype.kind in "iu":  # bool and float arrays are written as they are
+        dtype = narrowest_integer_dtype(array, array.dtype)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                  "fortran_order": False, "shape": array.shape})
+    start = len(header.getvalue())  # a multiple of 64 bytes: the elements are aligned
+    member = np.empty(start + array.size * dtype.itemsize, dtype=np.uint8)
+    member[:start] = np.frombuffer(header.getvalue(), dtype=np.uint8)
+    elements = member[start:].view(dtype).reshape(array.shape)
+    if pointer is not None:
+        delta_by_row_into(array, pointer, elements)
+    else:
+        np.copyto(elements, array, casting="unsafe")  # narrowed: every value fits
+    return member
 
 
 def _npy_pieces(array: np.ndarray) -> tuple[bytes, memoryview]:

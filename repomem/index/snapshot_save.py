@@ -51,7 +51,7 @@ def _write_base(index: RepoIndex, path: Path) -> str:
     return written_digest(write_npz, path, arrays, deltas=deltas,
                           # W's float32 weights barely deflate, and deflating them was a save's longest
                           # member (docs/measurements.md#index-on-disk).
-                          stored=("wu_data",))
+                          stored=("wu_data",), consume=True)  # the triangle goes once written
 
 
 def save_index(index: RepoIndex, directory: Path, base_snapshot: Path | None = None) -> Path:
