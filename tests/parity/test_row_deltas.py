@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from repomem.index.integer_coding import delta_by_row, undelta_by_row
+from repomem.index import integer_coding
+from repomem.index.integer_coding import delta_by_row, delta_by_row_into, delta_range, undelta_by_row
 
 
 def _row_by_row(coded: np.ndarray, pointer: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -35,3 +36,28 @@ def test_a_narrower_stored_array_widens_to_its_dtype():
     values = np.asarray([5, 7, 100, -3, 4], dtype=np.int64)
     coded = delta_by_row(values, pointer).astype(np.int16)  # as the writer narrows it
     np.testing.assert_array_equal(undelta_by_row(coded, pointer, np.dtype(np.int64)), values)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64])
+def test_differences_chunk_by_chunk_are_the_whole_arrays(monkeypatch, dtype):
+    """What a save codes (snapshot_files.write_npz): the differences' range and the differences
+    written into a narrower array, a chunk at a time, are `delta_by_row`'s; rows that span chunks,
+    empty rows at a chunk's edge, a single entry and none."""
+    monkeypatch.setattr(integer_coding, "DELTA_CHUNK", 7)
+    rng = np.random.default_rng(11)
+    limits = np.iinfo(dtype)
+    for sizes in ([0], [1], [0, 7, 0, 0, 7, 1], rng.integers(0, 12, size=60)):
+        pointer = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        values = rng.integers(limits.min, limits.max, size=int(pointer[-1]), dtype=dtype, endpoint=True)
+        whole = delta_by_row(values, pointer)
+        low, high = delta_range(values, pointer)
+        assert (low, high) == ((int(whole.min()), int(whole.max())) if whole.size else (0, 0))
+        out = np.empty(values.shape[0], dtype=dtype)
+        delta_by_row_into(values, pointer, out)
+        np.testing.assert_array_equal(out, whole)
+    small = np.asarray([3, 5, 9, 2, 2, 4], dtype=np.int64)  # rows [3 5 9] [2 2 4]: differences fit int8
+    pointer = np.asarray([0, 3, 6])
+    assert delta_range(small, pointer) == (0, 4)
+    narrowed = np.empty(6, dtype=np.int8)
+    delta_by_row_into(small, pointer, narrowed)
+    np.testing.assert_array_equal(narrowed, [3, 2, 4, 2, 0, 2])

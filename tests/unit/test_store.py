@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import shutil
@@ -19,9 +20,10 @@ import pytest
 
 from repomem.config import Config, with_overrides
 from repomem.failures import Failure
-from repomem.index import builder_version
+from repomem.index import builder_version, snapshot_files
 from repomem.index.builder_version import builder_digest
 from repomem.index.index_folder import current_snapshot, index_dir
+from repomem.index.integer_coding import delta_by_row, narrowest_integer_dtype
 from repomem.index.kernels.csr import upper_triangle
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.snapshot_files import read_json_gz, read_npz, write_json_gz, write_npz
@@ -799,3 +801,42 @@ def test_ctrl_c_inside_a_compiled_kernel_is_an_interruption_not_an_internal_erro
         monkeypatch.delenv("REPOMEM_DEBUG", raising=False)
         assert cli_main.main([]) == status
         assert said in capsys.readouterr().err
+
+
+def test_a_consumed_array_file_lets_each_array_go_once_written_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """`consume` (a save's copy of W's upper triangle): the dict is emptied member by member, a row
+    pointer only once every array coded by it is written, whether it comes before or after them;
+    the file is byte for byte the one written without it, and each member is the .npy of the
+    array delta coded whole and narrowed (integer_coding.delta_by_row), as an index always stored."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(0, 30, size=300)
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    indices = np.sort(rng.integers(0, 60_000, size=int(indptr[-1]), dtype=np.int32))
+    arrays = {"a_indptr": indptr, "a_indices": indices, "b_indices": indices[::-1].copy(), "b_indptr": indptr,
+              "weights": rng.random(int(indptr[-1])).astype(np.float32), "ids": np.arange(500, dtype=np.int64)}
+    deltas = {"a_indices": "a_indptr", "b_indices": "b_indptr"}
+    plain, consumed = tmp_path / "plain.npz", tmp_path / "consumed.npz"
+    write_npz(plain, dict(arrays), deltas=deltas, stored=("weights",))
+    seen: list[set[str]] = []  # the arrays still given as each member is added
+
+    class Watching(snapshot_files.ZipWriter):
+        def add(self, name, *pieces, deflated=True):
+            seen.append(set(given))
+            super().add(name, *pieces, deflated=deflated)
+
+    given = dict(arrays)
+    monkeypatch.setattr(snapshot_files, "ZipWriter", Watching)
+    write_npz(consumed, given, deltas=deltas, stored=("weights",), consume=True)
+    assert given == {}
+    # After the codec: a_indptr stays until a_indices is written, b_indptr until it is written itself.
+    assert seen[1:] == [set(arrays), set(arrays), {"b_indices", "b_indptr", "weights", "ids"},
+                        {"b_indptr", "weights", "ids"}, {"weights", "ids"}, {"ids"}]
+    assert plain.read_bytes() == consumed.read_bytes()
+    with zipfile.ZipFile(plain) as archive:
+        for name, array in arrays.items():
+            reference = delta_by_row(array, arrays[deltas[name]]) if name in deltas else array
+            if reference.dtype.kind in "iu":
+                reference = reference.astype(narrowest_integer_dtype(reference, reference.dtype))
+            expected = io.BytesIO()
+            np.lib.format.write_array(expected, reference, allow_pickle=False)
+            assert archive.read(f"{name}.npy") == expected.getvalue(), name
