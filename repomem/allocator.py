@@ -78,23 +78,29 @@ def large_blocks_mapped() -> Iterator[None]:
     """Blocks of WHOLE_INDEX_MMAP_THRESHOLD bytes and more mapped while inside, for making or
     reading a whole index: its many large temporaries (parts read and decoded, relation rows, a
     save's coded copies) then leave no freed holes in the heap beside what is kept, and a loaded,
-    prepared index is smaller by a tenth. An edit's arrays come from the heap, outside: mapped,
-    each edit paid their first touches (docs/measurements.md#memory-of-a-cold-build)."""
+    prepared index is smaller by a tenth. glibc maps a block only where its free lists hold none
+    large enough, so this lowers what is kept, not guaranteed. The setting is the process's: an
+    edit made on another thread meanwhile (a language server editing while it builds in the
+    background) pays its large arrays' first touches, as every edit did when the setting was the
+    process's for good (docs/measurements.md#memory-of-a-cold-build)."""
     libc = _libc()
     if not fix_heap_thresholds() or libc is None:
         yield
         return
-    with _mapping_lock:
-        _mapping_depth[0] += 1
-        if _mapping_depth[0] == 1:
-            libc.mallopt(_M_MMAP_THRESHOLD, WHOLE_INDEX_MMAP_THRESHOLD)
+    entered = False
     try:
+        with _mapping_lock:
+            _mapping_depth[0] += 1
+            entered = True
+            if _mapping_depth[0] == 1:
+                libc.mallopt(_M_MMAP_THRESHOLD, WHOLE_INDEX_MMAP_THRESHOLD)
         yield
     finally:
-        with _mapping_lock:
-            _mapping_depth[0] -= 1
-            if _mapping_depth[0] == 0:
-                libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        if entered:
+            with _mapping_lock:
+                _mapping_depth[0] -= 1
+                if _mapping_depth[0] == 0:
+                    libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def release_free_memory() -> bool:

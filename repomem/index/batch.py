@@ -21,7 +21,7 @@ import numpy as np
 from repomem.index.fragments import FileFragments
 from repomem.index.repo_index import FileAnalysis
 from repomem.index.tokens import LineTokens
-from repomem.languages.parsed import FileSyntax
+from repomem.languages.parsed import CallSites, FileSyntax
 
 # FileAnalysis's parts, in its field order.
 _PARTS: tuple[tuple[str, type], ...] = (("syntax", FileSyntax), ("fragments", FileFragments), ("tokens", LineTokens))
@@ -45,9 +45,11 @@ def _rebuilt(cls: type, state: dict[str, Any]) -> object:
 
 
 def pack_analyses(analyses: Sequence[FileAnalysis]) -> AnalysisBatch:
-    """`analyses` as one array per field (see the module's docstring)."""
+    """`analyses` as one array per field (see the module's docstring); each call site name one
+    object in the batch, which pickles it once."""
     # A part's state is its __dict__ (plain frozen dataclasses, as pickle would take it).
     states = [tuple(dict(vars(getattr(analysis, name))) for name, _ in _PARTS) for analysis in analyses]
+    _share_call_names(states, {})
     columns: dict[str, np.ndarray] = {}
     bounds: dict[str, np.ndarray] = {}
     for at, (part_name, _) in enumerate(_PARTS):
@@ -68,8 +70,20 @@ def pack_analyses(analyses: Sequence[FileAnalysis]) -> AnalysisBatch:
     return AnalysisBatch(columns, bounds, states)
 
 
-def unpack_analyses(batch: AnalysisBatch) -> list[FileAnalysis]:
-    """The analyses `pack_analyses` was given, their arrays views into the batch's columns."""
+def _share_call_names(states: Sequence[tuple[dict[str, Any], ...]], names: dict[str, str]) -> None:
+    """The files' call sites (their syntax parts' `calls`) with the names `names` holds."""
+    for state in states:
+        calls = state[0].get("calls")
+        if isinstance(calls, CallSites):
+            state[0]["calls"] = calls.sharing_names(names)
+
+
+def unpack_analyses(batch: AnalysisBatch, names: dict[str, str] | None = None) -> list[FileAnalysis]:
+    """The analyses `pack_analyses` was given, their arrays views into the batch's columns;
+    `names`: the call site names of the batches unpacked before (CallSites.sharing_names), which
+    these share and extend."""
+    if names is not None:
+        _share_call_names(batch.rest, names)
     out: list[FileAnalysis] = []
     for file, states in enumerate(batch.rest):
         parts = []

@@ -102,7 +102,7 @@ class ZipWriter:
         libdeflate takes one buffer), or stored as they are, written without a joined copy (bytes that barely shrink;
         W's weights are most of a large index's base file)."""
         name_bytes = name.encode("ascii")  # the snapshot's member names are ASCII
-        if deflated and len(pieces) > 1:
+        if deflated and len(pieces) != 1:
             pieces = (b"".join(pieces),)
         size = sum(memoryview(piece).nbytes for piece in pieces)
         checksum = 0

@@ -103,10 +103,11 @@ def _in_chunks(function: Callable[[Any], list[Any]], items: Sequence[Any], make_
     # while this process loads the runtime later anyway (docs/measurements.md#parsing-and-analysis).
     warmed_file_analysis(config)
     context = multiprocessing.get_context("fork")
+    names: dict[str, str] = {}  # each call site name once across the parts (CallSites.sharing_names)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
         for part, results in zip(parts, pool.map(_packed_call, [(function, make_args(p)) for p in parts])):
-            out.extend(_unpacked(results))
+            out.extend(_unpacked(results, names))
             progress.advance(len(part))
     return out
 
@@ -148,10 +149,10 @@ def _packed_call(args: tuple[Callable[[Any], list[Any]], Any]) -> _PackedResults
     return shells, pack_analyses(analyses)
 
 
-def _unpacked(results: _PackedResults) -> list[Any]:
-    """The results `_packed_call` packed, in their order."""
+def _unpacked(results: _PackedResults, names: dict[str, str] | None = None) -> list[Any]:
+    """The results `_packed_call` packed, in their order (`names` as `unpack_analyses`)."""
     shells, batch = results
-    analyses = unpack_analyses(batch)
+    analyses = unpack_analyses(batch, names)
     out: list[Any] = []
     for shell in shells:
         if shell[0] == "analysis":

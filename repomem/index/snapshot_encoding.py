@@ -127,6 +127,7 @@ def decode_files(
     check_file_arrays(data, records, index.fragment_start, index.fragment_end, current)
     out = {}
     no_symbols = FileSymbols()
+    names: dict[str, str] = {}  # each call site name once in this load (CallSites.sharing_names)
     node_offsets = data["node_offsets"]
     line_offsets = data["line_offsets"]
     win_offsets = data["win_offsets"]
@@ -151,7 +152,7 @@ def decode_files(
             line_chars=data["line_chars"][l0:l1],
             definitions=entry.d,
             imports=entry.i,
-            calls=CallSites.of_columns(*entry.c),
+            calls=CallSites(*entry.c).sharing_names(names),
         )
         fragments = FileFragments(
             data["win_starts"][w0:w1], data["win_ends"][w0:w1],

@@ -3,7 +3,6 @@ resolution, its symbols (definitions, import bindings, call sites). Plain data, 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -57,15 +56,21 @@ class CallSites:
         if not columns:
             return cls()
         node, hops, callee, enclosing_class = columns
-        return cls.of_columns(node, hops, callee, enclosing_class)  # type: ignore[arg-type]
+        return cls(node, hops, callee, enclosing_class)  # type: ignore[arg-type]
 
-    @classmethod
-    def of_columns(cls, node: Sequence[int], hops: Sequence[int], callee: Sequence[str],
-                   enclosing_class: Sequence[str]) -> CallSites:
-        """From the four columns, each name kept once per process (`sys.intern`): a repository calls
-        the same names from thousands of places, and a copy per call site (a parse worker's, a
-        load's) was resident for the index's life (docs/measurements.md#memory-of-a-cold-build)."""
-        return cls(tuple(node), tuple(hops), tuple(map(sys.intern, callee)), tuple(map(sys.intern, enclosing_class)))
+    def sharing_names(self, names: dict[str, str]) -> CallSites:
+        """The same call sites, each name the one object `names` holds for it (added when new).
+
+        A repository calls the same names from thousands of places, and a copy per call site (a
+        parse worker's pickle, a load's JSON) was resident for the index's life
+        (docs/measurements.md#memory-of-a-cold-build). The table is the caller's, for one build, one
+        batch or one load, and goes with it: `sys.intern` would keep every name an editor's buffers
+        ever held (immortal on Python 3.12).
+        """
+        if not len(self.node):
+            return self
+        return CallSites(self.node, self.hops, tuple(map(names.setdefault, self.callee, self.callee)),
+                         tuple(map(names.setdefault, self.enclosing_class, self.enclosing_class)))
 
     def columns(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...], tuple[str, ...]] | tuple[()]:
         """The four columns, or () for no call site (as symbols.json stores them: snapshot_encoding.StoredCalls)."""

@@ -15,7 +15,9 @@ import pytest
 import repomem.index.tokens as tokens_module
 from repomem.config import Config, FragmentConfig, config_from_mapping, default_config, load_config
 from repomem.failures import Failure
+from repomem.index.batch import pack_analyses, unpack_analyses
 from repomem.index.fragments import window_bounds
+from repomem.index.indexed_files import analyze_file
 from repomem.index.scan import Skipped, SourceFile, list_candidates, read_source
 from repomem.index.tokens import line_tokens, tokenize
 from repomem.languages.parsed import CallSite, CallSites
@@ -278,18 +280,24 @@ def test_file_syntax_keeps_its_call_sites_as_columns():
     assert pickle.loads(pickle.dumps(dataclasses.replace(syntax, calls=CallSites()))).calls == CallSites()
 
 
-def test_call_site_names_are_kept_once_however_they_were_made(synthetic_repo):
-    """A callee called from many places is one string object, within a file, across files, and in
-    an index loaded from disk: a copy per call site was resident for the index's life. A batch of
-    a parse worker's files pickles each name once."""
+def test_call_site_names_are_kept_once_in_a_build_and_in_a_load(synthetic_repo):
+    """A callee called from many places is one string object: across the files of a parse worker's
+    batch (pickled once), across batches once unpacked, and in an index loaded from disk; a copy per
+    call site was resident for the index's life. The table is the build's or the load's own, not
+    the process's (sys.intern kept every name an editor ever typed, immortal on Python 3.12)."""
     twice = SAMPLE + "\n\ndef again():\n    os.getcwd()\n    os.getcwd()\n"
-    first, second = (extract_syntax(path, "python", twice, "statement") for path in ("a.py", "b.py"))
-    getcwd = [c for syntax in (first, second) for c in syntax.calls.callee if c == "os.getcwd"]
-    assert len(getcwd) >= 4 and len({id(c) for c in getcwd}) == 1
-    blob = pickle.dumps([first, second], protocol=pickle.HIGHEST_PROTOCOL)
+    analyses = [analyze_file(SourceFile(path, "python", twice, f"d{n}", len(twice), 0), Config())
+                for n, path in enumerate(("a.py", "b.py"))]
+    getcwd = [c for a in analyses for c in a.syntax.calls.callee if c == "os.getcwd"]
+    assert len(getcwd) >= 4 and len({id(c) for c in getcwd}) > 1  # as parsed: a copy each
+    blob = pickle.dumps(pack_analyses(analyses), protocol=pickle.HIGHEST_PROTOCOL)
     assert sum(1 for _, argument, _ in pickletools.genops(blob) if argument == "os.getcwd") == 1
-    made = CallSites.of_columns((1, 2), (0, 0), ("".join(["f", "oo"]), "".join(["fo", "o"])), ("", ""))
-    assert made.callee[0] is made.callee[1]
+    names: dict[str, str] = {}
+    batches = [unpack_analyses(pickle.loads(blob), names) for _ in range(2)]
+    getcwd = [c for batch in batches for a in batch for c in a.syntax.calls.callee if c == "os.getcwd"]
+    assert len(getcwd) >= 8 and len({id(c) for c in getcwd}) == 1 and names["os.getcwd"] is getcwd[0]
+    for a, b in zip(analyses, batches[0]):
+        assert a.syntax.calls == b.syntax.calls
     for _ in range(2):  # built and saved, then loaded from the disk by another service
         service = RepoService.open(synthetic_repo, Config())
         assert isinstance(service, RepoService) and not isinstance(service.ensure_index(), Failure)
