@@ -42,19 +42,6 @@ def check_row_pointer(pointer: np.ndarray, entries: int, name: str) -> None:
         raise ValueError(f"{name}: row pointer goes backwards")
 
 
-def delta_by_row(values: np.ndarray, pointer: np.ndarray) -> np.ndarray:
-    """Differences within each row, in the array's own integer dtype; the first entry of each row
-    stays absolute. Rows need not be sorted: a decreasing step is a negative difference (and the
-    dtype's arithmetic wraps the same way both ways, `undelta_by_row` sums in it, so even extreme
-    values come back exactly). No int64 copy: a full build's save was its peak of memory."""
-    coded = np.empty_like(values)
-    coded[:1] = values[:1]
-    np.subtract(values[1:], values[:-1], out=coded[1:])
-    row_starts = pointer[:-1][np.diff(pointer) > 0]
-    coded[row_starts] = values[row_starts]
-    return coded
-
-
 # Entries coded at a time by `delta_range` and `delta_by_row_into`: a chunk of differences in the
 # array's own dtype is resident, not a copy of the whole array beside its narrowed one (a cold
 # build's save codes W's and the postings' ids: docs/measurements.md#memory-of-a-cold-build).
@@ -62,7 +49,11 @@ DELTA_CHUNK = 1 << 20
 
 
 def _delta_chunks(values: np.ndarray, pointer: np.ndarray):
-    """`delta_by_row(values, pointer)` in pieces of DELTA_CHUNK entries: (first entry, piece)."""
+    """The differences within each row of `values` (rows split by `pointer`), in the array's own
+    integer dtype, in pieces of DELTA_CHUNK entries: (first entry, piece). The first entry of each
+    row stays absolute. Rows need not be sorted: a decreasing step is a negative difference (and
+    the dtype's arithmetic wraps the same way both ways, `undelta_by_row` sums in it, so even
+    extreme values come back exactly)."""
     row_starts = pointer[:-1][np.diff(pointer) > 0].astype(np.int64, copy=False)  # ascending
     for first in range(0, values.shape[0], DELTA_CHUNK):
         end = min(first + DELTA_CHUNK, values.shape[0])
@@ -75,7 +66,7 @@ def _delta_chunks(values: np.ndarray, pointer: np.ndarray):
 
 
 def delta_range(values: np.ndarray, pointer: np.ndarray) -> tuple[int, int]:
-    """The smallest and largest value of `delta_by_row(values, pointer)` ((0, 0) for none)."""
+    """The smallest and largest difference of `values` by row (`_delta_chunks`; (0, 0) for none)."""
     low = high = 0
     for first, coded in _delta_chunks(values, pointer):
         low = int(coded.min()) if first == 0 else min(low, int(coded.min()))
@@ -84,14 +75,14 @@ def delta_range(values: np.ndarray, pointer: np.ndarray) -> tuple[int, int]:
 
 
 def delta_by_row_into(values: np.ndarray, pointer: np.ndarray, out: np.ndarray) -> None:
-    """`out[:] = delta_by_row(values, pointer)`, in `out`'s dtype, which holds every difference
-    (`delta_range`): the cast is exact."""
+    """`out[:]` = the differences of `values` by row (`_delta_chunks`), in `out`'s dtype, which
+    holds every difference (`delta_range`): the cast is exact."""
     for first, coded in _delta_chunks(values, pointer):
         out[first : first + coded.shape[0]] = coded
 
 
 def undelta_by_row(coded: np.ndarray, pointer: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Inverse of `delta_by_row`: each row's running sum, in the array's own integer `dtype` (sums
+    """Inverse of `delta_by_row_into`: each row's running sum, in the array's own integer `dtype` (sums
     that wrap around are still exact modulo 2**bits, and every original value fits in it). One
     kernel pass over the entries: numpy's running sum over all of them less the sum reached before
     each row began took ~3x as long on a load's postings (docs/measurements.md#index-load)."""

@@ -107,12 +107,10 @@ def _coded_member(array: np.ndarray, pointer: np.ndarray | None) -> np.ndarray:
         dtype = narrowest_integer_dtype(array, array.dtype, delta_range(array, pointer))
     elif array.dtype.kind in "iu":  # bool and float arrays are written as they are
         dtype = narrowest_integer_dtype(array, array.dtype)
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                                  "fortran_order": False, "shape": array.shape})
-    start = len(header.getvalue())  # a multiple of 64 bytes: the elements are aligned
+    header = _npy_header(dtype, array.shape)
+    start = len(header)  # a multiple of 64 bytes: the elements are aligned
     member = np.empty(start + array.size * dtype.itemsize, dtype=np.uint8)
-    member[:start] = np.frombuffer(header.getvalue(), dtype=np.uint8)
+    member[:start] = np.frombuffer(header, dtype=np.uint8)
     elements = member[start:].view(dtype).reshape(array.shape)
     if pointer is not None:
         delta_by_row_into(array, pointer, elements)
@@ -124,9 +122,15 @@ def _coded_member(array: np.ndarray, pointer: np.ndarray | None) -> np.ndarray:
 def _npy_pieces(array: np.ndarray) -> tuple[bytes, memoryview]:
     """`array` as a .npy file's two parts: its header, then its elements in C order (a view)."""
     array = array if array.flags.c_contiguous else array.copy(order="C")  # (keeps a 0-d array 0-d)
+    return _npy_header(array.dtype, array.shape), memoryview(array.reshape(-1).view(np.uint8))
+
+
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The .npy (format 1.0) header of a C-ordered array of `dtype` and `shape`."""
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
-    return header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                  "fortran_order": False, "shape": shape})
+    return header.getvalue()
 
 
 def _read_codec(stored: dict[str, np.ndarray], names: set[str]) -> dict[str, tuple[np.dtype, str | None]]:

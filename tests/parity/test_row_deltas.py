@@ -7,7 +7,19 @@ import numpy as np
 import pytest
 
 from repomem.index import integer_coding
-from repomem.index.integer_coding import delta_by_row, delta_by_row_into, delta_range, undelta_by_row
+from repomem.index.integer_coding import delta_by_row_into, delta_range, undelta_by_row
+
+
+def delta_by_row(values: np.ndarray, pointer: np.ndarray) -> np.ndarray:
+    """The reference coding, the whole array at once: differences within each row in the array's
+    own dtype, each row's first entry absolute (as the index wrote them before it coded a chunk at
+    a time, and as every stored index holds them)."""
+    coded = np.empty_like(values)
+    coded[:1] = values[:1]
+    np.subtract(values[1:], values[:-1], out=coded[1:])
+    row_starts = pointer[:-1][np.diff(pointer) > 0]
+    coded[row_starts] = values[row_starts]
+    return coded
 
 
 def _row_by_row(coded: np.ndarray, pointer: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -23,7 +23,7 @@ from repomem.failures import Failure
 from repomem.index import builder_version, snapshot_files
 from repomem.index.builder_version import builder_digest
 from repomem.index.index_folder import current_snapshot, index_dir
-from repomem.index.integer_coding import delta_by_row, narrowest_integer_dtype
+from repomem.index.integer_coding import narrowest_integer_dtype
 from repomem.index.kernels.csr import upper_triangle
 from repomem.index.repo_index import RepoIndex, StructureUnavailable
 from repomem.index.snapshot_files import read_json_gz, read_npz, write_json_gz, write_npz
@@ -33,6 +33,7 @@ from repomem.retrieval.scoring import score_fragments, top_fragments
 from repomem.service import RepoService
 from tests.index_damage import reseal_snapshot
 from tests.manifests import manifest_body, record_rows, write_manifest
+from tests.parity.test_row_deltas import delta_by_row
 from tests.repos import synthetic_files, write_repo
 
 QUERY = "def grow(self, amount):\n    total_3 = func4_2(x) + Thing1(total_3).grow(x)"
@@ -807,7 +808,7 @@ def test_a_consumed_array_file_lets_each_array_go_once_written_and_writes_the_sa
     """`consume` (a save's copy of W's upper triangle): the dict is emptied member by member, a row
     pointer only once every array coded by it is written, whether it comes before or after them;
     the members are byte for byte those written without it, and each is the .npy of the
-    array delta coded whole and narrowed (integer_coding.delta_by_row), as an index always stored."""
+    array delta coded whole and narrowed (test_row_deltas.delta_by_row), as an index always stored."""
     rng = np.random.default_rng(3)
     sizes = rng.integers(0, 30, size=300)
     indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
