@@ -6,6 +6,11 @@ the weights) that a few hundred exact-match tasks cannot.
     repomem eval run ... --generations EMPTY.jsonl --defer REQUESTS.jsonl    # the prompts, not generated
     python scripts/compare_model_likelihood.py REQUESTS.jsonl --tasks line.jsonl --tasks api.jsonl \
         [--models A.gguf B.gguf] [--out eval/results/bf16-layers/likelihood.json]
+    python scripts/compare_model_likelihood.py REQUESTS.jsonl --tasks ... \
+        --compare OUT1.json:A.gguf OUT2.json:B.gguf --out BOTH.json
+
+`--compare` scores nothing: it pairs two files' scores from earlier runs' outputs, so that the
+same file run by two llama.cpp builds (each run in its own environment) can be compared.
 
 Only prompts with retrieved blocks are scored (the retrieving round; the file-only round's prompts
 are left out). Default models: the shipped embedded model and its layers widened to bfloat16.
@@ -62,8 +67,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=Path, action="append", required=True)
     parser.add_argument("--models", type=Path, nargs=2, default=[small_model_path(), widened_path()])
     parser.add_argument("--out", type=Path, default=Path("eval/results/bf16-layers/likelihood.json"))
+    parser.add_argument("--compare", nargs=2, metavar="OUTPUT.json:MODEL",
+                        help="pair the scores two earlier runs wrote (no model is run)")
     args = parser.parse_args()
-    import llama_cpp
 
     truth = {}
     for path in args.tasks:
@@ -74,6 +80,16 @@ def main() -> int:
     requests = [json.loads(line) for line in args.requests.read_text().splitlines() if line.strip()]
     requests = [r for r in requests if BLOCK_MARKER in r["prompt"] and r["task"] in truth]
     scores: dict[str, dict[str, float]] = defaultdict(dict)  # model name -> task -> mean log-probability
+    if args.compare:
+        names = []
+        for item in args.compare:
+            output, _, name = item.rpartition(":")
+            label = f"{name} ({Path(output).stem})"
+            scores[label] = json.loads(Path(output).read_text())["per_task"][name]
+            names.append(label)
+        return _report(truth, scores, names[0], names[1], args.out)
+    import llama_cpp
+
     for model_path in args.models:
         threads = os.cpu_count() or 1
         model = llama_cpp.Llama(model_path=str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads,
@@ -84,6 +100,11 @@ def main() -> int:
                 scores[model_path.name][request["task"]] = float(np.mean(logprobs))
         del model
     first, second = (path.name for path in args.models)
+    return _report(truth, scores, first, second, args.out)
+
+
+def _report(truth: dict, scores: dict[str, dict[str, float]], first: str, second: str, out: Path) -> int:
+    """The paired table of two models' scores by split, printed and written to `out` with the scores."""
     rows = {}
     for split in sorted({truth[t].split for t in scores[first]}):
         ids = [t for t in scores[first] if truth[t].split == split and t in scores[second]]
@@ -99,8 +120,8 @@ def main() -> int:
         mean, low, high = row["difference"]
         print(f"| {split} | {row['tasks']} | {row[first]:.4f} | {row[second]:.4f} | {mean:+.4f} [{low:+.4f}, "
               f"{high:+.4f}] | {row['second_higher']} / {row['first_higher']} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"models": [first, second], "splits": rows, "per_task": scores}, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"models": [first, second], "splits": rows, "per_task": scores}, indent=2) + "\n")
     return 0
 
 

@@ -35,7 +35,7 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
   :flashAttention         nil
       (unset: on with the embedded model, off elsewhere)
   :reuseChunkTokens       nil  (unset: 64 with the embedded model, 0 elsewhere)
-  :embeddedLayers         \"auto\"  (one of auto, bf16, quantized)
+  :embeddedLayers         \"auto\"  (one of auto, bf16, int8, quantized)
   :embeddedModel          \"qwen2.5-coder-0.5b\"
       (one of qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)
   :model                  \"\"

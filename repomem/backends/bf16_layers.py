@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from repomem.backends.int8_layers import write_int8_layers
 from repomem.backends.models import (
     QWEN_CODER_05B,
     QWEN_CODER_15B,
@@ -61,6 +62,9 @@ class WidenedModel:
     file_name: str
     output_type: int  # the source's output matrix type, kept
     token_embedding_type: int  # the source's token embedding type, kept
+    # The `model.embedded_layers` choice this copy is: "bf16" (layers widened to bfloat16) or "int8"
+    # (Q5_0 blocks rewritten as Q8_0 of the same values, for AMX: repomem.backends.int8_layers).
+    layers: str = "bf16"
 
 
 # The types kept are the pinned files' own (each file is pinned by its sha256, so they cannot change).
@@ -73,10 +77,31 @@ WIDENED_MODELS: dict[str, WidenedModel] = {
                                       output_type=GGML_TYPE_OUTPUT_15B, token_embedding_type=GGML_TYPE_EMBEDDING_15B),
 }
 WIDENED_SMALL = WIDENED_MODELS[SMALL_MODEL.name]
+# The 0.5B's copy for Intel's matrix tiles. The 1.5B has none: its blocks are all K-quants, which
+# llama.cpp's AMX kernels take as shipped.
+INT8_MODELS: dict[str, WidenedModel] = {
+    QWEN_CODER_05B.name: WidenedModel(source=QWEN_CODER_05B,
+                                      file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.q8_0-layers.gguf",
+                                      output_type=GGML_TYPE_Q8_0, token_embedding_type=GGML_TYPE_Q5_0,
+                                      layers="int8"),
+}
+INT8_SMALL = INT8_MODELS[SMALL_MODEL.name]
 
 
-def widened_for(model: PackagedModel) -> WidenedModel:
+def widened_for(model: PackagedModel, mode: str = "auto", cpuinfo: str | None = None,
+                amx_check: Callable[[], bool] | None = None) -> WidenedModel:
+    """The copy of `model` that `model.embedded_layers = mode` may run here: the one for the
+    matrix tiles where asked ("int8") or, with "auto", where the CPU and the llama.cpp build have
+    AMX and the model has such a copy; else the one widened to bfloat16."""
+    int8 = INT8_MODELS.get(model.name)
+    if int8 is not None and (mode == "int8" or mode == "auto" and amx_ready(cpuinfo, amx_check)):
+        return int8
     return WIDENED_MODELS[model.name]
+
+
+def copies_of(model: PackagedModel) -> list[WidenedModel]:
+    """Every copy of `model` a first completion may write (`repomem model verify` checks each)."""
+    return [copy for copy in (WIDENED_MODELS.get(model.name), INT8_MODELS.get(model.name)) if copy is not None]
 
 
 def cpu_has_bf16(cpuinfo: str) -> bool:
@@ -87,9 +112,34 @@ def cpu_has_bf16(cpuinfo: str) -> bool:
     return False
 
 
+def cpu_has_amx(cpuinfo: str) -> bool:
+    """Whether /proc/cpuinfo's first flags line names AMX's tiles and 8-bit products (and
+    AVX512_VNNI, which llama.cpp's AMX code is built with)."""
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return {"amx_tile", "amx_int8", "avx512_vnni"} <= set(line.split(":", 1)[-1].split())
+    return False
+
+
+def build_has_amx() -> bool:
+    """Whether the installed llama.cpp was built with AMX's 8-bit kernels (scripts/llama_cpu_flags.sh
+    asks for them where the CPU has them). Imports llama_cpp: ~0.3 s."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return False
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
+def amx_ready(cpuinfo: str | None = None, build_check: Callable[[], bool] | None = None) -> bool:
+    """Whether this CPU and the llama.cpp build multiply in AMX's tiles (the CPU is asked first: a
+    CPU without them imports nothing)."""
+    return cpu_has_amx(_read_cpuinfo() if cpuinfo is None else cpuinfo) and (build_check or build_has_amx)()
+
+
 def is_widened_file(path: Path) -> bool:
-    """Whether `path` is one of the embedded models with its layers widened to bfloat16."""
-    return path.name in {widened.file_name for widened in WIDENED_MODELS.values()}
+    """Whether `path` is one of the embedded models' copies (layers widened to bfloat16, or 8-bit blocks)."""
+    return path.name in {widened.file_name for widened in (*WIDENED_MODELS.values(), *INT8_MODELS.values())}
 
 
 def build_multiplies_bf16() -> bool:
@@ -132,22 +182,32 @@ def _stamp_matches(path: Path, widened: WidenedModel) -> dict | None:
 
 def widen(source: Path, target: Path, widened: WidenedModel = WIDENED_SMALL,
           progress: Progress | None = None) -> Path | Failure:
-    """Write `target`, `source` with its layers in bfloat16, atomically, and stamp it."""
-    try:
-        import llama_cpp
-    except ImportError:
-        return Failure(FailureKind.MODEL_LOAD, "llama-cpp-python is not installed")
+    """Write `target`, `source`'s copy `widened` (its layers in bfloat16, or its Q5_0 blocks as
+    Q8_0), atomically, and stamp it."""
+    llama_cpp = None  # the 8-bit copy is rewritten here; llama.cpp's quantizer widens to bfloat16
+    if widened.layers == "bf16":
+        try:
+            import llama_cpp
+        except ImportError:
+            return Failure(FailureKind.MODEL_LOAD, "llama-cpp-python is not installed")
     try:
         return _widen_into(llama_cpp, source, target, widened, progress or NoProgress())
     except OSError as error:  # a cache folder that is read-only or full
         return Failure(FailureKind.MODEL_LOAD, f"could not write {target.name} beside {source.name} "
                                                f"({error.strerror or error})")
+    except ValueError as error:  # not a GGUF file (the shipped file is hash-checked: never in practice)
+        return Failure(FailureKind.MODEL_LOAD, f"could not rewrite {source.name}: {error}")
 
 
 def _widen_into(llama_cpp, source: Path, target: Path, widened: WidenedModel, progress: Progress) -> Path | Failure:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".widen-") as scratch:
         partial = Path(scratch) / target.name
+        if widened.layers == "int8":
+            progress.start("rewriting the model's 5-bit blocks as 8-bit ones for the CPU's matrix tiles (once)", 1)
+            write_int8_layers(source, partial)
+            progress.advance()
+            return _hashed_into_place(partial, target, widened, progress)
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_BF16
         params.allow_requantize = True  # widening a quantized file is what is wanted here
@@ -168,15 +228,20 @@ def _widen_into(llama_cpp, source: Path, target: Path, widened: WidenedModel, pr
         if status != 0 or not partial.is_file():
             return Failure(FailureKind.MODEL_LOAD,
                            f"llama.cpp could not widen {source.name} to bfloat16 (status {status})")
-        sha256 = sha256_with_progress(partial, progress, "hashing the widened model")
-        # On the disk before it is timed against the shipped file: its pages written back during
-        # the timing (gigabytes) stalled the widened file's tokens tenfold.
-        descriptor = os.open(partial, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(partial, target)
+        return _hashed_into_place(partial, target, widened, progress)
+
+
+def _hashed_into_place(partial: Path, target: Path, widened: WidenedModel, progress: Progress) -> Path:
+    """The copy written at `partial` hashed, on the disk, moved to `target` and stamped."""
+    sha256 = sha256_with_progress(partial, progress, "hashing the widened model")
+    # On the disk before it is timed against the shipped file: its pages written back during
+    # the timing (gigabytes) stalled the widened file's tokens tenfold.
+    descriptor = os.open(partial, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    os.replace(partial, target)
     _stamp_path(target).write_text(json.dumps(_stamp_of(target, sha256, widened)))
     return target
 
@@ -200,13 +265,17 @@ def widened_path(widened: WidenedModel = WIDENED_SMALL) -> Path:
     return models_dir() / widened.file_name
 
 
-def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool] = build_multiplies_bf16) -> bool:
-    """Whether `model.embedded_layers = mode` may run the widened file here ("auto": where the CPU
-    and the build multiply bfloat16; which file runs is then timed, `embedded_model_file`)."""
-    if mode == "bf16":
-        return True
+def wanted(mode: str, cpuinfo: str | None = None, build_check: Callable[[], bool] = build_multiplies_bf16,
+           widened: WidenedModel = WIDENED_SMALL) -> bool:
+    """Whether `model.embedded_layers = mode` may run the copy `widened` here ("auto": the copy for
+    the matrix tiles, which `widened_for` gives only where they are, or the bfloat16 one where the
+    CPU and the build multiply bfloat16; which file runs is then timed, `embedded_model_file`)."""
+    if mode in ("bf16", "int8"):
+        return widened.layers == mode
     if mode != "auto":
         return False
+    if widened.layers == "int8":
+        return True
     return cpu_has_bf16(_read_cpuinfo() if cpuinfo is None else cpuinfo) and build_check()
 
 
@@ -214,7 +283,7 @@ CHOICE_FILE = "embedded-layers.json"  # beside the model files: {model name: the
 CHOICE_LOCK = "embedded-layers.lock"
 CHOICE_WAIT_S = 600.0  # another process widening and timing (the 1.5B: ~10 s and ~20 s here)
 WIDENED_MUST_SAVE = 0.05  # the widened file runs only if a first completion takes 5% less time with it
-LAYER_CHOICES = ("bf16", "quantized")
+LAYER_CHOICES = ("bf16", "int8", "quantized")
 
 
 def machine_key(cpuinfo: str | None = None) -> str:
@@ -286,33 +355,33 @@ def _timed_choice(shipped: Path, target: Path, widened: WidenedModel, progress: 
     """Time both files (layer_timing) and record which one runs here."""
     from repomem.backends.layer_timing import time_files
 
-    progress.start("timing the model's shipped and widened layers on this CPU (once)", 1)
+    progress.start(f"timing the model's shipped and {widened.layers} layers on this CPU (once)", 1)
     timings = time_files([shipped, target])
     progress.advance()
     if isinstance(timings, Failure):
         return timings
     as_shipped, as_widened = timings
     faster = as_widened.first_answer_s() <= (1.0 - WIDENED_MUST_SAVE) * as_shipped.first_answer_s()
-    layers = "bf16" if faster else "quantized"
+    layers = widened.layers if faster else "quantized"
     _record_choice(shipped.parent, widened, layers,
-                   {"quantized": as_shipped.as_record(), "bf16": as_widened.as_record()})
+                   {"quantized": as_shipped.as_record(), widened.layers: as_widened.as_record()})
     return layers
 
 
 def embedded_model_file_as_is(shipped: Path, mode: str, widened: WidenedModel = WIDENED_SMALL) -> Path | None:
     """What embedded_model_file returns when it would write and time nothing; None when it would."""
-    if mode == "quantized":
-        return shipped
+    if mode == "quantized" or mode in LAYER_CHOICES and mode != widened.layers:
+        return shipped  # a model without such a copy (the 1.5B's blocks are the tiles' as shipped)
     target = shipped.with_name(widened.file_name)
     stamped = _stamp_matches(target, widened) is not None
-    if mode == "bf16":
+    if mode == widened.layers:
         return target if stamped else None
     choice = recorded_choice(widened, shipped.parent)
     if choice == "quantized":
         return shipped
-    if choice == "bf16":
+    if choice == widened.layers:
         return target if stamped else None
-    return None if wanted(mode) else shipped
+    return None if wanted(mode, widened=widened) else shipped
 
 
 def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = None,
@@ -321,18 +390,18 @@ def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = No
     """The file the embedded model runs: the widened one when `mode` wants it (written on first
     use; "auto" also times both files then, once), else `shipped`. A widening or timing that fails
     leaves the shipped file in use, said in one line."""
-    if mode == "quantized":
-        return shipped
+    if mode == "quantized" or mode in LAYER_CHOICES and mode != widened.layers:
+        return shipped  # a model without such a copy (the 1.5B's blocks are the tiles' as shipped)
     target = shipped.with_name(widened.file_name)
-    if mode == "bf16":
+    if mode == widened.layers:
         return target if _stamp_matches(target, widened) is not None else _widened_or_shipped(shipped, target, widened,
                                                                                              progress, say)
     choice = recorded_choice(widened, shipped.parent)
     if choice == "quantized":
         return shipped
-    if choice == "bf16" and _stamp_matches(target, widened) is not None:
+    if choice == widened.layers and _stamp_matches(target, widened) is not None:
         return target
-    if choice is None and not wanted(mode):
+    if choice not in ("quantized", widened.layers) and not wanted(mode, widened=widened):
         return shipped
     progress = progress or NoProgress()
     with machine_lock(shipped.parent / CHOICE_LOCK, lambda: progress.start("waiting for another repomem to time "
@@ -343,14 +412,14 @@ def embedded_model_file(shipped: Path, mode: str, progress: Progress | None = No
         if _stamp_matches(target, widened) is None and _widened_or_shipped(shipped, target, widened, progress,
                                                                            say) == shipped:
             return shipped  # the widening failed, said in one line
-        if choice == "bf16":
+        if choice == widened.layers:
             return target
         timed = _timed_choice(shipped, target, widened, progress)
         if isinstance(timed, Failure):
             if say is not None:
                 say(f"{timed.message}; running the shipped model file")
             return shipped
-        if timed == "bf16":
+        if timed == widened.layers:
             return target
         # The shipped layers are as fast here: the widened copy would only take disk space.
         with contextlib.suppress(OSError):

@@ -40,7 +40,7 @@ def start_ahead(config: Config, model_path: str = "") -> StartedAhead | None:
         model = model_named(chosen or settings.embedded_model)
         shipped = None if isinstance(model, Failure) else verified_on_disk(model)
         path = None if shipped is None else embedded_model_file_as_is(shipped, settings.embedded_layers,
-                                                                         widened_for(model))
+                                                                         widened_for(model, settings.embedded_layers))
     if path is None or not path.is_file():
         return None
     from repomem.backends.llama_process import start_ahead as start_child
@@ -86,7 +86,7 @@ def open_backend(config: Config, progress: Progress | None = None, *, model_path
     from repomem.backends.bf16_layers import embedded_model_file, widened_for
     from repomem.backends.models import model_named, say_on_stderr
 
-    widened = widened_for(model_named(chosen or settings.embedded_model))
+    widened = widened_for(model_named(chosen or settings.embedded_model), settings.embedded_layers)
     return open_gguf(embedded_model_file(pulled, settings.embedded_layers, progress, say_on_stderr, widened), config,
                      ahead)
 

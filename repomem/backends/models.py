@@ -405,8 +405,8 @@ def check_gguf(path: Path) -> Path | Failure:
 
 
 # GGUF metadata value types (gguf spec): fixed-size scalars by struct format, 8 = string, 9 = array.
-_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
+GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+GGUF_STRING, GGUF_ARRAY = 8, 9
 MAX_GGUF_KEYS = 64  # general.* keys come first; stop long before the tokenizer's arrays
 
 
@@ -435,12 +435,12 @@ def gguf_names(path: Path) -> tuple[str, ...]:
             for _ in range(min(read("Q"), MAX_GGUF_KEYS)):
                 key = string()
                 kind = read("I")
-                if kind == _GGUF_STRING:
+                if kind == GGUF_STRING:
                     value = string()
                     if key in ("general.name", "general.basename"):
                         names[key] = value
-                elif kind in _GGUF_SCALARS:
-                    read(_GGUF_SCALARS[kind])
+                elif kind in GGUF_SCALARS:
+                    read(GGUF_SCALARS[kind])
                 else:  # an array: the general.* keys are behind us
                     break
     except (OSError, EOFError, ValueError, struct.error):

@@ -330,7 +330,7 @@ def _repository_around_cwd() -> Path | None:
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.backends.bf16_layers import recorded_choice, verify_widened, widened_for, widened_path
+    from repomem.backends.bf16_layers import copies_of, recorded_choice, verify_widened, widened_for, widened_path
     from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
     from repomem.config import load_config, problem_lines, read_settings, resolved_config
 
@@ -370,9 +370,9 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
     with RichProgress(err) as progress:
         if args.action == "verify":
             print(ok(verify_model(model_path(model), model, progress=progress, rehash=True)))
-            widened = widened_for(model)
-            if widened_path(widened).exists():  # written at a first completion (model.embedded_layers)
-                print(ok(verify_widened(widened_path(widened), widened, progress=progress)))
+            for widened in copies_of(model):
+                if widened_path(widened).exists():  # written at a first completion (model.embedded_layers)
+                    print(ok(verify_widened(widened_path(widened), widened, progress=progress)))
         else:
             print(ok(pull_model(model, force=args.force, progress=progress)))
     return 0

@@ -30,7 +30,7 @@ RELATION_KINDS = ("graph", "context", "graph+context")  # see RelationConfig.kin
 BLOCK_ORDERS = ("score", "similarity", "stable")  # see CompletionConfig.order
 # A daemon's idle wait, at most a week (minutes): 1e9 overflowed the socket's timeout at its start.
 MAX_IDLE_MINUTES = 7 * 24 * 60.0
-EMBEDDED_LAYER_CHOICES = ("auto", "bf16", "quantized")  # see ModelConfig.embedded_layers
+EMBEDDED_LAYER_CHOICES = ("auto", "bf16", "int8", "quantized")  # see ModelConfig.embedded_layers
 # The names of repomem.backends.models.EMBEDDED_MODELS (a unit test keeps the two equal).
 EMBEDDED_MODEL_CHOICES = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")  # see ModelConfig.embedded_model
 PROMPT_STYLES = ("comments", "repo")  # see CompletionConfig.style
@@ -380,8 +380,10 @@ class ModelConfig:
                                    help="megabytes of the user's cache that keep the embedded model's evaluated "
                                         "prompts for later processes (0 = none kept)")
     # Where the CPU multiplies bfloat16, prompts may evaluate faster with the model's layers widened
-    # to it (1.5x on an AMD EPYC) or not at all (an Intel Xeon), and tokens decode 1.3-2x slower:
-    # "auto" times both files once on this machine and runs the faster
+    # to it (1.5x on an AMD EPYC) or not at all (an Intel Xeon), and tokens decode 1.3-2x slower;
+    # where it has AMX's matrix tiles, the 0.5B's Q5_0 blocks rewritten as Q8_0 of the same values
+    # read prompts 2.4x and write tokens 1.45x faster (repomem.backends.int8_layers): "auto" writes
+    # the copy this machine may run, times it against the shipped file once and runs the faster
     # (repomem.backends.bf16_layers); answers may differ at near-ties. The user's machine decides,
     # not a repository: "bf16" writes 960 MB into the user's cache and would emulate bfloat16 on a
     # CPU without it.
@@ -389,9 +391,10 @@ class ModelConfig:
                                    run_only=True, reopens_backend=True,
                                    lsp="embeddedLayers",
                                    moved_from=("completion.embedded_layers",),
-                                   help="the embedded model's layer weights: widened to bfloat16 where the CPU and "
-                                        "llama.cpp multiply it and that was timed faster here, once (auto), always "
-                                        "(bf16), or as shipped (quantized)")
+                                   help="the embedded model's layer weights: a copy for this CPU (8-bit blocks where "
+                                        "it has AMX, else bfloat16 where it multiplies it) where that was timed "
+                                        "faster here, once (auto), always bfloat16 (bf16), always 8-bit blocks "
+                                        "(int8; the 0.5B only), or as shipped (quantized)")
     # The 1.5B completes the command line's and the evaluator's tasks better than the 0.5B on every
     # split measured, for about twice its time on a CPU; the editor, paced by keystrokes, keeps the
     # 0.5B (README, Results). It writes 1.1 GB into the user's cache: the user's machine decides,

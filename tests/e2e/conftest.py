@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from repomem.backends.bf16_layers import WIDENED_SMALL, embedded_model_file
+from repomem.backends.bf16_layers import embedded_model_file, widened_for
 from repomem.backends.llama import LlamaBackend
-from repomem.backends.models import pull_small_model
+from repomem.backends.models import SMALL_MODEL, pull_small_model
 from repomem.backends.openai_http import OpenAIBackend
 from repomem.failures import Failure
 from tests.cli_process import free_port
@@ -36,11 +36,11 @@ def runs_the_small_model(small_model_config: Path, monkeypatch) -> None:
 @pytest.fixture(scope="session")
 def model_path() -> Path:
     """The 0.5B, pulled, with the file `model.embedded_layers = "auto"` runs settled as a user's first
-    run settles it (widened and timed where the CPU multiplies bfloat16, under the machine lock):
-    every test then meets the same choice, whichever runs first."""
+    run settles it (its copy for this CPU written and timed where it may pay, under the machine
+    lock): every test then meets the same choice, whichever runs first."""
     path = pull_small_model()
     assert not isinstance(path, Failure), path
-    embedded_model_file(path, "auto", widened=WIDENED_SMALL)
+    embedded_model_file(path, "auto", widened=widened_for(SMALL_MODEL, "auto"))
     return path
 
 

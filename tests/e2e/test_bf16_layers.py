@@ -98,7 +98,7 @@ def test_auto_times_the_real_files_once_and_runs_the_one_it_recorded(model_path,
     target = tmp_path / WIDENED_SMALL.file_name
     os.link(widened, target)
     (tmp_path / (target.name + ".widened")).write_text((widened.parent / (widened.name + ".widened")).read_text())
-    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: True)
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode, **_: True)
     chosen = embedded_model_file(shipped, "auto")
     recorded = json.loads((tmp_path / bf16_layers.CHOICE_FILE).read_text())[WIDENED_SMALL.source.name]
     for layers in ("quantized", "bf16"):

@@ -57,7 +57,7 @@ def test_a_stamped_widened_file_is_used_and_a_changed_one_is_not(tmp_path, monke
     shipped.write_bytes(b"GGUF shipped")
     widened = tmp_path / WIDENED_SMALL.file_name
     widened.write_bytes(b"GGUF widened")
-    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: False)  # never write one here
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode, **_: False)  # never write one here
     assert embedded_model_file(shipped, "bf16") == shipped  # no stamp: not trusted (and no model to widen)
     _stamped(widened)
     assert embedded_model_file(shipped, "bf16") == widened
@@ -84,7 +84,7 @@ class Timer:
 def _auto_here(tmp_path: Path, monkeypatch, timer: Timer) -> tuple[Path, Path]:
     """A models folder with a shipped file, where "auto" may widen (a fake widening) and times with `timer`."""
     monkeypatch.setattr(bf16_layers, "models_dir", lambda: tmp_path)
-    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: mode in ("auto", "bf16"))
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode, **_: mode in ("auto", "bf16"))
     monkeypatch.setattr(bf16_layers, "widen", lambda source, target, widened, progress=None: _stamped(target))
     monkeypatch.setattr(layer_timing, "time_files", timer)
     shipped = tmp_path / "model.gguf"
@@ -149,7 +149,7 @@ def test_a_failed_widening_runs_the_shipped_file_and_says_so_once(tmp_path, monk
     shipped = tmp_path / "model.gguf"
     shipped.write_bytes(b"not a model")
     said = []
-    monkeypatch.setattr(bf16_layers, "wanted", lambda mode: True)
+    monkeypatch.setattr(bf16_layers, "wanted", lambda mode, **_: True)
     assert embedded_model_file(shipped, "bf16", say=said.append) == shipped
     assert len(said) == 1 and "shipped model file" in said[0]
     assert not (tmp_path / WIDENED_SMALL.file_name).exists()

@@ -55,3 +55,18 @@ def test_the_install_and_ci_build_with_the_script():
     first_command = (root / "README.md").read_text(encoding="utf-8").split("```bash\n", 1)[1].split("\n", 1)[0]
     assert first_command.startswith('export CMAKE_ARGS="$(sh scripts/llama_cpu_flags.sh)" && ')
     assert '$(sh scripts/llama_cpu_flags.sh)' in (root / ".ci" / "run").read_text(encoding="utf-8")
+
+
+# The flags line of this project's Intel Xeon hosts (Sapphire Rapids class), abridged.
+AMX_CPU = f"{AVX512_CPU} avx512_fp16 amx_bf16 amx_tile amx_int8"
+
+
+def test_an_amx_cpu_also_gets_llama_cpps_tile_kernels(tmp_path: Path):
+    """AMX where the CPU lists its tiles and 8-bit products (and AVX512_VNNI, which llama.cpp's AMX
+    code is compiled with), with dead-store elimination off for GCC 12 (see the script)."""
+    amx = ["-DGGML_AMX_TILE=ON", "-DGGML_AMX_INT8=ON", "-DCMAKE_CXX_FLAGS=-fno-dse"]
+    assert _flags(tmp_path, AMX_CPU)[-3:] == amx
+    for missing in ("amx_tile", "amx_int8", "avx512_vnni"):
+        flags = _flags(tmp_path, AMX_CPU.replace(f" {missing}", ""))
+        assert not set(amx) & set(flags), missing
+    assert not set(amx) & set(_flags(tmp_path, "fpu sse avx avx2 fma f16c amx_tile amx_int8"))  # no AVX-512
