@@ -59,7 +59,7 @@ local NAME = "repomem"
 --   gpuLayers = -1, -- layers of the embedded model offloaded to a GPU (-1 = all, 0 = none)
 --   flashAttention = nil, -- the embedded model uses llama.cpp's fused attention (faster prompts; answers may differ on near ties); unset: on with the embedded model, off elsewhere
 --   reuseChunkTokens = nil, -- the embedded model reuses cached runs at least this long that the next prompt repeats, moved (0 = a common beginning only); unset: 64 with the embedded model, 0 elsewhere
---   embeddedLayers = "auto", -- one of auto | bf16 | quantized
+--   embeddedLayers = "auto", -- one of auto | bf16 | int8 | quantized
 --   embeddedModel = "qwen2.5-coder-0.5b", -- one of qwen2.5-coder-0.5b | qwen2.5-coder-1.5b
 --   model = "", -- a GGUF file (or an embedded model's name) instead of the embedded model
 --   hfModel = "", -- a Hugging Face checkpoint folder or GGUF file, run by transformers

@@ -211,7 +211,10 @@ class CompletionEngine:
                 or alone.generation.mean_logprob is None:
             return dataclasses.replace(result, timings_ms=dict(timings))  # what it cost, the answer as it was
         answers = (*(result.round_answers or (shown,)), RoundAnswer(alone.raw, alone.generation.mean_logprob))
-        if alone.generation.mean_logprob > confidence:
+        # The same answer: it stays with the prompt whose retrieved blocks explain it, whichever of
+        # the two the model was surer of by a hair (a near tie that one llama.cpp build broke one
+        # way and another the other).
+        if alone.generation.mean_logprob > confidence and alone.raw != result.raw:
             return dataclasses.replace(alone, strategy=result.strategy, timings_ms=dict(timings),
                                        rounds=result.rounds + 1, round_answers=answers, chosen_round=len(answers) - 1)
         return dataclasses.replace(result, timings_ms=dict(timings), rounds=result.rounds + 1, round_answers=answers)

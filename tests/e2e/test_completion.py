@@ -276,10 +276,12 @@ def test_repocoder_strategy_runs_two_rounds(shop_with_report):
 
 
 def test_model_command(model_path):
-    from repomem.backends.bf16_layers import widened_path
+    from repomem.backends.bf16_layers import copies_of, widened_path
+    from repomem.backends.models import SMALL_MODEL
 
-    result = run("model", "verify")  # the widened copy too, where a completion wrote one
-    expected = [str(model_path)] + ([str(widened_path())] if widened_path().exists() else [])
+    result = run("model", "verify")  # the model's copies too, where a completion wrote one
+    expected = [str(model_path)] + [str(widened_path(copy)) for copy in copies_of(SMALL_MODEL)
+                                    if widened_path(copy).exists()]
     assert result.returncode == 0 and result.stdout.split() == expected
     assert run("model", "path").stdout.strip() == str(model_path)
 

@@ -105,8 +105,13 @@ def test_auto_picks_the_8_bit_copy_where_the_tiles_are_and_the_build_has_them():
     assert widened_for(QWEN_CODER_05B, "auto", NO_AMX_FLAGS, lambda: pytest.fail("asked")) is WIDENED_SMALL
     assert widened_for(QWEN_CODER_05B, "int8", NO_AMX_FLAGS, lambda: False) is INT8_SMALL  # asked for by name
     assert widened_for(QWEN_CODER_05B, "bf16", AMX_FLAGS, lambda: True) is WIDENED_SMALL
-    # the 1.5B's blocks are all K-quants, which the tiles take as shipped: it has no 8-bit copy
-    assert widened_for(QWEN_CODER_15B, "auto", AMX_FLAGS, lambda: True) is WIDENED_MODELS[QWEN_CODER_15B.name]
+    # the 1.5B's blocks are all K-quants, which the tiles take as shipped: it has no 8-bit copy, and
+    # "auto" neither widens it to bfloat16 where the tiles are (slower than them) nor times it
+    bf16_15b = widened_for(QWEN_CODER_15B, "auto", AMX_FLAGS, lambda: True)
+    assert bf16_15b is WIDENED_MODELS[QWEN_CODER_15B.name]
+    assert not bf16_layers.wanted("auto", AMX_FLAGS, lambda: True, bf16_15b, amx_check=lambda: True)
+    assert bf16_layers.wanted("auto", AMX_FLAGS, lambda: True, bf16_15b, amx_check=lambda: False)
+    assert bf16_layers.wanted("auto", NO_AMX_FLAGS, lambda: True, bf16_15b, amx_check=lambda: pytest.fail("asked"))
 
 
 def test_int8_runs_the_shipped_file_of_a_model_without_that_copy(tmp_path: Path):

@@ -4,6 +4,8 @@ column that replays that choice from the records."""
 
 from __future__ import annotations
 
+import pytest
+
 from repomem.backends.base import Generation
 from repomem.completion.engine import CompletionEngine
 from repomem.completion.rounds import choose_round
@@ -62,6 +64,18 @@ def test_repocoder_shows_the_confident_round_with_its_own_prompt(tmp_path):
         assert result.prompt.text == backend.prompts[shown]  # the shown answer's own prompt
         assert result.drafts == ("compute_tax(amount_cents, tax_class)\n",)
         assert result.timings_ms["generate"] > 0
+
+
+def test_one_answer_in_every_round_is_shown_with_the_first_rounds_prompt(tmp_path):
+    """The same answer twice: the first round's prompt goes with it, whichever round was surer by a
+    hair (its retrieved blocks are what explain the answer)."""
+    service, text, n_lines = long_report(tmp_path)
+    cursor = locate(service.root, "shop/report.py", text, n_lines, None)
+    engine, backend = _engine(service, [("compute_tax(amount_cents)\n", -0.375), ("compute_tax(amount_cents)\n", -0.3)],
+                              "confident")
+    result = engine.complete(cursor, "repocoder+fragrel", order="score")
+    assert result.chosen_round == 0 and result.prompt.text == backend.prompts[0]
+    assert [a.mean_logprob for a in result.round_answers] == pytest.approx([-0.125, -0.1])  # the second: surer
 
 
 def test_repocoder_as_published_shows_its_last_round_whatever_the_confidence(tmp_path):
@@ -153,6 +167,10 @@ def test_the_file_only_round_is_shown_when_the_model_is_surer_of_it(tmp_path):
         kept = engine.complete(cursor, "fragrel", order="score")
         assert kept.raw == "compute_tax(amount)\n" and kept.chosen_round == 0 and len(kept.round_answers) == 2
         assert kept.prompt.text == backend.prompts[0]
+    # The same answer from the file alone, however much surer: shown with the retrieving prompt.
+    engine, backend = _file_only_engine(service, [("compute_tax(amount)\n", -1.5), ("compute_tax(amount)\n", -0.3)])
+    same = engine.complete(cursor, "fragrel", order="score")
+    assert same.chosen_round == 0 and same.prompt.text == backend.prompts[0] and len(same.round_answers) == 2
 
 
 def test_the_file_only_round_needs_log_probabilities_a_graph_aware_strategy_and_the_setting(tmp_path):
