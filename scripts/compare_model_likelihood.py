@@ -65,7 +65,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("requests", type=Path)
     parser.add_argument("--tasks", type=Path, action="append", required=True)
-    parser.add_argument("--models", type=Path, nargs=2, default=[small_model_path(), widened_path()])
+    parser.add_argument("--models", type=Path, nargs="+", default=[small_model_path(), widened_path()],
+                        help="two files to pair, or one whose scores a later --compare pairs")
     parser.add_argument("--out", type=Path, default=Path("eval/results/bf16-layers/likelihood.json"))
     parser.add_argument("--compare", nargs=2, metavar="OUTPUT.json:MODEL",
                         help="pair the scores two earlier runs wrote (no model is run)")
@@ -99,7 +100,11 @@ def main() -> int:
             if logprobs:
                 scores[model_path.name][request["task"]] = float(np.mean(logprobs))
         del model
-    first, second = (path.name for path in args.models)
+    if len(args.models) == 1:  # scores alone, for a later --compare
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"models": [args.models[0].name], "per_task": scores}, indent=2) + "\n")
+        return 0
+    first, second = (path.name for path in args.models[:2])
     return _report(truth, scores, first, second, args.out)
 
 

@@ -3,6 +3,7 @@ read without the metadata's values, which gguf's own GGUFReader builds a view of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,3 +33,21 @@ def read_tensors(path: Path) -> dict[str, Tensor]:
                              offset=table.data_start + info.offset).reshape(shape)
         tensors[info.name] = Tensor(info.name, tensor_type, data)
     return tensors
+
+
+def write_gguf(path: Path, architecture: str, metadata: Callable[[gguf.GGUFWriter], None],
+               tensors: dict[str, tuple[gguf.GGMLQuantizationType, np.ndarray]]) -> None:
+    """A small GGUF file by gguf's own writer: `metadata(writer)` adds the key-value pairs; each
+    tensor's float32 values are stored as its type (F32 as they are, others quantized by gguf)."""
+    writer = gguf.GGUFWriter(str(path), architecture)
+    metadata(writer)
+    for name, (kind, values) in tensors.items():
+        if kind == gguf.GGMLQuantizationType.F32:
+            writer.add_tensor(name, values)
+        else:
+            packed = gguf.quants.quantize(values, kind)
+            writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()

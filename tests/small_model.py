@@ -7,9 +7,32 @@ that builds a Config in the test's own process starts from SMALL_CONFIG."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from repomem.backends.models import SMALL_MODEL
 from repomem.config import Config, with_overrides
 
 SMALL_MODEL_SETTINGS = f'[model]\nembedded_model = "{SMALL_MODEL.name}"\n'
 EVAL_SMALL_MODEL = ("--model", SMALL_MODEL.name)
 SMALL_CONFIG = with_overrides(Config(), model={"embedded_model": SMALL_MODEL.name})
+
+
+def rectangle_answers(*paths: Path) -> list[str]:
+    """Each GGUF file's greedy one-line answer to a prompt every embedded model completes alike
+    (`width * height`): a copy of the model is checked to answer as the shipped file does."""
+    from repomem.backends.base import GenerationRequest
+    from repomem.backends.llama import LlamaBackend
+    from repomem.failures import Failure
+
+    prompt = "def area_of_rectangle(width, height):\n    return"
+    answers = []
+    for path in paths:
+        backend = LlamaBackend.open(path, context_tokens=512, threads=2)
+        assert not isinstance(backend, Failure), backend
+        try:
+            result = backend.generate(GenerationRequest(prompt=prompt, max_tokens=8, stop=("\n",), deadline_s=60.0))
+        finally:
+            backend.close()
+        assert not isinstance(result, Failure), result
+        answers.append(result.text)
+    return answers

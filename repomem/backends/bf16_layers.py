@@ -103,31 +103,38 @@ def copies_of(model: PackagedModel) -> list[WidenedModel]:
     return [copy for copy in (WIDENED_MODELS.get(model.name), INT8_MODELS.get(model.name)) if copy is not None]
 
 
-def cpu_has_bf16(cpuinfo: str) -> bool:
-    """Whether /proc/cpuinfo's first flags line names a bfloat16 dot product (AVX512_BF16)."""
+def cpu_flags(cpuinfo: str) -> frozenset[str]:
+    """The flags of /proc/cpuinfo's first flags line (none where there is none)."""
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
-            return "avx512_bf16" in line.split(":", 1)[-1].split()
-    return False
+            return frozenset(line.split(":", 1)[-1].split())
+    return frozenset()
+
+
+def cpu_has_bf16(cpuinfo: str) -> bool:
+    """Whether /proc/cpuinfo's first flags line names a bfloat16 dot product (AVX512_BF16)."""
+    return "avx512_bf16" in cpu_flags(cpuinfo)
 
 
 def cpu_has_amx(cpuinfo: str) -> bool:
     """Whether /proc/cpuinfo's first flags line names AMX's tiles and 8-bit products (and
     AVX512_VNNI, which llama.cpp's AMX code is built with)."""
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return {"amx_tile", "amx_int8", "avx512_vnni"} <= set(line.split(":", 1)[-1].split())
-    return False
+    return {"amx_tile", "amx_int8", "avx512_vnni"} <= cpu_flags(cpuinfo)
 
 
 def build_has_amx() -> bool:
     """Whether the installed llama.cpp was built with AMX's 8-bit kernels (scripts/llama_cpu_flags.sh
     asks for them where the CPU has them). Imports llama_cpp: ~0.3 s."""
+    return _build_has(b"AMX_INT8 = 1")
+
+
+def _build_has(feature: bytes) -> bool:
+    """Whether llama.cpp's system line names `feature` (False where llama-cpp-python is missing)."""
     try:
         import llama_cpp
     except ImportError:
         return False
-    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+    return feature in llama_cpp.llama_print_system_info()
 
 
 def amx_ready(cpuinfo: str | None = None, build_check: Callable[[], bool] | None = None) -> bool:
@@ -144,11 +151,7 @@ def is_widened_file(path: Path) -> bool:
 def build_multiplies_bf16() -> bool:
     """Whether the installed llama.cpp was built with AVX512_BF16 (a build without it would emulate
     bfloat16 and evaluate slower than the shipped file). Imports llama_cpp: ~0.3 s."""
-    try:
-        import llama_cpp
-    except ImportError:
-        return False
-    return b"AVX512_BF16 = 1" in llama_cpp.llama_print_system_info()
+    return _build_has(b"AVX512_BF16 = 1")
 
 
 def _read_cpuinfo() -> str:

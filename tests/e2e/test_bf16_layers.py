@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from repomem.backends import bf16_layers, layer_timing
-from repomem.backends.base import GenerationRequest
 from repomem.backends.bf16_layers import WIDENED_SMALL, embedded_model_file, verify_widened, widen
-from repomem.backends.llama import LlamaBackend
 from repomem.failures import Failure
 from tests.gguf_tensors import read_tensors
+from tests.small_model import rectangle_answers
 
 
 @pytest.fixture(scope="module")
@@ -74,17 +73,7 @@ def test_widening_is_deterministic_and_a_rotted_byte_is_found(model_path, widene
 
 
 def test_the_widened_model_completes_as_the_shipped_one(model_path, widened):
-    prompt = "def area_of_rectangle(width, height):\n    return"
-    answers = []
-    for path in (model_path, widened):
-        backend = LlamaBackend.open(path, context_tokens=512, threads=2)
-        assert not isinstance(backend, Failure), backend
-        try:
-            result = backend.generate(GenerationRequest(prompt=prompt, max_tokens=8, stop=("\n",), deadline_s=60.0))
-        finally:
-            backend.close()
-        assert not isinstance(result, Failure), result
-        answers.append(result.text)
+    answers = rectangle_answers(model_path, widened)
     assert answers[0].strip().startswith("width * height")
     assert answers[1] == answers[0]
 

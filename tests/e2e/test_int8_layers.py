@@ -8,11 +8,10 @@ import gguf
 import numpy as np
 import pytest
 
-from repomem.backends.base import GenerationRequest
 from repomem.backends.bf16_layers import INT8_SMALL, verify_widened, widen
-from repomem.backends.llama import LlamaBackend
 from repomem.failures import Failure
 from tests.gguf_tensors import read_tensors
+from tests.small_model import rectangle_answers
 
 Q5_0, Q8_0 = gguf.GGMLQuantizationType.Q5_0, gguf.GGMLQuantizationType.Q8_0
 
@@ -44,16 +43,6 @@ def test_the_multiplied_q5_0_matrices_are_q8_0_of_the_same_values_and_the_rest_i
 
 
 def test_the_copy_completes_as_the_shipped_file(model_path, int8_copy):
-    prompt = "def area_of_rectangle(width, height):\n    return"
-    answers = []
-    for path in (model_path, int8_copy):
-        backend = LlamaBackend.open(path, context_tokens=512, threads=2)
-        assert not isinstance(backend, Failure), backend
-        try:
-            result = backend.generate(GenerationRequest(prompt=prompt, max_tokens=8, stop=("\n",), deadline_s=60.0))
-        finally:
-            backend.close()
-        assert not isinstance(result, Failure), result
-        answers.append(result.text)
+    answers = rectangle_answers(model_path, int8_copy)
     assert answers[0].strip().startswith("width * height")
     assert answers[1] == answers[0]

@@ -21,7 +21,7 @@ from repomem.backends.bf16_layers import (
 )
 from repomem.backends.int8_layers import q5_0_as_q8_0, write_int8_layers
 from repomem.backends.models import QWEN_CODER_05B, QWEN_CODER_15B
-from tests.gguf_tensors import read_tensors
+from tests.gguf_tensors import read_tensors, write_gguf
 
 Q5_0, Q8_0, F32 = gguf.GGMLQuantizationType.Q5_0, gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.F32
 AMX_FLAGS = "flags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8\n"
@@ -43,27 +43,18 @@ def test_every_q5_0_block_becomes_a_q8_0_block_of_the_same_values():
     assert q.min() == -16 and q.max() == 15 and (q[0] == -16).all() and (q[1] == 15).all()
 
 
-def _small_model(path: Path) -> dict[str, np.ndarray]:
+def _small_model(path: Path) -> None:
     rng = np.random.default_rng(11)
-    writer = gguf.GGUFWriter(str(path), "qwen2")
-    writer.add_string("general.name", "small")
-    writer.add_uint32("qwen2.block_count", 1)
-    writer.add_array("tokenizer.ggml.tokens", ["a", "bé", "\n"])
-    weights = {"token_embd.weight": (Q5_0, (8, 64)), "blk.0.ffn_up.weight": (Q5_0, (16, 96)),
-               "blk.0.attn_v.weight": (Q8_0, (4, 64)), "blk.0.attn_norm.weight": (F32, (64,))}
-    values = {}
-    for name, (kind, shape) in weights.items():
-        values[name] = rng.standard_normal(shape, dtype=np.float32)
-        if kind == F32:
-            writer.add_tensor(name, values[name])
-        else:
-            packed = gguf.quants.quantize(values[name], kind)
-            writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=kind)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return values
+
+    def metadata(writer: gguf.GGUFWriter) -> None:
+        writer.add_string("general.name", "small")
+        writer.add_uint32("qwen2.block_count", 1)
+        writer.add_array("tokenizer.ggml.tokens", ["a", "bé", "\n"])
+
+    shapes = {"token_embd.weight": (Q5_0, (8, 64)), "blk.0.ffn_up.weight": (Q5_0, (16, 96)),
+              "blk.0.attn_v.weight": (Q8_0, (4, 64)), "blk.0.attn_norm.weight": (F32, (64,))}
+    write_gguf(path, "qwen2", metadata,
+               {name: (kind, rng.standard_normal(shape, dtype=np.float32)) for name, (kind, shape) in shapes.items()})
 
 
 def test_the_copy_changes_the_multiplied_q5_0_matrices_only(tmp_path: Path):
