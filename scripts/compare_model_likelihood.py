@@ -41,6 +41,13 @@ from repomem.evaluation.tasks import load_tasks  # noqa: E402
 from repomem.failures import Failure  # noqa: E402
 
 BLOCK_MARKER = "the below code fragment can be found in:"  # repomem/completion/prompt.py's block header
+FILE_SEPARATOR = "<|file_sep|>"  # Qwen's repository-level format: one before each file shown
+
+
+def retrieving(prompt: str) -> bool:
+    """Whether `prompt` shows retrieved blocks: RepoCoder's commented frame, or other files before
+    the current one in Qwen's repository-level format (a file-only prompt shows one file)."""
+    return BLOCK_MARKER in prompt or prompt.count(FILE_SEPARATOR) > 1
 MAX_ANSWER_TOKENS = 32
 
 
@@ -79,7 +86,7 @@ def main() -> int:
             raise SystemExit(tasks.message)
         truth.update({task.task_id: task for task in tasks})
     requests = [json.loads(line) for line in args.requests.read_text().splitlines() if line.strip()]
-    requests = [r for r in requests if BLOCK_MARKER in r["prompt"] and r["task"] in truth]
+    requests = [r for r in requests if retrieving(r["prompt"]) and r["task"] in truth]
     scores: dict[str, dict[str, float]] = defaultdict(dict)  # model name -> task -> mean log-probability
     if args.compare:
         names = []

@@ -128,6 +128,14 @@ def build_has_amx() -> bool:
     return _build_has(b"AMX_INT8 = 1")
 
 
+def maps_the_file() -> bool:
+    """Whether llama.cpp maps the model file (its default) rather than reading it: not with a build
+    that has AMX's kernels, which repack the matrices they take into buffers of their own, where
+    the mapped pages they were read from stayed resident too (the 0.5B's 8-bit copy, a 950-token
+    prompt: 1,163 MiB at its peak mapped, 761 MiB read; the same speed)."""
+    return not build_has_amx()
+
+
 def _build_has(feature: bytes) -> bool:
     """Whether llama.cpp's system line names `feature` (False where llama-cpp-python is missing)."""
     try:

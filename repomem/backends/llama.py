@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, window_overflow
+from repomem.backends.bf16_layers import maps_the_file
 from repomem.backends.cpu_threads import decode_counts, prompt_threads, with_decode_threads
 from repomem.backends.forced_start import StartConstraint, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs
@@ -57,7 +58,7 @@ class LlamaBackend:
             llama = with_decode_threads(with_prompt_states(with_chunk_reuse(Llama, reuse_chunk_tokens), states),
                                         fewest, most)(
                 model_path=str(path), n_ctx=context_tokens, n_threads=most, n_threads_batch=prompt_threads(threads),
-                n_gpu_layers=gpu_layers, flash_attn=flash_attention, verbose=False,
+                n_gpu_layers=gpu_layers, flash_attn=flash_attention, use_mmap=maps_the_file(), verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as error:
             return Failure(FailureKind.MODEL_LOAD, f"llama.cpp cannot load {path.name}: {error}")

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from repomem.backends.bf16_layers import maps_the_file
 from repomem.backends.cpu_threads import decode_counts, with_decode_threads
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
@@ -170,7 +171,7 @@ def main() -> None:
     fewest, most = decode_counts(args.threads, args.decode_threads)
     model = ModelSettings(model=args.model, model_alias=args.alias or None, n_ctx=args.context,
                           n_threads=most, n_threads_batch=args.threads, n_gpu_layers=args.gpu_layers,
-                          logits_all=False, flash_attn=args.flash_attention, verbose=False)
+                          logits_all=False, flash_attn=args.flash_attention, use_mmap=maps_the_file(), verbose=False)
     states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers,
                                      args.flash_attention), args.prompt_states_bytes) if args.prompt_states else None)
     # (with_chunk_reuse reads llama.cpp's bindings from its class's module: Llama's, so it goes first.)
