@@ -266,13 +266,15 @@ def test_repocoder_strategy_runs_two_rounds(shop_with_report):
     # RepoCoder's two rounds, then the file-only round (prompt.file_only_round, the CLI's default).
     assert data["rounds"] == 3 and data["strategy"] == "repocoder+fragrel"
     assert data["completion"].startswith("compute_tax(")
-    # The embedded model's child reports each answer's confidence: the surest answer is shown.
+    # The embedded model's child reports each answer's confidence: the surest answer is shown, with
+    # the first round that gave it.
     answers = data["round_answers"]
     assert [a["round"] for a in answers] == [1, 2, 3] and sum(a["shown"] for a in answers) == 1
     shown = next(a for a in answers if a["shown"])
     assert all(isinstance(a["confidence"], float) and a["confidence"] < 0 for a in answers)
-    assert shown["confidence"] == max(a["confidence"] for a in answers) == data["confidence"]
-    assert data["raw"] == shown["raw"]
+    surest = max(answers, key=lambda a: a["confidence"])
+    assert shown == next(a for a in answers if a["raw"] == surest["raw"])
+    assert data["raw"] == shown["raw"] and data["confidence"] == shown["confidence"]
 
 
 def test_model_command(model_path):

@@ -76,6 +76,21 @@ def test_one_answer_in_every_round_is_shown_with_the_first_rounds_prompt(tmp_pat
     result = engine.complete(cursor, "repocoder+fragrel", order="score")
     assert result.chosen_round == 0 and result.prompt.text == backend.prompts[0]
     assert [a.mean_logprob for a in result.round_answers] == pytest.approx([-0.125, -0.1])  # the second: surer
+    # Three rounds, the surest answer given twice: the first round that gave it.
+    answers = [("compute_tax(amount)\n", -0.3), ("compute_tax(amount_cents)\n", -0.9),
+               ("compute_tax(amount_cents)\n", -0.6)]
+    engine, backend = _engine(service, answers, "confident")
+    engine = CompletionEngine(service, backend, with_overrides(engine.config, completion={"iterative_rounds": 3}))
+    result = engine.complete(cursor, "repocoder+fragrel", order="score")
+    assert result.chosen_round == 0 and result.raw == "compute_tax(amount)\n"
+    engine, backend = _engine(service, [answers[1], answers[0], answers[2]], "confident")
+    engine = CompletionEngine(service, backend, with_overrides(engine.config, completion={"iterative_rounds": 3}))
+    result = engine.complete(cursor, "repocoder+fragrel", order="score")
+    assert result.chosen_round == 1 and result.raw == "compute_tax(amount)\n"
+    engine, backend = _engine(service, [("x = 1\n", -3.0), *answers[1:]], "confident")
+    engine = CompletionEngine(service, backend, with_overrides(engine.config, completion={"iterative_rounds": 3}))
+    result = engine.complete(cursor, "repocoder+fragrel", order="score")
+    assert result.chosen_round == 1 and result.prompt.text == backend.prompts[1]  # round 3 was surer
 
 
 def test_repocoder_as_published_shows_its_last_round_whatever_the_confidence(tmp_path):

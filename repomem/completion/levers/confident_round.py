@@ -18,10 +18,8 @@ class ConfidentRound(PromptLever):
     name = "confident-round"
 
     def shown_round(self, answers: Sequence[RoundAnswer]) -> int | None:
-        if len(answers) > 1 and len({answer.raw for answer in answers}) == 1:
-            # One answer whichever round: the first round's prompt is shown with it, the one whose
-            # retrieved blocks explain it (`--json`, explain), not whichever prompt a confidence
-            # that differs in the fourth decimal favours (a near tie that one llama.cpp build
-            # broke one way and another the other).
-            return 0
-        return choose_round([a.mean_logprob for a in answers], self.round.config.prompt.round_choice)
+        chosen = choose_round([a.mean_logprob for a in answers], self.round.config.prompt.round_choice)
+        # The answer chosen, with the prompt of the first round that gave it: the one whose retrieved
+        # blocks explain it (`--json`, explain), not whichever prompt a confidence that differs in
+        # the fourth decimal favours (a near tie one llama.cpp build broke one way, another the other).
+        return next(i for i, answer in enumerate(answers) if answer.raw == answers[chosen].raw)
