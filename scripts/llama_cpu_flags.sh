@@ -10,7 +10,8 @@
 # embedded model on 2 cores; docs/measurements.md). So: the AVX2 baseline, plus each AVX-512
 # extension this CPU reports, named one by one, and AMX where it has it. A wheel built so runs on
 # this machine (and ones like it); pip builds llama-cpp-python from source on each machine, so
-# each gets its own.
+# each gets its own (a machine that built it before keeps pip's cached wheel: `pip install
+# --no-cache-dir --force-reinstall --no-deps llama-cpp-python` with these flags rebuilds it).
 # Other architectures (arm64) get no flags: llama.cpp's defaults.
 set -eu
 # REPOMEM_CPUINFO and REPOMEM_MACHINE stand in for /proc/cpuinfo and `uname -m` (tests).
