@@ -93,9 +93,23 @@ def widened_for(model: PackagedModel, mode: str = "auto", cpuinfo: str | None = 
     matrix tiles where asked ("int8") or, with "auto", where the CPU and the llama.cpp build have
     AMX and the model has such a copy; else the one widened to bfloat16."""
     int8 = INT8_MODELS.get(model.name)
-    if int8 is not None and (mode == "int8" or mode == "auto" and amx_ready(cpuinfo, amx_check)):
+    if int8 is not None and (mode == "int8" or mode == "auto" and _amx_copy_applies(int8, cpuinfo, amx_check)):
         return int8
     return WIDENED_MODELS[model.name]
+
+
+def _amx_copy_applies(int8: WidenedModel, cpuinfo: str | None, amx_check: Callable[[], bool] | None) -> bool:
+    """Whether "auto" runs `int8` here: where the tiles are, as this machine's timing recorded it (a
+    timing of the 8-bit copy was made only where the build had them), else as llama.cpp says. The
+    record spares a process that never loads the model (the language server, which starts it in a
+    child) importing llama.cpp: 0.25 s and ~30 MB."""
+    if not cpu_has_amx(_read_cpuinfo() if cpuinfo is None else cpuinfo):
+        return False
+    if amx_check is None:
+        entry = _recorded_entry(int8)
+        if entry is not None:
+            return int8.layers in entry
+    return (amx_check or build_has_amx)()
 
 
 def copies_of(model: PackagedModel) -> list[WidenedModel]:
@@ -327,6 +341,15 @@ def machine_key(cpuinfo: str | None = None) -> str:
 def recorded_choice(widened: WidenedModel, folder: Path | None = None) -> str | None:
     """The layers "auto" timed faster for `widened`'s model on this machine, or None (never timed
     here, or timed on another machine or build)."""
+    entry = _recorded_entry(widened, folder)
+    if entry is None:
+        return None
+    return entry.get("layers") if entry.get("layers") in LAYER_CHOICES else None
+
+
+def _recorded_entry(widened: WidenedModel, folder: Path | None = None) -> dict | None:
+    """This machine's record of the timing of `widened`'s model (its choice and each file's
+    figures), or None."""
     try:
         choices = json.loads(((folder or models_dir()) / CHOICE_FILE).read_text())
     except (OSError, ValueError, RecursionError):  # a hand-edited file nested past json's depth too
@@ -334,7 +357,7 @@ def recorded_choice(widened: WidenedModel, folder: Path | None = None) -> str | 
     entry = choices.get(widened.source.name) if isinstance(choices, dict) else None
     if not isinstance(entry, dict) or entry.get("machine") != machine_key():
         return None
-    return entry.get("layers") if entry.get("layers") in LAYER_CHOICES else None
+    return entry
 
 
 def _record_choice(folder: Path, widened: WidenedModel, layers: str, timings: dict[str, dict]) -> None:

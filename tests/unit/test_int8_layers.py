@@ -123,3 +123,19 @@ def test_the_8_bit_copy_is_written_once_stamped_and_run(tmp_path: Path):
     assert bf16_layers.verify_widened(path, INT8_SMALL) == path
     assert embedded_model_file_as_is(source, "int8", INT8_SMALL) == path  # stamped: not written again
     assert bf16_layers.is_widened_file(path)
+
+
+def test_a_recorded_timing_decides_without_asking_llama_cpp(tmp_path: Path, monkeypatch):
+    """Once this machine timed the 8-bit copy, "auto" picks it from the record: the language server,
+    which never loads the model itself, does not import llama.cpp to ask (0.25 s, ~30 MB)."""
+    monkeypatch.setenv("REPOMEM_CACHE", str(tmp_path))
+    monkeypatch.setattr(bf16_layers, "build_has_amx", lambda: pytest.fail("asked llama.cpp"))
+    bf16_layers._record_choice(bf16_layers.models_dir(), INT8_SMALL, "int8", {"quantized": {}, "int8": {}})
+    assert widened_for(QWEN_CODER_05B, "auto", AMX_FLAGS) is INT8_SMALL
+    bf16_layers._record_choice(bf16_layers.models_dir(), INT8_SMALL, "quantized", {"quantized": {}, "int8": {}})
+    assert widened_for(QWEN_CODER_05B, "auto", AMX_FLAGS) is INT8_SMALL  # timed, and the shipped file won
+    bf16_layers._record_choice(bf16_layers.models_dir(), WIDENED_SMALL, "quantized", {"quantized": {}, "bf16": {}})
+    assert widened_for(QWEN_CODER_05B, "auto", AMX_FLAGS) is WIDENED_SMALL  # timed against bfloat16: no tiles
+    (bf16_layers.models_dir() / bf16_layers.CHOICE_FILE).unlink()
+    monkeypatch.setattr(bf16_layers, "build_has_amx", lambda: True)  # no record: llama.cpp is asked
+    assert widened_for(QWEN_CODER_05B, "auto", AMX_FLAGS) is INT8_SMALL
