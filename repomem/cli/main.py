@@ -330,7 +330,7 @@ def _repository_around_cwd() -> Path | None:
 
 
 def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from repomem.backends.bf16_layers import copies_of, recorded_choice, verify_widened, widened_for, widened_path
+    from repomem.backends.bf16_layers import copies_of, recorded_choice, verify_widened, widened_path
     from repomem.backends.models import EMBEDDED_MODELS, model_named, model_path, pull_model, verify_model
     from repomem.config import load_config, problem_lines, read_settings, resolved_config
 
@@ -351,7 +351,8 @@ def cmd_model(args: argparse.Namespace, out: Console, err: Console) -> int:
             used = ",".join(where for surface, where in (("cli", "complete"), ("lsp", "editor"))
                             if runs[surface] == model.name) or "-"
             # The layers "auto" timed faster on this machine (model.embedded_layers), "-" if never timed.
-            layers = recorded_choice(widened_for(model)) or "-"
+            # (kept per model: any copy names it, and naming one asks nothing of llama.cpp)
+            layers = recorded_choice(copies_of(model)[0]) or "-"
             print(f"{model.name:<20} {model.size / 1e6:>7,.0f} MB  {present:<10}  {used:<16}  {layers:<9}  "
                   f"{model_path(model)}")
         return 0
