@@ -33,6 +33,7 @@ from repomem.backends.cpu_threads import decode_counts, with_decode_threads
 from repomem.backends.forced_start import LogitBias, TokenVocabulary
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER, with_chunk_reuse
+from repomem.backends.model_thread import ModelThread, decoding_on
 from repomem.backends.prompt_states import StateFolder, folder_for, with_prompt_states
 from repomem.child_processes import die_with_parent
 
@@ -125,32 +126,6 @@ def _tell_models_the_cell_rule(server_app) -> None:
     server_app.get_event_publisher = publish_with_cell_rule
 
 
-class _ModelLoad(threading.Thread):
-    """The model, loaded on a thread of its own while the main thread imports the HTTP server
-    (fastapi, uvicorn: ~0.6 s of Python): llama.cpp loads in C without the GIL, so the child is
-    ready sooner (docs/measurements.md, "The model process's start")."""
-
-    def __init__(self, model_settings) -> None:
-        super().__init__(name="model-load", daemon=True)
-        self.model_settings = model_settings
-        self.model = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        from llama_cpp.server.model import LlamaProxy
-
-        try:
-            self.model = LlamaProxy.load_llama_from_model_settings(self.model_settings)
-        except BaseException as error:  # noqa: BLE001 - raised again on the main thread
-            self.error = error
-
-    def loaded(self):
-        self.join()
-        if self.model is None:
-            raise self.error or RuntimeError("the model did not load")
-        return self.model
-
-
 def main() -> None:
     die_with_parent(int(os.environ.get("REPOMEM_PARENT_PID", os.getppid())))
     args = _arguments()
@@ -175,16 +150,20 @@ def main() -> None:
     states = (StateFolder(folder_for(Path(args.prompt_states), Path(args.model), args.context, args.gpu_layers,
                                      args.flash_attention), args.prompt_states_bytes) if args.prompt_states else None)
     # (with_chunk_reuse reads llama.cpp's bindings from its class's module: Llama's, so it goes first.)
-    llama_cpp.Llama = with_decode_threads(with_greedy_logprobs(with_prompt_states(
-        with_chunk_reuse(Llama, args.reuse_chunk_tokens), states)), fewest, most)
-    load = _ModelLoad(model)
+    # The model loads on a thread of its own while the main thread imports the HTTP server
+    # (fastapi, uvicorn: ~0.6 s of Python; llama.cpp loads in C without the GIL, so the child is
+    # ready sooner: docs/measurements.md, "The model process's start"), and that thread then runs
+    # each of its evaluations (repomem.backends.model_thread).
+    load_by_settings = LlamaProxy.load_llama_from_model_settings  # bound now: replaced below
+    load = ModelThread(lambda: load_by_settings(model))
+    llama_cpp.Llama = decoding_on(load, with_decode_threads(with_greedy_logprobs(with_prompt_states(
+        with_chunk_reuse(Llama, args.reuse_chunk_tokens), states)), fewest, most))
     load.start()
     import uvicorn
     from fastapi import Body, Header, HTTPException
     from llama_cpp.server import app as server_app
 
     # The server's proxy loads its default model as it is made: it takes the one loaded above.
-    load_by_settings = LlamaProxy.load_llama_from_model_settings
     LlamaProxy.load_llama_from_model_settings = staticmethod(
         lambda settings: load.loaded() if settings is model else load_by_settings(settings))
     app = server_app.create_app(server_settings=server, model_settings=[model])
