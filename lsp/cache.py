@@ -71,6 +71,12 @@ class CompletionCache:
         return len(self._items)
 
 
+def typing_parts(typed: str, text: str) -> bool:
+    """Whether characters `typed` at a completion's cursor part from its `text` (or the part of it
+    written so far): neither begins the other."""
+    return not text.startswith(typed) and not typed.startswith(text)
+
+
 class ForwardTypingCache:
     def __init__(self) -> None:
         self._shown: dict[str, tuple[CursorState, CachedCompletion]] = {}  # by path
@@ -92,8 +98,7 @@ class ForwardTypingCache:
         after it changed) something that it does not begin with: the completion was not taken.
         Typing all of it and on is taking it (the next completion waits for the cursor to rest)."""
         typed, completion = self._typed_since_shown(state)
-        return (completion is not None and "\n" not in typed and not completion.text.startswith(typed)
-                and not typed.startswith(completion.text))
+        return completion is not None and "\n" not in typed and typing_parts(typed, completion.text)
 
     def _typed_since_shown(self, state: CursorState) -> tuple[str, CachedCompletion | None]:
         """(what was typed at the last shown completion's cursor since, that completion), or

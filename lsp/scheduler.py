@@ -37,7 +37,10 @@ re-send a request they gave up on, keep typing while a request is pending, and c
   nothing after the cursor changed) do not stop it: its answer may still begin with them, and
   then the forward-typing cache serves the rest, as Copilot joins the requests a user types
   through. A request at the typed-on cursor waits for that flight, then takes the cached rest or,
-  if the answer parted from what was typed, starts its own. And where typing parts from the
+  if the answer parted from what was typed, starts its own. The model's text is compared with the
+  typing as it is written: once the two part (the model wrote `x` where the user typed `a`), the
+  flight stops at that token and the completion at the typed-on cursor starts, rather than after
+  the rest of an answer nobody can take. And where typing parts from the
   completion last shown (the user did not take it), the completion at the new cursor starts at
   once instead of after `warm_after_s`: a warm answer decodes for a few hundred milliseconds,
   about as long as the next few keystrokes take (docs/editors.md#interactive-latency).
@@ -63,7 +66,7 @@ from enum import Enum
 
 from repomem.completion.request import enclosing_definition_of
 from repomem.languages.registry import language_named, language_of
-from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache
+from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache, typing_parts
 from repomem.lsp.session import CompletionAnswer
 
 # Functions remembered as ones the model read a prompt for (the warm prefix keeps as many:
@@ -102,8 +105,9 @@ class Scheduled:
     completion_id: str | None = None
 
 
-# run_model(ask, stop): the model's answer for the ask; it polls `stop` between tokens.
-RunModel = Callable[[CompletionAsk, threading.Event], Awaitable[CompletionAnswer]]
+# run_model(ask, stop, written): the model's answer for the ask; it polls `stop` between tokens
+# and tells `written` (on its own thread) the text it has written after the cursor so far.
+RunModel = Callable[[CompletionAsk, threading.Event, Callable[[str], None]], Awaitable[CompletionAnswer]]
 
 
 def function_of(ask: CompletionAsk) -> tuple[str, str]:
@@ -155,9 +159,17 @@ class Flight:
     halted: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     waiting: int = 0  # requests awaiting this flight now
     kept: bool = False  # answered pending once: runs on for the client's next ask
+    # What the user has typed at its cursor since it started (typing through it), and what the
+    # model has written there so far (set on the model thread; a str is replaced whole).
+    typed: str = ""
+    written: str = ""
 
     def joins(self, ask: CompletionAsk) -> bool:
         return not self.stop.is_set() and self.ask.state.key() == ask.state.key()
+
+    def parted(self) -> bool:
+        """Whether its answer can no longer begin with what was typed through it."""
+        return typing_parts(self.typed, self.written)
 
     def halt(self) -> None:
         """Stop the model between tokens and release the requests waiting on this flight."""
@@ -193,6 +205,7 @@ class CompletionScheduler:
         self._flights: dict[str, Flight] = {}  # uri -> its one flight
         self._asked_at: dict[str, float] = {}  # uri -> the event loop's time of its last request
         self._versions: dict[str, int | None] = {}  # uri -> the newest version the client sent
+        self._cursors: dict[str, CompletionAsk] = {}  # uri -> where its last edit left the cursor, if it told
 
     # -- settings and documents ----------------------------------------------------------------
 
@@ -217,6 +230,10 @@ class CompletionScheduler:
         the cursor stands after the edit, when the edit tells."""
         self._versions[uri] = version
         self._cancel_rest(uri)
+        if rest is None:
+            self._cursors.pop(uri, None)
+        else:
+            self._cursors[uri] = rest
         flight = self._flights.get(uri)
         if flight is not None and flight.ask.version != version:
             if self._still_wanted(flight, rest):
@@ -237,7 +254,13 @@ class CompletionScheduler:
         speculation of this very edit) or one typed on from it."""
         if ask is None or flight.stop.is_set():
             return False
-        return flight.ask.state.key() == ask.state.key() or self._typed_through(flight, ask)
+        if flight.ask.state.key() == ask.state.key():
+            flight.typed = ""
+            return True
+        if not self._typed_through(flight, ask):
+            return False
+        flight.typed = ask.state.left[len(flight.ask.state.left):]
+        return not flight.parted()  # the model wrote something else there already
 
     def speculate_below(self, ask: CompletionAsk) -> None:
         """A completion was accepted at the end of a line: `ask` is where Enter would leave the
@@ -267,6 +290,15 @@ class CompletionScheduler:
             delay = 0.0 if reported else self.warm_after_s
             self._rests[ask.uri] = asyncio.get_running_loop().call_later(delay, self._speculate, ask)
 
+    def _typed_past(self, flight: Flight) -> None:
+        """The model wrote something else where the user typed through `flight`: the requests
+        waiting on it are released, and the completion where the typing left the cursor starts
+        now, not when the next request or keystroke comes."""
+        flight.halt()
+        rest = self._cursors.get(flight.ask.uri)
+        if self.warm_after_s > 0 and rest is not None and typed_through(flight.ask.state, rest.state):
+            self._speculate(rest)
+
     def _cancel_rest(self, uri: str) -> None:
         timer = self._rests.pop(uri, None)
         if timer is not None:
@@ -283,6 +315,7 @@ class CompletionScheduler:
 
     def document_closed(self, uri: str, path: str | None) -> None:
         self._versions.pop(uri, None)
+        self._cursors.pop(uri, None)
         self._asked_at.pop(uri, None)
         self._cancel_rest(uri)
         flight = self._flights.pop(uri, None)
@@ -311,8 +344,9 @@ class CompletionScheduler:
             return Scheduled(Outcome.ANSWERED, known.text, known.completion_id)
         flight = self._flights.get(ask.uri)
         budget_s = self.answer_within_s if answer_budget else None
-        if flight is not None and not flight.joins(ask) and self._typed_through(flight, ask):
-            # The user typed on at the cursor of the generation under way: its answer comes first.
+        if flight is not None and not flight.joins(ask) and self._typed_through(flight, ask) and not flight.parted():
+            # The user typed on at the cursor of the generation under way: its answer comes first
+            # (unless the model writes something else there: the flight then halts, below).
             flight.kept = True
             started = asyncio.get_running_loop().time()
             through = await self._await(flight, flight.ask, budget_s, versioned=False)
@@ -352,8 +386,19 @@ class CompletionScheduler:
             await asyncio.sleep(debounce_s)
             if flight.stop.is_set():
                 return None
+            loop = asyncio.get_running_loop()
+
+            def written(text: str) -> None:  # on the model thread, between tokens
+                flight.written = text
+                if flight.parted():
+                    flight.stop.set()  # the model stops at this token
+                    try:
+                        loop.call_soon_threadsafe(self._typed_past, flight)
+                    except RuntimeError:  # the loop closed: the server is exiting
+                        pass
+
             try:
-                answer = await self._run_model(flight.ask, flight.stop)
+                answer = await self._run_model(flight.ask, flight.stop, written)
             except Exception as error:  # noqa: BLE001 - whatever happens, the server answers
                 self._log("error", f"completion failed: {error.__class__.__name__}: {error}")
                 return None

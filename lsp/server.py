@@ -358,11 +358,13 @@ class RepomemServer(LanguageServer):
                                     "with U+FFFD in their place")
         return text
 
-    async def run_model(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
-        """The scheduler's way to the model: the request on the model thread, stopped by `stop`."""
+    async def run_model(self, ask: CompletionAsk, stop: threading.Event,
+                        written: Callable[[str], None]) -> CompletionAnswer:
+        """The scheduler's way to the model: the request on the model thread, stopped by `stop`,
+        telling `written` what it has written so far."""
         assert self.session is not None
         request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set,
-                                prefix_only=ask.prefix_only)
+                                prefix_only=ask.prefix_only, written=written)
         return await self.on_model_thread(self.session.complete, request)
 
     def stop_model(self) -> None:

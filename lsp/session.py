@@ -51,6 +51,8 @@ class EditorRequest:
     character: int  # 0-based, in code points
     cancelled: Callable[[], bool]  # polled before the model starts and between its tokens
     prefix_only: bool = False  # CompletionAsk.prefix_only
+    # Told, between tokens, the text written after the cursor so far (polled on the model thread).
+    written: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -444,7 +446,8 @@ class CompletionSession:
         if engine is None:
             return CompletionAnswer("", None, "unavailable")
         try:
-            result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only)
+            result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only,
+                                     written=request.written)
             if isinstance(result, Failure) and result.kind == FailureKind.MODEL_CRASHED:
                 # The model's child process died: start a new one now (no retry delay) and answer
                 # this request with it, unless a newer request already replaced this one.
@@ -455,7 +458,8 @@ class CompletionSession:
                 engine = self.ensure_engine()
                 if engine is None:
                     return CompletionAnswer("", None, "unavailable")
-                result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only)
+                result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only,
+                                         written=request.written)
         except Exception as error:  # a crashing model call must not take the server down  # noqa: BLE001
             self.log("error", f"completion failed ({error.__class__.__name__}: {error}); the model is reopened "
                               "at the next request")

@@ -93,9 +93,12 @@ def early_stop(request: GenerationRequest, text: str, deadline: float) -> str | 
     `text` is what was generated so far; `deadline` is a time.perf_counter() value. Every
     streaming backend asks this between tokens, so cancel, `enough` and the deadline behave alike.
     """
+    # `enough` first: it may be what cancels (the language server stops a generation the user has
+    # typed past when it reads its text), and a cancel then ends this token, not the next one.
+    settled = request.enough is not None and request.enough(text)
     if request.cancel is not None and request.cancel():
         return "cancelled"
-    if request.enough is not None and request.enough(text):
+    if settled:
         return "stop"
     if time.perf_counter() > deadline:
         return "deadline"

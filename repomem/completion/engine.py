@@ -115,6 +115,7 @@ class CompletionEngine:
         cancel: Callable[[], bool] | None = None,
         enough: Callable[[str], bool] | None = None,
         prefix_only: bool = False,
+        written: Callable[[str], None] | None = None,
     ) -> CompletionRequest | Failure:
         """A request at `cursor`, every choice not given taken from the config."""
         settings = self.config.completion
@@ -142,7 +143,7 @@ class CompletionEngine:
             use_suffix=settings.fill_in_middle if use_suffix is None else use_suffix,
             max_new_tokens=max_new_tokens or settings.max_new_tokens,
             visible_from=visible_from, excluded=excluded, unlisted=unlisted, cancel=cancel, enough=enough,
-            prefix_only=prefix_only,
+            prefix_only=prefix_only, written=written,
         )
 
     def complete(self, cursor: Cursor, strategy: str | None = None, **choices) -> Completion | Failure:
@@ -496,10 +497,13 @@ class CompletionEngine:
         if enough is None:  # a user's completion: stop once the tokens to come would all be cut
             sentinels, suffix, max_lines = self.backend.template.sentinels, context.after, \
                 self.config.completion.max_lines
+            written = request.written
 
             def enough(text: str) -> bool:
-                return completion_settled(_without_healed(text, context.healed), context.shape, sentinels, suffix,
-                                          max_lines)
+                after_cursor = _without_healed(text, context.healed)
+                if written is not None:
+                    written(after_cursor)
+                return completion_settled(after_cursor, context.shape, sentinels, suffix, max_lines)
         return self.backend.generate(GenerationRequest(
             prompt=view.mask(prompt.text),  # the last gate before text leaves repomem
             max_tokens=request.max_new_tokens, stop=stops,

@@ -42,6 +42,9 @@ class CompletionRequest:
     cancel: Callable[[], bool] | None = None  # polled between generated tokens
     enough: Callable[[str], bool] | None = None  # ends generation early (see GenerationRequest)
     prefix_only: bool = False  # no cached run of the prompt moved into place (see GenerationRequest)
+    # Told, between tokens, the text the model has written after the cursor so far (a user's
+    # completion only: the language server stops one the user has typed past; lsp/scheduler.py).
+    written: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,14 @@ class ControlledModel:
         self.before_answer = lambda: None  # runs after the last token, before the answer returns
         self.deaf = False  # True: ignores `stop`, as llama.cpp does while it evaluates a prompt
         self.nothing = ""  # a finish reason: each generation then ends with nothing to offer
+        self.writes = ""  # what the generation under way has written after its cursor so far
 
-    async def __call__(self, ask: CompletionAsk, stop: threading.Event) -> CompletionAnswer:
+    async def __call__(self, ask: CompletionAsk, stop: threading.Event,
+                       written: Callable[[str], None]) -> CompletionAnswer:
         self.started.append(ask)
         while not self.release.is_set():
+            if self.writes:
+                written(self.writes)  # as the engine tells it between tokens
             if stop.is_set() and not self.deaf:
                 self.stopped.append(ask)
                 return CompletionAnswer("", None, "cancelled")
@@ -329,6 +333,57 @@ async def test_typing_through_that_parts_from_the_answer_starts_the_requests_own
     answer = await later
     assert (answer.outcome, answer.text, answer.completion_id) == (Outcome.ANSWERED, "a + b", "c2")
     assert [a.state.left[-1] for a in model.started] == [" ", "x"] and not model.stopped
+
+
+async def test_typing_through_a_generation_that_wrote_something_else_starts_the_requests_own_at_once():
+    # The model wrote "b" after the cursor, then the user typed "x": its answer cannot begin with
+    # what was typed, so it stops there, not at its end, and the request at "x" starts its own.
+    model, plan = opened()
+    asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.03)
+    model.writes = "b"
+    await asyncio.sleep(0.02)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("x", 2))
+    later = asyncio.ensure_future(plan.complete(typed_on("x", 2)))
+    assert await eventually(lambda: len(model.started) == 2)  # before any release
+    assert model.stopped == model.started[:1]
+    model.writes = ""
+    model.release.set()
+    answer = await later
+    assert (answer.outcome, answer.text) == (Outcome.ANSWERED, "a + b")
+
+
+async def test_a_generation_typed_through_stops_when_it_writes_something_else_than_was_typed():
+    # Typed first ("a", which the answer may begin with), written after ("x + 1"): the request
+    # waiting on the generation is released at that token and starts its own.
+    model, plan = opened()
+    asyncio.ensure_future(plan.complete(ask()))
+    await asyncio.sleep(0.03)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a", 2))
+    later = asyncio.ensure_future(plan.complete(typed_on("a", 2)))
+    model.writes = "a"  # so far it agrees: the request keeps waiting on it
+    await asyncio.sleep(0.05)
+    assert len(model.started) == 1 and not model.stopped and not later.done()
+    model.writes = "x + 1"
+    assert await eventually(lambda: len(model.started) == 2)
+    assert model.stopped == model.started[:1]
+    model.writes = ""
+    model.release.set()
+    assert (await later).outcome is Outcome.ANSWERED
+
+
+async def test_where_typing_went_past_a_speculation_the_next_one_starts_without_a_request():
+    model, plan = opened(warm_after_s=10.0)  # no rest timer fires within the test
+    plan.cursor_rests(ask(), reported=True)  # the editor said the cursor rests: speculation
+    assert await eventually(lambda: len(model.started) == 1)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a", 2))  # nothing written yet: kept
+    model.writes = "x"
+    assert await eventually(lambda: len(model.started) == 2)  # stopped, and the next one started
+    assert model.stopped == model.started[:1] and model.started[1].state == typed_on("a", 2).state
+    model.writes = ""
+    model.release.set()
+    answer = await plan.complete(typed_on("a", 2))  # joins it or finds its answer
+    assert (answer.outcome, answer.text) == (Outcome.ANSWERED, "a + b") and len(model.started) == 2
 
 
 async def test_a_line_break_or_type_through_off_stops_the_generation():

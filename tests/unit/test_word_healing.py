@@ -142,6 +142,36 @@ def test_the_engine_asks_for_the_typed_word_and_completes_after_the_cursor(tmp_p
     assert not getattr(plain, "constrains_start", False)
 
 
+class Streaming(Healing):
+    """Asks `enough` between its pieces, as a streaming backend does between tokens."""
+
+    def generate(self, request):
+        self.requests.append(request)
+        text = request.forced_start + self.rest
+        for end in range(1, len(text) + 1):
+            if request.enough is not None and request.enough(text[:end]):
+                text = text[:end]
+                break
+        return Generation(text, self.count(request.prompt), 3, 0, "stop", 0.01, -0.1)
+
+
+def test_the_engine_tells_what_the_model_wrote_after_the_cursor_token_by_token(tmp_path):
+    # The language server compares it with what the user typed since (lsp/scheduler.py): the
+    # typed word the model writes back first is not part of it.
+    service, text, n_lines = long_report(tmp_path)
+    typed = text + "comp"
+    cursor = locate(service.root, "shop/report.py", typed, n_lines, None)
+    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
+                            prompt={"file_only_round": False})
+    told: list[str] = []
+    result = CompletionEngine(service, Streaming("ute_tax(amount_cents, tax_class)\n"), config).complete(
+        cursor, "fragrel", order="score", written=told.append)
+    assert result.text == "ute_tax(amount_cents, tax_class)"
+    answer = "ute_tax(amount_cents, tax_class)"
+    assert told[0] == "" and all(answer.startswith(text) for text in told[:-1])  # the word first, then on
+    assert told[-1].startswith(answer) and sorted(told, key=len) == told
+
+
 def test_the_store_keys_a_forced_start_and_a_deferred_request_carries_it(tmp_path):
     plain = GenerationRequest("p", 4, (), 1.0)
     forced = GenerationRequest("p", 4, (), 1.0, forced_start=" se")
