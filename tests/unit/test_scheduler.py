@@ -322,12 +322,22 @@ async def test_typing_through_a_generation_keeps_it_and_a_request_there_takes_th
     assert len(model.started) == 1 and not model.stopped
 
 
-async def test_typing_through_that_parts_from_the_answer_starts_the_requests_own_generation():
-    model, plan = opened()
+async def typed_through(plan: CompletionScheduler, characters: str, written: str = "",
+                        model: ControlledModel | None = None) -> asyncio.Future:
+    """A request at the test cursor, then `characters` typed there while it generates (the model
+    having written `written` by then) and a request at the typed-on cursor: that request, running."""
     asyncio.ensure_future(plan.complete(ask()))
     await asyncio.sleep(0.03)
-    plan.document_changed("file:///r/a.py", 2, rest=typed_on("x", 2))
-    later = asyncio.ensure_future(plan.complete(typed_on("x", 2)))
+    if model is not None:
+        model.writes = written
+        await asyncio.sleep(0.02)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on(characters, 2))
+    return asyncio.ensure_future(plan.complete(typed_on(characters, 2)))
+
+
+async def test_typing_through_that_parts_from_the_answer_starts_the_requests_own_generation():
+    model, plan = opened()
+    later = await typed_through(plan, "x")
     await asyncio.sleep(0.03)
     model.release.set()
     answer = await later
@@ -339,12 +349,7 @@ async def test_typing_through_a_generation_that_wrote_something_else_starts_the_
     # The model wrote "b" after the cursor, then the user typed "x": its answer cannot begin with
     # what was typed, so it stops there, not at its end, and the request at "x" starts its own.
     model, plan = opened()
-    asyncio.ensure_future(plan.complete(ask()))
-    await asyncio.sleep(0.03)
-    model.writes = "b"
-    await asyncio.sleep(0.02)
-    plan.document_changed("file:///r/a.py", 2, rest=typed_on("x", 2))
-    later = asyncio.ensure_future(plan.complete(typed_on("x", 2)))
+    later = await typed_through(plan, "x", written="b", model=model)
     assert await eventually(lambda: len(model.started) == 2)  # before any release
     assert model.stopped == model.started[:1]
     model.writes = ""
@@ -357,10 +362,7 @@ async def test_a_generation_typed_through_stops_when_it_writes_something_else_th
     # Typed first ("a", which the answer may begin with), written after ("x + 1"): the request
     # waiting on the generation is released at that token and starts its own.
     model, plan = opened()
-    asyncio.ensure_future(plan.complete(ask()))
-    await asyncio.sleep(0.03)
-    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a", 2))
-    later = asyncio.ensure_future(plan.complete(typed_on("a", 2)))
+    later = await typed_through(plan, "a")
     model.writes = "a"  # so far it agrees: the request keeps waiting on it
     await asyncio.sleep(0.05)
     assert len(model.started) == 1 and not model.stopped and not later.done()

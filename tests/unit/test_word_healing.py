@@ -121,12 +121,17 @@ class Healing(Words):
         return Generation(request.forced_start + self.rest, self.count(request.prompt), 3, 0, "stop", 0.01, -0.1)
 
 
-def test_the_engine_asks_for_the_typed_word_and_completes_after_the_cursor(tmp_path):
+def _word_typed_halfway(tmp_path):
+    """(service, cursor, config): `comp` typed after `return ` in a long report.py, a small prompt."""
     service, text, n_lines = long_report(tmp_path)
-    typed = text + "comp"
-    cursor = locate(service.root, "shop/report.py", typed, n_lines, None)
+    cursor = locate(service.root, "shop/report.py", text + "comp", n_lines, None)
     config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
                             prompt={"file_only_round": False})
+    return service, cursor, config
+
+
+def test_the_engine_asks_for_the_typed_word_and_completes_after_the_cursor(tmp_path):
+    service, cursor, config = _word_typed_halfway(tmp_path)
     backend = Healing("ute_tax(amount_cents, tax_class)\n")
     result = CompletionEngine(service, backend, config).complete(cursor, "fragrel", order="score")
     request = backend.requests[0]
@@ -158,11 +163,7 @@ class Streaming(Healing):
 def test_the_engine_tells_what_the_model_wrote_after_the_cursor_token_by_token(tmp_path):
     # The language server compares it with what the user typed since (lsp/scheduler.py): the
     # typed word the model writes back first is not part of it.
-    service, text, n_lines = long_report(tmp_path)
-    typed = text + "comp"
-    cursor = locate(service.root, "shop/report.py", typed, n_lines, None)
-    config = with_overrides(service.config, completion={"max_prompt_tokens": 300, "fill_in_middle": False},
-                            prompt={"file_only_round": False})
+    service, cursor, config = _word_typed_halfway(tmp_path)
     told: list[str] = []
     result = CompletionEngine(service, Streaming("ute_tax(amount_cents, tax_class)\n"), config).complete(
         cursor, "fragrel", order="score", written=told.append)
