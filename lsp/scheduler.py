@@ -390,7 +390,7 @@ class CompletionScheduler:
 
             def written(text: str) -> None:  # on the model thread, between tokens
                 flight.written = text
-                if flight.parted():
+                if flight.parted() and not flight.stop.is_set():
                     flight.stop.set()  # the model stops at this token
                     try:
                         loop.call_soon_threadsafe(self._typed_past, flight)
