@@ -9,10 +9,13 @@ llama.cpp build, 2 threads, fused attention, the model's layers as `model.embedd
 them here; the 0.5B unless `--model` names another embedded model), reads a ~950-token prompt of
 Django's `query.py` (or this package's sources) cold, then asks `--answers` warm answers of 16
 tokens, each after the same prompt plus one character (as typing does: the cache holds all but the
-last token or two); then, in the same process once the child has gone, the floor: the same file
-loaded by `llama_cpp.Llama` on the main thread, the prompt, and 16 tokens written one `eval` at a
-time. Figures: the cold prompt's seconds, the warm answers' milliseconds a token written (their
-median), the floor's. Writes eval/results/bench-model-thread.json (-1.5b.json for that model).
+last token or two), and `--answers` answers after a word typed halfway (the prompt cut before a
+` self` near its end, the answer held to start with ` sel` or `sel`: word healing), up to 8
+tokens or the line's end; then, in the same process once the child has gone, the floor: the same
+file loaded by `llama_cpp.Llama` on the main thread, the prompt, and 16 tokens written one `eval`
+at a time. Figures: the cold prompt's seconds, the warm answers' milliseconds a token written
+(their median), the floor's, and the word-healed answers' milliseconds (their median) and texts.
+Writes eval/results/bench-model-thread.json (-1.5b.json for that model).
 """
 
 from __future__ import annotations
@@ -49,6 +52,15 @@ for i in range(answers):
     warm = backend.generate(GenerationRequest(prompt=text + "x" * (1 + i % 2), max_tokens=16, stop=[],
                                               deadline_s=120))
     token_ms.append((time.perf_counter() - started) * 1000 / max(warm.completion_tokens, 1))
+# A word typed halfway: the prompt ends before it, the answer starts with its letters (word healing).
+cut = text.rfind(" self")
+forced_ms, forced_texts = [], []
+for i in range(answers):
+    started = time.perf_counter()
+    held = backend.generate(GenerationRequest(prompt=text[:cut] + " " * (i % 2), max_tokens=8, stop=["\n"],
+                                              deadline_s=120, forced_start=" sel" if i % 2 == 0 else "sel"))
+    forced_ms.append((time.perf_counter() - started) * 1000)
+    forced_texts.append(held.text)
 backend.close()
 import llama_cpp
 llm = llama_cpp.Llama(model_path=str(path), n_ctx=4096, n_threads=2, n_threads_batch=2, flash_attn=True,
@@ -60,7 +72,9 @@ for token in tokens[:16]:
     llm.eval([token])
 floor_ms = (time.perf_counter() - started) * 1000 / 16
 print(json.dumps({"file": path.name, "prompt_tokens": cold.prompt_tokens, "prompt_s": prompt_s,
-                  "token_ms": token_ms, "median_token_ms": statistics.median(token_ms), "floor_token_ms": floor_ms}))
+                  "token_ms": token_ms, "median_token_ms": statistics.median(token_ms), "floor_token_ms": floor_ms,
+                  "forced_ms": forced_ms, "median_forced_ms": statistics.median(forced_ms),
+                  "forced_texts": forced_texts}))
 """
 
 
@@ -95,15 +109,21 @@ def main() -> int:
                               PROBE, lambda _: [str(path), str(text), str(args.answers)])
     table = Table(title=f"Warm answers of the model's child ({path.name}, {text.name}, 16 tokens each; medians of "
                         f"{args.rounds} alternating rounds)")
-    for column in ("checkout", "cold prompt s", "ms a token, warm", "floor: main thread, ms a token"):
+    for column in ("checkout", "cold prompt s", "ms a token, warm", "floor: main thread, ms a token",
+                   "ms an answer after a word typed halfway"):
         table.add_column(column, justify="right" if column != "checkout" else "left")
     summary = {}
     for label, probes in runs.items():
         row = {"prompt_s": statistics.median(p["prompt_s"] for p in probes),
                "token_ms": statistics.median(p["median_token_ms"] for p in probes),
-               "floor_token_ms": statistics.median(p["floor_token_ms"] for p in probes)}
+               "floor_token_ms": statistics.median(p["floor_token_ms"] for p in probes),
+               "forced_ms": statistics.median(p["median_forced_ms"] for p in probes if "median_forced_ms" in p)
+               if any("median_forced_ms" in p for p in probes) else None,
+               "forced_texts": sorted({text for p in probes for text in p.get("forced_texts", [])})}
         summary[label] = row
-        table.add_row(label, f"{row['prompt_s']:.2f}", f"{row['token_ms']:.1f}", f"{row['floor_token_ms']:.1f}")
+        texts = ", ".join(map(repr, row["forced_texts"]))
+        forced = "" if row["forced_ms"] is None else f"{row['forced_ms']:.0f} ({texts})"
+        table.add_row(label, f"{row['prompt_s']:.2f}", f"{row['token_ms']:.1f}", f"{row['floor_token_ms']:.1f}", forced)
     console.print(table)
     args.out.write_text(json.dumps({"before": args.before, "text": text.name, "runs": runs, "summary": summary},
                                    indent=2) + "\n")

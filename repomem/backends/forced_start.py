@@ -17,14 +17,25 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
+from urllib.parse import quote, unquote
 
 import numpy as np
 
-# What a step's allowed tokens get added to their logits through an OpenAI-style `logit_bias`
-# (the API's bound): a 0.5B model's logits span ~60 nats, so the best allowed token wins greedy
-# decoding, and its log-probability over the biased logits is the one among the allowed tokens.
-ALLOWED_BIAS = 100.0
 PAUSE_EVERY_TOKENS = 4096  # TokenVocabulary.of_llama: ~10 ms of its work between two pauses
+# How a client of the model's child asks for an answer that starts with a text (a completion
+# request's GenerationRequest.forced_start): this header, the text's UTF-8 percent-encoded, which
+# the child's server hands to the model as its `forced_start` for that answer (`with_forced_starts`).
+FORCED_START_HEADER = "X-Repomem-Forced-Start"
+
+
+def start_header(start: str) -> dict[str, str]:
+    """The request header asking the child to start its answer with `start` (none for "")."""
+    return {FORCED_START_HEADER: quote(start, safe="")} if start else {}
+
+
+def start_of_header(value: str | None) -> str:
+    """The text a FORCED_START_HEADER asks for ("" without one)."""
+    return unquote(value, errors="strict") if value else ""
 
 
 class TokenVocabulary:
@@ -87,9 +98,11 @@ class TokenVocabulary:
 class StartConstraint:
     """A llama-cpp-python logits processor that allows, until the generated tokens spell out
     `start` (or more), only the tokens consistent with what is left of it; then changes nothing.
-    Put it before any processor that reads the logits it leaves (the confidence recorder)."""
+    Put it before any processor that reads the logits it leaves (the confidence recorder).
+    `prompt_tokens` None: the prompt is what its first call sees (llama-cpp-python calls a processor
+    first for the token after the prompt)."""
 
-    def __init__(self, vocabulary: TokenVocabulary, start: bytes, prompt_tokens: int):
+    def __init__(self, vocabulary: TokenVocabulary, start: bytes, prompt_tokens: int | None):
         self._vocabulary = vocabulary
         self._start = start
         self._prompt_tokens = prompt_tokens
@@ -106,6 +119,8 @@ class StartConstraint:
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
         # input_ids: (prompt + generated,) token ids; scores: (n_vocab,) float32 logits.
+        if self._prompt_tokens is None:
+            self._prompt_tokens = int(input_ids.shape[0])
         allowed = self.allowed(input_ids[self._prompt_tokens:])
         if not allowed:
             return scores
@@ -114,16 +129,19 @@ class StartConstraint:
         return held
 
 
-class LogitBias:
-    """An OpenAI-style `logit_bias` as one vectorised llama-cpp-python logits processor (the
-    library's own loops over the map in Python, and runs after the processors a caller gives)."""
+def with_forced_starts(llama_class: type) -> type:
+    """`llama_class` (llama_cpp.Llama) whose `create_completion` starts its answer with the
+    instance's `forced_start` when set (the child's server sets it per request from
+    FORCED_START_HEADER), by a StartConstraint put before the caller's logits processors; the
+    vocabulary comes from the instance's `start_vocabulary()`, which the child sets once loaded."""
 
-    def __init__(self, bias: dict[int, float]):
-        self._ids = np.fromiter(bias.keys(), dtype=np.int64, count=len(bias))
-        self._values = np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
+    class ForcedStartLlama(llama_class):
+        forced_start = ""
 
-    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        biased = scores.copy()
-        inside = self._ids < biased.shape[0]
-        biased[self._ids[inside]] += self._values[inside]
-        return biased
+        def create_completion(self, *args, **settings):
+            if self.forced_start:
+                held = StartConstraint(self.start_vocabulary(), self.forced_start.encode("utf-8"), None)
+                settings["logits_processor"] = [held, *(settings.get("logits_processor") or ())]
+            return super().create_completion(*args, **settings)
+
+    return ForcedStartLlama

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from repomem.backends.bf16_layers import maps_the_file
 from repomem.backends.cpu_threads import decode_counts, with_decode_threads
-from repomem.backends.forced_start import LogitBias, TokenVocabulary
+from repomem.backends.forced_start import FORCED_START_HEADER, TokenVocabulary, start_of_header, with_forced_starts
 from repomem.backends.greedy_logprobs import ChosenTokenLogprobs, annotated_chunks, is_plain_greedy
 from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER, with_chunk_reuse
 from repomem.backends.model_thread import ModelThread, decoding_on
@@ -39,7 +39,6 @@ from repomem.child_processes import die_with_parent
 
 PORT_LINE = "repomem-port"
 TOKENIZE_PATH = "/repomem/tokenize"
-START_TOKENS_PATH = "/repomem/start_tokens"  # {"text"} -> {"tokens"}: TokenVocabulary.consistent_with
 # {} -> {"pre": the GGUF's tokenizer.ggml.pre, "special": texts of its special tokens, "strips": whether
 # one of them strips the whitespace beside it}: backends.token_floor and backends.token_pieces
 VOCABULARY_PATH = "/repomem/vocabulary"
@@ -89,15 +88,13 @@ def with_greedy_logprobs(llama_class: type) -> type:
         def create_completion(self, *args, **settings):
             if settings.get("logprobs") is None or self._logits_all:
                 return super().create_completion(*args, **settings)
-            bias = settings.pop("logit_bias", None)
-            # A step of a forced start (repomem.backends.forced_start): the bias goes before the
-            # recorder, which then reads the pick's log-probability among the allowed tokens.
-            biased = [LogitBias({int(key): float(value) for key, value in bias.items()})] if bias else []
             if not is_plain_greedy(settings):
                 raise ValueError("logprobs without logits_all need greedy decoding without penalties")
             recorder = ChosenTokenLogprobs()
             settings["logprobs"] = None
-            settings["logits_processor"] = [*biased, recorder, *(settings.get("logits_processor") or ())]
+            # Last: it reads the logits the others leave (a forced start's held tokens, which the
+            # class beneath puts first: the pick's log-probability is then among those allowed).
+            settings["logits_processor"] = [*(settings.get("logits_processor") or ()), recorder]
             result = super().create_completion(*args, **settings)
             if settings.get("stream"):
                 return annotated_chunks(result, recorder)
@@ -106,24 +103,30 @@ def with_greedy_logprobs(llama_class: type) -> type:
     return GreedyLogprobsLlama
 
 
-def _tell_models_the_cell_rule(server_app) -> None:
+def _tell_models_the_request_rules(server_app) -> None:
     """The server's streamed answers (every completion repomem asks for) tell the model first
-    whether the request asked that no cached run be moved (PREFIX_ONLY_HEADER; kv_reuse's `prefix_only`).
-    Set in the call that starts the answer, which runs under the server's lock as the answer's
-    generation does, so a request never reads another's rule."""
+    whether the request asked that no cached run be moved (PREFIX_ONLY_HEADER; kv_reuse's
+    `prefix_only`) and what text the answer must start with (FORCED_START_HEADER; forced_start's
+    `with_forced_starts`). Set in the call that starts the answer, which runs under the server's
+    lock as the answer's generation does, so a request never reads another's rules."""
     publish = server_app.get_event_publisher  # looked up by the route at each request
 
-    async def publish_with_cell_rule(request, inner_send_chan, body, body_model, llama_call, kwargs):
+    async def publish_with_rules(request, inner_send_chan, body, body_model, llama_call, kwargs):
         prefix_only = request.headers.get(PREFIX_ONLY_HEADER) == "1"
+        forced_start = start_of_header(request.headers.get(FORCED_START_HEADER))
 
         def call(llama, **settings):
             if hasattr(llama, "prefix_only"):  # a model keeping moved runs
                 llama.prefix_only = prefix_only
-            return llama_call(llama, **settings)
+            llama.forced_start = forced_start  # read as the call makes the answer's iterator
+            try:
+                return llama_call(llama, **settings)
+            finally:
+                llama.forced_start = ""  # an unstreamed request (none of these rules) holds none
 
         return await publish(request, inner_send_chan, body, body_model, call, kwargs)
 
-    server_app.get_event_publisher = publish_with_cell_rule
+    server_app.get_event_publisher = publish_with_rules
 
 
 def main() -> None:
@@ -156,8 +159,8 @@ def main() -> None:
     # each of its evaluations (repomem.backends.model_thread).
     load_by_settings = LlamaProxy.load_llama_from_model_settings  # bound now: replaced below
     load = ModelThread(lambda: load_by_settings(model))
-    llama_cpp.Llama = decoding_on(load, with_decode_threads(with_greedy_logprobs(with_prompt_states(
-        with_chunk_reuse(Llama, args.reuse_chunk_tokens), states)), fewest, most))
+    llama_cpp.Llama = decoding_on(load, with_decode_threads(with_greedy_logprobs(with_forced_starts(with_prompt_states(
+        with_chunk_reuse(Llama, args.reuse_chunk_tokens), states))), fewest, most))
     load.start()
     import uvicorn
     from fastapi import Body, Header, HTTPException
@@ -167,7 +170,7 @@ def main() -> None:
     LlamaProxy.load_llama_from_model_settings = staticmethod(
         lambda settings: load.loaded() if settings is model else load_by_settings(settings))
     app = server_app.create_app(server_settings=server, model_settings=[model])
-    _tell_models_the_cell_rule(server_app)
+    _tell_models_the_request_rules(server_app)
     # The routes below tokenize with the served model itself, outside the server's lock (which a
     # generation holds): llama.cpp's tokenizer reads the vocabulary only, and llama.cpp's own
     # server tokenizes on its HTTP threads while it decodes. (A vocabulary-only copy of the
@@ -211,12 +214,6 @@ def main() -> None:
             raise HTTPException(status_code=400, detail="texts must be a list of strings")
         return {"counts": [len(tokens_of(text)) for text in texts]}
 
-    @app.post(START_TOKENS_PATH)
-    def start_tokens(body: dict = Body(...), authorization: str | None = Header(default=None)) -> dict:  # noqa: B008
-        text = text_field(body, "text", authorization)
-        wanted.set()  # a builder in the background stops giving way
-        return {"tokens": built_vocabulary().consistent_with(text.encode("utf-8"))}
-
     # The server holds this lock while it serves a model request (llama-cpp-python's app).
     serving = getattr(server_app, "llama_inner_lock", None)
     wanted = threading.Event()
@@ -243,6 +240,12 @@ def main() -> None:
             if not vocabularies:
                 vocabularies.append(TokenVocabulary.of_llama(served, pause))
             return vocabularies[0]
+
+    def vocabulary_for_starts() -> TokenVocabulary:
+        wanted.set()  # a builder in the background stops giving way: the answer waits on it
+        return built_vocabulary()
+
+    served.start_vocabulary = vocabulary_for_starts  # with_forced_starts' model asks it
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # Accepted connections inherit it: without, every answer waited ~40 ms for a delayed ACK

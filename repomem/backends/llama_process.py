@@ -21,20 +21,17 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repomem.backends.base import Generation, GenerationRequest, common_prefix, window_overflow
 from repomem.backends.cpu_threads import prompt_threads
-from repomem.backends.forced_start import ALLOWED_BIAS
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.kv_reuse import reused_tokens
 from repomem.backends.llama_child import (
     COUNT_MANY_PATH,
     KEY_VARIABLE,
     PORT_LINE,
-    START_TOKENS_PATH,
     TOKENIZE_PATH,
     VOCABULARY_PATH,
 )
@@ -129,7 +126,7 @@ class LlamaProcessBackend:
     """A GGUF model in a child llama.cpp server. Thread-safe: the child answers one request at a
     time, so concurrent callers queue there."""
 
-    constrains_start = True  # GenerationRequest.forced_start, a token at a time (_generate_forced)
+    constrains_start = True  # GenerationRequest.forced_start, held by the child's model (_generate_forced)
 
     def __init__(self, process: subprocess.Popen, client: OpenAIBackend, path: Path, start_seconds: float,
                  log_tail: deque[str]):
@@ -296,45 +293,15 @@ class LlamaProcessBackend:
         return self._generate_plain(request)
 
     def _generate_forced(self, request: GenerationRequest) -> Generation | Failure:
-        """The answer's first tokens held to `request.forced_start`: one-token requests, each with
-        only the tokens consistent with what is left of it allowed (the child's vocabulary route and
-        OpenAI's `logit_bias`), then the rest of the answer from the prompt and what they wrote.
-        Each request reuses the child's KV cache of the one before: a step costs one token."""
-        started = time.perf_counter()
-        deadline = started + request.deadline_s
-        start = request.forced_start
-        written = ""
-        steps: list[Generation] = []
-        while len(written) < len(start):
-            allowed = self._client.post(START_TOKENS_PATH, {"text": start[len(written):]}, 10.0)
-            tokens = allowed.get("tokens") if isinstance(allowed, dict) else None
-            if isinstance(allowed, Failure):
-                return self._crashed() or allowed
-            if not isinstance(tokens, list) or not tokens:
-                return self._unforced(request)
-            step = self._generate_plain(
-                GenerationRequest(request.prompt + written, 1, [], max(deadline - time.perf_counter(), 0.0),
-                                  request.cancel, prefix_only=request.prefix_only),
-                logit_bias={int(token): ALLOWED_BIAS for token in tokens})
-            if isinstance(step, Failure):
-                return step
-            steps.append(step)
-            if step.finish_reason in ("cancelled", "deadline"):
-                return _joined(written, steps, None, step.finish_reason, started)
-            if not step.text or not (start.startswith(written + step.text) or (written + step.text).startswith(start)):
-                return self._unforced(request)  # a token that is not whole text (a UTF-8 part)
-            written += step.text
-        at = min((found for stop in request.stop if (found := written.find(stop, len(start))) >= 0), default=-1)
-        if at >= 0:
-            return _joined(written[:at], steps, None, "stop", started)
-        enough = request.enough
-        rest = replace(request, prompt=request.prompt + written, max_tokens=max(request.max_tokens - len(steps), 1),
-                       deadline_s=max(deadline - time.perf_counter(), 0.0), forced_start="",
-                       enough=None if enough is None else lambda text: enough(written + text))
-        answer = self._generate_plain(rest)
-        if isinstance(answer, Failure):
+        """The answer's first tokens held to `request.forced_start` by the child's model itself
+        (told it in a header: forced_start.with_forced_starts), the logits processor the
+        in-process model uses: one request, where one a held token took three requests
+        (docs/measurements.md, "A forced start in one request")."""
+        answer = self._generate_plain(request)
+        if isinstance(answer, Failure) or answer.finish_reason in ("cancelled", "deadline", "length") \
+                or answer.text.startswith(request.forced_start):
             return answer
-        return _joined(written, steps, answer, answer.finish_reason, started)
+        return self._unforced(request)  # the child held nothing (no token went on with the start)
 
     def _unforced(self, request: GenerationRequest) -> Generation | Failure:
         """What to do when no token can go on with the forced start: the prompt with it, as an
@@ -344,8 +311,7 @@ class LlamaProcessBackend:
             return answer
         return replace(answer, text=request.forced_start + answer.text)
 
-    def _generate_plain(self, request: GenerationRequest, logit_bias: Mapping[int, float] | None = None
-                        ) -> Generation | Failure:
+    def _generate_plain(self, request: GenerationRequest) -> Generation | Failure:
         crashed = self._crashed()
         if crashed is not None:
             return crashed
@@ -362,7 +328,7 @@ class LlamaProcessBackend:
             stopped = self._prefill(request, tokens)
             if stopped is not None:
                 return stopped
-        answer = self._client.generate(request, logit_bias=logit_bias)
+        answer = self._client.generate(request)
         if isinstance(answer, Failure):
             if answer.kind == FailureKind.BACKEND_TIMEOUT:  # its loopback address says nothing to a user
                 return self._crashed() or Failure(FailureKind.BACKEND_TIMEOUT, timed_out(request.deadline_s))
@@ -426,20 +392,6 @@ class LlamaProcessBackend:
         self._client.give_up()
         if self._process.poll() is None:
             self._process.kill()
-
-
-def _joined(written: str, steps: list[Generation], rest: Generation | None, finish: str,
-            started: float) -> Generation:
-    """One Generation of a forced start's one-token steps and the answer after them (if any)."""
-    parts = [*steps, *([rest] if rest is not None else [])]
-    counts = [part.completion_tokens for part in parts]
-    means = [part.mean_logprob for part in parts]
-    known = all(mean is not None for mean in means) and sum(counts) > 0
-    return Generation(
-        text=written + (rest.text if rest is not None else ""),
-        prompt_tokens=(rest or steps[-1]).prompt_tokens, completion_tokens=sum(counts),
-        cached_tokens=steps[0].cached_tokens, finish_reason=finish, seconds=time.perf_counter() - started,
-        mean_logprob=sum(mean * count for mean, count in zip(means, counts)) / sum(counts) if known else None)
 
 
 def _read_port(process: subprocess.Popen, ports: queue.SimpleQueue[int]) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 import httpx
 
 from repomem.backends.base import Generation, GenerationRequest, early_stop, mean_of, token_logprobs
+from repomem.backends.forced_start import start_header
 from repomem.backends.greedy_logprobs import GREEDY_SAMPLING
 from repomem.backends.http_sockets import TLS_VARIABLES, ShuttableClient
 from repomem.backends.kv_reuse import PREFIX_ONLY_HEADER
@@ -424,19 +425,18 @@ class OpenAIBackend:
         return Failure(FailureKind.BACKEND_ERROR,
                        f"{self.shown_endpoint} offers neither /tokenize nor /extras/tokenize")
 
-    def generate(self, request: GenerationRequest, logit_bias: Mapping[int, float] | None = None
-                 ) -> Generation | Failure:
-        """`logit_bias` (token id -> value added to its logit, OpenAI's field) is for a caller that
-        knows the server's vocabulary: the steps of a forced start in the embedded model's child.
-        This backend itself does not honour `request.forced_start`."""
+    def generate(self, request: GenerationRequest) -> Generation | Failure:
+        """`request.forced_start` goes as a header only the embedded model's child reads
+        (forced_start.FORCED_START_HEADER): the engine asks it only of a backend that
+        `constrains_start`, which this one alone does not."""
         started = time.perf_counter()
         deadline = started + request.deadline_s
         payload = {
             "model": self.model, "prompt": request.prompt, "max_tokens": request.max_tokens,
             "temperature": 0.0, "stream": True, "stop": list(request.stop) or None, **self._sampling,
             **({"logprobs": 0} if self._asks_logprobs else {}),
-            **({"logit_bias": {str(token): value for token, value in logit_bias.items()}} if logit_bias else {}),
         }
+        headers = {**JSON_HEADERS, **(PREFIX_ONLY if request.prefix_only else {}), **start_header(request.forced_start)}
         pieces: list[str] = []
         logprobs: list = []
         finish = ""  # a stream that ends without a finish reason was cut by the server
@@ -462,7 +462,7 @@ class OpenAIBackend:
                     break
                 try:
                     with self._client.stream("POST", self.endpoint + "/v1/completions", content=json_body(payload),
-                                             headers={**JSON_HEADERS, **(PREFIX_ONLY if request.prefix_only else {})},
+                                             headers=headers,
                                              timeout=httpx.Timeout(remaining, connect=min(3.0, remaining))) as response:
                         status = response.status_code
                         # Read here for an HTTP 500 to a request with them: is it their refusal?

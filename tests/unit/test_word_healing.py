@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from repomem.backends.base import Generation, GenerationRequest
-from repomem.backends.forced_start import LogitBias, StartConstraint, TokenVocabulary
+from repomem.backends.forced_start import (
+    FORCED_START_HEADER,
+    StartConstraint,
+    TokenVocabulary,
+    start_header,
+    start_of_header,
+    with_forced_starts,
+)
 from repomem.backends.memo import DeferredRequests, GenerationStore, MemoBackend
 from repomem.completion.engine import CompletionEngine
 from repomem.completion.request import CompletionRequest, read_cursor
@@ -55,10 +62,48 @@ def test_the_constraint_holds_each_step_until_the_start_is_written_then_lets_go(
     assert stuck(np.array([], dtype=np.int64), np.zeros(2, dtype=np.float32)).tolist() == [0.0, 0.0]
 
 
-def test_a_logit_bias_adds_to_the_named_tokens_only():
-    scores = np.zeros(5, dtype=np.float32)
-    biased = LogitBias({1: 100.0, 3: -2.0, 99: 5.0})(np.array([0]), scores)
-    assert biased.tolist() == [0.0, 100.0, 0.0, -2.0, 0.0] and scores.tolist() == [0.0] * 5
+def test_the_constraint_takes_the_prompt_from_its_first_call_when_not_told():
+    vocabulary = TokenVocabulary(PIECES)
+    scores = np.arange(len(PIECES), dtype=np.float32)
+    told, untold = StartConstraint(vocabulary, b" sup", 3), StartConstraint(vocabulary, b" sup", None)
+    for input_ids in (np.array([9, 9, 9]), np.array([9, 9, 9, PIECES.index(b" s")]),
+                      np.array([9, 9, 9, PIECES.index(b" s"), PIECES.index(b"u")])):
+        assert told(input_ids, scores).tolist() == untold(input_ids, scores).tolist()
+
+
+@pytest.mark.parametrize("start", [" se", "größ", "名前", " a%20b", "x\tyz"])
+def test_a_start_travels_to_the_child_in_a_header_of_ascii_and_back(start):
+    (name, value), = start_header(start).items()
+    assert name == FORCED_START_HEADER and value.isascii() and value.isprintable() and " " not in value
+    assert start_of_header(value) == start
+    assert start_header("") == {} and start_of_header(None) == start_of_header("") == ""
+
+
+class Recorded:
+    """What with_forced_starts needs of llama_cpp.Llama: create_completion with its settings."""
+
+    def __init__(self, vocabulary: TokenVocabulary):
+        self.vocabulary, self.settings = vocabulary, []
+
+    def start_vocabulary(self) -> TokenVocabulary:
+        return self.vocabulary
+
+    def create_completion(self, prompt, **settings):
+        self.settings.append(settings)
+        return "answer"
+
+
+def test_the_childs_model_holds_its_answer_to_the_start_it_is_told_and_only_then():
+    model = with_forced_starts(Recorded)(TokenVocabulary(PIECES))
+    assert model.create_completion("p", max_tokens=4) == "answer" and "logits_processor" not in model.settings[0]
+    recorder = object()
+    model.forced_start = " sup"
+    model.create_completion("p", logits_processor=[recorder])
+    held, after = model.settings[1]["logits_processor"]
+    assert isinstance(held, StartConstraint) and after is recorder  # held first: the recorder reads its logits
+    scores = np.arange(len(PIECES), dtype=np.float32)
+    assert sorted(PIECES[i] for i in np.flatnonzero(np.isfinite(held(np.array([9, 9]), scores)))) == \
+        [b" s", b" su", b" sup", b" super"]
 
 
 def _context(line: str, heal_words: bool = True, after: str = ""):
