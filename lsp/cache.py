@@ -5,7 +5,8 @@
   back to it after an undo, costs nothing.
 - `ForwardTypingCache`: the completion last shown in each document. When the user types the
   first characters of it, the rest is still the answer (what the model would continue with
-  greedy decoding anyway), so it is returned without a model call.
+  greedy decoding anyway), so it is returned without a model call; typed out in full, a line the
+  model ended has nothing more to add.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class CursorState:
 class CachedCompletion:
     text: str
     completion_id: str  # the shown completion it came from (accept / reject / explain)
+    # One line whose generation stopped at its end: typed out in full, the answer there is "".
+    ends_line: bool = False
 
 
 class CompletionCache:
@@ -87,11 +90,14 @@ class ForwardTypingCache:
 
     def continuation(self, state: CursorState) -> CachedCompletion | None:
         """The rest of the last shown completion if the user has typed a proper prefix of it
-        since (same text after the cursor, same settings), else None."""
+        since (same text after the cursor, same settings); "" once typed in full where it ended its
+        line; else None."""
         typed, completion = self._typed_since_shown(state)
-        if completion is None or len(typed) >= len(completion.text) or not completion.text.startswith(typed):
+        if completion is None or not completion.text.startswith(typed):
             return None
-        return CachedCompletion(completion.text[len(typed):], completion.completion_id)
+        if typed == completion.text:
+            return CachedCompletion("", completion.completion_id) if completion.ends_line else None
+        return CachedCompletion(completion.text[len(typed):], completion.completion_id, completion.ends_line)
 
     def parted(self, state: CursorState) -> bool:
         """Whether the user typed on the line of the last shown completion (at its cursor, nothing

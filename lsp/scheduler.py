@@ -67,6 +67,7 @@ from enum import Enum
 from repomem.completion.request import enclosing_definition_of
 from repomem.languages.registry import language_named, language_of
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache, typing_parts
+from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.session import CompletionAnswer
 
 # Functions remembered as ones the model read a prompt for (the warm prefix keeps as many:
@@ -90,6 +91,9 @@ class CompletionAsk:
     # The model's cache keeps only its common beginning with the prompt, no run moved (the line
     # below an accepted completion: moved cells would not have seen it; GenerationRequest.prefix_only).
     prefix_only: bool = False
+    # The line below a shown answer, as if the user took it and pressed Enter: answered only where
+    # the engine continues that answer's prompt (repomem.completion.line_below), never by reading one.
+    below: bool = False
 
 
 class Outcome(Enum):
@@ -163,6 +167,9 @@ class Flight:
     # model has written there so far (set on the model thread; a str is replaced whole).
     typed: str = ""
     written: str = ""
+    # A flight on the line below a shown answer: where that answer was shown. Typing the answer
+    # out there leads to the flight's document, so it runs on meanwhile.
+    shown_at: CursorState | None = None
 
     def joins(self, ask: CompletionAsk) -> bool:
         return not self.stop.is_set() and self.ask.state.key() == ask.state.key()
@@ -178,6 +185,16 @@ class Flight:
             self.halted.set_result(None)
 
 
+def on_the_way(start: CursorState, now: CursorState, target: CursorState) -> bool:
+    """Whether `now` is `start` with part of what leads to `target` typed at its cursor, on its line
+    (the text after the cursor and the settings the same throughout): an answer typed out towards
+    the line below it. The line break itself leads there only as `target` has it (the editor's
+    indentation): `_still_wanted` checks that."""
+    return (now.path == target.path and now.right_digest == start.right_digest == target.right_digest
+            and now.answers_generation == target.answers_generation and now.left.startswith(start.left)
+            and target.left.startswith(now.left) and "\n" not in now.left[len(start.left):])
+
+
 def typed_through(before: CursorState, after: CursorState) -> bool:
     """Whether `after` is `before` with characters typed at its cursor: the same line (no line
     break typed), the same text after the cursor, the same settings."""
@@ -190,7 +207,7 @@ def typed_through(before: CursorState, after: CursorState) -> bool:
 class CompletionScheduler:
     def __init__(self, run_model: RunModel, debounce_s: float, answer_within_s: float, cache_entries: int,
                  log: Callable[[str, str], None] = lambda level, message: None, warm_after_s: float = 0.0,
-                 type_through: bool = True, warm_new_function: bool = False):
+                 type_through: bool = True, warm_new_function: bool = False, line_ahead: bool = False):
         self._run_model = run_model
         self._log = log
         self.debounce_s = debounce_s
@@ -198,6 +215,7 @@ class CompletionScheduler:
         self.warm_after_s = warm_after_s  # 0 = no speculation
         self.type_through = type_through
         self.warm_new_function = warm_new_function
+        self.line_ahead = line_ahead
         self._read_functions: OrderedDict[tuple[str, str], None] = OrderedDict()  # function_of a launched flight
         self._rests: dict[str, asyncio.TimerHandle] = {}  # uri -> the speculation waiting to start
         self.cache = CompletionCache(cache_entries)
@@ -210,11 +228,12 @@ class CompletionScheduler:
     # -- settings and documents ----------------------------------------------------------------
 
     def configure(self, debounce_s: float, answer_within_s: float, cache_entries: int,
-                  warm_after_s: float = 0.0, type_through: bool = True, warm_new_function: bool = False) -> None:
+                  warm_after_s: float = 0.0, type_through: bool = True, warm_new_function: bool = False,
+                  line_ahead: bool = False) -> None:
         """New settings: answers cached under the old ones are gone (their keys would not match
         anyway: CursorState carries the settings generation)."""
         self.debounce_s, self.answer_within_s, self.warm_after_s = debounce_s, answer_within_s, warm_after_s
-        self.type_through, self.warm_new_function = type_through, warm_new_function
+        self.type_through, self.warm_new_function, self.line_ahead = type_through, warm_new_function, line_ahead
         self.cache = CompletionCache(cache_entries)
         self.forward.clear()
 
@@ -254,7 +273,8 @@ class CompletionScheduler:
         speculation of this very edit) or one typed on from it."""
         if ask is None or flight.stop.is_set():
             return False
-        if flight.ask.state.key() == ask.state.key():
+        if flight.ask.state.key() == ask.state.key() or (
+                flight.shown_at is not None and on_the_way(flight.shown_at, ask.state, flight.ask.state)):
             flight.typed = ""
             return True
         if not self._typed_through(flight, ask):
@@ -268,6 +288,8 @@ class CompletionScheduler:
         if self.warm_after_s > 0:
             self._cancel_rest(ask.uri)
             flight = self._flights.get(ask.uri)
+            if flight is not None and flight.joins(ask):
+                return  # started there when the answer was shown (line_ahead)
             if flight is not None and flight.waiting == 0:
                 flight.halt()  # a speculation where the accepted text was typed in: this one is likelier
             self._speculate(ask)
@@ -313,6 +335,29 @@ class CompletionScheduler:
             # nobody completes here
         self._launch(ask, debounce=False).kept = True
 
+    def _start_below(self, ask: CompletionAsk, text: str) -> None:
+        """`text` was shown at `ask`, at the end of its line: the completion of the line below, as
+        if the user took it and pressed Enter (lsp/next_line.py), starts now, unless the model is
+        busy or the document moved on. Only a continued prompt answers it (CompletionAsk.below)."""
+        flight = self._flights.get(ask.uri)
+        if (self.warm_after_s <= 0 or not self.line_ahead or not text or "\n" in text
+                or ask.line_text[ask.character:].strip() or self._versions.get(ask.uri, ask.version) != ask.version
+                or (flight is not None and not flight.stop.is_set())):
+            return
+        after = ask.text[len(ask.state.left):]
+        below = enter_at_end(ask.state.left + text + after, ask.line, text)
+        if below is None:
+            return
+        taken, line, indent = below
+        offset = len(ask.state.left) + len(text) + 1 + len(indent)
+        state = CursorState.of(ask.state.path, taken, offset, ask.state.answers_generation)
+        if self.cache.get(state) is not None:
+            return
+        below_ask = CompletionAsk(ask.uri, ask.version, state, taken, line, len(indent), taken.split("\n")[line],
+                                  prefix_only=True, below=True)
+        flight = self._launch(below_ask, debounce=False)
+        flight.kept, flight.shown_at = True, ask.state
+
     def document_closed(self, uri: str, path: str | None) -> None:
         self._versions.pop(uri, None)
         self._cursors.pop(uri, None)
@@ -335,6 +380,12 @@ class CompletionScheduler:
     # -- requests ------------------------------------------------------------------------------
 
     async def complete(self, ask: CompletionAsk, answer_budget: bool = True) -> Scheduled:
+        scheduled = await self._complete(ask, answer_budget)
+        if scheduled.outcome is Outcome.ANSWERED:
+            self._start_below(ask, scheduled.text)
+        return scheduled
+
+    async def _complete(self, ask: CompletionAsk, answer_budget: bool) -> Scheduled:
         self._cancel_rest(ask.uri)
         now = asyncio.get_running_loop().time()
         in_burst = now - self._asked_at.get(ask.uri, -math.inf) < self.debounce_s
@@ -405,9 +456,14 @@ class CompletionScheduler:
             if answer.finish_reason == "cancelled":
                 return None
             if answer.shown is not None:
-                completion = CachedCompletion(answer.text, answer.shown.completion_id)
+                # A one-line answer that ran its course at a line's end ends the line: typed out in
+                # full, nothing more comes there (the model stopped at the newline).
+                ends_line = (answer.finish_reason == "stop" and "\n" not in answer.text
+                             and not flight.ask.line_text[flight.ask.character:].strip())
+                completion = CachedCompletion(answer.text, answer.shown.completion_id, ends_line)
                 self.cache.put(flight.ask.state, completion)
-                self.forward.remember(flight.ask.state, completion)
+                if not flight.ask.below:  # shown only when asked there (then `cached` remembers it)
+                    self.forward.remember(flight.ask.state, completion)
             elif not answer.text and answer.finish_reason in SETTLED_FINISHES:
                 # Nothing to offer here, and greedy decoding gives the same nothing again: a client
                 # asking again at this spot (an incomplete list, ~300 ms of the model each on two

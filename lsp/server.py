@@ -364,7 +364,7 @@ class RepomemServer(LanguageServer):
         telling `written` what it has written so far."""
         assert self.session is not None
         request = EditorRequest(ask.state.path, ask.text, ask.line, ask.character, cancelled=stop.is_set,
-                                prefix_only=ask.prefix_only, written=written)
+                                prefix_only=ask.prefix_only, below=ask.below, written=written)
         return await self.on_model_thread(self.session.complete, request)
 
     def stop_model(self) -> None:
@@ -388,7 +388,7 @@ class RepomemServer(LanguageServer):
         server = config.server
         self.scheduler.configure(server.debounce_ms / 1000, server.answer_within_ms / 1000,
                                  server.completion_cache_entries, server.warm_after_ms / 1000, server.type_through,
-                                 server.warm_new_function)
+                                 server.warm_new_function, server.line_ahead and config.completion.continue_lines)
 
     # -- long work with work-done progress -------------------------------------------------------
 

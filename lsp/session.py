@@ -51,6 +51,7 @@ class EditorRequest:
     character: int  # 0-based, in code points
     cancelled: Callable[[], bool]  # polled before the model starts and between its tokens
     prefix_only: bool = False  # CompletionAsk.prefix_only
+    below: bool = False  # CompletionAsk.below: answered only by continuing the prompt of the answer above
     # Told, between tokens, the text written after the cursor so far (polled on the model thread).
     written: Callable[[str], None] | None = None
 
@@ -445,6 +446,8 @@ class CompletionSession:
         engine = self.ensure_engine()
         if engine is None:
             return CompletionAnswer("", None, "unavailable")
+        if request.below and not engine.continues(cursor):
+            return CompletionAnswer("", None, "cancelled")  # a whole prompt to read: not worth a guess
         try:
             result = engine.complete(cursor, cancel=request.cancelled, prefix_only=request.prefix_only,
                                      written=request.written)

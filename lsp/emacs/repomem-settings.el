@@ -29,6 +29,7 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
   :maxNewTokens           64
   :order                  \"stable\"  (one of score, similarity, stable)
   :wordHealing            t
+  :continueLines          t
   :maxLines               16
   :deadlineSeconds        nil  (unset: 60; 180 with the 1.5B embedded model)
   :gpuLayers              -1
@@ -49,6 +50,7 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
   :warmAfterMs            400
   :warmNewFunction        t
   :typeThrough            t
+  :lineAhead              t
   :speculateBelow         :json-false
   :completionCacheEntries 256
   :indexNice              10
@@ -65,6 +67,7 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
     (:maxNewTokens integer)
     (:order (choice :value "stable" (const "score") (const "similarity") (const "stable")))
     (:wordHealing (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
+    (:continueLines (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
     (:maxLines integer)
     (:deadlineSeconds number)
     (:gpuLayers integer)
@@ -82,6 +85,7 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
     (:warmAfterMs integer)
     (:warmNewFunction (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
     (:typeThrough (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
+    (:lineAhead (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
     (:speculateBelow (choice :value :json-false (const :tag "true" t) (const :tag "false" :json-false)))
     (:completionCacheEntries integer)
     (:indexNice integer)

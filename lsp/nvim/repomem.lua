@@ -54,6 +54,7 @@ local NAME = "repomem"
 --   maxNewTokens = 64, -- tokens generated at most
 --   order = "stable", -- one of score | similarity | stable
 --   wordHealing = true, -- after a partly typed name the model writes it again, held to the typed letters (embedded model)
+--   continueLines = true, -- the line below a one-line answer taken with Enter continues that answer's prompt
 --   maxLines = 16, -- lines of a block completion at most
 --   deadlineSeconds = nil, -- seconds a generation (and the embedded model's start) may take; unset: 60; 180 with the 1.5B embedded model
 --   gpuLayers = -1, -- layers of the embedded model offloaded to a GPU (-1 = all, 0 = none)
@@ -71,6 +72,7 @@ local NAME = "repomem"
 --   warmAfterMs = 400, -- milliseconds the cursor rests, nothing asked, before the completion there starts speculatively (0 = off)
 --   warmNewFunction = true, -- an edit in a function not completed in yet starts its completion at once
 --   typeThrough = true, -- typing on at a completion's cursor keeps its generation running
+--   lineAhead = true, -- while a one-line answer is shown, the line below it is completed as if it were taken and Enter pressed
 --   speculateBelow = false, -- after a completion accepted at a line's end, the next line's completion starts where Enter puts the cursor
 --   completionCacheEntries = 256, -- finished completions kept (LRU)
 --   indexNice = 10, -- nice steps below the model the index builds at (0 = same priority; Linux)

@@ -135,6 +135,9 @@ class LlamaProcessBackend:
         self._log_tail = log_tail
         self._lock = threading.Lock()
         self._previous: list[int] = []  # token ids of the last prompt: what the child's cache holds
+        # The last prompt's text with the answer written after it, and the answer's tokens: the
+        # child's cache holds all of them but the last (a continued prompt, completion.line_below).
+        self._written: tuple[str, int] = ("", 0)
         self.path = path
         self.start_seconds = start_seconds  # child start + model load, seconds
         self.prefill_chunk_tokens = 0  # see ModelConfig.prefill_chunk_tokens
@@ -334,9 +337,12 @@ class LlamaProcessBackend:
                 return self._crashed() or Failure(FailureKind.BACKEND_TIMEOUT, timed_out(request.deadline_s))
             return self._crashed() or answer
         with self._lock:  # what the child's KV cache held before this prompt (one request at a time there)
-            cached = reused_tokens(self._previous if before is None else before, tokens,
-                                   0 if request.prefix_only else self.reuse_chunk_tokens)
-            self._previous = tokens
+            held = self._previous if before is None else before
+            cached = reused_tokens(held, tokens, 0 if request.prefix_only else self.reuse_chunk_tokens)
+            written_text, written_tokens = self._written
+            if written_text and cached >= len(held) and request.prompt.startswith(written_text):
+                cached += max(written_tokens - 1, 0)  # the last answer's tokens, as written, continued
+            self._previous, self._written = tokens, (request.prompt + answer.text, answer.completion_tokens)
         if before is None:  # the child's own count also has the tokens it loaded (prompt_states)
             cached = max(cached, answer.cached_tokens)
         return Generation(answer.text, len(tokens), answer.completion_tokens, min(cached, max(len(tokens) - 1, 0)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from repomem.backends.base import (
 )
 from repomem.completion.levers import LEVERS
 from repomem.completion.levers.base import LeverRound, Pins, PromptLever
+from repomem.completion.line_below import ANSWERS_KEPT, AnsweredLine, answered_line, continued_prompt
 from repomem.completion.model_calls import MemoryModel, ModelCall
 from repomem.completion.postprocess import CompletionShape, clean_completion, completion_settled
 from repomem.completion.prompt import BLOCK_WORDS, ContextBlock, Prompt, PromptBudget, build_prompt, frames_blocks
@@ -99,6 +101,8 @@ class CompletionEngine:
         self._tokenizer = BackendTokenizer(backend, lambda text: masked(text, self.config.scan))
         # Order "stable": what each function's first completion chose (blocks, shown spans, first line).
         self._warm = WarmPrefix.new()
+        # The last one-line answers, whose prompts the line below each continues (completion.continue_lines).
+        self._answered: deque[AnsweredLine] = deque(maxlen=ANSWERS_KEPT)
 
     def request(
         self,
@@ -158,6 +162,44 @@ class CompletionEngine:
         context = self._read_cursor(view, request)
         if isinstance(context, Failure):
             return context
+        below = None
+        if self.config.completion.continue_lines:
+            below = continued_prompt(reversed(self._answered), request.cursor, context.healed,
+                                     request.max_new_tokens, self.backend.context_tokens)
+        if below is None:
+            result = self._run(view, request, context)
+        else:
+            prompt, above = below
+            result = self._round(view, request, context, context.query, 1,
+                                 {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}, None,
+                                 continued=PreparedPrompt(context, above.fragments, prompt))
+        if self.config.completion.continue_lines and not isinstance(result, Failure) \
+                and result.generation.finish_reason != "cancelled":
+            generation = result.generation
+            answered = answered_line(request.cursor, result.prompt, result.fragments, generation.text,
+                                     context.healed, result.text, generation.prompt_tokens,
+                                     generation.completion_tokens, 0 if below is None else below[1].continued + 1)
+            if answered is not None:
+                self._answered.append(answered)
+        return result
+
+    def continues(self, cursor: Cursor) -> bool:
+        """Whether a completion at `cursor` would continue the prompt of an answer above it
+        (completion.continue_lines) rather than build one: the language server asks before it
+        speculates on the line below a shown answer, which is worth a few tokens, not a prompt."""
+        if not self.config.completion.continue_lines or not self._answered:
+            return False
+        request = self.request(cursor)
+        if isinstance(request, Failure):
+            return False
+        context = self._read_cursor(self.service.view(self.config), request)
+        return not isinstance(context, Failure) and continued_prompt(
+            reversed(self._answered), cursor, context.healed, request.max_new_tokens,
+            self.backend.context_tokens) is not None
+
+    def _run(self, view: RepoView, request: CompletionRequest, context: CursorContext) -> Completion | Failure:
+        """A completion from prompts built for the cursor: the strategy's rounds, a lever's follow-up
+        round, a second opinion."""
         timings: dict[str, float] = {"retrieve": 0.0, "prompt": 0.0, "generate": 0.0}
         query = context.query
         model = self._memory_model(view, request)
@@ -315,8 +357,11 @@ class CompletionEngine:
 
     def _round(self, view: RepoView, request: CompletionRequest, context: CursorContext, query: str, round_number: int,
                timings: dict[str, float], model: MemoryModel | None, pinned_lines: tuple[str, ...] = (),
-               fragments: Sequence[ScoredFragment] | None = None) -> Completion | Failure:
-        prepared = self._prepare(view, request, context, query, round_number, timings, model, pinned_lines, fragments)
+               fragments: Sequence[ScoredFragment] | None = None,
+               continued: PreparedPrompt | None = None) -> Completion | Failure:
+        """`continued`: the round's prompt when already made (the line below an answer, line_below)."""
+        prepared = continued or self._prepare(view, request, context, query, round_number, timings, model,
+                                              pinned_lines, fragments)
         if isinstance(prepared, Failure):
             return prepared
         prompt = prepared.prompt

@@ -291,6 +291,13 @@ class CompletionConfig:
     word_healing: bool = setting(True, lsp="wordHealing",
                                  help="after a partly typed name the model writes it again, its first tokens held "
                                       "to the typed letters (the embedded model)")
+    # An editor's user takes a one-line answer and presses Enter: the next prompt is the answer's
+    # own, continued with it and a newline, rather than one built afresh whose every token after
+    # the answer the model reads again (repomem.completion.line_below). One process answering one
+    # user's cursor: the command line and the evaluator build every prompt afresh.
+    continue_lines: bool = setting(False, lsp="continueLines", surfaces={"lsp": True},
+                                   help="the line below a one-line answer taken with Enter continues that "
+                                        "answer's prompt (no retrieval, nothing read again)")
     max_lines: int = setting(16, positive=True, lsp="maxLines", help="lines of a block completion at most")
     # Each later round queries with the previous round's draft.
     iterative_rounds: int = setting(0, repository_cap=4,  # a generation each
@@ -615,6 +622,13 @@ class ServerConfig:
     speculate_below: bool = setting(False, run_only=True, lsp="speculateBelow",
                                     help="after a completion accepted at the end of a line, the next line's "
                                          "completion starts where Enter would put the cursor")
+    # A one-line answer shown at a line's end: the line below it, as if the user took it and pressed
+    # Enter (lsp/next_line.py), is completed at once while the user reads, where the engine continues
+    # the answer's prompt (completion.continue_lines: a few tokens to read, never a prompt). Typing
+    # the answer out keeps it running; anything else stops it (lsp/scheduler.py).
+    line_ahead: bool = setting(True, run_only=True, lsp="lineAhead",
+                               help="while a one-line answer is shown, the line below it is completed as if it "
+                                    "were taken and Enter pressed (with completion.continueLines)")
     completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,
                                             lsp="completionCacheEntries",
                                             help="finished completions kept (LRU), keyed by document text and "

@@ -182,6 +182,28 @@ async def test_a_name_typed_halfway_is_completed_as_the_model_spells_it(client: 
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
 
 
+async def test_the_line_below_a_taken_answer_reads_no_prompt_again(client: LanguageClient, workspace: Path):
+    """An answer accepted, Enter pressed, a completion asked on the new line: its prompt is the
+    answer's own continued (completion.continueLines, on in an editor), so the model reads only the
+    newline and the indentation, retrieves nothing, and writes the line on."""
+    text = ("from .pricing import compute_tax\n\n\ndef tax_on_invoice(amount_cents: int, tax_class: str) -> int:\n"
+            "    tax = \n\n\ndef refund(amount_cents: int) -> int:\n    return -amount_cents\n")
+    uri = open_document(client, workspace / "shop" / "invoice_lines.py", text)
+    shown = (await inline(client, uri, 4, 10)).items[0]
+    answer = shown.insert_text.split("\n")[0]
+    assert answer.strip(), shown
+    insert_text(client, uri, 2, 4, 10, answer + "\n    ")  # accepted, then Enter, as Python modes indent
+    logged = len(client.log_messages)
+    await inline(client, uri, 5, 4)
+    line = await wait_for_log(client, "completion at shop/invoice_lines.py:6:5:", after=logged)
+    spent = re.search(r"retrieve (\d+) ms, prompt \d+ ms, model \d+ ms \((\d+) prompt tokens, (\d+) from its cache, "
+                      r"(\d+) written", line)
+    assert spent is not None, line
+    retrieve_ms, prompt_tokens, cached, written = (int(group) for group in spent.groups())
+    assert retrieve_ms == 0 and prompt_tokens - cached <= 4 and written >= 1, line
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+
 async def test_typing_a_shown_completion_reuses_it(client: LanguageClient, workspace: Path):
     uri = opened(client, workspace / "shop" / "report.py")
     first = (await inline(client, uri, 8, 11)).items[0]  # from the LRU cache: same text, same cursor

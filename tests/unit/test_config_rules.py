@@ -210,12 +210,13 @@ def test_client_settings_keep_their_names():
         "alpha": "retrieval.alpha", "topK": "retrieval.top_k", "maxPromptTokens": "completion.max_prompt_tokens",
         "contextShare": "completion.context_share", "maxSuffixTokens": "completion.max_suffix_tokens",
         "maxNewTokens": "completion.max_new_tokens", "maxLines": "completion.max_lines",
-        "wordHealing": "completion.word_healing",
+        "wordHealing": "completion.word_healing", "continueLines": "completion.continue_lines",
         "deadlineSeconds": "completion.deadline_s", "fileOnlyRound": "prompt.file_only_round",
         "debounceMs": "server.debounce_ms", "retrievalBudgetMs": "retrieval.time_budget_ms",
         "answerWithinMs": "server.answer_within_ms", "warmAfterMs": "server.warm_after_ms",
         "typeThrough": "server.type_through", "flashAttention": "model.flash_attention",
-        "speculateBelow": "server.speculate_below", "warmNewFunction": "server.warm_new_function",
+        "speculateBelow": "server.speculate_below", "lineAhead": "server.line_ahead",
+        "warmNewFunction": "server.warm_new_function",
         "reuseChunkTokens": "model.reuse_chunk_tokens", "indexNice": "server.index_nice",
         "completionCacheEntries": "server.completion_cache_entries", "feedbackLog": "server.feedback_log"}
 

@@ -47,7 +47,8 @@ def test_the_surface_values_are_declared_on_their_settings():
         "retrieval.time_budget_ms": {"lsp": 50.0}, "completion.max_prompt_tokens": {"lsp_embedded": 1024},
         "model.prefill_chunk_tokens": {"lsp_embedded": 0}, "model.reuse_chunk_tokens": {"lsp_embedded": 64},
         "prompt.file_only_round": {"lsp_embedded": False}, "model.prompt_cache_mb": {"eval": 0, "lsp": 0},
-        "model.flash_attention": {"lsp_embedded": True}, "model.embedded_model": {"lsp": "qwen2.5-coder-0.5b"}}
+        "model.flash_attention": {"lsp_embedded": True}, "model.embedded_model": {"lsp": "qwen2.5-coder-0.5b"},
+        "completion.continue_lines": {"lsp": True}}
     assert all(key in SURFACE_KEYS for values in declared.values() for key in values)
 
 
@@ -63,6 +64,9 @@ def test_each_surface_resolves_its_own_values_and_the_cli_and_evaluator_keep_the
     assert (lsp.retrieval.time_budget_ms, lsp.completion.max_prompt_tokens, lsp.model.reuse_chunk_tokens,
             lsp.prompt.file_only_round, lsp.model.flash_attention) == (50.0, 1024, 64, False, True)
     assert (lsp.model.embedded_model, lsp.completion.style) == ("qwen2.5-coder-0.5b", "comments")
+    # The line below a taken answer continues its prompt only where one process answers one user.
+    assert lsp.completion.continue_lines and not evaluator.completion.continue_lines \
+        and not default_config().completion.continue_lines
     served = config_from_mapping({"model": {"endpoint": "http://127.0.0.1:8000"}}, "lsp")[0]
     assert (served.retrieval.time_budget_ms, served.completion.max_prompt_tokens, served.model.reuse_chunk_tokens,
             served.prompt.file_only_round, served.model.flash_attention) == (50.0, 2048, 0, True, False)  # not embedded

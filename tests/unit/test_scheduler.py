@@ -35,6 +35,7 @@ class ControlledModel:
         self.deaf = False  # True: ignores `stop`, as llama.cpp does while it evaluates a prompt
         self.nothing = ""  # a finish reason: each generation then ends with nothing to offer
         self.writes = ""  # what the generation under way has written after its cursor so far
+        self.answer = "a + b"  # what each generation answers
 
     async def __call__(self, ask: CompletionAsk, stop: threading.Event,
                        written: Callable[[str], None]) -> CompletionAnswer:
@@ -51,9 +52,9 @@ class ControlledModel:
         completion_id = f"c{next(self.ids)}"
         self.before_answer()
         shown = ShownCompletion(completion_id=completion_id, path=ask.state.path, line=ask.line,
-                                character=ask.character, text="a + b", strategy="fragrel", backend="test",
+                                character=ask.character, text=self.answer, strategy="fragrel", backend="test",
                                 fragments=[], in_prompt=frozenset())
-        return CompletionAnswer("a + b", shown, "stop")
+        return CompletionAnswer(self.answer, shown, "stop")
 
 
 async def eventually(condition: Callable[[], bool], within_s: float = 5.0) -> bool:
@@ -506,3 +507,68 @@ def test_a_function_is_named_by_its_definition_line_wherever_it_moves():
     assert in_script(at) == ("a.js", "function outer(x) {")
     assert in_script(script.rindex("return ") + 7) == ("a.js", "total(a) {")
     assert in_script(5) == ("a.js", "")
+
+
+def below_answer(version: int, indent: str = "    ") -> CompletionAsk:
+    """The test document with the model's answer "a + b" taken and Enter pressed after it."""
+    taken = TEXT[:OFFSET] + "a + b\n" + indent + TEXT[OFFSET:]
+    return ask(taken, OFFSET + len("a + b\n" + indent), version=version)
+
+
+async def shown_with_line_ahead() -> tuple[ControlledModel, CompletionScheduler]:
+    """"a + b" shown at the end of its line, the line below's generation started and held."""
+    model, plan = opened(warm_after_s=10.0)
+    plan.line_ahead = True
+    model.release.set()
+    assert (await plan.complete(ask())).text == "a + b"
+    model.release.clear()  # before the line below's generation runs: the test releases it
+    assert await eventually(lambda: len(model.started) == 2)
+    assert model.started[1].below and model.started[1].state.key() == below_answer(1).state.key()
+    return model, plan
+
+
+async def test_a_shown_answer_starts_the_line_below_and_typing_it_out_then_enter_joins_it():
+    model, plan = await shown_with_line_ahead()
+    for version, typed in enumerate(("a", "a +", "a + b"), start=2):
+        plan.document_changed("file:///r/a.py", version, rest=typed_on(typed, version))
+        answer = await plan.complete(typed_on(typed, version))
+        # The rest of the shown answer, then nothing once it is typed out (the model ended the line).
+        assert (answer.outcome, answer.text, answer.completion_id) == (Outcome.ANSWERED, "a + b"[len(typed):], "c1")
+    assert len(model.started) == 2 and not model.stopped  # the line below ran on throughout
+    plan.document_changed("file:///r/a.py", 5, rest=below_answer(5))  # Enter, indented as guessed
+    request = asyncio.ensure_future(plan.complete(below_answer(5)))
+    await asyncio.sleep(0.03)
+    model.release.set()
+    assert (await request).completion_id == "c2" and len(model.started) == 2 and not model.stopped
+
+
+async def test_the_line_below_stops_when_the_user_types_something_else_or_enter_indents_otherwise():
+    model, plan = await shown_with_line_ahead()
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("b", 2))  # parts: the next one starts there
+    assert await eventually(lambda: model.stopped[:1] == model.started[1:2])
+    model, plan = await shown_with_line_ahead()
+    plan.document_changed("file:///r/a.py", 2, rest=below_answer(2, indent=""))
+    assert await eventually(lambda: model.stopped[:1] == model.started[1:2])
+
+
+async def test_the_line_below_answers_only_there_and_the_shown_answer_stays_typeable():
+    model, plan = await shown_with_line_ahead()
+    model.release.set()
+    assert await eventually(lambda: plan.cache.get(below_answer(1).state) is not None)
+    plan.document_changed("file:///r/a.py", 2, rest=typed_on("a +", 2))
+    assert (await plan.complete(typed_on("a +", 2))).text == " b"  # still the line's own answer
+    assert len(model.started) == 2
+
+
+@pytest.mark.parametrize("where", ["off", "not at the end of its line", "two lines"])
+async def test_no_line_below_starts_where_taking_the_answer_leaves_no_line_to_complete(where):
+    model, plan = opened(warm_after_s=10.0)
+    plan.line_ahead = where != "off"
+    text = TEXT.replace("return \n", "return  # total\n") if where == "not at the end of its line" else TEXT
+    if where == "two lines":
+        model.answer = "a + b\n    c"  # a block's answer
+    model.release.set()
+    answer = await plan.complete(ask(text))
+    assert answer.outcome is Outcome.ANSWERED and answer.text == model.answer
+    await asyncio.sleep(0.05)
+    assert len(model.started) == 1
