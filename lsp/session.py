@@ -162,7 +162,10 @@ class CompletionSession:
         handed the same object, never a copy to be kept equal."""
         self.config = config
         self.service.config = config
+        previous = self.engine
         self.engine = CompletionEngine(self.service, backend, config) if backend is not None else None
+        if self.engine is not None and previous is not None and previous.backend is backend:
+            self.engine.answered_after(previous)
 
     @property
     def feedback(self) -> FeedbackLog:

@@ -50,8 +50,8 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
   :warmAfterMs            400
   :warmNewFunction        t
   :typeThrough            t
-  :lineAhead              t
-  :speculateBelow         :json-false
+  :lineAhead              :json-false
+  :speculateBelow         t
   :completionCacheEntries 256
   :indexNice              10
   :feedbackLog            \"\""
@@ -85,8 +85,8 @@ defaults (nil: the model that runs decides; lsp/README.md says more):
     (:warmAfterMs integer)
     (:warmNewFunction (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
     (:typeThrough (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
-    (:lineAhead (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
-    (:speculateBelow (choice :value :json-false (const :tag "true" t) (const :tag "false" :json-false)))
+    (:lineAhead (choice :value :json-false (const :tag "true" t) (const :tag "false" :json-false)))
+    (:speculateBelow (choice :value t (const :tag "true" t) (const :tag "false" :json-false)))
     (:completionCacheEntries integer)
     (:indexNice integer)
     (:feedbackLog string)))

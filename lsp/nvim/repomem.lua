@@ -72,8 +72,8 @@ local NAME = "repomem"
 --   warmAfterMs = 400, -- milliseconds the cursor rests, nothing asked, before the completion there starts speculatively (0 = off)
 --   warmNewFunction = true, -- an edit in a function not completed in yet starts its completion at once
 --   typeThrough = true, -- typing on at a completion's cursor keeps its generation running
---   lineAhead = true, -- while a one-line answer is shown, the line below it is completed as if it were taken and Enter pressed
---   speculateBelow = false, -- after a completion accepted at a line's end, the next line's completion starts where Enter puts the cursor
+--   lineAhead = false, -- while a one-line answer is shown, the line below it is completed as if it were taken and Enter pressed
+--   speculateBelow = true, -- after a completion accepted at a line's end, the next line's completion starts where Enter puts the cursor
 --   completionCacheEntries = 256, -- finished completions kept (LRU)
 --   indexNice = 10, -- nice steps below the model the index builds at (0 = same priority; Linux)
 --   feedbackLog = "", -- JSONL of accepts / rejects ("" = feedback.jsonl in the index folder)

@@ -183,6 +183,22 @@ class CompletionEngine:
                 self._answered.append(answered)
         return result
 
+    def answered_after(self, previous: CompletionEngine) -> None:
+        """Take over `previous`'s last one-line answers (an engine made anew for the same model,
+        after an index was installed or a setting changed): the line below an answer taken before
+        still continues the prompt the model's cache holds."""
+        self._answered.extend(previous._answered)
+
+    def taken(self, cursor: Cursor, prepared: PreparedPrompt, text: str) -> None:
+        """Remember `text` (one line) as the answer shown at `cursor` after `prepared`'s prompt and
+        taken: what an evaluation replays (the file's real line, as if the model had written it), so
+        that the line below continues it as it would in an editor (completion.continue_lines)."""
+        answered = answered_line(cursor, prepared.prompt, prepared.fragments, prepared.context.healed + text,
+                                 prepared.context.healed, text, prepared.prompt.n_tokens,
+                                 self._tokenizer.count(prepared.context.healed + text), 0)
+        if answered is not None:
+            self._answered.append(answered)
+
     def continues(self, cursor: Cursor) -> bool:
         """Whether a completion at `cursor` would continue the prompt of an answer above it
         (completion.continue_lines) rather than build one: the language server asks before it

@@ -46,7 +46,7 @@ class AnsweredLine:
     text: str  # the answer as shown: one line
     prompt: Prompt  # what the model read (its text unmasked, as built)
     fragments: tuple[ScoredFragment, ...]  # retrieved for it, best first (explain shows them for the line below)
-    written: str  # what the model wrote after the prompt: a held start, then `text`
+    written: str  # what the model wrote after the prompt up to the line's end: a held start, then `text`
     tokens: int  # the prompt's tokens and the ones written (what the model's context holds)
     continued: int  # prompts before this one's that it continues (0: built afresh)
 
@@ -62,11 +62,14 @@ def answered_line(cursor: Cursor, prompt: Prompt, fragments: tuple[ScoredFragmen
                   text: str, prompt_tokens: int, written_tokens: int, continued: int) -> AnsweredLine | None:
     """The answer `text` at `cursor` as a line to continue below, or None where a continued prompt
     would not be what the document shows: an answer of several lines or none, or one that is not
-    exactly what the model wrote after the held start `healed` (post-processing changed it)."""
-    if not text or "\n" in text or written != healed + text:
+    exactly what the model wrote after the held start `healed` up to a line's end (post-processing
+    changed it). What the model wrote past that end (a generation stopped after the newline, on a
+    line it began) is not part of the answer's line."""
+    line = healed + text
+    if not text or "\n" in text or not written.startswith(line) or written[len(line):][:1] not in ("", "\n"):
         return None
     left, right = split_at(cursor)
-    return AnsweredLine(cursor.path, left, right, text, prompt, fragments, written, prompt_tokens + written_tokens,
+    return AnsweredLine(cursor.path, left, right, text, prompt, fragments, line, prompt_tokens + written_tokens,
                         continued)
 
 

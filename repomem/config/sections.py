@@ -614,19 +614,22 @@ class ServerConfig:
                                  help="typing on at a completion's cursor keeps its generation running, and typing "
                                       "that parts from the shown completion starts the next one at once")
     # An accepted completion that ends a line: the next line's completion starts where Enter would
-    # leave the cursor (lsp/next_line.py), before the user presses it. Its prompt moves no cached
-    # run (GenerationRequest.prefix_only: moved cells of the file after the cursor would not have
-    # seen the accepted line, and the model wrote that line again). Off: reading that part again
-    # made the median after an accept sooner and the 95th percentile later
-    # (docs/editors.md#interactive-latency).
-    speculate_below: bool = setting(False, run_only=True, lsp="speculateBelow",
+    # leave the cursor (lsp/next_line.py), before the user presses it. With completion.continue_lines
+    # its prompt is the accepted answer's, continued: a few tokens to read. (Built afresh, it read
+    # the file after the cursor again, with no cached run moved (GenerationRequest.prefix_only), and
+    # made the 95th percentile after an accept later: it was off until prompts continued;
+    # docs/editors.md#interactive-latency.)
+    speculate_below: bool = setting(True, run_only=True, lsp="speculateBelow",
                                     help="after a completion accepted at the end of a line, the next line's "
                                          "completion starts where Enter would put the cursor")
     # A one-line answer shown at a line's end: the line below it, as if the user took it and pressed
     # Enter (lsp/next_line.py), is completed at once while the user reads, where the engine continues
     # the answer's prompt (completion.continue_lines: a few tokens to read, never a prompt). Typing
-    # the answer out keeps it running; anything else stops it (lsp/scheduler.py).
-    line_ahead: bool = setting(True, run_only=True, lsp="lineAhead",
+    # the answer out keeps it running; anything else stops it (lsp/scheduler.py). Off: an answer not
+    # taken cost the next completion the generation's unfinished step, and the accept's speculation
+    # (speculate_below) with continued prompts already made a new line sooner
+    # (docs/editors.md#interactive-latency).
+    line_ahead: bool = setting(False, run_only=True, lsp="lineAhead",
                                help="while a one-line answer is shown, the line below it is completed as if it "
                                     "were taken and Enter pressed (with completion.continueLines)")
     completion_cache_entries: int = setting(256, positive=True, repository_cap=4_096, run_only=True,

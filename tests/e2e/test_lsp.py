@@ -204,6 +204,34 @@ async def test_the_line_below_a_taken_answer_reads_no_prompt_again(client: Langu
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
 
 
+async def test_the_line_below_a_shown_answer_is_ready_line_after_line(client: LanguageClient, workspace: Path):
+    """While an answer is shown the line below it is completed (lineAhead, off by default): taken and
+    Enter pressed, the next ask there is answered without the model, and the one below that is
+    started in turn."""
+    configure(client, {"lineAhead": True})
+    try:
+        text = ("from .pricing import compute_tax\n\n\ndef tax_on_credit(amount_cents: int, tax_class: str) -> int:\n"
+                "    tax = \n\n\ndef refund(amount_cents: int) -> int:\n    return -amount_cents\n")
+        uri = open_document(client, workspace / "shop" / "credit_lines.py", text)
+        line, character, version = 4, 10, 2
+        for _ in range(3):
+            logged = len(client.log_messages)
+            answer = (await inline(client, uri, line, character)).items[0].insert_text.split("\n")[0]
+            assert answer.strip(), answer
+            # The line below starts while the answer is shown (the server says where its time went).
+            await wait_for_log(client, f"completion at shop/credit_lines.py:{line + 2}:", after=logged, timeout_s=60)
+            indent = "    " + ("    " if answer.endswith(":") else "")
+            insert_text(client, uri, version, line, character, answer + "\n" + indent)  # taken, then Enter
+            line, character, version = line + 1, len(indent), version + 1
+            started = time.perf_counter()
+            below = await inline(client, uri, line, character)
+            assert below.items, below
+            assert time.perf_counter() - started < 1.0  # done while the answer above was shown: cached
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    finally:
+        configure(client, {})
+
+
 async def test_typing_a_shown_completion_reuses_it(client: LanguageClient, workspace: Path):
     uri = opened(client, workspace / "shop" / "report.py")
     first = (await inline(client, uri, 8, 11)).items[0]  # from the LRU cache: same text, same cursor
@@ -402,6 +430,13 @@ async def test_file_events_that_change_nothing_write_no_snapshot(client: Languag
     git's own files, and for a file as indexed, write nothing; a real change writes one."""
     current = workspace / ".repomem" / "CURRENT"
     before = current.read_text()
+    # Saves the tests before queued (their buffers, closed, leave the index) land first: counted
+    # from a quiet index, every save below is one this test's events made.
+    quiet_since, deadline = time.monotonic(), time.monotonic() + 60
+    while time.monotonic() - quiet_since < 1.5 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        if current.read_text() != before:
+            before, quiet_since = current.read_text(), time.monotonic()
 
     def reported(*paths: Path) -> None:
         client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[

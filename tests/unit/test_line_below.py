@@ -12,7 +12,8 @@ import pytest
 from repomem.backends.base import Generation
 from repomem.backends.templates import QWEN
 from repomem.completion.engine import CompletionEngine
-from repomem.completion.line_below import ADDED_TOKENS, MAX_CONTINUED_LINES
+from repomem.completion.line_below import ADDED_TOKENS, MAX_CONTINUED_LINES, answered_line
+from repomem.completion.prompt import Prompt
 from repomem.config import Config, with_overrides
 from repomem.positions import locate
 from repomem.service import RepoService
@@ -91,12 +92,10 @@ def test_the_line_below_a_taken_answer_continues_its_prompt_line_after_line(shop
 
 
 @pytest.mark.parametrize("change", ["another answer typed", "an edit below", "a character on the new line",
-                                    "the setting off", "a window too small", "two lines answered",
-                                    "an answer post-processing changed"])
+                                    "the setting off", "a window too small", "an answer post-processing changed"])
 def test_anything_but_the_answer_and_enter_builds_the_prompt_afresh(shop, change):
     text = _report(shop)
-    first_answer = {"two lines answered": " " + ANSWER + "\n    x = 1",
-                    "an answer post-processing changed": " " + ANSWER + "   "}.get(change, " " + ANSWER)
+    first_answer = {"an answer post-processing changed": " " + ANSWER + "   "}.get(change, " " + ANSWER)
     backend = Scripted([first_answer, " tax = 0"])
     engine = _engine(shop, backend, on=change != "the setting off")
     first = _ask(engine, text, 8, 11)
@@ -115,9 +114,21 @@ def test_anything_but_the_answer_and_enter_builds_the_prompt_afresh(shop, change
     assert not backend.prompts[1].startswith(backend.prompts[0]), change
 
 
+def test_an_answer_is_continued_only_as_the_model_wrote_it_up_to_its_lines_end(shop):
+    cursor = locate(shop.root, REPORT, _report(shop), 9, 12)
+    prompt = Prompt("p", 1, (), 0, 0, 1, 0, "qwen", True)
+    kept = answered_line(cursor, prompt, (), " x = 1\n    y", " ", "x = 1", 1, 4, 0)
+    assert kept is not None and kept.written == " x = 1"  # what it wrote past the line's end is not kept
+    assert answered_line(cursor, prompt, (), " x = 1\n    y", " ", "x = 1\n    y", 1, 4, 0) is None  # two lines
+    assert answered_line(cursor, prompt, (), " x = 1  ", " ", "x = 1", 1, 4, 0) is None  # spaces cut after it
+    assert answered_line(cursor, prompt, (), "x = 1", " ", "x = 1", 1, 4, 0) is None  # the held start not written
+    assert answered_line(cursor, prompt, (), " ", " ", "", 1, 1, 0) is None  # nothing answered
+
+
 def test_a_chain_of_continued_lines_is_built_afresh_at_its_cap(shop):
     text = _report(shop)
-    lines = [f" step_{i} = {i}" for i in range(MAX_CONTINUED_LINES + 2)]
+    # The line below a blank line: the model writes on past its end, which is no part of the answer.
+    lines = [f" step_{i} = {i}\n" for i in range(MAX_CONTINUED_LINES + 2)]
     backend = Scripted([" " + ANSWER, *lines])
     engine = _engine(shop, backend)
     _ask(engine, text, 8, 11)
@@ -126,7 +137,7 @@ def test_a_chain_of_continued_lines_is_built_afresh_at_its_cap(shop):
         answer = _ask(engine, text, line, 4).text
         continued = backend.prompts[count] == backend.prompts[count - 1] + written + "\n   "
         assert continued == (count <= MAX_CONTINUED_LINES), count
-        text, line, written = _below(text, line, answer), line + 1, lines[count - 1]
+        text, line, written = _below(text, line, answer), line + 1, lines[count - 1].rstrip("\n")
 
 
 def test_a_speculation_at_another_indentation_leaves_the_line_below_continued(shop):
@@ -141,3 +152,15 @@ def test_a_speculation_at_another_indentation_leaves_the_line_below_continued(sh
     assert backend.prompts[1] == backend.prompts[0] + " " + ANSWER + "\n       "
     assert backend.prompts[2] == backend.prompts[0] + " " + ANSWER + "\n   "
 
+
+
+def test_an_engine_made_anew_for_the_same_model_still_continues_the_line_below(shop):
+    """The language server makes its engine anew when an index is installed or a setting changes."""
+    text = _report(shop)
+    backend = Scripted([" " + ANSWER, " tax = 0"])
+    first = _engine(shop, backend)
+    _ask(first, text, 8, 11)
+    anew = _engine(shop, backend)
+    anew.answered_after(first)
+    _ask(anew, _below(text, 8, ANSWER), 9, 4)
+    assert backend.prompts[1] == backend.prompts[0] + " " + ANSWER + "\n   "
