@@ -11,8 +11,10 @@ configuration (the "lsp" surface: the embedded 0.5B, 1,024-token prompts, blocks
 function): for each task whose hole has a code line above it, the prompt at the start of that line
 above (the hole and that line taken out), the line above taken as its answer (the file's real
 line, as if the model had written it: `CompletionEngine.taken`), then the hole's completion twice,
-from that prompt continued and from a prompt built afresh. One JSON line per task and a summary:
-exact match of both, their paired difference, and how often the two answers are the same.
+from that prompt continued and from a prompt built afresh (by an engine that also made the prompt
+at the line above, so that it keeps the blocks and the start chosen there, as the editor's does).
+One JSON line per task and a summary: exact match of both, their paired difference, and how often
+the two answers are the same.
 """
 
 from __future__ import annotations
@@ -83,6 +85,11 @@ def main() -> int:
             continuing.taken(first, prepared, above)
             if not continuing.continues(cursor):
                 continue
+            # The editor asked at the line above too: a prompt built afresh keeps the blocks and the
+            # start its function's first completion chose (order "stable"), as in the editor.
+            above_request = afresh.request(first)
+            assert not isinstance(above_request, Failure), above_request
+            assert not isinstance(afresh.prepare(above_request), Failure)
             continued, fresh = continuing.complete(cursor), afresh.complete(cursor)
             if isinstance(continued, Failure) or isinstance(fresh, Failure):
                 continue
