@@ -51,8 +51,8 @@ re-send a request they gave up on, keep typing while a request is pending, and c
 - **Speculation after an accept** (`speculate_below`): a completion accepted at a line's end
   starts the next line's completion where Enter would leave the cursor (lsp/next_line.py). If
   Enter then makes exactly that text, the flight runs on and the request there joins it; if the
-  editor indented otherwise, the model's prompt cache is warm all the same (the engine continues
-  the accepted answer's prompt either way: repomem.completion.line_below).
+  editor indented otherwise, the model's prompt cache is warm all the same. Only a prompt that
+  continues the accepted answer's (repomem.completion.line_below) answers it (CompletionAsk.below).
 - **The line below a shown answer** (`line_ahead`, off by default): the same, started when a
   one-line answer is shown at a line's end, before it is taken; typing the answer out keeps it
   running (`on_the_way`), anything else stops it. Only a continued prompt answers it

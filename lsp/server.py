@@ -333,13 +333,13 @@ class RepomemServer(LanguageServer):
         self.answers_generation += 1
 
     def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int,
-               prefix_only: bool = False) -> CompletionAsk:
+               prefix_only: bool = False, below: bool = False) -> CompletionAsk:
         """The request at (line, character), in code points, of `text` as the document `uri` at
         `version` (its text now, or the one an edit would give it)."""
         lines = text.split("\n")
         offset = sum(len(row) + 1 for row in lines[:line]) + character
         state = CursorState.of(path, text, offset, self.answers_generation)
-        return CompletionAsk(uri, version, state, text, line, character, lines[line], prefix_only)
+        return CompletionAsk(uri, version, state, text, line, character, lines[line], prefix_only, below)
 
     def document_text(self, uri: str) -> str:
         """An open document's text as the server uses it: newlines normalized, and each unpaired
@@ -833,10 +833,12 @@ def _below_accepted(ls: RepomemServer, completion_id: str) -> CompletionAsk | No
     if below is None:
         return None
     new_text, line, indent = below
-    # Prefix only: the accepted line sits just before the file's cached rest, whose moved cells
-    # would not have seen it (the model then wrote it again: docs/editors.md#interactive-latency).
+    # Below: only a prompt continued from the accepted answer's (a few tokens) is worth a guess; one
+    # built afresh would read the file after the cursor again. Prefix only: the accepted line sits
+    # just before the file's cached rest, whose moved cells would not have seen it (the model then
+    # wrote it again: docs/editors.md#interactive-latency).
     return ls.ask_in(uri, shown.path, ls.text_versions.get(uri), new_text, line, len(indent),
-                     prefix_only=True)
+                     prefix_only=True, below=True)
 
 
 @server.command(ACCEPT_COMMAND)

@@ -202,7 +202,8 @@ class CompletionEngine:
     def continues(self, cursor: Cursor) -> bool:
         """Whether a completion at `cursor` would continue the prompt of an answer above it
         (completion.continue_lines) rather than build one: the language server asks before it
-        speculates on the line below a shown answer, which is worth a few tokens, not a prompt."""
+        speculates on the line below an accepted or shown answer, which is worth a few tokens, not
+        a prompt."""
         if not self.config.completion.continue_lines or not self._answered:
             return False
         request = self.request(cursor)

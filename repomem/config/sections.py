@@ -614,14 +614,15 @@ class ServerConfig:
                                  help="typing on at a completion's cursor keeps its generation running, and typing "
                                       "that parts from the shown completion starts the next one at once")
     # An accepted completion that ends a line: the next line's completion starts where Enter would
-    # leave the cursor (lsp/next_line.py), before the user presses it. With completion.continue_lines
-    # its prompt is the accepted answer's, continued: a few tokens to read. (Built afresh, it read
+    # leave the cursor (lsp/next_line.py), before the user presses it, where completion.continue_lines
+    # makes its prompt the accepted answer's, continued: a few tokens to read. (Built afresh, it read
     # the file after the cursor again, with no cached run moved (GenerationRequest.prefix_only), and
     # made the 95th percentile after an accept later: it was off until prompts continued;
     # docs/editors.md#interactive-latency.)
     speculate_below: bool = setting(True, run_only=True, lsp="speculateBelow",
-                                    help="after a completion accepted at the end of a line, the next line's "
-                                         "completion starts where Enter would put the cursor")
+                                    help="after a one-line completion accepted at the end of a line, the next "
+                                         "line's completion starts where Enter would put the cursor (with "
+                                         "completion.continueLines)")
     # A one-line answer shown at a line's end: the line below it, as if the user took it and pressed
     # Enter (lsp/next_line.py), is completed at once while the user reads, where the engine continues
     # the answer's prompt (completion.continue_lines: a few tokens to read, never a prompt). Typing
