@@ -2,12 +2,13 @@
 
 In an editor the user takes a one-line completion (accepts it, or types it out) and presses Enter:
 the next request's cursor stands on a new line below the answer, and the document is otherwise
-the one the answer was made for. A fresh prompt for that cursor puts the answer into the file's
-part before the cursor, so the model's cache keeps only what came before it: the file after the
-cursor (the fill-in-the-middle prompt's suffix) and what follows are read again, a few hundred
-tokens, most of a new line's wait on two cores (docs/editors.md#interactive-latency). Continued
-instead, the prompt is the one the model answered from, then its answer and a newline: what it
-would have read had it gone on writing. Its cache holds all of it but the last token or two.
+the one the answer was made for. A fresh prompt for that cursor is fitted anew around the answer,
+now in the file before the cursor: a fill-in-the-middle prompt puts all of the code after the
+cursor behind it, and a left-to-right one may fit its blocks or its window's start otherwise, so
+the model reads a few hundred tokens again, most of a new line's wait on two cores
+(docs/editors.md#interactive-latency). Continued instead, the prompt is the one the model answered
+from, then its answer and a newline: what it would have read had it gone on writing. Its cache
+holds all of it but the last token or two.
 
 The blocks are not retrieved again for the line below (the query window moved by one line; an
 editor's prompt keeps its blocks per function anyway, order "stable"). A continued prompt grows
