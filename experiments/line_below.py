@@ -38,35 +38,72 @@ from repomem.failures import Failure
 from repomem.service import RepoService
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(description: str, out: str) -> argparse.Namespace:
+    """The options the editor-configuration replays share (this script's and its siblings')."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=Path, required=True)
     parser.add_argument("--repos", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=60, help="tasks per split drawn (as eval run's --limit)")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--right-context", action="store_true", help="the code after the hole visible, as in an editor")
-    parser.add_argument("--out", type=Path, default=Path("eval/results/line-below/records.jsonl"))
-    args = parser.parse_args()
-    tasks = draw_tasks([args.tasks], args.limit, args.seed)
-    if isinstance(tasks, Failure):
-        print(tasks.message, file=sys.stderr)
-        return 2
-    config = config_from_mapping({}, "lsp")[0]
-    backend = open_backend(config)
-    if isinstance(backend, Failure):
-        print(backend.message, file=sys.stderr)
-        return 2
-    services: dict[str, RepoService] = {}
+    parser.add_argument("--out", type=Path, default=Path(out))
+    return parser.parse_args()
+
+
+class EditorReplay:
+    """The tasks drawn, the editor's configuration ("lsp" surface) and its model, and each task's
+    repository opened and indexed once."""
+
+    def __init__(self, args: argparse.Namespace):
+        tasks = draw_tasks([args.tasks], args.limit, args.seed)
+        if isinstance(tasks, Failure):
+            raise SystemExit(tasks.message)
+        self.tasks, self.repos = tasks, args.repos
+        self.config = config_from_mapping({}, "lsp")[0]
+        backend = open_backend(self.config)
+        if isinstance(backend, Failure):
+            raise SystemExit(backend.message)
+        self.backend = backend
+        self._services: dict[str, RepoService] = {}
+
+    def service(self, repo: str) -> RepoService:
+        if repo not in self._services:
+            opened = RepoService.open((self.repos / repo).resolve(), self.config)
+            assert not isinstance(opened, Failure), opened
+            assert not isinstance(opened.ensure_index(), Failure)
+            self._services[repo] = opened
+        return self._services[repo]
+
+    def engine(self, service: RepoService, **completion) -> CompletionEngine:
+        return CompletionEngine(service, self.backend, with_overrides(self.config, completion=completion))
+
+
+def paired_summary(rows: list[dict], first: str, second: str, args: argparse.Namespace) -> dict:
+    """Exact match of answers `first` and `second` (the rows' FIRST_em / SECOND_em ...), their paired
+    difference, won / lost, the same answers, edit similarity."""
+    a, b = np.array([r[f"{first}_em"] for r in rows]), np.array([r[f"{second}_em"] for r in rows])
+    return {"tasks": len(rows), "right_context": args.right_context, "seed": args.seed, "limit": args.limit,
+            f"{first}_em": round(100 * a.mean(), 1), f"{second}_em": round(100 * b.mean(), 1),
+            f"{first}_minus_{second}": format_interval(paired_bootstrap(a, b)),
+            "won": int((a & ~b).sum()), "lost": int((b & ~a).sum()),
+            "same_answer": sum(r[first] == r[second] for r in rows),
+            f"{first}_es": round(float(np.mean([r[f"{first}_es"] for r in rows])), 3),
+            f"{second}_es": round(float(np.mean([r[f"{second}_es"] for r in rows])), 3)}
+
+
+def scored(name: str, text: str, truth: str) -> dict:
+    return {name: text, f"{name}_em": exact_match(text, truth), f"{name}_es": edit_similarity(text, truth)}
+
+
+def main() -> int:
+    args = arguments(__doc__, "eval/results/line-below/records.jsonl")
+    replay = EditorReplay(args)
+    tasks = replay.tasks
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     with args.out.open("w", encoding="utf-8") as out:
         for number, task in enumerate(tasks, start=1):
-            service = services.get(task.repo)
-            if service is None:
-                opened = RepoService.open((args.repos / task.repo).resolve(), config)
-                assert not isinstance(opened, Failure), opened
-                assert not isinstance(opened.ensure_index(), Failure)
-                service = services[task.repo] = opened
+            service = replay.service(task.repo)
             text = (service.root / task.path).read_text(encoding="utf-8", errors="replace")
             lines = text.split("\n")
             above = lines[task.lineno - 1] if task.lineno > 0 else ""
@@ -76,8 +113,8 @@ def main() -> int:
                                                                   ground_truth=above + "\n" + task.ground_truth),
                                 text, "", args.right_context)
             cursor = task_cursor(service.root, task, text, "", args.right_context)
-            continuing = CompletionEngine(service, backend, with_overrides(config, completion={"continue_lines": True}))
-            afresh = CompletionEngine(service, backend, with_overrides(config, completion={"continue_lines": False}))
+            continuing = replay.engine(service, continue_lines=True)
+            afresh = replay.engine(service, continue_lines=False)
             request = continuing.request(first)
             assert not isinstance(request, Failure), request
             prepared = continuing.prepare(request)
@@ -93,11 +130,8 @@ def main() -> int:
             continued, fresh = continuing.complete(cursor), afresh.complete(cursor)
             if isinstance(continued, Failure) or isinstance(fresh, Failure):
                 continue
-            truth = task.ground_truth
-            row = {"task_id": task.task_id, "repo": task.repo, "continued": continued.text, "fresh": fresh.text,
-                   "continued_em": exact_match(continued.text, truth), "fresh_em": exact_match(fresh.text, truth),
-                   "continued_es": edit_similarity(continued.text, truth),
-                   "fresh_es": edit_similarity(fresh.text, truth),
+            row = {"task_id": task.task_id, "repo": task.repo, **scored("continued", continued.text, task.ground_truth),
+                   **scored("fresh", fresh.text, task.ground_truth),
                    "continued_prompt_tokens": continued.generation.prompt_tokens,
                    "fresh_prompt_tokens": fresh.generation.prompt_tokens}
             rows.append(row)
@@ -105,19 +139,11 @@ def main() -> int:
             out.flush()
             print(f"{number}/{len(tasks)} {task.task_id}: continued {row['continued_em']:d} fresh {row['fresh_em']:d}"
                   f" {'same' if continued.text == fresh.text else 'differ'}", flush=True)
-    backend.close()
+    replay.backend.close()
     if not rows:
         print("no task had a code line above its hole", file=sys.stderr)
         return 1
-    continued_em = np.array([r["continued_em"] for r in rows])
-    fresh_em = np.array([r["fresh_em"] for r in rows])
-    summary = {"tasks": len(rows), "right_context": args.right_context, "seed": args.seed, "limit": args.limit,
-               "continued_em": round(100 * continued_em.mean(), 1), "fresh_em": round(100 * fresh_em.mean(), 1),
-               "continued_minus_fresh": format_interval(paired_bootstrap(continued_em, fresh_em)),
-               "won": int((continued_em & ~fresh_em).sum()), "lost": int((fresh_em & ~continued_em).sum()),
-               "same_answer": sum(r["continued"] == r["fresh"] for r in rows),
-               "continued_es": round(float(np.mean([r["continued_es"] for r in rows])), 3),
-               "fresh_es": round(float(np.mean([r["fresh_es"] for r in rows])), 3)}
+    summary = paired_summary(rows, "continued", "fresh", args)
     args.out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
