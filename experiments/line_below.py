@@ -23,18 +23,21 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from repomem.backends.factory import open_backend
-from repomem.completion.engine import CompletionEngine
+from repomem.completion.engine import CompletionEngine, PreparedPrompt
 from repomem.config import config_from_mapping, with_overrides
 from repomem.evaluation.metrics import edit_similarity, exact_match
 from repomem.evaluation.report import format_interval, paired_bootstrap
 from repomem.evaluation.run import task_cursor
 from repomem.evaluation.tasks import draw_tasks
 from repomem.failures import Failure
+from repomem.positions import Cursor
 from repomem.service import RepoService
 
 
@@ -65,6 +68,7 @@ class EditorReplay:
             raise SystemExit(backend.message)
         self.backend = backend
         self._services: dict[str, RepoService] = {}
+        self.rows: list[dict] = []
 
     def service(self, repo: str) -> RepoService:
         if repo not in self._services:
@@ -76,6 +80,28 @@ class EditorReplay:
 
     def engine(self, service: RepoService, **completion) -> CompletionEngine:
         return CompletionEngine(service, self.backend, with_overrides(self.config, completion=completion))
+
+    def record(self, out: IO[str], number: int, task_id: str, row: dict, first: str, second: str) -> None:
+        """One task's row (answers `first` and `second`, as `scored` names them): kept, written, said."""
+        self.rows.append(row)
+        out.write(json.dumps(row) + "\n")
+        out.flush()
+        print(f"{number}/{len(self.tasks)} {task_id}: {first} {row[f'{first}_em']:d} {second} {row[f'{second}_em']:d}"
+              f" {'same' if row[first] == row[second] else 'differ'}", flush=True)
+
+    def finish(self, args: argparse.Namespace, first: str, second: str, nothing: str,
+               **more: Callable[[list[dict]], object]) -> int:
+        """The summary of the rows kept (`paired_summary`, and `more` of them by name), written beside
+        the records and printed; 1 and `nothing` said when no task was replayed."""
+        self.backend.close()
+        if not self.rows:
+            print(nothing, file=sys.stderr)
+            return 1
+        summary = {**paired_summary(self.rows, first, second, args),
+                   **{name: measure(self.rows) for name, measure in more.items()}}
+        args.out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(json.dumps(summary, indent=2))
+        return 0
 
 
 def paired_summary(rows: list[dict], first: str, second: str, args: argparse.Namespace) -> dict:
@@ -91,6 +117,16 @@ def paired_summary(rows: list[dict], first: str, second: str, args: argparse.Nam
             f"{second}_es": round(float(np.mean([r[f"{second}_es"] for r in rows])), 3)}
 
 
+def prepared_at(engine: CompletionEngine, cursor: Cursor) -> PreparedPrompt:
+    """The prompt `engine` makes at `cursor` without the model (what an editor's earlier ask there
+    made: order "stable" remembers its blocks and start for the function)."""
+    request = engine.request(cursor)
+    assert not isinstance(request, Failure), request
+    prepared = engine.prepare(request)
+    assert not isinstance(prepared, Failure), prepared
+    return prepared
+
+
 def scored(name: str, text: str, truth: str) -> dict:
     return {name: text, f"{name}_em": exact_match(text, truth), f"{name}_es": edit_similarity(text, truth)}
 
@@ -100,7 +136,6 @@ def main() -> int:
     replay = EditorReplay(args)
     tasks = replay.tasks
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
     with args.out.open("w", encoding="utf-8") as out:
         for number, task in enumerate(tasks, start=1):
             service = replay.service(task.repo)
@@ -115,18 +150,12 @@ def main() -> int:
             cursor = task_cursor(service.root, task, text, "", args.right_context)
             continuing = replay.engine(service, continue_lines=True)
             afresh = replay.engine(service, continue_lines=False)
-            request = continuing.request(first)
-            assert not isinstance(request, Failure), request
-            prepared = continuing.prepare(request)
-            assert not isinstance(prepared, Failure), prepared
-            continuing.taken(first, prepared, above)
+            continuing.taken(first, prepared_at(continuing, first), above)
             if not continuing.continues(cursor):
                 continue
             # The editor asked at the line above too: a prompt built afresh keeps the blocks and the
             # start its function's first completion chose (order "stable"), as in the editor.
-            above_request = afresh.request(first)
-            assert not isinstance(above_request, Failure), above_request
-            assert not isinstance(afresh.prepare(above_request), Failure)
+            prepared_at(afresh, first)
             continued, fresh = continuing.complete(cursor), afresh.complete(cursor)
             if isinstance(continued, Failure) or isinstance(fresh, Failure):
                 continue
@@ -134,19 +163,8 @@ def main() -> int:
                    **scored("fresh", fresh.text, task.ground_truth),
                    "continued_prompt_tokens": continued.generation.prompt_tokens,
                    "fresh_prompt_tokens": fresh.generation.prompt_tokens}
-            rows.append(row)
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(f"{number}/{len(tasks)} {task.task_id}: continued {row['continued_em']:d} fresh {row['fresh_em']:d}"
-                  f" {'same' if continued.text == fresh.text else 'differ'}", flush=True)
-    replay.backend.close()
-    if not rows:
-        print("no task had a code line above its hole", file=sys.stderr)
-        return 1
-    summary = paired_summary(rows, "continued", "fresh", args)
-    args.out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary, indent=2))
-    return 0
+            replay.record(out, number, task.task_id, row, "continued", "fresh")
+    return replay.finish(args, "continued", "fresh", "no task had a code line above its hole")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,7 @@ hole's own cursor). One JSON line per task and a summary.
 
 from __future__ import annotations
 
-import json
-import sys
-
-from line_below import EditorReplay, arguments, paired_summary, scored
+from line_below import EditorReplay, arguments, prepared_at, scored
 
 from repomem.completion.request import enclosing_definition
 from repomem.evaluation.run import task_cursor
@@ -31,7 +28,6 @@ def main() -> int:
     args = arguments(__doc__, "eval/results/stable-blocks/records.jsonl")
     replay = EditorReplay(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
     with args.out.open("w", encoding="utf-8") as out:
         for number, task in enumerate(replay.tasks, start=1):
             service = replay.service(task.repo)
@@ -43,9 +39,7 @@ def main() -> int:
                 continue  # at module level, or the hole is the function's first line
             first = Cursor(cursor.root, cursor.path, definition + 1, len(lines[definition + 1]), cursor.text)
             kept, retrieved = replay.engine(service), replay.engine(service)
-            request = kept.request(first)
-            assert not isinstance(request, Failure), request
-            assert not isinstance(kept.prepare(request), Failure)
+            prepared_at(kept, first)  # the function's first completion: its blocks are kept
             with_kept, own = kept.complete(cursor), retrieved.complete(cursor)
             if isinstance(with_kept, Failure) or isinstance(own, Failure):
                 continue
@@ -53,20 +47,9 @@ def main() -> int:
                    **scored("own", own.text, task.ground_truth),
                    "kept_fragments": [f.fragment for f in with_kept.fragments],
                    "own_fragments": [f.fragment for f in own.fragments]}
-            rows.append(row)
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(f"{number}/{len(replay.tasks)} {task.task_id}: kept {row['kept_em']:d} own {row['own_em']:d}"
-                  f" {'same' if with_kept.text == own.text else 'differ'}", flush=True)
-    replay.backend.close()
-    if not rows:
-        print("no task had an earlier line in its function", file=sys.stderr)
-        return 1
-    summary = {**paired_summary(rows, "kept", "own", args),
-               "same_blocks": sum(r["kept_fragments"] == r["own_fragments"] for r in rows)}
-    args.out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary, indent=2))
-    return 0
+            replay.record(out, number, task.task_id, row, "kept", "own")
+    return replay.finish(args, "kept", "own", "no task had an earlier line in its function",
+                         same_blocks=lambda rows: sum(r["kept_fragments"] == r["own_fragments"] for r in rows))
 
 
 if __name__ == "__main__":
