@@ -74,6 +74,7 @@ from repomem.languages.registry import language_named, language_of
 from repomem.lsp.cache import CachedCompletion, CompletionCache, CursorState, ForwardTypingCache, typing_parts
 from repomem.lsp.next_line import enter_at_end
 from repomem.lsp.session import CompletionAnswer
+from repomem.positions import text_offset
 
 # Functions remembered as ones the model read a prompt for (the warm prefix keeps as many:
 # repomem.completion.warm_prefix.STABLE_MEMO_SIZE).
@@ -99,6 +100,15 @@ class CompletionAsk:
     # The line below a shown answer, as if the user took it and pressed Enter: answered only where
     # the engine continues that answer's prompt (repomem.completion.line_below), never by reading one.
     below: bool = False
+
+    @classmethod
+    def at(cls, uri: str, version: int | None, path: str, text: str, line: int, character: int,
+           answers_generation: int, prefix_only: bool = False, below: bool = False) -> CompletionAsk:
+        """The request at (`line`, `character`), 0-based, in code points, of `text` as the document
+        `uri` at `version` (its text now, or the one an edit would give it)."""
+        lines = text.split("\n")
+        state = CursorState.of(path, text, text_offset(lines, line, character), answers_generation)
+        return cls(uri, version, state, text, line, character, lines[line], prefix_only, below)
 
 
 class Outcome(Enum):
@@ -354,12 +364,10 @@ class CompletionScheduler:
         if below is None:
             return
         taken, line, indent = below
-        offset = len(ask.state.left) + len(text) + 1 + len(indent)
-        state = CursorState.of(ask.state.path, taken, offset, ask.state.answers_generation)
-        if self.cache.get(state) is not None:
+        below_ask = CompletionAsk.at(ask.uri, ask.version, ask.state.path, taken, line, len(indent),
+                                     ask.state.answers_generation, prefix_only=True, below=True)
+        if self.cache.get(below_ask.state) is not None:
             return
-        below_ask = CompletionAsk(ask.uri, ask.version, state, taken, line, len(indent), taken.split("\n")[line],
-                                  prefix_only=True, below=True)
         flight = self._launch(below_ask, debounce=False)
         flight.kept, flight.shown_at = True, ask.state
 

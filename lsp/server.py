@@ -47,7 +47,6 @@ from repomem.config import Config, ServerConfig, problem_lines, read_settings, r
 from repomem.failures import Failure, FailureKind
 from repomem.index.scan import normalize_newlines
 from repomem.lsp import disk_events
-from repomem.lsp.cache import CursorState
 from repomem.lsp.client_quirks import lenient_converter
 from repomem.lsp.documents import ProtocolLinesProtocol
 from repomem.lsp.framing import MessageLoop, SessionWriter, complain, quiet_pygls_logs
@@ -334,12 +333,9 @@ class RepomemServer(LanguageServer):
 
     def ask_in(self, uri: str, path: str, version: int | None, text: str, line: int, character: int,
                prefix_only: bool = False, below: bool = False) -> CompletionAsk:
-        """The request at (line, character), in code points, of `text` as the document `uri` at
-        `version` (its text now, or the one an edit would give it)."""
-        lines = text.split("\n")
-        offset = sum(len(row) + 1 for row in lines[:line]) + character
-        state = CursorState.of(path, text, offset, self.answers_generation)
-        return CompletionAsk(uri, version, state, text, line, character, lines[line], prefix_only, below)
+        """The request at (line, character) of `text` in this server's answers generation
+        (CompletionAsk.at)."""
+        return CompletionAsk.at(uri, version, path, text, line, character, self.answers_generation, prefix_only, below)
 
     def document_text(self, uri: str) -> str:
         """An open document's text as the server uses it: newlines normalized, and each unpaired

@@ -45,6 +45,11 @@ class Cursor:
     text: str  # the file's text (disk or editor buffer)
 
 
+def text_offset(lines: list[str], line: int, column: int) -> int:
+    """The offset in `"\\n".join(lines)` of (`line`, `column`), both 0-based, in code points."""
+    return sum(len(row) + 1 for row in lines[:line]) + column
+
+
 def parse_position(spec: str) -> PositionSpec | Failure:
     match = _POSITION.match(spec)
     if match is None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from repomem.completion.prompt import Prompt
-from repomem.positions import Cursor
+from repomem.positions import Cursor, text_offset
 from repomem.retrieval.scoring import ScoredFragment
 
 # Answers in a row one prompt may be continued by (each adds its line and a newline to the prompt).
@@ -54,8 +54,7 @@ class AnsweredLine:
 
 def split_at(cursor: Cursor) -> tuple[str, str]:
     """The cursor's document before and after it."""
-    lines = cursor.text.split("\n")
-    offset = sum(len(line) + 1 for line in lines[: cursor.line]) + cursor.column
+    offset = text_offset(cursor.text.split("\n"), cursor.line, cursor.column)
     return cursor.text[:offset], cursor.text[offset:]
 
 
