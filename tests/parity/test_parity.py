@@ -496,6 +496,14 @@ def test_line_tokens_by_kernel_are_the_regex_pass(split_subwords, lowercase):
     root = Path(__file__).resolve().parents[2]
     texts = [*TOKEN_TEXTS, *(f.read_text(encoding="utf-8") for f in sorted(root.glob("repomem/**/*.py")))]
     texts.append(" ".join(f"name_{i} Word{i}x {i}" for i in range(6000)) + "\n" * 3)
+    # Words of every case pattern the parts rule tells apart (word_tokens' kernel reads it byte by
+    # byte): capitals before a capitalised word, capitals alone, digits and underscores between,
+    # with a character past ASCII now and then (that word expanded in Python, its tokens shared).
+    rng = np.random.default_rng(11)
+    alphabet = np.array(list("AaBbZzQq09_"))
+    texts.append("\n".join(" ".join("".join(rng.choice(alphabet, rng.integers(1, 9))) for _ in range(12))
+                           for _ in range(300)))
+    texts.append("HTTPResponse ABc aB A _ __init__ x1y2 ABC_ foo_foo Xabc XYZ9 a_b_C GETx getÉtat ÉtatHTTP Ab_Cd")
     for text in texts:
         fast, slow = line_tokens(text, config), _line_tokens_by_regex(text, config)
         assert fast.words == slow.words
